@@ -1,0 +1,93 @@
+//! Executable content: one file per action, each compiled once, then resolved (pure) and executed.
+
+pub mod assign;
+pub mod cancel;
+pub mod conditional;
+pub mod log;
+pub mod raise;
+pub mod send;
+
+use std::collections::VecDeque;
+
+use crate::compile::expression::{EvaluationError, Scope};
+use crate::compile::machine::{Machine, StateId, TransitionId};
+use crate::run::event::Event;
+use crate::run::state_set::StateSet;
+use crate::value::Value;
+
+pub use log::LogRecord;
+pub use send::SendRequest;
+
+/// A compiled action.
+#[derive(Debug)]
+pub enum Action {
+    Log(log::Log),
+    Assign(assign::Assign),
+    Raise(raise::Raise),
+    Send(send::Send),
+    Cancel(cancel::Cancel),
+    If(conditional::Conditional),
+}
+
+/// What the engine asks of the world outside the pure algorithm: output, timers, observers.
+pub trait Host {
+    /// A `log` action's record, ready to print.
+    fn log(&mut self, record: LogRecord);
+    /// Put an event on the external queue, now or after a delay.
+    fn send(&mut self, request: SendRequest);
+    /// Withdraw a delayed send that has not been delivered.
+    fn cancel(&mut self, send_id: &str);
+    /// Observers, called in the order the algorithm does things.
+    fn state_entered(&mut self, _state: StateId) {}
+    fn state_exited(&mut self, _state: StateId) {}
+    fn transition_taken(&mut self, _transition: TransitionId) {}
+}
+
+/// Everything an action may read or change while it runs.
+pub struct Execution<'a> {
+    pub machine: &'a Machine,
+    pub context: &'a mut [Value],
+    pub inputs: &'a [Value],
+    pub event: Option<&'a Event>,
+    pub configuration: &'a StateSet,
+    pub internal_queue: &'a mut VecDeque<Event>,
+    pub host: &'a mut dyn Host,
+}
+
+impl Execution<'_> {
+    /// Runs `body`, which needs a read-only scope over the current data.
+    pub fn with_scope<T>(&self, body: impl FnOnce(&Scope) -> T) -> T {
+        let configuration = self.configuration;
+        let is_active = |index: usize| configuration.contains(StateId(index as u32));
+        let scope = Scope {
+            names: &self.machine.names,
+            context: self.context,
+            inputs: self.inputs,
+            event: self.event.map(Event::view),
+            is_active: &is_active,
+        };
+        body(&scope)
+    }
+}
+
+impl Action {
+    pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
+        match self {
+            Action::Log(log) => log.execute(execution),
+            Action::Assign(assign) => assign.execute(execution),
+            Action::Raise(raise) => raise.execute(execution),
+            Action::Send(send) => send.execute(execution),
+            Action::Cancel(cancel) => cancel.execute(execution),
+            Action::If(conditional) => conditional.execute(execution),
+        }
+    }
+}
+
+/// Runs a block in order. As in SCXML, the first failing action stops the rest of the block;
+/// the error is returned so the caller can raise `error.execution`.
+pub fn execute_block(actions: &[Action], execution: &mut Execution) -> Result<(), EvaluationError> {
+    for action in actions {
+        action.execute(execution)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! `raise`: puts an event on the internal queue.
+
+use crate::compile::expression::{EvaluationError, ValueTemplate};
+use crate::compile::Compiler;
+use crate::model::action::RaiseAction;
+use crate::run::event::{Event, Origin};
+use crate::value::Value;
+
+use super::send::EventName;
+use super::Execution;
+
+#[derive(Debug)]
+pub struct Raise {
+    event: EventName,
+    data: Option<ValueTemplate>,
+}
+
+impl Raise {
+    pub fn compile(action: &RaiseAction, compiler: &mut Compiler, pointer: &str) -> Option<Raise> {
+        let event = EventName::compile(&action.raise, compiler, &format!("{pointer}/raise"));
+        let data = match &action.data {
+            Some(data) => Some(compiler.value_template(data, &format!("{pointer}/data"))?),
+            None => None,
+        };
+        Some(Raise { event: event?, data })
+    }
+
+    /// Pure: the event to raise.
+    pub fn resolve(&self, execution: &Execution) -> Result<Event, EvaluationError> {
+        let data = match &self.data {
+            Some(data) => execution.with_scope(|scope| data.render(scope))?,
+            None => Value::Null,
+        };
+        let event = self.event.resolve(execution, Origin::Internal)?;
+        Ok(event.with_data(data))
+    }
+
+    pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
+        let event = self.resolve(execution)?;
+        execution.internal_queue.push_back(event);
+        Ok(())
+    }
+}

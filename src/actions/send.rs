@@ -1,0 +1,109 @@
+//! `send`: an event for the external queue, now or after a delay, cancellable by id.
+
+use std::sync::Arc;
+
+use crate::compile::expression::{EvaluationError, Template, ValueTemplate};
+use crate::compile::machine::{Delay, EventType};
+use crate::compile::Compiler;
+use crate::model::action::SendAction;
+use crate::run::event::{Event, Origin};
+use crate::value::Value;
+
+use super::Execution;
+
+#[derive(Debug)]
+pub struct Send {
+    event: EventName,
+    data: Option<ValueTemplate>,
+    delay: Option<Delay>,
+    id: Option<Template>,
+}
+
+/// A resolved send, for the host to deliver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendRequest {
+    pub event: Event,
+    pub delay_milliseconds: u64,
+    pub id: Option<Arc<str>>,
+}
+
+/// An event name that is either fixed (and so known to the machine) or a template.
+#[derive(Debug)]
+pub enum EventName {
+    Known(EventType),
+    Template(Template),
+}
+
+impl EventName {
+    pub fn compile(text: &str, compiler: &mut Compiler, pointer: &str) -> Option<EventName> {
+        let template = compiler.template(text, pointer)?;
+        if template.is_literal() {
+            compiler.check_event_name(text, pointer);
+            Some(EventName::Known(compiler.intern_event(text)))
+        } else {
+            Some(EventName::Template(template))
+        }
+    }
+
+    pub fn resolve(&self, execution: &Execution, origin: Origin) -> Result<Event, EvaluationError> {
+        Ok(match self {
+            EventName::Known(event_type) => Event::of_type(execution.machine, *event_type, origin),
+            EventName::Template(template) => {
+                let name = execution.with_scope(|scope| template.render(scope))?;
+                Event::named(execution.machine, &name, Value::Null, origin)
+            }
+        })
+    }
+}
+
+impl Send {
+    pub fn compile(action: &SendAction, compiler: &mut Compiler, pointer: &str) -> Option<Send> {
+        let event = EventName::compile(&action.send, compiler, &format!("{pointer}/send"));
+        let data = action
+            .data
+            .as_ref()
+            .map(|data| compiler.value_template(data, &format!("{pointer}/data")));
+        let delay = action
+            .delay
+            .as_ref()
+            .map(|delay| compiler.delay(delay, &format!("{pointer}/delay")));
+        let id = action
+            .id
+            .as_ref()
+            .map(|id| compiler.template(id, &format!("{pointer}/id")));
+        Some(Send {
+            event: event?,
+            data: data.map_or(Some(None), |data| data.map(Some))?,
+            delay: delay.map_or(Some(None), |delay| delay.map(Some))?,
+            id: id.map_or(Some(None), |id| id.map(Some))?,
+        })
+    }
+
+    /// Pure: the event, its delay and its id.
+    pub fn resolve(&self, execution: &Execution) -> Result<SendRequest, EvaluationError> {
+        let mut event = self.event.resolve(execution, Origin::External)?;
+        if let Some(data) = &self.data {
+            event.data = execution.with_scope(|scope| data.render(scope))?;
+        }
+        let delay_milliseconds = match &self.delay {
+            Some(delay) => execution.with_scope(|scope| delay.evaluate(scope))?,
+            None => 0,
+        };
+        let id = match &self.id {
+            Some(id) => Some(Arc::from(execution.with_scope(|scope| id.render(scope))?)),
+            None => None,
+        };
+        event.send_id = id.clone();
+        Ok(SendRequest {
+            event,
+            delay_milliseconds,
+            id,
+        })
+    }
+
+    pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
+        let request = self.resolve(execution)?;
+        execution.host.send(request);
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! The command line: parse arguments, call the library, map the result to an exit code.
+
+mod run;
+mod schema;
+mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit codes of the engine itself (sysexits); a protocol's own codes are 0–63.
+pub mod exit_code {
+    pub const USAGE: u8 = 64;
+    pub const INVALID: u8 = 65;
+    pub const NO_INPUT_FILE: u8 = 66;
+    pub const INTERNAL: u8 = 70;
+    pub const IO: u8 = 74;
+    /// The run stopped before reaching a final state: no events left and no timer pending.
+    pub const UNFINISHED: u8 = 75;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "protocol-run",
+    version,
+    about = "Run declarative YAML statechart protocols with SCXML semantics",
+    after_help = "`protocol-run FILE.yaml ...` is short for `protocol-run run FILE.yaml ...`."
+)]
+struct Arguments {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a protocol until it reaches a final state, or until events run out and no timer is pending.
+    Run(run::RunArguments),
+    /// Check protocol files and report every problem with its location.
+    Validate {
+        /// Protocol files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the protocol JSON Schema, or write it to DIR/protocol.schema.json.
+    Schema {
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// How log lines are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormatArgument {
+    Human,
+    Json,
+}
+
+const SUBCOMMANDS: [&str; 5] = ["run", "validate", "schema", "help", "--"];
+
+/// Runs the CLI with these arguments (the first is the program name); returns the exit code.
+pub fn main(arguments: Vec<String>) -> u8 {
+    let arguments = with_default_subcommand(arguments);
+    let parsed = match Arguments::try_parse_from(&arguments) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let _ = error.print();
+            return match error.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => exit_code::USAGE,
+            };
+        }
+    };
+    match parsed.command {
+        Command::Run(run_arguments) => run::run(run_arguments),
+        Command::Validate { files } => validate::validate(&files),
+        Command::Schema { out } => schema::schema(out.as_deref()),
+    }
+}
+
+/// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`.
+fn with_default_subcommand(mut arguments: Vec<String>) -> Vec<String> {
+    if let Some(first) = arguments.get(1)
+        && !first.starts_with('-')
+        && !SUBCOMMANDS.contains(&first.as_str())
+    {
+        arguments.insert(1, "run".into());
+    }
+    arguments
+}

@@ -1,0 +1,48 @@
+//! `protocol-run validate FILE...`: load and compile each file, print every problem.
+
+use std::path::PathBuf;
+
+use super::exit_code;
+use crate::diagnostic::render_all;
+use crate::load::{load_file, LoadError};
+
+pub fn validate(files: &[PathBuf]) -> u8 {
+    let mut worst = 0;
+    for file in files {
+        let code = match load_file(file) {
+            Ok(loaded) => match crate::compile::compile(&loaded) {
+                Ok(machine) => {
+                    println!(
+                        "ok: {} (protocol `{}`, {} states, {} transitions)",
+                        file.display(),
+                        machine.id,
+                        machine.states.len() - 1,
+                        machine.transitions.len()
+                    );
+                    0
+                }
+                Err(diagnostics) => {
+                    eprint!("{}", render_all(&diagnostics));
+                    exit_code::INVALID
+                }
+            },
+            Err(error) => {
+                eprint!("{error}");
+                if !matches!(error, LoadError::Invalid(_)) {
+                    eprintln!();
+                }
+                load_error_code(&error)
+            }
+        };
+        worst = worst.max(code);
+    }
+    worst
+}
+
+pub fn load_error_code(error: &LoadError) -> u8 {
+    match error {
+        LoadError::NotFound { .. } => exit_code::NO_INPUT_FILE,
+        LoadError::Unreadable { .. } => exit_code::IO,
+        LoadError::Invalid(_) => exit_code::INVALID,
+    }
+}

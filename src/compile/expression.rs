@@ -1,0 +1,673 @@
+//! Expressions and templates: CEL parsed and name-checked at load time, evaluated against a scope.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::{Context, ExecutionError, FunctionContext, Program};
+
+use crate::diagnostic::did_you_mean;
+use crate::value::Value;
+
+/// The longest expression accepted, in bytes: longer ones are refused at load time.
+pub const MAX_EXPRESSION_BYTES: usize = 4096;
+
+/// What a bare name in an expression refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameBinding {
+    Context(usize),
+    Input(usize),
+    /// The event being processed: `event.name`, `event.data`, ...
+    Event,
+}
+
+/// Every name an expression may read, resolved once at compile time.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    bindings: HashMap<String, NameBinding>,
+    /// State ids, for `In('id')` checks.
+    states: HashMap<String, usize>,
+}
+
+impl Names {
+    pub fn new(
+        context: impl IntoIterator<Item = String>,
+        inputs: impl IntoIterator<Item = String>,
+        states: HashMap<String, usize>,
+    ) -> Names {
+        let mut bindings = HashMap::new();
+        for (index, name) in inputs.into_iter().enumerate() {
+            bindings.insert(name, NameBinding::Input(index));
+        }
+        for (index, name) in context.into_iter().enumerate() {
+            bindings.insert(name, NameBinding::Context(index));
+        }
+        bindings.insert("event".into(), NameBinding::Event);
+        Names { bindings, states }
+    }
+
+    pub fn binding(&self, name: &str) -> Option<NameBinding> {
+        self.bindings.get(name).copied()
+    }
+
+    pub fn state(&self, id: &str) -> Option<usize> {
+        self.states.get(id).copied()
+    }
+}
+
+/// The event as expressions see it.
+#[derive(Debug, Clone, Copy)]
+pub struct EventView<'a> {
+    pub name: &'a str,
+    /// `platform`, `internal` or `external`, as SCXML's `_event.type`.
+    pub origin: &'a str,
+    pub send_id: Option<&'a str>,
+    pub data: &'a Value,
+}
+
+/// What an expression can read while it is evaluated.
+pub struct Scope<'a> {
+    pub names: &'a Names,
+    pub context: &'a [Value],
+    pub inputs: &'a [Value],
+    pub event: Option<EventView<'a>>,
+    /// Whether a state (by index) is active, for `In('id')`.
+    pub is_active: &'a (dyn Fn(usize) -> bool + Sync),
+}
+
+impl Scope<'_> {
+    fn event_value(&self) -> Value {
+        let Some(event) = self.event else {
+            return Value::Null;
+        };
+        let mut map = indexmap::IndexMap::new();
+        map.insert(Arc::from("name"), Value::string(event.name));
+        map.insert(Arc::from("type"), Value::string(event.origin));
+        map.insert(
+            Arc::from("sendid"),
+            event.send_id.map_or(Value::Null, Value::string),
+        );
+        map.insert(Arc::from("data"), event.data.clone());
+        Value::Map(Arc::new(map))
+    }
+
+    /// The value a bare name refers to.
+    pub fn read(&self, binding: NameBinding) -> Value {
+        match binding {
+            NameBinding::Context(slot) => self.context.get(slot).cloned().unwrap_or_default(),
+            NameBinding::Input(slot) => self.inputs.get(slot).cloned().unwrap_or_default(),
+            NameBinding::Event => self.event_value(),
+        }
+    }
+}
+
+/// Prefix of the hidden variable that `In('id')` reads through the resolver.
+const IN_STATE_PREFIX: &str = "@in:";
+
+impl cel::context::VariableResolver for Scope<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
+        let value = if let Some(state) = variable.strip_prefix(IN_STATE_PREFIX) {
+            let index = self.names.state(state)?;
+            cel::Value::Bool((self.is_active)(index))
+        } else {
+            self.read(self.names.binding(variable)?).to_cel()
+        };
+        let boxed: Box<dyn cel::common::value::Val> = value.try_into().ok()?;
+        Some(cel::common::value::CowVal::Owned(boxed))
+    }
+}
+
+/// A failure while evaluating; the interpreter turns it into `error.execution`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvaluationError {
+    pub expression: Arc<str>,
+    pub message: String,
+}
+
+impl std::fmt::Display for EvaluationError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "`{}`: {}", self.expression, self.message)
+    }
+}
+
+/// A problem found while compiling an expression, at a character offset inside its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpressionProblem {
+    pub offset: usize,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+/// A compiled CEL expression.
+#[derive(Debug)]
+pub struct Expression {
+    pub text: Arc<str>,
+    program: Program,
+    uses_in: bool,
+}
+
+/// Global functions that need no declaration: CEL's standard ones and the engine's own.
+const KNOWN_FUNCTIONS: &[&str] = &[
+    "size", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "has", "matches",
+    "contains", "startsWith", "endsWith", "max", "min", "duration", "timestamp", "In",
+];
+
+fn environment() -> &'static Arc<cel::Env> {
+    static ENVIRONMENT: OnceLock<Arc<cel::Env>> = OnceLock::new();
+    ENVIRONMENT.get_or_init(|| Arc::new(cel::Env::stdlib()))
+}
+
+impl Expression {
+    /// Parses `text` and checks that every name and function it uses exists.
+    pub fn compile(text: &str, names: &Names) -> Result<Expression, Vec<ExpressionProblem>> {
+        if text.len() > MAX_EXPRESSION_BYTES {
+            return Err(vec![ExpressionProblem {
+                offset: 0,
+                message: format!(
+                    "expression is {} bytes, longer than the limit of {MAX_EXPRESSION_BYTES}",
+                    text.len()
+                ),
+                help: Some("move the logic into several assignments or guards".into()),
+            }]);
+        }
+        if text.trim().is_empty() {
+            return Err(vec![ExpressionProblem {
+                offset: 0,
+                message: "empty expression".into(),
+                help: Some("write a CEL expression, e.g. `attempts < 3`".into()),
+            }]);
+        }
+        let program = environment().compile(text).map_err(|errors| {
+            errors
+                .errors
+                .iter()
+                .map(|error| ExpressionProblem {
+                    offset: line_column_to_offset(text, error.pos),
+                    message: format!("invalid expression: {}", error.msg),
+                    help: None,
+                })
+                .collect::<Vec<_>>()
+        })?;
+        let mut checker = NameChecker {
+            names,
+            program: &program,
+            bound: Vec::new(),
+            problems: Vec::new(),
+            uses_in: false,
+        };
+        checker.visit(program.expression());
+        let uses_in = checker.uses_in;
+        if !checker.problems.is_empty() {
+            return Err(checker.problems);
+        }
+        Ok(Expression {
+            text: Arc::from(text),
+            program,
+            uses_in,
+        })
+    }
+
+    /// Evaluates against `scope`.
+    pub fn evaluate(&self, scope: &Scope) -> Result<Value, EvaluationError> {
+        let mut context = Context::with_env(environment().clone());
+        if self.uses_in {
+            context
+                .add_function("In", in_state)
+                .map_err(|error| self.error(error.to_string()))?;
+        }
+        context.set_variable_resolver(scope);
+        let result = self
+            .program
+            .execute(&context)
+            .map_err(|error| self.error(describe_execution_error(&error)))?;
+        Value::from_cel(&result).ok_or_else(|| {
+            self.error(format!("the result {result:?} has no JSON form"))
+        })
+    }
+
+    /// Evaluates a guard: the result must be a boolean.
+    pub fn evaluate_condition(&self, scope: &Scope) -> Result<bool, EvaluationError> {
+        match self.evaluate(scope)? {
+            Value::Bool(flag) => Ok(flag),
+            other => Err(self.error(format!(
+                "a condition must be a bool, but this gave {} `{other}`",
+                other.type_name()
+            ))),
+        }
+    }
+
+    fn error(&self, message: String) -> EvaluationError {
+        EvaluationError {
+            expression: self.text.clone(),
+            message,
+        }
+    }
+}
+
+/// `In('id')`: reads the hidden `@in:id` variable, which the scope's resolver answers.
+fn in_state(function: &FunctionContext, state: Arc<String>) -> cel::ResolveResult {
+    let variable = format!("{IN_STATE_PREFIX}{state}");
+    match function.ptx.get_variable(&variable) {
+        Some(value) => cel::Value::try_from(value.as_ref()),
+        None => Err(ExecutionError::function_error("In", format!("no state `{state}`"))),
+    }
+}
+
+fn describe_execution_error(error: &ExecutionError) -> String {
+    match error {
+        ExecutionError::UndeclaredReference(name) => format!("`{name}` is not defined"),
+        ExecutionError::NoSuchKey(key) => format!("no key `{key}`"),
+        other => other.to_string(),
+    }
+}
+
+/// Converts the parser's (1-based line, 0-based column) into a character offset.
+fn line_column_to_offset(text: &str, (line, column): (isize, isize)) -> usize {
+    let line = usize::try_from(line).unwrap_or(1).max(1);
+    let column = usize::try_from(column).unwrap_or(0);
+    let before: usize = text.split('\n').take(line - 1).map(|l| l.chars().count() + 1).sum();
+    before + column
+}
+
+/// Walks the AST and reports every name that is neither bound by a macro nor known.
+struct NameChecker<'a> {
+    names: &'a Names,
+    program: &'a Program,
+    bound: Vec<&'a str>,
+    problems: Vec<ExpressionProblem>,
+    uses_in: bool,
+}
+
+impl<'a> NameChecker<'a> {
+    fn offset(&self, expression: &IdedExpr) -> usize {
+        self.program
+            .source_info()
+            .offset_for(expression.id)
+            .map_or(0, |(start, _)| start as usize)
+    }
+
+    fn visit(&mut self, expression: &'a IdedExpr) {
+        match &expression.expr {
+            Expr::Ident(name) => self.check_name(name, expression),
+            Expr::Call(call) => {
+                if call.target.is_none() && !is_operator(&call.func_name) {
+                    self.check_function(&call.func_name, &call.args, expression);
+                }
+                if let Some(target) = &call.target {
+                    self.visit(target);
+                }
+                call.args.iter().for_each(|argument| self.visit(argument));
+            }
+            Expr::Comprehension(comprehension) => {
+                self.visit(&comprehension.iter_range);
+                self.visit(&comprehension.accu_init);
+                let depth = self.bound.len();
+                self.bound.push(&comprehension.iter_var);
+                if let Some(second) = &comprehension.iter_var2 {
+                    self.bound.push(second);
+                }
+                self.bound.push(&comprehension.accu_var);
+                self.visit(&comprehension.loop_cond);
+                self.visit(&comprehension.loop_step);
+                self.visit(&comprehension.result);
+                self.bound.truncate(depth);
+            }
+            Expr::List(list) => list.elements.iter().for_each(|element| self.visit(element)),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    match &entry.expr {
+                        EntryExpr::StructField(field) => self.visit(&field.value),
+                        EntryExpr::MapEntry(entry) => {
+                            self.visit(&entry.key);
+                            self.visit(&entry.value);
+                        }
+                    }
+                }
+            }
+            Expr::Select(select) => self.visit(&select.operand),
+            Expr::Struct(structure) => {
+                for entry in &structure.entries {
+                    if let EntryExpr::StructField(field) = &entry.expr {
+                        self.visit(&field.value);
+                    }
+                }
+            }
+            Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+
+    fn check_name(&mut self, name: &str, expression: &IdedExpr) {
+        if name.starts_with('@') || self.bound.contains(&name) || self.names.binding(name).is_some() {
+            return;
+        }
+        let candidates: Vec<&str> = self
+            .names
+            .bindings
+            .keys()
+            .map(String::as_str)
+            .chain(self.bound.iter().copied())
+            .collect();
+        self.problems.push(ExpressionProblem {
+            offset: self.offset(expression),
+            message: format!("unknown name `{name}`"),
+            help: did_you_mean(name, candidates).or_else(|| {
+                Some("expressions can read inputs, context variables and `event`".into())
+            }),
+        });
+    }
+
+    fn check_function(&mut self, name: &str, arguments: &[IdedExpr], expression: &IdedExpr) {
+        if name == "In" {
+            self.uses_in = true;
+            if let [IdedExpr { expr: Expr::Literal(cel::common::ast::LiteralValue::String(state)), .. }] =
+                arguments
+            {
+                let state: &str = state.as_ref();
+                if self.names.state(state).is_none() {
+                    self.problems.push(ExpressionProblem {
+                        offset: self.offset(expression),
+                        message: format!("`In` names an unknown state `{state}`"),
+                        help: did_you_mean(state, self.names.states.keys().map(String::as_str)),
+                    });
+                }
+            }
+            return;
+        }
+        if !KNOWN_FUNCTIONS.contains(&name) {
+            self.problems.push(ExpressionProblem {
+                offset: self.offset(expression),
+                message: format!("unknown function `{name}`"),
+                help: did_you_mean(name, KNOWN_FUNCTIONS.iter().copied()),
+            });
+        }
+    }
+}
+
+/// CEL operators are calls named like `_+_`, `!_` or `@in`.
+fn is_operator(name: &str) -> bool {
+    name.starts_with('_') || name.starts_with('!') || name.starts_with('@')
+}
+
+/// A string with `${expression}` parts; `$${` writes a literal `${`.
+#[derive(Debug)]
+pub struct Template {
+    parts: Vec<TemplatePart>,
+}
+
+#[derive(Debug)]
+enum TemplatePart {
+    Text(String),
+    Expression(Expression),
+}
+
+impl Template {
+    /// Compiles a template; problems carry offsets into `text`.
+    pub fn compile(text: &str, names: &Names) -> Result<Template, Vec<ExpressionProblem>> {
+        let mut parts = Vec::new();
+        let mut problems = Vec::new();
+        let mut literal = String::new();
+        let characters: Vec<char> = text.chars().collect();
+        let mut index = 0;
+        while index < characters.len() {
+            let starts_escape = characters[index] == '$'
+                && characters.get(index + 1) == Some(&'$')
+                && characters.get(index + 2) == Some(&'{');
+            let starts_expression =
+                characters[index] == '$' && characters.get(index + 1) == Some(&'{');
+            if starts_escape {
+                literal.push_str("${");
+                index += 3;
+            } else if starts_expression {
+                let start = index + 2;
+                let Some(end) = closing_brace(&characters, start) else {
+                    problems.push(ExpressionProblem {
+                        offset: index,
+                        message: "`${` is not closed by `}`".into(),
+                        help: Some("close the expression with `}`, or write `$${` for a literal `${`".into()),
+                    });
+                    break;
+                };
+                if !literal.is_empty() {
+                    parts.push(TemplatePart::Text(std::mem::take(&mut literal)));
+                }
+                let source: String = characters[start..end].iter().collect();
+                match Expression::compile(source.trim(), names) {
+                    Ok(expression) => parts.push(TemplatePart::Expression(expression)),
+                    Err(inner) => problems.extend(inner.into_iter().map(|problem| ExpressionProblem {
+                        offset: start + leading_spaces(&source) + problem.offset,
+                        ..problem
+                    })),
+                }
+                index = end + 1;
+            } else {
+                literal.push(characters[index]);
+                index += 1;
+            }
+        }
+        if !literal.is_empty() {
+            parts.push(TemplatePart::Text(literal));
+        }
+        if problems.is_empty() {
+            Ok(Template { parts })
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Whether the template is exactly one `${expression}` and nothing else.
+    fn single_expression(self) -> Result<Expression, Template> {
+        match <[TemplatePart; 1]>::try_from(self.parts) {
+            Ok([TemplatePart::Expression(expression)]) => Ok(expression),
+            Ok([text]) => Err(Template { parts: vec![text] }),
+            Err(parts) => Err(Template { parts }),
+        }
+    }
+
+    pub fn is_literal(&self) -> bool {
+        self.parts.iter().all(|part| matches!(part, TemplatePart::Text(_)))
+    }
+
+    /// Renders the template to a string.
+    pub fn render(&self, scope: &Scope) -> Result<String, EvaluationError> {
+        let mut output = String::new();
+        for part in &self.parts {
+            match part {
+                TemplatePart::Text(text) => output.push_str(text),
+                TemplatePart::Expression(expression) => {
+                    use std::fmt::Write;
+                    let _ = write!(output, "{}", expression.evaluate(scope)?);
+                }
+            }
+        }
+        Ok(output)
+    }
+}
+
+fn leading_spaces(text: &str) -> usize {
+    text.chars().take_while(|c| c.is_whitespace()).count()
+}
+
+/// The index of the `}` closing an expression that starts at `start`, skipping braces inside
+/// nested maps and string literals.
+fn closing_brace(characters: &[char], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut index = start;
+    while index < characters.len() {
+        let character = characters[index];
+        match quote {
+            Some(_) if character == '\\' => index += 1,
+            Some(open) if character == open => quote = None,
+            Some(_) => {}
+            None => match character {
+                '\'' | '"' => quote = Some(character),
+                '{' => depth += 1,
+                '}' if depth == 0 => return Some(index),
+                '}' => depth -= 1,
+                _ => {}
+            },
+        }
+        index += 1;
+    }
+    None
+}
+
+/// A JSON-shaped value whose strings are templates: `"${x}"` alone keeps `x`'s type.
+#[derive(Debug)]
+pub enum ValueTemplate {
+    Literal(Value),
+    Expression(Expression),
+    Text(Template),
+    List(Vec<ValueTemplate>),
+    Map(Vec<(Arc<str>, ValueTemplate)>),
+}
+
+impl ValueTemplate {
+    /// Compiles every string inside `json` as a template. Problems carry the JSON pointer
+    /// (relative to `json`) of the string they are in.
+    pub fn compile(
+        json: &serde_json::Value,
+        names: &Names,
+    ) -> Result<ValueTemplate, Vec<(String, ExpressionProblem)>> {
+        let mut problems = Vec::new();
+        let template = Self::compile_at(json, names, String::new(), &mut problems);
+        if problems.is_empty() {
+            Ok(template)
+        } else {
+            Err(problems)
+        }
+    }
+
+    fn compile_at(
+        json: &serde_json::Value,
+        names: &Names,
+        pointer: String,
+        problems: &mut Vec<(String, ExpressionProblem)>,
+    ) -> ValueTemplate {
+        match json {
+            serde_json::Value::String(text) => match Template::compile(text, names) {
+                Ok(template) if template.is_literal() => ValueTemplate::Literal(Value::string(text.replace("$${", "${"))),
+                Ok(template) => match template.single_expression() {
+                    Ok(expression) => ValueTemplate::Expression(expression),
+                    Err(template) => ValueTemplate::Text(template),
+                },
+                Err(inner) => {
+                    problems.extend(inner.into_iter().map(|problem| (pointer.clone(), problem)));
+                    ValueTemplate::Literal(Value::Null)
+                }
+            },
+            serde_json::Value::Array(items) => ValueTemplate::List(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(index, item)| Self::compile_at(item, names, format!("{pointer}/{index}"), problems))
+                    .collect(),
+            ),
+            serde_json::Value::Object(object) => ValueTemplate::Map(
+                object
+                    .iter()
+                    .map(|(key, value)| {
+                        let child = format!("{pointer}/{}", crate::load::yaml::escape_pointer_token(key));
+                        (Arc::from(key.as_str()), Self::compile_at(value, names, child, problems))
+                    })
+                    .collect(),
+            ),
+            other => ValueTemplate::Literal(Value::from_json(other)),
+        }
+    }
+
+    pub fn render(&self, scope: &Scope) -> Result<Value, EvaluationError> {
+        Ok(match self {
+            ValueTemplate::Literal(value) => value.clone(),
+            ValueTemplate::Expression(expression) => expression.evaluate(scope)?,
+            ValueTemplate::Text(template) => Value::string(template.render(scope)?),
+            ValueTemplate::List(items) => Value::List(Arc::new(
+                items.iter().map(|item| item.render(scope)).collect::<Result<_, _>>()?,
+            )),
+            ValueTemplate::Map(entries) => Value::Map(Arc::new(
+                entries
+                    .iter()
+                    .map(|(key, value)| Ok((key.clone(), value.render(scope)?)))
+                    .collect::<Result<_, EvaluationError>>()?,
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        let states = HashMap::from([("idle".to_string(), 1usize), ("busy".to_string(), 2)]);
+        Names::new(["attempts".to_string()], ["tool".to_string()], states)
+    }
+
+    fn scope_with<'a>(names: &'a Names, context: &'a [Value], inputs: &'a [Value]) -> Scope<'a> {
+        Scope {
+            names,
+            context,
+            inputs,
+            event: None,
+            is_active: &|index| index == 1,
+        }
+    }
+
+    #[test]
+    fn evaluates_against_context_and_inputs() {
+        let names = names();
+        let context = [Value::Int(2)];
+        let inputs = [Value::string("read_file")];
+        let scope = scope_with(&names, &context, &inputs);
+        let guard = Expression::compile("attempts < 3 && tool == 'read_file'", &names).unwrap();
+        assert!(guard.evaluate_condition(&scope).unwrap());
+        let membership = Expression::compile("In('idle') && !In('busy')", &names).unwrap();
+        assert!(membership.evaluate_condition(&scope).unwrap());
+    }
+
+    #[test]
+    fn unknown_names_and_states_are_located() {
+        let problems = Expression::compile("attempt < 3", &names()).unwrap_err();
+        assert_eq!(problems[0].message, "unknown name `attempt`");
+        assert_eq!(problems[0].offset, 0);
+        assert_eq!(problems[0].help.as_deref(), Some("did you mean `attempts`?"));
+        let problems = Expression::compile("x == 1 || In('idel')", &names()).unwrap_err();
+        assert_eq!(problems.len(), 2);
+        assert!(problems[1].message.contains("unknown state `idel`"));
+        let problems = Expression::compile("attempts <", &names()).unwrap_err();
+        assert!(problems[0].message.starts_with("invalid expression"));
+    }
+
+    #[test]
+    fn macro_variables_are_bound() {
+        assert!(Expression::compile("[1, 2].all(n, n > 0) && [3].exists(m, m == attempts)", &names()).is_ok());
+        assert!(Expression::compile("[1].all(n, q > 0)", &names()).is_err());
+    }
+
+    #[test]
+    fn overflow_is_an_evaluation_error() {
+        let names = names();
+        let context = [Value::Int(i64::MAX)];
+        let scope = scope_with(&names, &context, &[]);
+        let expression = Expression::compile("attempts + 1", &names).unwrap();
+        assert!(expression.evaluate(&scope).is_err());
+    }
+
+    #[test]
+    fn templates_interpolate_and_keep_types() {
+        let names = names();
+        let context = [Value::Int(2)];
+        let inputs = [Value::string("ls")];
+        let scope = scope_with(&names, &context, &inputs);
+        let template = Template::compile("tool ${tool} tried ${attempts + 1} times, $${literal}", &names).unwrap();
+        assert_eq!(template.render(&scope).unwrap(), "tool ls tried 3 times, ${literal}");
+        let typed = ValueTemplate::compile(&serde_json::json!({"n": "${attempts}", "s": "x${attempts}", "k": [true]}), &names).unwrap();
+        assert_eq!(
+            typed.render(&scope).unwrap().to_json(),
+            serde_json::json!({"n": 2, "s": "x2", "k": [true]})
+        );
+        let problems = Template::compile("a ${ nope } b ${", &names).unwrap_err();
+        assert_eq!(problems.len(), 2);
+        assert_eq!(problems[0].offset, 5);
+    }
+}

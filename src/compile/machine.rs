@@ -1,0 +1,262 @@
+//! The compiled machine: index tables in document order, shared by every running instance.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::expression::{Expression, Names, ValueTemplate};
+use crate::actions::Action;
+use crate::model::{Duration, InputType};
+use crate::value::Value;
+
+/// A state's index. States are numbered in document order (pre-order), with the root at 0,
+/// so `a < b` means `a` comes first in the document and descendants form a contiguous range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StateId(pub u32);
+
+impl StateId {
+    pub const ROOT: StateId = StateId(0);
+
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A transition's index, in document order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TransitionId(pub u32);
+
+impl TransitionId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The kind of a compiled state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKind {
+    /// The document itself (SCXML's `<scxml>`): a compound state that is never exited.
+    Root,
+    Atomic,
+    Compound,
+    Parallel,
+    Final,
+    History { deep: bool },
+}
+
+/// A compiled state.
+#[derive(Debug)]
+pub struct StateNode {
+    pub id: Arc<str>,
+    pub kind: StateKind,
+    pub parent: Option<StateId>,
+    /// Children in document order, history pseudo-states included.
+    pub children: Vec<StateId>,
+    /// One past the last descendant: descendants are exactly `self+1 .. descendants_end`.
+    pub descendants_end: StateId,
+    /// Proper ancestors, nearest first, ending at the root.
+    pub ancestors: Vec<StateId>,
+    /// For compound states (and the root): the initial transition. For history states: the
+    /// default transition.
+    pub initial: Option<TransitionId>,
+    /// Transitions triggered by events, in document order (`on`, then `after`).
+    pub transitions: Vec<TransitionId>,
+    /// Eventless transitions, in document order.
+    pub eventless: Vec<TransitionId>,
+    pub entry: Vec<Action>,
+    pub exit: Vec<Action>,
+    /// Timers started on entry and cancelled on exit, one per `after` transition.
+    pub timers: Vec<Timer>,
+    /// For final states: the exit code of a run that ends here.
+    pub exit_code: u8,
+    /// For final states: the output / done data.
+    pub output: Option<ValueTemplate>,
+    /// JSON pointer of the state in the source, for messages.
+    pub pointer: String,
+}
+
+impl StateNode {
+    pub fn is_atomic(&self) -> bool {
+        matches!(self.kind, StateKind::Atomic | StateKind::Final)
+    }
+
+    pub fn is_compound(&self) -> bool {
+        matches!(self.kind, StateKind::Compound | StateKind::Root)
+    }
+
+    pub fn is_history(&self) -> bool {
+        matches!(self.kind, StateKind::History { .. })
+    }
+}
+
+/// When an `after` transition fires: a fixed delay or one computed on entry.
+#[derive(Debug)]
+pub enum Delay {
+    Fixed(Duration),
+    Computed(Expression),
+}
+
+/// A timer a state starts on entry: the event it sends itself after the delay.
+#[derive(Debug)]
+pub struct Timer {
+    pub delay: Delay,
+    /// The event name, also the send id used to cancel it: `after.<state>.<index>`.
+    pub event: Arc<str>,
+    pub event_type: EventType,
+}
+
+/// One event descriptor of a transition: `*`, or a dot-separated prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventDescriptor {
+    Any,
+    Prefix(Arc<str>),
+}
+
+impl EventDescriptor {
+    pub fn parse(text: &str) -> EventDescriptor {
+        // SCXML allows a trailing `.*` (`error.*`), meaning the same as `error`.
+        match text.trim_end_matches(".*") {
+            "*" | "" => EventDescriptor::Any,
+            prefix => EventDescriptor::Prefix(Arc::from(prefix)),
+        }
+    }
+
+    /// SCXML matching: the descriptor's tokens are a prefix of the event name's tokens.
+    pub fn matches(&self, event: &str) -> bool {
+        match self {
+            EventDescriptor::Any => true,
+            EventDescriptor::Prefix(prefix) => {
+                event == &**prefix
+                    || (event.starts_with(&**prefix) && event.as_bytes().get(prefix.len()) == Some(&b'.'))
+            }
+        }
+    }
+}
+
+/// An event name known when the machine was compiled, as an index. Events with other names
+/// are matched by string (slower, still correct).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventType(pub u32);
+
+/// A compiled transition.
+#[derive(Debug)]
+pub struct TransitionNode {
+    pub source: StateId,
+    /// Empty for eventless transitions.
+    pub events: Vec<EventDescriptor>,
+    /// For each known event type, whether one of `events` matches it (a bit set).
+    pub known_matches: Vec<u64>,
+    pub guard: Option<Expression>,
+    /// Empty for a targetless transition.
+    pub targets: Vec<StateId>,
+    pub internal: bool,
+    pub actions: Vec<Action>,
+    pub pointer: String,
+}
+
+impl TransitionNode {
+    /// Whether this transition is triggered by an event called `name` (of `event_type`, if known).
+    pub fn matches(&self, name: &str, event_type: Option<EventType>) -> bool {
+        match event_type {
+            Some(EventType(index)) => {
+                let word = (index / 64) as usize;
+                self.known_matches
+                    .get(word)
+                    .is_some_and(|bits| bits & (1 << (index % 64)) != 0)
+            }
+            None => self.events.iter().any(|descriptor| descriptor.matches(name)),
+        }
+    }
+}
+
+/// A declared input, compiled.
+#[derive(Debug)]
+pub struct InputNode {
+    pub name: String,
+    pub kind: InputType,
+    pub description: Option<String>,
+    pub required: bool,
+    pub default: Option<Value>,
+    pub minimum: Option<f64>,
+    pub maximum: Option<f64>,
+    pub values: Vec<String>,
+    pub items: Option<InputType>,
+}
+
+/// The compiled protocol: everything an instance needs, by index.
+#[derive(Debug)]
+pub struct Machine {
+    pub id: String,
+    pub version: Option<String>,
+    pub title: Option<String>,
+    pub states: Vec<StateNode>,
+    pub transitions: Vec<TransitionNode>,
+    pub inputs: Vec<InputNode>,
+    /// Context variable names and initial values, by slot.
+    pub context: Vec<(String, Value)>,
+    pub names: Names,
+    pub state_ids: HashMap<Arc<str>, StateId>,
+    /// Known event names, by `EventType` index.
+    pub event_names: Vec<Arc<str>>,
+    pub event_types: HashMap<Arc<str>, EventType>,
+    /// `done.state.<id>` event type of each state (compound and parallel ones are used).
+    pub done_events: Vec<EventType>,
+    pub error_execution: EventType,
+    /// Where the machine came from, for messages.
+    pub source_path: String,
+}
+
+impl Machine {
+    pub fn state(&self, id: StateId) -> &StateNode {
+        &self.states[id.index()]
+    }
+
+    pub fn transition(&self, id: TransitionId) -> &TransitionNode {
+        &self.transitions[id.index()]
+    }
+
+    /// The state with this id, if any.
+    pub fn state_id(&self, id: &str) -> Option<StateId> {
+        self.state_ids.get(id).copied()
+    }
+
+    /// The known event type of this name, if any (look it up once, reuse it for every send).
+    pub fn event_type(&self, name: &str) -> Option<EventType> {
+        self.event_types.get(name).copied()
+    }
+
+    pub fn event_name(&self, event_type: EventType) -> &Arc<str> {
+        &self.event_names[event_type.0 as usize]
+    }
+
+    /// `state` is a proper descendant of `ancestor`.
+    pub fn is_descendant(&self, state: StateId, ancestor: StateId) -> bool {
+        state > ancestor && state < self.state(ancestor).descendants_end
+    }
+}
+
+impl Delay {
+    /// The delay in milliseconds: an expression may give an int (milliseconds) or a literal
+    /// such as `"30s"`.
+    pub fn evaluate(&self, scope: &super::expression::Scope) -> Result<u64, super::expression::EvaluationError> {
+        let expression = match self {
+            Delay::Fixed(duration) => return Ok(duration.milliseconds),
+            Delay::Computed(expression) => expression,
+        };
+        let failure = |message: String| super::expression::EvaluationError {
+            expression: expression.text.clone(),
+            message,
+        };
+        match expression.evaluate(scope)? {
+            Value::Int(milliseconds) => u64::try_from(milliseconds)
+                .map_err(|_| failure(format!("a delay cannot be negative ({milliseconds} ms)"))),
+            Value::UInt(milliseconds) => Ok(milliseconds),
+            Value::String(text) => Duration::parse(&text)
+                .map(|duration| duration.milliseconds)
+                .ok_or_else(|| failure(format!("`{text}` is not a duration such as `30s`"))),
+            other => Err(failure(format!(
+                "a delay must be milliseconds (int) or a duration string, not {}",
+                other.type_name()
+            ))),
+        }
+    }
+}

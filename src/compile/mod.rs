@@ -1,0 +1,854 @@
+//! Model → machine: names become indices, every check runs, all problems are reported at once.
+
+pub mod expression;
+pub mod inputs;
+pub mod machine;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+
+use crate::actions::{self, Action};
+use crate::diagnostic::{did_you_mean, Diagnostic};
+use crate::load::source::{Part, Source};
+use crate::load::yaml::escape_pointer_token;
+use crate::load::Loaded;
+use crate::model::{self, StateType, Targets, TransitionType};
+use crate::value::Value;
+use expression::{Expression, ExpressionProblem, Names, Template, ValueTemplate};
+use machine::{
+    Delay, EventDescriptor, EventType, Machine, StateId, StateKind, StateNode, Timer, TransitionId,
+    TransitionNode,
+};
+
+/// The largest exit code a protocol may declare: 64 and above belong to the engine.
+pub const MAX_EXIT_CODE: i64 = 63;
+
+/// The most states a protocol may have.
+pub const MAX_STATES: usize = 10_000;
+
+/// Compiles a loaded protocol, or returns every problem found.
+pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
+    let protocol = &loaded.protocol;
+    let mut compiler = Compiler {
+        source: &loaded.source,
+        names: Names::default(),
+        context_names: protocol.context.keys().cloned().collect(),
+        diagnostics: Vec::new(),
+        event_names: Vec::new(),
+        event_types: HashMap::new(),
+    };
+    let mut outline = Outline::default();
+    outline.collect(&mut compiler, protocol);
+    if outline.states.len() > MAX_STATES {
+        compiler.value_error(
+            "/states",
+            format!("the protocol has {} states, more than the limit of {MAX_STATES}", outline.states.len()),
+            Some("split it into child protocols".into()),
+        );
+        return Err(compiler.diagnostics);
+    }
+    compiler.check_data_names(protocol);
+    let state_indices = outline
+        .ids
+        .iter()
+        .map(|(id, state)| (id.to_string(), state.index()))
+        .collect();
+    compiler.names = Names::new(
+        protocol.context.keys().cloned(),
+        protocol.inputs.keys().cloned(),
+        state_indices,
+    );
+    let inputs = inputs::compile(&mut compiler, &protocol.inputs);
+    let context = protocol
+        .context
+        .iter()
+        .map(|(name, value)| (name.clone(), Value::from_json(value)))
+        .collect();
+    let error_execution = compiler.intern_event("error.execution");
+    let mut builder = Builder {
+        outline: &outline,
+        states: Vec::with_capacity(outline.states.len()),
+        transitions: Vec::new(),
+    };
+    builder.build_root(&mut compiler, protocol);
+    for index in 1..outline.states.len() {
+        builder.build_state(&mut compiler, StateId(index as u32));
+    }
+    let done_events = outline
+        .states
+        .iter()
+        .map(|entry| compiler.intern_event(&format!("done.state.{}", entry.id)))
+        .collect();
+    let Builder {
+        mut states,
+        mut transitions,
+        ..
+    } = builder;
+    for transition in &mut transitions {
+        transition.known_matches = known_matches(&transition.events, &compiler.event_names);
+    }
+    link_family(&mut states);
+    if compiler.diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(compiler.diagnostics);
+    }
+    Ok(Machine {
+        id: protocol.id.clone(),
+        version: protocol.version.clone(),
+        title: protocol.title.clone(),
+        states,
+        transitions,
+        inputs,
+        context,
+        names: compiler.names,
+        state_ids: outline.ids.clone(),
+        event_names: compiler.event_names,
+        event_types: compiler.event_types,
+        done_events,
+        error_execution,
+        source_path: loaded.source.path.clone(),
+    })
+}
+
+/// Fills in children, ancestors and descendant ranges from the parent links.
+fn link_family(states: &mut [StateNode]) {
+    for index in (1..states.len()).rev() {
+        if let Some(parent) = states[index].parent {
+            states[parent.index()].children.insert(0, StateId(index as u32));
+        }
+    }
+    for index in 0..states.len() {
+        let mut ancestors = Vec::new();
+        let mut current = states[index].parent;
+        while let Some(ancestor) = current {
+            ancestors.push(ancestor);
+            current = states[ancestor.index()].parent;
+        }
+        states[index].ancestors = ancestors;
+    }
+    for index in (0..states.len()).rev() {
+        let end = states[index]
+            .children
+            .last()
+            .map_or(StateId(index as u32 + 1), |last| states[last.index()].descendants_end);
+        states[index].descendants_end = end;
+    }
+}
+
+/// For each known event name, whether a descriptor matches it.
+fn known_matches(descriptors: &[EventDescriptor], event_names: &[Arc<str>]) -> Vec<u64> {
+    let mut bits = vec![0u64; event_names.len().div_ceil(64)];
+    for (index, name) in event_names.iter().enumerate() {
+        if descriptors.iter().any(|descriptor| descriptor.matches(name)) {
+            bits[index / 64] |= 1 << (index % 64);
+        }
+    }
+    bits
+}
+
+/// Shared compile services: expressions, templates, events and located diagnostics.
+pub struct Compiler<'a> {
+    source: &'a Source,
+    names: Names,
+    context_names: Vec<String>,
+    diagnostics: Vec<Diagnostic>,
+    event_names: Vec<Arc<str>>,
+    event_types: HashMap<Arc<str>, EventType>,
+}
+
+impl Compiler<'_> {
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    pub fn context_names(&self) -> impl Iterator<Item = &str> {
+        self.context_names.iter().map(String::as_str)
+    }
+
+    /// The event type of a name, adding it to the known names if new.
+    pub fn intern_event(&mut self, name: &str) -> EventType {
+        if let Some(known) = self.event_types.get(name) {
+            return *known;
+        }
+        let event_type = EventType(self.event_names.len() as u32);
+        let name: Arc<str> = Arc::from(name);
+        self.event_names.push(name.clone());
+        self.event_types.insert(name, event_type);
+        event_type
+    }
+
+    /// An event name is dot-separated tokens of letters, digits, `_`, `-` (and `*` in descriptors).
+    pub fn check_event_name(&mut self, name: &str, pointer: &str) {
+        let valid = !name.is_empty()
+            && name.split('.').all(|token| {
+                !token.is_empty()
+                    && token
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '*')
+            });
+        if !valid {
+            self.value_error(
+                pointer,
+                format!("`{name}` is not a valid event name"),
+                Some("use dot-separated words, e.g. `error.exec.timeout`".into()),
+            );
+        }
+    }
+
+    pub fn error(&mut self, pointer: &str, part: Part, message: String, help: Option<String>) {
+        let location = self.source.location(pointer, part);
+        self.diagnostics
+            .push(Diagnostic::error(message).at(location).with_optional_help(help));
+    }
+
+    pub fn value_error(&mut self, pointer: &str, message: String, help: Option<String>) {
+        self.error(pointer, Part::Value, message, help);
+    }
+
+    pub fn key_error(&mut self, pointer: &str, message: String, help: Option<String>) {
+        self.error(pointer, Part::Key, message, help);
+    }
+
+    /// Reports expression problems at their place inside the string at `pointer`.
+    fn expression_problems(&mut self, pointer: &str, problems: Vec<ExpressionProblem>) {
+        let node = self.source.positions.nearest(pointer);
+        let start = node.value;
+        let quoted = self
+            .source
+            .text
+            .get(start.offset..)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|first| first == '"' || first == '\'');
+        for problem in problems {
+            let mut position = start;
+            position.column += problem.offset + usize::from(quoted);
+            let mut location = self.source.location_at(position, Part::Value);
+            location.width = location.width.min(
+                problem
+                    .message
+                    .split('`')
+                    .nth(1)
+                    .map_or(1, |name| name.chars().count().max(1)),
+            );
+            self.diagnostics.push(
+                Diagnostic::error(problem.message)
+                    .at(location)
+                    .with_optional_help(problem.help),
+            );
+        }
+    }
+
+    pub fn expression(&mut self, text: &str, pointer: &str) -> Option<Expression> {
+        Expression::compile(text, &self.names)
+            .map_err(|problems| self.expression_problems(pointer, problems))
+            .ok()
+    }
+
+    pub fn template(&mut self, text: &str, pointer: &str) -> Option<Template> {
+        Template::compile(text, &self.names)
+            .map_err(|problems| self.expression_problems(pointer, problems))
+            .ok()
+    }
+
+    pub fn value_template(&mut self, json: &serde_json::Value, pointer: &str) -> Option<ValueTemplate> {
+        ValueTemplate::compile(json, &self.names)
+            .map_err(|problems| {
+                for (relative, problem) in problems {
+                    self.expression_problems(&format!("{pointer}{relative}"), vec![problem]);
+                }
+            })
+            .ok()
+    }
+
+    /// A delay: a duration literal, or an expression giving milliseconds.
+    pub fn delay(&mut self, text: &str, pointer: &str) -> Option<Delay> {
+        match model::Duration::parse(text) {
+            Some(duration) => Some(Delay::Fixed(duration)),
+            None => self.expression(text, pointer).map(Delay::Computed),
+        }
+    }
+
+    /// Compiles a block of actions.
+    pub fn actions(&mut self, list: &[model::Action], pointer: &str) -> Option<Vec<Action>> {
+        let mut compiled = Vec::with_capacity(list.len());
+        let mut ok = true;
+        for (index, action) in list.iter().enumerate() {
+            let action_pointer = format!("{pointer}/{index}");
+            let result = match action {
+                model::Action::Log(log) => actions::log::Log::compile(log, self, &action_pointer).map(Action::Log),
+                model::Action::Assign(assign) => {
+                    actions::assign::Assign::compile(assign, self, &action_pointer).map(Action::Assign)
+                }
+                model::Action::Raise(raise) => {
+                    actions::raise::Raise::compile(raise, self, &action_pointer).map(Action::Raise)
+                }
+                model::Action::Send(send) => actions::send::Send::compile(send, self, &action_pointer).map(Action::Send),
+                model::Action::Cancel(cancel) => {
+                    actions::cancel::Cancel::compile(cancel, self, &action_pointer).map(Action::Cancel)
+                }
+                model::Action::If(conditional) => {
+                    actions::conditional::Conditional::compile(conditional, self, &action_pointer).map(Action::If)
+                }
+            };
+            match result {
+                Some(action) => compiled.push(action),
+                None => ok = false,
+            }
+        }
+        ok.then_some(compiled)
+    }
+
+    /// Context, input and reserved names must not collide.
+    fn check_data_names(&mut self, protocol: &model::Protocol) {
+        for name in protocol.inputs.keys() {
+            let pointer = format!("/inputs/{}", escape_pointer_token(name));
+            self.check_identifier(name, &pointer, "input");
+            if protocol.context.contains_key(name) {
+                self.key_error(
+                    &format!("/context/{}", escape_pointer_token(name)),
+                    format!("`{name}` is both an input and a context variable"),
+                    Some("expressions read both by bare name: rename one of them".into()),
+                );
+            }
+        }
+        for name in protocol.context.keys() {
+            self.check_identifier(name, &format!("/context/{}", escape_pointer_token(name)), "context variable");
+        }
+    }
+
+    fn check_identifier(&mut self, name: &str, pointer: &str, what: &str) {
+        const RESERVED: [&str; 8] = ["event", "true", "false", "null", "in", "In", "int", "string"];
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            self.key_error(
+                pointer,
+                format!("`{name}` is not a valid {what} name"),
+                Some("use letters, digits and `_`, starting with a letter, so expressions can read it".into()),
+            );
+        } else if RESERVED.contains(&name) {
+            self.key_error(
+                pointer,
+                format!("`{name}` is reserved and cannot name a {what}"),
+                Some("choose another name".into()),
+            );
+        }
+    }
+}
+
+/// The states of the document in pre-order, before compiling them.
+#[derive(Default)]
+struct Outline<'a> {
+    states: Vec<OutlineEntry<'a>>,
+    ids: HashMap<Arc<str>, StateId>,
+}
+
+struct OutlineEntry<'a> {
+    id: Arc<str>,
+    state: Option<&'a model::State>,
+    parent: Option<StateId>,
+    pointer: String,
+}
+
+impl<'a> Outline<'a> {
+    fn collect(&mut self, compiler: &mut Compiler, protocol: &'a model::Protocol) {
+        self.states.push(OutlineEntry {
+            id: Arc::from(protocol.id.as_str()),
+            state: None,
+            parent: None,
+            pointer: String::new(),
+        });
+        // An explicit stack (pre-order, children pushed in reverse) keeps deep documents
+        // from overflowing the call stack.
+        let mut pending: Vec<(StateId, String, &'a str, &'a model::State)> = protocol
+            .states
+            .iter()
+            .rev()
+            .map(|(id, state)| (StateId::ROOT, format!("/states/{}", escape_pointer_token(id)), id.as_str(), state))
+            .collect();
+        while let Some((parent, pointer, id, state)) = pending.pop() {
+            let index = StateId(self.states.len() as u32);
+            self.add_id(compiler, id, index, &pointer);
+            for (child_id, child) in state.states.iter().rev() {
+                pending.push((index, format!("{pointer}/states/{}", escape_pointer_token(child_id)), child_id, child));
+            }
+            self.states.push(OutlineEntry {
+                id: Arc::from(id),
+                state: Some(state),
+                parent: Some(parent),
+                pointer,
+            });
+        }
+    }
+
+    fn add_id(&mut self, compiler: &mut Compiler, id: &str, index: StateId, pointer: &str) {
+        let valid = id.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            && id.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            compiler.key_error(
+                pointer,
+                format!("`{id}` is not a valid state id"),
+                Some("use letters, digits, `_` and `-`, starting with a letter or `_`".into()),
+            );
+        }
+        if let Some(first) = self.ids.get(id) {
+            let first_position = compiler
+                .source
+                .positions
+                .nearest(&self.states[first.index()].pointer);
+            let line = first_position.key.unwrap_or(first_position.value).line;
+            compiler.key_error(
+                pointer,
+                format!("duplicate state id `{id}`"),
+                Some(format!("state ids are unique in the whole file; the first `{id}` is on line {line}")),
+            );
+            return;
+        }
+        self.ids.insert(Arc::from(id), index);
+    }
+}
+
+/// Builds the state and transition tables from the outline.
+struct Builder<'o, 'a> {
+    outline: &'o Outline<'a>,
+    states: Vec<StateNode>,
+    transitions: Vec<TransitionNode>,
+}
+
+impl Builder<'_, '_> {
+    fn empty_node(&self, index: StateId, kind: StateKind) -> StateNode {
+        let entry = &self.outline.states[index.index()];
+        StateNode {
+            id: entry.id.clone(),
+            kind,
+            parent: entry.parent,
+            children: Vec::new(),
+            descendants_end: StateId(index.0 + 1),
+            ancestors: Vec::new(),
+            initial: None,
+            transitions: Vec::new(),
+            eventless: Vec::new(),
+            entry: Vec::new(),
+            exit: Vec::new(),
+            timers: Vec::new(),
+            exit_code: 0,
+            output: None,
+            pointer: entry.pointer.clone(),
+        }
+    }
+
+    fn build_root(&mut self, compiler: &mut Compiler, protocol: &model::Protocol) {
+        let mut root = self.empty_node(StateId::ROOT, StateKind::Root);
+        let first_child = self.first_child(StateId::ROOT);
+        root.initial = self.initial_transition(compiler, StateId::ROOT, protocol.initial.as_ref(), "/initial", first_child);
+        if protocol.states.is_empty() {
+            compiler.value_error("/states", "a protocol needs at least one state".into(), None);
+        }
+        self.states.push(root);
+    }
+
+    /// The first non-history child, the default initial state.
+    fn first_child(&self, parent: StateId) -> Option<StateId> {
+        self.outline
+            .states
+            .iter()
+            .enumerate()
+            .find(|(_, entry)| {
+                entry.parent == Some(parent)
+                    && entry.state.is_none_or(|state| state.kind != Some(StateType::History))
+            })
+            .map(|(index, _)| StateId(index as u32))
+    }
+
+    fn build_state(&mut self, compiler: &mut Compiler, index: StateId) {
+        let entry = &self.outline.states[index.index()];
+        let Some(state) = entry.state else { return };
+        let pointer = entry.pointer.clone();
+        let kind = self.state_kind(compiler, index, state, &pointer);
+        let mut node = self.empty_node(index, kind);
+        self.check_fields(compiler, state, kind, &pointer);
+        node.entry = compiler.actions(&state.entry, &format!("{pointer}/entry")).unwrap_or_default();
+        node.exit = compiler.actions(&state.exit, &format!("{pointer}/exit")).unwrap_or_default();
+        match kind {
+            StateKind::Compound => {
+                let first_child = self.first_child(index);
+                node.initial =
+                    self.initial_transition(compiler, index, state.initial.as_ref(), &format!("{pointer}/initial"), first_child);
+            }
+            StateKind::History { .. } => {
+                let parent = entry.parent.unwrap_or(StateId::ROOT);
+                let fallback = self.first_child(parent);
+                node.initial = self.history_default(compiler, index, parent, state, &pointer, fallback);
+            }
+            StateKind::Final => {
+                if let Some(code) = state.exit_code {
+                    if (0..=MAX_EXIT_CODE).contains(&code) {
+                        node.exit_code = code as u8;
+                    } else {
+                        compiler.value_error(
+                            &format!("{pointer}/exit_code"),
+                            format!("exit code {code} is outside 0–{MAX_EXIT_CODE}"),
+                            Some("codes 64 and above are the engine's own (64 usage, 65 invalid input, 66 no file, 70 internal, 74 I/O)".into()),
+                        );
+                    }
+                }
+                if let Some(output) = &state.output {
+                    node.output = compiler.value_template(output, &format!("{pointer}/output"));
+                }
+            }
+            _ => {}
+        }
+        for (events, transitions) in &state.on {
+            let on_pointer = format!("{pointer}/on/{}", escape_pointer_token(events));
+            let descriptors = self.descriptors(compiler, events, &on_pointer);
+            for (position, spec) in transitions.as_slice().iter().enumerate() {
+                let spec_pointer = match transitions {
+                    model::Transitions::One(_) => on_pointer.clone(),
+                    model::Transitions::Many(_) => format!("{on_pointer}/{position}"),
+                };
+                let id = self.transition(compiler, index, spec, &spec_pointer, descriptors.clone(), TransitionPlace::On);
+                node.transitions.extend(id);
+            }
+        }
+        for (position, transition) in state.after.iter().enumerate() {
+            let after_pointer = format!("{pointer}/after/{position}");
+            let event_name = format!("after.{}.{}", entry.id, position);
+            let event_type = compiler.intern_event(&event_name);
+            let delay = match &transition.delay {
+                Some(delay) => compiler.delay(delay, &format!("{after_pointer}/delay")),
+                None => {
+                    compiler.key_error(
+                        &after_pointer,
+                        "a transition under `after` needs a `delay`".into(),
+                        Some("add e.g. `delay: 30s`".into()),
+                    );
+                    None
+                }
+            };
+            let spec = model::transition::TransitionSpec::Full(transition.clone());
+            let descriptors = vec![EventDescriptor::Prefix(Arc::from(event_name.as_str()))];
+            if let Some(id) = self.transition(compiler, index, &spec, &after_pointer, descriptors, TransitionPlace::After) {
+                node.transitions.push(id);
+            }
+            if let Some(delay) = delay {
+                node.timers.push(Timer {
+                    delay,
+                    event: Arc::from(event_name),
+                    event_type,
+                });
+            }
+        }
+        if let Some(always) = &state.always {
+            for (position, spec) in always.as_slice().iter().enumerate() {
+                let spec_pointer = match always {
+                    model::Transitions::One(_) => format!("{pointer}/always"),
+                    model::Transitions::Many(_) => format!("{pointer}/always/{position}"),
+                };
+                let id = self.transition(compiler, index, spec, &spec_pointer, Vec::new(), TransitionPlace::Always);
+                node.eventless.extend(id);
+            }
+        }
+        self.states.push(node);
+    }
+
+    fn state_kind(&self, compiler: &mut Compiler, index: StateId, state: &model::State, pointer: &str) -> StateKind {
+        let has_children = !state.states.is_empty();
+        let kind = match state.kind {
+            None if has_children => StateKind::Compound,
+            None => StateKind::Atomic,
+            Some(StateType::Atomic) => StateKind::Atomic,
+            Some(StateType::Compound) => StateKind::Compound,
+            Some(StateType::Parallel) => StateKind::Parallel,
+            Some(StateType::Final) => StateKind::Final,
+            Some(StateType::History) => StateKind::History {
+                deep: state.history == Some(model::HistoryDepth::Deep),
+            },
+        };
+        let children_pointer = format!("{pointer}/states");
+        match kind {
+            StateKind::Atomic if has_children => compiler.key_error(
+                &children_pointer,
+                "an atomic state cannot have child states".into(),
+                Some("remove `type: atomic` to make it compound".into()),
+            ),
+            StateKind::Compound | StateKind::Parallel if !has_children => compiler.key_error(
+                &format!("{pointer}/type"),
+                "this state needs child `states`".into(),
+                Some("add `states:`, or remove `type` for an atomic state".into()),
+            ),
+            StateKind::Final if has_children => compiler.key_error(
+                &children_pointer,
+                "a final state cannot have child states".into(),
+                Some("move the children to a compound state, and put a final state inside it".into()),
+            ),
+            StateKind::History { .. } => {
+                if has_children {
+                    compiler.key_error(&children_pointer, "a history state cannot have child states".into(), None);
+                }
+                let parent = self.outline.states[index.index()].parent.unwrap_or(StateId::ROOT);
+                if parent == StateId::ROOT {
+                    compiler.key_error(
+                        pointer,
+                        "misplaced history state: it must be a child of a compound or parallel state".into(),
+                        Some("move it inside the state whose history it records".into()),
+                    );
+                }
+            }
+            _ => {}
+        }
+        kind
+    }
+
+    /// Fields that only make sense for some kinds of state.
+    fn check_fields(&self, compiler: &mut Compiler, state: &model::State, kind: StateKind, pointer: &str) {
+        let is_final = kind == StateKind::Final;
+        let is_history = matches!(kind, StateKind::History { .. });
+        let misplaced: [(&str, bool, &str); 6] = [
+            ("exit_code", state.exit_code.is_some() && !is_final, "only final states have an exit code"),
+            ("output", state.output.is_some() && !is_final, "only final states have an output"),
+            ("history", state.history.is_some() && !is_history, "`history` belongs to history states (`type: history`)"),
+            ("target", state.target.is_some() && !is_history, "`target` on a state belongs to history states; transitions go under `on`"),
+            ("initial", state.initial.is_some() && kind != StateKind::Compound, "only compound states have an `initial` child"),
+            ("on", !state.on.is_empty() && (is_final || is_history), "final and history states have no transitions"),
+        ];
+        for (key, wrong, message) in misplaced {
+            if wrong {
+                compiler.key_error(&format!("{pointer}/{key}"), message.into(), None);
+            }
+        }
+        if (is_final || is_history) && (state.always.is_some() || !state.after.is_empty()) {
+            let key = if state.always.is_some() { "always" } else { "after" };
+            compiler.key_error(&format!("{pointer}/{key}"), "final and history states have no transitions".into(), None);
+        }
+        if is_history && (!state.entry.is_empty() || !state.exit.is_empty()) {
+            let key = if state.entry.is_empty() { "exit" } else { "entry" };
+            compiler.key_error(&format!("{pointer}/{key}"), "a history state has no entry or exit actions".into(), None);
+        }
+    }
+
+    fn descriptors(&self, compiler: &mut Compiler, events: &str, pointer: &str) -> Vec<EventDescriptor> {
+        let descriptors: Vec<EventDescriptor> = events
+            .split_whitespace()
+            .map(|token| {
+                if token != "*" {
+                    compiler.check_event_name(token.trim_end_matches(".*"), pointer);
+                }
+                let descriptor = EventDescriptor::parse(token);
+                if let EventDescriptor::Prefix(name) = &descriptor {
+                    compiler.intern_event(name);
+                }
+                descriptor
+            })
+            .collect();
+        if descriptors.is_empty() {
+            compiler.key_error(
+                pointer,
+                "empty event descriptor".into(),
+                Some("name an event, or use `always` for eventless transitions".into()),
+            );
+        }
+        descriptors
+    }
+
+    fn transition(
+        &mut self,
+        compiler: &mut Compiler,
+        source: StateId,
+        spec: &model::transition::TransitionSpec,
+        pointer: &str,
+        events: Vec<EventDescriptor>,
+        place: TransitionPlace,
+    ) -> Option<TransitionId> {
+        let (targets, guard, actions, internal) = match spec {
+            model::transition::TransitionSpec::Target(target) => {
+                (self.resolve_targets(compiler, &Targets::One(target.clone()), pointer), None, Some(Vec::new()), false)
+            }
+            model::transition::TransitionSpec::Full(transition) => {
+                if transition.delay.is_some() && place != TransitionPlace::After {
+                    compiler.key_error(
+                        &format!("{pointer}/delay"),
+                        "`delay` belongs to transitions under `after`".into(),
+                        Some("move this transition under the state's `after:` list".into()),
+                    );
+                }
+                let targets = match &transition.target {
+                    Some(targets) => self.resolve_targets(compiler, targets, &format!("{pointer}/target")),
+                    None => Some(Vec::new()),
+                };
+                let guard = transition
+                    .guard
+                    .as_ref()
+                    .map(|guard| compiler.expression(guard, &format!("{pointer}/guard")));
+                let actions = compiler.actions(&transition.actions, &format!("{pointer}/actions"));
+                let internal = transition.kind == Some(TransitionType::Internal);
+                (targets, guard, actions, internal)
+            }
+        };
+        let guard = match guard {
+            Some(None) => return None,
+            Some(Some(guard)) => Some(guard),
+            None => None,
+        };
+        let id = TransitionId(self.transitions.len() as u32);
+        self.transitions.push(TransitionNode {
+            source,
+            events,
+            known_matches: Vec::new(),
+            guard,
+            targets: targets?,
+            internal,
+            actions: actions?,
+            pointer: pointer.to_string(),
+        });
+        Some(id)
+    }
+
+    /// Resolves target ids, suggesting the nearest id for a typo; several targets must be
+    /// able to be active together.
+    fn resolve_targets(&self, compiler: &mut Compiler, targets: &Targets, pointer: &str) -> Option<Vec<StateId>> {
+        let mut resolved = Vec::new();
+        let mut ok = true;
+        for (position, target) in targets.as_slice().iter().enumerate() {
+            let target_pointer = match targets {
+                Targets::One(_) => pointer.to_string(),
+                Targets::Many(_) => format!("{pointer}/{position}"),
+            };
+            match self.outline.ids.get(target.as_str()) {
+                Some(state) => resolved.push(*state),
+                None => {
+                    ok = false;
+                    let help = did_you_mean(target, self.outline.ids.keys().map(|id| &**id))
+                        .unwrap_or_else(|| "targets name states by their id (the key under `states:`)".into());
+                    compiler.value_error(&target_pointer, format!("unknown target `{target}`"), Some(help));
+                }
+            }
+        }
+        if ok && resolved.len() > 1 && !self.orthogonal(&resolved) {
+            compiler.value_error(
+                pointer,
+                "these targets cannot be active together".into(),
+                Some("several targets must be in different regions of a parallel state".into()),
+            );
+            ok = false;
+        }
+        ok.then_some(resolved)
+    }
+
+    /// No target is an ancestor of another, and any two targets' nearest common ancestor is
+    /// a parallel state (so they are in different regions).
+    fn orthogonal(&self, targets: &[StateId]) -> bool {
+        let ancestors = |state: StateId| {
+            std::iter::successors(Some(state), |s| self.outline.states[s.index()].parent).collect::<Vec<_>>()
+        };
+        for (i, left) in targets.iter().enumerate() {
+            for right in &targets[i + 1..] {
+                let left_chain = ancestors(*left);
+                let right_chain = ancestors(*right);
+                let Some(common) = left_chain.iter().find(|state| right_chain.contains(state)) else {
+                    return false;
+                };
+                if common == left || common == right {
+                    return false;
+                }
+                let is_parallel = self.outline.states[common.index()]
+                    .state
+                    .is_some_and(|state| state.kind == Some(StateType::Parallel));
+                if !is_parallel {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The initial transition of a compound state: its targets must be proper descendants.
+    fn initial_transition(
+        &mut self,
+        compiler: &mut Compiler,
+        state: StateId,
+        initial: Option<&Targets>,
+        pointer: &str,
+        first_child: Option<StateId>,
+    ) -> Option<TransitionId> {
+        let targets = match initial {
+            Some(targets) => {
+                let resolved = self.resolve_targets(compiler, targets, pointer)?;
+                let outside = resolved.iter().find(|target| !self.is_outline_descendant(**target, state));
+                if let Some(outside) = outside {
+                    let id = &self.outline.states[outside.index()].id;
+                    compiler.value_error(
+                        pointer,
+                        format!("invalid initial state `{id}`: it is not inside this state"),
+                        Some("the initial state must be a child or deeper descendant".into()),
+                    );
+                    return None;
+                }
+                resolved
+            }
+            None => vec![first_child?],
+        };
+        let id = TransitionId(self.transitions.len() as u32);
+        self.transitions.push(TransitionNode {
+            source: state,
+            events: Vec::new(),
+            known_matches: Vec::new(),
+            guard: None,
+            targets,
+            internal: false,
+            actions: Vec::new(),
+            pointer: pointer.to_string(),
+        });
+        Some(id)
+    }
+
+    fn history_default(
+        &mut self,
+        compiler: &mut Compiler,
+        history: StateId,
+        parent: StateId,
+        state: &model::State,
+        pointer: &str,
+        fallback: Option<StateId>,
+    ) -> Option<TransitionId> {
+        let target_pointer = format!("{pointer}/target");
+        let targets = match &state.target {
+            Some(targets) => {
+                let resolved = self.resolve_targets(compiler, targets, &target_pointer)?;
+                if resolved.iter().any(|target| !self.is_outline_descendant(*target, parent)) {
+                    compiler.value_error(
+                        &target_pointer,
+                        "a history state's default target must be inside its parent".into(),
+                        None,
+                    );
+                    return None;
+                }
+                resolved
+            }
+            None => vec![fallback?],
+        };
+        let id = TransitionId(self.transitions.len() as u32);
+        self.transitions.push(TransitionNode {
+            source: history,
+            events: Vec::new(),
+            known_matches: Vec::new(),
+            guard: None,
+            targets,
+            internal: false,
+            actions: Vec::new(),
+            pointer: target_pointer,
+        });
+        Some(id)
+    }
+
+    fn is_outline_descendant(&self, state: StateId, ancestor: StateId) -> bool {
+        std::iter::successors(self.outline.states[state.index()].parent, |s| self.outline.states[s.index()].parent)
+            .any(|s| s == ancestor)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TransitionPlace {
+    On,
+    After,
+    Always,
+}

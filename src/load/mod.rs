@@ -1,0 +1,79 @@
+//! Loading: file → YAML value with positions → schema validation → typed model.
+
+pub mod schema;
+pub mod source;
+pub mod yaml;
+
+use std::path::Path;
+
+use crate::diagnostic::Diagnostic;
+use crate::model::Protocol;
+use source::{Part, Source};
+use yaml::YamlLimits;
+
+/// A protocol read and validated, with its source kept for later diagnostics.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub source: Source,
+    pub protocol: Protocol,
+}
+
+/// Why a protocol could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("error: cannot read {path}: no such file")]
+    NotFound { path: String },
+    #[error("error: cannot read {path}: {error}")]
+    Unreadable { path: String, error: std::io::Error },
+    #[error("{}", crate::diagnostic::render_all(.0))]
+    Invalid(Vec<Diagnostic>),
+}
+
+/// Reads and loads a protocol file.
+pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => LoadError::NotFound { path: shown.clone() },
+        _ => LoadError::Unreadable { path: shown.clone(), error },
+    })?;
+    let text = String::from_utf8(bytes).map_err(|error| {
+        let offset = error.utf8_error().valid_up_to();
+        LoadError::Invalid(vec![Diagnostic::error(format!(
+            "{shown}: the file is not UTF-8 text (invalid byte at offset {offset})"
+        ))
+        .with_help("save the file as UTF-8")])
+    })?;
+    load_text(&shown, text).map_err(LoadError::Invalid)
+}
+
+/// Loads a protocol from text; `path` is only used in messages.
+pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
+    let mut source = Source {
+        path: path.to_string(),
+        text,
+        positions: Default::default(),
+    };
+    let document = match yaml::parse(&source.text, &YamlLimits::default()) {
+        Ok(document) => document,
+        Err(errors) => {
+            return Err(errors
+                .into_iter()
+                .map(|error| {
+                    Diagnostic::error(error.message)
+                        .at(source.location_at(error.position, Part::Value))
+                        .with_optional_help(error.help)
+                })
+                .collect());
+        }
+    };
+    source.positions = document.positions;
+    let diagnostics = schema::validate(&source, &document.value);
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    match serde_json::from_value::<Protocol>(document.value) {
+        Ok(protocol) => Ok(Loaded { source, protocol }),
+        Err(error) => Err(vec![Diagnostic::error(format!("the protocol does not fit the model: {error}"))
+            .at(source.location("", Part::Value))]),
+    }
+}

@@ -1,0 +1,319 @@
+//! The JSON Schema generated from the model, and validation that maps its errors to YAML positions.
+
+use std::sync::OnceLock;
+
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::ValidationError;
+use serde_json::Value;
+
+use super::source::{Part, Source};
+use crate::diagnostic::{did_you_mean, Diagnostic};
+use crate::model::action::ACTION_KINDS;
+use crate::model::Protocol;
+
+/// The protocol schema as JSON, generated from the model types (draft-07, for yaml-language-server).
+pub fn protocol_schema() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    let schema = generator.into_root_schema_for::<Protocol>();
+    let mut value = schema.to_value();
+    polish_for_editors(&mut value, "Protocol");
+    value
+}
+
+/// The schema file's exact text: pretty JSON with a final newline.
+pub fn protocol_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&protocol_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Gives every definition a `title` and mirrors each `description` into `markdownDescription`,
+/// which yaml-language-server shows on hover and in completions.
+fn polish_for_editors(root: &mut Value, root_title: &str) {
+    if let Some(object) = root.as_object_mut() {
+        object
+            .entry("title")
+            .or_insert_with(|| Value::String(root_title.to_string()));
+        if let Some(Value::Object(definitions)) = object.get_mut("definitions") {
+            for (name, definition) in definitions.iter_mut() {
+                if let Some(definition) = definition.as_object_mut() {
+                    definition
+                        .entry("title")
+                        .or_insert_with(|| Value::String(humanize(name)));
+                }
+            }
+        }
+    }
+    mirror_descriptions(root);
+}
+
+fn mirror_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            if let Some(Value::String(description)) = object.get("description") {
+                let description = description.clone();
+                object.insert("markdownDescription".into(), Value::String(description));
+            }
+            for (key, child) in object.iter_mut() {
+                // `default`, `const` and `enum` hold instance data, not schemas.
+                if !matches!(key.as_str(), "default" | "const" | "enum" | "examples") {
+                    mirror_descriptions(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mirror_descriptions),
+        _ => {}
+    }
+}
+
+/// `LogAction` → `Log action`.
+fn humanize(name: &str) -> String {
+    let mut words = String::new();
+    for (index, character) in name.chars().enumerate() {
+        if character.is_uppercase() && index > 0 {
+            words.push(' ');
+            words.extend(character.to_lowercase());
+        } else {
+            words.push(character);
+        }
+    }
+    words
+}
+
+/// The validator is compiled once per process, and only when a document is validated.
+fn validator() -> &'static jsonschema::Validator {
+    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+    VALIDATOR.get_or_init(|| {
+        jsonschema::draft7::new(&protocol_schema())
+            .unwrap_or_else(|error| panic!("the generated protocol schema is invalid: {error}"))
+    })
+}
+
+/// Every schema violation in the document, located in the YAML source.
+pub fn validate(source: &Source, document: &Value) -> Vec<Diagnostic> {
+    let schema = protocol_schema_cached();
+    let mut diagnostics = Vec::new();
+    for error in validator().iter_errors(document) {
+        explain(source, schema, &error, &mut diagnostics);
+    }
+    diagnostics.dedup();
+    diagnostics
+}
+
+fn protocol_schema_cached() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(protocol_schema)
+}
+
+/// Turns one validation error into diagnostics, descending into the `oneOf`/`anyOf` branch
+/// the author most likely meant.
+fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut Vec<Diagnostic>) {
+    let pointer = error.instance_path().as_str().to_string();
+    let instance = error.instance();
+    match error.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            let allowed = allowed_properties(schema, error.schema_path().as_str());
+            for key in unexpected {
+                let key_pointer = format!("{pointer}/{}", super::yaml::escape_pointer_token(key));
+                let help = did_you_mean(key, allowed.iter().map(String::as_str)).or_else(|| {
+                    (!allowed.is_empty()).then(|| format!("allowed keys here: {}", allowed.join(", ")))
+                });
+                out.push(
+                    Diagnostic::error(format!("unknown key `{key}`"))
+                        .at(source.location(&key_pointer, Part::Key))
+                        .with_label("not allowed here")
+                        .with_optional_help(help),
+                );
+            }
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            out.push(
+                Diagnostic::error(format!("missing required key `{name}`"))
+                    .at(source.location(&pointer, Part::Key))
+                    .with_help(format!("add `{name}:` to this mapping")),
+            );
+        }
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
+            match intended_branch(instance, &pointer, context) {
+                Some(branch) => {
+                    for inner in branch {
+                        explain(source, schema, inner, out);
+                    }
+                }
+                None => out.push(no_action_kind(source, &pointer, instance)),
+            }
+        }
+        ValidationErrorKind::Type { .. } => {
+            out.push(
+                Diagnostic::error(format!(
+                    "expected {}, found {}",
+                    expected_types(error),
+                    describe(instance)
+                ))
+                .at(source.location(&pointer, Part::Value))
+                .with_optional_help(type_help(instance)),
+            );
+        }
+        ValidationErrorKind::Enum { options } => {
+            let choices: Vec<String> = options
+                .as_array()
+                .map(|values| values.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect())
+                .unwrap_or_default();
+            let given = instance.as_str().unwrap_or_default();
+            let help = did_you_mean(given, choices.iter().map(String::as_str))
+                .unwrap_or_else(|| format!("use one of: {}", choices.join(", ")));
+            out.push(
+                Diagnostic::error(format!("{} is not an allowed value", describe(instance)))
+                    .at(source.location(&pointer, Part::Value))
+                    .with_help(help),
+            );
+        }
+        _ => out.push(
+            Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value)),
+        ),
+    }
+}
+
+/// The branch of a `oneOf`/`anyOf` the author meant: for actions, the one named by the
+/// distinguishing key; otherwise the branch whose type matches and that has the fewest errors.
+fn intended_branch<'a>(
+    instance: &Value,
+    pointer: &str,
+    context: &'a [Vec<ValidationError<'static>>],
+) -> Option<&'a [ValidationError<'static>]> {
+    let is_action_choice = context.len() == ACTION_KINDS.len()
+        && context.iter().all(|branch| branch.iter().any(|e| e.instance_path().as_str() == pointer));
+    if is_action_choice && instance.is_object() {
+        let object = instance.as_object()?;
+        let index = ACTION_KINDS.iter().position(|kind| object.contains_key(*kind))?;
+        return context.get(index).map(Vec::as_slice);
+    }
+    let wrong_type_here = |branch: &[ValidationError]| {
+        branch.iter().any(|error| {
+            error.instance_path().as_str() == pointer
+                && matches!(error.kind(), ValidationErrorKind::Type { .. })
+        })
+    };
+    context
+        .iter()
+        .filter(|branch| !branch.is_empty())
+        .min_by_key(|branch| (wrong_type_here(branch), branch.len()))
+        .map(Vec::as_slice)
+}
+
+/// An action mapping that names no action kind.
+fn no_action_kind(source: &Source, pointer: &str, instance: &Value) -> Diagnostic {
+    let keys: Vec<&str> = instance
+        .as_object()
+        .map(|object| object.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let help = keys
+        .iter()
+        .find_map(|key| did_you_mean(key, ACTION_KINDS))
+        .unwrap_or_else(|| format!("start the action with one of: {}", ACTION_KINDS.join(", ")));
+    Diagnostic::error("this is not an action: it has none of the action keys")
+        .at(source.location(pointer, Part::Value))
+        .with_help(help)
+}
+
+fn expected_types(error: &ValidationError) -> String {
+    // The message reads `X is not of type "string"`: keep the part after "of type".
+    let message = error.to_string();
+    match message.rsplit_once("is not of type") {
+        Some((_, types)) => types.trim().replace('"', "").replace(", ", " or "),
+        None => "another type".to_string(),
+    }
+}
+
+fn type_help(instance: &Value) -> Option<String> {
+    match instance {
+        Value::Number(_) | Value::Bool(_) => Some("quote the value to make it a string".into()),
+        Value::Null => Some("write a value after the colon, or remove the key".into()),
+        _ => None,
+    }
+}
+
+/// A short description of a value for messages: `the string "x"`, `a mapping`, ...
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "nothing (null)".into(),
+        Value::Bool(flag) => format!("the boolean {flag}"),
+        Value::Number(number) => format!("the number {number}"),
+        Value::String(text) => format!("the string \"{text}\""),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "a mapping".into(),
+    }
+}
+
+/// The property names a schema location allows, following `$ref`s along the keyword path.
+fn allowed_properties(schema: &Value, schema_path: &str) -> Vec<String> {
+    let mut node = schema;
+    let segments: Vec<&str> = schema_path.split('/').skip(1).collect();
+    // The path ends in `additionalProperties`: the object schema is the one holding it.
+    let parent_segments = &segments[..segments.len().saturating_sub(1)];
+    for segment in parent_segments {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        node = match segment.as_str() {
+            "$ref" => match node.get("$ref").and_then(Value::as_str).and_then(|r| resolve_reference(schema, r)) {
+                Some(target) => target,
+                None => return Vec::new(),
+            },
+            _ => match node {
+                Value::Object(object) => match object.get(&segment) {
+                    Some(child) => child,
+                    None => return Vec::new(),
+                },
+                Value::Array(items) => match segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                    Some(child) => child,
+                    None => return Vec::new(),
+                },
+                _ => return Vec::new(),
+            },
+        };
+    }
+    if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+        node = resolve_reference(schema, reference).unwrap_or(node);
+    }
+    node.get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn resolve_reference<'a>(schema: &'a Value, reference: &str) -> Option<&'a Value> {
+    schema.pointer(reference.strip_prefix('#')?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_definition_has_a_title_and_is_closed() {
+        let schema = protocol_schema();
+        assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+        let definitions = schema["definitions"].as_object().unwrap();
+        for (name, definition) in definitions {
+            assert!(definition.get("title").is_some(), "{name} has no title");
+            if definition.get("type") == Some(&Value::String("object".into()))
+                && definition.get("properties").is_some()
+            {
+                assert_eq!(definition["additionalProperties"], false, "{name} is open");
+            }
+        }
+    }
+
+    #[test]
+    fn action_kinds_are_one_of_closed_objects_with_one_required_key() {
+        let schema = protocol_schema();
+        let branches = schema["definitions"]["Action"]["oneOf"].as_array().unwrap();
+        assert_eq!(branches.len(), ACTION_KINDS.len());
+        for (branch, kind) in branches.iter().zip(ACTION_KINDS) {
+            let reference = branch["$ref"].as_str().unwrap();
+            let definition = resolve_reference(&schema, reference).unwrap();
+            assert_eq!(definition["required"], serde_json::json!([kind]));
+            assert_eq!(definition["additionalProperties"], false);
+        }
+    }
+}

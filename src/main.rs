@@ -1,0 +1,5 @@
+//! The `protocol-run` binary: one call into the CLI.
+
+fn main() -> std::process::ExitCode {
+    std::process::ExitCode::from(protocol_run::cli::main(std::env::args().collect()))
+}

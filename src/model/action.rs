@@ -1,0 +1,174 @@
+//! Actions as written: each kind is a closed mapping told apart by one required key.
+
+use std::borrow::Cow;
+
+use indexmap::IndexMap;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
+/// `raise`, `send`, `cancel` or `if`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Action {
+    Log(LogAction),
+    Assign(AssignAction),
+    Raise(RaiseAction),
+    Send(SendAction),
+    Cancel(CancelAction),
+    If(IfAction),
+}
+
+/// The distinguishing key of each action kind, in the order they are documented.
+pub const ACTION_KINDS: [&str; 6] = ["log", "assign", "raise", "send", "cancel", "if"];
+
+/// Writes a log line: a `tracing` event with tags and structured fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogAction {
+    /// The message, a template: `${expression}` is replaced by its value.
+    pub log: String,
+    /// Severity; `info` when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<LogLevel>,
+    /// Tags shown as `#tag` in human output and as an array in JSON output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Structured fields; string values are templates (`"${attempts}"` keeps its type).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub fields: IndexMap<String, serde_json::Value>,
+}
+
+/// Severity of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// Sets context variables. Each value is a CEL expression (strings) or a literal (numbers,
+/// booleans, null, lists and mappings). Assignments run in order, each seeing the previous.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssignAction {
+    /// Context variable → new value.
+    pub assign: IndexMap<String, serde_json::Value>,
+}
+
+/// Puts an event on the internal queue: it is handled before any external event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RaiseAction {
+    /// The event name (a template).
+    pub raise: String,
+    /// The event's data; string values are templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+/// Puts an event on the external queue, now or after a delay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendAction {
+    /// The event name (a template).
+    pub send: String,
+    /// The event's data; string values are templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+    /// Wait this long first: a literal such as `5s`, or an expression giving milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    /// An id that `cancel` can name to withdraw the event before it is delivered (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// Withdraws a delayed `send` that has not been delivered yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelAction {
+    /// The `id` of the send to withdraw (a template).
+    pub cancel: String,
+}
+
+/// Runs the first branch whose condition holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IfAction {
+    /// The condition (CEL expression).
+    #[serde(rename = "if")]
+    pub condition: String,
+    /// Actions run when the condition holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<Action>,
+    /// Further conditions, tried in order when the ones before failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elif: Vec<ElifBranch>,
+    /// Actions run when no condition holds.
+    #[serde(rename = "else", default, skip_serializing_if = "Vec::is_empty")]
+    pub otherwise: Vec<Action>,
+}
+
+/// One `elif` branch of an `if` action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ElifBranch {
+    /// The condition (CEL expression).
+    #[serde(rename = "if")]
+    pub condition: String,
+    /// Actions run when the condition holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<Action>,
+}
+
+impl<'de> Deserialize<'de> for Action {
+    /// Dispatches on the distinguishing key, so a mistake inside one kind is reported against
+    /// that kind rather than as "matches no variant".
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let kind = value
+            .as_object()
+            .and_then(|object| ACTION_KINDS.iter().find(|kind| object.contains_key(**kind)))
+            .ok_or_else(|| {
+                D::Error::custom(format!(
+                    "an action is a mapping with one of the keys {}",
+                    ACTION_KINDS.join(", ")
+                ))
+            })?;
+        let convert = |error: serde_json::Error| D::Error::custom(error.to_string());
+        Ok(match *kind {
+            "log" => Action::Log(serde_json::from_value(value).map_err(convert)?),
+            "assign" => Action::Assign(serde_json::from_value(value).map_err(convert)?),
+            "raise" => Action::Raise(serde_json::from_value(value).map_err(convert)?),
+            "send" => Action::Send(serde_json::from_value(value).map_err(convert)?),
+            "cancel" => Action::Cancel(serde_json::from_value(value).map_err(convert)?),
+            _ => Action::If(serde_json::from_value(value).map_err(convert)?),
+        })
+    }
+}
+
+impl JsonSchema for Action {
+    fn schema_name() -> Cow<'static, str> {
+        "Action".into()
+    }
+
+    /// One `oneOf` branch per kind: closed objects, each requiring its own key.
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel` or `if`.",
+            "oneOf": [
+                generator.subschema_for::<LogAction>(),
+                generator.subschema_for::<AssignAction>(),
+                generator.subschema_for::<RaiseAction>(),
+                generator.subschema_for::<SendAction>(),
+                generator.subschema_for::<CancelAction>(),
+                generator.subschema_for::<IfAction>(),
+            ]
+        })
+    }
+}

@@ -1,0 +1,252 @@
+//! The driver: external queue, timers on real or virtual (tokio paused) time, JSON-lines input.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::BufRead;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::algorithm::{Outcome, RunError};
+use super::event::{Event, Origin};
+use super::Interpreter;
+use crate::actions::{Host, LogRecord, SendRequest};
+use crate::clock;
+use crate::compile::machine::Machine;
+use crate::value::Value;
+
+/// Where external events come from.
+pub enum EventSource {
+    /// No external events.
+    None,
+    /// JSON lines known in advance (a file's content), delivered at once in order.
+    Lines(String),
+    /// JSON lines read from stdin as they arrive.
+    Stdin,
+}
+
+/// How the driver keeps time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeMode {
+    #[default]
+    Real,
+    /// Delays elapse instantly, in order, on tokio's paused clock.
+    Virtual,
+}
+
+/// How a driven run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Set when a top-level final state was reached.
+    pub outcome: Option<Outcome>,
+    /// Active atomic states when the run stopped.
+    pub active_states: Vec<String>,
+    pub context: serde_json::Value,
+}
+
+/// A problem with one input line; the line is skipped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputLineError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Receives log records and input problems as the run goes.
+pub trait Observer {
+    fn log(&mut self, record: &LogRecord, time: &str);
+    fn input_error(&mut self, error: &InputLineError);
+}
+
+/// Prints through `tracing` (logs) and stderr (input problems).
+pub struct TracingObserver {
+    pub run_id: String,
+}
+
+impl Observer for TracingObserver {
+    fn log(&mut self, record: &LogRecord, time: &str) {
+        crate::output::emit(record, time, &self.run_id);
+    }
+
+    fn input_error(&mut self, error: &InputLineError) {
+        eprintln!("warning: events line {}: {}; line skipped", error.line, error.message);
+    }
+}
+
+/// The host the algorithm talks to: external queue, timers, log output.
+struct DriverHost<'a> {
+    external_queue: VecDeque<Event>,
+    timers: BTreeMap<(Instant, u64), (Option<Arc<str>>, Event)>,
+    sequence: u64,
+    started_at: Instant,
+    started_unix_milliseconds: u64,
+    observer: &'a mut dyn Observer,
+}
+
+impl DriverHost<'_> {
+    fn now_text(&self) -> String {
+        let elapsed = Instant::now().saturating_duration_since(self.started_at);
+        clock::format_rfc3339(self.started_unix_milliseconds + elapsed.as_millis() as u64)
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.timers.keys().next().map(|(deadline, _)| *deadline)
+    }
+
+    /// Moves every timer due by now onto the external queue, in deadline order.
+    fn fire_due_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (_, event) = entry.remove();
+            self.external_queue.push_back(event);
+        }
+    }
+}
+
+impl Host for DriverHost<'_> {
+    fn log(&mut self, record: LogRecord) {
+        let time = self.now_text();
+        self.observer.log(&record, &time);
+    }
+
+    fn send(&mut self, request: SendRequest) {
+        if request.delay_milliseconds == 0 {
+            self.external_queue.push_back(request.event);
+            return;
+        }
+        let deadline = Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
+        self.sequence += 1;
+        self.timers.insert((deadline, self.sequence), (request.id, request.event));
+    }
+
+    fn cancel(&mut self, send_id: &str) {
+        self.timers.retain(|_, (id, _)| id.as_deref() != Some(send_id));
+    }
+}
+
+/// Parses one JSON line `{"event": "name", "data": {...}}`.
+pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> {
+    let json: serde_json::Value = serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
+    let object = json.as_object().ok_or("expected an object like {\"event\": \"name\"}")?;
+    if let Some(key) = object.keys().find(|key| !matches!(key.as_str(), "event" | "data")) {
+        return Err(format!("unknown key `{key}`; an event line has `event` and optional `data`"));
+    }
+    let name = object
+        .get("event")
+        .and_then(serde_json::Value::as_str)
+        .filter(|name| !name.is_empty())
+        .ok_or("missing `event` (a non-empty string)")?;
+    let data = object.get("data").map_or(Value::Null, Value::from_json);
+    Ok(Event::named(machine, name, data, Origin::External))
+}
+
+/// Runs a started-or-not interpreter until it reaches a top-level final state, or until the
+/// events are used up and no timer is pending.
+pub fn drive(
+    interpreter: &mut Interpreter,
+    source: EventSource,
+    time_mode: TimeMode,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(time_mode == TimeMode::Virtual)
+        .build()
+        .expect("a current-thread tokio runtime with timers always builds");
+    runtime.block_on(drive_async(interpreter, source, observer))
+}
+
+async fn drive_async(
+    interpreter: &mut Interpreter,
+    source: EventSource,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, RunError> {
+    let machine = interpreter.machine().clone();
+    let mut host = DriverHost {
+        external_queue: VecDeque::new(),
+        timers: BTreeMap::new(),
+        sequence: 0,
+        started_at: Instant::now(),
+        started_unix_milliseconds: clock::unix_milliseconds_now(),
+        observer,
+    };
+    let mut stdin_lines = None;
+    match source {
+        EventSource::None => {}
+        EventSource::Lines(text) => {
+            for (index, line) in text.lines().enumerate() {
+                accept_line(&machine, &mut host, index + 1, line);
+            }
+        }
+        EventSource::Stdin => stdin_lines = Some(spawn_stdin_reader()),
+    }
+    let mut line_number = 0;
+    interpreter.start(&mut host)?;
+    while interpreter.is_running() {
+        if let Some(event) = host.external_queue.pop_front() {
+            interpreter.handle(&event, &mut host)?;
+            continue;
+        }
+        let deadline = host.next_deadline();
+        match (deadline, stdin_lines.as_mut()) {
+            (None, None) => break,
+            (Some(deadline), None) => {
+                tokio::time::sleep_until(deadline).await;
+                host.fire_due_timers();
+            }
+            (deadline, Some(lines)) => {
+                let sleep = async {
+                    match deadline {
+                        Some(deadline) => tokio::time::sleep_until(deadline).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    line = lines.recv() => match line {
+                        Some(line) => {
+                            line_number += 1;
+                            accept_line(&machine, &mut host, line_number, &line);
+                        }
+                        None => stdin_lines = None,
+                    },
+                    () = sleep => host.fire_due_timers(),
+                }
+            }
+        }
+    }
+    Ok(RunReport {
+        outcome: interpreter.outcome().cloned(),
+        active_states: interpreter.active_leaves().into_iter().map(String::from).collect(),
+        context: interpreter.context_json(),
+    })
+}
+
+fn accept_line(machine: &Machine, host: &mut DriverHost, line_number: usize, line: &str) {
+    if line.trim().is_empty() {
+        return;
+    }
+    match parse_event_line(machine, line) {
+        Ok(event) => host.external_queue.push_back(event),
+        Err(message) => host.observer.input_error(&InputLineError {
+            line: line_number,
+            message,
+        }),
+    }
+}
+
+/// Reads stdin lines on a plain thread (stdin is blocking) and hands them to the run loop.
+fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<String> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}

@@ -1,0 +1,193 @@
+//! Running a machine: the pure SCXML algorithm, an instance's data, and the timed driver around it.
+
+pub mod algorithm;
+pub mod driver;
+pub mod event;
+pub mod state_set;
+
+use std::sync::Arc;
+
+use crate::actions::Host;
+use crate::compile::machine::{Machine, StateId};
+use crate::value::Value;
+use algorithm::{Algorithm, Instance, Limits, Outcome, RunError, Workspace};
+use event::Event;
+
+/// One instance of a machine with its scratch space: start it, then hand it events.
+pub struct Interpreter {
+    machine: Arc<Machine>,
+    instance: Instance,
+    workspace: Workspace,
+    limits: Limits,
+}
+
+impl Interpreter {
+    /// A new, not yet started instance; `inputs` come from `Machine::bind_inputs`.
+    pub fn new(machine: Arc<Machine>, inputs: Vec<Value>) -> Interpreter {
+        let instance = Instance::new(&machine, inputs.into());
+        Interpreter {
+            machine,
+            instance,
+            workspace: Workspace::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Interpreter {
+        self.limits = limits;
+        self
+    }
+
+    fn algorithm<'a>(&'a mut self, host: &'a mut dyn Host) -> Algorithm<'a> {
+        Algorithm {
+            machine: &self.machine,
+            instance: &mut self.instance,
+            workspace: &mut self.workspace,
+            host,
+            limits: self.limits,
+        }
+    }
+
+    /// Enters the initial configuration and runs to completion.
+    pub fn start(&mut self, host: &mut dyn Host) -> Result<(), RunError> {
+        self.algorithm(host).start()
+    }
+
+    /// Processes one external event as one macrostep.
+    pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
+        self.algorithm(host).process_external_event(event)
+    }
+
+    pub fn machine(&self) -> &Arc<Machine> {
+        &self.machine
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.instance.running
+    }
+
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.instance.outcome.as_ref()
+    }
+
+    /// Active states in document order.
+    pub fn configuration(&self) -> impl Iterator<Item = StateId> + '_ {
+        self.instance.configuration.iter()
+    }
+
+    /// Ids of the active atomic states, in document order.
+    pub fn active_leaves(&self) -> Vec<&str> {
+        self.configuration()
+            .filter(|state| self.machine.state(*state).is_atomic())
+            .map(|state| &*self.machine.state(state).id)
+            .collect()
+    }
+
+    pub fn is_active(&self, id: &str) -> bool {
+        self.machine
+            .state_id(id)
+            .is_some_and(|state| self.instance.configuration.contains(state))
+    }
+
+    /// A context variable's current value.
+    pub fn context_value(&self, name: &str) -> Option<&Value> {
+        let slot = self.machine.context.iter().position(|(variable, _)| variable == name)?;
+        self.instance.context.get(slot)
+    }
+
+    /// The whole context as a JSON object, in declaration order.
+    pub fn context_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.machine
+                .context
+                .iter()
+                .zip(&self.instance.context)
+                .map(|((name, _), value)| (name.clone(), value.to_json()))
+                .collect(),
+        )
+    }
+}
+
+/// What the algorithm did, step by step: for tests and embedding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Entered(String),
+    Exited(String),
+    Transition(String),
+    Log(String),
+    Send { event: String, delay_milliseconds: u64, id: Option<String> },
+    Cancel(String),
+}
+
+/// A host that keeps every request in order instead of acting on it. Sends without delay are
+/// also queued in `external_queue`, so a caller can deliver them.
+#[derive(Debug, Default)]
+pub struct RecordingHost {
+    pub records: Vec<Record>,
+    pub logs: Vec<crate::actions::LogRecord>,
+    pub external_queue: std::collections::VecDeque<Event>,
+    /// Delayed sends not cancelled yet: (delay in ms, id, event).
+    pub delayed: Vec<(u64, Option<String>, Event)>,
+    machine: Option<Arc<Machine>>,
+}
+
+impl RecordingHost {
+    /// A host that names states and transitions in its records.
+    pub fn for_machine(machine: Arc<Machine>) -> RecordingHost {
+        RecordingHost {
+            machine: Some(machine),
+            ..RecordingHost::default()
+        }
+    }
+
+    fn state_name(&self, state: StateId) -> String {
+        match &self.machine {
+            Some(machine) => machine.state(state).id.to_string(),
+            None => format!("#{}", state.0),
+        }
+    }
+}
+
+impl Host for RecordingHost {
+    fn log(&mut self, record: crate::actions::LogRecord) {
+        self.records.push(Record::Log(record.message.clone()));
+        self.logs.push(record);
+    }
+
+    fn send(&mut self, request: crate::actions::SendRequest) {
+        self.records.push(Record::Send {
+            event: request.event.name.to_string(),
+            delay_milliseconds: request.delay_milliseconds,
+            id: request.id.as_deref().map(String::from),
+        });
+        if request.delay_milliseconds == 0 {
+            self.external_queue.push_back(request.event);
+        } else {
+            let id = request.id.as_deref().map(String::from);
+            self.delayed.push((request.delay_milliseconds, id, request.event));
+        }
+    }
+
+    fn cancel(&mut self, send_id: &str) {
+        self.records.push(Record::Cancel(send_id.to_string()));
+        self.delayed.retain(|(_, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn state_entered(&mut self, state: StateId) {
+        let name = self.state_name(state);
+        self.records.push(Record::Entered(name));
+    }
+
+    fn state_exited(&mut self, state: StateId) {
+        let name = self.state_name(state);
+        self.records.push(Record::Exited(name));
+    }
+
+    fn transition_taken(&mut self, transition: crate::compile::machine::TransitionId) {
+        let name = match &self.machine {
+            Some(machine) => machine.transition(transition).pointer.clone(),
+            None => format!("#{}", transition.0),
+        };
+        self.records.push(Record::Transition(name));
+    }
+}
