@@ -13,7 +13,9 @@ use crate::model::Protocol;
 
 /// The protocol schema as JSON, generated from the model types (draft-07, for yaml-language-server).
 pub fn protocol_schema() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    let mut settings = schemars::generate::SchemaSettings::draft07();
+    settings.untagged_enum_variant_titles = true;
+    let generator = settings.into_generator();
     let schema = generator.into_root_schema_for::<Protocol>();
     let mut value = schema.to_value();
     polish_for_editors(&mut value, "Protocol");
@@ -44,7 +46,41 @@ fn polish_for_editors(root: &mut Value, root_title: &str) {
             }
         }
     }
+    drop_null_options(root);
     mirror_descriptions(root);
+}
+
+/// An omitted key is how YAML authors say "none": `Option` fields accept the value's own type,
+/// not `null`, so editors offer only meaningful completions.
+fn drop_null_options(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            if let Some(Value::Array(types)) = object.get("type")
+                && types.len() == 2
+                && types.contains(&Value::from("null"))
+            {
+                let other = types.iter().find(|kind| *kind != "null").cloned().unwrap_or_default();
+                object.insert("type".into(), other);
+            }
+            if let Some(Value::Array(branches)) = object.get("anyOf")
+                && branches.len() == 2
+                && let Some(null_branch) = branches.iter().position(|branch| branch.get("type") == Some(&Value::from("null")))
+                && let Some(Value::Object(kept)) = branches.get(1 - null_branch).cloned()
+            {
+                object.remove("anyOf");
+                for (key, entry) in kept {
+                    object.entry(key).or_insert(entry);
+                }
+            }
+            for (key, child) in object.iter_mut() {
+                if !matches!(key.as_str(), "default" | "const" | "enum" | "examples") {
+                    drop_null_options(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_options),
+        _ => {}
+    }
 }
 
 fn mirror_descriptions(value: &mut Value) {

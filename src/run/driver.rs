@@ -92,13 +92,14 @@ impl DriverHost<'_> {
         self.timers.keys().next().map(|(deadline, _)| *deadline)
     }
 
-    /// Moves every timer due by now onto the external queue, in deadline order.
-    fn fire_due_timers(&mut self) {
+    /// Moves the earliest timer due by now onto the external queue. One at a time: handling
+    /// it may cancel the others (a state's `after` timers are cancelled when it exits), and a
+    /// cancelled timer must never be delivered.
+    fn fire_due_timer(&mut self) {
         let now = Instant::now();
-        while let Some(entry) = self.timers.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
+        if let Some(entry) = self.timers.first_entry()
+            && entry.key().0 <= now
+        {
             let (_, event) = entry.remove();
             self.external_queue.push_back(event);
         }
@@ -194,7 +195,7 @@ async fn drive_async(
             (None, None) => break,
             (Some(deadline), None) => {
                 tokio::time::sleep_until(deadline).await;
-                host.fire_due_timers();
+                host.fire_due_timer();
             }
             (deadline, Some(lines)) => {
                 let sleep = async {
@@ -212,7 +213,7 @@ async fn drive_async(
                         }
                         None => stdin_lines = None,
                     },
-                    () = sleep => host.fire_due_timers(),
+                    () = sleep => host.fire_due_timer(),
                 }
             }
         }

@@ -1,0 +1,196 @@
+//! Test support: load YAML text into a running machine, send events, step virtual time, read the trace.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use protocol_run::actions::{Host, LogRecord, SendRequest};
+use protocol_run::compile::machine::{Machine, StateId, TransitionId};
+use protocol_run::run::event::{Event, Origin};
+use protocol_run::run::Interpreter;
+use protocol_run::value::Value;
+
+/// One observable step, in the order the engine did it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// `enter:STATE`
+    Enter(String),
+    /// `exit:STATE`
+    Exit(String),
+    /// `log:MESSAGE`
+    Log(String),
+}
+
+/// Compiles YAML (panicking with the rendered diagnostics if it is invalid).
+pub fn machine(yaml: &str) -> Arc<Machine> {
+    let loaded = protocol_run::load::load_text("test.yaml", yaml.to_string())
+        .unwrap_or_else(|diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)));
+    let machine = protocol_run::compile::compile(&loaded)
+        .unwrap_or_else(|diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)));
+    Arc::new(machine)
+}
+
+/// The diagnostics of an invalid protocol, rendered.
+pub fn errors(yaml: &str) -> String {
+    match protocol_run::load::load_text("test.yaml", yaml.to_string()) {
+        Err(diagnostics) => protocol_run::diagnostic::render_all(&diagnostics),
+        Ok(loaded) => match protocol_run::compile::compile(&loaded) {
+            Err(diagnostics) => protocol_run::diagnostic::render_all(&diagnostics),
+            Ok(_) => panic!("expected the protocol to be invalid"),
+        },
+    }
+}
+
+/// A host with a virtual clock: delayed sends become timers that `advance` fires in order.
+#[derive(Default)]
+pub struct TestHost {
+    machine: Option<Arc<Machine>>,
+    pub steps: Vec<Step>,
+    pub logs: Vec<LogRecord>,
+    pub transitions: Vec<TransitionId>,
+    pub external_queue: VecDeque<Event>,
+    /// (deadline in virtual ms, sequence, send id, event)
+    pub timers: Vec<(u64, u64, Option<String>, Event)>,
+    pub now: u64,
+    sequence: u64,
+}
+
+impl Host for TestHost {
+    fn log(&mut self, record: LogRecord) {
+        self.steps.push(Step::Log(record.message.clone()));
+        self.logs.push(record);
+    }
+
+    fn send(&mut self, request: SendRequest) {
+        if request.delay_milliseconds == 0 {
+            self.external_queue.push_back(request.event);
+        } else {
+            self.sequence += 1;
+            let id = request.id.as_deref().map(String::from);
+            self.timers.push((self.now + request.delay_milliseconds, self.sequence, id, request.event));
+            self.timers.sort_by_key(|(deadline, sequence, _, _)| (*deadline, *sequence));
+        }
+    }
+
+    fn cancel(&mut self, send_id: &str) {
+        self.timers.retain(|(_, _, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn state_entered(&mut self, state: StateId) {
+        let name = self.machine.as_ref().unwrap().state(state).id.to_string();
+        self.steps.push(Step::Enter(name));
+    }
+
+    fn state_exited(&mut self, state: StateId) {
+        let name = self.machine.as_ref().unwrap().state(state).id.to_string();
+        self.steps.push(Step::Exit(name));
+    }
+
+    fn transition_taken(&mut self, transition: TransitionId) {
+        self.transitions.push(transition);
+    }
+}
+
+/// A started machine with a virtual clock.
+pub struct Run {
+    pub machine: Arc<Machine>,
+    pub interpreter: Interpreter,
+    pub host: TestHost,
+}
+
+impl Run {
+    /// Compiles and starts `yaml` with no inputs (defaults apply).
+    pub fn start(yaml: &str) -> Run {
+        Run::start_with_inputs(yaml, &[])
+    }
+
+    pub fn start_with_inputs(yaml: &str, inputs: &[(&str, &str)]) -> Run {
+        let machine = machine(yaml);
+        let supplied: Vec<(String, String)> =
+            inputs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let inputs = machine.bind_inputs(&supplied).expect("inputs bind");
+        let mut run = Run {
+            interpreter: Interpreter::new(machine.clone(), inputs),
+            host: TestHost {
+                machine: Some(machine.clone()),
+                ..TestHost::default()
+            },
+            machine,
+        };
+        run.interpreter.start(&mut run.host).expect("start");
+        run.deliver_queued();
+        run
+    }
+
+    /// Sends an external event (no data), then delivers any events it sent without delay.
+    pub fn send(&mut self, name: &str) -> &mut Run {
+        self.send_with(name, serde_json::Value::Null)
+    }
+
+    pub fn send_with(&mut self, name: &str, data: serde_json::Value) -> &mut Run {
+        let event = Event::named(&self.machine, name, Value::from_json(&data), Origin::External);
+        self.interpreter.handle(&event, &mut self.host).expect("macrostep");
+        self.deliver_queued();
+        self
+    }
+
+    /// Delivers queued external events (from `send` without delay) one at a time.
+    pub fn deliver_queued(&mut self) {
+        while let Some(event) = self.host.external_queue.pop_front() {
+            self.interpreter.handle(&event, &mut self.host).expect("macrostep");
+        }
+    }
+
+    /// Advances virtual time by `milliseconds`, firing due timers one at a time, in order.
+    pub fn advance(&mut self, milliseconds: u64) -> &mut Run {
+        let until = self.host.now + milliseconds;
+        loop {
+            let due = self.host.timers.first().filter(|(deadline, ..)| *deadline <= until).cloned();
+            let Some((deadline, ..)) = due else { break };
+            let (_, _, _, event) = self.host.timers.remove(0);
+            self.host.now = deadline;
+            self.interpreter.handle(&event, &mut self.host).expect("macrostep");
+            self.deliver_queued();
+        }
+        self.host.now = until;
+        self
+    }
+
+    /// Steps since the last call, as `enter:x`, `exit:x`, `log:m` strings.
+    pub fn take_steps(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.host.steps)
+            .into_iter()
+            .map(|step| match step {
+                Step::Enter(state) => format!("enter:{state}"),
+                Step::Exit(state) => format!("exit:{state}"),
+                Step::Log(message) => format!("log:{message}"),
+            })
+            .collect()
+    }
+
+    /// Only the log messages since the last `take_*` call.
+    pub fn take_logs(&mut self) -> Vec<String> {
+        self.take_steps()
+            .into_iter()
+            .filter_map(|step| step.strip_prefix("log:").map(String::from))
+            .collect()
+    }
+
+    /// Active atomic states, sorted.
+    pub fn leaves(&self) -> Vec<String> {
+        let mut leaves: Vec<String> = self.interpreter.active_leaves().into_iter().map(String::from).collect();
+        leaves.sort();
+        leaves
+    }
+
+    /// Every active state, in document order.
+    pub fn configuration(&self) -> Vec<String> {
+        self.interpreter
+            .configuration()
+            .map(|state| self.machine.state(state).id.to_string())
+            .collect()
+    }
+
+    pub fn context(&self, name: &str) -> serde_json::Value {
+        self.interpreter.context_value(name).expect("context variable").to_json()
+    }
+}
