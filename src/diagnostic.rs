@@ -94,10 +94,11 @@ impl fmt::Display for Diagnostic {
             let Position { line, column, .. } = location.position;
             writeln!(formatter, "{gutter}--> {}:{line}:{column}", location.file)?;
             writeln!(formatter, "{gutter} |")?;
-            let shown_line = location.source_line.replace('\t', " ");
+            let (shown_line, marker_column) = visible_window(&location.source_line, column);
             writeln!(formatter, "{line} | {shown_line}")?;
-            let indent = " ".repeat(column.saturating_sub(1));
-            let marker = "^".repeat(location.width.max(1));
+            let indent = " ".repeat(marker_column.saturating_sub(1));
+            let room = shown_line.chars().count().saturating_sub(marker_column.saturating_sub(1));
+            let marker = "^".repeat(location.width.clamp(1, room.max(1)));
             match &self.label {
                 Some(label) => writeln!(formatter, "{gutter} | {indent}{marker} {label}")?,
                 None => writeln!(formatter, "{gutter} | {indent}{marker}")?,
@@ -110,6 +111,31 @@ impl fmt::Display for Diagnostic {
         }
         Ok(())
     }
+}
+
+/// The widest source excerpt shown, in characters.
+const MAX_SHOWN_WIDTH: usize = 100;
+
+/// The part of a long line around `column`, with `…` where it was cut, and the column of the
+/// marker inside that part. Tabs become spaces so the marker lines up.
+fn visible_window(line: &str, column: usize) -> (String, usize) {
+    let characters: Vec<char> = line.chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
+    if characters.len() <= MAX_SHOWN_WIDTH {
+        return (characters.into_iter().collect(), column);
+    }
+    let start = column.saturating_sub(1).saturating_sub(MAX_SHOWN_WIDTH / 3).min(characters.len());
+    let end = (start + MAX_SHOWN_WIDTH).min(characters.len());
+    let mut shown = String::new();
+    let mut marker_column = column - start;
+    if start > 0 {
+        shown.push('…');
+        marker_column += 1;
+    }
+    shown.extend(&characters[start..end]);
+    if end < characters.len() {
+        shown.push('…');
+    }
+    (shown, marker_column)
 }
 
 /// Renders every diagnostic, separated by blank lines, with a closing count of errors.
@@ -154,20 +180,58 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
     closest_match(name, candidates).map(|candidate| format!("did you mean `{candidate}`?"))
 }
 
-/// Levenshtein distance over characters.
+/// Edit distance over characters where swapping two neighbours counts as one edit
+/// (optimal string alignment), so `entyr` is one edit from `entry`.
 fn edit_distance(left: &str, right: &str) -> usize {
+    let left: Vec<char> = left.chars().collect();
     let right: Vec<char> = right.chars().collect();
-    let mut previous: Vec<usize> = (0..=right.len()).collect();
-    let mut current = vec![0; right.len() + 1];
-    for (i, left_char) in left.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, right_char) in right.iter().enumerate() {
-            let substitution = previous[j] + usize::from(left_char != *right_char);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+    let width = right.len() + 1;
+    let mut table = vec![0usize; (left.len() + 1) * width];
+    for i in 0..=left.len() {
+        for j in 0..=right.len() {
+            table[i * width + j] = if i == 0 || j == 0 {
+                i + j
+            } else {
+                let substitution = table[(i - 1) * width + j - 1] + usize::from(left[i - 1] != right[j - 1]);
+                let mut best = substitution
+                    .min(table[(i - 1) * width + j] + 1)
+                    .min(table[i * width + j - 1] + 1);
+                if i > 1 && j > 1 && left[i - 1] == right[j - 2] && left[i - 2] == right[j - 1] {
+                    best = best.min(table[(i - 2) * width + j - 2] + 1);
+                }
+                best
+            };
         }
-        std::mem::swap(&mut previous, &mut current);
     }
-    previous[right.len()]
+    table[left.len() * width + right.len()]
+}
+
+/// Keeps at most `per_message` diagnostics with the same message, noting how many were left out,
+/// so one repeated mistake (say, a hundred aliases) does not bury the others.
+pub fn limit_repeats(diagnostics: Vec<Diagnostic>, per_message: usize) -> Vec<Diagnostic> {
+    let mut kept: Vec<Diagnostic> = Vec::new();
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for diagnostic in diagnostics {
+        match counts.iter_mut().find(|(message, _)| *message == diagnostic.message) {
+            Some((_, count)) => {
+                *count += 1;
+                if *count <= per_message {
+                    kept.push(diagnostic);
+                }
+            }
+            None => {
+                counts.push((diagnostic.message.clone(), 1));
+                kept.push(diagnostic);
+            }
+        }
+    }
+    for (message, count) in counts.into_iter().filter(|(_, count)| *count > per_message) {
+        kept.push(Diagnostic::error(format!(
+            "{} more like this: {message}",
+            count - per_message
+        )));
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -179,6 +243,23 @@ mod tests {
         let states = ["idle", "retrying", "escalated"];
         assert_eq!(closest_match("retryin", states), Some("retrying"));
         assert_eq!(closest_match("zzzzzz", states), None);
+        assert_eq!(closest_match("entyr", ["exit", "entry"]), Some("entry"));
+    }
+
+    #[test]
+    fn long_lines_are_cut_around_the_marker() {
+        let line = format!("{}X{}", "[".repeat(500), "]".repeat(500));
+        let (shown, column) = visible_window(&line, 501);
+        assert!(shown.starts_with('…') && shown.ends_with('…'));
+        assert_eq!(shown.chars().nth(column - 1), Some('X'));
+    }
+
+    #[test]
+    fn repeated_messages_are_summarised() {
+        let many = vec![Diagnostic::error("alias"); 10];
+        let kept = limit_repeats(many, 3);
+        assert_eq!(kept.len(), 4);
+        assert_eq!(kept[3].message, "7 more like this: alias");
     }
 
     #[test]

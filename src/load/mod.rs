@@ -11,6 +11,9 @@ use crate::model::Protocol;
 use source::{Part, Source};
 use yaml::YamlLimits;
 
+/// How many diagnostics with the same message are shown before the rest are summarised.
+const REPEATS_SHOWN: usize = 3;
+
 /// A protocol read and validated, with its source kept for later diagnostics.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -56,20 +59,21 @@ pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
     let document = match yaml::parse(&source.text, &YamlLimits::default()) {
         Ok(document) => document,
         Err(errors) => {
-            return Err(errors
+            let diagnostics = errors
                 .into_iter()
                 .map(|error| {
                     Diagnostic::error(error.message)
                         .at(source.location_at(error.position, Part::Value))
                         .with_optional_help(error.help)
                 })
-                .collect());
+                .collect();
+            return Err(crate::diagnostic::limit_repeats(diagnostics, REPEATS_SHOWN));
         }
     };
     source.positions = document.positions;
     let diagnostics = schema::validate(&source, &document.value);
     if !diagnostics.is_empty() {
-        return Err(diagnostics);
+        return Err(crate::diagnostic::limit_repeats(diagnostics, REPEATS_SHOWN));
     }
     match serde_json::from_value::<Protocol>(document.value) {
         Ok(protocol) => Ok(Loaded { source, protocol }),
