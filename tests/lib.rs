@@ -2,4 +2,8 @@
 
 mod support;
 
+mod cli;
+mod diagnostics;
+mod protocols;
+mod schema;
 mod semantics;

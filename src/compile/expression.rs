@@ -183,7 +183,7 @@ impl Expression {
                 .iter()
                 .map(|error| ExpressionProblem {
                     offset: line_column_to_offset(text, error.pos),
-                    message: format!("invalid expression: {}", error.msg),
+                    message: format!("invalid expression: {}", shorten_parse_message(&error.msg)),
                     help: None,
                 })
                 .collect::<Vec<_>>()
@@ -258,6 +258,18 @@ fn describe_execution_error(error: &ExecutionError) -> String {
         ExecutionError::UndeclaredReference(name) => format!("`{name}` is not defined"),
         ExecutionError::NoSuchKey(key) => format!("no key `{key}`"),
         other => other.to_string(),
+    }
+}
+
+/// The CEL parser lists every token it expected; a person needs the gist.
+fn shorten_parse_message(message: &str) -> String {
+    let message = message.trim_start_matches("Syntax error: ");
+    if message.contains("'<EOF>'") {
+        return "the expression ends too early".into();
+    }
+    match message.split_once(" expecting ") {
+        Some((head, _)) => head.to_string(),
+        None => message.to_string(),
     }
 }
 

@@ -9,10 +9,11 @@ use super::action::Action;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Transitions {
+    /// Several transitions, tried in order. (First: serde would otherwise read a list as the
+    /// fields of one transition, in order.)
+    Many(Vec<TransitionSpec>),
     /// A single transition.
     One(TransitionSpec),
-    /// Several transitions, tried in order.
-    Many(Vec<TransitionSpec>),
 }
 
 impl Transitions {

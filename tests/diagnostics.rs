@@ -1,0 +1,144 @@
+//! Every bad protocol gets located errors (FILE:LINE:COL, the line, a marker, a fix), exit 65, fast.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::errors;
+
+/// Runs `protocol-run validate` on `content` written to a temporary file; returns (exit code, stderr).
+fn validate_file(name: &str, content: &[u8]) -> (i32, String) {
+    let directory = std::env::temp_dir().join(format!("protocol-run-diagnostics-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join(name);
+    std::fs::write(&path, content).unwrap();
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1), "{name} took {:?}", started.elapsed());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (output.status.code().unwrap_or(-1), stderr)
+}
+
+#[test]
+fn mistyped_target_suggests_the_state() {
+    let text = errors("id: p\nstates:\n  idle:\n    on:\n      call: retryin\n  retrying: {}\n");
+    assert!(text.contains("error: unknown target `retryin`"), "{text}");
+    assert!(text.contains("--> test.yaml:5:13"), "{text}");
+    assert!(text.contains("5 |       call: retryin"), "{text}");
+    assert!(text.contains("|             ^^^^^^^"), "{text}");
+    assert!(text.contains("help: did you mean `retrying`?"), "{text}");
+}
+
+#[test]
+fn unknown_key_points_at_the_key() {
+    let text = errors("id: p\nstates:\n  idle:\n    entyr: []\n");
+    assert!(text.contains("error: unknown key `entyr`"), "{text}");
+    assert!(text.contains("--> test.yaml:4:5"), "{text}");
+    assert!(text.contains("did you mean `entry`?"), "{text}");
+}
+
+#[test]
+fn duplicate_key_names_the_first() {
+    let text = errors("id: p\nstates:\n  idle: {}\n  idle: {}\n");
+    assert!(text.contains("error: duplicate key `idle`"), "{text}");
+    assert!(text.contains("--> test.yaml:4:3"), "{text}");
+    assert!(text.contains("line 3:3"), "{text}");
+}
+
+#[test]
+fn duplicate_state_id_across_levels() {
+    let text = errors("id: p\nstates:\n  a:\n    states:\n      x: {}\n  x: {}\n");
+    assert!(text.contains("duplicate state id `x`"), "{text}");
+    assert!(text.contains("--> test.yaml:6:3"), "{text}");
+}
+
+#[test]
+fn bad_expressions_are_located_inside_the_string() {
+    let text = errors(
+        "id: p\ncontext: { attempts: 0 }\nstates:\n  a:\n    on:\n      go: { target: a, guard: \"attempt < 3\" }\n      stop: { target: a, guard: \"attempts <\" }\n",
+    );
+    assert!(text.contains("unknown name `attempt`"), "{text}");
+    assert!(text.contains("--> test.yaml:6:32"), "{text}");
+    assert!(text.contains("did you mean `attempts`?"), "{text}");
+    assert!(text.contains("invalid expression"), "{text}");
+    assert!(text.contains("2 errors"), "{text}");
+}
+
+#[test]
+fn every_error_of_a_file_is_reported_at_once() {
+    let text = errors(
+        "id: p\ncontext: { n: 0 }\nstates:\n  a:\n    on:\n      x: nowhere\n      y: { target: a, guard: \"m > 1\" }\n    entry: [{ assign: { q: \"1\" } }]\n  f: { type: final, exit_code: 99 }\n",
+    );
+    for expected in ["unknown target `nowhere`", "unknown name `m`", "unknown context variable `q`", "exit code 99 is outside 0–63"] {
+        assert!(text.contains(expected), "missing {expected}: {text}");
+    }
+    assert!(text.contains("4 errors"), "{text}");
+}
+
+#[test]
+fn structural_mistakes_are_caught_by_the_compiler() {
+    let cases = [
+        ("id: p\nstates:\n  h: { type: history }\n", "misplaced history state"),
+        ("id: p\nstates:\n  f:\n    type: final\n    states: { x: {} }\n", "a final state cannot have child states"),
+        ("id: p\nstates:\n  a:\n    initial: b\n    states: { a1: {} }\n  b: {}\n", "invalid initial state `b`"),
+        ("id: p\nstates:\n  a:\n    after: [{ target: a }]\n", "needs a `delay`"),
+        ("id: p\nstates:\n  a:\n    on: { go: [a, b] }\n  b: {}\n", "ok"),
+        ("id: p\nstates:\n  a: { on: { go: { target: [a, b] } } }\n  b: {}\n", "cannot be active together"),
+    ];
+    for (yaml, expected) in cases {
+        if expected == "ok" {
+            crate::support::machine(yaml);
+            continue;
+        }
+        let text = errors(yaml);
+        assert!(text.contains(expected), "expected {expected:?} for {yaml:?}, got {text}");
+        assert!(text.contains("--> test.yaml:"), "{text}");
+    }
+}
+
+#[test]
+fn a_mistake_inside_an_action_is_reported_against_that_action() {
+    let text = errors("id: p\nstates:\n  a:\n    entry:\n      - log: hi\n        levle: info\n      - lgo: hi\n");
+    assert!(text.contains("unknown key `levle`") && text.contains("did you mean `level`?"), "{text}");
+    assert!(text.contains("this is not an action") && text.contains("did you mean `log`?"), "{text}");
+}
+
+#[test]
+fn hostile_and_broken_files_give_a_located_error_fast() {
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..9u8 {
+        let name = (b'a' + level) as char;
+        let previous = (b'a' + level - 1) as char;
+        bomb.push_str(&format!("{name}: &{name} [*{previous}, *{previous}, *{previous}, *{previous}, *{previous}]\n"));
+    }
+    bomb.truncate(400);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("bomb.yaml", bomb.into_bytes(), "YAML anchors are not supported"),
+        ("deep-flow.yaml", format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(), "nesting deeper than"),
+        ("deep-block.yaml", "- ".repeat(100_000).into_bytes(), "nesting deeper than"),
+        ("cut.yaml", b"id: cut\nstates:\n  idle:\n    on: {call: [a, ".to_vec(), "cut.yaml:4:"),
+        ("cut-quote.yaml", b"id: cut\nstates:\n  idle:\n    entry: [{ log: \"unclosed".to_vec(), "cut-quote.yaml:"),
+        ("target.yaml", b"id: p\nstates:\n  a: { on: { go: b } }\n".to_vec(), "unknown target `b`"),
+        ("empty.yaml", Vec::new(), "empty"),
+        ("binary.yaml", vec![0xff, 0xfe, 0x00, 0x01], "not UTF-8"),
+    ];
+    for (name, content, expected) in cases {
+        let (code, stderr) = validate_file(name, &content);
+        assert_eq!(code, 65, "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: expected {expected:?} in {stderr}");
+    }
+}
+
+#[test]
+fn a_missing_file_exits_66() {
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["validate", "/nonexistent/protocol.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(66));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no such file"));
+}

@@ -1,0 +1,22 @@
+//! The committed JSON Schema is exactly what the model generates.
+
+#[test]
+fn committed_schema_equals_the_generated_one() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/protocol.schema.json"))
+        .expect("schemas/protocol.schema.json is committed");
+    let generated = protocol_run::load::schema::protocol_schema_text();
+    assert!(
+        committed == generated,
+        "schemas/protocol.schema.json is stale: run `cargo run -- schema --out schemas` and commit it"
+    );
+}
+
+#[test]
+fn schema_command_prints_the_same_schema() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("schema")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), protocol_run::load::schema::protocol_schema_text());
+}
