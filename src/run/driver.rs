@@ -7,9 +7,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::Interpreter;
 use super::algorithm::{Outcome, RunError};
 use super::event::{Event, Origin};
-use super::Interpreter;
 use crate::actions::{Host, LogRecord, SendRequest};
 use crate::clock;
 use crate::compile::machine::Machine;
@@ -68,14 +68,23 @@ impl Observer for TracingObserver {
     }
 
     fn input_error(&mut self, error: &InputLineError) {
-        eprintln!("warning: events line {}: {}; line skipped", error.line, error.message);
+        eprintln!(
+            "warning: events line {}: {}; line skipped",
+            error.line, error.message
+        );
     }
 }
+
+/// Timers are ordered by deadline, then by the order they were set.
+type TimerKey = (Instant, u64);
+
+/// A delayed send waiting for its deadline: its id (for `cancel`) and the event.
+type PendingSend = (Option<Arc<str>>, Event);
 
 /// The host the algorithm talks to: external queue, timers, log output.
 struct DriverHost<'a> {
     external_queue: VecDeque<Event>,
-    timers: BTreeMap<(Instant, u64), (Option<Arc<str>>, Event)>,
+    timers: BTreeMap<TimerKey, PendingSend>,
     sequence: u64,
     started_at: Instant,
     started_unix_milliseconds: u64,
@@ -117,22 +126,33 @@ impl Host for DriverHost<'_> {
             self.external_queue.push_back(request.event);
             return;
         }
-        let deadline = Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
+        let deadline =
+            Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
         self.sequence += 1;
-        self.timers.insert((deadline, self.sequence), (request.id, request.event));
+        self.timers
+            .insert((deadline, self.sequence), (request.id, request.event));
     }
 
     fn cancel(&mut self, send_id: &str) {
-        self.timers.retain(|_, (id, _)| id.as_deref() != Some(send_id));
+        self.timers
+            .retain(|_, (id, _)| id.as_deref() != Some(send_id));
     }
 }
 
 /// Parses one JSON line `{"event": "name", "data": {...}}`.
 pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> {
-    let json: serde_json::Value = serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
-    let object = json.as_object().ok_or("expected an object like {\"event\": \"name\"}")?;
-    if let Some(key) = object.keys().find(|key| !matches!(key.as_str(), "event" | "data")) {
-        return Err(format!("unknown key `{key}`; an event line has `event` and optional `data`"));
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
+    let object = json
+        .as_object()
+        .ok_or("expected an object like {\"event\": \"name\"}")?;
+    if let Some(key) = object
+        .keys()
+        .find(|key| !matches!(key.as_str(), "event" | "data"))
+    {
+        return Err(format!(
+            "unknown key `{key}`; an event line has `event` and optional `data`"
+        ));
     }
     let name = object
         .get("event")
@@ -220,7 +240,11 @@ async fn drive_async(
     }
     Ok(RunReport {
         outcome: interpreter.outcome().cloned(),
-        active_states: interpreter.active_leaves().into_iter().map(String::from).collect(),
+        active_states: interpreter
+            .active_leaves()
+            .into_iter()
+            .map(String::from)
+            .collect(),
         context: interpreter.context_json(),
     })
 }
