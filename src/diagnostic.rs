@@ -97,7 +97,10 @@ impl fmt::Display for Diagnostic {
             let (shown_line, marker_column) = visible_window(&location.source_line, column);
             writeln!(formatter, "{line} | {shown_line}")?;
             let indent = " ".repeat(marker_column.saturating_sub(1));
-            let room = shown_line.chars().count().saturating_sub(marker_column.saturating_sub(1));
+            let room = shown_line
+                .chars()
+                .count()
+                .saturating_sub(marker_column.saturating_sub(1));
             let marker = "^".repeat(location.width.clamp(1, room.max(1)));
             match &self.label {
                 Some(label) => writeln!(formatter, "{gutter} | {indent}{marker} {label}")?,
@@ -119,11 +122,17 @@ const MAX_SHOWN_WIDTH: usize = 100;
 /// The part of a long line around `column`, with `…` where it was cut, and the column of the
 /// marker inside that part. Tabs become spaces so the marker lines up.
 fn visible_window(line: &str, column: usize) -> (String, usize) {
-    let characters: Vec<char> = line.chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
+    let characters: Vec<char> = line
+        .chars()
+        .map(|c| if c == '\t' { ' ' } else { c })
+        .collect();
     if characters.len() <= MAX_SHOWN_WIDTH {
         return (characters.into_iter().collect(), column);
     }
-    let start = column.saturating_sub(1).saturating_sub(MAX_SHOWN_WIDTH / 3).min(characters.len());
+    let start = column
+        .saturating_sub(1)
+        .saturating_sub(MAX_SHOWN_WIDTH / 3)
+        .min(characters.len());
     let end = (start + MAX_SHOWN_WIDTH).min(characters.len());
     let mut shown = String::new();
     let mut marker_column = column - start;
@@ -176,7 +185,10 @@ pub fn closest_match<'a>(
 }
 
 /// "did you mean `x`?" for the closest candidate, or None.
-pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     closest_match(name, candidates).map(|candidate| format!("did you mean `{candidate}`?"))
 }
 
@@ -192,7 +204,8 @@ fn edit_distance(left: &str, right: &str) -> usize {
             table[i * width + j] = if i == 0 || j == 0 {
                 i + j
             } else {
-                let substitution = table[(i - 1) * width + j - 1] + usize::from(left[i - 1] != right[j - 1]);
+                let substitution =
+                    table[(i - 1) * width + j - 1] + usize::from(left[i - 1] != right[j - 1]);
                 let mut best = substitution
                     .min(table[(i - 1) * width + j] + 1)
                     .min(table[i * width + j - 1] + 1);
@@ -212,7 +225,10 @@ pub fn limit_repeats(diagnostics: Vec<Diagnostic>, per_message: usize) -> Vec<Di
     let mut kept: Vec<Diagnostic> = Vec::new();
     let mut counts: Vec<(String, usize)> = Vec::new();
     for diagnostic in diagnostics {
-        match counts.iter_mut().find(|(message, _)| *message == diagnostic.message) {
+        match counts
+            .iter_mut()
+            .find(|(message, _)| *message == diagnostic.message)
+        {
             Some((_, count)) => {
                 *count += 1;
                 if *count <= per_message {
@@ -280,7 +296,10 @@ mod tests {
         let text = diagnostic.to_string();
         assert!(text.contains("--> p.yaml:12:17"), "{text}");
         assert!(text.contains("12 |         target: retryin"), "{text}");
-        assert!(text.contains("   |                 ^^^^^^^ no state has this id"), "{text}");
+        assert!(
+            text.contains("   |                 ^^^^^^^ no state has this id"),
+            "{text}"
+        );
         assert!(text.contains("= help: did you mean `retrying`?"), "{text}");
     }
 }

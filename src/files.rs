@@ -10,9 +10,9 @@ pub fn write_atomically(path: &Path, content: &[u8]) -> std::io::Result<()> {
         _ => Path::new("."),
     };
     std::fs::create_dir_all(directory)?;
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let file_name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
+    })?;
     let temporary = directory.join(format!(
         ".{}.{}.tmp",
         file_name.to_string_lossy(),
@@ -37,7 +37,8 @@ mod tests {
 
     #[test]
     fn replaces_the_whole_file_and_leaves_no_temporary() {
-        let directory = std::env::temp_dir().join(format!("protocol-run-files-{}", std::process::id()));
+        let directory =
+            std::env::temp_dir().join(format!("protocol-run-files-{}", std::process::id()));
         let path = directory.join("out.json");
         write_atomically(&path, b"first").unwrap();
         write_atomically(&path, b"second").unwrap();

@@ -32,7 +32,10 @@ pub struct Lifecycle {
     refused: std::cell::Cell<Option<LifecycleEvent>>,
 }
 
-#[state_machine(initial = "State::loading()", state(derive(Debug, Clone, Copy, PartialEq, Eq)))]
+#[state_machine(
+    initial = "State::loading()",
+    state(derive(Debug, Clone, Copy, PartialEq, Eq))
+)]
 impl Lifecycle {
     #[state]
     fn loading(&mut self, event: &LifecycleEvent) -> Outcome<State> {

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::Context;
 use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
 
 use crate::actions::LogRecord;
 use crate::model::action::LogLevel;

@@ -89,7 +89,9 @@ impl Value {
             Value::Float(float) => serde_json::Number::from_f64(*float)
                 .map_or(serde_json::Value::Null, serde_json::Value::Number),
             Value::String(text) => serde_json::Value::String(text.to_string()),
-            Value::List(items) => serde_json::Value::Array(items.iter().map(Value::to_json).collect()),
+            Value::List(items) => {
+                serde_json::Value::Array(items.iter().map(Value::to_json).collect())
+            }
             Value::Map(map) => serde_json::Value::Object(
                 map.iter()
                     .map(|(key, value)| (key.to_string(), value.to_json()))
@@ -107,13 +109,22 @@ impl Value {
             Value::UInt(unsigned) => cel::Value::UInt(*unsigned),
             Value::Float(float) => cel::Value::Float(*float),
             Value::String(text) => cel::Value::String(Arc::new(text.to_string())),
-            Value::List(items) => cel::Value::List(Arc::new(items.iter().map(Value::to_cel).collect())),
+            Value::List(items) => {
+                cel::Value::List(Arc::new(items.iter().map(Value::to_cel).collect()))
+            }
             Value::Map(map) => {
                 let entries: std::collections::HashMap<cel::objects::Key, cel::Value> = map
                     .iter()
-                    .map(|(key, value)| (cel::objects::Key::String(Arc::new(key.to_string())), value.to_cel()))
+                    .map(|(key, value)| {
+                        (
+                            cel::objects::Key::String(Arc::new(key.to_string())),
+                            value.to_cel(),
+                        )
+                    })
                     .collect();
-                cel::Value::Map(cel::objects::Map { map: Arc::new(entries) })
+                cel::Value::Map(cel::objects::Map {
+                    map: Arc::new(entries),
+                })
             }
         }
     }
@@ -128,7 +139,10 @@ impl Value {
             cel::Value::Float(float) => Value::Float(*float),
             cel::Value::String(text) => Value::string(text.as_str()),
             cel::Value::List(items) => Value::List(Arc::new(
-                items.iter().map(Value::from_cel).collect::<Option<Vec<_>>>()?,
+                items
+                    .iter()
+                    .map(Value::from_cel)
+                    .collect::<Option<Vec<_>>>()?,
             )),
             cel::Value::Map(map) => {
                 let mut entries: Vec<(Arc<str>, Value)> = Vec::with_capacity(map.map.len());

@@ -12,7 +12,12 @@ fn protocol_run(arguments: &[&str], stdin: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let output = child.wait_with_output().unwrap();
     (
         output.status.code().unwrap_or(-1),
@@ -23,17 +28,25 @@ fn protocol_run(arguments: &[&str], stdin: &str) -> (i32, String, String) {
 
 #[test]
 fn a_run_exits_with_its_final_states_code_and_prints_tags() {
-    let (code, stdout, stderr) = protocol_run(&["protocols/retry-backoff.yaml", "--virtual-time"], "");
+    let (code, stdout, stderr) =
+        protocol_run(&["protocols/retry-backoff.yaml", "--virtual-time"], "");
     assert_eq!(code, 3, "{stderr}");
     assert!(stdout.contains(r#""state":"escalated""#), "{stdout}");
-    assert!(stderr.contains("#tool_call_timeout #tool_call_retry"), "{stderr}");
+    assert!(
+        stderr.contains("#tool_call_timeout #tool_call_retry"),
+        "{stderr}"
+    );
     assert_eq!(stderr.matches("#tool_call_attempt").count(), 3, "{stderr}");
 }
 
 #[test]
 fn events_from_stdin_drive_the_run() {
-    let events = "{\"event\": \"fail\", \"data\": {\"error\": \"EIO\"}}\nnot json\n{\"event\": \"ok\"}\n";
-    let (code, stdout, stderr) = protocol_run(&["run", "protocols/retry-backoff.yaml", "--events", "-"], events);
+    let events =
+        "{\"event\": \"fail\", \"data\": {\"error\": \"EIO\"}}\nnot json\n{\"event\": \"ok\"}\n";
+    let (code, stdout, stderr) = protocol_run(
+        &["run", "protocols/retry-backoff.yaml", "--events", "-"],
+        events,
+    );
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains(r#""output":{"attempts":2}"#), "{stdout}");
     assert!(stderr.contains("attempt 1 failed: EIO"), "{stderr}");
@@ -42,7 +55,15 @@ fn events_from_stdin_drive_the_run() {
 
 #[test]
 fn json_logs_carry_tags_as_an_array() {
-    let (_, _, stderr) = protocol_run(&["protocols/retry-backoff.yaml", "--virtual-time", "--log-format", "json"], "");
+    let (_, _, stderr) = protocol_run(
+        &[
+            "protocols/retry-backoff.yaml",
+            "--virtual-time",
+            "--log-format",
+            "json",
+        ],
+        "",
+    );
     let first: serde_json::Value = serde_json::from_str(stderr.lines().next().unwrap()).unwrap();
     assert_eq!(first["tags"], serde_json::json!(["tool_call_attempt"]));
     assert_eq!(first["fields"]["attempt"], 1);
@@ -51,10 +72,23 @@ fn json_logs_carry_tags_as_an_array() {
 
 #[test]
 fn virtual_time_shows_virtual_timestamps() {
-    let (_, _, stderr) = protocol_run(&["protocols/retry-backoff.yaml", "--virtual-time", "--log-format", "json"], "");
+    let (_, _, stderr) = protocol_run(
+        &[
+            "protocols/retry-backoff.yaml",
+            "--virtual-time",
+            "--log-format",
+            "json",
+        ],
+        "",
+    );
     let times: Vec<String> = stderr
         .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["time"].as_str().unwrap().to_string())
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["time"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     // 2 s, then 4 s more: the attempts' timeouts, elapsed instantly.
     let seconds = |time: &str| -> f64 {
@@ -70,10 +104,19 @@ fn virtual_time_shows_virtual_timestamps() {
 #[test]
 fn bad_inputs_are_refused_before_the_run_with_exit_65() {
     let cases = [
-        (vec!["--input", "max_attempts=0"], "input `max_attempts`: 0 is below the minimum 1"),
-        (vec!["--input", "base_timeout=fast"], "`fast` is not a duration"),
+        (
+            vec!["--input", "max_attempts=0"],
+            "input `max_attempts`: 0 is below the minimum 1",
+        ),
+        (
+            vec!["--input", "base_timeout=fast"],
+            "`fast` is not a duration",
+        ),
         (vec!["--input", "base_timeout=1h"], "above the maximum 10m"),
-        (vec!["--input", "max_atempts=2"], "unknown input `max_atempts`; did you mean `max_attempts`?"),
+        (
+            vec!["--input", "max_atempts=2"],
+            "unknown input `max_atempts`; did you mean `max_attempts`?",
+        ),
         (vec!["--input", "novalue"], "is not KEY=VALUE"),
     ];
     for (extra, expected) in cases {
@@ -87,8 +130,17 @@ fn bad_inputs_are_refused_before_the_run_with_exit_65() {
 
 #[test]
 fn inputs_change_the_run() {
-    let (code, stdout, stderr) =
-        protocol_run(&["protocols/retry-backoff.yaml", "--virtual-time", "-i", "max_attempts=1", "-i", "base_timeout=500ms"], "");
+    let (code, stdout, stderr) = protocol_run(
+        &[
+            "protocols/retry-backoff.yaml",
+            "--virtual-time",
+            "-i",
+            "max_attempts=1",
+            "-i",
+            "base_timeout=500ms",
+        ],
+        "",
+    );
     assert_eq!(code, 3, "{stderr}");
     assert!(stdout.contains(r#""attempts":1"#), "{stdout}");
     assert!(stderr.contains("timeout 500 ms"), "{stderr}");
@@ -109,7 +161,11 @@ fn a_run_with_nothing_left_to_do_stops_unfinished() {
     let directory = std::env::temp_dir().join(format!("protocol-run-cli-{}", std::process::id()));
     std::fs::create_dir_all(&directory).unwrap();
     let path = directory.join("waiting.yaml");
-    std::fs::write(&path, "id: waiting\nstates:\n  idle: { on: { go: done } }\n  done: { type: final }\n").unwrap();
+    std::fs::write(
+        &path,
+        "id: waiting\nstates:\n  idle: { on: { go: done } }\n  done: { type: final }\n",
+    )
+    .unwrap();
     let (code, _, stderr) = protocol_run(&[path.to_str().unwrap()], "");
     assert_eq!(code, 75, "{stderr}");
     assert!(stderr.contains("unfinished in idle"), "{stderr}");
@@ -120,8 +176,15 @@ fn an_eventless_loop_is_stopped_and_named() {
     let directory = std::env::temp_dir().join(format!("protocol-run-loop-{}", std::process::id()));
     std::fs::create_dir_all(&directory).unwrap();
     let path = directory.join("loop.yaml");
-    std::fs::write(&path, "id: loop\nstates:\n  ping: { always: pong }\n  pong: { always: ping }\n").unwrap();
+    std::fs::write(
+        &path,
+        "id: loop\nstates:\n  ping: { always: pong }\n  pong: { always: ping }\n",
+    )
+    .unwrap();
     let (code, _, stderr) = protocol_run(&[path.to_str().unwrap(), "--max-microsteps", "100"], "");
     assert_eq!(code, 65, "{stderr}");
-    assert!(stderr.contains("the protocol looped") && stderr.contains("ping, pong"), "{stderr}");
+    assert!(
+        stderr.contains("the protocol looped") && stderr.contains("ping, pong"),
+        "{stderr}"
+    );
 }

@@ -7,7 +7,8 @@ use crate::support::errors;
 
 /// Runs `protocol-run validate` on `content` written to a temporary file; returns (exit code, stderr).
 fn validate_file(name: &str, content: &[u8]) -> (i32, String) {
-    let directory = std::env::temp_dir().join(format!("protocol-run-diagnostics-{}", std::process::id()));
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-diagnostics-{}", std::process::id()));
     std::fs::create_dir_all(&directory).unwrap();
     let path = directory.join(name);
     std::fs::write(&path, content).unwrap();
@@ -17,7 +18,11 @@ fn validate_file(name: &str, content: &[u8]) -> (i32, String) {
         .arg(&path)
         .output()
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(1), "{name} took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{name} took {:?}",
+        started.elapsed()
+    );
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
     assert!(!stderr.contains("panicked"), "{stderr}");
     (output.status.code().unwrap_or(-1), stderr)
@@ -73,7 +78,12 @@ fn every_error_of_a_file_is_reported_at_once() {
     let text = errors(
         "id: p\ncontext: { n: 0 }\nstates:\n  a:\n    on:\n      x: nowhere\n      y: { target: a, guard: \"m > 1\" }\n    entry: [{ assign: { q: \"1\" } }]\n  f: { type: final, exit_code: 99 }\n",
     );
-    for expected in ["unknown target `nowhere`", "unknown name `m`", "unknown context variable `q`", "exit code 99 is outside 0–63"] {
+    for expected in [
+        "unknown target `nowhere`",
+        "unknown name `m`",
+        "unknown context variable `q`",
+        "exit code 99 is outside 0–63",
+    ] {
         assert!(text.contains(expected), "missing {expected}: {text}");
     }
     assert!(text.contains("4 errors"), "{text}");
@@ -82,12 +92,30 @@ fn every_error_of_a_file_is_reported_at_once() {
 #[test]
 fn structural_mistakes_are_caught_by_the_compiler() {
     let cases = [
-        ("id: p\nstates:\n  h: { type: history }\n", "misplaced history state"),
-        ("id: p\nstates:\n  f:\n    type: final\n    states: { x: {} }\n", "a final state cannot have child states"),
-        ("id: p\nstates:\n  a:\n    initial: b\n    states: { a1: {} }\n  b: {}\n", "invalid initial state `b`"),
-        ("id: p\nstates:\n  a:\n    after: [{ target: a }]\n", "needs a `delay`"),
-        ("id: p\nstates:\n  a:\n    on: { go: [a, b] }\n  b: {}\n", "ok"),
-        ("id: p\nstates:\n  a: { on: { go: { target: [a, b] } } }\n  b: {}\n", "cannot be active together"),
+        (
+            "id: p\nstates:\n  h: { type: history }\n",
+            "misplaced history state",
+        ),
+        (
+            "id: p\nstates:\n  f:\n    type: final\n    states: { x: {} }\n",
+            "a final state cannot have child states",
+        ),
+        (
+            "id: p\nstates:\n  a:\n    initial: b\n    states: { a1: {} }\n  b: {}\n",
+            "invalid initial state `b`",
+        ),
+        (
+            "id: p\nstates:\n  a:\n    after: [{ target: a }]\n",
+            "needs a `delay`",
+        ),
+        (
+            "id: p\nstates:\n  a:\n    on: { go: [a, b] }\n  b: {}\n",
+            "ok",
+        ),
+        (
+            "id: p\nstates:\n  a: { on: { go: { target: [a, b] } } }\n  b: {}\n",
+            "cannot be active together",
+        ),
     ];
     for (yaml, expected) in cases {
         if expected == "ok" {
@@ -95,16 +123,27 @@ fn structural_mistakes_are_caught_by_the_compiler() {
             continue;
         }
         let text = errors(yaml);
-        assert!(text.contains(expected), "expected {expected:?} for {yaml:?}, got {text}");
+        assert!(
+            text.contains(expected),
+            "expected {expected:?} for {yaml:?}, got {text}"
+        );
         assert!(text.contains("--> test.yaml:"), "{text}");
     }
 }
 
 #[test]
 fn a_mistake_inside_an_action_is_reported_against_that_action() {
-    let text = errors("id: p\nstates:\n  a:\n    entry:\n      - log: hi\n        levle: info\n      - lgo: hi\n");
-    assert!(text.contains("unknown key `levle`") && text.contains("did you mean `level`?"), "{text}");
-    assert!(text.contains("this is not an action") && text.contains("did you mean `log`?"), "{text}");
+    let text = errors(
+        "id: p\nstates:\n  a:\n    entry:\n      - log: hi\n        levle: info\n      - lgo: hi\n",
+    );
+    assert!(
+        text.contains("unknown key `levle`") && text.contains("did you mean `level`?"),
+        "{text}"
+    );
+    assert!(
+        text.contains("this is not an action") && text.contains("did you mean `log`?"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -113,23 +152,52 @@ fn hostile_and_broken_files_give_a_located_error_fast() {
     for level in 1..9u8 {
         let name = (b'a' + level) as char;
         let previous = (b'a' + level - 1) as char;
-        bomb.push_str(&format!("{name}: &{name} [*{previous}, *{previous}, *{previous}, *{previous}, *{previous}]\n"));
+        bomb.push_str(&format!(
+            "{name}: &{name} [*{previous}, *{previous}, *{previous}, *{previous}, *{previous}]\n"
+        ));
     }
     bomb.truncate(400);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("bomb.yaml", bomb.into_bytes(), "YAML anchors are not supported"),
-        ("deep-flow.yaml", format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(), "nesting deeper than"),
-        ("deep-block.yaml", "- ".repeat(100_000).into_bytes(), "nesting deeper than"),
-        ("cut.yaml", b"id: cut\nstates:\n  idle:\n    on: {call: [a, ".to_vec(), "cut.yaml:4:"),
-        ("cut-quote.yaml", b"id: cut\nstates:\n  idle:\n    entry: [{ log: \"unclosed".to_vec(), "cut-quote.yaml:"),
-        ("target.yaml", b"id: p\nstates:\n  a: { on: { go: b } }\n".to_vec(), "unknown target `b`"),
+        (
+            "bomb.yaml",
+            bomb.into_bytes(),
+            "YAML anchors are not supported",
+        ),
+        (
+            "deep-flow.yaml",
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+            "nesting deeper than",
+        ),
+        (
+            "deep-block.yaml",
+            "- ".repeat(100_000).into_bytes(),
+            "nesting deeper than",
+        ),
+        (
+            "cut.yaml",
+            b"id: cut\nstates:\n  idle:\n    on: {call: [a, ".to_vec(),
+            "cut.yaml:4:",
+        ),
+        (
+            "cut-quote.yaml",
+            b"id: cut\nstates:\n  idle:\n    entry: [{ log: \"unclosed".to_vec(),
+            "cut-quote.yaml:",
+        ),
+        (
+            "target.yaml",
+            b"id: p\nstates:\n  a: { on: { go: b } }\n".to_vec(),
+            "unknown target `b`",
+        ),
         ("empty.yaml", Vec::new(), "empty"),
         ("binary.yaml", vec![0xff, 0xfe, 0x00, 0x01], "not UTF-8"),
     ];
     for (name, content, expected) in cases {
         let (code, stderr) = validate_file(name, &content);
         assert_eq!(code, 65, "{name}: {stderr}");
-        assert!(stderr.contains(expected), "{name}: expected {expected:?} in {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{name}: expected {expected:?} in {stderr}"
+        );
     }
 }
 

@@ -2,8 +2,11 @@
 
 #[test]
 fn committed_schema_equals_the_generated_one() {
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/protocol.schema.json"))
-        .expect("schemas/protocol.schema.json is committed");
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/protocol.schema.json"
+    ))
+    .expect("schemas/protocol.schema.json is committed");
     let generated = protocol_run::load::schema::protocol_schema_text();
     assert!(
         committed == generated,
@@ -18,5 +21,8 @@ fn schema_command_prints_the_same_schema() {
         .output()
         .unwrap();
     assert!(output.status.success());
-    assert_eq!(String::from_utf8(output.stdout).unwrap(), protocol_run::load::schema::protocol_schema_text());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        protocol_run::load::schema::protocol_schema_text()
+    );
 }

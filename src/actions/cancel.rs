@@ -1,7 +1,7 @@
 //! `cancel`: withdraws a delayed send by its id.
 
-use crate::compile::expression::{EvaluationError, Template};
 use crate::compile::Compiler;
+use crate::compile::expression::{EvaluationError, Template};
 use crate::model::action::CancelAction;
 
 use super::Execution;
@@ -12,7 +12,11 @@ pub struct Cancel {
 }
 
 impl Cancel {
-    pub fn compile(action: &CancelAction, compiler: &mut Compiler, pointer: &str) -> Option<Cancel> {
+    pub fn compile(
+        action: &CancelAction,
+        compiler: &mut Compiler,
+        pointer: &str,
+    ) -> Option<Cancel> {
         Some(Cancel {
             send_id: compiler.template(&action.cancel, &format!("{pointer}/cancel"))?,
         })

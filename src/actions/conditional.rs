@@ -1,10 +1,10 @@
 //! `if` / `elif` / `else`: runs the first branch whose condition holds.
 
-use crate::compile::expression::{EvaluationError, Expression};
 use crate::compile::Compiler;
+use crate::compile::expression::{EvaluationError, Expression};
 use crate::model::action::IfAction;
 
-use super::{execute_block, Action, Execution};
+use super::{Action, Execution, execute_block};
 
 #[derive(Debug)]
 pub struct Conditional {
@@ -13,7 +13,11 @@ pub struct Conditional {
 }
 
 impl Conditional {
-    pub fn compile(action: &IfAction, compiler: &mut Compiler, pointer: &str) -> Option<Conditional> {
+    pub fn compile(
+        action: &IfAction,
+        compiler: &mut Compiler,
+        pointer: &str,
+    ) -> Option<Conditional> {
         let mut ok = true;
         let mut branches = Vec::with_capacity(1 + action.elif.len());
         let first = (
@@ -35,7 +39,10 @@ impl Conditional {
         }
         let otherwise = compiler.actions(&action.otherwise, &format!("{pointer}/else"));
         match (ok, otherwise) {
-            (true, Some(otherwise)) => Some(Conditional { branches, otherwise }),
+            (true, Some(otherwise)) => Some(Conditional {
+                branches,
+                otherwise,
+            }),
             _ => None,
         }
     }

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::compile::expression::{EvaluationError, Template, ValueTemplate};
 use crate::compile::Compiler;
+use crate::compile::expression::{EvaluationError, Template, ValueTemplate};
 use crate::model::action::{LogAction, LogLevel};
 use crate::value::Value;
 
@@ -32,7 +32,10 @@ impl Log {
         let mut fields = Vec::with_capacity(action.fields.len());
         let mut fields_ok = true;
         for (name, value) in &action.fields {
-            let field_pointer = format!("{pointer}/fields/{}", crate::load::yaml::escape_pointer_token(name));
+            let field_pointer = format!(
+                "{pointer}/fields/{}",
+                crate::load::yaml::escape_pointer_token(name)
+            );
             match compiler.value_template(value, &field_pointer) {
                 Some(template) => fields.push((Arc::from(name.as_str()), template)),
                 None => fields_ok = false,
@@ -41,7 +44,11 @@ impl Log {
         Some(Log {
             level: action.level.unwrap_or(LogLevel::Info),
             message: message?,
-            tags: action.tags.iter().map(|tag| Arc::from(tag.trim_start_matches('#'))).collect(),
+            tags: action
+                .tags
+                .iter()
+                .map(|tag| Arc::from(tag.trim_start_matches('#')))
+                .collect(),
             fields: if fields_ok { fields } else { return None },
         })
     }

@@ -1,13 +1,13 @@
 //! `raise`: puts an event on the internal queue.
 
-use crate::compile::expression::{EvaluationError, ValueTemplate};
 use crate::compile::Compiler;
+use crate::compile::expression::{EvaluationError, ValueTemplate};
 use crate::model::action::RaiseAction;
 use crate::run::event::{Event, Origin};
 use crate::value::Value;
 
-use super::send::EventName;
 use super::Execution;
+use super::send::EventName;
 
 #[derive(Debug)]
 pub struct Raise {
@@ -22,7 +22,10 @@ impl Raise {
             Some(data) => Some(compiler.value_template(data, &format!("{pointer}/data"))?),
             None => None,
         };
-        Some(Raise { event: event?, data })
+        Some(Raise {
+            event: event?,
+            data,
+        })
     }
 
     /// Pure: the event to raise.

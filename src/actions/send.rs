@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::compile::Compiler;
 use crate::compile::expression::{EvaluationError, Template, ValueTemplate};
 use crate::compile::machine::{Delay, EventType};
-use crate::compile::Compiler;
 use crate::model::action::SendAction;
 use crate::run::event::{Event, Origin};
 use crate::value::Value;

@@ -7,14 +7,14 @@ use clap::Args;
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::validate::load_error_code;
-use super::{exit_code, LogFormatArgument};
+use super::{LogFormatArgument, exit_code};
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::output::{LogFormat, LogLayer};
-use crate::run::algorithm::Limits;
-use crate::run::driver::{drive, EventSource, TimeMode, TracingObserver};
 use crate::run::Interpreter;
+use crate::run::algorithm::Limits;
+use crate::run::driver::{EventSource, TimeMode, TracingObserver, drive};
 
 #[derive(Debug, Args)]
 pub struct RunArguments {
@@ -101,13 +101,21 @@ pub fn run(arguments: RunArguments) -> u8 {
     };
     let subscriber = tracing_subscriber::registry().with(LogLayer { format });
     let _guard = tracing::subscriber::set_default(subscriber);
-    let run_id = format!("run-{}-{}", crate::clock::unix_milliseconds_now(), std::process::id());
+    let run_id = format!(
+        "run-{}-{}",
+        crate::clock::unix_milliseconds_now(),
+        std::process::id()
+    );
     let mut observer = TracingObserver { run_id };
     let limits = Limits {
         max_microsteps: arguments.max_microsteps,
     };
     let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(limits);
-    let time_mode = if arguments.virtual_time { TimeMode::Virtual } else { TimeMode::Real };
+    let time_mode = if arguments.virtual_time {
+        TimeMode::Virtual
+    } else {
+        TimeMode::Real
+    };
     match drive(&mut interpreter, source, time_mode, &mut observer) {
         Ok(report) => match report.outcome {
             Some(outcome) => {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::exit_code;
 use crate::diagnostic::render_all;
-use crate::load::{load_file, LoadError};
+use crate::load::{LoadError, load_file};
 
 pub fn validate(files: &[PathBuf]) -> u8 {
     let mut worst = 0;

@@ -148,8 +148,25 @@ pub struct Expression {
 
 /// Global functions that need no declaration: CEL's standard ones and the engine's own.
 const KNOWN_FUNCTIONS: &[&str] = &[
-    "size", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "has", "matches",
-    "contains", "startsWith", "endsWith", "max", "min", "duration", "timestamp", "In",
+    "size",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "type",
+    "dyn",
+    "has",
+    "matches",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "max",
+    "min",
+    "duration",
+    "timestamp",
+    "In",
 ];
 
 fn environment() -> &'static Arc<cel::Env> {
@@ -220,9 +237,8 @@ impl Expression {
             .program
             .execute(&context)
             .map_err(|error| self.error(describe_execution_error(&error)))?;
-        Value::from_cel(&result).ok_or_else(|| {
-            self.error(format!("the result {result:?} has no JSON form"))
-        })
+        Value::from_cel(&result)
+            .ok_or_else(|| self.error(format!("the result {result:?} has no JSON form")))
     }
 
     /// Evaluates a guard: the result must be a boolean.
@@ -249,7 +265,10 @@ fn in_state(function: &FunctionContext, state: Arc<String>) -> cel::ResolveResul
     let variable = format!("{IN_STATE_PREFIX}{state}");
     match function.ptx.get_variable(&variable) {
         Some(value) => cel::Value::try_from(value.as_ref()),
-        None => Err(ExecutionError::function_error("In", format!("no state `{state}`"))),
+        None => Err(ExecutionError::function_error(
+            "In",
+            format!("no state `{state}`"),
+        )),
     }
 }
 
@@ -277,7 +296,11 @@ fn shorten_parse_message(message: &str) -> String {
 fn line_column_to_offset(text: &str, (line, column): (isize, isize)) -> usize {
     let line = usize::try_from(line).unwrap_or(1).max(1);
     let column = usize::try_from(column).unwrap_or(0);
-    let before: usize = text.split('\n').take(line - 1).map(|l| l.chars().count() + 1).sum();
+    let before: usize = text
+        .split('\n')
+        .take(line - 1)
+        .map(|l| l.chars().count() + 1)
+        .sum();
     before + column
 }
 
@@ -349,7 +372,8 @@ impl<'a> NameChecker<'a> {
     }
 
     fn check_name(&mut self, name: &str, expression: &IdedExpr) {
-        if name.starts_with('@') || self.bound.contains(&name) || self.names.binding(name).is_some() {
+        if name.starts_with('@') || self.bound.contains(&name) || self.names.binding(name).is_some()
+        {
             return;
         }
         let candidates: Vec<&str> = self
@@ -371,8 +395,12 @@ impl<'a> NameChecker<'a> {
     fn check_function(&mut self, name: &str, arguments: &[IdedExpr], expression: &IdedExpr) {
         if name == "In" {
             self.uses_in = true;
-            if let [IdedExpr { expr: Expr::Literal(cel::common::ast::LiteralValue::String(state)), .. }] =
-                arguments
+            if let [
+                IdedExpr {
+                    expr: Expr::Literal(cel::common::ast::LiteralValue::String(state)),
+                    ..
+                },
+            ] = arguments
             {
                 let state: &str = state.as_ref();
                 if self.names.state(state).is_none() {
@@ -435,7 +463,10 @@ impl Template {
                     problems.push(ExpressionProblem {
                         offset: index,
                         message: "`${` is not closed by `}`".into(),
-                        help: Some("close the expression with `}`, or write `$${` for a literal `${`".into()),
+                        help: Some(
+                            "close the expression with `}`, or write `$${` for a literal `${`"
+                                .into(),
+                        ),
                     });
                     break;
                 };
@@ -445,10 +476,12 @@ impl Template {
                 let source: String = characters[start..end].iter().collect();
                 match Expression::compile(source.trim(), names) {
                     Ok(expression) => parts.push(TemplatePart::Expression(expression)),
-                    Err(inner) => problems.extend(inner.into_iter().map(|problem| ExpressionProblem {
-                        offset: start + leading_spaces(&source) + problem.offset,
-                        ..problem
-                    })),
+                    Err(inner) => {
+                        problems.extend(inner.into_iter().map(|problem| ExpressionProblem {
+                            offset: start + leading_spaces(&source) + problem.offset,
+                            ..problem
+                        }))
+                    }
                 }
                 index = end + 1;
             } else {
@@ -476,7 +509,9 @@ impl Template {
     }
 
     pub fn is_literal(&self) -> bool {
-        self.parts.iter().all(|part| matches!(part, TemplatePart::Text(_)))
+        self.parts
+            .iter()
+            .all(|part| matches!(part, TemplatePart::Text(_)))
     }
 
     /// Renders the template to a string.
@@ -558,7 +593,9 @@ impl ValueTemplate {
     ) -> ValueTemplate {
         match json {
             serde_json::Value::String(text) => match Template::compile(text, names) {
-                Ok(template) if template.is_literal() => ValueTemplate::Literal(Value::string(text.replace("$${", "${"))),
+                Ok(template) if template.is_literal() => {
+                    ValueTemplate::Literal(Value::string(text.replace("$${", "${")))
+                }
                 Ok(template) => match template.single_expression() {
                     Ok(expression) => ValueTemplate::Expression(expression),
                     Err(template) => ValueTemplate::Text(template),
@@ -572,15 +609,21 @@ impl ValueTemplate {
                 items
                     .iter()
                     .enumerate()
-                    .map(|(index, item)| Self::compile_at(item, names, format!("{pointer}/{index}"), problems))
+                    .map(|(index, item)| {
+                        Self::compile_at(item, names, format!("{pointer}/{index}"), problems)
+                    })
                     .collect(),
             ),
             serde_json::Value::Object(object) => ValueTemplate::Map(
                 object
                     .iter()
                     .map(|(key, value)| {
-                        let child = format!("{pointer}/{}", crate::load::yaml::escape_pointer_token(key));
-                        (Arc::from(key.as_str()), Self::compile_at(value, names, child, problems))
+                        let child =
+                            format!("{pointer}/{}", crate::load::yaml::escape_pointer_token(key));
+                        (
+                            Arc::from(key.as_str()),
+                            Self::compile_at(value, names, child, problems),
+                        )
                     })
                     .collect(),
             ),
@@ -594,7 +637,10 @@ impl ValueTemplate {
             ValueTemplate::Expression(expression) => expression.evaluate(scope)?,
             ValueTemplate::Text(template) => Value::string(template.render(scope)?),
             ValueTemplate::List(items) => Value::List(Arc::new(
-                items.iter().map(|item| item.render(scope)).collect::<Result<_, _>>()?,
+                items
+                    .iter()
+                    .map(|item| item.render(scope))
+                    .collect::<Result<_, _>>()?,
             )),
             ValueTemplate::Map(entries) => Value::Map(Arc::new(
                 entries
@@ -642,7 +688,10 @@ mod tests {
         let problems = Expression::compile("attempt < 3", &names()).unwrap_err();
         assert_eq!(problems[0].message, "unknown name `attempt`");
         assert_eq!(problems[0].offset, 0);
-        assert_eq!(problems[0].help.as_deref(), Some("did you mean `attempts`?"));
+        assert_eq!(
+            problems[0].help.as_deref(),
+            Some("did you mean `attempts`?")
+        );
         let problems = Expression::compile("x == 1 || In('idel')", &names()).unwrap_err();
         assert_eq!(problems.len(), 2);
         assert!(problems[1].message.contains("unknown state `idel`"));
@@ -652,7 +701,13 @@ mod tests {
 
     #[test]
     fn macro_variables_are_bound() {
-        assert!(Expression::compile("[1, 2].all(n, n > 0) && [3].exists(m, m == attempts)", &names()).is_ok());
+        assert!(
+            Expression::compile(
+                "[1, 2].all(n, n > 0) && [3].exists(m, m == attempts)",
+                &names()
+            )
+            .is_ok()
+        );
         assert!(Expression::compile("[1].all(n, q > 0)", &names()).is_err());
     }
 
@@ -671,9 +726,20 @@ mod tests {
         let context = [Value::Int(2)];
         let inputs = [Value::string("ls")];
         let scope = scope_with(&names, &context, &inputs);
-        let template = Template::compile("tool ${tool} tried ${attempts + 1} times, $${literal}", &names).unwrap();
-        assert_eq!(template.render(&scope).unwrap(), "tool ls tried 3 times, ${literal}");
-        let typed = ValueTemplate::compile(&serde_json::json!({"n": "${attempts}", "s": "x${attempts}", "k": [true]}), &names).unwrap();
+        let template = Template::compile(
+            "tool ${tool} tried ${attempts + 1} times, $${literal}",
+            &names,
+        )
+        .unwrap();
+        assert_eq!(
+            template.render(&scope).unwrap(),
+            "tool ls tried 3 times, ${literal}"
+        );
+        let typed = ValueTemplate::compile(
+            &serde_json::json!({"n": "${attempts}", "s": "x${attempts}", "k": [true]}),
+            &names,
+        )
+        .unwrap();
         assert_eq!(
             typed.render(&scope).unwrap().to_json(),
             serde_json::json!({"n": 2, "s": "x2", "k": [true]})

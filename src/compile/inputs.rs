@@ -2,8 +2,8 @@
 
 use indexmap::IndexMap;
 
-use super::machine::{InputNode, Machine};
 use super::Compiler;
+use super::machine::{InputNode, Machine};
 use crate::load::yaml::escape_pointer_token;
 use crate::model::{Duration, Input, InputType};
 use crate::value::Value;
@@ -20,16 +20,34 @@ pub(super) fn compile(compiler: &mut Compiler, inputs: &IndexMap<String, Input>)
                 description: input.description.clone(),
                 required: input.required,
                 default: None,
-                minimum: bound(compiler, input, input.minimum.as_ref(), &format!("{pointer}/minimum")),
-                maximum: bound(compiler, input, input.maximum.as_ref(), &format!("{pointer}/maximum")),
+                minimum: bound(
+                    compiler,
+                    input,
+                    input.minimum.as_ref(),
+                    &format!("{pointer}/minimum"),
+                ),
+                maximum: bound(
+                    compiler,
+                    input,
+                    input.maximum.as_ref(),
+                    &format!("{pointer}/maximum"),
+                ),
                 values: input.values.clone(),
                 items: input.items,
             };
             if input.kind == InputType::Enum && input.values.is_empty() {
-                compiler.key_error(&pointer, format!("enum input `{name}` lists no `values`"), Some("add `values: [a, b]`".into()));
+                compiler.key_error(
+                    &pointer,
+                    format!("enum input `{name}` lists no `values`"),
+                    Some("add `values: [a, b]`".into()),
+                );
             }
             if input.kind != InputType::Enum && !input.values.is_empty() {
-                compiler.key_error(&format!("{pointer}/values"), "`values` belongs to `type: enum` inputs".into(), None);
+                compiler.key_error(
+                    &format!("{pointer}/values"),
+                    "`values` belongs to `type: enum` inputs".into(),
+                    None,
+                );
             }
             if let Some(default) = &input.default {
                 let default_pointer = format!("{pointer}/default");
@@ -42,7 +60,11 @@ pub(super) fn compile(compiler: &mut Compiler, inputs: &IndexMap<String, Input>)
                 }
                 match node.check(default) {
                     Ok(value) => node.default = Some(value),
-                    Err(message) => compiler.value_error(&default_pointer, format!("default of `{name}`: {message}"), None),
+                    Err(message) => compiler.value_error(
+                        &default_pointer,
+                        format!("default of `{name}`: {message}"),
+                        None,
+                    ),
                 }
             }
             node
@@ -51,11 +73,20 @@ pub(super) fn compile(compiler: &mut Compiler, inputs: &IndexMap<String, Input>)
 }
 
 /// A numeric bound: a number, or a duration literal for duration inputs (as milliseconds).
-fn bound(compiler: &mut Compiler, input: &Input, value: Option<&serde_json::Value>, pointer: &str) -> Option<f64> {
+fn bound(
+    compiler: &mut Compiler,
+    input: &Input,
+    value: Option<&serde_json::Value>,
+    pointer: &str,
+) -> Option<f64> {
     let value = value?;
     let parsed = match (input.kind, value) {
-        (InputType::Duration, serde_json::Value::String(text)) => Duration::parse(text).map(|d| d.milliseconds as f64),
-        (InputType::Integer | InputType::Number, serde_json::Value::Number(number)) => number.as_f64(),
+        (InputType::Duration, serde_json::Value::String(text)) => {
+            Duration::parse(text).map(|d| d.milliseconds as f64)
+        }
+        (InputType::Integer | InputType::Number, serde_json::Value::Number(number)) => {
+            number.as_f64()
+        }
         (InputType::List | InputType::String, serde_json::Value::Number(number)) => number.as_f64(),
         _ => None,
     };
@@ -77,7 +108,10 @@ impl InputNode {
     pub fn check(&self, value: &serde_json::Value) -> Result<Value, String> {
         use serde_json::Value as Json;
         let (checked, measure) = match (self.kind, value) {
-            (InputType::String, Json::String(text)) => (Value::string(text.as_str()), Some(text.chars().count() as f64)),
+            (InputType::String, Json::String(text)) => (
+                Value::string(text.as_str()),
+                Some(text.chars().count() as f64),
+            ),
             (InputType::Integer, Json::Number(number)) if number.is_i64() => {
                 (Value::from_json(value), number.as_f64())
             }
@@ -85,26 +119,47 @@ impl InputNode {
             (InputType::Boolean, Json::Bool(flag)) => (Value::Bool(*flag), None),
             (InputType::Duration, Json::String(text)) => match Duration::parse(text) {
                 Some(duration) => (
-                    Value::Int(i64::try_from(duration.milliseconds).map_err(|_| "duration too long".to_string())?),
+                    Value::Int(
+                        i64::try_from(duration.milliseconds)
+                            .map_err(|_| "duration too long".to_string())?,
+                    ),
                     Some(duration.milliseconds as f64),
                 ),
-                None => return Err(format!("`{text}` is not a duration; write e.g. `30s`, `2m`, `1h30m`")),
+                None => {
+                    return Err(format!(
+                        "`{text}` is not a duration; write e.g. `30s`, `2m`, `1h30m`"
+                    ));
+                }
             },
             (InputType::List, Json::Array(items)) => {
                 if let Some(item_type) = self.items {
-                    let item_node = InputNode { kind: item_type, items: None, minimum: None, maximum: None, ..self.clone_shape() };
+                    let item_node = InputNode {
+                        kind: item_type,
+                        items: None,
+                        minimum: None,
+                        maximum: None,
+                        ..self.clone_shape()
+                    };
                     for (index, item) in items.iter().enumerate() {
-                        item_node.check(item).map_err(|message| format!("item {index}: {message}"))?;
+                        item_node
+                            .check(item)
+                            .map_err(|message| format!("item {index}: {message}"))?;
                     }
                 }
                 (Value::from_json(value), Some(items.len() as f64))
             }
             (InputType::Enum, Json::String(text)) => {
                 if !self.values.contains(text) {
-                    let help = crate::diagnostic::did_you_mean(text, self.values.iter().map(String::as_str))
-                        .map(|hint| format!(" ({hint})"))
-                        .unwrap_or_default();
-                    return Err(format!("`{text}` is not one of {}{help}", self.values.join(", ")));
+                    let help = crate::diagnostic::did_you_mean(
+                        text,
+                        self.values.iter().map(String::as_str),
+                    )
+                    .map(|hint| format!(" ({hint})"))
+                    .unwrap_or_default();
+                    return Err(format!(
+                        "`{text}` is not one of {}{help}",
+                        self.values.join(", ")
+                    ));
                 }
                 (Value::string(text.as_str()), None)
             }
@@ -116,10 +171,18 @@ impl InputNode {
                 _ => bound.to_string(),
             };
             if let Some(minimum) = self.minimum.filter(|minimum| measure < *minimum) {
-                return Err(format!("{} is below the minimum {}", shown(measure), shown(minimum)));
+                return Err(format!(
+                    "{} is below the minimum {}",
+                    shown(measure),
+                    shown(minimum)
+                ));
             }
             if let Some(maximum) = self.maximum.filter(|maximum| measure > *maximum) {
-                return Err(format!("{} is above the maximum {}", shown(measure), shown(maximum)));
+                return Err(format!(
+                    "{} is above the maximum {}",
+                    shown(measure),
+                    shown(maximum)
+                ));
             }
         }
         Ok(checked)
@@ -143,9 +206,12 @@ impl InputNode {
     /// read as YAML-ish scalars or JSON lists.
     pub fn parse_text(&self, text: &str) -> Result<Value, String> {
         let json = match self.kind {
-            InputType::String | InputType::Enum | InputType::Duration => serde_json::Value::String(text.to_string()),
+            InputType::String | InputType::Enum | InputType::Duration => {
+                serde_json::Value::String(text.to_string())
+            }
             InputType::Integer | InputType::Number | InputType::Boolean | InputType::List => {
-                serde_json::from_str(text.trim()).map_err(|_| format!("expected {}, got `{text}`", self.kind.name()))?
+                serde_json::from_str(text.trim())
+                    .map_err(|_| format!("expected {}, got `{text}`", self.kind.name()))?
             }
         };
         self.check(&json)
@@ -167,55 +233,82 @@ pub enum InputError {
 
 impl Machine {
     /// Binds `--input` values to input slots, applying defaults; reports every problem.
-    pub fn bind_inputs(&self, supplied: &[(String, String)]) -> Result<Vec<Value>, Vec<InputError>> {
+    pub fn bind_inputs(
+        &self,
+        supplied: &[(String, String)],
+    ) -> Result<Vec<Value>, Vec<InputError>> {
         let mut values: Vec<Option<Value>> = vec![None; self.inputs.len()];
         let mut errors = Vec::new();
         for (name, text) in supplied {
             match self.inputs.iter().position(|input| &input.name == name) {
                 Some(slot) => match self.inputs[slot].parse_text(text) {
                     Ok(value) => values[slot] = Some(value),
-                    Err(message) => errors.push(InputError::Invalid { name: name.clone(), message }),
+                    Err(message) => errors.push(InputError::Invalid {
+                        name: name.clone(),
+                        message,
+                    }),
                 },
                 None => {
                     let names = self.inputs.iter().map(|input| input.name.as_str());
                     let hint = crate::diagnostic::did_you_mean(name, names)
                         .map(|hint| format!("; {hint}"))
                         .unwrap_or_else(|| {
-                            let all: Vec<&str> = self.inputs.iter().map(|input| input.name.as_str()).collect();
+                            let all: Vec<&str> = self
+                                .inputs
+                                .iter()
+                                .map(|input| input.name.as_str())
+                                .collect();
                             if all.is_empty() {
                                 "; this protocol takes no inputs".into()
                             } else {
                                 format!("; its inputs are {}", all.join(", "))
                             }
                         });
-                    errors.push(InputError::Unknown { name: name.clone(), hint });
+                    errors.push(InputError::Unknown {
+                        name: name.clone(),
+                        hint,
+                    });
                 }
             }
         }
         let bound = values
             .into_iter()
             .zip(&self.inputs)
-            .map(|(value, input)| match value.or_else(|| input.default.clone()) {
-                Some(value) => value,
-                None => {
-                    if input.required {
-                        errors.push(InputError::Missing {
-                            name: input.name.clone(),
-                            description: input.description.as_ref().map(|d| format!(" ({d})")).unwrap_or_default(),
-                        });
+            .map(
+                |(value, input)| match value.or_else(|| input.default.clone()) {
+                    Some(value) => value,
+                    None => {
+                        if input.required {
+                            errors.push(InputError::Missing {
+                                name: input.name.clone(),
+                                description: input
+                                    .description
+                                    .as_ref()
+                                    .map(|d| format!(" ({d})"))
+                                    .unwrap_or_default(),
+                            });
+                        }
+                        Value::Null
                     }
-                    Value::Null
-                }
-            })
+                },
+            )
             .collect();
-        if errors.is_empty() { Ok(bound) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(bound)
+        } else {
+            Err(errors)
+        }
     }
 }
 
 /// Splits `KEY=VALUE`.
 pub fn split_assignment(text: &str) -> Result<(String, String), InputError> {
     match text.split_once('=') {
-        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.to_string())),
-        _ => Err(InputError::Malformed { text: text.to_string() }),
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(InputError::Malformed {
+            text: text.to_string(),
+        }),
     }
 }

@@ -40,7 +40,9 @@ pub enum StateKind {
     Compound,
     Parallel,
     Final,
-    History { deep: bool },
+    History {
+        deep: bool,
+    },
 }
 
 /// A compiled state.
@@ -126,7 +128,8 @@ impl EventDescriptor {
             EventDescriptor::Any => true,
             EventDescriptor::Prefix(prefix) => {
                 event == &**prefix
-                    || (event.starts_with(&**prefix) && event.as_bytes().get(prefix.len()) == Some(&b'.'))
+                    || (event.starts_with(&**prefix)
+                        && event.as_bytes().get(prefix.len()) == Some(&b'.'))
             }
         }
     }
@@ -163,7 +166,10 @@ impl TransitionNode {
                     .get(word)
                     .is_some_and(|bits| bits & (1 << (index % 64)) != 0)
             }
-            None => self.events.iter().any(|descriptor| descriptor.matches(name)),
+            None => self
+                .events
+                .iter()
+                .any(|descriptor| descriptor.matches(name)),
         }
     }
 }
@@ -237,7 +243,10 @@ impl Machine {
 impl Delay {
     /// The delay in milliseconds: an expression may give an int (milliseconds) or a literal
     /// such as `"30s"`.
-    pub fn evaluate(&self, scope: &super::expression::Scope) -> Result<u64, super::expression::EvaluationError> {
+    pub fn evaluate(
+        &self,
+        scope: &super::expression::Scope,
+    ) -> Result<u64, super::expression::EvaluationError> {
         let expression = match self {
             Delay::Fixed(duration) => return Ok(duration.milliseconds),
             Delay::Computed(expression) => expression,

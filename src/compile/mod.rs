@@ -7,12 +7,11 @@ pub mod machine;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-
 use crate::actions::{self, Action};
-use crate::diagnostic::{did_you_mean, Diagnostic};
+use crate::diagnostic::{Diagnostic, did_you_mean};
+use crate::load::Loaded;
 use crate::load::source::{Part, Source};
 use crate::load::yaml::escape_pointer_token;
-use crate::load::Loaded;
 use crate::model::{self, StateType, Targets, TransitionType};
 use crate::value::Value;
 use expression::{Expression, ExpressionProblem, Names, Template, ValueTemplate};
@@ -43,7 +42,10 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
     if outline.states.len() > MAX_STATES {
         compiler.value_error(
             "/states",
-            format!("the protocol has {} states, more than the limit of {MAX_STATES}", outline.states.len()),
+            format!(
+                "the protocol has {} states, more than the limit of {MAX_STATES}",
+                outline.states.len()
+            ),
             Some("split it into child protocols".into()),
         );
         return Err(compiler.diagnostics);
@@ -114,7 +116,9 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
 fn link_family(states: &mut [StateNode]) {
     for index in (1..states.len()).rev() {
         if let Some(parent) = states[index].parent {
-            states[parent.index()].children.insert(0, StateId(index as u32));
+            states[parent.index()]
+                .children
+                .insert(0, StateId(index as u32));
         }
     }
     for index in 0..states.len() {
@@ -130,7 +134,9 @@ fn link_family(states: &mut [StateNode]) {
         let end = states[index]
             .children
             .last()
-            .map_or(StateId(index as u32 + 1), |last| states[last.index()].descendants_end);
+            .map_or(StateId(index as u32 + 1), |last| {
+                states[last.index()].descendants_end
+            });
         states[index].descendants_end = end;
     }
 }
@@ -139,7 +145,10 @@ fn link_family(states: &mut [StateNode]) {
 fn known_matches(descriptors: &[EventDescriptor], event_names: &[Arc<str>]) -> Vec<u64> {
     let mut bits = vec![0u64; event_names.len().div_ceil(64)];
     for (index, name) in event_names.iter().enumerate() {
-        if descriptors.iter().any(|descriptor| descriptor.matches(name)) {
+        if descriptors
+            .iter()
+            .any(|descriptor| descriptor.matches(name))
+        {
             bits[index / 64] |= 1 << (index % 64);
         }
     }
@@ -197,8 +206,11 @@ impl Compiler<'_> {
 
     pub fn error(&mut self, pointer: &str, part: Part, message: String, help: Option<String>) {
         let location = self.source.location(pointer, part);
-        self.diagnostics
-            .push(Diagnostic::error(message).at(location).with_optional_help(help));
+        self.diagnostics.push(
+            Diagnostic::error(message)
+                .at(location)
+                .with_optional_help(help),
+        );
     }
 
     pub fn value_error(&mut self, pointer: &str, message: String, help: Option<String>) {
@@ -250,7 +262,11 @@ impl Compiler<'_> {
             .ok()
     }
 
-    pub fn value_template(&mut self, json: &serde_json::Value, pointer: &str) -> Option<ValueTemplate> {
+    pub fn value_template(
+        &mut self,
+        json: &serde_json::Value,
+        pointer: &str,
+    ) -> Option<ValueTemplate> {
         ValueTemplate::compile(json, &self.names)
             .map_err(|problems| {
                 for (relative, problem) in problems {
@@ -275,19 +291,26 @@ impl Compiler<'_> {
         for (index, action) in list.iter().enumerate() {
             let action_pointer = format!("{pointer}/{index}");
             let result = match action {
-                model::Action::Log(log) => actions::log::Log::compile(log, self, &action_pointer).map(Action::Log),
+                model::Action::Log(log) => {
+                    actions::log::Log::compile(log, self, &action_pointer).map(Action::Log)
+                }
                 model::Action::Assign(assign) => {
-                    actions::assign::Assign::compile(assign, self, &action_pointer).map(Action::Assign)
+                    actions::assign::Assign::compile(assign, self, &action_pointer)
+                        .map(Action::Assign)
                 }
                 model::Action::Raise(raise) => {
                     actions::raise::Raise::compile(raise, self, &action_pointer).map(Action::Raise)
                 }
-                model::Action::Send(send) => actions::send::Send::compile(send, self, &action_pointer).map(Action::Send),
+                model::Action::Send(send) => {
+                    actions::send::Send::compile(send, self, &action_pointer).map(Action::Send)
+                }
                 model::Action::Cancel(cancel) => {
-                    actions::cancel::Cancel::compile(cancel, self, &action_pointer).map(Action::Cancel)
+                    actions::cancel::Cancel::compile(cancel, self, &action_pointer)
+                        .map(Action::Cancel)
                 }
                 model::Action::If(conditional) => {
-                    actions::conditional::Conditional::compile(conditional, self, &action_pointer).map(Action::If)
+                    actions::conditional::Conditional::compile(conditional, self, &action_pointer)
+                        .map(Action::If)
                 }
             };
             match result {
@@ -312,13 +335,22 @@ impl Compiler<'_> {
             }
         }
         for name in protocol.context.keys() {
-            self.check_identifier(name, &format!("/context/{}", escape_pointer_token(name)), "context variable");
+            self.check_identifier(
+                name,
+                &format!("/context/{}", escape_pointer_token(name)),
+                "context variable",
+            );
         }
     }
 
     fn check_identifier(&mut self, name: &str, pointer: &str, what: &str) {
-        const RESERVED: [&str; 8] = ["event", "true", "false", "null", "in", "In", "int", "string"];
-        let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        const RESERVED: [&str; 8] = [
+            "event", "true", "false", "null", "in", "In", "int", "string",
+        ];
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
             self.key_error(
@@ -364,13 +396,25 @@ impl<'a> Outline<'a> {
             .states
             .iter()
             .rev()
-            .map(|(id, state)| (StateId::ROOT, format!("/states/{}", escape_pointer_token(id)), id.as_str(), state))
+            .map(|(id, state)| {
+                (
+                    StateId::ROOT,
+                    format!("/states/{}", escape_pointer_token(id)),
+                    id.as_str(),
+                    state,
+                )
+            })
             .collect();
         while let Some((parent, pointer, id, state)) = pending.pop() {
             let index = StateId(self.states.len() as u32);
             self.add_id(compiler, id, index, &pointer);
             for (child_id, child) in state.states.iter().rev() {
-                pending.push((index, format!("{pointer}/states/{}", escape_pointer_token(child_id)), child_id, child));
+                pending.push((
+                    index,
+                    format!("{pointer}/states/{}", escape_pointer_token(child_id)),
+                    child_id,
+                    child,
+                ));
             }
             self.states.push(OutlineEntry {
                 id: Arc::from(id),
@@ -382,8 +426,13 @@ impl<'a> Outline<'a> {
     }
 
     fn add_id(&mut self, compiler: &mut Compiler, id: &str, index: StateId, pointer: &str) {
-        let valid = id.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
-            && id.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        let valid = id
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && id
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
         if !valid {
             compiler.key_error(
                 pointer,
@@ -400,7 +449,9 @@ impl<'a> Outline<'a> {
             compiler.key_error(
                 pointer,
                 format!("duplicate state id `{id}`"),
-                Some(format!("state ids are unique in the whole file; the first `{id}` is on line {line}")),
+                Some(format!(
+                    "state ids are unique in the whole file; the first `{id}` is on line {line}"
+                )),
             );
             return;
         }
@@ -440,9 +491,19 @@ impl Builder<'_, '_> {
     fn build_root(&mut self, compiler: &mut Compiler, protocol: &model::Protocol) {
         let mut root = self.empty_node(StateId::ROOT, StateKind::Root);
         let first_child = self.first_child(StateId::ROOT);
-        root.initial = self.initial_transition(compiler, StateId::ROOT, protocol.initial.as_ref(), "/initial", first_child);
+        root.initial = self.initial_transition(
+            compiler,
+            StateId::ROOT,
+            protocol.initial.as_ref(),
+            "/initial",
+            first_child,
+        );
         if protocol.states.is_empty() {
-            compiler.value_error("/states", "a protocol needs at least one state".into(), None);
+            compiler.value_error(
+                "/states",
+                "a protocol needs at least one state".into(),
+                None,
+            );
         }
         self.states.push(root);
     }
@@ -455,7 +516,9 @@ impl Builder<'_, '_> {
             .enumerate()
             .find(|(_, entry)| {
                 entry.parent == Some(parent)
-                    && entry.state.is_none_or(|state| state.kind != Some(StateType::History))
+                    && entry
+                        .state
+                        .is_none_or(|state| state.kind != Some(StateType::History))
             })
             .map(|(index, _)| StateId(index as u32))
     }
@@ -467,18 +530,28 @@ impl Builder<'_, '_> {
         let kind = self.state_kind(compiler, index, state, &pointer);
         let mut node = self.empty_node(index, kind);
         self.check_fields(compiler, state, kind, &pointer);
-        node.entry = compiler.actions(&state.entry, &format!("{pointer}/entry")).unwrap_or_default();
-        node.exit = compiler.actions(&state.exit, &format!("{pointer}/exit")).unwrap_or_default();
+        node.entry = compiler
+            .actions(&state.entry, &format!("{pointer}/entry"))
+            .unwrap_or_default();
+        node.exit = compiler
+            .actions(&state.exit, &format!("{pointer}/exit"))
+            .unwrap_or_default();
         match kind {
             StateKind::Compound => {
                 let first_child = self.first_child(index);
-                node.initial =
-                    self.initial_transition(compiler, index, state.initial.as_ref(), &format!("{pointer}/initial"), first_child);
+                node.initial = self.initial_transition(
+                    compiler,
+                    index,
+                    state.initial.as_ref(),
+                    &format!("{pointer}/initial"),
+                    first_child,
+                );
             }
             StateKind::History { .. } => {
                 let parent = entry.parent.unwrap_or(StateId::ROOT);
                 let fallback = self.first_child(parent);
-                node.initial = self.history_default(compiler, index, parent, state, &pointer, fallback);
+                node.initial =
+                    self.history_default(compiler, index, parent, state, &pointer, fallback);
             }
             StateKind::Final => {
                 if let Some(code) = state.exit_code {
@@ -506,7 +579,14 @@ impl Builder<'_, '_> {
                     model::Transitions::One(_) => on_pointer.clone(),
                     model::Transitions::Many(_) => format!("{on_pointer}/{position}"),
                 };
-                let id = self.transition(compiler, index, spec, &spec_pointer, descriptors.clone(), TransitionPlace::On);
+                let id = self.transition(
+                    compiler,
+                    index,
+                    spec,
+                    &spec_pointer,
+                    descriptors.clone(),
+                    TransitionPlace::On,
+                );
                 node.transitions.extend(id);
             }
         }
@@ -527,7 +607,14 @@ impl Builder<'_, '_> {
             };
             let spec = model::transition::TransitionSpec::Full(transition.clone());
             let descriptors = vec![EventDescriptor::Prefix(Arc::from(event_name.as_str()))];
-            if let Some(id) = self.transition(compiler, index, &spec, &after_pointer, descriptors, TransitionPlace::After) {
+            if let Some(id) = self.transition(
+                compiler,
+                index,
+                &spec,
+                &after_pointer,
+                descriptors,
+                TransitionPlace::After,
+            ) {
                 node.transitions.push(id);
             }
             if let Some(delay) = delay {
@@ -544,14 +631,27 @@ impl Builder<'_, '_> {
                     model::Transitions::One(_) => format!("{pointer}/always"),
                     model::Transitions::Many(_) => format!("{pointer}/always/{position}"),
                 };
-                let id = self.transition(compiler, index, spec, &spec_pointer, Vec::new(), TransitionPlace::Always);
+                let id = self.transition(
+                    compiler,
+                    index,
+                    spec,
+                    &spec_pointer,
+                    Vec::new(),
+                    TransitionPlace::Always,
+                );
                 node.eventless.extend(id);
             }
         }
         self.states.push(node);
     }
 
-    fn state_kind(&self, compiler: &mut Compiler, index: StateId, state: &model::State, pointer: &str) -> StateKind {
+    fn state_kind(
+        &self,
+        compiler: &mut Compiler,
+        index: StateId,
+        state: &model::State,
+        pointer: &str,
+    ) -> StateKind {
         let has_children = !state.states.is_empty();
         let kind = match state.kind {
             None if has_children => StateKind::Compound,
@@ -579,13 +679,21 @@ impl Builder<'_, '_> {
             StateKind::Final if has_children => compiler.key_error(
                 &children_pointer,
                 "a final state cannot have child states".into(),
-                Some("move the children to a compound state, and put a final state inside it".into()),
+                Some(
+                    "move the children to a compound state, and put a final state inside it".into(),
+                ),
             ),
             StateKind::History { .. } => {
                 if has_children {
-                    compiler.key_error(&children_pointer, "a history state cannot have child states".into(), None);
+                    compiler.key_error(
+                        &children_pointer,
+                        "a history state cannot have child states".into(),
+                        None,
+                    );
                 }
-                let parent = self.outline.states[index.index()].parent.unwrap_or(StateId::ROOT);
+                let parent = self.outline.states[index.index()]
+                    .parent
+                    .unwrap_or(StateId::ROOT);
                 if parent == StateId::ROOT {
                     compiler.key_error(
                         pointer,
@@ -600,16 +708,46 @@ impl Builder<'_, '_> {
     }
 
     /// Fields that only make sense for some kinds of state.
-    fn check_fields(&self, compiler: &mut Compiler, state: &model::State, kind: StateKind, pointer: &str) {
+    fn check_fields(
+        &self,
+        compiler: &mut Compiler,
+        state: &model::State,
+        kind: StateKind,
+        pointer: &str,
+    ) {
         let is_final = kind == StateKind::Final;
         let is_history = matches!(kind, StateKind::History { .. });
         let misplaced: [(&str, bool, &str); 6] = [
-            ("exit_code", state.exit_code.is_some() && !is_final, "only final states have an exit code"),
-            ("output", state.output.is_some() && !is_final, "only final states have an output"),
-            ("history", state.history.is_some() && !is_history, "`history` belongs to history states (`type: history`)"),
-            ("target", state.target.is_some() && !is_history, "`target` on a state belongs to history states; transitions go under `on`"),
-            ("initial", state.initial.is_some() && kind != StateKind::Compound, "only compound states have an `initial` child"),
-            ("on", !state.on.is_empty() && (is_final || is_history), "final and history states have no transitions"),
+            (
+                "exit_code",
+                state.exit_code.is_some() && !is_final,
+                "only final states have an exit code",
+            ),
+            (
+                "output",
+                state.output.is_some() && !is_final,
+                "only final states have an output",
+            ),
+            (
+                "history",
+                state.history.is_some() && !is_history,
+                "`history` belongs to history states (`type: history`)",
+            ),
+            (
+                "target",
+                state.target.is_some() && !is_history,
+                "`target` on a state belongs to history states; transitions go under `on`",
+            ),
+            (
+                "initial",
+                state.initial.is_some() && kind != StateKind::Compound,
+                "only compound states have an `initial` child",
+            ),
+            (
+                "on",
+                !state.on.is_empty() && (is_final || is_history),
+                "final and history states have no transitions",
+            ),
         ];
         for (key, wrong, message) in misplaced {
             if wrong {
@@ -617,16 +755,37 @@ impl Builder<'_, '_> {
             }
         }
         if (is_final || is_history) && (state.always.is_some() || !state.after.is_empty()) {
-            let key = if state.always.is_some() { "always" } else { "after" };
-            compiler.key_error(&format!("{pointer}/{key}"), "final and history states have no transitions".into(), None);
+            let key = if state.always.is_some() {
+                "always"
+            } else {
+                "after"
+            };
+            compiler.key_error(
+                &format!("{pointer}/{key}"),
+                "final and history states have no transitions".into(),
+                None,
+            );
         }
         if is_history && (!state.entry.is_empty() || !state.exit.is_empty()) {
-            let key = if state.entry.is_empty() { "exit" } else { "entry" };
-            compiler.key_error(&format!("{pointer}/{key}"), "a history state has no entry or exit actions".into(), None);
+            let key = if state.entry.is_empty() {
+                "exit"
+            } else {
+                "entry"
+            };
+            compiler.key_error(
+                &format!("{pointer}/{key}"),
+                "a history state has no entry or exit actions".into(),
+                None,
+            );
         }
     }
 
-    fn descriptors(&self, compiler: &mut Compiler, events: &str, pointer: &str) -> Vec<EventDescriptor> {
+    fn descriptors(
+        &self,
+        compiler: &mut Compiler,
+        events: &str,
+        pointer: &str,
+    ) -> Vec<EventDescriptor> {
         let descriptors: Vec<EventDescriptor> = events
             .split_whitespace()
             .map(|token| {
@@ -660,9 +819,12 @@ impl Builder<'_, '_> {
         place: TransitionPlace,
     ) -> Option<TransitionId> {
         let (targets, guard, actions, internal) = match spec {
-            model::transition::TransitionSpec::Target(target) => {
-                (self.resolve_targets(compiler, &Targets::One(target.clone()), pointer), None, Some(Vec::new()), false)
-            }
+            model::transition::TransitionSpec::Target(target) => (
+                self.resolve_targets(compiler, &Targets::One(target.clone()), pointer),
+                None,
+                Some(Vec::new()),
+                false,
+            ),
             model::transition::TransitionSpec::Full(transition) => {
                 if transition.delay.is_some() && place != TransitionPlace::After {
                     compiler.key_error(
@@ -672,7 +834,9 @@ impl Builder<'_, '_> {
                     );
                 }
                 let targets = match &transition.target {
-                    Some(targets) => self.resolve_targets(compiler, targets, &format!("{pointer}/target")),
+                    Some(targets) => {
+                        self.resolve_targets(compiler, targets, &format!("{pointer}/target"))
+                    }
                     None => Some(Vec::new()),
                 };
                 let guard = transition
@@ -705,7 +869,12 @@ impl Builder<'_, '_> {
 
     /// Resolves target ids, suggesting the nearest id for a typo; several targets must be
     /// able to be active together.
-    fn resolve_targets(&self, compiler: &mut Compiler, targets: &Targets, pointer: &str) -> Option<Vec<StateId>> {
+    fn resolve_targets(
+        &self,
+        compiler: &mut Compiler,
+        targets: &Targets,
+        pointer: &str,
+    ) -> Option<Vec<StateId>> {
         let mut resolved = Vec::new();
         let mut ok = true;
         for (position, target) in targets.as_slice().iter().enumerate() {
@@ -718,8 +887,14 @@ impl Builder<'_, '_> {
                 None => {
                     ok = false;
                     let help = did_you_mean(target, self.outline.ids.keys().map(|id| &**id))
-                        .unwrap_or_else(|| "targets name states by their id (the key under `states:`)".into());
-                    compiler.value_error(&target_pointer, format!("unknown target `{target}`"), Some(help));
+                        .unwrap_or_else(|| {
+                            "targets name states by their id (the key under `states:`)".into()
+                        });
+                    compiler.value_error(
+                        &target_pointer,
+                        format!("unknown target `{target}`"),
+                        Some(help),
+                    );
                 }
             }
         }
@@ -738,13 +913,15 @@ impl Builder<'_, '_> {
     /// a parallel state (so they are in different regions).
     fn orthogonal(&self, targets: &[StateId]) -> bool {
         let ancestors = |state: StateId| {
-            std::iter::successors(Some(state), |s| self.outline.states[s.index()].parent).collect::<Vec<_>>()
+            std::iter::successors(Some(state), |s| self.outline.states[s.index()].parent)
+                .collect::<Vec<_>>()
         };
         for (i, left) in targets.iter().enumerate() {
             for right in &targets[i + 1..] {
                 let left_chain = ancestors(*left);
                 let right_chain = ancestors(*right);
-                let Some(common) = left_chain.iter().find(|state| right_chain.contains(state)) else {
+                let Some(common) = left_chain.iter().find(|state| right_chain.contains(state))
+                else {
                     return false;
                 };
                 if common == left || common == right {
@@ -773,7 +950,9 @@ impl Builder<'_, '_> {
         let targets = match initial {
             Some(targets) => {
                 let resolved = self.resolve_targets(compiler, targets, pointer)?;
-                let outside = resolved.iter().find(|target| !self.is_outline_descendant(**target, state));
+                let outside = resolved
+                    .iter()
+                    .find(|target| !self.is_outline_descendant(**target, state));
                 if let Some(outside) = outside {
                     let id = &self.outline.states[outside.index()].id;
                     compiler.value_error(
@@ -814,7 +993,10 @@ impl Builder<'_, '_> {
         let targets = match &state.target {
             Some(targets) => {
                 let resolved = self.resolve_targets(compiler, targets, &target_pointer)?;
-                if resolved.iter().any(|target| !self.is_outline_descendant(*target, parent)) {
+                if resolved
+                    .iter()
+                    .any(|target| !self.is_outline_descendant(*target, parent))
+                {
                     compiler.value_error(
                         &target_pointer,
                         "a history state's default target must be inside its parent".into(),
@@ -841,8 +1023,10 @@ impl Builder<'_, '_> {
     }
 
     fn is_outline_descendant(&self, state: StateId, ancestor: StateId) -> bool {
-        std::iter::successors(self.outline.states[state.index()].parent, |s| self.outline.states[s.index()].parent)
-            .any(|s| s == ancestor)
+        std::iter::successors(self.outline.states[state.index()].parent, |s| {
+            self.outline.states[s.index()].parent
+        })
+        .any(|s| s == ancestor)
     }
 }
 

@@ -36,15 +36,22 @@ pub enum LoadError {
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|error| match error.kind() {
-        std::io::ErrorKind::NotFound => LoadError::NotFound { path: shown.clone() },
-        _ => LoadError::Unreadable { path: shown.clone(), error },
+        std::io::ErrorKind::NotFound => LoadError::NotFound {
+            path: shown.clone(),
+        },
+        _ => LoadError::Unreadable {
+            path: shown.clone(),
+            error,
+        },
     })?;
     let text = String::from_utf8(bytes).map_err(|error| {
         let offset = error.utf8_error().valid_up_to();
-        LoadError::Invalid(vec![Diagnostic::error(format!(
-            "{shown}: the file is not UTF-8 text (invalid byte at offset {offset})"
-        ))
-        .with_help("save the file as UTF-8")])
+        LoadError::Invalid(vec![
+            Diagnostic::error(format!(
+                "{shown}: the file is not UTF-8 text (invalid byte at offset {offset})"
+            ))
+            .with_help("save the file as UTF-8"),
+        ])
     })?;
     load_text(&shown, text).map_err(LoadError::Invalid)
 }
@@ -77,7 +84,9 @@ pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
     }
     match serde_json::from_value::<Protocol>(document.value) {
         Ok(protocol) => Ok(Loaded { source, protocol }),
-        Err(error) => Err(vec![Diagnostic::error(format!("the protocol does not fit the model: {error}"))
-            .at(source.location("", Part::Value))]),
+        Err(error) => Err(vec![
+            Diagnostic::error(format!("the protocol does not fit the model: {error}"))
+                .at(source.location("", Part::Value)),
+        ]),
     }
 }

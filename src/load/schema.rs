@@ -2,14 +2,14 @@
 
 use std::sync::OnceLock;
 
-use jsonschema::error::ValidationErrorKind;
 use jsonschema::ValidationError;
+use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::source::{Part, Source};
-use crate::diagnostic::{did_you_mean, Diagnostic};
-use crate::model::action::ACTION_KINDS;
+use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::model::Protocol;
+use crate::model::action::ACTION_KINDS;
 
 /// The protocol schema as JSON, generated from the model types (draft-07, for yaml-language-server).
 pub fn protocol_schema() -> Value {
@@ -59,12 +59,18 @@ fn drop_null_options(value: &mut Value) {
                 && types.len() == 2
                 && types.contains(&Value::from("null"))
             {
-                let other = types.iter().find(|kind| *kind != "null").cloned().unwrap_or_default();
+                let other = types
+                    .iter()
+                    .find(|kind| *kind != "null")
+                    .cloned()
+                    .unwrap_or_default();
                 object.insert("type".into(), other);
             }
             if let Some(Value::Array(branches)) = object.get("anyOf")
                 && branches.len() == 2
-                && let Some(null_branch) = branches.iter().position(|branch| branch.get("type") == Some(&Value::from("null")))
+                && let Some(null_branch) = branches
+                    .iter()
+                    .position(|branch| branch.get("type") == Some(&Value::from("null")))
                 && let Some(Value::Object(kept)) = branches.get(1 - null_branch).cloned()
             {
                 object.remove("anyOf");
@@ -152,7 +158,8 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
             for key in unexpected {
                 let key_pointer = format!("{pointer}/{}", super::yaml::escape_pointer_token(key));
                 let help = did_you_mean(key, allowed.iter().map(String::as_str)).or_else(|| {
-                    (!allowed.is_empty()).then(|| format!("allowed keys here: {}", allowed.join(", ")))
+                    (!allowed.is_empty())
+                        .then(|| format!("allowed keys here: {}", allowed.join(", ")))
                 });
                 out.push(
                     Diagnostic::error(format!("unknown key `{key}`"))
@@ -194,7 +201,12 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
         ValidationErrorKind::Enum { options } => {
             let choices: Vec<String> = options
                 .as_array()
-                .map(|values| values.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect())
+                .map(|values| {
+                    values
+                        .iter()
+                        .map(|v| v.as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
                 .unwrap_or_default();
             let given = instance.as_str().unwrap_or_default();
             let help = did_you_mean(given, choices.iter().map(String::as_str))
@@ -205,9 +217,8 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                     .with_help(help),
             );
         }
-        _ => out.push(
-            Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value)),
-        ),
+        _ => out
+            .push(Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value))),
     }
 }
 
@@ -219,10 +230,14 @@ fn intended_branch<'a>(
     context: &'a [Vec<ValidationError<'static>>],
 ) -> Option<&'a [ValidationError<'static>]> {
     let is_action_choice = context.len() == ACTION_KINDS.len()
-        && context.iter().all(|branch| branch.iter().any(|e| e.instance_path().as_str() == pointer));
+        && context
+            .iter()
+            .all(|branch| branch.iter().any(|e| e.instance_path().as_str() == pointer));
     if is_action_choice && instance.is_object() {
         let object = instance.as_object()?;
-        let index = ACTION_KINDS.iter().position(|kind| object.contains_key(*kind))?;
+        let index = ACTION_KINDS
+            .iter()
+            .position(|kind| object.contains_key(*kind))?;
         return context.get(index).map(Vec::as_slice);
     }
     let wrong_type_here = |branch: &[ValidationError]| {
@@ -291,7 +306,11 @@ fn allowed_properties(schema: &Value, schema_path: &str) -> Vec<String> {
     for segment in parent_segments {
         let segment = segment.replace("~1", "/").replace("~0", "~");
         node = match segment.as_str() {
-            "$ref" => match node.get("$ref").and_then(Value::as_str).and_then(|r| resolve_reference(schema, r)) {
+            "$ref" => match node
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| resolve_reference(schema, r))
+            {
                 Some(target) => target,
                 None => return Vec::new(),
             },
@@ -300,10 +319,12 @@ fn allowed_properties(schema: &Value, schema_path: &str) -> Vec<String> {
                     Some(child) => child,
                     None => return Vec::new(),
                 },
-                Value::Array(items) => match segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                    Some(child) => child,
-                    None => return Vec::new(),
-                },
+                Value::Array(items) => {
+                    match segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                        Some(child) => child,
+                        None => return Vec::new(),
+                    }
+                }
                 _ => return Vec::new(),
             },
         };

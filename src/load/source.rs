@@ -68,7 +68,10 @@ fn token_width(line: &str, column: usize, part: Part) -> usize {
         (_, Part::Value) => {
             let text: String = rest.iter().collect();
             let without_comment = text.split(" #").next().unwrap_or_default();
-            let cut = without_comment.split([',', ']', '}']).next().unwrap_or_default();
+            let cut = without_comment
+                .split([',', ']', '}'])
+                .next()
+                .unwrap_or_default();
             cut.trim_end().chars().count()
         }
     };
@@ -81,7 +84,10 @@ mod tests {
 
     #[test]
     fn marker_covers_the_token() {
-        assert_eq!(token_width("    target: retryin  # typo", 13, Part::Value), 7);
+        assert_eq!(
+            token_width("    target: retryin  # typo", 13, Part::Value),
+            7
+        );
         assert_eq!(token_width("    target: retryin", 5, Part::Key), 6);
         assert_eq!(token_width(r#"  guard: "a < 3""#, 10, Part::Value), 7);
         assert_eq!(token_width("  on: {call: x, ok: y}", 14, Part::Value), 1);

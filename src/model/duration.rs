@@ -39,9 +39,7 @@ impl Duration {
             }
             let amount: u64 = rest[..digits].parse().ok()?;
             rest = &rest[digits..];
-            let (suffix, scale) = UNITS
-                .iter()
-                .find(|(suffix, _)| rest.starts_with(suffix))?;
+            let (suffix, scale) = UNITS.iter().find(|(suffix, _)| rest.starts_with(suffix))?;
             rest = &rest[suffix.len()..];
             total = total.checked_add(amount.checked_mul(*scale)?)?;
         }
@@ -90,7 +88,15 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_literal() {
-        for text in ["", "30", "s", "3x", "1.5s", "timeout * 2", "99999999999999999999d"] {
+        for text in [
+            "",
+            "30",
+            "s",
+            "3x",
+            "1.5s",
+            "timeout * 2",
+            "99999999999999999999d",
+        ] {
             assert_eq!(Duration::parse(text), None, "{text}");
         }
     }

@@ -91,7 +91,11 @@ impl Interpreter {
 
     /// A context variable's current value.
     pub fn context_value(&self, name: &str) -> Option<&Value> {
-        let slot = self.machine.context.iter().position(|(variable, _)| variable == name)?;
+        let slot = self
+            .machine
+            .context
+            .iter()
+            .position(|(variable, _)| variable == name)?;
         self.instance.context.get(slot)
     }
 
@@ -115,7 +119,11 @@ pub enum Record {
     Exited(String),
     Transition(String),
     Log(String),
-    Send { event: String, delay_milliseconds: u64, id: Option<String> },
+    Send {
+        event: String,
+        delay_milliseconds: u64,
+        id: Option<String>,
+    },
     Cancel(String),
 }
 
@@ -164,13 +172,15 @@ impl Host for RecordingHost {
             self.external_queue.push_back(request.event);
         } else {
             let id = request.id.as_deref().map(String::from);
-            self.delayed.push((request.delay_milliseconds, id, request.event));
+            self.delayed
+                .push((request.delay_milliseconds, id, request.event));
         }
     }
 
     fn cancel(&mut self, send_id: &str) {
         self.records.push(Record::Cancel(send_id.to_string()));
-        self.delayed.retain(|(_, id, _)| id.as_deref() != Some(send_id));
+        self.delayed
+            .retain(|(_, id, _)| id.as_deref() != Some(send_id));
     }
 
     fn state_entered(&mut self, state: StateId) {

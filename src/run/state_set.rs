@@ -47,7 +47,10 @@ impl StateSet {
     }
 
     pub fn len(&self) -> usize {
-        self.words.iter().map(|word| word.count_ones() as usize).sum()
+        self.words
+            .iter()
+            .map(|word| word.count_ones() as usize)
+            .sum()
     }
 
     /// Adds every member of `other`.
@@ -67,9 +70,12 @@ impl StateSet {
 
     /// Members in document order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = StateId> + '_ {
-        self.words.iter().enumerate().flat_map(|(word_index, word)| {
-            Bits(*word).map(move |bit| StateId((word_index * 64 + bit) as u32))
-        })
+        self.words
+            .iter()
+            .enumerate()
+            .flat_map(|(word_index, word)| {
+                Bits(*word).map(move |bit| StateId((word_index * 64 + bit) as u32))
+            })
     }
 
     /// Members in reverse document order (exit order).

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use protocol_run::actions::{Host, LogRecord, SendRequest};
 use protocol_run::compile::machine::{Machine, StateId, TransitionId};
-use protocol_run::run::event::{Event, Origin};
 use protocol_run::run::Interpreter;
+use protocol_run::run::event::{Event, Origin};
 use protocol_run::value::Value;
 
 /// One observable step, in the order the engine did it.
@@ -22,10 +22,12 @@ pub enum Step {
 
 /// Compiles YAML (panicking with the rendered diagnostics if it is invalid).
 pub fn machine(yaml: &str) -> Arc<Machine> {
-    let loaded = protocol_run::load::load_text("test.yaml", yaml.to_string())
-        .unwrap_or_else(|diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)));
-    let machine = protocol_run::compile::compile(&loaded)
-        .unwrap_or_else(|diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)));
+    let loaded = protocol_run::load::load_text("test.yaml", yaml.to_string()).unwrap_or_else(
+        |diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)),
+    );
+    let machine = protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+        panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+    });
     Arc::new(machine)
 }
 
@@ -66,13 +68,20 @@ impl Host for TestHost {
         } else {
             self.sequence += 1;
             let id = request.id.as_deref().map(String::from);
-            self.timers.push((self.now + request.delay_milliseconds, self.sequence, id, request.event));
-            self.timers.sort_by_key(|(deadline, sequence, _, _)| (*deadline, *sequence));
+            self.timers.push((
+                self.now + request.delay_milliseconds,
+                self.sequence,
+                id,
+                request.event,
+            ));
+            self.timers
+                .sort_by_key(|(deadline, sequence, _, _)| (*deadline, *sequence));
         }
     }
 
     fn cancel(&mut self, send_id: &str) {
-        self.timers.retain(|(_, _, id, _)| id.as_deref() != Some(send_id));
+        self.timers
+            .retain(|(_, _, id, _)| id.as_deref() != Some(send_id));
     }
 
     fn state_entered(&mut self, state: StateId) {
@@ -105,8 +114,10 @@ impl Run {
 
     pub fn start_with_inputs(yaml: &str, inputs: &[(&str, &str)]) -> Run {
         let machine = machine(yaml);
-        let supplied: Vec<(String, String)> =
-            inputs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let supplied: Vec<(String, String)> = inputs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let inputs = machine.bind_inputs(&supplied).expect("inputs bind");
         let mut run = Run {
             interpreter: Interpreter::new(machine.clone(), inputs),
@@ -127,8 +138,15 @@ impl Run {
     }
 
     pub fn send_with(&mut self, name: &str, data: serde_json::Value) -> &mut Run {
-        let event = Event::named(&self.machine, name, Value::from_json(&data), Origin::External);
-        self.interpreter.handle(&event, &mut self.host).expect("macrostep");
+        let event = Event::named(
+            &self.machine,
+            name,
+            Value::from_json(&data),
+            Origin::External,
+        );
+        self.interpreter
+            .handle(&event, &mut self.host)
+            .expect("macrostep");
         self.deliver_queued();
         self
     }
@@ -136,7 +154,9 @@ impl Run {
     /// Delivers queued external events (from `send` without delay) one at a time.
     pub fn deliver_queued(&mut self) {
         while let Some(event) = self.host.external_queue.pop_front() {
-            self.interpreter.handle(&event, &mut self.host).expect("macrostep");
+            self.interpreter
+                .handle(&event, &mut self.host)
+                .expect("macrostep");
         }
     }
 
@@ -144,11 +164,18 @@ impl Run {
     pub fn advance(&mut self, milliseconds: u64) -> &mut Run {
         let until = self.host.now + milliseconds;
         loop {
-            let due = self.host.timers.first().filter(|(deadline, ..)| *deadline <= until).cloned();
+            let due = self
+                .host
+                .timers
+                .first()
+                .filter(|(deadline, ..)| *deadline <= until)
+                .cloned();
             let Some((deadline, ..)) = due else { break };
             let (_, _, _, event) = self.host.timers.remove(0);
             self.host.now = deadline;
-            self.interpreter.handle(&event, &mut self.host).expect("macrostep");
+            self.interpreter
+                .handle(&event, &mut self.host)
+                .expect("macrostep");
             self.deliver_queued();
         }
         self.host.now = until;
@@ -177,7 +204,12 @@ impl Run {
 
     /// Active atomic states, sorted.
     pub fn leaves(&self) -> Vec<String> {
-        let mut leaves: Vec<String> = self.interpreter.active_leaves().into_iter().map(String::from).collect();
+        let mut leaves: Vec<String> = self
+            .interpreter
+            .active_leaves()
+            .into_iter()
+            .map(String::from)
+            .collect();
         leaves.sort();
         leaves
     }
@@ -191,6 +223,9 @@ impl Run {
     }
 
     pub fn context(&self, name: &str) -> serde_json::Value {
-        self.interpreter.context_value(name).expect("context variable").to_json()
+        self.interpreter
+            .context_value(name)
+            .expect("context variable")
+            .to_json()
     }
 }
