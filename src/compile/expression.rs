@@ -144,6 +144,8 @@ pub struct Expression {
     pub text: Arc<str>,
     program: Program,
     uses_in: bool,
+    /// The allocation-free form, when the expression has one.
+    fast: Option<super::fast::Fast>,
 }
 
 /// Global functions that need no declaration: CEL's standard ones and the engine's own.
@@ -217,15 +219,30 @@ impl Expression {
         if !checker.problems.is_empty() {
             return Err(checker.problems);
         }
+        let fast = super::fast::Fast::compile(program.expression(), names);
         Ok(Expression {
             text: Arc::from(text),
             program,
             uses_in,
+            fast,
         })
     }
 
     /// Evaluates against `scope`.
     pub fn evaluate(&self, scope: &Scope) -> Result<Value, EvaluationError> {
+        if let Some(value) = self.fast.as_ref().and_then(|fast| fast.evaluate(scope)) {
+            return Ok(value);
+        }
+        self.evaluate_with_cel(scope)
+    }
+
+    /// Whether the expression has a fast form.
+    pub fn has_fast_path(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Evaluates with the full CEL interpreter, ignoring the fast path.
+    pub fn evaluate_with_cel(&self, scope: &Scope) -> Result<Value, EvaluationError> {
         let mut context = Context::with_env(environment().clone());
         if self.uses_in {
             context

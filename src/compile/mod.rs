@@ -1,6 +1,7 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
 pub mod expression;
+mod fast;
 pub mod inputs;
 pub mod machine;
 

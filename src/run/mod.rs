@@ -99,6 +99,11 @@ impl Interpreter {
         self.instance.context.get(slot)
     }
 
+    /// A context variable's value by slot (no name lookup).
+    pub fn context_slot(&self, slot: usize) -> Option<&Value> {
+        self.instance.context.get(slot)
+    }
+
     /// The whole context as a JSON object, in declaration order.
     pub fn context_json(&self) -> serde_json::Value {
         serde_json::Value::Object(

@@ -1,0 +1,176 @@
+//! The fast path for common expressions: int, bool and string operations over context and input
+//! slots, evaluated with no allocation. Anything unusual defers to full CEL, so results agree.
+
+use cel::common::ast::{operators, Expr, IdedExpr, LiteralValue};
+
+use super::expression::{NameBinding, Names, Scope};
+use crate::value::Value;
+
+/// A compiled fast-path expression tree.
+#[derive(Debug)]
+pub enum Fast {
+    Literal(Value),
+    /// A context variable or input, by slot.
+    Slot(NameBinding),
+    Not(Box<Fast>),
+    Negate(Box<Fast>),
+    And(Box<Fast>, Box<Fast>),
+    Or(Box<Fast>, Box<Fast>),
+    Conditional(Box<Fast>, Box<Fast>, Box<Fast>),
+    Binary(Operator, Box<Fast>, Box<Fast>),
+}
+
+/// Binary operators the fast path evaluates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Remainder,
+    Equal,
+    NotEqual,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+impl Operator {
+    fn from_function(name: &str) -> Option<Operator> {
+        Some(match name {
+            operators::ADD => Operator::Add,
+            operators::SUBSTRACT => Operator::Subtract,
+            operators::MULTIPLY => Operator::Multiply,
+            operators::DIVIDE => Operator::Divide,
+            operators::MODULO => Operator::Remainder,
+            operators::EQUALS => Operator::Equal,
+            operators::NOT_EQUALS => Operator::NotEqual,
+            operators::LESS => Operator::Less,
+            operators::LESS_EQUALS => Operator::LessOrEqual,
+            operators::GREATER => Operator::Greater,
+            operators::GREATER_EQUALS => Operator::GreaterOrEqual,
+            _ => return None,
+        })
+    }
+}
+
+impl Fast {
+    /// The fast form of an expression, if every part of it has one.
+    pub fn compile(expression: &IdedExpr, names: &Names) -> Option<Fast> {
+        match &expression.expr {
+            Expr::Literal(literal) => Some(Fast::Literal(match literal {
+                LiteralValue::Int(integer) => Value::Int(*integer.inner()),
+                LiteralValue::Boolean(flag) => Value::Bool(*flag.inner()),
+                LiteralValue::String(text) => Value::string(text.inner()),
+                _ => return None,
+            })),
+            Expr::Ident(name) => match names.binding(name)? {
+                binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => Some(Fast::Slot(binding)),
+                NameBinding::Event => None,
+            },
+            Expr::Call(call) if call.target.is_none() => {
+                let argument = |index: usize| -> Option<Box<Fast>> {
+                    Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
+                };
+                match (call.func_name.as_str(), call.args.len()) {
+                    (operators::LOGICAL_NOT, 1) => Some(Fast::Not(argument(0)?)),
+                    (operators::NEGATE, 1) => Some(Fast::Negate(argument(0)?)),
+                    (operators::LOGICAL_AND, 2) => Some(Fast::And(argument(0)?, argument(1)?)),
+                    (operators::LOGICAL_OR, 2) => Some(Fast::Or(argument(0)?, argument(1)?)),
+                    (operators::CONDITIONAL, 3) => {
+                        Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
+                    }
+                    (name, 2) => Some(Fast::Binary(
+                        Operator::from_function(name)?,
+                        argument(0)?,
+                        argument(1)?,
+                    )),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The value, or None when full CEL must decide (a type it does not handle, or an error
+    /// such as overflow, which CEL then reports in its own words).
+    pub fn evaluate(&self, scope: &Scope) -> Option<Value> {
+        match self {
+            Fast::Literal(value) => Some(value.clone()),
+            Fast::Slot(binding) => Some(scope.read(*binding)),
+            Fast::Not(operand) => match operand.evaluate(scope)? {
+                Value::Bool(flag) => Some(Value::Bool(!flag)),
+                _ => None,
+            },
+            Fast::Negate(operand) => match operand.evaluate(scope)? {
+                Value::Int(integer) => integer.checked_neg().map(Value::Int),
+                _ => None,
+            },
+            // CEL's `&&` and `||` are commutative about errors; on the fast path the left side
+            // is evaluated first and anything but a bool defers, which gives the same results.
+            Fast::And(left, right) => match left.evaluate(scope)? {
+                Value::Bool(false) => Some(Value::Bool(false)),
+                Value::Bool(true) => match right.evaluate(scope)? {
+                    Value::Bool(flag) => Some(Value::Bool(flag)),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Fast::Or(left, right) => match left.evaluate(scope)? {
+                Value::Bool(true) => Some(Value::Bool(true)),
+                Value::Bool(false) => match right.evaluate(scope)? {
+                    Value::Bool(flag) => Some(Value::Bool(flag)),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Fast::Conditional(condition, then, otherwise) => match condition.evaluate(scope)? {
+                Value::Bool(true) => then.evaluate(scope),
+                Value::Bool(false) => otherwise.evaluate(scope),
+                _ => None,
+            },
+            Fast::Binary(operator, left, right) => {
+                binary(*operator, &left.evaluate(scope)?, &right.evaluate(scope)?)
+            }
+        }
+    }
+}
+
+fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
+    use Operator::*;
+    match (left, right) {
+        (Value::Int(left), Value::Int(right)) => {
+            let (left, right) = (*left, *right);
+            Some(match operator {
+                Add => Value::Int(left.checked_add(right)?),
+                Subtract => Value::Int(left.checked_sub(right)?),
+                Multiply => Value::Int(left.checked_mul(right)?),
+                Divide => Value::Int(left.checked_div(right)?),
+                Remainder => Value::Int(left.checked_rem(right)?),
+                Equal => Value::Bool(left == right),
+                NotEqual => Value::Bool(left != right),
+                Less => Value::Bool(left < right),
+                LessOrEqual => Value::Bool(left <= right),
+                Greater => Value::Bool(left > right),
+                GreaterOrEqual => Value::Bool(left >= right),
+            })
+        }
+        (Value::Bool(left), Value::Bool(right)) => match operator {
+            Equal => Some(Value::Bool(left == right)),
+            NotEqual => Some(Value::Bool(left != right)),
+            _ => None,
+        },
+        (Value::String(left), Value::String(right)) => match operator {
+            Equal => Some(Value::Bool(left == right)),
+            NotEqual => Some(Value::Bool(left != right)),
+            // Byte order of UTF-8 is code point order, which is how CEL orders strings.
+            Less => Some(Value::Bool(left < right)),
+            LessOrEqual => Some(Value::Bool(left <= right)),
+            Greater => Some(Value::Bool(left > right)),
+            GreaterOrEqual => Some(Value::Bool(left >= right)),
+            _ => None,
+        },
+        _ => None,
+    }
+}

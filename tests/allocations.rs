@@ -1,0 +1,85 @@
+//! The hot path allocates nothing: a counting allocator watches the reference workload.
+//!
+//! Its own test binary, because a global allocator would otherwise count every other test.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+
+use protocol_run::actions::{Host, LogRecord, SendRequest};
+use protocol_run::run::event::{Event, Origin};
+use protocol_run::run::Interpreter;
+
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|count| count.set(count.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(pointer, layout) }
+    }
+
+    unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|count| count.set(count.get() + 1));
+        unsafe { System.realloc(pointer, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// Counts entries, like the benchmark's instrumentation.
+struct CountingHost {
+    entries: [u64; 16],
+}
+
+impl Host for CountingHost {
+    fn log(&mut self, _record: LogRecord) {}
+    fn send(&mut self, _request: SendRequest) {}
+    fn cancel(&mut self, _send_id: &str) {}
+    fn state_entered(&mut self, state: protocol_run::compile::machine::StateId) {
+        self.entries[state.index()] += 1;
+    }
+}
+
+#[test]
+fn the_reference_workload_allocates_nothing_per_event() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
+    let loaded = protocol_run::load::load_file(std::path::Path::new(path)).unwrap();
+    let machine = Arc::new(protocol_run::compile::compile(&loaded).unwrap());
+    let names = ["call", "ok", "fail", "ack", "healthy"];
+    let events: Vec<Event> = names
+        .iter()
+        .map(|name| Event::of_type(&machine, machine.event_type(name).unwrap(), Origin::External))
+        .collect();
+    let mut interpreter = Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
+    let mut host = CountingHost { entries: [0; 16] };
+    interpreter.start(&mut host).unwrap();
+    let mut seed: u32 = 42;
+    let mut next_event = || {
+        seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        ((seed >> 16) % 5) as usize
+    };
+    // Warm up: every transition is taken and every scratch buffer reaches its size.
+    for _ in 0..10_000 {
+        interpreter.handle(&events[next_event()], &mut host).unwrap();
+    }
+    let before = allocations();
+    for _ in 0..100_000 {
+        interpreter.handle(&events[next_event()], &mut host).unwrap();
+    }
+    let during = allocations() - before;
+    assert_eq!(during, 0, "{during} allocations in 100,000 events");
+    assert!(host.entries.iter().sum::<u64>() > 10_000, "the workload moved");
+}
