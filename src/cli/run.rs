@@ -37,64 +37,46 @@ pub struct RunArguments {
     max_microsteps: usize,
 }
 
+/// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
+/// an internal error (exit 70) rather than a silently wrong state.
 pub fn run(arguments: RunArguments) -> u8 {
     let mut lifecycle = RunLifecycle::default();
-    let loaded = match crate::load::load_file(&arguments.file) {
-        Ok(loaded) => loaded,
-        Err(error) => {
-            eprint!("{error}");
-            let _ = lifecycle.advance(LifecycleEvent::Failed);
-            return load_error_code(&error);
-        }
-    };
-    let _ = lifecycle.advance(LifecycleEvent::Loaded);
-    let machine = match crate::compile::compile(&loaded) {
-        Ok(machine) => Arc::new(machine),
-        Err(diagnostics) => {
-            eprint!("{}", render_all(&diagnostics));
-            let _ = lifecycle.advance(LifecycleEvent::Failed);
-            return exit_code::INVALID;
-        }
-    };
-    let mut supplied = Vec::new();
-    let mut problems = Vec::new();
-    for text in &arguments.inputs {
-        match split_assignment(text) {
-            Ok(pair) => supplied.push(pair),
-            Err(error) => problems.push(error),
-        }
-    }
-    let inputs = match machine.bind_inputs(&supplied) {
-        Ok(inputs) if problems.is_empty() => inputs,
-        Ok(_) => Vec::new(),
-        Err(errors) => {
-            problems.extend(errors);
-            Vec::new()
-        }
-    };
-    if !problems.is_empty() {
-        for problem in &problems {
-            eprintln!("error: {problem}");
-        }
-        let _ = lifecycle.advance(LifecycleEvent::Failed);
-        return exit_code::INVALID;
-    }
-    let source = match arguments.events.as_deref() {
-        None => EventSource::None,
-        Some("-") => EventSource::Stdin,
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => EventSource::Lines(text),
-            Err(error) => {
-                eprintln!("error: cannot read events file {path}: {error}");
-                let _ = lifecycle.advance(LifecycleEvent::Failed);
-                return match error.kind() {
-                    std::io::ErrorKind::NotFound => exit_code::NO_INPUT_FILE,
-                    _ => exit_code::IO,
-                };
+    match run_phases(&arguments, &mut lifecycle) {
+        Ok(code) => code,
+        Err(code) => {
+            if lifecycle.state_name() != "failed"
+                && lifecycle.advance(LifecycleEvent::Failed).is_err()
+            {
+                return exit_code::INTERNAL;
             }
-        },
-    };
-    let _ = lifecycle.advance(LifecycleEvent::Validated);
+            code
+        }
+    }
+}
+
+/// Applies a lifecycle move, or turns a refused one into exit code 70.
+fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8> {
+    lifecycle.advance(event).map_err(|refused| {
+        eprintln!("internal error: {refused}");
+        exit_code::INTERNAL
+    })
+}
+
+fn run_phases(arguments: &RunArguments, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
+    let loaded = crate::load::load_file(&arguments.file).map_err(|error| {
+        eprint!("{error}");
+        load_error_code(&error)
+    })?;
+    advance(lifecycle, LifecycleEvent::Loaded)?;
+    let machine = crate::compile::compile(&loaded)
+        .map(Arc::new)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    let inputs = bind_inputs(&machine, &arguments.inputs)?;
+    let source = event_source(arguments.events.as_deref())?;
+    advance(lifecycle, LifecycleEvent::Validated)?;
     let format = match arguments.log_format {
         LogFormatArgument::Human => LogFormat::Human,
         LogFormatArgument::Json => LogFormat::Json,
@@ -116,30 +98,65 @@ pub fn run(arguments: RunArguments) -> u8 {
     } else {
         TimeMode::Real
     };
-    match drive(&mut interpreter, source, time_mode, &mut observer) {
-        Ok(report) => match report.outcome {
-            Some(outcome) => {
-                let _ = lifecycle.advance(LifecycleEvent::Finished);
-                let state = &machine.state(outcome.final_state).id;
-                println!(
-                    "{}",
-                    serde_json::json!({"finished": {"state": &**state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()}})
-                );
-                outcome.exit_code
-            }
-            None => {
-                let _ = lifecycle.advance(LifecycleEvent::Abort);
-                eprintln!(
-                    "run stopped unfinished in {}: no events left and no timer pending",
-                    report.active_states.join(", ")
-                );
-                exit_code::UNFINISHED
-            }
-        },
-        Err(error) => {
-            let _ = lifecycle.advance(LifecycleEvent::Failed);
-            eprintln!("error: {error}");
-            exit_code::INVALID
+    let report = drive(&mut interpreter, source, time_mode, &mut observer).map_err(|error| {
+        eprintln!("error: {error}");
+        exit_code::INVALID
+    })?;
+    match report.outcome {
+        Some(outcome) => {
+            advance(lifecycle, LifecycleEvent::Finished)?;
+            let state = &machine.state(outcome.final_state).id;
+            let finished = serde_json::json!({"finished": {"state": &**state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()}});
+            println!("{finished}");
+            Ok(outcome.exit_code)
         }
+        None => {
+            advance(lifecycle, LifecycleEvent::Abort)?;
+            eprintln!(
+                "run stopped unfinished in {}: no events left and no timer pending",
+                report.active_states.join(", ")
+            );
+            Ok(exit_code::UNFINISHED)
+        }
+    }
+}
+
+/// Checks every `--input`, reporting all problems at once.
+fn bind_inputs(
+    machine: &crate::compile::machine::Machine,
+    texts: &[String],
+) -> Result<Vec<crate::value::Value>, u8> {
+    let mut supplied = Vec::new();
+    let mut problems = Vec::new();
+    for text in texts {
+        match split_assignment(text) {
+            Ok(pair) => supplied.push(pair),
+            Err(error) => problems.push(error),
+        }
+    }
+    match machine.bind_inputs(&supplied) {
+        Ok(inputs) if problems.is_empty() => return Ok(inputs),
+        Ok(_) => {}
+        Err(errors) => problems.extend(errors),
+    }
+    for problem in &problems {
+        eprintln!("error: {problem}");
+    }
+    Err(exit_code::INVALID)
+}
+
+fn event_source(events: Option<&str>) -> Result<EventSource, u8> {
+    match events {
+        None => Ok(EventSource::None),
+        Some("-") => Ok(EventSource::Stdin),
+        Some(path) => std::fs::read_to_string(path)
+            .map(EventSource::Lines)
+            .map_err(|error| {
+                eprintln!("error: cannot read events file {path}: {error}");
+                match error.kind() {
+                    std::io::ErrorKind::NotFound => exit_code::NO_INPUT_FILE,
+                    _ => exit_code::IO,
+                }
+            }),
     }
 }
