@@ -227,8 +227,10 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("bench") | None => bench(),
         Some("mem") => mem(),
+        // One untimed pass, for profilers such as `valgrind --tool=callgrind`.
+        Some("profile") => println!("{}", Workload::define().0.pass(false).0),
         Some(other) => {
-            eprintln!("usage: workload-bench [bench|mem] (not {other})");
+            eprintln!("usage: workload-bench [bench|mem|profile] (not {other})");
             std::process::exit(64);
         }
     }
