@@ -33,6 +33,7 @@ pub mod cli;
 pub mod clock;
 pub mod compile;
 pub mod diagnostic;
+pub mod effects;
 pub mod files;
 pub mod lifecycle;
 pub mod load;

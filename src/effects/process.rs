@@ -1,0 +1,295 @@
+//! Running a process in its own process group, with capped output and a timeout that kills the
+//! whole group (SIGTERM, a grace period, then SIGKILL), so no grandchild survives.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessRequest {
+    /// Program and arguments; each element is one argument, never split or interpreted.
+    pub argv: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// Variables added to (or overriding) the inherited environment.
+    pub env: Vec<(String, String)>,
+    pub stdin: Option<String>,
+    pub timeout: Option<Duration>,
+    /// Bytes kept of stdout and of stderr each; the rest is read and dropped.
+    pub output_limit: usize,
+    /// Time between SIGTERM and SIGKILL on timeout.
+    pub kill_grace: Duration,
+}
+
+impl ProcessRequest {
+    pub fn new(argv: Vec<String>) -> ProcessRequest {
+        ProcessRequest {
+            argv,
+            cwd: None,
+            env: Vec::new(),
+            stdin: None,
+            timeout: None,
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// Bytes of stdout and of stderr kept by default.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
+/// Time between SIGTERM and SIGKILL by default.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+/// After the main process exits, how long leftover members of its group may keep the output
+/// pipes open before they are killed.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// How a process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessOutcome {
+    /// The exit code, or None when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Whether stdout or stderr was cut at the limit.
+    pub truncated: bool,
+    pub duration: Duration,
+    pub timed_out: bool,
+}
+
+/// Why a process could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("nothing to run: the argument list is empty")]
+    EmptyArgv,
+    #[error("cannot start `{program}`: {error}")]
+    Spawn {
+        program: String,
+        error: std::io::Error,
+    },
+    #[error("lost track of `{program}`: {error}")]
+    Wait {
+        program: String,
+        error: std::io::Error,
+    },
+}
+
+/// Kills the whole group if the run is abandoned (its future dropped, e.g. the state exited).
+struct GroupGuard {
+    group: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn signal(&self, signal: Signal) {
+        if let Some(group) = self.group {
+            // The group may already be gone; that is the outcome we want.
+            let _ = killpg(group, signal);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+/// Runs the process to completion or timeout.
+pub async fn run_process(request: &ProcessRequest) -> Result<ProcessOutcome, ProcessError> {
+    let program = request.argv.first().ok_or(ProcessError::EmptyArgv)?.clone();
+    let mut command = Command::new(&program);
+    command
+        .args(&request.argv[1..])
+        .envs(request.env.iter().map(|(key, value)| (key, value)))
+        .stdin(if request.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = &request.cwd {
+        command.current_dir(cwd);
+    }
+    let started = Instant::now();
+    let mut child = command.spawn().map_err(|error| ProcessError::Spawn {
+        program: program.clone(),
+        error,
+    })?;
+    let mut guard = GroupGuard {
+        group: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    };
+    if let (Some(input), Some(mut stdin)) = (&request.stdin, child.stdin.take()) {
+        let input = input.clone().into_bytes();
+        tokio::spawn(async move {
+            // A process that exits without reading its input is not an error.
+            let _ = stdin.write_all(&input).await;
+        });
+    }
+    let stdout = tokio::spawn(read_capped(child.stdout.take(), request.output_limit));
+    let stderr = tokio::spawn(read_capped(child.stderr.take(), request.output_limit));
+    let (status, timed_out) = wait_or_kill(&mut child, &guard, request, &program).await?;
+    // Leftover members of the group may hold the pipes open: give them a moment, then kill them.
+    let output = tokio::time::timeout(LINGER, async { (stdout.await, stderr.await) }).await;
+    guard.signal(Signal::SIGKILL);
+    guard.group = None;
+    let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = match output {
+        Ok((Ok(stdout), Ok(stderr))) => (stdout, stderr),
+        _ => ((String::new(), true), (String::new(), true)),
+    };
+    use std::os::unix::process::ExitStatusExt;
+    Ok(ProcessOutcome {
+        exit_code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        truncated: stdout_truncated || stderr_truncated,
+        duration: started.elapsed(),
+        timed_out,
+    })
+}
+
+/// Waits for the process; on timeout, SIGTERM to the group, the grace period, then SIGKILL.
+async fn wait_or_kill(
+    child: &mut Child,
+    guard: &GroupGuard,
+    request: &ProcessRequest,
+    program: &str,
+) -> Result<(std::process::ExitStatus, bool), ProcessError> {
+    let wait_error = |error| ProcessError::Wait {
+        program: program.to_string(),
+        error,
+    };
+    let Some(timeout) = request.timeout else {
+        return Ok((child.wait().await.map_err(wait_error)?, false));
+    };
+    match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => Ok((status.map_err(wait_error)?, false)),
+        Err(_) => {
+            guard.signal(Signal::SIGTERM);
+            let status = match tokio::time::timeout(request.kill_grace, child.wait()).await {
+                Ok(status) => status.map_err(wait_error)?,
+                Err(_) => {
+                    guard.signal(Signal::SIGKILL);
+                    child.wait().await.map_err(wait_error)?
+                }
+            };
+            Ok((status, true))
+        }
+    }
+}
+
+/// Reads a pipe to its end, keeping at most `limit` bytes; returns the text and whether it was cut.
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, limit: usize) -> (String, bool) {
+    let Some(mut pipe) = pipe else {
+        return (String::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let mut truncated = false;
+    loop {
+        match pipe.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => {
+                let room = limit.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..read.min(room)]);
+                truncated |= read > room;
+            }
+        }
+    }
+    (String::from_utf8_lossy(&kept).into_owned(), truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|word| word.to_string()).collect()
+    }
+
+    #[test]
+    fn captures_output_exit_code_stdin_cwd_and_env() {
+        let mut request =
+            ProcessRequest::new(argv(&["sh", "-c", "cat; pwd; echo $GREETING >&2; exit 3"]));
+        request.stdin = Some("from stdin\n".into());
+        request.cwd = Some(PathBuf::from("/tmp"));
+        request.env = vec![("GREETING".into(), "hello".into())];
+        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        assert_eq!(outcome.exit_code, Some(3));
+        assert_eq!(outcome.stdout, "from stdin\n/tmp\n");
+        assert_eq!(outcome.stderr, "hello\n");
+        assert!(!outcome.truncated && !outcome.timed_out);
+    }
+
+    #[test]
+    fn arguments_are_never_interpreted_by_a_shell() {
+        let request = ProcessRequest::new(argv(&["echo", "; rm -rf /tmp/x", "$(id)", "a\nb"]));
+        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        assert_eq!(outcome.stdout, "; rm -rf /tmp/x $(id) a\nb\n");
+    }
+
+    #[test]
+    fn output_is_capped_with_a_flag() {
+        let mut request = ProcessRequest::new(argv(&["sh", "-c", "yes x | head -c 100000"]));
+        request.output_limit = 1000;
+        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        assert_eq!(outcome.stdout.len(), 1000);
+        assert!(outcome.truncated);
+        assert_eq!(outcome.exit_code, Some(0));
+    }
+
+    #[test]
+    fn a_timeout_kills_the_whole_group() {
+        let marker =
+            std::env::temp_dir().join(format!("protocol-run-grandchild-{}", std::process::id()));
+        let script = format!("(sleep 30; touch {}) & sleep 30", marker.display());
+        let mut request = ProcessRequest::new(argv(&["sh", "-c", &script]));
+        request.timeout = Some(Duration::from_millis(200));
+        request.kill_grace = Duration::from_millis(100);
+        let started = std::time::Instant::now();
+        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        assert!(outcome.timed_out);
+        assert_eq!(outcome.exit_code, None);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // No member of the group is left: `pgrep -g` finds none with that group id.
+        let leftovers = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ps -eo args | grep -c '[t]ouch {}'",
+                marker.display()
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&leftovers.stdout).trim(), "0");
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error() {
+        let request = ProcessRequest::new(argv(&["definitely-not-a-program-xyz"]));
+        let error = runtime().block_on(run_process(&request)).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("cannot start `definitely-not-a-program-xyz`")
+        );
+    }
+}
