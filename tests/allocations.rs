@@ -48,6 +48,9 @@ impl Host for CountingHost {
     fn log(&mut self, _record: LogRecord) {}
     fn send(&mut self, _request: SendRequest) {}
     fn cancel(&mut self, _send_id: &str) {}
+    fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
+        panic!("the workload starts no effects, but started {}", request.id);
+    }
     fn state_entered(&mut self, state: protocol_run::compile::machine::StateId) {
         self.entries[state.index()] += 1;
     }

@@ -3,6 +3,7 @@
 pub mod assign;
 pub mod cancel;
 pub mod conditional;
+pub mod exec;
 pub mod log;
 pub mod raise;
 pub mod send;
@@ -27,6 +28,7 @@ pub enum Action {
     Send(send::Send),
     Cancel(cancel::Cancel),
     If(conditional::Conditional),
+    Exec(exec::Exec),
 }
 
 /// What the engine asks of the world outside the pure algorithm: output, timers, observers.
@@ -37,6 +39,8 @@ pub trait Host {
     fn send(&mut self, request: SendRequest);
     /// Withdraw a delayed send that has not been delivered.
     fn cancel(&mut self, send_id: &str);
+    /// Start an effect (a process, ...); its outcome must come back later as an external event.
+    fn start_effect(&mut self, request: crate::effects::EffectRequest);
     /// Observers, called in the order the algorithm does things.
     fn state_entered(&mut self, _state: StateId) {}
     fn state_exited(&mut self, _state: StateId) {}
@@ -79,6 +83,7 @@ impl Action {
             Action::Send(send) => send.execute(execution),
             Action::Cancel(cancel) => cancel.execute(execution),
             Action::If(conditional) => conditional.execute(execution),
+            Action::Exec(exec) => exec.execute(execution),
         }
     }
 }

@@ -35,6 +35,9 @@ impl Host for EntryCounter {
     fn log(&mut self, _record: LogRecord) {}
     fn send(&mut self, _request: SendRequest) {}
     fn cancel(&mut self, _send_id: &str) {}
+    fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
+        panic!("the workload starts no effects, but started {}", request.id);
+    }
     fn state_entered(&mut self, state: StateId) {
         self.entries[state.index()] += 1;
     }

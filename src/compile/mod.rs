@@ -110,6 +110,9 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
         done_events,
         error_execution,
         source_path: loaded.source.path.clone(),
+        base_directory: std::path::Path::new(&loaded.source.path)
+            .parent()
+            .map(|parent| if parent.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { parent.to_path_buf() }),
     })
 }
 
@@ -309,6 +312,9 @@ impl Compiler<'_> {
                     actions::cancel::Cancel::compile(cancel, self, &action_pointer)
                         .map(Action::Cancel)
                 }
+                model::Action::Exec(exec) => {
+                    actions::exec::Exec::compile(exec, self, &action_pointer).map(Action::Exec)
+                }
                 model::Action::If(conditional) => {
                     actions::conditional::Conditional::compile(conditional, self, &action_pointer)
                         .map(Action::If)
@@ -320,6 +326,19 @@ impl Compiler<'_> {
             }
         }
         ok.then_some(compiled)
+    }
+
+    /// An action id names events (`done.exec.<id>`) and mocks: one word, unique in the file.
+    pub fn check_action_id(&mut self, id: &str, pointer: &str) {
+        let valid = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            self.value_error(
+                pointer,
+                format!("`{id}` is not a valid action id"),
+                Some("use letters, digits, `_` and `-`, starting with a letter".into()),
+            );
+        }
     }
 
     /// Context, input and reserved names must not collide.

@@ -7,7 +7,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
-/// `raise`, `send`, `cancel` or `if`.
+/// `raise`, `send`, `cancel`, `if` or `exec`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Action {
@@ -17,10 +17,11 @@ pub enum Action {
     Send(SendAction),
     Cancel(CancelAction),
     If(IfAction),
+    Exec(ExecAction),
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 6] = ["log", "assign", "raise", "send", "cancel", "if"];
+pub const ACTION_KINDS: [&str; 7] = ["log", "assign", "raise", "send", "cancel", "if", "exec"];
 
 /// Writes a log line: a `tracing` event with tags and structured fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -113,6 +114,46 @@ pub struct IfAction {
     pub otherwise: Vec<Action>,
 }
 
+/// Runs a process. Its outcome comes back as an event: `done.exec.<id>` (exit code 0),
+/// `error.exec.<id>` (another exit code, or it could not start) or `error.exec.timeout.<id>`.
+/// The event data has `id`, `exit_code`, `stdout`, `stderr`, `truncated`, `duration_ms`,
+/// `timed_out` and, for failures, `message`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecAction {
+    /// The program and its arguments, each a template and each passed as one argument (no shell).
+    /// With `shell: true`, a single command string run by `sh -c`.
+    pub exec: ExecCommand,
+    /// The action's id: names its outcome events and lets `--mock ID=OUTCOME` replace it.
+    pub id: String,
+    /// Run the string through `sh -c`. Only when written explicitly.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shell: bool,
+    /// Working directory (a template); the protocol file's directory when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment variables to set (values are templates).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub env: IndexMap<String, String>,
+    /// Text written to the process's standard input (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    /// Kill the process group after this long: a literal such as `30s`, or an expression giving
+    /// milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+/// The command of an `exec` action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ExecCommand {
+    /// Program and arguments; each element is exactly one argument.
+    Arguments(Vec<String>),
+    /// A shell command line, allowed only with `shell: true`.
+    Line(String),
+}
+
 /// One `elif` branch of an `if` action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -147,6 +188,7 @@ impl<'de> Deserialize<'de> for Action {
             "raise" => Action::Raise(serde_json::from_value(value).map_err(convert)?),
             "send" => Action::Send(serde_json::from_value(value).map_err(convert)?),
             "cancel" => Action::Cancel(serde_json::from_value(value).map_err(convert)?),
+            "exec" => Action::Exec(serde_json::from_value(value).map_err(convert)?),
             _ => Action::If(serde_json::from_value(value).map_err(convert)?),
         })
     }
@@ -160,7 +202,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel` or `if`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if` or `exec`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -168,6 +210,7 @@ impl JsonSchema for Action {
                 generator.subschema_for::<SendAction>(),
                 generator.subschema_for::<CancelAction>(),
                 generator.subschema_for::<IfAction>(),
+                generator.subschema_for::<ExecAction>(),
             ]
         })
     }

@@ -12,6 +12,7 @@ use super::algorithm::{Outcome, RunError};
 use super::event::{Event, Origin};
 use crate::actions::{Host, LogRecord, SendRequest};
 use crate::clock;
+use crate::effects::{EffectRequest, run_effect};
 use crate::compile::machine::Machine;
 use crate::value::Value;
 
@@ -89,6 +90,11 @@ struct DriverHost<'a> {
     started_at: Instant,
     started_unix_milliseconds: u64,
     observer: &'a mut dyn Observer,
+    machine: Arc<Machine>,
+    /// Where running effects report their outcome events.
+    completions: mpsc::UnboundedSender<Event>,
+    /// Effects started whose outcome has not arrived yet.
+    running_effects: usize,
 }
 
 impl DriverHost<'_> {
@@ -137,6 +143,17 @@ impl Host for DriverHost<'_> {
         self.timers
             .retain(|_, (id, _)| id.as_deref() != Some(send_id));
     }
+
+    fn start_effect(&mut self, request: EffectRequest) {
+        self.running_effects += 1;
+        let completions = self.completions.clone();
+        let machine = self.machine.clone();
+        tokio::spawn(async move {
+            let outcome = run_effect(&request).await;
+            // The run may have ended meanwhile; then nobody waits for this outcome.
+            let _ = completions.send(outcome.into_event(&machine, &request.events));
+        });
+    }
 }
 
 /// Parses one JSON line `{"event": "name", "data": {...}}`.
@@ -173,6 +190,7 @@ pub fn drive(
 ) -> Result<RunReport, RunError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .enable_io()
         .start_paused(time_mode == TimeMode::Virtual)
         .build()
         .expect("a current-thread tokio runtime with timers always builds");
@@ -185,6 +203,7 @@ async fn drive_async(
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
     let machine = interpreter.machine().clone();
+    let (completions, mut completed) = mpsc::unbounded_channel();
     let mut host = DriverHost {
         external_queue: VecDeque::new(),
         timers: BTreeMap::new(),
@@ -192,6 +211,9 @@ async fn drive_async(
         started_at: Instant::now(),
         started_unix_milliseconds: clock::unix_milliseconds_now(),
         observer,
+        machine: machine.clone(),
+        completions,
+        running_effects: 0,
     };
     let mut stdin_lines = None;
     match source {
@@ -204,6 +226,7 @@ async fn drive_async(
         EventSource::Stdin => stdin_lines = Some(spawn_stdin_reader()),
     }
     let mut line_number = 0;
+    let mut input_closed = false;
     interpreter.start(&mut host)?;
     while interpreter.is_running() {
         if let Some(event) = host.external_queue.pop_front() {
@@ -211,31 +234,41 @@ async fn drive_async(
             continue;
         }
         let deadline = host.next_deadline();
-        match (deadline, stdin_lines.as_mut()) {
-            (None, None) => break,
-            (Some(deadline), None) => {
-                tokio::time::sleep_until(deadline).await;
-                host.fire_due_timer();
+        let effects_pending = host.running_effects > 0;
+        if deadline.is_none() && stdin_lines.is_none() && !effects_pending {
+            break;
+        }
+        let sleep = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
             }
-            (deadline, Some(lines)) => {
-                let sleep = async {
-                    match deadline {
-                        Some(deadline) => tokio::time::sleep_until(deadline).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    biased;
-                    line = lines.recv() => match line {
-                        Some(line) => {
-                            line_number += 1;
-                            accept_line(&machine, &mut host, line_number, &line);
-                        }
-                        None => stdin_lines = None,
-                    },
-                    () = sleep => host.fire_due_timer(),
+        };
+        let reading = stdin_lines.is_some();
+        let next_line = async {
+            match stdin_lines.as_mut() {
+                Some(lines) => lines.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            Some(event) = completed.recv(), if effects_pending => {
+                host.running_effects -= 1;
+                host.external_queue.push_back(event);
+            }
+            line = next_line, if reading => match line {
+                Some(line) => {
+                    line_number += 1;
+                    accept_line(&machine, &mut host, line_number, &line);
                 }
-            }
+                None => input_closed = true,
+            },
+            () = sleep, if deadline.is_some() => host.fire_due_timer(),
+        }
+        if input_closed {
+            stdin_lines = None;
+            input_closed = false;
         }
     }
     Ok(RunReport {

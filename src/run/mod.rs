@@ -130,6 +130,7 @@ pub enum Record {
         id: Option<String>,
     },
     Cancel(String),
+    Effect { id: String },
 }
 
 /// A host that keeps every request in order instead of acting on it. Sends without delay are
@@ -141,6 +142,8 @@ pub struct RecordingHost {
     pub external_queue: std::collections::VecDeque<Event>,
     /// Delayed sends not cancelled yet: (delay in ms, id, event).
     pub delayed: Vec<(u64, Option<String>, Event)>,
+    /// Effects started and not yet reported back; the caller decides their outcomes.
+    pub effects: Vec<crate::effects::EffectRequest>,
     machine: Option<Arc<Machine>>,
 }
 
@@ -186,6 +189,13 @@ impl Host for RecordingHost {
         self.records.push(Record::Cancel(send_id.to_string()));
         self.delayed
             .retain(|(_, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn start_effect(&mut self, request: crate::effects::EffectRequest) {
+        self.records.push(Record::Effect {
+            id: request.id.to_string(),
+        });
+        self.effects.push(request);
     }
 
     fn state_entered(&mut self, state: StateId) {

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use protocol_run::actions::{Host, LogRecord, SendRequest};
+use protocol_run::effects::EffectRequest;
 use protocol_run::compile::machine::{Machine, StateId, TransitionId};
 use protocol_run::run::Interpreter;
 use protocol_run::run::event::{Event, Origin};
@@ -54,6 +55,8 @@ pub struct TestHost {
     pub timers: Vec<(u64, u64, Option<String>, Event)>,
     pub now: u64,
     sequence: u64,
+    /// Effects started; a test completes them with `Run::complete_effect`.
+    pub effects: Vec<EffectRequest>,
 }
 
 impl Host for TestHost {
@@ -82,6 +85,10 @@ impl Host for TestHost {
     fn cancel(&mut self, send_id: &str) {
         self.timers
             .retain(|(_, _, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn start_effect(&mut self, request: EffectRequest) {
+        self.effects.push(request);
     }
 
     fn state_entered(&mut self, state: StateId) {
