@@ -13,8 +13,9 @@ use crate::diagnostic::render_all;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
+use crate::effects::mock::Mocks;
 use crate::run::algorithm::Limits;
-use crate::run::driver::{EventSource, TimeMode, TracingObserver, drive};
+use crate::run::driver::{DriveOptions, EventSource, TimeMode, TracingObserver, drive};
 
 #[derive(Debug, Args)]
 pub struct RunArguments {
@@ -32,6 +33,10 @@ pub struct RunArguments {
     /// Let delays and timers elapse instantly, in order (deterministic runs and tests).
     #[arg(long)]
     virtual_time: bool,
+    /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
+    /// `ID=ok:STDOUT`, or a sequence such as `ID=timeout,timeout,ok:done`.
+    #[arg(long = "mock", value_name = "ID=OUTCOME")]
+    mocks: Vec<String>,
     /// Microsteps one macrostep may take before the run is stopped as a loop.
     #[arg(long, default_value_t = Limits::default().max_microsteps)]
     max_microsteps: usize,
@@ -76,6 +81,7 @@ fn run_phases(arguments: &RunArguments, lifecycle: &mut RunLifecycle) -> Result<
         })?;
     let inputs = bind_inputs(&machine, &arguments.inputs)?;
     let source = event_source(arguments.events.as_deref())?;
+    let mocks = parse_mocks(&machine, &arguments.mocks)?;
     advance(lifecycle, LifecycleEvent::Validated)?;
     let format = match arguments.log_format {
         LogFormatArgument::Human => LogFormat::Human,
@@ -98,7 +104,8 @@ fn run_phases(arguments: &RunArguments, lifecycle: &mut RunLifecycle) -> Result<
     } else {
         TimeMode::Real
     };
-    let report = drive(&mut interpreter, source, time_mode, &mut observer).map_err(|error| {
+    let options = DriveOptions { time_mode, mocks };
+    let report = drive(&mut interpreter, source, options, &mut observer).map_err(|error| {
         eprintln!("error: {error}");
         exit_code::INVALID
     })?;
@@ -159,4 +166,23 @@ fn event_source(events: Option<&str>) -> Result<EventSource, u8> {
                 }
             }),
     }
+}
+
+/// Parses `--mock` arguments; each must name an action id of the protocol.
+fn parse_mocks(machine: &crate::compile::machine::Machine, texts: &[String]) -> Result<Mocks, u8> {
+    let mocks = Mocks::parse(texts).map_err(|error| {
+        eprintln!("error: {error}");
+        exit_code::USAGE
+    })?;
+    let mut unknown = false;
+    for id in mocks.ids() {
+        if !machine.action_ids.iter().any(|known| known == id) {
+            let hint = crate::diagnostic::did_you_mean(id, machine.action_ids.iter().map(String::as_str))
+                .map(|hint| format!("; {hint}"))
+                .unwrap_or_else(|| format!("; its action ids are: {}", machine.action_ids.join(", ")));
+            eprintln!("error: --mock names `{id}`, which is not an action id of this protocol{hint}");
+            unknown = true;
+        }
+    }
+    if unknown { Err(exit_code::USAGE) } else { Ok(mocks) }
 }

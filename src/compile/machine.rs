@@ -209,6 +209,8 @@ pub struct Machine {
     pub error_execution: EventType,
     /// Where the machine came from, for messages.
     pub source_path: String,
+    /// Ids of effectful actions (for `--mock`), in document order, each once.
+    pub action_ids: Vec<String>,
     /// The protocol file's directory: relative paths in effects are resolved from it.
     pub base_directory: Option<std::path::PathBuf>,
 }

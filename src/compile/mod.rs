@@ -37,6 +37,7 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
         diagnostics: Vec::new(),
         event_names: Vec::new(),
         event_types: HashMap::new(),
+        action_ids: Vec::new(),
     };
     let mut outline = Outline::default();
     outline.collect(&mut compiler, protocol);
@@ -110,6 +111,7 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
         done_events,
         error_execution,
         source_path: loaded.source.path.clone(),
+        action_ids: compiler.action_ids,
         base_directory: std::path::Path::new(&loaded.source.path)
             .parent()
             .map(|parent| if parent.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { parent.to_path_buf() }),
@@ -167,6 +169,7 @@ pub struct Compiler<'a> {
     diagnostics: Vec<Diagnostic>,
     event_names: Vec<Arc<str>>,
     event_types: HashMap<Arc<str>, EventType>,
+    action_ids: Vec<String>,
 }
 
 impl Compiler<'_> {
@@ -330,6 +333,9 @@ impl Compiler<'_> {
 
     /// An action id names events (`done.exec.<id>`) and mocks: one word, unique in the file.
     pub fn check_action_id(&mut self, id: &str, pointer: &str) {
+        if !self.action_ids.iter().any(|known| known == id) {
+            self.action_ids.push(id.to_string());
+        }
         let valid = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid {

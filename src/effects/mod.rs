@@ -1,6 +1,7 @@
 //! Effects: the I/O behind effectful actions (processes, files), run by the driver on tokio, each
 //! reporting its outcome back to the machine as an event.
 
+pub mod mock;
 pub mod process;
 
 use std::sync::Arc;

@@ -12,6 +12,7 @@ use super::algorithm::{Outcome, RunError};
 use super::event::{Event, Origin};
 use crate::actions::{Host, LogRecord, SendRequest};
 use crate::clock;
+use crate::effects::mock::Mocks;
 use crate::effects::{EffectRequest, run_effect};
 use crate::compile::machine::Machine;
 use crate::value::Value;
@@ -33,6 +34,13 @@ pub enum TimeMode {
     Real,
     /// Delays elapse instantly, in order, on tokio's paused clock.
     Virtual,
+}
+
+/// How the driver runs: its clock and any scripted effect outcomes.
+#[derive(Debug, Clone, Default)]
+pub struct DriveOptions {
+    pub time_mode: TimeMode,
+    pub mocks: Mocks,
 }
 
 /// How a driven run ended.
@@ -95,6 +103,7 @@ struct DriverHost<'a> {
     completions: mpsc::UnboundedSender<Event>,
     /// Effects started whose outcome has not arrived yet.
     running_effects: usize,
+    mocks: Mocks,
 }
 
 impl DriverHost<'_> {
@@ -148,8 +157,16 @@ impl Host for DriverHost<'_> {
         self.running_effects += 1;
         let completions = self.completions.clone();
         let machine = self.machine.clone();
+        let mocked = self.mocks.next(&request.id);
         tokio::spawn(async move {
-            let outcome = run_effect(&request).await;
+            let outcome = match mocked {
+                Some(mock) => {
+                    let (outcome, after) = mock.outcome(&request);
+                    tokio::time::sleep(after).await;
+                    outcome
+                }
+                None => run_effect(&request).await,
+            };
             // The run may have ended meanwhile; then nobody waits for this outcome.
             let _ = completions.send(outcome.into_event(&machine, &request.events));
         });
@@ -185,21 +202,22 @@ pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> 
 pub fn drive(
     interpreter: &mut Interpreter,
     source: EventSource,
-    time_mode: TimeMode,
+    options: DriveOptions,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
-        .start_paused(time_mode == TimeMode::Virtual)
+        .start_paused(options.time_mode == TimeMode::Virtual)
         .build()
         .expect("a current-thread tokio runtime with timers always builds");
-    runtime.block_on(drive_async(interpreter, source, observer))
+    runtime.block_on(drive_async(interpreter, source, options.mocks, observer))
 }
 
 async fn drive_async(
     interpreter: &mut Interpreter,
     source: EventSource,
+    mocks: Mocks,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
     let machine = interpreter.machine().clone();
@@ -214,6 +232,7 @@ async fn drive_async(
         machine: machine.clone(),
         completions,
         running_effects: 0,
+        mocks,
     };
     let mut stdin_lines = None;
     match source {

@@ -1,0 +1,164 @@
+//! `--mock ID=OUTCOME`: replaces an effectful action's outcome, one entry of a sequence per call.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use super::process::ProcessOutcome;
+use super::{EffectKind, EffectOutcome, EffectRequest};
+
+/// One scripted outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MockOutcome {
+    /// Times out after the action's timeout.
+    Timeout,
+    /// Fails to run at all, with this message.
+    Error(String),
+    /// Exits with this code (0 is success).
+    Exit(i32),
+    /// Succeeds with this standard output.
+    Ok(String),
+}
+
+/// A problem in a `--mock` argument.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--mock {text}: {message}")]
+pub struct MockError {
+    pub text: String,
+    pub message: String,
+}
+
+impl MockOutcome {
+    fn parse(text: &str) -> Result<MockOutcome, String> {
+        let (kind, rest) = text.split_once(':').unwrap_or((text, ""));
+        match kind {
+            "timeout" if rest.is_empty() => Ok(MockOutcome::Timeout),
+            "error" => Ok(MockOutcome::Error(rest.to_string())),
+            "ok" => Ok(MockOutcome::Ok(rest.to_string())),
+            "exit" => rest
+                .parse()
+                .map(MockOutcome::Exit)
+                .map_err(|_| format!("`{text}`: exit takes a number, e.g. exit:2")),
+            _ => Err(format!(
+                "`{text}` is not an outcome; use timeout, error:MESSAGE, exit:N or ok:STDOUT"
+            )),
+        }
+    }
+
+    /// The outcome as the effect would have reported it, and how long it takes to arrive.
+    pub fn outcome(&self, request: &EffectRequest) -> (EffectOutcome, Duration) {
+        let timeout = match &request.kind {
+            EffectKind::Process(process) => process.timeout.unwrap_or_default(),
+        };
+        let process = |exit_code: Option<i32>, stdout: &str, timed_out: bool, duration: Duration| ProcessOutcome {
+            exit_code,
+            signal: None,
+            stdout: stdout.to_string(),
+            stderr: String::new(),
+            truncated: false,
+            duration,
+            timed_out,
+        };
+        match self {
+            MockOutcome::Timeout => (
+                EffectOutcome::from_process(&request.id, &process(None, "", true, timeout)),
+                timeout,
+            ),
+            MockOutcome::Error(message) => (EffectOutcome::failure(&request.id, message.clone()), Duration::ZERO),
+            MockOutcome::Exit(code) => (
+                EffectOutcome::from_process(&request.id, &process(Some(*code), "", false, Duration::ZERO)),
+                Duration::ZERO,
+            ),
+            MockOutcome::Ok(stdout) => (
+                EffectOutcome::from_process(&request.id, &process(Some(0), stdout, false, Duration::ZERO)),
+                Duration::ZERO,
+            ),
+        }
+    }
+}
+
+/// Scripted outcomes by action id. Each call takes the next outcome of its sequence; the last
+/// one repeats once the sequence is used up.
+#[derive(Debug, Clone, Default)]
+pub struct Mocks {
+    sequences: HashMap<String, VecDeque<MockOutcome>>,
+}
+
+impl Mocks {
+    /// Parses `ID=OUTCOME[,OUTCOME...]` arguments.
+    pub fn parse(arguments: &[String]) -> Result<Mocks, MockError> {
+        let mut mocks = Mocks::default();
+        for text in arguments {
+            let error = |message: String| MockError {
+                text: text.clone(),
+                message,
+            };
+            let (id, outcomes) = text
+                .split_once('=')
+                .filter(|(id, _)| !id.is_empty())
+                .ok_or_else(|| error("write ID=OUTCOME, e.g. tool_call=timeout,timeout,ok".into()))?;
+            let sequence = split_outcomes(outcomes)
+                .into_iter()
+                .map(|outcome| MockOutcome::parse(&outcome))
+                .collect::<Result<VecDeque<_>, _>>()
+                .map_err(error)?;
+            mocks.sequences.insert(id.to_string(), sequence);
+        }
+        Ok(mocks)
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.sequences.keys().map(String::as_str)
+    }
+
+    /// The scripted outcome of the next call of `id`, if it is mocked.
+    pub fn next(&mut self, id: &str) -> Option<MockOutcome> {
+        let sequence = self.sequences.get_mut(id)?;
+        if sequence.len() > 1 {
+            sequence.pop_front()
+        } else {
+            sequence.front().cloned()
+        }
+    }
+}
+
+/// Splits `timeout,ok:a,b` into outcomes: a comma starts a new outcome only when what follows
+/// names an outcome kind, so `ok:` text may contain commas.
+fn split_outcomes(text: &str) -> Vec<String> {
+    let mut outcomes: Vec<String> = Vec::new();
+    for piece in text.split(',') {
+        let starts_outcome = ["timeout", "error:", "exit:", "ok:"]
+            .iter()
+            .any(|kind| piece == "timeout" || (kind.ends_with(':') && piece.starts_with(kind)));
+        match outcomes.last_mut() {
+            Some(last) if !starts_outcome => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => outcomes.push(piece.to_string()),
+        }
+    }
+    outcomes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sequences_and_repeats_the_last() {
+        let mut mocks = Mocks::parse(&["tool_call=timeout,timeout,ok:a,b".to_string(), "grep=exit:2".to_string()]).unwrap();
+        assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Timeout));
+        assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Timeout));
+        assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Ok("a,b".into())));
+        assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Ok("a,b".into())));
+        assert_eq!(mocks.next("grep"), Some(MockOutcome::Exit(2)));
+        assert_eq!(mocks.next("other"), None);
+    }
+
+    #[test]
+    fn rejects_malformed_mocks() {
+        for text in ["=ok", "noequals", "x=maybe", "x=exit:two", "x=timeout:5"] {
+            assert!(Mocks::parse(&[text.to_string()]).is_err(), "{text}");
+        }
+    }
+}
