@@ -7,8 +7,8 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use protocol_run::actions::{Host, LogRecord, SendRequest};
-use protocol_run::run::event::{Event, Origin};
 use protocol_run::run::Interpreter;
+use protocol_run::run::event::{Event, Origin};
 
 struct CountingAllocator;
 
@@ -64,7 +64,13 @@ fn the_reference_workload_allocates_nothing_per_event() {
     let names = ["call", "ok", "fail", "ack", "healthy"];
     let events: Vec<Event> = names
         .iter()
-        .map(|name| Event::of_type(&machine, machine.event_type(name).unwrap(), Origin::External))
+        .map(|name| {
+            Event::of_type(
+                &machine,
+                machine.event_type(name).unwrap(),
+                Origin::External,
+            )
+        })
         .collect();
     let mut interpreter = Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
     let mut host = CountingHost { entries: [0; 16] };
@@ -76,13 +82,20 @@ fn the_reference_workload_allocates_nothing_per_event() {
     };
     // Warm up: every transition is taken and every scratch buffer reaches its size.
     for _ in 0..10_000 {
-        interpreter.handle(&events[next_event()], &mut host).unwrap();
+        interpreter
+            .handle(&events[next_event()], &mut host)
+            .unwrap();
     }
     let before = allocations();
     for _ in 0..100_000 {
-        interpreter.handle(&events[next_event()], &mut host).unwrap();
+        interpreter
+            .handle(&events[next_event()], &mut host)
+            .unwrap();
     }
     let during = allocations() - before;
     assert_eq!(during, 0, "{during} allocations in 100,000 events");
-    assert!(host.entries.iter().sum::<u64>() > 10_000, "the workload moved");
+    assert!(
+        host.entries.iter().sum::<u64>() > 10_000,
+        "the workload moved"
+    );
 }

@@ -68,11 +68,20 @@ fn format_guide_shows_the_examples_as_they_are() {
     let guide = std::fs::read_to_string(root.join("docs/protocol-format.md")).unwrap();
     let mut checked = 0;
     for block in guide.split("<!-- example: ").skip(1) {
-        let (path, rest) = block.split_once(" -->\n```yaml\n").expect("example marker followed by a yaml block");
+        let (path, rest) = block
+            .split_once(" -->\n```yaml\n")
+            .expect("example marker followed by a yaml block");
         let shown = rest.split("```\n").next().unwrap();
         let file = std::fs::read_to_string(root.join(path)).unwrap();
-        assert_eq!(shown, file, "docs/protocol-format.md shows a stale copy of {path}");
+        assert_eq!(
+            shown, file,
+            "docs/protocol-format.md shows a stale copy of {path}"
+        );
         checked += 1;
     }
-    assert_eq!(checked, yaml_files("examples/features").len(), "every feature example appears in the guide");
+    assert_eq!(
+        checked,
+        yaml_files("examples/features").len(),
+        "every feature example appears in the guide"
+    );
 }

@@ -51,7 +51,9 @@ impl Exec {
                 arguments
                     .iter()
                     .enumerate()
-                    .map(|(index, argument)| compiler.template(argument, &format!("{pointer}/exec/{index}")))
+                    .map(|(index, argument)| {
+                        compiler.template(argument, &format!("{pointer}/exec/{index}"))
+                    })
                     .collect()
             }
             (ExecCommand::Line(line), true) => {
@@ -74,24 +76,39 @@ impl Exec {
                 return None;
             }
         };
-        let cwd = action.cwd.as_ref().map(|cwd| compiler.template(cwd, &format!("{pointer}/cwd")));
+        let cwd = action
+            .cwd
+            .as_ref()
+            .map(|cwd| compiler.template(cwd, &format!("{pointer}/cwd")));
         let env: Vec<(String, Option<Template>)> = action
             .env
             .iter()
             .map(|(name, value)| {
-                let value_pointer = format!("{pointer}/env/{}", crate::load::yaml::escape_pointer_token(name));
+                let value_pointer = format!(
+                    "{pointer}/env/{}",
+                    crate::load::yaml::escape_pointer_token(name)
+                );
                 (name.clone(), compiler.template(value, &value_pointer))
             })
             .collect();
-        let stdin = action.stdin.as_ref().map(|stdin| compiler.template(stdin, &format!("{pointer}/stdin")));
-        let timeout = action.timeout.as_ref().map(|timeout| compiler.delay(timeout, &format!("{pointer}/timeout")));
+        let stdin = action
+            .stdin
+            .as_ref()
+            .map(|stdin| compiler.template(stdin, &format!("{pointer}/stdin")));
+        let timeout = action
+            .timeout
+            .as_ref()
+            .map(|timeout| compiler.delay(timeout, &format!("{pointer}/timeout")));
         let events = outcome_events(compiler, "exec", &action.id);
         Some(Exec {
             id: Arc::from(action.id.as_str()),
             argv: argv.into_iter().collect::<Option<_>>()?,
             shell: action.shell,
             cwd: cwd.map_or(Some(None), |cwd| cwd.map(Some))?,
-            env: env.into_iter().map(|(name, value)| value.map(|value| (name, value))).collect::<Option<_>>()?,
+            env: env
+                .into_iter()
+                .map(|(name, value)| value.map(|value| (name, value)))
+                .collect::<Option<_>>()?,
             stdin: stdin.map_or(Some(None), |stdin| stdin.map(Some))?,
             timeout: timeout.map_or(Some(None), |timeout| timeout.map(Some))?,
             events,
@@ -101,7 +118,11 @@ impl Exec {
     /// Pure: the process to run, with every template rendered.
     pub fn resolve(&self, execution: &Execution) -> Result<EffectRequest, EvaluationError> {
         execution.with_scope(|scope| {
-            let rendered: Vec<String> = self.argv.iter().map(|argument| argument.render(scope)).collect::<Result<_, _>>()?;
+            let rendered: Vec<String> = self
+                .argv
+                .iter()
+                .map(|argument| argument.render(scope))
+                .collect::<Result<_, _>>()?;
             let argv = if self.shell {
                 vec!["sh".to_string(), "-c".to_string(), rendered.concat()]
             } else {
@@ -117,7 +138,11 @@ impl Exec {
                 .iter()
                 .map(|(name, value)| Ok((name.clone(), value.render(scope)?)))
                 .collect::<Result<_, EvaluationError>>()?;
-            process.stdin = self.stdin.as_ref().map(|stdin| stdin.render(scope)).transpose()?;
+            process.stdin = self
+                .stdin
+                .as_ref()
+                .map(|stdin| stdin.render(scope))
+                .transpose()?;
             process.timeout = self
                 .timeout
                 .as_ref()

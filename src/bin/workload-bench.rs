@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use protocol_run::actions::{Host, LogRecord, SendRequest};
 use protocol_run::compile::machine::{Machine, StateId};
-use protocol_run::run::event::{Event, Origin};
 use protocol_run::run::Interpreter;
+use protocol_run::run::event::{Event, Origin};
 use protocol_run::value::Value;
 
 const EVENTS: usize = 1_000_000;
@@ -16,9 +16,22 @@ const WARM_PASSES: usize = 25;
 const INSTANCES: usize = 100_000;
 const EVENT_NAMES: [&str; 5] = ["call", "ok", "fail", "ack", "healthy"];
 /// Instrumentation order of WORKLOAD.md.
-const COUNTED_STATES: [&str; 6] = ["idle", "attempting", "succeeded", "escalated", "notify", "monitor"];
+const COUNTED_STATES: [&str; 6] = [
+    "idle",
+    "attempting",
+    "succeeded",
+    "escalated",
+    "notify",
+    "monitor",
+];
 /// Leaf codes of WORKLOAD.md section 3.
-const LEAF_CODES: [(&str, u32); 5] = [("idle", 0), ("attempting", 1), ("succeeded", 2), ("notify", 4), ("monitor", 5)];
+const LEAF_CODES: [(&str, u32); 5] = [
+    ("idle", 0),
+    ("attempting", 1),
+    ("succeeded", 2),
+    ("notify", 4),
+    ("monitor", 5),
+];
 
 fn fnv1a(hash: u32, byte: u8) -> u32 {
     (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
@@ -59,13 +72,19 @@ impl Workload {
         let started = Instant::now();
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/workload.yaml");
         let loaded = protocol_run::load::load_file(&path).unwrap_or_else(|error| panic!("{error}"));
-        let machine = Arc::new(protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
-        }));
+        let machine = Arc::new(protocol_run::compile::compile(&loaded).unwrap_or_else(
+            |diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)),
+        ));
         let define_ns = started.elapsed().as_nanos();
         let events = EVENT_NAMES
             .iter()
-            .map(|name| Event::of_type(&machine, machine.event_type(name).expect("workload event"), Origin::External))
+            .map(|name| {
+                Event::of_type(
+                    &machine,
+                    machine.event_type(name).expect("workload event"),
+                    Origin::External,
+                )
+            })
             .collect();
         let mut seed: u32 = 42;
         let mut event_hash = FNV_OFFSET;
@@ -79,8 +98,17 @@ impl Workload {
             .collect();
         let state = |name: &str| machine.state_id(name).expect("workload state");
         let counted = COUNTED_STATES.map(|name| state(name).index());
-        let leaf_codes = LEAF_CODES.iter().map(|(name, code)| (state(name), *code)).collect();
-        let slot = |name: &str| machine.context.iter().position(|(variable, _)| variable == name).expect("slot");
+        let leaf_codes = LEAF_CODES
+            .iter()
+            .map(|(name, code)| (state(name), *code))
+            .collect();
+        let slot = |name: &str| {
+            machine
+                .context
+                .iter()
+                .position(|(variable, _)| variable == name)
+                .expect("slot")
+        };
         let workload = Workload {
             attempts_slot: slot("attempts"),
             failures_slot: slot("failures"),
@@ -99,7 +127,9 @@ impl Workload {
         let mut counter = EntryCounter {
             entries: vec![0; self.machine.states.len()],
         };
-        interpreter.start(&mut counter).expect("the workload starts");
+        interpreter
+            .start(&mut counter)
+            .expect("the workload starts");
         (interpreter, counter)
     }
 
@@ -125,7 +155,9 @@ impl Workload {
         let mut trace_hash = FNV_OFFSET;
         let started = Instant::now();
         for &index in &self.sequence {
-            interpreter.handle(&self.events[index as usize], &mut counter).expect("macrostep");
+            interpreter
+                .handle(&self.events[index as usize], &mut counter)
+                .expect("macrostep");
             if trace {
                 let (leaf, _) = self.leaf(&interpreter);
                 let attempts = Self::integer(interpreter.context_slot(self.attempts_slot));
@@ -133,7 +165,11 @@ impl Workload {
             }
         }
         let elapsed = started.elapsed().as_nanos();
-        let entries: Vec<String> = self.counted.iter().map(|index| counter.entries[*index].to_string()).collect();
+        let entries: Vec<String> = self
+            .counted
+            .iter()
+            .map(|index| counter.entries[*index].to_string())
+            .collect();
         let (_, final_leaf) = self.leaf(&interpreter);
         let mut line = format!(
             "v1 n={EVENTS} ev={:08x} entries={} attempts={} failures={} final={final_leaf}",

@@ -10,10 +10,10 @@ use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
+use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
-use crate::effects::mock::Mocks;
 use crate::run::algorithm::Limits;
 use crate::run::driver::{DriveOptions, EventSource, TimeMode, TracingObserver, drive};
 
@@ -37,7 +37,8 @@ pub struct RunArguments {
     /// `ID=ok:STDOUT`, or a sequence such as `ID=timeout,timeout,ok:done`.
     #[arg(long = "mock", value_name = "ID=OUTCOME")]
     mocks: Vec<String>,
-    /// Microsteps one macrostep may take before the run is stopped as a loop.
+    /// Steps one macrostep may take (microsteps, and internal events that enable nothing)
+    /// before the run is stopped as a loop.
     #[arg(long, default_value_t = Limits::default().max_microsteps)]
     max_microsteps: usize,
 }
@@ -177,12 +178,21 @@ fn parse_mocks(machine: &crate::compile::machine::Machine, texts: &[String]) -> 
     let mut unknown = false;
     for id in mocks.ids() {
         if !machine.action_ids.iter().any(|known| known == id) {
-            let hint = crate::diagnostic::did_you_mean(id, machine.action_ids.iter().map(String::as_str))
-                .map(|hint| format!("; {hint}"))
-                .unwrap_or_else(|| format!("; its action ids are: {}", machine.action_ids.join(", ")));
-            eprintln!("error: --mock names `{id}`, which is not an action id of this protocol{hint}");
+            let hint =
+                crate::diagnostic::did_you_mean(id, machine.action_ids.iter().map(String::as_str))
+                    .map(|hint| format!("; {hint}"))
+                    .unwrap_or_else(|| {
+                        format!("; its action ids are: {}", machine.action_ids.join(", "))
+                    });
+            eprintln!(
+                "error: --mock names `{id}`, which is not an action id of this protocol{hint}"
+            );
             unknown = true;
         }
     }
-    if unknown { Err(exit_code::USAGE) } else { Ok(mocks) }
+    if unknown {
+        Err(exit_code::USAGE)
+    } else {
+        Ok(mocks)
+    }
 }

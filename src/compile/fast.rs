@@ -1,7 +1,7 @@
 //! The fast path for common expressions: int, bool and string operations over context and input
 //! slots, evaluated with no allocation. Anything unusual defers to full CEL, so results agree.
 
-use cel::common::ast::{operators, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
 
 use super::expression::{NameBinding, Names, Scope};
 use crate::value::Value;
@@ -66,7 +66,9 @@ impl Fast {
                 _ => return None,
             })),
             Expr::Ident(name) => match names.binding(name)? {
-                binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => Some(Fast::Slot(binding)),
+                binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
+                    Some(Fast::Slot(binding))
+                }
                 NameBinding::Event => None,
             },
             Expr::Call(call) if call.target.is_none() => {

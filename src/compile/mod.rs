@@ -89,8 +89,13 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
         mut transitions,
         ..
     } = builder;
+    let mut timer_events = vec![false; compiler.event_names.len()];
+    for timer in states.iter().flat_map(|state| &state.timers) {
+        timer_events[timer.event_type.0 as usize] = true;
+    }
     for transition in &mut transitions {
-        transition.known_matches = known_matches(&transition.events, &compiler.event_names);
+        transition.known_matches =
+            known_matches(&transition.events, &compiler.event_names, &timer_events);
     }
     link_family(&mut states);
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
@@ -114,7 +119,13 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
         action_ids: compiler.action_ids,
         base_directory: std::path::Path::new(&loaded.source.path)
             .parent()
-            .map(|parent| if parent.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { parent.to_path_buf() }),
+            .map(|parent| {
+                if parent.as_os_str().is_empty() {
+                    std::path::PathBuf::from(".")
+                } else {
+                    parent.to_path_buf()
+                }
+            }),
     })
 }
 
@@ -147,14 +158,26 @@ fn link_family(states: &mut [StateNode]) {
     }
 }
 
-/// For each known event name, whether a descriptor matches it.
-fn known_matches(descriptors: &[EventDescriptor], event_names: &[Arc<str>]) -> Vec<u64> {
+/// For each known event name, whether a descriptor matches it. Timer events (`after.<state>.<i>`)
+/// are matched only by the transition that owns the timer, never by `*` or a prefix, so a
+/// wildcard cannot swallow a state's own (or an ancestor's) timeouts.
+fn known_matches(
+    descriptors: &[EventDescriptor],
+    event_names: &[Arc<str>],
+    timers: &[bool],
+) -> Vec<u64> {
     let mut bits = vec![0u64; event_names.len().div_ceil(64)];
     for (index, name) in event_names.iter().enumerate() {
-        if descriptors
-            .iter()
-            .any(|descriptor| descriptor.matches(name))
-        {
+        let matched = if timers.get(index).copied().unwrap_or(false) {
+            descriptors
+                .iter()
+                .any(|descriptor| matches!(descriptor, EventDescriptor::Prefix(prefix) if **prefix == **name))
+        } else {
+            descriptors
+                .iter()
+                .any(|descriptor| descriptor.matches(name))
+        };
+        if matched {
             bits[index / 64] |= 1 << (index % 64);
         }
     }
@@ -336,8 +359,13 @@ impl Compiler<'_> {
         if !self.action_ids.iter().any(|known| known == id) {
             self.action_ids.push(id.to_string());
         }
-        let valid = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let valid = id
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid {
             self.value_error(
                 pointer,

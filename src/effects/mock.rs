@@ -49,7 +49,10 @@ impl MockOutcome {
         let timeout = match &request.kind {
             EffectKind::Process(process) => process.timeout.unwrap_or_default(),
         };
-        let process = |exit_code: Option<i32>, stdout: &str, timed_out: bool, duration: Duration| ProcessOutcome {
+        let process = |exit_code: Option<i32>,
+                       stdout: &str,
+                       timed_out: bool,
+                       duration: Duration| ProcessOutcome {
             exit_code,
             signal: None,
             stdout: stdout.to_string(),
@@ -63,13 +66,22 @@ impl MockOutcome {
                 EffectOutcome::from_process(&request.id, &process(None, "", true, timeout)),
                 timeout,
             ),
-            MockOutcome::Error(message) => (EffectOutcome::failure(&request.id, message.clone()), Duration::ZERO),
+            MockOutcome::Error(message) => (
+                EffectOutcome::failure(&request.id, message.clone()),
+                Duration::ZERO,
+            ),
             MockOutcome::Exit(code) => (
-                EffectOutcome::from_process(&request.id, &process(Some(*code), "", false, Duration::ZERO)),
+                EffectOutcome::from_process(
+                    &request.id,
+                    &process(Some(*code), "", false, Duration::ZERO),
+                ),
                 Duration::ZERO,
             ),
             MockOutcome::Ok(stdout) => (
-                EffectOutcome::from_process(&request.id, &process(Some(0), stdout, false, Duration::ZERO)),
+                EffectOutcome::from_process(
+                    &request.id,
+                    &process(Some(0), stdout, false, Duration::ZERO),
+                ),
                 Duration::ZERO,
             ),
         }
@@ -95,7 +107,9 @@ impl Mocks {
             let (id, outcomes) = text
                 .split_once('=')
                 .filter(|(id, _)| !id.is_empty())
-                .ok_or_else(|| error("write ID=OUTCOME, e.g. tool_call=timeout,timeout,ok".into()))?;
+                .ok_or_else(|| {
+                    error("write ID=OUTCOME, e.g. tool_call=timeout,timeout,ok".into())
+                })?;
             let sequence = split_outcomes(outcomes)
                 .into_iter()
                 .map(|outcome| MockOutcome::parse(&outcome))
@@ -146,7 +160,11 @@ mod tests {
 
     #[test]
     fn parses_sequences_and_repeats_the_last() {
-        let mut mocks = Mocks::parse(&["tool_call=timeout,timeout,ok:a,b".to_string(), "grep=exit:2".to_string()]).unwrap();
+        let mut mocks = Mocks::parse(&[
+            "tool_call=timeout,timeout,ok:a,b".to_string(),
+            "grep=exit:2".to_string(),
+        ])
+        .unwrap();
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Timeout));
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Timeout));
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Ok("a,b".into())));

@@ -51,11 +51,19 @@ impl EffectOutcome {
     pub fn from_process(id: &str, outcome: &process::ProcessOutcome) -> EffectOutcome {
         let mut data = IndexMap::new();
         data.insert(Arc::from("id"), Value::string(id));
-        data.insert(Arc::from("exit_code"), outcome.exit_code.map_or(Value::Null, |code| Value::Int(code.into())));
+        data.insert(
+            Arc::from("exit_code"),
+            outcome
+                .exit_code
+                .map_or(Value::Null, |code| Value::Int(code.into())),
+        );
         data.insert(Arc::from("stdout"), Value::string(outcome.stdout.as_str()));
         data.insert(Arc::from("stderr"), Value::string(outcome.stderr.as_str()));
         data.insert(Arc::from("truncated"), Value::Bool(outcome.truncated));
-        data.insert(Arc::from("duration_ms"), Value::Int(outcome.duration.as_millis() as i64));
+        data.insert(
+            Arc::from("duration_ms"),
+            Value::Int(outcome.duration.as_millis() as i64),
+        );
         data.insert(Arc::from("timed_out"), Value::Bool(outcome.timed_out));
         let succeeded = !outcome.timed_out && outcome.exit_code == Some(0);
         if !succeeded {
@@ -89,8 +97,10 @@ impl EffectOutcome {
 
     /// The event that reports this outcome to the machine.
     pub fn into_event(self, machine: &Machine, events: &OutcomeEvents) -> Event {
-        let event_type = crate::actions::exec::outcome_event_type(events, self.succeeded, self.timed_out);
-        Event::of_type(machine, event_type, Origin::External).with_data(Value::Map(Arc::new(self.data)))
+        let event_type =
+            crate::actions::exec::outcome_event_type(events, self.succeeded, self.timed_out);
+        Event::of_type(machine, event_type, Origin::External)
+            .with_data(Value::Map(Arc::new(self.data)))
     }
 }
 

@@ -353,7 +353,10 @@ mod tests {
         let definitions = schema["definitions"].as_object().unwrap();
         for (name, definition) in definitions {
             assert!(definition.get("title").is_some(), "{name} has no title");
-            assert!(definition.get("description").is_some(), "{name} has no description");
+            assert!(
+                definition.get("description").is_some(),
+                "{name} has no description"
+            );
             if definition.get("type") == Some(&Value::String("object".into()))
                 && definition.get("properties").is_some()
             {

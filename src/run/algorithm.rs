@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::actions::{execute_block, Action, Execution, Host, SendRequest};
+use crate::actions::{Action, Execution, Host, SendRequest, execute_block};
 use crate::compile::expression::{EvaluationError, Scope};
 use crate::compile::machine::{Machine, StateId, StateKind, TransitionId};
 use crate::run::event::{Event, Origin};
@@ -27,6 +27,9 @@ pub struct Instance {
     /// Recorded history: history state → the states it restores.
     pub history: Vec<(StateId, StateSet)>,
     pub internal_queue: VecDeque<Event>,
+    /// The event being processed, SCXML's `_event`: bound when an event is taken from a queue
+    /// and kept until the next one, so the eventless transitions that follow still see it.
+    pub current_event: Option<Event>,
     pub running: bool,
     pub outcome: Option<Outcome>,
 }
@@ -44,14 +47,16 @@ pub struct Workspace {
     states_for_default_entry: StateSet,
     default_history_content: Vec<(StateId, TransitionId)>,
     targets: Vec<StateId>,
-    /// States entered during the current macrostep, for naming the states of a runaway loop.
-    entered_this_macrostep: StateSet,
+    /// States entered, and sources of transitions taken, lately in the current macrostep: the
+    /// states of a runaway loop, for its error message.
+    looping_states: StateSet,
 }
 
 /// Limits on one macrostep.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Microsteps one macrostep may take before the run is stopped as a livelock.
+    /// Steps (microsteps, and internal events that enable no transition) one macrostep may
+    /// take before the run is stopped as a livelock.
     pub max_microsteps: usize,
 }
 
@@ -77,10 +82,15 @@ impl Instance {
     pub fn new(machine: &Machine, inputs: Arc<[Value]>) -> Instance {
         Instance {
             configuration: StateSet::with_capacity(machine.states.len()),
-            context: machine.context.iter().map(|(_, value)| value.clone()).collect(),
+            context: machine
+                .context
+                .iter()
+                .map(|(_, value)| value.clone())
+                .collect(),
             inputs,
             history: Vec::new(),
             internal_queue: VecDeque::new(),
+            current_event: None,
             running: false,
             outcome: None,
         }
@@ -107,11 +117,12 @@ impl Algorithm<'_> {
     /// Enters the initial configuration and runs to completion (SCXML `interpret`).
     pub fn start(&mut self) -> Result<(), RunError> {
         self.instance.running = true;
-        self.workspace.entered_this_macrostep.clear();
+        self.instance.current_event = None;
+        self.workspace.looping_states.clear();
         if let Some(initial) = self.machine.state(StateId::ROOT).initial {
             self.workspace.enabled.clear();
             self.workspace.enabled.push(initial);
-            self.enter_states(None);
+            self.enter_states();
         }
         self.run_to_completion()
     }
@@ -122,34 +133,43 @@ impl Algorithm<'_> {
         if !self.instance.running {
             return Ok(());
         }
-        self.workspace.entered_this_macrostep.clear();
-        self.select_transitions(Some(event));
+        self.workspace.looping_states.clear();
+        self.instance.current_event = Some(event.clone());
+        self.select_transitions(false);
         if !self.workspace.enabled.is_empty() {
-            self.microstep(Some(event));
+            self.microstep();
         }
         self.run_to_completion()
     }
 
     /// The inner loop of `mainEventLoop`: eventless transitions first, then internal events.
+    ///
+    /// Every microstep counts towards the limit, and so does an internal event that enables
+    /// nothing: an eventless guard that keeps failing raises `error.execution` forever without
+    /// taking a transition.
     fn run_to_completion(&mut self) -> Result<(), RunError> {
-        let mut microsteps = 0;
+        let limit = self.limits.max_microsteps;
+        let mut steps = 0;
         while self.instance.running {
-            self.select_transitions(None);
-            let internal_event = if self.workspace.enabled.is_empty() {
+            self.select_transitions(true);
+            if self.workspace.enabled.is_empty() {
                 let Some(event) = self.instance.internal_queue.pop_front() else {
                     break;
                 };
-                self.select_transitions(Some(&event));
-                Some(event)
-            } else {
-                None
-            };
+                self.instance.current_event = Some(event);
+                self.select_transitions(false);
+            }
+            steps += 1;
+            if steps > limit {
+                return Err(self.livelock(limit));
+            }
+            // Only what the loop does in its second half is named: the states it cycles through,
+            // not those it passed on the way in.
+            if steps == limit / 2 {
+                self.workspace.looping_states.clear();
+            }
             if !self.workspace.enabled.is_empty() {
-                microsteps += 1;
-                if microsteps > self.limits.max_microsteps {
-                    return Err(self.livelock(microsteps));
-                }
-                self.microstep(internal_event.as_ref());
+                self.microstep();
             }
         }
         if !self.instance.running {
@@ -158,46 +178,66 @@ impl Algorithm<'_> {
         Ok(())
     }
 
-    fn livelock(&mut self, microsteps: usize) -> RunError {
-        let states: Vec<&str> = self
-            .workspace
-            .entered_this_macrostep
+    /// Stops a macrostep that does not settle, naming the states of the loop.
+    fn livelock(&mut self, limit: usize) -> RunError {
+        let machine = self.machine;
+        let workspace = &mut *self.workspace;
+        for &transition in &workspace.enabled {
+            workspace
+                .looping_states
+                .insert(machine.transition(transition).source);
+        }
+        // A loop of events that enable nothing has no states of its own: name where it is.
+        if workspace.looping_states.is_empty() {
+            for state in self.instance.configuration.iter() {
+                if machine.state(state).is_atomic() {
+                    workspace.looping_states.insert(state);
+                }
+            }
+        }
+        let states: Vec<&str> = workspace
+            .looping_states
             .iter()
-            .map(|state| &*self.machine.state(state).id)
+            .map(|state| &*machine.state(state).id)
             .collect();
         self.instance.running = false;
         RunError::MicrostepLimit {
-            microsteps: microsteps - 1,
+            microsteps: limit,
             states: states.join(", "),
         }
     }
 
-    /// `selectTransitions` / `selectEventlessTransitions`: for each active atomic state in
-    /// document order, the first enabled transition of it or its nearest ancestor.
-    fn select_transitions(&mut self, event: Option<&Event>) {
+    /// `selectTransitions` (the current event's) or `selectEventlessTransitions`: for each
+    /// active atomic state in document order, the first enabled transition of it or of its
+    /// nearest ancestor. Guards see the current event in both cases.
+    fn select_transitions(&mut self, eventless: bool) {
         let machine = self.machine;
         let instance = &*self.instance;
         let workspace = &mut *self.workspace;
+        let event = instance.current_event.as_ref();
         workspace.enabled.clear();
         for atomic in instance.configuration.iter() {
             if !machine.state(atomic).is_atomic() {
                 continue;
             }
-            let chain = std::iter::once(atomic).chain(machine.state(atomic).ancestors.iter().copied());
+            let chain =
+                std::iter::once(atomic).chain(machine.state(atomic).ancestors.iter().copied());
             'ancestors: for state in chain {
                 let node = machine.state(state);
-                let candidates = match event {
-                    Some(_) => &node.transitions,
-                    None => &node.eventless,
+                let candidates = if eventless {
+                    &node.eventless
+                } else {
+                    &node.transitions
                 };
                 for &transition_id in candidates {
                     let transition = machine.transition(transition_id);
-                    if let Some(event) = event
-                        && !transition.matches(&event.name, event.event_type)
+                    if !eventless
+                        && !event
+                            .is_some_and(|event| transition.matches(&event.name, event.event_type))
                     {
                         continue;
                     }
-                    match condition_holds(machine, instance, transition_id, event) {
+                    match condition_holds(machine, instance, transition_id) {
                         Ok(false) => {}
                         Ok(true) => {
                             if !workspace.enabled.contains(&transition_id) {
@@ -211,8 +251,13 @@ impl Algorithm<'_> {
                 }
             }
         }
-        for error in std::mem::take(&mut self.workspace.guard_errors) {
-            self.raise_execution_error(error);
+        if !self.workspace.guard_errors.is_empty() {
+            // Taken out and put back, so the buffer keeps its capacity.
+            let mut errors = std::mem::take(&mut self.workspace.guard_errors);
+            for error in errors.drain(..) {
+                self.raise_execution_error(error);
+            }
+            self.workspace.guard_errors = errors;
         }
         if self.workspace.enabled.len() > 1 {
             self.remove_conflicting_transitions();
@@ -227,13 +272,28 @@ impl Algorithm<'_> {
         workspace.filtered.clear();
         for index in 0..workspace.enabled.len() {
             let first = workspace.enabled[index];
-            compute_exit_set(machine, self.instance, &[first], &mut workspace.exit_set, &mut workspace.targets);
+            compute_exit_set(
+                machine,
+                self.instance,
+                &[first],
+                &mut workspace.exit_set,
+                &mut workspace.targets,
+            );
             workspace.to_remove.clear();
             let mut preempted = false;
             for &second in &workspace.filtered {
-                compute_exit_set(machine, self.instance, &[second], &mut workspace.other_exit_set, &mut workspace.targets);
+                compute_exit_set(
+                    machine,
+                    self.instance,
+                    &[second],
+                    &mut workspace.other_exit_set,
+                    &mut workspace.targets,
+                );
                 if workspace.exit_set.intersects(&workspace.other_exit_set) {
-                    if machine.is_descendant(machine.transition(first).source, machine.transition(second).source) {
+                    if machine.is_descendant(
+                        machine.transition(first).source,
+                        machine.transition(second).source,
+                    ) {
                         workspace.to_remove.push(second);
                     } else {
                         preempted = true;
@@ -243,7 +303,9 @@ impl Algorithm<'_> {
             }
             if !preempted {
                 let to_remove = &workspace.to_remove;
-                workspace.filtered.retain(|transition| !to_remove.contains(transition));
+                workspace
+                    .filtered
+                    .retain(|transition| !to_remove.contains(transition));
                 workspace.filtered.push(first);
             }
         }
@@ -251,37 +313,54 @@ impl Algorithm<'_> {
     }
 
     /// `microstep`: exit states, run transition content, enter states.
-    fn microstep(&mut self, event: Option<&Event>) {
+    fn microstep(&mut self) {
         for index in 0..self.workspace.enabled.len() {
-            self.host.transition_taken(self.workspace.enabled[index]);
+            let transition = self.workspace.enabled[index];
+            let source = self.machine.transition(transition).source;
+            self.workspace.looping_states.insert(source);
+            self.host.transition_taken(transition);
         }
-        self.exit_states(event);
-        self.execute_transition_content(event);
-        self.enter_states(event);
+        self.exit_states();
+        self.execute_transition_content();
+        self.enter_states();
     }
 
     /// `exitStates`: record history, then run exit actions in exit order.
-    fn exit_states(&mut self, event: Option<&Event>) {
-        let workspace = &mut *self.workspace;
-        compute_exit_set(self.machine, self.instance, &workspace.enabled, &mut workspace.exit_set, &mut workspace.targets);
+    fn exit_states(&mut self) {
         let machine = self.machine;
+        let workspace = &mut *self.workspace;
+        compute_exit_set(
+            machine,
+            self.instance,
+            &workspace.enabled,
+            &mut workspace.exit_set,
+            &mut workspace.targets,
+        );
+        let instance = &mut *self.instance;
         for state in workspace.exit_set.iter_reverse() {
             for &child in &machine.state(state).children {
-                if let StateKind::History { deep } = machine.state(child).kind {
-                    let mut recorded = StateSet::with_capacity(machine.states.len());
-                    for active in self.instance.configuration.iter() {
-                        let keep = if deep {
-                            machine.state(active).is_atomic() && machine.is_descendant(active, state)
-                        } else {
-                            machine.state(active).parent == Some(state)
-                        };
-                        if keep {
-                            recorded.insert(active);
-                        }
+                let StateKind::History { deep } = machine.state(child).kind else {
+                    continue;
+                };
+                // Each history state's set is allocated once, then overwritten in place.
+                let position = match instance.history.iter().position(|(h, _)| *h == child) {
+                    Some(position) => position,
+                    None => {
+                        let set = StateSet::with_capacity(machine.states.len());
+                        instance.history.push((child, set));
+                        instance.history.len() - 1
                     }
-                    match self.instance.history.iter_mut().find(|(h, _)| *h == child) {
-                        Some((_, slot)) => *slot = recorded,
-                        None => self.instance.history.push((child, recorded)),
+                };
+                let recorded = &mut instance.history[position].1;
+                recorded.clear();
+                for active in instance.configuration.iter() {
+                    let keep = if deep {
+                        machine.state(active).is_atomic() && machine.is_descendant(active, state)
+                    } else {
+                        machine.state(active).parent == Some(state)
+                    };
+                    if keep {
+                        recorded.insert(active);
                     }
                 }
             }
@@ -292,7 +371,7 @@ impl Algorithm<'_> {
             for timer in &node.timers {
                 self.host.cancel(&timer.event);
             }
-            self.execute_content(&node.exit, event);
+            self.execute_content(&node.exit);
             self.instance.configuration.remove(state);
             self.host.state_exited(state);
         }
@@ -300,30 +379,30 @@ impl Algorithm<'_> {
     }
 
     /// `executeTransitionContent`: transition actions, in the order of the enabled set.
-    fn execute_transition_content(&mut self, event: Option<&Event>) {
+    fn execute_transition_content(&mut self) {
         for index in 0..self.workspace.enabled.len() {
             let transition = self.machine.transition(self.workspace.enabled[index]);
-            self.execute_content(&transition.actions, event);
+            self.execute_content(&transition.actions);
         }
     }
 
     /// `enterStates`: compute the entry set, then enter in document order, running entry
     /// actions, initial and default-history content, and raising done events.
-    fn enter_states(&mut self, event: Option<&Event>) {
+    fn enter_states(&mut self) {
         let machine = self.machine;
         self.compute_entry_set();
         let states_to_enter = std::mem::take(&mut self.workspace.states_to_enter);
         for state in states_to_enter.iter() {
             let node = machine.state(state);
             self.instance.configuration.insert(state);
-            self.workspace.entered_this_macrostep.insert(state);
+            self.workspace.looping_states.insert(state);
             self.host.state_entered(state);
-            self.execute_content(&node.entry, event);
-            self.start_timers(state, event);
+            self.execute_content(&node.entry);
+            self.start_timers(state);
             if self.workspace.states_for_default_entry.contains(state)
                 && let Some(initial) = node.initial
             {
-                self.execute_content(&machine.transition(initial).actions, event);
+                self.execute_content(&machine.transition(initial).actions);
             }
             if let Some(position) = self
                 .workspace
@@ -332,20 +411,23 @@ impl Algorithm<'_> {
                 .position(|(parent, _)| *parent == state)
             {
                 let (_, transition) = self.workspace.default_history_content.swap_remove(position);
-                self.execute_content(&machine.transition(transition).actions, event);
+                self.execute_content(&machine.transition(transition).actions);
             }
             if node.kind == StateKind::Final {
-                self.reached_final_state(state, event);
+                self.reached_final_state(state);
             }
         }
         self.workspace.states_to_enter = states_to_enter;
     }
 
-    fn reached_final_state(&mut self, state: StateId, event: Option<&Event>) {
+    /// The final-state branch of `enterStates`: a top-level final ends the run with its
+    /// outcome; otherwise `done.state.<parent>` (with the output as data) is raised, and
+    /// `done.state.<grandparent>` too when that is a parallel state whose regions are all final.
+    fn reached_final_state(&mut self, state: StateId) {
         let machine = self.machine;
         let node = machine.state(state);
         let Some(parent) = node.parent else { return };
-        let output = self.done_data(state, event);
+        let output = self.done_data(state);
         if parent == StateId::ROOT {
             self.instance.running = false;
             self.instance.outcome = Some(Outcome {
@@ -355,25 +437,38 @@ impl Algorithm<'_> {
             });
             return;
         }
-        let done = Event::of_type(machine, machine.done_events[parent.index()], Origin::Platform).with_data(output);
+        let done = Event::of_type(
+            machine,
+            machine.done_events[parent.index()],
+            Origin::Platform,
+        )
+        .with_data(output);
         self.instance.internal_queue.push_back(done);
         if let Some(grandparent) = machine.state(parent).parent
             && machine.state(grandparent).kind == StateKind::Parallel
-            && self.children(grandparent).all(|child| self.is_in_final_state(child))
+            && self
+                .children(grandparent)
+                .all(|child| self.is_in_final_state(child))
         {
-            let done = Event::of_type(machine, machine.done_events[grandparent.index()], Origin::Platform);
+            let done = Event::of_type(
+                machine,
+                machine.done_events[grandparent.index()],
+                Origin::Platform,
+            );
             self.instance.internal_queue.push_back(done);
         }
     }
 
     /// The final state's output, rendered now; a failure raises `error.execution`.
-    fn done_data(&mut self, state: StateId, event: Option<&Event>) -> Value {
+    fn done_data(&mut self, state: StateId) -> Value {
         let Some(output) = &self.machine.state(state).output else {
             return Value::Null;
         };
         let mut result = Value::Null;
-        let outcome = self.with_execution(event, |execution| {
-            execution.with_scope(|scope| output.render(scope)).map(|value| result = value)
+        let outcome = self.with_execution(|execution| {
+            execution
+                .with_scope(|scope| output.render(scope))
+                .map(|value| result = value)
         });
         if let Err(error) = outcome {
             self.raise_execution_error(error);
@@ -382,13 +477,16 @@ impl Algorithm<'_> {
     }
 
     /// Schedules the `after` timers of a state just entered.
-    fn start_timers(&mut self, state: StateId, event: Option<&Event>) {
+    fn start_timers(&mut self, state: StateId) {
         let machine = self.machine;
         for timer in &machine.state(state).timers {
-            let delay = self.with_execution(event, |execution| execution.with_scope(|scope| timer.delay.evaluate(scope)));
+            let delay = self.with_execution(|execution| {
+                execution.with_scope(|scope| timer.delay.evaluate(scope))
+            });
             match delay {
                 Ok(delay_milliseconds) => {
-                    let mut timer_event = Event::of_type(machine, timer.event_type, Origin::Platform);
+                    let mut timer_event =
+                        Event::of_type(machine, timer.event_type, Origin::Platform);
                     timer_event.send_id = Some(timer.event.clone());
                     self.host.send(SendRequest {
                         event: timer_event,
@@ -401,92 +499,9 @@ impl Algorithm<'_> {
         }
     }
 
-    /// `computeEntrySet`.
+    /// `computeEntrySet`, over the enabled transitions.
     fn compute_entry_set(&mut self) {
-        self.workspace.states_to_enter.clear();
-        self.workspace.states_for_default_entry.clear();
-        self.workspace.default_history_content.clear();
-        for index in 0..self.workspace.enabled.len() {
-            let transition_id = self.workspace.enabled[index];
-            let transition = self.machine.transition(transition_id);
-            for &target in &transition.targets {
-                self.add_descendant_states_to_enter(target);
-            }
-            let domain = transition_domain(self.machine, self.instance, transition_id, &mut self.workspace.targets);
-            let mut effective = std::mem::take(&mut self.workspace.targets);
-            effective_target_states(self.machine, self.instance, transition_id, &mut effective);
-            for &target in &effective {
-                self.add_ancestor_states_to_enter(target, domain);
-            }
-            self.workspace.targets = effective;
-        }
-    }
-
-    /// `addDescendantStatesToEnter`.
-    fn add_descendant_states_to_enter(&mut self, state: StateId) {
-        let machine = self.machine;
-        let node = machine.state(state);
-        if node.is_history() {
-            let parent = node.parent.unwrap_or(StateId::ROOT);
-            let recorded: Vec<StateId> = match self.instance.history_of(state) {
-                Some(recorded) => recorded.iter().collect(),
-                None => {
-                    let Some(default) = node.initial else { return };
-                    self.workspace.default_history_content.push((parent, default));
-                    machine.transition(default).targets.clone()
-                }
-            };
-            for &target in &recorded {
-                self.add_descendant_states_to_enter(target);
-            }
-            for &target in &recorded {
-                self.add_ancestor_states_to_enter(target, Some(parent));
-            }
-            return;
-        }
-        self.workspace.states_to_enter.insert(state);
-        if node.is_compound() {
-            self.workspace.states_for_default_entry.insert(state);
-            if let Some(initial) = node.initial {
-                for &target in &machine.transition(initial).targets {
-                    self.add_descendant_states_to_enter(target);
-                }
-                for &target in &machine.transition(initial).targets {
-                    self.add_ancestor_states_to_enter(target, Some(state));
-                }
-            }
-        } else if node.kind == StateKind::Parallel {
-            self.enter_missing_regions(state);
-        }
-    }
-
-    /// `addAncestorStatesToEnter`: proper ancestors of `state` below `ancestor`.
-    fn add_ancestor_states_to_enter(&mut self, state: StateId, ancestor: Option<StateId>) {
-        let machine = self.machine;
-        for &proper_ancestor in &machine.state(state).ancestors {
-            if Some(proper_ancestor) == ancestor || proper_ancestor == StateId::ROOT {
-                break;
-            }
-            self.workspace.states_to_enter.insert(proper_ancestor);
-            if machine.state(proper_ancestor).kind == StateKind::Parallel {
-                self.enter_missing_regions(proper_ancestor);
-            }
-        }
-    }
-
-    /// Regions of a parallel state that nothing in the entry set enters yet get their default.
-    fn enter_missing_regions(&mut self, parallel: StateId) {
-        let machine = self.machine;
-        for &child in &machine.state(parallel).children {
-            if machine.state(child).is_history() {
-                continue;
-            }
-            let end = machine.state(child).descendants_end;
-            let covered = (child.0..end.0).any(|index| self.workspace.states_to_enter.contains(StateId(index)));
-            if !covered {
-                self.add_descendant_states_to_enter(child);
-            }
-        }
+        compute_entry_set(self.machine, self.instance, self.workspace);
     }
 
     /// Child states (not history pseudo-states) of a state.
@@ -504,23 +519,29 @@ impl Algorithm<'_> {
         let node = self.machine.state(state);
         match node.kind {
             StateKind::Compound => self.children(state).any(|child| {
-                self.machine.state(child).kind == StateKind::Final && self.instance.configuration.contains(child)
+                self.machine.state(child).kind == StateKind::Final
+                    && self.instance.configuration.contains(child)
             }),
-            StateKind::Parallel => self.children(state).all(|child| self.is_in_final_state(child)),
+            StateKind::Parallel => self
+                .children(state)
+                .all(|child| self.is_in_final_state(child)),
             _ => false,
         }
     }
 
-    /// `exitInterpreter`: exit what is still active, in exit order.
+    /// `exitInterpreter`: exit what is still active, in exit order. Each state leaves the
+    /// configuration after its exit actions, so `In()` still sees it during them.
     fn exit_interpreter(&mut self) {
         let machine = self.machine;
-        let active = self.instance.configuration.clone();
-        for state in active.iter_reverse() {
+        loop {
+            let Some(state) = self.instance.configuration.iter_reverse().next() else {
+                break;
+            };
             let node = machine.state(state);
             for timer in &node.timers {
                 self.host.cancel(&timer.event);
             }
-            self.execute_content(&node.exit, None);
+            self.execute_content(&node.exit);
             self.instance.configuration.remove(state);
             self.host.state_exited(state);
         }
@@ -528,22 +549,23 @@ impl Algorithm<'_> {
     }
 
     /// Runs a block; a failure stops the block and raises `error.execution`.
-    fn execute_content(&mut self, actions: &[Action], event: Option<&Event>) {
+    fn execute_content(&mut self, actions: &[Action]) {
         if actions.is_empty() {
             return;
         }
-        if let Err(error) = self.with_execution(event, |execution| execute_block(actions, execution)) {
+        if let Err(error) = self.with_execution(|execution| execute_block(actions, execution)) {
             self.raise_execution_error(error);
         }
     }
 
-    fn with_execution<T>(&mut self, event: Option<&Event>, body: impl FnOnce(&mut Execution) -> T) -> T {
+    /// Runs `body` with what actions may read and change, the current event included.
+    fn with_execution<T>(&mut self, body: impl FnOnce(&mut Execution) -> T) -> T {
         let instance = &mut *self.instance;
         let mut execution = Execution {
             machine: self.machine,
             context: &mut instance.context,
             inputs: &instance.inputs,
-            event,
+            event: instance.current_event.as_ref(),
             configuration: &instance.configuration,
             internal_queue: &mut instance.internal_queue,
             host: self.host,
@@ -554,10 +576,121 @@ impl Algorithm<'_> {
     fn raise_execution_error(&mut self, error: EvaluationError) {
         let mut data = indexmap::IndexMap::new();
         data.insert(Arc::from("message"), Value::string(error.message.as_str()));
-        data.insert(Arc::from("expression"), Value::String(error.expression.clone()));
+        data.insert(
+            Arc::from("expression"),
+            Value::String(error.expression.clone()),
+        );
         let event = Event::of_type(self.machine, self.machine.error_execution, Origin::Platform)
             .with_data(Value::Map(Arc::new(data)));
         self.instance.internal_queue.push_back(event);
+    }
+}
+
+/// `computeEntrySet`: the states the enabled transitions enter, which of them are entered by
+/// default (their initial transition's content runs), and the default content of history
+/// states that had nothing recorded.
+fn compute_entry_set(machine: &Machine, instance: &Instance, workspace: &mut Workspace) {
+    workspace.states_to_enter.clear();
+    workspace.states_for_default_entry.clear();
+    workspace.default_history_content.clear();
+    for index in 0..workspace.enabled.len() {
+        let transition_id = workspace.enabled[index];
+        for &target in &machine.transition(transition_id).targets {
+            add_descendant_states_to_enter(machine, instance, workspace, target);
+        }
+        let mut effective = std::mem::take(&mut workspace.targets);
+        let domain = transition_domain(machine, instance, transition_id, &mut effective);
+        for &target in &effective {
+            add_ancestor_states_to_enter(machine, instance, workspace, target, domain);
+        }
+        workspace.targets = effective;
+    }
+}
+
+/// `addDescendantStatesToEnter`: `state` and what entering it enters below it.
+fn add_descendant_states_to_enter(
+    machine: &Machine,
+    instance: &Instance,
+    workspace: &mut Workspace,
+    state: StateId,
+) {
+    let node = machine.state(state);
+    if node.is_history() {
+        let parent = node.parent.unwrap_or(StateId::ROOT);
+        if let Some(recorded) = instance.history_of(state) {
+            for target in recorded.iter() {
+                add_descendant_states_to_enter(machine, instance, workspace, target);
+            }
+            for target in recorded.iter() {
+                add_ancestor_states_to_enter(machine, instance, workspace, target, Some(parent));
+            }
+        } else if let Some(default) = node.initial {
+            workspace.default_history_content.push((parent, default));
+            let targets = &machine.transition(default).targets;
+            for &target in targets {
+                add_descendant_states_to_enter(machine, instance, workspace, target);
+            }
+            for &target in targets {
+                add_ancestor_states_to_enter(machine, instance, workspace, target, Some(parent));
+            }
+        }
+        return;
+    }
+    workspace.states_to_enter.insert(state);
+    if node.is_compound() {
+        workspace.states_for_default_entry.insert(state);
+        if let Some(initial) = node.initial {
+            let targets = &machine.transition(initial).targets;
+            for &target in targets {
+                add_descendant_states_to_enter(machine, instance, workspace, target);
+            }
+            for &target in targets {
+                add_ancestor_states_to_enter(machine, instance, workspace, target, Some(state));
+            }
+        }
+    } else if node.kind == StateKind::Parallel {
+        enter_missing_regions(machine, instance, workspace, state);
+    }
+}
+
+/// `addAncestorStatesToEnter`: the proper ancestors of `state` below `ancestor` (all of them,
+/// short of the document itself, for `None`).
+fn add_ancestor_states_to_enter(
+    machine: &Machine,
+    instance: &Instance,
+    workspace: &mut Workspace,
+    state: StateId,
+    ancestor: Option<StateId>,
+) {
+    for &proper_ancestor in &machine.state(state).ancestors {
+        if Some(proper_ancestor) == ancestor || proper_ancestor == StateId::ROOT {
+            break;
+        }
+        workspace.states_to_enter.insert(proper_ancestor);
+        if machine.state(proper_ancestor).kind == StateKind::Parallel {
+            enter_missing_regions(machine, instance, workspace, proper_ancestor);
+        }
+    }
+}
+
+/// The parallel-state step shared by both procedures above: every region that nothing in the
+/// entry set enters yet is entered by default.
+fn enter_missing_regions(
+    machine: &Machine,
+    instance: &Instance,
+    workspace: &mut Workspace,
+    parallel: StateId,
+) {
+    for &child in &machine.state(parallel).children {
+        if machine.state(child).is_history() {
+            continue;
+        }
+        let end = machine.state(child).descendants_end;
+        let covered =
+            (child.0 + 1..end.0).any(|index| workspace.states_to_enter.contains(StateId(index)));
+        if !covered {
+            add_descendant_states_to_enter(machine, instance, workspace, child);
+        }
     }
 }
 
@@ -604,7 +737,9 @@ fn transition_domain(
     }
     if transition.internal
         && machine.state(source).is_compound()
-        && scratch.iter().all(|target| machine.is_descendant(*target, source))
+        && scratch
+            .iter()
+            .all(|target| machine.is_descendant(*target, source))
     {
         return Some(source);
     }
@@ -619,23 +754,37 @@ fn find_lcca(machine: &Machine, head: StateId, tail: &[StateId]) -> StateId {
         .iter()
         .copied()
         .filter(|ancestor| machine.state(*ancestor).is_compound())
-        .find(|ancestor| tail.iter().all(|state| machine.is_descendant(*state, *ancestor)))
+        .find(|ancestor| {
+            tail.iter()
+                .all(|state| machine.is_descendant(*state, *ancestor))
+        })
         .unwrap_or(StateId::ROOT)
 }
 
 /// `getEffectiveTargetStates`: targets with history states replaced by what they restore.
-fn effective_target_states(machine: &Machine, instance: &Instance, transition_id: TransitionId, out: &mut Vec<StateId>) {
+fn effective_target_states(
+    machine: &Machine,
+    instance: &Instance,
+    transition_id: TransitionId,
+    out: &mut Vec<StateId>,
+) {
     out.clear();
-    let mut pending: Vec<StateId> = Vec::new();
-    let targets = &machine.transition(transition_id).targets;
-    if targets.iter().all(|target| !machine.state(*target).is_history()) {
-        out.extend_from_slice(targets);
-        return;
-    }
-    pending.extend(targets.iter().rev());
-    while let Some(target) = pending.pop() {
-        let node = machine.state(target);
-        if !node.is_history() {
+    add_effective_targets(
+        machine,
+        instance,
+        &machine.transition(transition_id).targets,
+        out,
+    );
+}
+
+fn add_effective_targets(
+    machine: &Machine,
+    instance: &Instance,
+    targets: &[StateId],
+    out: &mut Vec<StateId>,
+) {
+    for &target in targets {
+        if !machine.state(target).is_history() {
             if !out.contains(&target) {
                 out.push(target);
             }
@@ -650,20 +799,25 @@ fn effective_target_states(machine: &Machine, instance: &Instance, transition_id
                 }
             }
             None => {
-                if let Some(default) = node.initial {
-                    pending.extend(machine.transition(default).targets.iter().rev());
+                if let Some(default) = machine.state(target).initial {
+                    add_effective_targets(
+                        machine,
+                        instance,
+                        &machine.transition(default).targets,
+                        out,
+                    );
                 }
             }
         }
     }
 }
 
-/// Evaluates a transition's guard (true when it has none).
+/// `conditionMatch`: evaluates a transition's guard against the current event (true when it
+/// has no guard).
 fn condition_holds(
     machine: &Machine,
     instance: &Instance,
     transition_id: TransitionId,
-    event: Option<&Event>,
 ) -> Result<bool, EvaluationError> {
     let Some(guard) = &machine.transition(transition_id).guard else {
         return Ok(true);
@@ -674,7 +828,7 @@ fn condition_holds(
         names: &machine.names,
         context: &instance.context,
         inputs: &instance.inputs,
-        event: event.map(Event::view),
+        event: instance.current_event.as_ref().map(Event::view),
         is_active: &is_active,
     };
     guard.evaluate_condition(&scope)

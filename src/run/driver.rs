@@ -12,9 +12,9 @@ use super::algorithm::{Outcome, RunError};
 use super::event::{Event, Origin};
 use crate::actions::{Host, LogRecord, SendRequest};
 use crate::clock;
+use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
 use crate::effects::{EffectRequest, run_effect};
-use crate::compile::machine::Machine;
 use crate::value::Value;
 
 /// Where external events come from.

@@ -130,7 +130,9 @@ pub enum Record {
         id: Option<String>,
     },
     Cancel(String),
-    Effect { id: String },
+    Effect {
+        id: String,
+    },
 }
 
 /// A host that keeps every request in order instead of acting on it. Sends without delay are

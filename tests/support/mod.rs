@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use protocol_run::actions::{Host, LogRecord, SendRequest};
-use protocol_run::effects::EffectRequest;
 use protocol_run::compile::machine::{Machine, StateId, TransitionId};
+use protocol_run::effects::EffectRequest;
 use protocol_run::run::Interpreter;
 use protocol_run::run::event::{Event, Origin};
 use protocol_run::value::Value;

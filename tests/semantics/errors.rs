@@ -1,0 +1,234 @@
+//! Errors in executable content and guards: `error.execution` on the internal queue, the rest
+//! of the failing block skipped, a failing guard counted as false.
+
+use crate::support::Run;
+
+#[test]
+fn a_failing_action_raises_error_execution_and_skips_the_rest_of_its_block() {
+    let mut run = Run::start(
+        r#"
+id: failing
+context: { m: {}, x: 0 }
+states:
+  a:
+    entry: [{ log: "before" }, { assign: { x: "m.missing" } }, { log: "skipped" }]
+    on:
+      error.execution: { target: failed, actions: [{ log: "caught ${event.name} ${event.type}" }] }
+  failed: {}
+"#,
+    );
+    assert_eq!(
+        run.take_steps(),
+        [
+            "enter:a",
+            "log:before",
+            "exit:a",
+            "log:caught error.execution platform",
+            "enter:failed"
+        ]
+    );
+    assert_eq!(run.context("x"), serde_json::json!(0));
+}
+
+#[test]
+fn error_execution_is_caught_by_the_error_prefix() {
+    let mut run = Run::start(
+        r#"
+id: prefix
+context: { m: {} }
+states:
+  a:
+    on:
+      go: { actions: [{ log: "${m.missing}" }] }
+      error: { actions: [{ log: "error: ${event.name}" }] }
+"#,
+    );
+    run.take_steps();
+    run.send("go");
+    assert_eq!(run.take_logs(), ["error: error.execution"]);
+}
+
+#[test]
+fn the_error_message_and_expression_are_in_the_event_data() {
+    let mut run = Run::start(
+        r#"
+id: message
+context: { m: {} }
+states:
+  a:
+    on:
+      go: { actions: [{ assign: { m: "m.nope + 1" } }] }
+      error.execution: { actions: [{ log: "${event.data.message}" }, { log: "${event.data.expression}" }] }
+"#,
+    );
+    run.send("go");
+    let logs = run.take_logs();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(
+        logs[0].contains("nope"),
+        "the message names the missing key: {logs:?}"
+    );
+    assert_eq!(logs[1], "m.nope + 1");
+}
+
+#[test]
+fn only_the_failing_block_is_cut_short() {
+    let mut run = Run::start(
+        r#"
+id: blocks
+context: { m: {} }
+states:
+  a:
+    exit: [{ log: "exit a" }, { log: "${m.bad}" }, { log: "exit a skipped" }]
+    on:
+      go:
+        target: b
+        actions: [{ log: "t1" }, { log: "${m.worse}" }, { log: "t2 skipped" }]
+  b:
+    entry: [{ log: "enter b" }]
+    on:
+      error.execution: { actions: [{ log: "error ${event.data.expression}" }] }
+"#,
+    );
+    run.take_steps();
+    run.send("go");
+    // Each error is queued when it happens and handled after the microstep, in order.
+    assert_eq!(
+        run.take_steps(),
+        [
+            "log:exit a",
+            "exit:a",
+            "log:t1",
+            "enter:b",
+            "log:enter b",
+            "log:error m.bad",
+            "log:error m.worse"
+        ]
+    );
+}
+
+#[test]
+fn a_failing_condition_in_if_stops_the_block() {
+    let mut run = Run::start(
+        r#"
+id: if
+context: { m: {} }
+states:
+  a:
+    on:
+      go:
+        actions:
+          - { log: "first" }
+          - { if: "m.flag", then: [{ log: "then" }], else: [{ log: "else" }] }
+          - { log: "after if" }
+      error.execution: { actions: [{ log: "error" }] }
+"#,
+    );
+    run.send("go");
+    assert_eq!(run.take_logs(), ["first", "error"]);
+}
+
+#[test]
+fn a_guard_that_fails_counts_as_false_and_raises_error_execution() {
+    let mut run = Run::start(
+        r#"
+id: guard
+context: { m: {} }
+states:
+  a:
+    on:
+      go:
+        - { target: b, guard: "m.flag == true" }
+        - { target: c }
+  b: {}
+  c:
+    on:
+      error.execution: { actions: [{ log: "guard error in c: ${event.data.expression}" }] }
+"#,
+    );
+    run.take_steps();
+    run.send("go");
+    // The error is queued during selection; the transition to c is taken first.
+    assert_eq!(
+        run.take_steps(),
+        ["exit:a", "enter:c", "log:guard error in c: m.flag == true"]
+    );
+}
+
+#[test]
+fn a_guard_that_does_not_give_a_bool_is_an_error() {
+    let mut run = Run::start(
+        r#"
+id: not-bool
+context: { n: 1 }
+states:
+  a:
+    on:
+      go: { target: b, guard: "n + 1" }
+      error.execution: { actions: [{ log: "not a bool" }] }
+  b: {}
+"#,
+    );
+    run.send("go");
+    assert_eq!(run.take_logs(), ["not a bool"]);
+    assert_eq!(run.leaves(), ["a"]);
+}
+
+#[test]
+fn a_failing_eventless_guard_is_false_and_its_error_is_handled_once_stable() {
+    let mut run = Run::start(
+        r#"
+id: eventless-guard
+context: { m: {}, errors: 0 }
+states:
+  a:
+    always: { target: b, guard: "m.ready" }
+    on:
+      error.execution: { target: c, actions: [{ assign: { errors: "errors + 1" } }] }
+  b: {}
+  c: {}
+"#,
+    );
+    assert_eq!(run.take_steps(), ["enter:a", "exit:a", "enter:c"]);
+    assert_eq!(run.context("errors"), serde_json::json!(1));
+}
+
+#[test]
+fn a_failing_delay_expression_raises_error_execution_and_arms_no_timer() {
+    let mut run = Run::start(
+        r#"
+id: delay
+context: { m: {} }
+states:
+  a:
+    after:
+      - { delay: "m.wait", target: b }
+    on:
+      error.execution: { actions: [{ log: "bad delay" }] }
+  b: {}
+"#,
+    );
+    assert_eq!(run.take_logs(), ["bad delay"]);
+    assert!(run.host.timers.is_empty());
+}
+
+#[test]
+fn a_failing_output_raises_error_execution_before_the_done_event() {
+    let mut run = Run::start(
+        r#"
+id: output
+context: { m: {} }
+states:
+  job:
+    on:
+      error.execution: { actions: [{ log: "error" }] }
+      done.state.job: { target: next, actions: [{ log: "done ${event.data}" }] }
+    states:
+      fin:
+        type: final
+        output: { x: "${m.nope}" }
+  next: {}
+"#,
+    );
+    assert_eq!(run.take_logs(), ["error", "done null"]);
+}
