@@ -26,6 +26,15 @@ fn protocol_run(arguments: &[&str], stdin: &str) -> (i32, String, String) {
     )
 }
 
+/// Writes a protocol to a temporary directory of this test process and returns its path.
+fn temporary_protocol(name: &str, text: &str) -> std::path::PathBuf {
+    let directory = std::env::temp_dir().join(format!("protocol-run-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let path = directory.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn a_run_exits_with_its_final_states_code_and_prints_tags() {
     let (code, stdout, stderr) =
@@ -158,14 +167,10 @@ fn usage_errors_exit_64_and_a_missing_file_66() {
 
 #[test]
 fn a_run_with_nothing_left_to_do_stops_unfinished() {
-    let directory = std::env::temp_dir().join(format!("protocol-run-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).unwrap();
-    let path = directory.join("waiting.yaml");
-    std::fs::write(
-        &path,
+    let path = temporary_protocol(
+        "waiting.yaml",
         "id: waiting\nstates:\n  idle: { on: { go: done } }\n  done: { type: final }\n",
-    )
-    .unwrap();
+    );
     let (code, _, stderr) = protocol_run(&[path.to_str().unwrap()], "");
     assert_eq!(code, 75, "{stderr}");
     assert!(stderr.contains("unfinished in idle"), "{stderr}");
@@ -173,14 +178,10 @@ fn a_run_with_nothing_left_to_do_stops_unfinished() {
 
 #[test]
 fn an_eventless_loop_is_stopped_and_named() {
-    let directory = std::env::temp_dir().join(format!("protocol-run-loop-{}", std::process::id()));
-    std::fs::create_dir_all(&directory).unwrap();
-    let path = directory.join("loop.yaml");
-    std::fs::write(
-        &path,
+    let path = temporary_protocol(
+        "loop.yaml",
         "id: loop\nstates:\n  ping: { always: pong }\n  pong: { always: ping }\n",
-    )
-    .unwrap();
+    );
     let (code, _, stderr) = protocol_run(&[path.to_str().unwrap(), "--max-microsteps", "100"], "");
     assert_eq!(code, 65, "{stderr}");
     assert!(

@@ -1001,28 +1001,78 @@ impl Builder<'_, '_> {
         pointer: &str,
         first_child: Option<StateId>,
     ) -> Option<TransitionId> {
-        let targets = match initial {
+        let outside = |id: &str| DefaultProblem {
+            message: format!("invalid initial state `{id}`: it is not inside this state"),
+            help: Some("the initial state must be a child or deeper descendant".into()),
+        };
+        self.default_transition(
+            compiler,
+            state,
+            state,
+            initial,
+            pointer,
+            first_child,
+            &outside,
+        )
+    }
+
+    /// The default transition of a history state: its targets must be inside the parent.
+    fn history_default(
+        &mut self,
+        compiler: &mut Compiler,
+        history: StateId,
+        parent: StateId,
+        state: &model::State,
+        pointer: &str,
+        fallback: Option<StateId>,
+    ) -> Option<TransitionId> {
+        let outside = |id: &str| DefaultProblem {
+            message: format!("a history state's default target `{id}` must be inside its parent"),
+            help: None,
+        };
+        let target_pointer = format!("{pointer}/target");
+        self.default_transition(
+            compiler,
+            history,
+            parent,
+            state.target.as_ref(),
+            &target_pointer,
+            fallback,
+            &outside,
+        )
+    }
+
+    /// A transition with no event or guard whose targets must lie inside `container`: written
+    /// targets, or `fallback` when none are written.
+    #[allow(clippy::too_many_arguments)]
+    fn default_transition(
+        &mut self,
+        compiler: &mut Compiler,
+        source: StateId,
+        container: StateId,
+        written: Option<&Targets>,
+        pointer: &str,
+        fallback: Option<StateId>,
+        outside: &dyn Fn(&str) -> DefaultProblem,
+    ) -> Option<TransitionId> {
+        let targets = match written {
             Some(targets) => {
                 let resolved = self.resolve_targets(compiler, targets, pointer)?;
-                let outside = resolved
+                if let Some(stray) = resolved
                     .iter()
-                    .find(|target| !self.is_outline_descendant(**target, state));
-                if let Some(outside) = outside {
-                    let id = &self.outline.states[outside.index()].id;
-                    compiler.value_error(
-                        pointer,
-                        format!("invalid initial state `{id}`: it is not inside this state"),
-                        Some("the initial state must be a child or deeper descendant".into()),
-                    );
+                    .find(|target| !self.is_outline_descendant(**target, container))
+                {
+                    let problem = outside(&self.outline.states[stray.index()].id);
+                    compiler.value_error(pointer, problem.message, problem.help);
                     return None;
                 }
                 resolved
             }
-            None => vec![first_child?],
+            None => vec![fallback?],
         };
         let id = TransitionId(self.transitions.len() as u32);
         self.transitions.push(TransitionNode {
-            source: state,
+            source,
             events: Vec::new(),
             known_matches: Vec::new(),
             guard: None,
@@ -1034,54 +1084,18 @@ impl Builder<'_, '_> {
         Some(id)
     }
 
-    fn history_default(
-        &mut self,
-        compiler: &mut Compiler,
-        history: StateId,
-        parent: StateId,
-        state: &model::State,
-        pointer: &str,
-        fallback: Option<StateId>,
-    ) -> Option<TransitionId> {
-        let target_pointer = format!("{pointer}/target");
-        let targets = match &state.target {
-            Some(targets) => {
-                let resolved = self.resolve_targets(compiler, targets, &target_pointer)?;
-                if resolved
-                    .iter()
-                    .any(|target| !self.is_outline_descendant(*target, parent))
-                {
-                    compiler.value_error(
-                        &target_pointer,
-                        "a history state's default target must be inside its parent".into(),
-                        None,
-                    );
-                    return None;
-                }
-                resolved
-            }
-            None => vec![fallback?],
-        };
-        let id = TransitionId(self.transitions.len() as u32);
-        self.transitions.push(TransitionNode {
-            source: history,
-            events: Vec::new(),
-            known_matches: Vec::new(),
-            guard: None,
-            targets,
-            internal: false,
-            actions: Vec::new(),
-            pointer: target_pointer,
-        });
-        Some(id)
-    }
-
     fn is_outline_descendant(&self, state: StateId, ancestor: StateId) -> bool {
         std::iter::successors(self.outline.states[state.index()].parent, |s| {
             self.outline.states[s.index()].parent
         })
         .any(|s| s == ancestor)
     }
+}
+
+/// Why a default transition's target is refused.
+struct DefaultProblem {
+    message: String,
+    help: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

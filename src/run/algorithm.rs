@@ -367,15 +367,20 @@ impl Algorithm<'_> {
         }
         let exit_set = std::mem::take(&mut self.workspace.exit_set);
         for state in exit_set.iter_reverse() {
-            let node = machine.state(state);
-            for timer in &node.timers {
-                self.host.cancel(&timer.event);
-            }
-            self.execute_content(&node.exit);
-            self.instance.configuration.remove(state);
-            self.host.state_exited(state);
+            self.exit_state(state);
         }
         self.workspace.exit_set = exit_set;
+    }
+
+    /// Leaves one state: cancel its timers, run its exit actions, drop it from the configuration.
+    fn exit_state(&mut self, state: StateId) {
+        let node = self.machine.state(state);
+        for timer in &node.timers {
+            self.host.cancel(&timer.event);
+        }
+        self.execute_content(&node.exit);
+        self.instance.configuration.remove(state);
+        self.host.state_exited(state);
     }
 
     /// `executeTransitionContent`: transition actions, in the order of the enabled set.
@@ -532,18 +537,11 @@ impl Algorithm<'_> {
     /// `exitInterpreter`: exit what is still active, in exit order. Each state leaves the
     /// configuration after its exit actions, so `In()` still sees it during them.
     fn exit_interpreter(&mut self) {
-        let machine = self.machine;
         loop {
             let Some(state) = self.instance.configuration.iter_reverse().next() else {
                 break;
             };
-            let node = machine.state(state);
-            for timer in &node.timers {
-                self.host.cancel(&timer.event);
-            }
-            self.execute_content(&node.exit);
-            self.instance.configuration.remove(state);
-            self.host.state_exited(state);
+            self.exit_state(state);
         }
         self.instance.internal_queue.clear();
     }
