@@ -143,7 +143,7 @@ pub struct ExpressionProblem {
 pub struct Expression {
     pub text: Arc<str>,
     program: Program,
-    uses_in: bool,
+    uses_engine_functions: bool,
     /// The allocation-free form, when the expression has one.
     fast: Option<super::fast::Fast>,
 }
@@ -212,10 +212,10 @@ impl Expression {
             program: &program,
             bound: Vec::new(),
             problems: Vec::new(),
-            uses_in: false,
+            uses_engine_functions: false,
         };
         checker.visit(program.expression());
-        let uses_in = checker.uses_in;
+        let uses_engine_functions = checker.uses_engine_functions;
         if !checker.problems.is_empty() {
             return Err(checker.problems);
         }
@@ -223,7 +223,7 @@ impl Expression {
         Ok(Expression {
             text: Arc::from(text),
             program,
-            uses_in,
+            uses_engine_functions,
             fast,
         })
     }
@@ -244,9 +244,10 @@ impl Expression {
     /// Evaluates with the full CEL interpreter, ignoring the fast path.
     pub fn evaluate_with_cel(&self, scope: &Scope) -> Result<Value, EvaluationError> {
         let mut context = Context::with_env(environment().clone());
-        if self.uses_in {
+        if self.uses_engine_functions {
             context
                 .add_function("In", in_state)
+                .and_then(|()| super::functions::register(&mut context))
                 .map_err(|error| self.error(error.to_string()))?;
         }
         context.set_variable_resolver(scope);
@@ -327,7 +328,7 @@ struct NameChecker<'a> {
     program: &'a Program,
     bound: Vec<&'a str>,
     problems: Vec<ExpressionProblem>,
-    uses_in: bool,
+    uses_engine_functions: bool,
 }
 
 impl<'a> NameChecker<'a> {
@@ -411,7 +412,7 @@ impl<'a> NameChecker<'a> {
 
     fn check_function(&mut self, name: &str, arguments: &[IdedExpr], expression: &IdedExpr) {
         if name == "In" {
-            self.uses_in = true;
+            self.uses_engine_functions = true;
             if let [
                 IdedExpr {
                     expr: Expr::Literal(cel::common::ast::LiteralValue::String(state)),
@@ -430,11 +431,21 @@ impl<'a> NameChecker<'a> {
             }
             return;
         }
+        if super::functions::ENGINE_FUNCTIONS.contains(&name) {
+            self.uses_engine_functions = true;
+            return;
+        }
         if !KNOWN_FUNCTIONS.contains(&name) {
             self.problems.push(ExpressionProblem {
                 offset: self.offset(expression),
                 message: format!("unknown function `{name}`"),
-                help: did_you_mean(name, KNOWN_FUNCTIONS.iter().copied()),
+                help: did_you_mean(
+                    name,
+                    KNOWN_FUNCTIONS
+                        .iter()
+                        .chain(super::functions::ENGINE_FUNCTIONS.iter())
+                        .copied(),
+                ),
             });
         }
     }
@@ -714,6 +725,22 @@ mod tests {
         assert!(problems[1].message.contains("unknown state `idel`"));
         let problems = Expression::compile("attempts <", &names()).unwrap_err();
         assert!(problems[0].message.starts_with("invalid expression"));
+    }
+
+    #[test]
+    fn environment_checks_work_in_guards() {
+        let names = names();
+        let scope = scope_with(&names, &[], &[]);
+        let check = Expression::compile(
+            "exists('/') && is_dir('/') && !exists('/nonexistent-xyz') && command_exists('sh') && env('PATH') != null && env('NO_SUCH_VARIABLE_XYZ') == null",
+            &names,
+        )
+        .unwrap();
+        assert!(check.evaluate_condition(&scope).unwrap());
+        let size = Expression::compile("file_size('/nonexistent-xyz')", &names).unwrap();
+        assert!(size.evaluate(&scope).is_err());
+        let typo = Expression::compile("exist('/')", &names).unwrap_err();
+        assert_eq!(typo[0].help.as_deref(), Some("did you mean `exists`?"));
     }
 
     #[test]
