@@ -48,6 +48,12 @@ impl Host for CountingHost {
     fn log(&mut self, _record: LogRecord) {}
     fn send(&mut self, _request: SendRequest) {}
     fn cancel(&mut self, _send_id: &str) {}
+    fn emit(&mut self, directive: protocol_run::actions::Directive) {
+        panic!(
+            "the workload emits no directives, but emitted {}",
+            directive.name
+        );
+    }
     fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
         panic!("the workload starts no effects, but started {}", request.id);
     }

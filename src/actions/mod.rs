@@ -3,6 +3,7 @@
 pub mod assign;
 pub mod cancel;
 pub mod conditional;
+pub mod emit;
 pub mod exec;
 pub mod log;
 pub mod raise;
@@ -16,6 +17,7 @@ use crate::run::event::Event;
 use crate::run::state_set::StateSet;
 use crate::value::Value;
 
+pub use emit::Directive;
 pub use log::LogRecord;
 pub use send::SendRequest;
 
@@ -29,6 +31,7 @@ pub enum Action {
     Cancel(cancel::Cancel),
     If(conditional::Conditional),
     Exec(exec::Exec),
+    Emit(emit::Emit),
 }
 
 /// What the engine asks of the world outside the pure algorithm: output, timers, observers.
@@ -41,6 +44,8 @@ pub trait Host {
     fn cancel(&mut self, send_id: &str);
     /// Start an effect (a process, ...); its outcome must come back later as an external event.
     fn start_effect(&mut self, request: crate::effects::EffectRequest);
+    /// Hand a directive to the program driving the protocol.
+    fn emit(&mut self, directive: emit::Directive);
     /// Observers, called in the order the algorithm does things.
     fn state_entered(&mut self, _state: StateId) {}
     fn state_exited(&mut self, _state: StateId) {}
@@ -84,6 +89,7 @@ impl Action {
             Action::Cancel(cancel) => cancel.execute(execution),
             Action::If(conditional) => conditional.execute(execution),
             Action::Exec(exec) => exec.execute(execution),
+            Action::Emit(emit) => emit.execute(execution),
         }
     }
 }

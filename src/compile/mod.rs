@@ -339,6 +339,9 @@ impl Compiler<'_> {
                     actions::cancel::Cancel::compile(cancel, self, &action_pointer)
                         .map(Action::Cancel)
                 }
+                model::Action::Emit(emit) => {
+                    actions::emit::Emit::compile(emit, self, &action_pointer).map(Action::Emit)
+                }
                 model::Action::Exec(exec) => {
                     actions::exec::Exec::compile(exec, self, &action_pointer).map(Action::Exec)
                 }

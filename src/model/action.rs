@@ -7,7 +7,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
-/// `raise`, `send`, `cancel`, `if` or `exec`.
+/// `raise`, `send`, `cancel`, `if`, `exec` or `emit`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Action {
@@ -18,10 +18,13 @@ pub enum Action {
     Cancel(CancelAction),
     If(IfAction),
     Exec(ExecAction),
+    Emit(EmitAction),
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 7] = ["log", "assign", "raise", "send", "cancel", "if", "exec"];
+pub const ACTION_KINDS: [&str; 8] = [
+    "log", "assign", "raise", "send", "cancel", "if", "exec", "emit",
+];
 
 /// Writes a log line: a `tracing` event with tags and structured fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -154,6 +157,18 @@ pub enum ExecCommand {
     Line(String),
 }
 
+/// Tells the program driving the protocol what to do: one JSON line on stdout,
+/// `{"directive": "<name>", ...data}`. Human logs stay on stderr.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmitAction {
+    /// The directive's name (a template), e.g. `use_alternative_tool`.
+    pub emit: String,
+    /// Fields of the directive; string values are templates (`"${path}"` keeps its type).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub data: IndexMap<String, serde_json::Value>,
+}
+
 /// One `elif` branch of an `if` action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -189,6 +204,7 @@ impl<'de> Deserialize<'de> for Action {
             "send" => Action::Send(serde_json::from_value(value).map_err(convert)?),
             "cancel" => Action::Cancel(serde_json::from_value(value).map_err(convert)?),
             "exec" => Action::Exec(serde_json::from_value(value).map_err(convert)?),
+            "emit" => Action::Emit(serde_json::from_value(value).map_err(convert)?),
             _ => Action::If(serde_json::from_value(value).map_err(convert)?),
         })
     }
@@ -202,7 +218,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if` or `exec`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `exec` or `emit`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -211,6 +227,7 @@ impl JsonSchema for Action {
                 generator.subschema_for::<CancelAction>(),
                 generator.subschema_for::<IfAction>(),
                 generator.subschema_for::<ExecAction>(),
+                generator.subschema_for::<EmitAction>(),
             ]
         })
     }

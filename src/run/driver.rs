@@ -1,7 +1,7 @@
 //! The driver: external queue, timers on real or virtual (tokio paused) time, JSON-lines input.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::Interpreter;
 use super::algorithm::{Outcome, RunError};
 use super::event::{Event, Origin};
-use crate::actions::{Host, LogRecord, SendRequest};
+use crate::actions::{Directive, Host, LogRecord, SendRequest};
 use crate::clock;
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
@@ -63,6 +63,8 @@ pub struct InputLineError {
 /// Receives log records and input problems as the run goes.
 pub trait Observer {
     fn log(&mut self, record: &LogRecord, time: &str);
+    /// A directive for the driving program.
+    fn directive(&mut self, directive: &Directive);
     fn input_error(&mut self, error: &InputLineError);
 }
 
@@ -74,6 +76,13 @@ pub struct TracingObserver {
 impl Observer for TracingObserver {
     fn log(&mut self, record: &LogRecord, time: &str) {
         crate::output::emit(record, time, &self.run_id);
+    }
+
+    fn directive(&mut self, directive: &Directive) {
+        // One whole line per directive, flushed at once: the driving program reads line by line.
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{}", directive.to_json());
+        let _ = stdout.flush();
     }
 
     fn input_error(&mut self, error: &InputLineError) {
@@ -151,6 +160,10 @@ impl Host for DriverHost<'_> {
     fn cancel(&mut self, send_id: &str) {
         self.timers
             .retain(|_, (id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn emit(&mut self, directive: Directive) {
+        self.observer.directive(&directive);
     }
 
     fn start_effect(&mut self, request: EffectRequest) {

@@ -133,6 +133,7 @@ pub enum Record {
     Effect {
         id: String,
     },
+    Directive(serde_json::Value),
 }
 
 /// A host that keeps every request in order instead of acting on it. Sends without delay are
@@ -191,6 +192,10 @@ impl Host for RecordingHost {
         self.records.push(Record::Cancel(send_id.to_string()));
         self.delayed
             .retain(|(_, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn emit(&mut self, directive: crate::actions::Directive) {
+        self.records.push(Record::Directive(directive.to_json()));
     }
 
     fn start_effect(&mut self, request: crate::effects::EffectRequest) {

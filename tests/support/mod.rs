@@ -57,6 +57,8 @@ pub struct TestHost {
     sequence: u64,
     /// Effects started; a test completes them with `Run::complete_effect`.
     pub effects: Vec<EffectRequest>,
+    /// Directives emitted, as the JSON lines the CLI prints.
+    pub directives: Vec<serde_json::Value>,
 }
 
 impl Host for TestHost {
@@ -89,6 +91,10 @@ impl Host for TestHost {
 
     fn start_effect(&mut self, request: EffectRequest) {
         self.effects.push(request);
+    }
+
+    fn emit(&mut self, directive: protocol_run::actions::Directive) {
+        self.directives.push(directive.to_json());
     }
 
     fn state_entered(&mut self, state: StateId) {
