@@ -101,9 +101,13 @@ pub enum Delay {
 #[derive(Debug)]
 pub struct Timer {
     pub delay: Delay,
-    /// The event name, also the send id used to cancel it: `after.<state>.<index>`.
+    /// The event name, also the send id used to cancel it: `after.<state>.<index>` or
+    /// `timeout.<state>`.
     pub event: Arc<str>,
     pub event_type: EventType,
+    /// An `after` timer is matched only by its own transition; a state `timeout` is an ordinary
+    /// event the protocol handles under `on`.
+    pub private: bool,
 }
 
 /// One event descriptor of a transition: `*`, or a dot-separated prefix.

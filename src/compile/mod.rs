@@ -92,7 +92,7 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
     } = builder;
     let mut timer_events = vec![false; compiler.event_names.len()];
     for timer in states.iter().flat_map(|state| &state.timers) {
-        timer_events[timer.event_type.0 as usize] = true;
+        timer_events[timer.event_type.0 as usize] = timer.private;
     }
     for transition in &mut transitions {
         transition.known_matches =
@@ -680,6 +680,27 @@ impl Builder<'_, '_> {
                     delay,
                     event: Arc::from(event_name),
                     event_type,
+                    private: true,
+                });
+            }
+        }
+        if let Some(timeout) = &state.timeout {
+            let timeout_pointer = format!("{pointer}/timeout");
+            if matches!(kind, StateKind::Final | StateKind::History { .. }) {
+                compiler.key_error(
+                    &timeout_pointer,
+                    "final and history states have no timeout".into(),
+                    None,
+                );
+            }
+            let event_name = format!("timeout.{}", entry.id);
+            let event_type = compiler.intern_event(&event_name);
+            if let Some(delay) = compiler.delay(timeout, &timeout_pointer) {
+                node.timers.push(Timer {
+                    delay,
+                    event: Arc::from(event_name),
+                    event_type,
+                    private: false,
                 });
             }
         }

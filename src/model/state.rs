@@ -41,6 +41,11 @@ pub struct State {
     /// was left first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<Transition>,
+    /// Leave the state through the event `timeout.<id>` if it is still active this long after
+    /// entry: a literal such as `15m`, or an expression giving milliseconds. Handle it under `on`
+    /// (`timeout` matches every state's timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
     /// For a final state: the process exit code of a run that ends here (0–63).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,

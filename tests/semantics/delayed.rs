@@ -302,3 +302,33 @@ states:
     run.advance(1);
     assert_eq!(run.leaves(), ["b"]);
 }
+
+#[test]
+fn a_state_timeout_leaves_through_its_timeout_event_unless_left_first() {
+    const TIMEOUT: &str = r#"
+id: state-timeout
+inputs: { agent_type: { type: enum, values: [developer, critic], default: critic } }
+context: { limits: { developer: 900000, critic: 600000 } }
+states:
+  working:
+    timeout: limits[agent_type]
+    on:
+      timeout: { target: timed_out, actions: [{ log: "${event.name}" }] }
+      done: finished
+  timed_out: {}
+  finished: {}
+"#;
+    let mut run = Run::start(TIMEOUT);
+    run.advance(599_999);
+    assert_eq!(run.leaves(), ["working"]);
+    run.advance(1);
+    assert_eq!(run.take_logs(), ["timeout.working"]);
+    assert_eq!(run.leaves(), ["timed_out"]);
+
+    let mut run = Run::start_with_inputs(TIMEOUT, &[("agent_type", "developer")]);
+    run.advance(600_000);
+    run.send("done");
+    run.advance(900_000);
+    assert_eq!(run.leaves(), ["finished"]);
+    assert!(run.take_logs().is_empty());
+}
