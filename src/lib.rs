@@ -40,4 +40,5 @@ pub mod load;
 pub mod model;
 pub mod output;
 pub mod run;
+pub mod telemetry;
 pub mod value;

@@ -189,3 +189,55 @@ fn an_eventless_loop_is_stopped_and_named() {
         "{stderr}"
     );
 }
+
+#[test]
+fn logs_and_stats_read_a_real_runs_telemetry() {
+    let state =
+        std::env::temp_dir().join(format!("protocol-run-telemetry-cli-{}", std::process::id()));
+    let state_dir = state.to_str().unwrap();
+    let (code, _, stderr) = protocol_run(
+        &[
+            "protocols/retry-backoff.yaml",
+            "--virtual-time",
+            "--state-dir",
+            state_dir,
+        ],
+        "",
+    );
+    assert_eq!(code, 3, "{stderr}");
+    let (code, stdout, _) = protocol_run(
+        &["logs", "--state-dir", state_dir, "--tag", "tool_call_retry"],
+        "",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(
+        stdout.contains("attempt 1 timed out #tool_call_timeout #tool_call_retry"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = protocol_run(
+        &[
+            "logs",
+            "--state-dir",
+            state_dir,
+            "--level",
+            "error",
+            "--json",
+        ],
+        "",
+    );
+    let line: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        line["tags"],
+        serde_json::json!(["tool_call_exhausted", "escalation"])
+    );
+    let (code, stdout, _) = protocol_run(&["stats", "--state-dir", state_dir], "");
+    assert_eq!(code, 0);
+    let stats: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // Timeouts of 2 s, 4 s and 6 s, all spent in `calling`, on the virtual clock.
+    assert_eq!(stats["time_in_state_ms"]["calling"], 12_000);
+    assert_eq!(stats["tags"]["tool_call_attempt"], 3);
+    let runs = std::fs::read_dir(state.join("runs")).unwrap().count();
+    assert_eq!(runs, 1);
+    std::fs::remove_dir_all(&state).unwrap();
+}

@@ -1,5 +1,6 @@
 //! The command line: parse arguments, call the library, map the result to an exit code.
 
+mod logs;
 mod run;
 mod schema;
 mod validate;
@@ -41,6 +42,39 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Show a run's log lines (the latest run unless --run is given).
+    Logs {
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        /// Only lines with this tag.
+        #[arg(long)]
+        tag: Option<String>,
+        /// Only lines at this level or more severe (trace, debug, info, warn, error).
+        #[arg(long)]
+        level: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[arg(
+            long,
+            env = "PROTOCOL_RUN_STATE_DIR",
+            default_value = ".protocol-run",
+            value_name = "DIR"
+        )]
+        state_dir: PathBuf,
+    },
+    /// Retry success rate, attempts to success, timeouts per action, time in each state, tag counts.
+    Stats {
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        #[arg(
+            long,
+            env = "PROTOCOL_RUN_STATE_DIR",
+            default_value = ".protocol-run",
+            value_name = "DIR"
+        )]
+        state_dir: PathBuf,
+    },
     /// Print the protocol JSON Schema, or write it to DIR/protocol.schema.json.
     Schema {
         #[arg(long, value_name = "DIR")]
@@ -55,7 +89,7 @@ enum LogFormatArgument {
     Json,
 }
 
-const SUBCOMMANDS: [&str; 5] = ["run", "validate", "schema", "help", "--"];
+const SUBCOMMANDS: [&str; 7] = ["run", "validate", "schema", "logs", "stats", "help", "--"];
 
 /// Runs the CLI with these arguments (the first is the program name); returns the exit code.
 pub fn main(arguments: Vec<String>) -> u8 {
@@ -74,6 +108,19 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out } => schema::schema(out.as_deref()),
+        Command::Logs {
+            run,
+            tag,
+            level,
+            json,
+            state_dir,
+        } => logs::logs(
+            &state_dir,
+            run.as_deref(),
+            &crate::telemetry::LogFilter { tag, level },
+            json,
+        ),
+        Command::Stats { run, state_dir } => logs::stats(&state_dir, run.as_deref()),
     }
 }
 

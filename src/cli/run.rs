@@ -15,7 +15,8 @@ use crate::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::algorithm::Limits;
-use crate::run::driver::{DriveOptions, EventSource, TimeMode, TracingObserver, drive};
+use crate::run::driver::{DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive};
+use crate::telemetry::RunLog;
 
 #[derive(Debug, Args)]
 pub struct RunArguments {
@@ -33,6 +34,17 @@ pub struct RunArguments {
     /// Let delays and timers elapse instantly, in order (deterministic runs and tests).
     #[arg(long)]
     virtual_time: bool,
+    /// Where run directories (telemetry) live.
+    #[arg(
+        long,
+        env = "PROTOCOL_RUN_STATE_DIR",
+        default_value = ".protocol-run",
+        value_name = "DIR"
+    )]
+    state_dir: PathBuf,
+    /// How many runs' telemetry to keep.
+    #[arg(long, default_value_t = crate::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
+    keep_runs: usize,
     /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
     /// `ID=ok:STDOUT`, or a sequence such as `ID=timeout,timeout,ok:done`.
     #[arg(long = "mock", value_name = "ID=OUTCOME")]
@@ -90,12 +102,22 @@ fn run_phases(arguments: &RunArguments, lifecycle: &mut RunLifecycle) -> Result<
     };
     let subscriber = tracing_subscriber::registry().with(LogLayer { format });
     let _guard = tracing::subscriber::set_default(subscriber);
-    let run_id = format!(
-        "run-{}-{}",
-        crate::clock::unix_milliseconds_now(),
-        std::process::id()
-    );
-    let mut observer = TracingObserver { run_id };
+    let run_id = crate::telemetry::new_run_id();
+    let runs = crate::telemetry::runs_directory(&arguments.state_dir);
+    let telemetry = match RunLog::create(&runs, &run_id, arguments.keep_runs) {
+        Ok(log) => Some(log),
+        Err(error) => {
+            eprintln!(
+                "warning: no telemetry for this run: cannot write {}: {error}",
+                runs.display()
+            );
+            None
+        }
+    };
+    let mut observer = RunObserver {
+        printer: TracingObserver { run_id },
+        telemetry,
+    };
     let limits = Limits {
         max_microsteps: arguments.max_microsteps,
     };
@@ -194,5 +216,53 @@ fn parse_mocks(machine: &crate::compile::machine::Machine, texts: &[String]) -> 
         Err(exit_code::USAGE)
     } else {
         Ok(mocks)
+    }
+}
+
+/// Prints logs and directives, and writes every entry to the run's telemetry.
+struct RunObserver {
+    printer: TracingObserver,
+    telemetry: Option<RunLog>,
+}
+
+impl RunObserver {
+    fn write(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        if let Some(log) = &mut self.telemetry
+            && let Err(error) = log.record(time, kind, fields)
+        {
+            eprintln!(
+                "warning: telemetry stopped: cannot write {}: {error}",
+                log.path().display()
+            );
+            self.telemetry = None;
+        }
+    }
+}
+
+impl Observer for RunObserver {
+    fn log(&mut self, record: &crate::actions::LogRecord, time: &str) {
+        self.printer.log(record, time);
+        let fields: serde_json::Map<String, serde_json::Value> = record
+            .fields
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_json()))
+            .collect();
+        let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
+        let level = format!("{:?}", record.level).to_lowercase();
+        self.write(time, "log", serde_json::json!({"level": level, "message": record.message, "tags": tags, "fields": fields}));
+    }
+
+    fn directive(&mut self, directive: &crate::actions::Directive) {
+        self.printer.directive(directive);
+        let time = crate::clock::format_rfc3339(crate::clock::unix_milliseconds_now());
+        self.write(&time, "directive", directive.to_json());
+    }
+
+    fn input_error(&mut self, error: &crate::run::driver::InputLineError) {
+        self.printer.input_error(error);
+    }
+
+    fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        self.write(time, kind, fields);
     }
 }

@@ -66,6 +66,9 @@ pub trait Observer {
     /// A directive for the driving program.
     fn directive(&mut self, directive: &Directive);
     fn input_error(&mut self, error: &InputLineError);
+    /// A telemetry entry: `start`, `step` (after each event), `effect` (an outcome arrived) or
+    /// `finish`, with its fields.
+    fn record(&mut self, _time: &str, _kind: &str, _fields: serde_json::Value) {}
 }
 
 /// Prints through `tracing` (logs) and stderr (input problems).
@@ -160,6 +163,22 @@ impl Host for DriverHost<'_> {
     fn cancel(&mut self, send_id: &str) {
         self.timers
             .retain(|_, (id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn transition_taken(&mut self, transition: crate::compile::machine::TransitionId) {
+        let node = self.machine.transition(transition);
+        let targets: Vec<&str> = node
+            .targets
+            .iter()
+            .map(|target| &*self.machine.state(*target).id)
+            .collect();
+        let fields = serde_json::json!({
+            "source": &*self.machine.state(node.source).id,
+            "targets": targets,
+            "at": node.pointer,
+        });
+        let time = self.now_text();
+        self.observer.record(&time, "transition", fields);
     }
 
     fn emit(&mut self, directive: Directive) {
@@ -260,9 +279,20 @@ async fn drive_async(
     let mut line_number = 0;
     let mut input_closed = false;
     interpreter.start(&mut host)?;
+    let time = host.now_text();
+    let start =
+        serde_json::json!({"protocol": machine.id, "configuration": interpreter.active_leaves()});
+    host.observer.record(&time, "start", start);
     while interpreter.is_running() {
         if let Some(event) = host.external_queue.pop_front() {
             interpreter.handle(&event, &mut host)?;
+            let time = host.now_text();
+            let step = serde_json::json!({
+                "event": &*event.name,
+                "data": event.data.to_json(),
+                "configuration": interpreter.active_leaves(),
+            });
+            host.observer.record(&time, "step", step);
             continue;
         }
         let deadline = host.next_deadline();
@@ -287,6 +317,8 @@ async fn drive_async(
             biased;
             Some(event) = completed.recv(), if effects_pending => {
                 host.running_effects -= 1;
+                let time = host.now_text();
+                host.observer.record(&time, "effect", effect_summary(&event));
                 host.external_queue.push_back(event);
             }
             line = next_line, if reading => match line {
@@ -303,6 +335,13 @@ async fn drive_async(
             input_closed = false;
         }
     }
+    let time = host.now_text();
+    let finish = serde_json::json!({
+        "configuration": interpreter.active_leaves(),
+        "state": interpreter.outcome().map(|outcome| machine.state(outcome.final_state).id.to_string()),
+        "exit_code": interpreter.outcome().map(|outcome| outcome.exit_code),
+    });
+    host.observer.record(&time, "finish", finish);
     Ok(RunReport {
         outcome: interpreter.outcome().cloned(),
         active_states: interpreter
@@ -311,6 +350,24 @@ async fn drive_async(
             .map(String::from)
             .collect(),
         context: interpreter.context_json(),
+    })
+}
+
+/// The telemetry of an effect outcome: which action, how it ended, how long it took.
+fn effect_summary(event: &Event) -> serde_json::Value {
+    let field = |name: &str| {
+        event
+            .data
+            .get(name)
+            .map_or(serde_json::Value::Null, Value::to_json)
+    };
+    serde_json::json!({
+        "id": field("id"),
+        "event": &*event.name,
+        "succeeded": event.name.starts_with("done."),
+        "timed_out": field("timed_out"),
+        "exit_code": field("exit_code"),
+        "duration_ms": field("duration_ms"),
     })
 }
 
