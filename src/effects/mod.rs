@@ -1,8 +1,11 @@
 //! Effects: the I/O behind effectful actions (processes, files), run by the driver on tokio, each
 //! reporting its outcome back to the machine as an event.
 
+pub mod files;
 pub mod mock;
 pub mod process;
+pub mod tools;
+pub mod retry;
 
 use std::sync::Arc;
 
