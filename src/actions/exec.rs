@@ -1,49 +1,36 @@
-//! `exec`: resolves a process request from templates (pure); the driver runs it and reports the
-//! outcome as `done.exec.<id>`, `error.exec.<id>` or `error.exec.timeout.<id>`.
+//! `exec`: resolves a process request from templates (pure); the driver runs it under the
+//! action's retry plan and reports `done.exec.<id>`, `error.exec.<id>` or `error.exec.timeout.<id>`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
-
-use crate::compile::Compiler;
-use crate::compile::expression::{EvaluationError, Template};
-use crate::compile::machine::{Delay, EventType};
-use crate::effects::process::ProcessRequest;
-use crate::effects::{EffectKind, EffectRequest, OutcomeEvents};
-use crate::model::action::{ExecAction, ExecCommand};
 
 use super::Execution;
+use super::effect::EffectPolicy;
+use crate::compile::Compiler;
+use crate::compile::expression::{EvaluationError, Template};
+use crate::effects::process::ProcessRequest;
+use crate::effects::{EffectKind, STANDARD_INCOMPLETE_MARKERS};
+use crate::model::effect::{ExecAction, ExecCommand, IncompleteMarkers};
 
 #[derive(Debug)]
 pub struct Exec {
-    id: Arc<str>,
+    policy: EffectPolicy,
     argv: Vec<Template>,
     shell: bool,
     cwd: Option<Template>,
     env: Vec<(String, Template)>,
     stdin: Option<Template>,
-    timeout: Option<Delay>,
-    events: OutcomeEvents,
-}
-
-/// Interns the three outcome event names of an effect with this id.
-pub fn outcome_events(compiler: &mut Compiler, kind: &str, id: &str) -> OutcomeEvents {
-    OutcomeEvents {
-        done: compiler.intern_event(&format!("done.{kind}.{id}")),
-        failed: compiler.intern_event(&format!("error.{kind}.{id}")),
-        timed_out: compiler.intern_event(&format!("error.{kind}.timeout.{id}")),
-    }
+    incomplete_markers: Vec<String>,
 }
 
 impl Exec {
     pub fn compile(action: &ExecAction, compiler: &mut Compiler, pointer: &str) -> Option<Exec> {
-        let id_pointer = format!("{pointer}/id");
-        compiler.check_action_id(&action.id, &id_pointer);
+        let policy = EffectPolicy::compile(&action.options, compiler, pointer);
+        let command_pointer = format!("{pointer}/exec");
         let argv: Vec<Option<Template>> = match (&action.exec, action.shell) {
             (ExecCommand::Arguments(arguments), false) => {
                 if arguments.is_empty() {
                     compiler.value_error(
-                        &format!("{pointer}/exec"),
+                        &command_pointer,
                         "`exec` needs at least the program".into(),
                         Some("write e.g. `exec: [ls, -l]`".into()),
                     );
@@ -52,24 +39,22 @@ impl Exec {
                     .iter()
                     .enumerate()
                     .map(|(index, argument)| {
-                        compiler.template(argument, &format!("{pointer}/exec/{index}"))
+                        compiler.template(argument, &format!("{command_pointer}/{index}"))
                     })
                     .collect()
             }
-            (ExecCommand::Line(line), true) => {
-                vec![compiler.template(line, &format!("{pointer}/exec"))]
-            }
+            (ExecCommand::Line(line), true) => vec![compiler.template(line, &command_pointer)],
             (ExecCommand::Line(_), false) => {
                 compiler.value_error(
-                    &format!("{pointer}/exec"),
+                    &command_pointer,
                     "a command line needs `shell: true`".into(),
-                    Some("write the program and arguments as a list, e.g. `exec: [grep, -n, x, file]`, or add `shell: true`".into()),
+                    Some("write the program and its arguments as a list, e.g. `exec: [grep, -n, x, file]`, or add `shell: true`".into()),
                 );
                 return None;
             }
             (ExecCommand::Arguments(_), true) => {
                 compiler.value_error(
-                    &format!("{pointer}/exec"),
+                    &command_pointer,
                     "with `shell: true`, `exec` is one command string".into(),
                     Some("write e.g. `exec: \"ls | wc -l\"`".into()),
                 );
@@ -95,28 +80,33 @@ impl Exec {
             .stdin
             .as_ref()
             .map(|stdin| compiler.template(stdin, &format!("{pointer}/stdin")));
-        let timeout = action
-            .timeout
-            .as_ref()
-            .map(|timeout| compiler.delay(timeout, &format!("{pointer}/timeout")));
-        let events = outcome_events(compiler, "exec", &action.id);
+        let incomplete_markers = match &action.incomplete_markers {
+            None | Some(IncompleteMarkers::Standard(false)) => Vec::new(),
+            Some(IncompleteMarkers::Standard(true)) => STANDARD_INCOMPLETE_MARKERS
+                .iter()
+                .map(|marker| marker.to_string())
+                .collect(),
+            Some(IncompleteMarkers::Listed(markers)) => markers.clone(),
+        };
         Some(Exec {
-            id: Arc::from(action.id.as_str()),
+            policy: policy?,
             argv: argv.into_iter().collect::<Option<_>>()?,
             shell: action.shell,
-            cwd: cwd.map_or(Some(None), |cwd| cwd.map(Some))?,
+            cwd: crate::compile::optional(cwd)?,
             env: env
                 .into_iter()
                 .map(|(name, value)| value.map(|value| (name, value)))
                 .collect::<Option<_>>()?,
-            stdin: stdin.map_or(Some(None), |stdin| stdin.map(Some))?,
-            timeout: timeout.map_or(Some(None), |timeout| timeout.map(Some))?,
-            events,
+            stdin: crate::compile::optional(stdin)?,
+            incomplete_markers,
         })
     }
 
     /// Pure: the process to run, with every template rendered.
-    pub fn resolve(&self, execution: &Execution) -> Result<EffectRequest, EvaluationError> {
+    pub fn resolve(
+        &self,
+        execution: &Execution,
+    ) -> Result<crate::effects::EffectRequest, EvaluationError> {
         execution.with_scope(|scope| {
             let rendered: Vec<String> = self
                 .argv
@@ -129,10 +119,11 @@ impl Exec {
                 rendered
             };
             let mut process = ProcessRequest::new(argv);
-            process.cwd = match &self.cwd {
-                Some(cwd) => Some(PathBuf::from(cwd.render(scope)?)),
-                None => execution.machine.base_directory.clone(),
-            };
+            process.cwd = self
+                .cwd
+                .as_ref()
+                .map(|cwd| cwd.render(scope).map(PathBuf::from))
+                .transpose()?;
             process.env = self
                 .env
                 .iter()
@@ -143,16 +134,11 @@ impl Exec {
                 .as_ref()
                 .map(|stdin| stdin.render(scope))
                 .transpose()?;
-            process.timeout = self
-                .timeout
-                .as_ref()
-                .map(|timeout| timeout.evaluate(scope).map(Duration::from_millis))
-                .transpose()?;
-            Ok(EffectRequest {
-                id: self.id.clone(),
-                kind: EffectKind::Process(process),
-                events: self.events,
-            })
+            self.policy.request(
+                EffectKind::Process(process),
+                scope,
+                self.incomplete_markers.clone(),
+            )
         })
     }
 
@@ -160,14 +146,5 @@ impl Exec {
         let request = self.resolve(execution)?;
         execution.host.start_effect(request);
         Ok(())
-    }
-}
-
-/// The event type of an outcome, for effects and their tests.
-pub fn outcome_event_type(events: &OutcomeEvents, succeeded: bool, timed_out: bool) -> EventType {
-    match (succeeded, timed_out) {
-        (_, true) => events.timed_out,
-        (true, false) => events.done,
-        (false, false) => events.failed,
     }
 }

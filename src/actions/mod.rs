@@ -3,11 +3,14 @@
 pub mod assign;
 pub mod cancel;
 pub mod conditional;
+pub mod effect;
 pub mod emit;
 pub mod exec;
+pub mod file;
 pub mod log;
 pub mod raise;
 pub mod send;
+pub mod tool;
 
 use std::collections::VecDeque;
 
@@ -32,6 +35,8 @@ pub enum Action {
     If(conditional::Conditional),
     Exec(exec::Exec),
     Emit(emit::Emit),
+    Tool(tool::Tool),
+    File(file::File),
 }
 
 /// What the engine asks of the world outside the pure algorithm: output, timers, observers.
@@ -90,6 +95,8 @@ impl Action {
             Action::If(conditional) => conditional.execute(execution),
             Action::Exec(exec) => exec.execute(execution),
             Action::Emit(emit) => emit.execute(execution),
+            Action::Tool(tool) => tool.execute(execution),
+            Action::File(file) => file.execute(execution),
         }
     }
 }

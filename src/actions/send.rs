@@ -73,9 +73,9 @@ impl Send {
             .map(|id| compiler.template(id, &format!("{pointer}/id")));
         Some(Send {
             event: event?,
-            data: data.map_or(Some(None), |data| data.map(Some))?,
-            delay: delay.map_or(Some(None), |delay| delay.map(Some))?,
-            id: id.map_or(Some(None), |id| id.map(Some))?,
+            data: crate::compile::optional(data)?,
+            delay: crate::compile::optional(delay)?,
+            id: crate::compile::optional(id)?,
         })
     }
 

@@ -185,6 +185,15 @@ fn known_matches(
     bits
 }
 
+/// An optional part that was compiled if present: `None` when it failed, `Some(None)` when it
+/// was absent, `Some(Some(part))` when it compiled.
+pub fn optional<T>(compiled: Option<Option<T>>) -> Option<Option<T>> {
+    match compiled {
+        None => Some(None),
+        Some(part) => part.map(Some),
+    }
+}
+
 /// Shared compile services: expressions, templates, events and located diagnostics.
 pub struct Compiler<'a> {
     source: &'a Source,
@@ -338,6 +347,24 @@ impl Compiler<'_> {
                 model::Action::Cancel(cancel) => {
                     actions::cancel::Cancel::compile(cancel, self, &action_pointer)
                         .map(Action::Cancel)
+                }
+                model::Action::ReadFile(read) => {
+                    actions::tool::Tool::read_file(read, self, &action_pointer).map(Action::Tool)
+                }
+                model::Action::ListDir(list) => {
+                    actions::tool::Tool::list_dir(list, self, &action_pointer).map(Action::Tool)
+                }
+                model::Action::GrepSearch(grep) => {
+                    actions::tool::Tool::grep_search(grep, self, &action_pointer).map(Action::Tool)
+                }
+                model::Action::Write(write) => {
+                    actions::file::File::write(write, self, &action_pointer).map(Action::File)
+                }
+                model::Action::Backup(backup) => {
+                    actions::file::File::backup(backup, self, &action_pointer).map(Action::File)
+                }
+                model::Action::Restore(restore) => {
+                    actions::file::File::restore(restore, self, &action_pointer).map(Action::File)
                 }
                 model::Action::Emit(emit) => {
                     actions::emit::Emit::compile(emit, self, &action_pointer).map(Action::Emit)

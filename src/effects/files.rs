@@ -138,6 +138,7 @@ fn outcome(
         insert("message", Value::string(message));
     }
     EffectOutcome {
+        incomplete: false,
         succeeded,
         timed_out: false,
         data,

@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::process::ProcessOutcome;
-use super::{EffectKind, EffectOutcome, EffectRequest};
+use super::{EffectOutcome, EffectRequest};
 
 /// One scripted outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +46,7 @@ impl MockOutcome {
 
     /// The outcome as the effect would have reported it, and how long it takes to arrive.
     pub fn outcome(&self, request: &EffectRequest) -> (EffectOutcome, Duration) {
-        let timeout = match &request.kind {
-            EffectKind::Process(process) => process.timeout.unwrap_or_default(),
-        };
+        let timeout = request.kind.timeout().unwrap_or_default();
         let process = |exit_code: Option<i32>,
                        stdout: &str,
                        timed_out: bool,

@@ -4,8 +4,8 @@
 pub mod files;
 pub mod mock;
 pub mod process;
-pub mod tools;
 pub mod retry;
+pub mod tools;
 
 use std::sync::Arc;
 
@@ -24,6 +24,8 @@ pub struct OutcomeEvents {
     pub failed: EventType,
     /// `error.<kind>.timeout.<id>`
     pub timed_out: EventType,
+    /// `error.incomplete.<id>`
+    pub incomplete: EventType,
 }
 
 /// An effect to run, resolved from an action.
@@ -33,11 +35,71 @@ pub struct EffectRequest {
     pub id: Arc<str>,
     pub kind: EffectKind,
     pub events: OutcomeEvents,
+    pub plan: RetryPlan,
+}
+
+/// How attempts are timed, retried and reported.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RetryPlan {
+    /// The base timeout of one attempt.
+    pub timeout: Option<std::time::Duration>,
+    /// Attempt `n` gets `timeout` × the `n`-th multiplier (the last repeats); none means 1.
+    pub multipliers: Vec<f64>,
+    /// Tried in order; the first whose `error_equals` matches a failure decides.
+    pub retriers: Vec<retry::RetryPolicy>,
+    /// Prefix of the telemetry log lines.
+    pub telemetry: Arc<str>,
+    /// Output markers that make a successful process outcome incomplete.
+    pub incomplete_markers: Vec<String>,
+}
+
+impl RetryPlan {
+    fn multiplier(&self, attempt: u32) -> f64 {
+        let index = (attempt as usize)
+            .saturating_sub(1)
+            .min(self.multipliers.len().saturating_sub(1));
+        self.multipliers
+            .get(index)
+            .copied()
+            .filter(|m| m.is_finite() && *m > 0.0)
+            .unwrap_or(1.0)
+    }
+
+    fn attempt_timeout(&self, attempt: u32) -> Option<std::time::Duration> {
+        let multiplier = self.multiplier(attempt);
+        self.timeout.map(|timeout| {
+            std::time::Duration::try_from_secs_f64(timeout.as_secs_f64() * multiplier)
+                .unwrap_or(std::time::Duration::MAX)
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum EffectKind {
     Process(process::ProcessRequest),
+    Tool(tools::ToolCall),
+    File(files::FileRequest),
+}
+
+impl EffectKind {
+    /// The same effect with another timeout (files take no timeout).
+    fn with_timeout(&self, timeout: Option<std::time::Duration>) -> EffectKind {
+        let mut kind = self.clone();
+        match &mut kind {
+            EffectKind::Process(process) => process.timeout = timeout,
+            EffectKind::Tool(tool) => tool.timeout = timeout,
+            EffectKind::File(_) => {}
+        }
+        kind
+    }
+
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        match self {
+            EffectKind::Process(process) => process.timeout,
+            EffectKind::Tool(tool) => tool.timeout,
+            EffectKind::File(_) => None,
+        }
+    }
 }
 
 /// What an effect produced, in the shape its outcome event carries.
@@ -45,6 +107,8 @@ pub enum EffectKind {
 pub struct EffectOutcome {
     pub succeeded: bool,
     pub timed_out: bool,
+    /// The output carried a completeness marker (ADR-018).
+    pub incomplete: bool,
     /// The event data: `id`, `exit_code`, `stdout`, ...
     pub data: IndexMap<Arc<str>, Value>,
 }
@@ -82,6 +146,7 @@ impl EffectOutcome {
         EffectOutcome {
             succeeded,
             timed_out: outcome.timed_out,
+            incomplete: false,
             data,
         }
     }
@@ -94,14 +159,40 @@ impl EffectOutcome {
         EffectOutcome {
             succeeded: false,
             timed_out: false,
+            incomplete: false,
             data,
         }
     }
 
+    /// The name of the event that reports this outcome.
+    pub fn event_type(&self, events: &OutcomeEvents) -> EventType {
+        match (self.succeeded, self.timed_out, self.incomplete) {
+            (_, _, true) => events.incomplete,
+            (_, true, _) => events.timed_out,
+            (true, _, _) => events.done,
+            (false, _, _) => events.failed,
+        }
+    }
+
+    /// The first marker found in the output, if any.
+    fn incomplete_marker<'a>(&self, markers: &'a [String]) -> Option<&'a str> {
+        let text = |key: &str| {
+            self.data
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let output = text("stdout") + &text("stderr");
+        markers
+            .iter()
+            .find(|marker| output.contains(marker.as_str()))
+            .map(String::as_str)
+    }
+
     /// The event that reports this outcome to the machine.
     pub fn into_event(self, machine: &Machine, events: &OutcomeEvents) -> Event {
-        let event_type =
-            crate::actions::exec::outcome_event_type(events, self.succeeded, self.timed_out);
+        let event_type = self.event_type(events);
         Event::of_type(machine, event_type, Origin::External)
             .with_data(Value::Map(Arc::new(self.data)))
     }
@@ -114,5 +205,186 @@ pub async fn run_effect(request: &EffectRequest) -> EffectOutcome {
             Ok(outcome) => EffectOutcome::from_process(&request.id, &outcome),
             Err(error) => EffectOutcome::failure(&request.id, error.to_string()),
         },
+        EffectKind::Tool(call) => tools::run_tool(&request.id, call).await,
+        EffectKind::File(file) => files::run_file_effect(&request.id, file).await,
+    }
+}
+
+/// The standard completeness markers of ADR-018.
+pub const STANDARD_INCOMPLETE_MARKERS: [&str; 7] = [
+    "Terminated",
+    "Killed",
+    "... (truncated)",
+    "Connection timed out",
+    "Resource temporarily unavailable",
+    "Signal received",
+    "Process interrupted",
+];
+
+/// Runs an effect under its retry plan: each attempt through `attempt` (the real effect or a
+/// mock), telemetry through `report`, pauses on the (possibly virtual) tokio clock.
+pub async fn run_with_plan<F, Fut>(
+    request: &EffectRequest,
+    mut attempt: F,
+    report: &mut (dyn FnMut(crate::actions::LogRecord) + Send),
+) -> EffectOutcome
+where
+    F: FnMut(EffectRequest) -> Fut,
+    Fut: std::future::Future<Output = EffectOutcome>,
+{
+    let plan = &request.plan;
+    let started = tokio::time::Instant::now();
+    let retrying = !plan.retriers.is_empty();
+    let mut executors: Vec<retry::RetryExecutor> = plan
+        .retriers
+        .iter()
+        .map(|policy| {
+            let mut executor = retry::RetryExecutor::new(policy.clone());
+            executor.start();
+            executor
+        })
+        .collect();
+    let max_attempts = plan
+        .retriers
+        .first()
+        .map_or(1, |policy| policy.max_attempts.max(1));
+    let mut number = 1u32;
+    loop {
+        let timeout = plan.attempt_timeout(number);
+        let timeout_ms = timeout.map(|t| t.as_millis() as i64);
+        if retrying {
+            report(telemetry(
+                plan,
+                "timeout_attempt",
+                crate::model::action::LogLevel::Info,
+                format!("{} attempt {number}/{max_attempts}", request.id),
+                &[
+                    ("attempt", Value::Int(number.into())),
+                    ("max_retries", Value::Int(max_attempts.into())),
+                    ("timeout_ms", timeout_ms.map_or(Value::Null, Value::Int)),
+                    ("multiplier", Value::Float(plan.multiplier(number))),
+                ],
+            ));
+        }
+        let mut this_attempt = request.clone();
+        this_attempt.kind = request.kind.with_timeout(timeout);
+        let mut outcome = attempt(this_attempt).await;
+        if outcome.succeeded
+            && let Some(marker) = outcome.incomplete_marker(&plan.incomplete_markers)
+        {
+            report(telemetry(
+                plan,
+                "incomplete_output",
+                crate::model::action::LogLevel::Warn,
+                format!("{} output is incomplete: `{marker}`", request.id),
+                &[
+                    ("attempt", Value::Int(number.into())),
+                    ("indicator", Value::string(marker)),
+                ],
+            ));
+            outcome.succeeded = false;
+            outcome.incomplete = true;
+            outcome.data.insert(
+                Arc::from("message"),
+                Value::string(format!("incomplete output: `{marker}`")),
+            );
+        }
+        let elapsed_ms = Value::Int(started.elapsed().as_millis() as i64);
+        if outcome.succeeded {
+            if retrying {
+                report(telemetry(
+                    plan,
+                    "timeout_success",
+                    crate::model::action::LogLevel::Info,
+                    format!("{} succeeded on attempt {number}", request.id),
+                    &[
+                        ("attempts", Value::Int(number.into())),
+                        ("elapsed_ms", elapsed_ms),
+                        (
+                            "final_timeout_ms",
+                            timeout_ms.map_or(Value::Null, Value::Int),
+                        ),
+                    ],
+                ));
+            }
+            return outcome;
+        }
+        let error = match outcome.event_type(&request.events) {
+            event_type if event_type == request.events.incomplete => {
+                format!("error.incomplete.{}", request.id)
+            }
+            event_type if event_type == request.events.timed_out => {
+                format!("error.exec.timeout.{}", request.id)
+            }
+            _ => format!("error.exec.{}", request.id),
+        };
+        let handler = plan.retriers.iter().position(|policy| {
+            policy.error_equals.is_empty()
+                || policy
+                    .error_equals
+                    .iter()
+                    .any(|descriptor| descriptor.matches(&error))
+        });
+        let step = handler.map(|index| executors[index].report(Err(&error)));
+        match (handler, step) {
+            (Some(index), Some(retry::RetryStep::Wait { delay, .. })) => {
+                report(telemetry(
+                    plan,
+                    "timeout_retry",
+                    crate::model::action::LogLevel::Warn,
+                    format!(
+                        "{} attempt {number} failed ({error}); retrying in {} ms",
+                        request.id,
+                        delay.as_millis()
+                    ),
+                    &[
+                        ("attempt", Value::Int(number.into())),
+                        ("delay_ms", Value::Int(delay.as_millis() as i64)),
+                        ("error", Value::string(error.as_str())),
+                    ],
+                ));
+                tokio::time::sleep(delay).await;
+                executors[index].resume();
+                number += 1;
+            }
+            _ => {
+                if retrying {
+                    report(telemetry(
+                        plan,
+                        "timeout_exhausted",
+                        crate::model::action::LogLevel::Error,
+                        format!("{} gave up after {number} attempts ({error})", request.id),
+                        &[
+                            ("attempts", Value::Int(number.into())),
+                            ("elapsed_ms", elapsed_ms),
+                        ],
+                    ));
+                    outcome
+                        .data
+                        .insert(Arc::from("attempts"), Value::Int(number.into()));
+                }
+                return outcome;
+            }
+        }
+    }
+}
+
+/// A telemetry log line named `<prefix>_<name>`, tagged with that name.
+fn telemetry(
+    plan: &RetryPlan,
+    name: &str,
+    level: crate::model::action::LogLevel,
+    message: String,
+    fields: &[(&str, Value)],
+) -> crate::actions::LogRecord {
+    let tag: Arc<str> = Arc::from(format!("{}_{name}", plan.telemetry));
+    crate::actions::LogRecord {
+        level,
+        message,
+        tags: Arc::from([tag]),
+        fields: fields
+            .iter()
+            .map(|(key, value)| (Arc::from(*key), value.clone()))
+            .collect(),
     }
 }

@@ -168,6 +168,7 @@ impl ToolReport {
             data.insert(Arc::from(key), value);
         }
         EffectOutcome {
+            incomplete: false,
             succeeded,
             timed_out: false,
             data,
@@ -197,6 +198,7 @@ fn timed_out_outcome(
         data.insert(Arc::from(key), value);
     }
     EffectOutcome {
+        incomplete: false,
         succeeded: false,
         timed_out: true,
         data,

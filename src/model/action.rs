@@ -4,10 +4,16 @@ use std::borrow::Cow;
 
 use indexmap::IndexMap;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+pub use super::effect::{
+    BackupAction, EffectOptions, ExecAction, ExecCommand, GrepSearchAction, ListDirAction,
+    ReadFileAction, RestoreAction, Retrier, WriteAction,
+};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
-/// `raise`, `send`, `cancel`, `if`, `exec` or `emit`.
+/// `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`,
+/// `grep_search`, `write`, `backup` or `restore`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Action {
@@ -19,11 +25,30 @@ pub enum Action {
     If(IfAction),
     Exec(ExecAction),
     Emit(EmitAction),
+    ReadFile(ReadFileAction),
+    ListDir(ListDirAction),
+    GrepSearch(GrepSearchAction),
+    Write(WriteAction),
+    Backup(BackupAction),
+    Restore(RestoreAction),
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 8] = [
-    "log", "assign", "raise", "send", "cancel", "if", "exec", "emit",
+pub const ACTION_KINDS: [&str; 14] = [
+    "log",
+    "assign",
+    "raise",
+    "send",
+    "cancel",
+    "if",
+    "exec",
+    "emit",
+    "read_file",
+    "list_dir",
+    "grep_search",
+    "write",
+    "backup",
+    "restore",
 ];
 
 /// Writes a log line: a `tracing` event with tags and structured fields.
@@ -117,46 +142,6 @@ pub struct IfAction {
     pub otherwise: Vec<Action>,
 }
 
-/// Runs a process. Its outcome comes back as an event: `done.exec.<id>` (exit code 0),
-/// `error.exec.<id>` (another exit code, or it could not start) or `error.exec.timeout.<id>`.
-/// The event data has `id`, `exit_code`, `stdout`, `stderr`, `truncated`, `duration_ms`,
-/// `timed_out` and, for failures, `message`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExecAction {
-    /// The program and its arguments, each a template and each passed as one argument (no shell).
-    /// With `shell: true`, a single command string run by `sh -c`.
-    pub exec: ExecCommand,
-    /// The action's id: names its outcome events and lets `--mock ID=OUTCOME` replace it.
-    pub id: String,
-    /// Run the string through `sh -c`. Only when written explicitly.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shell: bool,
-    /// Working directory (a template); the protocol file's directory when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-    /// Environment variables to set (values are templates).
-    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub env: IndexMap<String, String>,
-    /// Text written to the process's standard input (a template).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stdin: Option<String>,
-    /// Kill the process group after this long: a literal such as `30s`, or an expression giving
-    /// milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<String>,
-}
-
-/// The command of an `exec` action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum ExecCommand {
-    /// Program and arguments; each element is exactly one argument.
-    Arguments(Vec<String>),
-    /// A shell command line, allowed only with `shell: true`.
-    Line(String),
-}
-
 /// Tells the program driving the protocol what to do: one JSON line on stdout,
 /// `{"directive": "<name>", ...data}`. Human logs stay on stderr.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -205,6 +190,12 @@ impl<'de> Deserialize<'de> for Action {
             "cancel" => Action::Cancel(serde_json::from_value(value).map_err(convert)?),
             "exec" => Action::Exec(serde_json::from_value(value).map_err(convert)?),
             "emit" => Action::Emit(serde_json::from_value(value).map_err(convert)?),
+            "read_file" => Action::ReadFile(serde_json::from_value(value).map_err(convert)?),
+            "list_dir" => Action::ListDir(serde_json::from_value(value).map_err(convert)?),
+            "grep_search" => Action::GrepSearch(serde_json::from_value(value).map_err(convert)?),
+            "write" => Action::Write(serde_json::from_value(value).map_err(convert)?),
+            "backup" => Action::Backup(serde_json::from_value(value).map_err(convert)?),
+            "restore" => Action::Restore(serde_json::from_value(value).map_err(convert)?),
             _ => Action::If(serde_json::from_value(value).map_err(convert)?),
         })
     }
@@ -218,7 +209,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `exec` or `emit`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup` or `restore`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -228,6 +219,12 @@ impl JsonSchema for Action {
                 generator.subschema_for::<IfAction>(),
                 generator.subschema_for::<ExecAction>(),
                 generator.subschema_for::<EmitAction>(),
+                generator.subschema_for::<ReadFileAction>(),
+                generator.subschema_for::<ListDirAction>(),
+                generator.subschema_for::<GrepSearchAction>(),
+                generator.subschema_for::<WriteAction>(),
+                generator.subschema_for::<BackupAction>(),
+                generator.subschema_for::<RestoreAction>(),
             ]
         })
     }

@@ -2,6 +2,7 @@
 
 pub mod action;
 pub mod duration;
+pub mod effect;
 pub mod input;
 pub mod state;
 pub mod transition;

@@ -14,7 +14,7 @@ use crate::actions::{Directive, Host, LogRecord, SendRequest};
 use crate::clock;
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
-use crate::effects::{EffectRequest, run_effect};
+use crate::effects::{EffectRequest, run_effect, run_with_plan};
 use crate::value::Value;
 
 /// Where external events come from.
@@ -102,6 +102,12 @@ type TimerKey = (Instant, u64);
 /// A delayed send waiting for its deadline: its id (for `cancel`) and the event.
 type PendingSend = (Option<Arc<str>>, Event);
 
+/// What a running effect sends back: telemetry lines while it retries, then its outcome.
+enum EffectMessage {
+    Log(LogRecord),
+    Outcome(Event),
+}
+
 /// The host the algorithm talks to: external queue, timers, log output.
 struct DriverHost<'a> {
     external_queue: VecDeque<Event>,
@@ -112,10 +118,10 @@ struct DriverHost<'a> {
     observer: &'a mut dyn Observer,
     machine: Arc<Machine>,
     /// Where running effects report their outcome events.
-    completions: mpsc::UnboundedSender<Event>,
+    completions: mpsc::UnboundedSender<EffectMessage>,
     /// Effects started whose outcome has not arrived yet.
     running_effects: usize,
-    mocks: Mocks,
+    mocks: Arc<std::sync::Mutex<Mocks>>,
 }
 
 impl DriverHost<'_> {
@@ -189,18 +195,33 @@ impl Host for DriverHost<'_> {
         self.running_effects += 1;
         let completions = self.completions.clone();
         let machine = self.machine.clone();
-        let mocked = self.mocks.next(&request.id);
+        let mocks = self.mocks.clone();
         tokio::spawn(async move {
-            let outcome = match mocked {
-                Some(mock) => {
-                    let (outcome, after) = mock.outcome(&request);
-                    tokio::time::sleep(after).await;
-                    outcome
-                }
-                None => run_effect(&request).await,
+            let telemetry = completions.clone();
+            let mut report = move |record: LogRecord| {
+                let _ = telemetry.send(EffectMessage::Log(record));
             };
+            let attempt = move |attempt: EffectRequest| {
+                // A poisoned lock only means another attempt panicked; the scripts are intact.
+                let mocked = mocks
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .next(&attempt.id);
+                async move {
+                    match mocked {
+                        Some(mock) => {
+                            let (outcome, after) = mock.outcome(&attempt);
+                            tokio::time::sleep(after).await;
+                            outcome
+                        }
+                        None => run_effect(&attempt).await,
+                    }
+                }
+            };
+            let outcome = run_with_plan(&request, attempt, &mut report).await;
             // The run may have ended meanwhile; then nobody waits for this outcome.
-            let _ = completions.send(outcome.into_event(&machine, &request.events));
+            let event = outcome.into_event(&machine, &request.events);
+            let _ = completions.send(EffectMessage::Outcome(event));
         });
     }
 }
@@ -264,7 +285,7 @@ async fn drive_async(
         machine: machine.clone(),
         completions,
         running_effects: 0,
-        mocks,
+        mocks: Arc::new(std::sync::Mutex::new(mocks)),
     };
     let mut stdin_lines = None;
     match source {
@@ -315,12 +336,15 @@ async fn drive_async(
         };
         tokio::select! {
             biased;
-            Some(event) = completed.recv(), if effects_pending => {
-                host.running_effects -= 1;
-                let time = host.now_text();
-                host.observer.record(&time, "effect", effect_summary(&event));
-                host.external_queue.push_back(event);
-            }
+            Some(message) = completed.recv(), if effects_pending => match message {
+                EffectMessage::Log(record) => host.log(record),
+                EffectMessage::Outcome(event) => {
+                    host.running_effects -= 1;
+                    let time = host.now_text();
+                    host.observer.record(&time, "effect", effect_summary(&event));
+                    host.external_queue.push_back(event);
+                }
+            },
             line = next_line, if reading => match line {
                 Some(line) => {
                     line_number += 1;

@@ -1,0 +1,212 @@
+//! Effectful actions as written: processes, built-in tools and files, with shared options for
+//! ids, timeouts, retries and telemetry.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Options every effectful action shares. The outcome comes back as `done.exec.<id>`,
+/// `error.exec.<id>` or `error.exec.timeout.<id>` (`error.exec` catches every failure), with data
+/// `id`, `exit_code`, `stdout`, `stderr`, `truncated`, `duration_ms`, `timed_out` and, on
+/// failure, `message`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EffectOptions {
+    /// The action's id: names its outcome events and lets `--mock ID=OUTCOME` replace it.
+    pub id: String,
+    /// Give up on one attempt after this long (for processes: SIGTERM to the whole process group,
+    /// a grace period, then SIGKILL). A literal such as `30s`, or an expression giving milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Attempt `n` gets `timeout` × the `n`-th multiplier; past the end the last one repeats.
+    /// ADR-018 uses `[1, 2, 3, 5, 10]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeout_multipliers: Vec<f64>,
+    /// Retriers, tried in order: the first whose `error_equals` matches a failure decides whether
+    /// and when to try again. What remains after retries arrives as the failure event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry: Vec<Retrier>,
+    /// Prefix of the retry telemetry log lines (`<prefix>_timeout_attempt`, `_timeout_retry`,
+    /// `_timeout_success`, `_timeout_exhausted`, `_incomplete_output`); the id when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<String>,
+}
+
+/// One retrier, in the vocabulary of AWS Step Functions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Retrier {
+    /// Event descriptors of the failures this retrier handles, e.g. `[error.exec.timeout]`;
+    /// every failure when omitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_equals: Vec<String>,
+    /// Attempts in all, the first included (Step Functions' `MaxAttempts` + 1). Default 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Pause before the first retry. Default `1s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// Each pause is the previous one times this. Default 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_rate: Option<f64>,
+    /// Longest pause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay: Option<String>,
+    /// `full` picks each pause at random between 0 and the computed pause; `none` (default) keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<JitterKind>,
+    /// Seed of the jitter, for reproducible runs. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// Jitter of retry pauses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JitterKind {
+    /// Exact pauses.
+    None,
+    /// Uniformly random pauses between 0 and the computed pause.
+    Full,
+}
+
+/// Runs a process in its own process group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecAction {
+    /// The program and its arguments, each a template and each passed as one argument (no shell).
+    /// With `shell: true`, a single command string run by `sh -c`.
+    pub exec: ExecCommand,
+    /// Run the string through `sh -c`. Only when written explicitly.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shell: bool,
+    /// Working directory (a template); the engine's working directory when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment variables to set (values are templates).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub env: IndexMap<String, String>,
+    /// Text written to the process's standard input (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    /// Output that means the result is incomplete (ADR-018): `true` for the standard markers
+    /// (`Terminated`, `Killed`, `... (truncated)`, `Connection timed out`, `Resource temporarily
+    /// unavailable`, `Signal received`, `Process interrupted`), or a list of your own. A match turns
+    /// the outcome into `error.incomplete.<id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_markers: Option<IncompleteMarkers>,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
+
+/// Which output markers mean "incomplete".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum IncompleteMarkers {
+    /// `true`: the standard markers; `false`: no check.
+    Standard(bool),
+    /// These markers.
+    Listed(Vec<String>),
+}
+
+/// The command of an `exec` action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ExecCommand {
+    /// Program and arguments; each element is exactly one argument.
+    Arguments(Vec<String>),
+    /// A shell command line, allowed only with `shell: true`.
+    Line(String),
+}
+
+/// Reads a file: its content arrives as `stdout`, its size as `bytes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileAction {
+    /// The file (a template).
+    pub read_file: String,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
+
+/// Lists a directory: names one per line in `stdout` (directories end in `/`), and `entries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirAction {
+    /// The directory (a template).
+    pub list_dir: String,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
+
+/// Searches a file, or every file under a directory, for lines matching a regular expression:
+/// `path:line:text` lines in `stdout`, their count in `matches`. No match is a failure with
+/// an empty `stderr`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrepSearchAction {
+    /// The pattern (a template), in Rust regex syntax.
+    pub grep_search: String,
+    /// The file or directory to search (a template).
+    pub path: String,
+    /// At most this many matches. Default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
+
+/// Writes a file atomically (temporary file, fsync, rename, fsync of the directory), appends a
+/// line, or appends an item to a JSON array inside a file (read-modify-write under a lock, other
+/// content kept). Exactly one of `content`, `append` and `json_append`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteAction {
+    /// The file (a template); parent directories are created.
+    pub write: String,
+    /// The whole new content (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// One line to append: a template, or a mapping written as one JSON line (JSON-lines ledgers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append: Option<serde_json::Value>,
+    /// An item to append to a JSON array in the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_append: Option<JsonAppend>,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
+
+/// Where and what to append in a JSON file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonAppend {
+    /// JSON pointer of the array, e.g. `/failure_escalations` (created when missing).
+    pub array: String,
+    /// The item; string values are templates.
+    pub item: serde_json::Value,
+}
+
+/// Copies a file to a backup, atomically.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackupAction {
+    /// The file to back up (a template).
+    pub backup: String,
+    /// Where the copy goes (a template).
+    pub to: String,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
+
+/// Copies a backup back over a file, atomically.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreAction {
+    /// The file to restore (a template).
+    pub restore: String,
+    /// The backup to copy from (a template).
+    pub from: String,
+    #[serde(flatten)]
+    pub options: EffectOptions,
+}
