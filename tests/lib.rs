@@ -4,6 +4,7 @@ mod support;
 
 mod cli;
 mod diagnostics;
+mod effects;
 mod protocols;
 mod schema;
 mod semantics;

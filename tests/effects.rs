@@ -1,0 +1,342 @@
+//! Effects as a user runs them: real processes, tools and files, retries under virtual time,
+//! failures routed to the right transitions.
+
+use std::process::{Command, Stdio};
+
+fn temporary_directory(name: &str) -> std::path::PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-effects-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+/// Writes the protocol into `directory` and runs it; returns (exit code, stdout, stderr).
+fn run_protocol(
+    directory: &std::path::Path,
+    yaml: &str,
+    arguments: &[&str],
+) -> (i32, String, String) {
+    let path = directory.join("protocol.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg(&path)
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .args(arguments)
+        .current_dir(directory)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+const ROUTING: &str = r#"
+id: routing
+inputs: { command: { type: list, items: string } }
+states:
+  calling:
+    entry:
+      - exec: "${command}"
+        id: op
+        timeout: 300ms
+    on:
+      done.exec.op: { target: succeeded, actions: [{ log: "out=${event.data.stdout}" }] }
+      error.exec.timeout.op: timed_out
+      error.exec: { target: failed, actions: [{ log: "code=${event.data.exit_code}" }] }
+  succeeded: { type: final, exit_code: 0 }
+  timed_out: { type: final, exit_code: 2 }
+  failed: { type: final, exit_code: 3 }
+"#;
+
+#[test]
+fn outcomes_are_routed_to_the_right_transition() {
+    let directory = temporary_directory("routing");
+    let yaml = ROUTING.replace("exec: \"${command}\"", "exec: [sh, -c, \"${command[0]}\"]");
+    let (code, _, stderr) = run_protocol(&directory, &yaml, &["-i", r#"command=["echo hi"]"#]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("out=hi"), "{stderr}");
+    let (code, _, stderr) = run_protocol(&directory, &yaml, &["-i", r#"command=["exit 7"]"#]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("code=7"), "{stderr}");
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &yaml,
+        &["-i", r#"command=["sleep 30 & sleep 30"]"#],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_retry_ladder_gets_the_exact_attempt_timeouts_under_virtual_time() {
+    let directory = temporary_directory("ladder");
+    let yaml = r#"
+id: ladder
+states:
+  calling:
+    entry:
+      - exec: [sleep, "1000"]
+        id: operation
+        timeout: 2m
+        timeout_multipliers: [1, 2, 3, 5, 10]
+        retry: [{ error_equals: [error.exec.timeout], max_attempts: 5, interval: 2s, backoff_rate: 1 }]
+        telemetry: adr018
+    on:
+      done.exec.operation: { target: done, actions: [{ log: "result ${event.data.stdout}" }] }
+      error.exec: failed
+  done: { type: final }
+  failed: { type: final, exit_code: 1 }
+"#;
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        yaml,
+        &[
+            "--virtual-time",
+            "--mock",
+            "operation=timeout,timeout,ok:fine",
+            "--log-format",
+            "json",
+        ],
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "virtual time elapsed instantly"
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let timeouts: Vec<i64> = lines
+        .iter()
+        .filter(|line| line["tags"] == serde_json::json!(["adr018_timeout_attempt"]))
+        .map(|line| line["fields"]["timeout_ms"].as_i64().unwrap())
+        .collect();
+    assert_eq!(timeouts, [120_000, 240_000, 360_000]);
+    let success = lines
+        .iter()
+        .find(|line| line["tags"] == serde_json::json!(["adr018_timeout_success"]))
+        .unwrap();
+    assert_eq!(success["fields"]["attempts"], 3);
+    assert_eq!(success["fields"]["final_timeout_ms"], 360_000);
+    assert!(lines.iter().any(|line| line["message"] == "result fine"));
+    // Exhausted: five attempts, then the failure reaches the protocol.
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        yaml,
+        &["--virtual-time", "--mock", "operation=timeout"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("#adr018_timeout_exhausted attempts=5"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn incomplete_output_is_detected_and_retried() {
+    let directory = temporary_directory("incomplete");
+    let yaml = r#"
+id: incomplete
+states:
+  calling:
+    entry:
+      - exec: [echo]
+        id: op
+        incomplete_markers: true
+        retry: [{ error_equals: [error.incomplete], max_attempts: 2, interval: 1s }]
+    on:
+      done.exec.op: done
+      error.incomplete.op: { target: failed, actions: [{ log: "gave up: ${event.data.message}" }] }
+  done: { type: final }
+  failed: { type: final, exit_code: 4 }
+"#;
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        yaml,
+        &[
+            "--virtual-time",
+            "--mock",
+            "op=ok:partial... (truncated),ok:whole",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("#op_incomplete_output"), "{stderr}");
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        yaml,
+        &["--virtual-time", "--mock", "op=ok:Killed"],
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("gave up: incomplete output: `Killed`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn tools_read_list_and_search_real_files() {
+    let directory = temporary_directory("tools");
+    std::fs::create_dir_all(directory.join("data/sub")).unwrap();
+    std::fs::write(directory.join("data/a.txt"), "alpha\nbeta\n").unwrap();
+    std::fs::write(directory.join("data/sub/b.txt"), "gamma beta\n").unwrap();
+    let yaml = r#"
+id: tools
+context: { seen: 0 }
+states:
+  working:
+    entry:
+      - read_file: data/a.txt
+        id: read
+      - list_dir: data
+        id: list
+      - grep_search: beta
+        path: data
+        id: grep
+      - grep_search: nothing-here
+        path: data
+        id: miss
+    on:
+      done.exec.read: { actions: [{ log: "read ${event.data.bytes}: ${event.data.stdout}" }, { assign: { seen: "seen + 1" } }] }
+      done.exec.list: { actions: [{ log: "list ${event.data.entries}" }, { assign: { seen: "seen + 1" } }] }
+      done.exec.grep: { actions: [{ log: "grep ${event.data.matches}" }, { assign: { seen: "seen + 1" } }] }
+      error.exec.miss: { actions: [{ log: "miss ${event.data.message}" }, { assign: { seen: "seen + 1" } }] }
+    always: { target: done, guard: seen == 4 }
+  done: { type: final }
+"#;
+    let (code, _, stderr) = run_protocol(&directory, yaml, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("read 11: alpha\nbeta"), "{stderr}");
+    assert!(stderr.contains(r#"list ["a.txt","sub/"]"#), "{stderr}");
+    assert!(stderr.contains("grep 2"), "{stderr}");
+    assert!(
+        stderr.contains("miss no line matches `nothing-here`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn files_are_written_appended_and_restored() {
+    let directory = temporary_directory("files");
+    std::fs::write(directory.join("workflow.json"), r#"{"name": "kept"}"#).unwrap();
+    std::fs::write(directory.join("state.json"), r#"{"ok": true}"#).unwrap();
+    let yaml = r##"
+id: files
+context: { done: 0 }
+states:
+  writing:
+    entry:
+      - write: out/report.md
+        content: "# Report\n\nlevel ${1 + 2}\n"
+        id: report
+      - write: out/ledger.jsonl
+        append: { event: first, n: 1 }
+        id: ledger
+      - write: workflow.json
+        json_append: { array: /failure_escalations, item: { level: 3, resolution: checkpointed } }
+        id: workflow
+      - backup: state.json
+        to: state.json.bak
+        id: backup
+    on:
+      done.exec: { actions: [{ assign: { done: "done + 1" } }] }
+      error.exec: { target: failed, actions: [{ log: "failed ${event.data.message}" }] }
+    always: { target: corrupting, guard: done == 4 }
+  corrupting:
+    entry:
+      - write: state.json
+        content: "{not json"
+        id: corrupt
+    on:
+      done.exec.corrupt: restoring
+  restoring:
+    entry:
+      - if: "!json_valid('state.json')"
+        then: [{ restore: state.json, from: state.json.bak, id: restore }]
+    on:
+      done.exec.restore: finished
+  finished: { type: final }
+  failed: { type: final, exit_code: 1 }
+"##;
+    let (code, _, stderr) = run_protocol(&directory, yaml, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(directory.join("out/report.md")).unwrap(),
+        "# Report\n\nlevel 3\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(directory.join("out/ledger.jsonl")).unwrap(),
+        "{\"event\":\"first\",\"n\":1}\n"
+    );
+    let workflow: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(directory.join("workflow.json")).unwrap())
+            .unwrap();
+    assert_eq!(workflow["name"], "kept");
+    assert_eq!(
+        workflow["failure_escalations"][0]["resolution"],
+        "checkpointed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(directory.join("state.json")).unwrap(),
+        r#"{"ok": true}"#
+    );
+}
+
+#[test]
+fn a_killed_run_never_leaves_a_partially_written_file() {
+    let directory = temporary_directory("killed");
+    let content = "x".repeat(100_000);
+    let yaml = r#"
+id: rewriting
+inputs: { content: { type: string } }
+states:
+  writing:
+    entry:
+      - write: target.txt
+        content: "${content}"
+        id: write
+    on:
+      done.exec.write: writing
+"#;
+    let path = directory.join("protocol.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    for round in 0..10u64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .arg(&path)
+            .args(["--state-dir", directory.join("state").to_str().unwrap()])
+            .arg("--input")
+            .arg(format!("content={content}"))
+            .current_dir(&directory)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20 + round * 7));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if let Ok(written) = std::fs::read_to_string(directory.join("target.txt")) {
+            assert_eq!(
+                written.len(),
+                content.len(),
+                "round {round}: a partial file"
+            );
+        }
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&directory)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().to_string())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    // A kill between creating and renaming the temporary file can leave one behind, but never
+    // in place of the target.
+    assert!(leftovers.len() <= 10, "{leftovers:?}");
+}
