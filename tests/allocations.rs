@@ -48,6 +48,10 @@ impl Host for CountingHost {
     fn log(&mut self, _record: LogRecord) {}
     fn send(&mut self, _request: SendRequest) {}
     fn cancel(&mut self, _send_id: &str) {}
+    fn start_invoke(&mut self, request: protocol_run::actions::InvokeRequest) {
+        panic!("the workload invokes nothing, but invoked {}", request.id);
+    }
+    fn cancel_invoke(&mut self, _id: &str) {}
     fn emit(&mut self, directive: protocol_run::actions::Directive) {
         panic!(
             "the workload emits no directives, but emitted {}",

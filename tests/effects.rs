@@ -340,3 +340,109 @@ states:
     // in place of the target.
     assert!(leftovers.len() <= 10, "{leftovers:?}");
 }
+
+const CHILD: &str = r#"
+id: child
+inputs:
+  command: { type: string, required: true }
+  label: { type: string, default: unnamed }
+states:
+  running:
+    entry:
+      - exec: [sh, -c, "${command}"]
+        id: op
+    on:
+      done.exec.op: ok
+      error.exec: failed
+  ok: { type: final, output: { stdout: "${event.data.stdout}", label: "${label}" } }
+  failed: { type: final, exit_code: 3, output: { error: "${event.data.message}" } }
+"#;
+
+const PARENT: &str = r#"
+id: parent
+inputs: { command: { type: string } }
+states:
+  calling:
+    invoke:
+      - protocol: child.yaml
+        id: wrapper
+        inputs: { command: "${command}", label: from-parent }
+    on:
+      done.invoke.wrapper: { target: done, actions: [{ log: "got ${event.data.stdout} ${event.data.label}" }] }
+      error.invoke.wrapper: { target: failed, actions: [{ log: "failed: ${event.data.message}" }] }
+      cancel: cancelled
+  done: { type: final }
+  failed: { type: final, exit_code: 1 }
+  cancelled: { type: final, exit_code: 2 }
+"#;
+
+#[test]
+fn a_child_protocols_output_reaches_its_parent() {
+    let directory = temporary_directory("invoke");
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    let (code, _, stderr) = run_protocol(&directory, PARENT, &["-i", "command=printf hello"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("got hello from-parent"), "{stderr}");
+    let (code, _, stderr) = run_protocol(&directory, PARENT, &["-i", "command=exit 4"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("failed: the child protocol ended in `failed` with exit code 3"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn leaving_the_invoking_state_cancels_the_child_and_kills_its_processes() {
+    let directory = temporary_directory("invoke-cancel");
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    let marker = directory.join("survivor");
+    let path = directory.join("protocol.yaml");
+    std::fs::write(&path, PARENT).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg(&path)
+        .args([
+            "--state-dir",
+            directory.join("state").to_str().unwrap(),
+            "--events",
+            "-",
+        ])
+        .arg("-i")
+        .arg(format!("command=sleep 1 && touch {}", marker.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"event\": \"cancel\"}\n").unwrap();
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert!(
+        !marker.exists(),
+        "the child's process survived the cancellation"
+    );
+}
+
+#[test]
+fn invoke_mistakes_are_located() {
+    let directory = temporary_directory("invoke-errors");
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    let yaml = "id: bad\nstates:\n  a:\n    invoke:\n      - { protocol: child.yaml, id: w, inputs: { comand: x } }\n      - { protocol: missing.yaml, id: m }\n      - { protocol: protocol.yaml, id: self }\n";
+    let (code, _, stderr) = run_protocol(&directory, yaml, &[]);
+    assert_eq!(code, 65, "{stderr}");
+    for expected in [
+        "`child.yaml` has no input `comand`",
+        "did you mean `command`?",
+        "the child protocol needs the input `command`",
+        "missing.yaml: no such file",
+        "invoke cycle",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in {stderr}"
+        );
+    }
+}

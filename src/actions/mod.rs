@@ -49,12 +49,26 @@ pub trait Host {
     fn cancel(&mut self, send_id: &str);
     /// Start an effect (a process, ...); its outcome must come back later as an external event.
     fn start_effect(&mut self, request: crate::effects::EffectRequest);
+    /// Start a child protocol; its outcome must come back later as an external event.
+    fn start_invoke(&mut self, request: InvokeRequest);
+    /// Cancel a running child protocol (its state exited): its processes are killed.
+    fn cancel_invoke(&mut self, id: &str);
     /// Hand a directive to the program driving the protocol.
     fn emit(&mut self, directive: emit::Directive);
     /// Observers, called in the order the algorithm does things.
     fn state_entered(&mut self, _state: StateId) {}
     fn state_exited(&mut self, _state: StateId) {}
     fn transition_taken(&mut self, _transition: TransitionId) {}
+}
+
+/// A child protocol to start: its machine, its bound inputs, and the events of its outcome.
+#[derive(Debug, Clone)]
+pub struct InvokeRequest {
+    pub id: std::sync::Arc<str>,
+    pub machine: std::sync::Arc<Machine>,
+    pub inputs: Vec<Value>,
+    pub done: crate::compile::machine::EventType,
+    pub failed: crate::compile::machine::EventType,
 }
 
 /// Everything an action may read or change while it runs.

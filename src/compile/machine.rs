@@ -68,6 +68,8 @@ pub struct StateNode {
     pub exit: Vec<Action>,
     /// Timers started on entry and cancelled on exit, one per `after` transition.
     pub timers: Vec<Timer>,
+    /// Child protocols started on entry and cancelled on exit.
+    pub invokes: Vec<InvokeNode>,
     /// For final states: the exit code of a run that ends here.
     pub exit_code: u8,
     /// For final states: the output / done data.
@@ -108,6 +110,17 @@ pub struct Timer {
     /// An `after` timer is matched only by its own transition; a state `timeout` is an ordinary
     /// event the protocol handles under `on`.
     pub private: bool,
+}
+
+/// A child protocol a state runs, compiled with its parent.
+#[derive(Debug)]
+pub struct InvokeNode {
+    pub id: Arc<str>,
+    pub machine: Arc<Machine>,
+    /// Child input slot and the template of its value.
+    pub inputs: Vec<(usize, super::expression::ValueTemplate)>,
+    pub done: EventType,
+    pub failed: EventType,
 }
 
 /// One event descriptor of a transition: `*`, or a dot-separated prefix.

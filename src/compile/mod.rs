@@ -30,8 +30,20 @@ pub const MAX_STATES: usize = 10_000;
 
 /// Compiles a loaded protocol, or returns every problem found.
 pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
+    let file = std::path::Path::new(&loaded.source.path);
+    let ancestry = vec![file.canonicalize().unwrap_or_else(|_| file.to_path_buf())];
+    compile_nested(loaded, ancestry)
+}
+
+/// Compiles a protocol invoked (directly or not) by the files in `ancestry`, the last being
+/// this one, so an invoke cycle is caught.
+fn compile_nested(
+    loaded: &Loaded,
+    ancestry: Vec<std::path::PathBuf>,
+) -> Result<Machine, Vec<Diagnostic>> {
     let protocol = &loaded.protocol;
     let mut compiler = Compiler {
+        ancestry,
         source: &loaded.source,
         names: Names::default(),
         context_names: protocol.context.keys().cloned().collect(),
@@ -196,6 +208,8 @@ pub fn optional<T>(compiled: Option<Option<T>>) -> Option<Option<T>> {
 
 /// Shared compile services: expressions, templates, events and located diagnostics.
 pub struct Compiler<'a> {
+    /// Canonical paths of the protocols invoking this one, then this one.
+    ancestry: Vec<std::path::PathBuf>,
     source: &'a Source,
     names: Names,
     context_names: Vec<String>,
@@ -406,6 +420,106 @@ impl Compiler<'_> {
         }
     }
 
+    /// Loads and compiles a child protocol, checking its inputs against what the parent gives.
+    fn invoke(&mut self, invoke: &model::Invoke, pointer: &str) -> Option<machine::InvokeNode> {
+        self.check_action_id(&invoke.id, &format!("{pointer}/id"));
+        let protocol_pointer = format!("{pointer}/protocol");
+        let parent = std::path::Path::new(&self.source.path)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        let path = parent.join(&invoke.protocol);
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if self.ancestry.contains(&canonical) {
+            self.value_error(
+                &protocol_pointer,
+                format!(
+                    "invoke cycle: `{}` is already running above this one",
+                    invoke.protocol
+                ),
+                Some("a protocol cannot invoke itself, directly or through others".into()),
+            );
+            return None;
+        }
+        let loaded = match crate::load::load_file(&path) {
+            Ok(loaded) => loaded,
+            Err(crate::load::LoadError::Invalid(diagnostics)) => {
+                self.value_error(
+                    &protocol_pointer,
+                    format!("the child protocol `{}` is invalid", invoke.protocol),
+                    None,
+                );
+                self.diagnostics.extend(diagnostics);
+                return None;
+            }
+            Err(error) => {
+                let message = error.to_string();
+                let message = message.trim_start_matches("error: ").trim_end().to_string();
+                self.value_error(
+                    &protocol_pointer,
+                    message,
+                    Some("the path is relative to this protocol's file".into()),
+                );
+                return None;
+            }
+        };
+        let mut ancestry = self.ancestry.clone();
+        ancestry.push(canonical);
+        let child = match compile_nested(&loaded, ancestry) {
+            Ok(child) => child,
+            Err(diagnostics) => {
+                self.value_error(
+                    &protocol_pointer,
+                    format!("the child protocol `{}` is invalid", invoke.protocol),
+                    None,
+                );
+                self.diagnostics.extend(diagnostics);
+                return None;
+            }
+        };
+        let mut inputs = Vec::with_capacity(invoke.inputs.len());
+        let mut ok = true;
+        for (name, value) in &invoke.inputs {
+            let input_pointer = format!("{pointer}/inputs/{}", escape_pointer_token(name));
+            match child.inputs.iter().position(|input| &input.name == name) {
+                Some(slot) => match self.value_template(value, &input_pointer) {
+                    Some(template) => inputs.push((slot, template)),
+                    None => ok = false,
+                },
+                None => {
+                    let help =
+                        did_you_mean(name, child.inputs.iter().map(|input| input.name.as_str()));
+                    self.key_error(
+                        &input_pointer,
+                        format!("`{}` has no input `{name}`", invoke.protocol),
+                        help,
+                    );
+                    ok = false;
+                }
+            }
+        }
+        for input in child
+            .inputs
+            .iter()
+            .filter(|input| input.required && !invoke.inputs.contains_key(&input.name))
+        {
+            self.key_error(
+                &format!("{pointer}/inputs"),
+                format!("the child protocol needs the input `{}`", input.name),
+                Some(format!("add `{}: ...` under `inputs`", input.name)),
+            );
+            ok = false;
+        }
+        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
+        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
+        ok.then(|| machine::InvokeNode {
+            id: Arc::from(invoke.id.as_str()),
+            machine: Arc::new(child),
+            inputs,
+            done,
+            failed,
+        })
+    }
+
     /// Context, input and reserved names must not collide.
     fn check_data_names(&mut self, protocol: &model::Protocol) {
         for name in protocol.inputs.keys() {
@@ -567,6 +681,7 @@ impl Builder<'_, '_> {
             entry: Vec::new(),
             exit: Vec::new(),
             timers: Vec::new(),
+            invokes: Vec::new(),
             exit_code: 0,
             output: None,
             pointer: entry.pointer.clone(),
@@ -729,6 +844,19 @@ impl Builder<'_, '_> {
                     event_type,
                     private: false,
                 });
+            }
+        }
+        for (index, invoke) in state.invoke.iter().enumerate() {
+            if matches!(kind, StateKind::Final | StateKind::History { .. }) {
+                compiler.key_error(
+                    &format!("{pointer}/invoke"),
+                    "final and history states invoke nothing".into(),
+                    None,
+                );
+                break;
+            }
+            if let Some(invoked) = compiler.invoke(invoke, &format!("{pointer}/invoke/{index}")) {
+                node.invokes.push(invoked);
             }
         }
         if let Some(always) = &state.always {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use action::Action;
 pub use duration::Duration;
 pub use input::{Input, InputType};
-pub use state::{HistoryDepth, State, StateType};
+pub use state::{HistoryDepth, Invoke, State, StateType};
 pub use transition::{Targets, Transition, TransitionType, Transitions};
 
 /// A protocol: a statechart with typed inputs, mutable context and states.

@@ -46,6 +46,10 @@ pub struct State {
     /// (`timeout` matches every state's timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Child protocols started when the state is entered and cancelled when it exits. A child's
+    /// final `output` arrives on `done.invoke.<id>` (exit code 0) or `error.invoke.<id>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invoke: Vec<Invoke>,
     /// For a final state: the process exit code of a run that ends here (0–63).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
@@ -86,4 +90,17 @@ pub enum HistoryDepth {
     Shallow,
     /// Every active descendant of the parent.
     Deep,
+}
+
+/// A child protocol run by a state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Invoke {
+    /// The child protocol's file, relative to this protocol's file.
+    pub protocol: String,
+    /// Names the outcome events `done.invoke.<id>` and `error.invoke.<id>`.
+    pub id: String,
+    /// The child's inputs; string values are templates (`"${path}"` keeps its type).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub inputs: IndexMap<String, serde_json::Value>,
 }

@@ -378,6 +378,9 @@ impl Algorithm<'_> {
         for timer in &node.timers {
             self.host.cancel(&timer.event);
         }
+        for invoke in &node.invokes {
+            self.host.cancel_invoke(&invoke.id);
+        }
         self.execute_content(&node.exit);
         self.instance.configuration.remove(state);
         self.host.state_exited(state);
@@ -404,6 +407,7 @@ impl Algorithm<'_> {
             self.host.state_entered(state);
             self.execute_content(&node.entry);
             self.start_timers(state);
+            self.start_invokes(state);
             if self.workspace.states_for_default_entry.contains(state)
                 && let Some(initial) = node.initial
             {
@@ -499,6 +503,48 @@ impl Algorithm<'_> {
                         id: Some(timer.event.clone()),
                     });
                 }
+                Err(error) => self.raise_execution_error(error),
+            }
+        }
+    }
+
+    /// Starts the child protocols of a state just entered, with their inputs rendered now.
+    fn start_invokes(&mut self, state: StateId) {
+        let machine = self.machine;
+        for invoke in &machine.state(state).invokes {
+            let child = &invoke.machine;
+            let inputs = self.with_execution(|execution| {
+                execution.with_scope(|scope| {
+                    let mut inputs: Vec<Value> = child
+                        .inputs
+                        .iter()
+                        .map(|input| input.default.clone().unwrap_or_default())
+                        .collect();
+                    for (slot, template) in &invoke.inputs {
+                        let value = template.render(scope)?;
+                        let input = &child.inputs[*slot];
+                        inputs[*slot] =
+                            input
+                                .check(&value.to_json())
+                                .map_err(|message| EvaluationError {
+                                    expression: Arc::from(format!(
+                                        "invoke {} input {}",
+                                        invoke.id, input.name
+                                    )),
+                                    message,
+                                })?;
+                    }
+                    Ok(inputs)
+                })
+            });
+            match inputs {
+                Ok(inputs) => self.host.start_invoke(crate::actions::InvokeRequest {
+                    id: invoke.id.clone(),
+                    machine: child.clone(),
+                    inputs,
+                    done: invoke.done,
+                    failed: invoke.failed,
+                }),
                 Err(error) => self.raise_execution_error(error),
             }
         }

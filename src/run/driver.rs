@@ -105,7 +105,79 @@ type PendingSend = (Option<Arc<str>>, Event);
 /// What a running effect sends back: telemetry lines while it retries, then its outcome.
 enum EffectMessage {
     Log(LogRecord),
+    Directive(Directive),
     Outcome(Event),
+    /// A child protocol's outcome; dropped if the invoke was cancelled meanwhile.
+    InvokeOutcome(Arc<str>, Event),
+}
+
+/// Forwards a child protocol's logs and directives to its parent's driver.
+struct ChildObserver {
+    parent: mpsc::UnboundedSender<EffectMessage>,
+}
+
+impl Observer for ChildObserver {
+    fn log(&mut self, record: &LogRecord, _time: &str) {
+        let _ = self.parent.send(EffectMessage::Log(record.clone()));
+    }
+
+    fn directive(&mut self, directive: &Directive) {
+        let _ = self
+            .parent
+            .send(EffectMessage::Directive(directive.clone()));
+    }
+
+    fn input_error(&mut self, _error: &InputLineError) {}
+}
+
+/// The event reporting how a child protocol ended: its output on `done.invoke.<id>` when it
+/// reached a final state with exit code 0, otherwise `error.invoke.<id>` with a message.
+fn invoke_outcome(
+    parent: &Machine,
+    request: &crate::actions::InvokeRequest,
+    result: Result<RunReport, RunError>,
+) -> Event {
+    let failure = |message: String, report: Option<&RunReport>| {
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("id"), Value::String(request.id.clone()));
+        data.insert(Arc::from("message"), Value::string(message));
+        if let Some(outcome) = report.and_then(|report| report.outcome.as_ref()) {
+            data.insert(Arc::from("exit_code"), Value::Int(outcome.exit_code.into()));
+            data.insert(
+                Arc::from("state"),
+                Value::String(request.machine.state(outcome.final_state).id.clone()),
+            );
+            data.insert(Arc::from("output"), outcome.output.clone());
+        }
+        Event::of_type(parent, request.failed, Origin::External)
+            .with_data(Value::Map(Arc::new(data)))
+    };
+    match result {
+        Ok(report) => match &report.outcome {
+            Some(outcome) if outcome.exit_code == 0 => {
+                Event::of_type(parent, request.done, Origin::External)
+                    .with_data(outcome.output.clone())
+            }
+            Some(outcome) => {
+                let state = &request.machine.state(outcome.final_state).id;
+                failure(
+                    format!(
+                        "the child protocol ended in `{state}` with exit code {}",
+                        outcome.exit_code
+                    ),
+                    Some(&report),
+                )
+            }
+            None => failure(
+                format!(
+                    "the child protocol stopped unfinished in {}",
+                    report.active_states.join(", ")
+                ),
+                Some(&report),
+            ),
+        },
+        Err(error) => failure(error.to_string(), None),
+    }
 }
 
 /// The host the algorithm talks to: external queue, timers, log output.
@@ -122,6 +194,8 @@ struct DriverHost<'a> {
     /// Effects started whose outcome has not arrived yet.
     running_effects: usize,
     mocks: Arc<std::sync::Mutex<Mocks>>,
+    /// Running child protocols by invoke id.
+    invokes: std::collections::HashMap<Arc<str>, tokio::task::JoinHandle<()>>,
 }
 
 impl DriverHost<'_> {
@@ -185,6 +259,43 @@ impl Host for DriverHost<'_> {
         });
         let time = self.now_text();
         self.observer.record(&time, "transition", fields);
+    }
+
+    fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
+        self.running_effects += 1;
+        let parent = self.completions.clone();
+        let machine = self.machine.clone();
+        let mocks = self.mocks.clone();
+        let id = request.id.clone();
+        // The child's driver holds borrowed state, so it runs on this thread (a local task).
+        let handle = tokio::task::spawn_local(async move {
+            let mut child = Interpreter::new(request.machine.clone(), request.inputs.clone());
+            let mut observer = ChildObserver {
+                parent: parent.clone(),
+            };
+            let result = Box::pin(drive_async(
+                &mut child,
+                EventSource::None,
+                mocks,
+                &mut observer,
+            ))
+            .await;
+            let event = invoke_outcome(&machine, &request, result);
+            let _ = parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
+        });
+        if let Some(previous) = self.invokes.insert(id, handle) {
+            // The same invoke started again before its cancellation: the old run is gone.
+            previous.abort();
+            self.running_effects -= 1;
+        }
+    }
+
+    fn cancel_invoke(&mut self, id: &str) {
+        if let Some(handle) = self.invokes.remove(id) {
+            // Dropping the child's futures kills its processes (their groups are killed on drop).
+            handle.abort();
+            self.running_effects -= 1;
+        }
     }
 
     fn emit(&mut self, directive: Directive) {
@@ -264,13 +375,15 @@ pub fn drive(
         .start_paused(options.time_mode == TimeMode::Virtual)
         .build()
         .expect("a current-thread tokio runtime with timers always builds");
-    runtime.block_on(drive_async(interpreter, source, options.mocks, observer))
+    let mocks = Arc::new(std::sync::Mutex::new(options.mocks));
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(drive_async(interpreter, source, mocks, observer)))
 }
 
 async fn drive_async(
     interpreter: &mut Interpreter,
     source: EventSource,
-    mocks: Mocks,
+    mocks: Arc<std::sync::Mutex<Mocks>>,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
     let machine = interpreter.machine().clone();
@@ -285,7 +398,8 @@ async fn drive_async(
         machine: machine.clone(),
         completions,
         running_effects: 0,
-        mocks: Arc::new(std::sync::Mutex::new(mocks)),
+        mocks,
+        invokes: std::collections::HashMap::new(),
     };
     let mut stdin_lines = None;
     match source {
@@ -338,6 +452,15 @@ async fn drive_async(
             biased;
             Some(message) = completed.recv(), if effects_pending => match message {
                 EffectMessage::Log(record) => host.log(record),
+                EffectMessage::Directive(directive) => host.observer.directive(&directive),
+                EffectMessage::InvokeOutcome(id, event) => {
+                    if host.invokes.remove(&id).is_some() {
+                        host.running_effects -= 1;
+                        let time = host.now_text();
+                        host.observer.record(&time, "invoke", serde_json::json!({"id": &*id, "event": &*event.name}));
+                        host.external_queue.push_back(event);
+                    }
+                }
                 EffectMessage::Outcome(event) => {
                     host.running_effects -= 1;
                     let time = host.now_text();

@@ -134,6 +134,8 @@ pub enum Record {
         id: String,
     },
     Directive(serde_json::Value),
+    Invoke(String),
+    CancelInvoke(String),
 }
 
 /// A host that keeps every request in order instead of acting on it. Sends without delay are
@@ -192,6 +194,14 @@ impl Host for RecordingHost {
         self.records.push(Record::Cancel(send_id.to_string()));
         self.delayed
             .retain(|(_, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
+        self.records.push(Record::Invoke(request.id.to_string()));
+    }
+
+    fn cancel_invoke(&mut self, id: &str) {
+        self.records.push(Record::CancelInvoke(id.to_string()));
     }
 
     fn emit(&mut self, directive: crate::actions::Directive) {

@@ -59,6 +59,9 @@ pub struct TestHost {
     pub effects: Vec<EffectRequest>,
     /// Directives emitted, as the JSON lines the CLI prints.
     pub directives: Vec<serde_json::Value>,
+    /// Ids of child protocols started, and cancelled.
+    pub invoked: Vec<String>,
+    pub cancelled_invokes: Vec<String>,
 }
 
 impl Host for TestHost {
@@ -91,6 +94,14 @@ impl Host for TestHost {
 
     fn start_effect(&mut self, request: EffectRequest) {
         self.effects.push(request);
+    }
+
+    fn start_invoke(&mut self, request: protocol_run::actions::InvokeRequest) {
+        self.invoked.push(request.id.to_string());
+    }
+
+    fn cancel_invoke(&mut self, id: &str) {
+        self.cancelled_invokes.push(id.to_string());
     }
 
     fn emit(&mut self, directive: protocol_run::actions::Directive) {
