@@ -386,118 +386,233 @@ async fn drive_async(
     mocks: Arc<std::sync::Mutex<Mocks>>,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
-    let machine = interpreter.machine().clone();
-    let (completions, mut completed) = mpsc::unbounded_channel();
-    let mut host = DriverHost {
-        external_queue: VecDeque::new(),
-        timers: BTreeMap::new(),
-        sequence: 0,
-        started_at: Instant::now(),
-        started_unix_milliseconds: clock::unix_milliseconds_now(),
-        observer,
-        machine: machine.clone(),
-        completions,
-        running_effects: 0,
-        mocks,
-        invokes: std::collections::HashMap::new(),
-    };
+    let mut session = Session::new(interpreter, mocks, observer);
     let mut stdin_lines = None;
     match source {
         EventSource::None => {}
         EventSource::Lines(text) => {
             for (index, line) in text.lines().enumerate() {
-                accept_line(&machine, &mut host, index + 1, line);
+                session.accept_line(index + 1, line);
             }
         }
         EventSource::Stdin => stdin_lines = Some(spawn_stdin_reader()),
     }
     let mut line_number = 0;
-    let mut input_closed = false;
-    interpreter.start(&mut host)?;
-    let time = host.now_text();
-    let start =
-        serde_json::json!({"protocol": machine.id, "configuration": interpreter.active_leaves()});
-    host.observer.record(&time, "start", start);
-    while interpreter.is_running() {
-        if let Some(event) = host.external_queue.pop_front() {
-            interpreter.handle(&event, &mut host)?;
-            let time = host.now_text();
+    session.start()?;
+    loop {
+        session.handle_queued()?;
+        if !session.interpreter.is_running() {
+            break;
+        }
+        let idle = session.host.next_deadline().is_none() && session.host.running_effects == 0;
+        if idle && stdin_lines.is_none() {
+            break;
+        }
+        match session.wait(None, stdin_lines.as_mut()).await {
+            Waited::Line(Some(line)) => {
+                line_number += 1;
+                session.accept_line(line_number, &line);
+            }
+            Waited::Line(None) => stdin_lines = None,
+            Waited::Progress | Waited::Deadline => {}
+        }
+    }
+    Ok(session.finish())
+}
+
+/// What one wait ended with.
+pub enum Waited {
+    /// An effect reported, or a timer fired.
+    Progress,
+    /// The deadline given to `wait` was reached.
+    Deadline,
+    /// An input line, or the end of input (`None`).
+    Line(Option<String>),
+}
+
+/// A started machine with its queues, timers and running effects: the steps a driver (the CLI
+/// run loop, a scenario) takes, one at a time, on the (possibly virtual) tokio clock.
+pub struct Session<'a> {
+    pub interpreter: &'a mut Interpreter,
+    host: DriverHost<'a>,
+    completed: mpsc::UnboundedReceiver<EffectMessage>,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        interpreter: &'a mut Interpreter,
+        mocks: Arc<std::sync::Mutex<Mocks>>,
+        observer: &'a mut dyn Observer,
+    ) -> Session<'a> {
+        let machine = interpreter.machine().clone();
+        let (completions, completed) = mpsc::unbounded_channel();
+        let host = DriverHost {
+            external_queue: VecDeque::new(),
+            timers: BTreeMap::new(),
+            sequence: 0,
+            started_at: Instant::now(),
+            started_unix_milliseconds: clock::unix_milliseconds_now(),
+            observer,
+            machine,
+            completions,
+            running_effects: 0,
+            mocks,
+            invokes: std::collections::HashMap::new(),
+        };
+        Session {
+            interpreter,
+            host,
+            completed,
+        }
+    }
+
+    /// Enters the initial configuration.
+    pub fn start(&mut self) -> Result<(), RunError> {
+        self.interpreter.start(&mut self.host)?;
+        let time = self.host.now_text();
+        let start = serde_json::json!({
+            "protocol": self.host.machine.id,
+            "configuration": self.interpreter.active_leaves(),
+        });
+        self.host.observer.record(&time, "start", start);
+        Ok(())
+    }
+
+    /// Queues an external event.
+    pub fn send(&mut self, event: Event) {
+        self.host.external_queue.push_back(event);
+    }
+
+    /// Parses and queues one input line; a bad line is reported and skipped.
+    pub fn accept_line(&mut self, line_number: usize, line: &str) {
+        accept_line(
+            &self.host.machine.clone(),
+            &mut self.host,
+            line_number,
+            line,
+        );
+    }
+
+    /// Handles every queued external event, one macrostep each.
+    pub fn handle_queued(&mut self) -> Result<(), RunError> {
+        while self.interpreter.is_running() {
+            let Some(event) = self.host.external_queue.pop_front() else {
+                break;
+            };
+            self.interpreter.handle(&event, &mut self.host)?;
+            let time = self.host.now_text();
             let step = serde_json::json!({
                 "event": &*event.name,
                 "data": event.data.to_json(),
-                "configuration": interpreter.active_leaves(),
+                "configuration": self.interpreter.active_leaves(),
             });
-            host.observer.record(&time, "step", step);
-            continue;
+            self.host.observer.record(&time, "step", step);
         }
-        let deadline = host.next_deadline();
-        let effects_pending = host.running_effects > 0;
-        if deadline.is_none() && stdin_lines.is_none() && !effects_pending {
-            break;
-        }
-        let sleep = async {
+        Ok(())
+    }
+
+    /// Whether effects or child protocols are still running.
+    pub fn effects_running(&self) -> bool {
+        self.host.running_effects > 0
+    }
+
+    /// The earliest pending timer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.host.next_deadline()
+    }
+
+    /// Waits for the next thing to happen: an effect's message, a due timer, `until`, or an input
+    /// line. On the virtual clock, the wait jumps straight to the earliest of them.
+    pub async fn wait(
+        &mut self,
+        until: Option<Instant>,
+        input: Option<&mut mpsc::UnboundedReceiver<String>>,
+    ) -> Waited {
+        let deadline = self.host.next_deadline();
+        let effects_pending = self.host.running_effects > 0;
+        let timer = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
                 None => std::future::pending().await,
             }
         };
-        let reading = stdin_lines.is_some();
+        let limit = async {
+            match until {
+                Some(until) => tokio::time::sleep_until(until).await,
+                None => std::future::pending().await,
+            }
+        };
+        let reading = input.is_some();
         let next_line = async {
-            match stdin_lines.as_mut() {
+            match input {
                 Some(lines) => lines.recv().await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             biased;
-            Some(message) = completed.recv(), if effects_pending => match message {
-                EffectMessage::Log(record) => host.log(record),
-                EffectMessage::Directive(directive) => host.observer.directive(&directive),
-                EffectMessage::InvokeOutcome(id, event) => {
-                    if host.invokes.remove(&id).is_some() {
-                        host.running_effects -= 1;
-                        let time = host.now_text();
-                        host.observer.record(&time, "invoke", serde_json::json!({"id": &*id, "event": &*event.name}));
-                        host.external_queue.push_back(event);
-                    }
-                }
-                EffectMessage::Outcome(event) => {
-                    host.running_effects -= 1;
-                    let time = host.now_text();
-                    host.observer.record(&time, "effect", effect_summary(&event));
-                    host.external_queue.push_back(event);
-                }
-            },
-            line = next_line, if reading => match line {
-                Some(line) => {
-                    line_number += 1;
-                    accept_line(&machine, &mut host, line_number, &line);
-                }
-                None => input_closed = true,
-            },
-            () = sleep, if deadline.is_some() => host.fire_due_timer(),
-        }
-        if input_closed {
-            stdin_lines = None;
-            input_closed = false;
+            Some(message) = self.completed.recv(), if effects_pending => {
+                self.host.receive(message);
+                Waited::Progress
+            }
+            () = timer, if deadline.is_some_and(|deadline| until.is_none_or(|until| deadline <= until)) => {
+                self.host.fire_due_timer();
+                Waited::Progress
+            }
+            () = limit, if until.is_some() => Waited::Deadline,
+            line = next_line, if reading => Waited::Line(line),
         }
     }
-    let time = host.now_text();
-    let finish = serde_json::json!({
-        "configuration": interpreter.active_leaves(),
-        "state": interpreter.outcome().map(|outcome| machine.state(outcome.final_state).id.to_string()),
-        "exit_code": interpreter.outcome().map(|outcome| outcome.exit_code),
-    });
-    host.observer.record(&time, "finish", finish);
-    Ok(RunReport {
-        outcome: interpreter.outcome().cloned(),
-        active_states: interpreter
-            .active_leaves()
-            .into_iter()
-            .map(String::from)
-            .collect(),
-        context: interpreter.context_json(),
-    })
+
+    /// Ends the session: records the finish and reports.
+    pub fn finish(self) -> RunReport {
+        let time = self.host.now_text();
+        let machine = self.host.machine.clone();
+        let outcome = self.interpreter.outcome().cloned();
+        let finish = serde_json::json!({
+            "configuration": self.interpreter.active_leaves(),
+            "state": outcome.as_ref().map(|outcome| machine.state(outcome.final_state).id.to_string()),
+            "exit_code": outcome.as_ref().map(|outcome| outcome.exit_code),
+        });
+        self.host.observer.record(&time, "finish", finish);
+        RunReport {
+            outcome,
+            active_states: self
+                .interpreter
+                .active_leaves()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            context: self.interpreter.context_json(),
+        }
+    }
+}
+
+impl DriverHost<'_> {
+    /// Takes in what a running effect sent.
+    fn receive(&mut self, message: EffectMessage) {
+        match message {
+            EffectMessage::Log(record) => self.log(record),
+            EffectMessage::Directive(directive) => self.observer.directive(&directive),
+            EffectMessage::InvokeOutcome(id, event) => {
+                // A cancelled invoke's outcome is dropped: its state is gone.
+                if self.invokes.remove(&id).is_some() {
+                    self.running_effects -= 1;
+                    let time = self.now_text();
+                    let fields = serde_json::json!({"id": &*id, "event": &*event.name});
+                    self.observer.record(&time, "invoke", fields);
+                    self.external_queue.push_back(event);
+                }
+            }
+            EffectMessage::Outcome(event) => {
+                self.running_effects -= 1;
+                let time = self.now_text();
+                self.observer
+                    .record(&time, "effect", effect_summary(&event));
+                self.external_queue.push_back(event);
+            }
+        }
+    }
 }
 
 /// The telemetry of an effect outcome: which action, how it ended, how long it took.
