@@ -40,5 +40,6 @@ pub mod load;
 pub mod model;
 pub mod output;
 pub mod run;
+pub mod scenario;
 pub mod telemetry;
 pub mod value;

@@ -6,5 +6,6 @@ mod cli;
 mod diagnostics;
 mod effects;
 mod protocols;
+mod scenarios;
 mod schema;
 mod semantics;

@@ -15,6 +15,20 @@ fn committed_schema_equals_the_generated_one() {
 }
 
 #[test]
+fn committed_scenario_schema_equals_the_generated_one() {
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/scenario.schema.json"
+    ))
+    .expect("schemas/scenario.schema.json is committed");
+    let generated = protocol_run::load::schema::DocumentKind::Scenario.schema_text();
+    assert!(
+        committed == generated,
+        "schemas/scenario.schema.json is stale: run `cargo run -- schema --out schemas`"
+    );
+}
+
+#[test]
 fn schema_command_prints_the_same_schema() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .arg("schema")

@@ -3,6 +3,7 @@
 mod logs;
 mod run;
 mod schema;
+mod test;
 mod validate;
 
 use std::path::PathBuf;
@@ -42,6 +43,13 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Run scenario files (or every `*.scenario.yaml` under the directories given; `.` by default).
+    Test {
+        paths: Vec<PathBuf>,
+        /// Report the states and transitions no scenario reached.
+        #[arg(long)]
+        coverage: bool,
+    },
     /// Show a run's log lines (the latest run unless --run is given).
     Logs {
         #[arg(long, value_name = "ID")]
@@ -75,10 +83,14 @@ enum Command {
         )]
         state_dir: PathBuf,
     },
-    /// Print the protocol JSON Schema, or write it to DIR/protocol.schema.json.
+    /// Print the protocol JSON Schema (or the scenario one), or write both to DIR.
     Schema {
+        /// Write `protocol.schema.json` and `scenario.schema.json` into DIR.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Print the scenario schema instead of the protocol one.
+        #[arg(long)]
+        scenario: bool,
     },
 }
 
@@ -89,7 +101,9 @@ enum LogFormatArgument {
     Json,
 }
 
-const SUBCOMMANDS: [&str; 7] = ["run", "validate", "schema", "logs", "stats", "help", "--"];
+const SUBCOMMANDS: [&str; 8] = [
+    "run", "validate", "schema", "test", "logs", "stats", "help", "--",
+];
 
 /// Runs the CLI with these arguments (the first is the program name); returns the exit code.
 pub fn main(arguments: Vec<String>) -> u8 {
@@ -107,7 +121,8 @@ pub fn main(arguments: Vec<String>) -> u8 {
     match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Validate { files } => validate::validate(&files),
-        Command::Schema { out } => schema::schema(out.as_deref()),
+        Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
+        Command::Test { paths, coverage } => test::test(&paths, coverage),
         Command::Logs {
             run,
             tag,

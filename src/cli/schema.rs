@@ -1,29 +1,31 @@
-//! `protocol-run schema [--out DIR]`: print or write the generated JSON Schema.
+//! `protocol-run schema [--out DIR] [--scenario]`: print or write the generated JSON Schemas.
 
 use std::io::Write;
 use std::path::Path;
 
 use super::exit_code;
-use crate::load::schema::protocol_schema_text;
+use crate::load::schema::DocumentKind;
 
-pub fn schema(out: Option<&Path>) -> u8 {
-    let text = protocol_schema_text();
+pub fn schema(out: Option<&Path>, scenario: bool) -> u8 {
     let Some(directory) = out else {
+        let kind = if scenario {
+            DocumentKind::Scenario
+        } else {
+            DocumentKind::Protocol
+        };
         let mut stdout = std::io::stdout().lock();
-        return match stdout.write_all(text.as_bytes()) {
+        return match stdout.write_all(kind.schema_text().as_bytes()) {
             Ok(()) => 0,
             Err(_) => exit_code::IO,
         };
     };
-    let path = directory.join("protocol.schema.json");
-    match crate::files::write_atomically(&path, text.as_bytes()) {
-        Ok(()) => {
-            println!("wrote {}", path.display());
-            0
-        }
-        Err(error) => {
+    for kind in [DocumentKind::Protocol, DocumentKind::Scenario] {
+        let path = directory.join(kind.schema_file_name());
+        if let Err(error) = crate::files::write_atomically(&path, kind.schema_text().as_bytes()) {
             eprintln!("error: cannot write {}: {error}", path.display());
-            exit_code::IO
+            return exit_code::IO;
         }
+        println!("wrote {}", path.display());
     }
+    0
 }

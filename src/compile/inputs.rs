@@ -232,22 +232,42 @@ pub enum InputError {
 }
 
 impl Machine {
-    /// Binds `--input` values to input slots, applying defaults; reports every problem.
+    /// Binds `--input` texts to input slots, applying defaults; reports every problem.
     pub fn bind_inputs(
         &self,
         supplied: &[(String, String)],
     ) -> Result<Vec<Value>, Vec<InputError>> {
+        let values: Vec<(String, serde_json::Value)> = supplied
+            .iter()
+            .map(|(name, text)| (name.clone(), serde_json::Value::String(text.clone())))
+            .collect();
+        self.bind_input_values(&values)
+    }
+
+    /// Binds values to input slots: a string is read as on the command line (`30s`, `[1, 2]`),
+    /// anything else is checked as it is. Defaults apply; every problem is reported.
+    pub fn bind_input_values(
+        &self,
+        supplied: &[(String, serde_json::Value)],
+    ) -> Result<Vec<Value>, Vec<InputError>> {
         let mut values: Vec<Option<Value>> = vec![None; self.inputs.len()];
         let mut errors = Vec::new();
-        for (name, text) in supplied {
+        for (name, given) in supplied {
             match self.inputs.iter().position(|input| &input.name == name) {
-                Some(slot) => match self.inputs[slot].parse_text(text) {
-                    Ok(value) => values[slot] = Some(value),
-                    Err(message) => errors.push(InputError::Invalid {
-                        name: name.clone(),
-                        message,
-                    }),
-                },
+                Some(slot) => {
+                    let input = &self.inputs[slot];
+                    let checked = match given {
+                        serde_json::Value::String(text) => input.parse_text(text),
+                        other => input.check(other),
+                    };
+                    match checked {
+                        Ok(value) => values[slot] = Some(value),
+                        Err(message) => errors.push(InputError::Invalid {
+                            name: name.clone(),
+                            message,
+                        }),
+                    }
+                }
                 None => {
                     let names = self.inputs.iter().map(|input| input.name.as_str());
                     let hint = crate::diagnostic::did_you_mean(name, names)

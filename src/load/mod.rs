@@ -34,6 +34,12 @@ pub enum LoadError {
 
 /// Reads and loads a protocol file.
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
+    let text = read_text(path)?;
+    load_text(&path.display().to_string(), text).map_err(LoadError::Invalid)
+}
+
+/// Reads a UTF-8 text file, telling a missing file from an unreadable or non-UTF-8 one.
+pub fn read_text(path: &Path) -> Result<String, LoadError> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|error| match error.kind() {
         std::io::ErrorKind::NotFound => LoadError::NotFound {
@@ -53,11 +59,27 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
             .with_help("save the file as UTF-8"),
         ])
     })?;
-    load_text(&shown, text).map_err(LoadError::Invalid)
+    Ok(text)
 }
 
 /// Loads a protocol from text; `path` is only used in messages.
 pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
+    let (source, value) = parse_document(schema::DocumentKind::Protocol, path, text)?;
+    match serde_json::from_value::<Protocol>(value) {
+        Ok(protocol) => Ok(Loaded { source, protocol }),
+        Err(error) => Err(vec![
+            Diagnostic::error(format!("the protocol does not fit the model: {error}"))
+                .at(source.location("", Part::Value)),
+        ]),
+    }
+}
+
+/// YAML text → value with positions, validated against the schema of its kind.
+pub fn parse_document(
+    kind: schema::DocumentKind,
+    path: &str,
+    text: String,
+) -> Result<(Source, serde_json::Value), Vec<Diagnostic>> {
     let mut source = Source {
         path: path.to_string(),
         text,
@@ -78,15 +100,9 @@ pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
         }
     };
     source.positions = document.positions;
-    let diagnostics = schema::validate(&source, &document.value);
+    let diagnostics = schema::validate_document(kind, &source, &document.value);
     if !diagnostics.is_empty() {
         return Err(crate::diagnostic::limit_repeats(diagnostics, REPEATS_SHOWN));
     }
-    match serde_json::from_value::<Protocol>(document.value) {
-        Ok(protocol) => Ok(Loaded { source, protocol }),
-        Err(error) => Err(vec![
-            Diagnostic::error(format!("the protocol does not fit the model: {error}"))
-                .at(source.location("", Part::Value)),
-        ]),
-    }
+    Ok((source, document.value))
 }

@@ -11,22 +11,72 @@ use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::model::Protocol;
 use crate::model::action::ACTION_KINDS;
 
-/// The protocol schema as JSON, generated from the model types (draft-07, for yaml-language-server).
-pub fn protocol_schema() -> Value {
+/// The kinds of YAML document the engine reads, each with its generated schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocumentKind {
+    Protocol,
+    Scenario,
+}
+
+impl DocumentKind {
+    /// The schema as JSON, generated from the model types (draft-07, for yaml-language-server).
+    pub fn schema(self) -> Value {
+        match self {
+            DocumentKind::Protocol => generate::<Protocol>("Protocol"),
+            DocumentKind::Scenario => generate::<crate::scenario::model::ScenarioFile>("Scenario"),
+        }
+    }
+
+    /// The schema file's exact text: pretty JSON with a final newline.
+    pub fn schema_text(self) -> String {
+        let mut text = serde_json::to_string_pretty(&self.schema()).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// The file name of the committed schema.
+    pub fn schema_file_name(self) -> &'static str {
+        match self {
+            DocumentKind::Protocol => "protocol.schema.json",
+            DocumentKind::Scenario => "scenario.schema.json",
+        }
+    }
+
+    /// The schema and its validator, built once per process and only when first needed.
+    fn compiled(self) -> &'static (Value, jsonschema::Validator) {
+        static PROTOCOL: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
+        static SCENARIO: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
+        let cell = match self {
+            DocumentKind::Protocol => &PROTOCOL,
+            DocumentKind::Scenario => &SCENARIO,
+        };
+        cell.get_or_init(|| {
+            let schema = self.schema();
+            let validator = jsonschema::draft7::new(&schema).unwrap_or_else(|error| {
+                panic!("the generated {self:?} schema is invalid: {error}")
+            });
+            (schema, validator)
+        })
+    }
+}
+
+fn generate<T: schemars::JsonSchema>(title: &str) -> Value {
     let mut settings = schemars::generate::SchemaSettings::draft07();
     settings.untagged_enum_variant_titles = true;
     let generator = settings.into_generator();
-    let schema = generator.into_root_schema_for::<Protocol>();
-    let mut value = schema.to_value();
-    polish_for_editors(&mut value, "Protocol");
+    let mut value = generator.into_root_schema_for::<T>().to_value();
+    polish_for_editors(&mut value, title);
     value
 }
 
-/// The schema file's exact text: pretty JSON with a final newline.
+/// The protocol schema as JSON.
+pub fn protocol_schema() -> Value {
+    DocumentKind::Protocol.schema()
+}
+
+/// The protocol schema file's exact text.
 pub fn protocol_schema_text() -> String {
-    let mut text = serde_json::to_string_pretty(&protocol_schema()).unwrap_or_default();
-    text.push('\n');
-    text
+    DocumentKind::Protocol.schema_text()
 }
 
 /// Gives every definition a `title` and mirrors each `description` into `markdownDescription`,
@@ -122,29 +172,20 @@ fn humanize(name: &str) -> String {
     words
 }
 
-/// The validator is compiled once per process, and only when a document is validated.
-fn validator() -> &'static jsonschema::Validator {
-    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
-    VALIDATOR.get_or_init(|| {
-        jsonschema::draft7::new(&protocol_schema())
-            .unwrap_or_else(|error| panic!("the generated protocol schema is invalid: {error}"))
-    })
+/// Every schema violation in a protocol, located in the YAML source.
+pub fn validate(source: &Source, document: &Value) -> Vec<Diagnostic> {
+    validate_document(DocumentKind::Protocol, source, document)
 }
 
-/// Every schema violation in the document, located in the YAML source.
-pub fn validate(source: &Source, document: &Value) -> Vec<Diagnostic> {
-    let schema = protocol_schema_cached();
+/// Every schema violation in a document of this kind, located in the YAML source.
+pub fn validate_document(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Diagnostic> {
+    let (schema, validator) = kind.compiled();
     let mut diagnostics = Vec::new();
-    for error in validator().iter_errors(document) {
+    for error in validator.iter_errors(document) {
         explain(source, schema, &error, &mut diagnostics);
     }
     diagnostics.dedup();
     diagnostics
-}
-
-fn protocol_schema_cached() -> &'static Value {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    SCHEMA.get_or_init(protocol_schema)
 }
 
 /// Turns one validation error into diagnostics, descending into the `oneOf`/`anyOf` branch

@@ -1,0 +1,93 @@
+//! `protocol-run test [PATH...]`: runs scenario files, reports each failure with the trace.
+
+use std::path::PathBuf;
+
+use crate::scenario::runner::{FileReport, find_scenario_files, run_file};
+
+pub fn test(paths: &[PathBuf], coverage: bool) -> u8 {
+    let paths = if paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        paths.to_vec()
+    };
+    let files = match find_scenario_files(&paths) {
+        Ok(files) => files,
+        Err(diagnostic) => {
+            eprint!("{diagnostic}");
+            return super::exit_code::NO_INPUT_FILE;
+        }
+    };
+    let (mut passed, mut failed) = (0usize, 0usize);
+    let mut reports = Vec::with_capacity(files.len());
+    for file in &files {
+        let report = run_file(file);
+        let (file_passed, file_failed) = print_report(&report);
+        passed += file_passed;
+        failed += file_failed;
+        reports.push(report);
+    }
+    if coverage {
+        print_coverage(&reports);
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 || files.is_empty() { 1 } else { 0 }
+}
+
+/// Prints one file's results; returns (passed, failed).
+fn print_report(report: &FileReport) -> (usize, usize) {
+    let path = report.path.display();
+    if let Some(error) = &report.error {
+        println!("FAILED {path}: the scenario file cannot run");
+        for line in error.lines() {
+            println!("    {line}");
+        }
+        return (0, 1);
+    }
+    let mut counts = (0, 0);
+    for result in &report.results {
+        if result.failures.is_empty() {
+            println!("ok     {path}: {}", result.name);
+            counts.0 += 1;
+            continue;
+        }
+        counts.1 += 1;
+        println!("FAILED {path}: {}", result.name);
+        for failure in &result.failures {
+            for line in failure.lines() {
+                println!("    {line}");
+            }
+        }
+        if !result.trace.is_empty() {
+            println!("    trace:");
+            for line in &result.trace {
+                println!("      {line}");
+            }
+        }
+    }
+    counts
+}
+
+fn print_coverage(reports: &[FileReport]) {
+    for report in reports {
+        let Some(coverage) = &report.coverage else {
+            continue;
+        };
+        let missed_states = coverage.missed_states();
+        let missed_transitions = coverage.missed_transitions();
+        println!(
+            "coverage of {} (from {}): {}/{} states, {}/{} transitions",
+            coverage.protocol,
+            report.path.display(),
+            coverage.states.len() - missed_states.len(),
+            coverage.states.len(),
+            coverage.transitions.len() - missed_transitions.len(),
+            coverage.transitions.len()
+        );
+        for state in missed_states {
+            println!("    never reached: state {state}");
+        }
+        for transition in missed_transitions {
+            println!("    never taken: transition at {transition}");
+        }
+    }
+}

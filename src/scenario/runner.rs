@@ -1,0 +1,529 @@
+//! Runs scenario files against the real protocol: virtual time, mocks, real effects otherwise,
+//! and a report of what was expected and what was seen, with the event trace leading there.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use super::model::{Expectation, Scenario, ScenarioFile, Step};
+use crate::actions::{Directive, LogRecord};
+use crate::compile::machine::Machine;
+use crate::diagnostic::{Diagnostic, render_all};
+use crate::effects::mock::Mocks;
+use crate::load::schema::DocumentKind;
+use crate::model::Duration;
+use crate::run::Interpreter;
+use crate::run::driver::{InputLineError, Observer, Session, Waited};
+use crate::run::event::{Event, Origin};
+use crate::value::Value;
+
+/// The result of one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioResult {
+    pub name: String,
+    /// Empty when the scenario passed.
+    pub failures: Vec<String>,
+    /// The events handled and the configuration after each, for failure reports.
+    pub trace: Vec<String>,
+}
+
+/// What a scenario file produced: its results, or why it could not run.
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub results: Vec<ScenarioResult>,
+    /// Set when the file or its protocol is invalid: everything in it counts as failed.
+    pub error: Option<String>,
+    /// States and transitions (by source pointer) of the protocol, and those the scenarios reached.
+    pub coverage: Option<Coverage>,
+}
+
+/// What the scenarios of one file reached in their protocol.
+#[derive(Debug, Clone, Default)]
+pub struct Coverage {
+    pub protocol: String,
+    pub states: Vec<String>,
+    pub transitions: Vec<String>,
+    pub reached_states: BTreeSet<String>,
+    pub taken_transitions: BTreeSet<String>,
+}
+
+impl Coverage {
+    pub fn missed_states(&self) -> Vec<&str> {
+        self.states
+            .iter()
+            .filter(|state| !self.reached_states.contains(*state))
+            .map(String::as_str)
+            .collect()
+    }
+
+    pub fn missed_transitions(&self) -> Vec<&str> {
+        self.transitions
+            .iter()
+            .filter(|transition| !self.taken_transitions.contains(*transition))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// Runs every scenario of a file.
+pub fn run_file(path: &Path) -> FileReport {
+    let mut report = FileReport {
+        path: path.to_path_buf(),
+        results: Vec::new(),
+        error: None,
+        coverage: None,
+    };
+    let (file, machine) = match load(path) {
+        Ok(loaded) => loaded,
+        Err(message) => {
+            report.error = Some(message);
+            return report;
+        }
+    };
+    let mut coverage = Coverage {
+        protocol: file.protocol.clone(),
+        states: machine
+            .states
+            .iter()
+            .skip(1)
+            .filter(|state| !state.is_history())
+            .map(|state| state.id.to_string())
+            .collect(),
+        transitions: machine
+            .transitions
+            .iter()
+            .filter(|transition| {
+                !transition.events.is_empty()
+                    || transition.guard.is_some()
+                    || !transition.pointer.ends_with("initial")
+            })
+            .filter(|transition| {
+                !transition.pointer.ends_with("/initial")
+                    && !transition.pointer.ends_with("/target")
+            })
+            .map(|transition| transition.pointer.clone())
+            .collect(),
+        ..Coverage::default()
+    };
+    for scenario in &file.scenarios {
+        report
+            .results
+            .push(run_scenario(&machine, scenario, &mut coverage));
+    }
+    report.coverage = Some(coverage);
+    report
+}
+
+/// Loads the scenario file and compiles its protocol.
+fn load(path: &Path) -> Result<(ScenarioFile, Arc<Machine>), String> {
+    let text = crate::load::read_text(path).map_err(|error| error.to_string())?;
+    let (_, value) =
+        crate::load::parse_document(DocumentKind::Scenario, &path.display().to_string(), text)
+            .map_err(|diagnostics| render_all(&diagnostics))?;
+    let file: ScenarioFile = serde_json::from_value(value).map_err(|error| {
+        format!(
+            "error: {}: the scenario file does not fit the model: {error}",
+            path.display()
+        )
+    })?;
+    let protocol_path = path.parent().unwrap_or(Path::new("")).join(&file.protocol);
+    let loaded = crate::load::load_file(&protocol_path).map_err(|error| error.to_string())?;
+    let machine =
+        crate::compile::compile(&loaded).map_err(|diagnostics| render_all(&diagnostics))?;
+    Ok((file, Arc::new(machine)))
+}
+
+/// What the observer saw since the run started.
+#[derive(Default)]
+struct Seen {
+    logs: Vec<LogRecord>,
+    directives: Vec<serde_json::Value>,
+    trace: Vec<String>,
+    reached_states: BTreeSet<String>,
+    taken_transitions: BTreeSet<String>,
+    input_errors: Vec<String>,
+}
+
+struct Collector {
+    seen: Rc<RefCell<Seen>>,
+}
+
+impl Observer for Collector {
+    fn log(&mut self, record: &LogRecord, _time: &str) {
+        self.seen.borrow_mut().logs.push(record.clone());
+    }
+
+    fn directive(&mut self, directive: &Directive) {
+        self.seen.borrow_mut().directives.push(directive.to_json());
+    }
+
+    fn input_error(&mut self, error: &InputLineError) {
+        self.seen
+            .borrow_mut()
+            .input_errors
+            .push(error.message.clone());
+    }
+
+    fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        let mut seen = self.seen.borrow_mut();
+        if let Some(states) = fields["configuration"].as_array() {
+            for state in states.iter().filter_map(serde_json::Value::as_str) {
+                seen.reached_states.insert(state.to_string());
+            }
+        }
+        match kind {
+            "transition" => {
+                if let Some(at) = fields["at"].as_str() {
+                    seen.taken_transitions.insert(at.to_string());
+                }
+                // A final state is left as soon as the run ends: count the targets as reached.
+                for target in fields["targets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(serde_json::Value::as_str)
+                {
+                    seen.reached_states.insert(target.to_string());
+                }
+            }
+            "step" => {
+                let clock = time.get(11..23).unwrap_or(time);
+                seen.trace.push(format!(
+                    "{clock} {} → {}",
+                    fields["event"].as_str().unwrap_or("?"),
+                    fields["configuration"]
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn run_scenario(
+    machine: &Arc<Machine>,
+    scenario: &Scenario,
+    coverage: &mut Coverage,
+) -> ScenarioResult {
+    let mut result = ScenarioResult {
+        name: scenario.name.clone(),
+        failures: Vec::new(),
+        trace: Vec::new(),
+    };
+    let inputs: Vec<(String, serde_json::Value)> = scenario
+        .inputs
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let inputs = match machine.bind_input_values(&inputs) {
+        Ok(inputs) => inputs,
+        Err(errors) => {
+            result
+                .failures
+                .extend(errors.iter().map(|error| format!("inputs: {error}")));
+            return result;
+        }
+    };
+    let mock_arguments: Vec<String> = scenario
+        .mocks
+        .iter()
+        .map(|(id, outcome)| format!("{id}={outcome}"))
+        .collect();
+    let mocks = match Mocks::parse(&mock_arguments) {
+        Ok(mocks) => mocks,
+        Err(error) => {
+            result.failures.push(format!("mocks: {error}"));
+            return result;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            result
+                .failures
+                .push(format!("cannot start the runtime: {error}"));
+            return result;
+        }
+    };
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let local = tokio::task::LocalSet::new();
+    let failures = local.block_on(&runtime, async {
+        let mut interpreter = Interpreter::new(machine.clone(), inputs);
+        let mut observer = Collector { seen: seen.clone() };
+        let mut session =
+            Session::new(&mut interpreter, Arc::new(Mutex::new(mocks)), &mut observer);
+        let mut failures = Vec::new();
+        if let Err(error) = session.start() {
+            failures.push(format!("start: {error}"));
+            return failures;
+        }
+        let mut since = (0, 0);
+        for (index, step) in scenario.steps.iter().enumerate() {
+            let number = index + 1;
+            let outcome = match step {
+                Step::Send(send) => {
+                    let data = send.data.as_ref().map_or(Value::Null, Value::from_json);
+                    session.send(Event::named(machine, &send.send, data, Origin::External));
+                    settle(&mut session).await
+                }
+                Step::After(after) => match Duration::parse(&after.after) {
+                    Some(duration) => advance(&mut session, duration.as_std()).await,
+                    None => Err(format!(
+                        "`{}` is not a duration such as `100ms`",
+                        after.after
+                    )),
+                },
+                Step::Expect(expect) => {
+                    let problems = check(&expect.expect, &session, &seen.borrow(), since);
+                    let seen = seen.borrow();
+                    since = (seen.logs.len(), seen.directives.len());
+                    if problems.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(problems.join("\n"))
+                    }
+                }
+            };
+            if let Err(message) = outcome {
+                failures.push(format!("step {number} ({}): {message}", describe(step)));
+                break;
+            }
+        }
+        session.finish();
+        failures
+    });
+    let seen = seen.borrow();
+    result.failures = failures;
+    result.trace = seen.trace.clone();
+    coverage
+        .reached_states
+        .extend(seen.reached_states.iter().cloned());
+    coverage
+        .taken_transitions
+        .extend(seen.taken_transitions.iter().cloned());
+    result
+}
+
+fn describe(step: &Step) -> String {
+    match step {
+        Step::Send(send) => format!("send {}", send.send),
+        Step::After(after) => format!("after {}", after.after),
+        Step::Expect(_) => "expect".into(),
+    }
+}
+
+/// Runs until nothing more happens without time passing (effects still running are awaited, on
+/// the virtual clock).
+async fn settle(session: &mut Session<'_>) -> Result<(), String> {
+    loop {
+        session.handle_queued().map_err(|error| error.to_string())?;
+        if !session.interpreter.is_running() || !session.effects_running() {
+            return Ok(());
+        }
+        session.wait(None, None).await;
+    }
+}
+
+/// Lets `duration` of virtual time pass, handling what falls due, in order.
+async fn advance(session: &mut Session<'_>, duration: std::time::Duration) -> Result<(), String> {
+    let target = tokio::time::Instant::now() + duration;
+    loop {
+        session.handle_queued().map_err(|error| error.to_string())?;
+        if !session.interpreter.is_running() {
+            return Ok(());
+        }
+        let timer_due = session
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= target);
+        if timer_due || session.effects_running() {
+            if let Waited::Deadline = session.wait(Some(target), None).await {
+                break;
+            }
+        } else {
+            tokio::time::sleep_until(target).await;
+            break;
+        }
+    }
+    settle(session).await
+}
+
+/// Every way the run differs from the expectation.
+fn check(
+    expect: &Expectation,
+    session: &Session,
+    seen: &Seen,
+    since: (usize, usize),
+) -> Vec<String> {
+    let interpreter = &*session.interpreter;
+    let mut problems = Vec::new();
+    if let Some(expected) = &expect.configuration {
+        let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+        let actual: BTreeSet<&str> = interpreter.active_leaves().into_iter().collect();
+        if expected != actual {
+            problems.push(format!(
+                "configuration: expected {expected:?}, seen {actual:?}"
+            ));
+        }
+    }
+    if let Some(context) = &expect.context {
+        for (name, expected) in context {
+            let actual = interpreter.context_value(name).map(Value::to_json);
+            if actual.as_ref() != Some(expected) {
+                let shown =
+                    actual.map_or("no such variable".to_string(), |value| value.to_string());
+                problems.push(format!(
+                    "context `{name}`: expected {expected}, seen {shown}"
+                ));
+            }
+        }
+    }
+    if let Some(expected) = &expect.tags {
+        let emitted: Vec<&str> = seen.logs[since.0..]
+            .iter()
+            .flat_map(|record| record.tags.iter().map(|tag| &**tag))
+            .collect();
+        if !is_subsequence(expected.iter().map(String::as_str), &emitted) {
+            problems.push(format!(
+                "tags: expected {expected:?} in this order, seen {emitted:?}"
+            ));
+        }
+    }
+    if let Some(expected) = &expect.directives {
+        let emitted = &seen.directives[since.1..];
+        let mut position = 0;
+        for directive in expected {
+            match emitted[position..]
+                .iter()
+                .position(|candidate| contains(candidate, directive))
+            {
+                Some(found) => position += found + 1,
+                None => {
+                    let shown: Vec<String> =
+                        emitted.iter().map(serde_json::Value::to_string).collect();
+                    problems.push(format!(
+                        "directives: expected {directive} (in order), seen [{}]",
+                        shown.join(", ")
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(files) = &expect.files {
+        for (path, pattern) in files {
+            match (std::fs::read_to_string(path), regex::Regex::new(pattern)) {
+                (_, Err(error)) => problems.push(format!(
+                    "file `{path}`: invalid pattern `{pattern}`: {error}"
+                )),
+                (Err(error), _) => problems.push(format!("file `{path}`: {error}")),
+                (Ok(content), Ok(pattern)) if !pattern.is_match(&content) => {
+                    let shown: String = content.chars().take(200).collect();
+                    problems.push(format!(
+                        "file `{path}`: content does not match `{pattern}`; it begins {shown:?}"
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(finished) = &expect.finished {
+        match interpreter.outcome() {
+            None => problems.push(format!(
+                "finished: the run is still in {:?}",
+                interpreter.active_leaves()
+            )),
+            Some(outcome) => {
+                let state = &*interpreter.machine().state(outcome.final_state).id;
+                if finished
+                    .exit_code
+                    .is_some_and(|code| code != outcome.exit_code)
+                {
+                    problems.push(format!(
+                        "finished: expected exit code {:?}, seen {} (in `{state}`)",
+                        finished.exit_code.unwrap_or_default(),
+                        outcome.exit_code
+                    ));
+                }
+                if finished
+                    .state
+                    .as_deref()
+                    .is_some_and(|expected| expected != state)
+                {
+                    problems.push(format!(
+                        "finished: expected final state `{}`, seen `{state}`",
+                        finished.state.as_deref().unwrap_or_default()
+                    ));
+                }
+                if let Some(output) = &finished.output
+                    && *output != outcome.output.to_json()
+                {
+                    problems.push(format!(
+                        "finished: expected output {output}, seen {}",
+                        outcome.output.to_json()
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn is_subsequence<'a>(expected: impl IntoIterator<Item = &'a str>, actual: &[&str]) -> bool {
+    let mut remaining = actual.iter();
+    expected
+        .into_iter()
+        .all(|wanted| remaining.any(|tag| *tag == wanted))
+}
+
+/// Whether `actual` has every field of `expected` (recursively for objects).
+fn contains(actual: &serde_json::Value, expected: &serde_json::Value) -> bool {
+    match (actual, expected) {
+        (serde_json::Value::Object(actual), serde_json::Value::Object(expected)) => expected
+            .iter()
+            .all(|(key, value)| actual.get(key).is_some_and(|found| contains(found, value))),
+        _ => actual == expected,
+    }
+}
+
+/// Scenario files under the paths given: files as they are, directories searched for
+/// `*.scenario.yaml`, in sorted order.
+pub fn find_scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Diagnostic> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut pending = vec![path.clone()];
+            while let Some(directory) = pending.pop() {
+                let entries = std::fs::read_dir(&directory).map_err(|error| {
+                    Diagnostic::error(format!("cannot read {}: {error}", directory.display()))
+                })?;
+                for entry in entries.filter_map(Result::ok) {
+                    let entry_path = entry.path();
+                    let name = entry.file_name().to_string_lossy().to_string();
+                    if entry_path.is_dir() {
+                        if !name.starts_with('.') && name != "target" && name != "node_modules" {
+                            pending.push(entry_path);
+                        }
+                    } else if name.ends_with(".scenario.yaml") {
+                        files.push(entry_path);
+                    }
+                }
+            }
+        } else if path.exists() {
+            files.push(path.clone());
+        } else {
+            return Err(Diagnostic::error(format!(
+                "cannot read {}: no such file",
+                path.display()
+            )));
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}

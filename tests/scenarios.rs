@@ -1,0 +1,89 @@
+//! Every scenario in the repository passes, and `protocol-run test` reports failures usefully.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use protocol_run::scenario::runner::{find_scenario_files, run_file};
+
+#[test]
+fn every_scenario_in_the_repository_passes() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let files = find_scenario_files(&[root.join("protocols"), root.join("examples")]).unwrap();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with("# yaml-language-server: $schema=")
+                && text
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .ends_with("schemas/scenario.schema.json"),
+            "{} lacks the scenario schema modeline",
+            file.display()
+        );
+        let report = run_file(&file);
+        assert!(
+            report.error.is_none(),
+            "{}: {}",
+            file.display(),
+            report.error.unwrap_or_default()
+        );
+        for result in report.results {
+            assert!(
+                result.failures.is_empty(),
+                "{}: {}: {:?}\n{:?}",
+                file.display(),
+                result.name,
+                result.failures,
+                result.trace
+            );
+        }
+    }
+}
+
+#[test]
+fn the_test_command_reports_expected_seen_and_trace_and_fails() {
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-scenarios-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let protocol = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/retry-backoff.yaml");
+    let scenario = format!(
+        "protocol: {}\nscenarios:\n  - name: passes\n    steps:\n      - send: ok\n      - expect: {{ finished: {{ exit_code: 0 }} }}\n  - name: wrong\n    steps:\n      - send: fail\n      - expect: {{ configuration: [escalated], context: {{ attempt: 5 }} }}\n",
+        protocol.display()
+    );
+    let path = directory.join("x.scenario.yaml");
+    std::fs::write(&path, scenario).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("test")
+        .arg(&directory)
+        .arg("--coverage")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("ok     "), "{stdout}");
+    assert!(
+        stdout.contains(
+            "step 2 (expect): configuration: expected {\"escalated\"}, seen {\"calling\"}"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("context `attempt`: expected 5, seen 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("trace:") && stdout.contains("fail → [\"calling\"]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("never taken: transition at /states/calling/after/0"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().last().unwrap() == "1 passed, 1 failed",
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
