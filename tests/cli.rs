@@ -1,6 +1,7 @@
 //! The binary as a user runs it: exit codes, inputs, events, log formats.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 fn protocol_run(arguments: &[&str], stdin: &str) -> (i32, String, String) {
@@ -240,4 +241,53 @@ fn logs_and_stats_read_a_real_runs_telemetry() {
     let runs = std::fs::read_dir(state.join("runs")).unwrap().count();
     assert_eq!(runs, 1);
     std::fs::remove_dir_all(&state).unwrap();
+}
+
+#[test]
+fn new_scaffolds_a_protocol_whose_scenarios_pass() {
+    let directory = std::env::temp_dir().join(format!("protocol-run-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(directory.join("protocols")).unwrap();
+    std::fs::create_dir_all(directory.join("schemas")).unwrap();
+    for schema in ["protocol.schema.json", "scenario.schema.json"] {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("schemas")
+                .join(schema),
+            directory.join("schemas").join(schema),
+        )
+        .unwrap();
+    }
+    let run = |arguments: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(arguments)
+            .current_dir(&directory)
+            .output()
+            .unwrap()
+    };
+    assert!(run(&["new", "health-check"]).status.success());
+    let text = std::fs::read_to_string(directory.join("protocols/health-check.yaml")).unwrap();
+    assert!(text.starts_with("# yaml-language-server: $schema=../schemas/protocol.schema.json\n"));
+    let tested = run(&["test", "protocols"]);
+    assert!(
+        tested.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tested.stdout)
+    );
+    assert!(String::from_utf8_lossy(&tested.stdout).ends_with("3 passed, 0 failed\n"));
+    assert_eq!(
+        run(&["new", "health-check"]).status.code(),
+        Some(64),
+        "never overwrites"
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, stdout, _) = protocol_run(&["completions", shell], "");
+        assert_eq!(code, 0);
+        assert!(stdout.contains("validate"), "{shell}");
+    }
 }

@@ -2,6 +2,7 @@
 
 mod logs;
 mod run;
+mod scaffold;
 mod schema;
 mod test;
 mod validate;
@@ -50,6 +51,15 @@ enum Command {
         #[arg(long)]
         coverage: bool,
     },
+    /// Scaffold NAME.yaml and NAME.scenario.yaml with schema modelines.
+    New {
+        name: String,
+        /// Where to write them.
+        #[arg(long, default_value = "protocols", value_name = "DIR")]
+        directory: PathBuf,
+    },
+    /// Print shell completions.
+    Completions { shell: clap_complete::Shell },
     /// Show a run's log lines (the latest run unless --run is given).
     Logs {
         #[arg(long, value_name = "ID")]
@@ -101,10 +111,6 @@ enum LogFormatArgument {
     Json,
 }
 
-const SUBCOMMANDS: [&str; 8] = [
-    "run", "validate", "schema", "test", "logs", "stats", "help", "--",
-];
-
 /// Runs the CLI with these arguments (the first is the program name); returns the exit code.
 pub fn main(arguments: Vec<String>) -> u8 {
     let arguments = with_default_subcommand(arguments);
@@ -123,6 +129,11 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
         Command::Test { paths, coverage } => test::test(&paths, coverage),
+        Command::New { name, directory } => scaffold::new_protocol(&name, &directory),
+        Command::Completions { shell } => {
+            let mut command = <Arguments as clap::CommandFactory>::command();
+            scaffold::completions(shell, &mut command)
+        }
         Command::Logs {
             run,
             tag,
@@ -143,7 +154,10 @@ pub fn main(arguments: Vec<String>) -> u8 {
 fn with_default_subcommand(mut arguments: Vec<String>) -> Vec<String> {
     if let Some(first) = arguments.get(1)
         && !first.starts_with('-')
-        && !SUBCOMMANDS.contains(&first.as_str())
+        && first != "help"
+        && !<Arguments as clap::CommandFactory>::command()
+            .get_subcommands()
+            .any(|subcommand| subcommand.get_name() == first)
     {
         arguments.insert(1, "run".into());
     }
