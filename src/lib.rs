@@ -36,6 +36,7 @@ pub mod diagnostic;
 pub mod effects;
 pub mod files;
 pub mod lifecycle;
+pub mod lint;
 pub mod load;
 pub mod model;
 pub mod output;

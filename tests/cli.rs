@@ -291,3 +291,33 @@ fn completions_are_printed_for_each_shell() {
         assert!(stdout.contains("validate"), "{shell}");
     }
 }
+
+#[test]
+fn check_reports_located_warnings_and_denies_them_on_request() {
+    let path = temporary_protocol(
+        "lint.yaml",
+        "id: lint\ncontext: { unused: 1 }\nstates:\n  a: { on: { go: b } }\n  b: {}\n  lonely: {}\n",
+    );
+    let path = path.to_str().unwrap();
+    let (code, _, stderr) = protocol_run(&["check", path], "");
+    assert_eq!(code, 0, "warnings alone do not fail: {stderr}");
+    assert!(
+        stderr.contains("state `lonely` is unreachable") && stderr.contains("lint.yaml:6:3"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("state `b` can never be left and is not final"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("context variable `unused` is never read"),
+        "{stderr}"
+    );
+    assert_eq!(protocol_run(&["check", path, "--deny-warnings"], "").0, 65);
+    let (code, stdout, _) = protocol_run(
+        &["check", "protocols/retry-backoff.yaml", "--deny-warnings"],
+        "",
+    );
+    assert_eq!(code, 0);
+    assert!(stdout.contains("no warnings"));
+}

@@ -1,5 +1,6 @@
 //! The command line: parse arguments, call the library, map the result to an exit code.
 
+mod check;
 mod logs;
 mod run;
 mod scaffold;
@@ -93,6 +94,15 @@ enum Command {
         )]
         state_dir: PathBuf,
     },
+    /// Lint protocols: unreachable or dead-end states, shadowed transitions, eventless loops,
+    /// unused data, unhandled events, suspicious delays.
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Exit with 65 when any warning is found.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
     /// Print the protocol JSON Schema (or the scenario one), or write both to DIR.
     Schema {
         /// Write `protocol.schema.json` and `scenario.schema.json` into DIR.
@@ -129,6 +139,10 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
         Command::Test { paths, coverage } => test::test(&paths, coverage),
+        Command::Check {
+            files,
+            deny_warnings,
+        } => check::check(&files, deny_warnings),
         Command::New { name, directory } => scaffold::new_protocol(&name, &directory),
         Command::Completions { shell } => {
             let mut command = <Arguments as clap::CommandFactory>::command();

@@ -12,8 +12,8 @@ pub fn test(paths: &[PathBuf], coverage: bool) -> u8 {
     };
     let files = match find_scenario_files(&paths) {
         Ok(files) => files,
-        Err(diagnostic) => {
-            eprint!("{diagnostic}");
+        Err(message) => {
+            eprintln!("{message}");
             return super::exit_code::NO_INPUT_FILE;
         }
     };

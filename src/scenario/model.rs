@@ -64,7 +64,8 @@ pub struct AfterStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectStep {
-    pub expect: Expectation,
+    /// Boxed: an expectation is much larger than the other steps.
+    pub expect: Box<Expectation>,
 }
 
 /// What must hold now.

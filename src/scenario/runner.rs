@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::model::{Expectation, Scenario, ScenarioFile, Step};
 use crate::actions::{Directive, LogRecord};
 use crate::compile::machine::Machine;
-use crate::diagnostic::{Diagnostic, render_all};
+use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
@@ -493,14 +493,14 @@ fn contains(actual: &serde_json::Value, expected: &serde_json::Value) -> bool {
 
 /// Scenario files under the paths given: files as they are, directories searched for
 /// `*.scenario.yaml`, in sorted order.
-pub fn find_scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Diagnostic> {
+pub fn find_scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
             let mut pending = vec![path.clone()];
             while let Some(directory) = pending.pop() {
                 let entries = std::fs::read_dir(&directory).map_err(|error| {
-                    Diagnostic::error(format!("cannot read {}: {error}", directory.display()))
+                    format!("error: cannot read {}: {error}", directory.display())
                 })?;
                 for entry in entries.filter_map(Result::ok) {
                     let entry_path = entry.path();
@@ -517,10 +517,10 @@ pub fn find_scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Diagnostic
         } else if path.exists() {
             files.push(path.clone());
         } else {
-            return Err(Diagnostic::error(format!(
-                "cannot read {}: no such file",
+            return Err(format!(
+                "error: cannot read {}: no such file",
                 path.display()
-            )));
+            ));
         }
     }
     files.sort();
