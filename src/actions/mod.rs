@@ -77,6 +77,8 @@ pub struct Execution<'a> {
     pub context: &'a mut [Value],
     pub inputs: &'a [Value],
     pub event: Option<&'a Event>,
+    /// The host's clock in Unix milliseconds, for `now()`.
+    pub clock: u64,
     pub configuration: &'a StateSet,
     pub internal_queue: &'a mut VecDeque<Event>,
     pub host: &'a mut dyn Host,
@@ -93,6 +95,7 @@ impl Execution<'_> {
             inputs: self.inputs,
             event: self.event.map(Event::view),
             is_active: &is_active,
+            clock: self.clock,
         };
         body(&scope)
     }

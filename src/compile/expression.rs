@@ -73,6 +73,8 @@ pub struct Scope<'a> {
     pub event: Option<EventView<'a>>,
     /// Whether a state (by index) is active, for `In('id')`.
     pub is_active: &'a (dyn Fn(usize) -> bool + Sync),
+    /// The host's clock in Unix milliseconds (virtual under virtual time), for `now()`.
+    pub clock: u64,
 }
 
 impl Scope<'_> {
@@ -106,7 +108,9 @@ const IN_STATE_PREFIX: &str = "@in:";
 
 impl cel::context::VariableResolver for Scope<'_> {
     fn resolve<'b>(&'b self, variable: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
-        let value = if let Some(state) = variable.strip_prefix(IN_STATE_PREFIX) {
+        let value = if variable == super::functions::CLOCK_VARIABLE {
+            cel::Value::Int(i64::try_from(self.clock).unwrap_or(i64::MAX))
+        } else if let Some(state) = variable.strip_prefix(IN_STATE_PREFIX) {
             let index = self.names.state(state)?;
             cel::Value::Bool((self.is_active)(index))
         } else {
@@ -696,6 +700,7 @@ mod tests {
             inputs,
             event: None,
             is_active: &|index| index == 1,
+            clock: 0,
         }
     }
 

@@ -1,5 +1,4 @@
-//! The engine's own expression functions: environment checks for guards (`exists`, `is_dir`,
-//! `command_exists`, `env`, `json_valid`, `file_size`). Paths are relative to the working directory.
+//! The engine's own expression functions: environment checks for guards, and the run's clock.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,7 +6,9 @@ use std::sync::Arc;
 use cel::{Context, ExecutionError};
 
 /// Names of the functions this module adds, for load-time checks.
-pub const ENGINE_FUNCTIONS: [&str; 6] = [
+pub const ENGINE_FUNCTIONS: [&str; 8] = [
+    "now",
+    "now_ms",
     "exists",
     "is_dir",
     "command_exists",
@@ -16,8 +17,40 @@ pub const ENGINE_FUNCTIONS: [&str; 6] = [
     "file_size",
 ];
 
+/// The hidden variable through which `now()` reads the scope's clock.
+pub const CLOCK_VARIABLE: &str = "@clock";
+
+/// The scope's clock in Unix milliseconds, read through the resolver.
+fn clock(function: &cel::FunctionContext) -> Result<u64, ExecutionError> {
+    match function
+        .ptx
+        .get_variable(CLOCK_VARIABLE)
+        .map(|value| cel::Value::try_from(value.as_ref()))
+    {
+        Some(Ok(cel::Value::Int(milliseconds))) => Ok(u64::try_from(milliseconds).unwrap_or(0)),
+        _ => Err(ExecutionError::function_error(
+            "now",
+            "no clock in this scope",
+        )),
+    }
+}
+
 /// Adds the engine functions to an evaluation context.
 pub fn register(context: &mut Context) -> Result<(), cel::DeclarationError> {
+    context.add_function(
+        "now",
+        |function: &cel::FunctionContext| -> Result<cel::Value, ExecutionError> {
+            Ok(cel::Value::String(Arc::new(crate::clock::format_rfc3339(
+                clock(function)?,
+            ))))
+        },
+    )?;
+    context.add_function(
+        "now_ms",
+        |function: &cel::FunctionContext| -> Result<i64, ExecutionError> {
+            Ok(i64::try_from(clock(function)?).unwrap_or(i64::MAX))
+        },
+    )?;
     context.add_function("exists", |path: Arc<String>| {
         Path::new(path.as_str()).exists()
     })?;

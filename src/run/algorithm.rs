@@ -32,6 +32,8 @@ pub struct Instance {
     pub current_event: Option<Event>,
     pub running: bool,
     pub outcome: Option<Outcome>,
+    /// The host's clock (Unix milliseconds, virtual under virtual time), for `now()`.
+    pub clock: u64,
 }
 
 /// Scratch space reused across macrosteps so handling an event allocates nothing.
@@ -93,6 +95,7 @@ impl Instance {
             current_event: None,
             running: false,
             outcome: None,
+            clock: 0,
         }
     }
 
@@ -610,6 +613,7 @@ impl Algorithm<'_> {
             context: &mut instance.context,
             inputs: &instance.inputs,
             event: instance.current_event.as_ref(),
+            clock: instance.clock,
             configuration: &instance.configuration,
             internal_queue: &mut instance.internal_queue,
             host: self.host,
@@ -874,6 +878,7 @@ fn condition_holds(
         inputs: &instance.inputs,
         event: instance.current_event.as_ref().map(Event::view),
         is_active: &is_active,
+        clock: instance.clock,
     };
     guard.evaluate_condition(&scope)
 }

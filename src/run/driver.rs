@@ -199,9 +199,14 @@ struct DriverHost<'a> {
 }
 
 impl DriverHost<'_> {
-    fn now_text(&self) -> String {
+    /// Unix milliseconds on this run's clock (virtual under virtual time).
+    fn now_milliseconds(&self) -> u64 {
         let elapsed = Instant::now().saturating_duration_since(self.started_at);
-        clock::format_rfc3339(self.started_unix_milliseconds + elapsed.as_millis() as u64)
+        self.started_unix_milliseconds + elapsed.as_millis() as u64
+    }
+
+    fn now_text(&self) -> String {
+        clock::format_rfc3339(self.now_milliseconds())
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -468,6 +473,7 @@ impl<'a> Session<'a> {
 
     /// Enters the initial configuration.
     pub fn start(&mut self) -> Result<(), RunError> {
+        self.interpreter.set_clock(self.host.now_milliseconds());
         self.interpreter.start(&mut self.host)?;
         let time = self.host.now_text();
         let start = serde_json::json!({
@@ -499,6 +505,7 @@ impl<'a> Session<'a> {
             let Some(event) = self.host.external_queue.pop_front() else {
                 break;
             };
+            self.interpreter.set_clock(self.host.now_milliseconds());
             self.interpreter.handle(&event, &mut self.host)?;
             let time = self.host.now_text();
             let step = serde_json::json!({

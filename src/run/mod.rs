@@ -48,6 +48,11 @@ impl Interpreter {
         }
     }
 
+    /// Sets the clock `now()` reads (Unix milliseconds); hosts set it before each step.
+    pub fn set_clock(&mut self, unix_milliseconds: u64) {
+        self.instance.clock = unix_milliseconds;
+    }
+
     /// Enters the initial configuration and runs to completion.
     pub fn start(&mut self, host: &mut dyn Host) -> Result<(), RunError> {
         self.algorithm(host).start()
