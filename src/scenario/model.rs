@@ -64,7 +64,7 @@ pub struct AfterStep {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectStep {
-    /// Boxed: an expectation is much larger than the other steps.
+    // Boxed: an expectation is much larger than the other steps.
     pub expect: Box<Expectation>,
 }
 
