@@ -35,6 +35,8 @@ pub mod compile;
 pub mod diagnostic;
 pub mod effects;
 pub mod files;
+pub mod graph;
+pub mod import;
 pub mod lifecycle;
 pub mod lint;
 pub mod load;

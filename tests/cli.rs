@@ -321,3 +321,42 @@ fn check_reports_located_warnings_and_denies_them_on_request() {
     assert_eq!(code, 0);
     assert!(stdout.contains("no warnings"));
 }
+
+#[test]
+fn graph_draws_mermaid_and_dot() {
+    let (code, stdout, _) = protocol_run(&["graph", "protocols/ittw.yaml"], "");
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("stateDiagram-v2"), "{stdout}");
+    assert!(stdout.contains("after recheck_every"), "{stdout}");
+    let (code, stdout, _) = protocol_run(
+        &["graph", "protocols/retry-backoff.yaml", "--format", "dot"],
+        "",
+    );
+    assert_eq!(code, 0);
+    assert!(
+        stdout.starts_with("digraph") && stdout.contains("exit 3"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn import_turns_scxml_into_a_protocol_that_validates() {
+    let (code, yaml, stderr) = protocol_run(
+        &["import", "scxml", "tests/fixtures/scxml/media_player.scxml"],
+        "",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let path = temporary_protocol("imported.yaml", &yaml);
+    let (code, stdout, stderr) = protocol_run(&["validate", path.to_str().unwrap()], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let bad = temporary_protocol(
+        "bad.scxml",
+        "<scxml xmlns=\"http://www.w3.org/2005/07/scxml\" version=\"1.0\">\n<state id=\"a\"><onentry><script>x = 1</script></onentry></state>\n</scxml>\n",
+    );
+    let (code, _, stderr) = protocol_run(&["import", "scxml", bad.to_str().unwrap()], "");
+    assert_eq!(code, 65);
+    assert!(
+        stderr.contains("<script>") && stderr.contains("bad.scxml:2:"),
+        "{stderr}"
+    );
+}

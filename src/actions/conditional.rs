@@ -47,18 +47,26 @@ impl Conditional {
         }
     }
 
-    /// Pure: which block runs.
-    pub fn resolve(&self, execution: &Execution) -> Result<&[Action], EvaluationError> {
+    /// Pure: which block runs. As SCXML requires, a condition that fails counts as false; its
+    /// error is returned for `error.execution`, and the next branch is tried.
+    pub fn resolve(&self, execution: &Execution) -> (&[Action], Vec<EvaluationError>) {
+        let mut errors = Vec::new();
         for (condition, block) in &self.branches {
-            if execution.with_scope(|scope| condition.evaluate_condition(scope))? {
-                return Ok(block);
+            match execution.with_scope(|scope| condition.evaluate_condition(scope)) {
+                Ok(true) => return (block, errors),
+                Ok(false) => {}
+                Err(error) => errors.push(error),
             }
         }
-        Ok(&self.otherwise)
+        (&self.otherwise, errors)
     }
 
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
-        let block = self.resolve(execution)?;
+        let (block, errors) = self.resolve(execution);
+        for error in &errors {
+            let event = crate::run::event::Event::execution_error(execution.machine, error);
+            execution.internal_queue.push_back(event);
+        }
         execute_block(block, execution)
     }
 }

@@ -1,6 +1,7 @@
 //! The command line: parse arguments, call the library, map the result to an exit code.
 
 mod check;
+mod graph;
 mod logs;
 mod run;
 mod scaffold;
@@ -103,6 +104,17 @@ enum Command {
         #[arg(long)]
         deny_warnings: bool,
     },
+    /// Draw a protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, or SVG (via Graphviz).
+    Graph {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value = "mermaid")]
+        format: graph::GraphFormat,
+    },
+    /// Convert another format into a protocol, printed as YAML on stdout.
+    Import {
+        #[command(subcommand)]
+        source: ImportSource,
+    },
     /// Print the protocol JSON Schema (or the scenario one), or write both to DIR.
     Schema {
         /// Write `protocol.schema.json` and `scenario.schema.json` into DIR.
@@ -112,6 +124,13 @@ enum Command {
         #[arg(long)]
         scenario: bool,
     },
+}
+
+/// Formats `import` reads.
+#[derive(Debug, Subcommand)]
+enum ImportSource {
+    /// An SCXML document.
+    Scxml { file: PathBuf },
 }
 
 /// How log lines are printed.
@@ -143,6 +162,10 @@ pub fn main(arguments: Vec<String>) -> u8 {
             files,
             deny_warnings,
         } => check::check(&files, deny_warnings),
+        Command::Graph { file, format } => graph::graph(&file, format),
+        Command::Import {
+            source: ImportSource::Scxml { file },
+        } => graph::import_scxml(&file),
         Command::New { name, directory } => scaffold::new_protocol(&name, &directory),
         Command::Completions { shell } => {
             let mut command = <Arguments as clap::CommandFactory>::command();

@@ -455,9 +455,9 @@ impl<'a> NameChecker<'a> {
     }
 }
 
-/// CEL operators are calls named like `_+_`, `!_` or `@in`.
+/// CEL operators are calls named like `_+_`, `!_`, `-_` or `@in`.
 fn is_operator(name: &str) -> bool {
-    name.starts_with('_') || name.starts_with('!') || name.starts_with('@')
+    name.starts_with('_') || name.starts_with('!') || name.starts_with('-') || name.starts_with('@')
 }
 
 /// A string with `${expression}` parts; `$${` writes a literal `${`.

@@ -622,14 +622,7 @@ impl Algorithm<'_> {
     }
 
     fn raise_execution_error(&mut self, error: EvaluationError) {
-        let mut data = indexmap::IndexMap::new();
-        data.insert(Arc::from("message"), Value::string(error.message.as_str()));
-        data.insert(
-            Arc::from("expression"),
-            Value::String(error.expression.clone()),
-        );
-        let event = Event::of_type(self.machine, self.machine.error_execution, Origin::Platform)
-            .with_data(Value::Map(Arc::new(data)));
+        let event = Event::execution_error(self.machine, &error);
         self.instance.internal_queue.push_back(event);
     }
 }

@@ -562,12 +562,14 @@ impl<'a> Session<'a> {
                 self.host.receive(message);
                 Waited::Progress
             }
+            // Input before timers: on the virtual clock a timer is always ready, and input
+            // must not starve behind it.
+            line = next_line, if reading => Waited::Line(line),
             () = timer, if deadline.is_some_and(|deadline| until.is_none_or(|until| deadline <= until)) => {
                 self.host.fire_due_timer();
                 Waited::Progress
             }
             () = limit, if until.is_some() => Waited::Deadline,
-            line = next_line, if reading => Waited::Line(line),
         }
     }
 

@@ -65,6 +65,21 @@ impl Event {
         }
     }
 
+    /// `error.execution` for a failed expression, with `message` and `expression` as data.
+    pub fn execution_error(
+        machine: &Machine,
+        error: &crate::compile::expression::EvaluationError,
+    ) -> Event {
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("message"), Value::string(error.message.as_str()));
+        data.insert(
+            Arc::from("expression"),
+            Value::String(error.expression.clone()),
+        );
+        Event::of_type(machine, machine.error_execution, Origin::Platform)
+            .with_data(Value::Map(Arc::new(data)))
+    }
+
     pub fn with_data(mut self, data: Value) -> Event {
         self.data = data;
         self

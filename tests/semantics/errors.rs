@@ -108,7 +108,8 @@ states:
 }
 
 #[test]
-fn a_failing_condition_in_if_stops_the_block() {
+fn a_failing_condition_in_if_counts_as_false_and_the_block_goes_on() {
+    // SCXML 5.9.1: a condition that cannot be evaluated is false, and error.execution is queued.
     let mut run = Run::start(
         r#"
 id: if
@@ -125,7 +126,7 @@ states:
 "#,
     );
     run.send("go");
-    assert_eq!(run.take_logs(), ["first", "error"]);
+    assert_eq!(run.take_logs(), ["first", "else", "after if", "error"]);
 }
 
 #[test]
