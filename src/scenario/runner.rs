@@ -259,7 +259,12 @@ fn run_scenario(
         let mut session =
             Session::new(&mut interpreter, Arc::new(Mutex::new(mocks)), &mut observer);
         let mut failures = Vec::new();
-        if let Err(error) = session.start() {
+        if let Err(error) = session.start().map_err(|error| error.to_string()) {
+            failures.push(format!("start: {error}"));
+            return failures;
+        }
+        // What the start set off (effects of entry actions) happens before the first step.
+        if let Err(error) = settle(&mut session).await {
             failures.push(format!("start: {error}"));
             return failures;
         }
