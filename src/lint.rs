@@ -1072,7 +1072,7 @@ fn template_expressions(text: &str) -> Vec<String> {
             index += 3;
         } else if at(0) == Some('$') && at(1) == Some('{') {
             let start = index + 2;
-            let Some(end) = closing_brace(&characters, start) else {
+            let Some(end) = crate::compile::expression::closing_brace(&characters, start) else {
                 break;
             };
             expressions.push(
@@ -1088,30 +1088,6 @@ fn template_expressions(text: &str) -> Vec<String> {
         }
     }
     expressions
-}
-
-/// The index of the `}` closing an expression that starts at `start`.
-fn closing_brace(characters: &[char], start: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut quote: Option<char> = None;
-    let mut index = start;
-    while index < characters.len() {
-        let character = characters[index];
-        match quote {
-            Some(_) if character == '\\' => index += 1,
-            Some(open) if character == open => quote = None,
-            Some(_) => {}
-            None => match character {
-                '\'' | '"' => quote = Some(character),
-                '{' => depth += 1,
-                '}' if depth == 0 => return Some(index),
-                '}' => depth -= 1,
-                _ => {}
-            },
-        }
-        index += 1;
-    }
-    None
 }
 
 /// Adds to `names` every identifier `expression` reads that no macro binds (`x` in

@@ -568,7 +568,7 @@ fn leading_spaces(text: &str) -> usize {
 
 /// The index of the `}` closing an expression that starts at `start`, skipping braces inside
 /// nested maps and string literals.
-fn closing_brace(characters: &[char], start: usize) -> Option<usize> {
+pub(crate) fn closing_brace(characters: &[char], start: usize) -> Option<usize> {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     let mut index = start;
