@@ -224,6 +224,8 @@ pub struct Machine {
     /// `done.state.<id>` event type of each state (compound and parallel ones are used).
     pub done_events: Vec<EventType>,
     pub error_execution: EventType,
+    /// Whether any state has eventless transitions (if none, the algorithm skips selecting them).
+    pub has_eventless: bool,
     /// Where the machine came from, for messages.
     pub source_path: String,
     /// Ids of effectful actions (for `--mock`), in document order, each once.

@@ -111,6 +111,7 @@ fn compile_nested(
             known_matches(&transition.events, &compiler.event_names, &timer_events);
     }
     link_family(&mut states);
+    let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(compiler.diagnostics);
     }
@@ -128,6 +129,7 @@ fn compile_nested(
         event_types: compiler.event_types,
         done_events,
         error_execution,
+        has_eventless,
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
         base_directory: std::path::Path::new(&loaded.source.path)

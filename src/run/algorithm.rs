@@ -154,7 +154,12 @@ impl Algorithm<'_> {
         let limit = self.limits.max_microsteps;
         let mut steps = 0;
         while self.instance.running {
-            self.select_transitions(true);
+            if self.machine.has_eventless {
+                self.select_transitions(true);
+            } else {
+                // No state has eventless transitions: selecting them would find none.
+                self.workspace.enabled.clear();
+            }
             if self.workspace.enabled.is_empty() {
                 let Some(event) = self.instance.internal_queue.pop_front() else {
                     break;
