@@ -230,8 +230,6 @@ pub struct Machine {
     pub source_path: String,
     /// Ids of effectful actions (for `--mock`), in document order, each once.
     pub action_ids: Vec<String>,
-    /// The protocol file's directory: relative paths in effects are resolved from it.
-    pub base_directory: Option<std::path::PathBuf>,
 }
 
 impl Machine {

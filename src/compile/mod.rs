@@ -132,15 +132,6 @@ fn compile_nested(
         has_eventless,
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
-        base_directory: std::path::Path::new(&loaded.source.path)
-            .parent()
-            .map(|parent| {
-                if parent.as_os_str().is_empty() {
-                    std::path::PathBuf::from(".")
-                } else {
-                    parent.to_path_buf()
-                }
-            }),
     })
 }
 
