@@ -10,7 +10,7 @@ use crate::load::Loaded;
 use crate::load::source::Part;
 use crate::load::yaml::escape_pointer_token;
 use crate::model::action::{Action, ExecCommand};
-use crate::model::effect::EffectOptions;
+use crate::model::effect::{Count, EffectOptions, IncompleteMarkers, Multipliers};
 use crate::model::transition::TransitionSpec;
 use crate::model::{self, Duration, Transitions};
 
@@ -924,6 +924,10 @@ impl Usage {
                     if let Some(input) = &exec.stdin {
                         self.template(input);
                     }
+                    if let Some(IncompleteMarkers::Computed(expression)) = &exec.incomplete_markers
+                    {
+                        self.expression(expression);
+                    }
                     self.effect_options(&exec.options, &pointer);
                 }
                 Action::Emit(emit) => {
@@ -950,6 +954,9 @@ impl Usage {
                     if let Some(content) = &write.content {
                         self.template(content);
                     }
+                    if let Some(document) = &write.json {
+                        self.value_template(document);
+                    }
                     if let Some(line) = &write.append {
                         self.value_template(line);
                     }
@@ -975,6 +982,24 @@ impl Usage {
     fn effect_options(&mut self, options: &EffectOptions, pointer: &str) {
         if let Some(timeout) = &options.timeout {
             self.delay(timeout, DelayPlace::Action, &format!("{pointer}/timeout"));
+        }
+        if let Some(Multipliers::Computed(expression)) = &options.timeout_multipliers {
+            self.expression(expression);
+        }
+        if let Some(telemetry) = &options.telemetry {
+            self.template(telemetry);
+        }
+        for retrier in &options.retry {
+            for delay in [&retrier.interval, &retrier.max_delay] {
+                if let Some(delay) = delay.as_deref()
+                    && Duration::parse(delay).is_none()
+                {
+                    self.expression(delay);
+                }
+            }
+            if let Some(Count::Computed(expression)) = &retrier.max_attempts {
+                self.expression(expression);
+            }
         }
     }
 

@@ -5,12 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::compile::Compiler;
-use crate::compile::expression::{EvaluationError, Scope};
+use crate::compile::expression::{EvaluationError, Expression, Scope, Template};
 use crate::compile::machine::{Delay, EventDescriptor};
 use crate::effects::retry::{Jitter, RetryPolicy};
-use crate::effects::{EffectKind, EffectRequest, OutcomeEvents, RetryPlan};
+use crate::effects::{
+    EffectKind, EffectRequest, OutcomeEvents, RetryPlan, STANDARD_INCOMPLETE_MARKERS,
+};
 use crate::model::Duration as DurationLiteral;
-use crate::model::effect::{EffectOptions, JitterKind, Retrier};
+use crate::model::effect::{
+    Count, EffectOptions, IncompleteMarkers, JitterKind, Multipliers, Retrier,
+};
+use crate::value::Value;
 
 /// The compiled shared options of one effectful action.
 #[derive(Debug)]
@@ -18,9 +23,103 @@ pub struct EffectPolicy {
     pub id: Arc<str>,
     pub events: OutcomeEvents,
     timeout: Option<Delay>,
-    multipliers: Vec<f64>,
-    retriers: Vec<RetryPolicy>,
-    telemetry: Arc<str>,
+    multipliers: CompiledMultipliers,
+    retriers: Vec<CompiledRetrier>,
+    telemetry: Template,
+}
+
+/// Timeout multipliers, fixed or evaluated when the action runs.
+#[derive(Debug)]
+enum CompiledMultipliers {
+    Fixed(Vec<f64>),
+    Computed(Expression),
+}
+
+/// A count, fixed or evaluated when the action runs.
+#[derive(Debug)]
+enum CompiledCount {
+    Fixed(u32),
+    Computed(Expression),
+}
+
+/// A retrier whose interval, maximum delay and attempt count may be expressions: the policy
+/// itself is built when the action runs.
+#[derive(Debug)]
+struct CompiledRetrier {
+    error_equals: Vec<EventDescriptor>,
+    interval: Delay,
+    max_attempts: CompiledCount,
+    backoff_rate: f64,
+    max_delay: Option<Delay>,
+    jitter: Jitter,
+}
+
+/// Output markers that make a successful process outcome incomplete, fixed or evaluated when
+/// the action runs.
+#[derive(Debug)]
+pub enum CompiledMarkers {
+    Fixed(Vec<String>),
+    Computed(Expression),
+}
+
+impl CompiledMarkers {
+    pub fn compile(
+        markers: Option<&IncompleteMarkers>,
+        compiler: &mut Compiler,
+        pointer: &str,
+    ) -> Option<CompiledMarkers> {
+        Some(match markers {
+            None | Some(IncompleteMarkers::Standard(false)) => CompiledMarkers::Fixed(Vec::new()),
+            Some(IncompleteMarkers::Standard(true)) => CompiledMarkers::Fixed(standard_markers()),
+            Some(IncompleteMarkers::Listed(markers)) => CompiledMarkers::Fixed(markers.clone()),
+            Some(IncompleteMarkers::Computed(text)) => {
+                CompiledMarkers::Computed(compiler.expression(text, pointer)?)
+            }
+        })
+    }
+
+    /// The markers now: an expression gives `true` (the standard ones), `false` or a list.
+    pub fn evaluate(&self, scope: &Scope) -> Result<Vec<String>, EvaluationError> {
+        let expression = match self {
+            CompiledMarkers::Fixed(markers) => return Ok(markers.clone()),
+            CompiledMarkers::Computed(expression) => expression,
+        };
+        match expression.evaluate(scope)? {
+            Value::Bool(true) => Ok(standard_markers()),
+            Value::Bool(false) => Ok(Vec::new()),
+            Value::List(items) => items
+                .iter()
+                .map(|item| match item {
+                    Value::String(text) => Ok(text.to_string()),
+                    other => Err(failure(
+                        expression,
+                        format!("a marker must be a string, not {}", other.type_name()),
+                    )),
+                })
+                .collect(),
+            other => Err(failure(
+                expression,
+                format!(
+                    "incomplete_markers must be true, false or a list of strings, not {}",
+                    other.type_name()
+                ),
+            )),
+        }
+    }
+}
+
+fn standard_markers() -> Vec<String> {
+    STANDARD_INCOMPLETE_MARKERS
+        .iter()
+        .map(|marker| marker.to_string())
+        .collect()
+}
+
+fn failure(expression: &Expression, message: String) -> EvaluationError {
+    EvaluationError {
+        expression: expression.text.clone(),
+        message,
+    }
 }
 
 impl EffectPolicy {
@@ -39,37 +138,52 @@ impl EffectPolicy {
             incomplete: compiler.intern_event(&format!("error.incomplete.{}", options.id)),
         };
         let timeout = match &options.timeout {
-            Some(timeout) => Some(compiler.delay(timeout, &format!("{pointer}/timeout"))?),
+            Some(timeout) => Some(compiler.delay(timeout, &format!("{pointer}/timeout"))),
             None => None,
         };
-        for (index, multiplier) in options.timeout_multipliers.iter().enumerate() {
-            if !(multiplier.is_finite() && *multiplier > 0.0) {
-                compiler.value_error(
-                    &format!("{pointer}/timeout_multipliers/{index}"),
-                    format!("a timeout multiplier must be a positive number, not {multiplier}"),
-                    None,
-                );
+        let multipliers_pointer = format!("{pointer}/timeout_multipliers");
+        let multipliers = match &options.timeout_multipliers {
+            None => Some(CompiledMultipliers::Fixed(Vec::new())),
+            Some(Multipliers::Listed(multipliers)) => {
+                for (index, multiplier) in multipliers.iter().enumerate() {
+                    if let Err(message) = check_multiplier(*multiplier) {
+                        compiler.value_error(
+                            &format!("{multipliers_pointer}/{index}"),
+                            message,
+                            None,
+                        );
+                    }
+                }
+                Some(CompiledMultipliers::Fixed(multipliers.clone()))
             }
-        }
-        let mut retriers = Vec::with_capacity(options.retry.len());
-        for (index, retrier) in options.retry.iter().enumerate() {
-            retriers.push(compile_retrier(
-                retrier,
-                compiler,
-                &format!("{pointer}/retry/{index}"),
-            )?);
-        }
+            Some(Multipliers::Computed(text)) => compiler
+                .expression(text, &multipliers_pointer)
+                .map(CompiledMultipliers::Computed),
+        };
+        let retriers: Vec<Option<CompiledRetrier>> = options
+            .retry
+            .iter()
+            .enumerate()
+            .map(|(index, retrier)| {
+                compile_retrier(retrier, compiler, &format!("{pointer}/retry/{index}"))
+            })
+            .collect();
+        let telemetry = compiler.template(
+            options.telemetry.as_deref().unwrap_or(&options.id),
+            &format!("{pointer}/telemetry"),
+        );
         Some(EffectPolicy {
             id: Arc::from(options.id.as_str()),
             events,
-            timeout,
-            multipliers: options.timeout_multipliers.clone(),
-            retriers,
-            telemetry: Arc::from(options.telemetry.as_deref().unwrap_or(&options.id)),
+            timeout: crate::compile::optional(timeout)?,
+            multipliers: multipliers?,
+            retriers: retriers.into_iter().collect::<Option<_>>()?,
+            telemetry: telemetry?,
         })
     }
 
-    /// Pure: the request for `kind`, with the base timeout evaluated now.
+    /// Pure: the request for `kind`, with the timeout, ladder, retriers and telemetry prefix
+    /// evaluated now.
     pub fn request(
         &self,
         kind: EffectKind,
@@ -81,40 +195,110 @@ impl EffectPolicy {
             .as_ref()
             .map(|timeout| timeout.evaluate(scope).map(Duration::from_millis))
             .transpose()?;
+        let multipliers = match &self.multipliers {
+            CompiledMultipliers::Fixed(multipliers) => multipliers.clone(),
+            CompiledMultipliers::Computed(expression) => evaluate_multipliers(expression, scope)?,
+        };
+        let retriers = self
+            .retriers
+            .iter()
+            .map(|retrier| retrier.policy(scope))
+            .collect::<Result<_, _>>()?;
         Ok(EffectRequest {
             id: self.id.clone(),
             kind,
             events: self.events,
             plan: RetryPlan {
                 timeout,
-                multipliers: self.multipliers.clone(),
-                retriers: self.retriers.clone(),
-                telemetry: self.telemetry.clone(),
+                multipliers,
+                retriers,
+                telemetry: Arc::from(self.telemetry.render(scope)?),
                 incomplete_markers,
             },
         })
     }
 }
 
-fn literal_duration(
-    compiler: &mut Compiler,
-    text: Option<&String>,
-    pointer: &str,
-    default: Duration,
-) -> Option<Duration> {
-    let Some(text) = text else {
-        return Some(default);
+fn check_multiplier(multiplier: f64) -> Result<(), String> {
+    if multiplier.is_finite() && multiplier > 0.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "a timeout multiplier must be a positive number, not {multiplier}"
+        ))
+    }
+}
+
+fn evaluate_multipliers(
+    expression: &Expression,
+    scope: &Scope,
+) -> Result<Vec<f64>, EvaluationError> {
+    let Value::List(items) = expression.evaluate(scope)? else {
+        return Err(failure(
+            expression,
+            "timeout_multipliers must be a list of numbers".into(),
+        ));
     };
-    match DurationLiteral::parse(text) {
-        Some(duration) => Some(duration.as_std()),
-        None => {
-            compiler.value_error(
-                pointer,
-                format!("`{text}` is not a duration"),
-                Some("write e.g. `2s`, `500ms`, `1m`".into()),
-            );
-            None
+    items
+        .iter()
+        .map(|item| {
+            let multiplier = match item {
+                Value::Int(number) => *number as f64,
+                Value::UInt(number) => *number as f64,
+                Value::Float(number) => *number,
+                other => {
+                    return Err(failure(
+                        expression,
+                        format!(
+                            "a timeout multiplier must be a number, not {}",
+                            other.type_name()
+                        ),
+                    ));
+                }
+            };
+            check_multiplier(multiplier).map_err(|message| failure(expression, message))?;
+            Ok(multiplier)
+        })
+        .collect()
+}
+
+impl CompiledCount {
+    fn evaluate(&self, scope: &Scope) -> Result<u32, EvaluationError> {
+        let expression = match self {
+            CompiledCount::Fixed(count) => return Ok(*count),
+            CompiledCount::Computed(expression) => expression,
+        };
+        let count = match expression.evaluate(scope)? {
+            Value::Int(number) => u32::try_from(number).ok(),
+            Value::UInt(number) => u32::try_from(number).ok(),
+            _ => None,
+        };
+        match count {
+            Some(count) if count >= 1 => Ok(count),
+            _ => Err(failure(
+                expression,
+                "max_attempts must be a whole number of at least 1".into(),
+            )),
         }
+    }
+}
+
+impl CompiledRetrier {
+    fn policy(&self, scope: &Scope) -> Result<RetryPolicy, EvaluationError> {
+        Ok(RetryPolicy {
+            error_equals: self.error_equals.clone(),
+            interval: Duration::from_millis(self.interval.evaluate(scope)?),
+            max_attempts: self.max_attempts.evaluate(scope)?,
+            backoff_rate: self.backoff_rate,
+            max_delay: self
+                .max_delay
+                .as_ref()
+                .map(|delay| delay.evaluate(scope).map(Duration::from_millis))
+                .transpose()?,
+            jitter: self.jitter,
+            timeout: None,
+            timeout_multipliers: Vec::new(),
+        })
     }
 }
 
@@ -122,27 +306,35 @@ fn compile_retrier(
     retrier: &Retrier,
     compiler: &mut Compiler,
     pointer: &str,
-) -> Option<RetryPolicy> {
+) -> Option<CompiledRetrier> {
     for (index, descriptor) in retrier.error_equals.iter().enumerate() {
         compiler.check_event_name(
             descriptor.trim_end_matches(".*"),
             &format!("{pointer}/error_equals/{index}"),
         );
     }
-    let interval = literal_duration(
-        compiler,
-        retrier.interval.as_ref(),
-        &format!("{pointer}/interval"),
-        Duration::from_secs(1),
-    )?;
-    let max_delay = match &retrier.max_delay {
-        Some(text) => Some(literal_duration(
-            compiler,
-            Some(text),
-            &format!("{pointer}/max_delay"),
-            Duration::ZERO,
-        )?),
-        None => None,
+    let interval = match &retrier.interval {
+        Some(text) => compiler.delay(text, &format!("{pointer}/interval")),
+        None => Some(Delay::Fixed(DurationLiteral::from_milliseconds(1000))),
+    };
+    let max_delay = retrier
+        .max_delay
+        .as_ref()
+        .map(|text| compiler.delay(text, &format!("{pointer}/max_delay")));
+    let max_attempts = match &retrier.max_attempts {
+        None => Some(CompiledCount::Fixed(3)),
+        Some(Count::Literal(0)) => {
+            compiler.value_error(
+                &format!("{pointer}/max_attempts"),
+                "max_attempts counts the first attempt too: at least 1".into(),
+                None,
+            );
+            None
+        }
+        Some(Count::Literal(count)) => Some(CompiledCount::Fixed(*count)),
+        Some(Count::Computed(text)) => compiler
+            .expression(text, &format!("{pointer}/max_attempts"))
+            .map(CompiledCount::Computed),
     };
     let backoff_rate = retrier.backoff_rate.unwrap_or(2.0);
     if !(backoff_rate.is_finite() && backoff_rate >= 1.0) {
@@ -153,32 +345,21 @@ fn compile_retrier(
         );
         return None;
     }
-    let max_attempts = retrier.max_attempts.unwrap_or(3);
-    if max_attempts == 0 {
-        compiler.value_error(
-            &format!("{pointer}/max_attempts"),
-            "max_attempts counts the first attempt too: at least 1".into(),
-            None,
-        );
-        return None;
-    }
-    Some(RetryPolicy {
+    Some(CompiledRetrier {
         error_equals: retrier
             .error_equals
             .iter()
             .map(|text| EventDescriptor::parse(text))
             .collect(),
-        interval,
-        max_attempts,
+        interval: interval?,
+        max_attempts: max_attempts?,
         backoff_rate,
-        max_delay,
+        max_delay: crate::compile::optional(max_delay)?,
         jitter: match retrier.jitter {
             Some(JitterKind::Full) => Jitter::Full {
                 seed: retrier.seed.unwrap_or(0),
             },
             _ => Jitter::None,
         },
-        timeout: None,
-        timeout_multipliers: Vec::new(),
     })
 }

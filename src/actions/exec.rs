@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 use super::Execution;
-use super::effect::EffectPolicy;
+use super::effect::{CompiledMarkers, EffectPolicy};
 use crate::compile::Compiler;
 use crate::compile::expression::{EvaluationError, Template};
+use crate::effects::EffectKind;
 use crate::effects::process::ProcessRequest;
-use crate::effects::{EffectKind, STANDARD_INCOMPLETE_MARKERS};
-use crate::model::effect::{ExecAction, ExecCommand, IncompleteMarkers};
+use crate::model::effect::{ExecAction, ExecCommand};
 
 #[derive(Debug)]
 pub struct Exec {
@@ -19,7 +19,7 @@ pub struct Exec {
     cwd: Option<Template>,
     env: Vec<(String, Template)>,
     stdin: Option<Template>,
-    incomplete_markers: Vec<String>,
+    incomplete_markers: CompiledMarkers,
 }
 
 impl Exec {
@@ -80,14 +80,11 @@ impl Exec {
             .stdin
             .as_ref()
             .map(|stdin| compiler.template(stdin, &format!("{pointer}/stdin")));
-        let incomplete_markers = match &action.incomplete_markers {
-            None | Some(IncompleteMarkers::Standard(false)) => Vec::new(),
-            Some(IncompleteMarkers::Standard(true)) => STANDARD_INCOMPLETE_MARKERS
-                .iter()
-                .map(|marker| marker.to_string())
-                .collect(),
-            Some(IncompleteMarkers::Listed(markers)) => markers.clone(),
-        };
+        let incomplete_markers = CompiledMarkers::compile(
+            action.incomplete_markers.as_ref(),
+            compiler,
+            &format!("{pointer}/incomplete_markers"),
+        );
         Some(Exec {
             policy: policy?,
             argv: argv.into_iter().collect::<Option<_>>()?,
@@ -98,7 +95,7 @@ impl Exec {
                 .map(|(name, value)| value.map(|value| (name, value)))
                 .collect::<Option<_>>()?,
             stdin: crate::compile::optional(stdin)?,
-            incomplete_markers,
+            incomplete_markers: incomplete_markers?,
         })
     }
 
@@ -137,7 +134,7 @@ impl Exec {
             self.policy.request(
                 EffectKind::Process(process),
                 scope,
-                self.incomplete_markers.clone(),
+                self.incomplete_markers.evaluate(scope)?,
             )
         })
     }

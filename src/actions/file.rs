@@ -23,6 +23,10 @@ enum Operation {
         path: Template,
         content: Template,
     },
+    WriteJson {
+        path: Template,
+        document: ValueTemplate,
+    },
     Append {
         path: Template,
         line: ValueTemplate,
@@ -48,14 +52,15 @@ impl File {
         let path = compiler.template(&action.write, &format!("{pointer}/write"));
         let given = [
             action.content.is_some(),
+            action.json.is_some(),
             action.append.is_some(),
             action.json_append.is_some(),
         ];
         if given.iter().filter(|given| **given).count() != 1 {
             compiler.key_error(
                 &format!("{pointer}/write"),
-                "a `write` needs exactly one of `content`, `append` and `json_append`".into(),
-                Some("`content` replaces the file, `append` adds a line, `json_append` adds to a JSON array".into()),
+                "a `write` needs exactly one of `content`, `json`, `append` and `json_append`".into(),
+                Some("`content` replaces the file with text, `json` with a JSON document, `append` adds a line, `json_append` adds to a JSON array".into()),
             );
             return None;
         }
@@ -63,6 +68,11 @@ impl File {
             Operation::Write {
                 path: path?,
                 content: compiler.template(content, &format!("{pointer}/content"))?,
+            }
+        } else if let Some(document) = &action.json {
+            Operation::WriteJson {
+                path: path?,
+                document: compiler.value_template(document, &format!("{pointer}/json"))?,
             }
         } else if let Some(line) = &action.append {
             Operation::Append {
@@ -133,6 +143,13 @@ impl File {
                     path: path(file)?,
                     content: content.render(scope)?,
                 },
+                Operation::WriteJson {
+                    path: file,
+                    document,
+                } => FileRequest::Write {
+                    path: path(file)?,
+                    content: pretty_json(&document.render(scope)?.to_json()),
+                },
                 Operation::Append { path: file, line } => FileRequest::Append {
                     path: path(file)?,
                     line: match line.render(scope)? {
@@ -168,4 +185,11 @@ impl File {
         execution.host.start_effect(request);
         Ok(())
     }
+}
+
+/// Two-space indented JSON ending in a newline, as people write it by hand.
+fn pretty_json(document: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(document).unwrap_or_else(|_| document.to_string());
+    text.push('\n');
+    text
 }

@@ -19,17 +19,38 @@ pub struct EffectOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
     /// Attempt `n` gets `timeout` × the `n`-th multiplier; past the end the last one repeats.
-    /// ADR-018 uses `[1, 2, 3, 5, 10]`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub timeout_multipliers: Vec<f64>,
+    /// ADR-018 uses `[1, 2, 3, 5, 10]`. A list, or an expression giving one (e.g. an input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_multipliers: Option<Multipliers>,
     /// Retriers, tried in order: the first whose `error_equals` matches a failure decides whether
     /// and when to try again. What remains after retries arrives as the failure event.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retry: Vec<Retrier>,
     /// Prefix of the retry telemetry log lines (`<prefix>_timeout_attempt`, `_timeout_retry`,
     /// `_timeout_success`, `_timeout_exhausted`, `_incomplete_output`); the id when omitted.
+    /// A template, so an input can name it: `${telemetry_prefix}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<String>,
+}
+
+/// Timeout multipliers: literal numbers, or an expression giving a list of numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Multipliers {
+    /// The multipliers, one per attempt.
+    Listed(Vec<f64>),
+    /// An expression giving the list when the action runs, e.g. `multipliers`.
+    Computed(String),
+}
+
+/// A count: a literal, or an expression giving a whole number when the action runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Count {
+    /// A whole number.
+    Literal(u32),
+    /// An expression giving a whole number, e.g. `max_retries`.
+    Computed(String),
 }
 
 /// One retrier, in the vocabulary of AWS Step Functions.
@@ -41,15 +62,17 @@ pub struct Retrier {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub error_equals: Vec<String>,
     /// Attempts in all, the first included (Step Functions' `MaxAttempts` + 1). Default 3.
+    /// A number or an expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_attempts: Option<u32>,
-    /// Pause before the first retry. Default `1s`.
+    pub max_attempts: Option<Count>,
+    /// Pause before the first retry: a literal such as `2s`, or an expression giving
+    /// milliseconds. Default `1s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
     /// Each pause is the previous one times this. Default 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff_rate: Option<f64>,
-    /// Longest pause.
+    /// Longest pause: a literal or an expression giving milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_delay: Option<String>,
     /// `full` picks each pause at random between 0 and the computed pause; `none` (default) keeps it.
@@ -107,6 +130,9 @@ pub enum IncompleteMarkers {
     Standard(bool),
     /// These markers.
     Listed(Vec<String>),
+    /// An expression giving `true`, `false` or a list of markers when the action runs, e.g.
+    /// `completeness_check`.
+    Computed(String),
 }
 
 /// The command of an `exec` action.
@@ -167,6 +193,11 @@ pub struct WriteAction {
     /// The whole new content (a template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The whole new content as JSON, written pretty-printed: any YAML value whose strings are
+    /// templates (a string that is exactly one `${...}` keeps the expression's type, so lists and
+    /// numbers stay lists and numbers). Text is escaped as JSON needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
     /// One line to append: a template, or a mapping written as one JSON line (JSON-lines ledgers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<serde_json::Value>,
