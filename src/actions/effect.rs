@@ -137,10 +137,10 @@ impl EffectPolicy {
             timed_out: compiler.intern_event(&format!("error.exec.timeout.{}", options.id)),
             incomplete: compiler.intern_event(&format!("error.incomplete.{}", options.id)),
         };
-        let timeout = match &options.timeout {
-            Some(timeout) => Some(compiler.delay(timeout, &format!("{pointer}/timeout"))),
-            None => None,
-        };
+        let timeout = options
+            .timeout
+            .as_ref()
+            .map(|timeout| compiler.delay(timeout, &format!("{pointer}/timeout")));
         let multipliers_pointer = format!("{pointer}/timeout_multipliers");
         let multipliers = match &options.timeout_multipliers {
             None => Some(CompiledMultipliers::Fixed(Vec::new())),
