@@ -85,3 +85,130 @@ fn format_guide_shows_the_examples_as_they_are() {
         "every feature example appears in the guide"
     );
 }
+
+/// `protocol-run check --deny-warnings` finds nothing in the shipped protocols.
+#[test]
+fn protocols_pass_the_lint() {
+    for path in yaml_files("protocols") {
+        let loaded = protocol_run::load::load_file(&path).unwrap_or_else(|error| panic!("{error}"));
+        let machine = protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+        });
+        let warnings = protocol_run::lint::check(&loaded, &machine);
+        assert!(
+            warnings.is_empty(),
+            "{}",
+            protocol_run::diagnostic::render_all(&warnings)
+        );
+    }
+}
+
+fn run_binary(arguments: &[&str], directory: &Path) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .current_dir(directory)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+fn scratch_directory(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-protocols-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+/// ADR-018's ladder through the wrapper: 120000, 240000 and 360000 ms, with the fields of each
+/// telemetry event.
+#[test]
+fn the_timeout_wrapper_climbs_the_adr_018_ladder() {
+    let directory = scratch_directory("wrapper-ladder");
+    let protocol = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/timeout-wrapper.yaml");
+    let (code, stdout, stderr) = run_binary(
+        &[
+            protocol.to_str().unwrap(),
+            "--virtual-time",
+            "--mock",
+            "operation=timeout,timeout,ok",
+            "--input",
+            "command=[make, test]",
+            "--input",
+            "telemetry_prefix=make",
+            "--log-format",
+            "json",
+        ],
+        &directory,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let fields = |tag: &str| -> Vec<serde_json::Value> {
+        lines
+            .iter()
+            .filter(|line| line["tags"] == serde_json::json!([tag]))
+            .map(|line| line["fields"].clone())
+            .collect()
+    };
+    let attempts = fields("make_timeout_attempt");
+    let timeouts: Vec<i64> = attempts
+        .iter()
+        .map(|fields| fields["timeout_ms"].as_i64().unwrap())
+        .collect();
+    assert_eq!(timeouts, [120_000, 240_000, 360_000]);
+    assert_eq!(attempts[2]["attempt"], 3);
+    assert_eq!(attempts[2]["max_retries"], 5);
+    assert_eq!(attempts[2]["multiplier"], 3.0);
+    let retries = fields("make_timeout_retry");
+    assert_eq!(retries.len(), 2);
+    assert_eq!(retries[1]["timeout_ms"], 240_000);
+    let success = fields("make_timeout_success");
+    assert_eq!(success[0]["attempts"], 3);
+    assert_eq!(success[0]["final_timeout_ms"], 360_000);
+    assert_eq!(success[0]["elapsed_ms"], 364_000);
+    let finished: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(finished["finished"]["output"]["attempts"], 3);
+}
+
+/// Other protocols invoke the wrapper; a real command runs through it.
+#[test]
+fn a_parent_invokes_the_timeout_wrapper_on_a_real_command() {
+    let directory = scratch_directory("wrapper-invoke");
+    let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/timeout-wrapper.yaml");
+    let parent = format!(
+        r#"
+id: parent
+states:
+  building:
+    invoke:
+      - protocol: {wrapper}
+        id: wrapped
+        inputs: {{ command: "[sh, -c, 'echo built']", base_timeout: 5s, telemetry_prefix: build }}
+    on:
+      done.invoke.wrapped:
+        target: done
+        actions: [{{ log: "wrapped said ${{event.data.result}}" }}]
+      error.invoke.wrapped: failed
+  done: {{ type: final, output: {{ result: "${{event.data.result}}" }} }}
+  failed: {{ type: final, exit_code: 1 }}
+"#,
+        wrapper = wrapper.display()
+    );
+    let path = directory.join("parent.yaml");
+    std::fs::write(&path, parent).unwrap();
+    let (code, stdout, stderr) = run_binary(&[path.to_str().unwrap()], &directory);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(r#""result":"built\n""#), "{stdout}");
+    assert!(stderr.contains("#build_timeout_success"), "{stderr}");
+}

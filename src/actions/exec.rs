@@ -6,27 +6,79 @@ use std::path::PathBuf;
 use super::Execution;
 use super::effect::{CompiledMarkers, EffectPolicy};
 use crate::compile::Compiler;
-use crate::compile::expression::{EvaluationError, Template};
+use crate::compile::expression::{EvaluationError, Expression, Scope, Template};
 use crate::effects::EffectKind;
 use crate::effects::process::ProcessRequest;
 use crate::model::effect::{ExecAction, ExecCommand};
+use crate::value::Value;
 
 #[derive(Debug)]
 pub struct Exec {
     policy: EffectPolicy,
-    argv: Vec<Template>,
-    shell: bool,
+    argv: Argv,
     cwd: Option<Template>,
     env: Vec<(String, Template)>,
     stdin: Option<Template>,
     incomplete_markers: CompiledMarkers,
 }
 
+/// How the program and its arguments are given.
+#[derive(Debug)]
+enum Argv {
+    /// One template per argument.
+    Listed(Vec<Template>),
+    /// One expression giving the whole list, each element one argument.
+    Computed(Expression),
+    /// A command line for `sh -c`, only with `shell: true`.
+    Shell(Template),
+}
+
+impl Argv {
+    fn render(&self, scope: &Scope) -> Result<Vec<String>, EvaluationError> {
+        match self {
+            Argv::Listed(arguments) => arguments
+                .iter()
+                .map(|argument| argument.render(scope))
+                .collect(),
+            Argv::Shell(line) => Ok(vec!["sh".into(), "-c".into(), line.render(scope)?]),
+            Argv::Computed(expression) => {
+                let failure = |message: String| EvaluationError {
+                    expression: expression.text.clone(),
+                    message,
+                };
+                let Value::List(items) = expression.evaluate(scope)? else {
+                    return Err(failure(
+                        "`exec` needs a list: the program and its arguments".into(),
+                    ));
+                };
+                if items.is_empty() {
+                    return Err(failure(
+                        "`exec` got an empty list: the program is missing".into(),
+                    ));
+                }
+                items
+                    .iter()
+                    .map(|item| match item {
+                        Value::String(text) => Ok(text.to_string()),
+                        Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Bool(_) => {
+                            Ok(item.to_json().to_string())
+                        }
+                        other => Err(failure(format!(
+                            "each argument must be a string or a number, not {}",
+                            other.type_name()
+                        ))),
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 impl Exec {
     pub fn compile(action: &ExecAction, compiler: &mut Compiler, pointer: &str) -> Option<Exec> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let command_pointer = format!("{pointer}/exec");
-        let argv: Vec<Option<Template>> = match (&action.exec, action.shell) {
+        let argv = match (&action.exec, action.shell) {
             (ExecCommand::Arguments(arguments), false) => {
                 if arguments.is_empty() {
                     compiler.value_error(
@@ -35,22 +87,36 @@ impl Exec {
                         Some("write e.g. `exec: [ls, -l]`".into()),
                     );
                 }
-                arguments
+                let templates: Vec<Option<Template>> = arguments
                     .iter()
                     .enumerate()
                     .map(|(index, argument)| {
                         compiler.template(argument, &format!("{command_pointer}/{index}"))
                     })
-                    .collect()
+                    .collect();
+                templates
+                    .into_iter()
+                    .collect::<Option<_>>()
+                    .map(Argv::Listed)
             }
-            (ExecCommand::Line(line), true) => vec![compiler.template(line, &command_pointer)],
-            (ExecCommand::Line(_), false) => {
-                compiler.value_error(
-                    &command_pointer,
-                    "a command line needs `shell: true`".into(),
-                    Some("write the program and its arguments as a list, e.g. `exec: [grep, -n, x, file]`, or add `shell: true`".into()),
-                );
-                return None;
+            (ExecCommand::Line(line), true) => {
+                compiler.template(line, &command_pointer).map(Argv::Shell)
+            }
+            (ExecCommand::Line(line), false) => {
+                // `exec: "${command}"`: a list computed at run time, still one argument per
+                // element and no shell.
+                let template = compiler.template(line, &command_pointer)?;
+                match template.single_expression() {
+                    Ok(expression) => Some(Argv::Computed(expression)),
+                    Err(_) => {
+                        compiler.value_error(
+                            &command_pointer,
+                            "a command line needs `shell: true`".into(),
+                            Some("write the program and its arguments as a list, e.g. `exec: [grep, -n, x, file]`, give a list expression as `exec: \"${command}\"`, or add `shell: true`".into()),
+                        );
+                        return None;
+                    }
+                }
             }
             (ExecCommand::Arguments(_), true) => {
                 compiler.value_error(
@@ -87,8 +153,7 @@ impl Exec {
         );
         Some(Exec {
             policy: policy?,
-            argv: argv.into_iter().collect::<Option<_>>()?,
-            shell: action.shell,
+            argv: argv?,
             cwd: crate::compile::optional(cwd)?,
             env: env
                 .into_iter()
@@ -105,16 +170,7 @@ impl Exec {
         execution: &Execution,
     ) -> Result<crate::effects::EffectRequest, EvaluationError> {
         execution.with_scope(|scope| {
-            let rendered: Vec<String> = self
-                .argv
-                .iter()
-                .map(|argument| argument.render(scope))
-                .collect::<Result<_, _>>()?;
-            let argv = if self.shell {
-                vec!["sh".to_string(), "-c".to_string(), rendered.concat()]
-            } else {
-                rendered
-            };
+            let argv = self.argv.render(scope)?;
             let mut process = ProcessRequest::new(argv);
             process.cwd = self
                 .cwd

@@ -532,7 +532,7 @@ impl Template {
     }
 
     /// Whether the template is exactly one `${expression}` and nothing else.
-    fn single_expression(self) -> Result<Expression, Template> {
+    pub(crate) fn single_expression(self) -> Result<Expression, Template> {
         match <[TemplatePart; 1]>::try_from(self.parts) {
             Ok([TemplatePart::Expression(expression)]) => Ok(expression),
             Ok([text]) => Err(Template { parts: vec![text] }),

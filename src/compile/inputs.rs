@@ -202,6 +202,15 @@ impl InputNode {
         }
     }
 
+    /// A supplied value: a string is read as on the command line (`30s`, `[a, b]`, `true`),
+    /// anything else is checked as it is.
+    pub fn accept(&self, given: &serde_json::Value) -> Result<Value, String> {
+        match given {
+            serde_json::Value::String(text) => self.parse_text(text),
+            other => self.check(other),
+        }
+    }
+
     /// Parses a command-line text for this input: strings stay as written, other types are
     /// read as YAML-ish scalars or JSON lists.
     pub fn parse_text(&self, text: &str) -> Result<Value, String> {
@@ -209,10 +218,23 @@ impl InputNode {
             InputType::String | InputType::Enum | InputType::Duration => {
                 serde_json::Value::String(text.to_string())
             }
-            InputType::Integer | InputType::Number | InputType::Boolean | InputType::List => {
+            InputType::Integer | InputType::Number | InputType::Boolean => {
                 serde_json::from_str(text.trim())
                     .map_err(|_| format!("expected {}, got `{text}`", self.kind.name()))?
             }
+            // JSON, or YAML flow syntax so that `[cat, README.md]` needs no quoting.
+            InputType::List => match serde_json::from_str(text.trim()) {
+                Ok(json) => json,
+                Err(_) => {
+                    crate::load::yaml::parse(text, &crate::load::yaml::YamlLimits::default())
+                        .map_err(|_| {
+                            format!(
+                                "expected a list such as `[a, b]` or `[\"a\", 1]`, got `{text}`"
+                            )
+                        })?
+                        .value
+                }
+            },
         };
         self.check(&json)
     }
@@ -256,10 +278,7 @@ impl Machine {
             match self.inputs.iter().position(|input| &input.name == name) {
                 Some(slot) => {
                     let input = &self.inputs[slot];
-                    let checked = match given {
-                        serde_json::Value::String(text) => input.parse_text(text),
-                        other => input.check(other),
-                    };
+                    let checked = input.accept(given);
                     match checked {
                         Ok(value) => values[slot] = Some(value),
                         Err(message) => errors.push(InputError::Invalid {
@@ -298,7 +317,10 @@ impl Machine {
                 |(value, input)| match value.or_else(|| input.default.clone()) {
                     Some(value) => value,
                     None => {
-                        if input.required {
+                        let rejected = errors.iter().any(|error| {
+                            matches!(error, InputError::Invalid { name, .. } if *name == input.name)
+                        });
+                        if input.required && !rejected {
                             errors.push(InputError::Missing {
                                 name: input.name.clone(),
                                 description: input

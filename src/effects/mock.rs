@@ -138,9 +138,11 @@ impl Mocks {
 fn split_outcomes(text: &str) -> Vec<String> {
     let mut outcomes: Vec<String> = Vec::new();
     for piece in text.split(',') {
-        let starts_outcome = ["timeout", "error:", "exit:", "ok:"]
-            .iter()
-            .any(|kind| piece == "timeout" || (kind.ends_with(':') && piece.starts_with(kind)));
+        // Bare `timeout`, `ok` and `error` are outcomes too (`ok` with empty output).
+        let starts_outcome = matches!(piece, "timeout" | "ok" | "error")
+            || ["error:", "exit:", "ok:"]
+                .iter()
+                .any(|kind| piece.starts_with(kind));
         match outcomes.last_mut() {
             Some(last) if !starts_outcome => {
                 last.push(',');
@@ -166,7 +168,13 @@ mod tests {
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Timeout));
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Timeout));
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Ok("a,b".into())));
+        let mut bare = Mocks::parse(&["operation=timeout,ok".to_string()]).unwrap();
+        assert_eq!(bare.next("operation"), Some(MockOutcome::Timeout));
+        assert_eq!(bare.next("operation"), Some(MockOutcome::Ok(String::new())));
         assert_eq!(mocks.next("tool_call"), Some(MockOutcome::Ok("a,b".into())));
+        let mut bare = Mocks::parse(&["operation=timeout,ok".to_string()]).unwrap();
+        assert_eq!(bare.next("operation"), Some(MockOutcome::Timeout));
+        assert_eq!(bare.next("operation"), Some(MockOutcome::Ok(String::new())));
         assert_eq!(mocks.next("grep"), Some(MockOutcome::Exit(2)));
         assert_eq!(mocks.next("other"), None);
     }

@@ -288,8 +288,18 @@ where
                 Arc::from("message"),
                 Value::string(format!("incomplete output: `{marker}`")),
             );
+            outcome
+                .data
+                .insert(Arc::from("indicator"), Value::string(marker));
         }
         let elapsed_ms = Value::Int(started.elapsed().as_millis() as i64);
+        // Every attempt's outcome says how far the plan got, so handlers can report it.
+        outcome
+            .data
+            .insert(Arc::from("attempts"), Value::Int(number.into()));
+        outcome
+            .data
+            .insert(Arc::from("elapsed_ms"), elapsed_ms.clone());
         if outcome.succeeded {
             if retrying {
                 report(telemetry(
@@ -339,6 +349,8 @@ where
                     ),
                     &[
                         ("attempt", Value::Int(number.into())),
+                        ("timeout_ms", timeout_ms.map_or(Value::Null, Value::Int)),
+                        ("max_retries", Value::Int(max_attempts.into())),
                         ("delay_ms", Value::Int(delay.as_millis() as i64)),
                         ("error", Value::string(error.as_str())),
                     ],
@@ -359,9 +371,6 @@ where
                             ("elapsed_ms", elapsed_ms),
                         ],
                     ));
-                    outcome
-                        .data
-                        .insert(Arc::from("attempts"), Value::Int(number.into()));
                 }
                 return outcome;
             }

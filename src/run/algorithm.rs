@@ -139,7 +139,9 @@ impl Algorithm<'_> {
         self.workspace.looping_states.clear();
         self.instance.current_event = Some(event.clone());
         self.select_transitions(false);
-        if !self.workspace.enabled.is_empty() {
+        if self.workspace.enabled.is_empty() {
+            self.report_unhandled_error();
+        } else {
             self.microstep();
         }
         self.run_to_completion()
@@ -166,6 +168,9 @@ impl Algorithm<'_> {
                 };
                 self.instance.current_event = Some(event);
                 self.select_transitions(false);
+                if self.workspace.enabled.is_empty() {
+                    self.report_unhandled_error();
+                }
             }
             steps += 1;
             if steps > limit {
@@ -184,6 +189,34 @@ impl Algorithm<'_> {
             self.exit_interpreter();
         }
         Ok(())
+    }
+
+    /// SCXML discards an event no transition takes; for an error that would hide why a run
+    /// stalls, so it is discarded with a warning.
+    fn report_unhandled_error(&mut self) {
+        let Some(event) = &self.instance.current_event else {
+            return;
+        };
+        if !(event.name.starts_with("error.") || &*event.name == "error") {
+            return;
+        }
+        let detail = match &event.data {
+            Value::Map(entries) => entries
+                .get("message")
+                .map(|message| match message {
+                    Value::String(text) => format!(": {text}"),
+                    other => format!(": {}", other.to_json()),
+                })
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        let record = crate::actions::LogRecord {
+            level: crate::model::action::LogLevel::Warn,
+            message: format!("{} was not handled by any transition{detail}", event.name),
+            tags: Arc::from([Arc::from("unhandled_error")]),
+            fields: vec![(Arc::from("event"), Value::String(event.name.clone()))],
+        };
+        self.host.log(record);
     }
 
     /// Stops a macrostep that does not settle, naming the states of the loop.
@@ -533,7 +566,7 @@ impl Algorithm<'_> {
                         let input = &child.inputs[*slot];
                         inputs[*slot] =
                             input
-                                .check(&value.to_json())
+                                .accept(&value.to_json())
                                 .map_err(|message| EvaluationError {
                                     expression: Arc::from(format!(
                                         "invoke {} input {}",
