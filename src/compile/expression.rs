@@ -175,9 +175,74 @@ const KNOWN_FUNCTIONS: &[&str] = &[
     "In",
 ];
 
+/// Methods a protocol may call on a value (`text.startsWith('x')`, `names.join(', ')`): the
+/// standard library's and those of the strings and lists extensions.
+const KNOWN_METHODS: &[&str] = &[
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "join",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "replace",
+    "split",
+    "substring",
+    "format",
+    "reverse",
+    "distinct",
+    "flatten",
+    "sort",
+    "slice",
+];
+
+/// Namespaced functions of the extensions, called like methods on their namespace.
+const NAMESPACES: &[(&str, &[&str])] = &[
+    ("strings", &["quote"]),
+    ("lists", &["range"]),
+    (
+        "math",
+        &[
+            "abs",
+            "ceil",
+            "floor",
+            "round",
+            "trunc",
+            "sign",
+            "sqrt",
+            "isFinite",
+            "isInf",
+            "isNaN",
+            "bitAnd",
+            "bitOr",
+            "bitXor",
+            "bitNot",
+            "bitShiftLeft",
+            "bitShiftRight",
+            "greatest",
+            "least",
+        ],
+    ),
+];
+
+/// CEL's standard library with the strings, lists and math extensions (`join`, `split`,
+/// `sort`, `math.abs`, ...), built once per process.
 fn environment() -> &'static Arc<cel::Env> {
     static ENVIRONMENT: OnceLock<Arc<cel::Env>> = OnceLock::new();
-    ENVIRONMENT.get_or_init(|| Arc::new(cel::Env::stdlib()))
+    ENVIRONMENT.get_or_init(|| {
+        let mut environment = cel::Env::stdlib();
+        // Registration fails only on a duplicate name, which these extensions do not have;
+        // an extension that did not register leaves its functions reported as undefined.
+        let _ = cel::extensions::strings(&mut environment);
+        let _ = cel::extensions::lists(&mut environment);
+        let _ = cel::extensions::math(&mut environment);
+        Arc::new(environment)
+    })
 }
 
 impl Expression {
@@ -351,7 +416,16 @@ impl<'a> NameChecker<'a> {
                     self.check_function(&call.func_name, &call.args, expression);
                 }
                 if let Some(target) = &call.target {
-                    self.visit(target);
+                    if let Expr::Ident(namespace) = &target.expr
+                        && let Some((_, functions)) =
+                            NAMESPACES.iter().find(|(name, _)| name == namespace)
+                        && self.names.binding(namespace).is_none()
+                    {
+                        self.check_namespaced(namespace, functions, &call.func_name, expression);
+                    } else {
+                        self.check_method(&call.func_name, expression);
+                        self.visit(target);
+                    }
                 }
                 call.args.iter().for_each(|argument| self.visit(argument));
             }
@@ -414,6 +488,36 @@ impl<'a> NameChecker<'a> {
         });
     }
 
+    fn check_method(&mut self, name: &str, expression: &IdedExpr) {
+        if is_operator(name) || KNOWN_METHODS.contains(&name) {
+            return;
+        }
+        self.problems.push(ExpressionProblem {
+            offset: self.offset(expression),
+            message: format!("unknown method `{name}`"),
+            help: did_you_mean(name, KNOWN_METHODS.iter().copied())
+                .or_else(|| Some(format!("the methods are {}", KNOWN_METHODS.join(", ")))),
+        });
+    }
+
+    fn check_namespaced(
+        &mut self,
+        namespace: &str,
+        functions: &[&str],
+        name: &str,
+        expression: &IdedExpr,
+    ) {
+        // Macros such as `math.greatest` expand to internal `@` functions.
+        if functions.contains(&name) || is_operator(name) {
+            return;
+        }
+        self.problems.push(ExpressionProblem {
+            offset: self.offset(expression),
+            message: format!("unknown function `{namespace}.{name}`"),
+            help: did_you_mean(name, functions.iter().copied()),
+        });
+    }
+
     fn check_function(&mut self, name: &str, arguments: &[IdedExpr], expression: &IdedExpr) {
         if name == "In" {
             self.uses_engine_functions = true;
@@ -437,6 +541,13 @@ impl<'a> NameChecker<'a> {
         }
         if super::functions::ENGINE_FUNCTIONS.contains(&name) {
             self.uses_engine_functions = true;
+            return;
+        }
+        // A namespaced macro's expansion, e.g. `math.greatest(...)` → `math.@max(...)`.
+        if let Some((namespace, function)) = name.split_once('.')
+            && is_operator(function)
+            && NAMESPACES.iter().any(|(known, _)| *known == namespace)
+        {
             return;
         }
         if !KNOWN_FUNCTIONS.contains(&name) {

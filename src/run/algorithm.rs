@@ -186,6 +186,11 @@ impl Algorithm<'_> {
             }
         }
         if !self.instance.running {
+            // Errors still queued when the run ends would be discarded unseen.
+            while let Some(event) = self.instance.internal_queue.pop_front() {
+                self.instance.current_event = Some(event);
+                self.report_unhandled_error();
+            }
             self.exit_interpreter();
         }
         Ok(())

@@ -220,3 +220,40 @@ states:
     );
     assert_eq!(run.take_logs(), ["event=null"]);
 }
+
+#[test]
+fn the_strings_lists_and_math_extensions_are_available() {
+    let mut run = Run::start(
+        r#"
+id: extensions
+context: { names: [b, a], scores: { z: 1, y: 2 } }
+states:
+  a:
+    entry:
+      - log: "${names.join(', ')}|${scores.map(k, k).sort()}|${'A-B'.lowerAscii().split('-')}|${math.abs(-3)}|${math.greatest(1, 5)}|${lists.range(2)}"
+"#,
+    );
+    assert_eq!(run.take_logs(), [r#"b, a|["y","z"]|["a","b"]|3|5|[0,1]"#]);
+}
+
+#[test]
+fn unknown_methods_and_namespaced_functions_are_load_errors() {
+    let rendered = crate::support::errors(
+        r#"
+id: typos
+context: { names: [] }
+states:
+  a:
+    entry:
+      - log: "${names.jion(', ')}"
+      - log: "${math.abss(1)}"
+"#,
+    );
+    assert!(rendered.contains("unknown method `jion`"), "{rendered}");
+    assert!(rendered.contains("did you mean `join`"), "{rendered}");
+    assert!(
+        rendered.contains("unknown function `math.abss`"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("test.yaml:7:"), "{rendered}");
+}

@@ -233,3 +233,23 @@ states:
     );
     assert_eq!(run.take_logs(), ["error", "done null"]);
 }
+
+#[test]
+fn an_unhandled_error_is_reported_even_when_the_run_ends_first() {
+    let mut run = Run::start(
+        r#"
+id: lost-error
+states:
+  a:
+    entry: [{ log: "${1 / 0}" }]
+    always: done
+  done: { type: final }
+"#,
+    );
+    let logs = run.take_logs();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert!(
+        logs[0].starts_with("error.execution was not handled by any transition: Division by zero"),
+        "{logs:?}"
+    );
+}
