@@ -867,6 +867,7 @@ impl Usage {
             match action {
                 Action::Log(log) => {
                     self.template(&log.log);
+                    log.tags.iter().for_each(|tag| self.template(tag));
                     log.fields
                         .values()
                         .for_each(|value| self.value_template(value));

@@ -13,8 +13,15 @@ use super::Execution;
 pub struct Log {
     level: LogLevel,
     message: Template,
-    tags: Arc<[Arc<str>]>,
+    tags: Tags,
     fields: Vec<(Arc<str>, ValueTemplate)>,
+}
+
+/// Tags as written, or templates such as `${agent_type}_timeout` rendered on each log.
+#[derive(Debug)]
+enum Tags {
+    Fixed(Arc<[Arc<str>]>),
+    Rendered(Vec<Template>),
 }
 
 /// A resolved log line.
@@ -41,14 +48,32 @@ impl Log {
                 None => fields_ok = false,
             }
         }
+        let tags = if action.tags.iter().any(|tag| tag.contains("${")) {
+            let templates: Vec<Option<Template>> = action
+                .tags
+                .iter()
+                .enumerate()
+                .map(|(index, tag)| {
+                    compiler.template(
+                        tag.trim_start_matches('#'),
+                        &format!("{pointer}/tags/{index}"),
+                    )
+                })
+                .collect();
+            Tags::Rendered(templates.into_iter().collect::<Option<_>>()?)
+        } else {
+            Tags::Fixed(
+                action
+                    .tags
+                    .iter()
+                    .map(|tag| Arc::from(tag.trim_start_matches('#')))
+                    .collect(),
+            )
+        };
         Some(Log {
             level: action.level.unwrap_or(LogLevel::Info),
             message: message?,
-            tags: action
-                .tags
-                .iter()
-                .map(|tag| Arc::from(tag.trim_start_matches('#')))
-                .collect(),
+            tags,
             fields: if fields_ok { fields } else { return None },
         })
     }
@@ -59,7 +84,13 @@ impl Log {
             Ok(LogRecord {
                 level: self.level,
                 message: self.message.render(scope)?,
-                tags: self.tags.clone(),
+                tags: match &self.tags {
+                    Tags::Fixed(tags) => tags.clone(),
+                    Tags::Rendered(templates) => templates
+                        .iter()
+                        .map(|template| template.render(scope).map(Arc::from))
+                        .collect::<Result<_, _>>()?,
+                },
                 fields: self
                     .fields
                     .iter()

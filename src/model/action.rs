@@ -60,7 +60,8 @@ pub struct LogAction {
     /// Severity; `info` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<LogLevel>,
-    /// Tags shown as `#tag` in human output and as an array in JSON output.
+    /// Tags shown as `#tag` in human output and as an array in JSON output; templates, so
+    /// `${agent_type}_timeout` names the tag from the run's values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     /// Structured fields; string values are templates (`"${attempts}"` keeps its type).

@@ -257,3 +257,25 @@ states:
     );
     assert!(rendered.contains("test.yaml:7:"), "{rendered}");
 }
+
+#[test]
+fn log_tags_are_templates() {
+    let mut run = Run::start_with_inputs(
+        r#"
+id: tags
+inputs: { agent_type: { type: string, default: critic } }
+states:
+  a:
+    entry: [{ log: "timed out", tags: ["${agent_type}_timeout", agent_crashed] }]
+"#,
+        &[("agent_type", "developer")],
+    );
+    run.take_steps();
+    let tags: Vec<Vec<String>> = run
+        .host
+        .logs
+        .iter()
+        .map(|record| record.tags.iter().map(|tag| tag.to_string()).collect())
+        .collect();
+    assert_eq!(tags, [vec!["developer_timeout", "agent_crashed"]]);
+}
