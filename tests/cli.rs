@@ -360,3 +360,71 @@ fn import_turns_scxml_into_a_protocol_that_validates() {
         "{stderr}"
     );
 }
+
+const WAITING: &str = r#"
+id: waiting
+states:
+  waiting:
+    entry: [{ log: "waiting" }]
+    on:
+      answer: answered
+      tick: { target: waiting, actions: [{ log: "tick" }] }
+    after:
+      - delay: 1m
+        target: timed_out
+  answered: { type: final, exit_code: 0 }
+  timed_out: { type: final, exit_code: 3 }
+"#;
+
+/// While the event stream is open, virtual time stands still: a slow answer still beats a
+/// one-minute timer, however long the writer takes.
+#[test]
+fn virtual_time_waits_for_an_open_event_stream() {
+    let path = temporary_protocol("waiting.yaml", WAITING);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args([path.to_str().unwrap(), "--virtual-time", "--events", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    stdin.write_all(b"{\"event\": \"answer\"}\n").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `{"advance": ...}` lines move the virtual clock, in order with the events around them; at the
+/// end of the stream the remaining timers fire.
+#[test]
+fn advance_lines_move_the_virtual_clock() {
+    let path = temporary_protocol("waiting-advance.yaml", WAITING);
+    let (code, _, stderr) = protocol_run(
+        &[path.to_str().unwrap(), "--virtual-time", "--events", "-"],
+        "{\"advance\": \"59s\"}\n{\"event\": \"tick\"}\n{\"advance\": \"59s\"}\n{\"event\": \"answer\"}\n",
+    );
+    // The tick re-entered `waiting` and restarted its timer, so 59 s later it has not fired.
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr.matches("waiting").count(), 2, "{stderr}");
+    let (code, _, stderr) = protocol_run(
+        &[path.to_str().unwrap(), "--virtual-time", "--events", "-"],
+        "{\"advance\": \"1m\"}\n{\"event\": \"answer\"}\n",
+    );
+    assert_eq!(code, 3, "{stderr}");
+    let (code, _, stderr) = protocol_run(
+        &[path.to_str().unwrap(), "--events", "-"],
+        "{\"advance\": \"1m\"}\n{\"event\": \"answer\"}\n",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("line 1: `advance` moves the virtual clock: run with --virtual-time"),
+        "{stderr}"
+    );
+}

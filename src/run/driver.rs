@@ -21,7 +21,7 @@ use crate::value::Value;
 pub enum EventSource {
     /// No external events.
     None,
-    /// JSON lines known in advance (a file's content), delivered at once in order.
+    /// JSON lines known in advance (a file's content), delivered in order.
     Lines(String),
     /// JSON lines read from stdin as they arrive.
     Stdin,
@@ -281,6 +281,7 @@ impl Host for DriverHost<'_> {
             let result = Box::pin(drive_async(
                 &mut child,
                 EventSource::None,
+                false,
                 mocks,
                 &mut observer,
             ))
@@ -344,11 +345,36 @@ impl Host for DriverHost<'_> {
 
 /// Parses one JSON line `{"event": "name", "data": {...}}`.
 pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> {
+    match parse_input_line(machine, text)? {
+        InputLine::Event(event) => Ok(event),
+        InputLine::Advance(_) => Err("expected an event, not `advance`".into()),
+    }
+}
+
+/// One line of the event stream: an event, or (under virtual time) a move of the clock.
+pub enum InputLine {
+    Event(Event),
+    /// `{"advance": "1m"}`: let this much virtual time pass, firing what falls due.
+    Advance(std::time::Duration),
+}
+
+/// Parses one JSON line of the event stream.
+pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, String> {
     let json: serde_json::Value =
         serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
     let object = json
         .as_object()
         .ok_or("expected an object like {\"event\": \"name\"}")?;
+    if let Some(advance) = object.get("advance") {
+        if object.len() > 1 {
+            return Err("an `advance` line has no other keys".into());
+        }
+        return advance
+            .as_str()
+            .and_then(crate::model::Duration::parse)
+            .map(|duration| InputLine::Advance(duration.as_std()))
+            .ok_or_else(|| format!("`advance` takes a duration such as \"30s\", not {advance}"));
+    }
     if let Some(key) = object
         .keys()
         .find(|key| !matches!(key.as_str(), "event" | "data"))
@@ -363,7 +389,12 @@ pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> 
         .filter(|name| !name.is_empty())
         .ok_or("missing `event` (a non-empty string)")?;
     let data = object.get("data").map_or(Value::Null, Value::from_json);
-    Ok(Event::named(machine, name, data, Origin::External))
+    Ok(InputLine::Event(Event::named(
+        machine,
+        name,
+        data,
+        Origin::External,
+    )))
 }
 
 /// Runs a started-or-not interpreter until it reaches a top-level final state, or until the
@@ -382,26 +413,36 @@ pub fn drive(
         .expect("a current-thread tokio runtime with timers always builds");
     let mocks = Arc::new(std::sync::Mutex::new(options.mocks));
     let local = tokio::task::LocalSet::new();
-    runtime.block_on(local.run_until(drive_async(interpreter, source, mocks, observer)))
+    let virtual_time = options.time_mode == TimeMode::Virtual;
+    runtime.block_on(local.run_until(drive_async(
+        interpreter,
+        source,
+        virtual_time,
+        mocks,
+        observer,
+    )))
 }
 
 async fn drive_async(
     interpreter: &mut Interpreter,
     source: EventSource,
+    virtual_time: bool,
     mocks: Arc<std::sync::Mutex<Mocks>>,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
     let mut session = Session::new(interpreter, mocks, observer);
-    let mut stdin_lines = None;
-    match source {
-        EventSource::None => {}
+    let mut lines = match source {
+        EventSource::None => None,
         EventSource::Lines(text) => {
-            for (index, line) in text.lines().enumerate() {
-                session.accept_line(index + 1, line);
+            let (sender, receiver) = mpsc::unbounded_channel();
+            for line in text.lines() {
+                let _ = sender.send(line.to_string());
             }
+            // Dropping the sender ends the stream after the last line.
+            Some(receiver)
         }
-        EventSource::Stdin => stdin_lines = Some(spawn_stdin_reader()),
-    }
+        EventSource::Stdin => Some(spawn_stdin_reader()),
+    };
     let mut line_number = 0;
     session.start()?;
     loop {
@@ -409,16 +450,43 @@ async fn drive_async(
         if !session.interpreter.is_running() {
             break;
         }
+        // On the virtual clock a pending timer is always "due": while the event stream is
+        // open, time moves only on `advance` lines, so the run waits for the next event
+        // instead of racing ahead of whoever writes them.
+        session.timers_held = virtual_time && lines.is_some();
         let idle = session.host.next_deadline().is_none() && session.host.running_effects == 0;
-        if idle && stdin_lines.is_none() {
+        if idle && lines.is_none() {
             break;
         }
-        match session.wait(None, stdin_lines.as_mut()).await {
+        match session.wait(None, lines.as_mut()).await {
             Waited::Line(Some(line)) => {
                 line_number += 1;
-                session.accept_line(line_number, &line);
+                match parse_input_line(&session.host.machine, &line) {
+                    Ok(InputLine::Event(event)) => session.host.external_queue.push_back(event),
+                    Ok(InputLine::Advance(duration)) if virtual_time => {
+                        session.timers_held = false;
+                        session.advance(duration).await?;
+                    }
+                    Ok(InputLine::Advance(_)) => {
+                        session.host.observer.input_error(&InputLineError {
+                            line: line_number,
+                            message: "`advance` moves the virtual clock: run with --virtual-time"
+                                .into(),
+                        })
+                    }
+                    Err(message) if !line.trim().is_empty() => {
+                        session.host.observer.input_error(&InputLineError {
+                            line: line_number,
+                            message,
+                        })
+                    }
+                    Err(_) => {}
+                }
             }
-            Waited::Line(None) => stdin_lines = None,
+            Waited::Line(None) => {
+                lines = None;
+                session.timers_held = false;
+            }
             Waited::Progress | Waited::Deadline => {}
         }
     }
@@ -441,6 +509,8 @@ pub struct Session<'a> {
     pub interpreter: &'a mut Interpreter,
     host: DriverHost<'a>,
     completed: mpsc::UnboundedReceiver<EffectMessage>,
+    /// Timers do not fire while held (virtual time with an open event stream).
+    timers_held: bool,
 }
 
 impl<'a> Session<'a> {
@@ -468,6 +538,7 @@ impl<'a> Session<'a> {
             interpreter,
             host,
             completed,
+            timers_held: false,
         }
     }
 
@@ -518,6 +589,29 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    /// Lets `duration` of (virtual) time pass, handling each timer that falls due, in order,
+    /// with the macrosteps it causes.
+    pub async fn advance(&mut self, duration: std::time::Duration) -> Result<(), RunError> {
+        let target = Instant::now() + duration;
+        loop {
+            self.handle_queued()?;
+            if !self.interpreter.is_running() {
+                return Ok(());
+            }
+            let timer_due = self
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= target);
+            if timer_due || self.effects_running() {
+                if let Waited::Deadline = self.wait(Some(target), None).await {
+                    return self.handle_queued();
+                }
+            } else {
+                tokio::time::sleep_until(target).await;
+                return self.handle_queued();
+            }
+        }
+    }
+
     /// Whether effects or child protocols are still running.
     pub fn effects_running(&self) -> bool {
         self.host.running_effects > 0
@@ -565,7 +659,7 @@ impl<'a> Session<'a> {
             // Input before timers: on the virtual clock a timer is always ready, and input
             // must not starve behind it.
             line = next_line, if reading => Waited::Line(line),
-            () = timer, if deadline.is_some_and(|deadline| until.is_none_or(|until| deadline <= until)) => {
+            () = timer, if !self.timers_held && deadline.is_some_and(|deadline| until.is_none_or(|until| deadline <= until)) => {
                 self.host.fire_due_timer();
                 Waited::Progress
             }

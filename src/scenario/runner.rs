@@ -15,7 +15,7 @@ use crate::effects::mock::Mocks;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
 use crate::run::Interpreter;
-use crate::run::driver::{InputLineError, Observer, Session, Waited};
+use crate::run::driver::{InputLineError, Observer, Session};
 use crate::run::event::{Event, Origin};
 use crate::value::Value;
 
@@ -337,24 +337,10 @@ async fn settle(session: &mut Session<'_>) -> Result<(), String> {
 
 /// Lets `duration` of virtual time pass, handling what falls due, in order.
 async fn advance(session: &mut Session<'_>, duration: std::time::Duration) -> Result<(), String> {
-    let target = tokio::time::Instant::now() + duration;
-    loop {
-        session.handle_queued().map_err(|error| error.to_string())?;
-        if !session.interpreter.is_running() {
-            return Ok(());
-        }
-        let timer_due = session
-            .next_deadline()
-            .is_some_and(|deadline| deadline <= target);
-        if timer_due || session.effects_running() {
-            if let Waited::Deadline = session.wait(Some(target), None).await {
-                break;
-            }
-        } else {
-            tokio::time::sleep_until(target).await;
-            break;
-        }
-    }
+    session
+        .advance(duration)
+        .await
+        .map_err(|error| error.to_string())?;
     settle(session).await
 }
 
