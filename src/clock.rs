@@ -24,6 +24,52 @@ pub fn format_rfc3339(unix_milliseconds: u64) -> String {
     )
 }
 
+/// `2026-01-01T00:00:00Z` or `2026-01-01T00:00:00.250Z` → Unix milliseconds; UTC only, as
+/// `format_rfc3339` writes it.
+pub fn parse_rfc3339(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut date_parts = date.splitn(3, '-');
+    let year: i64 = date_parts.next()?.parse().ok()?;
+    let month: u32 = date_parts.next()?.parse().ok()?;
+    let day: u32 = date_parts.next()?.parse().ok()?;
+    let (time, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let mut time_parts = time.splitn(3, ':');
+    let hour: u64 = time_parts.next()?.parse().ok()?;
+    let minute: u64 = time_parts.next()?.parse().ok()?;
+    let second: u64 = time_parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return None;
+    }
+    if fraction.is_empty() || fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let milliseconds: u64 = format!("{fraction:0<3}").parse().ok()?;
+    let days = days_from_civil(year, month, day);
+    // A day past the month's end (e.g. 02-30) would land in the next month.
+    if civil_from_days(days) != (year, month, day) {
+        return None;
+    }
+    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
+    seconds.checked_mul(1000)?.checked_add(milliseconds)
+}
+
+/// (year, month, day) → days since 1970-01-01, the inverse of `civil_from_days`.
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year.rem_euclid(400);
+    let month_index = i64::from((month + 9) % 12);
+    let day_of_year = (153 * month_index + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
 /// Days since 1970-01-01 → (year, month, day), after Howard Hinnant's civil calendar algorithm.
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let shifted = days + 719_468;
@@ -55,5 +101,31 @@ mod tests {
             format_rfc3339(1_795_318_800_123),
             "2026-11-22T03:40:00.123Z"
         );
+    }
+
+    #[test]
+    fn parses_what_it_formats() {
+        for milliseconds in [0, 951_782_400_000, 1_795_318_800_123, 4_102_444_799_999] {
+            assert_eq!(
+                parse_rfc3339(&format_rfc3339(milliseconds)),
+                Some(milliseconds)
+            );
+        }
+        assert_eq!(
+            parse_rfc3339("2026-01-01T00:00:00Z"),
+            Some(1_767_225_600_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-01-01T00:00:00.5Z"),
+            Some(1_767_225_600_500)
+        );
+        for bad in [
+            "2026-02-30T00:00:00Z",
+            "2026-01-01 00:00:00Z",
+            "2026-01-01T00:00:00",
+            "x",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 }

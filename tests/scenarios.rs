@@ -87,3 +87,77 @@ fn the_test_command_reports_expected_seen_and_trace_and_fails() {
     );
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// A scenario's clock starts at a fixed instant (or the one it names), so timestamps and files
+/// named after them can be asserted; `output` is matched key by key; states passed through in
+/// the start macrostep and compound ancestors count as reached.
+#[test]
+fn scenarios_have_a_fixed_clock_partial_outputs_and_full_coverage() {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-scenario-clock-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    std::fs::write(
+        directory.join("stamp.yaml"),
+        r#"
+id: stamp
+context: { at: "" }
+states:
+  outer:
+    states:
+      first: { always: second }
+      second:
+        on:
+          go:
+            target: done
+            actions: [{ assign: { at: now() } }]
+  done: { type: final, output: { at: "${at}", kind: stamp, detail: { a: 1, b: 2 } } }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("stamp.scenario.yaml"),
+        r#"
+protocol: stamp.yaml
+scenarios:
+  - name: default clock
+    steps:
+      - after: 90s
+      - send: go
+      - expect: { finished: { output: { at: "2026-01-01T00:01:30.000Z", detail: { b: 2 } } } }
+  - name: own clock
+    clock: "2030-06-01T12:00:00Z"
+    steps:
+      - send: go
+      - expect: { finished: { output: { at: "2030-06-01T12:00:00.000Z" } } }
+  - name: bad clock
+    clock: "tomorrow"
+    steps: []
+"#,
+    )
+    .unwrap();
+    let report = run_file(&directory.join("stamp.scenario.yaml"));
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert!(
+        report.results[0].failures.is_empty(),
+        "{:?}",
+        report.results[0]
+    );
+    assert!(
+        report.results[1].failures.is_empty(),
+        "{:?}",
+        report.results[1]
+    );
+    assert_eq!(
+        report.results[2].failures,
+        ["clock: `tomorrow` is not a UTC time such as `2026-01-01T00:00:00.000Z`"]
+    );
+    let coverage = report.coverage.unwrap();
+    assert!(
+        coverage.missed_states().is_empty(),
+        "{:?}",
+        coverage.missed_states()
+    );
+}

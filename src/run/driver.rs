@@ -69,6 +69,8 @@ pub trait Observer {
     /// A telemetry entry: `start`, `step` (after each event), `effect` (an outcome arrived) or
     /// `finish`, with its fields.
     fn record(&mut self, _time: &str, _kind: &str, _fields: serde_json::Value) {}
+    /// A state was entered (coverage); most observers ignore it.
+    fn state_entered(&mut self, _state: &str) {}
 }
 
 /// Prints through `tracing` (logs) and stderr (input problems).
@@ -248,6 +250,10 @@ impl Host for DriverHost<'_> {
     fn cancel(&mut self, send_id: &str) {
         self.timers
             .retain(|_, (id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn state_entered(&mut self, state: crate::compile::machine::StateId) {
+        self.observer.state_entered(&self.machine.state(state).id);
     }
 
     fn transition_taken(&mut self, transition: crate::compile::machine::TransitionId) {
@@ -587,6 +593,13 @@ impl<'a> Session<'a> {
             self.host.observer.record(&time, "step", step);
         }
         Ok(())
+    }
+
+    /// Sets what the run's clock reads now (Unix milliseconds): a scenario's fixed start, so
+    /// `now()` and timestamps are the same on every run. Call before `start`.
+    pub fn set_wall_clock(&mut self, unix_milliseconds: u64) {
+        self.host.started_unix_milliseconds = unix_milliseconds;
+        self.host.started_at = Instant::now();
     }
 
     /// Lets `duration` of (virtual) time pass, handling each timer that falls due, in order,

@@ -28,6 +28,10 @@ pub struct Scenario {
     /// `ok:STDOUT`, or a sequence `timeout,timeout,ok:done`.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub mocks: IndexMap<String, String>,
+    /// What the run's clock reads when it starts, in UTC (`2026-01-01T00:00:00Z` when
+    /// omitted): `now()` and timestamps are the same on every run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
     /// The steps, in order. The run starts before the first.
     pub steps: Vec<Step>,
 }
@@ -103,7 +107,8 @@ pub struct Finished {
     /// The final state's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
-    /// The run's output (compared whole).
+    /// The run's output. Maps are compared key by key, recursively: the keys given must be
+    /// there with these values, others may be too. Lists and other values compare exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
 }
