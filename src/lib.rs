@@ -34,6 +34,7 @@ pub mod clock;
 pub mod compile;
 pub mod diagnostic;
 pub mod effects;
+pub mod extensions;
 pub mod files;
 pub mod graph;
 pub mod import;

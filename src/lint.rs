@@ -931,6 +931,11 @@ impl Usage {
                     }
                     self.effect_options(&exec.options, &pointer);
                 }
+                Action::Call(call) => {
+                    if let Some(arguments) = &call.args {
+                        self.value_template(arguments);
+                    }
+                }
                 Action::Emit(emit) => {
                     self.template(&emit.emit);
                     emit.data

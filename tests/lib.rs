@@ -5,6 +5,7 @@ mod support;
 mod cli;
 mod diagnostics;
 mod effects;
+mod examples;
 mod protocols;
 mod scenarios;
 mod schema;

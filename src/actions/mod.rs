@@ -1,6 +1,7 @@
 //! Executable content: one file per action, each compiled once, then resolved (pure) and executed.
 
 pub mod assign;
+pub mod call;
 pub mod cancel;
 pub mod conditional;
 pub mod effect;
@@ -37,6 +38,7 @@ pub enum Action {
     Emit(emit::Emit),
     Tool(tool::Tool),
     File(file::File),
+    Call(call::Call),
 }
 
 /// What the engine asks of the world outside the pure algorithm: output, timers, observers.
@@ -114,6 +116,7 @@ impl Action {
             Action::Emit(emit) => emit.execute(execution),
             Action::Tool(tool) => tool.execute(execution),
             Action::File(file) => file.execute(execution),
+            Action::Call(call) => call.execute(execution),
         }
     }
 }

@@ -4,7 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::extractors::Arguments;
 use cel::{Context, ExecutionError, FunctionContext, Program};
+
+use crate::extensions::FunctionHandler;
 
 use crate::diagnostic::did_you_mean;
 use crate::value::Value;
@@ -27,6 +30,18 @@ pub struct Names {
     bindings: HashMap<String, NameBinding>,
     /// State ids, for `In('id')` checks.
     states: HashMap<String, usize>,
+    /// Functions the embedding program registered.
+    host_functions: HostFunctions,
+}
+
+/// The embedding program's functions, by name.
+#[derive(Clone, Default)]
+struct HostFunctions(indexmap::IndexMap<String, Arc<FunctionHandler>>);
+
+impl std::fmt::Debug for HostFunctions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_list().entries(self.0.keys()).finish()
+    }
 }
 
 impl Names {
@@ -43,7 +58,17 @@ impl Names {
             bindings.insert(name, NameBinding::Context(index));
         }
         bindings.insert("event".into(), NameBinding::Event);
-        Names { bindings, states }
+        Names {
+            bindings,
+            states,
+            host_functions: HostFunctions::default(),
+        }
+    }
+
+    /// The same names, plus the functions the host registered.
+    pub fn with_host_functions(mut self, extensions: &crate::extensions::Extensions) -> Names {
+        self.host_functions = HostFunctions(extensions.functions.clone());
+        self
     }
 
     pub fn binding(&self, name: &str) -> Option<NameBinding> {
@@ -148,8 +173,20 @@ pub struct Expression {
     pub text: Arc<str>,
     program: Program,
     uses_engine_functions: bool,
+    /// The host functions it calls, registered on each full evaluation (boxed: most
+    /// expressions call none).
+    host_functions: Option<Box<HostFunctions>>,
     /// The allocation-free form, when the expression has one.
     fast: Option<super::fast::Fast>,
+}
+
+/// Whether expressions already have a global function of this name (CEL's, an extension's or
+/// the engine's), which a host function may not shadow.
+pub(crate) fn is_builtin_function(name: &str) -> bool {
+    name == "In"
+        || KNOWN_FUNCTIONS.contains(&name)
+        || super::functions::ENGINE_FUNCTIONS.contains(&name)
+        || NAMESPACES.iter().any(|(namespace, _)| *namespace == name)
 }
 
 /// Global functions that need no declaration: CEL's standard ones and the engine's own.
@@ -282,9 +319,12 @@ impl Expression {
             bound: Vec::new(),
             problems: Vec::new(),
             uses_engine_functions: false,
+            host_functions: HostFunctions::default(),
         };
         checker.visit(program.expression());
         let uses_engine_functions = checker.uses_engine_functions;
+        let host_functions = std::mem::take(&mut checker.host_functions);
+        let host_functions = (!host_functions.0.is_empty()).then(|| Box::new(host_functions));
         if !checker.problems.is_empty() {
             return Err(checker.problems);
         }
@@ -293,6 +333,7 @@ impl Expression {
             text: Arc::from(text),
             program,
             uses_engine_functions,
+            host_functions,
             fast,
         })
     }
@@ -317,6 +358,19 @@ impl Expression {
             context
                 .add_function("In", in_state)
                 .and_then(|()| super::functions::register(&mut context))
+                .map_err(|error| self.error(error.to_string()))?;
+        }
+        for (name, handler) in self
+            .host_functions
+            .iter()
+            .flat_map(|functions| &functions.0)
+        {
+            let handler = handler.clone();
+            let function_name = name.clone();
+            context
+                .add_function(name, move |Arguments(arguments): Arguments| {
+                    call_host_function(&function_name, &*handler, &arguments)
+                })
                 .map_err(|error| self.error(error.to_string()))?;
         }
         context.set_variable_resolver(scope);
@@ -345,6 +399,28 @@ impl Expression {
             message,
         }
     }
+}
+
+/// Calls a host function with CEL's evaluated arguments, converting both ways.
+fn call_host_function(
+    name: &str,
+    handler: &FunctionHandler,
+    arguments: &[cel::Value],
+) -> Result<cel::Value, ExecutionError> {
+    let values = arguments
+        .iter()
+        .map(|argument| {
+            Value::from_cel(argument).ok_or_else(|| {
+                ExecutionError::function_error(
+                    name,
+                    format!("an argument {argument:?} has no JSON form"),
+                )
+            })
+        })
+        .collect::<Result<Vec<Value>, _>>()?;
+    handler(&values)
+        .map(|value| value.to_cel())
+        .map_err(|message| ExecutionError::function_error(name, message))
 }
 
 /// `In('id')`: reads the hidden `@in:id` variable, which the scope's resolver answers.
@@ -398,6 +474,7 @@ struct NameChecker<'a> {
     bound: Vec<&'a str>,
     problems: Vec<ExpressionProblem>,
     uses_engine_functions: bool,
+    host_functions: HostFunctions,
 }
 
 impl<'a> NameChecker<'a> {
@@ -543,6 +620,12 @@ impl<'a> NameChecker<'a> {
             self.uses_engine_functions = true;
             return;
         }
+        if let Some(handler) = self.names.host_functions.0.get(name) {
+            self.host_functions
+                .0
+                .insert(name.to_string(), handler.clone());
+            return;
+        }
         // A namespaced macro's expansion, e.g. `math.greatest(...)` → `math.@max(...)`.
         if let Some((namespace, function)) = name.split_once('.')
             && is_operator(function)
@@ -559,7 +642,8 @@ impl<'a> NameChecker<'a> {
                     KNOWN_FUNCTIONS
                         .iter()
                         .chain(super::functions::ENGINE_FUNCTIONS.iter())
-                        .copied(),
+                        .copied()
+                        .chain(self.names.host_functions.0.keys().map(String::as_str)),
                 ),
             });
         }

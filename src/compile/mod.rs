@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::actions::{self, Action};
 use crate::diagnostic::{Diagnostic, did_you_mean};
+use crate::extensions::Extensions;
 use crate::load::Loaded;
 use crate::load::source::{Part, Source};
 use crate::load::yaml::escape_pointer_token;
@@ -30,9 +31,18 @@ pub const MAX_STATES: usize = 10_000;
 
 /// Compiles a loaded protocol, or returns every problem found.
 pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
+    compile_with(loaded, &Arc::new(Extensions::default()))
+}
+
+/// Compiles a protocol that may call the functions and actions an embedding program
+/// registered; child protocols it invokes get them too.
+pub fn compile_with(
+    loaded: &Loaded,
+    extensions: &Arc<Extensions>,
+) -> Result<Machine, Vec<Diagnostic>> {
     let file = std::path::Path::new(&loaded.source.path);
     let ancestry = vec![file.canonicalize().unwrap_or_else(|_| file.to_path_buf())];
-    compile_nested(loaded, ancestry)
+    compile_nested(loaded, ancestry, extensions)
 }
 
 /// Compiles a protocol invoked (directly or not) by the files in `ancestry`, the last being
@@ -40,9 +50,11 @@ pub fn compile(loaded: &Loaded) -> Result<Machine, Vec<Diagnostic>> {
 fn compile_nested(
     loaded: &Loaded,
     ancestry: Vec<std::path::PathBuf>,
+    extensions: &Arc<Extensions>,
 ) -> Result<Machine, Vec<Diagnostic>> {
     let protocol = &loaded.protocol;
     let mut compiler = Compiler {
+        extensions: extensions.clone(),
         ancestry,
         source: &loaded.source,
         names: Names::default(),
@@ -75,7 +87,8 @@ fn compile_nested(
         protocol.context.keys().cloned(),
         protocol.inputs.keys().cloned(),
         state_indices,
-    );
+    )
+    .with_host_functions(extensions);
     let inputs = inputs::compile(&mut compiler, &protocol.inputs);
     let context = protocol
         .context
@@ -201,6 +214,8 @@ pub fn optional<T>(compiled: Option<Option<T>>) -> Option<Option<T>> {
 
 /// Shared compile services: expressions, templates, events and located diagnostics.
 pub struct Compiler<'a> {
+    /// Functions and actions the embedding program registered.
+    extensions: Arc<Extensions>,
     /// Canonical paths of the protocols invoking this one, then this one.
     ancestry: Vec<std::path::PathBuf>,
     source: &'a Source,
@@ -213,6 +228,10 @@ pub struct Compiler<'a> {
 }
 
 impl Compiler<'_> {
+    pub fn extensions(&self) -> &Extensions {
+        &self.extensions
+    }
+
     pub fn names(&self) -> &Names {
         &self.names
     }
@@ -376,6 +395,9 @@ impl Compiler<'_> {
                 model::Action::Emit(emit) => {
                     actions::emit::Emit::compile(emit, self, &action_pointer).map(Action::Emit)
                 }
+                model::Action::Call(call) => {
+                    actions::call::Call::compile(call, self, &action_pointer).map(Action::Call)
+                }
                 model::Action::Exec(exec) => {
                     actions::exec::Exec::compile(exec, self, &action_pointer).map(Action::Exec)
                 }
@@ -457,7 +479,7 @@ impl Compiler<'_> {
         };
         let mut ancestry = self.ancestry.clone();
         ancestry.push(canonical);
-        let child = match compile_nested(&loaded, ancestry) {
+        let child = match compile_nested(&loaded, ancestry, &self.extensions.clone()) {
             Ok(child) => child,
             Err(diagnostics) => {
                 self.value_error(

@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
 /// `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`,
-/// `grep_search`, `write`, `backup` or `restore`.
+/// `grep_search`, `write`, `backup`, `restore` or `call`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Action {
@@ -31,10 +31,11 @@ pub enum Action {
     Write(WriteAction),
     Backup(BackupAction),
     Restore(RestoreAction),
+    Call(CallAction),
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 14] = [
+pub const ACTION_KINDS: [&str; 15] = [
     "log",
     "assign",
     "raise",
@@ -49,6 +50,7 @@ pub const ACTION_KINDS: [&str; 14] = [
     "write",
     "backup",
     "restore",
+    "call",
 ];
 
 /// Writes a log line: a `tracing` event with tags and structured fields.
@@ -155,6 +157,18 @@ pub struct EmitAction {
     pub data: IndexMap<String, serde_json::Value>,
 }
 
+/// Runs an action the embedding program registered (see `examples/embed.rs`); the command-line
+/// engine registers none, so such a protocol runs only inside that program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallAction {
+    /// The registered action's name.
+    pub call: String,
+    /// Its arguments: any YAML value whose strings are templates (`"${attempts}"` keeps its type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Value>,
+}
+
 /// One `elif` branch of an `if` action.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -197,6 +211,7 @@ impl<'de> Deserialize<'de> for Action {
             "write" => Action::Write(serde_json::from_value(value).map_err(convert)?),
             "backup" => Action::Backup(serde_json::from_value(value).map_err(convert)?),
             "restore" => Action::Restore(serde_json::from_value(value).map_err(convert)?),
+            "call" => Action::Call(serde_json::from_value(value).map_err(convert)?),
             _ => Action::If(serde_json::from_value(value).map_err(convert)?),
         })
     }
@@ -210,7 +225,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup` or `restore`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore` or `call`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -226,6 +241,7 @@ impl JsonSchema for Action {
                 generator.subschema_for::<WriteAction>(),
                 generator.subschema_for::<BackupAction>(),
                 generator.subschema_for::<RestoreAction>(),
+                generator.subschema_for::<CallAction>(),
             ]
         })
     }
