@@ -1,12 +1,65 @@
-//! Wall-clock helpers: RFC 3339 timestamps from Unix milliseconds, with no date library.
+//! Wall-clock helpers: RFC 3339 timestamps with no date library, and real-time waits that ignore the virtual clock.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch, now.
 pub fn unix_milliseconds_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// A timer runtime on its own thread, never paused: real work (processes, file I/O) is timed on
+/// it, so under `--virtual-time` a real process gets its real timeout instead of losing at once
+/// to a clock that jumps ahead whenever the run waits. `None` if the thread cannot start.
+fn real_clock() -> Option<&'static tokio::runtime::Handle> {
+    static CLOCK: OnceLock<Option<tokio::runtime::Handle>> = OnceLock::new();
+    CLOCK
+        .get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .ok()?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("real-clock".into())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .ok()?;
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// Waits `duration` of real time, whatever tokio's clock of the calling runtime does.
+pub async fn real_sleep(duration: Duration) {
+    let Some(clock) = real_clock() else {
+        // No timer thread: the caller's clock is the best there is.
+        return tokio::time::sleep(duration).await;
+    };
+    let (sender, receiver) = tokio::sync::oneshot::channel::<()>();
+    let timer = clock.spawn(async move {
+        tokio::time::sleep(duration).await;
+        let _ = sender.send(());
+    });
+    // Dropping the wait (the work finished first) withdraws the timer.
+    struct Withdraw(tokio::task::JoinHandle<()>);
+    impl Drop for Withdraw {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _withdraw = Withdraw(timer);
+    let _ = receiver.await;
+}
+
+/// `work`, unless `duration` of real time passes first.
+pub async fn real_timeout<F: Future>(duration: Duration, work: F) -> Option<F::Output> {
+    tokio::select! {
+        output = work => Some(output),
+        () = real_sleep(duration) => None,
+    }
 }
 
 /// `2026-11-22T03:40:00.123Z` for a Unix time in milliseconds.

@@ -446,3 +446,78 @@ fn invoke_mistakes_are_located() {
         );
     }
 }
+
+/// Under virtual time a real process still gets its real timeout: it is not cut short by a
+/// clock that jumps ahead, and it is still killed when it overruns.
+#[test]
+fn real_processes_are_timed_on_the_real_clock_under_virtual_time() {
+    let directory = temporary_directory("real-clock");
+    let yaml = r#"
+id: real-clock
+inputs:
+  seconds: { type: string, default: "0" }
+states:
+  running:
+    entry:
+      - exec: [sh, -c, "sleep ${seconds}; echo finished"]
+        id: work
+        timeout: 700ms
+    after:
+      - delay: 1h
+        target: stalled
+    on:
+      done.exec.work: done
+      error.exec.timeout.work: timed_out
+  done: { type: final }
+  timed_out: { type: final, exit_code: 2 }
+  stalled: { type: final, exit_code: 3 }
+"#;
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        yaml,
+        &["--virtual-time", "--input", "seconds=0.2"],
+    );
+    assert_eq!(
+        code, 3,
+        "the hour-long timer fires instantly, before the process ends: {stderr}"
+    );
+    // Without a competing timer, the process's own outcome decides.
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        yaml.replace(
+            "    after:\n      - delay: 1h\n        target: stalled\n",
+            "",
+        ),
+    )
+    .unwrap();
+    let scenario = r#"
+protocol: protocol.yaml
+scenarios:
+  - name: a quick process beats its real timeout
+    inputs: { seconds: "0.2" }
+    steps:
+      - expect: { finished: { state: done } }
+  - name: a slow one is killed at its real timeout
+    inputs: { seconds: "5" }
+    steps:
+      - expect: { finished: { state: timed_out } }
+"#;
+    let scenario_path = directory.join("protocol.scenario.yaml");
+    std::fs::write(&scenario_path, scenario).unwrap();
+    let started = std::time::Instant::now();
+    let report = protocol_run::scenario::runner::run_file(&scenario_path);
+    for result in &report.results {
+        assert!(
+            result.failures.is_empty(),
+            "{}: {:?}",
+            result.name,
+            result.failures
+        );
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(700)
+            && elapsed < std::time::Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+}

@@ -151,10 +151,18 @@ impl EffectOutcome {
         }
     }
 
-    /// The outcome of an effect that could not run at all.
+    /// The outcome of an effect that could not run at all (a program not found, a mocked
+    /// `error:`): the same keys as a finished process, with no exit code, so handlers can read
+    /// `stderr` or `exit_code` whatever the failure.
     pub fn failure(id: &str, message: String) -> EffectOutcome {
         let mut data = IndexMap::new();
         data.insert(Arc::from("id"), Value::string(id));
+        data.insert(Arc::from("exit_code"), Value::Null);
+        data.insert(Arc::from("stdout"), Value::string(""));
+        data.insert(Arc::from("stderr"), Value::string(""));
+        data.insert(Arc::from("truncated"), Value::Bool(false));
+        data.insert(Arc::from("duration_ms"), Value::Int(0));
+        data.insert(Arc::from("timed_out"), Value::Bool(false));
         data.insert(Arc::from("message"), Value::string(message));
         EffectOutcome {
             succeeded: false,

@@ -141,11 +141,11 @@ pub async fn run_process(request: &ProcessRequest) -> Result<ProcessOutcome, Pro
     let stderr = tokio::spawn(read_capped(child.stderr.take(), request.output_limit));
     let (status, timed_out) = wait_or_kill(&mut child, &guard, request, &program).await?;
     // Leftover members of the group may hold the pipes open: give them a moment, then kill them.
-    let output = tokio::time::timeout(LINGER, async { (stdout.await, stderr.await) }).await;
+    let output = crate::clock::real_timeout(LINGER, async { (stdout.await, stderr.await) }).await;
     guard.signal(Signal::SIGKILL);
     guard.group = None;
     let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = match output {
-        Ok((Ok(stdout), Ok(stderr))) => (stdout, stderr),
+        Some((Ok(stdout), Ok(stderr))) => (stdout, stderr),
         _ => ((String::new(), true), (String::new(), true)),
     };
     use std::os::unix::process::ExitStatusExt;
@@ -174,13 +174,14 @@ async fn wait_or_kill(
     let Some(timeout) = request.timeout else {
         return Ok((child.wait().await.map_err(wait_error)?, false));
     };
-    match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => Ok((status.map_err(wait_error)?, false)),
-        Err(_) => {
+    // Real time: a real process runs on the wall clock even when the run's clock is virtual.
+    match crate::clock::real_timeout(timeout, child.wait()).await {
+        Some(status) => Ok((status.map_err(wait_error)?, false)),
+        None => {
             guard.signal(Signal::SIGTERM);
-            let status = match tokio::time::timeout(request.kill_grace, child.wait()).await {
-                Ok(status) => status.map_err(wait_error)?,
-                Err(_) => {
+            let status = match crate::clock::real_timeout(request.kill_grace, child.wait()).await {
+                Some(status) => status.map_err(wait_error)?,
+                None => {
                     guard.signal(Signal::SIGKILL);
                     child.wait().await.map_err(wait_error)?
                 }

@@ -77,9 +77,10 @@ pub async fn run_tool(id: &str, call: &ToolCall) -> EffectOutcome {
     let work = tokio::task::spawn_blocking(move || perform(&tool, output_limit, &cancelled));
     let joined = match call.timeout {
         None => work.await,
-        Some(timeout) => match tokio::time::timeout(timeout, work).await {
-            Ok(joined) => joined,
-            Err(_) => return timed_out_outcome(id, call, timeout, started.elapsed()),
+        // Real time, as for processes: the filesystem does not run on the virtual clock.
+        Some(timeout) => match crate::clock::real_timeout(timeout, work).await {
+            Some(joined) => joined,
+            None => return timed_out_outcome(id, call, timeout, started.elapsed()),
         },
     };
     let report = joined.unwrap_or_else(|error| {
