@@ -212,3 +212,57 @@ states:
     assert!(stdout.contains(r#""result":"built\n""#), "{stdout}");
     assert!(stderr.contains("#build_timeout_success"), "{stderr}");
 }
+
+/// The escalation protocol appends to `failure_escalations` in an existing `workflow.json`
+/// and keeps everything else in it, in order.
+#[test]
+fn escalation_keeps_the_rest_of_an_existing_workflow_json() {
+    let directory = scratch_directory("escalation-workflow");
+    let state = directory.join("state-dir");
+    std::fs::create_dir_all(&state).unwrap();
+    let original = serde_json::json!({
+        "prp_file": "PRPs/parser.md",
+        "validation_results": { "level_1": "passed" },
+        "failure_escalations": [{ "escalation_id": "esc-earlier", "level": 1 }],
+        "transformation_history": [],
+    });
+    std::fs::write(state.join("workflow.json"), original.to_string()).unwrap();
+    let protocol = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/escalation.yaml");
+    let state_input = format!("state_dir={}", state.display());
+    let (code, _, stderr) = run_binary(
+        &[
+            protocol.to_str().unwrap(),
+            "--virtual-time",
+            "--input",
+            "attempt_count=5",
+            "--input",
+            "error_message=ENOENT: no such file or directory",
+            "--input",
+            "failed_task=task-3",
+            "--input",
+            "validation_level=2",
+            "--input",
+            &state_input,
+        ],
+        &directory,
+    );
+    assert_eq!(code, 3, "level 2 exits 3: {stderr}");
+    let text = std::fs::read_to_string(state.join("workflow.json")).unwrap();
+    let workflow: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys: Vec<&String> = workflow.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["prp_file", "validation_results", "failure_escalations", "transformation_history"]
+    );
+    assert_eq!(workflow["validation_results"], original["validation_results"]);
+    let escalations = workflow["failure_escalations"].as_array().unwrap();
+    assert_eq!(escalations.len(), 2);
+    assert_eq!(escalations[0], original["failure_escalations"][0]);
+    let entry = &escalations[1];
+    assert_eq!(entry["level"], 2);
+    assert_eq!(entry["failed_task"], "task-3");
+    assert_eq!(entry["attempt_count"], 5);
+    assert_eq!(entry["resolution"], "modified");
+    let timestamp = entry["timestamp"].as_str().unwrap();
+    assert_eq!(entry["escalation_id"], format!("esc-{timestamp}"));
+}
