@@ -73,6 +73,9 @@ pub fn append_line(path: &Path, line: &str) -> std::io::Result<u64> {
     Ok(buffer.len() as u64)
 }
 
+/// The lock file of a directory's writers.
+pub const DIRECTORY_LOCK: &str = ".protocol-run.lock";
+
 /// An exclusive advisory lock on a file's writers, released when dropped (or when the process
 /// dies, since it is a `flock`).
 #[derive(Debug)]
@@ -82,14 +85,18 @@ pub struct FileLock {
 
 /// Takes the exclusive lock for writers of `path`, waiting at most `wait` for other holders.
 ///
-/// The lock is on a sibling `.NAME.lock` file rather than on `path` itself, because atomic
-/// replacement swaps the inode of `path` and a lock on the old inode would guard nothing. The
-/// lock file stays behind on purpose: deleting it would let two writers lock two different
-/// inodes of the same name.
+/// The lock is on the directory's `.protocol-run.lock` rather than on `path` itself, because
+/// atomic replacement swaps the inode of `path` and a lock on the old inode would guard nothing.
+/// One lock file per directory serializes that directory's writers (each holds it for one
+/// short write) and leaves one file behind, not one per file written, which matters when file
+/// names carry timestamps. It stays on purpose: deleting it would let two writers lock two
+/// different inodes of the same name.
 pub fn lock_exclusively(path: &Path, wait: Duration) -> std::io::Result<FileLock> {
     let directory = parent_directory(path);
     std::fs::create_dir_all(directory)?;
-    let lock_path = directory.join(format!(".{}.lock", file_name(path)?.to_string_lossy()));
+    // The file must have a name: a lock for a directory path would guard nothing.
+    file_name(path)?;
+    let lock_path = directory.join(DIRECTORY_LOCK);
     // Read and write access: flock over NFS is emulated with fcntl locks, which need write access.
     let mut file = OpenOptions::new()
         .read(true)
@@ -251,7 +258,7 @@ mod tests {
         let held = lock_exclusively(&path, Duration::ZERO).unwrap();
         let error = lock_exclusively(&path, Duration::from_millis(30)).unwrap_err();
         assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert!(error.to_string().contains(".state.json.lock"), "{error}");
+        assert!(error.to_string().contains(".protocol-run.lock"), "{error}");
         drop(held);
         lock_exclusively(&path, Duration::ZERO).unwrap();
         std::fs::remove_dir_all(&directory).unwrap();

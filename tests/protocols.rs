@@ -252,9 +252,17 @@ fn escalation_keeps_the_rest_of_an_existing_workflow_json() {
     let keys: Vec<&String> = workflow.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["prp_file", "validation_results", "failure_escalations", "transformation_history"]
+        [
+            "prp_file",
+            "validation_results",
+            "failure_escalations",
+            "transformation_history"
+        ]
     );
-    assert_eq!(workflow["validation_results"], original["validation_results"]);
+    assert_eq!(
+        workflow["validation_results"],
+        original["validation_results"]
+    );
     let escalations = workflow["failure_escalations"].as_array().unwrap();
     assert_eq!(escalations.len(), 2);
     assert_eq!(escalations[0], original["failure_escalations"][0]);

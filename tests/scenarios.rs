@@ -161,3 +161,55 @@ scenarios:
         coverage.missed_states()
     );
 }
+
+/// `tags: []` and `directives: []` assert that nothing was logged or emitted since the
+/// previous expectation.
+#[test]
+fn empty_tag_and_directive_lists_assert_none() {
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-scenario-none-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    std::fs::write(
+        directory.join("noisy.yaml"),
+        r#"
+id: noisy
+states:
+  a:
+    entry:
+      - log: "hello"
+        tags: [noisy]
+      - emit: hello
+    on: { go: done }
+  done: { type: final }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("noisy.scenario.yaml"),
+        r#"
+protocol: noisy.yaml
+scenarios:
+  - name: something was said
+    steps:
+      - expect: { tags: [], directives: [] }
+  - name: nothing more after it
+    steps:
+      - expect: { tags: [noisy], directives: [{ directive: hello }] }
+      - send: go
+      - expect: { tags: [], directives: [], finished: { exit_code: 0 } }
+"#,
+    )
+    .unwrap();
+    let report = run_file(&directory.join("noisy.scenario.yaml"));
+    assert_eq!(
+        report.results[0].failures,
+        [r#"step 1 (expect): tags: expected none, seen ["noisy"]
+directives: expected none, seen [{"directive":"hello"}]"#]
+    );
+    assert!(
+        report.results[1].failures.is_empty(),
+        "{:?}",
+        report.results[1]
+    );
+}

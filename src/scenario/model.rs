@@ -82,11 +82,12 @@ pub struct Expectation {
     /// Context values (each listed variable equals its value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<IndexMap<String, serde_json::Value>>,
-    /// Log tags emitted since the previous `expect`, in this order (other tags may come between).
+    /// Log tags emitted since the previous `expect`, in this order (other tags may come between);
+    /// `[]` asserts that none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
     /// Directives emitted since the previous `expect`, in this order; each listed field must
-    /// match (other fields may be present).
+    /// match (other fields may be present). `[]` asserts that none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directives: Option<Vec<serde_json::Value>>,
     /// Files (relative to the working directory) that must exist, with a regular expression

@@ -400,7 +400,10 @@ fn check(
             .iter()
             .flat_map(|record| record.tags.iter().map(|tag| &**tag))
             .collect();
-        if !is_subsequence(expected.iter().map(String::as_str), &emitted) {
+        // `tags: []` asserts that nothing tagged was logged.
+        if expected.is_empty() && !emitted.is_empty() {
+            problems.push(format!("tags: expected none, seen {emitted:?}"));
+        } else if !is_subsequence(expected.iter().map(String::as_str), &emitted) {
             problems.push(format!(
                 "tags: expected {expected:?} in this order, seen {emitted:?}"
             ));
@@ -408,6 +411,13 @@ fn check(
     }
     if let Some(expected) = &expect.directives {
         let emitted = &seen.directives[since.1..];
+        if expected.is_empty() && !emitted.is_empty() {
+            let shown: Vec<String> = emitted.iter().map(serde_json::Value::to_string).collect();
+            problems.push(format!(
+                "directives: expected none, seen [{}]",
+                shown.join(", ")
+            ));
+        }
         let mut position = 0;
         for directive in expected {
             match emitted[position..]
