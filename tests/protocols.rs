@@ -274,3 +274,23 @@ fn escalation_keeps_the_rest_of_an_existing_workflow_json() {
     let timestamp = entry["timestamp"].as_str().unwrap();
     assert_eq!(entry["escalation_id"], format!("esc-{timestamp}"));
 }
+
+/// docs/protocols.md shows every protocol's diagram as `protocol-run graph` draws it today.
+#[test]
+fn the_protocols_guide_shows_current_diagrams() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(root.join("docs/protocols.md")).unwrap();
+    for path in yaml_files("protocols") {
+        let loaded = protocol_run::load::load_file(&path).unwrap();
+        let machine = protocol_run::compile::compile(&loaded).unwrap();
+        let diagram = protocol_run::graph::mermaid(&machine);
+        let block = format!("```mermaid\n{}\n```", diagram.trim_end());
+        assert!(
+            guide.contains(&block),
+            "docs/protocols.md lacks the current diagram of {}; paste the output of \
+             `protocol-run graph {} --format mermaid`",
+            path.display(),
+            path.display()
+        );
+    }
+}
