@@ -294,3 +294,64 @@ fn the_protocols_guide_shows_current_diagrams() {
         );
     }
 }
+
+/// The happy paths run for real, with no mocks: a tool call, an environment check, a guarded
+/// edit of a JSON file.
+#[test]
+fn the_resilience_protocols_run_for_real() {
+    let directory = scratch_directory("resilience-real");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let protocol = |name: &str| root.join("protocols").join(name).display().to_string();
+    let readme = root.join("README.md").display().to_string();
+    let (code, stdout, stderr) = run_binary(
+        &[
+            &protocol("resilience-tool-failure.yaml"),
+            "--input",
+            &format!("command=[cat, {readme}]"),
+            "--input",
+            "tool=read_file",
+            "--input",
+            &format!("target={readme}"),
+        ],
+        &directory,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(r#""tier":"attempt""#), "{stdout}");
+    let (code, _, stderr) = run_binary(
+        &[
+            &protocol("resilience-environment-check.yaml"),
+            "--virtual-time",
+            "--input",
+            "every_cycles=1",
+            "--input",
+            "max_cycles=1",
+            "--input",
+            "tools=[sh]",
+            "--input",
+            "directories=[.]",
+            "--input",
+            "env_vars=[PATH]",
+        ],
+        &directory,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let state = directory.join("state.json");
+    std::fs::write(&state, r#"{"version": 1}"#).unwrap();
+    let (code, _, stderr) = run_binary(
+        &[
+            &protocol("resilience-state-validation.yaml"),
+            "--input",
+            &format!("file={}", state.display()),
+            "--input",
+            &format!(
+                "edit=[python3, -c, 'import json, sys; json.dump({{\"version\": 2}}, open(sys.argv[1], \"w\"))', {}]",
+                state.display()
+            ),
+        ],
+        &directory,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let edited: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(edited["version"], 2);
+}
