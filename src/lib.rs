@@ -45,5 +45,6 @@ pub mod model;
 pub mod output;
 pub mod run;
 pub mod scenario;
+pub mod store;
 pub mod telemetry;
 pub mod value;

@@ -10,3 +10,4 @@ mod protocols;
 mod scenarios;
 mod schema;
 mod semantics;
+mod store;

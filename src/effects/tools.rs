@@ -290,12 +290,10 @@ fn lossy_text(bytes: &[u8], cut: bool) -> String {
         if let Some(start) = (tail_start..bytes.len())
             .rev()
             .find(|&index| bytes[index] & 0b1100_0000 != 0b1000_0000)
+            && let Err(error) = std::str::from_utf8(&bytes[start..])
+            && error.error_len().is_none()
         {
-            if let Err(error) = std::str::from_utf8(&bytes[start..]) {
-                if error.error_len().is_none() {
-                    end = start + error.valid_up_to();
-                }
-            }
+            end = start + error.valid_up_to();
         }
     }
     String::from_utf8_lossy(&bytes[..end]).into_owned()

@@ -58,7 +58,7 @@ impl fmt::Display for Duration {
         if milliseconds == 0 {
             return formatter.write_str("0s");
         }
-        if milliseconds % 1_000 != 0 {
+        if !milliseconds.is_multiple_of(1_000) {
             return write!(formatter, "{milliseconds}ms");
         }
         let mut rest = milliseconds;

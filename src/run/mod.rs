@@ -3,6 +3,7 @@
 pub mod algorithm;
 pub mod driver;
 pub mod event;
+pub mod snapshot;
 pub mod state_set;
 
 use std::sync::Arc;

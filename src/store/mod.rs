@@ -1,0 +1,273 @@
+//! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
+
+pub mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use crate::run::snapshot::Snapshot;
+
+/// A run about to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub id: String,
+    /// The protocol file as given (callers should pass it canonicalized, so that `--resume` finds
+    /// the run whatever the working directory).
+    pub protocol_path: String,
+    /// `content_hash` of the protocol text: a changed protocol is refused on resume.
+    pub protocol_hash: String,
+    /// The protocol's YAML text, so that a run can be inspected (or diffed) after the file changed.
+    pub protocol_text: Option<String>,
+    /// The bound inputs, by name.
+    pub inputs: serde_json::Value,
+    pub started_unix_milliseconds: u64,
+}
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Started and not finished: live, or its process died (then it can be resumed).
+    Running,
+    /// Stopped on purpose (a signal, no events left) with a checkpoint: it can be resumed.
+    Stopped,
+    /// Ended: a final state, or an error that ends the run.
+    Finished,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Finished => "finished",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        match text {
+            "running" => Some(RunStatus::Running),
+            "stopped" => Some(RunStatus::Stopped),
+            "finished" => Some(RunStatus::Finished),
+            _ => None,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    /// The top-level final state reached; `None` when an error ended the run.
+    pub final_state: Option<String>,
+    /// The process exit code the run ended with.
+    pub exit_code: i32,
+    pub output: serde_json::Value,
+    pub unix_milliseconds: u64,
+}
+
+/// One run as `list_runs` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub id: String,
+    pub protocol_path: String,
+    pub protocol_hash: String,
+    pub status: RunStatus,
+    pub started_unix_milliseconds: u64,
+    /// The sequence number of the last committed step, if any.
+    pub last_sequence: Option<u64>,
+    pub last_step_unix_milliseconds: Option<u64>,
+    /// Set once the run has finished.
+    pub finish: Option<Finish>,
+}
+
+/// One run with everything recorded when it started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub summary: RunSummary,
+    pub protocol_text: Option<String>,
+    pub inputs: serde_json::Value,
+}
+
+/// The external event a macrostep handled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalEvent {
+    pub name: String,
+    pub data: serde_json::Value,
+}
+
+/// One macrostep, as the journal keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalEntry {
+    /// Increasing within a run; the start of a run is step 0.
+    pub sequence: u64,
+    /// `None` for the start (entering the initial configuration).
+    pub event: Option<JournalEvent>,
+    /// The transitions taken, in order, by their pointer in the protocol (`/states/a/on/go/0`).
+    pub transitions: Vec<String>,
+    /// What the actions did: outcomes, logs, directives; a summary the driver chooses.
+    pub actions: serde_json::Value,
+    pub unix_milliseconds: u64,
+}
+
+/// The latest snapshot of a run and the step it was taken after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSnapshot {
+    pub sequence: u64,
+    pub unix_milliseconds: u64,
+    pub snapshot: Snapshot,
+}
+
+/// Boxed causes, so that a store over another database can report its own.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// A store operation that failed; each names the database (its file, for SQLite).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{database}: cannot create the directory {directory}: {source}")]
+    CreateDirectory {
+        database: String,
+        directory: String,
+        source: std::io::Error,
+    },
+    #[error("{database}: cannot {operation}: {source}")]
+    Database {
+        database: String,
+        operation: String,
+        source: Cause,
+    },
+    #[error(
+        "{database}: cannot {operation}: another process kept the database busy for over {waited_milliseconds} ms"
+    )]
+    Busy {
+        database: String,
+        operation: String,
+        waited_milliseconds: u64,
+    },
+    #[error(
+        "{database}: the database has schema version {found}, newer than this protocol-run knows ({supported}); use a newer protocol-run"
+    )]
+    NewerSchema {
+        database: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error("{database}: there is no run `{run}`")]
+    UnknownRun { database: String, run: String },
+    #[error("{database}: a run `{run}` already exists")]
+    RunExists { database: String, run: String },
+    #[error("{database}: run `{run}` has finished; it takes no more steps")]
+    RunFinished { database: String, run: String },
+    #[error(
+        "{database}: run `{run}` is already at step {last}; step {sequence} must come after it"
+    )]
+    StaleStep {
+        database: String,
+        run: String,
+        sequence: u64,
+        last: u64,
+    },
+    #[error("{database}: {what} {value} is too large to store (at most {max})", max = i64::MAX)]
+    OutOfRange {
+        database: String,
+        what: &'static str,
+        value: u64,
+    },
+    #[error("{database}: cannot encode the {what} of run `{run}`: {source}")]
+    Encode {
+        database: String,
+        run: String,
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("{database}: the stored {what} of run `{run}` is damaged: {source}")]
+    Corrupt {
+        database: String,
+        run: String,
+        what: &'static str,
+        source: Cause,
+    },
+}
+
+/// Where runs are kept. Writes take `&mut self`; one macrostep is one `commit_step`, all of it
+/// or nothing.
+///
+/// Times are Unix milliseconds chosen by the caller (virtual under virtual time), never read
+/// from a clock here.
+pub trait Store: Send {
+    /// Where the store keeps its data, for messages.
+    fn location(&self) -> String;
+
+    /// Records a run that starts; its status is `running`.
+    fn create_run(&mut self, run: &NewRun) -> Result<(), StoreError>;
+
+    /// Commits one macrostep atomically: the journal entry, the snapshot after it (replacing the
+    /// previous one), and the run's last step. With `finish`, the run is finished in the same
+    /// transaction. A `stopped` run that takes a step is `running` again.
+    ///
+    /// Refuses a step whose sequence is not above the last one, and a finished run.
+    fn commit_step(
+        &mut self,
+        run: &str,
+        entry: &JournalEntry,
+        snapshot: &Snapshot,
+        finish: Option<&Finish>,
+    ) -> Result<(), StoreError>;
+
+    /// The snapshot after the run's last committed step; `None` before its first.
+    fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError>;
+
+    /// One run, with its protocol text and inputs.
+    fn run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Every run, the most recently started first.
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// The most recently started run of this protocol path that has not finished (`--resume`).
+    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError>;
+
+    /// The run's journal in order.
+    fn journal(&self, run: &str) -> Result<Vec<JournalEntry>, StoreError>;
+
+    /// The last `count` journal entries, in order (for `status`).
+    fn journal_tail(&self, run: &str, count: usize) -> Result<Vec<JournalEntry>, StoreError>;
+
+    /// A graceful stop: the run can be resumed.
+    fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError>;
+
+    /// A run resumed: `running` again.
+    fn mark_running(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError>;
+
+    /// Ends a run without a step (an error ended it, or its last step was committed without
+    /// `finish`). A finished run is refused.
+    fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError>;
+}
+
+/// A stable fingerprint of a protocol's text: `fnv1a64:` and 16 hex digits. Not cryptographic:
+/// it detects edits, not tampering; the text itself is stored too.
+pub fn content_hash(text: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_hash_is_fnv1a_and_sees_one_byte_changes() {
+        // The published FNV-1a 64 test vectors.
+        assert_eq!(content_hash(""), "fnv1a64:cbf29ce484222325");
+        assert_eq!(content_hash("a"), "fnv1a64:af63dc4c8601ec8c");
+        assert_ne!(content_hash("id: a\n"), content_hash("id: b\n"));
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_names() {
+        for status in [RunStatus::Running, RunStatus::Stopped, RunStatus::Finished] {
+            assert_eq!(RunStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(RunStatus::parse("paused"), None);
+    }
+}

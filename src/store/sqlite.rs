@@ -1,0 +1,989 @@
+//! The embedded store: one SQLite file (`<dir>/state.db`) in WAL mode, fsynced on every commit.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, Transaction, TransactionBehavior};
+
+use super::{
+    Cause, Finish, JournalEntry, JournalEvent, NewRun, RunRecord, RunStatus, RunSummary, Store,
+    StoreError, StoredSnapshot,
+};
+use crate::run::snapshot::Snapshot;
+
+/// How long a write waits for another process's transaction before giving up.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The schema, one migration per version: version N is reached by applying the first N.
+///
+/// Written to carry over to PostgreSQL unchanged: only TEXT, INTEGER and BIGINT columns (BIGINT
+/// for Unix milliseconds and step numbers, which overflow PostgreSQL's 32-bit INTEGER; SQLite
+/// gives any type containing "INT" integer affinity), JSON kept as TEXT (JSONB there if it is
+/// ever queried), no ROWID, AUTOINCREMENT or STRICT, and `INSERT ... ON CONFLICT ... DO UPDATE`,
+/// which both accept. Run ids are chosen by the caller, so no sequence generator is needed.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        protocol_path TEXT NOT NULL,
+        protocol_hash TEXT NOT NULL,
+        protocol_text TEXT,
+        inputs TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'stopped', 'finished')),
+        started_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        last_step BIGINT,
+        last_step_at BIGINT,
+        final_state TEXT,
+        exit_code INTEGER,
+        output TEXT,
+        finished_at BIGINT
+    );
+    CREATE INDEX runs_by_protocol ON runs (protocol_path, status, started_at);
+    CREATE TABLE journal (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        step BIGINT NOT NULL,
+        event_name TEXT,
+        event_data TEXT,
+        transitions TEXT NOT NULL,
+        actions TEXT NOT NULL,
+        recorded_at BIGINT NOT NULL,
+        PRIMARY KEY (run_id, step)
+    );
+    CREATE TABLE snapshots (
+        run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+        step BIGINT NOT NULL,
+        snapshot TEXT NOT NULL,
+        taken_at BIGINT NOT NULL
+    );
+"];
+
+const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
+     last_step_at, final_state, exit_code, output, finished_at";
+
+const JOURNAL_COLUMNS: &str = "step, event_name, event_data, transitions, actions, recorded_at";
+
+/// Runs, journal and snapshots in `<dir>/state.db`.
+pub struct SqliteStore {
+    connection: Connection,
+    context: Context,
+}
+
+impl SqliteStore {
+    /// The database file's name inside the state directory.
+    pub const FILE_NAME: &'static str = "state.db";
+
+    /// Opens (creating it and its directory if needed) `<directory>/state.db`, in WAL mode with
+    /// `synchronous=FULL` (a committed step survives a power cut), and brings its schema up to
+    /// date.
+    pub fn open(directory: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let directory = directory.as_ref();
+        let path = directory.join(Self::FILE_NAME);
+        std::fs::create_dir_all(directory).map_err(|source| StoreError::CreateDirectory {
+            database: path.display().to_string(),
+            directory: directory.display().to_string(),
+            source,
+        })?;
+        let connection = Connection::open(&path).map_err(|source| StoreError::Database {
+            database: path.display().to_string(),
+            operation: "open the database".to_string(),
+            source: Box::new(source),
+        })?;
+        let mut store = SqliteStore {
+            connection,
+            context: Context {
+                path,
+                busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            },
+        };
+        store.set_busy_timeout(DEFAULT_BUSY_TIMEOUT)?;
+        let mode: String = store
+            .connection
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(store.context.failed("switch to WAL mode"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Database {
+                database: store.location(),
+                operation: "switch to WAL mode".to_string(),
+                source: format!("the journal mode stayed `{mode}`").into(),
+            });
+        }
+        store
+            .connection
+            .execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(
+                store
+                    .context
+                    .failed("set synchronous=FULL and foreign keys"),
+            )?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.context.path
+    }
+
+    /// How long an operation waits while another process writes.
+    pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<(), StoreError> {
+        self.connection
+            .busy_timeout(timeout)
+            .map_err(self.context.failed("set the busy timeout"))?;
+        self.context.busy_timeout = timeout;
+        Ok(())
+    }
+
+    /// The schema version the file is at.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.connection
+            .query_row("SELECT MAX(version) FROM schema_version", [], |row| {
+                row.get::<_, Option<i64>>(0)
+            })
+            .map(Option::unwrap_or_default)
+            .map_err(self.context.failed("read the schema version"))
+    }
+
+    /// Applies the migrations the file lacks, all in one transaction.
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let failed = self.context.failed("bring the schema up to date");
+        let supported = MIGRATIONS.len() as i64;
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&failed)?;
+        transaction
+            .execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+            .map_err(&failed)?;
+        let found: i64 = transaction
+            .query_row("SELECT MAX(version) FROM schema_version", [], |row| {
+                row.get::<_, Option<i64>>(0)
+            })
+            .map_err(&failed)?
+            .unwrap_or_default();
+        if found > supported {
+            return Err(StoreError::NewerSchema {
+                database: self.context.location(),
+                found,
+                supported,
+            });
+        }
+        if found == supported {
+            return Ok(());
+        }
+        for migration in &MIGRATIONS[found as usize..] {
+            transaction.execute_batch(migration).map_err(&failed)?;
+        }
+        transaction
+            .execute("DELETE FROM schema_version", [])
+            .map_err(&failed)?;
+        transaction
+            .execute(
+                "INSERT INTO schema_version (version) VALUES (?1)",
+                [supported],
+            )
+            .map_err(&failed)?;
+        transaction.commit().map_err(&failed)
+    }
+
+    /// A status change for a run that has not finished.
+    fn set_status(
+        &mut self,
+        run: &str,
+        status: RunStatus,
+        unix_milliseconds: u64,
+    ) -> Result<(), StoreError> {
+        let time = self.context.integer("a time", unix_milliseconds)?;
+        let operation = format!("mark run `{run}` {}", status.as_str());
+        let failed = self.context.failed(&operation);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&failed)?;
+        let changed = transaction
+            .execute(
+                "UPDATE runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status <> 'finished'",
+                rusqlite::params![status.as_str(), time, run],
+            )
+            .map_err(&failed)?;
+        if changed == 0 {
+            return Err(self
+                .context
+                .refusal(&transaction, run, None, &operation, None));
+        }
+        transaction.commit().map_err(&failed)
+    }
+
+    fn summary(&self, raw: RawRun) -> Result<RunSummary, StoreError> {
+        let status = RunStatus::parse(&raw.status).ok_or_else(|| {
+            self.context.corrupt(
+                &raw.id,
+                "status",
+                format!("`{}` is not a status", raw.status).into(),
+            )
+        })?;
+        let finish = match status {
+            RunStatus::Finished => Some(Finish {
+                final_state: raw.final_state,
+                exit_code: raw.exit_code.unwrap_or_default() as i32,
+                output: match &raw.output {
+                    Some(text) => self.context.decode(&raw.id, "output", text)?,
+                    None => serde_json::Value::Null,
+                },
+                unix_milliseconds: raw.finished_at.unwrap_or_default() as u64,
+            }),
+            _ => None,
+        };
+        Ok(RunSummary {
+            id: raw.id,
+            protocol_path: raw.protocol_path,
+            protocol_hash: raw.protocol_hash,
+            status,
+            started_unix_milliseconds: raw.started_at as u64,
+            last_sequence: raw.last_step.map(|step| step as u64),
+            last_step_unix_milliseconds: raw.last_step_at.map(|time| time as u64),
+            finish,
+        })
+    }
+
+    fn summaries(&self, sql: &str, parameters: &[&str]) -> Result<Vec<RunSummary>, StoreError> {
+        let failed = self.context.failed("list runs");
+        let mut statement = self.connection.prepare(sql).map_err(&failed)?;
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(parameters), RawRun::read)
+            .map_err(&failed)?;
+        let mut runs = Vec::new();
+        for row in rows {
+            runs.push(self.summary(row.map_err(&failed)?)?);
+        }
+        Ok(runs)
+    }
+
+    fn journal_entries(
+        &self,
+        run: &str,
+        sql: &str,
+        parameters: impl rusqlite::Params,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let failed = self
+            .context
+            .failed(&format!("read the journal of run `{run}`"));
+        let mut statement = self.connection.prepare(sql).map_err(&failed)?;
+        let rows = statement
+            .query_map(parameters, RawEntry::read)
+            .map_err(&failed)?;
+        let mut entries = Vec::new();
+        for row in rows {
+            let raw = row.map_err(&failed)?;
+            let event = match raw.event_name {
+                Some(name) => Some(JournalEvent {
+                    name,
+                    data: match &raw.event_data {
+                        Some(text) => self.context.decode(run, "journal event data", text)?,
+                        None => serde_json::Value::Null,
+                    },
+                }),
+                None => None,
+            };
+            entries.push(JournalEntry {
+                sequence: raw.step as u64,
+                event,
+                transitions: self
+                    .context
+                    .decode(run, "journal transitions", &raw.transitions)?,
+                actions: self.context.decode(run, "journal actions", &raw.actions)?,
+                unix_milliseconds: raw.recorded_at as u64,
+            });
+        }
+        Ok(entries)
+    }
+}
+
+/// What error messages need: the file, and how long a busy database is waited for.
+struct Context {
+    path: PathBuf,
+    busy_timeout: Duration,
+}
+
+impl Context {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Maps a SQLite error to one naming the file and the operation; a busy database says so.
+    fn failed(&self, operation: &str) -> impl Fn(rusqlite::Error) -> StoreError + use<> {
+        let database = self.path.display().to_string();
+        let operation = operation.to_string();
+        let waited = self.busy_timeout.as_millis() as u64;
+        move |error| match error.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy {
+                database: database.clone(),
+                operation: operation.clone(),
+                waited_milliseconds: waited,
+            },
+            _ => StoreError::Database {
+                database: database.clone(),
+                operation: operation.clone(),
+                source: Box::new(error),
+            },
+        }
+    }
+
+    fn integer(&self, what: &'static str, value: u64) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::OutOfRange {
+            database: self.location(),
+            what,
+            value,
+        })
+    }
+
+    fn encode<T: serde::Serialize>(
+        &self,
+        run: &str,
+        what: &'static str,
+        value: &T,
+    ) -> Result<String, StoreError> {
+        serde_json::to_string(value).map_err(|source| StoreError::Encode {
+            database: self.location(),
+            run: run.to_string(),
+            what,
+            source,
+        })
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        run: &str,
+        what: &'static str,
+        text: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(text).map_err(|source| self.corrupt(run, what, Box::new(source)))
+    }
+
+    fn corrupt(&self, run: &str, what: &'static str, source: Cause) -> StoreError {
+        StoreError::Corrupt {
+            database: self.location(),
+            run: run.to_string(),
+            what,
+            source,
+        }
+    }
+
+    /// Why a write to `run` changed nothing (or violated a constraint, `cause`): the run is
+    /// unknown, finished, or already past `sequence`.
+    fn refusal(
+        &self,
+        transaction: &Transaction,
+        run: &str,
+        sequence: Option<u64>,
+        operation: &str,
+        cause: Option<rusqlite::Error>,
+    ) -> StoreError {
+        let row = transaction
+            .query_row(
+                "SELECT status, last_step FROM runs WHERE id = ?1",
+                [run],
+                |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?)),
+            )
+            .optional();
+        let database = self.location();
+        let run = run.to_string();
+        match (row, sequence) {
+            (Err(error), _) => self.failed("read the run's status")(error),
+            (Ok(None), _) => StoreError::UnknownRun { database, run },
+            (Ok(Some((status, _))), _) if status == RunStatus::Finished.as_str() => {
+                StoreError::RunFinished { database, run }
+            }
+            (Ok(Some((_, Some(last)))), Some(sequence)) if last >= 0 && last as u64 >= sequence => {
+                StoreError::StaleStep {
+                    database,
+                    run,
+                    sequence,
+                    last: last as u64,
+                }
+            }
+            (Ok(Some(_)), _) => StoreError::Database {
+                database,
+                operation: operation.to_string(),
+                source: match cause {
+                    Some(error) => Box::new(error),
+                    None => "the run's row was not updated".into(),
+                },
+            },
+        }
+    }
+}
+
+/// A `runs` row as stored.
+struct RawRun {
+    id: String,
+    protocol_path: String,
+    protocol_hash: String,
+    status: String,
+    started_at: i64,
+    last_step: Option<i64>,
+    last_step_at: Option<i64>,
+    final_state: Option<String>,
+    exit_code: Option<i64>,
+    output: Option<String>,
+    finished_at: Option<i64>,
+}
+
+impl RawRun {
+    /// Reads the columns of `RUN_COLUMNS`, in that order.
+    fn read(row: &Row) -> rusqlite::Result<RawRun> {
+        Ok(RawRun {
+            id: row.get(0)?,
+            protocol_path: row.get(1)?,
+            protocol_hash: row.get(2)?,
+            status: row.get(3)?,
+            started_at: row.get(4)?,
+            last_step: row.get(5)?,
+            last_step_at: row.get(6)?,
+            final_state: row.get(7)?,
+            exit_code: row.get(8)?,
+            output: row.get(9)?,
+            finished_at: row.get(10)?,
+        })
+    }
+}
+
+/// A `journal` row as stored.
+struct RawEntry {
+    step: i64,
+    event_name: Option<String>,
+    event_data: Option<String>,
+    transitions: String,
+    actions: String,
+    recorded_at: i64,
+}
+
+impl RawEntry {
+    /// Reads the columns of `JOURNAL_COLUMNS`, in that order.
+    fn read(row: &Row) -> rusqlite::Result<RawEntry> {
+        Ok(RawEntry {
+            step: row.get(0)?,
+            event_name: row.get(1)?,
+            event_data: row.get(2)?,
+            transitions: row.get(3)?,
+            actions: row.get(4)?,
+            recorded_at: row.get(5)?,
+        })
+    }
+}
+
+impl Store for SqliteStore {
+    fn location(&self) -> String {
+        self.context.location()
+    }
+
+    fn create_run(&mut self, run: &NewRun) -> Result<(), StoreError> {
+        let started = self
+            .context
+            .integer("a start time", run.started_unix_milliseconds)?;
+        let inputs = self.context.encode(&run.id, "inputs", &run.inputs)?;
+        let failed = self.context.failed(&format!("create run `{}`", run.id));
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&failed)?;
+        let exists = transaction
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
+            .optional()
+            .map_err(&failed)?
+            .is_some();
+        if exists {
+            return Err(StoreError::RunExists {
+                database: self.context.location(),
+                run: run.id.clone(),
+            });
+        }
+        transaction
+            .execute(
+                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
+                 started_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?6)",
+                rusqlite::params![
+                    run.id,
+                    run.protocol_path,
+                    run.protocol_hash,
+                    run.protocol_text,
+                    inputs,
+                    started
+                ],
+            )
+            .map_err(&failed)?;
+        transaction.commit().map_err(&failed)
+    }
+
+    fn commit_step(
+        &mut self,
+        run: &str,
+        entry: &JournalEntry,
+        snapshot: &Snapshot,
+        finish: Option<&Finish>,
+    ) -> Result<(), StoreError> {
+        // Everything is encoded before the write lock is taken, to hold it briefly.
+        let step = self.context.integer("a step number", entry.sequence)?;
+        let time = self
+            .context
+            .integer("a step time", entry.unix_milliseconds)?;
+        let event_name = entry.event.as_ref().map(|event| event.name.as_str());
+        let event_data = match &entry.event {
+            Some(event) => Some(
+                self.context
+                    .encode(run, "journal event data", &event.data)?,
+            ),
+            None => None,
+        };
+        let transitions = self
+            .context
+            .encode(run, "journal transitions", &entry.transitions)?;
+        let actions = self
+            .context
+            .encode(run, "journal actions", &entry.actions)?;
+        let snapshot_text = self.context.encode(run, "snapshot", snapshot)?;
+        let finish = match finish {
+            Some(finish) => Some((
+                finish,
+                self.context.encode(run, "output", &finish.output)?,
+                self.context
+                    .integer("a finish time", finish.unix_milliseconds)?,
+            )),
+            None => None,
+        };
+        let operation = format!("commit step {} of run `{run}`", entry.sequence);
+        let failed = self.context.failed(&operation);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&failed)?;
+        // 1. The journal entry. A duplicate step or an unknown run violates a constraint.
+        let inserted = transaction.execute(
+            "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
+             recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            rusqlite::params![
+                run,
+                step,
+                event_name,
+                event_data,
+                transitions,
+                actions,
+                time
+            ],
+        );
+        match inserted {
+            Ok(_) => {}
+            Err(error) if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+                return Err(self.context.refusal(
+                    &transaction,
+                    run,
+                    Some(entry.sequence),
+                    &operation,
+                    Some(error),
+                ));
+            }
+            Err(error) => return Err(failed(error)),
+        }
+        // 2. The snapshot after it, replacing the previous one.
+        transaction
+            .execute(
+                "INSERT INTO snapshots (run_id, step, snapshot, taken_at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, \
+                 snapshot = excluded.snapshot, taken_at = excluded.taken_at",
+                rusqlite::params![run, step, snapshot_text, time],
+            )
+            .map_err(&failed)?;
+        // 3. The run's last step (and its end). If it changes nothing, the run is finished or the
+        // step is stale: returning drops the transaction, which rolls 1 and 2 back.
+        let changed = match &finish {
+            None => transaction.execute(
+                "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
+                 updated_at = ?2 WHERE id = ?3 AND status <> 'finished' \
+                 AND (last_step IS NULL OR last_step < ?1)",
+                rusqlite::params![step, time, run],
+            ),
+            Some((finish, output, finished_at)) => transaction.execute(
+                "UPDATE runs SET status = 'finished', last_step = ?1, last_step_at = ?2, \
+                 updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
+                 WHERE id = ?3 AND status <> 'finished' AND (last_step IS NULL OR last_step < ?1)",
+                rusqlite::params![
+                    step,
+                    time,
+                    run,
+                    finish.final_state,
+                    finish.exit_code,
+                    output,
+                    finished_at
+                ],
+            ),
+        }
+        .map_err(&failed)?;
+        if changed == 0 {
+            return Err(self.context.refusal(
+                &transaction,
+                run,
+                Some(entry.sequence),
+                &operation,
+                None,
+            ));
+        }
+        transaction.commit().map_err(&failed)
+    }
+
+    fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
+        let row: Option<(i64, String, i64)> = self
+            .connection
+            .query_row(
+                "SELECT step, snapshot, taken_at FROM snapshots WHERE run_id = ?1",
+                [run],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()
+            .map_err(
+                self.context
+                    .failed(&format!("read the snapshot of run `{run}`")),
+            )?;
+        let Some((step, text, taken_at)) = row else {
+            return Ok(None);
+        };
+        Ok(Some(StoredSnapshot {
+            sequence: step as u64,
+            unix_milliseconds: taken_at as u64,
+            snapshot: self.context.decode(run, "snapshot", &text)?,
+        }))
+    }
+
+    fn run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        let row = self
+            .connection
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS}, protocol_text, inputs FROM runs WHERE id = ?1"),
+                [run],
+                |row| {
+                    Ok((
+                        RawRun::read(row)?,
+                        row.get::<_, Option<String>>(11)?,
+                        row.get::<_, String>(12)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(self.context.failed(&format!("read run `{run}`")))?;
+        let Some((raw, protocol_text, inputs)) = row else {
+            return Ok(None);
+        };
+        let inputs = self.context.decode(run, "inputs", &inputs)?;
+        Ok(Some(RunRecord {
+            summary: self.summary(raw)?,
+            protocol_text,
+            inputs,
+        }))
+    }
+
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.summaries(
+            &format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY started_at DESC, id DESC"),
+            &[],
+        )
+    }
+
+    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError> {
+        let mut runs = self.summaries(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE protocol_path = ?1 AND status <> 'finished' \
+                 ORDER BY started_at DESC, id DESC LIMIT 1"
+            ),
+            &[protocol_path],
+        )?;
+        Ok(runs.pop())
+    }
+
+    fn journal(&self, run: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.journal_entries(
+            run,
+            &format!("SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ?1 ORDER BY step"),
+            [run],
+        )
+    }
+
+    fn journal_tail(&self, run: &str, count: usize) -> Result<Vec<JournalEntry>, StoreError> {
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let mut entries = self.journal_entries(
+            run,
+            &format!(
+                "SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ?1 ORDER BY step DESC LIMIT ?2"
+            ),
+            rusqlite::params![run, count],
+        )?;
+        entries.reverse();
+        Ok(entries)
+    }
+
+    fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        self.set_status(run, RunStatus::Stopped, unix_milliseconds)
+    }
+
+    fn mark_running(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        self.set_status(run, RunStatus::Running, unix_milliseconds)
+    }
+
+    fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError> {
+        let output = self.context.encode(run, "output", &finish.output)?;
+        let time = self
+            .context
+            .integer("a finish time", finish.unix_milliseconds)?;
+        let operation = format!("finish run `{run}`");
+        let failed = self.context.failed(&operation);
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&failed)?;
+        let changed = transaction
+            .execute(
+                "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = ?2, \
+                 output = ?3, finished_at = ?4, updated_at = ?4 \
+                 WHERE id = ?5 AND status <> 'finished'",
+                rusqlite::params![finish.final_state, finish.exit_code, output, time, run],
+            )
+            .map_err(&failed)?;
+        if changed == 0 {
+            return Err(self
+                .context
+                .refusal(&transaction, run, None, &operation, None));
+        }
+        transaction.commit().map_err(&failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A directory of its own under the system's temporary directory, removed afterwards.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            static COUNTER: AtomicUsize = AtomicUsize::new(0);
+            let directory = std::env::temp_dir().join(format!(
+                "protocol-run-sqlite-{name}-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&directory);
+            Scratch(directory)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn new_run(id: &str) -> NewRun {
+        NewRun {
+            id: id.to_string(),
+            protocol_path: "/protocols/p.yaml".to_string(),
+            protocol_hash: super::super::content_hash("id: p"),
+            protocol_text: Some("id: p".to_string()),
+            inputs: serde_json::json!({"n": 1}),
+            started_unix_milliseconds: 1_000,
+        }
+    }
+
+    fn snapshot(count: u64) -> Snapshot {
+        serde_json::from_value(serde_json::json!({
+            "format": 1, "protocol": "p", "configuration": ["a"],
+            "context": {"count": count}, "running": true
+        }))
+        .unwrap()
+    }
+
+    fn entry(sequence: u64) -> JournalEntry {
+        JournalEntry {
+            sequence,
+            event: Some(JournalEvent {
+                name: "tick".to_string(),
+                data: serde_json::json!({"n": sequence}),
+            }),
+            transitions: vec!["/states/a/on/tick/0".to_string()],
+            actions: serde_json::json!([]),
+            unix_milliseconds: sequence.saturating_add(1_000),
+        }
+    }
+
+    fn count(store: &SqliteStore, table: &str) -> i64 {
+        store
+            .connection
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn open_creates_the_directory_in_wal_mode_with_full_sync_at_the_latest_schema() {
+        let scratch = Scratch::new("open");
+        let store = SqliteStore::open(scratch.0.join("nested/state")).unwrap();
+        assert!(scratch.0.join("nested/state/state.db").is_file());
+        let pragma = |name: &str| -> String {
+            store
+                .connection
+                .query_row(&format!("PRAGMA {name}"), [], |row| {
+                    row.get::<_, rusqlite::types::Value>(0)
+                })
+                .map(|value| format!("{value:?}"))
+                .unwrap()
+        };
+        assert_eq!(pragma("journal_mode"), "Text(\"wal\")");
+        assert_eq!(pragma("synchronous"), "Integer(2)"); // FULL
+        assert_eq!(pragma("foreign_keys"), "Integer(1)");
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        drop(store);
+        // Reopening applies nothing twice.
+        let store = SqliteStore::open(scratch.0.join("nested/state")).unwrap();
+        assert_eq!(count(&store, "schema_version"), 1);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_naming_the_file() {
+        let scratch = Scratch::new("newer");
+        let store = SqliteStore::open(&scratch.0).unwrap();
+        store
+            .connection
+            .execute("UPDATE schema_version SET version = 99", [])
+            .unwrap();
+        drop(store);
+        let error = SqliteStore::open(&scratch.0).err().unwrap();
+        let message = error.to_string();
+        assert!(matches!(error, StoreError::NewerSchema { found: 99, .. }));
+        assert!(
+            message.contains("state.db") && message.contains("99"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_failing_second_statement_leaves_nothing_of_the_step() {
+        let scratch = Scratch::new("rollback");
+        let mut store = SqliteStore::open(&scratch.0).unwrap();
+        store.create_run(&new_run("r")).unwrap();
+        store
+            .commit_step("r", &entry(0), &snapshot(0), None)
+            .unwrap();
+        // The journal insert (first statement) succeeds, the snapshot upsert (second) aborts.
+        store
+            .connection
+            .execute_batch(
+                "CREATE TEMP TRIGGER refuse_insert BEFORE INSERT ON snapshots \
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END; \
+                 CREATE TEMP TRIGGER refuse_update BEFORE UPDATE ON snapshots \
+                 BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+            )
+            .unwrap();
+        let error = store
+            .commit_step("r", &entry(1), &snapshot(1), None)
+            .unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("state.db") && message.contains("commit step 1 of run `r`"),
+            "{message}"
+        );
+        assert!(message.contains("injected failure"), "{message}");
+        assert_eq!(count(&store, "journal"), 1);
+        let latest = store.latest_snapshot("r").unwrap().unwrap();
+        assert_eq!((latest.sequence, latest.snapshot), (0, snapshot(0)));
+        assert_eq!(store.list_runs().unwrap()[0].last_sequence, Some(0));
+        // Once the failure is gone the same step commits.
+        store
+            .connection
+            .execute_batch("DROP TRIGGER refuse_insert; DROP TRIGGER refuse_update;")
+            .unwrap();
+        store
+            .commit_step("r", &entry(1), &snapshot(1), None)
+            .unwrap();
+        assert_eq!(store.journal("r").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_busy_database_is_waited_for_then_reported() {
+        let scratch = Scratch::new("busy");
+        let mut store = SqliteStore::open(&scratch.0).unwrap();
+        store.create_run(&new_run("r")).unwrap();
+        // Another connection (as another process would) holds the write lock.
+        let other = Connection::open(store.path()).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        store.set_busy_timeout(Duration::from_millis(40)).unwrap();
+        let started = std::time::Instant::now();
+        let error = store
+            .commit_step("r", &entry(0), &snapshot(0), None)
+            .unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(40));
+        assert!(matches!(error, StoreError::Busy { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(
+            message.contains("state.db") && message.contains("busy for over 40 ms"),
+            "{message}"
+        );
+        other.execute_batch("COMMIT").unwrap();
+        store
+            .commit_step("r", &entry(0), &snapshot(0), None)
+            .unwrap();
+    }
+
+    #[test]
+    fn refusals_say_which_run_and_why() {
+        let scratch = Scratch::new("refusals");
+        let mut store = SqliteStore::open(&scratch.0).unwrap();
+        store.create_run(&new_run("r")).unwrap();
+        let error = store.create_run(&new_run("r")).unwrap_err();
+        assert!(matches!(error, StoreError::RunExists { .. }), "{error}");
+        let error = store
+            .commit_step("nobody", &entry(0), &snapshot(0), None)
+            .unwrap_err();
+        assert!(matches!(error, StoreError::UnknownRun { .. }), "{error}");
+        store
+            .commit_step("r", &entry(3), &snapshot(3), None)
+            .unwrap();
+        for stale in [3, 2] {
+            let error = store
+                .commit_step("r", &entry(stale), &snapshot(9), None)
+                .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "{}: run `r` is already at step 3; step {stale} must come after it",
+                    store.path().display()
+                )
+            );
+        }
+        assert_eq!(count(&store, "journal"), 1);
+        let error = store.mark_stopped("nobody", 5).unwrap_err();
+        assert!(matches!(error, StoreError::UnknownRun { .. }), "{error}");
+        let error = store
+            .commit_step("r", &entry(u64::MAX), &snapshot(0), None)
+            .unwrap_err();
+        assert!(matches!(error, StoreError::OutOfRange { .. }), "{error}");
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_reported_not_panicked_on() {
+        let scratch = Scratch::new("damaged");
+        let mut store = SqliteStore::open(&scratch.0).unwrap();
+        store.create_run(&new_run("r")).unwrap();
+        store
+            .commit_step("r", &entry(0), &snapshot(0), None)
+            .unwrap();
+        store
+            .connection
+            .execute("UPDATE snapshots SET snapshot = '{\"format\": 1'", [])
+            .unwrap();
+        let error = store.latest_snapshot("r").unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("state.db") && message.contains("snapshot of run `r` is damaged"),
+            "{message}"
+        );
+    }
+}
