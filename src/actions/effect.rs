@@ -7,9 +7,11 @@ use std::time::Duration;
 use crate::compile::Compiler;
 use crate::compile::expression::{EvaluationError, Expression, Scope, Template};
 use crate::compile::machine::{Delay, EventDescriptor};
+use crate::effects::files::FileRequest;
 use crate::effects::retry::{Jitter, RetryPolicy};
 use crate::effects::{
-    EffectKind, EffectRequest, OutcomeEvents, RetryPlan, STANDARD_INCOMPLETE_MARKERS,
+    EffectKind, EffectRequest, InterruptPolicy, OutcomeEvents, RetryPlan,
+    STANDARD_INCOMPLETE_MARKERS,
 };
 use crate::model::Duration as DurationLiteral;
 use crate::model::effect::{
@@ -26,6 +28,7 @@ pub struct EffectPolicy {
     multipliers: CompiledMultipliers,
     retriers: Vec<CompiledRetrier>,
     telemetry: Template,
+    on_interrupt: Option<InterruptPolicy>,
 }
 
 /// Timeout multipliers, fixed or evaluated when the action runs.
@@ -179,6 +182,7 @@ impl EffectPolicy {
             multipliers: multipliers?,
             retriers: retriers.into_iter().collect::<Option<_>>()?,
             telemetry: telemetry?,
+            on_interrupt: options.on_interrupt,
         })
     }
 
@@ -204,10 +208,18 @@ impl EffectPolicy {
             .iter()
             .map(|retrier| retrier.policy(scope))
             .collect::<Result<_, _>>()?;
+        let on_interrupt = self.on_interrupt.unwrap_or(match &kind {
+            EffectKind::Process(_)
+            | EffectKind::File(
+                FileRequest::Append { .. } | FileRequest::AppendToJsonArray { .. },
+            ) => InterruptPolicy::Fail,
+            EffectKind::Tool(_) | EffectKind::File(_) => InterruptPolicy::Retry,
+        });
         Ok(EffectRequest {
             id: self.id.clone(),
             kind,
             events: self.events,
+            on_interrupt,
             plan: RetryPlan {
                 timeout,
                 multipliers,

@@ -4,6 +4,7 @@ mod check;
 mod graph;
 mod logs;
 mod run;
+mod runs;
 mod scaffold;
 mod schema;
 mod test;
@@ -40,6 +41,8 @@ struct Arguments {
 enum Command {
     /// Run a protocol until it reaches a final state, or until events run out and no timer is pending.
     Run(run::RunArguments),
+    /// Continue a run from its last committed step (entry actions do not run again).
+    Resume(run::ResumeArguments),
     /// Check protocol files and report every problem with its location.
     Validate {
         /// Protocol files.
@@ -73,6 +76,31 @@ enum Command {
         #[arg(long)]
         level: Option<String>,
         /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[arg(
+            long,
+            env = "PROTOCOL_RUN_STATE_DIR",
+            default_value = ".protocol-run",
+            value_name = "DIR"
+        )]
+        state_dir: PathBuf,
+    },
+    /// List the recorded runs, newest first: id, status, start, last step, protocol.
+    Runs {
+        #[arg(
+            long,
+            env = "PROTOCOL_RUN_STATE_DIR",
+            default_value = ".protocol-run",
+            value_name = "DIR"
+        )]
+        state_dir: PathBuf,
+    },
+    /// Show a run (the latest unless RUN_ID is given): protocol, states, context, pending timers,
+    /// running effects, last events, and how it finished.
+    Status {
+        run_id: Option<String>,
+        /// One JSON object.
         #[arg(long)]
         json: bool,
         #[arg(
@@ -155,6 +183,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
     };
     match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
+        Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
         Command::Test { paths, coverage } => test::test(&paths, coverage),
@@ -184,6 +213,12 @@ pub fn main(arguments: Vec<String>) -> u8 {
             json,
         ),
         Command::Stats { run, state_dir } => logs::stats(&state_dir, run.as_deref()),
+        Command::Runs { state_dir } => runs::runs(&state_dir),
+        Command::Status {
+            run_id,
+            json,
+            state_dir,
+        } => runs::status(&state_dir, run_id.as_deref(), json),
     }
 }
 

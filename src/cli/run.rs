@@ -15,7 +15,13 @@ use crate::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::algorithm::Limits;
-use crate::run::driver::{DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive};
+use crate::run::driver::{
+    DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
+};
+use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::store::{
+    Finish, JournalEntry, JournalEvent, NewRun, RunStatus, SqliteStore, Store, content_hash,
+};
 use crate::telemetry::RunLog;
 
 #[derive(Debug, Args)]
@@ -25,6 +31,25 @@ pub struct RunArguments {
     /// An input value; repeat for several.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     inputs: Vec<String>,
+    /// Continue the latest unfinished run of this protocol instead of starting a new one.
+    #[arg(long)]
+    resume: bool,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// `protocol-run resume RUN_ID`: continue a run from its last committed step.
+#[derive(Debug, Args)]
+pub struct ResumeArguments {
+    /// The run (see `protocol-run runs`).
+    run_id: String,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// What a new run and a resumed run share.
+#[derive(Debug, Args)]
+pub struct RunOptions {
     /// External events as JSON lines `{"event": "name", "data": {...}}`, from a file or `-` (stdin).
     #[arg(long, value_name = "FILE|-")]
     events: Option<String>,
@@ -34,7 +59,7 @@ pub struct RunArguments {
     /// Let delays and timers elapse instantly, in order (deterministic runs and tests).
     #[arg(long)]
     virtual_time: bool,
-    /// Where run directories (telemetry) live.
+    /// Where runs are kept: `state.db` (every step, for resume) and `runs/` (telemetry).
     #[arg(
         long,
         env = "PROTOCOL_RUN_STATE_DIR",
@@ -53,13 +78,53 @@ pub struct RunArguments {
     /// before the run is stopped as a loop.
     #[arg(long, default_value_t = Limits::default().max_microsteps)]
     max_microsteps: usize,
+    /// On resume: how the run's pending timers are re-armed.
+    #[arg(long, value_enum, default_value = "deadline")]
+    timers: TimerPolicy,
+    /// On resume: continue although the protocol file changed since the run started, as long
+    /// as every state and variable the run recorded still exists.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
 /// an internal error (exit 70) rather than a silently wrong state.
 pub fn run(arguments: RunArguments) -> u8 {
+    let start = if arguments.resume {
+        Start::Latest(arguments.file.clone())
+    } else {
+        Start::New {
+            file: arguments.file.clone(),
+            inputs: arguments.inputs.clone(),
+        }
+    };
+    if arguments.resume && !arguments.inputs.is_empty() {
+        eprintln!("error: --resume continues a run with the inputs it started with; drop --input");
+        return exit_code::USAGE;
+    }
+    run_with_lifecycle(start, &arguments.options)
+}
+
+/// Continues a run by id.
+pub fn resume(arguments: ResumeArguments) -> u8 {
+    run_with_lifecycle(Start::Run(arguments.run_id.clone()), &arguments.options)
+}
+
+/// Where a run comes from.
+enum Start {
+    New {
+        file: PathBuf,
+        inputs: Vec<String>,
+    },
+    /// The latest unfinished run of this protocol file.
+    Latest(PathBuf),
+    /// A run by id.
+    Run(String),
+}
+
+fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
     let mut lifecycle = RunLifecycle::default();
-    match run_phases(&arguments, &mut lifecycle) {
+    match run_phases(start, options, &mut lifecycle) {
         Ok(code) => code,
         Err(code) => {
             if lifecycle.state_name() != "failed"
@@ -80,31 +145,52 @@ fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8
     })
 }
 
-fn run_phases(arguments: &RunArguments, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
-    let loaded = crate::load::load_file(&arguments.file).map_err(|error| {
-        eprint!("{error}");
-        load_error_code(&error)
+/// A run ready to drive: new, or restored from the store.
+struct Prepared {
+    machine: Arc<crate::compile::machine::Machine>,
+    interpreter: Interpreter,
+    run_id: String,
+    resume: Option<Resume>,
+}
+
+fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
+    let mut store = SqliteStore::open(&options.state_dir).map_err(|error| {
+        eprintln!("error: {error}");
+        exit_code::IO
     })?;
-    advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = crate::compile::compile(&loaded)
-        .map(Arc::new)
-        .map_err(|diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        })?;
-    let inputs = bind_inputs(&machine, &arguments.inputs)?;
-    let source = event_source(arguments.events.as_deref())?;
-    let mocks = parse_mocks(&machine, &arguments.mocks)?;
+    let limits = Limits {
+        max_microsteps: options.max_microsteps,
+    };
+    let prepared = match start {
+        Start::New { file, inputs } => new_run(&file, &inputs, &mut store, lifecycle)?,
+        Start::Latest(file) => {
+            let path = canonical(&file);
+            let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
+                eprintln!("error: no unfinished run of {path} in {}", store.location());
+                return Err(exit_code::NO_INPUT_FILE);
+            };
+            restored_run(&run.id, options, &mut store, lifecycle)?
+        }
+        Start::Run(run_id) => restored_run(&run_id, options, &mut store, lifecycle)?,
+    };
+    let Prepared {
+        machine,
+        interpreter,
+        run_id,
+        resume,
+    } = prepared;
+    let mut interpreter = interpreter.with_limits(limits);
+    let source = event_source(options.events.as_deref())?;
+    let mocks = parse_mocks(&machine, &options.mocks)?;
     advance(lifecycle, LifecycleEvent::Validated)?;
-    let format = match arguments.log_format {
+    let format = match options.log_format {
         LogFormatArgument::Human => LogFormat::Human,
         LogFormatArgument::Json => LogFormat::Json,
     };
     let subscriber = tracing_subscriber::registry().with(LogLayer { format });
     let _guard = tracing::subscriber::set_default(subscriber);
-    let run_id = crate::telemetry::new_run_id();
-    let runs = crate::telemetry::runs_directory(&arguments.state_dir);
-    let telemetry = match RunLog::create(&runs, &run_id, arguments.keep_runs) {
+    let runs = crate::telemetry::runs_directory(&options.state_dir);
+    let telemetry = match RunLog::create(&runs, &run_id, options.keep_runs) {
         Ok(log) => Some(log),
         Err(error) => {
             eprintln!(
@@ -115,39 +201,245 @@ fn run_phases(arguments: &RunArguments, lifecycle: &mut RunLifecycle) -> Result<
         }
     };
     let mut observer = RunObserver {
-        printer: TracingObserver { run_id },
+        printer: TracingObserver {
+            run_id: run_id.clone(),
+        },
         telemetry,
     };
-    let limits = Limits {
-        max_microsteps: arguments.max_microsteps,
-    };
-    let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(limits);
-    let time_mode = if arguments.virtual_time {
+    let time_mode = if options.virtual_time {
         TimeMode::Virtual
     } else {
         TimeMode::Real
     };
-    let options = DriveOptions { time_mode, mocks };
-    let report = drive(&mut interpreter, source, options, &mut observer).map_err(|error| {
+    let drive_options = DriveOptions { time_mode, mocks };
+    let mut checkpoint = StoreCheckpoint {
+        store: &mut store,
+        run_id: run_id.clone(),
+    };
+    let report = drive_durable(
+        &mut interpreter,
+        source,
+        drive_options,
+        &mut observer,
+        Some(&mut checkpoint),
+        resume.as_ref(),
+    )
+    .map_err(|error| {
         eprintln!("error: {error}");
         exit_code::INVALID
     })?;
+    let now = crate::clock::unix_milliseconds_now();
     match report.outcome {
         Some(outcome) => {
             advance(lifecycle, LifecycleEvent::Finished)?;
             let state = &machine.state(outcome.final_state).id;
+            let finish = Finish {
+                final_state: Some(state.to_string()),
+                exit_code: outcome.exit_code.into(),
+                output: outcome.output.to_json(),
+                unix_milliseconds: now,
+            };
+            if let Err(error) = store.finish_run(&run_id, &finish) {
+                eprintln!("warning: {error}");
+            }
             let finished = serde_json::json!({"finished": {"state": &**state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()}});
             println!("{finished}");
             Ok(outcome.exit_code)
         }
         None => {
             advance(lifecycle, LifecycleEvent::Abort)?;
-            eprintln!(
-                "run stopped unfinished in {}: no events left and no timer pending",
-                report.active_states.join(", ")
-            );
+            if let Err(error) = store.mark_stopped(&run_id, now) {
+                eprintln!("warning: {error}");
+            }
+            if report.stopped_by_signal {
+                eprintln!(
+                    "run {run_id} stopped by a signal in {}; its last step is committed: \
+                     `protocol-run resume {run_id}` continues it",
+                    report.active_states.join(", ")
+                );
+            } else {
+                eprintln!(
+                    "run stopped unfinished in {}: no events left and no timer pending \
+                     (`protocol-run resume {run_id}` continues it)",
+                    report.active_states.join(", ")
+                );
+            }
             Ok(exit_code::UNFINISHED)
         }
+    }
+}
+
+/// Loads, compiles and records a new run.
+fn new_run(
+    file: &std::path::Path,
+    inputs: &[String],
+    store: &mut SqliteStore,
+    lifecycle: &mut RunLifecycle,
+) -> Result<Prepared, u8> {
+    let text = crate::load::read_text(file).map_err(|error| {
+        eprint!("{error}");
+        load_error_code(&error)
+    })?;
+    let loaded = crate::load::load_text(&file.display().to_string(), text.clone()).map_err(
+        |diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        },
+    )?;
+    advance(lifecycle, LifecycleEvent::Loaded)?;
+    let machine = crate::compile::compile(&loaded)
+        .map(Arc::new)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    let inputs = bind_inputs(&machine, inputs)?;
+    let run_id = crate::telemetry::new_run_id();
+    let named_inputs: serde_json::Map<String, serde_json::Value> = machine
+        .inputs
+        .iter()
+        .zip(&inputs)
+        .map(|(input, value)| (input.name.clone(), value.to_json()))
+        .collect();
+    store
+        .create_run(&NewRun {
+            id: run_id.clone(),
+            protocol_path: canonical(file),
+            protocol_hash: content_hash(&text),
+            protocol_text: Some(text),
+            inputs: serde_json::Value::Object(named_inputs),
+            started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
+        })
+        .map_err(store_error)?;
+    let interpreter = Interpreter::new(machine.clone(), inputs);
+    Ok(Prepared {
+        machine,
+        interpreter,
+        run_id,
+        resume: None,
+    })
+}
+
+/// Restores a recorded run from its last committed step, refusing a changed protocol unless
+/// `--force` is given and every recorded state and variable still exists.
+fn restored_run(
+    run_id: &str,
+    options: &RunOptions,
+    store: &mut SqliteStore,
+    lifecycle: &mut RunLifecycle,
+) -> Result<Prepared, u8> {
+    let Some(record) = store.run(run_id).map_err(store_error)? else {
+        eprintln!("error: no run `{run_id}` in {}", store.location());
+        return Err(exit_code::NO_INPUT_FILE);
+    };
+    let summary = &record.summary;
+    if summary.status == RunStatus::Finished {
+        eprintln!("error: run `{run_id}` has finished; there is nothing to resume");
+        return Err(exit_code::USAGE);
+    }
+    let file = PathBuf::from(&summary.protocol_path);
+    let text = crate::load::read_text(&file).map_err(|error| {
+        eprint!("{error}");
+        load_error_code(&error)
+    })?;
+    let hash = content_hash(&text);
+    if hash != summary.protocol_hash && !options.force {
+        eprintln!(
+            "error: {} changed since run `{run_id}` started (recorded {}, now {hash}); \
+             resuming would mix two protocols. Restore the file, or pass --force to continue \
+             as long as every state and variable the run recorded still exists",
+            file.display(),
+            summary.protocol_hash
+        );
+        return Err(exit_code::INVALID);
+    }
+    let loaded =
+        crate::load::load_text(&file.display().to_string(), text).map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    advance(lifecycle, LifecycleEvent::Loaded)?;
+    let machine = crate::compile::compile(&loaded)
+        .map(Arc::new)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    let recorded_inputs: Vec<(String, serde_json::Value)> = record
+        .inputs
+        .as_object()
+        .map(|inputs| {
+            inputs
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let inputs = machine
+        .bind_input_values(&recorded_inputs)
+        .map_err(|errors| {
+            for error in errors {
+                eprintln!("error: run `{run_id}`: {error}");
+            }
+            exit_code::INVALID
+        })?;
+    let Some(stored) = store.latest_snapshot(run_id).map_err(store_error)? else {
+        eprintln!("error: run `{run_id}` has no committed step to resume from");
+        return Err(exit_code::UNFINISHED);
+    };
+    let interpreter =
+        Interpreter::restore(machine.clone(), inputs, &stored.snapshot).map_err(|error| {
+            eprintln!("error: run `{run_id}` cannot resume: {error}");
+            exit_code::INVALID
+        })?;
+    store
+        .mark_running(run_id, crate::clock::unix_milliseconds_now())
+        .map_err(store_error)?;
+    Ok(Prepared {
+        machine,
+        interpreter,
+        run_id: run_id.to_string(),
+        resume: Some(Resume {
+            snapshot: stored.snapshot,
+            sequence: stored.sequence,
+            committed_unix_milliseconds: stored.unix_milliseconds,
+            timers: options.timers,
+        }),
+    })
+}
+
+/// The path runs are recorded under, so `--resume` finds them from any working directory.
+fn canonical(file: &std::path::Path) -> String {
+    file.canonicalize()
+        .unwrap_or_else(|_| file.to_path_buf())
+        .display()
+        .to_string()
+}
+
+fn store_error(error: crate::store::StoreError) -> u8 {
+    eprintln!("error: {error}");
+    exit_code::IO
+}
+
+/// Commits each macrostep to the store.
+struct StoreCheckpoint<'a> {
+    store: &'a mut SqliteStore,
+    run_id: String,
+}
+
+impl Checkpoint for StoreCheckpoint<'_> {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        let entry = JournalEntry {
+            sequence: step.sequence,
+            event: step.event.map(|(name, data)| JournalEvent { name, data }),
+            transitions: step.transitions,
+            actions: serde_json::Value::Null,
+            unix_milliseconds: step.unix_milliseconds,
+        };
+        self.store
+            .commit_step(&self.run_id, &entry, &step.snapshot, None)
+            .map_err(|error| error.to_string())
     }
 }
 

@@ -124,7 +124,7 @@ pub struct InvokeNode {
 }
 
 /// One event descriptor of a transition: `*`, or a dot-separated prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EventDescriptor {
     Any,
     Prefix(Arc<str>),
@@ -154,7 +154,7 @@ impl EventDescriptor {
 
 /// An event name known when the machine was compiled, as an index. Events with other names
 /// are matched by string (slower, still correct).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct EventType(pub u32);
 
 /// A compiled transition.

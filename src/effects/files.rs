@@ -12,7 +12,7 @@ use crate::files::{append_line, copy_atomically, lock_exclusively, write_atomica
 use crate::value::Value;
 
 /// What to do to which file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum FileRequest {
     /// Replace the file atomically (temp file in the same directory, fsync, rename, fsync the
     /// directory); parent directories are created.

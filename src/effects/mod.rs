@@ -16,7 +16,7 @@ use crate::run::event::{Event, Origin};
 use crate::value::Value;
 
 /// The three outcome events of an effect, known at compile time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OutcomeEvents {
     /// `done.<kind>.<id>`
     pub done: EventType,
@@ -29,17 +29,21 @@ pub struct OutcomeEvents {
 }
 
 /// An effect to run, resolved from an action.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EffectRequest {
     /// The action's id.
     pub id: Arc<str>,
     pub kind: EffectKind,
     pub events: OutcomeEvents,
     pub plan: RetryPlan,
+    /// What a resumed run does if the engine stopped while this effect ran.
+    pub on_interrupt: InterruptPolicy,
 }
 
+pub use crate::model::effect::InterruptPolicy;
+
 /// How attempts are timed, retried and reported.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RetryPlan {
     /// The base timeout of one attempt.
     pub timeout: Option<std::time::Duration>,
@@ -74,7 +78,7 @@ impl RetryPlan {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum EffectKind {
     Process(process::ProcessRequest),
     Tool(tools::ToolCall),
@@ -82,6 +86,17 @@ pub enum EffectKind {
 }
 
 impl EffectKind {
+    /// The action that asked for it, as protocols spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EffectKind::Process(_) => "exec",
+            EffectKind::Tool(call) => call.tool.name(),
+            EffectKind::File(files::FileRequest::Backup { .. }) => "backup",
+            EffectKind::File(files::FileRequest::Restore { .. }) => "restore",
+            EffectKind::File(_) => "write",
+        }
+    }
+
     /// The same effect with another timeout (files take no timeout).
     fn with_timeout(&self, timeout: Option<std::time::Duration>) -> EffectKind {
         let mut kind = self.clone();

@@ -12,7 +12,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 /// What to run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessRequest {
     /// Program and arguments; each element is one argument, never split or interpreted.
     pub argv: Vec<String>,

@@ -16,7 +16,7 @@ pub const ADR_018_MULTIPLIERS: [f64; 5] = [1.0, 2.0, 3.0, 5.0, 10.0];
 /// `MaxAttempts`, `BackoffRate`, `MaxDelaySeconds`, `JitterStrategy`), with one difference in
 /// counting: `max_attempts` counts attempts in all, the first included, where Step Functions'
 /// `MaxAttempts` counts retries. Step Functions `MaxAttempts: N` is `max_attempts: N + 1` here.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RetryPolicy {
     /// Event descriptors of the errors this retrier handles, e.g. `["error.exec.timeout",
     /// "error.exec"]`, matched as SCXML descriptors (token prefixes); empty = every error.
@@ -57,7 +57,7 @@ impl Default for RetryPolicy {
 }
 
 /// How a computed pause is randomised (Step Functions `JitterStrategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Jitter {
     /// The pause is exactly the computed one.
     None,

@@ -15,7 +15,7 @@ use super::EffectOutcome;
 use crate::value::Value;
 
 /// Which tool to run, and on what.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ToolRequest {
     ReadFile {
         path: PathBuf,
@@ -54,7 +54,7 @@ impl ToolRequest {
 }
 
 /// A tool to run, with the limits `exec` has.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub tool: ToolRequest,
     pub timeout: Option<Duration>,

@@ -31,6 +31,22 @@ pub struct EffectOptions {
     /// A template, so an input can name it: `${telemetry_prefix}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<String>,
+    /// When a run resumes after the engine stopped while this action ran: `retry` starts it
+    /// again, `fail` delivers its failure event with `interrupted: true`. Default: `retry` for
+    /// the tools, whole-file writes, backups and restores; `fail` for processes and appends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_interrupt: Option<InterruptPolicy>,
+}
+
+/// What a resumed run does with an effect that was running when the engine stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InterruptPolicy {
+    /// Start it again: right for idempotent work (tools, whole-file writes, backups).
+    Retry,
+    /// Deliver its failure event (`error.exec.<id>`, data `interrupted: true`), so the protocol
+    /// decides: right for processes and appends, which may not be safe to repeat.
+    Fail,
 }
 
 /// Timeout multipliers: literal numbers, or an expression giving a list of numbers.

@@ -78,6 +78,9 @@ pub enum RunError {
          give an eventless transition a guard that becomes false, or raise the limit with --max-microsteps"
     )]
     MicrostepLimit { microsteps: usize, states: String },
+    /// A durable run could not record a step; it stops rather than go on unrecorded.
+    #[error("the run's step could not be recorded: {message}")]
+    Checkpoint { message: String },
 }
 
 impl Instance {

@@ -15,6 +15,8 @@ use crate::clock;
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
 use crate::effects::{EffectRequest, run_effect, run_with_plan};
+use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::run::snapshot::{InFlightEffect, PendingTimer};
 use crate::value::Value;
 
 /// Where external events come from.
@@ -51,6 +53,8 @@ pub struct RunReport {
     /// Active atomic states when the run stopped.
     pub active_states: Vec<String>,
     pub context: serde_json::Value,
+    /// SIGINT or SIGTERM stopped the run between macrosteps.
+    pub stopped_by_signal: bool,
 }
 
 /// A problem with one input line; the line is skipped.
@@ -102,7 +106,7 @@ impl Observer for TracingObserver {
 type TimerKey = (Instant, u64);
 
 /// A delayed send waiting for its deadline: its id (for `cancel`) and the event.
-type PendingSend = (Option<Arc<str>>, Event);
+type PendingSend = (Option<Arc<str>>, Event, u64);
 
 /// What a running effect sends back: telemetry lines while it retries, then its outcome.
 enum EffectMessage {
@@ -198,6 +202,12 @@ struct DriverHost<'a> {
     mocks: Arc<std::sync::Mutex<Mocks>>,
     /// Running child protocols by invoke id.
     invokes: std::collections::HashMap<Arc<str>, tokio::task::JoinHandle<()>>,
+    /// Effects started whose outcome has not arrived, for checkpoints (durable runs only).
+    in_flight: Vec<EffectRequest>,
+    /// Transitions taken in the current macrostep, for checkpoints (durable runs only).
+    taken: Vec<String>,
+    /// Whether steps are recorded for a checkpoint.
+    recording: bool,
 }
 
 impl DriverHost<'_> {
@@ -223,7 +233,7 @@ impl DriverHost<'_> {
         if let Some(entry) = self.timers.first_entry()
             && entry.key().0 <= now
         {
-            let (_, event) = entry.remove();
+            let (_, event, _) = entry.remove();
             self.external_queue.push_back(event);
         }
     }
@@ -243,13 +253,15 @@ impl Host for DriverHost<'_> {
         let deadline =
             Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
         self.sequence += 1;
-        self.timers
-            .insert((deadline, self.sequence), (request.id, request.event));
+        self.timers.insert(
+            (deadline, self.sequence),
+            (request.id, request.event, request.delay_milliseconds),
+        );
     }
 
     fn cancel(&mut self, send_id: &str) {
         self.timers
-            .retain(|_, (id, _)| id.as_deref() != Some(send_id));
+            .retain(|_, (id, _, _)| id.as_deref() != Some(send_id));
     }
 
     fn state_entered(&mut self, state: crate::compile::machine::StateId) {
@@ -258,6 +270,9 @@ impl Host for DriverHost<'_> {
 
     fn transition_taken(&mut self, transition: crate::compile::machine::TransitionId) {
         let node = self.machine.transition(transition);
+        if self.recording {
+            self.taken.push(node.pointer.clone());
+        }
         let targets: Vec<&str> = node
             .targets
             .iter()
@@ -290,6 +305,11 @@ impl Host for DriverHost<'_> {
                 false,
                 mocks,
                 &mut observer,
+                Durability {
+                    checkpoint: None,
+                    resume: None,
+                    signals: false,
+                },
             ))
             .await;
             let event = invoke_outcome(&machine, &request, result);
@@ -316,6 +336,9 @@ impl Host for DriverHost<'_> {
 
     fn start_effect(&mut self, request: EffectRequest) {
         self.running_effects += 1;
+        if self.recording {
+            self.in_flight.push(request.clone());
+        }
         let completions = self.completions.clone();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
@@ -411,6 +434,20 @@ pub fn drive(
     options: DriveOptions,
     observer: &mut dyn Observer,
 ) -> Result<RunReport, RunError> {
+    drive_durable(interpreter, source, options, observer, None, None)
+}
+
+/// `drive`, committing every macrostep to `checkpoint`, and continuing a restored run when
+/// `resume` is given. SIGINT or SIGTERM stops it gracefully between macrosteps (the report says
+/// so); a second signal ends the process at once.
+pub fn drive_durable(
+    interpreter: &mut Interpreter,
+    source: EventSource,
+    options: DriveOptions,
+    observer: &mut dyn Observer,
+    checkpoint: Option<&mut dyn Checkpoint>,
+    resume: Option<&Resume>,
+) -> Result<RunReport, RunError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
@@ -426,7 +463,52 @@ pub fn drive(
         virtual_time,
         mocks,
         observer,
+        Durability {
+            checkpoint,
+            resume,
+            signals: true,
+        },
     )))
+}
+
+/// What makes a driven run durable, and whether it stops on signals (top-level runs only).
+struct Durability<'checkpoint, 'resume> {
+    checkpoint: Option<&'checkpoint mut dyn Checkpoint>,
+    resume: Option<&'resume Resume>,
+    signals: bool,
+}
+
+/// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn watch() -> Option<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Some(StopSignals {
+            interrupt: signal(SignalKind::interrupt()).ok()?,
+            terminate: signal(SignalKind::terminate()).ok()?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+
+    /// After the first signal, the next one gets the default action: the process ends at once.
+    /// Everything committed stays committed.
+    fn let_the_next_one_kill() {
+        use nix::sys::signal::{SigHandler, Signal, signal};
+        for stop in [Signal::SIGINT, Signal::SIGTERM] {
+            // SAFETY: installing the default disposition runs no handler code of ours.
+            let _ = unsafe { signal(stop, SigHandler::SigDfl) };
+        }
+    }
 }
 
 async fn drive_async(
@@ -435,8 +517,17 @@ async fn drive_async(
     virtual_time: bool,
     mocks: Arc<std::sync::Mutex<Mocks>>,
     observer: &mut dyn Observer,
+    durability: Durability<'_, '_>,
 ) -> Result<RunReport, RunError> {
     let mut session = Session::new(interpreter, mocks, observer);
+    if let Some(checkpoint) = durability.checkpoint {
+        session = session.with_checkpoint(checkpoint);
+    }
+    let mut signals = if durability.signals {
+        StopSignals::watch()
+    } else {
+        None
+    };
     let mut lines = match source {
         EventSource::None => None,
         EventSource::Lines(text) => {
@@ -450,7 +541,11 @@ async fn drive_async(
         EventSource::Stdin => Some(spawn_stdin_reader()),
     };
     let mut line_number = 0;
-    session.start()?;
+    match durability.resume {
+        Some(resume) => session.resume(resume)?,
+        None => session.start()?,
+    }
+    let mut stopped_by_signal = false;
     loop {
         session.handle_queued()?;
         if !session.interpreter.is_running() {
@@ -464,7 +559,19 @@ async fn drive_async(
         if idle && lines.is_none() {
             break;
         }
-        match session.wait(None, lines.as_mut()).await {
+        let waited = match signals.as_mut() {
+            Some(signals) => tokio::select! {
+                waited = session.wait(None, lines.as_mut()) => waited,
+                () = signals.next() => {
+                    // Between macrosteps: the last one is committed, so this is the checkpoint.
+                    StopSignals::let_the_next_one_kill();
+                    stopped_by_signal = true;
+                    break;
+                }
+            },
+            None => session.wait(None, lines.as_mut()).await,
+        };
+        match waited {
             Waited::Line(Some(line)) => {
                 line_number += 1;
                 match parse_input_line(&session.host.machine, &line) {
@@ -496,7 +603,9 @@ async fn drive_async(
             Waited::Progress | Waited::Deadline => {}
         }
     }
-    Ok(session.finish())
+    let mut report = session.finish();
+    report.stopped_by_signal = stopped_by_signal;
+    Ok(report)
 }
 
 /// What one wait ended with.
@@ -517,6 +626,10 @@ pub struct Session<'a> {
     completed: mpsc::UnboundedReceiver<EffectMessage>,
     /// Timers do not fire while held (virtual time with an open event stream).
     timers_held: bool,
+    /// Where each macrostep is committed (durable runs).
+    checkpoint: Option<&'a mut dyn Checkpoint>,
+    /// The sequence number of the next step.
+    step: u64,
 }
 
 impl<'a> Session<'a> {
@@ -539,13 +652,143 @@ impl<'a> Session<'a> {
             running_effects: 0,
             mocks,
             invokes: std::collections::HashMap::new(),
+            in_flight: Vec::new(),
+            taken: Vec::new(),
+            recording: false,
         };
         Session {
             interpreter,
             host,
             completed,
             timers_held: false,
+            checkpoint: None,
+            step: 0,
         }
+    }
+
+    /// Commits every macrostep to `checkpoint`, from the start (step 0) on.
+    pub fn with_checkpoint(mut self, checkpoint: &'a mut dyn Checkpoint) -> Session<'a> {
+        self.checkpoint = Some(checkpoint);
+        self.host.recording = true;
+        self
+    }
+
+    /// Commits the step just taken, with the state after it.
+    fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
+        let taken = std::mem::take(&mut self.host.taken);
+        let Some(checkpoint) = self.checkpoint.as_deref_mut() else {
+            return Ok(());
+        };
+        let mut snapshot = self.interpreter.snapshot();
+        let now = Instant::now();
+        let now_unix = self.host.now_milliseconds();
+        snapshot.timers = self
+            .host
+            .timers
+            .iter()
+            .map(|((deadline, _), (id, event, delay))| PendingTimer {
+                event: event.name.to_string(),
+                send_id: id.as_deref().map(String::from),
+                deadline_unix_milliseconds: now_unix
+                    + deadline.saturating_duration_since(now).as_millis() as u64,
+                delay_milliseconds: *delay,
+                // `after` timers are named `after.<state>.<index>`, a reserved prefix.
+                private: event.name.starts_with("after."),
+                data: event.data.to_json(),
+            })
+            .collect();
+        snapshot.effects = self
+            .host
+            .in_flight
+            .iter()
+            .map(|request| InFlightEffect {
+                action: request.id.to_string(),
+                kind: request.kind.name().to_string(),
+                attempt: 1,
+                request: serde_json::to_value(request).unwrap_or(serde_json::Value::Null),
+            })
+            .collect();
+        let step = CheckpointStep {
+            sequence: self.step,
+            event: event.map(|event| (event.name.to_string(), event.data.to_json())),
+            transitions: taken,
+            snapshot,
+            unix_milliseconds: now_unix,
+        };
+        self.step += 1;
+        checkpoint
+            .commit(step)
+            .map_err(|message| RunError::Checkpoint { message })
+    }
+
+    /// Continues a restored run instead of starting it: re-arms its timers by `resume.timers`,
+    /// and restarts (policy `retry`) or fails (policy `fail`) the effects that were running.
+    /// Entry actions do not run again.
+    pub fn resume(&mut self, resume: &Resume) -> Result<(), RunError> {
+        self.step = resume.sequence + 1;
+        let now = Instant::now();
+        let now_unix = self.host.now_milliseconds();
+        let machine = self.host.machine.clone();
+        for timer in &resume.snapshot.timers {
+            let wait = match resume.timers {
+                TimerPolicy::Deadline => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
+                TimerPolicy::Remaining => timer
+                    .deadline_unix_milliseconds
+                    .saturating_sub(resume.committed_unix_milliseconds),
+                TimerPolicy::Restart => timer.delay_milliseconds,
+            };
+            let event = Event::named(
+                &machine,
+                &timer.event,
+                Value::from_json(&timer.data),
+                Origin::External,
+            );
+            self.host.sequence += 1;
+            self.host.timers.insert(
+                (
+                    now + std::time::Duration::from_millis(wait),
+                    self.host.sequence,
+                ),
+                (
+                    timer.send_id.as_deref().map(Arc::from),
+                    event,
+                    timer.delay_milliseconds,
+                ),
+            );
+        }
+        for effect in &resume.snapshot.effects {
+            let request: Option<EffectRequest> =
+                serde_json::from_value(effect.request.clone()).ok();
+            match request {
+                Some(request) if request.on_interrupt == crate::effects::InterruptPolicy::Retry => {
+                    self.host.start_effect(request);
+                }
+                _ => {
+                    let mut data = indexmap::IndexMap::new();
+                    data.insert(Arc::from("id"), Value::string(effect.action.as_str()));
+                    data.insert(
+                        Arc::from("message"),
+                        Value::string("interrupted: the engine stopped while this action ran"),
+                    );
+                    data.insert(Arc::from("interrupted"), Value::Bool(true));
+                    let event = Event::named(
+                        &machine,
+                        &format!("error.exec.{}", effect.action),
+                        Value::Map(Arc::new(data)),
+                        Origin::External,
+                    );
+                    self.host.external_queue.push_back(event);
+                }
+            }
+        }
+        let time = self.host.now_text();
+        let fields = serde_json::json!({
+            "protocol": machine.id,
+            "configuration": self.interpreter.active_leaves(),
+            "step": resume.sequence,
+        });
+        self.host.observer.record(&time, "resume", fields);
+        Ok(())
     }
 
     /// Enters the initial configuration.
@@ -558,7 +801,7 @@ impl<'a> Session<'a> {
             "configuration": self.interpreter.active_leaves(),
         });
         self.host.observer.record(&time, "start", start);
-        Ok(())
+        self.commit(None)
     }
 
     /// Queues an external event.
@@ -591,6 +834,7 @@ impl<'a> Session<'a> {
                 "configuration": self.interpreter.active_leaves(),
             });
             self.host.observer.record(&time, "step", step);
+            self.commit(Some(&event))?;
         }
         Ok(())
     }
@@ -692,6 +936,7 @@ impl<'a> Session<'a> {
         });
         self.host.observer.record(&time, "finish", finish);
         RunReport {
+            stopped_by_signal: false,
             outcome,
             active_states: self
                 .interpreter
@@ -722,6 +967,11 @@ impl DriverHost<'_> {
             }
             EffectMessage::Outcome(event) => {
                 self.running_effects -= 1;
+                if let Some(Value::String(id)) = event.data.get("id")
+                    && let Some(index) = self.in_flight.iter().position(|request| request.id == *id)
+                {
+                    self.in_flight.remove(index);
+                }
                 let time = self.now_text();
                 self.observer
                     .record(&time, "effect", effect_summary(&event));

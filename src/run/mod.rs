@@ -2,6 +2,7 @@
 
 pub mod algorithm;
 pub mod driver;
+pub mod durable;
 pub mod event;
 pub mod snapshot;
 pub mod state_set;

@@ -68,6 +68,9 @@ pub struct PendingTimer {
     pub send_id: Option<String>,
     /// When it falls due: absolute, so a resumed run can tell which deadlines passed meanwhile.
     pub deadline_unix_milliseconds: u64,
+    /// Its whole delay, for a resume that restarts timers.
+    #[serde(default)]
+    pub delay_milliseconds: u64,
     /// An `after` timer, matched only by its own transition.
     pub private: bool,
     /// The event's data (a `send` may carry some).

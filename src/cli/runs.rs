@@ -1,0 +1,179 @@
+//! `runs` and `status`: what the store knows of each run, live or finished.
+
+use std::path::Path;
+
+use super::exit_code;
+use crate::clock::format_rfc3339;
+use crate::store::{RunSummary, SqliteStore, Store};
+
+/// `protocol-run runs`: one line per run, newest first.
+pub fn runs(state_dir: &Path) -> u8 {
+    let store = match open(state_dir) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let mut runs = match store.list_runs() {
+        Ok(runs) => runs,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return exit_code::IO;
+        }
+    };
+    runs.sort_by(|a, b| {
+        b.started_unix_milliseconds
+            .cmp(&a.started_unix_milliseconds)
+    });
+    if runs.is_empty() {
+        println!("no runs in {}", store.location());
+    }
+    for run in &runs {
+        println!(
+            "{}  {:<8}  {}  step {}  {}",
+            run.id,
+            run.status.as_str(),
+            format_rfc3339(run.started_unix_milliseconds),
+            run.last_sequence
+                .map_or_else(|| "-".to_string(), |step| step.to_string()),
+            run.protocol_path
+        );
+    }
+    0
+}
+
+/// `protocol-run status [RUN_ID]`: the run's protocol, configuration, context, pending timers,
+/// running effects and last events (the latest run when no id is given).
+pub fn status(state_dir: &Path, run_id: Option<&str>, json: bool) -> u8 {
+    let store = match open(state_dir) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    match describe(&store, run_id) {
+        Ok(description) => {
+            if json {
+                println!("{description}");
+            } else {
+                print_human(&description);
+            }
+            0
+        }
+        Err((message, code)) => {
+            eprintln!("error: {message}");
+            code
+        }
+    }
+}
+
+fn open(state_dir: &Path) -> Result<SqliteStore, u8> {
+    if !state_dir.join("state.db").exists() {
+        eprintln!(
+            "error: no runs recorded in {} (no state.db); runs are recorded as they run",
+            state_dir.display()
+        );
+        return Err(exit_code::NO_INPUT_FILE);
+    }
+    SqliteStore::open(state_dir).map_err(|error| {
+        eprintln!("error: {error}");
+        exit_code::IO
+    })
+}
+
+/// The run as one JSON object.
+fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Value, (String, u8)> {
+    let io = |error: crate::store::StoreError| (error.to_string(), exit_code::IO);
+    let run_id = match run_id {
+        Some(id) => id.to_string(),
+        None => store
+            .list_runs()
+            .map_err(io)?
+            .into_iter()
+            .max_by_key(|run| run.started_unix_milliseconds)
+            .map(|run| run.id)
+            .ok_or_else(|| {
+                (
+                    format!("no runs in {}", store.location()),
+                    exit_code::NO_INPUT_FILE,
+                )
+            })?,
+    };
+    let record = store.run(&run_id).map_err(io)?.ok_or_else(|| {
+        (
+            format!("no run `{run_id}` in {}", store.location()),
+            exit_code::NO_INPUT_FILE,
+        )
+    })?;
+    let snapshot = store.latest_snapshot(&run_id).map_err(io)?;
+    let journal = store.journal_tail(&run_id, 5).map_err(io)?;
+    let summary: &RunSummary = &record.summary;
+    let snapshot_json = snapshot.as_ref().map(|stored| {
+        serde_json::json!({
+            "step": stored.sequence,
+            "committed": format_rfc3339(stored.unix_milliseconds),
+            "configuration": stored.snapshot.configuration,
+            "context": stored.snapshot.context,
+            "timers": stored.snapshot.timers.iter().map(|timer| serde_json::json!({
+                "event": timer.event,
+                "due": format_rfc3339(timer.deadline_unix_milliseconds),
+            })).collect::<Vec<_>>(),
+            "running_effects": stored.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
+        })
+    });
+    Ok(serde_json::json!({
+        "run": summary.id,
+        "protocol": summary.protocol_path,
+        "status": summary.status.as_str(),
+        "started": format_rfc3339(summary.started_unix_milliseconds),
+        "inputs": record.inputs,
+        "state": snapshot_json,
+        "finish": summary.finish.as_ref().map(|finish| serde_json::json!({
+            "state": finish.final_state,
+            "exit_code": finish.exit_code,
+            "output": finish.output,
+        })),
+        "last_events": journal.iter().map(|entry| serde_json::json!({
+            "step": entry.sequence,
+            "at": format_rfc3339(entry.unix_milliseconds),
+            "event": entry.event.as_ref().map(|event| event.name.as_str()),
+            "transitions": entry.transitions,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
+fn print_human(description: &serde_json::Value) {
+    let text = |key: &str| description[key].as_str().unwrap_or_default().to_string();
+    println!("run       {}", text("run"));
+    println!("protocol  {}", text("protocol"));
+    println!("status    {} (started {})", text("status"), text("started"));
+    println!("inputs    {}", description["inputs"]);
+    let state = &description["state"];
+    if !state.is_null() {
+        println!(
+            "step      {} (committed {})",
+            state["step"],
+            state["committed"].as_str().unwrap_or_default()
+        );
+        println!("states    {}", state["configuration"]);
+        println!("context   {}", state["context"]);
+        for timer in state["timers"].as_array().into_iter().flatten() {
+            println!(
+                "timer     {} due {}",
+                timer["event"].as_str().unwrap_or_default(),
+                timer["due"].as_str().unwrap_or_default()
+            );
+        }
+        for effect in state["running_effects"].as_array().into_iter().flatten() {
+            println!("running   {}", effect.as_str().unwrap_or_default());
+        }
+    }
+    if !description["finish"].is_null() {
+        println!("finished  {}", description["finish"]);
+    }
+    for entry in description["last_events"].as_array().into_iter().flatten() {
+        println!(
+            "step {:<4} {} {} → {}",
+            entry["step"],
+            entry["at"].as_str().unwrap_or_default(),
+            entry["event"].as_str().unwrap_or("(start)"),
+            entry["transitions"]
+        );
+    }
+}
