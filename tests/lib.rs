@@ -4,6 +4,7 @@ mod support;
 
 mod cli;
 mod diagnostics;
+mod durability;
 mod effects;
 mod examples;
 mod protocols;

@@ -384,18 +384,24 @@ fn restored_run(
             }
             exit_code::INVALID
         })?;
+    store
+        .mark_running(run_id, crate::clock::unix_milliseconds_now())
+        .map_err(store_error)?;
     let Some(stored) = store.latest_snapshot(run_id).map_err(store_error)? else {
-        eprintln!("error: run `{run_id}` has no committed step to resume from");
-        return Err(exit_code::UNFINISHED);
+        // The engine stopped before the start was committed: nothing of the run took effect,
+        // so it starts again from the beginning, under the same id.
+        return Ok(Prepared {
+            interpreter: Interpreter::new(machine.clone(), inputs),
+            machine,
+            run_id: run_id.to_string(),
+            resume: None,
+        });
     };
     let interpreter =
         Interpreter::restore(machine.clone(), inputs, &stored.snapshot).map_err(|error| {
             eprintln!("error: run `{run_id}` cannot resume: {error}");
             exit_code::INVALID
         })?;
-    store
-        .mark_running(run_id, crate::clock::unix_milliseconds_now())
-        .map_err(store_error)?;
     Ok(Prepared {
         machine,
         interpreter,

@@ -1,0 +1,335 @@
+//! Durable runs as a user runs them: killed at random and resumed, stopped by a signal, refused
+//! when the protocol changed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use protocol_run::store::{SqliteStore, Store};
+
+fn scratch(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-durable-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn command(directory: &Path, arguments: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
+    command
+        .args(arguments)
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .current_dir(directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn finish(command: &mut Command) -> (i32, String, String) {
+    let output = command.output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// Ten rounds of a real process then a timer; the process is safe to repeat.
+const STEPS: &str = r#"
+id: durable-steps
+context: { step: 0 }
+states:
+  working:
+    entry:
+      - exec: [sh, -c, "echo ${step}"]
+        id: work
+        on_interrupt: retry
+    on:
+      done.exec.work: waiting
+  waiting:
+    after:
+      - delay: 30ms
+        guard: step < 9
+        target: working
+        actions: [{ assign: { step: "step + 1" } }]
+      - delay: 30ms
+        target: done
+  done: { type: final, output: { step: "${step}" } }
+"#;
+
+/// What the journal of the (only) run in `directory` says happened: event and transitions.
+fn journal(directory: &Path) -> Vec<(Option<String>, Vec<String>)> {
+    let store = SqliteStore::open(&directory.join("state")).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    store
+        .journal(&runs[0].id)
+        .unwrap()
+        .into_iter()
+        .map(|entry| (entry.event.map(|event| event.name), entry.transitions))
+        .collect()
+}
+
+/// A tiny deterministic generator, so a failure can be replayed from its seed.
+struct Random(u64);
+
+impl Random {
+    fn below(&mut self, limit: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % limit
+    }
+}
+
+/// The (only) run in `directory`, if it has finished: final state and output.
+fn finished_run(directory: &Path) -> Option<(Option<String>, serde_json::Value)> {
+    if !directory.join("state/state.db").exists() {
+        return None;
+    }
+    let store = SqliteStore::open(&directory.join("state")).unwrap();
+    let runs = store.list_runs().unwrap();
+    let finish = runs.first()?.finish.clone()?;
+    Some((finish.final_state, finish.output))
+}
+
+fn has_run(directory: &Path) -> bool {
+    directory.join("state/state.db").exists()
+        && !SqliteStore::open(&directory.join("state"))
+            .unwrap()
+            .list_runs()
+            .unwrap()
+            .is_empty()
+}
+
+#[test]
+fn a_run_killed_at_random_points_and_resumed_ends_like_an_uninterrupted_one() {
+    let reference = scratch("reference");
+    std::fs::write(reference.join("steps.yaml"), STEPS).unwrap();
+    let (code, _, stderr) = finish(&mut command(&reference, &["steps.yaml"]));
+    assert_eq!(code, 0, "{stderr}");
+    let expected_journal = journal(&reference);
+    assert!(expected_journal.len() > 20, "{expected_journal:?}");
+    let expected_finish = finished_run(&reference).unwrap();
+    assert_eq!(expected_finish.1, serde_json::json!({ "step": 9 }));
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut random = Random(seed);
+    let mut kills = 0;
+    let mut round = 0;
+    while kills < 20 {
+        round += 1;
+        let directory = scratch(&format!("killed-{round}"));
+        std::fs::write(directory.join("steps.yaml"), STEPS).unwrap();
+        let mut attempts = 0;
+        while finished_run(&directory).is_none() {
+            attempts += 1;
+            assert!(attempts < 40, "seed {seed}: round {round} never finished");
+            // Resume the run once one is recorded, else start it.
+            let arguments: &[&str] = if has_run(&directory) {
+                &["steps.yaml", "--resume"]
+            } else {
+                &["steps.yaml"]
+            };
+            let mut child = command(&directory, arguments).spawn().unwrap();
+            if kills < 20 && attempts <= 6 {
+                std::thread::sleep(Duration::from_millis(random.below(250)));
+                if child.try_wait().unwrap().is_none() {
+                    // SIGKILL: no chance to clean up.
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    kills += 1;
+                    continue;
+                }
+            }
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.code() == Some(0) || finished_run(&directory).is_some(),
+                "seed {seed}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        assert_eq!(
+            finished_run(&directory).unwrap(),
+            expected_finish,
+            "seed {seed}: round {round}"
+        );
+        assert_eq!(
+            journal(&directory),
+            expected_journal,
+            "seed {seed}: round {round}"
+        );
+    }
+}
+
+const WAITING: &str = r#"
+id: durable-waiting
+context: { ticks: 0 }
+states:
+  waiting:
+    entry: [{ log: "entered waiting", tags: [entered] }]
+    on:
+      tick:
+        actions: [{ assign: { ticks: "ticks + 1" } }]
+      answer: answered
+    after:
+      - delay: 600ms
+        target: timed_out
+  answered: { type: final, output: { ticks: "${ticks}" } }
+  timed_out: { type: final, exit_code: 2, output: { ticks: "${ticks}" } }
+"#;
+
+/// Starts a run that waits for events, and stops it with SIGTERM.
+fn stop_with_sigterm(directory: &Path, protocol: &str) -> String {
+    let mut child = command(directory, &[protocol, "--events", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    stderr
+}
+
+/// SIGTERM stops the run between macrosteps with exit 75; `resume` continues without
+/// entering again, and the timer keeps its original deadline.
+#[test]
+fn a_signal_stops_gracefully_and_resume_continues_without_re_entering() {
+    let directory = scratch("signal");
+    std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
+    let mut child = command(&directory, &["waiting.yaml", "--events", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    use std::io::Write;
+    stdin.write_all(b"{\"event\": \"tick\"}\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    assert!(
+        stderr.contains("stopped by a signal in waiting"),
+        "{stderr}"
+    );
+    let run_id = stderr
+        .split("`protocol-run resume ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap()
+        .to_string();
+    let (code, stdout, _) = finish(&mut command(&directory, &["status", &run_id, "--json"]));
+    assert_eq!(code, 0);
+    let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status["status"], "stopped");
+    assert_eq!(
+        status["state"]["configuration"],
+        serde_json::json!(["waiting"])
+    );
+    assert_eq!(status["state"]["context"]["ticks"], 1);
+    assert_eq!(status["state"]["timers"][0]["event"], "after.waiting.0");
+    // No answer comes: the timer fires at its original deadline, 600 ms after the start.
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = finish(&mut command(&directory, &["resume", &run_id]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        !stderr.contains("entered waiting"),
+        "entry ran again: {stderr}"
+    );
+    assert!(stdout.contains(r#""output":{"ticks":1}"#), "{stdout}");
+    let (code, stdout, _) = finish(&mut command(&directory, &["runs"]));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(&run_id) && stdout.contains("finished"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = finish(&mut command(&directory, &["resume", &run_id]));
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("has finished"), "{stderr}");
+}
+
+/// A run whose protocol changed is refused; `--force` goes on when every recorded state still
+/// exists, and `restore` still refuses when one is gone.
+#[test]
+fn a_changed_protocol_is_refused_unless_forced_and_still_compatible() {
+    let directory = scratch("changed");
+    let path = directory.join("waiting.yaml");
+    std::fs::write(&path, WAITING).unwrap();
+    stop_with_sigterm(&directory, "waiting.yaml");
+    // A comment changes the hash, nothing else.
+    std::fs::write(&path, format!("# edited\n{WAITING}")).unwrap();
+    let (code, _, stderr) = finish(&mut command(&directory, &["waiting.yaml", "--resume"]));
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("changed since run"), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    // The state the run is in is renamed: even --force cannot continue.
+    std::fs::write(&path, WAITING.replace("waiting", "pending")).unwrap();
+    let (code, _, stderr) = finish(&mut command(
+        &directory,
+        &["waiting.yaml", "--resume", "--force"],
+    ));
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("waiting"), "{stderr}");
+    std::fs::write(&path, format!("# edited\n{WAITING}")).unwrap();
+    let (code, stdout, stderr) = finish(&mut command(
+        &directory,
+        &["waiting.yaml", "--resume", "--force", "--timers", "restart"],
+    ));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.contains(r#""ticks":0"#), "{stdout}");
+}
+
+/// A process that was running when the engine died: `fail` (the default for `exec`) delivers
+/// its failure event with `interrupted: true`.
+#[test]
+fn an_interrupted_process_fails_on_resume_by_default() {
+    let directory = scratch("interrupted");
+    std::fs::write(
+        directory.join("slow.yaml"),
+        r#"
+id: slow
+states:
+  running:
+    entry: [{ exec: [sleep, "30"], id: slow }]
+    on:
+      done.exec.slow: done
+      error.exec.slow:
+        target: interrupted
+        actions: [{ log: "interrupted=${event.data.interrupted}" }]
+  done: { type: final }
+  interrupted: { type: final, exit_code: 3 }
+"#,
+    )
+    .unwrap();
+    let mut child = command(&directory, &["slow.yaml"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, _, stderr) = finish(&mut command(&directory, &["slow.yaml", "--resume"]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("interrupted=true"), "{stderr}");
+}
