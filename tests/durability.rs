@@ -189,7 +189,7 @@ states:
 
 /// Starts a run that waits for events, and stops it with SIGTERM.
 fn stop_with_sigterm(directory: &Path, protocol: &str) -> String {
-    let mut child = command(directory, &[protocol, "--events", "-"])
+    let child = command(directory, &[protocol, "--events", "-"])
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
