@@ -63,7 +63,7 @@ states:
 
 /// What the journal of the (only) run in `directory` says happened: event and transitions.
 fn journal(directory: &Path) -> Vec<(Option<String>, Vec<String>)> {
-    let store = SqliteStore::open(&directory.join("state")).unwrap();
+    let store = SqliteStore::open(directory.join("state")).unwrap();
     let runs = store.list_runs().unwrap();
     assert_eq!(runs.len(), 1, "{runs:?}");
     store
@@ -92,7 +92,7 @@ fn finished_run(directory: &Path) -> Option<(Option<String>, serde_json::Value)>
     if !directory.join("state/state.db").exists() {
         return None;
     }
-    let store = SqliteStore::open(&directory.join("state")).unwrap();
+    let store = SqliteStore::open(directory.join("state")).unwrap();
     let runs = store.list_runs().unwrap();
     let finish = runs.first()?.finish.clone()?;
     Some((finish.final_state, finish.output))
@@ -100,7 +100,7 @@ fn finished_run(directory: &Path) -> Option<(Option<String>, serde_json::Value)>
 
 fn has_run(directory: &Path) -> bool {
     directory.join("state/state.db").exists()
-        && !SqliteStore::open(&directory.join("state"))
+        && !SqliteStore::open(directory.join("state"))
             .unwrap()
             .list_runs()
             .unwrap()
