@@ -333,3 +333,144 @@ states:
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("interrupted=true"), "{stderr}");
 }
+
+const TASK: &str = r#"
+id: task
+inputs:
+  wait: { type: duration, default: 3s }
+states:
+  waiting:
+    on:
+      answer: answered
+    after:
+      - delay: wait
+        target: timed_out
+  answered: { type: final, output: { how: answered } }
+  timed_out: { type: final, exit_code: 2, output: { how: timed_out } }
+"#;
+
+/// `serve` runs 1,000 instances with timers at once; killed with SIGKILL, the next `serve`
+/// resumes every one of them and their timers fire.
+#[test]
+fn serve_resumes_a_thousand_instances_after_a_kill() {
+    use std::io::{BufRead, Write};
+    let directory = scratch("serve");
+    std::fs::write(directory.join("task.yaml"), TASK).unwrap();
+    let mut host = command(&directory, &["serve", "task.yaml"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = host.stdin.take().unwrap();
+    let mut lines = String::new();
+    for index in 0..1000 {
+        lines.push_str(&format!("{{\"instance\": \"t{index}\"}}\n"));
+    }
+    // One answered before the kill: it must stay finished.
+    lines.push_str("{\"instance\": \"t0\", \"event\": \"answer\"}\n");
+    stdin.write_all(lines.as_bytes()).unwrap();
+    let stdout = std::io::BufReader::new(host.stdout.take().unwrap());
+    let mut started = 0;
+    let mut answered = false;
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        started += usize::from(line.contains("\"started\":true"));
+        answered |= line.contains(r#""instance":"t0","finished""#);
+        if started == 1000 && answered {
+            break;
+        }
+    }
+    assert_eq!(started, 1000);
+    host.kill().unwrap();
+    host.wait().unwrap();
+    drop(stdin);
+
+    let (code, stdout, stderr) = finish(&mut command(&directory, &["serve", "task.yaml"]));
+    assert_eq!(code, 0, "{stderr}");
+    // Every instance unfinished at the kill is resumed and times out (a slow machine may have
+    // finished a few before the kill).
+    let resumed = stdout.matches("\"resumed\":").count();
+    let timed_out = stdout.matches(r#""finished":{"state":"timed_out""#).count();
+    assert_eq!(resumed, timed_out, "{stderr}");
+    assert!(resumed >= 900, "only {resumed} resumed: {stderr}");
+    assert!(
+        !stdout.contains(r#""instance":"t0""#),
+        "t0 had finished: {stdout}"
+    );
+    let store = SqliteStore::open(directory.join("state")).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1000);
+    assert!(
+        runs.iter()
+            .all(|run| run.status == protocol_run::store::RunStatus::Finished)
+    );
+}
+
+/// A timer whose deadline passed while the engine was down fires as soon as the run resumes.
+#[test]
+fn a_timer_due_while_the_engine_was_down_fires_on_resume() {
+    let directory = scratch("overdue");
+    std::fs::write(
+        directory.join("short.yaml"),
+        WAITING.replace("delay: 600ms", "delay: 300ms"),
+    )
+    .unwrap();
+    stop_with_sigterm(&directory, "short.yaml");
+    std::thread::sleep(Duration::from_millis(400));
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = finish(&mut command(&directory, &["short.yaml", "--resume"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.contains("timed_out"), "{stdout}");
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// With `--socket`, clients send event lines over a Unix socket and get every output line back.
+#[test]
+fn serve_takes_events_on_a_unix_socket() {
+    use std::io::{BufRead, Write};
+    let directory = scratch("socket");
+    std::fs::write(directory.join("task.yaml"), TASK).unwrap();
+    let socket = directory.join("host.sock");
+    let mut host = command(
+        &directory,
+        &["serve", "task.yaml", "--socket", socket.to_str().unwrap()],
+    )
+    .spawn()
+    .unwrap();
+    let mut client = None;
+    for _ in 0..100 {
+        match std::os::unix::net::UnixStream::connect(&socket) {
+            Ok(stream) => {
+                client = Some(stream);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let mut client = client.expect("the host listens");
+    client
+        .write_all(b"{\"instance\": \"s1\", \"event\": \"answer\"}\n")
+        .unwrap();
+    let mut reader = std::io::BufReader::new(client.try_clone().unwrap());
+    let mut seen = Vec::new();
+    while !seen.iter().any(|line: &String| line.contains("finished")) {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "{seen:?}");
+        seen.push(line);
+    }
+    assert!(
+        seen.last()
+            .unwrap()
+            .contains(r#""instance":"s1","finished":{"state":"answered""#),
+        "{seen:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(host.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(host.wait().unwrap().code(), Some(75));
+}

@@ -7,6 +7,7 @@ mod run;
 mod runs;
 mod scaffold;
 mod schema;
+mod serve;
 mod test;
 mod validate;
 
@@ -43,6 +44,9 @@ enum Command {
     Run(run::RunArguments),
     /// Continue a run from its last committed step (entry actions do not run again).
     Resume(run::ResumeArguments),
+    /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
+    /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
+    Serve(serve::ServeArguments),
     /// Check protocol files and report every problem with its location.
     Validate {
         /// Protocol files.
@@ -184,6 +188,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
     match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
+        Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
         Command::Test { paths, coverage } => test::test(&paths, coverage),

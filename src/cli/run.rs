@@ -295,19 +295,13 @@ fn new_run(
         })?;
     let inputs = bind_inputs(&machine, inputs)?;
     let run_id = crate::telemetry::new_run_id();
-    let named_inputs: serde_json::Map<String, serde_json::Value> = machine
-        .inputs
-        .iter()
-        .zip(&inputs)
-        .map(|(input, value)| (input.name.clone(), value.to_json()))
-        .collect();
     store
         .create_run(&NewRun {
             id: run_id.clone(),
             protocol_path: canonical(file),
             protocol_hash: content_hash(&text),
             protocol_text: Some(text),
-            inputs: serde_json::Value::Object(named_inputs),
+            inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
         })
         .map_err(store_error)?;

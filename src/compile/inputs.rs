@@ -266,6 +266,31 @@ impl Machine {
         self.bind_input_values(&values)
     }
 
+    /// Bound inputs by name, as `bind_input_values` reads them back (a duration as its
+    /// literal, `1m30s`, not as milliseconds): what a durable run records.
+    pub fn recorded_inputs(&self, values: &[Value]) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.inputs
+                .iter()
+                .zip(values)
+                .map(|(input, value)| {
+                    let json = match (input.kind, value) {
+                        (InputType::Duration, Value::Int(milliseconds)) => {
+                            serde_json::Value::String(
+                                Duration::from_milliseconds(
+                                    u64::try_from(*milliseconds).unwrap_or(0),
+                                )
+                                .to_string(),
+                            )
+                        }
+                        _ => value.to_json(),
+                    };
+                    (input.name.clone(), json)
+                })
+                .collect(),
+        )
+    }
+
     /// Binds values to input slots: a string is read as on the command line (`30s`, `[1, 2]`),
     /// anything else is checked as it is. Defaults apply; every problem is reported.
     pub fn bind_input_values(

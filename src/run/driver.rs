@@ -27,6 +27,8 @@ pub enum EventSource {
     Lines(String),
     /// JSON lines read from stdin as they arrive.
     Stdin,
+    /// JSON lines from a channel (a host feeding many instances); ends when the sender drops.
+    Channel(mpsc::UnboundedReceiver<String>),
 }
 
 /// How the driver keeps time.
@@ -471,6 +473,31 @@ pub fn drive_durable(
     )))
 }
 
+/// Drives one instance inside a host that owns the runtime and the signals (`serve`): events
+/// arrive as JSON lines on `lines` (the stream ends when the sender is dropped), every
+/// macrostep is committed to `checkpoint`, and `resume` continues a restored instance.
+pub async fn drive_instance(
+    interpreter: &mut Interpreter,
+    lines: mpsc::UnboundedReceiver<String>,
+    observer: &mut dyn Observer,
+    checkpoint: &mut dyn Checkpoint,
+    resume: Option<&Resume>,
+) -> Result<RunReport, RunError> {
+    drive_async(
+        interpreter,
+        EventSource::Channel(lines),
+        false,
+        Arc::new(std::sync::Mutex::new(Mocks::default())),
+        observer,
+        Durability {
+            checkpoint: Some(checkpoint),
+            resume,
+            signals: false,
+        },
+    )
+    .await
+}
+
 /// What makes a driven run durable, and whether it stops on signals (top-level runs only).
 struct Durability<'checkpoint, 'resume> {
     checkpoint: Option<&'checkpoint mut dyn Checkpoint>,
@@ -539,6 +566,7 @@ async fn drive_async(
             Some(receiver)
         }
         EventSource::Stdin => Some(spawn_stdin_reader()),
+        EventSource::Channel(receiver) => Some(receiver),
     };
     let mut line_number = 0;
     match durability.resume {
@@ -1013,7 +1041,7 @@ fn accept_line(machine: &Machine, host: &mut DriverHost, line_number: usize, lin
 }
 
 /// Reads stdin lines on a plain thread (stdin is blocking) and hands them to the run loop.
-fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<String> {
+pub(crate) fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<String> {
     let (sender, receiver) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
