@@ -19,9 +19,7 @@ use crate::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
-use crate::store::{
-    Finish, JournalEntry, JournalEvent, NewRun, RunStatus, SqliteStore, Store, content_hash,
-};
+use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint, content_hash};
 use crate::telemetry::RunLog;
 
 #[derive(Debug, Args)]
@@ -233,15 +231,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         Some(outcome) => {
             advance(lifecycle, LifecycleEvent::Finished)?;
             let state = &machine.state(outcome.final_state).id;
-            let finish = Finish {
-                final_state: Some(state.to_string()),
-                exit_code: outcome.exit_code.into(),
-                output: outcome.output.to_json(),
-                unix_milliseconds: now,
-            };
-            if let Err(error) = store.finish_run(&run_id, &finish) {
-                eprintln!("warning: {error}");
-            }
+            // The step that reached the final state finished the run in the store.
             let finished = serde_json::json!({"finished": {"state": &**state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()}});
             println!("{finished}");
             Ok(outcome.exit_code)
@@ -430,16 +420,7 @@ struct StoreCheckpoint<'a> {
 
 impl Checkpoint for StoreCheckpoint<'_> {
     fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
-        let entry = JournalEntry {
-            sequence: step.sequence,
-            event: step.event.map(|(name, data)| JournalEvent { name, data }),
-            transitions: step.transitions,
-            actions: serde_json::Value::Null,
-            unix_milliseconds: step.unix_milliseconds,
-        };
-        self.store
-            .commit_step(&self.run_id, &entry, &step.snapshot, None)
-            .map_err(|error| error.to_string())
+        commit_checkpoint(self.store, &self.run_id, step).map_err(|error| error.to_string())
     }
 }
 

@@ -18,7 +18,7 @@ use crate::run::Interpreter;
 use crate::run::driver::{InputLineError, Observer, drive_instance, spawn_stdin_reader};
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::store::{
-    Finish, JournalEntry, JournalEvent, NewRun, RunStatus, SqliteStore, Store, content_hash,
+    Finish, NewRun, RunStatus, SqliteStore, Store, commit_checkpoint, content_hash,
 };
 
 #[derive(Debug, Args)]
@@ -481,21 +481,14 @@ impl Host {
             let mut store = store.borrow_mut();
             let recorded = match report {
                 Ok(report) => match report.outcome {
+                    // The step that reached the final state finished the run in the store.
                     Some(outcome) => {
                         let state = machine.state(outcome.final_state).id.to_string();
                         output.line(&serde_json::json!({
                             "instance": instance,
                             "finished": {"state": state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()},
                         }));
-                        store.finish_run(
-                            &run_id,
-                            &Finish {
-                                final_state: Some(state),
-                                exit_code: outcome.exit_code.into(),
-                                output: outcome.output.to_json(),
-                                unix_milliseconds: now,
-                            },
-                        )
+                        Ok(())
                     }
                     // Input ended with nothing left to wait for: kept for the next host.
                     None => store.mark_stopped(&run_id, now),
@@ -528,16 +521,7 @@ struct SharedCheckpoint {
 
 impl Checkpoint for SharedCheckpoint {
     fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
-        let entry = JournalEntry {
-            sequence: step.sequence,
-            event: step.event.map(|(name, data)| JournalEvent { name, data }),
-            transitions: step.transitions,
-            actions: serde_json::Value::Null,
-            unix_milliseconds: step.unix_milliseconds,
-        };
-        self.store
-            .borrow_mut()
-            .commit_step(&self.run_id, &entry, &step.snapshot, None)
+        commit_checkpoint(&mut *self.store.borrow_mut(), &self.run_id, step)
             .map_err(|error| error.to_string())
     }
 }

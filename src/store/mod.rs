@@ -115,6 +115,29 @@ pub struct StoredSnapshot {
     pub snapshot: Snapshot,
 }
 
+/// Commits one macrostep a driver handed over; the step that reaches a top-level final state
+/// finishes the run in the same transaction, so a finished run is never resumed.
+pub fn commit_checkpoint(
+    store: &mut dyn Store,
+    run: &str,
+    step: crate::run::durable::CheckpointStep,
+) -> Result<(), StoreError> {
+    let finish = step.snapshot.outcome.as_ref().map(|outcome| Finish {
+        final_state: Some(outcome.final_state.clone()),
+        exit_code: outcome.exit_code.into(),
+        output: outcome.output.clone(),
+        unix_milliseconds: step.unix_milliseconds,
+    });
+    let entry = JournalEntry {
+        sequence: step.sequence,
+        event: step.event.map(|(name, data)| JournalEvent { name, data }),
+        transitions: step.transitions,
+        actions: serde_json::Value::Null,
+        unix_milliseconds: step.unix_milliseconds,
+    };
+    store.commit_step(run, &entry, &step.snapshot, finish.as_ref())
+}
+
 /// Boxed causes, so that a store over another database can report its own.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
