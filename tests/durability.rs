@@ -237,6 +237,15 @@ fn a_signal_stops_gracefully_and_resume_continues_without_re_entering() {
         .and_then(|rest| rest.split('`').next())
         .unwrap()
         .to_string();
+    let journal = SqliteStore::open(directory.join("state"))
+        .unwrap()
+        .journal(&run_id)
+        .unwrap();
+    assert_eq!(
+        journal[0].actions,
+        serde_json::json!([{ "log": "entered waiting", "tags": ["entered"] }])
+    );
+    assert_eq!(journal[1].event.as_ref().unwrap().name, "tick");
     let (code, stdout, _) = finish(&mut command(&directory, &["status", &run_id, "--json"]));
     assert_eq!(code, 0);
     let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();

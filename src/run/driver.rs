@@ -208,6 +208,9 @@ struct DriverHost<'a> {
     in_flight: Vec<EffectRequest>,
     /// Transitions taken in the current macrostep, for checkpoints (durable runs only).
     taken: Vec<String>,
+    /// What the actions of the current macrostep did (logs, directives, effects started), for
+    /// its journal entry (durable runs only).
+    step_actions: Vec<serde_json::Value>,
     /// Whether steps are recorded for a checkpoint.
     recording: bool,
 }
@@ -244,6 +247,11 @@ impl DriverHost<'_> {
 impl Host for DriverHost<'_> {
     fn log(&mut self, record: LogRecord) {
         let time = self.now_text();
+        if self.recording {
+            let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
+            self.step_actions
+                .push(serde_json::json!({"log": record.message, "tags": tags}));
+        }
         self.observer.log(&record, &time);
     }
 
@@ -333,12 +341,18 @@ impl Host for DriverHost<'_> {
     }
 
     fn emit(&mut self, directive: Directive) {
+        if self.recording {
+            self.step_actions
+                .push(serde_json::json!({"directive": directive.to_json()}));
+        }
         self.observer.directive(&directive);
     }
 
     fn start_effect(&mut self, request: EffectRequest) {
         self.running_effects += 1;
         if self.recording {
+            self.step_actions
+                .push(serde_json::json!({"effect": &*request.id, "kind": request.kind.name()}));
             self.in_flight.push(request.clone());
         }
         let completions = self.completions.clone();
@@ -682,6 +696,7 @@ impl<'a> Session<'a> {
             invokes: std::collections::HashMap::new(),
             in_flight: Vec::new(),
             taken: Vec::new(),
+            step_actions: Vec::new(),
             recording: false,
         };
         Session {
@@ -704,6 +719,7 @@ impl<'a> Session<'a> {
     /// Commits the step just taken, with the state after it.
     fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
         let taken = std::mem::take(&mut self.host.taken);
+        let actions = std::mem::take(&mut self.host.step_actions);
         let Some(checkpoint) = self.checkpoint.as_deref_mut() else {
             return Ok(());
         };
@@ -740,6 +756,7 @@ impl<'a> Session<'a> {
             sequence: self.step,
             event: event.map(|event| (event.name.to_string(), event.data.to_json())),
             transitions: taken,
+            actions: serde_json::Value::Array(actions),
             snapshot,
             unix_milliseconds: now_unix,
         };

@@ -11,6 +11,9 @@ pub struct CheckpointStep {
     pub event: Option<(String, serde_json::Value)>,
     /// Transitions taken, by their pointer in the protocol.
     pub transitions: Vec<String>,
+    /// What the step's actions did, in order: `{"log", "tags"}`, `{"directive"}`,
+    /// `{"effect", "kind"}` for each effect started.
+    pub actions: serde_json::Value,
     /// The instance after the step, with the driver's timers and running effects.
     pub snapshot: Snapshot,
     pub unix_milliseconds: u64,

@@ -132,7 +132,7 @@ pub fn commit_checkpoint(
         sequence: step.sequence,
         event: step.event.map(|(name, data)| JournalEvent { name, data }),
         transitions: step.transitions,
-        actions: serde_json::Value::Null,
+        actions: step.actions,
         unix_milliseconds: step.unix_milliseconds,
     };
     store.commit_step(run, &entry, &step.snapshot, finish.as_ref())
