@@ -29,6 +29,7 @@
 //! ```
 
 pub mod actions;
+pub mod capabilities;
 pub mod cli;
 pub mod clock;
 pub mod compile;

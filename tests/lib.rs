@@ -2,6 +2,7 @@
 
 mod support;
 
+mod capabilities;
 mod cli;
 mod diagnostics;
 mod durability;

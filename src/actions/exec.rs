@@ -172,6 +172,7 @@ impl Exec {
         execution.with_scope(|scope| {
             let argv = self.argv.render(scope)?;
             let mut process = ProcessRequest::new(argv);
+            process.shell = matches!(self.argv, Argv::Shell(_));
             process.cwd = self
                 .cwd
                 .as_ref()

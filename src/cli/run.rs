@@ -8,10 +8,13 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
+use crate::capabilities::Capabilities;
+use crate::compile::compile_limited;
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
+use crate::model::Permissions;
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::algorithm::Limits;
@@ -83,6 +86,42 @@ pub struct RunOptions {
     /// as every state and variable the run recorded still exists.
     #[arg(long)]
     force: bool,
+    /// Narrow the programs `exec` may run (comma-separated or repeated); the protocol's own
+    /// `permissions` still apply.
+    #[arg(long, value_delimiter = ',', value_name = "PROGRAM")]
+    allow_exec: Vec<String>,
+    /// Narrow the paths writes may reach (globs relative to the working directory).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
+    allow_write: Vec<String>,
+    /// Narrow the paths reads may reach (globs).
+    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
+    allow_read: Vec<String>,
+    /// Narrow the environment variables processes inherit.
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    allow_env: Vec<String>,
+    /// Refuse `shell: true`, whatever the protocol declares.
+    #[arg(long)]
+    no_shell: bool,
+}
+
+impl RunOptions {
+    /// The operator's narrowing of what the protocol may do.
+    fn limit(&self) -> Result<Capabilities, u8> {
+        let given = |list: &Vec<String>| (!list.is_empty()).then(|| list.clone());
+        let permissions = Permissions {
+            exec: given(&self.allow_exec),
+            shell: self.no_shell.then_some(false),
+            write: given(&self.allow_write),
+            read: given(&self.allow_read),
+            env: given(&self.allow_env),
+        };
+        Capabilities::unrestricted()
+            .narrowed(&permissions, &std::env::current_dir().unwrap_or_default())
+            .map_err(|message| {
+                eprintln!("error: {message}");
+                exit_code::USAGE
+            })
+    }
 }
 
 /// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
@@ -159,8 +198,9 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     let limits = Limits {
         max_microsteps: options.max_microsteps,
     };
+    let limit = options.limit()?;
     let prepared = match start {
-        Start::New { file, inputs } => new_run(&file, &inputs, &mut store, lifecycle)?,
+        Start::New { file, inputs } => new_run(&file, &inputs, &limit, &mut store, lifecycle)?,
         Start::Latest(file) => {
             let path = canonical(&file);
             let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
@@ -263,6 +303,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
 fn new_run(
     file: &std::path::Path,
     inputs: &[String],
+    limit: &Capabilities,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, u8> {
@@ -277,7 +318,7 @@ fn new_run(
         },
     )?;
     advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = crate::compile::compile(&loaded)
+    let machine = compile_limited(&loaded, &Arc::default(), limit)
         .map(Arc::new)
         .map_err(|diagnostics| {
             eprint!("{}", render_all(&diagnostics));
@@ -343,7 +384,7 @@ fn restored_run(
             exit_code::INVALID
         })?;
     advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = crate::compile::compile(&loaded)
+    let machine = compile_limited(&loaded, &Arc::default(), &options.limit()?)
         .map(Arc::new)
         .map_err(|diagnostics| {
             eprint!("{}", render_all(&diagnostics));

@@ -19,6 +19,13 @@ pub fn validate(files: &[PathBuf]) -> u8 {
                         machine.states.len() - 1,
                         machine.transitions.len()
                     );
+                    if machine.capabilities.is_unrestricted() {
+                        println!("  capabilities: unrestricted (no `permissions` declared)");
+                    } else {
+                        for line in machine.capabilities.describe() {
+                            println!("  {line}");
+                        }
+                    }
                     0
                 }
                 Err(diagnostics) => {

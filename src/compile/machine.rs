@@ -230,6 +230,8 @@ pub struct Machine {
     pub source_path: String,
     /// Ids of effectful actions (for `--mock`), in document order, each once.
     pub action_ids: Vec<String>,
+    /// What its effects may do: the declared permissions, narrowed by parents and the operator.
+    pub capabilities: crate::capabilities::Capabilities,
 }
 
 impl Machine {

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::actions::{self, Action};
+use crate::capabilities::Capabilities;
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::extensions::Extensions;
 use crate::load::Loaded;
@@ -40,9 +41,19 @@ pub fn compile_with(
     loaded: &Loaded,
     extensions: &Arc<Extensions>,
 ) -> Result<Machine, Vec<Diagnostic>> {
+    compile_limited(loaded, extensions, &Capabilities::unrestricted())
+}
+
+/// Compiles a protocol whose capabilities are at most `limit` (the operator's narrowing), and
+/// those of its children at most its own.
+pub fn compile_limited(
+    loaded: &Loaded,
+    extensions: &Arc<Extensions>,
+    limit: &Capabilities,
+) -> Result<Machine, Vec<Diagnostic>> {
     let file = std::path::Path::new(&loaded.source.path);
     let ancestry = vec![file.canonicalize().unwrap_or_else(|_| file.to_path_buf())];
-    compile_nested(loaded, ancestry, extensions)
+    compile_nested(loaded, ancestry, extensions, limit)
 }
 
 /// Compiles a protocol invoked (directly or not) by the files in `ancestry`, the last being
@@ -51,9 +62,16 @@ fn compile_nested(
     loaded: &Loaded,
     ancestry: Vec<std::path::PathBuf>,
     extensions: &Arc<Extensions>,
+    limit: &Capabilities,
 ) -> Result<Machine, Vec<Diagnostic>> {
     let protocol = &loaded.protocol;
+    let working_directory = std::env::current_dir().unwrap_or_default();
+    let capabilities = match &protocol.permissions {
+        Some(permissions) => limit.narrowed(permissions, &working_directory),
+        None => Ok(limit.clone()),
+    };
     let mut compiler = Compiler {
+        capabilities: capabilities.clone().unwrap_or_default(),
         extensions: extensions.clone(),
         ancestry,
         source: &loaded.source,
@@ -64,6 +82,9 @@ fn compile_nested(
         event_types: HashMap::new(),
         action_ids: Vec::new(),
     };
+    if let Err(message) = &capabilities {
+        compiler.value_error("/permissions", message.clone(), None);
+    }
     let mut outline = Outline::default();
     outline.collect(&mut compiler, protocol);
     if outline.states.len() > MAX_STATES {
@@ -145,6 +166,7 @@ fn compile_nested(
         has_eventless,
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
+        capabilities: compiler.capabilities,
     })
 }
 
@@ -214,6 +236,8 @@ pub fn optional<T>(compiled: Option<Option<T>>) -> Option<Option<T>> {
 
 /// Shared compile services: expressions, templates, events and located diagnostics.
 pub struct Compiler<'a> {
+    /// What this protocol may do; its children get at most this.
+    capabilities: Capabilities,
     /// Functions and actions the embedding program registered.
     extensions: Arc<Extensions>,
     /// Canonical paths of the protocols invoking this one, then this one.
@@ -479,7 +503,9 @@ impl Compiler<'_> {
         };
         let mut ancestry = self.ancestry.clone();
         ancestry.push(canonical);
-        let child = match compile_nested(&loaded, ancestry, &self.extensions.clone()) {
+        let extensions = self.extensions.clone();
+        let limit = self.capabilities.clone();
+        let child = match compile_nested(&loaded, ancestry, &extensions, &limit) {
             Ok(child) => child,
             Err(diagnostics) => {
                 self.value_error(

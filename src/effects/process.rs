@@ -25,6 +25,12 @@ pub struct ProcessRequest {
     pub output_limit: usize,
     /// Time between SIGTERM and SIGKILL on timeout.
     pub kill_grace: Duration,
+    /// Written by the protocol as `shell: true` (a capability of its own).
+    #[serde(default)]
+    pub shell: bool,
+    /// When the capabilities restrict the environment: the only variables inherited.
+    #[serde(default)]
+    pub inherit_env: Option<Vec<String>>,
 }
 
 impl ProcessRequest {
@@ -37,6 +43,8 @@ impl ProcessRequest {
             timeout: None,
             output_limit: DEFAULT_OUTPUT_LIMIT,
             kill_grace: DEFAULT_KILL_GRACE,
+            shell: false,
+            inherit_env: None,
         }
     }
 }
@@ -104,6 +112,15 @@ impl Drop for GroupGuard {
 pub async fn run_process(request: &ProcessRequest) -> Result<ProcessOutcome, ProcessError> {
     let program = request.argv.first().ok_or(ProcessError::EmptyArgv)?.clone();
     let mut command = Command::new(&program);
+    if let Some(inherited) = &request.inherit_env {
+        // Only the permitted variables reach the process.
+        command.env_clear();
+        for name in inherited {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+    }
     command
         .args(&request.argv[1..])
         .envs(request.env.iter().map(|(key, value)| (key, value)))

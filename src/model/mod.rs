@@ -4,6 +4,7 @@ pub mod action;
 pub mod duration;
 pub mod effect;
 pub mod input;
+pub mod permissions;
 pub mod state;
 pub mod transition;
 
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use action::Action;
 pub use duration::Duration;
 pub use input::{Input, InputType};
+pub use permissions::Permissions;
 pub use state::{HistoryDepth, Invoke, State, StateType};
 pub use transition::{Targets, Transition, TransitionType, Transitions};
 
@@ -43,6 +45,10 @@ pub struct Protocol {
     /// Expressions read them by name.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub inputs: IndexMap<String, Input>,
+    /// What the protocol may do: programs it may run, paths it may read and write, environment
+    /// variables its processes inherit. An action beyond them fails with `error.permission.<id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Permissions>,
     /// Mutable data and its initial values. Expressions read it by name; `assign` changes it.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub context: IndexMap<String, serde_json::Value>,

@@ -216,6 +216,35 @@ struct DriverHost<'a> {
 }
 
 impl DriverHost<'_> {
+    /// An effect beyond the run's capabilities: logged, and answered with
+    /// `error.permission.<id>` instead of running.
+    fn refuse(&mut self, request: &EffectRequest, denied: &crate::capabilities::Denied) {
+        let message = format!("{}: {denied}", request.id);
+        let record = LogRecord {
+            level: crate::model::action::LogLevel::Warn,
+            message: message.clone(),
+            tags: Arc::from([Arc::from("permission_denied")]),
+            fields: vec![
+                (Arc::from("id"), Value::String(request.id.clone())),
+                (Arc::from("capability"), Value::string(denied.capability)),
+                (Arc::from("subject"), Value::string(denied.subject.as_str())),
+            ],
+        };
+        self.log(record);
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("id"), Value::String(request.id.clone()));
+        data.insert(Arc::from("capability"), Value::string(denied.capability));
+        data.insert(Arc::from("subject"), Value::string(denied.subject.as_str()));
+        data.insert(Arc::from("message"), Value::string(message));
+        let event = Event::named(
+            &self.machine,
+            &format!("error.permission.{}", request.id),
+            Value::Map(Arc::new(data)),
+            Origin::External,
+        );
+        self.external_queue.push_back(event);
+    }
+
     /// Unix milliseconds on this run's clock (virtual under virtual time).
     fn now_milliseconds(&self) -> u64 {
         let elapsed = Instant::now().saturating_duration_since(self.started_at);
@@ -348,7 +377,11 @@ impl Host for DriverHost<'_> {
         self.observer.directive(&directive);
     }
 
-    fn start_effect(&mut self, request: EffectRequest) {
+    fn start_effect(&mut self, mut request: EffectRequest) {
+        if let Err(denied) = self.machine.capabilities.admit(&mut request) {
+            self.refuse(&request, &denied);
+            return;
+        }
         self.running_effects += 1;
         if self.recording {
             self.step_actions

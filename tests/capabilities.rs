@@ -1,0 +1,271 @@
+//! Capabilities a protocol declares, enforced on real effects: programs, paths (with `..` and
+//! symlinks), shell, environment, children, and the operator's narrowing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn scratch(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-capabilities-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn run(directory: &Path, yaml: &str, arguments: &[&str]) -> (i32, String, String) {
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("protocol.yaml")
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .args(arguments)
+        .current_dir(directory)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// One action, then `done` on success, `denied` (exit 3) on `error.permission`, `failed`
+/// (exit 4) on another failure; the denial's data is logged.
+fn protocol(permissions: &str, action: &str) -> String {
+    format!(
+        r#"
+id: capability
+permissions: {permissions}
+states:
+  acting:
+    entry:
+      - {action}
+    on:
+      done.exec.act: {{ target: done, actions: [{{ log: "stdout=${{event.data.stdout}}" }}] }}
+      error.permission.act:
+        target: denied
+        actions: [{{ log: "denied ${{event.data.capability}} ${{event.data.subject}}" }}]
+      error.exec.act: failed
+  done: {{ type: final }}
+  denied: {{ type: final, exit_code: 3 }}
+  failed: {{ type: final, exit_code: 4 }}
+"#
+    )
+}
+
+#[test]
+fn only_declared_programs_run() {
+    let directory = scratch("exec");
+    let permissions = "{ exec: [echo] }";
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, "{ exec: [echo, hi], id: act }"),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, "{ exec: [cat, /etc/hostname], id: act }"),
+        &[],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("denied exec cat"), "{stderr}");
+    assert!(stderr.contains("#permission_denied"), "{stderr}");
+    // A copy of an allowed program under another path is another program.
+    let fake = directory.join("echo");
+    std::fs::copy("/bin/sh", &fake).unwrap();
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, "{ exec: [./echo, -c, 'echo owned'], id: act }"),
+        &[],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    // Nor can the protocol point PATH elsewhere to swap the program it names.
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(
+            permissions,
+            &format!(
+                "{{ exec: [echo, safe], env: {{ PATH: \"{}\" }}, id: act }}",
+                directory.display()
+            ),
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("stdout=safe"), "{stderr}");
+}
+
+#[test]
+fn arguments_are_never_a_shell() {
+    let directory = scratch("injection");
+    let marker = directory.join("owned");
+    for hostile in [
+        format!("; touch {}", marker.display()),
+        format!("$(touch {})", marker.display()),
+        format!("x\ntouch {}", marker.display()),
+        format!("`touch {}`", marker.display()),
+    ] {
+        let yaml = protocol(
+            "{ exec: [echo] }",
+            "{ exec: [echo, \"${value}\"], id: act }",
+        )
+        .replace(
+            "permissions:",
+            "inputs: { value: { type: string } }\npermissions:",
+        );
+        let (code, _, stderr) = run(&directory, &yaml, &["--input", &format!("value={hostile}")]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(!marker.exists(), "{hostile:?} ran as a command");
+    }
+    // A shell needs its own capability.
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(
+            "{ exec: [sh] }",
+            "{ exec: \"echo hi\", shell: true, id: act }",
+        ),
+        &[],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("denied shell"), "{stderr}");
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(
+            "{ exec: [], shell: true }",
+            "{ exec: \"echo hi\", shell: true, id: act }",
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // The operator can refuse the shell the protocol asked for.
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(
+            "{ exec: [], shell: true }",
+            "{ exec: \"echo hi\", shell: true, id: act }",
+        ),
+        &["--no-shell"],
+    );
+    assert_eq!(code, 3, "{stderr}");
+}
+
+#[test]
+fn writes_stay_inside_declared_paths_after_dot_dot_and_symlinks() {
+    let directory = scratch("write");
+    std::fs::create_dir_all(directory.join("state")).unwrap();
+    let outside = scratch("write-outside");
+    std::os::unix::fs::symlink(&outside, directory.join("state/escape")).unwrap();
+    let write = |path: &str| format!("{{ write: \"{path}\", content: x, id: act }}");
+    let permissions = "{ write: [\"state/**\"] }";
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, &write("state/a/b.txt")),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(directory.join("state/a/b.txt").exists());
+    for escape in [
+        "state/../escaped.txt",
+        "state/new/../../escaped.txt",
+        "state/escape/pwned.txt",
+        "/tmp/pwned.txt",
+    ] {
+        let (code, _, stderr) = run(&directory, &protocol(permissions, &write(escape)), &[]);
+        assert_eq!(code, 3, "{escape}: {stderr}");
+        assert!(stderr.contains("denied write"), "{stderr}");
+    }
+    assert!(!directory.join("escaped.txt").exists());
+    assert!(!outside.join("pwned.txt").exists());
+    // The operator narrows further.
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, &write("state/a/c.txt")),
+        &["--allow-write", "state/b/**"],
+    );
+    assert_eq!(code, 3, "{stderr}");
+}
+
+#[test]
+fn reads_and_environment_are_limited() {
+    let directory = scratch("read");
+    std::fs::write(directory.join("allowed.txt"), "yes").unwrap();
+    let permissions = "{ read: [\"allowed.txt\"] }";
+    let read = |path: &str| format!("{{ read_file: \"{path}\", id: act }}");
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, &read("allowed.txt")),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol(permissions, &read("/etc/hostname")),
+        &[],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    // Processes inherit only the declared variables.
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol("{ env: [HOME] }", "{ exec: [env], id: act }"),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("HOME="), "{stderr}");
+    assert!(!stderr.contains("PATH="), "{stderr}");
+}
+
+#[test]
+fn a_child_gets_at_most_its_parents_capabilities() {
+    let directory = scratch("child");
+    std::fs::write(
+        directory.join("child.yaml"),
+        protocol(
+            "{ exec: [echo, cat] }",
+            "{ exec: [cat, /etc/hostname], id: act }",
+        ),
+    )
+    .unwrap();
+    let parent = r#"
+id: parent
+permissions: { exec: [echo] }
+states:
+  calling:
+    invoke: [{ protocol: child.yaml, id: child }]
+    on:
+      done.invoke.child: done
+      error.invoke.child:
+        target: refused
+        actions: [{ log: "child ended ${event.data.state} ${event.data.exit_code}" }]
+  done: { type: final }
+  refused: { type: final, exit_code: 5 }
+"#;
+    let (code, _, stderr) = run(&directory, parent, &[]);
+    assert_eq!(code, 5, "{stderr}");
+    assert!(stderr.contains("child ended denied 3"), "{stderr}");
+}
+
+#[test]
+fn validate_prints_the_capabilities() {
+    let directory = scratch("validate");
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        protocol(
+            "{ exec: [echo], write: [\"state/**\"] }",
+            "{ exec: [echo], id: act }",
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["validate", "protocol.yaml"])
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("exec: [echo]"), "{stdout}");
+    assert!(stdout.contains("shell: not allowed"), "{stdout}");
+    assert!(stdout.contains("write: [state/**]"), "{stdout}");
+    assert!(stdout.contains("read: anything"), "{stdout}");
+}
