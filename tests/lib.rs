@@ -8,6 +8,7 @@ mod diagnostics;
 mod durability;
 mod effects;
 mod examples;
+mod limits;
 mod protocols;
 mod scenarios;
 mod schema;

@@ -102,6 +102,9 @@ pub struct RunOptions {
     /// Refuse `shell: true`, whatever the protocol declares.
     #[arg(long)]
     no_shell: bool,
+    /// The longest event line read; a longer one is reported and skipped.
+    #[arg(long, default_value_t = crate::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
+    max_event_bytes: usize,
 }
 
 impl RunOptions {
@@ -249,7 +252,11 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     } else {
         TimeMode::Real
     };
-    let drive_options = DriveOptions { time_mode, mocks };
+    let drive_options = DriveOptions {
+        time_mode,
+        mocks,
+        max_event_bytes: options.max_event_bytes,
+    };
     let mut checkpoint = StoreCheckpoint {
         store: &mut store,
         run_id: run_id.clone(),

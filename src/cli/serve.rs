@@ -15,7 +15,9 @@ use crate::actions::{Directive, LogRecord};
 use crate::compile::machine::Machine;
 use crate::diagnostic::render_all;
 use crate::run::Interpreter;
-use crate::run::driver::{InputLineError, Observer, drive_instance, spawn_stdin_reader};
+use crate::run::driver::{
+    InputLineError, InputLines, Observer, drive_instance, spawn_stdin_reader,
+};
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::store::{
     Finish, NewRun, RunStatus, SqliteStore, Store, commit_checkpoint, content_hash,
@@ -43,6 +45,12 @@ pub struct ServeArguments {
     /// Resume instances although the protocol changed, if their states still exist.
     #[arg(long)]
     force: bool,
+    /// Events one instance may have waiting; a line beyond it is reported and skipped.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    max_queue: usize,
+    /// The longest input line; a longer one is reported and skipped.
+    #[arg(long, default_value_t = crate::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
+    max_event_bytes: usize,
 }
 
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
@@ -100,6 +108,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         protocol_hash: content_hash(&text),
         protocol_text: text,
         instances: HashMap::new(),
+        max_queue: arguments.max_queue.max(1),
         tasks: tokio::task::JoinSet::new(),
         output: Output::default(),
     };
@@ -135,7 +144,9 @@ struct Host {
     /// Run ids are `<protocol id>:<instance>`.
     prefix: String,
     /// Live instances: where their event lines go.
-    instances: HashMap<String, mpsc::UnboundedSender<String>>,
+    instances: HashMap<String, mpsc::Sender<Result<String, String>>>,
+    /// Events one instance may have waiting.
+    max_queue: usize,
     tasks: tokio::task::JoinSet<()>,
     output: Output,
 }
@@ -150,7 +161,7 @@ impl Host {
                 Ok(lines) => lines,
                 Err(code) => return code,
             },
-            None => spawn_stdin_reader(),
+            None => spawn_stdin_reader(arguments.max_event_bytes),
         };
         let mut signals = match (
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
@@ -173,9 +184,13 @@ impl Host {
             };
             tokio::select! {
                 line = lines.recv(), if reading => match line {
-                    Some(line) => {
+                    Some(Ok(line)) => {
                         line_number += 1;
                         self.accept(line_number, &line);
+                    }
+                    Some(Err(message)) => {
+                        line_number += 1;
+                        eprintln!("warning: input line {line_number}: {message}; line skipped");
                     }
                     None => {
                         // No more input: instances finish what their timers and effects still
@@ -224,7 +239,7 @@ impl Host {
     }
 
     /// Accepts clients on a Unix socket; their lines arrive on one channel.
-    fn listen(&self, path: &std::path::Path) -> Result<mpsc::UnboundedReceiver<String>, u8> {
+    fn listen(&self, path: &std::path::Path) -> Result<InputLines, u8> {
         // A socket file left by a host that died would make the bind fail.
         if path.exists() {
             let _ = std::fs::remove_file(path);
@@ -233,7 +248,7 @@ impl Host {
             eprintln!("error: cannot listen on {}: {error}", path.display());
             exit_code::IO
         })?;
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let (sender, receiver) = mpsc::channel(1024);
         let clients = self.output.clients.clone();
         tokio::task::spawn_local(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -255,7 +270,7 @@ impl Host {
                 tokio::task::spawn_local(async move {
                     let mut reader = tokio::io::BufReader::new(reader).lines();
                     while let Ok(Some(line)) = reader.next_line().await {
-                        if lines.send(line).is_err() {
+                        if lines.send(Ok(line)).await.is_err() {
                             break;
                         }
                     }
@@ -311,13 +326,19 @@ impl Host {
         if let Some(data) = object.get("data") {
             event_line.insert("data".into(), data.clone());
         }
-        let delivered = self.instances.get(instance).is_some_and(|sender| {
-            sender
-                .send(serde_json::Value::Object(event_line).to_string())
-                .is_ok()
-        });
-        if !delivered {
-            problem(format!("instance `{instance}` has finished"));
+        let Some(sender) = self.instances.get(instance) else {
+            return problem(format!("instance `{instance}` has finished"));
+        };
+        match sender.try_send(Ok(serde_json::Value::Object(event_line).to_string())) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => problem(format!(
+                "instance `{instance}` already has {} events waiting, the limit; raise it with \
+                 --max-queue",
+                self.max_queue
+            )),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                problem(format!("instance `{instance}` has finished"));
+            }
         }
     }
 
@@ -454,7 +475,7 @@ impl Host {
         mut interpreter: Interpreter,
         resume: Option<Resume>,
     ) {
-        let (sender, receiver) = mpsc::unbounded_channel();
+        let (sender, receiver) = mpsc::channel(self.max_queue);
         self.instances.insert(instance.to_string(), sender);
         let store = self.store.clone();
         let output = self.output.clone();

@@ -19,6 +19,14 @@ use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::run::snapshot::{InFlightEffect, PendingTimer};
 use crate::value::Value;
 
+/// Input lines as they arrive: a line, or the problem that made one unreadable (too long), to
+/// be reported with its number and skipped.
+pub type InputLines = mpsc::Receiver<Result<String, String>>;
+
+/// The longest event line read by default (1 MiB): a longer one is reported and skipped, so
+/// one huge line cannot exhaust memory.
+pub const MAX_EVENT_LINE_BYTES: usize = 1 << 20;
+
 /// Where external events come from.
 pub enum EventSource {
     /// No external events.
@@ -28,7 +36,7 @@ pub enum EventSource {
     /// JSON lines read from stdin as they arrive.
     Stdin,
     /// JSON lines from a channel (a host feeding many instances); ends when the sender drops.
-    Channel(mpsc::UnboundedReceiver<String>),
+    Channel(InputLines),
 }
 
 /// How the driver keeps time.
@@ -40,11 +48,23 @@ pub enum TimeMode {
     Virtual,
 }
 
-/// How the driver runs: its clock and any scripted effect outcomes.
-#[derive(Debug, Clone, Default)]
+/// How the driver runs: its clock, any scripted effect outcomes, and its input limit.
+#[derive(Debug, Clone)]
 pub struct DriveOptions {
     pub time_mode: TimeMode,
     pub mocks: Mocks,
+    /// The longest event line read from stdin.
+    pub max_event_bytes: usize,
+}
+
+impl Default for DriveOptions {
+    fn default() -> Self {
+        DriveOptions {
+            time_mode: TimeMode::default(),
+            mocks: Mocks::default(),
+            max_event_bytes: MAX_EVENT_LINE_BYTES,
+        }
+    }
 }
 
 /// How a driven run ended.
@@ -342,6 +362,7 @@ impl Host for DriverHost<'_> {
                 &mut child,
                 EventSource::None,
                 false,
+                MAX_EVENT_LINE_BYTES,
                 mocks,
                 &mut observer,
                 Durability {
@@ -510,6 +531,7 @@ pub fn drive_durable(
         interpreter,
         source,
         virtual_time,
+        options.max_event_bytes,
         mocks,
         observer,
         Durability {
@@ -525,7 +547,7 @@ pub fn drive_durable(
 /// macrostep is committed to `checkpoint`, and `resume` continues a restored instance.
 pub async fn drive_instance(
     interpreter: &mut Interpreter,
-    lines: mpsc::UnboundedReceiver<String>,
+    lines: InputLines,
     observer: &mut dyn Observer,
     checkpoint: &mut dyn Checkpoint,
     resume: Option<&Resume>,
@@ -534,6 +556,7 @@ pub async fn drive_instance(
         interpreter,
         EventSource::Channel(lines),
         false,
+        MAX_EVENT_LINE_BYTES,
         Arc::new(std::sync::Mutex::new(Mocks::default())),
         observer,
         Durability {
@@ -585,10 +608,12 @@ impl StopSignals {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn drive_async(
     interpreter: &mut Interpreter,
     source: EventSource,
     virtual_time: bool,
+    max_event_bytes: usize,
     mocks: Arc<std::sync::Mutex<Mocks>>,
     observer: &mut dyn Observer,
     durability: Durability<'_, '_>,
@@ -605,14 +630,15 @@ async fn drive_async(
     let mut lines = match source {
         EventSource::None => None,
         EventSource::Lines(text) => {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            for line in text.lines() {
-                let _ = sender.send(line.to_string());
+            let lines: Vec<&str> = text.lines().collect();
+            let (sender, receiver) = mpsc::channel(lines.len().max(1));
+            for line in lines {
+                let _ = sender.try_send(Ok(line.to_string()));
             }
             // Dropping the sender ends the stream after the last line.
             Some(receiver)
         }
-        EventSource::Stdin => Some(spawn_stdin_reader()),
+        EventSource::Stdin => Some(spawn_stdin_reader(max_event_bytes)),
         EventSource::Channel(receiver) => Some(receiver),
     };
     let mut line_number = 0;
@@ -647,7 +673,14 @@ async fn drive_async(
             None => session.wait(None, lines.as_mut()).await,
         };
         match waited {
-            Waited::Line(Some(line)) => {
+            Waited::Line(Some(Err(message))) => {
+                line_number += 1;
+                session.host.observer.input_error(&InputLineError {
+                    line: line_number,
+                    message,
+                });
+            }
+            Waited::Line(Some(Ok(line))) => {
                 line_number += 1;
                 match parse_input_line(&session.host.machine, &line) {
                     Ok(InputLine::Event(event)) => session.host.external_queue.push_back(event),
@@ -689,8 +722,8 @@ pub enum Waited {
     Progress,
     /// The deadline given to `wait` was reached.
     Deadline,
-    /// An input line, or the end of input (`None`).
-    Line(Option<String>),
+    /// An input line (or why it could not be read), or the end of input (`None`).
+    Line(Option<Result<String, String>>),
 }
 
 /// A started machine with its queues, timers and running effects: the steps a driver (the CLI
@@ -959,11 +992,7 @@ impl<'a> Session<'a> {
 
     /// Waits for the next thing to happen: an effect's message, a due timer, `until`, or an input
     /// line. On the virtual clock, the wait jumps straight to the earliest of them.
-    pub async fn wait(
-        &mut self,
-        until: Option<Instant>,
-        input: Option<&mut mpsc::UnboundedReceiver<String>>,
-    ) -> Waited {
+    pub async fn wait(&mut self, until: Option<Instant>, input: Option<&mut InputLines>) -> Waited {
         let deadline = self.host.next_deadline();
         let effects_pending = self.host.running_effects > 0;
         let timer = async {
@@ -1090,16 +1119,60 @@ fn accept_line(machine: &Machine, host: &mut DriverHost, line_number: usize, lin
     }
 }
 
-/// Reads stdin lines on a plain thread (stdin is blocking) and hands them to the run loop.
-pub(crate) fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<String> {
-    let (sender, receiver) = mpsc::unbounded_channel();
+/// Reads stdin lines on a plain thread (stdin is blocking) and hands them to the run loop. A
+/// full channel makes the thread wait: a fast writer is slowed down, not buffered without end.
+pub(crate) fn spawn_stdin_reader(max_line_bytes: usize) -> InputLines {
+    let (sender, receiver) = mpsc::channel(1024);
     std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if sender.send(line).is_err() {
+        let mut input = std::io::stdin().lock();
+        while let Some(line) = read_limited_line(&mut input, max_line_bytes) {
+            if sender.blocking_send(line).is_err() {
                 break;
             }
         }
     });
     receiver
+}
+
+/// The next line, without its newline; a line longer than `limit` bytes is read to its end
+/// and dropped, and reported instead. `None` at the end of input or on a read error.
+pub(crate) fn read_limited_line(
+    input: &mut impl BufRead,
+    limit: usize,
+) -> Option<Result<String, String>> {
+    let mut line = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        if buffer.is_empty() {
+            if length == 0 {
+                return None;
+            }
+            break;
+        }
+        let (chunk, newline) = match buffer.iter().position(|byte| *byte == b'\n') {
+            Some(position) => (&buffer[..position], true),
+            None => (buffer, false),
+        };
+        length += chunk.len();
+        if length <= limit {
+            line.extend_from_slice(chunk);
+        }
+        let consumed = chunk.len() + usize::from(newline);
+        input.consume(consumed);
+        if newline {
+            break;
+        }
+    }
+    if length > limit {
+        return Some(Err(format!(
+            "the line is {length} bytes, longer than the limit of {limit} bytes; raise it with \
+             --max-event-bytes"
+        )));
+    }
+    Some(String::from_utf8(line).map_err(|_| "the line is not UTF-8".to_string()))
 }

@@ -1,0 +1,138 @@
+//! Every limit is hit on purpose and its message checked: file size, states, expression length,
+//! event line size, waiting events per `serve` instance.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-limits-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn validate(name: &str, text: &str) -> String {
+    let directory = scratch(name);
+    std::fs::write(directory.join("p.yaml"), text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["validate", "p.yaml"])
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(65));
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[test]
+fn a_protocol_file_over_one_mebibyte_is_refused() {
+    let text = format!(
+        "id: big\n# {}\nstates: {{ a: {{}} }}\n",
+        "x".repeat(1 << 20)
+    );
+    let stderr = validate("size", &text);
+    assert!(
+        stderr.contains("larger than the limit of 1048576 bytes"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn more_than_ten_thousand_states_are_refused() {
+    let mut text = String::from("id: many\nstates:\n");
+    for index in 0..10_001 {
+        text.push_str(&format!("  s{index}: {{}}\n"));
+    }
+    let stderr = validate("states", &text);
+    assert!(
+        stderr.contains("the protocol has 10001 states, more than the limit of 10000"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("child protocols"), "{stderr}");
+}
+
+#[test]
+fn an_expression_over_four_kibibytes_is_refused() {
+    let long = vec!["1"; 2100].join(" + ");
+    let text = format!("id: long\nstates:\n  a:\n    entry: [{{ log: \"${{{long}}}\" }}]\n");
+    let stderr = validate("expression", &text);
+    assert!(stderr.contains("longer than the limit of 4096"), "{stderr}");
+}
+
+#[test]
+fn an_event_line_over_the_limit_is_skipped_and_the_run_goes_on() {
+    let directory = scratch("event-line");
+    std::fs::write(
+        directory.join("p.yaml"),
+        "id: events\nstates:\n  a: { on: { go: done } }\n  done: { type: final }\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["p.yaml", "--events", "-", "--max-event-bytes", "1000"])
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .current_dir(&directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let huge = format!(
+        "{{\"event\": \"go\", \"data\": \"{}\"}}\n",
+        "x".repeat(3 << 20)
+    );
+    stdin.write_all(huge.as_bytes()).unwrap();
+    stdin.write_all(b"{\"event\": \"go\"}\n").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("events line 1: the line is")
+            && stderr.contains(
+                "bytes, longer than the limit of 1000 bytes; raise it with --max-event-bytes"
+            ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_serve_instance_takes_at_most_max_queue_waiting_events() {
+    let directory = scratch("queue");
+    std::fs::write(
+        directory.join("p.yaml"),
+        "id: queue\nstates:\n  a: { on: { tick: a } }\n",
+    )
+    .unwrap();
+    let mut lines = String::from("{\"instance\": \"one\"}\n");
+    for _ in 0..50 {
+        lines.push_str("{\"instance\": \"one\", \"event\": \"tick\"}\n");
+    }
+    lines.push_str("not json\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["serve", "p.yaml", "--max-queue", "1"])
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .current_dir(&directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "instance `one` already has 1 events waiting, the limit; raise it with --max-queue"
+        ),
+        "{stderr}"
+    );
+    // A malformed line is reported with its number and the host goes on.
+    assert!(stderr.contains("input line 52: not JSON"), "{stderr}");
+}
