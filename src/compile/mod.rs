@@ -1188,9 +1188,20 @@ impl Builder<'_, '_> {
     /// No target is an ancestor of another, and any two targets' nearest common ancestor is
     /// a parallel state (so they are in different regions).
     fn orthogonal(&self, targets: &[StateId]) -> bool {
+        // A history state stands for its parent: restoring it re-enters the parent's regions,
+        // so it is in no region of its own.
+        let standing_for = |state: StateId| {
+            let entry = &self.outline.states[state.index()];
+            match (entry.state.and_then(|state| state.kind), entry.parent) {
+                (Some(StateType::History), Some(parent)) => parent,
+                _ => state,
+            }
+        };
         let ancestors = |state: StateId| {
-            std::iter::successors(Some(state), |s| self.outline.states[s.index()].parent)
-                .collect::<Vec<_>>()
+            std::iter::successors(Some(standing_for(state)), |s| {
+                self.outline.states[s.index()].parent
+            })
+            .collect::<Vec<_>>()
         };
         for (i, left) in targets.iter().enumerate() {
             for right in &targets[i + 1..] {
@@ -1200,7 +1211,7 @@ impl Builder<'_, '_> {
                 else {
                     return false;
                 };
-                if common == left || common == right {
+                if *common == standing_for(*left) || *common == standing_for(*right) {
                     return false;
                 }
                 let is_parallel = self.outline.states[common.index()]

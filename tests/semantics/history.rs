@@ -388,3 +388,30 @@ states:
         ]
     );
 }
+
+/// A history state stands for its parent: with a state inside that parent it is not a set of
+/// targets in different regions (found by the property tests: both were entered).
+#[test]
+fn a_history_target_with_a_state_of_its_own_parent_is_refused() {
+    let rendered = crate::support::errors(
+        r#"
+id: repro
+states:
+  p:
+    type: parallel
+    states:
+      r1: {}
+      r2:
+        states:
+          a: {}
+          b: {}
+      h: { type: history }
+    on:
+      go: { target: [h, b] }
+"#,
+    );
+    assert!(
+        rendered.contains("these targets cannot be active together"),
+        "{rendered}"
+    );
+}
