@@ -455,16 +455,17 @@ fn shorten_parse_message(message: &str) -> String {
     }
 }
 
-/// Converts the parser's (1-based line, 0-based column) into a character offset.
+/// Converts the parser's (1-based line, 1-based column) into a character offset, at most the
+/// end of the text (where "ends too early" points).
 fn line_column_to_offset(text: &str, (line, column): (isize, isize)) -> usize {
     let line = usize::try_from(line).unwrap_or(1).max(1);
-    let column = usize::try_from(column).unwrap_or(0);
+    let column = usize::try_from(column).unwrap_or(0).saturating_sub(1);
     let before: usize = text
         .split('\n')
         .take(line - 1)
         .map(|l| l.chars().count() + 1)
         .sum();
-    before + column
+    (before + column).min(text.chars().count())
 }
 
 /// Walks the AST and reports every name that is neither bound by a macro nor known.
@@ -925,6 +926,10 @@ mod tests {
         assert!(problems[1].message.contains("unknown state `idel`"));
         let problems = Expression::compile("attempts <", &names()).unwrap_err();
         assert!(problems[0].message.starts_with("invalid expression"));
+        // At the end, not one past it (found by fuzzing: CEL's columns are 1-based).
+        assert_eq!(problems[0].offset, 10);
+        let problems = Expression::compile("attempts < < 3", &names()).unwrap_err();
+        assert_eq!(problems[0].offset, 11, "{problems:?}");
     }
 
     #[test]

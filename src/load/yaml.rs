@@ -57,6 +57,10 @@ pub struct YamlLimits {
     pub max_depth: usize,
     pub max_bytes: usize,
     pub max_nodes: usize,
+    /// Total bytes of the JSON pointers kept for positions: each is as long as the keys above
+    /// its node, so long keys over many nested values would otherwise take memory and time
+    /// quadratic in the file size.
+    pub max_path_bytes: usize,
 }
 
 impl Default for YamlLimits {
@@ -65,6 +69,7 @@ impl Default for YamlLimits {
             max_depth: 64,
             max_bytes: 1024 * 1024,
             max_nodes: 200_000,
+            max_path_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -174,6 +179,7 @@ struct Reader<'text> {
     errors: Vec<YamlError>,
     root: Option<Value>,
     node_count: usize,
+    path_bytes: usize,
     document_count: usize,
 }
 
@@ -188,6 +194,7 @@ impl<'text> Reader<'text> {
             errors: Vec::new(),
             root: None,
             node_count: 0,
+            path_bytes: 0,
             document_count: 0,
         }
     }
@@ -418,6 +425,22 @@ impl<'text> Reader<'text> {
             let limit = self.limits.max_nodes;
             let message = format!("more than {limit} values in one file");
             let help = format!("keys, values and list items are limited to {limit} per file");
+            self.report(start, Problem::new(message, help));
+            return ControlFlow::Break(());
+        }
+        // The node's pointer extends its parent's, so charging the parent's length per node
+        // bounds the bytes of all pointers (up to the keys themselves, which are in the text).
+        self.path_bytes += self
+            .stack
+            .last()
+            .and_then(|frame| frame.pointer.as_ref())
+            .map_or(0, String::len);
+        if self.path_bytes > self.limits.max_path_bytes {
+            let limit = self.limits.max_path_bytes;
+            let message = format!(
+                "the paths to this file's values (the keys above each) total more than {limit} bytes"
+            );
+            let help = "shorten the long keys above this value, or nest fewer values under them";
             self.report(start, Problem::new(message, help));
             return ControlFlow::Break(());
         }
@@ -958,6 +981,33 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].message, "more than 4 values in one file");
         assert_eq!(found[0].position, at(1, 11, 10));
+    }
+
+    #[test]
+    fn values_nested_under_long_keys_hit_the_path_limit_quickly() {
+        // Found by review while fuzzing: 200,000 values under a 400 KB key made 80 GB of paths.
+        let text = format!("? {}\n: [{}0]\n", "k".repeat(400_000), "0,".repeat(290_000));
+        let started = Instant::now();
+        let found = errors(&text);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].message,
+            "the paths to this file's values (the keys above each) total more than 67108864 bytes"
+        );
+        assert_eq!(found[0].position.line, 2);
+        let limits = YamlLimits {
+            max_path_bytes: 20,
+            ..YamlLimits::default()
+        };
+        assert!(parse("abcdefgh: [1, 2]", &limits).is_ok());
+        let found = errors_with("abcdefgh: [1, 2, 3]", &limits);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].position, at(1, 18, 17));
     }
 
     #[test]
