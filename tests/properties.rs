@@ -11,7 +11,10 @@
 //!    fresh instance gives the same snapshots and host records, and restoring any snapshot
 //!    then handling the rest of the journal ends in the same state, doing the same things;
 //! 3. a machine whose only transitions are `after` timers and eventless ones takes the same
-//!    transitions and ends the same way on virtual time and on real time.
+//!    transitions and ends the same way on virtual time and on real time;
+//! 4. the tables compiled for speed (each state's candidate transitions per event, the fixed
+//!    domain and entry set of transitions history plays no part in) change nothing: the journal
+//!    replayed on the same machine compiled without them gives the same steps.
 //!
 //! Each property prints a few statistics (stderr, `--nocapture`) and asserts that the random
 //! cases reached the features they are meant to exercise.
@@ -30,7 +33,7 @@ use serde_json::{Map, Value as Json, json};
 use tokio::time::Instant;
 
 use protocol_run::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
-use protocol_run::compile::machine::{Machine, StateId, StateKind, TransitionId};
+use protocol_run::compile::machine::{Machine, Reach, StateId, StateKind, TransitionId};
 use protocol_run::effects::EffectRequest;
 use protocol_run::run::algorithm::{Limits, RunError};
 use protocol_run::run::driver::{
@@ -1293,6 +1296,40 @@ fn the_journal_replayed_or_resumed_from_any_snapshot_gives_the_same_state() {
         panic!("{error}");
     }
     non_vacuous(&statistics.into_inner());
+}
+
+#[test]
+fn the_tables_compiled_for_speed_change_nothing() {
+    let shortcuts = RefCell::new((0usize, 0usize));
+    let result = event_runner().run(&event_case(), |case| {
+        let (machine, trace) = checked(&case)?;
+        let mut plain = compile(&case.yaml).map_err(TestCaseError::fail)?;
+        let stripped = Arc::get_mut(&mut plain).expect("a machine just compiled is not shared");
+        stripped.candidates = None;
+        for transition in &mut stripped.transitions {
+            transition.reach = Reach::Dynamic;
+        }
+        let mut counts = shortcuts.borrow_mut();
+        counts.0 += usize::from(machine.candidates.is_some());
+        counts.1 += machine
+            .transitions
+            .iter()
+            .filter(|transition| matches!(transition.reach, Reach::Fixed { .. }))
+            .count();
+        check_replay(&plain, &trace).map_err(TestCaseError::fail)
+    });
+    if let Err(error) = result {
+        panic!("{error}");
+    }
+    let (indexed, fixed) = shortcuts.into_inner();
+    assert!(
+        indexed as u32 == EVENT_CASES,
+        "only {indexed} machines had a candidate index"
+    );
+    assert!(
+        fixed > EVENT_CASES as usize,
+        "only {fixed} transitions had a fixed reach"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ pub enum Fast {
     Or(Box<Fast>, Box<Fast>),
     Conditional(Box<Fast>, Box<Fast>, Box<Fast>),
     Binary(Operator, Box<Fast>, Box<Fast>),
+    /// `slot <operator> literal int` (`attempts < 3`, `attempts + 1`): the commonest guard and
+    /// assignment, read in place without cloning or recursing.
+    SlotWithInt(Operator, NameBinding, i64),
 }
 
 /// Binary operators the fast path evaluates.
@@ -83,11 +86,19 @@ impl Fast {
                     (operators::CONDITIONAL, 3) => {
                         Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
                     }
-                    (name, 2) => Some(Fast::Binary(
-                        Operator::from_function(name)?,
-                        argument(0)?,
-                        argument(1)?,
-                    )),
+                    (name, 2) => {
+                        let operator = Operator::from_function(name)?;
+                        Some(match (*argument(0)?, *argument(1)?) {
+                            (Fast::Slot(binding), Fast::Literal(Value::Int(literal)))
+                                if !matches!(binding, NameBinding::Event) =>
+                            {
+                                Fast::SlotWithInt(operator, binding, literal)
+                            }
+                            (left, right) => {
+                                Fast::Binary(operator, Box::new(left), Box::new(right))
+                            }
+                        })
+                    }
                     _ => None,
                 }
             }
@@ -135,6 +146,23 @@ impl Fast {
             Fast::Binary(operator, left, right) => {
                 binary(*operator, &left.evaluate(scope)?, &right.evaluate(scope)?)
             }
+            Fast::SlotWithInt(operator, binding, literal) => {
+                let slots = match binding {
+                    NameBinding::Context(_) => scope.context,
+                    _ => scope.inputs,
+                };
+                let (NameBinding::Context(slot) | NameBinding::Input(slot)) = *binding else {
+                    return None;
+                };
+                match slots.get(slot) {
+                    Some(Value::Int(integer)) => int_binary(*operator, *integer, *literal),
+                    other => binary(
+                        *operator,
+                        other.unwrap_or(&Value::Null),
+                        &Value::Int(*literal),
+                    ),
+                }
+            }
         }
     }
 }
@@ -142,22 +170,7 @@ impl Fast {
 fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
     use Operator::*;
     match (left, right) {
-        (Value::Int(left), Value::Int(right)) => {
-            let (left, right) = (*left, *right);
-            Some(match operator {
-                Add => Value::Int(left.checked_add(right)?),
-                Subtract => Value::Int(left.checked_sub(right)?),
-                Multiply => Value::Int(left.checked_mul(right)?),
-                Divide => Value::Int(left.checked_div(right)?),
-                Remainder => Value::Int(left.checked_rem(right)?),
-                Equal => Value::Bool(left == right),
-                NotEqual => Value::Bool(left != right),
-                Less => Value::Bool(left < right),
-                LessOrEqual => Value::Bool(left <= right),
-                Greater => Value::Bool(left > right),
-                GreaterOrEqual => Value::Bool(left >= right),
-            })
-        }
+        (Value::Int(left), Value::Int(right)) => int_binary(operator, *left, *right),
         (Value::Bool(left), Value::Bool(right)) => match operator {
             Equal => Some(Value::Bool(left == right)),
             NotEqual => Some(Value::Bool(left != right)),
@@ -175,4 +188,22 @@ fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
         },
         _ => None,
     }
+}
+
+/// Integer arithmetic and comparison; overflow and division by zero defer to CEL's error.
+fn int_binary(operator: Operator, left: i64, right: i64) -> Option<Value> {
+    use Operator::*;
+    Some(match operator {
+        Add => Value::Int(left.checked_add(right)?),
+        Subtract => Value::Int(left.checked_sub(right)?),
+        Multiply => Value::Int(left.checked_mul(right)?),
+        Divide => Value::Int(left.checked_div(right)?),
+        Remainder => Value::Int(left.checked_rem(right)?),
+        Equal => Value::Bool(left == right),
+        NotEqual => Value::Bool(left != right),
+        Less => Value::Bool(left < right),
+        LessOrEqual => Value::Bool(left <= right),
+        Greater => Value::Bool(left > right),
+        GreaterOrEqual => Value::Bool(left >= right),
+    })
 }

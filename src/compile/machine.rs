@@ -171,6 +171,28 @@ pub struct TransitionNode {
     pub internal: bool,
     pub actions: Vec<Action>,
     pub pointer: String,
+    /// What taking it exits and enters, worked out once when that does not depend on history.
+    pub reach: Reach,
+}
+
+/// What a transition exits and enters, when recorded history plays no part in it (no history
+/// state among its targets or in what entering them enters by default): then its domain and
+/// entry set are the same every time, and are computed when the machine is compiled.
+#[derive(Debug, Default)]
+pub enum Reach {
+    /// History is involved: worked out when the transition is taken.
+    #[default]
+    Dynamic,
+    /// No targets: it exits and enters nothing.
+    Targetless,
+    Fixed {
+        /// The transition domain: it exits the active descendants of this state.
+        domain: StateId,
+        /// The states it enters, in document order.
+        enter: Box<[StateId]>,
+        /// Those of them entered by default (their initial transition's actions run).
+        default_entry: Box<[StateId]>,
+    },
 }
 
 impl TransitionNode {
@@ -188,6 +210,70 @@ impl TransitionNode {
                 .iter()
                 .any(|descriptor| descriptor.matches(name)),
         }
+    }
+}
+
+/// For each atomic state and known event type, the transitions that event triggers from the
+/// state, its own first and then each ancestor's, in document order: what `selectTransitions`
+/// would find by testing every transition on the way to the root, read as one short slice.
+#[derive(Debug)]
+pub struct CandidateIndex {
+    event_types: usize,
+    /// `offsets[state * event_types + type]..offsets[state * event_types + type + 1]` is the
+    /// range of `transitions` for that cell.
+    offsets: Vec<u32>,
+    transitions: Vec<TransitionId>,
+}
+
+impl CandidateIndex {
+    /// Cells (states × event types) and entries above which no table is built: a bigger machine
+    /// selects by testing transitions, which is slower but takes no memory.
+    const MAX_CELLS: usize = 1 << 20;
+    const MAX_ENTRIES: usize = 1 << 22;
+
+    pub fn build(
+        states: &[StateNode],
+        transitions: &[TransitionNode],
+        event_types: usize,
+    ) -> Option<CandidateIndex> {
+        let cells = states.len().checked_mul(event_types)?;
+        if cells > Self::MAX_CELLS {
+            return None;
+        }
+        let mut offsets = Vec::with_capacity(cells + 1);
+        let mut found = Vec::new();
+        offsets.push(0);
+        for (index, state) in states.iter().enumerate() {
+            for event_type in 0..event_types {
+                let event_type = Some(EventType(event_type as u32));
+                if state.is_atomic() {
+                    let chain = std::iter::once(StateId(index as u32))
+                        .chain(state.ancestors.iter().copied());
+                    for owner in chain {
+                        found.extend(states[owner.index()].transitions.iter().copied().filter(
+                            |transition| transitions[transition.index()].matches("", event_type),
+                        ));
+                    }
+                    if found.len() > Self::MAX_ENTRIES {
+                        return None;
+                    }
+                }
+                offsets.push(u32::try_from(found.len()).ok()?);
+            }
+        }
+        Some(CandidateIndex {
+            event_types,
+            offsets,
+            transitions: found,
+        })
+    }
+
+    /// The transitions `event_type` can trigger from the atomic state `state`, in selection order.
+    pub fn candidates(&self, state: StateId, event_type: EventType) -> &[TransitionId] {
+        let cell = state.index() * self.event_types + event_type.0 as usize;
+        let start = self.offsets[cell] as usize;
+        let end = self.offsets[cell + 1] as usize;
+        &self.transitions[start..end]
     }
 }
 
@@ -226,6 +312,11 @@ pub struct Machine {
     pub error_execution: EventType,
     /// Whether any state has eventless transitions (if none, the algorithm skips selecting them).
     pub has_eventless: bool,
+    /// The transitions each known event can trigger from each atomic state (absent for
+    /// machines too large to tabulate).
+    pub candidates: Option<CandidateIndex>,
+    /// For each known event type, whether it is an error event (`error` or `error.*`).
+    pub error_types: Vec<bool>,
     /// Where the machine came from, for messages.
     pub source_path: String,
     /// Ids of effectful actions (for `--mock`), in document order, each once.

@@ -20,8 +20,8 @@ use crate::model::{self, StateType, Targets, TransitionType};
 use crate::value::Value;
 use expression::{Expression, ExpressionProblem, Names, Template, ValueTemplate};
 use machine::{
-    Delay, EventDescriptor, EventType, Machine, StateId, StateKind, StateNode, Timer, TransitionId,
-    TransitionNode,
+    CandidateIndex, Delay, EventDescriptor, EventType, Machine, Reach, StateId, StateKind,
+    StateNode, Timer, TransitionId, TransitionNode,
 };
 
 /// The largest exit code a protocol may declare: 64 and above belong to the engine.
@@ -147,10 +147,16 @@ fn compile_nested(
     }
     link_family(&mut states);
     let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
+    let candidates = CandidateIndex::build(&states, &transitions, compiler.event_names.len());
+    let error_types = compiler
+        .event_names
+        .iter()
+        .map(|name| EventDescriptor::Prefix(Arc::from("error")).matches(name))
+        .collect();
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(compiler.diagnostics);
     }
-    Ok(Machine {
+    let mut machine = Machine {
         id: protocol.id.clone(),
         version: protocol.version.clone(),
         title: protocol.title.clone(),
@@ -165,10 +171,19 @@ fn compile_nested(
         done_events,
         error_execution,
         has_eventless,
+        candidates,
+        error_types,
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
         capabilities: compiler.capabilities,
-    })
+    };
+    let reaches: Vec<Reach> = (0..machine.transitions.len())
+        .map(|index| crate::run::algorithm::fixed_reach(&machine, TransitionId(index as u32)))
+        .collect();
+    for (transition, reach) in machine.transitions.iter_mut().zip(reaches) {
+        transition.reach = reach;
+    }
+    Ok(machine)
 }
 
 /// Fills in children, ancestors and descendant ranges from the parent links.
@@ -1139,6 +1154,7 @@ impl Builder<'_, '_> {
             internal,
             actions: actions?,
             pointer: pointer.to_string(),
+            reach: Reach::Dynamic,
         });
         Some(id)
     }
@@ -1313,6 +1329,7 @@ impl Builder<'_, '_> {
             internal: false,
             actions: Vec::new(),
             pointer: pointer.to_string(),
+            reach: Reach::Dynamic,
         });
         Some(id)
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::actions::{Action, Execution, Host, SendRequest, execute_block};
 use crate::compile::expression::{EvaluationError, Scope};
-use crate::compile::machine::{Machine, StateId, StateKind, TransitionId};
+use crate::compile::machine::{EventDescriptor, Machine, Reach, StateId, StateKind, TransitionId};
 use crate::run::event::{Event, Origin};
 use crate::run::state_set::StateSet;
 use crate::value::Value;
@@ -27,9 +27,6 @@ pub struct Instance {
     /// Recorded history: history state → the states it restores.
     pub history: Vec<(StateId, StateSet)>,
     pub internal_queue: VecDeque<Event>,
-    /// The event being processed, SCXML's `_event`: bound when an event is taken from a queue
-    /// and kept until the next one, so the eventless transitions that follow still see it.
-    pub current_event: Option<Event>,
     pub running: bool,
     pub outcome: Option<Outcome>,
     /// The host's clock (Unix milliseconds, virtual under virtual time), for `now()`.
@@ -52,6 +49,8 @@ pub struct Workspace {
     /// States entered, and sources of transitions taken, lately in the current macrostep: the
     /// states of a runaway loop, for its error message.
     looping_states: StateSet,
+    /// Set when computing an entry set read a history state (see `fixed_reach`).
+    consulted_history: bool,
 }
 
 /// Limits on one macrostep.
@@ -95,7 +94,6 @@ impl Instance {
             inputs,
             history: Vec::new(),
             internal_queue: VecDeque::new(),
-            current_event: None,
             running: false,
             outcome: None,
             clock: 0,
@@ -110,20 +108,42 @@ impl Instance {
     }
 }
 
+/// SCXML's `_event` during a macrostep: bound when an event is taken and kept until the next
+/// one, so the eventless transitions that follow still see it. The external event is borrowed
+/// from the caller, so handling it copies (and reference-counts) nothing.
+#[derive(Debug, Default)]
+pub enum CurrentEvent<'a> {
+    #[default]
+    None,
+    External(&'a Event),
+    Internal(Event),
+}
+
+impl CurrentEvent<'_> {
+    pub fn get(&self) -> Option<&Event> {
+        match self {
+            CurrentEvent::None => None,
+            CurrentEvent::External(event) => Some(event),
+            CurrentEvent::Internal(event) => Some(event),
+        }
+    }
+}
+
 /// One run of the algorithm over an instance: the procedures of Appendix D.
-pub struct Algorithm<'a> {
+pub struct Algorithm<'a, 'e> {
     pub machine: &'a Machine,
     pub instance: &'a mut Instance,
     pub workspace: &'a mut Workspace,
     pub host: &'a mut dyn Host,
     pub limits: Limits,
+    pub event: CurrentEvent<'e>,
 }
 
-impl Algorithm<'_> {
+impl<'e> Algorithm<'_, 'e> {
     /// Enters the initial configuration and runs to completion (SCXML `interpret`).
     pub fn start(&mut self) -> Result<(), RunError> {
         self.instance.running = true;
-        self.instance.current_event = None;
+        self.event = CurrentEvent::None;
         self.workspace.looping_states.clear();
         if let Some(initial) = self.machine.state(StateId::ROOT).initial {
             self.workspace.enabled.clear();
@@ -135,12 +155,12 @@ impl Algorithm<'_> {
 
     /// Handles one external event: its microstep, then eventless and internal events until
     /// stable (one iteration of SCXML's `mainEventLoop`).
-    pub fn process_external_event(&mut self, event: &Event) -> Result<(), RunError> {
+    pub fn process_external_event(&mut self, event: &'e Event) -> Result<(), RunError> {
         if !self.instance.running {
             return Ok(());
         }
         self.workspace.looping_states.clear();
-        self.instance.current_event = Some(event.clone());
+        self.event = CurrentEvent::External(event);
         self.select_transitions(false);
         if self.workspace.enabled.is_empty() {
             self.report_unhandled_error();
@@ -169,7 +189,7 @@ impl Algorithm<'_> {
                 let Some(event) = self.instance.internal_queue.pop_front() else {
                     break;
                 };
-                self.instance.current_event = Some(event);
+                self.event = CurrentEvent::Internal(event);
                 self.select_transitions(false);
                 if self.workspace.enabled.is_empty() {
                     self.report_unhandled_error();
@@ -191,7 +211,7 @@ impl Algorithm<'_> {
         if !self.instance.running {
             // Errors still queued when the run ends would be discarded unseen.
             while let Some(event) = self.instance.internal_queue.pop_front() {
-                self.instance.current_event = Some(event);
+                self.event = CurrentEvent::Internal(event);
                 self.report_unhandled_error();
             }
             self.exit_interpreter();
@@ -202,10 +222,14 @@ impl Algorithm<'_> {
     /// SCXML discards an event no transition takes; for an error that would hide why a run
     /// stalls, so it is discarded with a warning.
     fn report_unhandled_error(&mut self) {
-        let Some(event) = &self.instance.current_event else {
+        let Some(event) = self.event.get() else {
             return;
         };
-        if !(event.name.starts_with("error.") || &*event.name == "error") {
+        let is_error = match event.event_type {
+            Some(event_type) => self.machine.error_types[event_type.0 as usize],
+            None => EventDescriptor::Prefix(Arc::from("error")).matches(&event.name),
+        };
+        if !is_error {
             return;
         }
         let detail = match &event.data {
@@ -263,10 +287,25 @@ impl Algorithm<'_> {
         let machine = self.machine;
         let instance = &*self.instance;
         let workspace = &mut *self.workspace;
-        let event = instance.current_event.as_ref();
+        let event = self.event.get();
         workspace.enabled.clear();
+        // A known event reads the precomputed candidates of each atomic state.
+        let index = match (eventless, event.and_then(|event| event.event_type)) {
+            (false, Some(event_type)) => {
+                machine.candidates.as_ref().map(|index| (index, event_type))
+            }
+            _ => None,
+        };
         for atomic in instance.configuration.iter() {
             if !machine.state(atomic).is_atomic() {
+                continue;
+            }
+            if let Some((index, event_type)) = index {
+                for &transition_id in index.candidates(atomic, event_type) {
+                    if enable_if_guard_holds(machine, instance, event, workspace, transition_id) {
+                        break;
+                    }
+                }
                 continue;
             }
             let chain =
@@ -286,16 +325,8 @@ impl Algorithm<'_> {
                     {
                         continue;
                     }
-                    match condition_holds(machine, instance, transition_id) {
-                        Ok(false) => {}
-                        Ok(true) => {
-                            if !workspace.enabled.contains(&transition_id) {
-                                workspace.enabled.push(transition_id);
-                            }
-                            break 'ancestors;
-                        }
-                        // A failing guard counts as false and raises `error.execution`.
-                        Err(error) => workspace.guard_errors.push(error),
+                    if enable_if_guard_holds(machine, instance, event, workspace, transition_id) {
+                        break 'ancestors;
                     }
                 }
             }
@@ -658,7 +689,7 @@ impl Algorithm<'_> {
             machine: self.machine,
             context: &mut instance.context,
             inputs: &instance.inputs,
-            event: instance.current_event.as_ref(),
+            event: self.event.get(),
             clock: instance.clock,
             configuration: &instance.configuration,
             internal_queue: &mut instance.internal_queue,
@@ -682,6 +713,22 @@ fn compute_entry_set(machine: &Machine, instance: &Instance, workspace: &mut Wor
     workspace.default_history_content.clear();
     for index in 0..workspace.enabled.len() {
         let transition_id = workspace.enabled[index];
+        // Enabled transitions have disjoint domains, so each one's fixed entry set adds to the
+        // others' exactly as computing it here would.
+        if let Reach::Fixed {
+            enter,
+            default_entry,
+            ..
+        } = &machine.transition(transition_id).reach
+        {
+            enter
+                .iter()
+                .for_each(|state| workspace.states_to_enter.insert(*state));
+            default_entry
+                .iter()
+                .for_each(|state| workspace.states_for_default_entry.insert(*state));
+            continue;
+        }
         for &target in &machine.transition(transition_id).targets {
             add_descendant_states_to_enter(machine, instance, workspace, target);
         }
@@ -703,6 +750,7 @@ fn add_descendant_states_to_enter(
 ) {
     let node = machine.state(state);
     if node.is_history() {
+        workspace.consulted_history = true;
         let parent = node.parent.unwrap_or(StateId::ROOT);
         if let Some(recorded) = instance.history_of(state) {
             for target in recorded.iter() {
@@ -791,17 +839,52 @@ fn compute_exit_set(
 ) {
     exit_set.clear();
     for &transition_id in transitions {
-        if machine.transition(transition_id).targets.is_empty() {
-            continue;
-        }
-        let Some(domain) = transition_domain(machine, instance, transition_id, scratch) else {
-            continue;
+        let domain = match &machine.transition(transition_id).reach {
+            Reach::Fixed { domain, .. } => *domain,
+            Reach::Targetless => continue,
+            Reach::Dynamic => match transition_domain(machine, instance, transition_id, scratch) {
+                Some(domain) => domain,
+                None => continue,
+            },
         };
         for state in instance.configuration.iter() {
             if machine.is_descendant(state, domain) {
                 exit_set.insert(state);
             }
         }
+    }
+}
+
+/// What a transition exits and enters when history plays no part in it, computed by the
+/// procedures below on an instance that has recorded no history; `Reach::Dynamic` as soon as
+/// a history state is among the targets or is read while computing the entry set.
+pub fn fixed_reach(machine: &Machine, transition_id: TransitionId) -> Reach {
+    let transition = machine.transition(transition_id);
+    if transition.targets.is_empty() {
+        return Reach::Targetless;
+    }
+    if transition
+        .targets
+        .iter()
+        .any(|target| machine.state(*target).is_history())
+    {
+        return Reach::Dynamic;
+    }
+    let instance = Instance::new(machine, Arc::from([]));
+    let mut workspace = Workspace::default();
+    let Some(domain) = transition_domain(machine, &instance, transition_id, &mut workspace.targets)
+    else {
+        return Reach::Targetless;
+    };
+    workspace.enabled.push(transition_id);
+    compute_entry_set(machine, &instance, &mut workspace);
+    if workspace.consulted_history {
+        return Reach::Dynamic;
+    }
+    Reach::Fixed {
+        domain,
+        enter: workspace.states_to_enter.iter().collect(),
+        default_entry: workspace.states_for_default_entry.iter().collect(),
     }
 }
 
@@ -899,11 +982,37 @@ fn add_effective_targets(
     }
 }
 
+/// Adds the transition to the enabled set if its guard holds, and says whether it did (which
+/// ends the search for this atomic state). A failing guard counts as false and is kept to raise
+/// `error.execution`.
+fn enable_if_guard_holds(
+    machine: &Machine,
+    instance: &Instance,
+    event: Option<&Event>,
+    workspace: &mut Workspace,
+    transition_id: TransitionId,
+) -> bool {
+    match condition_holds(machine, instance, event, transition_id) {
+        Ok(true) => {
+            if !workspace.enabled.contains(&transition_id) {
+                workspace.enabled.push(transition_id);
+            }
+            true
+        }
+        Ok(false) => false,
+        Err(error) => {
+            workspace.guard_errors.push(error);
+            false
+        }
+    }
+}
+
 /// `conditionMatch`: evaluates a transition's guard against the current event (true when it
 /// has no guard).
 fn condition_holds(
     machine: &Machine,
     instance: &Instance,
+    event: Option<&Event>,
     transition_id: TransitionId,
 ) -> Result<bool, EvaluationError> {
     let Some(guard) = &machine.transition(transition_id).guard else {
@@ -915,7 +1024,7 @@ fn condition_holds(
         names: &machine.names,
         context: &instance.context,
         inputs: &instance.inputs,
-        event: instance.current_event.as_ref().map(Event::view),
+        event: event.map(Event::view),
         is_active: &is_active,
         clock: instance.clock,
     };

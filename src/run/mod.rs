@@ -7,20 +7,35 @@ pub mod event;
 pub mod snapshot;
 pub mod state_set;
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::actions::Host;
 use crate::compile::machine::{Machine, StateId};
 use crate::value::Value;
-use algorithm::{Algorithm, Instance, Limits, Outcome, RunError, Workspace};
+use algorithm::{Algorithm, CurrentEvent, Instance, Limits, Outcome, RunError, Workspace};
 use event::Event;
 
-/// One instance of a machine with its scratch space: start it, then hand it events.
+/// One instance of a machine: start it, then hand it events.
 pub struct Interpreter {
     machine: Arc<Machine>,
     instance: Instance,
-    workspace: Workspace,
     limits: Limits,
+}
+
+thread_local! {
+    /// The scratch space of a macrostep, one per thread and lent to whichever instance steps:
+    /// an idle instance then carries none of it (a `serve` host keeps 100,000 of them).
+    static WORKSPACE: Cell<Option<Box<Workspace>>> = const { Cell::new(None) };
+}
+
+/// Runs `body` with this thread's workspace. A step that starts another instance's step inside
+/// it (a host running a child synchronously) finds the workspace lent out and gets a new one.
+fn with_workspace<T>(body: impl FnOnce(&mut Workspace) -> T) -> T {
+    let mut workspace = WORKSPACE.take().unwrap_or_default();
+    let result = body(&mut workspace);
+    WORKSPACE.set(Some(workspace));
+    result
 }
 
 impl Interpreter {
@@ -30,7 +45,6 @@ impl Interpreter {
         Interpreter {
             machine,
             instance,
-            workspace: Workspace::default(),
             limits: Limits::default(),
         }
     }
@@ -40,14 +54,22 @@ impl Interpreter {
         self
     }
 
-    fn algorithm<'a>(&'a mut self, host: &'a mut dyn Host) -> Algorithm<'a> {
-        Algorithm {
-            machine: &self.machine,
-            instance: &mut self.instance,
-            workspace: &mut self.workspace,
-            host,
-            limits: self.limits,
-        }
+    /// Runs one entry point of the algorithm over this instance.
+    fn step<'e, T>(
+        &mut self,
+        host: &mut dyn Host,
+        body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
+    ) -> T {
+        with_workspace(|workspace| {
+            body(&mut Algorithm {
+                machine: &self.machine,
+                instance: &mut self.instance,
+                workspace,
+                host,
+                limits: self.limits,
+                event: CurrentEvent::None,
+            })
+        })
     }
 
     /// Sets the clock `now()` reads (Unix milliseconds); hosts set it before each step.
@@ -57,12 +79,12 @@ impl Interpreter {
 
     /// Enters the initial configuration and runs to completion.
     pub fn start(&mut self, host: &mut dyn Host) -> Result<(), RunError> {
-        self.algorithm(host).start()
+        self.step(host, |algorithm| algorithm.start())
     }
 
     /// Processes one external event as one macrostep.
     pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
-        self.algorithm(host).process_external_event(event)
+        self.step(host, |algorithm| algorithm.process_external_event(event))
     }
 
     pub fn machine(&self) -> &Arc<Machine> {

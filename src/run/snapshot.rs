@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::Interpreter;
-use super::algorithm::{Instance, Outcome, Workspace};
+use super::algorithm::{Instance, Outcome};
 use super::state_set::StateSet;
 use crate::compile::machine::{Machine, StateId, StateKind};
 use crate::value::Value;
@@ -199,7 +199,6 @@ impl Interpreter {
         Ok(Interpreter {
             machine,
             instance,
-            workspace: Workspace::default(),
             limits: Default::default(),
         })
     }
