@@ -334,6 +334,8 @@ struct Statistics {
     decided_by_fast_path: u32,
     values: u32,
     errors: HashMap<ErrorKind, u32>,
+    /// Expressions the fast reader read (CEL's parser not needed at compile time).
+    read_directly: u32,
     /// Equal maps whose keys came out in another order (the fast path keeps the context's
     /// insertion order; CEL's results are sorted by key).
     map_order_differs: std::collections::BTreeSet<String>,
@@ -357,6 +359,19 @@ fn check(
         }
     };
     statistics.with_fast_path += u32::from(expression.has_fast_path());
+    // What the fast reader reads, CEL's parser must read too, with a fast form of its own.
+    let read_directly = expression.is_read_directly();
+    statistics.read_directly += u32::from(read_directly);
+    let through_cel = Expression::compile_with_cel(&case.text, names);
+    prop_assert!(
+        through_cel.as_ref().is_ok_and(Expression::has_fast_path) || !read_directly,
+        "`{}` was read directly, but through CEL: {:?}",
+        case.text,
+        through_cel
+            .as_ref()
+            .map(Expression::has_fast_path)
+            .map_err(|p| &p[0].message)
+    );
     for slots in &case.scopes {
         let context = slots.context();
         let inputs = slots.inputs();
@@ -369,6 +384,14 @@ fn check(
             clock: 0,
         };
         let fast = expression.evaluate(&scope);
+        if let Ok(through_cel) = &through_cel {
+            let other = through_cel.evaluate(&scope);
+            prop_assert!(
+                same_result(&fast, &other),
+                "`{}` in {slots:?}: read directly {fast:?}, read by CEL {other:?}",
+                case.text
+            );
+        }
         let full = expression.evaluate_with_cel(&scope);
         prop_assert!(
             same_result(&fast, &full),
@@ -441,6 +464,11 @@ fn fast_path_agrees_with_cel_on_random_expressions() {
     );
     // Not vacuous: most expressions have a fast form, and it decides a large share of the
     // evaluations, values and errors alike being produced.
+    assert!(
+        statistics.read_directly * 100 >= compiled * 40,
+        "only {} of {compiled} expressions were read without CEL's parser",
+        statistics.read_directly
+    );
     assert!(
         statistics.with_fast_path * 100 >= compiled * 50,
         "only {} of {compiled} expressions have a fast path",

@@ -171,7 +171,9 @@ pub struct ExpressionProblem {
 #[derive(Debug)]
 pub struct Expression {
     pub text: Arc<str>,
-    program: Program,
+    /// CEL's program: parsed at compile time, or on first use for an expression read
+    /// directly by `fast_syntax` (most of them never need it).
+    program: OnceLock<Program>,
     uses_engine_functions: bool,
     /// The host functions it calls, registered on each full evaluation (boxed: most
     /// expressions call none).
@@ -302,6 +304,24 @@ impl Expression {
                 help: Some("write a CEL expression, e.g. `attempts < 3`".into()),
             }]);
         }
+        if let Some(fast) = super::fast_syntax::parse(text, names) {
+            return Ok(Expression {
+                text: Arc::from(text),
+                program: OnceLock::new(),
+                uses_engine_functions: false,
+                host_functions: None,
+                fast: Some(fast),
+            });
+        }
+        Self::compile_with_cel(text, names)
+    }
+
+    /// Compiles through CEL's parser only, even when the fast reader could read the text: what
+    /// `compile` falls back to, and what tests compare the fast reader with.
+    pub fn compile_with_cel(
+        text: &str,
+        names: &Names,
+    ) -> Result<Expression, Vec<ExpressionProblem>> {
         let program = environment().compile(text).map_err(|errors| {
             errors
                 .errors
@@ -331,7 +351,7 @@ impl Expression {
         let fast = super::fast::Fast::compile(program.expression(), names);
         Ok(Expression {
             text: Arc::from(text),
-            program,
+            program: OnceLock::from(program),
             uses_engine_functions,
             host_functions,
             fast,
@@ -344,6 +364,12 @@ impl Expression {
             return Ok(value);
         }
         self.evaluate_with_cel(scope)
+    }
+
+    /// Whether CEL's parser has not been needed (yet): the text was read by the fast reader
+    /// and nothing has evaluated it with CEL.
+    pub fn is_read_directly(&self) -> bool {
+        self.program.get().is_none()
     }
 
     /// Whether the expression has a fast form.
@@ -375,7 +401,7 @@ impl Expression {
         }
         context.set_variable_resolver(scope);
         let result = self
-            .program
+            .program()?
             .execute(&context)
             .map_err(|error| self.error(describe_execution_error(&error)))?;
         Value::from_cel(&result)
@@ -391,6 +417,19 @@ impl Expression {
                 other.type_name()
             ))),
         }
+    }
+
+    /// CEL's program, parsed now if the expression was read directly.
+    fn program(&self) -> Result<&Program, EvaluationError> {
+        if let Some(program) = self.program.get() {
+            return Ok(program);
+        }
+        // The fast reader only accepts what CEL reads the same way, so this does not fail;
+        // if it did, the evaluation fails with CEL's words instead of the process.
+        let program = environment()
+            .compile(&self.text)
+            .map_err(|errors| self.error(format!("CEL cannot parse this expression: {errors}")))?;
+        Ok(self.program.get_or_init(|| program))
     }
 
     fn error(&self, message: String) -> EvaluationError {

@@ -86,23 +86,27 @@ impl Fast {
                     (operators::CONDITIONAL, 3) => {
                         Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
                     }
-                    (name, 2) => {
-                        let operator = Operator::from_function(name)?;
-                        Some(match (*argument(0)?, *argument(1)?) {
-                            (Fast::Slot(binding), Fast::Literal(Value::Int(literal)))
-                                if !matches!(binding, NameBinding::Event) =>
-                            {
-                                Fast::SlotWithInt(operator, binding, literal)
-                            }
-                            (left, right) => {
-                                Fast::Binary(operator, Box::new(left), Box::new(right))
-                            }
-                        })
-                    }
+                    (name, 2) => Some(Fast::binary(
+                        Operator::from_function(name)?,
+                        *argument(0)?,
+                        *argument(1)?,
+                    )),
                     _ => None,
                 }
             }
             _ => None,
+        }
+    }
+
+    /// A binary operation, as one node when it is `slot <operator> int`.
+    pub fn binary(operator: Operator, left: Fast, right: Fast) -> Fast {
+        match (left, right) {
+            (Fast::Slot(binding), Fast::Literal(Value::Int(literal)))
+                if !matches!(binding, NameBinding::Event) =>
+            {
+                Fast::SlotWithInt(operator, binding, literal)
+            }
+            (left, right) => Fast::Binary(operator, Box::new(left), Box::new(right)),
         }
     }
 

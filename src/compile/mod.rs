@@ -2,6 +2,7 @@
 
 pub mod expression;
 mod fast;
+mod fast_syntax;
 mod functions;
 pub mod inputs;
 pub mod machine;
