@@ -34,10 +34,12 @@ pub enum Action {
     Send(send::Send),
     Cancel(cancel::Cancel),
     If(conditional::Conditional),
-    Exec(exec::Exec),
+    // Effects are boxed: they are large (several templates each) and rare, and the actions a
+    // macrostep walks stay small.
+    Exec(Box<exec::Exec>),
     Emit(emit::Emit),
-    Tool(tool::Tool),
-    File(file::File),
+    Tool(Box<tool::Tool>),
+    File(Box<file::File>),
     Call(call::Call),
 }
 

@@ -416,22 +416,28 @@ impl Compiler<'_> {
                         .map(Action::Cancel)
                 }
                 model::Action::ReadFile(read) => {
-                    actions::tool::Tool::read_file(read, self, &action_pointer).map(Action::Tool)
+                    actions::tool::Tool::read_file(read, self, &action_pointer)
+                        .map(|action| Action::Tool(Box::new(action)))
                 }
                 model::Action::ListDir(list) => {
-                    actions::tool::Tool::list_dir(list, self, &action_pointer).map(Action::Tool)
+                    actions::tool::Tool::list_dir(list, self, &action_pointer)
+                        .map(|action| Action::Tool(Box::new(action)))
                 }
                 model::Action::GrepSearch(grep) => {
-                    actions::tool::Tool::grep_search(grep, self, &action_pointer).map(Action::Tool)
+                    actions::tool::Tool::grep_search(grep, self, &action_pointer)
+                        .map(|action| Action::Tool(Box::new(action)))
                 }
                 model::Action::Write(write) => {
-                    actions::file::File::write(write, self, &action_pointer).map(Action::File)
+                    actions::file::File::write(write, self, &action_pointer)
+                        .map(|action| Action::File(Box::new(action)))
                 }
                 model::Action::Backup(backup) => {
-                    actions::file::File::backup(backup, self, &action_pointer).map(Action::File)
+                    actions::file::File::backup(backup, self, &action_pointer)
+                        .map(|action| Action::File(Box::new(action)))
                 }
                 model::Action::Restore(restore) => {
-                    actions::file::File::restore(restore, self, &action_pointer).map(Action::File)
+                    actions::file::File::restore(restore, self, &action_pointer)
+                        .map(|action| Action::File(Box::new(action)))
                 }
                 model::Action::Emit(emit) => {
                     actions::emit::Emit::compile(emit, self, &action_pointer).map(Action::Emit)
@@ -440,7 +446,8 @@ impl Compiler<'_> {
                     actions::call::Call::compile(call, self, &action_pointer).map(Action::Call)
                 }
                 model::Action::Exec(exec) => {
-                    actions::exec::Exec::compile(exec, self, &action_pointer).map(Action::Exec)
+                    actions::exec::Exec::compile(exec, self, &action_pointer)
+                        .map(|action| Action::Exec(Box::new(action)))
                 }
                 model::Action::If(conditional) => {
                     actions::conditional::Conditional::compile(conditional, self, &action_pointer)
