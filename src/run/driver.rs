@@ -1,6 +1,6 @@
 //! The driver: external queue, timers on real or virtual (tokio paused) time, JSON-lines input.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -211,14 +211,19 @@ fn invoke_outcome(
 /// The host the algorithm talks to: external queue, timers, log output.
 struct DriverHost<'a> {
     external_queue: VecDeque<Event>,
-    timers: BTreeMap<TimerKey, PendingSend>,
+    /// Pending delayed sends, sorted by (deadline, sequence): a deque rather than a tree, so a
+    /// `serve` host's idle instances with one timer each keep one small allocation apiece.
+    timers: VecDeque<(TimerKey, PendingSend)>,
     sequence: u64,
     started_at: Instant,
     started_unix_milliseconds: u64,
     observer: &'a mut dyn Observer,
     machine: Arc<Machine>,
-    /// Where running effects report their outcome events.
-    completions: mpsc::UnboundedSender<EffectMessage>,
+    /// Where running effects report their outcome events; made when the first effect starts
+    /// (its receiving end then waits in `new_receiver` for the session), since most instances
+    /// of a `serve` host never start one.
+    completions: Option<mpsc::UnboundedSender<EffectMessage>>,
+    new_receiver: Option<mpsc::UnboundedReceiver<EffectMessage>>,
     /// Effects started whose outcome has not arrived yet.
     running_effects: usize,
     mocks: Arc<std::sync::Mutex<Mocks>>,
@@ -276,7 +281,26 @@ impl DriverHost<'_> {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.timers.keys().next().map(|(deadline, _)| *deadline)
+        self.timers.front().map(|((deadline, _), _)| *deadline)
+    }
+
+    /// Adds a pending send in deadline order (after those due at the same instant).
+    fn add_timer(&mut self, deadline: Instant, pending: PendingSend) {
+        self.sequence += 1;
+        let key = (deadline, self.sequence);
+        let position = self.timers.partition_point(|(other, _)| *other < key);
+        self.timers.insert(position, (key, pending));
+    }
+
+    /// The sender effects report to, making the channel on first use.
+    fn completions(&mut self) -> mpsc::UnboundedSender<EffectMessage> {
+        if let Some(sender) = &self.completions {
+            return sender.clone();
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.completions = Some(sender.clone());
+        self.new_receiver = Some(receiver);
+        sender
     }
 
     /// Moves the earliest timer due by now onto the external queue. One at a time: handling
@@ -284,10 +308,9 @@ impl DriverHost<'_> {
     /// cancelled timer must never be delivered.
     fn fire_due_timer(&mut self) {
         let now = Instant::now();
-        if let Some(entry) = self.timers.first_entry()
-            && entry.key().0 <= now
+        if self.next_deadline().is_some_and(|deadline| deadline <= now)
+            && let Some((_, (_, event, _))) = self.timers.pop_front()
         {
-            let (_, event, _) = entry.remove();
             self.external_queue.push_back(event);
         }
     }
@@ -311,16 +334,15 @@ impl Host for DriverHost<'_> {
         }
         let deadline =
             Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
-        self.sequence += 1;
-        self.timers.insert(
-            (deadline, self.sequence),
+        self.add_timer(
+            deadline,
             (request.id, request.event, request.delay_milliseconds),
         );
     }
 
     fn cancel(&mut self, send_id: &str) {
         self.timers
-            .retain(|_, (id, _, _)| id.as_deref() != Some(send_id));
+            .retain(|(_, (id, _, _))| id.as_deref() != Some(send_id));
     }
 
     fn state_entered(&mut self, state: crate::compile::machine::StateId) {
@@ -348,7 +370,7 @@ impl Host for DriverHost<'_> {
 
     fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
         self.running_effects += 1;
-        let parent = self.completions.clone();
+        let parent = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
         let id = request.id.clone();
@@ -409,7 +431,7 @@ impl Host for DriverHost<'_> {
                 .push(serde_json::json!({"effect": &*request.id, "kind": request.kind.name()}));
             self.in_flight.push(request.clone());
         }
-        let completions = self.completions.clone();
+        let completions = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
         tokio::spawn(async move {
@@ -731,7 +753,8 @@ pub enum Waited {
 pub struct Session<'a> {
     pub interpreter: &'a mut Interpreter,
     host: DriverHost<'a>,
-    completed: mpsc::UnboundedReceiver<EffectMessage>,
+    /// Effect outcomes, once an effect has started (`DriverHost::completions`).
+    completed: Option<mpsc::UnboundedReceiver<EffectMessage>>,
     /// Timers do not fire while held (virtual time with an open event stream).
     timers_held: bool,
     /// Where each macrostep is committed (durable runs).
@@ -747,16 +770,16 @@ impl<'a> Session<'a> {
         observer: &'a mut dyn Observer,
     ) -> Session<'a> {
         let machine = interpreter.machine().clone();
-        let (completions, completed) = mpsc::unbounded_channel();
         let host = DriverHost {
             external_queue: VecDeque::new(),
-            timers: BTreeMap::new(),
+            timers: VecDeque::new(),
             sequence: 0,
             started_at: Instant::now(),
             started_unix_milliseconds: clock::unix_milliseconds_now(),
             observer,
             machine,
-            completions,
+            completions: None,
+            new_receiver: None,
             running_effects: 0,
             mocks,
             invokes: std::collections::HashMap::new(),
@@ -768,7 +791,7 @@ impl<'a> Session<'a> {
         Session {
             interpreter,
             host,
-            completed,
+            completed: None,
             timers_held: false,
             checkpoint: None,
             step: 0,
@@ -854,12 +877,8 @@ impl<'a> Session<'a> {
                 Value::from_json(&timer.data),
                 Origin::External,
             );
-            self.host.sequence += 1;
-            self.host.timers.insert(
-                (
-                    now + std::time::Duration::from_millis(wait),
-                    self.host.sequence,
-                ),
+            self.host.add_timer(
+                now + std::time::Duration::from_millis(wait),
                 (
                     timer.send_id.as_deref().map(Arc::from),
                     event,
@@ -994,6 +1013,9 @@ impl<'a> Session<'a> {
     /// line. On the virtual clock, the wait jumps straight to the earliest of them.
     pub async fn wait(&mut self, until: Option<Instant>, input: Option<&mut InputLines>) -> Waited {
         let deadline = self.host.next_deadline();
+        if self.completed.is_none() {
+            self.completed = self.host.new_receiver.take();
+        }
         let effects_pending = self.host.running_effects > 0;
         let timer = async {
             match deadline {
@@ -1016,7 +1038,13 @@ impl<'a> Session<'a> {
         };
         tokio::select! {
             biased;
-            Some(message) = self.completed.recv(), if effects_pending => {
+            // In a block: the branch's expression is evaluated even when the branch is off.
+            Some(message) = async {
+                match self.completed.as_mut() {
+                    Some(completed) => completed.recv().await,
+                    None => std::future::pending().await,
+                }
+            }, if effects_pending => {
                 self.host.receive(message);
                 Waited::Progress
             }
