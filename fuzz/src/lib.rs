@@ -150,6 +150,13 @@ pub fn expressions(text: &str) {
     };
     match Expression::compile(text, &names) {
         Ok(expression) => {
+            // What the fast reader reads, CEL's parser must read too.
+            if expression.is_read_directly() {
+                assert!(
+                    Expression::compile_with_cel(text, &names).is_ok(),
+                    "`{text}` was read directly, but CEL refuses it"
+                );
+            }
             let fast = expression.evaluate(&scope);
             let full = expression.evaluate_with_cel(&scope);
             if let Ok(value) = &fast {
