@@ -221,17 +221,30 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// SCXML discards an event no transition takes; for an error that would hide why a run
     /// stalls, so it is discarded with a warning.
+    #[inline]
     fn report_unhandled_error(&mut self) {
         let Some(event) = self.event.get() else {
             return;
         };
         let is_error = match event.event_type {
-            Some(event_type) => self.machine.error_types[event_type.0 as usize],
+            Some(event_type) => self
+                .machine
+                .error_types
+                .get(event_type.0 as usize)
+                .copied()
+                .unwrap_or(false),
             None => EventDescriptor::Prefix(Arc::from("error")).matches(&event.name),
         };
-        if !is_error {
-            return;
+        if is_error {
+            self.warn_unhandled_error();
         }
+    }
+
+    #[cold]
+    fn warn_unhandled_error(&mut self) {
+        let Some(event) = self.event.get() else {
+            return;
+        };
         let detail = match &event.data {
             Value::Map(entries) => entries
                 .get("message")
