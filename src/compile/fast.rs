@@ -21,7 +21,13 @@ pub enum Fast {
     /// `slot <operator> literal int` (`attempts < 3`, `attempts + 1`): the commonest guard and
     /// assignment, read in place without cloning or recursing.
     SlotWithInt(Operator, NameBinding, i64),
+    /// `event.<field>.<key>...` (`event.data.stdout`): read in place, without building the
+    /// event's map; a path that does not lead to a value defers, so CEL reports it.
+    EventField(Box<[Box<str>]>),
 }
+
+/// The fields `event` has (`Scope::event_value`); a path must start with one of them.
+pub const EVENT_FIELDS: [&str; 4] = ["name", "type", "sendid", "data"];
 
 /// Binary operators the fast path evaluates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +80,24 @@ impl Fast {
                 }
                 NameBinding::Event => None,
             },
+            Expr::Select(_) => {
+                let mut path = Vec::new();
+                let mut current = expression;
+                while let Expr::Select(select) = &current.expr {
+                    if select.test {
+                        return None;
+                    }
+                    path.push(select.field.clone().into_boxed_str());
+                    current = &select.operand;
+                }
+                match &current.expr {
+                    Expr::Ident(name) if names.binding(name) == Some(NameBinding::Event) => {
+                        path.reverse();
+                        Fast::event_field(path)
+                    }
+                    _ => None,
+                }
+            }
             Expr::Call(call) if call.target.is_none() => {
                 let argument = |index: usize| -> Option<Box<Fast>> {
                     Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
@@ -96,6 +120,14 @@ impl Fast {
             }
             _ => None,
         }
+    }
+
+    /// A path below `event`, if it starts with one of the event's fields.
+    pub fn event_field(path: Vec<Box<str>>) -> Option<Fast> {
+        let first = path.first()?;
+        EVENT_FIELDS
+            .contains(&&**first)
+            .then(|| Fast::EventField(path.into_boxed_slice()))
     }
 
     /// A binary operation, as one node when it is `slot <operator> int`.
@@ -149,6 +181,25 @@ impl Fast {
             },
             Fast::Binary(operator, left, right) => {
                 binary(*operator, &left.evaluate(scope)?, &right.evaluate(scope)?)
+            }
+            Fast::EventField(path) => {
+                let event = scope.event?;
+                let (first, rest) = path.split_first()?;
+                let mut value = match &**first {
+                    "name" => return rest.is_empty().then(|| Value::string(event.name)),
+                    "type" => return rest.is_empty().then(|| Value::string(event.origin)),
+                    "sendid" => {
+                        return rest
+                            .is_empty()
+                            .then(|| event.send_id.map_or(Value::Null, Value::string));
+                    }
+                    _ => event.data,
+                };
+                for key in rest {
+                    let Value::Map(map) = value else { return None };
+                    value = map.get(&**key)?;
+                }
+                Some(value.clone())
             }
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {

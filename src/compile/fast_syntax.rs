@@ -1,7 +1,7 @@
 //! Reads the fast path's subset of CEL straight from text, so most expressions never go through CEL's parser.
 //!
 //! The subset: int, bool and simple string literals, names of context variables and inputs,
-//! parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
+//! field paths below `event` (`event.data.stdout`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
 //! CEL's grammar (`../cel/src/parser/gen/CEL.g4`): the same precedence, left associativity
 //! and the same reading of `-5` and of repeated `!` and `-`. Anything else, or anything that
 //! could be read two ways, returns `None` and the expression is compiled by CEL as before: this
@@ -50,6 +50,7 @@ enum Token<'t> {
 /// Symbols, longest first so `<=` is not read as `<` then `=`.
 const SYMBOLS: &[&str] = &[
     "&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "-", "+", "*", "/", "%", "?", ":", "(", ")",
+    ".",
 ];
 
 /// Splits `text` into tokens; `None` for anything outside the subset.
@@ -267,6 +268,26 @@ impl<'a, 't> Reader<'a, 't> {
         })
     }
 
+    /// `.field.key...` after `event`: plain identifiers, none of them a method call.
+    fn event_path(&mut self) -> Option<Fast> {
+        let mut path = Vec::new();
+        while self.eat(".") {
+            match self.peek()? {
+                Token::Name(field)
+                    if !RESERVED.contains(field) && !matches!(*field, "true" | "false") =>
+                {
+                    path.push(Box::from(*field));
+                    self.position += 1;
+                }
+                _ => return None,
+            }
+            if self.symbol() == Some("(") {
+                return None;
+            }
+        }
+        Fast::event_field(path)
+    }
+
     /// A literal, a name, or a parenthesized expression; never followed by `.`, `[` or `(`
     /// (those are not tokens of the subset, so the whole text goes to CEL).
     fn primary(&mut self) -> Option<Fast> {
@@ -280,6 +301,13 @@ impl<'a, 't> Reader<'a, 't> {
             Token::Name(name) => {
                 if RESERVED.contains(&name) || self.symbol() == Some("(") {
                     return None;
+                }
+                if self.symbol() == Some(".") {
+                    // Only `event.<field>...` is read; other selections and calls are CEL's.
+                    return match self.names.binding(name)? {
+                        NameBinding::Event => self.event_path(),
+                        _ => None,
+                    };
                 }
                 match self.names.binding(name)? {
                     binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
@@ -335,6 +363,10 @@ mod tests {
             "attempts < 2 < 3",
             "'é' < 'z'",
             "''",
+            "event.name",
+            "event.data.stdout",
+            "!event.data.truncated",
+            "event.data.result.code == 0 && event.type == 'external'",
         ] {
             assert!(parse(text, &names).is_some(), "`{text}` should be read");
         }
@@ -359,7 +391,16 @@ mod tests {
             "in",
             "attempts in [1]",
             "nosuch < 1",
-            "event.name",
+            "event",
+            "event.nosuch",
+            "event.data.size()",
+            "event.data.in",
+            "event.data.true",
+            "event.data.?x",
+            "event.data[0]",
+            "event..data",
+            "attempts.x",
+            "(event).data",
             "In('idle')",
             "attempts // comment",
             "done ? done ? 1 : 2 : 3",
@@ -379,6 +420,59 @@ mod tests {
             parse(&deep, &names).is_none(),
             "nesting past the limit goes to CEL"
         );
+    }
+
+    #[test]
+    fn event_paths_evaluate_as_cel_reads_them() {
+        let names = names();
+        let mut result = indexmap::IndexMap::new();
+        result.insert(std::sync::Arc::from("code"), Value::Int(0));
+        let mut data = indexmap::IndexMap::new();
+        data.insert(std::sync::Arc::from("stdout"), Value::string("ok\n"));
+        data.insert(std::sync::Arc::from("truncated"), Value::Bool(false));
+        data.insert(
+            std::sync::Arc::from("result"),
+            Value::Map(std::sync::Arc::new(result)),
+        );
+        let data = Value::Map(std::sync::Arc::new(data));
+        let null = Value::Null;
+        for (event_data, send_id) in [(&data, Some("s1")), (&null, None)] {
+            let scope = Scope {
+                names: &names,
+                context: &[],
+                inputs: &[],
+                event: Some(crate::compile::expression::EventView {
+                    name: "done.invoke.x",
+                    origin: "external",
+                    send_id,
+                    data: event_data,
+                }),
+                is_active: &|_| false,
+                clock: 0,
+            };
+            for text in [
+                "event.data.stdout",
+                "!event.data.truncated",
+                "event.data.result.code == 0",
+                "event.data.result",
+                "event.data.nosuch",
+                "event.data.stdout.deeper",
+                "event.name",
+                "event.type",
+                "event.sendid",
+                "event.name.x",
+                "event.data",
+            ] {
+                let read = Expression::compile(text, &names).unwrap();
+                assert!(read.is_read_directly(), "`{text}`");
+                let through_cel = Expression::compile_with_cel(text, &names).unwrap();
+                assert_eq!(
+                    read.evaluate(&scope),
+                    through_cel.evaluate_with_cel(&scope),
+                    "`{text}` with data {event_data:?}"
+                );
+            }
+        }
     }
 
     #[test]
