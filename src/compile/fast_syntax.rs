@@ -38,6 +38,22 @@ const RESERVED: &[&str] = &[
     "while",
 ];
 
+/// The binary operators of each precedence level, tightest last.
+const RELATIONS: &[(&str, Operator)] = &[
+    ("<", Operator::Less),
+    ("<=", Operator::LessOrEqual),
+    (">", Operator::Greater),
+    (">=", Operator::GreaterOrEqual),
+    ("==", Operator::Equal),
+    ("!=", Operator::NotEqual),
+];
+const ADDITIONS: &[(&str, Operator)] = &[("+", Operator::Add), ("-", Operator::Subtract)];
+const MULTIPLICATIONS: &[(&str, Operator)] = &[
+    ("*", Operator::Multiply),
+    ("/", Operator::Divide),
+    ("%", Operator::Remainder),
+];
+
 #[derive(Debug, Clone, PartialEq)]
 enum Token<'t> {
     Int(&'t str),
@@ -194,47 +210,33 @@ impl<'a, 't> Reader<'a, 't> {
 
     /// Comparisons, left-associative (`a < b < c` is `(a < b) < c`, a type error CEL reports).
     fn relation(&mut self) -> Option<Fast> {
-        let mut left = self.addition()?;
-        loop {
-            let operator = match self.symbol() {
-                Some("<") => Operator::Less,
-                Some("<=") => Operator::LessOrEqual,
-                Some(">") => Operator::Greater,
-                Some(">=") => Operator::GreaterOrEqual,
-                Some("==") => Operator::Equal,
-                Some("!=") => Operator::NotEqual,
-                _ => return Some(left),
-            };
-            self.position += 1;
-            left = Fast::binary(operator, left, self.addition()?);
-        }
+        self.left_associative(RELATIONS, Self::addition)
     }
 
     fn addition(&mut self) -> Option<Fast> {
-        let mut left = self.multiplication()?;
-        loop {
-            let operator = match self.symbol() {
-                Some("+") => Operator::Add,
-                Some("-") => Operator::Subtract,
-                _ => return Some(left),
-            };
-            self.position += 1;
-            left = Fast::binary(operator, left, self.multiplication()?);
-        }
+        self.left_associative(ADDITIONS, Self::multiplication)
     }
 
     fn multiplication(&mut self) -> Option<Fast> {
-        let mut left = self.unary()?;
-        loop {
-            let operator = match self.symbol() {
-                Some("*") => Operator::Multiply,
-                Some("/") => Operator::Divide,
-                Some("%") => Operator::Remainder,
-                _ => return Some(left),
-            };
+        self.left_associative(MULTIPLICATIONS, Self::unary)
+    }
+
+    /// One precedence level of binary operators: `operand (operator operand)*`, grouped to the
+    /// left as CEL's left-recursive rules group them.
+    fn left_associative(
+        &mut self,
+        operators: &[(&str, Operator)],
+        mut operand: impl FnMut(&mut Self) -> Option<Fast>,
+    ) -> Option<Fast> {
+        let mut left = operand(self)?;
+        while let Some(&(_, operator)) = operators
+            .iter()
+            .find(|(symbol, _)| self.symbol() == Some(*symbol))
+        {
             self.position += 1;
-            left = Fast::binary(operator, left, self.unary()?);
+            left = Fast::binary(operator, left, operand(self)?);
         }
+        Some(left)
     }
 
     /// `unary: member | '!'+ member | '-'+ member`. An even run of either operator cancels out
