@@ -465,14 +465,7 @@ mod tests {
                 "event.name.x",
                 "event.data",
             ] {
-                let read = Expression::compile(text, &names).unwrap();
-                assert!(read.is_read_directly(), "`{text}`");
-                let through_cel = Expression::compile_with_cel(text, &names).unwrap();
-                assert_eq!(
-                    read.evaluate(&scope),
-                    through_cel.evaluate_with_cel(&scope),
-                    "`{text}` with data {event_data:?}"
-                );
+                assert_read_as_cel_reads(text, &scope);
             }
         }
     }
@@ -503,14 +496,20 @@ mod tests {
             "attempts < 2 < 3",
             "tool < 'h' && attempts >= limit - 1",
         ] {
-            let read = Expression::compile(text, &names).unwrap();
-            assert!(read.is_read_directly(), "`{text}`");
-            let through_cel = Expression::compile_with_cel(text, &names).unwrap();
-            assert_eq!(
-                read.evaluate(&scope),
-                through_cel.evaluate_with_cel(&scope),
-                "`{text}`"
-            );
+            assert_read_as_cel_reads(text, &scope);
         }
+    }
+
+    /// `text` is read directly, and evaluates in `scope` as CEL's parser and interpreter do.
+    fn assert_read_as_cel_reads(text: &str, scope: &Scope) {
+        let read = Expression::compile(text, scope.names).unwrap();
+        assert!(read.is_read_directly(), "`{text}`");
+        let through_cel = Expression::compile_with_cel(text, scope.names).unwrap();
+        assert_eq!(
+            read.evaluate(scope),
+            through_cel.evaluate_with_cel(scope),
+            "`{text}` with event {:?}",
+            scope.event.map(|event| event.data)
+        );
     }
 }
