@@ -95,6 +95,40 @@ pub trait Observer {
     /// A telemetry entry: `start`, `step` (after each event), `effect` (an outcome arrived) or
     /// `finish`, with its fields.
     fn record(&mut self, _time: &str, _kind: &str, _fields: serde_json::Value) {}
+    /// After each external event's macrostep; by default the `step` telemetry entry. An
+    /// observer that keeps no telemetry overrides it to skip building the entry.
+    fn step(&mut self, unix_milliseconds: u64, event: &Event, interpreter: &Interpreter) {
+        let fields = serde_json::json!({
+            "event": &*event.name,
+            "data": event.data.to_json(),
+            "configuration": interpreter.active_leaves(),
+        });
+        self.record(&clock::format_rfc3339(unix_milliseconds), "step", fields);
+    }
+    /// A transition was taken; by default the `transition` telemetry entry.
+    fn transition(
+        &mut self,
+        unix_milliseconds: u64,
+        machine: &Machine,
+        transition: crate::compile::machine::TransitionId,
+    ) {
+        let node = machine.transition(transition);
+        let targets: Vec<&str> = node
+            .targets
+            .iter()
+            .map(|target| &*machine.state(*target).id)
+            .collect();
+        let fields = serde_json::json!({
+            "source": &*machine.state(node.source).id,
+            "targets": targets,
+            "at": node.pointer,
+        });
+        self.record(
+            &clock::format_rfc3339(unix_milliseconds),
+            "transition",
+            fields,
+        );
+    }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
 }
@@ -131,7 +165,7 @@ type TimerKey = (Instant, u64);
 type PendingSend = (Option<Arc<str>>, Event, u64);
 
 /// What a running effect sends back: telemetry lines while it retries, then its outcome.
-enum EffectMessage {
+pub(crate) enum EffectMessage {
     Log(LogRecord),
     Directive(Directive),
     Outcome(Event),
@@ -141,17 +175,16 @@ enum EffectMessage {
 
 /// Forwards a child protocol's logs and directives to its parent's driver.
 struct ChildObserver {
-    parent: mpsc::UnboundedSender<EffectMessage>,
+    parent: EffectSink,
 }
 
 impl Observer for ChildObserver {
     fn log(&mut self, record: &LogRecord, _time: &str) {
-        let _ = self.parent.send(EffectMessage::Log(record.clone()));
+        self.parent.send(EffectMessage::Log(record.clone()));
     }
 
     fn directive(&mut self, directive: &Directive) {
-        let _ = self
-            .parent
+        self.parent
             .send(EffectMessage::Directive(directive.clone()));
     }
 
@@ -208,29 +241,85 @@ fn invoke_outcome(
     }
 }
 
-/// The host the algorithm talks to: external queue, timers, log output.
-struct DriverHost<'a> {
-    external_queue: VecDeque<Event>,
+/// Where running effects report: the session's own channel, or a host's channel shared by all
+/// its instances, each message tagged with the instance it is for.
+#[derive(Clone)]
+pub(crate) enum EffectSink {
+    Own(mpsc::UnboundedSender<EffectMessage>),
+    Shared(mpsc::UnboundedSender<(usize, EffectMessage)>, usize),
+}
+
+impl EffectSink {
+    /// Hands a message over; `false` when nobody listens any more (the run ended).
+    fn send(&self, message: EffectMessage) -> bool {
+        match self {
+            EffectSink::Own(sender) => sender.send(message).is_ok(),
+            EffectSink::Shared(sender, instance) => sender.send((*instance, message)).is_ok(),
+        }
+    }
+}
+
+/// What a driven instance keeps between its steps besides its interpreter: pending timers,
+/// running effects, its clock and step count. A session owns one while it runs; a host of many
+/// instances parks one per idle instance (`Session::park`) and no task or channel with it.
+pub struct DriverState {
     /// Pending delayed sends, sorted by (deadline, sequence): a deque rather than a tree, so a
     /// `serve` host's idle instances with one timer each keep one small allocation apiece.
     timers: VecDeque<(TimerKey, PendingSend)>,
     sequence: u64,
     started_at: Instant,
     started_unix_milliseconds: u64,
-    observer: &'a mut dyn Observer,
-    machine: Arc<Machine>,
-    /// Where running effects report their outcome events; made when the first effect starts
-    /// (its receiving end then waits in `new_receiver` for the session), since most instances
-    /// of a `serve` host never start one.
-    completions: Option<mpsc::UnboundedSender<EffectMessage>>,
-    new_receiver: Option<mpsc::UnboundedReceiver<EffectMessage>>,
+    /// Where running effects report their outcome events. A session's own channel is made when
+    /// the first effect starts (its receiving end then waits in `new_receiver` for the session),
+    /// since most instances of a `serve` host never start one.
+    completions: Option<EffectSink>,
     /// Effects started whose outcome has not arrived yet.
     running_effects: usize,
-    mocks: Arc<std::sync::Mutex<Mocks>>,
     /// Running child protocols by invoke id.
     invokes: std::collections::HashMap<Arc<str>, tokio::task::JoinHandle<()>>,
     /// Effects started whose outcome has not arrived, for checkpoints (durable runs only).
     in_flight: Vec<EffectRequest>,
+    /// The sequence number of the next committed step.
+    step: u64,
+}
+
+impl DriverState {
+    /// A state whose clock starts now; its effects report to `completions` when given.
+    pub(crate) fn new(completions: Option<EffectSink>) -> DriverState {
+        DriverState {
+            timers: VecDeque::new(),
+            sequence: 0,
+            started_at: Instant::now(),
+            started_unix_milliseconds: clock::unix_milliseconds_now(),
+            completions,
+            running_effects: 0,
+            invokes: std::collections::HashMap::new(),
+            in_flight: Vec::new(),
+            step: 0,
+        }
+    }
+
+    /// The earliest pending timer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.timers.front().map(|((deadline, _), _)| *deadline)
+    }
+
+    /// Whether nothing can happen to the instance unless an event arrives: no timer pending,
+    /// no effect or child protocol running.
+    pub fn is_idle(&self) -> bool {
+        self.timers.is_empty() && self.running_effects == 0
+    }
+}
+
+/// The host the algorithm talks to: external queue, timers, log output.
+struct DriverHost<'a> {
+    external_queue: VecDeque<Event>,
+    state: DriverState,
+    observer: &'a mut dyn Observer,
+    machine: Arc<Machine>,
+    /// The receiving end of a channel made by `completions`, until the session takes it.
+    new_receiver: Option<mpsc::UnboundedReceiver<EffectMessage>>,
+    mocks: Arc<std::sync::Mutex<Mocks>>,
     /// Transitions taken in the current macrostep, for checkpoints (durable runs only).
     taken: Vec<String>,
     /// What the actions of the current macrostep did (logs, directives, effects started), for
@@ -272,8 +361,8 @@ impl DriverHost<'_> {
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
     fn now_milliseconds(&self) -> u64 {
-        let elapsed = Instant::now().saturating_duration_since(self.started_at);
-        self.started_unix_milliseconds + elapsed.as_millis() as u64
+        let elapsed = Instant::now().saturating_duration_since(self.state.started_at);
+        self.state.started_unix_milliseconds + elapsed.as_millis() as u64
     }
 
     fn now_text(&self) -> String {
@@ -281,26 +370,27 @@ impl DriverHost<'_> {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.timers.front().map(|((deadline, _), _)| *deadline)
+        self.state.next_deadline()
     }
 
     /// Adds a pending send in deadline order (after those due at the same instant).
     fn add_timer(&mut self, deadline: Instant, pending: PendingSend) {
-        self.sequence += 1;
-        let key = (deadline, self.sequence);
-        let position = self.timers.partition_point(|(other, _)| *other < key);
-        self.timers.insert(position, (key, pending));
+        self.state.sequence += 1;
+        let key = (deadline, self.state.sequence);
+        let position = self.state.timers.partition_point(|(other, _)| *other < key);
+        self.state.timers.insert(position, (key, pending));
     }
 
     /// The sender effects report to, making the channel on first use.
-    fn completions(&mut self) -> mpsc::UnboundedSender<EffectMessage> {
-        if let Some(sender) = &self.completions {
-            return sender.clone();
+    fn completions(&mut self) -> EffectSink {
+        if let Some(sink) = &self.state.completions {
+            return sink.clone();
         }
         let (sender, receiver) = mpsc::unbounded_channel();
-        self.completions = Some(sender.clone());
+        let sink = EffectSink::Own(sender);
+        self.state.completions = Some(sink.clone());
         self.new_receiver = Some(receiver);
-        sender
+        sink
     }
 
     /// Moves the earliest timer due by now onto the external queue. One at a time: handling
@@ -309,7 +399,7 @@ impl DriverHost<'_> {
     fn fire_due_timer(&mut self) {
         let now = Instant::now();
         if self.next_deadline().is_some_and(|deadline| deadline <= now)
-            && let Some((_, (_, event, _))) = self.timers.pop_front()
+            && let Some((_, (_, event, _))) = self.state.timers.pop_front()
         {
             self.external_queue.push_back(event);
         }
@@ -341,7 +431,8 @@ impl Host for DriverHost<'_> {
     }
 
     fn cancel(&mut self, send_id: &str) {
-        self.timers
+        self.state
+            .timers
             .retain(|(_, (id, _, _))| id.as_deref() != Some(send_id));
     }
 
@@ -350,26 +441,16 @@ impl Host for DriverHost<'_> {
     }
 
     fn transition_taken(&mut self, transition: crate::compile::machine::TransitionId) {
-        let node = self.machine.transition(transition);
         if self.recording {
-            self.taken.push(node.pointer.clone());
+            self.taken
+                .push(self.machine.transition(transition).pointer.clone());
         }
-        let targets: Vec<&str> = node
-            .targets
-            .iter()
-            .map(|target| &*self.machine.state(*target).id)
-            .collect();
-        let fields = serde_json::json!({
-            "source": &*self.machine.state(node.source).id,
-            "targets": targets,
-            "at": node.pointer,
-        });
-        let time = self.now_text();
-        self.observer.record(&time, "transition", fields);
+        let now = self.now_milliseconds();
+        self.observer.transition(now, &self.machine, transition);
     }
 
     fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
-        self.running_effects += 1;
+        self.state.running_effects += 1;
         let parent = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
@@ -395,20 +476,20 @@ impl Host for DriverHost<'_> {
             ))
             .await;
             let event = invoke_outcome(&machine, &request, result);
-            let _ = parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
+            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
         });
-        if let Some(previous) = self.invokes.insert(id, handle) {
+        if let Some(previous) = self.state.invokes.insert(id, handle) {
             // The same invoke started again before its cancellation: the old run is gone.
             previous.abort();
-            self.running_effects -= 1;
+            self.state.running_effects -= 1;
         }
     }
 
     fn cancel_invoke(&mut self, id: &str) {
-        if let Some(handle) = self.invokes.remove(id) {
+        if let Some(handle) = self.state.invokes.remove(id) {
             // Dropping the child's futures kills its processes (their groups are killed on drop).
             handle.abort();
-            self.running_effects -= 1;
+            self.state.running_effects -= 1;
         }
     }
 
@@ -425,11 +506,11 @@ impl Host for DriverHost<'_> {
             self.refuse(&request, &denied);
             return;
         }
-        self.running_effects += 1;
+        self.state.running_effects += 1;
         if self.recording {
             self.step_actions
                 .push(serde_json::json!({"effect": &*request.id, "kind": request.kind.name()}));
-            self.in_flight.push(request.clone());
+            self.state.in_flight.push(request.clone());
         }
         let completions = self.completions();
         let machine = self.machine.clone();
@@ -437,7 +518,7 @@ impl Host for DriverHost<'_> {
         tokio::spawn(async move {
             let telemetry = completions.clone();
             let mut report = move |record: LogRecord| {
-                let _ = telemetry.send(EffectMessage::Log(record));
+                telemetry.send(EffectMessage::Log(record));
             };
             let attempt = move |attempt: EffectRequest| {
                 // A poisoned lock only means another attempt panicked; the scripts are intact.
@@ -459,7 +540,7 @@ impl Host for DriverHost<'_> {
             let outcome = run_with_plan(&request, attempt, &mut report).await;
             // The run may have ended meanwhile; then nobody waits for this outcome.
             let event = outcome.into_event(&machine, &request.events);
-            let _ = completions.send(EffectMessage::Outcome(event));
+            completions.send(EffectMessage::Outcome(event));
         });
     }
 }
@@ -678,7 +759,8 @@ async fn drive_async(
         // open, time moves only on `advance` lines, so the run waits for the next event
         // instead of racing ahead of whoever writes them.
         session.timers_held = virtual_time && lines.is_some();
-        let idle = session.host.next_deadline().is_none() && session.host.running_effects == 0;
+        let idle =
+            session.host.next_deadline().is_none() && session.host.state.running_effects == 0;
         if idle && lines.is_none() {
             break;
         }
@@ -759,8 +841,6 @@ pub struct Session<'a> {
     timers_held: bool,
     /// Where each macrostep is committed (durable runs).
     checkpoint: Option<&'a mut dyn Checkpoint>,
-    /// The sequence number of the next step.
-    step: u64,
 }
 
 impl<'a> Session<'a> {
@@ -769,21 +849,25 @@ impl<'a> Session<'a> {
         mocks: Arc<std::sync::Mutex<Mocks>>,
         observer: &'a mut dyn Observer,
     ) -> Session<'a> {
+        Session::unpark(interpreter, DriverState::new(None), mocks, observer)
+    }
+
+    /// A session over an instance parked by `park`: its timers and running effects as they
+    /// were. The external queue starts empty (a parked session has handled all it had).
+    pub fn unpark(
+        interpreter: &'a mut Interpreter,
+        state: DriverState,
+        mocks: Arc<std::sync::Mutex<Mocks>>,
+        observer: &'a mut dyn Observer,
+    ) -> Session<'a> {
         let machine = interpreter.machine().clone();
         let host = DriverHost {
             external_queue: VecDeque::new(),
-            timers: VecDeque::new(),
-            sequence: 0,
-            started_at: Instant::now(),
-            started_unix_milliseconds: clock::unix_milliseconds_now(),
+            state,
             observer,
             machine,
-            completions: None,
             new_receiver: None,
-            running_effects: 0,
             mocks,
-            invokes: std::collections::HashMap::new(),
-            in_flight: Vec::new(),
             taken: Vec::new(),
             step_actions: Vec::new(),
             recording: false,
@@ -794,8 +878,13 @@ impl<'a> Session<'a> {
             completed: None,
             timers_held: false,
             checkpoint: None,
-            step: 0,
         }
+    }
+
+    /// Ends the session but not the instance: what it keeps between steps, to `unpark` later.
+    /// Events still queued are dropped, so call it after `handle_queued`.
+    pub fn park(self) -> DriverState {
+        self.host.state
     }
 
     /// Commits every macrostep to `checkpoint`, from the start (step 0) on.
@@ -817,6 +906,7 @@ impl<'a> Session<'a> {
         let now_unix = self.host.now_milliseconds();
         snapshot.timers = self
             .host
+            .state
             .timers
             .iter()
             .map(|((deadline, _), (id, event, delay))| PendingTimer {
@@ -832,6 +922,7 @@ impl<'a> Session<'a> {
             .collect();
         snapshot.effects = self
             .host
+            .state
             .in_flight
             .iter()
             .map(|request| InFlightEffect {
@@ -842,14 +933,14 @@ impl<'a> Session<'a> {
             })
             .collect();
         let step = CheckpointStep {
-            sequence: self.step,
+            sequence: self.host.state.step,
             event: event.map(|event| (event.name.to_string(), event.data.to_json())),
             transitions: taken,
             actions: serde_json::Value::Array(actions),
             snapshot,
             unix_milliseconds: now_unix,
         };
-        self.step += 1;
+        self.host.state.step += 1;
         checkpoint
             .commit(step)
             .map_err(|message| RunError::Checkpoint { message })
@@ -859,7 +950,7 @@ impl<'a> Session<'a> {
     /// and restarts (policy `retry`) or fails (policy `fail`) the effects that were running.
     /// Entry actions do not run again.
     pub fn resume(&mut self, resume: &Resume) -> Result<(), RunError> {
-        self.step = resume.sequence + 1;
+        self.host.state.step = resume.sequence + 1;
         let now = Instant::now();
         let now_unix = self.host.now_milliseconds();
         let machine = self.host.machine.clone();
@@ -957,13 +1048,8 @@ impl<'a> Session<'a> {
             };
             self.interpreter.set_clock(self.host.now_milliseconds());
             self.interpreter.handle(&event, &mut self.host)?;
-            let time = self.host.now_text();
-            let step = serde_json::json!({
-                "event": &*event.name,
-                "data": event.data.to_json(),
-                "configuration": self.interpreter.active_leaves(),
-            });
-            self.host.observer.record(&time, "step", step);
+            let now = self.host.now_milliseconds();
+            self.host.observer.step(now, &event, self.interpreter);
             self.commit(Some(&event))?;
         }
         Ok(())
@@ -972,8 +1058,8 @@ impl<'a> Session<'a> {
     /// Sets what the run's clock reads now (Unix milliseconds): a scenario's fixed start, so
     /// `now()` and timestamps are the same on every run. Call before `start`.
     pub fn set_wall_clock(&mut self, unix_milliseconds: u64) {
-        self.host.started_unix_milliseconds = unix_milliseconds;
-        self.host.started_at = Instant::now();
+        self.host.state.started_unix_milliseconds = unix_milliseconds;
+        self.host.state.started_at = Instant::now();
     }
 
     /// Lets `duration` of (virtual) time pass, handling each timer that falls due, in order,
@@ -1001,7 +1087,7 @@ impl<'a> Session<'a> {
 
     /// Whether effects or child protocols are still running.
     pub fn effects_running(&self) -> bool {
-        self.host.running_effects > 0
+        self.host.state.running_effects > 0
     }
 
     /// The earliest pending timer.
@@ -1016,7 +1102,7 @@ impl<'a> Session<'a> {
         if self.completed.is_none() {
             self.completed = self.host.new_receiver.take();
         }
-        let effects_pending = self.host.running_effects > 0;
+        let effects_pending = self.host.state.running_effects > 0;
         let timer = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -1092,8 +1178,8 @@ impl DriverHost<'_> {
             EffectMessage::Directive(directive) => self.observer.directive(&directive),
             EffectMessage::InvokeOutcome(id, event) => {
                 // A cancelled invoke's outcome is dropped: its state is gone.
-                if self.invokes.remove(&id).is_some() {
-                    self.running_effects -= 1;
+                if self.state.invokes.remove(&id).is_some() {
+                    self.state.running_effects -= 1;
                     let time = self.now_text();
                     let fields = serde_json::json!({"id": &*id, "event": &*event.name});
                     self.observer.record(&time, "invoke", fields);
@@ -1101,11 +1187,15 @@ impl DriverHost<'_> {
                 }
             }
             EffectMessage::Outcome(event) => {
-                self.running_effects -= 1;
+                self.state.running_effects -= 1;
                 if let Some(Value::String(id)) = event.data.get("id")
-                    && let Some(index) = self.in_flight.iter().position(|request| request.id == *id)
+                    && let Some(index) = self
+                        .state
+                        .in_flight
+                        .iter()
+                        .position(|request| request.id == *id)
                 {
-                    self.in_flight.remove(index);
+                    self.state.in_flight.remove(index);
                 }
                 let time = self.now_text();
                 self.observer

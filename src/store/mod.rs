@@ -261,6 +261,64 @@ pub trait Store: Send {
     /// Ends a run without a step (an error ended it, or its last step was committed without
     /// `finish`). A finished run is refused.
     fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError>;
+
+    /// Commits many writes at once: one transaction (and one sync to disk) for all of them in a
+    /// store that can, so a host of many instances pays one commit per batch of steps. Each
+    /// write is checked as on its own; if one fails, none is kept. The default applies them one
+    /// by one (not atomic), for stores without transactions.
+    fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        writes.iter().try_for_each(|write| write.apply(self))
+    }
+}
+
+/// One write of a batch (`Store::commit_batch`).
+#[derive(Debug, Clone)]
+pub enum Write {
+    CreateRun(NewRun),
+    Step {
+        run: String,
+        entry: JournalEntry,
+        snapshot: Snapshot,
+        finish: Option<Finish>,
+    },
+    MarkStopped {
+        run: String,
+        unix_milliseconds: u64,
+    },
+    FinishRun {
+        run: String,
+        finish: Finish,
+    },
+}
+
+impl Write {
+    /// The write on its own, through the store's single-write methods.
+    pub fn apply<S: Store + ?Sized>(&self, store: &mut S) -> Result<(), StoreError> {
+        match self {
+            Write::CreateRun(run) => store.create_run(run),
+            Write::Step {
+                run,
+                entry,
+                snapshot,
+                finish,
+            } => store.commit_step(run, entry, snapshot, finish.as_ref()),
+            Write::MarkStopped {
+                run,
+                unix_milliseconds,
+            } => store.mark_stopped(run, *unix_milliseconds),
+            Write::FinishRun { run, finish } => store.finish_run(run, finish),
+        }
+    }
+
+    /// The run written to.
+    pub fn run(&self) -> &str {
+        match self {
+            Write::CreateRun(run) => &run.id,
+            Write::Step { run, .. }
+            | Write::MarkStopped { run, .. }
+            | Write::FinishRun { run, .. } => run,
+        }
+    }
 }
 
 /// A stable fingerprint of a protocol's text: `fnv1a64:` and 16 hex digits. Not cryptographic:

@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
     Cause, Finish, JournalEntry, JournalEvent, NewRun, RunRecord, RunStatus, RunSummary, Store,
-    StoreError, StoredSnapshot,
+    StoreError, StoredSnapshot, Write,
 };
 use crate::run::snapshot::Snapshot;
 
@@ -185,31 +185,19 @@ impl SqliteStore {
         transaction.commit().map_err(&failed)
     }
 
-    /// A status change for a run that has not finished.
-    fn set_status(
+    /// Runs `body` in one immediate transaction, committed if it succeeds; on an error the
+    /// transaction is dropped, which rolls back whatever `body` wrote.
+    fn write(
         &mut self,
-        run: &str,
-        status: RunStatus,
-        unix_milliseconds: u64,
+        operation: &str,
+        body: impl FnOnce(&Context, &Connection) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let time = self.context.integer("a time", unix_milliseconds)?;
-        let operation = format!("mark run `{run}` {}", status.as_str());
-        let failed = self.context.failed(&operation);
+        let failed = self.context.failed(operation);
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&failed)?;
-        let changed = transaction
-            .execute(
-                "UPDATE runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status <> 'finished'",
-                rusqlite::params![status.as_str(), time, run],
-            )
-            .map_err(&failed)?;
-        if changed == 0 {
-            return Err(self
-                .context
-                .refusal(&transaction, run, None, &operation, None));
-        }
+        body(&self.context, &transaction)?;
         transaction.commit().map_err(&failed)
     }
 
@@ -368,11 +356,202 @@ impl Context {
         }
     }
 
+    /// Inserts a new run; one with the same id is refused.
+    fn insert_run(&self, connection: &Connection, run: &NewRun) -> Result<(), StoreError> {
+        let started = self.integer("a start time", run.started_unix_milliseconds)?;
+        let inputs = self.encode(&run.id, "inputs", &run.inputs)?;
+        let failed = self.failed(&format!("create run `{}`", run.id));
+        let exists = connection
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
+            .optional()
+            .map_err(&failed)?
+            .is_some();
+        if exists {
+            return Err(StoreError::RunExists {
+                database: self.location(),
+                run: run.id.clone(),
+            });
+        }
+        connection
+            .execute(
+                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
+                 started_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?6)",
+                rusqlite::params![
+                    run.id,
+                    run.protocol_path,
+                    run.protocol_hash,
+                    run.protocol_text,
+                    inputs,
+                    started
+                ],
+            )
+            .map_err(&failed)?;
+        Ok(())
+    }
+
+    /// A step's columns as they are written; without a snapshot when a later step of the same
+    /// batch replaces it.
+    fn encode_step(
+        &self,
+        run: &str,
+        entry: &JournalEntry,
+        snapshot: Option<&Snapshot>,
+        finish: Option<&Finish>,
+    ) -> Result<EncodedStep, StoreError> {
+        Ok(EncodedStep {
+            step: self.integer("a step number", entry.sequence)?,
+            time: self.integer("a step time", entry.unix_milliseconds)?,
+            event_name: entry.event.as_ref().map(|event| event.name.clone()),
+            event_data: match &entry.event {
+                Some(event) => Some(self.encode(run, "journal event data", &event.data)?),
+                None => None,
+            },
+            transitions: self.encode(run, "journal transitions", &entry.transitions)?,
+            actions: self.encode(run, "journal actions", &entry.actions)?,
+            snapshot: match snapshot {
+                Some(snapshot) => Some(self.encode(run, "snapshot", snapshot)?),
+                None => None,
+            },
+            finish: match finish {
+                Some(finish) => Some((
+                    finish.final_state.clone(),
+                    finish.exit_code,
+                    self.encode(run, "output", &finish.output)?,
+                    self.integer("a finish time", finish.unix_milliseconds)?,
+                )),
+                None => None,
+            },
+        })
+    }
+
+    /// Writes one step: its journal entry, its snapshot (replacing the run's previous one), and
+    /// the run's last step (and its end). Refused (`refusal`) for an unknown or finished run and
+    /// for a step not above the run's last.
+    fn insert_step(
+        &self,
+        connection: &Connection,
+        run: &str,
+        sequence: u64,
+        encoded: &EncodedStep,
+    ) -> Result<(), StoreError> {
+        let operation = format!("commit step {sequence} of run `{run}`");
+        let failed = self.failed(&operation);
+        let EncodedStep {
+            step,
+            time,
+            event_name,
+            event_data,
+            transitions,
+            actions,
+            snapshot,
+            finish,
+        } = encoded;
+        // 1. The journal entry. A duplicate step or an unknown run violates a constraint.
+        let inserted = connection.execute(
+            "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
+             recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            rusqlite::params![
+                run,
+                step,
+                event_name,
+                event_data,
+                transitions,
+                actions,
+                time
+            ],
+        );
+        match inserted {
+            Ok(_) => {}
+            Err(error) if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+                return Err(self.refusal(connection, run, Some(sequence), &operation, Some(error)));
+            }
+            Err(error) => return Err(failed(error)),
+        }
+        // 2. The snapshot after it, replacing the previous one.
+        if let Some(snapshot) = snapshot {
+            connection
+                .execute(
+                    "INSERT INTO snapshots (run_id, step, snapshot, taken_at) VALUES (?1, ?2, ?3, \
+                     ?4) ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, \
+                     snapshot = excluded.snapshot, taken_at = excluded.taken_at",
+                    rusqlite::params![run, step, snapshot, time],
+                )
+                .map_err(&failed)?;
+        }
+        // 3. The run's last step (and its end). If it changes nothing, the run is finished or the
+        // step is stale: the error drops the transaction, which rolls 1 and 2 back.
+        let changed = match finish {
+            None => connection.execute(
+                "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
+                 updated_at = ?2 WHERE id = ?3 AND status <> 'finished' \
+                 AND (last_step IS NULL OR last_step < ?1)",
+                rusqlite::params![step, time, run],
+            ),
+            Some((final_state, exit_code, output, finished_at)) => connection.execute(
+                "UPDATE runs SET status = 'finished', last_step = ?1, last_step_at = ?2, \
+                 updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
+                 WHERE id = ?3 AND status <> 'finished' AND (last_step IS NULL OR last_step < ?1)",
+                rusqlite::params![step, time, run, final_state, exit_code, output, finished_at],
+            ),
+        }
+        .map_err(&failed)?;
+        if changed == 0 {
+            return Err(self.refusal(connection, run, Some(sequence), &operation, None));
+        }
+        Ok(())
+    }
+
+    /// A status change for a run that has not finished.
+    fn update_status(
+        &self,
+        connection: &Connection,
+        run: &str,
+        status: RunStatus,
+        unix_milliseconds: u64,
+    ) -> Result<(), StoreError> {
+        let time = self.integer("a time", unix_milliseconds)?;
+        let operation = format!("mark run `{run}` {}", status.as_str());
+        let changed = connection
+            .execute(
+                "UPDATE runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status <> 'finished'",
+                rusqlite::params![status.as_str(), time, run],
+            )
+            .map_err(self.failed(&operation))?;
+        if changed == 0 {
+            return Err(self.refusal(connection, run, None, &operation, None));
+        }
+        Ok(())
+    }
+
+    /// Ends a run that has not finished.
+    fn update_finish(
+        &self,
+        connection: &Connection,
+        run: &str,
+        finish: &Finish,
+    ) -> Result<(), StoreError> {
+        let output = self.encode(run, "output", &finish.output)?;
+        let time = self.integer("a finish time", finish.unix_milliseconds)?;
+        let operation = format!("finish run `{run}`");
+        let changed = connection
+            .execute(
+                "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = ?2, \
+                 output = ?3, finished_at = ?4, updated_at = ?4 \
+                 WHERE id = ?5 AND status <> 'finished'",
+                rusqlite::params![finish.final_state, finish.exit_code, output, time, run],
+            )
+            .map_err(self.failed(&operation))?;
+        if changed == 0 {
+            return Err(self.refusal(connection, run, None, &operation, None));
+        }
+        Ok(())
+    }
+
     /// Why a write to `run` changed nothing (or violated a constraint, `cause`): the run is
     /// unknown, finished, or already past `sequence`.
     fn refusal(
         &self,
-        transaction: &Transaction,
+        transaction: &Connection,
         run: &str,
         sequence: Option<u64>,
         operation: &str,
@@ -447,6 +626,19 @@ impl RawRun {
     }
 }
 
+/// A step's columns, encoded before the write lock is taken.
+struct EncodedStep {
+    step: i64,
+    time: i64,
+    event_name: Option<String>,
+    event_data: Option<String>,
+    transitions: String,
+    actions: String,
+    snapshot: Option<String>,
+    /// Final state, exit code, output, finish time.
+    finish: Option<(Option<String>, i32, String, i64)>,
+}
+
 /// A `journal` row as stored.
 struct RawEntry {
     step: i64,
@@ -477,41 +669,10 @@ impl Store for SqliteStore {
     }
 
     fn create_run(&mut self, run: &NewRun) -> Result<(), StoreError> {
-        let started = self
-            .context
-            .integer("a start time", run.started_unix_milliseconds)?;
-        let inputs = self.context.encode(&run.id, "inputs", &run.inputs)?;
-        let failed = self.context.failed(&format!("create run `{}`", run.id));
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&failed)?;
-        let exists = transaction
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
-            .optional()
-            .map_err(&failed)?
-            .is_some();
-        if exists {
-            return Err(StoreError::RunExists {
-                database: self.context.location(),
-                run: run.id.clone(),
-            });
-        }
-        transaction
-            .execute(
-                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?6)",
-                rusqlite::params![
-                    run.id,
-                    run.protocol_path,
-                    run.protocol_hash,
-                    run.protocol_text,
-                    inputs,
-                    started
-                ],
-            )
-            .map_err(&failed)?;
-        transaction.commit().map_err(&failed)
+        self.write(
+            &format!("create run `{}`", run.id),
+            |context, connection| context.insert_run(connection, run),
+        )
     }
 
     fn commit_step(
@@ -522,111 +683,13 @@ impl Store for SqliteStore {
         finish: Option<&Finish>,
     ) -> Result<(), StoreError> {
         // Everything is encoded before the write lock is taken, to hold it briefly.
-        let step = self.context.integer("a step number", entry.sequence)?;
-        let time = self
+        let encoded = self
             .context
-            .integer("a step time", entry.unix_milliseconds)?;
-        let event_name = entry.event.as_ref().map(|event| event.name.as_str());
-        let event_data = match &entry.event {
-            Some(event) => Some(
-                self.context
-                    .encode(run, "journal event data", &event.data)?,
-            ),
-            None => None,
-        };
-        let transitions = self
-            .context
-            .encode(run, "journal transitions", &entry.transitions)?;
-        let actions = self
-            .context
-            .encode(run, "journal actions", &entry.actions)?;
-        let snapshot_text = self.context.encode(run, "snapshot", snapshot)?;
-        let finish = match finish {
-            Some(finish) => Some((
-                finish,
-                self.context.encode(run, "output", &finish.output)?,
-                self.context
-                    .integer("a finish time", finish.unix_milliseconds)?,
-            )),
-            None => None,
-        };
-        let operation = format!("commit step {} of run `{run}`", entry.sequence);
-        let failed = self.context.failed(&operation);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&failed)?;
-        // 1. The journal entry. A duplicate step or an unknown run violates a constraint.
-        let inserted = transaction.execute(
-            "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
-             recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            rusqlite::params![
-                run,
-                step,
-                event_name,
-                event_data,
-                transitions,
-                actions,
-                time
-            ],
-        );
-        match inserted {
-            Ok(_) => {}
-            Err(error) if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
-                return Err(self.context.refusal(
-                    &transaction,
-                    run,
-                    Some(entry.sequence),
-                    &operation,
-                    Some(error),
-                ));
-            }
-            Err(error) => return Err(failed(error)),
-        }
-        // 2. The snapshot after it, replacing the previous one.
-        transaction
-            .execute(
-                "INSERT INTO snapshots (run_id, step, snapshot, taken_at) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, \
-                 snapshot = excluded.snapshot, taken_at = excluded.taken_at",
-                rusqlite::params![run, step, snapshot_text, time],
-            )
-            .map_err(&failed)?;
-        // 3. The run's last step (and its end). If it changes nothing, the run is finished or the
-        // step is stale: returning drops the transaction, which rolls 1 and 2 back.
-        let changed = match &finish {
-            None => transaction.execute(
-                "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
-                 updated_at = ?2 WHERE id = ?3 AND status <> 'finished' \
-                 AND (last_step IS NULL OR last_step < ?1)",
-                rusqlite::params![step, time, run],
-            ),
-            Some((finish, output, finished_at)) => transaction.execute(
-                "UPDATE runs SET status = 'finished', last_step = ?1, last_step_at = ?2, \
-                 updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
-                 WHERE id = ?3 AND status <> 'finished' AND (last_step IS NULL OR last_step < ?1)",
-                rusqlite::params![
-                    step,
-                    time,
-                    run,
-                    finish.final_state,
-                    finish.exit_code,
-                    output,
-                    finished_at
-                ],
-            ),
-        }
-        .map_err(&failed)?;
-        if changed == 0 {
-            return Err(self.context.refusal(
-                &transaction,
-                run,
-                Some(entry.sequence),
-                &operation,
-                None,
-            ));
-        }
-        transaction.commit().map_err(&failed)
+            .encode_step(run, entry, Some(snapshot), finish)?;
+        self.write(
+            &format!("commit step {} of run `{run}`", entry.sequence),
+            |context, connection| context.insert_step(connection, run, entry.sequence, &encoded),
+        )
     }
 
     fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
@@ -719,38 +782,84 @@ impl Store for SqliteStore {
     }
 
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
-        self.set_status(run, RunStatus::Stopped, unix_milliseconds)
+        self.write(
+            &format!("mark run `{run}` stopped"),
+            |context, connection| {
+                context.update_status(connection, run, RunStatus::Stopped, unix_milliseconds)
+            },
+        )
     }
 
     fn mark_running(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
-        self.set_status(run, RunStatus::Running, unix_milliseconds)
+        self.write(
+            &format!("mark run `{run}` running"),
+            |context, connection| {
+                context.update_status(connection, run, RunStatus::Running, unix_milliseconds)
+            },
+        )
     }
 
     fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError> {
-        let output = self.context.encode(run, "output", &finish.output)?;
-        let time = self
-            .context
-            .integer("a finish time", finish.unix_milliseconds)?;
-        let operation = format!("finish run `{run}`");
-        let failed = self.context.failed(&operation);
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&failed)?;
-        let changed = transaction
-            .execute(
-                "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = ?2, \
-                 output = ?3, finished_at = ?4, updated_at = ?4 \
-                 WHERE id = ?5 AND status <> 'finished'",
-                rusqlite::params![finish.final_state, finish.exit_code, output, time, run],
-            )
-            .map_err(&failed)?;
-        if changed == 0 {
-            return Err(self
-                .context
-                .refusal(&transaction, run, None, &operation, None));
+        self.write(&format!("finish run `{run}`"), |context, connection| {
+            context.update_finish(connection, run, finish)
+        })
+    }
+
+    fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        // A snapshot that a later step of the same run replaces in this transaction is never
+        // read: it is neither encoded nor written.
+        let mut last_step_of_run: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::new();
+        for (index, write) in writes.iter().enumerate() {
+            if let Write::Step { run, .. } = write {
+                last_step_of_run.insert(run, index);
+            }
         }
-        transaction.commit().map_err(&failed)
+        let mut encoded = Vec::with_capacity(last_step_of_run.len());
+        for (index, write) in writes.iter().enumerate() {
+            if let Write::Step {
+                run,
+                entry,
+                snapshot,
+                finish,
+            } = write
+            {
+                let latest = last_step_of_run.get(run.as_str()) == Some(&index);
+                let snapshot = latest.then_some(snapshot);
+                encoded.push(
+                    self.context
+                        .encode_step(run, entry, snapshot, finish.as_ref())?,
+                );
+            }
+        }
+        self.write(
+            &format!("commit {} writes", writes.len()),
+            |context, connection| {
+                let mut steps = encoded.iter();
+                for write in writes {
+                    match write {
+                        Write::CreateRun(run) => context.insert_run(connection, run)?,
+                        Write::Step { run, entry, .. } => {
+                            let step = steps.next().expect("one encoding per step");
+                            context.insert_step(connection, run, entry.sequence, step)?;
+                        }
+                        Write::MarkStopped {
+                            run,
+                            unix_milliseconds,
+                        } => context.update_status(
+                            connection,
+                            run,
+                            RunStatus::Stopped,
+                            *unix_milliseconds,
+                        )?,
+                        Write::FinishRun { run, finish } => {
+                            context.update_finish(connection, run, finish)?;
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 }
 
