@@ -96,12 +96,15 @@ fn an_event_line_over_the_limit_is_skipped_and_the_run_goes_on() {
     );
 }
 
+/// `serve` keeps no queue per instance: each line is handled as it is read (a fast writer is
+/// slowed down by the reader's bounded hand-over instead), so 50 events for one instance are 50
+/// steps, in order. Bad lines are reported with their numbers and skipped.
 #[test]
-fn a_serve_instance_takes_at_most_max_queue_waiting_events() {
+fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
     let directory = scratch("queue");
     std::fs::write(
         directory.join("p.yaml"),
-        "id: queue\nstates:\n  a: { on: { tick: a } }\n",
+        "id: queue\ncontext: { ticks: 0 }\nstates:\n  a: { on: { tick: { actions: [{ assign: { ticks: \"ticks + 1\" } }] } } }\n",
     )
     .unwrap();
     let mut lines = String::from("{\"instance\": \"one\"}\n");
@@ -109,32 +112,54 @@ fn a_serve_instance_takes_at_most_max_queue_waiting_events() {
         lines.push_str("{\"instance\": \"one\", \"event\": \"tick\"}\n");
     }
     lines.push_str("not json\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["serve", "p.yaml", "--max-queue", "1"])
-        .args(["--state-dir", directory.join("state").to_str().unwrap()])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(lines.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains(
-            "instance `one` already has 1 events waiting, the limit; raise it with --max-queue"
-        ),
-        "{stderr}"
-    );
-    // A malformed line is reported with its number and the host goes on.
-    assert!(stderr.contains("input line 52: not JSON"), "{stderr}");
+    lines.push_str("{\"instance\": \"one\", \"evnt\": \"tick\"}\n");
+    lines.push_str("{\"event\": \"tick\"}\n");
+    lines.push_str("[1, 2]\n");
+    for store in ["sqlite", "memory"] {
+        let state = directory.join(format!("state-{store}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["serve", "p.yaml", "--store", store])
+            .args(["--state-dir", state.to_str().unwrap()])
+            .current_dir(&directory)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(lines.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert_eq!(
+            stdout
+                .matches(r#"{"instance":"one","event":"tick","configuration":["a"]}"#)
+                .count(),
+            50,
+            "{stdout}"
+        );
+        assert!(stderr.contains("input line 52: not JSON"), "{stderr}");
+        assert!(
+            stderr.contains("input line 53: unknown field `evnt`, expected one of `instance`, `inputs`, `event`, `data`"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("input line 54: missing `instance` (a non-empty string)"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("input line 55: invalid type"), "{stderr}");
+        // Only the durable host leaves a database behind.
+        assert_eq!(
+            state.join("state.db").exists(),
+            store == "sqlite",
+            "{store}"
+        );
+    }
 }
 
 // The YAML node limit (200,000) is hit in `src/load/yaml.rs`'s unit tests with a small limit:

@@ -397,19 +397,8 @@ fn restored_run(
             eprint!("{}", render_all(&diagnostics));
             exit_code::INVALID
         })?;
-    let recorded_inputs: Vec<(String, serde_json::Value)> = record
-        .inputs
-        .as_object()
-        .map(|inputs| {
-            inputs
-                .iter()
-                .filter(|(_, value)| !value.is_null())
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
     let inputs = machine
-        .bind_input_values(&recorded_inputs)
+        .bind_recorded_inputs(&record.inputs)
         .map_err(|errors| {
             for error in errors {
                 eprintln!("error: run `{run_id}`: {error}");

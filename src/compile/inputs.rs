@@ -291,6 +291,25 @@ impl Machine {
         )
     }
 
+    /// Binds the inputs a durable run recorded (`recorded_inputs`): an input recorded as
+    /// `null` (optional, not given) is left to its default.
+    pub fn bind_recorded_inputs(
+        &self,
+        recorded: &serde_json::Value,
+    ) -> Result<Vec<Value>, Vec<InputError>> {
+        let supplied: Vec<(String, serde_json::Value)> = recorded
+            .as_object()
+            .map(|inputs| {
+                inputs
+                    .iter()
+                    .filter(|(_, value)| !value.is_null())
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.bind_input_values(&supplied)
+    }
+
     /// Binds values to input slots: a string is read as on the command line (`30s`, `[1, 2]`),
     /// anything else is checked as it is. Defaults apply; every problem is reported.
     pub fn bind_input_values(

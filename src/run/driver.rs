@@ -375,6 +375,11 @@ impl DriverHost<'_> {
 
     /// Adds a pending send in deadline order (after those due at the same instant).
     fn add_timer(&mut self, deadline: Instant, pending: PendingSend) {
+        if self.state.timers.is_empty() {
+            // Room for exactly one: most instances wait on one timer, and a growing deque
+            // would reserve four.
+            self.state.timers.reserve_exact(1);
+        }
         self.state.sequence += 1;
         let key = (deadline, self.state.sequence);
         let position = self.state.timers.partition_point(|(other, _)| *other < key);
@@ -1030,6 +1035,21 @@ impl<'a> Session<'a> {
         self.host.external_queue.push_back(event);
     }
 
+    /// Whether the instance has not reached a top-level final state.
+    pub fn is_running(&self) -> bool {
+        self.interpreter.is_running()
+    }
+
+    /// Moves the earliest timer that is due onto the queue (one: handling it may cancel others).
+    pub fn fire_due_timer(&mut self) {
+        self.host.fire_due_timer();
+    }
+
+    /// Takes in a message a running effect sent to a host's shared channel.
+    pub(crate) fn receive(&mut self, message: EffectMessage) {
+        self.host.receive(message);
+    }
+
     /// Parses and queues one input line; a bad line is reported and skipped.
     pub fn accept_line(&mut self, line_number: usize, line: &str) {
         accept_line(
@@ -1247,6 +1267,39 @@ pub(crate) fn spawn_stdin_reader(max_line_bytes: usize) -> InputLines {
             if sender.blocking_send(line).is_err() {
                 break;
             }
+        }
+    });
+    receiver
+}
+
+/// Input lines in batches: as many as were read without waiting (at most 1,024), so a host
+/// pays one hand-over per batch rather than per line.
+pub type InputBatches = mpsc::Receiver<Vec<Result<String, String>>>;
+
+/// Reads stdin on a plain thread like `spawn_stdin_reader`, handing lines over in batches: a
+/// batch is sent when the read buffer is used up (the next line would wait for the writer) or
+/// full.
+pub(crate) fn spawn_stdin_batches(max_line_bytes: usize) -> InputBatches {
+    const BATCH_LINES: usize = 1024;
+    let (sender, receiver) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+        let mut batch = Vec::with_capacity(BATCH_LINES);
+        while let Some(line) = read_limited_line(&mut input, max_line_bytes) {
+            batch.push(line);
+            if (batch.len() >= BATCH_LINES || input.buffer().is_empty())
+                && sender
+                    .blocking_send(std::mem::replace(
+                        &mut batch,
+                        Vec::with_capacity(BATCH_LINES),
+                    ))
+                    .is_err()
+            {
+                return;
+            }
+        }
+        if !batch.is_empty() {
+            let _ = sender.blocking_send(batch);
         }
     });
     receiver

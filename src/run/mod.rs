@@ -4,6 +4,7 @@ pub mod algorithm;
 pub mod driver;
 pub mod durable;
 pub mod event;
+pub mod fleet;
 pub mod snapshot;
 pub mod state_set;
 

@@ -122,20 +122,7 @@ pub fn commit_checkpoint(
     run: &str,
     step: crate::run::durable::CheckpointStep,
 ) -> Result<(), StoreError> {
-    let finish = step.snapshot.outcome.as_ref().map(|outcome| Finish {
-        final_state: Some(outcome.final_state.clone()),
-        exit_code: outcome.exit_code.into(),
-        output: outcome.output.clone(),
-        unix_milliseconds: step.unix_milliseconds,
-    });
-    let entry = JournalEntry {
-        sequence: step.sequence,
-        event: step.event.map(|(name, data)| JournalEvent { name, data }),
-        transitions: step.transitions,
-        actions: step.actions,
-        unix_milliseconds: step.unix_milliseconds,
-    };
-    store.commit_step(run, &entry, &step.snapshot, finish.as_ref())
+    Write::step(run.to_string(), step).apply(store)
 }
 
 /// Boxed causes, so that a store over another database can report its own.
@@ -278,7 +265,8 @@ pub enum Write {
     Step {
         run: String,
         entry: JournalEntry,
-        snapshot: Snapshot,
+        /// Boxed: a snapshot is large, and a batch holds many writes.
+        snapshot: Box<Snapshot>,
         finish: Option<Finish>,
     },
     MarkStopped {
@@ -292,6 +280,29 @@ pub enum Write {
 }
 
 impl Write {
+    /// The write of one macrostep a driver handed over.
+    pub fn step(run: String, step: crate::run::durable::CheckpointStep) -> Write {
+        let finish = step.snapshot.outcome.as_ref().map(|outcome| Finish {
+            final_state: Some(outcome.final_state.clone()),
+            exit_code: outcome.exit_code.into(),
+            output: outcome.output.clone(),
+            unix_milliseconds: step.unix_milliseconds,
+        });
+        let entry = JournalEntry {
+            sequence: step.sequence,
+            event: step.event.map(|(name, data)| JournalEvent { name, data }),
+            transitions: step.transitions,
+            actions: step.actions,
+            unix_milliseconds: step.unix_milliseconds,
+        };
+        Write::Step {
+            run,
+            entry,
+            snapshot: Box::new(step.snapshot),
+            finish,
+        }
+    }
+
     /// The write on its own, through the store's single-write methods.
     pub fn apply<S: Store + ?Sized>(&self, store: &mut S) -> Result<(), StoreError> {
         match self {

@@ -826,10 +826,12 @@ impl Store for SqliteStore {
             {
                 let latest = last_step_of_run.get(run.as_str()) == Some(&index);
                 let snapshot = latest.then_some(snapshot);
-                encoded.push(
-                    self.context
-                        .encode_step(run, entry, snapshot, finish.as_ref())?,
-                );
+                encoded.push(self.context.encode_step(
+                    run,
+                    entry,
+                    snapshot.map(|snapshot| &**snapshot),
+                    finish.as_ref(),
+                )?);
             }
         }
         self.write(

@@ -1,0 +1,709 @@
+//! Many instances of one protocol on one scheduler: parked between steps, their timers in one heap, their effects reporting on one channel, their steps committed in batches.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Interpreter;
+use super::algorithm::RunError;
+use super::driver::{
+    DriverState, EffectMessage, EffectSink, InputBatches, InputLineError, Observer, Session,
+};
+use super::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use super::event::{Event, Origin};
+use crate::actions::{Directive, LogRecord};
+use crate::compile::machine::Machine;
+use crate::effects::mock::Mocks;
+use crate::store::{Finish, NewRun, RunStatus, Store, Write};
+use crate::value::Value;
+
+/// The exit code of an instance ended by an error (as `run`'s for an invalid protocol or input).
+const ERROR_EXIT_CODE: i32 = 64;
+
+/// Where a fleet records its instances, and the protocol they run.
+pub struct Recording {
+    pub store: Box<dyn Store>,
+    /// The protocol file, canonicalized: instances of the same file resume together.
+    pub protocol_path: String,
+    pub protocol_hash: String,
+    pub protocol_text: String,
+}
+
+/// How a fleet's `run` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetEnd {
+    /// Input ended and no instance had a timer or effect left.
+    Drained,
+    /// The stop future resolved (a signal): every live instance is marked stopped.
+    Stopped,
+}
+
+/// Where committed output lines go.
+type OutputSink = Box<dyn FnMut(&[u8])>;
+
+/// One instance between its steps.
+struct Member {
+    name: Box<str>,
+    interpreter: Interpreter,
+    /// `None` only while a session has it.
+    state: Option<DriverState>,
+    /// The deadline of this instance's entry in the fleet's heap, if it has one.
+    armed: Option<Instant>,
+}
+
+/// Instances of one protocol, fed JSON lines tagged with an instance id (`serve`). Every
+/// instance is data: its interpreter and parked driver state, with no task or channel of its
+/// own. One heap orders every instance's next timer; one channel carries every effect's
+/// outcome; every step's output line waits until the batch it belongs to is committed.
+pub struct Fleet {
+    machine: Arc<Machine>,
+    /// Run ids are `<protocol id>:<instance>`.
+    prefix: String,
+    /// Every instance created by this host, by slot; a finished one leaves `None` (slots are
+    /// not reused, so a late effect message cannot reach a newer instance).
+    members: Vec<Option<Box<Member>>>,
+    by_name: HashMap<Box<str>, usize>,
+    /// Instances that finished since the last commit: their runs are not yet finished in the
+    /// store, so a line for them must not create them again.
+    finished: HashSet<Box<str>>,
+    /// At least one entry per instance with a pending timer, at or before its earliest.
+    deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
+    effects_sender: mpsc::UnboundedSender<(usize, EffectMessage)>,
+    effects: mpsc::UnboundedReceiver<(usize, EffectMessage)>,
+    mocks: Arc<Mutex<Mocks>>,
+    recording: Option<Recording>,
+    /// Writes of the current batch.
+    pending: Vec<Write>,
+    /// Output lines of the current batch.
+    output: Vec<u8>,
+    sink: OutputSink,
+    input_ended: bool,
+    line_number: usize,
+}
+
+impl Fleet {
+    /// A fleet writing its output lines to stdout; `recording` makes it durable.
+    pub fn new(machine: Arc<Machine>, recording: Option<Recording>) -> Fleet {
+        let (effects_sender, effects) = mpsc::unbounded_channel();
+        Fleet {
+            prefix: format!("{}:", machine.id),
+            machine,
+            members: Vec::new(),
+            by_name: HashMap::new(),
+            finished: HashSet::new(),
+            deadlines: BinaryHeap::new(),
+            effects_sender,
+            effects,
+            mocks: Arc::new(Mutex::new(Mocks::default())),
+            recording,
+            pending: Vec::new(),
+            output: Vec::new(),
+            sink: Box::new(|bytes| {
+                use std::io::Write;
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(bytes);
+                let _ = stdout.flush();
+            }),
+            input_ended: false,
+            line_number: 0,
+        }
+    }
+
+    /// Sends each committed batch of output lines to `sink` instead of stdout.
+    pub fn with_output(mut self, sink: impl FnMut(&[u8]) + 'static) -> Fleet {
+        self.sink = Box::new(sink);
+        self
+    }
+
+    /// Instances alive (started, not finished, not parked for good).
+    pub fn live(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Resumes every unfinished instance of this protocol that an earlier host recorded. A
+    /// changed protocol is refused unless `force`; an instance that cannot be restored is
+    /// reported and left.
+    pub fn resume_recorded(&mut self, timers: TimerPolicy, force: bool) -> Result<(), String> {
+        let Some(recording) = &self.recording else {
+            return Ok(());
+        };
+        let runs = recording
+            .store
+            .list_runs()
+            .map_err(|error| error.to_string())?;
+        let recorded: Vec<_> = runs
+            .into_iter()
+            .filter(|run| {
+                run.id.starts_with(&self.prefix)
+                    && run.protocol_path == recording.protocol_path
+                    && run.status != RunStatus::Finished
+            })
+            .collect();
+        if let Some(changed) = recorded
+            .iter()
+            .find(|run| run.protocol_hash != recording.protocol_hash)
+            && !force
+        {
+            return Err(format!(
+                "{} changed since instance `{}` started; restore the file, or pass --force to \
+                 resume instances whose states still exist",
+                recording.protocol_path,
+                &changed.id[self.prefix.len()..]
+            ));
+        }
+        for run in recorded {
+            let name = &run.id[self.prefix.len()..];
+            match self.restore(&run.id, timers) {
+                Ok((interpreter, resume)) => {
+                    let slot = self.add_member(name, interpreter);
+                    self.step(slot, |session| match &resume {
+                        Some(resume) => session.resume(resume),
+                        None => session.start(),
+                    });
+                }
+                Err(message) => eprintln!("error: instance `{name}` cannot resume: {message}"),
+            }
+        }
+        self.commit();
+        Ok(())
+    }
+
+    /// An instance as its run's record and latest snapshot left it.
+    fn restore(
+        &self,
+        run_id: &str,
+        timers: TimerPolicy,
+    ) -> Result<(Interpreter, Option<Resume>), String> {
+        let store = &self
+            .recording
+            .as_ref()
+            .expect("restoring needs a store")
+            .store;
+        let record = store
+            .run(run_id)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run_id}`"))?;
+        let values = self
+            .machine
+            .bind_recorded_inputs(&record.inputs)
+            .map_err(|errors| format!("{errors:?}"))?;
+        match store
+            .latest_snapshot(run_id)
+            .map_err(|error| error.to_string())?
+        {
+            None => Ok((Interpreter::new(self.machine.clone(), values), None)),
+            Some(stored) => {
+                let interpreter =
+                    Interpreter::restore(self.machine.clone(), values, &stored.snapshot)
+                        .map_err(|error| error.to_string())?;
+                Ok((
+                    interpreter,
+                    Some(Resume {
+                        snapshot: stored.snapshot,
+                        sequence: stored.sequence,
+                        committed_unix_milliseconds: stored.unix_milliseconds,
+                        timers,
+                    }),
+                ))
+            }
+        }
+    }
+
+    /// Runs the fleet: lines from `input`, timers as they fall due, effects as they report,
+    /// committing and writing output after each round. Ends when input has ended and no
+    /// instance is left waiting, or when `stop` resolves.
+    pub async fn run(
+        &mut self,
+        mut input: InputBatches,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> FleetEnd {
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            self.fire_due_timers();
+            self.commit();
+            if self.input_ended && self.by_name.is_empty() {
+                return FleetEnd::Drained;
+            }
+            let deadline = self
+                .deadlines
+                .peek()
+                .map(|Reverse((deadline, _))| *deadline);
+            tokio::select! {
+                biased;
+                () = &mut stop => {
+                    self.stop();
+                    return FleetEnd::Stopped;
+                }
+                Some((slot, message)) = self.effects.recv() => {
+                    self.deliver(slot, message);
+                    while let Ok((slot, message)) = self.effects.try_recv() {
+                        self.deliver(slot, message);
+                    }
+                }
+                batch = input.recv(), if !self.input_ended => match batch {
+                    Some(lines) => {
+                        for line in lines {
+                            self.line_number += 1;
+                            match line {
+                                Ok(line) => self.accept_line(&line),
+                                Err(message) => self.line_problem(&message),
+                            }
+                        }
+                    }
+                    None => self.end_input(),
+                },
+                () = sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    fn line_problem(&self, message: &str) {
+        eprintln!(
+            "warning: input line {}: {message}; line skipped",
+            self.line_number
+        );
+    }
+
+    /// One input line: `{"instance": ID, "inputs": {...}, "event": NAME, "data": {...}}`, where
+    /// `inputs` counts only when the line creates the instance and `event` is optional. A bad
+    /// line is reported with its number and skipped.
+    pub fn accept_line(&mut self, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let parsed: ServeLine = match serde_json::from_str(line) {
+            Ok(parsed) => parsed,
+            Err(error) if error.is_syntax() || error.is_eof() => {
+                return self.line_problem(&format!("not JSON: {error}"));
+            }
+            Err(error) => {
+                return self.line_problem(&format!(
+                    "{error}; a line is an object like {{\"instance\": \"task-1\", \"event\": \
+                     \"go\"}} with optional `inputs` and `data`"
+                ));
+            }
+        };
+        let Some(name) = parsed.instance.filter(|name| !name.is_empty()) else {
+            return self.line_problem("missing `instance` (a non-empty string)");
+        };
+        let slot = match self.by_name.get(&*name) {
+            Some(slot) => *slot,
+            None => match self.create(&name, parsed.inputs.as_ref()) {
+                Ok(slot) => slot,
+                Err(message) => return self.line_problem(&message),
+            },
+        };
+        let Some(event) = parsed.event else {
+            return;
+        };
+        let event = Event::named(
+            &self.machine,
+            &event,
+            parsed.data.as_ref().map_or(Value::Null, Value::from_json),
+            Origin::External,
+        );
+        self.step(slot, |session| {
+            session.send(event);
+            session.handle_queued()
+        });
+    }
+
+    /// Starts a new instance with the inputs of its first line.
+    fn create(&mut self, name: &str, inputs: Option<&serde_json::Value>) -> Result<usize, String> {
+        let run_id = format!("{}{name}", self.prefix);
+        if self.finished.contains(name) {
+            return Err(format!("instance `{name}` has finished"));
+        }
+        if let Some(recording) = &self.recording
+            && let Some(run) = recording
+                .store
+                .run(&run_id)
+                .map_err(|error| error.to_string())?
+        {
+            return Err(match run.summary.status {
+                RunStatus::Finished => format!("instance `{name}` has finished"),
+                _ => format!("instance `{name}` exists but is not running here"),
+            });
+        }
+        let supplied: Vec<(String, serde_json::Value)> = match inputs {
+            None => Vec::new(),
+            Some(serde_json::Value::Object(inputs)) => inputs
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            Some(other) => return Err(format!("`inputs` must be an object, not {other}")),
+        };
+        let values = self
+            .machine
+            .bind_input_values(&supplied)
+            .map_err(|errors| {
+                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                format!("instance `{name}`: {}", messages.join("; "))
+            })?;
+        if let Some(recording) = &self.recording {
+            self.pending.push(Write::CreateRun(NewRun {
+                id: run_id,
+                protocol_path: recording.protocol_path.clone(),
+                protocol_hash: recording.protocol_hash.clone(),
+                protocol_text: Some(recording.protocol_text.clone()),
+                inputs: self.machine.recorded_inputs(&values),
+                started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
+            }));
+        }
+        let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));
+        self.step(slot, |session| session.start());
+        Ok(slot)
+    }
+
+    fn add_member(&mut self, name: &str, interpreter: Interpreter) -> usize {
+        let slot = self.members.len();
+        let sink = EffectSink::Shared(self.effects_sender.clone(), slot);
+        self.members.push(Some(Box::new(Member {
+            name: name.into(),
+            interpreter,
+            state: Some(DriverState::new(Some(sink))),
+            armed: None,
+        })));
+        self.by_name.insert(name.into(), slot);
+        slot
+    }
+
+    /// Runs `body` on a session over the instance in `slot`, then parks it again: its output
+    /// and writes join the batch, its next timer joins the heap, and an instance that finished,
+    /// failed, or has nothing left to wait for after input ended leaves the fleet.
+    fn step(&mut self, slot: usize, body: impl FnOnce(&mut Session) -> Result<(), RunError>) {
+        let Some(member) = self.members.get_mut(slot).and_then(Option::as_deref_mut) else {
+            // An effect's message for an instance that has ended: nobody waits for it.
+            return;
+        };
+        let state = member
+            .state
+            .take()
+            .expect("a parked instance has its state");
+        let mut observer = MemberObserver {
+            name: &member.name,
+            output: &mut self.output,
+        };
+        let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
+            run: format!("{}{}", self.prefix, member.name),
+            writes: &mut self.pending,
+        });
+        let mut session = Session::unpark(
+            &mut member.interpreter,
+            state,
+            self.mocks.clone(),
+            &mut observer,
+        );
+        if let Some(checkpoint) = checkpoint.as_mut() {
+            session = session.with_checkpoint(checkpoint);
+        }
+        let result = body(&mut session).and_then(|()| session.handle_queued());
+        member.state = Some(session.park());
+        if let Err(error) = result {
+            write_line(
+                &mut self.output,
+                &serde_json::json!({"instance": &*member.name, "error": error.to_string()}),
+            );
+            if self.recording.is_some() {
+                self.pending.push(Write::FinishRun {
+                    run: format!("{}{}", self.prefix, member.name),
+                    finish: Finish {
+                        final_state: None,
+                        exit_code: ERROR_EXIT_CODE,
+                        output: serde_json::Value::Null,
+                        unix_milliseconds: crate::clock::unix_milliseconds_now(),
+                    },
+                });
+            }
+            self.remove(slot, true);
+            return;
+        }
+        if let Some(outcome) = member.interpreter.outcome() {
+            // The step that reached the final state finished the run in the store.
+            let state = self.machine.state(outcome.final_state).id.to_string();
+            write_line(
+                &mut self.output,
+                &serde_json::json!({
+                    "instance": &*member.name,
+                    "finished": {"state": state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()},
+                }),
+            );
+            self.remove(slot, true);
+            return;
+        }
+        let parked = member.state.as_ref().expect("parked just now");
+        if self.input_ended && parked.is_idle() {
+            self.park_for_good(slot);
+            return;
+        }
+        if let Some(next) = parked.next_deadline()
+            && member.armed.is_none_or(|armed| next < armed)
+        {
+            member.armed = Some(next);
+            self.deadlines.push(Reverse((next, slot)));
+        }
+    }
+
+    /// Takes an instance out of the fleet; `finished` keeps its name from being created again
+    /// before the batch that finishes it is committed.
+    fn remove(&mut self, slot: usize, finished: bool) {
+        if let Some(member) = self.members[slot].take() {
+            self.by_name.remove(&member.name);
+            if finished {
+                self.finished.insert(member.name);
+            }
+        }
+    }
+
+    /// Input ended and the instance has nothing left to wait for: kept, stopped, for the next
+    /// host.
+    fn park_for_good(&mut self, slot: usize) {
+        if let Some(member) = self.members[slot].as_deref()
+            && self.recording.is_some()
+        {
+            self.pending.push(Write::MarkStopped {
+                run: format!("{}{}", self.prefix, member.name),
+                unix_milliseconds: crate::clock::unix_milliseconds_now(),
+            });
+        }
+        self.remove(slot, false);
+    }
+
+    /// No more input: instances finish what their timers and effects still hold, then the
+    /// host ends.
+    fn end_input(&mut self) {
+        self.input_ended = true;
+        let idle: Vec<usize> = self
+            .by_name
+            .values()
+            .copied()
+            .filter(|slot| {
+                self.members[*slot]
+                    .as_deref()
+                    .and_then(|member| member.state.as_ref())
+                    .is_some_and(DriverState::is_idle)
+            })
+            .collect();
+        for slot in idle {
+            self.park_for_good(slot);
+        }
+    }
+
+    /// Fires every timer due by now, each instance's in order, with the steps they cause.
+    pub fn fire_due_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((deadline, slot))) = self.deadlines.peek().copied()
+            && deadline <= now
+        {
+            self.deadlines.pop();
+            let Some(member) = self.members[slot].as_deref_mut() else {
+                continue;
+            };
+            if member.armed == Some(deadline) {
+                member.armed = None;
+            }
+            // An entry whose timer was cancelled fires nothing; `step` re-arms the next one.
+            self.step(slot, |session| {
+                while session.is_running()
+                    && session.next_deadline().is_some_and(|next| next <= now)
+                {
+                    session.fire_due_timer();
+                    session.handle_queued()?;
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// A message from a running effect of the instance in `slot`.
+    fn deliver(&mut self, slot: usize, message: EffectMessage) {
+        self.step(slot, |session| {
+            session.receive(message);
+            Ok(())
+        });
+    }
+
+    /// Commits the batch's writes, then writes its output lines: a step is reported only once
+    /// it is durable. If the batch cannot be committed, each write is tried alone, and the
+    /// instances whose writes still fail are reported and dropped from this host (their runs
+    /// resume from their last committed step).
+    pub fn commit(&mut self) {
+        if let Some(recording) = &mut self.recording
+            && !self.pending.is_empty()
+        {
+            if recording.store.commit_batch(&self.pending).is_err() {
+                let mut failed = HashSet::new();
+                for write in &self.pending {
+                    if failed.contains(write.run()) {
+                        continue;
+                    }
+                    if let Err(error) = write.apply(&mut *recording.store) {
+                        let name = &write.run()[self.prefix.len()..];
+                        write_line(
+                            &mut self.output,
+                            &serde_json::json!({"instance": name, "error": error.to_string()}),
+                        );
+                        failed.insert(write.run().to_string());
+                    }
+                }
+                for run in failed {
+                    if let Some(slot) = self.by_name.get(&run[self.prefix.len()..]).copied() {
+                        self.remove(slot, false);
+                    }
+                }
+            }
+            self.pending.clear();
+        }
+        self.finished.clear();
+        if !self.output.is_empty() {
+            (self.sink)(&self.output);
+            self.output.clear();
+        }
+    }
+
+    /// Stopped by a signal between steps: every live instance is marked stopped, to resume with
+    /// the next host.
+    fn stop(&mut self) {
+        let live: Vec<usize> = self.by_name.values().copied().collect();
+        for slot in live {
+            self.park_for_good(slot);
+        }
+        self.commit();
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// An input line as `serve` reads it; the strings borrow from the line when they can.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServeLine<'a> {
+    #[serde(borrow)]
+    instance: Option<std::borrow::Cow<'a, str>>,
+    inputs: Option<serde_json::Value>,
+    #[serde(borrow)]
+    event: Option<std::borrow::Cow<'a, str>>,
+    data: Option<serde_json::Value>,
+}
+
+fn write_line(output: &mut Vec<u8>, value: &serde_json::Value) {
+    // Writing JSON into a vector cannot fail.
+    let _ = serde_json::to_writer(&mut *output, value);
+    output.push(b'\n');
+}
+
+/// Hands each step to the batch being built.
+struct BatchCheckpoint<'p> {
+    run: String,
+    writes: &'p mut Vec<Write>,
+}
+
+impl Checkpoint for BatchCheckpoint<'_> {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        self.writes.push(Write::step(self.run.clone(), step));
+        Ok(())
+    }
+}
+
+/// Tags everything an instance says with its id: directives and state changes into the batch's
+/// output, logs on stderr, all as JSON lines.
+struct MemberObserver<'o> {
+    name: &'o str,
+    output: &'o mut Vec<u8>,
+}
+
+impl Observer for MemberObserver<'_> {
+    fn log(&mut self, record: &LogRecord, time: &str) {
+        let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
+        let fields: serde_json::Map<String, serde_json::Value> = record
+            .fields
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_json()))
+            .collect();
+        eprintln!(
+            "{}",
+            serde_json::json!({
+                "instance": self.name,
+                "time": time,
+                "level": format!("{:?}", record.level).to_lowercase(),
+                "message": record.message,
+                "tags": tags,
+                "fields": fields,
+            })
+        );
+    }
+
+    fn directive(&mut self, directive: &Directive) {
+        let mut line = serde_json::Map::new();
+        line.insert("instance".into(), self.name.into());
+        if let serde_json::Value::Object(fields) = directive.to_json() {
+            line.extend(fields);
+        }
+        write_line(self.output, &serde_json::Value::Object(line));
+    }
+
+    fn input_error(&mut self, error: &InputLineError) {
+        eprintln!(
+            "warning: instance `{}`: {}; event skipped",
+            self.name, error.message
+        );
+    }
+
+    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+        let line = match kind {
+            "start" => serde_json::json!({
+                "instance": self.name,
+                "started": true,
+                "configuration": fields["configuration"],
+            }),
+            "resume" => serde_json::json!({
+                "instance": self.name,
+                "resumed": fields["step"],
+                "configuration": fields["configuration"],
+            }),
+            _ => return,
+        };
+        write_line(self.output, &line);
+    }
+
+    /// `{"instance", "event", "configuration"}`, written straight into the batch's output.
+    fn step(&mut self, _unix_milliseconds: u64, event: &Event, interpreter: &Interpreter) {
+        let output = &mut *self.output;
+        output.extend_from_slice(b"{\"instance\":");
+        let _ = serde_json::to_writer(&mut *output, self.name);
+        output.extend_from_slice(b",\"event\":");
+        let _ = serde_json::to_writer(&mut *output, &*event.name);
+        output.extend_from_slice(b",\"configuration\":[");
+        let machine = interpreter.machine();
+        let mut first = true;
+        for state in interpreter.configuration() {
+            let node = machine.state(state);
+            if node.is_atomic() {
+                if !first {
+                    output.push(b',');
+                }
+                first = false;
+                let _ = serde_json::to_writer(&mut *output, &*node.id);
+            }
+        }
+        output.extend_from_slice(b"]}\n");
+    }
+
+    /// Transitions are in the journal (durable hosts); no telemetry entry is built for them.
+    fn transition(
+        &mut self,
+        _unix_milliseconds: u64,
+        _machine: &Machine,
+        _transition: crate::compile::machine::TransitionId,
+    ) {
+    }
+}
