@@ -105,10 +105,11 @@ pub trait Observer {
         });
         self.record(&clock::format_rfc3339(unix_milliseconds), "step", fields);
     }
-    /// A transition was taken; by default the `transition` telemetry entry.
+    /// A transition was taken; by default the `transition` telemetry entry, stamped with
+    /// `now()` (Unix milliseconds on the run's clock).
     fn transition(
         &mut self,
-        unix_milliseconds: u64,
+        now: &dyn Fn() -> u64,
         machine: &Machine,
         transition: crate::compile::machine::TransitionId,
     ) {
@@ -123,11 +124,7 @@ pub trait Observer {
             "targets": targets,
             "at": node.pointer,
         });
-        self.record(
-            &clock::format_rfc3339(unix_milliseconds),
-            "transition",
-            fields,
-        );
+        self.record(&clock::format_rfc3339(now()), "transition", fields);
     }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
@@ -260,8 +257,8 @@ impl EffectSink {
 }
 
 /// What a driven instance keeps between its steps besides its interpreter: pending timers,
-/// running effects, its clock and step count. A session owns one while it runs; a host of many
-/// instances parks one per idle instance (`Session::park`) and no task or channel with it.
+/// running effects, its clock and step count. A host of many instances keeps one per idle
+/// instance, and no task or channel with it.
 pub struct DriverState {
     /// Pending delayed sends, sorted by (deadline, sequence): a deque rather than a tree, so a
     /// `serve` host's idle instances with one timer each keep one small allocation apiece.
@@ -283,9 +280,20 @@ pub struct DriverState {
     step: u64,
 }
 
+impl Default for DriverState {
+    fn default() -> DriverState {
+        DriverState::new()
+    }
+}
+
 impl DriverState {
-    /// A state whose clock starts now; its effects report to `completions` when given.
-    pub(crate) fn new(completions: Option<EffectSink>) -> DriverState {
+    /// A state whose clock starts now; its effects report on a channel of its own.
+    pub fn new() -> DriverState {
+        DriverState::reporting_to(None)
+    }
+
+    /// A state whose effects report to `completions` (a host's shared channel), when given.
+    pub(crate) fn reporting_to(completions: Option<EffectSink>) -> DriverState {
         DriverState {
             timers: VecDeque::new(),
             sequence: 0,
@@ -297,6 +305,12 @@ impl DriverState {
             in_flight: Vec::new(),
             step: 0,
         }
+    }
+
+    /// Unix milliseconds on this instance's clock (virtual under virtual time).
+    fn now_milliseconds(&self) -> u64 {
+        let elapsed = Instant::now().saturating_duration_since(self.started_at);
+        self.started_unix_milliseconds + elapsed.as_millis() as u64
     }
 
     /// The earliest pending timer.
@@ -314,7 +328,7 @@ impl DriverState {
 /// The host the algorithm talks to: external queue, timers, log output.
 struct DriverHost<'a> {
     external_queue: VecDeque<Event>,
-    state: DriverState,
+    state: &'a mut DriverState,
     observer: &'a mut dyn Observer,
     machine: Arc<Machine>,
     /// The receiving end of a channel made by `completions`, until the session takes it.
@@ -361,8 +375,7 @@ impl DriverHost<'_> {
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
     fn now_milliseconds(&self) -> u64 {
-        let elapsed = Instant::now().saturating_duration_since(self.state.started_at);
-        self.state.started_unix_milliseconds + elapsed.as_millis() as u64
+        self.state.now_milliseconds()
     }
 
     fn now_text(&self) -> String {
@@ -450,8 +463,9 @@ impl Host for DriverHost<'_> {
             self.taken
                 .push(self.machine.transition(transition).pointer.clone());
         }
-        let now = self.now_milliseconds();
-        self.observer.transition(now, &self.machine, transition);
+        let state = &*self.state;
+        self.observer
+            .transition(&|| state.now_milliseconds(), &self.machine, transition);
     }
 
     fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
@@ -726,7 +740,8 @@ async fn drive_async(
     observer: &mut dyn Observer,
     durability: Durability<'_, '_>,
 ) -> Result<RunReport, RunError> {
-    let mut session = Session::new(interpreter, mocks, observer);
+    let mut state = DriverState::new();
+    let mut session = Session::new(interpreter, &mut state, mocks, observer);
     if let Some(checkpoint) = durability.checkpoint {
         session = session.with_checkpoint(checkpoint);
     }
@@ -849,19 +864,12 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
+    /// A session over an instance and what its driver keeps between steps (`DriverState`):
+    /// a single run makes one of each; a host of many instances keeps them parked, and opens a
+    /// session over one when something happens to it. The external queue starts empty.
     pub fn new(
         interpreter: &'a mut Interpreter,
-        mocks: Arc<std::sync::Mutex<Mocks>>,
-        observer: &'a mut dyn Observer,
-    ) -> Session<'a> {
-        Session::unpark(interpreter, DriverState::new(None), mocks, observer)
-    }
-
-    /// A session over an instance parked by `park`: its timers and running effects as they
-    /// were. The external queue starts empty (a parked session has handled all it had).
-    pub fn unpark(
-        interpreter: &'a mut Interpreter,
-        state: DriverState,
+        state: &'a mut DriverState,
         mocks: Arc<std::sync::Mutex<Mocks>>,
         observer: &'a mut dyn Observer,
     ) -> Session<'a> {
@@ -884,12 +892,6 @@ impl<'a> Session<'a> {
             timers_held: false,
             checkpoint: None,
         }
-    }
-
-    /// Ends the session but not the instance: what it keeps between steps, to `unpark` later.
-    /// Events still queued are dropped, so call it after `handle_queued`.
-    pub fn park(self) -> DriverState {
-        self.host.state
     }
 
     /// Commits every macrostep to `checkpoint`, from the start (step 0) on.
@@ -1066,9 +1068,9 @@ impl<'a> Session<'a> {
             let Some(event) = self.host.external_queue.pop_front() else {
                 break;
             };
-            self.interpreter.set_clock(self.host.now_milliseconds());
-            self.interpreter.handle(&event, &mut self.host)?;
             let now = self.host.now_milliseconds();
+            self.interpreter.set_clock(now);
+            self.interpreter.handle(&event, &mut self.host)?;
             self.host.observer.step(now, &event, self.interpreter);
             self.commit(Some(&event))?;
         }

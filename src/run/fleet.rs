@@ -48,8 +48,7 @@ type OutputSink = Box<dyn FnMut(&[u8])>;
 struct Member {
     name: Box<str>,
     interpreter: Interpreter,
-    /// `None` only while a session has it.
-    state: Option<DriverState>,
+    state: DriverState,
     /// The deadline of this instance's entry in the fleet's heap, if it has one.
     armed: Option<Instant>,
 }
@@ -65,7 +64,9 @@ pub struct Fleet {
     /// Every instance created by this host, by slot; a finished one leaves `None` (slots are
     /// not reused, so a late effect message cannot reach a newer instance).
     members: Vec<Option<Box<Member>>>,
-    by_name: HashMap<Box<str>, usize>,
+    /// Live instances by name. Names come from input, so the hash is seeded per process;
+    /// foldhash rather than SipHash because this lookup is on every event's path.
+    by_name: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
     /// Instances that finished since the last commit: their runs are not yet finished in the
     /// store, so a line for them must not create them again.
     finished: HashSet<Box<str>>,
@@ -92,7 +93,7 @@ impl Fleet {
             prefix: format!("{}:", machine.id),
             machine,
             members: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: HashMap::default(),
             finished: HashSet::new(),
             deadlines: BinaryHeap::new(),
             effects_sender,
@@ -271,7 +272,7 @@ impl Fleet {
     /// `inputs` counts only when the line creates the instance and `event` is optional. A bad
     /// line is reported with its number and skipped.
     pub fn accept_line(&mut self, line: &str) {
-        if line.trim().is_empty() {
+        if line.bytes().all(|byte| byte.is_ascii_whitespace()) {
             return;
         }
         let parsed: ServeLine = match serde_json::from_str(line) {
@@ -364,7 +365,7 @@ impl Fleet {
         self.members.push(Some(Box::new(Member {
             name: name.into(),
             interpreter,
-            state: Some(DriverState::new(Some(sink))),
+            state: DriverState::reporting_to(Some(sink)),
             armed: None,
         })));
         self.by_name.insert(name.into(), slot);
@@ -379,10 +380,6 @@ impl Fleet {
             // An effect's message for an instance that has ended: nobody waits for it.
             return;
         };
-        let state = member
-            .state
-            .take()
-            .expect("a parked instance has its state");
         let mut observer = MemberObserver {
             name: &member.name,
             output: &mut self.output,
@@ -391,9 +388,9 @@ impl Fleet {
             run: format!("{}{}", self.prefix, member.name),
             writes: &mut self.pending,
         });
-        let mut session = Session::unpark(
+        let mut session = Session::new(
             &mut member.interpreter,
-            state,
+            &mut member.state,
             self.mocks.clone(),
             &mut observer,
         );
@@ -401,7 +398,7 @@ impl Fleet {
             session = session.with_checkpoint(checkpoint);
         }
         let result = body(&mut session).and_then(|()| session.handle_queued());
-        member.state = Some(session.park());
+        drop(session);
         if let Err(error) = result {
             write_line(
                 &mut self.output,
@@ -434,7 +431,7 @@ impl Fleet {
             self.remove(slot, true);
             return;
         }
-        let parked = member.state.as_ref().expect("parked just now");
+        let parked = &member.state;
         if self.input_ended && parked.is_idle() {
             self.park_for_good(slot);
             return;
@@ -483,8 +480,7 @@ impl Fleet {
             .filter(|slot| {
                 self.members[*slot]
                     .as_deref()
-                    .and_then(|member| member.state.as_ref())
-                    .is_some_and(DriverState::is_idle)
+                    .is_some_and(|member| member.state.is_idle())
             })
             .collect();
         for slot in idle {
@@ -701,7 +697,7 @@ impl Observer for MemberObserver<'_> {
     /// Transitions are in the journal (durable hosts); no telemetry entry is built for them.
     fn transition(
         &mut self,
-        _unix_milliseconds: u64,
+        _now: &dyn Fn() -> u64,
         _machine: &Machine,
         _transition: crate::compile::machine::TransitionId,
     ) {

@@ -15,7 +15,7 @@ use crate::effects::mock::Mocks;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
 use crate::run::Interpreter;
-use crate::run::driver::{InputLineError, Observer, Session};
+use crate::run::driver::{DriverState, InputLineError, Observer, Session};
 use crate::run::event::{Event, Origin};
 use crate::value::Value;
 
@@ -267,8 +267,13 @@ fn run_scenario(
     let failures = local.block_on(&runtime, async {
         let mut interpreter = Interpreter::new(machine.clone(), inputs);
         let mut observer = Collector { seen: seen.clone() };
-        let mut session =
-            Session::new(&mut interpreter, Arc::new(Mutex::new(mocks)), &mut observer);
+        let mut state = DriverState::new();
+        let mut session = Session::new(
+            &mut interpreter,
+            &mut state,
+            Arc::new(Mutex::new(mocks)),
+            &mut observer,
+        );
         let mut failures = Vec::new();
         let clock = scenario.clock.as_deref().unwrap_or(DEFAULT_CLOCK);
         match crate::clock::parse_rfc3339(clock) {
