@@ -9,6 +9,7 @@ mod durability;
 mod effects;
 mod examples;
 mod fast_path;
+mod fleet;
 mod fuzz_regressions;
 mod limits;
 mod properties;
