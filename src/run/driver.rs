@@ -35,8 +35,6 @@ pub enum EventSource {
     Lines(String),
     /// JSON lines read from stdin as they arrive.
     Stdin,
-    /// JSON lines from a channel (a host feeding many instances); ends when the sender drops.
-    Channel(InputLines),
 }
 
 /// How the driver keeps time.
@@ -278,6 +276,9 @@ pub struct DriverState {
     in_flight: Vec<EffectRequest>,
     /// The sequence number of the next committed step.
     step: u64,
+    /// Set when a timer is added, cancelled or fired: a host that keeps its own index of
+    /// deadlines reads the deque only then (reading it for every event costs a cache miss).
+    timers_changed: bool,
 }
 
 impl Default for DriverState {
@@ -304,6 +305,7 @@ impl DriverState {
             invokes: std::collections::HashMap::new(),
             in_flight: Vec::new(),
             step: 0,
+            timers_changed: false,
         }
     }
 
@@ -316,6 +318,11 @@ impl DriverState {
     /// The earliest pending timer.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.timers.front().map(|((deadline, _), _)| *deadline)
+    }
+
+    /// Whether a timer was added, cancelled or fired since the last call.
+    pub fn take_timers_changed(&mut self) -> bool {
+        std::mem::take(&mut self.timers_changed)
     }
 
     /// Whether nothing can happen to the instance unless an event arrives: no timer pending,
@@ -394,6 +401,7 @@ impl DriverHost<'_> {
             self.state.timers.reserve_exact(1);
         }
         self.state.sequence += 1;
+        self.state.timers_changed = true;
         let key = (deadline, self.state.sequence);
         let position = self.state.timers.partition_point(|(other, _)| *other < key);
         self.state.timers.insert(position, (key, pending));
@@ -419,6 +427,7 @@ impl DriverHost<'_> {
         if self.next_deadline().is_some_and(|deadline| deadline <= now)
             && let Some((_, (_, event, _))) = self.state.timers.pop_front()
         {
+            self.state.timers_changed = true;
             self.external_queue.push_back(event);
         }
     }
@@ -449,6 +458,7 @@ impl Host for DriverHost<'_> {
     }
 
     fn cancel(&mut self, send_id: &str) {
+        self.state.timers_changed = true;
         self.state
             .timers
             .retain(|(_, (id, _, _))| id.as_deref() != Some(send_id));
@@ -664,32 +674,6 @@ pub fn drive_durable(
     )))
 }
 
-/// Drives one instance inside a host that owns the runtime and the signals (`serve`): events
-/// arrive as JSON lines on `lines` (the stream ends when the sender is dropped), every
-/// macrostep is committed to `checkpoint`, and `resume` continues a restored instance.
-pub async fn drive_instance(
-    interpreter: &mut Interpreter,
-    lines: InputLines,
-    observer: &mut dyn Observer,
-    checkpoint: &mut dyn Checkpoint,
-    resume: Option<&Resume>,
-) -> Result<RunReport, RunError> {
-    drive_async(
-        interpreter,
-        EventSource::Channel(lines),
-        false,
-        MAX_EVENT_LINE_BYTES,
-        Arc::new(std::sync::Mutex::new(Mocks::default())),
-        observer,
-        Durability {
-            checkpoint: Some(checkpoint),
-            resume,
-            signals: false,
-        },
-    )
-    .await
-}
-
 /// What makes a driven run durable, and whether it stops on signals (top-level runs only).
 struct Durability<'checkpoint, 'resume> {
     checkpoint: Option<&'checkpoint mut dyn Checkpoint>,
@@ -762,7 +746,6 @@ async fn drive_async(
             Some(receiver)
         }
         EventSource::Stdin => Some(spawn_stdin_reader(max_event_bytes)),
-        EventSource::Channel(receiver) => Some(receiver),
     };
     let mut line_number = 0;
     match durability.resume {

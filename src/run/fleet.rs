@@ -306,7 +306,7 @@ impl Fleet {
             parsed.data.as_ref().map_or(Value::Null, Value::from_json),
             Origin::External,
         );
-        self.step(slot, |session| {
+        self.step_as(slot, Some(&name), |session| {
             session.send(event);
             session.handle_queued()
         });
@@ -376,12 +376,23 @@ impl Fleet {
     /// and writes join the batch, its next timer joins the heap, and an instance that finished,
     /// failed, or has nothing left to wait for after input ended leaves the fleet.
     fn step(&mut self, slot: usize, body: impl FnOnce(&mut Session) -> Result<(), RunError>) {
+        self.step_as(slot, None, body);
+    }
+
+    /// `step`, with the instance's name as the line gave it (already in cache, unlike the
+    /// member's own copy).
+    fn step_as(
+        &mut self,
+        slot: usize,
+        name: Option<&str>,
+        body: impl FnOnce(&mut Session) -> Result<(), RunError>,
+    ) {
         let Some(member) = self.members.get_mut(slot).and_then(Option::as_deref_mut) else {
             // An effect's message for an instance that has ended: nobody waits for it.
             return;
         };
         let mut observer = MemberObserver {
-            name: &member.name,
+            name: name.unwrap_or(&member.name),
             output: &mut self.output,
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
@@ -431,12 +442,15 @@ impl Fleet {
             self.remove(slot, true);
             return;
         }
-        let parked = &member.state;
-        if self.input_ended && parked.is_idle() {
+        if self.input_ended && member.state.is_idle() {
             self.park_for_good(slot);
             return;
         }
-        if let Some(next) = parked.next_deadline()
+        // The heap holds an entry at or before the instance's earliest timer unless `armed`
+        // was cleared (its entry popped) or the timers changed.
+        let recheck = member.state.take_timers_changed() || member.armed.is_none();
+        if recheck
+            && let Some(next) = member.state.next_deadline()
             && member.armed.is_none_or(|armed| next < armed)
         {
             member.armed = Some(next);
