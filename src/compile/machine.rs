@@ -223,6 +223,9 @@ pub struct CandidateIndex {
     /// range of `transitions` for that cell.
     offsets: Vec<u32>,
     transitions: Vec<TransitionId>,
+    /// One bit per cell: set when the cell is empty and its event is not an error event, so
+    /// the event, in that state, is discarded without a word (see `Instance::ignores`).
+    quiet: Vec<u64>,
 }
 
 impl CandidateIndex {
@@ -234,14 +237,16 @@ impl CandidateIndex {
     pub fn build(
         states: &[StateNode],
         transitions: &[TransitionNode],
-        event_types: usize,
+        error_types: &[bool],
     ) -> Option<CandidateIndex> {
+        let event_types = error_types.len();
         let cells = states.len().checked_mul(event_types)?;
         if cells > Self::MAX_CELLS {
             return None;
         }
         let mut offsets = Vec::with_capacity(cells + 1);
         let mut found = Vec::new();
+        let mut quiet = vec![0u64; cells.div_ceil(64)];
         offsets.push(0);
         for (index, state) in states.iter().enumerate() {
             for event_type in 0..event_types {
@@ -258,14 +263,28 @@ impl CandidateIndex {
                         return None;
                     }
                 }
-                offsets.push(u32::try_from(found.len()).ok()?);
+                let end = u32::try_from(found.len()).ok()?;
+                let cell = offsets.len() - 1;
+                if offsets[cell] == end && !error_types[cell % event_types] {
+                    quiet[cell / 64] |= 1 << (cell % 64);
+                }
+                offsets.push(end);
             }
         }
         Some(CandidateIndex {
             event_types,
             offsets,
             transitions: found,
+            quiet,
         })
+    }
+
+    /// Whether `event_type` triggers no transition from `state` and is not an error event.
+    pub fn is_quiet(&self, state: StateId, event_type: EventType) -> bool {
+        let cell = state.index() * self.event_types + event_type.0 as usize;
+        self.quiet
+            .get(cell / 64)
+            .is_some_and(|word| word & (1 << (cell % 64)) != 0)
     }
 
     /// The transitions `event_type` can trigger from the atomic state `state`, in selection order.
@@ -312,6 +331,9 @@ pub struct Machine {
     pub error_execution: EventType,
     /// Whether any state has eventless transitions (if none, the algorithm skips selecting them).
     pub has_eventless: bool,
+    /// Whether no state is parallel: the configuration is then one atomic state and its
+    /// ancestors, and a macrostep can select and take transitions from that leaf alone.
+    pub single_leaf: bool,
     /// The transitions each known event can trigger from each atomic state (absent for
     /// machines too large to tabulate).
     pub candidates: Option<CandidateIndex>,

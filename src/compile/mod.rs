@@ -148,12 +148,13 @@ fn compile_nested(
     }
     link_family(&mut states);
     let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
-    let candidates = CandidateIndex::build(&states, &transitions, compiler.event_names.len());
-    let error_types = compiler
+    let single_leaf = states.iter().all(|state| state.kind != StateKind::Parallel);
+    let error_types: Vec<bool> = compiler
         .event_names
         .iter()
         .map(|name| EventDescriptor::Prefix(Arc::from("error")).matches(name))
         .collect();
+    let candidates = CandidateIndex::build(&states, &transitions, &error_types);
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(compiler.diagnostics);
     }
@@ -172,6 +173,7 @@ fn compile_nested(
         done_events,
         error_execution,
         has_eventless,
+        single_leaf,
         candidates,
         error_types,
         source_path: loaded.source.path.clone(),

@@ -100,6 +100,29 @@ impl Instance {
         }
     }
 
+    /// Whether handling `event` would change nothing and report nothing, known without a
+    /// macrostep: the run has ended, or, in a machine without parallel states or eventless
+    /// transitions, neither the active leaf nor any of its ancestors has a transition for the
+    /// event and it is not an error to warn about. SCXML would select no transition, find no
+    /// eventless one and no internal event, and settle at once (most events of a busy protocol
+    /// are of this kind, so this is checked before a macrostep's scratch space is taken).
+    pub fn ignores(&self, machine: &Machine, event: &Event) -> bool {
+        if !self.running {
+            return true;
+        }
+        let (true, false, Some(index), Some(event_type)) = (
+            machine.single_leaf,
+            machine.has_eventless,
+            &machine.candidates,
+            event.event_type,
+        ) else {
+            return false;
+        };
+        self.configuration
+            .last()
+            .is_some_and(|leaf| index.is_quiet(leaf, event_type))
+    }
+
     fn history_of(&self, history_state: StateId) -> Option<&StateSet> {
         self.history
             .iter()
@@ -161,13 +184,88 @@ impl<'e> Algorithm<'_, 'e> {
         }
         self.workspace.looping_states.clear();
         self.event = CurrentEvent::External(event);
-        self.select_transitions(false);
-        if self.workspace.enabled.is_empty() {
-            self.report_unhandled_error();
+        if let (true, Some(index), Some(event_type)) = (
+            self.machine.single_leaf,
+            &self.machine.candidates,
+            event.event_type,
+        ) && let Some(leaf) = self.instance.configuration.last()
+        {
+            self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
+            // Nothing raised, nothing eventless to select, not finished: the macrostep is over.
+            if self.instance.running
+                && !self.machine.has_eventless
+                && self.instance.internal_queue.is_empty()
+            {
+                return Ok(());
+            }
         } else {
-            self.microstep();
+            self.select_transitions(false);
+            if self.workspace.enabled.is_empty() {
+                self.report_unhandled_error();
+            } else {
+                self.microstep();
+            }
         }
         self.run_to_completion()
+    }
+
+    /// `selectTransitions` and `microstep` for a machine without parallel states, whose
+    /// configuration is one atomic state and its ancestors: at most one transition is enabled,
+    /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
+    /// ancestors up to its domain, leaf first, and enters its precomputed entry set.
+    fn take_on_single_leaf(&mut self, candidates: &[TransitionId], leaf: StateId) {
+        let machine = self.machine;
+        let mut taken = None;
+        for &transition_id in candidates {
+            match condition_holds(machine, self.instance, self.event.get(), transition_id) {
+                Ok(true) => {
+                    taken = Some(transition_id);
+                    break;
+                }
+                Ok(false) => {}
+                // Raised in selection order before the microstep, as `select_transitions` does.
+                Err(error) => self.raise_execution_error(error),
+            }
+        }
+        let Some(transition_id) = taken else {
+            self.report_unhandled_error();
+            return;
+        };
+        let transition = machine.transition(transition_id);
+        let (domain, enter, default_entry) = match &transition.reach {
+            Reach::Fixed {
+                domain,
+                enter,
+                default_entry,
+            } => (Some(*domain), &**enter, &**default_entry),
+            Reach::Targetless => (None, &[][..], &[][..]),
+            Reach::Dynamic => {
+                self.workspace.enabled.clear();
+                self.workspace.enabled.push(transition_id);
+                self.microstep();
+                return;
+            }
+        };
+        self.workspace.looping_states.insert(transition.source);
+        self.host.transition_taken(transition_id);
+        if let Some(domain) = domain {
+            let exited = || {
+                std::iter::once(leaf)
+                    .chain(machine.state(leaf).ancestors.iter().copied())
+                    .take_while(move |state| *state != domain)
+            };
+            // All history is recorded before any exit action runs, as in `exit_states`.
+            for state in exited() {
+                self.record_history(state);
+            }
+            for state in exited() {
+                self.exit_state(state);
+            }
+        }
+        self.execute_content(&transition.actions);
+        for &state in enter {
+            self.enter_state(state, default_entry.contains(&state), None);
+        }
     }
 
     /// The inner loop of `mainEventLoop`: eventless transitions first, then internal events.
@@ -429,40 +527,46 @@ impl<'e> Algorithm<'_, 'e> {
             &mut workspace.exit_set,
             &mut workspace.targets,
         );
-        let instance = &mut *self.instance;
-        for state in workspace.exit_set.iter_reverse() {
-            for &child in &machine.state(state).children {
-                let StateKind::History { deep } = machine.state(child).kind else {
-                    continue;
-                };
-                // Each history state's set is allocated once, then overwritten in place.
-                let position = match instance.history.iter().position(|(h, _)| *h == child) {
-                    Some(position) => position,
-                    None => {
-                        let set = StateSet::with_capacity(machine.states.len());
-                        instance.history.push((child, set));
-                        instance.history.len() - 1
-                    }
-                };
-                let recorded = &mut instance.history[position].1;
-                recorded.clear();
-                for active in instance.configuration.iter() {
-                    let keep = if deep {
-                        machine.state(active).is_atomic() && machine.is_descendant(active, state)
-                    } else {
-                        machine.state(active).parent == Some(state)
-                    };
-                    if keep {
-                        recorded.insert(active);
-                    }
-                }
-            }
-        }
         let exit_set = std::mem::take(&mut self.workspace.exit_set);
+        for state in exit_set.iter_reverse() {
+            self.record_history(state);
+        }
         for state in exit_set.iter_reverse() {
             self.exit_state(state);
         }
         self.workspace.exit_set = exit_set;
+    }
+
+    /// Records what each history state of `state` restores, before `state` is exited.
+    fn record_history(&mut self, state: StateId) {
+        let machine = self.machine;
+        let instance = &mut *self.instance;
+        for &child in &machine.state(state).children {
+            let StateKind::History { deep } = machine.state(child).kind else {
+                continue;
+            };
+            // Each history state's set is allocated once, then overwritten in place.
+            let position = match instance.history.iter().position(|(h, _)| *h == child) {
+                Some(position) => position,
+                None => {
+                    let set = StateSet::with_capacity(machine.states.len());
+                    instance.history.push((child, set));
+                    instance.history.len() - 1
+                }
+            };
+            let recorded = &mut instance.history[position].1;
+            recorded.clear();
+            for active in instance.configuration.iter() {
+                let keep = if deep {
+                    machine.state(active).is_atomic() && machine.is_descendant(active, state)
+                } else {
+                    machine.state(active).parent == Some(state)
+                };
+                if keep {
+                    recorded.insert(active);
+                }
+            }
+        }
     }
 
     /// Leaves one state: cancel its timers, run its exit actions, drop it from the configuration.
@@ -490,36 +594,51 @@ impl<'e> Algorithm<'_, 'e> {
     /// `enterStates`: compute the entry set, then enter in document order, running entry
     /// actions, initial and default-history content, and raising done events.
     fn enter_states(&mut self) {
-        let machine = self.machine;
         self.compute_entry_set();
         let states_to_enter = std::mem::take(&mut self.workspace.states_to_enter);
         for state in states_to_enter.iter() {
-            let node = machine.state(state);
-            self.instance.configuration.insert(state);
-            self.workspace.looping_states.insert(state);
-            self.host.state_entered(state);
-            self.execute_content(&node.entry);
-            self.start_timers(state);
-            self.start_invokes(state);
-            if self.workspace.states_for_default_entry.contains(state)
-                && let Some(initial) = node.initial
-            {
-                self.execute_content(&machine.transition(initial).actions);
-            }
-            if let Some(position) = self
+            let default_entry = self.workspace.states_for_default_entry.contains(state);
+            let history_content = self
                 .workspace
                 .default_history_content
                 .iter()
                 .position(|(parent, _)| *parent == state)
-            {
-                let (_, transition) = self.workspace.default_history_content.swap_remove(position);
-                self.execute_content(&machine.transition(transition).actions);
-            }
-            if node.kind == StateKind::Final {
-                self.reached_final_state(state);
-            }
+                .map(|position| {
+                    let (_, transition) =
+                        self.workspace.default_history_content.swap_remove(position);
+                    transition
+                });
+            self.enter_state(state, default_entry, history_content);
         }
         self.workspace.states_to_enter = states_to_enter;
+    }
+
+    /// Enters one state: its entry actions, timers and invokes, then its initial transition's
+    /// content if it is entered by default, or the default content of a history state of it
+    /// that had nothing recorded; a final state then raises its done events or ends the run.
+    fn enter_state(
+        &mut self,
+        state: StateId,
+        default_entry: bool,
+        history_content: Option<TransitionId>,
+    ) {
+        let machine = self.machine;
+        let node = machine.state(state);
+        self.instance.configuration.insert(state);
+        self.workspace.looping_states.insert(state);
+        self.host.state_entered(state);
+        self.execute_content(&node.entry);
+        self.start_timers(state);
+        self.start_invokes(state);
+        if default_entry && let Some(initial) = node.initial {
+            self.execute_content(&machine.transition(initial).actions);
+        }
+        if let Some(transition) = history_content {
+            self.execute_content(&machine.transition(transition).actions);
+        }
+        if node.kind == StateKind::Final {
+            self.reached_final_state(state);
+        }
     }
 
     /// The final-state branch of `enterStates`: a top-level final ends the run with its

@@ -84,7 +84,17 @@ impl Interpreter {
     }
 
     /// Processes one external event as one macrostep.
+    #[inline]
     pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
+        if self.instance.ignores(&self.machine, event) {
+            return Ok(());
+        }
+        self.macrostep(event, host)
+    }
+
+    // Kept apart from `handle`, so that an ignored event does not pay for this one's frame.
+    #[inline(never)]
+    fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
         self.step(host, |algorithm| algorithm.process_external_event(event))
     }
 

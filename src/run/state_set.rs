@@ -73,6 +73,17 @@ impl StateSet {
         self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }
 
+    /// The member that comes last in document order.
+    pub fn last(&self) -> Option<StateId> {
+        // Most machines fit in one word.
+        if let [word] = self.words.as_slice() {
+            return (*word != 0).then(|| StateId(63 - word.leading_zeros()));
+        }
+        let word_index = self.words.iter().rposition(|word| *word != 0)?;
+        let bit = 63 - self.words[word_index].leading_zeros() as usize;
+        Some(StateId((word_index * 64 + bit) as u32))
+    }
+
     /// Members in document order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = StateId> + '_ {
         self.words
@@ -129,8 +140,10 @@ mod tests {
         assert_eq!(forward, [0, 3, 64, 70, 129]);
         let backward: Vec<u32> = set.iter_reverse().map(|s| s.0).collect();
         assert_eq!(backward, [129, 70, 64, 3, 0]);
+        assert_eq!(set.last(), Some(StateId(129)));
         set.remove(StateId(64));
         assert!(!set.contains(StateId(64)) && set.contains(StateId(70)));
         assert_eq!(set.len(), 4);
+        assert_eq!(StateSet::with_capacity(130).last(), None);
     }
 }
