@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use protocol_run::compile::expression::{EventView, Expression, Names, Scope, Template};
+use protocol_run::compile::expression::{Expression, Names, Scope, Template};
 use protocol_run::compile::machine::{Machine, StateId, StateKind};
 use protocol_run::diagnostic::Diagnostic;
 use protocol_run::load::yaml::YamlLimits;
@@ -134,17 +134,18 @@ pub fn expressions(text: &str) {
     let names = expression_names();
     let context = expression_context();
     let inputs = vec![Value::Int(3), Value::string("grep")];
-    let event_data = Value::List(Arc::new(vec![Value::Int(7)]));
+    let event = Event {
+        name: Arc::from("error.exec.timeout"),
+        event_type: None,
+        data: Value::List(Arc::new(vec![Value::Int(7)])),
+        origin: Origin::External,
+        send_id: Some(Arc::from("s1")),
+    };
     let scope = Scope {
         names: &names,
         context: &context,
         inputs: &inputs,
-        event: Some(EventView {
-            name: "error.exec.timeout",
-            origin: "external",
-            send_id: Some("s1"),
-            data: &event_data,
-        }),
+        event: Some(&event),
         is_active: &|state| state == 1,
         clock: 1_700_000_000_000,
     };

@@ -90,6 +90,7 @@ pub struct Execution<'a> {
 
 impl Execution<'_> {
     /// Runs `body`, which needs a read-only scope over the current data.
+    #[inline]
     pub fn with_scope<T>(&self, body: impl FnOnce(&Scope) -> T) -> T {
         let configuration = self.configuration;
         let is_active = |index: usize| configuration.contains(StateId(index as u32));
@@ -97,7 +98,7 @@ impl Execution<'_> {
             names: &self.machine.names,
             context: self.context,
             inputs: self.inputs,
-            event: self.event.map(Event::view),
+            event: self.event,
             is_active: &is_active,
             clock: self.clock,
         };

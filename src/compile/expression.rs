@@ -10,6 +10,7 @@ use cel::{Context, ExecutionError, FunctionContext, Program};
 use crate::extensions::FunctionHandler;
 
 use crate::diagnostic::did_you_mean;
+use crate::run::event::Event;
 use crate::value::Value;
 
 /// The longest expression accepted, in bytes: longer ones are refused at load time.
@@ -80,22 +81,13 @@ impl Names {
     }
 }
 
-/// The event as expressions see it.
-#[derive(Debug, Clone, Copy)]
-pub struct EventView<'a> {
-    pub name: &'a str,
-    /// `platform`, `internal` or `external`, as SCXML's `_event.type`.
-    pub origin: &'a str,
-    pub send_id: Option<&'a str>,
-    pub data: &'a Value,
-}
-
 /// What an expression can read while it is evaluated.
 pub struct Scope<'a> {
     pub names: &'a Names,
     pub context: &'a [Value],
     pub inputs: &'a [Value],
-    pub event: Option<EventView<'a>>,
+    /// The current event (`event.name`, `event.type`: its origin, `event.sendid`, `event.data`).
+    pub event: Option<&'a Event>,
     /// Whether a state (by index) is active, for `In('id')`.
     pub is_active: &'a (dyn Fn(usize) -> bool + Sync),
     /// The host's clock in Unix milliseconds (virtual under virtual time), for `now()`.
@@ -108,11 +100,11 @@ impl Scope<'_> {
             return Value::Null;
         };
         let mut map = indexmap::IndexMap::new();
-        map.insert(Arc::from("name"), Value::string(event.name));
-        map.insert(Arc::from("type"), Value::string(event.origin));
+        map.insert(Arc::from("name"), Value::String(event.name.clone()));
+        map.insert(Arc::from("type"), Value::string(event.origin.name()));
         map.insert(
             Arc::from("sendid"),
-            event.send_id.map_or(Value::Null, Value::string),
+            event.send_id.clone().map_or(Value::Null, Value::String),
         );
         map.insert(Arc::from("data"), event.data.clone());
         Value::Map(Arc::new(map))
@@ -359,6 +351,7 @@ impl Expression {
     }
 
     /// Evaluates against `scope`.
+    #[inline]
     pub fn evaluate(&self, scope: &Scope) -> Result<Value, EvaluationError> {
         if let Some(value) = self.fast.as_ref().and_then(|fast| fast.evaluate(scope)) {
             return Ok(value);
@@ -409,6 +402,7 @@ impl Expression {
     }
 
     /// Evaluates a guard: the result must be a boolean.
+    #[inline]
     pub fn evaluate_condition(&self, scope: &Scope) -> Result<bool, EvaluationError> {
         match self.evaluate(scope)? {
             Value::Bool(flag) => Ok(flag),

@@ -144,7 +144,19 @@ impl Fast {
 
     /// The value, or None when full CEL must decide (a type it does not handle, or an error
     /// such as overflow, which CEL then reports in its own words).
+    #[inline]
     pub fn evaluate(&self, scope: &Scope) -> Option<Value> {
+        // The commonest form, `context_slot <operator> int` on an int, is worked out where the
+        // expression is evaluated, so that the caller's scope need not even be built for it.
+        if let Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) = self
+            && let Some(Value::Int(integer)) = scope.context.get(*slot)
+        {
+            return int_binary(*operator, *integer, *literal);
+        }
+        self.evaluate_node(scope)
+    }
+
+    fn evaluate_node(&self, scope: &Scope) -> Option<Value> {
         match self {
             Fast::Literal(value) => Some(value.clone()),
             Fast::Slot(binding) => Some(scope.read(*binding)),
@@ -186,14 +198,14 @@ impl Fast {
                 let event = scope.event?;
                 let (first, rest) = path.split_first()?;
                 let mut value = match &**first {
-                    "name" => return rest.is_empty().then(|| Value::string(event.name)),
-                    "type" => return rest.is_empty().then(|| Value::string(event.origin)),
+                    "name" => return rest.is_empty().then(|| Value::String(event.name.clone())),
+                    "type" => return rest.is_empty().then(|| Value::string(event.origin.name())),
                     "sendid" => {
                         return rest
                             .is_empty()
-                            .then(|| event.send_id.map_or(Value::Null, Value::string));
+                            .then(|| event.send_id.clone().map_or(Value::Null, Value::String));
                     }
-                    _ => event.data,
+                    _ => &event.data,
                 };
                 for key in rest {
                     let Value::Map(map) = value else { return None };
@@ -246,6 +258,7 @@ fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
 }
 
 /// Integer arithmetic and comparison; overflow and division by zero defer to CEL's error.
+#[inline]
 fn int_binary(operator: Operator, left: i64, right: i64) -> Option<Value> {
     use Operator::*;
     Some(match operator {

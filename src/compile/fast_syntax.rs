@@ -439,16 +439,18 @@ mod tests {
         let data = Value::Map(std::sync::Arc::new(data));
         let null = Value::Null;
         for (event_data, send_id) in [(&data, Some("s1")), (&null, None)] {
+            let event = crate::run::event::Event {
+                name: std::sync::Arc::from("done.invoke.x"),
+                event_type: None,
+                data: event_data.clone(),
+                origin: crate::run::event::Origin::External,
+                send_id: send_id.map(std::sync::Arc::from),
+            };
             let scope = Scope {
                 names: &names,
                 context: &[],
                 inputs: &[],
-                event: Some(crate::compile::expression::EventView {
-                    name: "done.invoke.x",
-                    origin: "external",
-                    send_id,
-                    data: event_data,
-                }),
+                event: Some(&event),
                 is_active: &|_| false,
                 clock: 0,
             };
@@ -509,7 +511,7 @@ mod tests {
             read.evaluate(scope),
             through_cel.evaluate_with_cel(scope),
             "`{text}` with event {:?}",
-            scope.event.map(|event| event.data)
+            scope.event.map(|event| &event.data)
         );
     }
 }

@@ -223,8 +223,9 @@ pub struct CandidateIndex {
     /// range of `transitions` for that cell.
     offsets: Vec<u32>,
     transitions: Vec<TransitionId>,
-    /// One bit per cell: set when the cell is empty and its event is not an error event, so
-    /// the event, in that state, is discarded without a word (see `Instance::ignores`).
+    /// For each state, one bit for each of the first 64 event types: set when the cell is empty
+    /// and the event is not an error event, so that the event, in that state, is discarded
+    /// without a word (see `Instance::ignores`).
     quiet: Vec<u64>,
 }
 
@@ -246,11 +247,11 @@ impl CandidateIndex {
         }
         let mut offsets = Vec::with_capacity(cells + 1);
         let mut found = Vec::new();
-        let mut quiet = vec![0u64; cells.div_ceil(64)];
+        let mut quiet = vec![0u64; states.len()];
         offsets.push(0);
         for (index, state) in states.iter().enumerate() {
-            for event_type in 0..event_types {
-                let event_type = Some(EventType(event_type as u32));
+            for type_index in 0..event_types {
+                let event_type = Some(EventType(type_index as u32));
                 if state.is_atomic() {
                     let chain = std::iter::once(StateId(index as u32))
                         .chain(state.ancestors.iter().copied());
@@ -264,9 +265,12 @@ impl CandidateIndex {
                     }
                 }
                 let end = u32::try_from(found.len()).ok()?;
-                let cell = offsets.len() - 1;
-                if offsets[cell] == end && !error_types[cell % event_types] {
-                    quiet[cell / 64] |= 1 << (cell % 64);
+                if state.is_atomic()
+                    && type_index < 64
+                    && offsets.last() == Some(&end)
+                    && !error_types[type_index]
+                {
+                    quiet[index] |= 1 << type_index;
                 }
                 offsets.push(end);
             }
@@ -279,12 +283,10 @@ impl CandidateIndex {
         })
     }
 
-    /// Whether `event_type` triggers no transition from `state` and is not an error event.
-    pub fn is_quiet(&self, state: StateId, event_type: EventType) -> bool {
-        let cell = state.index() * self.event_types + event_type.0 as usize;
-        self.quiet
-            .get(cell / 64)
-            .is_some_and(|word| word & (1 << (cell % 64)) != 0)
+    /// The event types (of the first 64) that trigger no transition from the atomic `state`
+    /// and are not error events, as a bit set.
+    pub fn quiet_events(&self, state: StateId) -> u64 {
+        self.quiet.get(state.index()).copied().unwrap_or(0)
     }
 
     /// The transitions `event_type` can trigger from the atomic state `state`, in selection order.

@@ -31,6 +31,9 @@ pub struct Instance {
     pub outcome: Option<Outcome>,
     /// The host's clock (Unix milliseconds, virtual under virtual time), for `now()`.
     pub clock: u64,
+    /// The events (by type, the first 64) that the configuration ignores, as `ignores` says;
+    /// worked out after each macrostep by `note_quiet_events`, empty when unknown.
+    quiet_events: u64,
 }
 
 /// Scratch space reused across macrosteps so handling an event allocates nothing.
@@ -97,6 +100,7 @@ impl Instance {
             running: false,
             outcome: None,
             clock: 0,
+            quiet_events: 0,
         }
     }
 
@@ -104,23 +108,33 @@ impl Instance {
     /// macrostep: the run has ended, or, in a machine without parallel states or eventless
     /// transitions, neither the active leaf nor any of its ancestors has a transition for the
     /// event and it is not an error to warn about. SCXML would select no transition, find no
-    /// eventless one and no internal event, and settle at once (most events of a busy protocol
-    /// are of this kind, so this is checked before a macrostep's scratch space is taken).
-    pub fn ignores(&self, machine: &Machine, event: &Event) -> bool {
+    /// eventless one and no internal event, and settle at once. Most events of a busy protocol
+    /// are of this kind, so the answer is one bit of `quiet_events`, kept up to date after
+    /// each macrostep, read before a macrostep's scratch space is taken.
+    #[inline]
+    pub fn ignores(&self, event: &Event) -> bool {
         if !self.running {
             return true;
         }
-        let (true, false, Some(index), Some(event_type)) = (
+        event.event_type.is_some_and(|event_type| {
+            event_type.0 < 64 && self.quiet_events >> event_type.0 & 1 != 0
+        })
+    }
+
+    /// Works out `quiet_events` for the configuration reached: the quiet events of its one
+    /// active leaf, when the machine has no parallel states and no eventless transitions.
+    pub fn note_quiet_events(&mut self, machine: &Machine) {
+        self.quiet_events = match (
             machine.single_leaf,
             machine.has_eventless,
             &machine.candidates,
-            event.event_type,
-        ) else {
-            return false;
+        ) {
+            (true, false, Some(index)) => self
+                .configuration
+                .last()
+                .map_or(0, |leaf| index.quiet_events(leaf)),
+            _ => 0,
         };
-        self.configuration
-            .last()
-            .is_some_and(|leaf| index.is_quiet(leaf, event_type))
     }
 
     fn history_of(&self, history_state: StateId) -> Option<&StateSet> {
@@ -805,10 +819,15 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     /// Runs a block; a failure stops the block and raises `error.execution`.
+    #[inline]
     fn execute_content(&mut self, actions: &[Action]) {
-        if actions.is_empty() {
-            return;
+        // Most blocks are empty: checked where the call is, without a call.
+        if !actions.is_empty() {
+            self.execute_block(actions);
         }
+    }
+
+    fn execute_block(&mut self, actions: &[Action]) {
         if let Err(error) = self.with_execution(|execution| execute_block(actions, execution)) {
             self.raise_execution_error(error);
         }
@@ -1141,6 +1160,7 @@ fn enable_if_guard_holds(
 
 /// `conditionMatch`: evaluates a transition's guard against the current event (true when it
 /// has no guard).
+#[inline]
 fn condition_holds(
     machine: &Machine,
     instance: &Instance,
@@ -1156,7 +1176,7 @@ fn condition_holds(
         names: &machine.names,
         context: &instance.context,
         inputs: &instance.inputs,
-        event: event.map(Event::view),
+        event,
         is_active: &is_active,
         clock: instance.clock,
     };

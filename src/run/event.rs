@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::compile::expression::EventView;
 use crate::compile::machine::{EventType, Machine};
 use crate::value::Value;
 
@@ -83,14 +82,5 @@ impl Event {
     pub fn with_data(mut self, data: Value) -> Event {
         self.data = data;
         self
-    }
-
-    pub fn view(&self) -> EventView<'_> {
-        EventView {
-            name: &self.name,
-            origin: self.origin.name(),
-            send_id: self.send_id.as_deref(),
-            data: &self.data,
-        }
     }
 }

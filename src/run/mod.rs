@@ -61,7 +61,7 @@ impl Interpreter {
         host: &mut dyn Host,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
-        with_workspace(|workspace| {
+        let result = with_workspace(|workspace| {
             body(&mut Algorithm {
                 machine: &self.machine,
                 instance: &mut self.instance,
@@ -70,7 +70,9 @@ impl Interpreter {
                 limits: self.limits,
                 event: CurrentEvent::None,
             })
-        })
+        });
+        self.instance.note_quiet_events(&self.machine);
+        result
     }
 
     /// Sets the clock `now()` reads (Unix milliseconds); hosts set it before each step.
@@ -86,7 +88,7 @@ impl Interpreter {
     /// Processes one external event as one macrostep.
     #[inline]
     pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
-        if self.instance.ignores(&self.machine, event) {
+        if self.instance.ignores(event) {
             return Ok(());
         }
         self.macrostep(event, host)

@@ -195,7 +195,8 @@ impl Interpreter {
         inputs: Vec<Value>,
         snapshot: &Snapshot,
     ) -> Result<Interpreter, RestoreError> {
-        let instance = restore_instance(&machine, inputs.into(), snapshot)?;
+        let mut instance = restore_instance(&machine, inputs.into(), snapshot)?;
+        instance.note_quiet_events(&machine);
         Ok(Interpreter {
             machine,
             instance,

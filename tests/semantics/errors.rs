@@ -253,3 +253,33 @@ states:
         "{logs:?}"
     );
 }
+
+#[test]
+fn an_external_error_event_no_transition_takes_is_reported_and_others_are_discarded_quietly() {
+    // No parallel state and no eventless transition: the events the active leaf ignores are
+    // discarded without a macrostep, which must not swallow an error event's warning, and
+    // must follow the leaf as it changes.
+    let mut run = Run::start(
+        r#"
+id: quiet-leaf
+states:
+  a:
+    on: { go: b }
+  b:
+    on: { back: a, error.tool: a }
+"#,
+    );
+    run.send("back").send("error.tool.timeout");
+    let logs = run.take_logs();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert!(
+        logs[0].starts_with("error.tool.timeout was not handled by any transition"),
+        "{logs:?}"
+    );
+    assert_eq!(run.leaves(), ["a"]);
+    run.send("go").send("go").send("error.tool.timeout");
+    assert_eq!(run.take_logs(), Vec::<String>::new());
+    assert_eq!(run.leaves(), ["a"]);
+    run.send("go").send("back");
+    assert_eq!(run.leaves(), ["a"]);
+}
