@@ -250,7 +250,7 @@ impl CandidateIndex {
         let mut quiet = vec![0u64; states.len()];
         offsets.push(0);
         for (index, state) in states.iter().enumerate() {
-            for type_index in 0..event_types {
+            for (type_index, is_error) in error_types.iter().enumerate() {
                 let event_type = Some(EventType(type_index as u32));
                 if state.is_atomic() {
                     let chain = std::iter::once(StateId(index as u32))
@@ -268,7 +268,7 @@ impl CandidateIndex {
                 if state.is_atomic()
                     && type_index < 64
                     && offsets.last() == Some(&end)
-                    && !error_types[type_index]
+                    && !is_error
                 {
                     quiet[index] |= 1 << type_index;
                 }
