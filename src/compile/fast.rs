@@ -144,7 +144,7 @@ impl Fast {
 
     /// The value, or None when full CEL must decide (a type it does not handle, or an error
     /// such as overflow, which CEL then reports in its own words).
-    #[inline]
+    #[inline(always)]
     pub fn evaluate(&self, scope: &Scope) -> Option<Value> {
         // The commonest form, `context_slot <operator> int` on an int, is worked out where the
         // expression is evaluated, so that the caller's scope need not even be built for it.
@@ -258,7 +258,7 @@ fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
 }
 
 /// Integer arithmetic and comparison; overflow and division by zero defer to CEL's error.
-#[inline]
+#[inline(always)]
 fn int_binary(operator: Operator, left: i64, right: i64) -> Option<Value> {
     use Operator::*;
     Some(match operator {

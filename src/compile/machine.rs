@@ -265,10 +265,7 @@ impl CandidateIndex {
                     }
                 }
                 let end = u32::try_from(found.len()).ok()?;
-                if state.is_atomic()
-                    && type_index < 64
-                    && offsets.last() == Some(&end)
-                    && !is_error
+                if state.is_atomic() && type_index < 64 && offsets.last() == Some(&end) && !is_error
                 {
                     quiet[index] |= 1 << type_index;
                 }
@@ -336,6 +333,8 @@ pub struct Machine {
     /// Whether no state is parallel: the configuration is then one atomic state and its
     /// ancestors, and a macrostep can select and take transitions from that leaf alone.
     pub single_leaf: bool,
+    /// Whether any state is a history state (if none, exiting records nothing).
+    pub has_history: bool,
     /// The transitions each known event can trigger from each atomic state (absent for
     /// machines too large to tabulate).
     pub candidates: Option<CandidateIndex>,

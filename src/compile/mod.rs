@@ -149,6 +149,7 @@ fn compile_nested(
     link_family(&mut states);
     let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
     let single_leaf = states.iter().all(|state| state.kind != StateKind::Parallel);
+    let has_history = states.iter().any(StateNode::is_history);
     let error_types: Vec<bool> = compiler
         .event_names
         .iter()
@@ -174,6 +175,7 @@ fn compile_nested(
         error_execution,
         has_eventless,
         single_leaf,
+        has_history,
         candidates,
         error_types,
         source_path: loaded.source.path.clone(),

@@ -170,21 +170,40 @@ impl CurrentEvent<'_> {
 pub struct Algorithm<'a, 'e> {
     pub machine: &'a Machine,
     pub instance: &'a mut Instance,
-    pub workspace: &'a mut Workspace,
+    /// Scratch space, taken from `lend` when a procedure first needs it (a single-leaf step
+    /// that settles at once needs none); whoever built the algorithm gives it back after.
+    pub workspace: Option<Box<Workspace>>,
     pub host: &'a mut dyn Host,
     pub limits: Limits,
     pub event: CurrentEvent<'e>,
 }
 
+/// The workspace in `slot`, taken from `lend` if there is none yet, with no loop recorded.
+fn workspace_in(
+    slot: &mut Option<Box<Workspace>>,
+    lend: impl FnOnce() -> Box<Workspace>,
+) -> &mut Workspace {
+    slot.get_or_insert_with(|| {
+        let mut workspace = lend();
+        workspace.looping_states.clear();
+        workspace
+    })
+}
+
 impl<'e> Algorithm<'_, 'e> {
+    /// This step's workspace (see `Algorithm::workspace`).
+    fn workspace(&mut self) -> &mut Workspace {
+        workspace_in(&mut self.workspace, super::lend_workspace)
+    }
+
     /// Enters the initial configuration and runs to completion (SCXML `interpret`).
     pub fn start(&mut self) -> Result<(), RunError> {
         self.instance.running = true;
         self.event = CurrentEvent::None;
-        self.workspace.looping_states.clear();
         if let Some(initial) = self.machine.state(StateId::ROOT).initial {
-            self.workspace.enabled.clear();
-            self.workspace.enabled.push(initial);
+            let workspace = self.workspace();
+            workspace.enabled.clear();
+            workspace.enabled.push(initial);
             self.enter_states();
         }
         self.run_to_completion()
@@ -196,7 +215,6 @@ impl<'e> Algorithm<'_, 'e> {
         if !self.instance.running {
             return Ok(());
         }
-        self.workspace.looping_states.clear();
         self.event = CurrentEvent::External(event);
         if let (true, Some(index), Some(event_type)) = (
             self.machine.single_leaf,
@@ -204,7 +222,7 @@ impl<'e> Algorithm<'_, 'e> {
             event.event_type,
         ) && let Some(leaf) = self.instance.configuration.last()
         {
-            self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
+            let taken = self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over.
             if self.instance.running
                 && !self.machine.has_eventless
@@ -212,9 +230,18 @@ impl<'e> Algorithm<'_, 'e> {
             {
                 return Ok(());
             }
+            // It goes on: what the microstep went through counts towards a loop's states, as
+            // `microstep` and `enter_states` would have recorded.
+            if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
+                let looping = &mut self.workspace().looping_states;
+                looping.insert(transition.source);
+                if let Reach::Fixed { enter, .. } = &transition.reach {
+                    enter.iter().for_each(|state| looping.insert(*state));
+                }
+            }
         } else {
             self.select_transitions(false);
-            if self.workspace.enabled.is_empty() {
+            if self.workspace().enabled.is_empty() {
                 self.report_unhandled_error();
             } else {
                 self.microstep();
@@ -226,8 +253,13 @@ impl<'e> Algorithm<'_, 'e> {
     /// `selectTransitions` and `microstep` for a machine without parallel states, whose
     /// configuration is one atomic state and its ancestors: at most one transition is enabled,
     /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
-    /// ancestors up to its domain, leaf first, and enters its precomputed entry set.
-    fn take_on_single_leaf(&mut self, candidates: &[TransitionId], leaf: StateId) {
+    /// ancestors up to its domain, leaf first, and enters its precomputed entry set. Returns the
+    /// transition taken.
+    fn take_on_single_leaf(
+        &mut self,
+        candidates: &[TransitionId],
+        leaf: StateId,
+    ) -> Option<TransitionId> {
         let machine = self.machine;
         let mut taken = None;
         for &transition_id in candidates {
@@ -243,7 +275,7 @@ impl<'e> Algorithm<'_, 'e> {
         }
         let Some(transition_id) = taken else {
             self.report_unhandled_error();
-            return;
+            return None;
         };
         let transition = machine.transition(transition_id);
         let (domain, enter, default_entry) = match &transition.reach {
@@ -254,13 +286,14 @@ impl<'e> Algorithm<'_, 'e> {
             } => (Some(*domain), &**enter, &**default_entry),
             Reach::Targetless => (None, &[][..], &[][..]),
             Reach::Dynamic => {
-                self.workspace.enabled.clear();
-                self.workspace.enabled.push(transition_id);
+                let workspace = self.workspace();
+                workspace.enabled.clear();
+                workspace.enabled.push(transition_id);
                 self.microstep();
-                return;
+                // Its states are already recorded in the workspace, as a general step's are.
+                return None;
             }
         };
-        self.workspace.looping_states.insert(transition.source);
         self.host.transition_taken(transition_id);
         if let Some(domain) = domain {
             let exited = || {
@@ -269,8 +302,10 @@ impl<'e> Algorithm<'_, 'e> {
                     .take_while(move |state| *state != domain)
             };
             // All history is recorded before any exit action runs, as in `exit_states`.
-            for state in exited() {
-                self.record_history(state);
+            if machine.has_history {
+                for state in exited() {
+                    self.record_history(state);
+                }
             }
             for state in exited() {
                 self.exit_state(state);
@@ -280,6 +315,7 @@ impl<'e> Algorithm<'_, 'e> {
         for &state in enter {
             self.enter_state(state, default_entry.contains(&state), None);
         }
+        Some(transition_id)
     }
 
     /// The inner loop of `mainEventLoop`: eventless transitions first, then internal events.
@@ -295,15 +331,15 @@ impl<'e> Algorithm<'_, 'e> {
                 self.select_transitions(true);
             } else {
                 // No state has eventless transitions: selecting them would find none.
-                self.workspace.enabled.clear();
+                self.workspace().enabled.clear();
             }
-            if self.workspace.enabled.is_empty() {
+            if self.workspace().enabled.is_empty() {
                 let Some(event) = self.instance.internal_queue.pop_front() else {
                     break;
                 };
                 self.event = CurrentEvent::Internal(event);
                 self.select_transitions(false);
-                if self.workspace.enabled.is_empty() {
+                if self.workspace().enabled.is_empty() {
                     self.report_unhandled_error();
                 }
             }
@@ -314,9 +350,9 @@ impl<'e> Algorithm<'_, 'e> {
             // Only what the loop does in its second half is named: the states it cycles through,
             // not those it passed on the way in.
             if steps == limit / 2 {
-                self.workspace.looping_states.clear();
+                self.workspace().looping_states.clear();
             }
-            if !self.workspace.enabled.is_empty() {
+            if !self.workspace().enabled.is_empty() {
                 self.microstep();
             }
         }
@@ -379,7 +415,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// Stops a macrostep that does not settle, naming the states of the loop.
     fn livelock(&mut self, limit: usize) -> RunError {
         let machine = self.machine;
-        let workspace = &mut *self.workspace;
+        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
         for &transition in &workspace.enabled {
             workspace
                 .looping_states
@@ -411,7 +447,7 @@ impl<'e> Algorithm<'_, 'e> {
     fn select_transitions(&mut self, eventless: bool) {
         let machine = self.machine;
         let instance = &*self.instance;
-        let workspace = &mut *self.workspace;
+        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
         let event = self.event.get();
         workspace.enabled.clear();
         // A known event reads the precomputed candidates of each atomic state.
@@ -456,15 +492,15 @@ impl<'e> Algorithm<'_, 'e> {
                 }
             }
         }
-        if !self.workspace.guard_errors.is_empty() {
+        if !self.workspace().guard_errors.is_empty() {
             // Taken out and put back, so the buffer keeps its capacity.
-            let mut errors = std::mem::take(&mut self.workspace.guard_errors);
+            let mut errors = std::mem::take(&mut self.workspace().guard_errors);
             for error in errors.drain(..) {
                 self.raise_execution_error(error);
             }
-            self.workspace.guard_errors = errors;
+            self.workspace().guard_errors = errors;
         }
-        if self.workspace.enabled.len() > 1 {
+        if self.workspace().enabled.len() > 1 {
             self.remove_conflicting_transitions();
         }
     }
@@ -473,7 +509,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// from the descendant source wins if it comes later, otherwise the earlier one wins.
     fn remove_conflicting_transitions(&mut self) {
         let machine = self.machine;
-        let workspace = &mut *self.workspace;
+        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
         workspace.filtered.clear();
         for index in 0..workspace.enabled.len() {
             let first = workspace.enabled[index];
@@ -519,10 +555,10 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// `microstep`: exit states, run transition content, enter states.
     fn microstep(&mut self) {
-        for index in 0..self.workspace.enabled.len() {
-            let transition = self.workspace.enabled[index];
+        for index in 0..self.workspace().enabled.len() {
+            let transition = self.workspace().enabled[index];
             let source = self.machine.transition(transition).source;
-            self.workspace.looping_states.insert(source);
+            self.workspace().looping_states.insert(source);
             self.host.transition_taken(transition);
         }
         self.exit_states();
@@ -533,7 +569,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// `exitStates`: record history, then run exit actions in exit order.
     fn exit_states(&mut self) {
         let machine = self.machine;
-        let workspace = &mut *self.workspace;
+        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
         compute_exit_set(
             machine,
             self.instance,
@@ -541,14 +577,14 @@ impl<'e> Algorithm<'_, 'e> {
             &mut workspace.exit_set,
             &mut workspace.targets,
         );
-        let exit_set = std::mem::take(&mut self.workspace.exit_set);
+        let exit_set = std::mem::take(&mut self.workspace().exit_set);
         for state in exit_set.iter_reverse() {
             self.record_history(state);
         }
         for state in exit_set.iter_reverse() {
             self.exit_state(state);
         }
-        self.workspace.exit_set = exit_set;
+        self.workspace().exit_set = exit_set;
     }
 
     /// Records what each history state of `state` restores, before `state` is exited.
@@ -584,6 +620,7 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     /// Leaves one state: cancel its timers, run its exit actions, drop it from the configuration.
+    #[inline(always)]
     fn exit_state(&mut self, state: StateId) {
         let node = self.machine.state(state);
         for timer in &node.timers {
@@ -599,8 +636,8 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// `executeTransitionContent`: transition actions, in the order of the enabled set.
     fn execute_transition_content(&mut self) {
-        for index in 0..self.workspace.enabled.len() {
-            let transition = self.machine.transition(self.workspace.enabled[index]);
+        for index in 0..self.workspace().enabled.len() {
+            let transition = self.machine.transition(self.workspace().enabled[index]);
             self.execute_content(&transition.actions);
         }
     }
@@ -609,27 +646,30 @@ impl<'e> Algorithm<'_, 'e> {
     /// actions, initial and default-history content, and raising done events.
     fn enter_states(&mut self) {
         self.compute_entry_set();
-        let states_to_enter = std::mem::take(&mut self.workspace.states_to_enter);
+        let states_to_enter = std::mem::take(&mut self.workspace().states_to_enter);
         for state in states_to_enter.iter() {
-            let default_entry = self.workspace.states_for_default_entry.contains(state);
+            let default_entry = self.workspace().states_for_default_entry.contains(state);
             let history_content = self
-                .workspace
+                .workspace()
                 .default_history_content
                 .iter()
                 .position(|(parent, _)| *parent == state)
                 .map(|position| {
-                    let (_, transition) =
-                        self.workspace.default_history_content.swap_remove(position);
+                    let (_, transition) = self
+                        .workspace()
+                        .default_history_content
+                        .swap_remove(position);
                     transition
                 });
             self.enter_state(state, default_entry, history_content);
         }
-        self.workspace.states_to_enter = states_to_enter;
+        self.workspace().states_to_enter = states_to_enter;
     }
 
     /// Enters one state: its entry actions, timers and invokes, then its initial transition's
     /// content if it is entered by default, or the default content of a history state of it
     /// that had nothing recorded; a final state then raises its done events or ends the run.
+    #[inline(always)]
     fn enter_state(
         &mut self,
         state: StateId,
@@ -639,7 +679,9 @@ impl<'e> Algorithm<'_, 'e> {
         let machine = self.machine;
         let node = machine.state(state);
         self.instance.configuration.insert(state);
-        self.workspace.looping_states.insert(state);
+        if let Some(workspace) = &mut self.workspace {
+            workspace.looping_states.insert(state);
+        }
         self.host.state_entered(state);
         self.execute_content(&node.entry);
         self.start_timers(state);
@@ -778,7 +820,8 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// `computeEntrySet`, over the enabled transitions.
     fn compute_entry_set(&mut self) {
-        compute_entry_set(self.machine, self.instance, self.workspace);
+        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
+        compute_entry_set(self.machine, self.instance, workspace);
     }
 
     /// Child states (not history pseudo-states) of a state.
@@ -819,7 +862,7 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     /// Runs a block; a failure stops the block and raises `error.execution`.
-    #[inline]
+    #[inline(always)]
     fn execute_content(&mut self, actions: &[Action]) {
         // Most blocks are empty: checked where the call is, without a call.
         if !actions.is_empty() {

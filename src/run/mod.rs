@@ -30,13 +30,15 @@ thread_local! {
     static WORKSPACE: Cell<Option<Box<Workspace>>> = const { Cell::new(None) };
 }
 
-/// Runs `body` with this thread's workspace. A step that starts another instance's step inside
-/// it (a host running a child synchronously) finds the workspace lent out and gets a new one.
-fn with_workspace<T>(body: impl FnOnce(&mut Workspace) -> T) -> T {
-    let mut workspace = WORKSPACE.take().unwrap_or_default();
-    let result = body(&mut workspace);
+/// This thread's workspace, lent to a step until `give_back_workspace`. A step that starts
+/// another instance's step inside it (a host running a child synchronously) finds the
+/// workspace lent out and gets a new one.
+fn lend_workspace() -> Box<Workspace> {
+    WORKSPACE.take().unwrap_or_default()
+}
+
+fn give_back_workspace(workspace: Box<Workspace>) {
     WORKSPACE.set(Some(workspace));
-    result
 }
 
 impl Interpreter {
@@ -61,16 +63,18 @@ impl Interpreter {
         host: &mut dyn Host,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
-        let result = with_workspace(|workspace| {
-            body(&mut Algorithm {
-                machine: &self.machine,
-                instance: &mut self.instance,
-                workspace,
-                host,
-                limits: self.limits,
-                event: CurrentEvent::None,
-            })
-        });
+        let mut algorithm = Algorithm {
+            machine: &self.machine,
+            instance: &mut self.instance,
+            workspace: None,
+            host,
+            limits: self.limits,
+            event: CurrentEvent::None,
+        };
+        let result = body(&mut algorithm);
+        if let Some(workspace) = algorithm.workspace.take() {
+            give_back_workspace(workspace);
+        }
         self.instance.note_quiet_events(&self.machine);
         result
     }
