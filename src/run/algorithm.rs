@@ -170,7 +170,7 @@ impl CurrentEvent<'_> {
 pub struct Algorithm<'a, 'e> {
     pub machine: &'a Machine,
     pub instance: &'a mut Instance,
-    /// Scratch space, taken from `lend` when a procedure first needs it (a single-leaf step
+    /// Scratch space, lent by the thread when a procedure first needs it (a single-leaf step
     /// that settles at once needs none); whoever built the algorithm gives it back after.
     pub workspace: Option<Box<Workspace>>,
     pub host: &'a mut dyn Host,
@@ -178,13 +178,10 @@ pub struct Algorithm<'a, 'e> {
     pub event: CurrentEvent<'e>,
 }
 
-/// The workspace in `slot`, taken from `lend` if there is none yet, with no loop recorded.
-fn workspace_in(
-    slot: &mut Option<Box<Workspace>>,
-    lend: impl FnOnce() -> Box<Workspace>,
-) -> &mut Workspace {
+/// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
+fn workspace_in(slot: &mut Option<Box<Workspace>>) -> &mut Workspace {
     slot.get_or_insert_with(|| {
-        let mut workspace = lend();
+        let mut workspace = super::lend_workspace();
         workspace.looping_states.clear();
         workspace
     })
@@ -193,7 +190,7 @@ fn workspace_in(
 impl<'e> Algorithm<'_, 'e> {
     /// This step's workspace (see `Algorithm::workspace`).
     fn workspace(&mut self) -> &mut Workspace {
-        workspace_in(&mut self.workspace, super::lend_workspace)
+        workspace_in(&mut self.workspace)
     }
 
     /// Enters the initial configuration and runs to completion (SCXML `interpret`).
@@ -415,7 +412,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// Stops a macrostep that does not settle, naming the states of the loop.
     fn livelock(&mut self, limit: usize) -> RunError {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
+        let workspace = workspace_in(&mut self.workspace);
         for &transition in &workspace.enabled {
             workspace
                 .looping_states
@@ -447,7 +444,7 @@ impl<'e> Algorithm<'_, 'e> {
     fn select_transitions(&mut self, eventless: bool) {
         let machine = self.machine;
         let instance = &*self.instance;
-        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
+        let workspace = workspace_in(&mut self.workspace);
         let event = self.event.get();
         workspace.enabled.clear();
         // A known event reads the precomputed candidates of each atomic state.
@@ -509,7 +506,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// from the descendant source wins if it comes later, otherwise the earlier one wins.
     fn remove_conflicting_transitions(&mut self) {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
+        let workspace = workspace_in(&mut self.workspace);
         workspace.filtered.clear();
         for index in 0..workspace.enabled.len() {
             let first = workspace.enabled[index];
@@ -569,7 +566,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// `exitStates`: record history, then run exit actions in exit order.
     fn exit_states(&mut self) {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
+        let workspace = workspace_in(&mut self.workspace);
         compute_exit_set(
             machine,
             self.instance,
@@ -820,7 +817,7 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// `computeEntrySet`, over the enabled transitions.
     fn compute_entry_set(&mut self) {
-        let workspace = workspace_in(&mut self.workspace, super::lend_workspace);
+        let workspace = workspace_in(&mut self.workspace);
         compute_entry_set(self.machine, self.instance, workspace);
     }
 
