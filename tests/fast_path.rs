@@ -336,6 +336,10 @@ struct Statistics {
     errors: HashMap<ErrorKind, u32>,
     /// Expressions the fast reader read (CEL's parser not needed at compile time).
     read_directly: u32,
+    /// Evaluations the interpreter's raw forms decided: an `i64` for an assignment, a `bool`
+    /// for a guard (`Expression::integer_over`, `condition_over`).
+    raw_integers: u32,
+    raw_conditions: u32,
     /// Equal maps whose keys came out in another order (the fast path keeps the context's
     /// insertion order; CEL's results are sorted by key).
     map_order_differs: std::collections::BTreeSet<String>,
@@ -399,6 +403,23 @@ fn check(
             case.text
         );
         statistics.evaluations += 1;
+        // The raw forms the interpreter stores and branches on without a `Value` agree too.
+        if let Some(integer) = expression.integer_over(&context) {
+            prop_assert!(
+                matches!(&full, Ok(Value::Int(value)) if *value == integer),
+                "`{}` in {slots:?}: raw int {integer}, CEL {full:?}",
+                case.text
+            );
+            statistics.raw_integers += 1;
+        }
+        if let Some(holds) = expression.condition_over(&context) {
+            prop_assert!(
+                matches!(&full, Ok(Value::Bool(value)) if *value == holds),
+                "`{}` in {slots:?}: raw condition {holds}, CEL {full:?}",
+                case.text
+            );
+            statistics.raw_conditions += 1;
+        }
         match &full {
             Ok(full) => {
                 statistics.values += 1;
@@ -480,6 +501,11 @@ fn fast_path_agrees_with_cel_on_random_expressions() {
         statistics.decided_by_fast_path,
         statistics.evaluations
     );
+    assert!(
+        statistics.raw_integers > 0,
+        "the raw int form decided nothing in {} evaluations",
+        statistics.evaluations
+    );
     for kind in [
         ErrorKind::Overflow,
         ErrorKind::DivisionByZero,
@@ -552,5 +578,90 @@ fn fast_path_agrees_with_cel_on_edge_cases() {
             shown.contains(expected),
             "`{text}` gave {shown}, not {expected}"
         );
+    }
+}
+
+/// The raw forms the interpreter uses for `slot <operator> int` (an `i64` stored in place, a
+/// `bool` branched on), for every operator over every edge, against CEL: they decide exactly
+/// when CEL gives an int or a bool, and give the same one; otherwise they defer.
+#[test]
+fn raw_forms_agree_with_cel_on_every_operator_and_edge() {
+    let names = Names::new(context_names(), INPUTS.map(String::from), HashMap::new());
+    let edges = [
+        i64::MAX,
+        i64::MIN,
+        i64::MAX - 1,
+        -3,
+        -1,
+        0,
+        1,
+        2,
+        3_037_000_500,
+    ];
+    let (mut integers, mut conditions, mut deferred) = (0, 0, 0);
+    for (operator, left, right) in ARITHMETIC
+        .iter()
+        .chain(&COMPARISONS)
+        .flat_map(|operator| edges.map(move |left| (operator, left)))
+        .flat_map(|(operator, left)| {
+            [-3, -1, 0, 1, 2, 3, i64::MAX].map(|right| (operator, left, right))
+        })
+    {
+        let slots = Slots {
+            integers: [left, 0, 0, 0],
+            flags: [true, false],
+            texts: ["a".into(), "b".into(), "".into()],
+        };
+        let (context, inputs) = (slots.context(), slots.inputs());
+        let scope = Scope {
+            names: &names,
+            context: &context,
+            inputs: &inputs,
+            event: None,
+            is_active: &|_| false,
+            clock: 0,
+        };
+        // A text slot and an input take the general path, whatever the operator.
+        for other in [
+            format!("s0 {operator} {right}"),
+            format!("limit {operator} {right}"),
+        ] {
+            let expression = Expression::compile(&other, &names).expect(&other);
+            assert_eq!(expression.integer_over(&context), None, "`{other}`");
+            assert_eq!(expression.condition_over(&context), None, "`{other}`");
+        }
+        let text = format!("i0 {operator} {right}");
+        let expression = Expression::compile(&text, &names).expect(&text);
+        let full = expression.evaluate_with_cel(&scope);
+        match (
+            expression.integer_over(&context),
+            expression.condition_over(&context),
+            &full,
+        ) {
+            (Some(raw), None, Ok(Value::Int(value))) if raw == *value => integers += 1,
+            (None, Some(raw), Ok(Value::Bool(value))) if raw == *value => conditions += 1,
+            // Overflow and division by zero: CEL's error, reported in its words.
+            (None, None, Err(_)) => deferred += 1,
+            (integer, condition, full) => {
+                panic!("`{text}` with i0 = {left}: raw {integer:?} / {condition:?}, CEL {full:?}")
+            }
+        }
+    }
+    assert!(integers > 0 && conditions > 0 && deferred > 0);
+    // An int literal is stored raw; other literals are not ints.
+    let context = Slots {
+        integers: [0; 4],
+        flags: [true, false],
+        texts: ["a".into(), "b".into(), "".into()],
+    }
+    .context();
+    for (text, raw) in [
+        ("7", Some(7)),
+        ("-7", Some(-7)),
+        ("'7'", None),
+        ("true", None),
+    ] {
+        let expression = Expression::compile(text, &names).expect(text);
+        assert_eq!(expression.integer_over(&context), raw, "`{text}`");
     }
 }

@@ -1,7 +1,8 @@
 //! `assign`: evaluates each new value and stores it in its context slot, in order.
 
 use crate::compile::Compiler;
-use crate::compile::expression::{EvaluationError, Expression, NameBinding};
+use crate::compile::expression::{EvaluationError, Expression, NameBinding, Scope};
+use crate::compile::machine::StateId;
 use crate::diagnostic::did_you_mean;
 use crate::model::action::AssignAction;
 use crate::value::Value;
@@ -69,16 +70,69 @@ impl Assign {
     }
 
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
-        for assignment in &self.assignments {
-            // Resolve against the current data (pure), then store: the next assignment sees it.
-            let value = match &assignment.value {
-                NewValue::Literal(value) => value.clone(),
-                NewValue::Expression(expression) => {
-                    execution.with_scope(|scope| expression.evaluate(scope))?
-                }
-            };
-            execution.context[assignment.slot] = value;
+        let mut next = self.apply_integers(execution.context, 0);
+        while let Some(index) = next {
+            let Execution {
+                machine,
+                context,
+                inputs,
+                event,
+                clock,
+                configuration,
+                ..
+            } = execution;
+            let is_active = |index: usize| configuration.contains(StateId(index as u32));
+            self.apply_evaluated(index, context, |expression, context| {
+                expression.evaluate(&Scope {
+                    names: &machine.names,
+                    context,
+                    inputs,
+                    event: *event,
+                    is_active: &is_active,
+                    clock: *clock,
+                })
+            })?;
+            next = self.apply_integers(execution.context, index + 1);
         }
+        Ok(())
+    }
+
+    /// Applies the assignments from `first` on while each has a raw int form (an int literal,
+    /// or `attempts + 1` over an int), storing the `i64` in place: no `Value` is built or
+    /// moved, and an int slot needs nothing dropped. Returns the index of the first assignment
+    /// that needs evaluating, for `apply_evaluated`, or None when all are done.
+    #[inline(always)]
+    pub fn apply_integers(&self, context: &mut [Value], first: usize) -> Option<usize> {
+        for (index, assignment) in self.assignments.iter().enumerate().skip(first) {
+            let integer = match &assignment.value {
+                NewValue::Literal(Value::Int(integer)) => Some(*integer),
+                NewValue::Literal(_) => None,
+                NewValue::Expression(expression) => expression.integer_over(context),
+            };
+            let Some(integer) = integer else {
+                return Some(index);
+            };
+            match &mut context[assignment.slot] {
+                Value::Int(slot) => *slot = integer,
+                other => *other = Value::Int(integer),
+            }
+        }
+        None
+    }
+
+    /// Applies assignment `index` in full: `evaluate` computes an expression over the context
+    /// as the assignments before it left it.
+    pub fn apply_evaluated(
+        &self,
+        index: usize,
+        context: &mut [Value],
+        evaluate: impl FnOnce(&Expression, &[Value]) -> Result<Value, EvaluationError>,
+    ) -> Result<(), EvaluationError> {
+        let assignment = &self.assignments[index];
+        context[assignment.slot] = match &assignment.value {
+            NewValue::Literal(value) => value.clone(),
+            NewValue::Expression(expression) => evaluate(expression, context)?,
+        };
         Ok(())
     }
 }

@@ -359,6 +359,20 @@ impl Expression {
         self.evaluate_with_cel(scope)
     }
 
+    /// The int this gives over the context alone, when the fast path computes it as a raw
+    /// `i64` (`attempts + 1`); None means: call `evaluate`.
+    #[inline(always)]
+    pub fn integer_over(&self, context: &[Value]) -> Option<i64> {
+        self.fast.as_ref()?.integer(context)
+    }
+
+    /// This guard's outcome over the context alone, when the fast path computes it as a raw
+    /// `bool` (`attempts < 3`); None means: call `evaluate_condition`.
+    #[inline(always)]
+    pub fn condition_over(&self, context: &[Value]) -> Option<bool> {
+        self.fast.as_ref()?.condition(context)
+    }
+
     /// Whether CEL's parser has not been needed (yet): the text was read by the fast reader
     /// and nothing has evaluated it with CEL.
     pub fn is_read_directly(&self) -> bool {

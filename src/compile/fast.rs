@@ -156,6 +156,38 @@ impl Fast {
         self.evaluate_node(scope)
     }
 
+    /// The int an expression of the commonest assignment form gives over the context alone (an
+    /// int literal, or `context_slot <arithmetic> int` on an int), as a raw `i64`: the caller
+    /// stores it without a `Value` passing through. None means: evaluate it as usual.
+    #[inline(always)]
+    pub fn integer(&self, context: &[Value]) -> Option<i64> {
+        match self {
+            Fast::Literal(Value::Int(integer)) => Some(*integer),
+            Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) => {
+                match context.get(*slot) {
+                    Some(Value::Int(integer)) => int_arithmetic(*operator, *integer, *literal),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The outcome of the commonest guard form (`context_slot <comparison> int` on an int), as
+    /// a raw `bool`. None means: evaluate it as usual.
+    #[inline(always)]
+    pub fn condition(&self, context: &[Value]) -> Option<bool> {
+        match self {
+            Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) => {
+                match context.get(*slot) {
+                    Some(Value::Int(integer)) => int_comparison(*operator, *integer, *literal),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     fn evaluate_node(&self, scope: &Scope) -> Option<Value> {
         match self {
             Fast::Literal(value) => Some(value.clone()),
@@ -260,18 +292,37 @@ fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
 /// Integer arithmetic and comparison; overflow and division by zero defer to CEL's error.
 #[inline(always)]
 fn int_binary(operator: Operator, left: i64, right: i64) -> Option<Value> {
+    match int_comparison(operator, left, right) {
+        Some(holds) => Some(Value::Bool(holds)),
+        None => int_arithmetic(operator, left, right).map(Value::Int),
+    }
+}
+
+/// An arithmetic operator over two ints; None for overflow, division by zero, or a comparison.
+#[inline(always)]
+fn int_arithmetic(operator: Operator, left: i64, right: i64) -> Option<i64> {
     use Operator::*;
-    Some(match operator {
-        Add => Value::Int(left.checked_add(right)?),
-        Subtract => Value::Int(left.checked_sub(right)?),
-        Multiply => Value::Int(left.checked_mul(right)?),
-        Divide => Value::Int(left.checked_div(right)?),
-        Remainder => Value::Int(left.checked_rem(right)?),
-        Equal => Value::Bool(left == right),
-        NotEqual => Value::Bool(left != right),
-        Less => Value::Bool(left < right),
-        LessOrEqual => Value::Bool(left <= right),
-        Greater => Value::Bool(left > right),
-        GreaterOrEqual => Value::Bool(left >= right),
-    })
+    match operator {
+        Add => left.checked_add(right),
+        Subtract => left.checked_sub(right),
+        Multiply => left.checked_mul(right),
+        Divide => left.checked_div(right),
+        Remainder => left.checked_rem(right),
+        Equal | NotEqual | Less | LessOrEqual | Greater | GreaterOrEqual => None,
+    }
+}
+
+/// A comparison operator over two ints; None for an arithmetic one.
+#[inline(always)]
+fn int_comparison(operator: Operator, left: i64, right: i64) -> Option<bool> {
+    use Operator::*;
+    match operator {
+        Equal => Some(left == right),
+        NotEqual => Some(left != right),
+        Less => Some(left < right),
+        LessOrEqual => Some(left <= right),
+        Greater => Some(left > right),
+        GreaterOrEqual => Some(left >= right),
+        Add | Subtract | Multiply | Divide | Remainder => None,
+    }
 }

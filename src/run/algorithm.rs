@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::actions::assign::Assign;
 use crate::actions::{Action, Execution, Host, SendRequest, execute_block};
 use crate::compile::expression::{EvaluationError, Scope};
 use crate::compile::machine::{EventDescriptor, Machine, Reach, StateId, StateKind, TransitionId};
@@ -681,8 +682,13 @@ impl<'e> Algorithm<'_, 'e> {
         }
         self.host.state_entered(state);
         self.execute_content(&node.entry);
-        self.start_timers(state);
-        self.start_invokes(state);
+        // Most states have neither: checked here, without a call.
+        if !node.timers.is_empty() {
+            self.start_timers(state);
+        }
+        if !node.invokes.is_empty() {
+            self.start_invokes(state);
+        }
         if default_entry && let Some(initial) = node.initial {
             self.execute_content(&machine.transition(initial).actions);
         }
@@ -868,9 +874,50 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     fn execute_block(&mut self, actions: &[Action]) {
-        if let Err(error) = self.with_execution(|execution| execute_block(actions, execution)) {
+        // Assignments, the commonest actions, are applied here, without an `Execution`.
+        let mut rest = actions;
+        while let [Action::Assign(assign), tail @ ..] = rest {
+            let mut next = assign.apply_integers(&mut self.instance.context, 0);
+            while let Some(index) = next {
+                if let Err(error) = self.apply_evaluated(assign, index) {
+                    self.raise_execution_error(error);
+                    return;
+                }
+                next = assign.apply_integers(&mut self.instance.context, index + 1);
+            }
+            rest = tail;
+        }
+        if rest.is_empty() {
+            return;
+        }
+        if let Err(error) = self.with_execution(|execution| execute_block(rest, execution)) {
             self.raise_execution_error(error);
         }
+    }
+
+    /// One assignment that has no raw int form, evaluated over the current data.
+    #[inline(never)]
+    fn apply_evaluated(&mut self, assign: &Assign, index: usize) -> Result<(), EvaluationError> {
+        let machine = self.machine;
+        let event = self.event.get();
+        let Instance {
+            configuration,
+            context,
+            inputs,
+            clock,
+            ..
+        } = &mut *self.instance;
+        let is_active = |index: usize| configuration.contains(StateId(index as u32));
+        assign.apply_evaluated(index, context, |expression, context| {
+            expression.evaluate(&Scope {
+                names: &machine.names,
+                context,
+                inputs,
+                event,
+                is_active: &is_active,
+                clock: *clock,
+            })
+        })
     }
 
     /// Runs `body` with what actions may read and change, the current event included.
@@ -1210,6 +1257,9 @@ fn condition_holds(
     let Some(guard) = &machine.transition(transition_id).guard else {
         return Ok(true);
     };
+    if let Some(holds) = guard.condition_over(&instance.context) {
+        return Ok(holds);
+    }
     let configuration = &instance.configuration;
     let is_active = |index: usize| configuration.contains(StateId(index as u32));
     let scope = Scope {

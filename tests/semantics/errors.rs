@@ -30,6 +30,70 @@ states:
     assert_eq!(run.context("x"), serde_json::json!(0));
 }
 
+/// Assignments of ints, which the interpreter stores in place without building a value, fail
+/// as every other action does: an overflow raises `error.execution` with CEL's message, keeps
+/// the assignments before it and skips the rest; an int replaces a value of another type; a
+/// comparison with an int over a text is CEL's error, and the guard counts as false.
+#[test]
+fn int_assignments_and_guards_fail_like_any_other_action() {
+    let mut run = Run::start(
+        r#"
+id: ints
+context: { big: 9223372036854775806, n: "text", after: 0, count: 0 }
+states:
+  a:
+    entry:
+      - { assign: { n: 1, big: "big + 1" } }
+      - { assign: { count: "count + 1", big: "big + 1", after: 1 } }
+      - { assign: { after: 2 } }
+    on:
+      error.execution: { target: b, actions: [{ log: "${event.data.message}" }] }
+  b:
+    on:
+      go:
+        - { target: c, guard: "n < 3" }
+        - { target: d, guard: "n >= 1", actions: [{ log: "n=${n}" }, { assign: { count: "count + 10" } }] }
+  c: {}
+  d: {}
+"#,
+    );
+    let logs = run.take_logs();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert!(logs[0].to_lowercase().contains("overflow"), "{logs:?}");
+    assert_eq!(
+        run.context("big"),
+        serde_json::json!(9223372036854775807i64)
+    );
+    assert_eq!(run.context("count"), serde_json::json!(1));
+    assert_eq!(run.context("after"), serde_json::json!(0));
+    assert_eq!(run.context("n"), serde_json::json!(1));
+    run.send("go");
+    assert_eq!(run.leaves(), ["c"]);
+
+    let mut run = Run::start(
+        r#"
+id: text-guard
+context: { n: "text", count: 0 }
+states:
+  a:
+    on:
+      go:
+        - { target: b, guard: "n < 3" }
+        - { target: c, actions: [{ log: "n=${n}" }, { assign: { count: "count + 10" } }] }
+  b: {}
+  c: {}
+"#,
+    );
+    run.send("go");
+    assert_eq!(run.leaves(), ["c"]);
+    // The guard's error is raised before the transition taken instead runs its actions, and
+    // handled after it: in `c`, which has no transition for it, so it is only reported.
+    let logs = run.take_logs();
+    assert_eq!(logs[0], "n=text");
+    assert!(logs[1].contains("no matching overload for '_<_' applied to '(string, int)'"));
+    assert_eq!(run.context("count"), serde_json::json!(10));
+}
+
 #[test]
 fn error_execution_is_caught_by_the_error_prefix() {
     let mut run = Run::start(
