@@ -34,9 +34,7 @@ fn run_to_the_end(fleet: Fleet, lines: &[&str], virtual_time: bool) -> Vec<Strin
         .build()
         .unwrap();
     let (sender, receiver) = mpsc::channel(1);
-    sender
-        .try_send(lines.iter().map(|line| Ok(line.to_string())).collect())
-        .unwrap();
+    sender.try_send(lines.iter().copied().collect()).unwrap();
     drop(sender);
     let local = tokio::task::LocalSet::new();
     let end = local.block_on(&runtime, fleet.run(receiver, std::future::pending::<()>()));

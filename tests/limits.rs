@@ -115,10 +115,24 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
     lines.push_str("{\"instance\": \"one\", \"evnt\": \"tick\"}\n");
     lines.push_str("{\"event\": \"tick\"}\n");
     lines.push_str("[1, 2]\n");
+    // An escaped name is the same instance; a line that is not UTF-8 or too long is skipped,
+    // and the lines after it are read where they start.
+    lines.push_str("{\"instance\": \"o\\u006ee\", \"event\": \"tick\"}\n");
+    let mut lines = lines.into_bytes();
+    lines.extend_from_slice(b"{\"instance\": \"one\", \"event\": \"\xff\"}\n");
+    lines.extend_from_slice(format!("{{\"instance\": \"{}\"}}\n", "x".repeat(2000)).as_bytes());
+    lines.extend_from_slice(b"{\"instance\": \"one\", \"event\": \"tick\"}\n");
     for store in ["sqlite", "memory"] {
         let state = directory.join(format!("state-{store}"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args(["serve", "p.yaml", "--store", store])
+            .args([
+                "serve",
+                "p.yaml",
+                "--store",
+                store,
+                "--max-event-bytes",
+                "1000",
+            ])
             .args(["--state-dir", state.to_str().unwrap()])
             .current_dir(&directory)
             .stdin(Stdio::piped())
@@ -126,12 +140,7 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(lines.as_bytes())
-            .unwrap();
+        child.stdin.take().unwrap().write_all(&lines).unwrap();
         let output = child.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -140,8 +149,16 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
             stdout
                 .matches(r#"{"instance":"one","event":"tick","configuration":["a"]}"#)
                 .count(),
-            50,
+            52,
             "{stdout}"
+        );
+        assert!(
+            stderr.contains("input line 57: the line is not UTF-8"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("input line 58: the line is 2016 bytes, longer than the limit of 1000"),
+            "{stderr}"
         );
         assert!(stderr.contains("input line 52: not JSON"), "{stderr}");
         assert!(

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::exit_code;
 use crate::diagnostic::render_all;
-use crate::run::driver::{InputBatches, spawn_stdin_batches};
+use crate::run::driver::{InputBatches, LineBatch, spawn_stdin_batches};
 use crate::run::durable::TimerPolicy;
 use crate::run::fleet::{Fleet, FleetEnd, Recording};
 use crate::store::{SqliteStore, content_hash};
@@ -200,7 +200,7 @@ fn listen(path: &std::path::Path, clients: Clients) -> Result<InputBatches, u8> 
             tokio::task::spawn_local(async move {
                 let mut reader = tokio::io::BufReader::new(reader).lines();
                 while let Ok(Some(line)) = reader.next_line().await {
-                    if lines.send(vec![Ok(line)]).await.is_err() {
+                    if lines.send(LineBatch::of_line(&line)).await.is_err() {
                         break;
                     }
                 }

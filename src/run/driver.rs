@@ -1051,13 +1051,29 @@ impl<'a> Session<'a> {
             let Some(event) = self.host.external_queue.pop_front() else {
                 break;
             };
-            let now = self.host.now_milliseconds();
-            self.interpreter.set_clock(now);
-            self.interpreter.handle(&event, &mut self.host)?;
-            self.host.observer.step(now, &event, self.interpreter);
-            self.commit(Some(&event))?;
+            self.handle_one(&event)?;
         }
         Ok(())
+    }
+
+    /// Sends `event` and handles the queue: when nothing waits before it, it is handled at
+    /// once, without passing through the queue (which would allocate it, in a fresh session).
+    pub fn send_and_handle(&mut self, event: Event) -> Result<(), RunError> {
+        if self.host.external_queue.is_empty() && self.interpreter.is_running() {
+            self.handle_one(&event)?;
+        } else {
+            self.send(event);
+        }
+        self.handle_queued()
+    }
+
+    /// One external event's macrostep, observed and committed.
+    fn handle_one(&mut self, event: &Event) -> Result<(), RunError> {
+        let now = self.host.now_milliseconds();
+        self.interpreter.set_clock(now);
+        self.interpreter.handle(event, &mut self.host)?;
+        self.host.observer.step(now, event, self.interpreter);
+        self.commit(Some(event))
     }
 
     /// Sets what the run's clock reads now (Unix milliseconds): a scenario's fixed start, so
@@ -1248,7 +1264,14 @@ pub(crate) fn spawn_stdin_reader(max_line_bytes: usize) -> InputLines {
     let (sender, receiver) = mpsc::channel(1024);
     std::thread::spawn(move || {
         let mut input = std::io::stdin().lock();
-        while let Some(line) = read_limited_line(&mut input, max_line_bytes) {
+        loop {
+            let mut line = Vec::new();
+            let Some(read) = read_limited_line(&mut input, max_line_bytes, &mut line) else {
+                break;
+            };
+            let line = read.and_then(|()| {
+                String::from_utf8(line).map_err(|_| "the line is not UTF-8".to_string())
+            });
             if sender.blocking_send(line).is_err() {
                 break;
             }
@@ -1259,7 +1282,55 @@ pub(crate) fn spawn_stdin_reader(max_line_bytes: usize) -> InputLines {
 
 /// Input lines in batches: as many as were read without waiting (at most 1,024), so a host
 /// pays one hand-over per batch rather than per line.
-pub type InputBatches = mpsc::Receiver<Vec<Result<String, String>>>;
+pub type InputBatches = mpsc::Receiver<LineBatch>;
+
+/// Input lines handed over together: their bytes end to end, and where each one ends (or why
+/// it was dropped). One buffer per batch, not one allocation per line.
+#[derive(Debug, Default)]
+pub struct LineBatch {
+    bytes: Vec<u8>,
+    ends: Vec<Result<usize, String>>,
+}
+
+impl LineBatch {
+    /// A batch of one line.
+    pub fn of_line(line: &str) -> LineBatch {
+        std::iter::once(line).collect()
+    }
+
+    /// Adds a line (without its newline).
+    pub fn push(&mut self, line: &str) {
+        self.bytes.extend_from_slice(line.as_bytes());
+        self.ends.push(Ok(self.bytes.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Each line, or why it was dropped (too long, not UTF-8), in order.
+    pub fn lines(&self) -> impl Iterator<Item = Result<&str, String>> + '_ {
+        let mut start = 0;
+        self.ends.iter().map(move |end| {
+            let end = end.as_ref().map_err(String::clone)?;
+            let line = &self.bytes[start..*end];
+            start = *end;
+            std::str::from_utf8(line).map_err(|_| "the line is not UTF-8".to_string())
+        })
+    }
+}
+
+impl<'a> FromIterator<&'a str> for LineBatch {
+    fn from_iter<T: IntoIterator<Item = &'a str>>(lines: T) -> LineBatch {
+        let mut batch = LineBatch::default();
+        lines.into_iter().for_each(|line| batch.push(line));
+        batch
+    }
+}
 
 /// Reads stdin on a plain thread like `spawn_stdin_reader`, handing lines over in batches: a
 /// batch is sent when the read buffer is used up (the next line would wait for the writer) or
@@ -1269,16 +1340,11 @@ pub(crate) fn spawn_stdin_batches(max_line_bytes: usize) -> InputBatches {
     let (sender, receiver) = mpsc::channel(16);
     std::thread::spawn(move || {
         let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
-        let mut batch = Vec::with_capacity(BATCH_LINES);
-        while let Some(line) = read_limited_line(&mut input, max_line_bytes) {
-            batch.push(line);
+        let mut batch = LineBatch::default();
+        while let Some(read) = read_limited_line(&mut input, max_line_bytes, &mut batch.bytes) {
+            batch.ends.push(read.map(|()| batch.bytes.len()));
             if (batch.len() >= BATCH_LINES || input.buffer().is_empty())
-                && sender
-                    .blocking_send(std::mem::replace(
-                        &mut batch,
-                        Vec::with_capacity(BATCH_LINES),
-                    ))
-                    .is_err()
+                && sender.blocking_send(std::mem::take(&mut batch)).is_err()
             {
                 return;
             }
@@ -1290,13 +1356,15 @@ pub(crate) fn spawn_stdin_batches(max_line_bytes: usize) -> InputBatches {
     receiver
 }
 
-/// The next line, without its newline; a line longer than `limit` bytes is read to its end
-/// and dropped, and reported instead. `None` at the end of input or on a read error.
+/// Appends the next line, without its newline, to `line`; a line longer than `limit` bytes is
+/// read to its end and dropped (`line` as it was), and reported instead. `None` at the end of
+/// input or on a read error.
 pub(crate) fn read_limited_line(
     input: &mut impl BufRead,
     limit: usize,
-) -> Option<Result<String, String>> {
-    let mut line = Vec::new();
+    line: &mut Vec<u8>,
+) -> Option<Result<(), String>> {
+    let start = line.len();
     let mut length = 0usize;
     loop {
         let buffer = match input.fill_buf() {
@@ -1325,10 +1393,11 @@ pub(crate) fn read_limited_line(
         }
     }
     if length > limit {
+        line.truncate(start);
         return Some(Err(format!(
             "the line is {length} bytes, longer than the limit of {limit} bytes; raise it with \
              --max-event-bytes"
         )));
     }
-    Some(String::from_utf8(line).map_err(|_| "the line is not UTF-8".to_string()))
+    Some(Ok(()))
 }

@@ -245,11 +245,11 @@ impl Fleet {
                     }
                 }
                 batch = input.recv(), if !self.input_ended => match batch {
-                    Some(lines) => {
-                        for line in lines {
+                    Some(batch) => {
+                        for line in batch.lines() {
                             self.line_number += 1;
                             match line {
-                                Ok(line) => self.accept_line(&line),
+                                Ok(line) => self.accept_line(line),
                                 Err(message) => self.line_problem(&message),
                             }
                         }
@@ -306,10 +306,7 @@ impl Fleet {
             parsed.data.as_ref().map_or(Value::Null, Value::from_json),
             Origin::External,
         );
-        self.step_as(slot, Some(&name), |session| {
-            session.send(event);
-            session.handle_queued()
-        });
+        self.step_as(slot, Some(&name), |session| session.send_and_handle(event));
     }
 
     /// Starts a new instance with the inputs of its first line.
@@ -598,11 +595,24 @@ async fn sleep_until(deadline: Option<Instant>) {
 #[serde(deny_unknown_fields)]
 struct ServeLine<'a> {
     #[serde(borrow)]
-    instance: Option<std::borrow::Cow<'a, str>>,
+    instance: Option<LineText<'a>>,
     inputs: Option<serde_json::Value>,
     #[serde(borrow)]
-    event: Option<std::borrow::Cow<'a, str>>,
+    event: Option<LineText<'a>>,
     data: Option<serde_json::Value>,
+}
+
+/// A string of an input line, borrowed unless it has escapes. (Serde borrows a `Cow` only as
+/// a field's own type, not inside an `Option`: this newtype gives it that position.)
+#[derive(serde::Deserialize)]
+struct LineText<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+
+impl std::ops::Deref for LineText<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
 fn write_line(output: &mut Vec<u8>, value: &serde_json::Value) {
