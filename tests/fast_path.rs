@@ -607,19 +607,11 @@ fn raw_forms_agree_with_cel_on_every_operator_and_edge() {
             [-3, -1, 0, 1, 2, 3, i64::MAX].map(|right| (operator, left, right))
         })
     {
-        let slots = Slots {
-            integers: [left, 0, 0, 0],
-            flags: [true, false],
-            texts: ["a".into(), "b".into(), "".into()],
-        };
-        let (context, inputs) = (slots.context(), slots.inputs());
+        let (context, inputs) = (plain_slots(left).context(), plain_slots(left).inputs());
         let scope = Scope {
-            names: &names,
             context: &context,
             inputs: &inputs,
-            event: None,
-            is_active: &|_| false,
-            clock: 0,
+            ..scope_over_nothing(&names)
         };
         // A text slot and an input take the general path, whatever the operator.
         for other in [
@@ -649,12 +641,7 @@ fn raw_forms_agree_with_cel_on_every_operator_and_edge() {
     }
     assert!(integers > 0 && conditions > 0 && deferred > 0);
     // An int literal is stored raw; other literals are not ints.
-    let context = Slots {
-        integers: [0; 4],
-        flags: [true, false],
-        texts: ["a".into(), "b".into(), "".into()],
-    }
-    .context();
+    let context = plain_slots(0).context();
     for (text, raw) in [
         ("7", Some(7)),
         ("-7", Some(-7)),
@@ -663,5 +650,26 @@ fn raw_forms_agree_with_cel_on_every_operator_and_edge() {
     ] {
         let expression = Expression::compile(text, &names).expect(text);
         assert_eq!(expression.integer_over(&context), raw, "`{text}`");
+    }
+}
+
+/// Slots with `i0` set to `integer`, the other ints 0, and plain flags and texts.
+fn plain_slots(integer: i64) -> Slots {
+    Slots {
+        integers: [integer, 0, 0, 0],
+        flags: [true, false],
+        texts: ["a".into(), "b".into(), "".into()],
+    }
+}
+
+/// A scope with no data, no event, no active state and the clock at 0.
+fn scope_over_nothing(names: &Names) -> Scope<'_> {
+    Scope {
+        names,
+        context: &[],
+        inputs: &[],
+        event: None,
+        is_active: &|_| false,
+        clock: 0,
     }
 }

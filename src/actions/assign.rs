@@ -1,13 +1,12 @@
 //! `assign`: evaluates each new value and stores it in its context slot, in order.
 
 use crate::compile::Compiler;
-use crate::compile::expression::{EvaluationError, Expression, NameBinding, Scope};
-use crate::compile::machine::StateId;
+use crate::compile::expression::{EvaluationError, Expression, NameBinding};
 use crate::diagnostic::did_you_mean;
 use crate::model::action::AssignAction;
 use crate::value::Value;
 
-use super::Execution;
+use super::{Execution, StepView};
 
 #[derive(Debug)]
 pub struct Assign {
@@ -72,26 +71,14 @@ impl Assign {
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
         let mut next = self.apply_integers(execution.context, 0);
         while let Some(index) = next {
-            let Execution {
-                machine,
-                context,
-                inputs,
-                event,
-                clock,
-                configuration,
-                ..
-            } = execution;
-            let is_active = |index: usize| configuration.contains(StateId(index as u32));
-            self.apply_evaluated(index, context, |expression, context| {
-                expression.evaluate(&Scope {
-                    names: &machine.names,
-                    context,
-                    inputs,
-                    event: *event,
-                    is_active: &is_active,
-                    clock: *clock,
-                })
-            })?;
+            let view = StepView {
+                machine: execution.machine,
+                configuration: execution.configuration,
+                inputs: execution.inputs,
+                event: execution.event,
+                clock: execution.clock,
+            };
+            self.apply_evaluated(index, execution.context, view)?;
             next = self.apply_integers(execution.context, index + 1);
         }
         Ok(())
@@ -120,18 +107,20 @@ impl Assign {
         None
     }
 
-    /// Applies assignment `index` in full: `evaluate` computes an expression over the context
+    /// Applies assignment `index` in full, its expression evaluated over `view` and the context
     /// as the assignments before it left it.
     pub fn apply_evaluated(
         &self,
         index: usize,
         context: &mut [Value],
-        evaluate: impl FnOnce(&Expression, &[Value]) -> Result<Value, EvaluationError>,
+        view: StepView,
     ) -> Result<(), EvaluationError> {
         let assignment = &self.assignments[index];
         context[assignment.slot] = match &assignment.value {
             NewValue::Literal(value) => value.clone(),
-            NewValue::Expression(expression) => evaluate(expression, context)?,
+            NewValue::Expression(expression) => {
+                view.with_scope(context, |scope| expression.evaluate(scope))?
+            }
         };
         Ok(())
     }

@@ -92,17 +92,42 @@ impl Execution<'_> {
     /// Runs `body`, which needs a read-only scope over the current data.
     #[inline]
     pub fn with_scope<T>(&self, body: impl FnOnce(&Scope) -> T) -> T {
+        let view = StepView {
+            machine: self.machine,
+            configuration: self.configuration,
+            inputs: self.inputs,
+            event: self.event,
+            clock: self.clock,
+        };
+        view.with_scope(self.context, body)
+    }
+}
+
+/// What expressions read during a step besides the context, which actions may be changing:
+/// the machine's names, the configuration (for `In()`), the inputs, the event, the clock.
+#[derive(Clone, Copy)]
+pub struct StepView<'a> {
+    pub machine: &'a Machine,
+    pub configuration: &'a StateSet,
+    pub inputs: &'a [Value],
+    pub event: Option<&'a Event>,
+    pub clock: u64,
+}
+
+impl StepView<'_> {
+    /// Runs `body` with a read-only scope over this and `context` as it is now.
+    #[inline]
+    pub fn with_scope<T>(&self, context: &[Value], body: impl FnOnce(&Scope) -> T) -> T {
         let configuration = self.configuration;
         let is_active = |index: usize| configuration.contains(StateId(index as u32));
-        let scope = Scope {
+        body(&Scope {
             names: &self.machine.names,
-            context: self.context,
+            context,
             inputs: self.inputs,
             event: self.event,
             is_active: &is_active,
             clock: self.clock,
-        };
-        body(&scope)
+        })
     }
 }
 

@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::actions::assign::Assign;
-use crate::actions::{Action, Execution, Host, SendRequest, execute_block};
-use crate::compile::expression::{EvaluationError, Scope};
+use crate::actions::{Action, Execution, Host, SendRequest, StepView, execute_block};
+use crate::compile::expression::EvaluationError;
 use crate::compile::machine::{EventDescriptor, Machine, Reach, StateId, StateKind, TransitionId};
 use crate::run::event::{Event, Origin};
 use crate::run::state_set::StateSet;
@@ -898,8 +898,6 @@ impl<'e> Algorithm<'_, 'e> {
     /// One assignment that has no raw int form, evaluated over the current data.
     #[inline(never)]
     fn apply_evaluated(&mut self, assign: &Assign, index: usize) -> Result<(), EvaluationError> {
-        let machine = self.machine;
-        let event = self.event.get();
         let Instance {
             configuration,
             context,
@@ -907,17 +905,14 @@ impl<'e> Algorithm<'_, 'e> {
             clock,
             ..
         } = &mut *self.instance;
-        let is_active = |index: usize| configuration.contains(StateId(index as u32));
-        assign.apply_evaluated(index, context, |expression, context| {
-            expression.evaluate(&Scope {
-                names: &machine.names,
-                context,
-                inputs,
-                event,
-                is_active: &is_active,
-                clock: *clock,
-            })
-        })
+        let view = StepView {
+            machine: self.machine,
+            configuration,
+            inputs,
+            event: self.event.get(),
+            clock: *clock,
+        };
+        assign.apply_evaluated(index, context, view)
     }
 
     /// Runs `body` with what actions may read and change, the current event included.
@@ -1260,15 +1255,12 @@ fn condition_holds(
     if let Some(holds) = guard.condition_over(&instance.context) {
         return Ok(holds);
     }
-    let configuration = &instance.configuration;
-    let is_active = |index: usize| configuration.contains(StateId(index as u32));
-    let scope = Scope {
-        names: &machine.names,
-        context: &instance.context,
+    let view = StepView {
+        machine,
+        configuration: &instance.configuration,
         inputs: &instance.inputs,
         event,
-        is_active: &is_active,
         clock: instance.clock,
     };
-    guard.evaluate_condition(&scope)
+    view.with_scope(&instance.context, |scope| guard.evaluate_condition(scope))
 }
