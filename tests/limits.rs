@@ -12,6 +12,26 @@ fn scratch(name: &str) -> std::path::PathBuf {
     directory
 }
 
+/// Runs the binary in `directory` with `arguments` and its state in `state`, `input` on stdin.
+fn run_with_input(
+    directory: &std::path::Path,
+    arguments: &[&str],
+    state: &std::path::Path,
+    input: &[u8],
+) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .args(["--state-dir", state.to_str().unwrap()])
+        .current_dir(directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn validate(name: &str, text: &str) -> String {
     let directory = scratch(name);
     std::fs::write(directory.join("p.yaml"), text).unwrap();
@@ -67,24 +87,17 @@ fn an_event_line_over_the_limit_is_skipped_and_the_run_goes_on() {
         "id: events\nstates:\n  a: { on: { go: done } }\n  done: { type: final }\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["p.yaml", "--events", "-", "--max-event-bytes", "1000"])
-        .args(["--state-dir", directory.join("state").to_str().unwrap()])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let huge = format!(
+    let mut input = format!(
         "{{\"event\": \"go\", \"data\": \"{}\"}}\n",
         "x".repeat(3 << 20)
     );
-    stdin.write_all(huge.as_bytes()).unwrap();
-    stdin.write_all(b"{\"event\": \"go\"}\n").unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
+    input.push_str("{\"event\": \"go\"}\n");
+    let output = run_with_input(
+        &directory,
+        &["p.yaml", "--events", "-", "--max-event-bytes", "1000"],
+        &directory.join("state"),
+        input.as_bytes(),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(
@@ -124,24 +137,19 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
     lines.extend_from_slice(b"{\"instance\": \"one\", \"event\": \"tick\"}\n");
     for store in ["sqlite", "memory"] {
         let state = directory.join(format!("state-{store}"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args([
+        let output = run_with_input(
+            &directory,
+            &[
                 "serve",
                 "p.yaml",
                 "--store",
                 store,
                 "--max-event-bytes",
                 "1000",
-            ])
-            .args(["--state-dir", state.to_str().unwrap()])
-            .current_dir(&directory)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&lines).unwrap();
-        let output = child.wait_with_output().unwrap();
+            ],
+            &state,
+            &lines,
+        );
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{stderr}");
