@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::compile::Compiler;
 use crate::compile::expression::{EvaluationError, Expression, Scope, Template};
+use crate::compile::machine::StateId;
 use crate::compile::machine::{Delay, EventDescriptor};
 use crate::effects::files::FileRequest;
 use crate::effects::retry::{Jitter, RetryPolicy};
@@ -15,9 +16,11 @@ use crate::effects::{
 };
 use crate::model::Duration as DurationLiteral;
 use crate::model::effect::{
-    Count, EffectOptions, IncompleteMarkers, JitterKind, Multipliers, Retrier,
+    Count, EffectOptions, EffectScope, IncompleteMarkers, JitterKind, Multipliers, Retrier,
 };
 use crate::value::Value;
+
+use super::Execution;
 
 /// The compiled shared options of one effectful action.
 #[derive(Debug)]
@@ -29,6 +32,7 @@ pub struct EffectPolicy {
     retriers: Vec<CompiledRetrier>,
     telemetry: Template,
     on_interrupt: Option<InterruptPolicy>,
+    scope: EffectScope,
 }
 
 /// Timeout multipliers, fixed or evaluated when the action runs.
@@ -183,6 +187,7 @@ impl EffectPolicy {
             retriers: retriers.into_iter().collect::<Option<_>>()?,
             telemetry: telemetry?,
             on_interrupt: options.on_interrupt,
+            scope: options.scope.unwrap_or_default(),
         })
     }
 
@@ -220,6 +225,9 @@ impl EffectPolicy {
             kind,
             events: self.events,
             on_interrupt,
+            scope: self.scope,
+            // Set when the request is started, from the state the actions run for.
+            owner: StateId::ROOT,
             plan: RetryPlan {
                 timeout,
                 multipliers,
@@ -229,6 +237,16 @@ impl EffectPolicy {
             },
         })
     }
+}
+
+/// Starts a resolved effect for the state the running actions belong to (see
+/// `Execution::owner`), or for the whole run when it says `scope: run`.
+pub fn start(execution: &mut Execution, mut request: EffectRequest) {
+    request.owner = match request.scope {
+        EffectScope::State => execution.owner,
+        EffectScope::Run => StateId::ROOT,
+    };
+    execution.host.start_effect(request);
 }
 
 fn check_multiplier(multiplier: f64) -> Result<(), String> {

@@ -198,7 +198,7 @@ impl Exec {
 
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
         let request = self.resolve(execution)?;
-        execution.host.start_effect(request);
+        super::effect::start(execution, request);
         Ok(())
     }
 }

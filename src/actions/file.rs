@@ -182,7 +182,7 @@ impl File {
 
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
         let request = self.resolve(execution)?;
-        execution.host.start_effect(request);
+        super::effect::start(execution, request);
         Ok(())
     }
 }

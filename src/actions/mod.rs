@@ -57,6 +57,10 @@ pub trait Host {
     fn start_invoke(&mut self, request: InvokeRequest);
     /// Cancel a running child protocol (its state exited): its processes are killed.
     fn cancel_invoke(&mut self, id: &str);
+    /// `state` exited while the run goes on: cancel the effects it owns (their processes are
+    /// stopped and their outcomes never delivered). Not called when the run ends, whose
+    /// effects are let finish.
+    fn cancel_effects_of(&mut self, _state: StateId) {}
     /// Hand a directive to the program driving the protocol.
     fn emit(&mut self, directive: emit::Directive);
     /// Observers, called in the order the algorithm does things.
@@ -86,6 +90,10 @@ pub struct Execution<'a> {
     pub configuration: &'a StateSet,
     pub internal_queue: &'a mut VecDeque<Event>,
     pub host: &'a mut dyn Host,
+    /// The state the running actions belong to: an entry block's state, or for a transition's
+    /// actions and the exit blocks it runs, the innermost state that stays active across it
+    /// (`StateId::ROOT`: the run). Effects started now are cancelled when it exits.
+    pub owner: StateId,
 }
 
 impl Execution<'_> {

@@ -116,7 +116,7 @@ impl Tool {
 
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
         let request = self.resolve(execution)?;
-        execution.host.start_effect(request);
+        super::effect::start(execution, request);
         Ok(())
     }
 }

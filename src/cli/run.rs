@@ -79,6 +79,10 @@ pub struct RunOptions {
     /// before the run is stopped as a loop.
     #[arg(long, default_value_t = Limits::default().max_microsteps)]
     max_microsteps: usize,
+    /// Exit with 70 when an effect that was still running at the final state failed (by
+    /// default that is a warning, `#effect_failed_after_finish`, and the state's exit code).
+    #[arg(long)]
+    strict_effects: bool,
     /// On resume: how the run's pending timers are re-armed.
     #[arg(long, value_enum, default_value = "deadline")]
     timers: TimerPolicy,
@@ -274,13 +278,29 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         exit_code::INVALID
     })?;
     let now = crate::clock::unix_milliseconds_now();
-    match report.outcome {
+    match report
+        .outcome
+        .as_ref()
+        .filter(|_| !report.stopped_by_signal)
+    {
         Some(outcome) => {
             advance(lifecycle, LifecycleEvent::Finished)?;
             let state = &machine.state(outcome.final_state).id;
-            // The step that reached the final state finished the run in the store.
-            let finished = serde_json::json!({"finished": {"state": &**state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()}});
+            // The commit that left no effect running finished the run in the store.
+            let finished = serde_json::json!({"finished": {
+                "state": &**state,
+                "exit_code": outcome.exit_code,
+                "output": outcome.output.to_json(),
+                "effects": &report.effects,
+            }});
             println!("{finished}");
+            if options.strict_effects && report.an_effect_failed_after_finish() {
+                eprintln!(
+                    "error: an effect failed after the run finished (--strict-effects); see the \
+                     `effects` of the finished line"
+                );
+                return Ok(exit_code::INTERNAL);
+            }
             Ok(outcome.exit_code)
         }
         None => {

@@ -172,7 +172,12 @@ fn print_human(description: &serde_json::Value) {
             "step {:<4} {} {} → {}",
             entry["step"],
             entry["at"].as_str().unwrap_or_default(),
-            entry["event"].as_str().unwrap_or("(start)"),
+            // A step without an event is the start, or (after it) effects ending after the finish.
+            entry["event"].as_str().unwrap_or(if entry["step"] == 0 {
+                "(start)"
+            } else {
+                "(effects ended)"
+            }),
             entry["transitions"]
         );
     }

@@ -86,7 +86,8 @@ pub struct Scope<'a> {
     pub names: &'a Names,
     pub context: &'a [Value],
     pub inputs: &'a [Value],
-    /// The current event (`event.name`, `event.type`: its origin, `event.sendid`, `event.data`).
+    /// The current event (`event.name`, `event.type`: SCXML's, `event.origin`: who made it,
+    /// `event.sendid`, `event.data`).
     pub event: Option<&'a Event>,
     /// Whether a state (by index) is active, for `In('id')`.
     pub is_active: &'a (dyn Fn(usize) -> bool + Sync),
@@ -102,6 +103,10 @@ impl Scope<'_> {
         let mut map = indexmap::IndexMap::new();
         map.insert(Arc::from("name"), Value::String(event.name.clone()));
         map.insert(Arc::from("type"), Value::string(event.origin.name()));
+        map.insert(
+            Arc::from("origin"),
+            Value::string(event.origin.origin_name()),
+        );
         map.insert(
             Arc::from("sendid"),
             event.send_id.clone().map_or(Value::Null, Value::String),

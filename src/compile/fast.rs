@@ -27,7 +27,7 @@ pub enum Fast {
 }
 
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
-pub const EVENT_FIELDS: [&str; 4] = ["name", "type", "sendid", "data"];
+pub const EVENT_FIELDS: [&str; 5] = ["name", "type", "origin", "sendid", "data"];
 
 /// Binary operators the fast path evaluates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +232,11 @@ impl Fast {
                 let mut value = match &**first {
                     "name" => return rest.is_empty().then(|| Value::String(event.name.clone())),
                     "type" => return rest.is_empty().then(|| Value::string(event.origin.name())),
+                    "origin" => {
+                        return rest
+                            .is_empty()
+                            .then(|| Value::string(event.origin.origin_name()));
+                    }
                     "sendid" => {
                         return rest
                             .is_empty()

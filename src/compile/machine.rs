@@ -10,7 +10,10 @@ use crate::value::Value;
 
 /// A state's index. States are numbered in document order (pre-order), with the root at 0,
 /// so `a < b` means `a` comes first in the document and descendants form a contiguous range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct StateId(pub u32);
 
 impl StateId {

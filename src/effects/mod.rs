@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use crate::compile::machine::{EventType, Machine};
+use crate::compile::machine::{EventType, Machine, StateId};
 use crate::run::event::{Event, Origin};
 use crate::value::Value;
 
@@ -38,9 +38,19 @@ pub struct EffectRequest {
     pub plan: RetryPlan,
     /// What a resumed run does if the engine stopped while this effect ran.
     pub on_interrupt: InterruptPolicy,
+    /// `state`: cancelled when `owner` exits; `run`: outlives its state.
+    #[serde(default)]
+    pub scope: EffectScope,
+    /// The state whose visit this effect belongs to (`StateId::ROOT`: the run itself).
+    #[serde(default = "root_state")]
+    pub owner: StateId,
 }
 
-pub use crate::model::effect::InterruptPolicy;
+fn root_state() -> StateId {
+    StateId::ROOT
+}
+
+pub use crate::model::effect::{EffectScope, InterruptPolicy};
 
 /// How attempts are timed, retried and reported.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
@@ -216,19 +226,59 @@ impl EffectOutcome {
     /// The event that reports this outcome to the machine.
     pub fn into_event(self, machine: &Machine, events: &OutcomeEvents) -> Event {
         let event_type = self.event_type(events);
-        Event::of_type(machine, event_type, Origin::External)
+        Event::of_type(machine, event_type, Origin::Outcome)
             .with_data(Value::Map(Arc::new(self.data)))
     }
 }
 
-/// Runs an effect to its outcome.
-pub async fn run_effect(request: &EffectRequest) -> EffectOutcome {
+/// Tells a running effect that it is no longer wanted (its owner state exited, its run
+/// stopped). The host keeps the sending end; dropping it cancels too, so an effect never
+/// outlives the host that started it.
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation {
+    /// `None`: never cancelled (an effect run on its own, outside a host).
+    receiver: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Cancellation {
+    /// A cancellation and the sender that triggers it (by `send(true)` or by being dropped).
+    pub fn new() -> (tokio::sync::watch::Sender<bool>, Cancellation) {
+        let (sender, receiver) = tokio::sync::watch::channel(false);
+        let cancellation = Cancellation {
+            receiver: Some(receiver),
+        };
+        (sender, cancellation)
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.receiver
+            .as_ref()
+            .is_some_and(|receiver| *receiver.borrow() || receiver.has_changed().is_err())
+    }
+
+    /// Completes when the effect is cancelled; never, for one that cannot be.
+    pub async fn cancelled(&mut self) {
+        let Some(receiver) = self.receiver.as_mut() else {
+            return std::future::pending().await;
+        };
+        // `wait_for` fails when the sender is gone: that cancels as well.
+        let _ = receiver.wait_for(|cancelled| *cancelled).await;
+    }
+}
+
+/// Runs an effect to its outcome. A cancelled process is stopped as on timeout (SIGTERM to
+/// its group, the grace period, SIGKILL); a cancelled tool is dropped; a file operation,
+/// atomic already, is let complete.
+pub async fn run_effect(request: &EffectRequest, cancellation: &mut Cancellation) -> EffectOutcome {
     match &request.kind {
-        EffectKind::Process(process) => match process::run_process(process).await {
+        EffectKind::Process(process) => match process::run_process(process, cancellation).await {
             Ok(outcome) => EffectOutcome::from_process(&request.id, &outcome),
             Err(error) => EffectOutcome::failure(&request.id, error.to_string()),
         },
-        EffectKind::Tool(call) => tools::run_tool(&request.id, call).await,
+        EffectKind::Tool(call) => tokio::select! {
+            outcome = tools::run_tool(&request.id, call) => outcome,
+            () = cancellation.cancelled() => EffectOutcome::failure(&request.id, "cancelled".into()),
+        },
         EffectKind::File(file) => files::run_file_effect(&request.id, file).await,
     }
 }
@@ -250,6 +300,7 @@ pub async fn run_with_plan<F, Fut>(
     request: &EffectRequest,
     mut attempt: F,
     report: &mut (dyn FnMut(crate::actions::LogRecord) + Send),
+    cancellation: &mut Cancellation,
 ) -> EffectOutcome
 where
     F: FnMut(EffectRequest) -> Fut,
@@ -292,6 +343,10 @@ where
         let mut this_attempt = request.clone();
         this_attempt.kind = request.kind.with_timeout(timeout);
         let mut outcome = attempt(this_attempt).await;
+        // A cancelled plan ends with the attempt that was stopped; nobody waits for it.
+        if cancellation.is_cancelled() {
+            return outcome;
+        }
         if outcome.succeeded
             && let Some(marker) = outcome.incomplete_marker(&plan.incomplete_markers)
         {
@@ -378,7 +433,10 @@ where
                         ("error", Value::string(error.as_str())),
                     ],
                 ));
-                tokio::time::sleep(delay).await;
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = cancellation.cancelled() => return outcome,
+                }
                 executors[index].resume();
                 number += 1;
             }

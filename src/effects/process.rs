@@ -108,8 +108,11 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Runs the process to completion or timeout.
-pub async fn run_process(request: &ProcessRequest) -> Result<ProcessOutcome, ProcessError> {
+/// Runs the process to completion, timeout or cancellation.
+pub async fn run_process(
+    request: &ProcessRequest,
+    cancellation: &mut super::Cancellation,
+) -> Result<ProcessOutcome, ProcessError> {
     let program = request.argv.first().ok_or(ProcessError::EmptyArgv)?.clone();
     let mut command = Command::new(&program);
     if let Some(inherited) = &request.inherit_env {
@@ -156,7 +159,8 @@ pub async fn run_process(request: &ProcessRequest) -> Result<ProcessOutcome, Pro
     }
     let stdout = tokio::spawn(read_capped(child.stdout.take(), request.output_limit));
     let stderr = tokio::spawn(read_capped(child.stderr.take(), request.output_limit));
-    let (status, timed_out) = wait_or_kill(&mut child, &guard, request, &program).await?;
+    let (status, timed_out) =
+        wait_or_kill(&mut child, &guard, request, &program, cancellation).await?;
     // Leftover members of the group may hold the pipes open: give them a moment, then kill them.
     let output = crate::clock::real_timeout(LINGER, async { (stdout.await, stderr.await) }).await;
     guard.signal(Signal::SIGKILL);
@@ -177,35 +181,43 @@ pub async fn run_process(request: &ProcessRequest) -> Result<ProcessOutcome, Pro
     })
 }
 
-/// Waits for the process; on timeout, SIGTERM to the group, the grace period, then SIGKILL.
+/// Waits for the process; on timeout or cancellation, SIGTERM to the group, the grace period,
+/// then SIGKILL. Says whether it timed out.
 async fn wait_or_kill(
     child: &mut Child,
     guard: &GroupGuard,
     request: &ProcessRequest,
     program: &str,
+    cancellation: &mut super::Cancellation,
 ) -> Result<(std::process::ExitStatus, bool), ProcessError> {
     let wait_error = |error| ProcessError::Wait {
         program: program.to_string(),
         error,
     };
-    let Some(timeout) = request.timeout else {
-        return Ok((child.wait().await.map_err(wait_error)?, false));
-    };
     // Real time: a real process runs on the wall clock even when the run's clock is virtual.
-    match crate::clock::real_timeout(timeout, child.wait()).await {
-        Some(status) => Ok((status.map_err(wait_error)?, false)),
-        None => {
-            guard.signal(Signal::SIGTERM);
-            let status = match crate::clock::real_timeout(request.kill_grace, child.wait()).await {
-                Some(status) => status.map_err(wait_error)?,
-                None => {
-                    guard.signal(Signal::SIGKILL);
-                    child.wait().await.map_err(wait_error)?
-                }
-            };
-            Ok((status, true))
+    let waited = async {
+        match request.timeout {
+            Some(timeout) => crate::clock::real_timeout(timeout, child.wait()).await,
+            None => Some(child.wait().await),
         }
-    }
+    };
+    let timed_out = tokio::select! {
+        biased;
+        waited = waited => match waited {
+            Some(status) => return Ok((status.map_err(wait_error)?, false)),
+            None => true,
+        },
+        () = cancellation.cancelled() => false,
+    };
+    guard.signal(Signal::SIGTERM);
+    let status = match crate::clock::real_timeout(request.kill_grace, child.wait()).await {
+        Some(status) => status.map_err(wait_error)?,
+        None => {
+            guard.signal(Signal::SIGKILL);
+            child.wait().await.map_err(wait_error)?
+        }
+    };
+    Ok((status, timed_out))
 }
 
 /// Reads a pipe to its end, keeping at most `limit` bytes; returns the text and whether it was cut.
@@ -251,7 +263,9 @@ mod tests {
         request.stdin = Some("from stdin\n".into());
         request.cwd = Some(PathBuf::from("/tmp"));
         request.env = vec![("GREETING".into(), "hello".into())];
-        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        let outcome = runtime()
+            .block_on(run_process(&request, &mut Default::default()))
+            .unwrap();
         assert_eq!(outcome.exit_code, Some(3));
         assert_eq!(outcome.stdout, "from stdin\n/tmp\n");
         assert_eq!(outcome.stderr, "hello\n");
@@ -261,7 +275,9 @@ mod tests {
     #[test]
     fn arguments_are_never_interpreted_by_a_shell() {
         let request = ProcessRequest::new(argv(&["echo", "; rm -rf /tmp/x", "$(id)", "a\nb"]));
-        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        let outcome = runtime()
+            .block_on(run_process(&request, &mut Default::default()))
+            .unwrap();
         assert_eq!(outcome.stdout, "; rm -rf /tmp/x $(id) a\nb\n");
     }
 
@@ -269,7 +285,9 @@ mod tests {
     fn output_is_capped_with_a_flag() {
         let mut request = ProcessRequest::new(argv(&["sh", "-c", "yes x | head -c 100000"]));
         request.output_limit = 1000;
-        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        let outcome = runtime()
+            .block_on(run_process(&request, &mut Default::default()))
+            .unwrap();
         assert_eq!(outcome.stdout.len(), 1000);
         assert!(outcome.truncated);
         assert_eq!(outcome.exit_code, Some(0));
@@ -284,7 +302,9 @@ mod tests {
         request.timeout = Some(Duration::from_millis(200));
         request.kill_grace = Duration::from_millis(100);
         let started = std::time::Instant::now();
-        let outcome = runtime().block_on(run_process(&request)).unwrap();
+        let outcome = runtime()
+            .block_on(run_process(&request, &mut Default::default()))
+            .unwrap();
         assert!(outcome.timed_out);
         assert_eq!(outcome.exit_code, None);
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -303,7 +323,9 @@ mod tests {
     #[test]
     fn a_missing_program_is_a_spawn_error() {
         let request = ProcessRequest::new(argv(&["definitely-not-a-program-xyz"]));
-        let error = runtime().block_on(run_process(&request)).unwrap_err();
+        let error = runtime()
+            .block_on(run_process(&request, &mut Default::default()))
+            .unwrap_err();
         assert!(
             error
                 .to_string()

@@ -36,6 +36,24 @@ pub struct EffectOptions {
     /// the tools, whole-file writes, backups and restores; `fail` for processes and appends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_interrupt: Option<InterruptPolicy>,
+    /// What the effect belongs to. `state` (the default): the state whose entry started it, or
+    /// for a transition's or an exit block's actions the innermost state that stays active
+    /// across the transition; when that state exits, the effect is cancelled (its processes
+    /// stopped, its outcome never delivered). `run`: it outlives its state, as a fire-and-forget
+    /// notification does, and is cancelled only when the run stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<EffectScope>,
+}
+
+/// What an effect's lifetime is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EffectScope {
+    /// The state that started it: cancelled when that state exits.
+    #[default]
+    State,
+    /// The whole run: it outlives the state that started it.
+    Run,
 }
 
 /// What a resumed run does with an effect that was running when the engine stopped.

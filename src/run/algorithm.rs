@@ -177,6 +177,8 @@ pub struct Algorithm<'a, 'e> {
     pub host: &'a mut dyn Host,
     pub limits: Limits,
     pub event: CurrentEvent<'e>,
+    /// The state the actions running now belong to (see `Execution::owner`).
+    pub owner: StateId,
 }
 
 /// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
@@ -305,10 +307,13 @@ impl<'e> Algorithm<'_, 'e> {
                     self.record_history(state);
                 }
             }
+            self.owner = domain;
             for state in exited() {
                 self.exit_state(state);
             }
         }
+        // A targetless transition leaves its source active: its actions belong to it.
+        self.owner = domain.unwrap_or(transition.source);
         self.execute_content(&transition.actions);
         for &state in enter {
             self.enter_state(state, default_entry.contains(&state), None);
@@ -580,6 +585,14 @@ impl<'e> Algorithm<'_, 'e> {
             self.record_history(state);
         }
         for state in exit_set.iter_reverse() {
+            // The exit block belongs to the innermost ancestor that stays active.
+            self.owner = machine
+                .state(state)
+                .ancestors
+                .iter()
+                .copied()
+                .find(|ancestor| !exit_set.contains(*ancestor))
+                .unwrap_or(StateId::ROOT);
             self.exit_state(state);
         }
         self.workspace().exit_set = exit_set;
@@ -629,14 +642,44 @@ impl<'e> Algorithm<'_, 'e> {
         }
         self.execute_content(&node.exit);
         self.instance.configuration.remove(state);
+        // When the run ends, what it started is let finish instead.
+        if self.instance.running {
+            self.host.cancel_effects_of(state);
+        }
         self.host.state_exited(state);
     }
 
     /// `executeTransitionContent`: transition actions, in the order of the enabled set.
     fn execute_transition_content(&mut self) {
         for index in 0..self.workspace().enabled.len() {
-            let transition = self.machine.transition(self.workspace().enabled[index]);
+            let transition_id = self.workspace().enabled[index];
+            let transition = self.machine.transition(transition_id);
+            if transition.actions.is_empty() {
+                continue;
+            }
+            self.owner = self.transition_owner(transition_id);
             self.execute_content(&transition.actions);
+        }
+    }
+
+    /// What a transition's actions belong to: the innermost state that stays active across
+    /// it, its domain (its source, for a targetless transition).
+    fn transition_owner(&mut self, transition_id: TransitionId) -> StateId {
+        let machine = self.machine;
+        let transition = machine.transition(transition_id);
+        match &transition.reach {
+            Reach::Fixed { domain, .. } => *domain,
+            Reach::Targetless => transition.source,
+            Reach::Dynamic => {
+                let workspace = workspace_in(&mut self.workspace);
+                transition_domain(
+                    machine,
+                    self.instance,
+                    transition_id,
+                    &mut workspace.targets,
+                )
+                .unwrap_or(transition.source)
+            }
         }
     }
 
@@ -681,6 +724,9 @@ impl<'e> Algorithm<'_, 'e> {
             workspace.looping_states.insert(state);
         }
         self.host.state_entered(state);
+        // Its entry block, and its initial transition's or history's default content, run
+        // inside it.
+        self.owner = state;
         self.execute_content(&node.entry);
         // Most states have neither: checked here, without a call.
         if !node.timers.is_empty() {
@@ -855,6 +901,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// `exitInterpreter`: exit what is still active, in exit order. Each state leaves the
     /// configuration after its exit actions, so `In()` still sees it during them.
     fn exit_interpreter(&mut self) {
+        self.owner = StateId::ROOT;
         loop {
             let Some(state) = self.instance.configuration.iter_reverse().next() else {
                 break;
@@ -927,6 +974,7 @@ impl<'e> Algorithm<'_, 'e> {
             configuration: &instance.configuration,
             internal_queue: &mut instance.internal_queue,
             host: self.host,
+            owner: self.owner,
         };
         body(&mut execution)
     }

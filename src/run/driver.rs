@@ -75,6 +75,18 @@ pub struct RunReport {
     pub context: serde_json::Value,
     /// SIGINT or SIGTERM stopped the run between macrosteps.
     pub stopped_by_signal: bool,
+    /// Effects that were still running when the run reached its final state, each awaited:
+    /// `{"id", "invocation", "outcome", "event", ...}` (`outcome`: `completed` or `failed`).
+    pub effects: Vec<serde_json::Value>,
+}
+
+impl RunReport {
+    /// Whether an effect awaited after the final state failed.
+    pub fn an_effect_failed_after_finish(&self) -> bool {
+        self.effects
+            .iter()
+            .any(|effect| effect["outcome"] != "completed")
+    }
 }
 
 /// A problem with one input line; the line is skipped.
@@ -163,7 +175,8 @@ type PendingSend = (Option<Arc<str>>, Event, u64);
 pub(crate) enum EffectMessage {
     Log(LogRecord),
     Directive(Directive),
-    Outcome(Event),
+    /// An effect's outcome, for its invocation; dropped if that invocation was cancelled.
+    Outcome(u64, Event),
     /// A child protocol's outcome; dropped if the invoke was cancelled meanwhile.
     InvokeOutcome(Arc<str>, Event),
 }
@@ -205,13 +218,13 @@ fn invoke_outcome(
             );
             data.insert(Arc::from("output"), outcome.output.clone());
         }
-        Event::of_type(parent, request.failed, Origin::External)
+        Event::of_type(parent, request.failed, Origin::Outcome)
             .with_data(Value::Map(Arc::new(data)))
     };
     match result {
         Ok(report) => match &report.outcome {
             Some(outcome) if outcome.exit_code == 0 => {
-                Event::of_type(parent, request.done, Origin::External)
+                Event::of_type(parent, request.done, Origin::Outcome)
                     .with_data(outcome.output.clone())
             }
             Some(outcome) => {
@@ -268,12 +281,11 @@ pub struct DriverState {
     /// the first effect starts (its receiving end then waits in `new_receiver` for the session),
     /// since most instances of a `serve` host never start one.
     completions: Option<EffectSink>,
-    /// Effects started whose outcome has not arrived yet.
-    running_effects: usize,
-    /// Running child protocols by invoke id.
-    invokes: std::collections::HashMap<Arc<str>, tokio::task::JoinHandle<()>>,
-    /// Effects started whose outcome has not arrived, for checkpoints (durable runs only).
-    in_flight: Vec<EffectRequest>,
+    /// Effects and child protocols started whose outcome has not arrived yet.
+    running: super::running::Running,
+    /// Outcomes of effects that ended after the run reached its final state (telemetry
+    /// summaries with their `outcome`), for the `finished` line.
+    after_finish: Vec<serde_json::Value>,
     /// The sequence number of the next committed step.
     step: u64,
     /// Set when a timer is added, cancelled or fired: a host that keeps its own index of
@@ -301,9 +313,8 @@ impl DriverState {
             started_at: Instant::now(),
             started_unix_milliseconds: clock::unix_milliseconds_now(),
             completions,
-            running_effects: 0,
-            invokes: std::collections::HashMap::new(),
-            in_flight: Vec::new(),
+            running: super::running::Running::default(),
+            after_finish: Vec::new(),
             step: 0,
             timers_changed: false,
         }
@@ -328,7 +339,17 @@ impl DriverState {
     /// Whether nothing can happen to the instance unless an event arrives: no timer pending,
     /// no effect or child protocol running.
     pub fn is_idle(&self) -> bool {
-        self.timers.is_empty() && self.running_effects == 0
+        self.timers.is_empty() && self.running.is_empty()
+    }
+
+    /// Whether effects or child protocols are running.
+    pub fn has_running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    /// What the effects that ended after the run's final state did (see `RunReport::effects`).
+    pub fn effects_after_finish(&self) -> &[serde_json::Value] {
+        &self.after_finish
     }
 }
 
@@ -375,7 +396,7 @@ impl DriverHost<'_> {
             &self.machine,
             &format!("error.permission.{}", request.id),
             Value::Map(Arc::new(data)),
-            Origin::External,
+            Origin::Outcome,
         );
         self.external_queue.push_back(event);
     }
@@ -479,7 +500,6 @@ impl Host for DriverHost<'_> {
     }
 
     fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
-        self.state.running_effects += 1;
         let parent = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
@@ -507,18 +527,29 @@ impl Host for DriverHost<'_> {
             let event = invoke_outcome(&machine, &request, result);
             parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
         });
-        if let Some(previous) = self.state.invokes.insert(id, handle) {
-            // The same invoke started again before its cancellation: the old run is gone.
-            previous.abort();
-            self.state.running_effects -= 1;
+        if self.state.running.start_child(id.clone(), handle) {
+            // The same invoke started again before its state exited: the old child is gone.
+            let time = self.now_text();
+            let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
+            self.observer.record(&time, "invoke", fields);
         }
     }
 
     fn cancel_invoke(&mut self, id: &str) {
-        if let Some(handle) = self.state.invokes.remove(id) {
-            // Dropping the child's futures kills its processes (their groups are killed on drop).
-            handle.abort();
-            self.state.running_effects -= 1;
+        // Dropping the child's driver drops its running effects, whose processes are stopped.
+        if self.state.running.stop_child(id) {
+            let time = self.now_text();
+            let fields = serde_json::json!({"id": id, "outcome": "cancelled"});
+            self.observer.record(&time, "invoke", fields);
+        }
+    }
+
+    fn cancel_effects_of(&mut self, state: crate::compile::machine::StateId) {
+        if self.state.running.effects().is_empty() {
+            return;
+        }
+        for effect in self.state.running.cancel_owned_by(state) {
+            self.record_cancelled(&effect, "cancelled");
         }
     }
 
@@ -535,11 +566,15 @@ impl Host for DriverHost<'_> {
             self.refuse(&request, &denied);
             return;
         }
-        self.state.running_effects += 1;
+        let now = self.now_milliseconds();
+        let (invocation, mut cancellation) = self.state.running.start(request.clone(), now);
         if self.recording {
-            self.step_actions
-                .push(serde_json::json!({"effect": &*request.id, "kind": request.kind.name()}));
-            self.state.in_flight.push(request.clone());
+            self.step_actions.push(serde_json::json!({
+                "effect": &*request.id,
+                "kind": request.kind.name(),
+                "invocation": invocation,
+                "owner": &*self.machine.state(request.owner).id,
+            }));
         }
         let completions = self.completions();
         let machine = self.machine.clone();
@@ -549,27 +584,37 @@ impl Host for DriverHost<'_> {
             let mut report = move |record: LogRecord| {
                 telemetry.send(EffectMessage::Log(record));
             };
+            let attempts_cancellation = cancellation.clone();
             let attempt = move |attempt: EffectRequest| {
                 // A poisoned lock only means another attempt panicked; the scripts are intact.
                 let mocked = mocks
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .next(&attempt.id);
+                let mut cancellation = attempts_cancellation.clone();
                 async move {
                     match mocked {
                         Some(mock) => {
                             let (outcome, after) = mock.outcome(&attempt);
-                            tokio::time::sleep(after).await;
-                            outcome
+                            tokio::select! {
+                                () = tokio::time::sleep(after) => outcome,
+                                () = cancellation.cancelled() => outcome,
+                            }
                         }
-                        None => run_effect(&attempt).await,
+                        None => run_effect(&attempt, &mut cancellation).await,
                     }
                 }
             };
-            let outcome = run_with_plan(&request, attempt, &mut report).await;
-            // The run may have ended meanwhile; then nobody waits for this outcome.
-            let event = outcome.into_event(&machine, &request.events);
-            completions.send(EffectMessage::Outcome(event));
+            let outcome = run_with_plan(&request, attempt, &mut report, &mut cancellation).await;
+            if cancellation.is_cancelled() {
+                // Its end was recorded when it was cancelled; nobody waits for this outcome.
+                return;
+            }
+            let mut event = outcome.into_event(&machine, &request.events);
+            if let Value::Map(data) = &mut event.data {
+                Arc::make_mut(data).insert(Arc::from("invocation"), Value::Int(invocation as i64));
+            }
+            completions.send(EffectMessage::Outcome(invocation, event));
         });
     }
 }
@@ -619,6 +664,9 @@ pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, Stri
         .and_then(serde_json::Value::as_str)
         .filter(|name| !name.is_empty())
         .ok_or("missing `event` (a non-empty string)")?;
+    if let Some(refusal) = super::event::refuse_platform_event(name) {
+        return Err(refusal);
+    }
     let data = object.get("data").map_or(Value::Null, Value::from_json);
     Ok(InputLine::Event(Event::named(
         machine,
@@ -758,12 +806,14 @@ async fn drive_async(
         if !session.interpreter.is_running() {
             break;
         }
+        if !session.interpreter.is_running() {
+            break;
+        }
         // On the virtual clock a pending timer is always "due": while the event stream is
         // open, time moves only on `advance` lines, so the run waits for the next event
         // instead of racing ahead of whoever writes them.
         session.timers_held = virtual_time && lines.is_some();
-        let idle =
-            session.host.next_deadline().is_none() && session.host.state.running_effects == 0;
+        let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
         if idle && lines.is_none() {
             break;
         }
@@ -817,6 +867,23 @@ async fn drive_async(
             }
             Waited::Progress | Waited::Deadline => {}
         }
+    }
+    // The run reached its final state: what it started is let finish, each effect within its
+    // own timeout, and recorded; a signal still stops it at once.
+    while !stopped_by_signal && session.effects_running() {
+        match signals.as_mut() {
+            Some(signals) => tokio::select! {
+                _ = session.wait(None, None) => {}
+                () = signals.next() => {
+                    StopSignals::let_the_next_one_kill();
+                    stopped_by_signal = true;
+                }
+            },
+            None => {
+                session.wait(None, None).await;
+            }
+        }
+        session.commit_after_finish()?;
     }
     let mut report = session.finish();
     report.stopped_by_signal = stopped_by_signal;
@@ -913,15 +980,19 @@ impl<'a> Session<'a> {
         snapshot.effects = self
             .host
             .state
-            .in_flight
+            .running
+            .effects()
             .iter()
-            .map(|request| InFlightEffect {
-                action: request.id.to_string(),
-                kind: request.kind.name().to_string(),
+            .map(|effect| InFlightEffect {
+                action: effect.request.id.to_string(),
+                kind: effect.request.kind.name().to_string(),
                 attempt: 1,
-                request: serde_json::to_value(request).unwrap_or(serde_json::Value::Null),
+                request: serde_json::to_value(&effect.request).unwrap_or(serde_json::Value::Null),
+                invocation: effect.invocation,
+                started_unix_milliseconds: effect.started_unix_milliseconds,
             })
             .collect();
+        snapshot.invocations = self.host.state.running.invocations();
         let step = CheckpointStep {
             sequence: self.host.state.step,
             event: event.map(|event| (event.name.to_string(), event.data.to_json())),
@@ -952,11 +1023,17 @@ impl<'a> Session<'a> {
                     .saturating_sub(resume.committed_unix_milliseconds),
                 TimerPolicy::Restart => timer.delay_milliseconds,
             };
+            // A delayed send's event is external, as when it was sent; a timer's is the engine's.
+            let origin = if timer.private {
+                Origin::Platform
+            } else {
+                Origin::External
+            };
             let event = Event::named(
                 &machine,
                 &timer.event,
                 Value::from_json(&timer.data),
-                Origin::External,
+                origin,
             );
             self.host.add_timer(
                 now + std::time::Duration::from_millis(wait),
@@ -967,6 +1044,10 @@ impl<'a> Session<'a> {
                 ),
             );
         }
+        self.host
+            .state
+            .running
+            .continue_from(resume.snapshot.invocations);
         for effect in &resume.snapshot.effects {
             let request: Option<EffectRequest> =
                 serde_json::from_value(effect.request.clone()).ok();
@@ -974,21 +1055,13 @@ impl<'a> Session<'a> {
                 Some(request) if request.on_interrupt == crate::effects::InterruptPolicy::Retry => {
                     self.host.start_effect(request);
                 }
-                _ => {
-                    let mut data = indexmap::IndexMap::new();
-                    data.insert(Arc::from("id"), Value::string(effect.action.as_str()));
-                    data.insert(
-                        Arc::from("message"),
-                        Value::string("interrupted: the engine stopped while this action ran"),
-                    );
-                    data.insert(Arc::from("interrupted"), Value::Bool(true));
-                    let event = Event::named(
-                        &machine,
-                        &format!("error.exec.{}", effect.action),
-                        Value::Map(Arc::new(data)),
-                        Origin::External,
-                    );
-                    self.host.external_queue.push_back(event);
+                request => {
+                    let event = interrupted_failure(&machine, effect, request.as_ref(), now_unix);
+                    if self.interpreter.is_running() {
+                        self.host.external_queue.push_back(event);
+                    } else {
+                        self.host.receive_interrupted_after_finish(effect, &event);
+                    }
                 }
             }
         }
@@ -1006,6 +1079,7 @@ impl<'a> Session<'a> {
     pub fn start(&mut self) -> Result<(), RunError> {
         self.interpreter.set_clock(self.host.now_milliseconds());
         self.interpreter.start(&mut self.host)?;
+        self.after_step();
         let time = self.host.now_text();
         let start = serde_json::json!({
             "protocol": self.host.machine.id,
@@ -1031,8 +1105,27 @@ impl<'a> Session<'a> {
     }
 
     /// Takes in a message a running effect sent to a host's shared channel.
-    pub(crate) fn receive(&mut self, message: EffectMessage) {
-        self.host.receive(message);
+    pub(crate) fn receive(&mut self, message: EffectMessage) -> Result<(), RunError> {
+        let running = self.interpreter.is_running();
+        self.host.receive(message, running);
+        self.commit_after_finish()
+    }
+
+    /// After the final state, commits what the effects that ended since did; the commit that
+    /// leaves none running finishes the run in the store.
+    pub fn commit_after_finish(&mut self) -> Result<(), RunError> {
+        if self.interpreter.is_running() || self.host.step_actions.is_empty() {
+            return Ok(());
+        }
+        self.commit(None)
+    }
+
+    /// After a step: a run that reached its final state fires no more timers.
+    fn after_step(&mut self) {
+        if !self.interpreter.is_running() && !self.host.state.timers.is_empty() {
+            self.host.state.timers.clear();
+            self.host.state.timers_changed = true;
+        }
     }
 
     /// Parses and queues one input line; a bad line is reported and skipped.
@@ -1072,6 +1165,7 @@ impl<'a> Session<'a> {
         let now = self.host.now_milliseconds();
         self.interpreter.set_clock(now);
         self.interpreter.handle(event, &mut self.host)?;
+        self.after_step();
         self.host.observer.step(now, event, self.interpreter);
         self.commit(Some(event))
     }
@@ -1108,7 +1202,7 @@ impl<'a> Session<'a> {
 
     /// Whether effects or child protocols are still running.
     pub fn effects_running(&self) -> bool {
-        self.host.state.running_effects > 0
+        self.host.state.has_running()
     }
 
     /// The earliest pending timer.
@@ -1123,7 +1217,7 @@ impl<'a> Session<'a> {
         if self.completed.is_none() {
             self.completed = self.host.new_receiver.take();
         }
-        let effects_pending = self.host.state.running_effects > 0;
+        let effects_pending = self.host.state.has_running();
         let timer = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -1152,7 +1246,7 @@ impl<'a> Session<'a> {
                     None => std::future::pending().await,
                 }
             }, if effects_pending => {
-                self.host.receive(message);
+                self.host.receive(message, self.interpreter.is_running());
                 Waited::Progress
             }
             // Input before timers: on the virtual clock a timer is always ready, and input
@@ -1179,6 +1273,7 @@ impl<'a> Session<'a> {
         self.host.observer.record(&time, "finish", finish);
         RunReport {
             stopped_by_signal: false,
+            effects: self.host.state.after_finish.clone(),
             outcome,
             active_states: self
                 .interpreter
@@ -1192,38 +1287,141 @@ impl<'a> Session<'a> {
 }
 
 impl DriverHost<'_> {
-    /// Takes in what a running effect sent.
-    fn receive(&mut self, message: EffectMessage) {
+    /// Takes in what a running effect sent. An outcome is delivered while the run goes on;
+    /// after its final state it is recorded for the `finished` line instead.
+    fn receive(&mut self, message: EffectMessage, running: bool) {
         match message {
             EffectMessage::Log(record) => self.log(record),
             EffectMessage::Directive(directive) => self.observer.directive(&directive),
             EffectMessage::InvokeOutcome(id, event) => {
                 // A cancelled invoke's outcome is dropped: its state is gone.
-                if self.state.invokes.remove(&id).is_some() {
-                    self.state.running_effects -= 1;
+                if self.state.running.child_finished(&id) {
                     let time = self.now_text();
                     let fields = serde_json::json!({"id": &*id, "event": &*event.name});
                     self.observer.record(&time, "invoke", fields);
                     self.external_queue.push_back(event);
                 }
             }
-            EffectMessage::Outcome(event) => {
-                self.state.running_effects -= 1;
-                if let Some(Value::String(id)) = event.data.get("id")
-                    && let Some(index) = self
-                        .state
-                        .in_flight
-                        .iter()
-                        .position(|request| request.id == *id)
-                {
-                    self.state.in_flight.remove(index);
+            EffectMessage::Outcome(invocation, event) => {
+                // A cancelled invocation's outcome is never delivered: its end is recorded.
+                let Some(effect) = self.state.running.finish(invocation) else {
+                    return;
+                };
+                let succeeded = event.name.starts_with("done.");
+                let mut summary = effect_summary(&event);
+                summary["invocation"] = invocation.into();
+                summary["outcome"] = if succeeded { "completed" } else { "failed" }.into();
+                if running {
+                    let time = self.now_text();
+                    self.observer.record(&time, "effect", summary);
+                    self.external_queue.push_back(event);
+                    return;
                 }
+                summary["after_finish"] = true.into();
                 let time = self.now_text();
-                self.observer
-                    .record(&time, "effect", effect_summary(&event));
-                self.external_queue.push_back(event);
+                self.observer.record(&time, "effect", summary.clone());
+                if self.recording {
+                    self.step_actions
+                        .push(serde_json::json!({"effect_outcome": summary.clone()}));
+                }
+                if !succeeded {
+                    self.warn_failed_after_finish(&effect.request.id, &event);
+                }
+                self.state.after_finish.push(summary);
             }
         }
+    }
+
+    /// A resumed run that had reached its final state: an effect interrupted then is recorded
+    /// as failed after the finish, not delivered.
+    fn receive_interrupted_after_finish(&mut self, effect: &InFlightEffect, event: &Event) {
+        let mut summary = effect_summary(event);
+        summary["invocation"] = effect.invocation.into();
+        summary["outcome"] = "interrupted".into();
+        summary["after_finish"] = true.into();
+        let time = self.now_text();
+        self.observer.record(&time, "effect", summary.clone());
+        if self.recording {
+            self.step_actions
+                .push(serde_json::json!({"effect_outcome": summary.clone()}));
+        }
+        self.warn_failed_after_finish(&effect.action, event);
+        self.state.after_finish.push(summary);
+    }
+
+    /// An effect that failed after the run's final state: the run's outcome stands, but the
+    /// failure must be seen.
+    fn warn_failed_after_finish(&mut self, id: &str, event: &Event) {
+        let message = event
+            .data
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("failed")
+            .to_string();
+        self.log(LogRecord {
+            level: crate::model::action::LogLevel::Warn,
+            message: format!("{id} failed after the run finished: {message}"),
+            tags: Arc::from([Arc::from("effect_failed_after_finish")]),
+            fields: vec![
+                (Arc::from("id"), Value::string(id)),
+                (Arc::from("event"), Value::String(event.name.clone())),
+            ],
+        });
+    }
+
+    /// Records that an effect ended without its outcome: `cancelled` (its owner exited) or
+    /// `interrupted` (the run stopped).
+    fn record_cancelled(&mut self, effect: &super::running::RunningEffect, outcome: &str) {
+        let fields = serde_json::json!({
+            "id": &*effect.request.id,
+            "invocation": effect.invocation,
+            "owner": &*self.machine.state(effect.request.owner).id,
+            "outcome": outcome,
+        });
+        if self.recording {
+            self.step_actions
+                .push(serde_json::json!({"effect_outcome": fields.clone()}));
+        }
+        let time = self.now_text();
+        self.observer.record(&time, "effect", fields);
+    }
+}
+
+/// The failure event of an effect the engine stopped while it ran, with the fields any failure
+/// of that effect has (`attempts`, `timed_out`, `elapsed_ms`, ...) and `interrupted: true`.
+fn interrupted_failure(
+    machine: &Machine,
+    effect: &InFlightEffect,
+    request: Option<&EffectRequest>,
+    now_unix_milliseconds: u64,
+) -> Event {
+    let mut outcome = crate::effects::EffectOutcome::failure(
+        &effect.action,
+        "interrupted: the engine stopped while this action ran".into(),
+    );
+    let elapsed = now_unix_milliseconds.saturating_sub(effect.started_unix_milliseconds);
+    let elapsed = if effect.started_unix_milliseconds == 0 {
+        0
+    } else {
+        elapsed
+    };
+    for (key, value) in [
+        ("attempts", Value::Int(effect.attempt.max(1).into())),
+        ("elapsed_ms", Value::Int(elapsed as i64)),
+        ("duration_ms", Value::Int(elapsed as i64)),
+        ("invocation", Value::Int(effect.invocation as i64)),
+        ("interrupted", Value::Bool(true)),
+    ] {
+        outcome.data.insert(Arc::from(key), value);
+    }
+    match request {
+        Some(request) => outcome.into_event(machine, &request.events),
+        None => Event::named(
+            machine,
+            &format!("error.exec.{}", effect.action),
+            Value::Map(Arc::new(outcome.data)),
+            Origin::Outcome,
+        ),
     }
 }
 

@@ -5,25 +5,55 @@ use std::sync::Arc;
 use crate::compile::machine::{EventType, Machine};
 use crate::value::Value;
 
-/// Where an event came from, as SCXML's `_event.type`.
+/// Where an event came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
-    /// Raised by the engine itself: `done.state.*`, `error.*`.
+    /// Raised by the engine itself: `done.state.*`, `error.execution`, timers.
     Platform,
     /// Raised by the protocol with `raise`.
     Internal,
     /// Sent from outside, or with `send`.
     External,
+    /// An outcome the engine reports on the external queue: an effect's (`done.exec.*`,
+    /// `error.exec.*`, `error.permission.*`) or a child protocol's (`done.invoke.*`).
+    Outcome,
 }
 
 impl Origin {
+    /// SCXML's `_event.type`: outcomes arrive on the external queue, so they are `external`.
     pub fn name(self) -> &'static str {
         match self {
             Origin::Platform => "platform",
             Origin::Internal => "internal",
+            Origin::External | Origin::Outcome => "external",
+        }
+    }
+
+    /// Who made the event, as guards read it in `event.origin`: the engine's own events
+    /// (outcomes included) are `platform`, so a protocol can tell them from input.
+    pub fn origin_name(self) -> &'static str {
+        match self {
+            Origin::Platform | Origin::Outcome => "platform",
+            Origin::Internal => "internal",
             Origin::External => "external",
         }
     }
+}
+
+/// The name prefixes of the engine's own events; external input may not use them.
+pub const PLATFORM_EVENT_PREFIXES: [&str; 4] = ["done", "error", "timeout", "after"];
+
+/// Why external input may not send an event of this name, if it may not: `done.*`, `error.*`,
+/// `timeout.*` and `after.*` are the engine's to raise, so input cannot forge an outcome.
+pub fn refuse_platform_event(name: &str) -> Option<String> {
+    let prefix = PLATFORM_EVENT_PREFIXES.iter().find(|prefix| {
+        name.strip_prefix(**prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    })?;
+    Some(format!(
+        "`{name}` is an engine event (`{prefix}.*` is reserved for outcomes the engine \
+         reports); input may not send it: send an event of your own and handle that"
+    ))
 }
 
 /// One event. Cloning shares the name and data.

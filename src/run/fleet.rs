@@ -290,6 +290,14 @@ impl Fleet {
         let Some(name) = parsed.instance.filter(|name| !name.is_empty()) else {
             return self.line_problem("missing `instance` (a non-empty string)");
         };
+        // Refused before anything happens, even the instance's creation.
+        if let Some(refusal) = parsed
+            .event
+            .as_deref()
+            .and_then(crate::run::event::refuse_platform_event)
+        {
+            return self.line_problem(&refusal);
+        }
         let slot = match self.by_name.get(&*name) {
             Some(slot) => *slot,
             None => match self.create(&name, parsed.inputs.as_ref()) {
@@ -300,6 +308,7 @@ impl Fleet {
         let Some(event) = parsed.event else {
             return;
         };
+
         let event = Event::named(
             &self.machine,
             &event,
@@ -427,13 +436,22 @@ impl Fleet {
             return;
         }
         if let Some(outcome) = member.interpreter.outcome() {
-            // The step that reached the final state finished the run in the store.
+            // It stays until the effects it left running end; the commit that records the last
+            // of them finishes the run in the store.
+            if member.state.has_running() {
+                return;
+            }
             let state = self.machine.state(outcome.final_state).id.to_string();
             write_line(
                 &mut self.output,
                 &serde_json::json!({
                     "instance": &*member.name,
-                    "finished": {"state": state, "exit_code": outcome.exit_code, "output": outcome.output.to_json()},
+                    "finished": {
+                        "state": state,
+                        "exit_code": outcome.exit_code,
+                        "output": outcome.output.to_json(),
+                        "effects": member.state.effects_after_finish(),
+                    },
                 }),
             );
             self.remove(slot, true);
@@ -527,10 +545,7 @@ impl Fleet {
 
     /// A message from a running effect of the instance in `slot`.
     fn deliver(&mut self, slot: usize, message: EffectMessage) {
-        self.step(slot, |session| {
-            session.receive(message);
-            Ok(())
-        });
+        self.step(slot, |session| session.receive(message));
     }
 
     /// Commits the batch's writes, then writes its output lines: a step is reported only once

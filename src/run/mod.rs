@@ -5,6 +5,7 @@ pub mod driver;
 pub mod durable;
 pub mod event;
 pub mod fleet;
+pub mod running;
 pub mod snapshot;
 pub mod state_set;
 
@@ -70,6 +71,7 @@ impl Interpreter {
             host,
             limits: self.limits,
             event: CurrentEvent::None,
+            owner: StateId::ROOT,
         };
         let result = body(&mut algorithm);
         if let Some(workspace) = algorithm.workspace.take() {

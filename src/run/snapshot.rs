@@ -46,6 +46,9 @@ pub struct Snapshot {
     /// Retries used so far by effects still retrying (filled by the driver).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retries: Vec<RetryCounter>,
+    /// Effect invocations started so far, so a resumed run numbers on (filled by the driver).
+    #[serde(default)]
+    pub invocations: u64,
 }
 
 /// How the run ended, by name.
@@ -90,6 +93,12 @@ pub struct InFlightEffect {
     pub attempt: u32,
     /// The request, opaque to the store: enough for the driver to start it again.
     pub request: serde_json::Value,
+    /// Its invocation number in the run.
+    #[serde(default)]
+    pub invocation: u64,
+    /// When it started (Unix milliseconds), for a resumed failure's `elapsed_ms`.
+    #[serde(default)]
+    pub started_unix_milliseconds: u64,
 }
 
 /// Attempts one retrier of one action has used.
@@ -181,6 +190,7 @@ impl Interpreter {
             timers: Vec::new(),
             effects: Vec::new(),
             retries: Vec::new(),
+            invocations: 0,
         }
     }
 

@@ -354,7 +354,8 @@ fn describe(step: &Step) -> String {
 async fn settle(session: &mut Session<'_>) -> Result<(), String> {
     loop {
         session.handle_queued().map_err(|error| error.to_string())?;
-        if !session.interpreter.is_running() || !session.effects_running() {
+        // After the final state too: the effects it left running are awaited.
+        if !session.effects_running() {
             return Ok(());
         }
         session.wait(None, None).await;

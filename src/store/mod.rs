@@ -282,12 +282,19 @@ pub enum Write {
 impl Write {
     /// The write of one macrostep a driver handed over.
     pub fn step(run: String, step: crate::run::durable::CheckpointStep) -> Write {
-        let finish = step.snapshot.outcome.as_ref().map(|outcome| Finish {
-            final_state: Some(outcome.final_state.clone()),
-            exit_code: outcome.exit_code.into(),
-            output: outcome.output.clone(),
-            unix_milliseconds: step.unix_milliseconds,
-        });
+        // A run that reached its final state finishes once the effects it left running ended.
+        let finished = step.snapshot.effects.is_empty();
+        let finish = step
+            .snapshot
+            .outcome
+            .as_ref()
+            .filter(|_| finished)
+            .map(|outcome| Finish {
+                final_state: Some(outcome.final_state.clone()),
+                exit_code: outcome.exit_code.into(),
+                output: outcome.output.clone(),
+                unix_milliseconds: step.unix_milliseconds,
+            });
         let entry = JournalEntry {
             sequence: step.sequence,
             event: step.event.map(|(name, data)| JournalEvent { name, data }),

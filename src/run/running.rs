@@ -1,0 +1,140 @@
+//! What an instance has running: effects, each an invocation owned by a state, and child protocols.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::compile::machine::StateId;
+use crate::effects::{Cancellation, EffectRequest, EffectScope};
+
+/// One start of an effect: cancelled when its owner exits, its outcome delivered at most once.
+pub(crate) struct RunningEffect {
+    /// Unique within the run (it goes on counting across a resume).
+    pub invocation: u64,
+    pub request: EffectRequest,
+    /// When it started, on the run's clock (Unix milliseconds).
+    pub started_unix_milliseconds: u64,
+    /// Dropping it, or sending `true`, cancels the effect.
+    cancel: watch::Sender<bool>,
+}
+
+impl RunningEffect {
+    fn cancel(self) -> RunningEffect {
+        let _ = self.cancel.send(true);
+        self
+    }
+}
+
+/// A child protocol running for an `invoke` of a state.
+struct RunningChild {
+    id: Arc<str>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The effects and children an instance has running. Small: most instances have none.
+#[derive(Default)]
+pub(crate) struct Running {
+    effects: Vec<RunningEffect>,
+    children: Vec<RunningChild>,
+    /// The invocation number the next start gets.
+    next_invocation: u64,
+}
+
+impl Running {
+    pub fn is_empty(&self) -> bool {
+        self.effects.is_empty() && self.children.is_empty()
+    }
+
+    pub fn effects(&self) -> &[RunningEffect] {
+        &self.effects
+    }
+
+    /// Invocations started so far (the next one's number).
+    pub fn invocations(&self) -> u64 {
+        self.next_invocation
+    }
+
+    /// Numbers invocations on from `next` (a resumed run's count).
+    pub fn continue_from(&mut self, next: u64) {
+        self.next_invocation = self.next_invocation.max(next);
+    }
+
+    /// Records a start: its invocation number and the cancellation its task watches.
+    pub fn start(
+        &mut self,
+        request: EffectRequest,
+        started_unix_milliseconds: u64,
+    ) -> (u64, Cancellation) {
+        let invocation = self.next_invocation;
+        self.next_invocation += 1;
+        let (cancel, cancellation) = Cancellation::new();
+        self.effects.push(RunningEffect {
+            invocation,
+            request,
+            started_unix_milliseconds,
+            cancel,
+        });
+        (invocation, cancellation)
+    }
+
+    /// The effect of `invocation`, if it is still running (not cancelled, not reported).
+    pub fn finish(&mut self, invocation: u64) -> Option<RunningEffect> {
+        let position = self
+            .effects
+            .iter()
+            .position(|effect| effect.invocation == invocation)?;
+        Some(self.effects.remove(position))
+    }
+
+    /// Cancels the effects `state` owns (not those scoped to the run) and returns them, in the
+    /// order they started.
+    pub fn cancel_owned_by(&mut self, state: StateId) -> Vec<RunningEffect> {
+        let owned = |effect: &RunningEffect| {
+            effect.request.owner == state && effect.request.scope == EffectScope::State
+        };
+        if !self.effects.iter().any(owned) {
+            return Vec::new();
+        }
+        let (cancelled, kept) = std::mem::take(&mut self.effects)
+            .into_iter()
+            .partition(|effect| owned(effect));
+        self.effects = kept;
+        cancelled.into_iter().map(RunningEffect::cancel).collect()
+    }
+
+    /// Records a child protocol's task; a child of the same invoke id still running is
+    /// superseded (stopped) and returned true.
+    pub fn start_child(&mut self, id: Arc<str>, task: tokio::task::JoinHandle<()>) -> bool {
+        let superseded = self.stop_child(&id);
+        self.children.push(RunningChild { id, task });
+        superseded
+    }
+
+    /// Stops a child protocol: its task is dropped, and with it its own running effects, whose
+    /// cancellations fire. False when no such child runs.
+    pub fn stop_child(&mut self, id: &str) -> bool {
+        let Some(position) = self.children.iter().position(|child| &*child.id == id) else {
+            return false;
+        };
+        self.children.remove(position).task.abort();
+        true
+    }
+
+    /// Takes a child's outcome: true when the child was still running (so the outcome is due).
+    pub fn child_finished(&mut self, id: &str) -> bool {
+        match self.children.iter().position(|child| &*child.id == id) {
+            Some(position) => {
+                self.children.remove(position);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        // A child outlives nothing: when its parent's host goes, so does it.
+        self.task.abort();
+    }
+}
