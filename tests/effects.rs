@@ -392,41 +392,6 @@ fn a_child_protocols_output_reaches_its_parent() {
 }
 
 #[test]
-fn leaving_the_invoking_state_cancels_the_child_and_kills_its_processes() {
-    let directory = temporary_directory("invoke-cancel");
-    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
-    let marker = directory.join("survivor");
-    let path = directory.join("protocol.yaml");
-    std::fs::write(&path, PARENT).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .arg(&path)
-        .args([
-            "--state-dir",
-            directory.join("state").to_str().unwrap(),
-            "--events",
-            "-",
-        ])
-        .arg("-i")
-        .arg(format!("command=sleep 1 && touch {}", marker.display()))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    use std::io::Write;
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"{\"event\": \"cancel\"}\n").unwrap();
-    drop(stdin);
-    assert_eq!(child.wait().unwrap().code(), Some(2));
-    std::thread::sleep(std::time::Duration::from_millis(1_500));
-    assert!(
-        !marker.exists(),
-        "the child's process survived the cancellation"
-    );
-}
-
-#[test]
 fn invoke_mistakes_are_located() {
     let directory = temporary_directory("invoke-errors");
     std::fs::write(directory.join("child.yaml"), CHILD).unwrap();

@@ -12,6 +12,7 @@ mod fast_path;
 mod fleet;
 mod fuzz_regressions;
 mod limits;
+mod ownership;
 mod properties;
 mod protocols;
 mod scenarios;

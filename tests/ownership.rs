@@ -1,0 +1,363 @@
+//! Effects and children belong to the state that started them: awaited at the end of a run,
+//! cancelled with their state, never delivered stale, never forged from input.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn temporary_directory(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-ownership-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn command(directory: &Path, arguments: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
+    command
+        .args(arguments)
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .current_dir(directory);
+    command
+}
+
+/// Writes `protocol.yaml` and runs it to its end; returns (exit code, stdout, stderr).
+fn run(directory: &Path, yaml: &str, arguments: &[&str]) -> (i32, String, String) {
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    let mut all = vec!["protocol.yaml"];
+    all.extend_from_slice(arguments);
+    let output = command(directory, &all)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// Starts `protocol.yaml` reading events from a pipe.
+fn start(directory: &Path, yaml: &str) -> Child {
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    command(directory, &["protocol.yaml", "--events", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 20 s, for a loaded machine) until `path` exists.
+fn wait_for(path: &Path) {
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn finished_line(stdout: &str) -> serde_json::Value {
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("{\"finished\""))
+        .unwrap_or_else(|| panic!("no finished line in {stdout}"));
+    serde_json::from_str::<serde_json::Value>(line).unwrap()["finished"].clone()
+}
+
+const LOST: &str = r#"
+id: lost
+context: { n: 0 }
+states:
+  loop:
+    on:
+      order:
+        target: loop
+        actions:
+          - assign: { n: "n + 1" }
+          - { write: "orders/order-${n}.json", content: '{"order": ${n}}', id: save }
+          - { exec: [sh, -c, 'sleep 0.1; echo "charged card for order $0" >> charges.log', "${n}"], id: charge }
+    always: { target: done, guard: "n == 5" }
+  done: { type: final, output: { orders: "${n}" } }
+"#;
+
+#[test]
+fn effects_still_running_at_the_final_state_are_awaited_and_listed() {
+    let directory = temporary_directory("lost");
+    let events = "{\"event\":\"order\"}\n".repeat(5);
+    std::fs::write(directory.join("five.jsonl"), events).unwrap();
+    let (code, stdout, stderr) = run(&directory, LOST, &["--events", "five.jsonl"]);
+    assert_eq!(code, 0, "{stderr}");
+    for order in 1..=5 {
+        let text = std::fs::read_to_string(directory.join(format!("orders/order-{order}.json")))
+            .unwrap_or_else(|error| panic!("order {order}: {error}"));
+        assert_eq!(text, format!("{{\"order\": {order}}}"));
+    }
+    let mut charges: Vec<String> = std::fs::read_to_string(directory.join("charges.log"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    charges.sort();
+    let expected: Vec<String> = (1..=5)
+        .map(|order| format!("charged card for order {order}"))
+        .collect();
+    assert_eq!(charges, expected);
+    let finished = finished_line(&stdout);
+    assert_eq!(finished["output"]["orders"], 5);
+    let effects = finished["effects"].as_array().unwrap();
+    // Ten invocations (five of each action), each reported once, each completed.
+    let mut invocations: Vec<u64> = effects
+        .iter()
+        .map(|effect| effect["invocation"].as_u64().unwrap())
+        .collect();
+    invocations.sort();
+    assert_eq!(invocations, (0..10).collect::<Vec<u64>>(), "{finished}");
+    assert!(
+        effects
+            .iter()
+            .all(|effect| effect["outcome"] == "completed"),
+        "{finished}"
+    );
+    // The store agrees: the run is finished, and nothing is left running.
+    let output = command(&directory, &["status"]).output().unwrap();
+    let status = String::from_utf8_lossy(&output.stdout);
+    assert!(status.contains("status    finished"), "{status}");
+    assert!(!status.contains("running   "), "{status}");
+}
+
+const FINAL_ENTRY: &str = r#"
+id: final-entry
+states:
+  working:
+    always: done
+  done:
+    type: final
+    exit_code: 0
+    entry:
+      - { exec: [sh, -c, 'sleep 0.2; touch written; exit ${code}'], id: notify }
+"#;
+
+#[test]
+fn effects_of_a_final_states_entry_complete_and_a_late_failure_is_reported() {
+    let directory = temporary_directory("final-entry");
+    let (code, stdout, stderr) = run(&directory, &FINAL_ENTRY.replace("${code}", "0"), &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(directory.join("written").exists());
+    let finished = finished_line(&stdout);
+    assert_eq!(finished["effects"][0]["id"], "notify", "{finished}");
+    assert_eq!(finished["effects"][0]["outcome"], "completed", "{finished}");
+
+    let failing = FINAL_ENTRY.replace("${code}", "3");
+    let (code, stdout, stderr) = run(&directory, &failing, &[]);
+    assert_eq!(code, 0, "the state's exit code stands: {stderr}");
+    assert!(stderr.contains("effect_failed_after_finish"), "{stderr}");
+    assert!(
+        stderr.contains("notify failed after the run finished"),
+        "{stderr}"
+    );
+    let finished = finished_line(&stdout);
+    assert_eq!(finished["effects"][0]["outcome"], "failed", "{finished}");
+    assert_eq!(finished["effects"][0]["exit_code"], 3, "{finished}");
+
+    let (code, _, stderr) = run(&directory, &failing, &["--strict-effects"]);
+    assert_eq!(code, 70, "{stderr}");
+}
+
+/// Each visit of `auditing` starts `audit`, which says it started (`started-N`), works, and
+/// says it finished (`finished-N`); its stdout is the visit's number.
+const AUDITING: &str = r#"
+id: auditing
+context: { visit: 0 }
+states:
+  auditing:
+    entry:
+      - assign: { visit: "visit + 1" }
+      - exec: [sh, -c, 'touch started-$0; sleep $1; touch finished-$0; printf $0', "${visit}", "${visit == 1 ? '3' : '0.2'}"]
+        id: audit
+    on:
+      pause: paused
+      done.exec.audit: { target: audited, actions: [{ assign: { audited: "event.data.stdout" } }] }
+  paused:
+    on: { resume: auditing }
+  audited: { type: final, output: { visit: "${visit}", audited: "${audited}" } }
+"#;
+
+#[test]
+fn leaving_a_state_stops_its_effect_and_its_outcome_never_reaches_the_next_visit() {
+    let directory = temporary_directory("auditing");
+    let yaml = AUDITING.replace(
+        "context: { visit: 0 }",
+        "context: { visit: 0, audited: '' }",
+    );
+    let mut child = start(&directory, &yaml);
+    wait_for(&directory.join("started-1"));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"event\":\"pause\"}\n{\"event\":\"resume\"}\n")
+        .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let finished = finished_line(&stdout);
+    // The outcome taken is the second visit's own.
+    assert_eq!(finished["output"]["visit"], 2, "{finished}");
+    assert_eq!(finished["output"]["audited"], "2", "{finished}");
+    assert!(directory.join("finished-2").exists());
+    // The first visit's process was stopped when `auditing` exited: it never finished, even
+    // after the time it would have taken.
+    std::thread::sleep(Duration::from_millis(3_500));
+    assert!(
+        !directory.join("finished-1").exists(),
+        "the first visit's audit survived its state"
+    );
+    // Its cancellation is recorded in the telemetry.
+    let telemetry = read_telemetry(&directory);
+    let cancelled: Vec<&serde_json::Value> = telemetry
+        .iter()
+        .filter(|entry| entry["kind"] == "effect" && entry["outcome"] == "cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "{telemetry:#?}");
+    assert_eq!(cancelled[0]["id"], "audit");
+    assert_eq!(cancelled[0]["invocation"], 0);
+    assert_eq!(cancelled[0]["owner"], "auditing");
+}
+
+/// Every telemetry entry of the one run in `directory`'s state.
+fn read_telemetry(directory: &Path) -> Vec<serde_json::Value> {
+    let runs = directory.join("state/runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .expect("a run's telemetry")
+        .unwrap()
+        .path();
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+const CHILD: &str = r#"
+id: child
+states:
+  working:
+    entry:
+      - { exec: [sh, -c, 'touch child-started; sleep 1; touch child-finished'], id: work }
+    on:
+      done.exec.work: finished
+  finished: { type: final }
+"#;
+
+const PARENT: &str = r#"
+id: parent
+states:
+  waiting:
+    invoke: [{ id: kid, protocol: child.yaml }]
+    on:
+      cancel: cancelled
+      done.invoke.kid: done
+  cancelled: { type: final, exit_code: 2 }
+  done: { type: final }
+"#;
+
+#[test]
+fn leaving_the_invoking_state_stops_the_childs_processes() {
+    let directory = temporary_directory("child");
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    let mut child = start(&directory, PARENT);
+    // The child's process runs: only now does leaving the state have something to stop.
+    wait_for(&directory.join("child-started"));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"event\":\"cancel\"}\n").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(
+        !directory.join("child-finished").exists(),
+        "the child's process survived the cancellation"
+    );
+}
+
+const TESTS_THEN_DEPLOY: &str = r#"
+id: deploy
+states:
+  testing:
+    entry:
+      - { exec: [sh, -c, 'sleep 0.3; exit 1'], id: tests }
+    on:
+      done.exec.tests: deploy
+      error.exec.tests: { target: failed, actions: [{ log: "origin=${event.origin} type=${event.type}" }] }
+  deploy: { type: final, exit_code: 0 }
+  failed: { type: final, exit_code: 1 }
+"#;
+
+#[test]
+fn input_cannot_forge_an_engine_event() {
+    let directory = temporary_directory("forged");
+    std::fs::write(
+        directory.join("forged.jsonl"),
+        concat!(
+            "{\"event\":\"done.exec.tests\",\"data\":{\"exit_code\":0}}\n",
+            "{\"event\":\"error.execution\"}\n",
+            "{\"event\":\"error.permission.tests\"}\n",
+            "{\"event\":\"timeout\"}\n",
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run(&directory, TESTS_THEN_DEPLOY, &["--events", "forged.jsonl"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    for line in 1..=4 {
+        assert!(
+            stderr.contains(&format!("events line {line}: `")),
+            "line {line} not refused: {stderr}"
+        );
+    }
+    assert!(stderr.contains("is an engine event"), "{stderr}");
+    // The real outcome reached the protocol, as the engine's.
+    assert!(stderr.contains("origin=platform type=external"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_a_forged_engine_event_before_creating_anything() {
+    let directory = temporary_directory("forged-serve");
+    std::fs::write(directory.join("protocol.yaml"), TESTS_THEN_DEPLOY).unwrap();
+    let mut child = command(&directory, &["serve", "protocol.yaml", "--store", "memory"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"instance\":\"a\",\"event\":\"done.exec.tests\"}\n{\"instance\":\"b\"}\n")
+        .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("is an engine event"), "{stderr}");
+    assert!(!stdout.contains("\"instance\":\"a\""), "{stdout}");
+    // `b` ran its real tests, which fail, and waited for them after input ended.
+    assert!(
+        stdout.contains("\"instance\":\"b\"") && stdout.contains("\"state\":\"failed\""),
+        "{stdout}"
+    );
+}
