@@ -361,3 +361,109 @@ fn serve_refuses_a_forged_engine_event_before_creating_anything() {
         "{stdout}"
     );
 }
+
+const ESCAPING: &str = r#"
+id: escaping
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'setsid sh -c "sleep 1; touch escaped-setsid" & (setsid sh -c "sleep 1; touch escaped-double-fork" &) ; sleep 30']
+        id: work
+        timeout: 300ms
+    on:
+      error.exec.timeout.work: timed_out
+  timed_out: { type: final, exit_code: 2 }
+"#;
+
+#[test]
+fn a_grandchild_that_left_the_process_group_is_stopped_at_timeout() {
+    let directory = temporary_directory("setsid");
+    let (code, _, stderr) = run(&directory, ESCAPING, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(
+        !directory.join("escaped-setsid").exists(),
+        "setsid survived"
+    );
+    assert!(
+        !directory.join("escaped-double-fork").exists(),
+        "a double fork survived"
+    );
+}
+
+/// The engine is killed with SIGKILL while `work` runs; `work` says which copy it is.
+const INTERRUPTED: &str = r#"
+id: interrupted
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'if [ -e first.pid ]; then echo second; else echo $$ > first.pid; sleep 30; fi']
+        id: work
+        on_interrupt: POLICY
+    on:
+      done.exec.work: done
+      error.exec.work:
+        target: failed
+        actions:
+          - log: "attempts=${event.data.attempts} timed_out=${event.data.timed_out} interrupted=${event.data.interrupted} exit_code=${event.data.exit_code} has_elapsed=${has(event.data.elapsed_ms)}"
+  done: { type: final, exit_code: 0, output: { said: "${event.data.stdout}" } }
+  failed: { type: final, exit_code: 1 }
+"#;
+
+/// Starts the protocol, waits until `work`'s first copy runs, kills the engine with SIGKILL
+/// and resumes the run; returns the first copy's pid and the resume's (code, stdout, stderr).
+fn kill_and_resume(directory: &Path, policy: &str) -> (i32, (i32, String, String)) {
+    let yaml = INTERRUPTED.replace("POLICY", policy);
+    let mut engine = start(directory, &yaml);
+    let pid_file = directory.join("first.pid");
+    wait_for(&pid_file);
+    let pid = loop {
+        // Written by `echo`: wait for the whole line.
+        let text = std::fs::read_to_string(&pid_file).unwrap();
+        if text.ends_with('\n') {
+            break text.trim().parse::<i32>().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The step that started it is committed before the process runs.
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    let alive = Path::new(&format!("/proc/{pid}")).exists();
+    assert!(alive, "the first copy should outlive the killed engine");
+    let resumed = run(directory, &yaml, &["--resume"]);
+    (pid, resumed)
+}
+
+fn is_gone(pid: i32) -> bool {
+    // A zombie is gone too: it runs nothing.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[test]
+fn a_resumed_retry_never_runs_beside_the_interrupted_copy() {
+    let directory = temporary_directory("resume-retry");
+    let (pid, (code, stdout, stderr)) = kill_and_resume(&directory, "retry");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(finished_line(&stdout)["output"]["said"], "second\n");
+    assert!(is_gone(pid), "the interrupted copy {pid} still runs");
+}
+
+#[test]
+fn an_interrupted_failure_has_the_shape_of_any_failure() {
+    let directory = temporary_directory("resume-fail");
+    let (pid, (code, _, stderr)) = kill_and_resume(&directory, "fail");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(
+            "attempts=1 timed_out=false interrupted=true exit_code=null has_elapsed=true"
+        ),
+        "{stderr}"
+    );
+    assert!(is_gone(pid), "the interrupted copy {pid} still runs");
+}

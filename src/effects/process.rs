@@ -31,6 +31,69 @@ pub struct ProcessRequest {
     /// When the capabilities restrict the environment: the only variables inherited.
     #[serde(default)]
     pub inherit_env: Option<Vec<String>>,
+    /// Set in the process's environment as `PROTOCOL_RUN_EFFECT`, so that every process it
+    /// starts, even one that left its group, can be found and stopped (see `stop_tagged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// The environment variable that marks an effect's processes and everything they start.
+pub const EFFECT_TAG_VARIABLE: &str = "PROTOCOL_RUN_EFFECT";
+
+/// A tag no other effect of any engine process on this machine has: this process's id, when
+/// it started, and a count.
+pub fn new_tag() -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STARTED: OnceLock<u64> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let started = STARTED.get_or_init(crate::clock::unix_milliseconds_now);
+    let count = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{started}-{count}", std::process::id())
+}
+
+/// Sends `signal` to every process whose environment carries `tag` (an effect's processes and
+/// their descendants, including those that left the process group with `setsid` or a double
+/// fork); returns how many were found. Reads `/proc`; elsewhere it finds none.
+pub fn stop_tagged(tag: &str, signal: Signal) -> usize {
+    let marker = format!("{EFFECT_TAG_VARIABLE}={tag}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut found = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // A process gone meanwhile, or not ours to read, is not one of the effect's.
+        let Ok(environment) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environment
+            .split(|byte| *byte == 0)
+            .any(|variable| variable == marker.as_bytes())
+        {
+            found += 1;
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+        }
+    }
+    found
+}
+
+/// Stops every process carrying `tag` and waits (up to `patience`) until none is left: a
+/// resumed run does this before an interrupted effect is retried or failed, so no two copies
+/// ever run. Says whether any was found.
+pub fn stop_tagged_and_wait(tag: &str, patience: Duration) -> bool {
+    let started = std::time::Instant::now();
+    let found = stop_tagged(tag, Signal::SIGKILL) > 0;
+    while found && started.elapsed() < patience && stop_tagged(tag, Signal::SIGKILL) > 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    found
 }
 
 impl ProcessRequest {
@@ -45,6 +108,7 @@ impl ProcessRequest {
             kill_grace: DEFAULT_KILL_GRACE,
             shell: false,
             inherit_env: None,
+            tag: None,
         }
     }
 }
@@ -88,9 +152,11 @@ pub enum ProcessError {
     },
 }
 
-/// Kills the whole group if the run is abandoned (its future dropped, e.g. the state exited).
+/// Kills the whole group, and every process carrying the effect's tag, if the run is abandoned
+/// (its future dropped, e.g. the engine stops).
 struct GroupGuard {
     group: Option<Pid>,
+    tag: Option<String>,
 }
 
 impl GroupGuard {
@@ -98,6 +164,9 @@ impl GroupGuard {
         if let Some(group) = self.group {
             // The group may already be gone; that is the outcome we want.
             let _ = killpg(group, signal);
+        }
+        if let Some(tag) = &self.tag {
+            stop_tagged(tag, signal);
         }
     }
 }
@@ -136,6 +205,9 @@ pub async fn run_process(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(tag) = &request.tag {
+        command.env(EFFECT_TAG_VARIABLE, tag);
+    }
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);
     }
@@ -149,6 +221,7 @@ pub async fn run_process(
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw),
+        tag: request.tag.clone(),
     };
     if let (Some(input), Some(mut stdin)) = (&request.stdin, child.stdin.take()) {
         let input = input.clone().into_bytes();
@@ -163,8 +236,10 @@ pub async fn run_process(
         wait_or_kill(&mut child, &guard, request, &program, cancellation).await?;
     // Leftover members of the group may hold the pipes open: give them a moment, then kill them.
     let output = crate::clock::real_timeout(LINGER, async { (stdout.await, stderr.await) }).await;
+    // Whatever the effect started is stopped with it, in its group or not.
     guard.signal(Signal::SIGKILL);
     guard.group = None;
+    guard.tag = None;
     let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = match output {
         Some((Ok(stdout), Ok(stderr))) => (stdout, stderr),
         _ => ((String::new(), true), (String::new(), true)),

@@ -566,6 +566,9 @@ impl Host for DriverHost<'_> {
             self.refuse(&request, &denied);
             return;
         }
+        if let crate::effects::EffectKind::Process(process) = &mut request.kind {
+            process.tag = Some(crate::effects::process::new_tag());
+        }
         let now = self.now_milliseconds();
         let (invocation, mut cancellation) = self.state.running.start(request.clone(), now);
         if self.recording {
@@ -1051,6 +1054,23 @@ impl<'a> Session<'a> {
         for effect in &resume.snapshot.effects {
             let request: Option<EffectRequest> =
                 serde_json::from_value(effect.request.clone()).ok();
+            // Processes the interrupted effect left running are stopped first, so a retry never
+            // runs beside them.
+            if let Some(EffectRequest {
+                kind: crate::effects::EffectKind::Process(process),
+                ..
+            }) = &request
+                && let Some(tag) = &process.tag
+                && crate::effects::process::stop_tagged_and_wait(tag, STOP_PATIENCE)
+            {
+                let time = self.host.now_text();
+                let fields = serde_json::json!({
+                    "id": effect.action,
+                    "invocation": effect.invocation,
+                    "outcome": "stopped_on_resume",
+                });
+                self.host.observer.record(&time, "effect", fields);
+            }
             match request {
                 Some(request) if request.on_interrupt == crate::effects::InterruptPolicy::Retry => {
                     self.host.start_effect(request);
@@ -1386,6 +1406,9 @@ impl DriverHost<'_> {
         self.observer.record(&time, "effect", fields);
     }
 }
+
+/// How long a resume waits for an interrupted effect's leftover processes to die.
+const STOP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The failure event of an effect the engine stopped while it ran, with the fields any failure
 /// of that effect has (`attempts`, `timed_out`, `elapsed_ms`, ...) and `interrupted: true`.
