@@ -35,6 +35,7 @@ enum Rule {
     DeadEnd,
     ShadowedTransition,
     EventlessLoop,
+    CancelledAtOnce,
     ContextVariable,
     Event,
     Delay,
@@ -61,6 +62,7 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.dead_ends();
     lint.shadowed_transitions();
     lint.eventless_loops();
+    lint.effects_cancelled_at_once();
     lint.context_variables(&usage);
     lint.events(&usage);
     lint.delays(&usage);
@@ -270,6 +272,59 @@ impl Lint<'_> {
                 format!("eventless transitions loop forever without a guard: {path}"),
                 "give one of these `always` transitions a guard that becomes false, or wait for an event instead".to_string(),
             );
+        }
+    }
+
+    /// Effects started on entry of a state that an unguarded eventless transition leaves at
+    /// once: the effect belongs to the state, so it is cancelled as it starts and never reports.
+    fn effects_cancelled_at_once(&mut self) {
+        let machine = self.machine;
+        let states = states_in_document_order(&self.loaded.protocol);
+        for (pointer, state) in states {
+            let Some(id) = machine
+                .states
+                .iter()
+                .position(|node| node.pointer == pointer)
+                .map(|index| StateId(index as u32))
+            else {
+                continue;
+            };
+            let Some(transition) = first_unguarded_eventless(machine, id) else {
+                continue;
+            };
+            // Only a transition that leaves the state: a targetless one stays (and loops).
+            let leaves = !transition.targets.is_empty()
+                && !(transition.internal
+                    && transition
+                        .targets
+                        .iter()
+                        .all(|target| machine.is_descendant(*target, id)));
+            if !leaves || !self.reachable[id.index()] {
+                continue;
+            }
+            let line = self.line_of(&transition.pointer, Part::Key);
+            for (index, action) in state.entry.iter().enumerate() {
+                let Some(options) = action.effect_options() else {
+                    continue;
+                };
+                if options.scope == Some(crate::model::effect::EffectScope::Run) {
+                    continue;
+                }
+                self.warn(
+                    Rule::CancelledAtOnce,
+                    &format!("{pointer}/entry/{index}"),
+                    Part::Key,
+                    format!(
+                        "`{}` can never report: `{}` starts it on entry and its unguarded `always` \
+                         transition (line {line}) leaves at once, which cancels it",
+                        options.id,
+                        machine.state(id).id
+                    ),
+                    "start it in that transition's actions (they belong to the state that stays \
+                     active), give it `scope: run`, or guard the transition"
+                        .to_string(),
+                );
+            }
         }
     }
 
@@ -1502,6 +1557,34 @@ states:
   done: { type: final }
 ";
         assert_eq!(warnings(yaml), Vec::new());
+    }
+
+    #[test]
+    fn an_effect_started_where_an_always_transition_leaves_at_once_is_reported() {
+        let yaml = r#"
+id: x
+states:
+  passing:
+    entry:
+      - { exec: [echo, hi], id: greet }
+      - { exec: [echo, hi], id: notify, scope: run }
+    always: done
+  done: { type: final }
+"#;
+        assert_single(
+            yaml,
+            Rule::CancelledAtOnce,
+            "`greet` can never report: `passing` starts it on entry and its unguarded `always` \
+             transition (line 8) leaves at once, which cancels it",
+            "x.yaml:6:9",
+        );
+        // A guard, or the effect moved into the transition, and it reports.
+        let guarded = yaml.replace("always: done", "always: { target: done, guard: 'false' }");
+        assert!(
+            !warnings(&guarded)
+                .iter()
+                .any(|(rule, _)| *rule == Rule::CancelledAtOnce)
+        );
     }
 
     #[test]

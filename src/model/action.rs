@@ -34,6 +34,22 @@ pub enum Action {
     Call(CallAction),
 }
 
+impl Action {
+    /// The options of an effectful action (`exec`, a tool, a file action).
+    pub fn effect_options(&self) -> Option<&crate::model::effect::EffectOptions> {
+        match self {
+            Action::Exec(exec) => Some(&exec.options),
+            Action::ReadFile(read) => Some(&read.options),
+            Action::ListDir(list) => Some(&list.options),
+            Action::GrepSearch(grep) => Some(&grep.options),
+            Action::Write(write) => Some(&write.options),
+            Action::Backup(backup) => Some(&backup.options),
+            Action::Restore(restore) => Some(&restore.options),
+            _ => None,
+        }
+    }
+}
+
 /// The distinguishing key of each action kind, in the order they are documented.
 pub const ACTION_KINDS: [&str; 15] = [
     "log",
