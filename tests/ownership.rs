@@ -467,3 +467,35 @@ fn an_interrupted_failure_has_the_shape_of_any_failure() {
     );
     assert!(is_gone(pid), "the interrupted copy {pid} still runs");
 }
+
+const NOTIFYING: &str = r#"
+id: notifying
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'sleep 0.3; touch notified']
+        id: notify
+        scope: run
+    on:
+      next: waiting
+  waiting:
+    on:
+      done.exec.notify:
+        target: done
+        actions: [{ log: "notified by invocation ${event.data.invocation}" }]
+  done: { type: final }
+"#;
+
+#[test]
+fn an_effect_scoped_to_the_run_outlives_its_state_and_reports() {
+    let directory = temporary_directory("scope-run");
+    std::fs::write(directory.join("next.jsonl"), "{\"event\":\"next\"}\n").unwrap();
+    let (code, _, stderr) = run(&directory, NOTIFYING, &["--events", "next.jsonl"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(directory.join("notified").exists());
+    assert!(stderr.contains("notified by invocation 0"), "{stderr}");
+    // Without `scope: run` the state's exit cancels it: the run stops unfinished.
+    let owned = NOTIFYING.replace("        scope: run\n", "");
+    let (code, _, stderr) = run(&directory, &owned, &["--events", "next.jsonl"]);
+    assert_eq!(code, 75, "{stderr}");
+}
