@@ -3,6 +3,7 @@
 mod support;
 
 mod capabilities;
+mod children;
 mod cli;
 mod diagnostics;
 mod durability;

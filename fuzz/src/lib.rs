@@ -140,6 +140,7 @@ pub fn expressions(text: &str) {
         data: Value::List(Arc::new(vec![Value::Int(7)])),
         origin: Origin::External,
         send_id: Some(Arc::from("s1")),
+        invoke_id: None,
     };
     let scope = Scope {
         names: &names,

@@ -20,6 +20,9 @@ pub struct Emit {
 pub struct Directive {
     pub name: String,
     pub data: Vec<(Arc<str>, Value)>,
+    /// The child protocol it comes from (invoke ids down to it, `kid/grandkid`); `None` for
+    /// the run's own.
+    pub from: Option<Arc<str>>,
 }
 
 impl Directive {
@@ -32,6 +35,10 @@ impl Directive {
         );
         for (key, value) in &self.data {
             object.insert(key.to_string(), value.to_json());
+        }
+        // Last, so that no data field can claim another origin.
+        if let Some(from) = &self.from {
+            object.insert("from".into(), serde_json::Value::String(from.to_string()));
         }
         serde_json::Value::Object(object)
     }
@@ -75,6 +82,7 @@ impl Emit {
                     .iter()
                     .map(|(key, value)| Ok((key.clone(), value.render(scope)?)))
                     .collect::<Result<_, EvaluationError>>()?,
+                from: None,
             })
         })
     }

@@ -77,6 +77,10 @@ pub struct InvokeRequest {
     pub inputs: Vec<Value>,
     pub done: crate::compile::machine::EventType,
     pub failed: crate::compile::machine::EventType,
+    /// The parent's external events go to the child too.
+    pub autoforward: bool,
+    /// The child has a queue the parent sends to (see `InvokeNode::takes_events`).
+    pub takes_events: bool,
 }
 
 /// Everything an action may read or change while it runs.

@@ -17,6 +17,7 @@ pub struct Send {
     data: Option<ValueTemplate>,
     delay: Option<Delay>,
     id: Option<Template>,
+    to: Option<Arc<str>>,
 }
 
 /// A resolved send, for the host to deliver.
@@ -25,7 +26,12 @@ pub struct SendRequest {
     pub event: Event,
     pub delay_milliseconds: u64,
     pub id: Option<Arc<str>>,
+    /// `None`: this run's own external queue; `parent`, or a child's invoke id.
+    pub to: Option<Arc<str>>,
 }
+
+/// The `to` of a send that goes to the protocol that invoked this one.
+pub const PARENT: &str = "parent";
 
 /// An event name that is either fixed (and so known to the machine) or a template.
 #[derive(Debug)]
@@ -71,11 +77,23 @@ impl Send {
             .id
             .as_ref()
             .map(|id| compiler.template(id, &format!("{pointer}/id")));
+        if let Some(to) = &action.to {
+            compiler.send_target(to, &format!("{pointer}/to"));
+            if action.delay.is_some() {
+                compiler.key_error(
+                    &format!("{pointer}/delay"),
+                    "a `send` with `to` is delivered at once and takes no `delay`".into(),
+                    Some("send it with a delay to this run, and forward it when it arrives".into()),
+                );
+                return None;
+            }
+        }
         Some(Send {
             event: event?,
             data: crate::compile::optional(data)?,
             delay: crate::compile::optional(delay)?,
             id: crate::compile::optional(id)?,
+            to: action.to.as_deref().map(Arc::from),
         })
     }
 
@@ -98,6 +116,7 @@ impl Send {
             event,
             delay_milliseconds,
             id,
+            to: self.to.clone(),
         })
     }
 

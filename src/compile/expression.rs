@@ -103,9 +103,10 @@ impl Scope<'_> {
         let mut map = indexmap::IndexMap::new();
         map.insert(Arc::from("name"), Value::String(event.name.clone()));
         map.insert(Arc::from("type"), Value::string(event.origin.name()));
+        map.insert(Arc::from("origin"), event.origin_value());
         map.insert(
-            Arc::from("origin"),
-            Value::string(event.origin.origin_name()),
+            Arc::from("invokeid"),
+            event.invoke_id.clone().map_or(Value::Null, Value::String),
         );
         map.insert(
             Arc::from("sendid"),

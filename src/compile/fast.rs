@@ -27,7 +27,7 @@ pub enum Fast {
 }
 
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
-pub const EVENT_FIELDS: [&str; 5] = ["name", "type", "origin", "sendid", "data"];
+pub const EVENT_FIELDS: [&str; 6] = ["name", "type", "origin", "invokeid", "sendid", "data"];
 
 /// Binary operators the fast path evaluates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,10 +232,11 @@ impl Fast {
                 let mut value = match &**first {
                     "name" => return rest.is_empty().then(|| Value::String(event.name.clone())),
                     "type" => return rest.is_empty().then(|| Value::string(event.origin.name())),
-                    "origin" => {
+                    "origin" => return rest.is_empty().then(|| event.origin_value()),
+                    "invokeid" => {
                         return rest
                             .is_empty()
-                            .then(|| Value::string(event.origin.origin_name()));
+                            .then(|| event.invoke_id.clone().map_or(Value::Null, Value::String));
                     }
                     "sendid" => {
                         return rest

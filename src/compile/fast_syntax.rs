@@ -445,6 +445,7 @@ mod tests {
                 data: event_data.clone(),
                 origin: crate::run::event::Origin::External,
                 send_id: send_id.map(std::sync::Arc::from),
+                invoke_id: None,
             };
             let scope = Scope {
                 names: &names,

@@ -124,6 +124,11 @@ pub struct InvokeNode {
     pub inputs: Vec<(usize, super::expression::ValueTemplate)>,
     pub done: EventType,
     pub failed: EventType,
+    /// The parent's external events are forwarded to the child.
+    pub autoforward: bool,
+    /// The child has a queue the parent sends to (`autoforward`, or a `send ... to:` it);
+    /// such a child waits for events instead of ending when it has nothing else to wait for.
+    pub takes_events: bool,
 }
 
 /// One event descriptor of a transition: `*`, or a dot-separated prefix.

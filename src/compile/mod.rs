@@ -82,6 +82,8 @@ fn compile_nested(
         event_names: Vec::new(),
         event_types: HashMap::new(),
         action_ids: Vec::new(),
+        invoke_ids: Vec::new(),
+        send_targets: Vec::new(),
     };
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
@@ -138,6 +140,16 @@ fn compile_nested(
         mut transitions,
         ..
     } = builder;
+    compiler.check_send_targets();
+    // A child takes events only if something sends it some: others end, as before, when they
+    // have nothing left to wait for.
+    for invoke in states.iter_mut().flat_map(|state| &mut state.invokes) {
+        invoke.takes_events = invoke.autoforward
+            || compiler
+                .send_targets
+                .iter()
+                .any(|(target, _)| *target == *invoke.id);
+    }
     let mut timer_events = vec![false; compiler.event_names.len()];
     for timer in states.iter().flat_map(|state| &state.timers) {
         timer_events[timer.event_type.0 as usize] = timer.private;
@@ -270,6 +282,11 @@ pub struct Compiler<'a> {
     event_names: Vec<Arc<str>>,
     event_types: HashMap<Arc<str>, EventType>,
     action_ids: Vec<String>,
+    /// The ids of this protocol's invokes, for `send ... to:`.
+    invoke_ids: Vec<String>,
+    /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
+    /// invoke is known.
+    send_targets: Vec<(String, String)>,
 }
 
 impl Compiler<'_> {
@@ -295,6 +312,47 @@ impl Compiler<'_> {
         self.event_names.push(name.clone());
         self.event_types.insert(name, event_type);
         event_type
+    }
+
+    /// Records a `send`'s `to:`, checked when every invoke of the protocol is known.
+    pub fn send_target(&mut self, target: &str, pointer: &str) {
+        if target != "parent" {
+            self.send_targets
+                .push((target.to_string(), pointer.to_string()));
+        }
+    }
+
+    /// Every `send ... to:` names one of this protocol's invokes (or `parent`).
+    fn check_send_targets(&mut self) {
+        let unknown: Vec<(String, String)> = self
+            .send_targets
+            .iter()
+            .filter(|(target, _)| !self.invoke_ids.contains(target))
+            .cloned()
+            .collect();
+        for (target, pointer) in unknown {
+            let help = crate::diagnostic::did_you_mean(
+                &target,
+                self.invoke_ids.iter().map(String::as_str),
+            )
+            .unwrap_or_else(|| {
+                if self.invoke_ids.is_empty() {
+                    "`to` takes `parent` or the id of one of this protocol's invokes, and it has \
+                     none"
+                        .into()
+                } else {
+                    format!(
+                        "`to` takes `parent` or an invoke id: {}",
+                        self.invoke_ids.join(", ")
+                    )
+                }
+            });
+            self.value_error(
+                &pointer,
+                format!("no invoke has the id `{target}`"),
+                Some(help),
+            );
+        }
     }
 
     /// An event name is dot-separated tokens of letters, digits, `_`, `-` (and `*` in descriptors).
@@ -580,12 +638,15 @@ impl Compiler<'_> {
         }
         let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
         let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
+        self.invoke_ids.push(invoke.id.clone());
         ok.then(|| machine::InvokeNode {
             id: Arc::from(invoke.id.as_str()),
             machine: Arc::new(child),
             inputs,
             done,
             failed,
+            autoforward: invoke.autoforward,
+            takes_events: invoke.autoforward,
         })
     }
 

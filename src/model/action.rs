@@ -133,6 +133,11 @@ pub struct SendAction {
     /// An id that `cancel` can name to withdraw the event before it is delivered (a template).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Where the event goes instead of this run's own queue: the `id` of one of this protocol's
+    /// `invoke`s (that child's queue, while it runs), or `parent` (the protocol that invoked
+    /// this one). Delivered at once: it cannot be combined with `delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
 }
 
 /// Withdraws a delayed `send` that has not been delivered yet.

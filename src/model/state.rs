@@ -103,4 +103,7 @@ pub struct Invoke {
     /// The child's inputs; string values are templates (`"${path}"` keeps its type).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub inputs: IndexMap<String, serde_json::Value>,
+    /// Forward every external event this protocol takes to the child too, while it runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub autoforward: bool,
 }

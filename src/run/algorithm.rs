@@ -818,6 +818,7 @@ impl<'e> Algorithm<'_, 'e> {
                         event: timer_event,
                         delay_milliseconds,
                         id: Some(timer.event.clone()),
+                        to: None,
                     });
                 }
                 Err(error) => self.raise_execution_error(error),
@@ -861,6 +862,8 @@ impl<'e> Algorithm<'_, 'e> {
                     inputs,
                     done: invoke.done,
                     failed: invoke.failed,
+                    autoforward: invoke.autoforward,
+                    takes_events: invoke.takes_events,
                 }),
                 Err(error) => self.raise_execution_error(error),
             }

@@ -179,11 +179,15 @@ pub(crate) enum EffectMessage {
     Outcome(u64, Event),
     /// A child protocol's outcome; dropped if the invoke was cancelled meanwhile.
     InvokeOutcome(Arc<str>, Event),
+    /// An event a child protocol sent its parent (`send ... to: parent`), with its invoke id.
+    ChildEvent(Arc<str>, Event),
 }
 
-/// Forwards a child protocol's logs and directives to its parent's driver.
+/// Forwards a child protocol's logs and directives to its parent's driver; a directive says
+/// which child it is from (`from`: the invoke ids down to it, `kid/grandkid`).
 struct ChildObserver {
     parent: EffectSink,
+    id: Arc<str>,
 }
 
 impl Observer for ChildObserver {
@@ -192,8 +196,12 @@ impl Observer for ChildObserver {
     }
 
     fn directive(&mut self, directive: &Directive) {
-        self.parent
-            .send(EffectMessage::Directive(directive.clone()));
+        let mut directive = directive.clone();
+        directive.from = Some(match &directive.from {
+            Some(below) => Arc::from(format!("{}/{below}", self.id)),
+            None => self.id.clone(),
+        });
+        self.parent.send(EffectMessage::Directive(directive));
     }
 
     fn input_error(&mut self, _error: &InputLineError) {}
@@ -369,6 +377,8 @@ struct DriverHost<'a> {
     step_actions: Vec<serde_json::Value>,
     /// Whether steps are recorded for a checkpoint.
     recording: bool,
+    /// For a child protocol: where `send ... to: parent` goes, and its invoke id.
+    parent: Option<(EffectSink, Arc<str>)>,
 }
 
 impl DriverHost<'_> {
@@ -404,6 +414,40 @@ impl DriverHost<'_> {
     /// Unix milliseconds on this run's clock (virtual under virtual time).
     fn now_milliseconds(&self) -> u64 {
         self.state.now_milliseconds()
+    }
+
+    /// Delivers a `send ... to:` to the parent or to a running child. When nobody is there
+    /// (no parent, the child not running or taking no events), `error.communication` is raised,
+    /// as SCXML does for a target it cannot reach.
+    fn send_to(&mut self, to: &str, event: Event) {
+        let name = event.name.clone();
+        let delivered = if to == crate::actions::send::PARENT {
+            match &self.parent {
+                Some((parent, id)) => parent.send(EffectMessage::ChildEvent(id.clone(), event)),
+                None => false,
+            }
+        } else {
+            self.state.running.send_to_child(to, event)
+        };
+        if delivered {
+            return;
+        }
+        let message = if to == crate::actions::send::PARENT {
+            "this run was not invoked by a parent".to_string()
+        } else {
+            format!("the child `{to}` is not running")
+        };
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("to"), Value::string(to));
+        data.insert(Arc::from("event"), Value::String(name));
+        data.insert(Arc::from("message"), Value::string(message));
+        let error = Event::named(
+            &self.machine,
+            "error.communication",
+            Value::Map(Arc::new(data)),
+            Origin::Platform,
+        );
+        self.external_queue.push_back(error);
     }
 
     fn now_text(&self) -> String {
@@ -466,6 +510,9 @@ impl Host for DriverHost<'_> {
     }
 
     fn send(&mut self, request: SendRequest) {
+        if let Some(to) = &request.to {
+            return self.send_to(to, request.event);
+        }
         if request.delay_milliseconds == 0 {
             self.external_queue.push_back(request.event);
             return;
@@ -504,11 +551,27 @@ impl Host for DriverHost<'_> {
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
         let id = request.id.clone();
+        let (inbox, link_inbox) = if request.takes_events {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            (Some(sender), Some(receiver))
+        } else {
+            (None, None)
+        };
+        let queue = super::running::ChildQueue {
+            inbox,
+            autoforward: request.autoforward,
+        };
+        let link = ChildLink {
+            parent: parent.clone(),
+            id: id.clone(),
+            inbox: link_inbox,
+        };
         // The child's driver holds borrowed state, so it runs on this thread (a local task).
         let handle = tokio::task::spawn_local(async move {
             let mut child = Interpreter::new(request.machine.clone(), request.inputs.clone());
             let mut observer = ChildObserver {
                 parent: parent.clone(),
+                id: request.id.clone(),
             };
             let result = Box::pin(drive_async(
                 &mut child,
@@ -517,17 +580,18 @@ impl Host for DriverHost<'_> {
                 MAX_EVENT_LINE_BYTES,
                 mocks,
                 &mut observer,
-                Durability {
+                Hosting {
                     checkpoint: None,
                     resume: None,
                     signals: false,
+                    child: Some(link),
                 },
             ))
             .await;
             let event = invoke_outcome(&machine, &request, result);
             parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
         });
-        if self.state.running.start_child(id.clone(), handle) {
+        if self.state.running.start_child(id.clone(), handle, queue) {
             // The same invoke started again before its state exited: the old child is gone.
             let time = self.now_text();
             let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
@@ -717,19 +781,30 @@ pub fn drive_durable(
         options.max_event_bytes,
         mocks,
         observer,
-        Durability {
+        Hosting {
             checkpoint,
             resume,
             signals: true,
+            child: None,
         },
     )))
 }
 
-/// What makes a driven run durable, and whether it stops on signals (top-level runs only).
-struct Durability<'checkpoint, 'resume> {
+/// How a driven run is hosted: whether it is durable, whether it stops on signals (top-level
+/// runs only), and for a child protocol, its link to its parent.
+struct Hosting<'checkpoint, 'resume> {
     checkpoint: Option<&'checkpoint mut dyn Checkpoint>,
     resume: Option<&'resume Resume>,
     signals: bool,
+    child: Option<ChildLink>,
+}
+
+/// A child protocol's link to its parent: where its `send ... to: parent` goes, tagged with
+/// its invoke id, and the queue its parent sends to (when it takes events).
+struct ChildLink {
+    parent: EffectSink,
+    id: Arc<str>,
+    inbox: Option<mpsc::UnboundedReceiver<Event>>,
 }
 
 /// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
@@ -773,14 +848,18 @@ async fn drive_async(
     max_event_bytes: usize,
     mocks: Arc<std::sync::Mutex<Mocks>>,
     observer: &mut dyn Observer,
-    durability: Durability<'_, '_>,
+    hosting: Hosting<'_, '_>,
 ) -> Result<RunReport, RunError> {
     let mut state = DriverState::new();
     let mut session = Session::new(interpreter, &mut state, mocks, observer);
-    if let Some(checkpoint) = durability.checkpoint {
+    if let Some(checkpoint) = hosting.checkpoint {
         session = session.with_checkpoint(checkpoint);
     }
-    let mut signals = if durability.signals {
+    if let Some(link) = hosting.child {
+        session.host.parent = Some((link.parent, link.id));
+        session.inbox = link.inbox;
+    }
+    let mut signals = if hosting.signals {
         StopSignals::watch()
     } else {
         None
@@ -799,7 +878,7 @@ async fn drive_async(
         EventSource::Stdin => Some(spawn_stdin_reader(max_event_bytes)),
     };
     let mut line_number = 0;
-    match durability.resume {
+    match hosting.resume {
         Some(resume) => session.resume(resume)?,
         None => session.start()?,
     }
@@ -817,7 +896,8 @@ async fn drive_async(
         // instead of racing ahead of whoever writes them.
         session.timers_held = virtual_time && lines.is_some();
         let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
-        if idle && lines.is_none() {
+        // A child its parent sends to waits for its events until it is cancelled.
+        if idle && lines.is_none() && session.inbox.is_none() {
             break;
         }
         let waited = match signals.as_mut() {
@@ -914,6 +994,8 @@ pub struct Session<'a> {
     timers_held: bool,
     /// Where each macrostep is committed (durable runs).
     checkpoint: Option<&'a mut dyn Checkpoint>,
+    /// A child protocol's queue, which its parent sends to.
+    inbox: Option<mpsc::UnboundedReceiver<Event>>,
 }
 
 impl<'a> Session<'a> {
@@ -937,6 +1019,7 @@ impl<'a> Session<'a> {
             taken: Vec::new(),
             step_actions: Vec::new(),
             recording: false,
+            parent: None,
         };
         Session {
             interpreter,
@@ -944,6 +1027,7 @@ impl<'a> Session<'a> {
             completed: None,
             timers_held: false,
             checkpoint: None,
+            inbox: None,
         }
     }
 
@@ -1182,6 +1266,10 @@ impl<'a> Session<'a> {
 
     /// One external event's macrostep, observed and committed.
     fn handle_one(&mut self, event: &Event) -> Result<(), RunError> {
+        // Children with `autoforward` get the external events their parent takes.
+        if event.origin == Origin::External && self.host.state.running.has_children() {
+            self.host.state.running.autoforward(event);
+        }
         let now = self.host.now_milliseconds();
         self.interpreter.set_clock(now);
         self.interpreter.handle(event, &mut self.host)?;
@@ -1251,6 +1339,13 @@ impl<'a> Session<'a> {
             }
         };
         let reading = input.is_some();
+        let inbox_open = self.inbox.is_some();
+        let from_parent = async {
+            match self.inbox.as_mut() {
+                Some(inbox) => inbox.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         let next_line = async {
             match input {
                 Some(lines) => lines.recv().await,
@@ -1272,6 +1367,23 @@ impl<'a> Session<'a> {
             // Input before timers: on the virtual clock a timer is always ready, and input
             // must not starve behind it.
             line = next_line, if reading => Waited::Line(line),
+            event = from_parent, if inbox_open => {
+                match event {
+                    Some(event) => {
+                        // Event types are the sender's machine's: this one names them anew.
+                        let event = Event::named(
+                            &self.host.machine,
+                            &event.name,
+                            event.data,
+                            Origin::External,
+                        );
+                        self.host.external_queue.push_back(event);
+                    }
+                    // The parent is gone: nothing more will come.
+                    None => self.inbox = None,
+                }
+                Waited::Progress
+            }
             () = timer, if !self.timers_held && deadline.is_some_and(|deadline| until.is_none_or(|until| deadline <= until)) => {
                 self.host.fire_due_timer();
                 Waited::Progress
@@ -1313,6 +1425,16 @@ impl DriverHost<'_> {
         match message {
             EffectMessage::Log(record) => self.log(record),
             EffectMessage::Directive(directive) => self.observer.directive(&directive),
+            EffectMessage::ChildEvent(id, event) => {
+                // A cancelled child's events are dropped with it.
+                if self.state.running.has_child(&id) {
+                    // Event types are the child's machine's: the parent names them anew.
+                    let mut event =
+                        Event::named(&self.machine, &event.name, event.data, Origin::Child);
+                    event.invoke_id = Some(id);
+                    self.external_queue.push_back(event);
+                }
+            }
             EffectMessage::InvokeOutcome(id, event) => {
                 // A cancelled invoke's outcome is dropped: its state is gone.
                 if self.state.running.child_finished(&id) {

@@ -17,6 +17,8 @@ pub enum Origin {
     /// An outcome the engine reports on the external queue: an effect's (`done.exec.*`,
     /// `error.exec.*`, `error.permission.*`) or a child protocol's (`done.invoke.*`).
     Outcome,
+    /// Sent by a child protocol with `send ... to: parent`; `Event::invoke_id` names it.
+    Child,
 }
 
 impl Origin {
@@ -25,17 +27,18 @@ impl Origin {
         match self {
             Origin::Platform => "platform",
             Origin::Internal => "internal",
-            Origin::External | Origin::Outcome => "external",
+            Origin::External | Origin::Outcome | Origin::Child => "external",
         }
     }
 
     /// Who made the event, as guards read it in `event.origin`: the engine's own events
-    /// (outcomes included) are `platform`, so a protocol can tell them from input.
+    /// (outcomes included) are `platform`, so a protocol can tell them from input; a child's
+    /// are its invoke id (see `Event::origin_name`).
     pub fn origin_name(self) -> &'static str {
         match self {
             Origin::Platform | Origin::Outcome => "platform",
             Origin::Internal => "internal",
-            Origin::External => "external",
+            Origin::External | Origin::Child => "external",
         }
     }
 }
@@ -65,6 +68,8 @@ pub struct Event {
     pub data: Value,
     pub origin: Origin,
     pub send_id: Option<Arc<str>>,
+    /// The invoke id of the child protocol that sent it (SCXML's `invokeid`).
+    pub invoke_id: Option<Arc<str>>,
 }
 
 impl Event {
@@ -76,6 +81,7 @@ impl Event {
             data: Value::Null,
             origin,
             send_id: None,
+            invoke_id: None,
         }
     }
 
@@ -91,6 +97,16 @@ impl Event {
             data,
             origin,
             send_id: None,
+            invoke_id: None,
+        }
+    }
+
+    /// What `event.origin` reads: `external`, `internal`, `platform`, or the id of the child
+    /// protocol that sent it.
+    pub fn origin_value(&self) -> crate::value::Value {
+        match (&self.origin, &self.invoke_id) {
+            (Origin::Child, Some(id)) => crate::value::Value::String(id.clone()),
+            (origin, _) => crate::value::Value::string(origin.origin_name()),
         }
     }
 

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::compile::machine::StateId;
 use crate::effects::{Cancellation, EffectRequest, EffectScope};
+use crate::run::event::Event;
 
 /// One start of an effect: cancelled when its owner exits, its outcome delivered at most once.
 pub(crate) struct RunningEffect {
@@ -29,6 +30,16 @@ impl RunningEffect {
 struct RunningChild {
     id: Arc<str>,
     task: tokio::task::JoinHandle<()>,
+    /// Its external queue, when it takes events (`InvokeNode::takes_events`).
+    inbox: Option<mpsc::UnboundedSender<Event>>,
+    autoforward: bool,
+}
+
+/// What the parent keeps of a child it starts: its queue, and whether it gets the parent's
+/// external events.
+pub(crate) struct ChildQueue {
+    pub inbox: Option<mpsc::UnboundedSender<Event>>,
+    pub autoforward: bool,
 }
 
 /// The effects and children an instance has running. Small: most instances have none.
@@ -104,10 +115,48 @@ impl Running {
 
     /// Records a child protocol's task; a child of the same invoke id still running is
     /// superseded (stopped) and returned true.
-    pub fn start_child(&mut self, id: Arc<str>, task: tokio::task::JoinHandle<()>) -> bool {
+    pub fn start_child(
+        &mut self,
+        id: Arc<str>,
+        task: tokio::task::JoinHandle<()>,
+        queue: ChildQueue,
+    ) -> bool {
         let superseded = self.stop_child(&id);
-        self.children.push(RunningChild { id, task });
+        self.children.push(RunningChild {
+            id,
+            task,
+            inbox: queue.inbox,
+            autoforward: queue.autoforward,
+        });
         superseded
+    }
+
+    pub fn has_children(&self) -> bool {
+        !self.children.is_empty()
+    }
+
+    /// Whether the child of invoke `id` is running.
+    pub fn has_child(&self, id: &str) -> bool {
+        self.children.iter().any(|child| &*child.id == id)
+    }
+
+    /// Puts `event` on the queue of the child of invoke `id`; false when no such child runs or
+    /// it takes no events.
+    pub fn send_to_child(&self, id: &str, event: Event) -> bool {
+        self.children
+            .iter()
+            .find(|child| &*child.id == id)
+            .and_then(|child| child.inbox.as_ref())
+            .is_some_and(|inbox| inbox.send(event).is_ok())
+    }
+
+    /// Gives every child with `autoforward` a copy of an external event its parent takes.
+    pub fn autoforward(&self, event: &Event) {
+        for child in self.children.iter().filter(|child| child.autoforward) {
+            if let Some(inbox) = &child.inbox {
+                let _ = inbox.send(event.clone());
+            }
+        }
     }
 
     /// Stops a child protocol: its task is dropped, and with it its own running effects, whose
