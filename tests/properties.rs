@@ -472,34 +472,11 @@ impl Layout {
     }
 
     /// What the compiler accepts as several targets: neither contains the other and their
-    /// nearest common ancestor is a parallel state; except that a history state counts as its
-    /// parent here.
-    ///
-    /// ENGINE BUG (reported, not fixed here): the compiler accepts `target: [h, b]` where `h` is
-    /// the history state of a parallel state `p` and `b` is inside a region of `p` (their
-    /// nearest common ancestor is `p`, a parallel state). Once `p`'s history is recorded,
-    /// taking that transition restores the region of `b` to its default child *and* enters
-    /// `b`: the compound region ends with two active children. The generator leaves such
-    /// target sets out by treating `h` as `p` (an ancestor of `b`, so not orthogonal); when the
-    /// compiler refuses them, this stays right. The minimal protocol:
-    ///
-    /// ```yaml
-    /// id: repro
-    /// states:
-    ///   p:
-    ///     type: parallel
-    ///     states:
-    ///       r1: {}
-    ///       r2:
-    ///         states:
-    ///           a: {}
-    ///           b: {}
-    ///       h: { type: history }
-    ///     on:
-    ///       go: { target: [h, b] }
-    /// ```
-    ///
-    /// One `go` and the configuration is `p, r1, r2, a, b`.
+    /// nearest common ancestor is a parallel state, a history state standing for its parent
+    /// (restoring it re-enters all of the parent's regions). A target set the compiler refuses
+    /// would make the generated protocol fail to compile, so this rule mirrors it; the refusal
+    /// of a history state together with a state inside its parallel parent is checked by
+    /// `a_history_state_and_a_state_inside_its_parallel_parent_are_refused_as_targets`.
     fn orthogonal(&self, left: usize, right: usize) -> bool {
         let stand_in = |state: usize| match self.kind[state] {
             FlatKind::History => self.parent[state].expect("a history state has a parent"),
@@ -522,6 +499,21 @@ impl Layout {
             .filter(|s| self.kind[*s] != FlatKind::History)
             .collect()
     }
+}
+
+/// `target: [h, b]`, `h` the history of the parallel `p` and `b` inside one of `p`'s regions:
+/// `h` and `b` have `p` as their nearest common ancestor, but restoring `h` enters `b`'s region
+/// too, which would leave that region with two active children (the engine once accepted this
+/// and did so). The generator's `Layout::orthogonal` relies on the refusal.
+#[test]
+fn a_history_state_and_a_state_inside_its_parallel_parent_are_refused_as_targets() {
+    let text = crate::support::errors(
+        "id: repro\nstates:\n  p:\n    type: parallel\n    states:\n      r1: {}\n      r2:\n        states:\n          a: {}\n          b: {}\n      h: { type: history }\n    on:\n      go: { target: [h, b] }\n",
+    );
+    assert!(
+        text.starts_with("error: these targets cannot be active together\n  --> test.yaml:13:21\n"),
+        "{text}"
+    );
 }
 
 fn id(state: usize) -> String {
