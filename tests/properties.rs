@@ -1571,7 +1571,9 @@ struct TimerStatistics {
 /// Property 3. Each accepted machine is driven by `driver::drive` with no event source, once on
 /// virtual time and once on real time; the transitions taken (the `transition` records), the
 /// `finish` record and the report must be the same. The virtual-time run must also take the
-/// transitions `VirtualClock` takes.
+/// transitions `VirtualClock` takes. On real time no transition may come before its virtual
+/// time, and none later than `LATENESS_ALLOWANCE_MS` plus a quarter of it (a run that does is
+/// run again; more than `MAX_REJECTED_LATE` cases that keep lagging fail the property).
 ///
 /// Why timers that race must fall due at least `MIN_TIMER_GAP_MS` apart: the driver fires the
 /// pending timer with the earliest deadline, and on real time a deadline is "when it was set"
