@@ -1,8 +1,4 @@
-//! One macrostep's commit to the SQLite store on a real file: journal entry plus snapshot.
-//!
-//! `cargo bench --bench store`. The store runs with `synchronous=FULL`, so each commit waits for
-//! the disk: the figure depends on the file system far more than on the code. The snapshot is
-//! that of `benches/workload.yaml` just started; each commit is a new step of one run.
+//! One macrostep's commit to the SQLite store on a real file (`cargo bench --bench store`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,7 +43,10 @@ fn step(sequence: u64) -> JournalEntry {
     }
 }
 
-/// `Store::commit_step` per iteration: 20 samples of 5 commits, as each waits for the disk.
+/// `Store::commit_step` per iteration: a journal entry plus the snapshot of
+/// `benches/workload.yaml` just started, each commit a new step of one run. The store runs with
+/// `synchronous=FULL`, so each commit waits for the disk and the figure depends on the file
+/// system far more than on the code: 20 samples of 5 commits.
 #[divan::bench(sample_count = 20, sample_size = 5)]
 fn commit_step(bencher: Bencher) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
