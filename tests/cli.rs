@@ -27,9 +27,11 @@ fn protocol_run(arguments: &[&str], stdin: &str) -> (i32, String, String) {
     )
 }
 
-/// Writes a protocol to a temporary directory of this test process and returns its path.
-fn temporary_protocol(name: &str, text: &str) -> std::path::PathBuf {
-    let directory = std::env::temp_dir().join(format!("protocol-run-cli-{}", std::process::id()));
+/// Writes a protocol to a temporary directory of this test process and test, and returns its
+/// path; tests run in parallel, so two of them must never share a file.
+fn temporary_protocol(test: &str, name: &str, text: &str) -> std::path::PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-cli-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&directory).unwrap();
     let path = directory.join(name);
     std::fs::write(&path, text).unwrap();
@@ -169,6 +171,7 @@ fn usage_errors_exit_64_and_a_missing_file_66() {
 #[test]
 fn a_run_with_nothing_left_to_do_stops_unfinished() {
     let path = temporary_protocol(
+        "a_run_with_nothing_left_to_do_stops_unfinished",
         "waiting.yaml",
         "id: waiting\nstates:\n  idle: { on: { go: done } }\n  done: { type: final }\n",
     );
@@ -180,6 +183,7 @@ fn a_run_with_nothing_left_to_do_stops_unfinished() {
 #[test]
 fn an_eventless_loop_is_stopped_and_named() {
     let path = temporary_protocol(
+        "an_eventless_loop_is_stopped_and_named",
         "loop.yaml",
         "id: loop\nstates:\n  ping: { always: pong }\n  pong: { always: ping }\n",
     );
@@ -295,6 +299,7 @@ fn completions_are_printed_for_each_shell() {
 #[test]
 fn check_reports_located_warnings_and_denies_them_on_request() {
     let path = temporary_protocol(
+        "check_reports_located_warnings_and_denies_them_on_request",
         "lint.yaml",
         "id: lint\ncontext: { unused: 1 }\nstates:\n  a: { on: { go: b } }\n  b: {}\n  lonely: {}\n",
     );
@@ -346,10 +351,15 @@ fn import_turns_scxml_into_a_protocol_that_validates() {
         "",
     );
     assert_eq!(code, 0, "{stderr}");
-    let path = temporary_protocol("imported.yaml", &yaml);
+    let path = temporary_protocol(
+        "import_turns_scxml_into_a_protocol_that_validates",
+        "imported.yaml",
+        &yaml,
+    );
     let (code, stdout, stderr) = protocol_run(&["validate", path.to_str().unwrap()], "");
     assert_eq!(code, 0, "{stdout}{stderr}");
     let bad = temporary_protocol(
+        "import_turns_scxml_into_a_protocol_that_validates",
         "bad.scxml",
         "<scxml xmlns=\"http://www.w3.org/2005/07/scxml\" version=\"1.0\">\n<state id=\"a\"><onentry><script>x = 1</script></onentry></state>\n</scxml>\n",
     );
@@ -380,7 +390,11 @@ states:
 /// one-minute timer, however long the writer takes.
 #[test]
 fn virtual_time_waits_for_an_open_event_stream() {
-    let path = temporary_protocol("waiting.yaml", WAITING);
+    let path = temporary_protocol(
+        "virtual_time_waits_for_an_open_event_stream",
+        "waiting.yaml",
+        WAITING,
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .args([path.to_str().unwrap(), "--virtual-time", "--events", "-"])
         .stdin(Stdio::piped())
@@ -405,7 +419,11 @@ fn virtual_time_waits_for_an_open_event_stream() {
 /// end of the stream the remaining timers fire.
 #[test]
 fn advance_lines_move_the_virtual_clock() {
-    let path = temporary_protocol("waiting-advance.yaml", WAITING);
+    let path = temporary_protocol(
+        "advance_lines_move_the_virtual_clock",
+        "waiting-advance.yaml",
+        WAITING,
+    );
     let (code, _, stderr) = protocol_run(
         &[path.to_str().unwrap(), "--virtual-time", "--events", "-"],
         "{\"advance\": \"59s\"}\n{\"event\": \"tick\"}\n{\"advance\": \"59s\"}\n{\"event\": \"answer\"}\n",

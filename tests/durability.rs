@@ -192,11 +192,11 @@ states:
 /// than any fixed sleep to get there).
 fn spawn_ready(
     directory: &Path,
-    protocol: &str,
+    arguments: &[&str],
     ready: &str,
 ) -> (std::process::Child, StderrLines) {
     use std::io::BufRead;
-    let mut child = command(directory, &[protocol, "--events", "-"])
+    let mut child = command(directory, arguments)
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -230,7 +230,7 @@ fn terminate(child: std::process::Child, lines: StderrLines) -> (Option<i32>, St
 
 /// Starts a run that waits for events, and stops it with SIGTERM.
 fn stop_with_sigterm(directory: &Path, protocol: &str) -> String {
-    let (child, lines) = spawn_ready(directory, protocol, "entered waiting");
+    let (child, lines) = spawn_ready(directory, &[protocol, "--events", "-"], "entered waiting");
     let (code, stderr) = terminate(child, lines);
     assert_eq!(code, Some(75), "{stderr}");
     stderr
@@ -242,7 +242,11 @@ fn stop_with_sigterm(directory: &Path, protocol: &str) -> String {
 fn a_signal_stops_gracefully_and_resume_continues_without_re_entering() {
     let directory = scratch("signal");
     std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
-    let (mut child, mut lines) = spawn_ready(&directory, "waiting.yaml", "entered waiting");
+    let (mut child, mut lines) = spawn_ready(
+        &directory,
+        &["waiting.yaml", "--events", "-"],
+        "entered waiting",
+    );
     use std::io::Write;
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"{\"event\": \"tick\"}\n").unwrap();
@@ -325,14 +329,23 @@ fn a_changed_protocol_is_refused_unless_forced_and_still_compatible() {
     assert_eq!(code, 65, "{stderr}");
     assert!(stderr.contains("changed since run"), "{stderr}");
     assert!(stderr.contains("--force"), "{stderr}");
-    // The state the run is in is renamed: even --force cannot continue.
-    std::fs::write(&path, WAITING.replace("waiting", "pending")).unwrap();
+    // The state the run is in is renamed (the protocol's id kept, which would be refused on
+    // its own): even --force cannot continue.
+    let renamed = WAITING.replace("  waiting:", "  pending:");
+    assert_ne!(renamed, WAITING);
+    std::fs::write(&path, renamed).unwrap();
     let (code, _, stderr) = finish(&mut command(
         &directory,
         &["waiting.yaml", "--resume", "--force"],
     ));
     assert_eq!(code, 65, "{stderr}");
-    assert!(stderr.contains("waiting"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the snapshot's configuration names the state `waiting`, which the protocol does \
+             not have"
+        ),
+        "{stderr}"
+    );
     std::fs::write(&path, format!("# edited\n{WAITING}")).unwrap();
     let (code, stdout, stderr) = finish(&mut command(
         &directory,
@@ -340,6 +353,24 @@ fn a_changed_protocol_is_refused_unless_forced_and_still_compatible() {
     ));
     assert_eq!(code, 2, "{stderr}");
     assert!(stdout.contains(r#""ticks":0"#), "{stdout}");
+}
+
+/// The ids of the effects the (only) run in `directory` has running at its last committed step.
+fn running_effects(directory: &Path) -> Vec<String> {
+    let (code, stdout, stderr) = finish(&mut command(directory, &["status", "--json"]));
+    if code != 0 {
+        // No run recorded yet.
+        assert!(stderr.contains("no runs"), "{stderr}");
+        return Vec::new();
+    }
+    let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // `state` is null until the run's first step is committed.
+    status["state"]["running_effects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|effect| effect.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// A process that was running when the engine died: `fail` (the default for `exec`) delivers
@@ -353,7 +384,7 @@ fn an_interrupted_process_fails_on_resume_by_default() {
 id: slow
 states:
   running:
-    entry: [{ exec: [sleep, "30"], id: slow }]
+    entry: [{ exec: [sh, -c, "touch started && exec sleep 30"], id: slow }]
     on:
       done.exec.slow: done
       error.exec.slow:
@@ -365,7 +396,17 @@ states:
     )
     .unwrap();
     let mut child = command(&directory, &["slow.yaml"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Killed only once the process runs (it wrote its marker) and the step that started it is
+    // committed (the store lists it as running): else there is nothing interrupted to resume.
+    let begun = std::time::Instant::now();
+    while !(directory.join("started").exists() && running_effects(&directory) == ["slow"]) {
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "the process never started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let (code, _, stderr) = finish(&mut command(&directory, &["slow.yaml", "--resume"]));
@@ -406,22 +447,46 @@ fn serve_resumes_a_thousand_instances_after_a_kill() {
     }
     // One answered before the kill: it must stay finished.
     lines.push_str("{\"instance\": \"t0\", \"event\": \"answer\"}\n");
+    // One that nobody answers, with a timer short enough to fire after the restart.
+    lines.push_str(&format!(
+        "{{\"instance\": \"late\", \"inputs\": {{\"wait\": \"{LATE_WAIT_MS}ms\"}}}}\n"
+    ));
     stdin.write_all(lines.as_bytes()).unwrap();
     let stdout = std::io::BufReader::new(host.stdout.take().unwrap());
     let mut started = 0;
     let mut answered = false;
+    let mut late_started = None;
     for line in stdout.lines() {
         let line = line.unwrap();
         started += usize::from(line.contains("\"started\":true"));
         answered |= line.contains(r#""instance":"t0","finished""#);
-        if started == 1000 && answered {
+        if line.contains(r#""instance":"late","started":true"#) {
+            late_started = Some(std::time::Instant::now());
+        }
+        if started == 1001 && answered && late_started.is_some() {
             break;
         }
     }
-    assert_eq!(started, 1000);
+    assert_eq!(started, 1001);
     host.kill().unwrap();
     host.wait().unwrap();
     drop(stdin);
+    let store = SqliteStore::open(directory.join("state")).unwrap();
+    let late = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .find(|run| run.id == "task:late")
+        .unwrap();
+    assert!(
+        late.finish.is_none(),
+        "`late` timed out before the kill, {LATE_WAIT_MS} ms after its start: {late:?}"
+    );
+    // Down for half of `late`'s wait: re-armed with its whole delay, or with what it had left
+    // at its last step, it would fire that much later than its deadline.
+    std::thread::sleep(
+        Duration::from_millis(LATE_WAIT_MS / 2).saturating_sub(late_started.unwrap().elapsed()),
+    );
 
     let mut answers = String::new();
     for index in 1..1000 {
@@ -449,20 +514,37 @@ fn serve_resumes_a_thousand_instances_after_a_kill() {
     let resumed = stdout.matches("\"resumed\":").count();
     let restarted = stdout.matches("\"started\":true").count();
     let answered = stdout.matches(r#""finished":{"state":"answered""#).count();
-    assert_eq!((resumed + restarted, answered), (999, 999), "{stderr}");
+    assert_eq!((resumed + restarted, answered), (1000, 999), "{stderr}");
     assert!(resumed >= 990, "only {resumed} resumed: {stderr}");
     assert!(
         !stdout.contains(r#""instance":"t0""#),
         "t0 had finished: {stdout}"
     );
+    // `late`'s re-armed timer fired in the new host, at its original deadline.
+    assert!(
+        stdout.contains(r#"{"instance":"late","finished":{"state":"timed_out","exit_code":2"#),
+        "{stdout}"
+    );
     let store = SqliteStore::open(directory.join("state")).unwrap();
     let runs = store.list_runs().unwrap();
-    assert_eq!(runs.len(), 1000);
+    assert_eq!(runs.len(), 1001);
     assert!(
         runs.iter()
             .all(|run| run.status == protocol_run::store::RunStatus::Finished)
     );
+    let late = runs.iter().find(|run| run.id == "task:late").unwrap();
+    let fired_after =
+        late.finish.as_ref().unwrap().unix_milliseconds - late.started_unix_milliseconds;
+    // Both stamps are whole milliseconds, taken a moment from when the timer was set and fired.
+    assert!(
+        (LATE_WAIT_MS - 10..LATE_WAIT_MS + LATE_WAIT_MS / 2).contains(&fired_after),
+        "`late` timed out {fired_after} ms after its start"
+    );
 }
+
+/// The timer of `serve_resumes_a_thousand_instances_after_a_kill`'s unanswered instance: long
+/// enough for the first host to be killed before it fires, short enough to wait for.
+const LATE_WAIT_MS: u64 = 2000;
 
 /// A timer whose deadline passed while the engine was down fires as soon as the run resumes.
 #[test]
@@ -474,27 +556,45 @@ fn a_timer_due_while_the_engine_was_down_fires_on_resume() {
     )
     .unwrap();
     let begun = std::time::Instant::now();
-    let (child, lines) = spawn_ready(&directory, "short.yaml", "entered waiting");
+    // On virtual time the clock stands still while the event stream is open, so the timer
+    // cannot fire before SIGTERM however slow the machine; its deadline is still recorded as
+    // one second after the start, in real time.
+    let (child, lines) = spawn_ready(
+        &directory,
+        &["short.yaml", "--virtual-time", "--events", "-"],
+        "entered waiting",
+    );
     let (code, stderr) = terminate(child, lines);
-    if code == Some(2) {
-        // The machine was too slow to stop the run before its timer: nothing to resume.
-        eprintln!(
-            "skipped: the run timed out before SIGTERM ({:?})",
-            begun.elapsed()
-        );
-        return;
-    }
     assert_eq!(code, Some(75), "{stderr}");
+    assert_eq!(
+        running_timers(&directory),
+        ["after.waiting.0"],
+        "the run stopped with its timer pending"
+    );
     std::thread::sleep(Duration::from_millis(1200).saturating_sub(begun.elapsed()));
     let started = std::time::Instant::now();
     let (code, stdout, stderr) = finish(&mut command(&directory, &["short.yaml", "--resume"]));
     assert_eq!(code, 2, "{stderr}");
     assert!(stdout.contains("timed_out"), "{stdout}");
+    // At once: re-armed with its whole second again (or what was left of it), it would wait.
     assert!(
         started.elapsed() < Duration::from_millis(900),
         "{:?}",
         started.elapsed()
     );
+}
+
+/// The events of the timers pending at the (only) run's last committed step.
+fn running_timers(directory: &Path) -> Vec<String> {
+    let (code, stdout, stderr) = finish(&mut command(directory, &["status", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    status["state"]["timers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|timer| timer["event"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// With `--socket`, clients send event lines over a Unix socket and get every output line back.

@@ -290,55 +290,137 @@ states:
     );
 }
 
-#[test]
-fn a_killed_run_never_leaves_a_partially_written_file() {
-    let directory = temporary_directory("killed");
-    let content = "x".repeat(100_000);
-    let yaml = r#"
+/// What `a_killed_run_never_leaves_a_partially_written_file` writes, over and over: a header
+/// naming the round and the write, the body, and a footer repeating the header.
+const REWRITING: &str = r#"
 id: rewriting
-inputs: { content: { type: string } }
+inputs:
+  content: { type: string }
+  round: { type: integer }
+context: { writes: 0 }
 states:
   writing:
     entry:
+      - assign: { writes: "writes + 1" }
       - write: target.txt
-        content: "${content}"
+        content: "begin ${round} ${writes}\n${content}\nend ${round} ${writes}\n"
         id: write
     on:
       done.exec.write: writing
 "#;
+
+/// The (round, write) of a complete `REWRITING` file; `None` for anything else.
+fn complete_write(text: &str, body: &str) -> Option<(u64, u64)> {
+    let (header, rest) = text.split_once('\n')?;
+    let numbers = header.strip_prefix("begin ")?;
+    let rest = rest.strip_prefix(body)?;
+    (rest == format!("\nend {numbers}\n")).then_some(())?;
+    let (round, write) = numbers.split_once(' ')?;
+    Some((round.parse().ok()?, write.parse().ok()?))
+}
+
+/// The first line of the file at `path`, if it has one yet.
+fn header(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut start = [0; 64];
+    let read = std::fs::File::open(path).ok()?.read(&mut start).ok()?;
+    let text = std::str::from_utf8(&start[..read]).ok()?;
+    Some(text.split_once('\n')?.0.to_string())
+}
+
+/// The temporary files `write` leaves in `directory` (a kill between creating one and renaming
+/// it over the target leaves it behind), by name.
+fn temporary_files(directory: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(directory)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().to_string())
+        .filter(|name| name.starts_with(".target.txt.") && name.ends_with(".tmp"))
+        .collect()
+}
+
+/// Kills of `a_killed_run_never_leaves_a_partially_written_file`, each of a fresh run.
+const ROUNDS: u64 = 10;
+
+/// Runs that rewrite one file in a loop are killed (SIGKILL) while a write is under way: the
+/// target is always one complete write, from this round or an earlier one, never a mix or a
+/// cut; what a kill leaves is its own temporary file, at most one.
+#[test]
+fn a_killed_run_never_leaves_a_partially_written_file() {
+    let directory = temporary_directory("killed");
+    let content = "x".repeat(100_000);
     let path = directory.join("protocol.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    for round in 0..10u64 {
+    std::fs::write(&path, REWRITING).unwrap();
+    let mut killed_mid_write = 0;
+    for round in 1..=ROUNDS {
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
             .arg(&path)
             .args(["--state-dir", directory.join("state").to_str().unwrap()])
             .arg("--input")
             .arg(format!("content={content}"))
+            .arg("--input")
+            .arg(format!("round={round}"))
             .current_dir(&directory)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20 + round * 7));
+        let own_prefix = format!(".target.txt.{}.", child.id());
+        // Killed once this run has written the file and the moment its next write is seen
+        // under way, not at a fixed time that a slow start could outlast.
+        let begun = std::time::Instant::now();
+        let mut wrote = false;
+        loop {
+            assert!(
+                begun.elapsed() < std::time::Duration::from_secs(30),
+                "round {round}: the writes never began"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "round {round}: the run ended"
+            );
+            if !wrote {
+                wrote = header(&directory.join("target.txt"))
+                    .is_some_and(|header| header.starts_with(&format!("begin {round} ")));
+            } else if temporary_files(&directory)
+                .iter()
+                .any(|name| name.starts_with(&own_prefix))
+            {
+                break;
+            }
+            std::thread::yield_now();
+        }
         child.kill().unwrap();
         child.wait().unwrap();
-        if let Ok(written) = std::fs::read_to_string(directory.join("target.txt")) {
-            assert_eq!(
+        let written = std::fs::read_to_string(directory.join("target.txt")).unwrap();
+        let (written_round, write) = complete_write(&written, &content).unwrap_or_else(|| {
+            panic!(
+                "round {round}: a partial file of {} bytes, starting {:?}",
                 written.len(),
-                content.len(),
-                "round {round}: a partial file"
-            );
-        }
+                &written[..written.len().min(30)]
+            )
+        });
+        assert!(
+            written_round <= round && write >= 1,
+            "round {round}: {written_round} {write}"
+        );
+        let left: Vec<String> = temporary_files(&directory)
+            .into_iter()
+            .filter(|name| name.starts_with(&own_prefix))
+            .collect();
+        assert!(left.len() <= 1, "round {round}: {left:?}");
+        killed_mid_write += left.len();
     }
-    let leftovers: Vec<_> = std::fs::read_dir(&directory)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|entry| entry.file_name().to_string_lossy().to_string())
-        .filter(|name| name.ends_with(".tmp"))
-        .collect();
-    // A kill between creating and renaming the temporary file can leave one behind, but never
-    // in place of the target.
-    assert!(leftovers.len() <= 10, "{leftovers:?}");
+    // Every temporary file left is a killed run's, one per run at most (checked above); and
+    // enough kills landed inside a write for the rounds to have tested something (nearly all
+    // do, the kill following the sight of the temporary file at once).
+    let left = temporary_files(&directory);
+    assert_eq!(left.len(), killed_mid_write, "{left:?}");
+    assert!(
+        killed_mid_write >= ROUNDS as usize * 3 / 10,
+        "only {killed_mid_write} kills of {ROUNDS} landed inside a write"
+    );
+    eprintln!("{killed_mid_write} of {ROUNDS} kills landed inside a write");
 }
 
 const CHILD: &str = r#"

@@ -120,9 +120,13 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
         "id: queue\ncontext: { ticks: 0 }\nstates:\n  a: { on: { tick: { actions: [{ assign: { ticks: \"ticks + 1\" } }] } } }\n",
     )
     .unwrap();
+    // Each event has its own name (`tick.N`, which `tick` matches as a prefix), so the output
+    // shows the order they were handled in.
     let mut lines = String::from("{\"instance\": \"one\"}\n");
-    for _ in 0..50 {
-        lines.push_str("{\"instance\": \"one\", \"event\": \"tick\"}\n");
+    for number in 1..=50 {
+        lines.push_str(&format!(
+            "{{\"instance\": \"one\", \"event\": \"tick.{number}\"}}\n"
+        ));
     }
     lines.push_str("not json\n");
     lines.push_str("{\"instance\": \"one\", \"evnt\": \"tick\"}\n");
@@ -130,11 +134,18 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
     lines.push_str("[1, 2]\n");
     // An escaped name is the same instance; a line that is not UTF-8 or too long is skipped,
     // and the lines after it are read where they start.
-    lines.push_str("{\"instance\": \"o\\u006ee\", \"event\": \"tick\"}\n");
+    lines.push_str("{\"instance\": \"o\\u006ee\", \"event\": \"tick.51\"}\n");
     let mut lines = lines.into_bytes();
     lines.extend_from_slice(b"{\"instance\": \"one\", \"event\": \"\xff\"}\n");
     lines.extend_from_slice(format!("{{\"instance\": \"{}\"}}\n", "x".repeat(2000)).as_bytes());
-    lines.extend_from_slice(b"{\"instance\": \"one\", \"event\": \"tick\"}\n");
+    lines.extend_from_slice(b"{\"instance\": \"one\", \"event\": \"tick.52\"}\n");
+    let mut expected_output =
+        vec![r#"{"instance":"one","started":true,"configuration":["a"]}"#.to_string()];
+    for number in 1..=52 {
+        expected_output.push(format!(
+            r#"{{"instance":"one","event":"tick.{number}","configuration":["a"]}}"#
+        ));
+    }
     for store in ["sqlite", "memory"] {
         let state = directory.join(format!("state-{store}"));
         let output = run_with_input(
@@ -154,11 +165,9 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{stderr}");
         assert_eq!(
-            stdout
-                .matches(r#"{"instance":"one","event":"tick","configuration":["a"]}"#)
-                .count(),
-            52,
-            "{stdout}"
+            stdout.lines().collect::<Vec<_>>(),
+            expected_output,
+            "{store}"
         );
         for expected in [
             "input line 52: not JSON",

@@ -5,11 +5,42 @@ use std::process::Command;
 
 use protocol_run::scenario::runner::{find_scenario_files, run_file};
 
+/// The scenario files the repository holds; a file that is not found (moved, renamed, or
+/// skipped by the walk) would otherwise pass by not running.
+const EXPECTED_SCENARIO_FILES: [&str; 8] = [
+    "protocols/agent-recovery.scenario.yaml",
+    "protocols/escalation.scenario.yaml",
+    "protocols/ittw.scenario.yaml",
+    "protocols/resilience-environment-check.scenario.yaml",
+    "protocols/resilience-state-validation.scenario.yaml",
+    "protocols/resilience-tool-failure.scenario.yaml",
+    "protocols/retry-backoff.scenario.yaml",
+    "protocols/timeout-wrapper.scenario.yaml",
+];
+
+/// The names a scenario file declares, read from its text (`  - name: …` at the top list's
+/// indentation), so the runner's results can be checked against them rather than trusted.
+fn declared_scenario_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("  - name: "))
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
 #[test]
 fn every_scenario_in_the_repository_passes() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let files = find_scenario_files(&[root.join("protocols"), root.join("examples")]).unwrap();
-    assert!(!files.is_empty());
+    let found: Vec<String> = files
+        .iter()
+        .map(|file| {
+            file.strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(found, EXPECTED_SCENARIO_FILES);
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(
@@ -29,6 +60,18 @@ fn every_scenario_in_the_repository_passes() {
             file.display(),
             report.error.unwrap_or_default()
         );
+        let declared = declared_scenario_names(&text);
+        assert!(
+            !declared.is_empty(),
+            "{} declares no scenario",
+            file.display()
+        );
+        let ran: Vec<&str> = report
+            .results
+            .iter()
+            .map(|result| result.name.as_str())
+            .collect();
+        assert_eq!(ran, declared, "{}: scenarios run", file.display());
         for result in report.results {
             assert!(
                 result.failures.is_empty(),

@@ -564,25 +564,3 @@ fn a_process_killed_while_committing_leaves_every_committed_step_whole() {
     let store = SqliteStore::open(&scratch.0).unwrap();
     assert!(store.journal("crash").unwrap().len() >= 2 + 15 + 40);
 }
-
-#[test]
-fn commit_latency_is_measured() {
-    let scratch = Scratch::new("latency");
-    let mut store = SqliteStore::open(&scratch.0).unwrap();
-    store.create_run(&new_run("timed", "/p.yaml", 1)).unwrap();
-    let machine = machine(DURABLE);
-    let mut interpreter = new_interpreter(&machine);
-    interpreter
-        .start(&mut RecordingHost::for_machine(machine.clone()))
-        .unwrap();
-    let snapshot = interpreter.snapshot();
-    let commits = 100;
-    let started = std::time::Instant::now();
-    for sequence in 0..commits {
-        store
-            .commit_step("timed", &tick(sequence), &snapshot, None)
-            .unwrap();
-    }
-    let each = started.elapsed() / commits as u32;
-    eprintln!("one macrostep commit (journal + snapshot, synchronous=FULL): {each:?}");
-}

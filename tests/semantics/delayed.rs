@@ -1,4 +1,11 @@
-//! Delayed transitions (`after`) and delayed `send`, on the test host's virtual clock.
+//! Delayed transitions and sends, on the test host's clock and on the runtime's virtual time.
+
+use protocol_run::actions::{Directive, LogRecord};
+use protocol_run::compile::machine::{Machine, TransitionId};
+use protocol_run::run::Interpreter;
+use protocol_run::run::driver::{
+    DriveOptions, EventSource, InputLineError, Observer, TimeMode, drive,
+};
 
 use crate::support::Run;
 
@@ -331,4 +338,235 @@ states:
     run.advance(900_000);
     assert_eq!(run.leaves(), ["finished"]);
     assert!(run.take_logs().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same timers through the runtime: `driver::drive` on virtual time orders and cancels them,
+// not the test host above.
+
+/// What a driven run did, in order: `MS log:MESSAGE` and `MS enter:STATE`, MS being virtual
+/// milliseconds since the start. A state is entered, then its entry actions run.
+#[derive(Default)]
+struct Steps {
+    /// (virtual Unix milliseconds, or none for the start's entries, which come before the
+    /// start is recorded; the step)
+    steps: Vec<(Option<u64>, String)>,
+    /// The last time the run's clock was read: entries happen at the time of their transition.
+    now: Option<u64>,
+    start: Option<u64>,
+}
+
+impl Observer for Steps {
+    fn log(&mut self, record: &LogRecord, time: &str) {
+        let now = protocol_run::clock::parse_rfc3339(time).expect("an RFC 3339 time");
+        self.now = Some(now);
+        self.steps
+            .push((Some(now), format!("log:{}", record.message)));
+    }
+
+    fn directive(&mut self, _directive: &Directive) {}
+
+    fn input_error(&mut self, error: &InputLineError) {
+        panic!("line {}: {}", error.line, error.message);
+    }
+
+    fn record(&mut self, time: &str, kind: &str, _fields: serde_json::Value) {
+        if kind == "start" {
+            self.start = protocol_run::clock::parse_rfc3339(time);
+        }
+    }
+
+    fn transition(&mut self, now: &dyn Fn() -> u64, _machine: &Machine, _id: TransitionId) {
+        self.now = Some(now());
+    }
+
+    fn state_entered(&mut self, state: &str) {
+        self.steps.push((self.now, format!("enter:{state}")));
+    }
+}
+
+/// Drives `yaml` through the runtime on virtual time, fed `lines` (events, and `advance` lines
+/// that let virtual time pass); after the last line the remaining timers fire. Returns its
+/// steps as `MS log:MESSAGE` and `MS enter:STATE`.
+fn driven(yaml: &str, lines: &[&str]) -> Vec<String> {
+    let machine = crate::support::machine(yaml);
+    let mut interpreter = Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
+    let mut steps = Steps::default();
+    let options = DriveOptions {
+        time_mode: TimeMode::Virtual,
+        ..DriveOptions::default()
+    };
+    let mut text = lines.join("\n");
+    text.push('\n');
+    drive(
+        &mut interpreter,
+        EventSource::Lines(text),
+        options,
+        &mut steps,
+    )
+    .unwrap();
+    let start = steps.start.expect("the start is recorded");
+    steps
+        .steps
+        .into_iter()
+        .map(|(time, step)| format!("{} {step}", time.unwrap_or(start) - start))
+        .collect()
+}
+
+#[test]
+fn the_runtime_fires_an_after_transition_at_its_delay() {
+    assert_eq!(
+        driven(WAIT, &[]),
+        [
+            "0 enter:a",
+            "0 log:enter a",
+            "100 log:exit a",
+            "100 log:after.a.0",
+            "100 enter:b"
+        ]
+    );
+}
+
+#[test]
+fn the_runtime_cancels_a_timer_when_its_state_is_left_or_entered_again() {
+    // Left at 50 ms: the timer due at 100 never fires, though the run goes on until 1 s.
+    assert_eq!(
+        driven(
+            WAIT,
+            &[
+                r#"{"advance": "50ms"}"#,
+                r#"{"event": "leave"}"#,
+                r#"{"advance": "1s"}"#
+            ]
+        ),
+        ["0 enter:a", "0 log:enter a", "50 log:exit a", "50 enter:c"]
+    );
+    // Entered again at 60 ms: the first timer is cancelled, the fresh one fires at 160.
+    assert_eq!(
+        driven(WAIT, &[r#"{"advance": "60ms"}"#, r#"{"event": "reset"}"#]),
+        [
+            "0 enter:a",
+            "0 log:enter a",
+            "60 log:exit a",
+            "60 enter:a",
+            "60 log:enter a",
+            "160 log:exit a",
+            "160 log:after.a.0",
+            "160 enter:b"
+        ]
+    );
+}
+
+#[test]
+fn the_runtime_keeps_a_parents_timer_and_cancels_its_childrens() {
+    let nested = r#"
+id: nested
+states:
+  p:
+    after:
+      - { delay: 100ms, target: out }
+    states:
+      p1: { on: { next: p2 } }
+      p2:
+        entry: [{ log: "p2" }]
+        after:
+          - { delay: 80ms, actions: [{ log: "p2 timer" }] }
+  out: { entry: [{ log: "out" }] }
+"#;
+    assert_eq!(
+        driven(nested, &[r#"{"advance": "50ms"}"#, r#"{"event": "next"}"#]),
+        [
+            "0 enter:p",
+            "0 enter:p1",
+            "50 enter:p2",
+            "50 log:p2",
+            "100 enter:out",
+            "100 log:out"
+        ]
+    );
+}
+
+#[test]
+fn the_runtime_fires_timers_in_deadline_then_arming_order() {
+    let deadlines = r#"
+id: deadlines
+states:
+  a:
+    entry:
+      - { send: slow, delay: 300ms }
+      - { send: fast, delay: 100ms }
+      - { send: fast2, delay: 100ms }
+      - { send: from_entry, delay: 200ms }
+    on:
+      "fast fast2 slow from_entry": { actions: [{ log: "${event.name}" }] }
+    after:
+      - { delay: 200ms, actions: [{ log: "after 0" }] }
+      - { delay: 200ms, actions: [{ log: "after 1" }] }
+      - { delay: 400ms, target: done }
+  done: { type: final }
+"#;
+    assert_eq!(
+        driven(deadlines, &[]),
+        [
+            "0 enter:a",
+            "100 log:fast",
+            "100 log:fast2",
+            "200 log:from_entry",
+            "200 log:after 0",
+            "200 log:after 1",
+            "300 log:slow",
+            "400 enter:done"
+        ]
+    );
+}
+
+#[test]
+fn in_the_runtime_the_first_of_two_timers_due_together_cancels_the_second() {
+    let preempt = r#"
+id: preempt
+states:
+  a:
+    after:
+      - { delay: 100ms, target: b }
+      - { delay: 100ms, target: c, actions: [{ log: "never" }] }
+  b: {}
+  c: {}
+"#;
+    assert_eq!(driven(preempt, &[]), ["0 enter:a", "100 enter:b"]);
+}
+
+#[test]
+fn the_runtime_cancels_a_delayed_send_by_id_and_lets_others_outlive_their_state() {
+    // Cancelled at 50 ms: no tick, ever.
+    assert_eq!(
+        driven(
+            SEND,
+            &[
+                r#"{"advance": "50ms"}"#,
+                r#"{"event": "stop"}"#,
+                r#"{"advance": "1s"}"#
+            ]
+        ),
+        ["0 enter:a", "50 log:stopped"]
+    );
+    // Not cancelled: delivered at 100 ms.
+    assert_eq!(
+        driven(SEND, &[]),
+        ["0 enter:a", "100 log:tick t1", "100 enter:b"]
+    );
+    // Sent from a state left at once: still delivered, in the next state.
+    let outlives = r#"
+id: outlives
+states:
+  a:
+    entry: [{ send: ping, delay: 100ms }]
+    on: { leave: b }
+  b:
+    on:
+      ping: { actions: [{ log: "ping in b" }] }
+"#;
+    assert_eq!(
+        driven(outlives, &[r#"{"event": "leave"}"#]),
+        ["0 enter:a", "0 enter:b", "100 log:ping in b"]
+    );
 }
