@@ -613,6 +613,11 @@ impl Host for DriverHost<'_> {
             return;
         }
         for effect in self.state.running.cancel_owned_by(state) {
+            if effect.arrived {
+                // Its outcome waits on the queue: it is taken off, never delivered.
+                self.external_queue
+                    .retain(|event| outcome_invocation(event) != Some(effect.invocation));
+            }
             self.record_cancelled(&effect, "cancelled");
         }
     }
@@ -1224,11 +1229,18 @@ impl<'a> Session<'a> {
         self.commit(None)
     }
 
-    /// After a step: a run that reached its final state fires no more timers.
+    /// After a step: a run that reached its final state fires no more timers, and the outcomes
+    /// waiting on its queue are recorded as ended after it.
     fn after_step(&mut self) {
-        if !self.interpreter.is_running() && !self.host.state.timers.is_empty() {
+        if self.interpreter.is_running() {
+            return;
+        }
+        if !self.host.state.timers.is_empty() {
             self.host.state.timers.clear();
             self.host.state.timers_changed = true;
+        }
+        if !self.host.external_queue.is_empty() {
+            self.host.outcomes_after_the_run();
         }
     }
 
@@ -1266,6 +1278,9 @@ impl<'a> Session<'a> {
 
     /// One external event's macrostep, observed and committed.
     fn handle_one(&mut self, event: &Event) -> Result<(), RunError> {
+        if event.origin == Origin::Outcome {
+            self.host.delivered(event);
+        }
         // Children with `autoforward` get the external events their parent takes.
         if event.origin == Origin::External && self.host.state.running.has_children() {
             self.host.state.running.autoforward(event);
@@ -1446,31 +1461,65 @@ impl DriverHost<'_> {
             }
             EffectMessage::Outcome(invocation, event) => {
                 // A cancelled invocation's outcome is never delivered: its end is recorded.
-                let Some(effect) = self.state.running.finish(invocation) else {
+                if self.state.running.arrive(invocation).is_none() {
                     return;
-                };
-                let succeeded = event.name.starts_with("done.");
-                let mut summary = effect_summary(&event);
-                summary["invocation"] = invocation.into();
-                summary["outcome"] = if succeeded { "completed" } else { "failed" }.into();
+                }
                 if running {
-                    let time = self.now_text();
-                    self.observer.record(&time, "effect", summary);
+                    // Still its owner's until handled: `delivered` records its end then.
                     self.external_queue.push_back(event);
                     return;
                 }
-                summary["after_finish"] = true.into();
-                let time = self.now_text();
-                self.observer.record(&time, "effect", summary.clone());
-                if self.recording {
-                    self.step_actions
-                        .push(serde_json::json!({"effect_outcome": summary.clone()}));
-                }
-                if !succeeded {
-                    self.warn_failed_after_finish(&effect.request.id, &event);
-                }
-                self.state.after_finish.push(summary);
+                self.finished_after_the_run(invocation, &event);
             }
+        }
+    }
+
+    /// An outcome taken off the external queue to be handled: the end of its invocation.
+    fn delivered(&mut self, event: &Event) {
+        let Some(invocation) = outcome_invocation(event) else {
+            return;
+        };
+        if self.state.running.finish(invocation).is_none() {
+            return;
+        }
+        let mut summary = effect_summary(event);
+        summary["invocation"] = invocation.into();
+        summary["outcome"] = outcome_name(event).into();
+        let time = self.now_text();
+        self.observer.record(&time, "effect", summary);
+    }
+
+    /// After the final state: the outcomes still queued are recorded as ended after the run.
+    fn outcomes_after_the_run(&mut self) {
+        for event in std::mem::take(&mut self.external_queue) {
+            if let Some(invocation) = outcome_invocation(&event) {
+                self.finished_after_the_run(invocation, &event);
+            }
+        }
+    }
+
+    /// An effect that ended after the run reached its final state: recorded, listed for the
+    /// `finished` line, and a failure warned about.
+    fn finished_after_the_run(&mut self, invocation: u64, event: &Event) {
+        let Some(effect) = self.state.running.finish(invocation) else {
+            return;
+        };
+        let succeeded = event.name.starts_with("done.");
+        let mut summary = effect_summary(event);
+        summary["invocation"] = invocation.into();
+        summary["outcome"] = outcome_name(event).into();
+        {
+            summary["after_finish"] = true.into();
+            let time = self.now_text();
+            self.observer.record(&time, "effect", summary.clone());
+            if self.recording {
+                self.step_actions
+                    .push(serde_json::json!({"effect_outcome": summary.clone()}));
+            }
+            if !succeeded {
+                self.warn_failed_after_finish(&effect.request.id, event);
+            }
+            self.state.after_finish.push(summary);
         }
     }
 
@@ -1567,6 +1616,26 @@ fn interrupted_failure(
             Value::Map(Arc::new(outcome.data)),
             Origin::Outcome,
         ),
+    }
+}
+
+/// The invocation an effect's outcome event reports, if it is one.
+fn outcome_invocation(event: &Event) -> Option<u64> {
+    if event.origin != Origin::Outcome {
+        return None;
+    }
+    match event.data.get("invocation") {
+        Some(Value::Int(invocation)) => u64::try_from(*invocation).ok(),
+        _ => None,
+    }
+}
+
+/// How an outcome event ended its invocation, as telemetry names it.
+fn outcome_name(event: &Event) -> &'static str {
+    if event.name.starts_with("done.") {
+        "completed"
+    } else {
+        "failed"
     }
 }
 

@@ -15,6 +15,9 @@ pub(crate) struct RunningEffect {
     pub request: EffectRequest,
     /// When it started, on the run's clock (Unix milliseconds).
     pub started_unix_milliseconds: u64,
+    /// Its outcome is on the external queue, not yet handled: it is still the owner's, and
+    /// leaving the owner takes the outcome off the queue.
+    pub arrived: bool,
     /// Dropping it, or sending `true`, cancels the effect.
     cancel: watch::Sender<bool>,
 }
@@ -83,12 +86,25 @@ impl Running {
             invocation,
             request,
             started_unix_milliseconds,
+            arrived: false,
             cancel,
         });
         (invocation, cancellation)
     }
 
-    /// The effect of `invocation`, if it is still running (not cancelled, not reported).
+    /// Marks the outcome of `invocation` as queued for delivery; the effect, if it is still
+    /// running and had not arrived (a cancelled one's outcome is dropped).
+    pub fn arrive(&mut self, invocation: u64) -> Option<&RunningEffect> {
+        let effect = self
+            .effects
+            .iter_mut()
+            .find(|effect| effect.invocation == invocation && !effect.arrived)?;
+        effect.arrived = true;
+        Some(effect)
+    }
+
+    /// Takes the effect of `invocation` out: its outcome is being handled, or recorded after
+    /// the run's end.
     pub fn finish(&mut self, invocation: u64) -> Option<RunningEffect> {
         let position = self
             .effects
