@@ -293,12 +293,12 @@ impl Lint<'_> {
                 continue;
             };
             // Only a transition that leaves the state: a targetless one stays (and loops).
-            let leaves = !transition.targets.is_empty()
-                && !(transition.internal
-                    && transition
-                        .targets
-                        .iter()
-                        .all(|target| machine.is_descendant(*target, id)));
+            let stays_inside = transition.internal
+                && transition
+                    .targets
+                    .iter()
+                    .all(|target| machine.is_descendant(*target, id));
+            let leaves = !transition.targets.is_empty() && !stays_inside;
             if !leaves || !self.reachable[id.index()] {
                 continue;
             }

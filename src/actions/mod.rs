@@ -31,7 +31,8 @@ pub enum Action {
     Log(log::Log),
     Assign(assign::Assign),
     Raise(raise::Raise),
-    Send(send::Send),
+    // Boxed with the effects: a send carries several templates and a target.
+    Send(Box<send::Send>),
     Cancel(cancel::Cancel),
     If(conditional::Conditional),
     // Effects are boxed: they are large (several templates each) and rare, and the actions a

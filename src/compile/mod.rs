@@ -471,7 +471,8 @@ impl Compiler<'_> {
                     actions::raise::Raise::compile(raise, self, &action_pointer).map(Action::Raise)
                 }
                 model::Action::Send(send) => {
-                    actions::send::Send::compile(send, self, &action_pointer).map(Action::Send)
+                    actions::send::Send::compile(send, self, &action_pointer)
+                        .map(|send| Action::Send(Box::new(send)))
                 }
                 model::Action::Cancel(cancel) => {
                     actions::cancel::Cancel::compile(cancel, self, &action_pointer)
