@@ -179,6 +179,12 @@ pub fn statistics(entries: &[Value]) -> Value {
                     *tags.entry(tag.to_string()).or_default() += 1;
                 }
             }
+            // A cancelled effect neither succeeded nor failed: its state was left.
+            Some("effect")
+                if matches!(
+                    entry["outcome"].as_str(),
+                    Some("cancelled" | "stopped_on_resume")
+                ) => {}
             Some("effect") => {
                 let id = entry["id"].as_str().unwrap_or("?").to_string();
                 let counts = outcomes.entry(id.clone()).or_default();

@@ -14,6 +14,7 @@ mod fleet;
 mod fuzz_regressions;
 mod limits;
 mod ownership;
+mod ownership_properties;
 mod properties;
 mod protocols;
 mod scenarios;

@@ -640,14 +640,26 @@ impl Host for DriverHost<'_> {
         }
         let now = self.now_milliseconds();
         let (invocation, mut cancellation) = self.state.running.start(request.clone(), now);
+        let started = serde_json::json!({
+            "id": &*request.id,
+            "kind": request.kind.name(),
+            "invocation": invocation,
+            "owner": &*self.machine.state(request.owner).id,
+            "scope": match request.scope {
+                crate::effects::EffectScope::State => "state",
+                crate::effects::EffectScope::Run => "run",
+            },
+        });
         if self.recording {
             self.step_actions.push(serde_json::json!({
                 "effect": &*request.id,
                 "kind": request.kind.name(),
                 "invocation": invocation,
-                "owner": &*self.machine.state(request.owner).id,
+                "owner": started["owner"],
             }));
         }
+        let time = self.now_text();
+        self.observer.record(&time, "effect_started", started);
         let completions = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
