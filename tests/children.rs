@@ -164,3 +164,83 @@ fn an_unknown_send_target_is_a_located_error() {
     assert!(stderr.contains("--> parent.yaml:10:31"), "{stderr}");
     assert!(stderr.contains("did you mean `kid`?"), "{stderr}");
 }
+
+const DURABLE_PARENT: &str = r#"
+id: parent
+states:
+  working:
+    invoke: [{ id: kid, protocol: child.yaml }]
+    on:
+      go: { actions: [{ send: go, to: kid }] }
+      done.invoke.kid: { target: done, actions: [{ log: "the child said ${event.data.said}" }] }
+  done: { type: final }
+"#;
+
+/// The child appends to `entries.log` on entry (a second line would mean it was re-entered),
+/// then waits for `go`; a timer of its own (30 s) must not restart on resume either.
+const DURABLE_CHILD: &str = r#"
+id: child
+states:
+  waiting:
+    entry:
+      - { write: entries.log, append: "entered", id: note }
+    on:
+      go: finished
+    after:
+      - { delay: 30s, target: gave_up }
+  finished: { type: final, output: { said: "went" } }
+  gave_up: { type: final, exit_code: 1 }
+"#;
+
+#[test]
+fn a_child_survives_its_parent_being_killed_and_resumes_without_entering_again() {
+    let directory = temporary_directory("durable");
+    std::fs::write(directory.join("parent.yaml"), DURABLE_PARENT).unwrap();
+    std::fs::write(directory.join("child.yaml"), DURABLE_CHILD).unwrap();
+    let state = directory.join("state");
+    let state = state.to_str().unwrap();
+    let mut parent = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["parent.yaml", "--state-dir", state, "--events", "-"])
+        .current_dir(&directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the child's step (entered, its write done) is committed in the parent's run.
+    let started = std::time::Instant::now();
+    loop {
+        let status = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["status", "--json", "--state-dir", state])
+            .current_dir(&directory)
+            .output()
+            .unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
+        let child = &status["state"]["children"][0];
+        if child["id"] == "kid"
+            && child["configuration"] == serde_json::json!(["waiting"])
+            && child["running_effects"] == serde_json::json!([])
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the child's step was never committed: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    std::fs::write(directory.join("go.jsonl"), "{\"event\":\"go\"}\n").unwrap();
+    let resumed = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["parent.yaml", "--resume", "--state-dir", state])
+        .args(["--events", "go.jsonl"])
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("the child said went"), "{stderr}");
+    let entries = std::fs::read_to_string(directory.join("entries.log")).unwrap();
+    assert_eq!(entries, "entered\n", "the child was entered again");
+}

@@ -115,6 +115,7 @@ fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Val
                 "due": format_rfc3339(timer.deadline_unix_milliseconds),
             })).collect::<Vec<_>>(),
             "running_effects": stored.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
+            "children": children_json(&stored.snapshot.children),
         })
     });
     Ok(serde_json::json!({
@@ -163,6 +164,7 @@ fn print_human(description: &serde_json::Value) {
         for effect in state["running_effects"].as_array().into_iter().flatten() {
             println!("running   {}", effect.as_str().unwrap_or_default());
         }
+        print_children(&state["children"], "");
     }
     if !description["finish"].is_null() {
         println!("finished  {}", description["finish"]);
@@ -180,5 +182,34 @@ fn print_human(description: &serde_json::Value) {
             }),
             entry["transitions"]
         );
+    }
+}
+
+/// The running child protocols of a snapshot, as a tree: each with its states, running effects
+/// and its own children.
+fn children_json(children: &[crate::run::snapshot::ChildSnapshot]) -> serde_json::Value {
+    children
+        .iter()
+        .map(|child| {
+            serde_json::json!({
+                "id": child.id,
+                "step": child.sequence,
+                "configuration": child.snapshot.configuration,
+                "running_effects": child.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
+                "children": children_json(&child.snapshot.children),
+            })
+        })
+        .collect()
+}
+
+/// One line per child protocol, its path (`kid/grandkid`) and its states.
+fn print_children(children: &serde_json::Value, above: &str) {
+    for child in children.as_array().into_iter().flatten() {
+        let path = format!("{above}{}", child["id"].as_str().unwrap_or_default());
+        println!(
+            "child     {path}: {} (step {})",
+            child["configuration"], child["step"]
+        );
+        print_children(&child["children"], &format!("{path}/"));
     }
 }

@@ -181,6 +181,8 @@ pub(crate) enum EffectMessage {
     InvokeOutcome(Arc<str>, Event),
     /// An event a child protocol sent its parent (`send ... to: parent`), with its invoke id.
     ChildEvent(Arc<str>, Event),
+    /// A durable parent's child committed a step.
+    ChildStep(Arc<str>, Box<CheckpointStep>),
 }
 
 /// Forwards a child protocol's logs and directives to its parent's driver; a directive says
@@ -205,6 +207,22 @@ impl Observer for ChildObserver {
     }
 
     fn input_error(&mut self, _error: &InputLineError) {}
+}
+
+/// A child protocol's checkpoint: each of its steps goes to its parent, which records it with
+/// its own (the child's snapshot inside the parent's).
+struct ParentCheckpoint {
+    parent: EffectSink,
+    id: Arc<str>,
+}
+
+impl Checkpoint for ParentCheckpoint {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        // A parent gone meanwhile has cancelled this child: nothing is left to record.
+        self.parent
+            .send(EffectMessage::ChildStep(self.id.clone(), Box::new(step)));
+        Ok(())
+    }
 }
 
 /// The event reporting how a child protocol ended: its output on `done.invoke.<id>` when it
@@ -379,6 +397,8 @@ struct DriverHost<'a> {
     recording: bool,
     /// For a child protocol: where `send ... to: parent` goes, and its invoke id.
     parent: Option<(EffectSink, Arc<str>)>,
+    /// A child committed a step since this run's last commit: the parent commits one too.
+    child_stepped: bool,
 }
 
 impl DriverHost<'_> {
@@ -409,6 +429,97 @@ impl DriverHost<'_> {
             Origin::Outcome,
         );
         self.external_queue.push_back(event);
+    }
+
+    /// Runs a child protocol on a local task: a new one, or (`resumed`) one continuing from
+    /// the step its parent's snapshot recorded, its timers re-armed by the given policy.
+    fn spawn_child(
+        &mut self,
+        request: crate::actions::InvokeRequest,
+        resumed: Option<(crate::run::snapshot::ChildSnapshot, TimerPolicy)>,
+    ) {
+        let parent = self.completions();
+        let machine = self.machine.clone();
+        let mocks = self.mocks.clone();
+        let id = request.id.clone();
+        let (inbox, link_inbox) = if request.takes_events {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            (Some(sender), Some(receiver))
+        } else {
+            (None, None)
+        };
+        let queue = super::running::ChildQueue {
+            inbox,
+            autoforward: request.autoforward,
+            inputs: request.inputs.iter().map(Value::to_json).collect(),
+            last_step: resumed.as_ref().map(|(child, _)| child.clone()),
+        };
+        let link = ChildLink {
+            parent: parent.clone(),
+            id: id.clone(),
+            inbox: link_inbox,
+        };
+        // A durable parent records its children's steps with its own.
+        let recording = self.recording;
+        // The child's driver holds borrowed state, so it runs on this thread (a local task).
+        let handle = tokio::task::spawn_local(async move {
+            let resume = resumed.as_ref().map(|(child, timers)| Resume {
+                snapshot: (*child.snapshot).clone(),
+                sequence: child.sequence,
+                committed_unix_milliseconds: child.committed_unix_milliseconds,
+                timers: *timers,
+            });
+            let restored = match &resume {
+                Some(resume) => Interpreter::restore(
+                    request.machine.clone(),
+                    request.inputs.clone(),
+                    &resume.snapshot,
+                )
+                .map_err(|error| RunError::Checkpoint {
+                    message: format!("the child cannot be resumed: {error}"),
+                }),
+                None => Ok(Interpreter::new(
+                    request.machine.clone(),
+                    request.inputs.clone(),
+                )),
+            };
+            let mut observer = ChildObserver {
+                parent: parent.clone(),
+                id: request.id.clone(),
+            };
+            let mut checkpoint = ParentCheckpoint {
+                parent: parent.clone(),
+                id: request.id.clone(),
+            };
+            let result = match restored {
+                Ok(mut child) => {
+                    Box::pin(drive_async(
+                        &mut child,
+                        EventSource::None,
+                        false,
+                        MAX_EVENT_LINE_BYTES,
+                        mocks,
+                        &mut observer,
+                        Hosting {
+                            checkpoint: recording.then_some(&mut checkpoint as &mut dyn Checkpoint),
+                            resume: resume.as_ref(),
+                            signals: false,
+                            child: Some(link),
+                        },
+                    ))
+                    .await
+                }
+                Err(error) => Err(error),
+            };
+            let event = invoke_outcome(&machine, &request, result);
+            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
+        });
+        if self.state.running.start_child(id.clone(), handle, queue) {
+            // The same invoke started again before its state exited: the old child is gone.
+            let time = self.now_text();
+            let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
+            self.observer.record(&time, "invoke", fields);
+        }
     }
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
@@ -547,56 +658,7 @@ impl Host for DriverHost<'_> {
     }
 
     fn start_invoke(&mut self, request: crate::actions::InvokeRequest) {
-        let parent = self.completions();
-        let machine = self.machine.clone();
-        let mocks = self.mocks.clone();
-        let id = request.id.clone();
-        let (inbox, link_inbox) = if request.takes_events {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            (Some(sender), Some(receiver))
-        } else {
-            (None, None)
-        };
-        let queue = super::running::ChildQueue {
-            inbox,
-            autoforward: request.autoforward,
-        };
-        let link = ChildLink {
-            parent: parent.clone(),
-            id: id.clone(),
-            inbox: link_inbox,
-        };
-        // The child's driver holds borrowed state, so it runs on this thread (a local task).
-        let handle = tokio::task::spawn_local(async move {
-            let mut child = Interpreter::new(request.machine.clone(), request.inputs.clone());
-            let mut observer = ChildObserver {
-                parent: parent.clone(),
-                id: request.id.clone(),
-            };
-            let result = Box::pin(drive_async(
-                &mut child,
-                EventSource::None,
-                false,
-                MAX_EVENT_LINE_BYTES,
-                mocks,
-                &mut observer,
-                Hosting {
-                    checkpoint: None,
-                    resume: None,
-                    signals: false,
-                    child: Some(link),
-                },
-            ))
-            .await;
-            let event = invoke_outcome(&machine, &request, result);
-            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
-        });
-        if self.state.running.start_child(id.clone(), handle, queue) {
-            // The same invoke started again before its state exited: the old child is gone.
-            let time = self.now_text();
-            let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
-            self.observer.record(&time, "invoke", fields);
-        }
+        self.spawn_child(request, None);
     }
 
     fn cancel_invoke(&mut self, id: &str) {
@@ -967,6 +1029,7 @@ async fn drive_async(
             }
             Waited::Progress | Waited::Deadline => {}
         }
+        session.commit_between_steps()?;
     }
     // The run reached its final state: what it started is let finish, each effect within its
     // own timeout, and recorded; a signal still stops it at once.
@@ -983,7 +1046,7 @@ async fn drive_async(
                 session.wait(None, None).await;
             }
         }
-        session.commit_after_finish()?;
+        session.commit_between_steps()?;
     }
     let mut report = session.finish();
     report.stopped_by_signal = stopped_by_signal;
@@ -1037,6 +1100,7 @@ impl<'a> Session<'a> {
             step_actions: Vec::new(),
             recording: false,
             parent: None,
+            child_stepped: false,
         };
         Session {
             interpreter,
@@ -1057,6 +1121,7 @@ impl<'a> Session<'a> {
 
     /// Commits the step just taken, with the state after it.
     fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
+        self.host.child_stepped = false;
         let taken = std::mem::take(&mut self.host.taken);
         let actions = std::mem::take(&mut self.host.step_actions);
         let Some(checkpoint) = self.checkpoint.as_deref_mut() else {
@@ -1097,6 +1162,7 @@ impl<'a> Session<'a> {
             })
             .collect();
         snapshot.invocations = self.host.state.running.invocations();
+        snapshot.children = self.host.state.running.child_snapshots();
         let step = CheckpointStep {
             sequence: self.host.state.step,
             event: event.map(|event| (event.name.to_string(), event.data.to_json())),
@@ -1186,11 +1252,37 @@ impl<'a> Session<'a> {
                 }
             }
         }
+        // Children continue where their last committed step left them: no entry action again.
+        for child in &resume.snapshot.children {
+            let Some(invoke) = machine
+                .states
+                .iter()
+                .flat_map(|state| &state.invokes)
+                .find(|invoke| *invoke.id == *child.id)
+            else {
+                let time = self.host.now_text();
+                let fields = serde_json::json!({"id": child.id, "outcome": "unknown_on_resume"});
+                self.host.observer.record(&time, "invoke", fields);
+                continue;
+            };
+            let request = crate::actions::InvokeRequest {
+                id: invoke.id.clone(),
+                machine: invoke.machine.clone(),
+                inputs: child.inputs.iter().map(Value::from_json).collect(),
+                done: invoke.done,
+                failed: invoke.failed,
+                autoforward: invoke.autoforward,
+                takes_events: invoke.takes_events,
+            };
+            self.host
+                .spawn_child(request, Some((child.clone(), resume.timers)));
+        }
         let time = self.host.now_text();
         let fields = serde_json::json!({
             "protocol": machine.id,
             "configuration": self.interpreter.active_leaves(),
             "step": resume.sequence,
+            "children": resume.snapshot.children.iter().map(|child| &child.id).collect::<Vec<_>>(),
         });
         self.host.observer.record(&time, "resume", fields);
         Ok(())
@@ -1229,13 +1321,15 @@ impl<'a> Session<'a> {
     pub(crate) fn receive(&mut self, message: EffectMessage) -> Result<(), RunError> {
         let running = self.interpreter.is_running();
         self.host.receive(message, running);
-        self.commit_after_finish()
+        self.commit_between_steps()
     }
 
-    /// After the final state, commits what the effects that ended since did; the commit that
-    /// leaves none running finishes the run in the store.
-    pub fn commit_after_finish(&mut self) -> Result<(), RunError> {
-        if self.interpreter.is_running() || self.host.step_actions.is_empty() {
+    /// Commits what happened between macrosteps that must be durable: a child's step, or after
+    /// the final state what the effects that ended since did (the commit that leaves none
+    /// running finishes the run in the store).
+    pub fn commit_between_steps(&mut self) -> Result<(), RunError> {
+        let after_finish = !self.interpreter.is_running() && !self.host.step_actions.is_empty();
+        if !after_finish && !self.host.child_stepped {
             return Ok(());
         }
         self.commit(None)
@@ -1460,6 +1554,30 @@ impl DriverHost<'_> {
                         Event::named(&self.machine, &event.name, event.data, Origin::Child);
                     event.invoke_id = Some(id);
                     self.external_queue.push_back(event);
+                }
+            }
+            EffectMessage::ChildStep(id, step) => {
+                let CheckpointStep {
+                    sequence,
+                    event,
+                    transitions,
+                    snapshot,
+                    unix_milliseconds,
+                    ..
+                } = *step;
+                if self
+                    .state
+                    .running
+                    .child_stepped(&id, sequence, unix_milliseconds, snapshot)
+                    && self.recording
+                {
+                    self.step_actions.push(serde_json::json!({
+                        "child": &*id,
+                        "step": sequence,
+                        "event": event.map(|(name, _)| name),
+                        "transitions": transitions,
+                    }));
+                    self.child_stepped = true;
                 }
             }
             EffectMessage::InvokeOutcome(id, event) => {

@@ -7,6 +7,7 @@ use tokio::sync::{mpsc, watch};
 use crate::compile::machine::StateId;
 use crate::effects::{Cancellation, EffectRequest, EffectScope};
 use crate::run::event::Event;
+use crate::run::snapshot::ChildSnapshot;
 
 /// One start of an effect: cancelled when its owner exits, its outcome delivered at most once.
 pub(crate) struct RunningEffect {
@@ -36,13 +37,19 @@ struct RunningChild {
     /// Its external queue, when it takes events (`InvokeNode::takes_events`).
     inbox: Option<mpsc::UnboundedSender<Event>>,
     autoforward: bool,
+    /// Its inputs, and its last committed step (durable parents only), for the parent's
+    /// snapshot.
+    inputs: Vec<serde_json::Value>,
+    last_step: Option<ChildSnapshot>,
 }
 
-/// What the parent keeps of a child it starts: its queue, and whether it gets the parent's
-/// external events.
+/// What the parent keeps of a child it starts: its queue, whether it gets the parent's
+/// external events, its inputs, and (resumed) the step it continues from.
 pub(crate) struct ChildQueue {
     pub inbox: Option<mpsc::UnboundedSender<Event>>,
     pub autoforward: bool,
+    pub inputs: Vec<serde_json::Value>,
+    pub last_step: Option<ChildSnapshot>,
 }
 
 /// The effects and children an instance has running. Small: most instances have none.
@@ -143,8 +150,39 @@ impl Running {
             task,
             inbox: queue.inbox,
             autoforward: queue.autoforward,
+            inputs: queue.inputs,
+            last_step: queue.last_step,
         });
         superseded
+    }
+
+    /// Records a running child's committed step; false when no such child runs.
+    pub fn child_stepped(
+        &mut self,
+        id: &str,
+        sequence: u64,
+        committed_unix_milliseconds: u64,
+        snapshot: crate::run::snapshot::Snapshot,
+    ) -> bool {
+        let Some(child) = self.children.iter_mut().find(|child| &*child.id == id) else {
+            return false;
+        };
+        child.last_step = Some(ChildSnapshot {
+            id: id.to_string(),
+            inputs: child.inputs.clone(),
+            sequence,
+            committed_unix_milliseconds,
+            snapshot: Box::new(snapshot),
+        });
+        true
+    }
+
+    /// The children's last committed steps, for the parent's snapshot.
+    pub fn child_snapshots(&self) -> Vec<ChildSnapshot> {
+        self.children
+            .iter()
+            .filter_map(|child| child.last_step.clone())
+            .collect()
     }
 
     pub fn has_children(&self) -> bool {

@@ -49,6 +49,26 @@ pub struct Snapshot {
     /// Effect invocations started so far, so a resumed run numbers on (filled by the driver).
     #[serde(default)]
     pub invocations: u64,
+    /// Child protocols running for `invoke`s, each as its last committed step left it (filled
+    /// by the driver), so a resumed parent resumes them where they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildSnapshot>,
+}
+
+/// A running child protocol in its parent's snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildSnapshot {
+    /// The invoke's id.
+    pub id: String,
+    /// The child's bound inputs, in its declaration order.
+    pub inputs: Vec<serde_json::Value>,
+    /// The child's own step count at that snapshot.
+    pub sequence: u64,
+    /// When that step was committed (Unix milliseconds).
+    pub committed_unix_milliseconds: u64,
+    /// The child as it was (its own children inside).
+    pub snapshot: Box<Snapshot>,
 }
 
 /// How the run ended, by name.
@@ -191,6 +211,7 @@ impl Interpreter {
             effects: Vec::new(),
             retries: Vec::new(),
             invocations: 0,
+            children: Vec::new(),
         }
     }
 
