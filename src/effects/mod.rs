@@ -68,23 +68,9 @@ pub struct RetryPlan {
 }
 
 impl RetryPlan {
-    fn multiplier(&self, attempt: u32) -> f64 {
-        let index = (attempt as usize)
-            .saturating_sub(1)
-            .min(self.multipliers.len().saturating_sub(1));
-        self.multipliers
-            .get(index)
-            .copied()
-            .filter(|m| m.is_finite() && *m > 0.0)
-            .unwrap_or(1.0)
-    }
-
-    fn attempt_timeout(&self, attempt: u32) -> Option<std::time::Duration> {
-        let multiplier = self.multiplier(attempt);
-        self.timeout.map(|timeout| {
-            std::time::Duration::try_from_secs_f64(timeout.as_secs_f64() * multiplier)
-                .unwrap_or(std::time::Duration::MAX)
-        })
+    /// Attempt `attempt`'s timeout and the multiplier applied (`retry::attempt_timeout`).
+    fn attempt_timeout(&self, attempt: u32) -> (Option<std::time::Duration>, f64) {
+        retry::attempt_timeout(self.timeout, &self.multipliers, attempt)
     }
 }
 
@@ -324,7 +310,7 @@ where
         .map_or(1, |policy| policy.max_attempts.max(1));
     let mut number = 1u32;
     loop {
-        let timeout = plan.attempt_timeout(number);
+        let (timeout, multiplier) = plan.attempt_timeout(number);
         let timeout_ms = timeout.map(|t| t.as_millis() as i64);
         if retrying {
             report(telemetry(
@@ -336,7 +322,7 @@ where
                     ("attempt", Value::Int(number.into())),
                     ("max_retries", Value::Int(max_attempts.into())),
                     ("timeout_ms", timeout_ms.map_or(Value::Null, Value::Int)),
-                    ("multiplier", Value::Float(plan.multiplier(number))),
+                    ("multiplier", Value::Float(multiplier)),
                 ],
             ));
         }

@@ -216,23 +216,14 @@ impl Retrier {
     }
 
     fn attempt_step(&self, attempt: u32) -> RetryStep {
-        let multipliers = &self.policy.timeout_multipliers;
-        let index = usize::try_from(attempt.saturating_sub(1)).unwrap_or(usize::MAX);
-        // Past the list's end the last multiplier repeats: with ADR-018's list that is its 10x
-        // cap, and a custom list keeps its own ceiling rather than jumping to a hard-coded 10x.
-        let multiplier = multipliers
-            .get(index)
-            .or(multipliers.last())
-            .copied()
-            .unwrap_or(1.0);
-        let multiplier = if multiplier.is_nan() || multiplier <= 0.0 {
-            1.0
-        } else {
-            multiplier
-        };
+        let (timeout, multiplier) = attempt_timeout(
+            self.policy.timeout,
+            &self.policy.timeout_multipliers,
+            attempt,
+        );
         RetryStep::Attempt {
             attempt,
-            timeout: self.policy.timeout.map(|base| scale(base, multiplier)),
+            timeout,
             multiplier,
         }
     }
@@ -255,6 +246,27 @@ impl Retrier {
             Jitter::Full { .. } => full_jitter(delay, self.random.next()),
         }
     }
+}
+
+/// The timeout ladder, the one place it is computed (the executor's steps and an effect's
+/// `RetryPlan` both use it): attempt `attempt` (1-based) gets `base` × the `attempt`-th
+/// multiplier; past the list's end the last one repeats (with ADR-018's list, its 10x cap; a
+/// custom list keeps its own ceiling). A multiplier that is not a finite positive number is
+/// read as 1.0 (the compiler refuses such literals; a computed list could still hold one).
+/// Returns the timeout (none without a base) and the multiplier applied.
+pub fn attempt_timeout(
+    base: Option<Duration>,
+    multipliers: &[f64],
+    attempt: u32,
+) -> (Option<Duration>, f64) {
+    let index = usize::try_from(attempt.saturating_sub(1)).unwrap_or(usize::MAX);
+    let multiplier = multipliers
+        .get(index)
+        .or(multipliers.last())
+        .copied()
+        .filter(|multiplier| multiplier.is_finite() && *multiplier > 0.0)
+        .unwrap_or(1.0);
+    (base.map(|base| scale(base, multiplier)), multiplier)
 }
 
 /// `duration × factor` for a factor >= 0, saturating at `Duration::MAX`. Whole factors are
@@ -759,7 +771,8 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(multipliers[..5], [10.0, f64::INFINITY, 1.0, 1.0, 1.0]);
+        // Not finite, not positive: read as 1.0 (as the plan of a running effect reads them).
+        assert_eq!(multipliers[..6], [10.0, 1.0, 1.0, 1.0, 1.0, 1e300]);
 
         // NaN and sub-1 rates read as 1.0: the pause stays the interval.
         for backoff_rate in [f64::NAN, 0.5, -2.0] {
