@@ -499,3 +499,48 @@ fn an_effect_scoped_to_the_run_outlives_its_state_and_reports() {
     let (code, _, stderr) = run(&directory, &owned, &["--events", "next.jsonl"]);
     assert_eq!(code, 75, "{stderr}");
 }
+
+/// `work` fails at once until its second attempt, which waits for `go` (the test creates it
+/// after killing the engine) and then succeeds.
+const RETRYING: &str = r#"
+id: retrying
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'n=$(cat count 2>/dev/null || echo 0); n=$((n + 1)); echo $n > count; [ $n -ge 2 ] || exit 1; while [ ! -e go ]; do sleep 0.02; done']
+        id: work
+        on_interrupt: retry
+        retry: [{ error_equals: [error.exec], max_attempts: 5, interval: 10ms }]
+    on:
+      done.exec.work: { target: done, actions: [{ log: "succeeded on attempt ${event.data.attempts}" }] }
+      error.exec.work: failed
+  done: { type: final }
+  failed: { type: final, exit_code: 1 }
+"#;
+
+#[test]
+fn a_retry_plan_goes_on_from_its_attempt_after_a_resume() {
+    let directory = temporary_directory("resume-attempts");
+    let mut engine = start(&directory, RETRYING);
+    // The second attempt is recorded in the store.
+    let started = Instant::now();
+    loop {
+        let output = command(&directory, &["status", "--json"]).output().unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        if status["state"]["effect_attempts"][0]["attempt"] == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "attempt 2 never recorded: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    std::fs::write(directory.join("go"), "").unwrap();
+    let (code, _, stderr) = run(&directory, RETRYING, &["--resume"]);
+    assert_eq!(code, 0, "{stderr}");
+    // Attempt 2 ran again (its leftover stopped) and succeeded: the count went on from 2.
+    assert!(stderr.contains("succeeded on attempt 2"), "{stderr}");
+}

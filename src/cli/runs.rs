@@ -115,6 +115,11 @@ fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Val
                 "due": format_rfc3339(timer.deadline_unix_milliseconds),
             })).collect::<Vec<_>>(),
             "running_effects": stored.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
+            "effect_attempts": stored.snapshot.effects.iter().map(|effect| serde_json::json!({
+                "id": effect.action,
+                "invocation": effect.invocation,
+                "attempt": effect.attempt,
+            })).collect::<Vec<_>>(),
             "children": children_json(&stored.snapshot.children),
         })
     });

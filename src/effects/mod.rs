@@ -280,12 +280,23 @@ pub const STANDARD_INCOMPLETE_MARKERS: [&str; 7] = [
     "Process interrupted",
 ];
 
+/// How far a retry plan got: the attempt running (1-based) and each retrier's own count, so
+/// a resumed run goes on from there instead of from the first attempt.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct PlanProgress {
+    pub attempt: u32,
+    pub retriers: Vec<u32>,
+}
+
 /// Runs an effect under its retry plan: each attempt through `attempt` (the real effect or a
-/// mock), telemetry through `report`, pauses on the (possibly virtual) tokio clock.
+/// mock), telemetry through `report`, pauses on the (possibly virtual) tokio clock. Starts at
+/// `from` (a resumed plan) or the first attempt, and tells `progress` before each attempt.
 pub async fn run_with_plan<F, Fut>(
     request: &EffectRequest,
     mut attempt: F,
     report: &mut (dyn FnMut(crate::actions::LogRecord) + Send),
+    progress: &mut (dyn FnMut(&PlanProgress) + Send),
+    from: Option<&PlanProgress>,
     cancellation: &mut Cancellation,
 ) -> EffectOutcome
 where
@@ -298,8 +309,12 @@ where
     let mut executors: Vec<retry::RetryExecutor> = plan
         .retriers
         .iter()
-        .map(|policy| {
-            let mut executor = retry::RetryExecutor::new(policy.clone());
+        .enumerate()
+        .map(|(index, policy)| {
+            let mut executor = match from.and_then(|from| from.retriers.get(index)) {
+                Some(attempts) => retry::RetryExecutor::resumed(policy.clone(), *attempts),
+                None => retry::RetryExecutor::new(policy.clone()),
+            };
             executor.start();
             executor
         })
@@ -308,8 +323,17 @@ where
         .retriers
         .first()
         .map_or(1, |policy| policy.max_attempts.max(1));
-    let mut number = 1u32;
+    let mut number = from.map_or(1, |from| from.attempt.max(1));
     loop {
+        if retrying {
+            progress(&PlanProgress {
+                attempt: number,
+                retriers: executors
+                    .iter()
+                    .map(retry::RetryExecutor::attempts)
+                    .collect(),
+            });
+        }
         let (timeout, multiplier) = plan.attempt_timeout(number);
         let timeout_ms = timeout.map(|t| t.as_millis() as i64);
         if retrying {

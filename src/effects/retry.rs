@@ -334,6 +334,21 @@ impl RetryExecutor {
         }
     }
 
+    /// An executor that had granted retries up to attempt `attempts` (1-based) when its run
+    /// was interrupted: attempting that attempt again, its jitter draws where they were.
+    pub fn resumed(policy: RetryPolicy, attempts: u32) -> RetryExecutor {
+        let mut retrier = Retrier::new(policy);
+        let attempts = attempts.clamp(1, retrier.max_attempts());
+        for _ in 1..attempts {
+            retrier.random.next();
+        }
+        retrier.attempts = attempts;
+        retrier.step = retrier.attempt_step(attempts);
+        RetryExecutor {
+            machine: retrier.uninitialized_state_machine().init(),
+        }
+    }
+
     /// The first step: always Attempt 1 on a new executor (later, the current step unchanged).
     pub fn start(&mut self) -> RetryStep {
         self.send(RetryEvent::Start)
@@ -787,6 +802,34 @@ mod tests {
             );
             assert_eq!(waits(&steps), [3, 3].map(Duration::from_secs).to_vec());
         }
+    }
+
+    #[test]
+    fn a_resumed_executor_goes_on_where_the_interrupted_one_was() {
+        let policy = RetryPolicy {
+            jitter: Jitter::Full { seed: 7 },
+            max_attempts: 5,
+            ..adr_018_policy(5)
+        };
+        let whole = fail_every_attempt(policy.clone(), "error.exec.timeout.op");
+        // Interrupted during attempt 3: the resumed executor runs attempt 3, then pauses and
+        // gives up exactly as the uninterrupted one did from there.
+        let mut resumed = RetryExecutor::resumed(policy, 3);
+        assert_eq!(resumed.attempts(), 3);
+        let mut steps = vec![resumed.start()];
+        loop {
+            let step = resumed.report(Err("error.exec.timeout.op"));
+            steps.push(step.clone());
+            match step {
+                RetryStep::Wait { .. } => steps.push(resumed.resume()),
+                _ => break,
+            }
+        }
+        let from_third = whole
+            .iter()
+            .position(|step| matches!(step, RetryStep::Attempt { attempt: 3, .. }))
+            .unwrap();
+        assert_eq!(steps, whole[from_third..].to_vec());
     }
 
     #[test]

@@ -183,6 +183,8 @@ pub(crate) enum EffectMessage {
     ChildEvent(Arc<str>, Event),
     /// A durable parent's child committed a step.
     ChildStep(Arc<str>, Box<CheckpointStep>),
+    /// An effect's retry plan begins another attempt.
+    Progress(u64, crate::effects::PlanProgress),
 }
 
 /// Forwards a child protocol's logs and directives to its parent's driver; a directive says
@@ -397,8 +399,9 @@ struct DriverHost<'a> {
     recording: bool,
     /// For a child protocol: where `send ... to: parent` goes, and its invoke id.
     parent: Option<(EffectSink, Arc<str>)>,
-    /// A child committed a step since this run's last commit: the parent commits one too.
-    child_stepped: bool,
+    /// Something durable happened between macrosteps (a child's step, a retry plan's next
+    /// attempt): the run commits a step for it.
+    commit_due: bool,
 }
 
 impl DriverHost<'_> {
@@ -520,6 +523,96 @@ impl DriverHost<'_> {
             let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
             self.observer.record(&time, "invoke", fields);
         }
+    }
+
+    /// Starts an effect; a resumed one goes on from the retry plan's recorded `from`.
+    fn start_effect_from(
+        &mut self,
+        mut request: EffectRequest,
+        from: Option<crate::effects::PlanProgress>,
+    ) {
+        if let Err(denied) = self.machine.capabilities.admit(&mut request) {
+            self.refuse(&request, &denied);
+            return;
+        }
+        if let crate::effects::EffectKind::Process(process) = &mut request.kind {
+            process.tag = Some(crate::effects::process::new_tag());
+        }
+        let now = self.now_milliseconds();
+        let (invocation, mut cancellation) =
+            self.state.running.start(request.clone(), now, from.clone());
+        let started = serde_json::json!({
+            "id": &*request.id,
+            "kind": request.kind.name(),
+            "invocation": invocation,
+            "owner": &*self.machine.state(request.owner).id,
+            "scope": match request.scope {
+                crate::effects::EffectScope::State => "state",
+                crate::effects::EffectScope::Run => "run",
+            },
+        });
+        if self.recording {
+            self.step_actions.push(serde_json::json!({
+                "effect": &*request.id,
+                "kind": request.kind.name(),
+                "invocation": invocation,
+                "owner": started["owner"],
+            }));
+        }
+        let time = self.now_text();
+        self.observer.record(&time, "effect_started", started);
+        let completions = self.completions();
+        let machine = self.machine.clone();
+        let mocks = self.mocks.clone();
+        tokio::spawn(async move {
+            let telemetry = completions.clone();
+            let mut report = move |record: LogRecord| {
+                telemetry.send(EffectMessage::Log(record));
+            };
+            let attempts_cancellation = cancellation.clone();
+            let attempt = move |attempt: EffectRequest| {
+                // A poisoned lock only means another attempt panicked; the scripts are intact.
+                let mocked = mocks
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .next(&attempt.id);
+                let mut cancellation = attempts_cancellation.clone();
+                async move {
+                    match mocked {
+                        Some(mock) => {
+                            let (outcome, after) = mock.outcome(&attempt);
+                            tokio::select! {
+                                () = tokio::time::sleep(after) => outcome,
+                                () = cancellation.cancelled() => outcome,
+                            }
+                        }
+                        None => run_effect(&attempt, &mut cancellation).await,
+                    }
+                }
+            };
+            let progress_sink = completions.clone();
+            let mut progress = move |progress: &crate::effects::PlanProgress| {
+                progress_sink.send(EffectMessage::Progress(invocation, progress.clone()));
+            };
+            let outcome = run_with_plan(
+                &request,
+                attempt,
+                &mut report,
+                &mut progress,
+                from.as_ref(),
+                &mut cancellation,
+            )
+            .await;
+            if cancellation.is_cancelled() {
+                // Its end was recorded when it was cancelled; nobody waits for this outcome.
+                return;
+            }
+            let mut event = outcome.into_event(&machine, &request.events);
+            if let Value::Map(data) = &mut event.data {
+                Arc::make_mut(data).insert(Arc::from("invocation"), Value::Int(invocation as i64));
+            }
+            completions.send(EffectMessage::Outcome(invocation, event));
+        });
     }
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
@@ -692,76 +785,8 @@ impl Host for DriverHost<'_> {
         self.observer.directive(&directive);
     }
 
-    fn start_effect(&mut self, mut request: EffectRequest) {
-        if let Err(denied) = self.machine.capabilities.admit(&mut request) {
-            self.refuse(&request, &denied);
-            return;
-        }
-        if let crate::effects::EffectKind::Process(process) = &mut request.kind {
-            process.tag = Some(crate::effects::process::new_tag());
-        }
-        let now = self.now_milliseconds();
-        let (invocation, mut cancellation) = self.state.running.start(request.clone(), now);
-        let started = serde_json::json!({
-            "id": &*request.id,
-            "kind": request.kind.name(),
-            "invocation": invocation,
-            "owner": &*self.machine.state(request.owner).id,
-            "scope": match request.scope {
-                crate::effects::EffectScope::State => "state",
-                crate::effects::EffectScope::Run => "run",
-            },
-        });
-        if self.recording {
-            self.step_actions.push(serde_json::json!({
-                "effect": &*request.id,
-                "kind": request.kind.name(),
-                "invocation": invocation,
-                "owner": started["owner"],
-            }));
-        }
-        let time = self.now_text();
-        self.observer.record(&time, "effect_started", started);
-        let completions = self.completions();
-        let machine = self.machine.clone();
-        let mocks = self.mocks.clone();
-        tokio::spawn(async move {
-            let telemetry = completions.clone();
-            let mut report = move |record: LogRecord| {
-                telemetry.send(EffectMessage::Log(record));
-            };
-            let attempts_cancellation = cancellation.clone();
-            let attempt = move |attempt: EffectRequest| {
-                // A poisoned lock only means another attempt panicked; the scripts are intact.
-                let mocked = mocks
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .next(&attempt.id);
-                let mut cancellation = attempts_cancellation.clone();
-                async move {
-                    match mocked {
-                        Some(mock) => {
-                            let (outcome, after) = mock.outcome(&attempt);
-                            tokio::select! {
-                                () = tokio::time::sleep(after) => outcome,
-                                () = cancellation.cancelled() => outcome,
-                            }
-                        }
-                        None => run_effect(&attempt, &mut cancellation).await,
-                    }
-                }
-            };
-            let outcome = run_with_plan(&request, attempt, &mut report, &mut cancellation).await;
-            if cancellation.is_cancelled() {
-                // Its end was recorded when it was cancelled; nobody waits for this outcome.
-                return;
-            }
-            let mut event = outcome.into_event(&machine, &request.events);
-            if let Value::Map(data) = &mut event.data {
-                Arc::make_mut(data).insert(Arc::from("invocation"), Value::Int(invocation as i64));
-            }
-            completions.send(EffectMessage::Outcome(invocation, event));
-        });
+    fn start_effect(&mut self, request: EffectRequest) {
+        self.start_effect_from(request, None);
     }
 }
 
@@ -1100,7 +1125,7 @@ impl<'a> Session<'a> {
             step_actions: Vec::new(),
             recording: false,
             parent: None,
-            child_stepped: false,
+            commit_due: false,
         };
         Session {
             interpreter,
@@ -1121,7 +1146,7 @@ impl<'a> Session<'a> {
 
     /// Commits the step just taken, with the state after it.
     fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
-        self.host.child_stepped = false;
+        self.host.commit_due = false;
         let taken = std::mem::take(&mut self.host.taken);
         let actions = std::mem::take(&mut self.host.step_actions);
         let Some(checkpoint) = self.checkpoint.as_deref_mut() else {
@@ -1155,7 +1180,15 @@ impl<'a> Session<'a> {
             .map(|effect| InFlightEffect {
                 action: effect.request.id.to_string(),
                 kind: effect.request.kind.name().to_string(),
-                attempt: 1,
+                attempt: effect
+                    .progress
+                    .as_ref()
+                    .map_or(1, |progress| progress.attempt),
+                retriers: effect
+                    .progress
+                    .as_ref()
+                    .map(|progress| progress.retriers.clone())
+                    .unwrap_or_default(),
                 request: serde_json::to_value(&effect.request).unwrap_or(serde_json::Value::Null),
                 invocation: effect.invocation,
                 started_unix_milliseconds: effect.started_unix_milliseconds,
@@ -1240,7 +1273,12 @@ impl<'a> Session<'a> {
             }
             match request {
                 Some(request) if request.on_interrupt == crate::effects::InterruptPolicy::Retry => {
-                    self.host.start_effect(request);
+                    // Its retry plan goes on from the attempt that was running.
+                    let from = (effect.attempt > 1).then(|| crate::effects::PlanProgress {
+                        attempt: effect.attempt,
+                        retriers: effect.retriers.clone(),
+                    });
+                    self.host.start_effect_from(request, from);
                 }
                 request => {
                     let event = interrupted_failure(&machine, effect, request.as_ref(), now_unix);
@@ -1329,7 +1367,7 @@ impl<'a> Session<'a> {
     /// running finishes the run in the store).
     pub fn commit_between_steps(&mut self) -> Result<(), RunError> {
         let after_finish = !self.interpreter.is_running() && !self.host.step_actions.is_empty();
-        if !after_finish && !self.host.child_stepped {
+        if !after_finish && !self.host.commit_due {
             return Ok(());
         }
         self.commit(None)
@@ -1556,6 +1594,13 @@ impl DriverHost<'_> {
                     self.external_queue.push_back(event);
                 }
             }
+            EffectMessage::Progress(invocation, progress) => {
+                // The first attempt is what the start recorded; later ones are news.
+                let news = progress.attempt > 1;
+                if self.state.running.progressed(invocation, progress) && news && self.recording {
+                    self.commit_due = true;
+                }
+            }
             EffectMessage::ChildStep(id, step) => {
                 let CheckpointStep {
                     sequence,
@@ -1577,7 +1622,7 @@ impl DriverHost<'_> {
                         "event": event.map(|(name, _)| name),
                         "transitions": transitions,
                     }));
-                    self.child_stepped = true;
+                    self.commit_due = true;
                 }
             }
             EffectMessage::InvokeOutcome(id, event) => {

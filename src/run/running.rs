@@ -16,6 +16,8 @@ pub(crate) struct RunningEffect {
     pub request: EffectRequest,
     /// When it started, on the run's clock (Unix milliseconds).
     pub started_unix_milliseconds: u64,
+    /// How far its retry plan got (its last attempt begun), when it retries.
+    pub progress: Option<crate::effects::PlanProgress>,
     /// Its outcome is on the external queue, not yet handled: it is still the owner's, and
     /// leaving the owner takes the outcome off the queue.
     pub arrived: bool,
@@ -85,6 +87,7 @@ impl Running {
         &mut self,
         request: EffectRequest,
         started_unix_milliseconds: u64,
+        progress: Option<crate::effects::PlanProgress>,
     ) -> (u64, Cancellation) {
         let invocation = self.next_invocation;
         self.next_invocation += 1;
@@ -93,10 +96,25 @@ impl Running {
             invocation,
             request,
             started_unix_milliseconds,
+            progress,
             arrived: false,
             cancel,
         });
         (invocation, cancellation)
+    }
+
+    /// Records that `invocation`'s retry plan began another attempt; false when it no longer
+    /// runs.
+    pub fn progressed(&mut self, invocation: u64, progress: crate::effects::PlanProgress) -> bool {
+        let Some(effect) = self
+            .effects
+            .iter_mut()
+            .find(|effect| effect.invocation == invocation)
+        else {
+            return false;
+        };
+        effect.progress = Some(progress);
+        true
     }
 
     /// Marks the outcome of `invocation` as queued for delivery; the effect, if it is still

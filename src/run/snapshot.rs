@@ -111,6 +111,9 @@ pub struct InFlightEffect {
     pub kind: String,
     /// The attempt that was running, from 1.
     pub attempt: u32,
+    /// Each retrier's own attempt count then, so a resumed plan goes on from there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retriers: Vec<u32>,
     /// The request, opaque to the store: enough for the driver to start it again.
     pub request: serde_json::Value,
     /// Its invocation number in the run.
