@@ -5,7 +5,10 @@ pub mod driver;
 pub mod durable;
 pub mod event;
 pub mod fleet;
+mod host;
+pub mod input;
 pub mod running;
+pub mod session;
 pub mod snapshot;
 pub mod state_set;
 

@@ -1,0 +1,223 @@
+//! Event input: JSON lines parsed into events (the engine's own refused), read from stdin by line or in batches, each line bounded.
+
+use super::event::{Event, Origin};
+use crate::compile::machine::Machine;
+use crate::value::Value;
+use std::io::BufRead;
+use tokio::sync::mpsc;
+
+/// Input lines as they arrive: a line, or the problem that made one unreadable (too long), to
+/// be reported with its number and skipped.
+pub type InputLines = mpsc::Receiver<Result<String, String>>;
+
+/// The longest event line read by default (1 MiB): a longer one is reported and skipped, so
+/// one huge line cannot exhaust memory.
+pub const MAX_EVENT_LINE_BYTES: usize = 1 << 20;
+
+/// A problem with one input line; the line is skipped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputLineError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Parses one JSON line `{"event": "name", "data": {...}}`.
+pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> {
+    match parse_input_line(machine, text)? {
+        InputLine::Event(event) => Ok(event),
+        InputLine::Advance(_) => Err("expected an event, not `advance`".into()),
+    }
+}
+
+/// One line of the event stream: an event, or (under virtual time) a move of the clock.
+pub enum InputLine {
+    Event(Event),
+    /// `{"advance": "1m"}`: let this much virtual time pass, firing what falls due.
+    Advance(std::time::Duration),
+}
+
+/// Parses one JSON line of the event stream.
+pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, String> {
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
+    let object = json
+        .as_object()
+        .ok_or("expected an object like {\"event\": \"name\"}")?;
+    if let Some(advance) = object.get("advance") {
+        if object.len() > 1 {
+            return Err("an `advance` line has no other keys".into());
+        }
+        return advance
+            .as_str()
+            .and_then(crate::model::Duration::parse)
+            .map(|duration| InputLine::Advance(duration.as_std()))
+            .ok_or_else(|| format!("`advance` takes a duration such as \"30s\", not {advance}"));
+    }
+    if let Some(key) = object
+        .keys()
+        .find(|key| !matches!(key.as_str(), "event" | "data"))
+    {
+        return Err(format!(
+            "unknown key `{key}`; an event line has `event` and optional `data`"
+        ));
+    }
+    let name = object
+        .get("event")
+        .and_then(serde_json::Value::as_str)
+        .filter(|name| !name.is_empty())
+        .ok_or("missing `event` (a non-empty string)")?;
+    if let Some(refusal) = super::event::refuse_platform_event(name) {
+        return Err(refusal);
+    }
+    let data = object.get("data").map_or(Value::Null, Value::from_json);
+    Ok(InputLine::Event(Event::named(
+        machine,
+        name,
+        data,
+        Origin::External,
+    )))
+}
+
+/// Reads stdin lines on a plain thread (stdin is blocking) and hands them to the run loop. A
+/// full channel makes the thread wait: a fast writer is slowed down, not buffered without end.
+pub(crate) fn spawn_stdin_reader(max_line_bytes: usize) -> InputLines {
+    let (sender, receiver) = mpsc::channel(1024);
+    std::thread::spawn(move || {
+        let mut input = std::io::stdin().lock();
+        loop {
+            let mut line = Vec::new();
+            let Some(read) = read_limited_line(&mut input, max_line_bytes, &mut line) else {
+                break;
+            };
+            let line = read.and_then(|()| {
+                String::from_utf8(line).map_err(|_| "the line is not UTF-8".to_string())
+            });
+            if sender.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
+
+/// Input lines in batches: as many as were read without waiting (at most 1,024), so a host
+/// pays one hand-over per batch rather than per line.
+pub type InputBatches = mpsc::Receiver<LineBatch>;
+
+/// Input lines handed over together: their bytes end to end, and where each one ends (or why
+/// it was dropped). One buffer per batch, not one allocation per line.
+#[derive(Debug, Default)]
+pub struct LineBatch {
+    bytes: Vec<u8>,
+    ends: Vec<Result<usize, String>>,
+}
+
+impl LineBatch {
+    /// A batch of one line.
+    pub fn of_line(line: &str) -> LineBatch {
+        std::iter::once(line).collect()
+    }
+
+    /// Adds a line (without its newline).
+    pub fn push(&mut self, line: &str) {
+        self.bytes.extend_from_slice(line.as_bytes());
+        self.ends.push(Ok(self.bytes.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Each line, or why it was dropped (too long, not UTF-8), in order.
+    pub fn lines(&self) -> impl Iterator<Item = Result<&str, String>> + '_ {
+        let mut start = 0;
+        self.ends.iter().map(move |end| {
+            let end = end.as_ref().map_err(String::clone)?;
+            let line = &self.bytes[start..*end];
+            start = *end;
+            std::str::from_utf8(line).map_err(|_| "the line is not UTF-8".to_string())
+        })
+    }
+}
+
+impl<'a> FromIterator<&'a str> for LineBatch {
+    fn from_iter<T: IntoIterator<Item = &'a str>>(lines: T) -> LineBatch {
+        let mut batch = LineBatch::default();
+        lines.into_iter().for_each(|line| batch.push(line));
+        batch
+    }
+}
+
+/// Reads stdin on a plain thread like `spawn_stdin_reader`, handing lines over in batches: a
+/// batch is sent when the read buffer is used up (the next line would wait for the writer) or
+/// full.
+pub(crate) fn spawn_stdin_batches(max_line_bytes: usize) -> InputBatches {
+    const BATCH_LINES: usize = 1024;
+    let (sender, receiver) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+        let mut batch = LineBatch::default();
+        while let Some(read) = read_limited_line(&mut input, max_line_bytes, &mut batch.bytes) {
+            batch.ends.push(read.map(|()| batch.bytes.len()));
+            if (batch.len() >= BATCH_LINES || input.buffer().is_empty())
+                && sender.blocking_send(std::mem::take(&mut batch)).is_err()
+            {
+                return;
+            }
+        }
+        if !batch.is_empty() {
+            let _ = sender.blocking_send(batch);
+        }
+    });
+    receiver
+}
+
+/// Appends the next line, without its newline, to `line`; a line longer than `limit` bytes is
+/// read to its end and dropped (`line` as it was), and reported instead. `None` at the end of
+/// input or on a read error.
+pub(crate) fn read_limited_line(
+    input: &mut impl BufRead,
+    limit: usize,
+    line: &mut Vec<u8>,
+) -> Option<Result<(), String>> {
+    let start = line.len();
+    let mut length = 0usize;
+    loop {
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        if buffer.is_empty() {
+            if length == 0 {
+                return None;
+            }
+            break;
+        }
+        let (chunk, newline) = match buffer.iter().position(|byte| *byte == b'\n') {
+            Some(position) => (&buffer[..position], true),
+            None => (buffer, false),
+        };
+        length += chunk.len();
+        if length <= limit {
+            line.extend_from_slice(chunk);
+        }
+        let consumed = chunk.len() + usize::from(newline);
+        input.consume(consumed);
+        if newline {
+            break;
+        }
+    }
+    if length > limit {
+        line.truncate(start);
+        return Some(Err(format!(
+            "the line is {length} bytes, longer than the limit of {limit} bytes; raise it with \
+             --max-event-bytes"
+        )));
+    }
+    Some(Ok(()))
+}
