@@ -1,16 +1,13 @@
 //! The host an instance's algorithm talks to: its timers, its effects and children (started, owned, cancelled, reported), its logs and directives.
 
-use super::Interpreter;
-use super::algorithm::RunError;
-use super::driver::{ChildLink, EventSource, Hosting, Observer, RunReport, drive_async};
+use super::driver::Observer;
 use super::event::{Event, Origin};
-use super::input::{InputLineError, MAX_EVENT_LINE_BYTES};
 use crate::actions::{Directive, Host, LogRecord, SendRequest};
 use crate::clock;
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
 use crate::effects::{EffectRequest, run_effect, run_with_plan};
-use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::run::durable::CheckpointStep;
 use crate::run::snapshot::InFlightEffect;
 use crate::value::Value;
 use std::collections::VecDeque;
@@ -40,96 +37,6 @@ pub(crate) enum EffectMessage {
     Progress(u64, crate::effects::PlanProgress),
 }
 
-/// Forwards a child protocol's logs and directives to its parent's driver; a directive says
-/// which child it is from (`from`: the invoke ids down to it, `kid/grandkid`).
-struct ChildObserver {
-    parent: EffectSink,
-    id: Arc<str>,
-}
-
-impl Observer for ChildObserver {
-    fn log(&mut self, record: &LogRecord, _time: &str) {
-        self.parent.send(EffectMessage::Log(record.clone()));
-    }
-
-    fn directive(&mut self, directive: &Directive) {
-        let mut directive = directive.clone();
-        directive.from = Some(match &directive.from {
-            Some(below) => Arc::from(format!("{}/{below}", self.id)),
-            None => self.id.clone(),
-        });
-        self.parent.send(EffectMessage::Directive(directive));
-    }
-
-    fn input_error(&mut self, _error: &InputLineError) {}
-}
-
-/// A child protocol's checkpoint: each of its steps goes to its parent, which records it with
-/// its own (the child's snapshot inside the parent's).
-struct ParentCheckpoint {
-    parent: EffectSink,
-    id: Arc<str>,
-}
-
-impl Checkpoint for ParentCheckpoint {
-    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
-        // A parent gone meanwhile has cancelled this child: nothing is left to record.
-        self.parent
-            .send(EffectMessage::ChildStep(self.id.clone(), Box::new(step)));
-        Ok(())
-    }
-}
-
-/// The event reporting how a child protocol ended: its output on `done.invoke.<id>` when it
-/// reached a final state with exit code 0, otherwise `error.invoke.<id>` with a message.
-fn invoke_outcome(
-    parent: &Machine,
-    request: &crate::actions::InvokeRequest,
-    result: Result<RunReport, RunError>,
-) -> Event {
-    let failure = |message: String, report: Option<&RunReport>| {
-        let mut data = indexmap::IndexMap::new();
-        data.insert(Arc::from("id"), Value::String(request.id.clone()));
-        data.insert(Arc::from("message"), Value::string(message));
-        if let Some(outcome) = report.and_then(|report| report.outcome.as_ref()) {
-            data.insert(Arc::from("exit_code"), Value::Int(outcome.exit_code.into()));
-            data.insert(
-                Arc::from("state"),
-                Value::String(request.machine.state(outcome.final_state).id.clone()),
-            );
-            data.insert(Arc::from("output"), outcome.output.clone());
-        }
-        Event::of_type(parent, request.failed, Origin::Outcome)
-            .with_data(Value::Map(Arc::new(data)))
-    };
-    match result {
-        Ok(report) => match &report.outcome {
-            Some(outcome) if outcome.exit_code == 0 => {
-                Event::of_type(parent, request.done, Origin::Outcome)
-                    .with_data(outcome.output.clone())
-            }
-            Some(outcome) => {
-                let state = &request.machine.state(outcome.final_state).id;
-                failure(
-                    format!(
-                        "the child protocol ended in `{state}` with exit code {}",
-                        outcome.exit_code
-                    ),
-                    Some(&report),
-                )
-            }
-            None => failure(
-                format!(
-                    "the child protocol stopped unfinished in {}",
-                    report.active_states.join(", ")
-                ),
-                Some(&report),
-            ),
-        },
-        Err(error) => failure(error.to_string(), None),
-    }
-}
-
 /// Where running effects report: the session's own channel, or a host's channel shared by all
 /// its instances, each message tagged with the instance it is for.
 #[derive(Clone)]
@@ -140,7 +47,7 @@ pub(crate) enum EffectSink {
 
 impl EffectSink {
     /// Hands a message over; `false` when nobody listens any more (the run ended).
-    fn send(&self, message: EffectMessage) -> bool {
+    pub(super) fn send(&self, message: EffectMessage) -> bool {
         match self {
             EffectSink::Own(sender) => sender.send(message).is_ok(),
             EffectSink::Shared(sender, instance) => sender.send((*instance, message)).is_ok(),
@@ -285,97 +192,6 @@ impl DriverHost<'_> {
             Origin::Outcome,
         );
         self.external_queue.push_back(event);
-    }
-
-    /// Runs a child protocol on a local task: a new one, or (`resumed`) one continuing from
-    /// the step its parent's snapshot recorded, its timers re-armed by the given policy.
-    pub(super) fn spawn_child(
-        &mut self,
-        request: crate::actions::InvokeRequest,
-        resumed: Option<(crate::run::snapshot::ChildSnapshot, TimerPolicy)>,
-    ) {
-        let parent = self.completions();
-        let machine = self.machine.clone();
-        let mocks = self.mocks.clone();
-        let id = request.id.clone();
-        let (inbox, link_inbox) = if request.takes_events {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            (Some(sender), Some(receiver))
-        } else {
-            (None, None)
-        };
-        let queue = super::running::ChildQueue {
-            inbox,
-            autoforward: request.autoforward,
-            inputs: request.inputs.iter().map(Value::to_json).collect(),
-            last_step: resumed.as_ref().map(|(child, _)| child.clone()),
-        };
-        let link = ChildLink {
-            parent: parent.clone(),
-            id: id.clone(),
-            inbox: link_inbox,
-        };
-        // A durable parent records its children's steps with its own.
-        let recording = self.recording;
-        // The child's driver holds borrowed state, so it runs on this thread (a local task).
-        let handle = tokio::task::spawn_local(async move {
-            let resume = resumed.as_ref().map(|(child, timers)| Resume {
-                snapshot: (*child.snapshot).clone(),
-                sequence: child.sequence,
-                committed_unix_milliseconds: child.committed_unix_milliseconds,
-                timers: *timers,
-            });
-            let restored = match &resume {
-                Some(resume) => Interpreter::restore(
-                    request.machine.clone(),
-                    request.inputs.clone(),
-                    &resume.snapshot,
-                )
-                .map_err(|error| RunError::Checkpoint {
-                    message: format!("the child cannot be resumed: {error}"),
-                }),
-                None => Ok(Interpreter::new(
-                    request.machine.clone(),
-                    request.inputs.clone(),
-                )),
-            };
-            let mut observer = ChildObserver {
-                parent: parent.clone(),
-                id: request.id.clone(),
-            };
-            let mut checkpoint = ParentCheckpoint {
-                parent: parent.clone(),
-                id: request.id.clone(),
-            };
-            let result = match restored {
-                Ok(mut child) => {
-                    Box::pin(drive_async(
-                        &mut child,
-                        EventSource::None,
-                        false,
-                        MAX_EVENT_LINE_BYTES,
-                        mocks,
-                        &mut observer,
-                        Hosting {
-                            checkpoint: recording.then_some(&mut checkpoint as &mut dyn Checkpoint),
-                            resume: resume.as_ref(),
-                            signals: false,
-                            child: Some(link),
-                        },
-                    ))
-                    .await
-                }
-                Err(error) => Err(error),
-            };
-            let event = invoke_outcome(&machine, &request, result);
-            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
-        });
-        if self.state.running.start_child(id.clone(), handle, queue) {
-            // The same invoke started again before its state exited: the old child is gone.
-            let time = self.now_text();
-            let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
-            self.observer.record(&time, "invoke", fields);
-        }
     }
 
     /// Starts an effect; a resumed one goes on from the retry plan's recorded `from`.
@@ -530,7 +346,7 @@ impl DriverHost<'_> {
     }
 
     /// The sender effects report to, making the channel on first use.
-    fn completions(&mut self) -> EffectSink {
+    pub(super) fn completions(&mut self) -> EffectSink {
         if let Some(sink) = &self.state.completions {
             return sink.clone();
         }

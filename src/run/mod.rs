@@ -1,16 +1,22 @@
-//! Running a machine: the pure SCXML algorithm, an instance's data, and the timed driver around it.
+//! Running a machine: the pure SCXML algorithm and its instance, and the one runtime that hosts instances with their timers, effects and children.
 
+// The algorithm and the instance it steps.
 pub mod algorithm;
+pub mod event;
+pub mod snapshot;
+pub mod state_set;
+
+// The runtime every mode shares (`run`, `serve`, `test`): a session steps one instance; its
+// host keeps the instance's timers, its running effects and children (`running`, `children`);
+// `driver` is the loop of a single run, `fleet` the scheduler of many; `input` reads events.
+mod children;
 pub mod driver;
 pub mod durable;
-pub mod event;
 pub mod fleet;
 mod host;
 pub mod input;
 pub mod running;
 pub mod session;
-pub mod snapshot;
-pub mod state_set;
 
 use std::cell::Cell;
 use std::sync::Arc;
