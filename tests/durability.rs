@@ -70,6 +70,13 @@ fn journal(directory: &Path) -> Vec<(Option<String>, Vec<String>)> {
         .journal(&runs[0].id)
         .unwrap()
         .into_iter()
+        // A resume is a step of its own; what the run did is the rest.
+        .filter(|entry| {
+            !entry
+                .actions
+                .as_array()
+                .is_some_and(|actions| actions.iter().any(|action| action.get("resumed").is_some()))
+        })
         .map(|entry| (entry.event.map(|event| event.name), entry.transitions))
         .collect()
 }

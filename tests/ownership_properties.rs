@@ -11,7 +11,10 @@
 //! 2. no invocation ends twice, and an outcome handled is one whose invocation ended
 //!    `completed` or `failed` (never `cancelled`) just then;
 //!
-//! and at the end every invocation started has ended exactly once.
+//! and at the end every invocation started has ended exactly once. Some cases crash the engine
+//! between inputs (everything not committed lost, running effects gone) and resume from the
+//! last committed step: an invocation the crash interrupted ends then, and the resumed run
+//! keeps every invariant.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,6 +31,7 @@ use protocol_run::compile::machine::StateId;
 use protocol_run::effects::mock::Mocks;
 use protocol_run::run::Interpreter;
 use protocol_run::run::driver::{DriverState, InputLineError, Observer, Session, Waited};
+use protocol_run::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use protocol_run::run::event::{Event, Origin};
 use protocol_run::value::Value;
 
@@ -43,6 +47,8 @@ struct EffectSpec {
     timeout_milliseconds: u64,
     script: Vec<u8>,
     run_scoped: bool,
+    /// `on_interrupt: retry` (else `fail`).
+    retried_on_resume: bool,
 }
 
 /// Where an effect action is written.
@@ -75,19 +81,29 @@ enum Input {
     /// handled: an outcome can then wait behind an event that leaves its owner.
     Queued(usize),
     Advance(u64),
+    /// The engine dies (`kill -9`): everything not committed is lost, running effects are
+    /// gone with it; the run resumes from its last committed step.
+    Crash,
 }
 
 fn case() -> impl Strategy<Value = Case> {
     (vec(0usize..3, 2..5), any::<bool>()).prop_flat_map(|(children, final_state)| {
         let states = children.len() + children.iter().sum::<usize>() + usize::from(final_state);
         let effect = (
-            (1u64..40, vec(0u8..3, 1..6), prop::bool::weighted(0.2)).prop_map(
-                |(timeout_milliseconds, script, run_scoped)| EffectSpec {
-                    timeout_milliseconds,
-                    script,
-                    run_scoped,
-                },
-            ),
+            (
+                1u64..40,
+                vec(0u8..3, 1..6),
+                prop::bool::weighted(0.2),
+                any::<bool>(),
+            )
+                .prop_map(
+                    |(timeout_milliseconds, script, run_scoped, retried_on_resume)| EffectSpec {
+                        timeout_milliseconds,
+                        script,
+                        run_scoped,
+                        retried_on_resume,
+                    },
+                ),
             0..states,
             prop_oneof![
                 3 => Just(Place::Entry),
@@ -106,6 +122,7 @@ fn case() -> impl Strategy<Value = Case> {
             3 => (0..INPUT_EVENTS.len()).prop_map(Input::Event),
             2 => (0..INPUT_EVENTS.len()).prop_map(Input::Queued),
             2 => (1u64..60).prop_map(Input::Advance),
+            1 => Just(Input::Crash),
         ];
         (
             Just(children),
@@ -156,6 +173,11 @@ fn render(case: &Case) -> (String, Vec<String>) {
         if spec.run_scoped {
             effect["scope"] = json!("run");
         }
+        effect["on_interrupt"] = json!(if spec.retried_on_resume {
+            "retry"
+        } else {
+            "fail"
+        });
         effect
     };
     let push = |node: &mut Map<String, Json>, key: &str, value: Json| {
@@ -283,11 +305,28 @@ struct Ledger {
     cancelled: usize,
     delivered: usize,
     after_finish: usize,
+    crashes: usize,
     /// The case was cut short: it still had effects running after `MAX_WAITS` waits.
     cut: bool,
 }
 
 impl Ledger {
+    /// The engine died: every invocation still running was interrupted. Its end is the
+    /// resumed run's: a retry starts a new invocation, a failure is delivered as its outcome.
+    fn crash(&mut self) {
+        self.crashes += 1;
+        let running: Vec<u64> = self
+            .started
+            .keys()
+            .filter(|invocation| !self.ended.contains_key(invocation))
+            .copied()
+            .collect();
+        for invocation in running {
+            self.ended
+                .insert(invocation, vec!["interrupted".to_string()]);
+        }
+    }
+
     /// Invariant 1 over the interpreter as it is now.
     fn check_owners(&mut self, interpreter: &Interpreter, when: &str) {
         if !interpreter.is_running() {
@@ -306,6 +345,18 @@ impl Ledger {
                 ));
             }
         }
+    }
+}
+
+/// Keeps the last step committed, as a store would.
+struct LastStep {
+    last: Rc<RefCell<Option<CheckpointStep>>>,
+}
+
+impl Checkpoint for LastStep {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        *self.last.borrow_mut() = Some(step);
+        Ok(())
     }
 }
 
@@ -345,6 +396,11 @@ impl Observer for LedgerObserver {
                     _ => {}
                 }
                 let ends = ledger.ended.entry(invocation).or_default();
+                // A resumed run records how an invocation its crash interrupted ended: the
+                // same end the crash gave it, not a second one.
+                if outcome == "interrupted" && ends.as_slice() == ["interrupted"] {
+                    return;
+                }
                 ends.push(outcome);
                 if ends.len() > 1 {
                     let ends = ends.clone();
@@ -367,6 +423,9 @@ impl Observer for LedgerObserver {
             let invocation = *invocation as u64;
             match ledger.ended.get(&invocation).map(Vec::as_slice) {
                 Some([outcome]) if outcome == "completed" || outcome == "failed" => {}
+                // An interrupted invocation's failure, delivered by the resumed run.
+                Some([outcome])
+                    if outcome == "interrupted" && event.data.get("interrupted").is_some() => {}
                 other => {
                     let message = format!(
                         "the outcome of invocation {invocation} ({}) was handled, but it ended {other:?}",
@@ -400,72 +459,118 @@ fn run_case(case: &Case) -> Result<Ledger, String> {
         .unwrap();
     let ledger = Rc::new(RefCell::new(Ledger::default()));
     let local = tokio::task::LocalSet::new();
+    let mocks = Arc::new(Mutex::new(mocks));
     let result: Result<bool, String> = local.block_on(&runtime, async {
-        let mut interpreter = Interpreter::new(machine.clone(), Vec::new());
-        let mut observer = LedgerObserver {
-            ledger: ledger.clone(),
-        };
-        let mut state = DriverState::new();
-        let mut session = Session::new(
-            &mut interpreter,
-            &mut state,
-            Arc::new(Mutex::new(mocks)),
-            &mut observer,
-        );
-        session.start().map_err(|error| error.to_string())?;
-        ledger
-            .borrow_mut()
-            .check_owners(session.interpreter, "after the start");
-        for input in &case.inputs {
-            match input {
-                Input::Event(event) => {
-                    let name = INPUT_EVENTS[*event];
-                    session.send(Event::named(&machine, name, Value::Null, Origin::External));
+        let last_step: Rc<RefCell<Option<CheckpointStep>>> = Rc::default();
+        let mut resume: Option<Resume> = None;
+        let mut inputs = case.inputs.iter();
+        loop {
+            let mut interpreter = match &resume {
+                Some(resume) => Interpreter::restore(machine.clone(), Vec::new(), &resume.snapshot)
+                    .map_err(|error| error.to_string())?,
+                None => Interpreter::new(machine.clone(), Vec::new()),
+            };
+            let mut observer = LedgerObserver {
+                ledger: ledger.clone(),
+            };
+            let mut state = DriverState::new();
+            let mut checkpoint = LastStep {
+                last: last_step.clone(),
+            };
+            let mut session =
+                Session::new(&mut interpreter, &mut state, mocks.clone(), &mut observer)
+                    .with_checkpoint(&mut checkpoint);
+            match &resume {
+                Some(resume) => {
+                    session.resume(resume).map_err(|error| error.to_string())?;
                     session.handle_queued().map_err(|error| error.to_string())?;
                 }
-                Input::Queued(event) => {
-                    let name = INPUT_EVENTS[*event];
-                    session.send(Event::named(&machine, name, Value::Null, Origin::External));
-                    if session.effects_running() {
-                        let until = tokio::time::Instant::now() + Duration::from_millis(50);
-                        session.wait(Some(until), None).await;
-                    }
-                    session.handle_queued().map_err(|error| error.to_string())?;
-                }
-                Input::Advance(milliseconds) => {
-                    // `Session::advance`, with a bound: instant outcomes that re-enter the
-                    // state that starts them loop without time passing.
-                    let target = tokio::time::Instant::now() + Duration::from_millis(*milliseconds);
-                    let mut waits = 0;
-                    loop {
+                None => session.start().map_err(|error| error.to_string())?,
+            }
+            ledger
+                .borrow_mut()
+                .check_owners(session.interpreter, "after the start or resume");
+            let mut crashed = false;
+            for input in inputs.by_ref() {
+                match input {
+                    Input::Event(event) => {
+                        let name = INPUT_EVENTS[*event];
+                        session.send(Event::named(&machine, name, Value::Null, Origin::External));
                         session.handle_queued().map_err(|error| error.to_string())?;
-                        let busy = session.effects_running()
-                            || session.next_deadline().is_some_and(|next| next <= target);
-                        if !busy || !session.is_running() {
-                            tokio::time::sleep_until(target).await;
-                            break;
+                    }
+                    Input::Queued(event) => {
+                        let name = INPUT_EVENTS[*event];
+                        session.send(Event::named(&machine, name, Value::Null, Origin::External));
+                        if session.effects_running() {
+                            let until = tokio::time::Instant::now() + Duration::from_millis(50);
+                            session.wait(Some(until), None).await;
                         }
-                        waits += 1;
-                        if waits > MAX_WAITS {
-                            return Ok(true);
+                        session.handle_queued().map_err(|error| error.to_string())?;
+                        session
+                            .commit_between_steps()
+                            .map_err(|error| error.to_string())?;
+                    }
+                    Input::Advance(milliseconds) => {
+                        // `Session::advance`, with a bound: instant outcomes that re-enter the
+                        // state that starts them loop without time passing.
+                        let target =
+                            tokio::time::Instant::now() + Duration::from_millis(*milliseconds);
+                        let mut waits = 0;
+                        loop {
+                            session.handle_queued().map_err(|error| error.to_string())?;
+                            let busy = session.effects_running()
+                                || session.next_deadline().is_some_and(|next| next <= target);
+                            if !busy || !session.is_running() {
+                                tokio::time::sleep_until(target).await;
+                                break;
+                            }
+                            waits += 1;
+                            if waits > MAX_WAITS {
+                                return Ok(true);
+                            }
+                            let waited = session.wait(Some(target), None).await;
+                            // As the run loop does after each wait.
+                            session
+                                .commit_between_steps()
+                                .map_err(|error| error.to_string())?;
+                            if let Waited::Deadline = waited {
+                                break;
+                            }
                         }
-                        if let Waited::Deadline = session.wait(Some(target), None).await {
-                            break;
-                        }
+                    }
+                    Input::Crash => {
+                        crashed = true;
+                        break;
                     }
                 }
             }
-        }
-        // Then everything still running is let end, the outcomes handled as they come.
-        for _ in 0..MAX_WAITS {
-            session.handle_queued().map_err(|error| error.to_string())?;
-            if !session.effects_running() {
-                session.finish();
-                return Ok(false);
+            if crashed {
+                // The engine is gone with everything it ran; what was committed survives.
+                drop(session);
+                ledger.borrow_mut().crash();
+                let step = last_step.borrow().clone().ok_or("nothing was committed")?;
+                resume = Some(Resume {
+                    snapshot: step.snapshot,
+                    sequence: step.sequence,
+                    committed_unix_milliseconds: step.unix_milliseconds,
+                    timers: TimerPolicy::Deadline,
+                });
+                continue;
             }
-            session.wait(None, None).await;
+            // Then everything still running is let end, the outcomes handled as they come.
+            for _ in 0..MAX_WAITS {
+                session.handle_queued().map_err(|error| error.to_string())?;
+                if !session.effects_running() {
+                    session.finish();
+                    return Ok(false);
+                }
+                session.wait(None, None).await;
+                session
+                    .commit_between_steps()
+                    .map_err(|error| error.to_string())?;
+            }
+            return Ok(true);
         }
-        Ok(true)
     });
     let cut = result?;
     let mut ledger = Rc::try_unwrap(ledger)
@@ -483,6 +588,7 @@ fn no_effect_outlives_its_owner_and_every_one_ends_exactly_once() {
         ..Config::default()
     });
     let totals = RefCell::new((0usize, 0usize, 0usize, 0usize, 0usize));
+    let crashes = RefCell::new(0usize);
     let cut = RefCell::new(0u32);
     let result = runner.run(&case(), |case| {
         let ledger = run_case(&case).map_err(TestCaseError::fail)?;
@@ -501,6 +607,7 @@ fn no_effect_outlives_its_owner_and_every_one_ends_exactly_once() {
             )));
         }
         *cut.borrow_mut() += u32::from(ledger.cut);
+        *crashes.borrow_mut() += ledger.crashes;
         let mut totals = totals.borrow_mut();
         totals.0 += ledger.started.len();
         totals.1 += ledger.cancelled;
@@ -519,6 +626,9 @@ fn no_effect_outlives_its_owner_and_every_one_ends_exactly_once() {
          {after_finish} awaited after the finish, {macrosteps} macrosteps, {cut} cases endless"
     );
     assert!(cut < CASES / 2, "{cut} of {CASES} cases were endless");
+    let crashes = *crashes.borrow();
+    eprintln!("ownership: {crashes} crashes resumed");
+    assert!(crashes > 10, "{crashes} crashes");
     // The random cases reached what they are meant to check.
     assert!(started > 100, "{started} invocations");
     assert!(cancelled > 10, "{cancelled} cancelled");

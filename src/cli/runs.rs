@@ -140,6 +140,7 @@ fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Val
             "at": format_rfc3339(entry.unix_milliseconds),
             "event": entry.event.as_ref().map(|event| event.name.as_str()),
             "transitions": entry.transitions,
+            "what": step_kind(entry),
         })).collect::<Vec<_>>(),
     }))
 }
@@ -179,12 +180,10 @@ fn print_human(description: &serde_json::Value) {
             "step {:<4} {} {} → {}",
             entry["step"],
             entry["at"].as_str().unwrap_or_default(),
-            // A step without an event is the start, or (after it) effects ending after the finish.
-            entry["event"].as_str().unwrap_or(if entry["step"] == 0 {
-                "(start)"
-            } else {
-                "(effects ended)"
-            }),
+            entry["event"]
+                .as_str()
+                .or(entry["what"].as_str())
+                .unwrap_or_default(),
             entry["transitions"]
         );
     }
@@ -217,4 +216,29 @@ fn print_children(children: &serde_json::Value, above: &str) {
         );
         print_children(&child["children"], &format!("{path}/"));
     }
+}
+
+/// What a step without an event was: the start, a resume, a child's step, or effects that
+/// ended after the run's final state.
+fn step_kind(entry: &crate::store::JournalEntry) -> Option<&'static str> {
+    if entry.event.is_some() {
+        return None;
+    }
+    let has = |key: &str| {
+        entry
+            .actions
+            .as_array()
+            .is_some_and(|actions| actions.iter().any(|action| action.get(key).is_some()))
+    };
+    Some(if entry.sequence == 0 {
+        "(start)"
+    } else if has("resumed") {
+        "(resumed)"
+    } else if has("child") {
+        "(child step)"
+    } else if has("effect_outcome") {
+        "(effects ended)"
+    } else {
+        "(no event)"
+    })
 }

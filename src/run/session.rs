@@ -262,7 +262,14 @@ impl<'a> Session<'a> {
             "children": resume.snapshot.children.iter().map(|child| &child.id).collect::<Vec<_>>(),
         });
         self.host.observer.record(&time, "resume", fields);
-        Ok(())
+        // The resume is a step of its own: the effects it restarted (their tags, their new
+        // invocations) are durable before anything else happens, so a second crash finds them.
+        if self.host.recording {
+            self.host
+                .step_actions
+                .insert(0, serde_json::json!({"resumed": resume.sequence}));
+        }
+        self.commit(None)
     }
 
     /// Enters the initial configuration.
