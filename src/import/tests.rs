@@ -905,16 +905,9 @@ fn reads_children_from_src_relative_to_the_file() {
         render(&errors)
     );
     // A document that invokes itself is refused, not followed forever.
-    std::fs::write(
-        directory.join("parent.scxml"),
-        &parent.replace("children/child.scxml", "parent.scxml"),
-    )
-    .unwrap();
-    let errors = import_children_in(
-        &directory,
-        &parent.replace("children/child.scxml", "parent.scxml"),
-    )
-    .expect_err("a cycle");
+    let itself = parent.replace("children/child.scxml", "parent.scxml");
+    std::fs::write(directory.join("parent.scxml"), &itself).unwrap();
+    let errors = import_children_in(&directory, &itself).expect_err("a cycle");
     assert!(
         render(&errors).contains("already being invoked"),
         "{}",
