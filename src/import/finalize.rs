@@ -168,7 +168,7 @@ pub(super) fn apply(
 }
 
 /// Whether an event descriptor matches an event name (SCXML's token-prefix rule).
-fn matches(descriptor: &str, event: &str) -> bool {
+pub(super) fn matches(descriptor: &str, event: &str) -> bool {
     let descriptor = descriptor.strip_suffix(".*").unwrap_or(descriptor);
     descriptor == "*"
         || event == descriptor

@@ -208,6 +208,8 @@ fn convert_element<'a, 'input>(
         children: Vec::new(),
         parent_events: Some(Vec::new()),
         finalizers: Vec::new(),
+        autoforwards: Vec::new(),
+        child_events: Some(Vec::new()),
         input_declarations: Map::new(),
     };
     let protocol = converter.convert();
@@ -470,6 +472,10 @@ struct Converter<'a, 'input> {
     /// The events sent to `#_parent`; `None` once one is computed (`eventexpr`).
     parent_events: Option<Vec<String>>,
     finalizers: Vec<Finalizer>,
+    /// Invokes with `autoforward`, checked once every child is known.
+    autoforwards: Vec<invoke::Autoforward>,
+    /// The events the children send to this document; `None` once one computes its events.
+    child_events: Option<Vec<String>>,
     /// The `inputs` section: the data the invoker sets, declared with their types.
     input_declarations: Map<String, Value>,
 }
@@ -662,6 +668,7 @@ impl<'a, 'input> Converter<'a, 'input> {
         if states.is_empty() {
             self.error(root, "the document has no <state>, <parallel> or <final>");
         }
+        self.check_autoforwards();
         for finalizer in std::mem::take(&mut self.finalizers) {
             if let Err(message) = finalize::apply(&finalizer, &mut states, &self.data_ids) {
                 self.errors.push(ImportError {

@@ -1038,6 +1038,12 @@ fn refuses_invocations_it_cannot_express() {
             "inputs are typed",
         ),
     ];
+    let cases = cases.into_iter().chain([(
+        "autoforward=\"true\"",
+        CHILD.replace("event=\"ping\"", "event=\"*\""),
+        "invoke",
+        "`autoforward` of `kid` cannot be imported",
+    )]);
     for (attributes, children, element, words) in cases {
         let found = errors(&invoking(attributes, &children, ""));
         assert!(

@@ -25,6 +25,16 @@ const MAX_INVOKE_LEVELS: usize = 16;
 /// order nothing else observes can move there (`finalize::apply` checks the rest).
 const FINALIZE_ELEMENTS: [&str; 4] = ["assign", "if", "elseif", "else"];
 
+/// An invoke with `autoforward`, whose child must not be able to take an event SCXML would
+/// forward and the engine does not.
+pub(super) struct Autoforward {
+    invoke: String,
+    /// The event descriptors of every transition of the child.
+    descriptors: Vec<String>,
+    line: u32,
+    column: u32,
+}
+
 /// Where the child document of an `<invoke>` is.
 enum ChildDocument<'a, 'input> {
     /// An `<scxml>` inside `<content>`.
@@ -200,7 +210,24 @@ impl<'a, 'input> Converter<'a, 'input> {
                 state: state_id.to_string(),
                 invoke: id.clone(),
                 actions: finalize_actions,
-                child_events: conversion.parent_events,
+                child_events: conversion.parent_events.clone(),
+                line,
+                column,
+            });
+        }
+        match (&mut self.child_events, conversion.parent_events) {
+            (Some(known), Some(events)) => known.extend(events),
+            (known, _) => *known = None,
+        }
+        if autoforward {
+            let mut descriptors = Vec::new();
+            if let Some(states) = conversion.protocol.get("states") {
+                collect_descriptors(states, &mut descriptors);
+            }
+            let (line, column) = self.position(node.range().start);
+            self.autoforwards.push(Autoforward {
+                invoke: id.clone(),
+                descriptors,
                 line,
                 column,
             });
@@ -435,6 +462,45 @@ impl<'a, 'input> Converter<'a, 'input> {
         Some(actions)
     }
 
+    /// Refuses `autoforward` where the child could take an event SCXML forwards but the engine
+    /// does not: the engine forwards the events from input and `send`, SCXML every external
+    /// event, including the children's events and their `done.invoke.<id>`.
+    pub(super) fn check_autoforwards(&mut self) {
+        let mut unforwarded: Vec<String> = self
+            .invoke_ids
+            .iter()
+            .map(|id| format!("done.invoke.{id}"))
+            .collect();
+        unforwarded.sort();
+        let computed = self.child_events.is_none();
+        unforwarded.extend(self.child_events.iter().flatten().cloned());
+        for check in std::mem::take(&mut self.autoforwards) {
+            let clash = check.descriptors.iter().find_map(|descriptor| {
+                if computed {
+                    return Some(format!(
+                        "`{descriptor}` (a child computes the names of its events)"
+                    ));
+                }
+                unforwarded
+                    .iter()
+                    .find(|event| crate::import::finalize::matches(descriptor, event))
+                    .map(|event| format!("`{descriptor}`, which matches `{event}`"))
+            });
+            if let Some(clash) = clash {
+                self.errors.push(crate::import::ImportError {
+                    message: format!(
+                        "`autoforward` of `{}` cannot be imported: SCXML forwards every external event, the engine only those from input and `send`, not those from children or their `done.invoke.<id>`, and the child has a transition on {clash}",
+                        check.invoke
+                    ),
+                    line: check.line,
+                    column: check.column,
+                    element: "invoke".to_string(),
+                    file: None,
+                });
+            }
+        }
+    }
+
     /// Declares a `<data>` the invoker sets as an input, typed by its initial value.
     pub(super) fn declare_input(&mut self, node: Node<'a, 'input>, id: &str, value: Value) {
         let kind = match &value {
@@ -457,5 +523,24 @@ impl<'a, 'input> Converter<'a, 'input> {
         declaration.insert("default".into(), value);
         self.input_declarations
             .insert(id.to_string(), Value::Object(declaration));
+    }
+}
+
+/// The event descriptors of every transition in a protocol's states.
+fn collect_descriptors(states: &Value, descriptors: &mut Vec<String>) {
+    for state in states
+        .as_object()
+        .into_iter()
+        .flat_map(|states| states.values())
+    {
+        if let Some(on) = state.get("on").and_then(Value::as_object) {
+            descriptors.extend(
+                on.keys()
+                    .flat_map(|key| key.split_whitespace().map(String::from)),
+            );
+        }
+        if let Some(children) = state.get("states") {
+            collect_descriptors(children, descriptors);
+        }
     }
 }
