@@ -19,5 +19,6 @@ mod properties;
 mod protocols;
 mod scenarios;
 mod schema;
+mod scxml_import;
 mod semantics;
 mod store;

@@ -1,4 +1,4 @@
-//! `protocol-run graph FILE --format mermaid|dot|svg` and `protocol-run import scxml FILE`.
+//! `protocol-run graph FILE --format mermaid|dot|svg`: the protocol as a diagram.
 
 use std::io::Write;
 use std::path::Path;
@@ -73,32 +73,4 @@ fn render_svg(dot: &str) -> Result<String, String> {
     }
     String::from_utf8(output.stdout)
         .map_err(|_| "`dot` wrote something that is not UTF-8".to_string())
-}
-
-pub fn import_scxml(file: &Path) -> u8 {
-    let text = match crate::load::read_text(file) {
-        Ok(text) => text,
-        Err(error) => {
-            eprint!("{error}");
-            return load_error_code(&error);
-        }
-    };
-    match crate::import::scxml_to_protocol(&text) {
-        Ok(protocol) => {
-            let yaml = crate::import::to_yaml(&protocol);
-            match std::io::stdout().lock().write_all(yaml.as_bytes()) {
-                Ok(()) => 0,
-                Err(_) => exit_code::IO,
-            }
-        }
-        Err(errors) => {
-            let shown = file.display().to_string();
-            let diagnostics: Vec<_> = errors
-                .iter()
-                .map(|error| error.diagnostic(&shown, &text))
-                .collect();
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        }
-    }
 }

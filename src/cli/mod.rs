@@ -2,6 +2,7 @@
 
 mod check;
 mod graph;
+mod import;
 mod logs;
 mod run;
 mod runs;
@@ -142,7 +143,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "mermaid")]
         format: graph::GraphFormat,
     },
-    /// Convert another format into a protocol, printed as YAML on stdout.
+    /// Convert another format into a protocol, printed as YAML on stdout (or written to --out).
     Import {
         #[command(subcommand)]
         source: ImportSource,
@@ -162,7 +163,13 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum ImportSource {
     /// An SCXML document.
-    Scxml { file: PathBuf },
+    Scxml {
+        file: PathBuf,
+        /// Write `<name>.yaml` into DIR, and a `<name>.<invoke id>.yaml` for each child
+        /// document its `<invoke>`s run (needed when there are any).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 /// How log lines are printed.
@@ -198,8 +205,8 @@ pub fn main(arguments: Vec<String>) -> u8 {
         } => check::check(&files, deny_warnings),
         Command::Graph { file, format } => graph::graph(&file, format),
         Command::Import {
-            source: ImportSource::Scxml { file },
-        } => graph::import_scxml(&file),
+            source: ImportSource::Scxml { file, out },
+        } => import::import_scxml(&file, out.as_deref()),
         Command::New { name, directory } => scaffold::new_protocol(&name, &directory),
         Command::Completions { shell } => {
             let mut command = <Arguments as clap::CommandFactory>::command();

@@ -537,9 +537,9 @@ fn variable(name: &str, scope: &Scope) -> Result<String, String> {
 /// The `_event` fields a protocol's `event` has.
 fn event_field(field: &str) -> Result<(), String> {
     match field {
-        "name" | "data" | "type" | "sendid" => Ok(()),
+        "name" | "data" | "type" | "sendid" | "invokeid" => Ok(()),
         _ => Err(format!(
-            "`_event.{field}` is not available: protocol events have `name`, `data`, `type` and `sendid`"
+            "`_event.{field}` is not available: protocol events have `name`, `data`, `type`, `sendid` and `invokeid`"
         )),
     }
 }

@@ -1,6 +1,7 @@
 //! Import: SCXML documents converted into equivalent protocols.
 
 mod ecmascript;
+mod finalize;
 mod scxml;
 #[cfg(test)]
 mod tests;
@@ -11,7 +12,7 @@ use std::fmt;
 use crate::diagnostic::{Diagnostic, Location};
 use crate::load::yaml::Position;
 
-pub use scxml::scxml_to_protocol;
+pub use scxml::{Imported, import_file, scxml_to_protocol};
 pub use yaml_writer::{MODELINE, to_yaml};
 
 /// Why (part of) a document cannot be imported: the message, where, and the element it is about.
@@ -24,16 +25,21 @@ pub struct ImportError {
     pub column: u32,
     /// The element's local name, e.g. `script`; empty when the document is not well-formed XML.
     pub element: String,
+    /// The file the error is in when it is not the imported one: a child document read through
+    /// `<invoke src>`.
+    pub file: Option<String>,
 }
 
 impl ImportError {
     /// `FILE:LINE:COL: <element>: message`, the one-line form for the command line.
     pub fn render(&self, file: &str) -> String {
-        format!("{file}:{self}")
+        format!("{}:{self}", self.file.as_deref().unwrap_or(file))
     }
 
-    /// The error as a located diagnostic, showing the source line of `text` (the document).
+    /// The error as a located diagnostic, showing the source line of `text` (the document the
+    /// error is in: `file`, or the error's own `file` when it has one).
     pub fn diagnostic(&self, file: &str, text: &str) -> Diagnostic {
+        let file = self.file.as_deref().unwrap_or(file);
         let line_index = usize::try_from(self.line.saturating_sub(1)).unwrap_or(0);
         let column = usize::try_from(self.column).unwrap_or(1).max(1);
         let line_start: usize = text

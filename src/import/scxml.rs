@@ -1,6 +1,9 @@
 //! SCXML documents converted into protocol values, element by element, every problem located.
 
+mod invoke;
+
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 use roxmltree::{Document, Node, NodeId};
@@ -8,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::ImportError;
 use super::ecmascript::{self, LiteralError, Scope};
+use super::finalize::{self, Finalizer};
 use crate::model::Duration;
 
 /// The SCXML namespace. Elements without a namespace are read as SCXML too; elements and
@@ -71,37 +75,156 @@ const RESERVED_DATA_NAMES: [&str; 9] = [
     "_x",
 ];
 
+/// A converted document together with the child documents its `<invoke>`s run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    /// The parent's file name: the imported file's stem with `.yaml`.
+    pub file_name: String,
+    pub protocol: Value,
+    /// Each child protocol as (file name, protocol): `<stem>.<invoke id>.yaml`, the stem being
+    /// the invoking file's; a child's own children follow it.
+    pub children: Vec<(String, Value)>,
+}
+
+/// Where a document comes from: it names the files of its children and resolves their `src`.
+#[derive(Debug, Clone)]
+pub(super) struct Source {
+    /// The output file name without `.yaml`; children are `<stem>.<invoke id>.yaml`.
+    stem: String,
+    /// The directory `<invoke src>` paths are relative to; `None` when the text has no file.
+    directory: Option<PathBuf>,
+    /// The file of this document when it is not the imported one (it was read through `src`).
+    file: Option<String>,
+    /// The `src` files being converted above this document, to refuse a cycle.
+    ancestry: Vec<PathBuf>,
+    /// How many invocations deep this document is.
+    level: usize,
+}
+
+/// What converting one document gives, besides its protocol.
+struct Conversion {
+    protocol: Value,
+    children: Vec<(String, Value)>,
+    /// The events the document sends to its parent (`#_parent`); `None` when one is computed.
+    parent_events: Option<Vec<String>>,
+    data_ids: HashSet<String>,
+    errors: Vec<ImportError>,
+}
+
 /// Converts an SCXML document into a protocol (as JSON, keys in the protocol's usual order), or
-/// returns every problem found, each naming its element and place.
+/// returns every problem found, each naming its element and place. Child documents of
+/// `<invoke>` are converted and checked but not returned, and `src` is refused: `import_file`
+/// gives them.
 pub fn scxml_to_protocol(text: &str) -> Result<Value, Vec<ImportError>> {
+    let source = Source {
+        stem: DEFAULT_ID.to_string(),
+        directory: None,
+        file: None,
+        ancestry: Vec::new(),
+        level: 0,
+    };
+    let conversion = convert_text(text, &source, &HashSet::new());
+    if conversion.errors.is_empty() {
+        Ok(conversion.protocol)
+    } else {
+        Err(conversion.errors)
+    }
+}
+
+/// Converts the SCXML document `text` read from `path`, with the child documents its
+/// `<invoke>`s run (inline, or from `src` files relative to `path`).
+pub fn import_file(text: &str, path: &Path) -> Result<Imported, Vec<ImportError>> {
+    let stem = path.file_stem().map_or_else(
+        || DEFAULT_ID.to_string(),
+        |stem| stem.to_string_lossy().into_owned(),
+    );
+    let source = Source {
+        stem,
+        directory: Some(path.parent().unwrap_or(Path::new("")).to_path_buf()),
+        file: None,
+        ancestry: vec![path.canonicalize().unwrap_or_else(|_| path.to_path_buf())],
+        level: 0,
+    };
+    let conversion = convert_text(text, &source, &HashSet::new());
+    if conversion.errors.is_empty() {
+        Ok(Imported {
+            file_name: format!("{}.yaml", source.stem),
+            protocol: conversion.protocol,
+            children: conversion.children,
+        })
+    } else {
+        Err(conversion.errors)
+    }
+}
+
+/// Parses and converts one document; `inputs` are the data ids its invoker sets.
+fn convert_text(text: &str, source: &Source, inputs: &HashSet<String>) -> Conversion {
     let options = roxmltree::ParsingOptions {
         allow_dtd: false,
         nodes_limit: MAX_NODES,
         entity_resolver: None,
     };
-    let document = Document::parse_with_options(text, options).map_err(|error| {
-        let position = error.pos();
-        vec![ImportError {
-            message: format!("the document is not well-formed XML: {error}"),
-            line: position.row,
-            column: position.col,
-            element: String::new(),
-        }]
-    })?;
+    match Document::parse_with_options(text, options) {
+        Ok(document) => convert_element(&document, document.root_element(), source, inputs),
+        Err(error) => {
+            let position = error.pos();
+            Conversion {
+                protocol: Value::Null,
+                children: Vec::new(),
+                parent_events: Some(Vec::new()),
+                data_ids: HashSet::new(),
+                errors: vec![ImportError {
+                    message: format!("the document is not well-formed XML: {error}"),
+                    line: position.row,
+                    column: position.col,
+                    element: String::new(),
+                    file: source.file.clone(),
+                }],
+            }
+        }
+    }
+}
+
+/// Converts the document whose `<scxml>` is `root` (the whole document's, or one inline in an
+/// `<invoke>`); `inputs` are the data ids its invoker sets.
+fn convert_element<'a, 'input>(
+    document: &'a Document<'input>,
+    root: Node<'a, 'input>,
+    source: &Source,
+    inputs: &HashSet<String>,
+) -> Conversion {
     let mut converter = Converter {
-        document: &document,
+        document,
+        root,
+        source: source.clone(),
+        inputs: inputs.clone(),
         errors: Vec::new(),
         state_ids: HashMap::new(),
         state_nodes: HashMap::new(),
         state_names: HashSet::new(),
         data_ids: HashSet::new(),
         nested_data: None,
+        invoke_ids: HashSet::new(),
+        children: Vec::new(),
+        parent_events: Some(Vec::new()),
+        finalizers: Vec::new(),
+        autoforwards: Vec::new(),
+        child_events: Some(Vec::new()),
+        input_declarations: Map::new(),
     };
     let protocol = converter.convert();
-    if converter.errors.is_empty() {
-        Ok(protocol)
-    } else {
-        Err(converter.errors)
+    let mut errors = converter.errors;
+    for error in &mut errors {
+        if error.file.is_none() {
+            error.file.clone_from(&source.file);
+        }
+    }
+    Conversion {
+        protocol,
+        children: converter.children,
+        parent_events: converter.parent_events,
+        data_ids: converter.data_ids,
+        errors,
     }
 }
 
@@ -328,6 +451,11 @@ struct Handlers {
 
 struct Converter<'a, 'input> {
     document: &'a Document<'input>,
+    /// The `<scxml>` element being converted.
+    root: Node<'a, 'input>,
+    source: Source,
+    /// The data ids the invoking document sets (`<param>`, `namelist`): they become inputs.
+    inputs: HashSet<String>,
     errors: Vec<ImportError>,
     /// The protocol id of every state element, as written or generated.
     state_ids: HashMap<NodeId, String>,
@@ -337,6 +465,19 @@ struct Converter<'a, 'input> {
     data_ids: HashSet<String>,
     /// A `<data>` inside a state (the first one), which late binding would initialise on entry.
     nested_data: Option<Node<'a, 'input>>,
+    /// The ids of the document's `<invoke>`s, written or generated: `#_<id>` targets.
+    invoke_ids: HashSet<String>,
+    /// The child protocols converted so far, as (file name, protocol).
+    children: Vec<(String, Value)>,
+    /// The events sent to `#_parent`; `None` once one is computed (`eventexpr`).
+    parent_events: Option<Vec<String>>,
+    finalizers: Vec<Finalizer>,
+    /// Invokes with `autoforward`, checked once every child is known.
+    autoforwards: Vec<invoke::Autoforward>,
+    /// The events the children send to this document; `None` once one computes its events.
+    child_events: Option<Vec<String>>,
+    /// The `inputs` section: the data the invoker sets, declared with their types.
+    input_declarations: Map<String, Value>,
 }
 
 impl<'a, 'input> Converter<'a, 'input> {
@@ -352,6 +493,7 @@ impl<'a, 'input> Converter<'a, 'input> {
             line,
             column,
             element: node.tag_name().name().to_string(),
+            file: None,
         });
     }
 
@@ -368,6 +510,7 @@ impl<'a, 'input> Converter<'a, 'input> {
             line,
             column,
             element: node.tag_name().name().to_string(),
+            file: None,
         });
     }
 
@@ -404,6 +547,7 @@ impl<'a, 'input> Converter<'a, 'input> {
                         line,
                         column,
                         element: element.to_string(),
+                        file: None,
                     });
                 }
             } else if scxml_name(child).is_some() {
@@ -427,8 +571,8 @@ impl<'a, 'input> Converter<'a, 'input> {
         let message = match name {
             "script" => "<script> cannot be imported: a protocol runs no scripts; write the logic with actions (assign, if, raise, send)".to_string(),
             "foreach" => "<foreach> cannot be imported: protocol actions have no loops".to_string(),
-            "invoke" => "<invoke> cannot be imported: SCXML services have no protocol equivalent (child protocols are declared with `invoke` in YAML)".to_string(),
-            "finalize" => "<finalize> cannot be imported: it belongs to <invoke>, which cannot be imported".to_string(),
+            "invoke" => format!("<invoke> cannot appear inside <{parent}>: only a <state> or <parallel> runs child documents"),
+            "finalize" => format!("<finalize> cannot appear inside <{parent}>: it belongs inside an <invoke>"),
             known if SCXML_ELEMENTS.contains(&known) => {
                 format!("<{known}> cannot appear inside <{parent}>")
             }
@@ -449,7 +593,7 @@ impl<'a, 'input> Converter<'a, 'input> {
     }
 
     fn convert(&mut self) -> Value {
-        let root = self.document.root_element();
+        let root = self.root;
         if scxml_name(root) != Some("scxml") {
             self.error(root, "the root element must be <scxml>");
             return Value::Null;
@@ -511,6 +655,10 @@ impl<'a, 'input> Converter<'a, 'input> {
                 "late binding cannot be imported for data inside a state: protocol context is initialised when the run starts",
             );
         }
+        if !self.input_declarations.is_empty() {
+            let declarations = std::mem::take(&mut self.input_declarations);
+            protocol.insert("inputs".into(), Value::Object(declarations));
+        }
         if !context.is_empty() {
             protocol.insert("context".into(), Value::Object(context));
         }
@@ -519,6 +667,18 @@ impl<'a, 'input> Converter<'a, 'input> {
         }
         if states.is_empty() {
             self.error(root, "the document has no <state>, <parallel> or <final>");
+        }
+        self.check_autoforwards();
+        for finalizer in std::mem::take(&mut self.finalizers) {
+            if let Err(message) = finalize::apply(&finalizer, &mut states, &self.data_ids) {
+                self.errors.push(ImportError {
+                    message,
+                    line: finalizer.line,
+                    column: finalizer.column,
+                    element: "finalize".to_string(),
+                    file: None,
+                });
+            }
         }
         protocol.insert("states".into(), Value::Object(states));
         Value::Object(protocol)
@@ -541,10 +701,20 @@ impl<'a, 'input> Converter<'a, 'input> {
                 }
             }
             match scxml_name(node) {
-                Some("state" | "parallel" | "final" | "history") => match node.attribute("id") {
-                    Some(id) => self.register_state(node, id),
-                    None => anonymous.push(node),
-                },
+                Some("state" | "parallel" | "final" | "history") => {
+                    match node.attribute("id") {
+                        Some(id) => self.register_state(node, id),
+                        None => anonymous.push(node),
+                    }
+                    for invoke in node
+                        .children()
+                        .filter(|child| scxml_name(*child) == Some("invoke"))
+                    {
+                        if let Some(id) = invoke.attribute("id") {
+                            self.invoke_ids.insert(id.to_string());
+                        }
+                    }
+                }
                 Some("datamodel") => {
                     for data in node
                         .children()
@@ -770,7 +940,11 @@ impl<'a, 'input> Converter<'a, 'input> {
             // ECMAScript's `undefined` has no JSON form; `null` is the nearest.
             None => content_value(&text),
         };
-        context.insert(id.to_string(), value);
+        if self.inputs.contains(id) {
+            self.declare_input(node, id, value);
+        } else {
+            context.insert(id.to_string(), value);
+        }
     }
 
     fn state(
@@ -800,6 +974,7 @@ impl<'a, 'input> Converter<'a, 'input> {
         let mut initial_element: Option<(Node, Option<Value>)> = None;
         let mut output: Option<Value> = None;
         let mut donedata_seen = false;
+        let mut invokes = Vec::new();
         for child in self.children(node) {
             let name = scxml_name(child).unwrap_or_default();
             match (kind, name) {
@@ -827,6 +1002,11 @@ impl<'a, 'input> Converter<'a, 'input> {
                 }
                 ("state" | "parallel", "history") => self.history(child, node, &mut children),
                 ("state" | "parallel", "datamodel") => self.datamodel(child, context),
+                ("state" | "parallel", "invoke") => {
+                    if let Some(invoke) = self.invoke(child, &id, depth) {
+                        invokes.push(invoke);
+                    }
+                }
                 ("final", "donedata") => {
                     if donedata_seen {
                         self.error(child, "a final state has at most one <donedata>");
@@ -891,6 +1071,9 @@ impl<'a, 'input> Converter<'a, 'input> {
         }
         if !eventless.is_empty() {
             state.insert("always".into(), transitions_value(eventless));
+        }
+        if !invokes.is_empty() {
+            state.insert("invoke".into(), Value::Array(invokes));
         }
         if let Some(output) = output {
             state.insert("output".into(), output);
@@ -1313,21 +1496,27 @@ impl<'a, 'input> Converter<'a, 'input> {
             ],
         );
         let mut ok = true;
-        let internal = match node.attribute("target") {
-            None => false,
-            Some("#_internal") => true,
-            Some(other) => {
-                self.attribute_error(
-                    node,
-                    "target",
-                    format!(
-                        "the target `{other}` cannot be imported: a protocol sends only to itself (no target) or to `#_internal`"
-                    ),
-                );
-                ok = false;
-                false
-            }
-        };
+        let mut internal = false;
+        // `to`: a child's invoke id, or `parent`.
+        let mut to: Option<String> = None;
+        match node.attribute("target") {
+            None => {}
+            Some("#_internal") => internal = true,
+            Some("#_parent") => to = Some("parent".to_string()),
+            Some(other) => match other.strip_prefix("#_") {
+                Some(id) if self.invoke_ids.contains(id) => to = Some(id.to_string()),
+                _ => {
+                    self.attribute_error(
+                        node,
+                        "target",
+                        format!(
+                            "the target `{other}` cannot be imported: a protocol sends to itself (no target), to `#_internal`, to `#_parent`, or to `#_<id>` naming an <invoke> of this document"
+                        ),
+                    );
+                    ok = false;
+                }
+            },
+        }
         if let Some(kind) = node.attribute("type")
             && !SCXML_EVENT_PROCESSOR.contains(&kind)
         {
@@ -1386,6 +1575,22 @@ impl<'a, 'input> Converter<'a, 'input> {
             );
             ok = false;
         }
+        if to.is_some()
+            && (node.attribute("delay").is_some() || node.attribute("delayexpr").is_some())
+        {
+            self.error(
+                node,
+                "a delayed send to a child or the parent cannot be imported: the engine delivers those at once; send the event to this document with the delay and forward it when it arrives",
+            );
+            ok = false;
+        }
+        if to.as_deref() == Some("parent") {
+            match (node.attribute("event"), &mut self.parent_events) {
+                (Some(event), Some(events)) => events.push(event.to_string()),
+                (Some(_), None) => {}
+                (None, _) => self.parent_events = None,
+            }
+        }
         let id = node.attribute("id");
         if internal && id.is_some() {
             self.attribute_error(
@@ -1409,6 +1614,9 @@ impl<'a, 'input> Converter<'a, 'input> {
         }
         if let Some(id) = id {
             action.insert("id".into(), Value::String(escape_template_text(id)));
+        }
+        if let Some(to) = to {
+            action.insert("to".into(), Value::String(to));
         }
         Some(Value::Object(action))
     }
@@ -1535,6 +1743,15 @@ impl<'a, 'input> Converter<'a, 'input> {
                 format!("`{location}` is not the id of a <data> element")
             };
             self.attribute_error(node, "location", message);
+            ok = false;
+        } else if self.inputs.contains(location) {
+            self.attribute_error(
+                node,
+                "location",
+                format!(
+                    "`{location}` is set by the invoking document (a <param> or `namelist` of its <invoke>), so it becomes a read-only input of this protocol and cannot be assigned; keep the value in another <data> and assign that"
+                ),
+            );
             ok = false;
         }
         if let Some(element) = node.children().find(|child| child.is_element()) {

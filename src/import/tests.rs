@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{ImportError, scxml_to_protocol, to_yaml};
+use super::{ImportError, Imported, import_file, scxml_to_protocol, to_yaml};
 use crate::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
 use crate::compile::machine::Machine;
 use crate::effects::EffectRequest;
@@ -561,7 +561,7 @@ fn refuses_what_protocols_cannot_express() {
             "<invoke type=\"scxml\" src=\"child.scxml\"/>",
             "invoke",
             4,
-            "<invoke> cannot be imported",
+            "`src` can only be imported from a file",
         ),
         ("<blink/>", "blink", 4, "unknown element <blink>"),
         (
@@ -775,4 +775,303 @@ fn converts_delay_expressions() {
     assert_eq!(run.advance(1).leaves(), ["second"]);
     assert_eq!(run.advance(1_999).leaves(), ["second"]);
     assert_eq!(run.advance(1).leaves(), ["third"]);
+}
+
+/// Imports a document as the file `parent.scxml` (in `directory`), with its children.
+fn import_children_in(
+    directory: &std::path::Path,
+    scxml: &str,
+) -> Result<Imported, Vec<ImportError>> {
+    import_file(scxml, &directory.join("parent.scxml"))
+}
+
+fn import_children(scxml: &str) -> Imported {
+    import_children_in(std::path::Path::new(""), scxml)
+        .unwrap_or_else(|errors| panic!("{}", render(&errors)))
+}
+
+/// A parent whose state `talking` invokes `invoke` (its attributes and children), with the
+/// transitions `transitions`; `<scxml>` is on line 1, the invoke on line 4.
+fn invoking(invoke_attributes: &str, invoke_children: &str, transitions: &str) -> String {
+    format!(
+        "<scxml xmlns=\"http://www.w3.org/2005/07/scxml\" name=\"parent\">\n<datamodel><data id=\"question\" expr=\"41\"/><data id=\"answer\" expr=\"0\"/></datamodel>\n<state id=\"talking\">\n<invoke id=\"kid\" {invoke_attributes}>{invoke_children}</invoke>\n{transitions}\n</state>\n<final id=\"done\"/>\n</scxml>"
+    )
+}
+
+/// A child document that reports `ready`, answers `ping` with `pong` and ends.
+const CHILD: &str = "<content><scxml xmlns=\"http://www.w3.org/2005/07/scxml\" name=\"child\"><datamodel><data id=\"start\" expr=\"0\"/></datamodel><state id=\"waiting\"><onentry><send event=\"ready\" target=\"#_parent\"/></onentry><transition event=\"ping\" target=\"answered\"><send event=\"pong\" target=\"#_parent\"><param name=\"n\" expr=\"_event.data.n + start\"/></send></transition></state><final id=\"answered\"/></scxml></content>";
+
+#[test]
+fn imports_inline_children_as_files_of_their_own() {
+    let child_with_question = CHILD
+        .replace("\"start\"", "\"question\"")
+        .replace("+ start", "+ question");
+    let imported = import_children(&invoking(
+        "type=\"scxml\" autoforward=\"true\" namelist=\"question\"",
+        &child_with_question,
+        "<transition event=\"ready\"><send event=\"ping\" target=\"#_kid\"><param name=\"n\" expr=\"1\"/></send></transition>\n<transition event=\"pong\" target=\"done\"/>",
+    ));
+    assert_eq!(imported.file_name, "parent.yaml");
+    let talking = &imported.protocol["states"]["talking"];
+    assert_eq!(
+        talking["invoke"],
+        json!([{"id": "kid", "protocol": "parent.kid.yaml", "inputs": {"question": "${question}"}, "autoforward": true}])
+    );
+    assert_eq!(
+        talking["on"]["ready"]["actions"],
+        json!([{"send": "ping", "data": {"n": 1}, "to": "kid"}])
+    );
+    assert_eq!(imported.children.len(), 1);
+    let (name, child) = &imported.children[0];
+    assert_eq!(name, "parent.kid.yaml");
+    assert_eq!(
+        child["states"]["waiting"]["entry"],
+        json!([{"send": "ready", "to": "parent"}])
+    );
+    // Without a <data id="question"> in the child, SCXML would drop the value: the import says so.
+    let found = errors(&invoking("namelist=\"question\"", CHILD, ""));
+    assert!(
+        found.iter().any(|error| error.element == "invoke"
+            && error.message.contains("no <data id=\"question\">")),
+        "{}",
+        render(&found)
+    );
+}
+
+#[test]
+fn makes_the_data_an_invoker_sets_typed_inputs() {
+    let imported = import_children(&invoking(
+        "",
+        &format!("<param name=\"start\" expr=\"question + 1\"/>{CHILD}"),
+        "<transition event=\"done.invoke.kid\" target=\"done\"/>",
+    ));
+    let (_, child) = &imported.children[0];
+    assert_eq!(
+        child["inputs"],
+        json!({"start": {"type": "number", "default": 0}})
+    );
+    assert!(child.get("context").is_none(), "{child}");
+    assert_eq!(
+        imported.protocol["states"]["talking"]["invoke"][0]["inputs"],
+        json!({"start": "${question + 1}"})
+    );
+    // The written files load and compile together.
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-import-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    for (name, protocol) in std::iter::once((&imported.file_name, &imported.protocol)).chain(
+        imported
+            .children
+            .iter()
+            .map(|(name, protocol)| (name, protocol)),
+    ) {
+        std::fs::write(directory.join(name), to_yaml(protocol)).unwrap();
+    }
+    let loaded = crate::load::load_file(&directory.join("parent.yaml")).expect("loads");
+    if let Err(diagnostics) = crate::compile::compile(&loaded) {
+        panic!("{}", crate::diagnostic::render_all(&diagnostics));
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn reads_children_from_src_relative_to_the_file() {
+    let directory =
+        std::env::temp_dir().join(format!("protocol-run-import-src-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(directory.join("children")).unwrap();
+    let child = CHILD
+        .trim_start_matches("<content>")
+        .trim_end_matches("</content>");
+    std::fs::write(directory.join("children/child.scxml"), child).unwrap();
+    let parent = invoking("src=\"children/child.scxml\"", "", "");
+    let imported = import_children_in(&directory, &parent)
+        .unwrap_or_else(|errors| panic!("{}", render(&errors)));
+    assert_eq!(imported.children[0].0, "parent.kid.yaml");
+    // An error in the child is located in the child's file.
+    std::fs::write(
+        directory.join("children/child.scxml"),
+        child.replace("<final", "<script/><final"),
+    )
+    .unwrap();
+    let errors = import_children_in(&directory, &parent).expect_err("the child has a <script>");
+    assert!(
+        errors.iter().any(|error| error.element == "script"
+            && error
+                .file
+                .as_deref()
+                .is_some_and(|file| file.ends_with("child.scxml"))),
+        "{}",
+        render(&errors)
+    );
+    // A document that invokes itself is refused, not followed forever.
+    let itself = parent.replace("children/child.scxml", "parent.scxml");
+    std::fs::write(directory.join("parent.scxml"), &itself).unwrap();
+    let errors = import_children_in(&directory, &itself).expect_err("a cycle");
+    assert!(
+        render(&errors).contains("already being invoked"),
+        "{}",
+        render(&errors)
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn puts_finalize_on_the_transitions_that_take_the_childs_events() {
+    let imported = import_children(&invoking(
+        "",
+        &format!(
+            "{CHILD}<finalize><assign location=\"answer\" expr=\"_event.data.n\"/></finalize>"
+        ),
+        "<transition event=\"ready pong done.invoke.kid\" target=\"done\"/>\n<transition event=\"other\" target=\"done\"/>",
+    ));
+    let on = &imported.protocol["states"]["talking"]["on"];
+    assert_eq!(
+        on["ready pong done.invoke.kid"],
+        json!({"target": "done", "actions": [{
+            "if": "event.invokeid == 'kid' || event.name == 'done.invoke.kid'",
+            "then": [{"assign": {"answer": "event.data.n"}}],
+        }]})
+    );
+    assert_eq!(on["other"], json!("done"));
+}
+
+#[test]
+fn refuses_finalize_it_cannot_place_exactly() {
+    let finalize =
+        format!("{CHILD}<finalize><assign location=\"answer\" expr=\"_event.data.n\"/></finalize>");
+    let cases = [
+        (
+            "<transition event=\"pong done.invoke.kid\" target=\"done\"/>".to_string(),
+            "a transition without `cond` for `ready`",
+        ),
+        (
+            "<transition event=\"*\" cond=\"answer > 0\" target=\"done\"/><transition event=\"*\"/>".to_string(),
+            "reads `answer`, which the finalize assigns",
+        ),
+        (
+            "<transition event=\"*\" target=\"done\"><log label=\"bye\"/></transition>".to_string(),
+            "skip the actions of the `*` transition",
+        ),
+        (
+            "<onexit><log expr=\"answer\"/></onexit><transition event=\"*\" target=\"done\"/>".to_string(),
+            "the `exit` actions of `talking` use `answer`",
+        ),
+    ];
+    for (transitions, words) in cases {
+        assert_error(&invoking("", &finalize, &transitions), "finalize", 4, words);
+    }
+    assert_error(
+        &invoking(
+            "",
+            &format!("{CHILD}<finalize><log label=\"x\"/></finalize>"),
+            "<transition event=\"*\" target=\"done\"/>",
+        ),
+        "log",
+        4,
+        "only <assign> and <if>",
+    );
+    let parallel = invoking("", &finalize, "<transition event=\"*\" target=\"done\"/>").replace(
+        "<final id=\"done\"/>",
+        "<final id=\"done\"/><parallel id=\"p\"><state id=\"r1\"/><state id=\"r2\"/></parallel>",
+    );
+    assert_error(&parallel, "finalize", 4, "<parallel> states");
+}
+
+#[test]
+fn refuses_invocations_it_cannot_express() {
+    let cases = [
+        (
+            "idlocation=\"where\"",
+            CHILD.to_string(),
+            "invoke",
+            "`idlocation` cannot be imported",
+        ),
+        (
+            "type=\"http://www.w3.org/TR/ccxml/\"",
+            CHILD.to_string(),
+            "invoke",
+            "the invocation type",
+        ),
+        (
+            "typeexpr=\"'scxml'\"",
+            CHILD.to_string(),
+            "invoke",
+            "`typeexpr` cannot be imported",
+        ),
+        (
+            "srcexpr=\"where\"",
+            String::new(),
+            "invoke",
+            "`srcexpr` cannot be imported",
+        ),
+        (
+            "",
+            "<content expr=\"question\"/>".to_string(),
+            "content",
+            "a computed child document",
+        ),
+        ("", String::new(), "invoke", "needs its child document"),
+        (
+            "",
+            format!("<param name=\"nothing\" expr=\"1\"/>{CHILD}"),
+            "param",
+            "no <data id=\"nothing\">",
+        ),
+        (
+            "",
+            CHILD
+                .replace(
+                    "<onentry>",
+                    "<onentry><assign location=\"start\" expr=\"1\"/>",
+                )
+                .replace("</content>", "</content><param name=\"start\" expr=\"1\"/>"),
+            "assign",
+            "read-only input",
+        ),
+        (
+            "",
+            CHILD
+                .replace("expr=\"0\"", "expr=\"null\"")
+                .replace("</content>", "</content><param name=\"start\" expr=\"1\"/>"),
+            "data",
+            "inputs are typed",
+        ),
+    ];
+    let cases = cases.into_iter().chain([(
+        "autoforward=\"true\"",
+        CHILD.replace("event=\"ping\"", "event=\"*\""),
+        "invoke",
+        "`autoforward` of `kid` cannot be imported",
+    )]);
+    for (attributes, children, element, words) in cases {
+        let found = errors(&invoking(attributes, &children, ""));
+        assert!(
+            found
+                .iter()
+                .any(|error| error.element == element && error.message.contains(words)),
+            "no <{element}> error saying `{words}` in:\n{}",
+            render(&found)
+        );
+    }
+    assert_error(
+        &invoking(
+            "",
+            CHILD,
+            "<transition event=\"ready\"><send event=\"ping\" target=\"#_stranger\"/></transition>",
+        ),
+        "send",
+        5,
+        "the target `#_stranger` cannot be imported",
+    );
+    assert_error(
+        &invoking(
+            "",
+            CHILD,
+            "<transition event=\"ready\"><send event=\"ping\" target=\"#_kid\" delay=\"1s\"/></transition>",
+        ),
+        "send",
+        5,
+        "a delayed send to a child or the parent",
+    );
 }
