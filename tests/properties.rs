@@ -21,6 +21,15 @@
 //!
 //! Each property prints a few statistics (stderr, `--nocapture`) and asserts that the random
 //! cases reached the features they are meant to exercise.
+//!
+//! Failing cases are kept. When a case fails, proptest appends its seed (with the shrunk case
+//! as a comment) to `tests/properties.proptest-regressions` (properties 1, 2 and 4, which share
+//! a generator) or `tests/properties-timers.proptest-regressions` (property 3), and every run
+//! replays the seeds found there before it draws new cases. Commit the file with the fix: both
+//! are absent until something fails. A seed names a case only for the generator that drew it,
+//! so a failure that turns out to be an engine bug is also kept as a small named test next to
+//! the code it concerns (as `a_history_state_and_a_state_inside_its_parallel_parent_are_refused_as_targets`
+//! is here); after the generator changes, old seeds still run, as new random cases.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -31,7 +40,7 @@ use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use serde_json::{Map, Value as Json, json};
 use tokio::time::Instant;
 
@@ -47,8 +56,18 @@ use protocol_run::run::snapshot::Snapshot;
 use protocol_run::run::{Interpreter, Record, RecordingHost};
 use protocol_run::value::Value;
 
-/// Cases of properties 1 and 2 (each a machine and up to `MAX_INPUTS` inputs).
+/// Cases of properties 1, 2 and 4 (each a machine and up to `MAX_INPUTS` inputs), not counting
+/// the seeds replayed from `EVENT_REGRESSIONS`.
 const EVENT_CASES: u32 = 64;
+/// Where the seeds of failing cases are kept (see the header).
+const EVENT_REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/properties.proptest-regressions"
+);
+const TIMER_REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/properties-timers.proptest-regressions"
+);
 /// Accepted cases of property 3: each runs on real time (again if it lagged), so it costs its
 /// virtual duration in wall-clock time (bounded by `MAX_TIMER_RUN_MS`).
 const TIMER_CASES: u32 = 10;
@@ -1232,7 +1251,7 @@ impl EventStatistics {
 fn event_runner() -> TestRunner {
     TestRunner::new(Config {
         cases: EVENT_CASES,
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(EVENT_REGRESSIONS))),
         ..Config::default()
     })
 }
@@ -1301,9 +1320,24 @@ fn the_journal_replayed_or_resumed_from_any_snapshot_gives_the_same_state() {
     non_vacuous(&statistics.into_inner());
 }
 
+/// How often property 4's machines had the tables it strips.
+#[derive(Debug, Default)]
+struct TableStatistics {
+    /// Cases run, replayed seeds included.
+    cases: u32,
+    /// Machines with a candidate index.
+    indexed: u32,
+    /// Transitions with a fixed reach, over all machines.
+    fixed: usize,
+    /// Machines without parallel states, on the single-leaf path.
+    single_leaf: u32,
+    /// Those of them without eventless transitions either, which discard ignored events.
+    ignoring: u32,
+}
+
 #[test]
 fn the_tables_compiled_for_speed_change_nothing() {
-    let shortcuts = RefCell::new((0usize, 0usize, 0u32, 0u32));
+    let statistics = RefCell::new(TableStatistics::default());
     let result = event_runner().run(&event_case(), |case| {
         let (machine, trace) = checked(&case)?;
         let mut plain = compile(&case.yaml).map_err(TestCaseError::fail)?;
@@ -1312,38 +1346,36 @@ fn the_tables_compiled_for_speed_change_nothing() {
         for transition in &mut stripped.transitions {
             transition.reach = Reach::Dynamic;
         }
-        let mut counts = shortcuts.borrow_mut();
-        counts.0 += usize::from(machine.candidates.is_some());
-        counts.1 += machine
+        let mut statistics = statistics.borrow_mut();
+        statistics.cases += 1;
+        statistics.indexed += u32::from(machine.candidates.is_some());
+        statistics.fixed += machine
             .transitions
             .iter()
             .filter(|transition| matches!(transition.reach, Reach::Fixed { .. }))
             .count();
-        counts.2 += u32::from(machine.single_leaf);
-        counts.3 += u32::from(machine.single_leaf && !machine.has_eventless);
+        statistics.single_leaf += u32::from(machine.single_leaf);
+        statistics.ignoring += u32::from(machine.single_leaf && !machine.has_eventless);
         check_replay(&plain, &trace).map_err(TestCaseError::fail)
     });
     if let Err(error) = result {
         panic!("{error}");
     }
-    let (indexed, fixed, single_leaf, ignoring) = shortcuts.into_inner();
-    eprintln!(
-        "tables: {single_leaf} of {EVENT_CASES} machines without parallel states, \
-         {ignoring} of them without eventless transitions either"
-    );
+    let statistics = statistics.into_inner();
+    eprintln!("{statistics:#?}");
     // About half the machines have no parallel state, and a quarter of those no eventless
     // transition: these bounds fail only if the generator stops producing them.
     assert!(
-        single_leaf >= 8 && ignoring >= 2,
-        "the single-leaf path was barely reached: {single_leaf} machines, {ignoring} ignoring"
+        statistics.single_leaf >= 8 && statistics.ignoring >= 2,
+        "the single-leaf path was barely reached: {statistics:?}"
     );
     assert!(
-        indexed as u32 == EVENT_CASES,
-        "only {indexed} machines had a candidate index"
+        statistics.indexed == statistics.cases,
+        "not every machine had a candidate index: {statistics:?}"
     );
     assert!(
-        fixed > EVENT_CASES as usize,
-        "only {fixed} transitions had a fixed reach"
+        statistics.fixed > statistics.cases as usize,
+        "few transitions had a fixed reach: {statistics:?}"
     );
 }
 
@@ -1592,7 +1624,7 @@ fn timer_only_machines_take_the_same_transitions_on_virtual_and_real_time() {
     let statistics = RefCell::new(TimerStatistics::default());
     let mut runner = TestRunner::new(Config {
         cases: TIMER_CASES,
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(TIMER_REGRESSIONS))),
         max_global_rejects: 4096,
         ..Config::default()
     });
