@@ -2,7 +2,8 @@
 //!
 //! A generator builds small statecharts (nested compound and parallel states, final states,
 //! shallow and deep history, event, eventless and delayed transitions with guards over an
-//! integer context variable, `assign`, `raise`, `send` and `log` actions) and renders them as
+//! integer context variable or the event's data, `assign`, `raise`, `send` and `log` actions)
+//! and renders them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
 //! diagnostic shows an engine bug. Three properties are checked:
 //!
@@ -120,12 +121,17 @@ enum Mode {
     Timers,
 }
 
-/// A guard over the context variable `x` or the configuration.
+/// A guard over the context variable `x`, the event's data or the configuration.
 #[derive(Debug, Clone)]
 enum Guard {
     Below(i64),
     AtLeast(i64),
     Even,
+    /// `has(event.data.n) && event.data.n < k`: false for data without `n`, an error (so
+    /// `error.execution`) for an event without data, or for no event yet.
+    DataBelow(i64),
+    /// `event.data.n >= k`: an error whenever the data has no `n`.
+    DataAtLeast(i64),
     /// `In('…')` of a state picked among all non-history states.
     In(Index),
     NotIn(Index),
@@ -138,8 +144,14 @@ enum Act {
     Set(i64),
     /// `x = 12 / x`: `error.execution` when `x` is 0.
     Divide,
-    Raise(usize),
-    Send(usize),
+    /// `x = event.data.n`, or with `has`, `x` kept when the data has no `n` (both an error
+    /// when the event has no data).
+    FromData {
+        strict: bool,
+    },
+    /// The event, with data `{n: x}` when `true`.
+    Raise(usize, bool),
+    Send(usize, bool),
     Log,
 }
 
@@ -215,9 +227,29 @@ struct Node {
     decor: Decor,
 }
 
+/// The data an input event carries.
+#[derive(Debug, Clone, Copy)]
+enum Payload {
+    None,
+    /// `{"n": k}`, which data guards read.
+    N(i64),
+    /// `{"m": k}`: data, but without `n`.
+    M(i64),
+}
+
+impl Payload {
+    fn json(self) -> Json {
+        match self {
+            Payload::None => Json::Null,
+            Payload::N(value) => json!({ "n": value }),
+            Payload::M(value) => json!({ "m": value }),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Input {
-    Event(usize),
+    Event(usize, Payload),
     /// Fires one of the pending delayed sends (any of them: the interpreter must stay legal
     /// whatever order a host delivers events in).
     Tick(Index),
@@ -247,7 +279,10 @@ impl fmt::Debug for Case {
             .inputs
             .iter()
             .map(|input| match input {
-                Input::Event(event) => INPUT_EVENTS[*event].to_string(),
+                Input::Event(event, Payload::None) => INPUT_EVENTS[*event].to_string(),
+                Input::Event(event, payload) => {
+                    format!("{} {}", INPUT_EVENTS[*event], payload.json())
+                }
                 Input::Tick(index) => format!("tick#{}", index.index(1000)),
             })
             .collect();
@@ -258,14 +293,24 @@ impl fmt::Debug for Case {
 // ---------------------------------------------------------------------------------------------
 // Strategies
 
-fn guard() -> impl Strategy<Value = Guard> {
-    prop_oneof![
+/// Guards; only machines of events read the event's data (a timer's has none).
+fn guard(mode: Mode) -> BoxedStrategy<Guard> {
+    let plain = prop_oneof![
         3 => (0i64..4).prop_map(Guard::Below),
         3 => (0i64..4).prop_map(Guard::AtLeast),
         2 => Just(Guard::Even),
         1 => any::<Index>().prop_map(Guard::In),
         1 => any::<Index>().prop_map(Guard::NotIn),
-    ]
+    ];
+    match mode {
+        Mode::Events => prop_oneof![
+            8 => plain,
+            3 => (1i64..5).prop_map(Guard::DataBelow),
+            2 => (0i64..3).prop_map(Guard::DataAtLeast),
+        ]
+        .boxed(),
+        Mode::Timers => plain.boxed(),
+    }
 }
 
 fn action(mode: Mode) -> BoxedStrategy<Act> {
@@ -275,8 +320,11 @@ fn action(mode: Mode) -> BoxedStrategy<Act> {
             2 => Just(Act::Decrement),
             2 => (0i64..4).prop_map(Act::Set),
             1 => Just(Act::Divide),
-            2 => (EXTERNAL..EVENTS.len()).prop_map(Act::Raise),
-            1 => (0..EXTERNAL).prop_map(Act::Send),
+            1 => any::<bool>().prop_map(|strict| Act::FromData { strict }),
+            2 => (EXTERNAL..EVENTS.len(), proptest::bool::weighted(0.3))
+                .prop_map(|(event, data)| Act::Raise(event, data)),
+            1 => (0..EXTERNAL, proptest::bool::weighted(0.5))
+                .prop_map(|(event, data)| Act::Send(event, data)),
             1 => Just(Act::Log),
         ]
         .boxed(),
@@ -316,7 +364,7 @@ fn transition(mode: Mode, targeted: bool) -> BoxedStrategy<Trans> {
     (
         descriptor(),
         targets,
-        option::weighted(0.5, guard()),
+        option::weighted(0.5, guard(mode)),
         vec(action(mode), 0..3),
         proptest::bool::weighted(0.2),
         proptest::bool::weighted(0.3),
@@ -426,9 +474,17 @@ fn chart(mode: Mode) -> impl Strategy<Value = String> {
     })
 }
 
+fn payload() -> impl Strategy<Value = Payload> {
+    prop_oneof![
+        2 => Just(Payload::None),
+        3 => (0i64..4).prop_map(Payload::N),
+        1 => (0i64..4).prop_map(Payload::M),
+    ]
+}
+
 fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
-        4 => (0..INPUT_EVENTS.len()).prop_map(Input::Event),
+        4 => (0..INPUT_EVENTS.len(), payload()).prop_map(|(event, payload)| Input::Event(event, payload)),
         1 => any::<Index>().prop_map(Input::Tick),
     ]
 }
@@ -718,6 +774,8 @@ impl Renderer {
             Guard::Below(k) => format!("x < {k}"),
             Guard::AtLeast(k) => format!("x >= {k}"),
             Guard::Even => "x % 2 == 0".to_string(),
+            Guard::DataBelow(k) => format!("has(event.data.n) && event.data.n < {k}"),
+            Guard::DataAtLeast(k) => format!("event.data.n >= {k}"),
             Guard::In(index) => format!(
                 "In('{}')",
                 id(self.non_history[index.index(self.non_history.len())])
@@ -812,8 +870,14 @@ fn action_json(action: &Act) -> Json {
         Act::Decrement => json!({"assign": {"x": "x - 1"}}),
         Act::Set(value) => json!({"assign": {"x": value}}),
         Act::Divide => json!({"assign": {"x": "12 / x"}}),
-        Act::Raise(event) => json!({"raise": EVENTS[*event]}),
-        Act::Send(event) => json!({"send": EVENTS[*event]}),
+        Act::FromData { strict: true } => json!({"assign": {"x": "event.data.n"}}),
+        Act::FromData { strict: false } => {
+            json!({"assign": {"x": "has(event.data.n) ? event.data.n : x"}})
+        }
+        Act::Raise(event, false) => json!({"raise": EVENTS[*event]}),
+        Act::Raise(event, true) => json!({"raise": EVENTS[*event], "data": {"n": "${x}"}}),
+        Act::Send(event, false) => json!({"send": EVENTS[*event]}),
+        Act::Send(event, true) => json!({"send": EVENTS[*event], "data": {"n": "${x}"}}),
         Act::Log => json!({"log": "x=${x}"}),
     }
 }
@@ -1101,9 +1165,12 @@ fn run_checked(machine: &Arc<Machine>, inputs: &[Input]) -> Result<Trace, String
             break;
         }
         let event = match input {
-            Input::Event(event) => {
-                Event::named(machine, INPUT_EVENTS[*event], Value::Null, Origin::External)
-            }
+            Input::Event(event, payload) => Event::named(
+                machine,
+                INPUT_EVENTS[*event],
+                Value::from_json(&payload.json()),
+                Origin::External,
+            ),
             Input::Tick(index) => {
                 if runner.host.delayed.is_empty() {
                     continue;
@@ -1198,6 +1265,10 @@ struct EventStatistics {
     into_history: u32,
     largest_configuration: usize,
     largest_machine: usize,
+    /// Transitions taken whose guard read the event's data.
+    data_guards_passed: usize,
+    /// Errors from reading `event.data.n` that is not there (left unhandled, so logged).
+    data_errors: usize,
 }
 
 impl EventStatistics {
@@ -1245,6 +1316,27 @@ impl EventStatistics {
             .max()
             .unwrap_or(0);
         self.largest_configuration = self.largest_configuration.max(largest);
+        for record in &trace.records {
+            match record {
+                Record::Transition(pointer) => {
+                    let reads_data = machine.transitions.iter().any(|transition| {
+                        transition.pointer == *pointer
+                            && transition
+                                .guard
+                                .as_ref()
+                                .is_some_and(|guard| guard.text.contains("event.data"))
+                    });
+                    self.data_guards_passed += usize::from(reads_data);
+                }
+                // `no key` for data without `n`, no overload of `.` for no data or no event.
+                Record::Log(message)
+                    if message.contains("no key `n`") || message.contains("'_._'") =>
+                {
+                    self.data_errors += 1;
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -1283,6 +1375,14 @@ fn non_vacuous(statistics: &EventStatistics) {
     assert!(
         statistics.into_history > 0,
         "no run takes a transition to a history state"
+    );
+    assert!(
+        statistics.data_guards_passed > 0,
+        "no transition whose guard reads the event's data is taken"
+    );
+    assert!(
+        statistics.data_errors > 0,
+        "no run reads data that is not there"
     );
     assert!(
         statistics.livelocked * 4 <= cases,
