@@ -2,8 +2,8 @@
 //!
 //! A generator builds small statecharts (nested compound and parallel states, final states,
 //! shallow and deep history, event, eventless and delayed transitions with guards over an
-//! integer context variable or the event's data, `assign`, `raise`, `send` and `log` actions)
-//! and renders them as
+//! integer context variable or the event's data, `assign`, `raise`, `send` (delayed ones with
+//! an id, which `cancel` withdraws) and `log` actions) and renders them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
 //! diagnostic shows an engine bug. Three properties are checked:
 //!
@@ -108,6 +108,8 @@ const MAX_REJECTED_LATE: u32 = 3;
 const EVENTS: [&str; 6] = ["a", "b", "c", "a.x", "r", "r.y"];
 const EXTERNAL: usize = 4;
 const INPUT_EVENTS: [&str; 5] = ["a", "b", "c", "a.x", "d"];
+/// Ids of delayed sends, `later0` …: few, so that `cancel` often finds one pending.
+const SEND_IDS: usize = 3;
 
 // ---------------------------------------------------------------------------------------------
 // The generated model
@@ -152,6 +154,14 @@ enum Act {
     /// The event, with data `{n: x}` when `true`.
     Raise(usize, bool),
     Send(usize, bool),
+    /// A delayed `send` of an external event with the id `later<id>`.
+    SendLater {
+        event: usize,
+        delay_ms: u64,
+        id: usize,
+    },
+    /// `cancel: later<id>`.
+    Cancel(usize),
     Log,
 }
 
@@ -325,6 +335,9 @@ fn action(mode: Mode) -> BoxedStrategy<Act> {
                 .prop_map(|(event, data)| Act::Raise(event, data)),
             1 => (0..EXTERNAL, proptest::bool::weighted(0.5))
                 .prop_map(|(event, data)| Act::Send(event, data)),
+            2 => (0..EXTERNAL, 1u64..=30, 0..SEND_IDS)
+                .prop_map(|(event, delay_ms, id)| Act::SendLater { event, delay_ms, id }),
+            1 => (0..SEND_IDS).prop_map(Act::Cancel),
             1 => Just(Act::Log),
         ]
         .boxed(),
@@ -484,7 +497,7 @@ fn payload() -> impl Strategy<Value = Payload> {
 
 fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
-        4 => (0..INPUT_EVENTS.len(), payload()).prop_map(|(event, payload)| Input::Event(event, payload)),
+        3 => (0..INPUT_EVENTS.len(), payload()).prop_map(|(event, payload)| Input::Event(event, payload)),
         1 => any::<Index>().prop_map(Input::Tick),
     ]
 }
@@ -864,6 +877,10 @@ fn external_only(descriptor: &Descriptor) -> bool {
     }
 }
 
+fn send_id(id: usize) -> String {
+    format!("later{id}")
+}
+
 fn action_json(action: &Act) -> Json {
     match action {
         Act::Increment => json!({"assign": {"x": "x + 1"}}),
@@ -878,6 +895,12 @@ fn action_json(action: &Act) -> Json {
         Act::Raise(event, true) => json!({"raise": EVENTS[*event], "data": {"n": "${x}"}}),
         Act::Send(event, false) => json!({"send": EVENTS[*event]}),
         Act::Send(event, true) => json!({"send": EVENTS[*event], "data": {"n": "${x}"}}),
+        Act::SendLater {
+            event,
+            delay_ms,
+            id,
+        } => json!({"send": EVENTS[*event], "delay": format!("{delay_ms}ms"), "id": send_id(*id)}),
+        Act::Cancel(id) => json!({"cancel": send_id(*id)}),
         Act::Log => json!({"log": "x=${x}"}),
     }
 }
@@ -1269,6 +1292,10 @@ struct EventStatistics {
     data_guards_passed: usize,
     /// Errors from reading `event.data.n` that is not there (left unhandled, so logged).
     data_errors: usize,
+    /// Delayed `send`s with an id, delivered, and withdrawn by `cancel` while pending.
+    delayed_sends: usize,
+    delayed_delivered: usize,
+    delayed_cancelled: usize,
 }
 
 impl EventStatistics {
@@ -1337,6 +1364,59 @@ impl EventStatistics {
                 _ => {}
             }
         }
+        self.add_delayed(trace);
+    }
+
+    /// Follows the delayed sends with an id through the run: each step first delivers its
+    /// event (one of them, or not), then does what its records say.
+    fn add_delayed(&mut self, trace: &Trace) {
+        let ours = |id: &str| id.starts_with("later");
+        // Per id, how many are pending.
+        let mut pending: Vec<(String, usize)> = Vec::new();
+        let count = |pending: &mut Vec<(String, usize)>, id: &str| -> usize {
+            match pending.iter().position(|(known, _)| known == id) {
+                Some(index) => index,
+                None => {
+                    pending.push((id.to_string(), 0));
+                    pending.len() - 1
+                }
+            }
+        };
+        for step in 0..trace.marks.len() {
+            if let Some(id) = step
+                .checked_sub(1)
+                .and_then(|index| trace.journal[index].send_id.as_deref())
+                .filter(|id| ours(id))
+            {
+                let index = count(&mut pending, id);
+                pending[index].1 = pending[index].1.saturating_sub(1);
+                self.delayed_delivered += 1;
+            }
+            let first = step
+                .checked_sub(1)
+                .map_or(0, |previous| trace.marks[previous]);
+            for record in &trace.records[first..trace.marks[step]] {
+                match record {
+                    Record::Send {
+                        id: Some(id),
+                        delay_milliseconds,
+                        ..
+                    } if ours(id) && *delay_milliseconds > 0 => {
+                        let index = count(&mut pending, id);
+                        pending[index].1 += 1;
+                        self.delayed_sends += 1;
+                    }
+                    Record::Cancel(id) if ours(id) => {
+                        let index = count(&mut pending, id);
+                        if pending[index].1 > 0 {
+                            self.delayed_cancelled += 1;
+                            pending[index].1 = 0;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 }
 
@@ -1383,6 +1463,10 @@ fn non_vacuous(statistics: &EventStatistics) {
     assert!(
         statistics.data_errors > 0,
         "no run reads data that is not there"
+    );
+    assert!(
+        statistics.delayed_delivered > 0 && statistics.delayed_cancelled > 0,
+        "delayed sends with an id are never delivered or never cancelled"
     );
     assert!(
         statistics.livelocked * 4 <= cases,
