@@ -3,7 +3,8 @@
 //! A generator builds small statecharts (nested compound and parallel states, final states,
 //! shallow and deep history, event, eventless and delayed transitions with guards over an
 //! integer context variable or the event's data, `assign`, `raise`, `send` (delayed ones with
-//! an id, which `cancel` withdraws) and `log` actions) and renders them as
+//! an id, which `cancel` withdraws), `log`, and `if`/`elif`/`else` around them) and renders
+//! them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
 //! diagnostic shows an engine bug. Three properties are checked:
 //!
@@ -163,6 +164,11 @@ enum Act {
     /// `cancel: later<id>`.
     Cancel(usize),
     Log,
+    /// `if`, then each `elif` in turn: a condition and its block; then `else`, if any.
+    If {
+        branches: Vec<(Guard, Vec<Act>)>,
+        otherwise: Option<Vec<Act>>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -323,7 +329,32 @@ fn guard(mode: Mode) -> BoxedStrategy<Guard> {
     }
 }
 
+/// How deep `if` actions nest.
+const IF_DEPTH: u32 = 2;
+
+/// An action, perhaps an `if` of actions (nested up to `IF_DEPTH`).
 fn action(mode: Mode) -> BoxedStrategy<Act> {
+    nested_action(mode, IF_DEPTH)
+}
+
+fn nested_action(mode: Mode, depth: u32) -> BoxedStrategy<Act> {
+    if depth == 0 {
+        return simple_action(mode);
+    }
+    let inner = nested_action(mode, depth - 1);
+    let block = move || vec(inner.clone(), 1..3);
+    let conditional = (
+        vec((guard(mode), block()), 1..4),
+        option::weighted(0.5, block()),
+    )
+        .prop_map(|(branches, otherwise)| Act::If {
+            branches,
+            otherwise,
+        });
+    prop_oneof![8 => simple_action(mode), 1 => conditional].boxed()
+}
+
+fn simple_action(mode: Mode) -> BoxedStrategy<Act> {
     match mode {
         Mode::Events => prop_oneof![
             3 => Just(Act::Increment),
@@ -729,11 +760,19 @@ impl Renderer {
 
     fn decor(&self, decor: &Decor, state: &mut Map<String, Json>) {
         if !decor.entry.is_empty() {
-            let entry = decor.entry.iter().map(action_json).collect();
+            let entry = decor
+                .entry
+                .iter()
+                .map(|action| self.action(action))
+                .collect();
             state.insert("entry".into(), Json::Array(entry));
         }
         if !decor.exit.is_empty() {
-            let exit = decor.exit.iter().map(action_json).collect();
+            let exit = decor
+                .exit
+                .iter()
+                .map(|action| self.action(action))
+                .collect();
             state.insert("exit".into(), Json::Array(exit));
         }
         let mut on: Map<String, Json> = Map::new();
@@ -857,7 +896,7 @@ impl Renderer {
         if renew {
             actions.push(json!({"assign": {"t": 0}}));
         }
-        actions.extend(transition.actions.iter().map(action_json));
+        actions.extend(transition.actions.iter().map(|action| self.action(action)));
         if !actions.is_empty() {
             spec.insert("actions".into(), Json::Array(actions));
         }
@@ -881,27 +920,60 @@ fn send_id(id: usize) -> String {
     format!("later{id}")
 }
 
-fn action_json(action: &Act) -> Json {
-    match action {
-        Act::Increment => json!({"assign": {"x": "x + 1"}}),
-        Act::Decrement => json!({"assign": {"x": "x - 1"}}),
-        Act::Set(value) => json!({"assign": {"x": value}}),
-        Act::Divide => json!({"assign": {"x": "12 / x"}}),
-        Act::FromData { strict: true } => json!({"assign": {"x": "event.data.n"}}),
-        Act::FromData { strict: false } => {
-            json!({"assign": {"x": "has(event.data.n) ? event.data.n : x"}})
+impl Renderer {
+    /// An action's JSON. Each branch of an `if` begins with a `log` naming it (`then`, `elif`,
+    /// `else`), which the statistics count.
+    fn action(&self, action: &Act) -> Json {
+        match action {
+            Act::Increment => json!({"assign": {"x": "x + 1"}}),
+            Act::Decrement => json!({"assign": {"x": "x - 1"}}),
+            Act::Set(value) => json!({"assign": {"x": value}}),
+            Act::Divide => json!({"assign": {"x": "12 / x"}}),
+            Act::FromData { strict: true } => json!({"assign": {"x": "event.data.n"}}),
+            Act::FromData { strict: false } => {
+                json!({"assign": {"x": "has(event.data.n) ? event.data.n : x"}})
+            }
+            Act::Raise(event, false) => json!({"raise": EVENTS[*event]}),
+            Act::Raise(event, true) => json!({"raise": EVENTS[*event], "data": {"n": "${x}"}}),
+            Act::Send(event, false) => json!({"send": EVENTS[*event]}),
+            Act::Send(event, true) => json!({"send": EVENTS[*event], "data": {"n": "${x}"}}),
+            Act::SendLater {
+                event,
+                delay_ms,
+                id,
+            } => {
+                json!({"send": EVENTS[*event], "delay": format!("{delay_ms}ms"), "id": send_id(*id)})
+            }
+            Act::Cancel(id) => json!({"cancel": send_id(*id)}),
+            Act::Log => json!({"log": "x=${x}"}),
+            Act::If {
+                branches,
+                otherwise,
+            } => {
+                let block = |actions: &[Act], branch: &str| -> Json {
+                    let marker = json!({ "log": branch });
+                    let actions = actions.iter().map(|action| self.action(action));
+                    Json::Array(std::iter::once(marker).chain(actions).collect())
+                };
+                let (first, others) = branches.split_first().expect("an `if` has a condition");
+                let mut spec = Map::new();
+                spec.insert("if".into(), json!(self.guard(&first.0)));
+                spec.insert("then".into(), block(&first.1, "then"));
+                if !others.is_empty() {
+                    let elif = others
+                    .iter()
+                    .map(|(guard, actions)| {
+                        json!({"if": self.guard(guard), "then": block(actions, "elif")})
+                    })
+                    .collect();
+                    spec.insert("elif".into(), Json::Array(elif));
+                }
+                if let Some(otherwise) = otherwise {
+                    spec.insert("else".into(), block(otherwise, "else"));
+                }
+                Json::Object(spec)
+            }
         }
-        Act::Raise(event, false) => json!({"raise": EVENTS[*event]}),
-        Act::Raise(event, true) => json!({"raise": EVENTS[*event], "data": {"n": "${x}"}}),
-        Act::Send(event, false) => json!({"send": EVENTS[*event]}),
-        Act::Send(event, true) => json!({"send": EVENTS[*event], "data": {"n": "${x}"}}),
-        Act::SendLater {
-            event,
-            delay_ms,
-            id,
-        } => json!({"send": EVENTS[*event], "delay": format!("{delay_ms}ms"), "id": send_id(*id)}),
-        Act::Cancel(id) => json!({"cancel": send_id(*id)}),
-        Act::Log => json!({"log": "x=${x}"}),
     }
 }
 
@@ -1296,6 +1368,10 @@ struct EventStatistics {
     delayed_sends: usize,
     delayed_delivered: usize,
     delayed_cancelled: usize,
+    /// Branches of `if` actions run: `then`, an `elif`, `else`.
+    then_runs: usize,
+    elif_runs: usize,
+    else_runs: usize,
 }
 
 impl EventStatistics {
@@ -1361,6 +1437,9 @@ impl EventStatistics {
                 {
                     self.data_errors += 1;
                 }
+                Record::Log(message) if message == "then" => self.then_runs += 1,
+                Record::Log(message) if message == "elif" => self.elif_runs += 1,
+                Record::Log(message) if message == "else" => self.else_runs += 1,
                 _ => {}
             }
         }
@@ -1467,6 +1546,10 @@ fn non_vacuous(statistics: &EventStatistics) {
     assert!(
         statistics.delayed_delivered > 0 && statistics.delayed_cancelled > 0,
         "delayed sends with an id are never delivered or never cancelled"
+    );
+    assert!(
+        statistics.then_runs > 0 && statistics.elif_runs > 0 && statistics.else_runs > 0,
+        "some branch of `if` never runs"
     );
     assert!(
         statistics.livelocked * 4 <= cases,
