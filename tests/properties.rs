@@ -79,6 +79,10 @@ const MAX_MICROSTEPS: usize = 200;
 /// Queued `send` events delivered after one input, at most; the rest are dropped (a `send`
 /// loop would otherwise never end).
 const MAX_SENDS_PER_INPUT: usize = 8;
+/// External events delivered in one run, at most: property 2 resumes from every snapshot and
+/// handles the rest of the journal, which costs the square of its length, and a run that many
+/// `send`s keep busy would otherwise cost seconds.
+const MAX_JOURNAL: usize = 40;
 /// In a machine of properties 1 and 2, every transition that an event from inside the
 /// machine (`raise`d, `done.state.*`, `error.*`) or no event may trigger counts itself against
 /// a budget, `t < 4`, which only transitions on external events renew: a macrostep then takes
@@ -1194,8 +1198,9 @@ struct Runner {
 }
 
 impl Runner {
-    fn stopped(&self) -> bool {
-        !self.interpreter.is_running()
+    /// Whether no more events are delivered: the run finished, or the journal is full.
+    fn done(&self) -> bool {
+        !self.interpreter.is_running() || self.trace.journal.len() >= MAX_JOURNAL
     }
 
     /// Records the step just taken and checks the configuration.
@@ -1228,7 +1233,7 @@ impl Runner {
     fn deliver_sends(&mut self) -> Result<(), String> {
         let mut delivered = 0;
         while let Some(event) = self.host.external_queue.pop_front() {
-            if self.stopped() || delivered == MAX_SENDS_PER_INPUT {
+            if self.done() || delivered == MAX_SENDS_PER_INPUT {
                 self.host.external_queue.clear();
                 break;
             }
@@ -1256,7 +1261,7 @@ fn run_checked(machine: &Arc<Machine>, inputs: &[Input]) -> Result<Trace, String
     runner.after_step(result)?;
     runner.deliver_sends()?;
     for input in inputs {
-        if runner.stopped() {
+        if runner.done() {
             break;
         }
         let event = match input {
