@@ -3,15 +3,16 @@
 //! A generator builds small statecharts (nested compound and parallel states, final states,
 //! shallow and deep history, event, eventless and delayed transitions with guards over an
 //! integer context variable or the event's data, `assign`, `raise`, `send` (delayed ones with
-//! an id, which `cancel` withdraws), `log`, and `if`/`elif`/`else` around them) and renders
-//! them as
+//! an id, which `cancel` withdraws), `log`, effects (`exec`, never run: the test's host
+//! reports their outcomes as inputs), and `if`/`elif`/`else` around them) and renders them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
 //! diagnostic shows an engine bug. Three properties are checked:
 //!
 //! 1. after `start` and after every macrostep the configuration is legal;
-//! 2. replaying the journal of external events (inputs, delivered `send`s, fired timers) into a
-//!    fresh instance gives the same snapshots and host records, and restoring any snapshot
-//!    then handling the rest of the journal ends in the same state, doing the same things;
+//! 2. replaying the journal of external events (inputs, delivered `send`s, fired timers and
+//!    delayed sends, effect outcomes) into a fresh instance gives the same snapshots, host
+//!    records and effect requests, and restoring any snapshot then handling the rest of the
+//!    journal ends in the same state, doing the same things;
 //! 3. a machine whose only transitions are `after` timers and eventless ones takes the same
 //!    transitions and ends the same way on virtual time and on real time;
 //! 4. the tables compiled for speed (each state's candidate transitions per event, the fixed
@@ -114,7 +115,10 @@ const EVENTS: [&str; 6] = ["a", "b", "c", "a.x", "r", "r.y"];
 const EXTERNAL: usize = 4;
 const INPUT_EVENTS: [&str; 5] = ["a", "b", "c", "a.x", "d"];
 /// Ids of delayed sends, `later0` …: few, so that `cancel` often finds one pending.
-const SEND_IDS: usize = 3;
+const SEND_IDS: usize = 2;
+/// Ids of effect actions, `e0` …: several actions may share one, as protocols may. Few, so
+/// that transitions on an outcome often find it reported.
+const EFFECT_IDS: usize = 1;
 
 // ---------------------------------------------------------------------------------------------
 // The generated model
@@ -168,6 +172,11 @@ enum Act {
     /// `cancel: later<id>`.
     Cancel(usize),
     Log,
+    /// `exec: ["true"]` with the id `e<id>`, owned by its state or (`scope: run`) the run.
+    Effect {
+        id: usize,
+        run_scoped: bool,
+    },
     /// `if`, then each `elif` in turn: a condition and its block; then `else`, if any.
     If {
         branches: Vec<(Guard, Vec<Act>)>,
@@ -183,6 +192,9 @@ enum Descriptor {
     Error,
     /// `done.state.<id>` of a compound or parallel state.
     Done(Index),
+    /// An outcome of the effects `e<id>`: `done.exec.e<id>`, `error.exec.e<id>`,
+    /// `error.exec.timeout.e<id>`, or (3) `error.exec`, any effect's failure.
+    Outcome(u8, usize),
 }
 
 #[derive(Debug, Clone)]
@@ -267,9 +279,20 @@ impl Payload {
     }
 }
 
+/// How an effect ended, as the host reports it.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Done,
+    Failed,
+    TimedOut,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Input {
     Event(usize, Payload),
+    /// Reports the outcome of one of the pending effects (started, not yet reported, their
+    /// owner not exited since).
+    Outcome(Index, Ending),
     /// Fires one of the pending delayed sends (any of them: the interpreter must stay legal
     /// whatever order a host delivers events in).
     Tick(Index),
@@ -304,6 +327,9 @@ impl fmt::Debug for Case {
                     format!("{} {}", INPUT_EVENTS[*event], payload.json())
                 }
                 Input::Tick(index) => format!("tick#{}", index.index(1000)),
+                Input::Outcome(index, ending) => {
+                    format!("{ending:?}#{}", index.index(1000))
+                }
             })
             .collect();
         write!(formatter, "\n{}inputs: {inputs:?}\n", self.yaml)
@@ -325,7 +351,7 @@ fn guard(mode: Mode) -> BoxedStrategy<Guard> {
     match mode {
         Mode::Events => prop_oneof![
             8 => plain,
-            3 => (1i64..5).prop_map(Guard::DataBelow),
+            4 => (1i64..5).prop_map(Guard::DataBelow),
             2 => (0i64..3).prop_map(Guard::DataAtLeast),
         ]
         .boxed(),
@@ -366,13 +392,15 @@ fn simple_action(mode: Mode) -> BoxedStrategy<Act> {
             2 => (0i64..4).prop_map(Act::Set),
             1 => Just(Act::Divide),
             1 => any::<bool>().prop_map(|strict| Act::FromData { strict }),
-            2 => (EXTERNAL..EVENTS.len(), proptest::bool::weighted(0.3))
+            2 => (EXTERNAL..EVENTS.len(), proptest::bool::weighted(0.5))
                 .prop_map(|(event, data)| Act::Raise(event, data)),
             1 => (0..EXTERNAL, proptest::bool::weighted(0.5))
                 .prop_map(|(event, data)| Act::Send(event, data)),
             2 => (0..EXTERNAL, 1u64..=30, 0..SEND_IDS)
                 .prop_map(|(event, delay_ms, id)| Act::SendLater { event, delay_ms, id }),
-            1 => (0..SEND_IDS).prop_map(Act::Cancel),
+            2 => (0..SEND_IDS).prop_map(Act::Cancel),
+            2 => (0..EFFECT_IDS, proptest::bool::weighted(0.3))
+                .prop_map(|(id, run_scoped)| Act::Effect { id, run_scoped }),
             1 => Just(Act::Log),
         ]
         .boxed(),
@@ -394,6 +422,7 @@ fn descriptor() -> impl Strategy<Value = Descriptor> {
         1 => Just(Descriptor::Any),
         1 => Just(Descriptor::Error),
         2 => any::<Index>().prop_map(Descriptor::Done),
+        8 => (0u8..4, 0..EFFECT_IDS).prop_map(|(kind, id)| Descriptor::Outcome(kind, id)),
     ]
 }
 
@@ -532,8 +561,13 @@ fn payload() -> impl Strategy<Value = Payload> {
 
 fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
-        3 => (0..INPUT_EVENTS.len(), payload()).prop_map(|(event, payload)| Input::Event(event, payload)),
-        1 => any::<Index>().prop_map(Input::Tick),
+        4 => (0..INPUT_EVENTS.len(), payload()).prop_map(|(event, payload)| Input::Event(event, payload)),
+        2 => any::<Index>().prop_map(Input::Tick),
+        3 => (
+            any::<Index>(),
+            prop_oneof![3 => Just(Ending::Done), 2 => Just(Ending::Failed), 1 => Just(Ending::TimedOut)],
+        )
+            .prop_map(|(index, ending)| Input::Outcome(index, ending)),
     ]
 }
 
@@ -818,6 +852,10 @@ impl Renderer {
             Descriptor::Two(first, second) => format!("{} {}", EVENTS[*first], EVENTS[*second]),
             Descriptor::Any => "*".to_string(),
             Descriptor::Error => "error".to_string(),
+            Descriptor::Outcome(0, id) => format!("done.exec.{}", effect_id(*id)),
+            Descriptor::Outcome(1, id) => format!("error.exec.{}", effect_id(*id)),
+            Descriptor::Outcome(2, id) => format!("error.exec.timeout.{}", effect_id(*id)),
+            Descriptor::Outcome(..) => "error.exec".to_string(),
             Descriptor::Done(index) => match pick(&self.containers, index) {
                 Some(state) => format!("done.state.{}", id(state)),
                 None => EVENTS[0].to_string(),
@@ -916,8 +954,14 @@ fn external_only(descriptor: &Descriptor) -> bool {
     match descriptor {
         Descriptor::One(event) => *event < EXTERNAL,
         Descriptor::Two(first, second) => *first < EXTERNAL && *second < EXTERNAL,
+        // Outcomes come from outside, as the host reports them.
+        Descriptor::Outcome(..) => true,
         Descriptor::Any | Descriptor::Error | Descriptor::Done(_) => false,
     }
+}
+
+fn effect_id(id: usize) -> String {
+    format!("e{id}")
 }
 
 fn send_id(id: usize) -> String {
@@ -950,6 +994,13 @@ impl Renderer {
             }
             Act::Cancel(id) => json!({"cancel": send_id(*id)}),
             Act::Log => json!({"log": "x=${x}"}),
+            Act::Effect { id, run_scoped } => {
+                let mut spec = json!({"exec": ["true"], "id": effect_id(*id)});
+                if *run_scoped {
+                    spec["scope"] = json!("run");
+                }
+                spec
+            }
             Act::If {
                 branches,
                 otherwise,
@@ -1189,12 +1240,20 @@ struct Trace {
     snapshots: Vec<Snapshot>,
     marks: Vec<usize>,
     records: Vec<Record>,
+    /// The effects started, in order, and after each step how many there were.
+    effects: Vec<EffectRequest>,
+    effect_marks: Vec<usize>,
 }
 
 struct Runner {
     interpreter: Interpreter,
     host: RecordingHost,
     trace: Trace,
+    /// Effects whose outcome may be reported: indices into `host.effects`.
+    pending: Vec<usize>,
+    /// Records and effects already looked at by `follow_effects`.
+    seen_records: usize,
+    seen_effects: usize,
 }
 
 impl Runner {
@@ -1208,6 +1267,8 @@ impl Runner {
         let legal = check_legal(&self.interpreter);
         self.trace.snapshots.push(self.interpreter.snapshot());
         self.trace.marks.push(self.host.records.len());
+        self.trace.effect_marks.push(self.host.effects.len());
+        self.follow_effects();
         let step = self.trace.results.len();
         // The events delivered so far (step 0 is `start`), to reproduce a failure by hand.
         let delivered = || {
@@ -1221,6 +1282,51 @@ impl Runner {
         }
         self.trace.results.push(result);
         legal.map_err(|problem| format!("after step {step}: {problem}\n{}", delivered()))
+    }
+
+    /// Keeps `pending` as a runtime would: an effect started is pending until its outcome is
+    /// reported, or its owner state exits (a runtime cancels it then, its outcome never
+    /// delivered; effects scoped to the run stay).
+    fn follow_effects(&mut self) {
+        let machine = self.interpreter.machine().clone();
+        for record in &self.host.records[self.seen_records..] {
+            match record {
+                Record::Effect { .. } => {
+                    self.pending.push(self.seen_effects);
+                    self.seen_effects += 1;
+                }
+                Record::Exited(name) => {
+                    let effects = &self.host.effects;
+                    self.pending.retain(|index| {
+                        let request = &effects[*index];
+                        request.owner == StateId::ROOT || *machine.state(request.owner).id != **name
+                    });
+                }
+                _ => {}
+            }
+        }
+        self.seen_records = self.host.records.len();
+    }
+
+    /// The event that reports how a pending effect ended, which is no longer pending.
+    fn report(&mut self, index: &Index, ending: Ending) -> Option<Event> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let invocation = self.pending.remove(index.index(self.pending.len()));
+        let request = &self.host.effects[invocation];
+        let (event_type, data) = match ending {
+            Ending::Done => (request.events.done, json!({})),
+            Ending::Failed => (request.events.failed, json!({"message": "failed"})),
+            Ending::TimedOut => (request.events.timed_out, json!({"message": "timed out"})),
+        };
+        let mut data = data;
+        data["id"] = json!(*request.id);
+        data["invocation"] = json!(invocation + 1);
+        let machine = self.interpreter.machine();
+        Some(
+            Event::of_type(machine, event_type, Origin::Outcome).with_data(Value::from_json(&data)),
+        )
     }
 
     fn handle(&mut self, event: Event) -> Result<(), String> {
@@ -1255,7 +1361,12 @@ fn run_checked(machine: &Arc<Machine>, inputs: &[Input]) -> Result<Trace, String
             snapshots: Vec::new(),
             marks: Vec::new(),
             records: Vec::new(),
+            effects: Vec::new(),
+            effect_marks: Vec::new(),
         },
+        pending: Vec::new(),
+        seen_records: 0,
+        seen_effects: 0,
     };
     let result = runner.interpreter.start(&mut runner.host);
     runner.after_step(result)?;
@@ -1278,11 +1389,16 @@ fn run_checked(machine: &Arc<Machine>, inputs: &[Input]) -> Result<Trace, String
                 let position = index.index(runner.host.delayed.len());
                 runner.host.delayed.remove(position).2
             }
+            Input::Outcome(index, ending) => match runner.report(index, *ending) {
+                Some(event) => event,
+                None => continue,
+            },
         };
         runner.handle(event)?;
         runner.deliver_sends()?;
     }
     runner.trace.records = std::mem::take(&mut runner.host.records);
+    runner.trace.effects = std::mem::take(&mut runner.host.effects);
     Ok(runner.trace)
 }
 
@@ -1317,6 +1433,12 @@ fn check_replay(machine: &Arc<Machine>, trace: &Trace) -> Result<(), String> {
             host.records, trace.records
         ));
     }
+    if host.effects != trace.effects {
+        return Err(format!(
+            "the replay started other effects:\n{:#?}\nthe run started\n{:#?}",
+            host.effects, trace.effects
+        ));
+    }
     let inputs = machine.bind_inputs(&[]).expect("no inputs to bind");
     let last = trace.snapshots.last().expect("a snapshot after start");
     for (step, snapshot) in trace.snapshots.iter().enumerate() {
@@ -1340,6 +1462,13 @@ fn check_replay(machine: &Arc<Machine>, trace: &Trace) -> Result<(), String> {
                 "restored at step {step}, the run ends in\n{}\ninstead of\n{}",
                 end.to_json(),
                 last.to_json()
+            ));
+        }
+        if host.effects[..] != trace.effects[trace.effect_marks[step]..] {
+            return Err(format!(
+                "restored at step {step}, the run started other effects:\n{:#?}\ninstead of\n{:#?}",
+                host.effects,
+                &trace.effects[trace.effect_marks[step]..]
             ));
         }
         if host.records[..] != trace.records[trace.marks[step]..] {
@@ -1373,6 +1502,13 @@ struct EventStatistics {
     delayed_sends: usize,
     delayed_delivered: usize,
     delayed_cancelled: usize,
+    /// Effects started, outcomes reported, those that took a transition (on any descriptor,
+    /// eventless ones after it included), and transitions taken on an outcome's own descriptor
+    /// (`done.exec.…`, `error.exec…`).
+    effects_started: usize,
+    outcomes_reported: usize,
+    outcomes_handled: usize,
+    outcome_transitions: usize,
     /// Branches of `if` actions run: `then`, an `elif`, `else`.
     then_runs: usize,
     elif_runs: usize,
@@ -1427,6 +1563,9 @@ impl EventStatistics {
         for record in &trace.records {
             match record {
                 Record::Transition(pointer) => {
+                    let on_outcome =
+                        pointer.contains("/on/done.exec") || pointer.contains("/on/error.exec");
+                    self.outcome_transitions += usize::from(on_outcome);
                     let reads_data = machine.transitions.iter().any(|transition| {
                         transition.pointer == *pointer
                             && transition
@@ -1449,6 +1588,19 @@ impl EventStatistics {
             }
         }
         self.add_delayed(trace);
+        self.effects_started += trace.effects.len();
+        for (index, event) in trace.journal.iter().enumerate() {
+            if event.origin != Origin::Outcome {
+                continue;
+            }
+            self.outcomes_reported += 1;
+            // The event is handled by step `index + 1`.
+            let records = &trace.records[trace.marks[index]..trace.marks[index + 1]];
+            let handled = records
+                .iter()
+                .any(|record| matches!(record, Record::Transition(_)));
+            self.outcomes_handled += usize::from(handled);
+        }
     }
 
     /// Follows the delayed sends with an id through the run: each step first delivers its
@@ -1555,6 +1707,12 @@ fn non_vacuous(statistics: &EventStatistics) {
     assert!(
         statistics.then_runs > 0 && statistics.elif_runs > 0 && statistics.else_runs > 0,
         "some branch of `if` never runs"
+    );
+    // Outcomes that take a transition are fewer (a few in 64 cases, rarely none), so they
+    // are printed, not asserted.
+    assert!(
+        statistics.effects_started > 0 && statistics.outcomes_reported > 0,
+        "effects never start, or no outcome is reported"
     );
     assert!(
         statistics.livelocked * 4 <= cases,
