@@ -6,7 +6,7 @@
 //! an id, which `cancel` withdraws), `log`, effects (`exec`, never run: the test's host
 //! reports their outcomes as inputs), and `if`/`elif`/`else` around them) and renders them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
-//! diagnostic shows an engine bug. Three properties are checked:
+//! diagnostic shows an engine bug. Four properties are checked:
 //!
 //! 1. after `start` and after every macrostep the configuration is legal;
 //! 2. replaying the journal of external events (inputs, delivered `send`s, fired timers and
