@@ -2,14 +2,17 @@
 //!
 //! A generator builds small statecharts (nested compound and parallel states, final states,
 //! shallow and deep history, event, eventless and delayed transitions with guards over an
-//! integer context variable, `assign`, `raise`, `send` and `log` actions) and renders them as
+//! integer context variable or the event's data, `assign`, `raise`, `send` (delayed ones with
+//! an id, which `cancel` withdraws), `log`, effects (`exec`, never run: the test's host
+//! reports their outcomes as inputs), and `if`/`elif`/`else` around them) and renders them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
-//! diagnostic shows an engine bug. Three properties are checked:
+//! diagnostic shows an engine bug. Four properties are checked:
 //!
 //! 1. after `start` and after every macrostep the configuration is legal;
-//! 2. replaying the journal of external events (inputs, delivered `send`s, fired timers) into a
-//!    fresh instance gives the same snapshots and host records, and restoring any snapshot
-//!    then handling the rest of the journal ends in the same state, doing the same things;
+//! 2. replaying the journal of external events (inputs, delivered `send`s, fired timers and
+//!    delayed sends, effect outcomes) into a fresh instance gives the same snapshots, host
+//!    records and effect requests, and restoring any snapshot then handling the rest of the
+//!    journal ends in the same state, doing the same things;
 //! 3. a machine whose only transitions are `after` timers and eventless ones takes the same
 //!    transitions and ends the same way on virtual time and on real time;
 //! 4. the tables compiled for speed (each state's candidate transitions per event, the fixed
@@ -21,6 +24,15 @@
 //!
 //! Each property prints a few statistics (stderr, `--nocapture`) and asserts that the random
 //! cases reached the features they are meant to exercise.
+//!
+//! Failing cases are kept. When a case fails, proptest appends its seed (with the shrunk case
+//! as a comment) to `tests/properties.proptest-regressions` (properties 1, 2 and 4, which share
+//! a generator) or `tests/properties-timers.proptest-regressions` (property 3), and every run
+//! replays the seeds found there before it draws new cases. Commit the file with the fix: both
+//! are absent until something fails. A seed names a case only for the generator that drew it,
+//! so a failure that turns out to be an engine bug is also kept as a small named test next to
+//! the code it concerns (as `a_history_state_and_a_state_inside_its_parallel_parent_are_refused_as_targets`
+//! is here); after the generator changes, old seeds still run, as new random cases.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -31,7 +43,7 @@ use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use serde_json::{Map, Value as Json, json};
 use tokio::time::Instant;
 
@@ -47,8 +59,18 @@ use protocol_run::run::snapshot::Snapshot;
 use protocol_run::run::{Interpreter, Record, RecordingHost};
 use protocol_run::value::Value;
 
-/// Cases of properties 1 and 2 (each a machine and up to `MAX_INPUTS` inputs).
+/// Cases of properties 1, 2 and 4 (each a machine and up to `MAX_INPUTS` inputs), not counting
+/// the seeds replayed from `EVENT_REGRESSIONS`.
 const EVENT_CASES: u32 = 64;
+/// Where the seeds of failing cases are kept (see the header).
+const EVENT_REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/properties.proptest-regressions"
+);
+const TIMER_REGRESSIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/properties-timers.proptest-regressions"
+);
 /// Accepted cases of property 3: each runs on real time (again if it lagged), so it costs its
 /// virtual duration in wall-clock time (bounded by `MAX_TIMER_RUN_MS`).
 const TIMER_CASES: u32 = 10;
@@ -58,6 +80,10 @@ const MAX_MICROSTEPS: usize = 200;
 /// Queued `send` events delivered after one input, at most; the rest are dropped (a `send`
 /// loop would otherwise never end).
 const MAX_SENDS_PER_INPUT: usize = 8;
+/// External events delivered in one run, at most: property 2 resumes from every snapshot and
+/// handles the rest of the journal, which costs the square of its length, and a run that many
+/// `send`s keep busy would otherwise cost seconds.
+const MAX_JOURNAL: usize = 40;
 /// In a machine of properties 1 and 2, every transition that an event from inside the
 /// machine (`raise`d, `done.state.*`, `error.*`) or no event may trigger counts itself against
 /// a budget, `t < 4`, which only transitions on external events renew: a macrostep then takes
@@ -88,6 +114,11 @@ const MAX_REJECTED_LATE: u32 = 3;
 const EVENTS: [&str; 6] = ["a", "b", "c", "a.x", "r", "r.y"];
 const EXTERNAL: usize = 4;
 const INPUT_EVENTS: [&str; 5] = ["a", "b", "c", "a.x", "d"];
+/// Ids of delayed sends, `later0` …: few, so that `cancel` often finds one pending.
+const SEND_IDS: usize = 2;
+/// Ids of effect actions, `e0` …: several actions may share one, as protocols may. Few, so
+/// that transitions on an outcome often find it reported.
+const EFFECT_IDS: usize = 1;
 
 // ---------------------------------------------------------------------------------------------
 // The generated model
@@ -101,12 +132,17 @@ enum Mode {
     Timers,
 }
 
-/// A guard over the context variable `x` or the configuration.
+/// A guard over the context variable `x`, the event's data or the configuration.
 #[derive(Debug, Clone)]
 enum Guard {
     Below(i64),
     AtLeast(i64),
     Even,
+    /// `has(event.data.n) && event.data.n < k`: false for data without `n`, an error (so
+    /// `error.execution`) for an event without data, or for no event yet.
+    DataBelow(i64),
+    /// `event.data.n >= k`: an error whenever the data has no `n`.
+    DataAtLeast(i64),
     /// `In('…')` of a state picked among all non-history states.
     In(Index),
     NotIn(Index),
@@ -119,9 +155,33 @@ enum Act {
     Set(i64),
     /// `x = 12 / x`: `error.execution` when `x` is 0.
     Divide,
-    Raise(usize),
-    Send(usize),
+    /// `x = event.data.n`, or with `has`, `x` kept when the data has no `n` (both an error
+    /// when the event has no data).
+    FromData {
+        strict: bool,
+    },
+    /// The event, with data `{n: x}` when `true`.
+    Raise(usize, bool),
+    Send(usize, bool),
+    /// A delayed `send` of an external event with the id `later<id>`.
+    SendLater {
+        event: usize,
+        delay_ms: u64,
+        id: usize,
+    },
+    /// `cancel: later<id>`.
+    Cancel(usize),
     Log,
+    /// `exec: ["true"]` with the id `e<id>`, owned by its state or (`scope: run`) the run.
+    Effect {
+        id: usize,
+        run_scoped: bool,
+    },
+    /// `if`, then each `elif` in turn: a condition and its block; then `else`, if any.
+    If {
+        branches: Vec<(Guard, Vec<Act>)>,
+        otherwise: Option<Vec<Act>>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +192,9 @@ enum Descriptor {
     Error,
     /// `done.state.<id>` of a compound or parallel state.
     Done(Index),
+    /// An outcome of the effects `e<id>`: `done.exec.e<id>`, `error.exec.e<id>`,
+    /// `error.exec.timeout.e<id>`, or (3) `error.exec`, any effect's failure.
+    Outcome(u8, usize),
 }
 
 #[derive(Debug, Clone)]
@@ -196,9 +259,40 @@ struct Node {
     decor: Decor,
 }
 
+/// The data an input event carries.
+#[derive(Debug, Clone, Copy)]
+enum Payload {
+    None,
+    /// `{"n": k}`, which data guards read.
+    N(i64),
+    /// `{"m": k}`: data, but without `n`.
+    M(i64),
+}
+
+impl Payload {
+    fn json(self) -> Json {
+        match self {
+            Payload::None => Json::Null,
+            Payload::N(value) => json!({ "n": value }),
+            Payload::M(value) => json!({ "m": value }),
+        }
+    }
+}
+
+/// How an effect ended, as the host reports it.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Done,
+    Failed,
+    TimedOut,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Input {
-    Event(usize),
+    Event(usize, Payload),
+    /// Reports the outcome of one of the pending effects (started, not yet reported, their
+    /// owner not exited since).
+    Outcome(Index, Ending),
     /// Fires one of the pending delayed sends (any of them: the interpreter must stay legal
     /// whatever order a host delivers events in).
     Tick(Index),
@@ -228,8 +322,14 @@ impl fmt::Debug for Case {
             .inputs
             .iter()
             .map(|input| match input {
-                Input::Event(event) => INPUT_EVENTS[*event].to_string(),
+                Input::Event(event, Payload::None) => INPUT_EVENTS[*event].to_string(),
+                Input::Event(event, payload) => {
+                    format!("{} {}", INPUT_EVENTS[*event], payload.json())
+                }
                 Input::Tick(index) => format!("tick#{}", index.index(1000)),
+                Input::Outcome(index, ending) => {
+                    format!("{ending:?}#{}", index.index(1000))
+                }
             })
             .collect();
         write!(formatter, "\n{}inputs: {inputs:?}\n", self.yaml)
@@ -239,25 +339,68 @@ impl fmt::Debug for Case {
 // ---------------------------------------------------------------------------------------------
 // Strategies
 
-fn guard() -> impl Strategy<Value = Guard> {
-    prop_oneof![
+/// Guards; only machines of events read the event's data (a timer's has none).
+fn guard(mode: Mode) -> BoxedStrategy<Guard> {
+    let plain = prop_oneof![
         3 => (0i64..4).prop_map(Guard::Below),
         3 => (0i64..4).prop_map(Guard::AtLeast),
         2 => Just(Guard::Even),
         1 => any::<Index>().prop_map(Guard::In),
         1 => any::<Index>().prop_map(Guard::NotIn),
-    ]
+    ];
+    match mode {
+        Mode::Events => prop_oneof![
+            8 => plain,
+            4 => (1i64..5).prop_map(Guard::DataBelow),
+            2 => (0i64..3).prop_map(Guard::DataAtLeast),
+        ]
+        .boxed(),
+        Mode::Timers => plain.boxed(),
+    }
 }
 
+/// How deep `if` actions nest.
+const IF_DEPTH: u32 = 2;
+
+/// An action, perhaps an `if` of actions (nested up to `IF_DEPTH`).
 fn action(mode: Mode) -> BoxedStrategy<Act> {
+    nested_action(mode, IF_DEPTH)
+}
+
+fn nested_action(mode: Mode, depth: u32) -> BoxedStrategy<Act> {
+    if depth == 0 {
+        return simple_action(mode);
+    }
+    let inner = nested_action(mode, depth - 1);
+    let block = move || vec(inner.clone(), 1..3);
+    let conditional = (
+        vec((guard(mode), block()), 1..4),
+        option::weighted(0.5, block()),
+    )
+        .prop_map(|(branches, otherwise)| Act::If {
+            branches,
+            otherwise,
+        });
+    prop_oneof![8 => simple_action(mode), 1 => conditional].boxed()
+}
+
+fn simple_action(mode: Mode) -> BoxedStrategy<Act> {
     match mode {
         Mode::Events => prop_oneof![
             3 => Just(Act::Increment),
             2 => Just(Act::Decrement),
             2 => (0i64..4).prop_map(Act::Set),
             1 => Just(Act::Divide),
-            2 => (EXTERNAL..EVENTS.len()).prop_map(Act::Raise),
-            1 => (0..EXTERNAL).prop_map(Act::Send),
+            1 => any::<bool>().prop_map(|strict| Act::FromData { strict }),
+            2 => (EXTERNAL..EVENTS.len(), proptest::bool::weighted(0.5))
+                .prop_map(|(event, data)| Act::Raise(event, data)),
+            1 => (0..EXTERNAL, proptest::bool::weighted(0.5))
+                .prop_map(|(event, data)| Act::Send(event, data)),
+            2 => (0..EXTERNAL, 1u64..=30, 0..SEND_IDS)
+                .prop_map(|(event, delay_ms, id)| Act::SendLater { event, delay_ms, id }),
+            2 => (0..SEND_IDS).prop_map(Act::Cancel),
+            2 => (0..EFFECT_IDS, proptest::bool::weighted(0.3))
+                .prop_map(|(id, run_scoped)| Act::Effect { id, run_scoped }),
             1 => Just(Act::Log),
         ]
         .boxed(),
@@ -279,6 +422,7 @@ fn descriptor() -> impl Strategy<Value = Descriptor> {
         1 => Just(Descriptor::Any),
         1 => Just(Descriptor::Error),
         2 => any::<Index>().prop_map(Descriptor::Done),
+        8 => (0u8..4, 0..EFFECT_IDS).prop_map(|(kind, id)| Descriptor::Outcome(kind, id)),
     ]
 }
 
@@ -297,7 +441,7 @@ fn transition(mode: Mode, targeted: bool) -> BoxedStrategy<Trans> {
     (
         descriptor(),
         targets,
-        option::weighted(0.5, guard()),
+        option::weighted(0.5, guard(mode)),
         vec(action(mode), 0..3),
         proptest::bool::weighted(0.2),
         proptest::bool::weighted(0.3),
@@ -407,10 +551,23 @@ fn chart(mode: Mode) -> impl Strategy<Value = String> {
     })
 }
 
+fn payload() -> impl Strategy<Value = Payload> {
+    prop_oneof![
+        2 => Just(Payload::None),
+        3 => (0i64..4).prop_map(Payload::N),
+        1 => (0i64..4).prop_map(Payload::M),
+    ]
+}
+
 fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
-        4 => (0..INPUT_EVENTS.len()).prop_map(Input::Event),
-        1 => any::<Index>().prop_map(Input::Tick),
+        4 => (0..INPUT_EVENTS.len(), payload()).prop_map(|(event, payload)| Input::Event(event, payload)),
+        2 => any::<Index>().prop_map(Input::Tick),
+        3 => (
+            any::<Index>(),
+            prop_oneof![3 => Just(Ending::Done), 2 => Just(Ending::Failed), 1 => Just(Ending::TimedOut)],
+        )
+            .prop_map(|(index, ending)| Input::Outcome(index, ending)),
     ]
 }
 
@@ -641,11 +798,19 @@ impl Renderer {
 
     fn decor(&self, decor: &Decor, state: &mut Map<String, Json>) {
         if !decor.entry.is_empty() {
-            let entry = decor.entry.iter().map(action_json).collect();
+            let entry = decor
+                .entry
+                .iter()
+                .map(|action| self.action(action))
+                .collect();
             state.insert("entry".into(), Json::Array(entry));
         }
         if !decor.exit.is_empty() {
-            let exit = decor.exit.iter().map(action_json).collect();
+            let exit = decor
+                .exit
+                .iter()
+                .map(|action| self.action(action))
+                .collect();
             state.insert("exit".into(), Json::Array(exit));
         }
         let mut on: Map<String, Json> = Map::new();
@@ -687,6 +852,10 @@ impl Renderer {
             Descriptor::Two(first, second) => format!("{} {}", EVENTS[*first], EVENTS[*second]),
             Descriptor::Any => "*".to_string(),
             Descriptor::Error => "error".to_string(),
+            Descriptor::Outcome(0, id) => format!("done.exec.{}", effect_id(*id)),
+            Descriptor::Outcome(1, id) => format!("error.exec.{}", effect_id(*id)),
+            Descriptor::Outcome(2, id) => format!("error.exec.timeout.{}", effect_id(*id)),
+            Descriptor::Outcome(..) => "error.exec".to_string(),
             Descriptor::Done(index) => match pick(&self.containers, index) {
                 Some(state) => format!("done.state.{}", id(state)),
                 None => EVENTS[0].to_string(),
@@ -699,6 +868,8 @@ impl Renderer {
             Guard::Below(k) => format!("x < {k}"),
             Guard::AtLeast(k) => format!("x >= {k}"),
             Guard::Even => "x % 2 == 0".to_string(),
+            Guard::DataBelow(k) => format!("has(event.data.n) && event.data.n < {k}"),
+            Guard::DataAtLeast(k) => format!("event.data.n >= {k}"),
             Guard::In(index) => format!(
                 "In('{}')",
                 id(self.non_history[index.index(self.non_history.len())])
@@ -767,7 +938,7 @@ impl Renderer {
         if renew {
             actions.push(json!({"assign": {"t": 0}}));
         }
-        actions.extend(transition.actions.iter().map(action_json));
+        actions.extend(transition.actions.iter().map(|action| self.action(action)));
         if !actions.is_empty() {
             spec.insert("actions".into(), Json::Array(actions));
         }
@@ -783,19 +954,81 @@ fn external_only(descriptor: &Descriptor) -> bool {
     match descriptor {
         Descriptor::One(event) => *event < EXTERNAL,
         Descriptor::Two(first, second) => *first < EXTERNAL && *second < EXTERNAL,
+        // Outcomes come from outside, as the host reports them.
+        Descriptor::Outcome(..) => true,
         Descriptor::Any | Descriptor::Error | Descriptor::Done(_) => false,
     }
 }
 
-fn action_json(action: &Act) -> Json {
-    match action {
-        Act::Increment => json!({"assign": {"x": "x + 1"}}),
-        Act::Decrement => json!({"assign": {"x": "x - 1"}}),
-        Act::Set(value) => json!({"assign": {"x": value}}),
-        Act::Divide => json!({"assign": {"x": "12 / x"}}),
-        Act::Raise(event) => json!({"raise": EVENTS[*event]}),
-        Act::Send(event) => json!({"send": EVENTS[*event]}),
-        Act::Log => json!({"log": "x=${x}"}),
+fn effect_id(id: usize) -> String {
+    format!("e{id}")
+}
+
+fn send_id(id: usize) -> String {
+    format!("later{id}")
+}
+
+impl Renderer {
+    /// An action's JSON. Each branch of an `if` begins with a `log` naming it (`then`, `elif`,
+    /// `else`), which the statistics count.
+    fn action(&self, action: &Act) -> Json {
+        match action {
+            Act::Increment => json!({"assign": {"x": "x + 1"}}),
+            Act::Decrement => json!({"assign": {"x": "x - 1"}}),
+            Act::Set(value) => json!({"assign": {"x": value}}),
+            Act::Divide => json!({"assign": {"x": "12 / x"}}),
+            Act::FromData { strict: true } => json!({"assign": {"x": "event.data.n"}}),
+            Act::FromData { strict: false } => {
+                json!({"assign": {"x": "has(event.data.n) ? event.data.n : x"}})
+            }
+            Act::Raise(event, false) => json!({"raise": EVENTS[*event]}),
+            Act::Raise(event, true) => json!({"raise": EVENTS[*event], "data": {"n": "${x}"}}),
+            Act::Send(event, false) => json!({"send": EVENTS[*event]}),
+            Act::Send(event, true) => json!({"send": EVENTS[*event], "data": {"n": "${x}"}}),
+            Act::SendLater {
+                event,
+                delay_ms,
+                id,
+            } => {
+                json!({"send": EVENTS[*event], "delay": format!("{delay_ms}ms"), "id": send_id(*id)})
+            }
+            Act::Cancel(id) => json!({"cancel": send_id(*id)}),
+            Act::Log => json!({"log": "x=${x}"}),
+            Act::Effect { id, run_scoped } => {
+                let mut spec = json!({"exec": ["true"], "id": effect_id(*id)});
+                if *run_scoped {
+                    spec["scope"] = json!("run");
+                }
+                spec
+            }
+            Act::If {
+                branches,
+                otherwise,
+            } => {
+                let block = |actions: &[Act], branch: &str| -> Json {
+                    let marker = json!({ "log": branch });
+                    let actions = actions.iter().map(|action| self.action(action));
+                    Json::Array(std::iter::once(marker).chain(actions).collect())
+                };
+                let (first, others) = branches.split_first().expect("an `if` has a condition");
+                let mut spec = Map::new();
+                spec.insert("if".into(), json!(self.guard(&first.0)));
+                spec.insert("then".into(), block(&first.1, "then"));
+                if !others.is_empty() {
+                    let elif = others
+                    .iter()
+                    .map(|(guard, actions)| {
+                        json!({"if": self.guard(guard), "then": block(actions, "elif")})
+                    })
+                    .collect();
+                    spec.insert("elif".into(), Json::Array(elif));
+                }
+                if let Some(otherwise) = otherwise {
+                    spec.insert("else".into(), block(otherwise, "else"));
+                }
+                Json::Object(spec)
+            }
+        }
     }
 }
 
@@ -1007,17 +1240,26 @@ struct Trace {
     snapshots: Vec<Snapshot>,
     marks: Vec<usize>,
     records: Vec<Record>,
+    /// The effects started, in order, and after each step how many there were.
+    effects: Vec<EffectRequest>,
+    effect_marks: Vec<usize>,
 }
 
 struct Runner {
     interpreter: Interpreter,
     host: RecordingHost,
     trace: Trace,
+    /// Effects whose outcome may be reported: indices into `host.effects`.
+    pending: Vec<usize>,
+    /// Records and effects already looked at by `follow_effects`.
+    seen_records: usize,
+    seen_effects: usize,
 }
 
 impl Runner {
-    fn stopped(&self) -> bool {
-        !self.interpreter.is_running()
+    /// Whether no more events are delivered: the run finished, or the journal is full.
+    fn done(&self) -> bool {
+        !self.interpreter.is_running() || self.trace.journal.len() >= MAX_JOURNAL
     }
 
     /// Records the step just taken and checks the configuration.
@@ -1025,6 +1267,8 @@ impl Runner {
         let legal = check_legal(&self.interpreter);
         self.trace.snapshots.push(self.interpreter.snapshot());
         self.trace.marks.push(self.host.records.len());
+        self.trace.effect_marks.push(self.host.effects.len());
+        self.follow_effects();
         let step = self.trace.results.len();
         // The events delivered so far (step 0 is `start`), to reproduce a failure by hand.
         let delivered = || {
@@ -1040,6 +1284,51 @@ impl Runner {
         legal.map_err(|problem| format!("after step {step}: {problem}\n{}", delivered()))
     }
 
+    /// Keeps `pending` as a runtime would: an effect started is pending until its outcome is
+    /// reported, or its owner state exits (a runtime cancels it then, its outcome never
+    /// delivered; effects scoped to the run stay).
+    fn follow_effects(&mut self) {
+        let machine = self.interpreter.machine().clone();
+        for record in &self.host.records[self.seen_records..] {
+            match record {
+                Record::Effect { .. } => {
+                    self.pending.push(self.seen_effects);
+                    self.seen_effects += 1;
+                }
+                Record::Exited(name) => {
+                    let effects = &self.host.effects;
+                    self.pending.retain(|index| {
+                        let request = &effects[*index];
+                        request.owner == StateId::ROOT || *machine.state(request.owner).id != **name
+                    });
+                }
+                _ => {}
+            }
+        }
+        self.seen_records = self.host.records.len();
+    }
+
+    /// The event that reports how a pending effect ended, which is no longer pending.
+    fn report(&mut self, index: &Index, ending: Ending) -> Option<Event> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let invocation = self.pending.remove(index.index(self.pending.len()));
+        let request = &self.host.effects[invocation];
+        let (event_type, data) = match ending {
+            Ending::Done => (request.events.done, json!({})),
+            Ending::Failed => (request.events.failed, json!({"message": "failed"})),
+            Ending::TimedOut => (request.events.timed_out, json!({"message": "timed out"})),
+        };
+        let mut data = data;
+        data["id"] = json!(*request.id);
+        data["invocation"] = json!(invocation + 1);
+        let machine = self.interpreter.machine();
+        Some(
+            Event::of_type(machine, event_type, Origin::Outcome).with_data(Value::from_json(&data)),
+        )
+    }
+
     fn handle(&mut self, event: Event) -> Result<(), String> {
         let result = self.interpreter.handle(&event, &mut self.host);
         self.trace.journal.push(event);
@@ -1050,7 +1339,7 @@ impl Runner {
     fn deliver_sends(&mut self) -> Result<(), String> {
         let mut delivered = 0;
         while let Some(event) = self.host.external_queue.pop_front() {
-            if self.stopped() || delivered == MAX_SENDS_PER_INPUT {
+            if self.done() || delivered == MAX_SENDS_PER_INPUT {
                 self.host.external_queue.clear();
                 break;
             }
@@ -1072,19 +1361,27 @@ fn run_checked(machine: &Arc<Machine>, inputs: &[Input]) -> Result<Trace, String
             snapshots: Vec::new(),
             marks: Vec::new(),
             records: Vec::new(),
+            effects: Vec::new(),
+            effect_marks: Vec::new(),
         },
+        pending: Vec::new(),
+        seen_records: 0,
+        seen_effects: 0,
     };
     let result = runner.interpreter.start(&mut runner.host);
     runner.after_step(result)?;
     runner.deliver_sends()?;
     for input in inputs {
-        if runner.stopped() {
+        if runner.done() {
             break;
         }
         let event = match input {
-            Input::Event(event) => {
-                Event::named(machine, INPUT_EVENTS[*event], Value::Null, Origin::External)
-            }
+            Input::Event(event, payload) => Event::named(
+                machine,
+                INPUT_EVENTS[*event],
+                Value::from_json(&payload.json()),
+                Origin::External,
+            ),
             Input::Tick(index) => {
                 if runner.host.delayed.is_empty() {
                     continue;
@@ -1092,11 +1389,16 @@ fn run_checked(machine: &Arc<Machine>, inputs: &[Input]) -> Result<Trace, String
                 let position = index.index(runner.host.delayed.len());
                 runner.host.delayed.remove(position).2
             }
+            Input::Outcome(index, ending) => match runner.report(index, *ending) {
+                Some(event) => event,
+                None => continue,
+            },
         };
         runner.handle(event)?;
         runner.deliver_sends()?;
     }
     runner.trace.records = std::mem::take(&mut runner.host.records);
+    runner.trace.effects = std::mem::take(&mut runner.host.effects);
     Ok(runner.trace)
 }
 
@@ -1131,6 +1433,12 @@ fn check_replay(machine: &Arc<Machine>, trace: &Trace) -> Result<(), String> {
             host.records, trace.records
         ));
     }
+    if host.effects != trace.effects {
+        return Err(format!(
+            "the replay started other effects:\n{:#?}\nthe run started\n{:#?}",
+            host.effects, trace.effects
+        ));
+    }
     let inputs = machine.bind_inputs(&[]).expect("no inputs to bind");
     let last = trace.snapshots.last().expect("a snapshot after start");
     for (step, snapshot) in trace.snapshots.iter().enumerate() {
@@ -1156,6 +1464,13 @@ fn check_replay(machine: &Arc<Machine>, trace: &Trace) -> Result<(), String> {
                 last.to_json()
             ));
         }
+        if host.effects[..] != trace.effects[trace.effect_marks[step]..] {
+            return Err(format!(
+                "restored at step {step}, the run started other effects:\n{:#?}\ninstead of\n{:#?}",
+                host.effects,
+                &trace.effects[trace.effect_marks[step]..]
+            ));
+        }
         if host.records[..] != trace.records[trace.marks[step]..] {
             return Err(format!(
                 "restored at step {step}, the run went on differently:\n{:?}\ninstead of\n{:?}",
@@ -1179,6 +1494,25 @@ struct EventStatistics {
     into_history: u32,
     largest_configuration: usize,
     largest_machine: usize,
+    /// Transitions taken whose guard read the event's data.
+    data_guards_passed: usize,
+    /// Errors from reading `event.data.n` that is not there (left unhandled, so logged).
+    data_errors: usize,
+    /// Delayed `send`s with an id, delivered, and withdrawn by `cancel` while pending.
+    delayed_sends: usize,
+    delayed_delivered: usize,
+    delayed_cancelled: usize,
+    /// Effects started, outcomes reported, those that took a transition (on any descriptor,
+    /// eventless ones after it included), and transitions taken on an outcome's own descriptor
+    /// (`done.exec.…`, `error.exec…`).
+    effects_started: usize,
+    outcomes_reported: usize,
+    outcomes_handled: usize,
+    outcome_transitions: usize,
+    /// Branches of `if` actions run: `then`, an `elif`, `else`.
+    then_runs: usize,
+    elif_runs: usize,
+    else_runs: usize,
 }
 
 impl EventStatistics {
@@ -1226,13 +1560,106 @@ impl EventStatistics {
             .max()
             .unwrap_or(0);
         self.largest_configuration = self.largest_configuration.max(largest);
+        for record in &trace.records {
+            match record {
+                Record::Transition(pointer) => {
+                    let on_outcome =
+                        pointer.contains("/on/done.exec") || pointer.contains("/on/error.exec");
+                    self.outcome_transitions += usize::from(on_outcome);
+                    let reads_data = machine.transitions.iter().any(|transition| {
+                        transition.pointer == *pointer
+                            && transition
+                                .guard
+                                .as_ref()
+                                .is_some_and(|guard| guard.text.contains("event.data"))
+                    });
+                    self.data_guards_passed += usize::from(reads_data);
+                }
+                // `no key` for data without `n`, no overload of `.` for no data or no event.
+                Record::Log(message)
+                    if message.contains("no key `n`") || message.contains("'_._'") =>
+                {
+                    self.data_errors += 1;
+                }
+                Record::Log(message) if message == "then" => self.then_runs += 1,
+                Record::Log(message) if message == "elif" => self.elif_runs += 1,
+                Record::Log(message) if message == "else" => self.else_runs += 1,
+                _ => {}
+            }
+        }
+        self.add_delayed(trace);
+        self.effects_started += trace.effects.len();
+        for (index, event) in trace.journal.iter().enumerate() {
+            if event.origin != Origin::Outcome {
+                continue;
+            }
+            self.outcomes_reported += 1;
+            // The event is handled by step `index + 1`.
+            let records = &trace.records[trace.marks[index]..trace.marks[index + 1]];
+            let handled = records
+                .iter()
+                .any(|record| matches!(record, Record::Transition(_)));
+            self.outcomes_handled += usize::from(handled);
+        }
+    }
+
+    /// Follows the delayed sends with an id through the run: each step first delivers its
+    /// event (one of them, or not), then does what its records say.
+    fn add_delayed(&mut self, trace: &Trace) {
+        let ours = |id: &str| id.starts_with("later");
+        // Per id, how many are pending.
+        let mut pending: Vec<(String, usize)> = Vec::new();
+        let count = |pending: &mut Vec<(String, usize)>, id: &str| -> usize {
+            match pending.iter().position(|(known, _)| known == id) {
+                Some(index) => index,
+                None => {
+                    pending.push((id.to_string(), 0));
+                    pending.len() - 1
+                }
+            }
+        };
+        for step in 0..trace.marks.len() {
+            if let Some(id) = step
+                .checked_sub(1)
+                .and_then(|index| trace.journal[index].send_id.as_deref())
+                .filter(|id| ours(id))
+            {
+                let index = count(&mut pending, id);
+                pending[index].1 = pending[index].1.saturating_sub(1);
+                self.delayed_delivered += 1;
+            }
+            let first = step
+                .checked_sub(1)
+                .map_or(0, |previous| trace.marks[previous]);
+            for record in &trace.records[first..trace.marks[step]] {
+                match record {
+                    Record::Send {
+                        id: Some(id),
+                        delay_milliseconds,
+                        ..
+                    } if ours(id) && *delay_milliseconds > 0 => {
+                        let index = count(&mut pending, id);
+                        pending[index].1 += 1;
+                        self.delayed_sends += 1;
+                    }
+                    Record::Cancel(id) if ours(id) => {
+                        let index = count(&mut pending, id);
+                        if pending[index].1 > 0 {
+                            self.delayed_cancelled += 1;
+                            pending[index].1 = 0;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 }
 
 fn event_runner() -> TestRunner {
     TestRunner::new(Config {
         cases: EVENT_CASES,
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(EVENT_REGRESSIONS))),
         ..Config::default()
     })
 }
@@ -1264,6 +1691,28 @@ fn non_vacuous(statistics: &EventStatistics) {
     assert!(
         statistics.into_history > 0,
         "no run takes a transition to a history state"
+    );
+    assert!(
+        statistics.data_guards_passed > 0,
+        "no transition whose guard reads the event's data is taken"
+    );
+    assert!(
+        statistics.data_errors > 0,
+        "no run reads data that is not there"
+    );
+    assert!(
+        statistics.delayed_delivered > 0 && statistics.delayed_cancelled > 0,
+        "delayed sends with an id are never delivered or never cancelled"
+    );
+    assert!(
+        statistics.then_runs > 0 && statistics.elif_runs > 0 && statistics.else_runs > 0,
+        "some branch of `if` never runs"
+    );
+    // Outcomes that take a transition are fewer (a few in 64 cases, rarely none), so they
+    // are printed, not asserted.
+    assert!(
+        statistics.effects_started > 0 && statistics.outcomes_reported > 0,
+        "effects never start, or no outcome is reported"
     );
     assert!(
         statistics.livelocked * 4 <= cases,
@@ -1301,9 +1750,24 @@ fn the_journal_replayed_or_resumed_from_any_snapshot_gives_the_same_state() {
     non_vacuous(&statistics.into_inner());
 }
 
+/// How often property 4's machines had the tables it strips.
+#[derive(Debug, Default)]
+struct TableStatistics {
+    /// Cases run, replayed seeds included.
+    cases: u32,
+    /// Machines with a candidate index.
+    indexed: u32,
+    /// Transitions with a fixed reach, over all machines.
+    fixed: usize,
+    /// Machines without parallel states, on the single-leaf path.
+    single_leaf: u32,
+    /// Those of them without eventless transitions either, which discard ignored events.
+    ignoring: u32,
+}
+
 #[test]
 fn the_tables_compiled_for_speed_change_nothing() {
-    let shortcuts = RefCell::new((0usize, 0usize, 0u32, 0u32));
+    let statistics = RefCell::new(TableStatistics::default());
     let result = event_runner().run(&event_case(), |case| {
         let (machine, trace) = checked(&case)?;
         let mut plain = compile(&case.yaml).map_err(TestCaseError::fail)?;
@@ -1312,38 +1776,36 @@ fn the_tables_compiled_for_speed_change_nothing() {
         for transition in &mut stripped.transitions {
             transition.reach = Reach::Dynamic;
         }
-        let mut counts = shortcuts.borrow_mut();
-        counts.0 += usize::from(machine.candidates.is_some());
-        counts.1 += machine
+        let mut statistics = statistics.borrow_mut();
+        statistics.cases += 1;
+        statistics.indexed += u32::from(machine.candidates.is_some());
+        statistics.fixed += machine
             .transitions
             .iter()
             .filter(|transition| matches!(transition.reach, Reach::Fixed { .. }))
             .count();
-        counts.2 += u32::from(machine.single_leaf);
-        counts.3 += u32::from(machine.single_leaf && !machine.has_eventless);
+        statistics.single_leaf += u32::from(machine.single_leaf);
+        statistics.ignoring += u32::from(machine.single_leaf && !machine.has_eventless);
         check_replay(&plain, &trace).map_err(TestCaseError::fail)
     });
     if let Err(error) = result {
         panic!("{error}");
     }
-    let (indexed, fixed, single_leaf, ignoring) = shortcuts.into_inner();
-    eprintln!(
-        "tables: {single_leaf} of {EVENT_CASES} machines without parallel states, \
-         {ignoring} of them without eventless transitions either"
-    );
+    let statistics = statistics.into_inner();
+    eprintln!("{statistics:#?}");
     // About half the machines have no parallel state, and a quarter of those no eventless
     // transition: these bounds fail only if the generator stops producing them.
     assert!(
-        single_leaf >= 8 && ignoring >= 2,
-        "the single-leaf path was barely reached: {single_leaf} machines, {ignoring} ignoring"
+        statistics.single_leaf >= 8 && statistics.ignoring >= 2,
+        "the single-leaf path was barely reached: {statistics:?}"
     );
     assert!(
-        indexed as u32 == EVENT_CASES,
-        "only {indexed} machines had a candidate index"
+        statistics.indexed == statistics.cases,
+        "not every machine had a candidate index: {statistics:?}"
     );
     assert!(
-        fixed > EVENT_CASES as usize,
-        "only {fixed} transitions had a fixed reach"
+        statistics.fixed > statistics.cases as usize,
+        "few transitions had a fixed reach: {statistics:?}"
     );
 }
 
@@ -1592,7 +2054,7 @@ fn timer_only_machines_take_the_same_transitions_on_virtual_and_real_time() {
     let statistics = RefCell::new(TimerStatistics::default());
     let mut runner = TestRunner::new(Config {
         cases: TIMER_CASES,
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(TIMER_REGRESSIONS))),
         max_global_rejects: 4096,
         ..Config::default()
     });
