@@ -5,13 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn temporary_directory(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-children-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+    crate::support::temporary_directory("children", name)
 }
 
 /// Writes the files, runs `parent.yaml` with `arguments`; returns (exit code, stdout, stderr).
@@ -19,19 +13,10 @@ fn run(directory: &Path, files: &[(&str, &str)], arguments: &[&str]) -> (i32, St
     for (name, text) in files {
         std::fs::write(directory.join(name), text).unwrap();
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .arg("parent.yaml")
-        .args(["--state-dir", directory.join("state").to_str().unwrap()])
-        .args(arguments)
-        .current_dir(directory)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
+    let state = directory.join("state");
+    let mut all = vec!["parent.yaml", "--state-dir", state.to_str().unwrap()];
+    all.extend_from_slice(arguments);
+    crate::support::run_binary(directory, &all)
 }
 
 const PING_PARENT: &str = r#"

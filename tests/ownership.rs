@@ -7,13 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn temporary_directory(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-ownership-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+    crate::support::temporary_directory("ownership", name)
 }
 
 fn command(directory: &Path, arguments: &[&str]) -> Command {
@@ -28,17 +22,10 @@ fn command(directory: &Path, arguments: &[&str]) -> Command {
 /// Writes `protocol.yaml` and runs it to its end; returns (exit code, stdout, stderr).
 fn run(directory: &Path, yaml: &str, arguments: &[&str]) -> (i32, String, String) {
     std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
-    let mut all = vec!["protocol.yaml"];
+    let state = directory.join("state");
+    let mut all = vec!["protocol.yaml", "--state-dir", state.to_str().unwrap()];
     all.extend_from_slice(arguments);
-    let output = command(directory, &all)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
+    crate::support::run_binary(directory, &all)
 }
 
 /// Starts `protocol.yaml` reading events from a pipe.

@@ -561,23 +561,8 @@ impl DriverHost<'_> {
         let Some(effect) = self.state.running.finish(invocation) else {
             return;
         };
-        let succeeded = event.name.starts_with("done.");
-        let mut summary = effect_summary(event);
-        summary["invocation"] = invocation.into();
-        summary["outcome"] = outcome_name(event).into();
-        {
-            summary["after_finish"] = true.into();
-            let time = self.now_text();
-            self.observer.record(&time, "effect", summary.clone());
-            if self.recording {
-                self.step_actions
-                    .push(serde_json::json!({"effect_outcome": summary.clone()}));
-            }
-            if !succeeded {
-                self.warn_failed_after_finish(&effect.request.id, event);
-            }
-            self.state.after_finish.push(summary);
-        }
+        let outcome = outcome_name(event);
+        self.record_after_finish(&effect.request.id, invocation, outcome, event);
     }
 
     /// A resumed run that had reached its final state: an effect interrupted then is recorded
@@ -587,9 +572,15 @@ impl DriverHost<'_> {
         effect: &InFlightEffect,
         event: &Event,
     ) {
+        self.record_after_finish(&effect.action, effect.invocation, "interrupted", event);
+    }
+
+    /// Records how an effect ended after the final state, in the telemetry, the journal and
+    /// the `finished` line; anything but `completed` is warned about.
+    fn record_after_finish(&mut self, id: &str, invocation: u64, outcome: &str, event: &Event) {
         let mut summary = effect_summary(event);
-        summary["invocation"] = effect.invocation.into();
-        summary["outcome"] = "interrupted".into();
+        summary["invocation"] = invocation.into();
+        summary["outcome"] = outcome.into();
         summary["after_finish"] = true.into();
         let time = self.now_text();
         self.observer.record(&time, "effect", summary.clone());
@@ -597,7 +588,9 @@ impl DriverHost<'_> {
             self.step_actions
                 .push(serde_json::json!({"effect_outcome": summary.clone()}));
         }
-        self.warn_failed_after_finish(&effect.action, event);
+        if outcome != "completed" {
+            self.warn_failed_after_finish(id, event);
+        }
         self.state.after_finish.push(summary);
     }
 

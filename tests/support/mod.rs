@@ -253,3 +253,31 @@ impl Run {
             .to_json()
     }
 }
+
+/// A fresh directory for one test, `protocol-run-<group>-<name>-<pid>` in the temporary
+/// directory (emptied if a former run left it).
+pub fn temporary_directory(group: &str, name: &str) -> std::path::PathBuf {
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-{group}-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+/// Runs the built `protocol-run` in `directory` with `arguments` and stdin closed; returns
+/// (exit code, stdout, stderr).
+pub fn run_binary(directory: &std::path::Path, arguments: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .current_dir(directory)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
