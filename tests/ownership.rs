@@ -531,3 +531,66 @@ fn a_retry_plan_goes_on_from_its_attempt_after_a_resume() {
     // Attempt 2 ran again (its leftover stopped) and succeeded: the count went on from 2.
     assert!(stderr.contains("succeeded on attempt 2"), "{stderr}");
 }
+
+const SLEEPER: &str = r#"
+id: sleeper
+states:
+  working:
+    entry:
+      - { exec: [sh, -c, 'touch started; sleep 30'], id: work }
+    on:
+      done.exec.work: done
+  done: { type: final }
+"#;
+
+#[test]
+fn a_signal_records_the_running_effects_as_interrupted() {
+    let directory = temporary_directory("signal");
+    let mut engine = start(&directory, SLEEPER);
+    wait_for(&directory.join("started"));
+    let terminated = Command::new("kill")
+        .args(["-TERM", &engine.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    let output = engine.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(75));
+    let telemetry = read_telemetry(&directory);
+    let ends: Vec<&serde_json::Value> = telemetry
+        .iter()
+        .filter(|entry| entry["kind"] == "effect")
+        .collect();
+    assert_eq!(ends.len(), 1, "{telemetry:#?}");
+    assert_eq!(ends[0]["outcome"], "interrupted");
+    assert_eq!(ends[0]["id"], "work");
+}
+
+#[test]
+fn serve_awaits_an_instances_effects_before_its_finished_line() {
+    let directory = temporary_directory("serve-finish");
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        FINAL_ENTRY.replace("${code}", "0"),
+    )
+    .unwrap();
+    let mut child = command(&directory, &["serve", "protocol.yaml", "--store", "memory"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"{\"instance\":\"one\"}\n").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line: serde_json::Value = stdout
+        .lines()
+        .find(|line| line.contains("\"finished\""))
+        .map(|line| serde_json::from_str(line).unwrap())
+        .unwrap_or_else(|| panic!("no finished line: {stdout}"));
+    assert_eq!(line["instance"], "one");
+    assert_eq!(line["finished"]["effects"][0]["id"], "notify", "{line}");
+    assert_eq!(line["finished"]["effects"][0]["outcome"], "completed");
+    assert!(directory.join("written").exists());
+}

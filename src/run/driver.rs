@@ -379,6 +379,10 @@ pub(super) async fn drive_async(
         }
         session.commit_between_steps()?;
     }
+    if stopped_by_signal {
+        // Its effects die with the process; the checkpoint keeps them for `on_interrupt`.
+        session.record_interrupted();
+    }
     let mut report = session.finish();
     report.stopped_by_signal = stopped_by_signal;
     Ok(report)

@@ -616,13 +616,33 @@ impl DriverHost<'_> {
 
     /// Records that an effect ended without its outcome: `cancelled` (its owner exited) or
     /// `interrupted` (the run stopped).
-    fn record_cancelled(&mut self, effect: &super::running::RunningEffect, outcome: &str) {
-        let fields = serde_json::json!({
+    /// Records every running effect as interrupted (the run stops on a signal).
+    pub(super) fn record_interrupted(&mut self) {
+        let ended: Vec<serde_json::Value> = self
+            .state
+            .running
+            .effects()
+            .iter()
+            .map(|effect| self.ending(effect, "interrupted"))
+            .collect();
+        for fields in ended {
+            let time = self.now_text();
+            self.observer.record(&time, "effect", fields);
+        }
+    }
+
+    /// The telemetry of an effect that ended without an outcome of its own.
+    fn ending(&self, effect: &super::running::RunningEffect, outcome: &str) -> serde_json::Value {
+        serde_json::json!({
             "id": &*effect.request.id,
             "invocation": effect.invocation,
             "owner": &*self.machine.state(effect.request.owner).id,
             "outcome": outcome,
-        });
+        })
+    }
+
+    fn record_cancelled(&mut self, effect: &super::running::RunningEffect, outcome: &str) {
+        let fields = self.ending(effect, outcome);
         if self.recording {
             self.step_actions
                 .push(serde_json::json!({"effect_outcome": fields.clone()}));

@@ -497,6 +497,12 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// A signal stops the run: every effect still running is recorded as interrupted (its
+    /// process is stopped when the runtime goes; a resume applies its `on_interrupt`).
+    pub fn record_interrupted(&mut self) {
+        self.host.record_interrupted();
+    }
+
     /// Ends the session: records the finish and reports.
     pub fn finish(self) -> RunReport {
         let time = self.host.now_text();
