@@ -546,7 +546,7 @@ states:
 #[test]
 fn a_signal_records_the_running_effects_as_interrupted() {
     let directory = temporary_directory("signal");
-    let mut engine = start(&directory, SLEEPER);
+    let engine = start(&directory, SLEEPER);
     wait_for(&directory.join("started"));
     let terminated = Command::new("kill")
         .args(["-TERM", &engine.id().to_string()])
