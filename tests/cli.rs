@@ -446,3 +446,31 @@ fn advance_lines_move_the_virtual_clock() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    use std::io::BufRead;
+    let files = vec![concat!(env!("CARGO_MANIFEST_DIR"), "/protocols/ittw.yaml"); 2_000];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("validate")
+        .args(&files)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -1`: one line read, then the pipe is closed.
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("ok: "), "{first}");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        output.status.signal(),
+        Some(13),
+        "ended by SIGPIPE, as `cat` would be"
+    );
+}

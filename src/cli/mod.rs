@@ -179,6 +179,16 @@ enum LogFormatArgument {
     Json,
 }
 
+/// A reader that goes away (`protocol-run runs | head -1`) ends the process quietly, as it
+/// ends `cat` or `grep`, instead of a panic in `println!`. Rust ignores SIGPIPE by default so that
+/// a write fails instead; every command but `serve` gets the usual disposition back. `serve`
+/// keeps it ignored: a client that hangs up must cost it a failed write, not its life.
+fn end_quietly_on_a_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: the default disposition runs no code of ours.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 /// Runs the CLI with these arguments (the first is the program name); returns the exit code.
 pub fn main(arguments: Vec<String>) -> u8 {
     let arguments = with_default_subcommand(arguments);
@@ -192,6 +202,9 @@ pub fn main(arguments: Vec<String>) -> u8 {
             };
         }
     };
+    if !matches!(parsed.command, Command::Serve(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
     match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
