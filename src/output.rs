@@ -49,6 +49,23 @@ pub fn emit(record: &LogRecord, time: &str, run_id: &str) {
     }
 }
 
+/// `text` with every control character (newline, carriage return, escape, ...) written as an
+/// escape sequence (`\n`, `\u{1b}`), so one log record stays one plain line.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for character in text.chars() {
+        if character.is_control() {
+            escaped.extend(character.escape_default());
+        } else {
+            escaped.push(character);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
 /// Prints protocol log events on stderr in the chosen format.
 pub struct LogLayer {
     pub format: LogFormat,
@@ -91,9 +108,14 @@ impl<S: tracing::Subscriber> Layer<S> for LogLayer {
         let level = event.metadata().level().as_str();
         let line = match self.format {
             LogFormat::Human => {
-                let mut line = format!("{} {level:<5} {}", collected.time, collected.message);
+                // Text from event data must not forge a line or drive the terminal.
+                let mut line = format!(
+                    "{} {level:<5} {}",
+                    collected.time,
+                    escape_controls(&collected.message)
+                );
                 for tag in &collected.tags {
-                    let _ = write!(line, " #{tag}");
+                    let _ = write!(line, " #{}", escape_controls(tag));
                 }
                 for (name, value) in &collected.fields {
                     match value {

@@ -474,3 +474,43 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
         "ended by SIGPIPE, as `cat` would be"
     );
 }
+
+#[test]
+fn event_data_cannot_forge_a_log_line_or_drive_the_terminal() {
+    let directory = crate::support::temporary_directory("cli", "forged-log");
+    std::fs::write(
+        directory.join("echo.yaml"),
+        "id: echo\nstates:\n  waiting:\n    on:\n      say: { target: done, actions: [{ log: \"said ${event.data.text}\" }] }\n  done: { type: final }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("events.jsonl"),
+        "{\"event\":\"say\",\"data\":{\"text\":\"hi\\n2026-01-01T00:00:00.000Z ERROR forged \\u001b[31mred\\r\"}}\n",
+    )
+    .unwrap();
+    let state = directory.join("state");
+    let (code, _, stderr) = crate::support::run_binary(
+        &directory,
+        &[
+            "echo.yaml",
+            "--events",
+            "events.jsonl",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("said"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].ends_with(r"said hi\n2026-01-01T00:00:00.000Z ERROR forged \u{1b}[31mred\r"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("\n2026-01-01") && !stderr.contains('\u{1b}'),
+        "{stderr:?}"
+    );
+}

@@ -148,7 +148,8 @@ impl Observer for TracingObserver {
     fn input_error(&mut self, error: &InputLineError) {
         eprintln!(
             "warning: events line {}: {}; line skipped",
-            error.line, error.message
+            error.line,
+            crate::output::escape_controls(&error.message)
         );
     }
 }
