@@ -214,7 +214,8 @@ states:
 "#;
     let (code, _, stderr) = run_protocol(&directory, yaml, &[]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("read 11: alpha\nbeta"), "{stderr}");
+    // The human log writes the newlines of the data as escapes: one record, one line.
+    assert!(stderr.contains(r"read 11: alpha\nbeta\n"), "{stderr}");
     assert!(stderr.contains(r#"list ["a.txt","sub/"]"#), "{stderr}");
     assert!(stderr.contains("grep 2"), "{stderr}");
     assert!(

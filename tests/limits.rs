@@ -190,3 +190,49 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
 
 // The YAML node limit (200,000) is hit in `src/load/yaml.rs`'s unit tests with a small limit:
 // a file that hits the real one takes seconds to parse in a debug build.
+
+#[test]
+fn an_events_file_follows_the_rules_of_stdin_line_by_line() {
+    let directory = crate::support::temporary_directory("limits", "events-file");
+    std::fs::write(
+        directory.join("count.yaml"),
+        "id: count\ncontext: { n: 0 }\nstates:\n  counting:\n    on:\n      tick: { actions: [{ assign: { n: \"n + 1\" } }] }\n      stop: done\n  done: { type: final, output: { n: \"${n}\" } }\n",
+    )
+    .unwrap();
+    let mut events = Vec::new();
+    events.extend_from_slice(b"{\"event\":\"tick\"}\n");
+    events.extend_from_slice(b"{\"event\":\"tick\",\"data\":\"\xff\xfe\"}\n");
+    events.extend_from_slice(
+        format!(
+            "{{\"event\":\"tick\",\"data\":\"{}\"}}\n",
+            "x".repeat(2_000)
+        )
+        .as_bytes(),
+    );
+    events.extend_from_slice(b"{\"event\":\"tick\"}\n{\"event\":\"stop\"}\n");
+    std::fs::write(directory.join("events.jsonl"), events).unwrap();
+    let state = directory.join("state");
+    let (code, stdout, stderr) = crate::support::run_binary(
+        &directory,
+        &[
+            "count.yaml",
+            "--events",
+            "events.jsonl",
+            "--max-event-bytes",
+            "1000",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("events line 2: the line is not UTF-8; line skipped"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .contains("events line 3: the line is 2026 bytes, longer than the limit of 1000 bytes"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("\"output\":{\"n\":2}"), "{stdout}");
+}

@@ -509,8 +509,15 @@ fn event_source(events: Option<&str>) -> Result<EventSource, u8> {
     match events {
         None => Ok(EventSource::None),
         Some("-") => Ok(EventSource::Stdin),
-        Some(path) => std::fs::read_to_string(path)
-            .map(EventSource::Lines)
+        // Read line by line as the run goes, each line bounded as on stdin.
+        Some(path) => std::fs::File::open(path)
+            .and_then(|file| {
+                if file.metadata()?.is_dir() {
+                    return Err(std::io::Error::other("it is a directory"));
+                }
+                Ok(file)
+            })
+            .map(EventSource::File)
             .map_err(|error| {
                 eprintln!("error: cannot read events file {path}: {error}");
                 match error.kind() {

@@ -30,6 +30,8 @@ pub enum EventSource {
     Lines(String),
     /// JSON lines read from stdin as they arrive.
     Stdin,
+    /// JSON lines read from a file, under the same per-line rules as stdin.
+    File(std::fs::File),
 }
 
 /// How the driver keeps time.
@@ -287,6 +289,10 @@ pub(super) async fn drive_async(
             Some(receiver)
         }
         EventSource::Stdin => Some(spawn_stdin_reader(max_event_bytes)),
+        EventSource::File(file) => Some(super::input::spawn_line_reader(
+            Box::new(file),
+            max_event_bytes,
+        )),
     };
     let mut line_number = 0;
     match hosting.resume {

@@ -81,9 +81,18 @@ pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, Stri
 /// Reads stdin lines on a plain thread (stdin is blocking) and hands them to the run loop. A
 /// full channel makes the thread wait: a fast writer is slowed down, not buffered without end.
 pub(crate) fn spawn_stdin_reader(max_line_bytes: usize) -> InputLines {
+    spawn_line_reader(Box::new(std::io::stdin()), max_line_bytes)
+}
+
+/// Reads `input` line by line on a plain thread, each line bounded and checked as stdin's are
+/// (an events file follows the same rules: a bad line is reported with its number, not fatal).
+pub(crate) fn spawn_line_reader(
+    input: Box<dyn std::io::Read + Send>,
+    max_line_bytes: usize,
+) -> InputLines {
     let (sender, receiver) = mpsc::channel(1024);
     std::thread::spawn(move || {
-        let mut input = std::io::stdin().lock();
+        let mut input = std::io::BufReader::with_capacity(1 << 16, input);
         loop {
             let mut line = Vec::new();
             let Some(read) = read_limited_line(&mut input, max_line_bytes, &mut line) else {
