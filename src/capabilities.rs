@@ -189,18 +189,19 @@ impl Capabilities {
                 } else if !self.exec.is_empty() {
                     let program = process.argv.first().cloned().unwrap_or_default();
                     let resolved = resolve_program(&program);
+                    // Both the name as written and the file it runs must be granted: a link to
+                    // a multi-call binary under another name is another program.
                     let allowed = self.exec.iter().all(|layer| {
-                        layer
-                            .iter()
-                            .any(|declared| match (&resolved, &declared.resolved) {
-                                (Some(resolved), Some(declared)) => resolved == declared,
-                                _ => false,
-                            })
+                        layer.iter().any(|declared| {
+                            declared.written == program
+                                && match (&resolved, &declared.resolved) {
+                                    (Some(resolved), Some(declared)) => resolved == declared,
+                                    _ => false,
+                                }
+                        })
                     });
                     match (allowed, resolved) {
-                        (true, Some(resolved)) => {
-                            process.argv[0] = resolved.display().to_string();
-                        }
+                        (true, Some(resolved)) => process.program = Some(resolved),
                         _ => {
                             return Err(Denied {
                                 capability: "exec",
@@ -305,11 +306,19 @@ impl Glob {
 /// The path a program name runs: a name is looked up on the engine's `PATH`, a path is taken
 /// as written; symlinks resolved. `None` when nothing runnable is found.
 fn resolve_program(program: &str) -> Option<PathBuf> {
+    resolve_program_on(program, None)
+}
+
+/// `resolve_program` over `search` (a `PATH` value; the engine's when `None`). Only absolute
+/// entries are searched: an empty or relative entry would find a file of the working directory
+/// (a repository's own `./echo`) under a trusted name.
+pub fn resolve_program_on(program: &str, search: Option<std::ffi::OsString>) -> Option<PathBuf> {
     if program.contains('/') {
         return Path::new(program).canonicalize().ok();
     }
-    let search = std::env::var_os("PATH")?;
+    let search = search.or_else(|| std::env::var_os("PATH"))?;
     std::env::split_paths(&search)
+        .filter(|directory| directory.is_absolute())
         .map(|directory| directory.join(program))
         .find(|candidate| candidate.is_file())
         .and_then(|candidate| candidate.canonicalize().ok())

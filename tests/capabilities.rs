@@ -269,3 +269,68 @@ fn validate_prints_the_capabilities() {
     assert!(stdout.contains("write: [state/**]"), "{stdout}");
     assert!(stdout.contains("read: anything"), "{stdout}");
 }
+
+/// Runs `protocol.yaml` with the engine's `PATH` set to `path`.
+fn run_with_path(directory: &Path, yaml: &str, path: &str) -> (i32, String, String) {
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("protocol.yaml")
+        .args(["--state-dir", directory.join("state").to_str().unwrap()])
+        .env("PATH", path)
+        .current_dir(directory)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[test]
+fn a_program_is_never_found_through_a_relative_or_empty_path_entry() {
+    let directory = scratch("dot-in-path");
+    let fake = directory.join("echo");
+    std::fs::write(&fake, "#!/bin/sh\necho owned\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let system = std::env::var("PATH").unwrap();
+    for path in [format!(".:{system}"), format!(":{system}")] {
+        for permissions in ["{}", "{ exec: [echo] }"] {
+            let yaml = protocol(permissions, "{ exec: [echo, hi], id: act }")
+                .replace("permissions: {}\n", "");
+            let (code, _, stderr) = run_with_path(&directory, &yaml, &path);
+            assert_eq!(code, 0, "PATH={path} {permissions}: {stderr}");
+            assert!(
+                stderr.contains("stdout=hi"),
+                "PATH={path} {permissions}: {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_granted_program_runs_under_the_name_it_was_granted_and_only_that_name() {
+    let directory = scratch("multi-call");
+    std::fs::create_dir_all(directory.join("bin")).unwrap();
+    // A program that says what it was called (argv[0]), like a multi-call binary decides by it.
+    // The interpreter itself, not a launcher script (pyenv's shims re-execute it by path).
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    std::os::unix::fs::symlink(&python, directory.join("bin/tool")).unwrap();
+    std::os::unix::fs::symlink(&python, directory.join("bin/other")).unwrap();
+    let permissions = "{ exec: [./bin/tool] }";
+    let action = "{ exec: [./bin/tool, -c, 'import sys; print(sys.orig_argv[0])'], id: act }";
+    let (code, _, stderr) = run(&directory, &protocol(permissions, action), &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(r"stdout=./bin/tool\n"), "{stderr}");
+    // The same file under a name that was not granted is refused.
+    let action = action.replace("./bin/tool,", "./bin/other,");
+    let (code, _, stderr) = run(&directory, &protocol(permissions, &action), &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("denied exec ./bin/other"), "{stderr}");
+}

@@ -31,6 +31,11 @@ pub struct ProcessRequest {
     /// When the capabilities restrict the environment: the only variables inherited.
     #[serde(default)]
     pub inherit_env: Option<Vec<String>>,
+    /// The file to run, resolved when the effect was admitted (a granted program, or a name
+    /// found in an absolute `PATH` entry); `argv[0]` stays as written, so a multi-call binary
+    /// behaves as the name it was granted under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<PathBuf>,
     /// Set in the process's environment as `PROTOCOL_RUN_EFFECT`, so that every process it
     /// starts, even one that left its group, can be found and stopped (see `stop_tagged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +113,7 @@ impl ProcessRequest {
             kill_grace: DEFAULT_KILL_GRACE,
             shell: false,
             inherit_env: None,
+            program: None,
             tag: None,
         }
     }
@@ -183,7 +189,33 @@ pub async fn run_process(
     cancellation: &mut super::Cancellation,
 ) -> Result<ProcessOutcome, ProcessError> {
     let program = request.argv.first().ok_or(ProcessError::EmptyArgv)?.clone();
-    let mut command = Command::new(&program);
+    // A name is found here, not by the system's `execvp`, which would also search `.` and empty
+    // `PATH` entries; the action's own `PATH` counts when it sets one.
+    let resolved = match &request.program {
+        Some(resolved) => resolved.clone(),
+        // A path is taken as written (relative to `cwd`, as the system would).
+        None if program.contains('/') => PathBuf::from(&program),
+        None => {
+            let search = request
+                .env
+                .iter()
+                .rev()
+                .find(|(name, _)| name == "PATH")
+                .map(|(_, value)| std::ffi::OsString::from(value));
+            crate::capabilities::resolve_program_on(&program, search).ok_or_else(|| {
+                ProcessError::Spawn {
+                    program: program.clone(),
+                    error: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "not found in the absolute directories of PATH",
+                    ),
+                }
+            })?
+        }
+    };
+    let mut command = Command::new(&resolved);
+    // As written: a multi-call binary acts as the name it was granted under.
+    command.arg0(&program);
     if let Some(inherited) = &request.inherit_env {
         // Only the permitted variables reach the process.
         command.env_clear();
