@@ -98,11 +98,15 @@ pub fn lock_exclusively(path: &Path, wait: Duration) -> std::io::Result<FileLock
     file_name(path)?;
     let lock_path = directory.join(DIRECTORY_LOCK);
     // Read and write access: flock over NFS is emulated with fcntl locks, which need write access.
+    // A link planted under the lock's name is refused, not followed: the lock must not create
+    // or open a file outside the directory being written.
+    use std::os::unix::fs::OpenOptionsExt;
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(&lock_path)?;
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_millis(1);

@@ -334,3 +334,22 @@ fn a_granted_program_runs_under_the_name_it_was_granted_and_only_that_name() {
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("denied exec ./bin/other"), "{stderr}");
 }
+
+#[test]
+fn the_writers_lock_never_follows_a_planted_link() {
+    let directory = scratch("lock-link");
+    std::fs::create_dir_all(directory.join("out")).unwrap();
+    let outside = scratch("lock-link-outside");
+    let victim = outside.join("victim");
+    std::os::unix::fs::symlink(&victim, directory.join("out/.protocol-run.lock")).unwrap();
+    let action = "{ write: out/a.txt, content: x, id: act }";
+    let (code, _, stderr) = run(
+        &directory,
+        &protocol("{ write: [\"out/**\"] }", action),
+        &[],
+    );
+    // The write fails (its lock cannot be taken), and nothing appears outside.
+    assert_eq!(code, 4, "{stderr}");
+    assert!(!victim.exists(), "the lock followed the link");
+    assert!(!directory.join("out/a.txt").exists());
+}
