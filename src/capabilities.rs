@@ -157,6 +157,18 @@ impl Capabilities {
                     .collect(),
             ),
             layers("env", self.env.clone()),
+            format!(
+                "dangerous env grants: {}",
+                match self.inherited_environment() {
+                    Some(names) if names.iter().any(|name| is_dangerous_variable(name)) => names
+                        .iter()
+                        .filter(|name| is_dangerous_variable(name))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    _ => "none".into(),
+                }
+            ),
         ]
     }
 
@@ -171,6 +183,25 @@ impl Capabilities {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// Whether an action may set the environment variable `name` for its process: a name the
+    /// environment grant lists when it is restricted; a dangerous one only when listed.
+    pub fn may_set_variable(&self, name: &str) -> Result<(), String> {
+        let granted = self.inherited_environment();
+        let listed = granted
+            .as_ref()
+            .is_some_and(|names| names.iter().any(|granted| granted == name));
+        if is_dangerous_variable(name) && !listed {
+            return Err(format!(
+                "`{name}` changes how programs load or configure themselves (it can run code \
+                 the protocol was not granted); setting it needs an explicit grant"
+            ));
+        }
+        if granted.is_some() && !listed {
+            return Err(format!("`{name}` is not in `permissions.env`"));
+        }
+        Ok(())
     }
 
     /// Checks an effect, and pins what it may touch: a permitted program is run by the path
@@ -301,6 +332,24 @@ impl Glob {
             pattern,
         })
     }
+}
+
+/// Variables that make a program load other code or take its configuration from the
+/// environment: the dynamic loader's, and tool hooks (git's config, shells' startup files,
+/// interpreters' preload options).
+fn is_dangerous_variable(name: &str) -> bool {
+    const PREFIXES: [&str; 6] = ["LD_", "DYLD_", "GIT_CONFIG", "PYTHON", "PERL5", "RUBY"];
+    const NAMES: [&str; 8] = [
+        "BASH_ENV",
+        "ENV",
+        "GIT_EXEC_PATH",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_ASKPASS",
+        "NODE_OPTIONS",
+        "LUA_INIT",
+    ];
+    PREFIXES.iter().any(|prefix| name.starts_with(prefix)) || NAMES.contains(&name)
 }
 
 /// The path a program name runs: a name is looked up on the engine's `PATH`, a path is taken

@@ -353,3 +353,50 @@ fn the_writers_lock_never_follows_a_planted_link() {
     assert!(!victim.exists(), "the lock followed the link");
     assert!(!directory.join("out/a.txt").exists());
 }
+
+#[test]
+fn setting_a_process_environment_is_a_capability() {
+    let directory = scratch("set-env");
+    let exec = |env: &str| format!("{{ exec: [echo, hi], env: {{ {env} }}, id: act }}");
+    // Loader and tool-configuration variables need an explicit grant, even unrestricted.
+    for dangerous in [
+        "LD_PRELOAD: evil.so",
+        "GIT_CONFIG_COUNT: \"1\"",
+        "BASH_ENV: x",
+    ] {
+        let yaml = protocol("{}", &exec(dangerous)).replace("permissions: {}\n", "");
+        let (code, _, stderr) = run(&directory, &yaml, &[]);
+        assert_eq!(code, 65, "{dangerous}: {stderr}");
+        assert!(
+            stderr.contains("changes how programs load or configure themselves"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("protocol.yaml:"), "located: {stderr}");
+    }
+    // Granted explicitly, it runs, and validate flags the grant.
+    let granted = protocol("{ env: [LD_PRELOAD] }", &exec("LD_PRELOAD: \"\""));
+    let (code, _, stderr) = run(&directory, &granted, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let validate = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["validate", "protocol.yaml"])
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&validate.stdout);
+    assert!(
+        printed.contains("dangerous env grants: LD_PRELOAD"),
+        "{printed}"
+    );
+    // A restricted environment admits only the variables it lists.
+    let restricted = protocol("{ env: [HOME] }", &exec("GREETING: hello"));
+    let (code, _, stderr) = run(&directory, &restricted, &[]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("`GREETING` is not in `permissions.env`"),
+        "{stderr}"
+    );
+    // The operator's narrowing counts as much as the protocol's.
+    let plain = protocol("{}", &exec("GREETING: hello")).replace("permissions: {}\n", "");
+    let (code, _, stderr) = run(&directory, &plain, &["--allow-env", "HOME"]);
+    assert_eq!(code, 65, "{stderr}");
+}

@@ -139,6 +139,18 @@ impl Exec {
                     "{pointer}/env/{}",
                     crate::load::yaml::escape_pointer_token(name)
                 );
+                // Setting a process's environment is a capability of its own.
+                if let Err(message) = compiler.capabilities().may_set_variable(name) {
+                    compiler.key_error(
+                        &value_pointer,
+                        message,
+                        Some(format!(
+                            "list `{name}` in `permissions.env` if the protocol needs it \
+                             (`validate` shows such grants as dangerous), or drop it"
+                        )),
+                    );
+                    return (name.clone(), None);
+                }
                 (name.clone(), compiler.template(value, &value_pointer))
             })
             .collect();

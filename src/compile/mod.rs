@@ -294,6 +294,11 @@ impl Compiler<'_> {
         &self.extensions
     }
 
+    /// What the protocol may do, the operator's narrowing included.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
     pub fn names(&self) -> &Names {
         &self.names
     }
