@@ -400,3 +400,36 @@ fn setting_a_process_environment_is_a_capability() {
     let (code, _, stderr) = run(&directory, &plain, &["--allow-env", "HOME"]);
     assert_eq!(code, 65, "{stderr}");
 }
+
+#[test]
+fn env_reads_only_what_the_environment_grant_lists() {
+    let directory = scratch("env-function");
+    let reading = |permissions: &str, name: &str| {
+        protocol(
+            permissions,
+            &format!("{{ exec: [echo, \"${{env({name})}}\"], id: act }}"),
+        )
+    };
+    let (code, _, stderr) = run(&directory, &reading("{ env: [HOME] }", "'MY_SECRET'"), &[]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("`env('MY_SECRET')` reads a variable `permissions.env` does not grant"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("protocol.yaml:"), "located: {stderr}");
+    // A computed name cannot be checked, so it is refused where the environment is restricted.
+    let (code, _, stderr) = run(
+        &directory,
+        &reading("{ env: [HOME] }", "'MY_' + 'SECRET'"),
+        &[],
+    );
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("`env()` takes a literal name"), "{stderr}");
+    // A granted name reads as before.
+    let (code, _, stderr) = run(&directory, &reading("{ env: [HOME] }", "'HOME'"), &[]);
+    assert_eq!(code, 0, "{stderr}");
+    // The operator's --allow-env restricts it as well.
+    let unrestricted = reading("{}", "'MY_SECRET'").replace("permissions: {}\n", "");
+    let (code, _, stderr) = run(&directory, &unrestricted, &["--allow-env", "HOME"]);
+    assert_eq!(code, 65, "{stderr}");
+}

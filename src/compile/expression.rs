@@ -33,6 +33,9 @@ pub struct Names {
     states: HashMap<String, usize>,
     /// Functions the embedding program registered.
     host_functions: HostFunctions,
+    /// When the environment is restricted (`permissions.env`, `--allow-env`): the variables
+    /// `env()` may read.
+    environment: Option<Vec<String>>,
 }
 
 /// The embedding program's functions, by name.
@@ -63,7 +66,14 @@ impl Names {
             bindings,
             states,
             host_functions: HostFunctions::default(),
+            environment: None,
         }
+    }
+
+    /// The same names, with `env()` limited to the variables `granted` lists (when `Some`).
+    pub fn with_environment_grant(mut self, granted: Option<Vec<String>>) -> Names {
+        self.environment = granted;
+        self
     }
 
     /// The same names, plus the functions the host registered.
@@ -649,6 +659,45 @@ impl<'a> NameChecker<'a> {
         });
     }
 
+    /// `env()` reads only what the environment grant lists, when there is one; the name must
+    /// then be a literal, so the grant is checked here, before anything runs.
+    fn check_environment_read(&mut self, arguments: &[IdedExpr], expression: &IdedExpr) {
+        let Some(granted) = &self.names.environment else {
+            return;
+        };
+        let problem = match arguments {
+            [
+                IdedExpr {
+                    expr: Expr::Literal(cel::common::ast::LiteralValue::String(variable)),
+                    ..
+                },
+            ] => {
+                let variable: &str = variable.as_ref();
+                if granted.iter().any(|name| name == variable) {
+                    return;
+                }
+                ExpressionProblem {
+                    offset: self.offset(expression),
+                    message: format!(
+                        "`env('{variable}')` reads a variable `permissions.env` does not grant"
+                    ),
+                    help: Some(format!(
+                        "add `{variable}` to `permissions.env` if the protocol needs it"
+                    )),
+                }
+            }
+            _ => ExpressionProblem {
+                offset: self.offset(expression),
+                message: "with `permissions.env` declared, `env()` takes a literal name".into(),
+                help: Some(
+                    "write the variable's name, e.g. `env('HOME')`, so the grant can be checked"
+                        .into(),
+                ),
+            },
+        };
+        self.problems.push(problem);
+    }
+
     fn check_function(&mut self, name: &str, arguments: &[IdedExpr], expression: &IdedExpr) {
         if name == "In" {
             self.uses_engine_functions = true;
@@ -672,6 +721,9 @@ impl<'a> NameChecker<'a> {
         }
         if super::functions::ENGINE_FUNCTIONS.contains(&name) {
             self.uses_engine_functions = true;
+            if name == "env" {
+                self.check_environment_read(arguments, expression);
+            }
             return;
         }
         if let Some(handler) = self.names.host_functions.0.get(name) {

@@ -113,7 +113,8 @@ fn compile_nested(
         protocol.inputs.keys().cloned(),
         state_indices,
     )
-    .with_host_functions(extensions);
+    .with_host_functions(extensions)
+    .with_environment_grant(compiler.capabilities.inherited_environment());
     let inputs = inputs::compile(&mut compiler, &protocol.inputs);
     let context = protocol
         .context
