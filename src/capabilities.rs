@@ -217,7 +217,20 @@ impl Capabilities {
                             subject: process.argv.last().cloned().unwrap_or_default(),
                         });
                     }
-                } else if !self.exec.is_empty() {
+                } else if !self.shell.iter().all(|allowed| *allowed)
+                    && process
+                        .argv
+                        .first()
+                        .is_some_and(|program| is_shell(program))
+                {
+                    // Without the shell capability, a shell is not a program to run either:
+                    // `exec: [sh, -c, ...]` is `shell: true` by another name.
+                    return Err(Denied {
+                        capability: "shell",
+                        subject: process.argv.first().cloned().unwrap_or_default(),
+                    });
+                }
+                if !process.shell && !self.exec.is_empty() {
                     let program = process.argv.first().cloned().unwrap_or_default();
                     let resolved = resolve_program(&program);
                     // Both the name as written and the file it runs must be granted: a link to
@@ -332,6 +345,19 @@ impl Glob {
             pattern,
         })
     }
+}
+
+/// Whether `program` (a name or a path, links followed) is one of the usual shells.
+fn is_shell(program: &str) -> bool {
+    const SHELLS: [&str; 10] = [
+        "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox",
+    ];
+    let named = |path: &Path| {
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| SHELLS.contains(&name))
+    };
+    named(Path::new(program)) || resolve_program(program).is_some_and(|resolved| named(&resolved))
 }
 
 /// Variables that make a program load other code or take its configuration from the

@@ -433,3 +433,28 @@ fn env_reads_only_what_the_environment_grant_lists() {
     let (code, _, stderr) = run(&directory, &unrestricted, &["--allow-env", "HOME"]);
     assert_eq!(code, 65, "{stderr}");
 }
+
+#[test]
+fn without_the_shell_capability_a_shell_is_not_a_program_either() {
+    let directory = scratch("shell-as-program");
+    let action = "{ exec: [sh, -c, 'echo owned'], id: act }";
+    let unrestricted = protocol("{}", action).replace("permissions: {}\n", "");
+    // The operator's --no-shell, on a protocol that restricts nothing.
+    let (code, _, stderr) = run(&directory, &unrestricted, &["--no-shell"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("denied shell sh"), "{stderr}");
+    // The protocol's own `shell: false`, even with the shell listed as a program; and a shell
+    // by its path.
+    for (permissions, action) in [
+        ("{ shell: false }", action.to_string()),
+        ("{ exec: [sh], shell: false }", action.to_string()),
+        ("{ shell: false }", action.replace("[sh,", "[/bin/bash,")),
+    ] {
+        let (code, _, stderr) = run(&directory, &protocol(permissions, &action), &[]);
+        assert_eq!(code, 3, "{permissions} {action}: {stderr}");
+        assert!(!stderr.contains("stdout=owned"), "{stderr}");
+    }
+    // Granted, it runs.
+    let (code, _, stderr) = run(&directory, &protocol("{ shell: true }", action), &[]);
+    assert_eq!(code, 0, "{stderr}");
+}

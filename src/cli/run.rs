@@ -275,7 +275,12 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     )
     .map_err(|error| {
         eprintln!("error: {error}");
-        exit_code::INVALID
+        match error {
+            // The store could not take a step (a full disk, a broken database): an I/O
+            // failure, not a fault of the protocol.
+            crate::run::algorithm::RunError::Checkpoint { .. } => exit_code::IO,
+            crate::run::algorithm::RunError::MicrostepLimit { .. } => exit_code::INVALID,
+        }
     })?;
     let now = crate::clock::unix_milliseconds_now();
     match report
