@@ -74,6 +74,7 @@ fn commit_step(bencher: Bencher) {
             protocol_text: Some(text),
             inputs: serde_json::json!({}),
             started_unix_milliseconds: 1,
+            grants: None,
         })
         .expect("the run is created");
     // The store refuses a sequence not above the last one, so each commit takes the next.

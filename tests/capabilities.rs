@@ -458,3 +458,54 @@ fn without_the_shell_capability_a_shell_is_not_a_program_either() {
     let (code, _, stderr) = run(&directory, &protocol("{ shell: true }", action), &[]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+#[test]
+fn a_resume_keeps_the_operators_narrowing() {
+    let directory = scratch("resume-narrowing");
+    let yaml = r#"
+id: later
+states:
+  waiting:
+    on:
+      go: acting
+  acting:
+    entry:
+      - { exec: [sh, -c, 'touch owned'], id: act }
+    on:
+      done.exec.act: done
+      error.permission.act: denied
+  done: { type: final }
+  denied: { type: final, exit_code: 3 }
+"#;
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    let state = directory.join("state");
+    let state = state.to_str().unwrap();
+    // Narrowed by the operator, the run stops unfinished (no events yet).
+    let (code, _, stderr) = crate::support::run_binary(
+        &directory,
+        &[
+            "protocol.yaml",
+            "--state-dir",
+            state,
+            "--allow-exec",
+            "echo",
+            "--no-shell",
+        ],
+    );
+    assert_eq!(code, 75, "{stderr}");
+    // Resumed without the flags: the narrowing recorded with the run still holds.
+    std::fs::write(directory.join("go.jsonl"), "{\"event\":\"go\"}\n").unwrap();
+    let (code, _, stderr) = crate::support::run_binary(
+        &directory,
+        &[
+            "protocol.yaml",
+            "--resume",
+            "--state-dir",
+            state,
+            "--events",
+            "go.jsonl",
+        ],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(!directory.join("owned").exists());
+}

@@ -96,6 +96,7 @@ fn new_run(id: &str, path: &str, started: u64) -> NewRun {
         protocol_text: Some(DURABLE.to_string()),
         inputs: serde_json::json!({}),
         started_unix_milliseconds: started,
+        grants: None,
     }
 }
 

@@ -112,22 +112,39 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// The operator's narrowing of what the protocol may do.
-    fn limit(&self) -> Result<Capabilities, u8> {
+    /// The operator's narrowing, as the flags give it.
+    fn narrowing(&self) -> Permissions {
         let given = |list: &Vec<String>| (!list.is_empty()).then(|| list.clone());
-        let permissions = Permissions {
+        Permissions {
             exec: given(&self.allow_exec),
             shell: self.no_shell.then_some(false),
             write: given(&self.allow_write),
             read: given(&self.allow_read),
             env: given(&self.allow_env),
-        };
-        Capabilities::unrestricted()
-            .narrowed(&permissions, &std::env::current_dir().unwrap_or_default())
-            .map_err(|message| {
-                eprintln!("error: {message}");
-                exit_code::USAGE
-            })
+        }
+    }
+
+    /// The operator's narrowing of what the protocol may do: this command's flags, after the
+    /// narrowing recorded when the run started (`recorded`, on resume), so a resume never
+    /// forgets what the operator withheld.
+    fn limit(&self, recorded: Option<&serde_json::Value>) -> Result<Capabilities, u8> {
+        let base = std::env::current_dir().unwrap_or_default();
+        let mut limit = Capabilities::unrestricted();
+        if let Some(recorded) = recorded {
+            let permissions: Permissions =
+                serde_json::from_value(recorded.clone()).map_err(|error| {
+                    eprintln!("error: the run's recorded grants cannot be read: {error}");
+                    exit_code::IO
+                })?;
+            limit = limit.narrowed(&permissions, &base).map_err(|message| {
+                eprintln!("error: the run's recorded grants: {message}");
+                exit_code::IO
+            })?;
+        }
+        limit.narrowed(&self.narrowing(), &base).map_err(|message| {
+            eprintln!("error: {message}");
+            exit_code::USAGE
+        })
     }
 }
 
@@ -205,9 +222,8 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     let limits = Limits {
         max_microsteps: options.max_microsteps,
     };
-    let limit = options.limit()?;
     let prepared = match start {
-        Start::New { file, inputs } => new_run(&file, &inputs, &limit, &mut store, lifecycle)?,
+        Start::New { file, inputs } => new_run(&file, &inputs, options, &mut store, lifecycle)?,
         Start::Latest(file) => {
             let path = canonical(&file);
             let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
@@ -335,10 +351,11 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
 fn new_run(
     file: &std::path::Path,
     inputs: &[String],
-    limit: &Capabilities,
+    options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, u8> {
+    let limit = &options.limit(None)?;
     let text = crate::load::read_text(file).map_err(|error| {
         eprint!("{error}");
         load_error_code(&error)
@@ -366,6 +383,9 @@ fn new_run(
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
+            grants: Some(options.narrowing())
+                .filter(|narrowing| *narrowing != Permissions::default())
+                .map(|narrowing| serde_json::to_value(narrowing).unwrap_or_default()),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -416,12 +436,16 @@ fn restored_run(
             exit_code::INVALID
         })?;
     advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = compile_limited(&loaded, &Arc::default(), &options.limit()?)
-        .map(Arc::new)
-        .map_err(|diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        })?;
+    let machine = compile_limited(
+        &loaded,
+        &Arc::default(),
+        &options.limit(record.grants.as_ref())?,
+    )
+    .map(Arc::new)
+    .map_err(|diagnostics| {
+        eprint!("{}", render_all(&diagnostics));
+        exit_code::INVALID
+    })?;
     let inputs = machine
         .bind_recorded_inputs(&record.inputs)
         .map_err(|errors| {

@@ -129,6 +129,7 @@ fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Val
         "status": summary.status.as_str(),
         "started": format_rfc3339(summary.started_unix_milliseconds),
         "inputs": record.inputs,
+        "grants": record.grants,
         "state": snapshot_json,
         "finish": summary.finish.as_ref().map(|finish| serde_json::json!({
             "state": finish.final_state,
@@ -151,6 +152,12 @@ fn print_human(description: &serde_json::Value) {
     println!("protocol  {}", text("protocol"));
     println!("status    {} (started {})", text("status"), text("started"));
     println!("inputs    {}", description["inputs"]);
+    if !description["grants"].is_null() {
+        println!(
+            "grants    {} (the operator's narrowing, applied on resume)",
+            description["grants"]
+        );
+    }
     let state = &description["state"];
     if !state.is_null() {
         println!(

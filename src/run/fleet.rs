@@ -358,6 +358,7 @@ impl Fleet {
                 protocol_text: Some(recording.protocol_text.clone()),
                 inputs: self.machine.recorded_inputs(&values),
                 started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
+                grants: None,
             }));
         }
         let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));

@@ -20,6 +20,9 @@ pub struct NewRun {
     /// The bound inputs, by name.
     pub inputs: serde_json::Value,
     pub started_unix_milliseconds: u64,
+    /// The operator's narrowing of the protocol's permissions (`--allow-*`, `--no-shell`), so a
+    /// resume applies it again; `None` when the operator narrowed nothing.
+    pub grants: Option<serde_json::Value>,
 }
 
 /// Where a run is in its life.
@@ -84,6 +87,8 @@ pub struct RunRecord {
     pub summary: RunSummary,
     pub protocol_text: Option<String>,
     pub inputs: serde_json::Value,
+    /// The operator's narrowing recorded when the run started (see `NewRun::grants`).
+    pub grants: Option<serde_json::Value>,
 }
 
 /// The external event a macrostep handled.

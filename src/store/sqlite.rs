@@ -21,7 +21,8 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// gives any type containing "INT" integer affinity), JSON kept as TEXT (JSONB there if it is
 /// ever queried), no ROWID, AUTOINCREMENT or STRICT, and `INSERT ... ON CONFLICT ... DO UPDATE`,
 /// which both accept. Run ids are chosen by the caller, so no sequence generator is needed.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE runs (
         id TEXT PRIMARY KEY,
         protocol_path TEXT NOT NULL,
@@ -55,7 +56,11 @@ const MIGRATIONS: &[&str] = &["
         snapshot TEXT NOT NULL,
         taken_at BIGINT NOT NULL
     );
-"];
+",
+    "
+    ALTER TABLE runs ADD COLUMN grants TEXT;
+",
+];
 
 const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
      last_step_at, final_state, exit_code, output, finished_at";
@@ -359,6 +364,11 @@ impl Context {
     /// Inserts a new run; one with the same id is refused.
     fn insert_run(&self, connection: &Connection, run: &NewRun) -> Result<(), StoreError> {
         let started = self.integer("a start time", run.started_unix_milliseconds)?;
+        let grants = run
+            .grants
+            .as_ref()
+            .map(|grants| self.encode(&run.id, "grants", grants))
+            .transpose()?;
         let inputs = self.encode(&run.id, "inputs", &run.inputs)?;
         let failed = self.failed(&format!("create run `{}`", run.id));
         let exists = connection
@@ -375,14 +385,15 @@ impl Context {
         connection
             .execute(
                 "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?6)",
+                 started_at, updated_at, grants) VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?6, ?7)",
                 rusqlite::params![
                     run.id,
                     run.protocol_path,
                     run.protocol_hash,
                     run.protocol_text,
                     inputs,
-                    started
+                    started,
+                    grants
                 ],
             )
             .map_err(&failed)?;
@@ -719,26 +730,33 @@ impl Store for SqliteStore {
         let row = self
             .connection
             .query_row(
-                &format!("SELECT {RUN_COLUMNS}, protocol_text, inputs FROM runs WHERE id = ?1"),
+                &format!(
+                    "SELECT {RUN_COLUMNS}, protocol_text, inputs, grants FROM runs WHERE id = ?1"
+                ),
                 [run],
                 |row| {
                     Ok((
                         RawRun::read(row)?,
                         row.get::<_, Option<String>>(11)?,
                         row.get::<_, String>(12)?,
+                        row.get::<_, Option<String>>(13)?,
                     ))
                 },
             )
             .optional()
             .map_err(self.context.failed(&format!("read run `{run}`")))?;
-        let Some((raw, protocol_text, inputs)) = row else {
+        let Some((raw, protocol_text, inputs, grants)) = row else {
             return Ok(None);
         };
         let inputs = self.context.decode(run, "inputs", &inputs)?;
+        let grants = grants
+            .map(|grants| self.context.decode(run, "grants", &grants))
+            .transpose()?;
         Ok(Some(RunRecord {
             summary: self.summary(raw)?,
             protocol_text,
             inputs,
+            grants,
         }))
     }
 
@@ -900,6 +918,7 @@ mod tests {
             protocol_text: Some("id: p".to_string()),
             inputs: serde_json::json!({"n": 1}),
             started_unix_milliseconds: 1_000,
+            grants: None,
         }
     }
 
