@@ -509,3 +509,68 @@ states:
     assert_eq!(code, 3, "{stderr}");
     assert!(!directory.join("owned").exists());
 }
+
+#[test]
+fn serve_takes_the_operators_narrowing_and_keeps_it_for_its_instances() {
+    let directory = scratch("serve-narrowing");
+    let yaml = r#"
+id: later
+states:
+  waiting:
+    on:
+      go: acting
+  acting:
+    entry:
+      - { exec: [sh, -c, 'touch owned'], id: act }
+    on:
+      done.exec.act: done
+      error.permission.act: denied
+  done: { type: final }
+  denied: { type: final, exit_code: 3 }
+"#;
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    let state = directory.join("state");
+    let serve = |arguments: &[&str], input: &str| {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args([
+                "serve",
+                "protocol.yaml",
+                "--state-dir",
+                state.to_str().unwrap(),
+            ])
+            .args(arguments)
+            .current_dir(&directory)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    // `a` is refused its shell at once; `b` waits.
+    let (stdout, stderr) = serve(
+        &["--no-shell"],
+        "{\"instance\":\"a\",\"event\":\"go\"}\n{\"instance\":\"b\"}\n",
+    );
+    assert!(
+        stdout.contains("\"instance\":\"a\"") && stdout.contains("\"state\":\"denied\""),
+        "{stdout}{stderr}"
+    );
+    assert!(!directory.join("owned").exists());
+    // A host without the flag does not resume `b` under weaker grants.
+    let (stdout, stderr) = serve(&[], "{\"instance\":\"b\",\"event\":\"go\"}\n");
+    assert!(stderr.contains("instance `b` cannot resume"), "{stderr}");
+    assert!(stderr.contains("--no-shell"), "{stderr}");
+    assert!(!directory.join("owned").exists(), "{stdout}");
+}

@@ -253,6 +253,7 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
             protocol_path: "/counter.yaml".into(),
             protocol_hash: "h".into(),
             protocol_text: yaml.into(),
+            grants: None,
         }),
     )
     .with_output(move |bytes| {

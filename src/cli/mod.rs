@@ -4,6 +4,7 @@ mod check;
 mod graph;
 mod import;
 mod logs;
+mod narrowing;
 mod run;
 mod runs;
 mod scaffold;

@@ -8,13 +8,11 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
-use crate::capabilities::Capabilities;
 use crate::compile::compile_limited;
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
-use crate::model::Permissions;
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::algorithm::Limits;
@@ -90,62 +88,11 @@ pub struct RunOptions {
     /// as every state and variable the run recorded still exists.
     #[arg(long)]
     force: bool,
-    /// Narrow the programs `exec` may run (comma-separated or repeated); the protocol's own
-    /// `permissions` still apply.
-    #[arg(long, value_delimiter = ',', value_name = "PROGRAM")]
-    allow_exec: Vec<String>,
-    /// Narrow the paths writes may reach (globs relative to the working directory).
-    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
-    allow_write: Vec<String>,
-    /// Narrow the paths reads may reach (globs).
-    #[arg(long, value_delimiter = ',', value_name = "GLOB")]
-    allow_read: Vec<String>,
-    /// Narrow the environment variables processes inherit.
-    #[arg(long, value_delimiter = ',', value_name = "NAME")]
-    allow_env: Vec<String>,
-    /// Refuse `shell: true`, whatever the protocol declares.
-    #[arg(long)]
-    no_shell: bool,
+    #[command(flatten)]
+    narrowing: super::narrowing::Narrowing,
     /// The longest event line read; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
     max_event_bytes: usize,
-}
-
-impl RunOptions {
-    /// The operator's narrowing, as the flags give it.
-    fn narrowing(&self) -> Permissions {
-        let given = |list: &Vec<String>| (!list.is_empty()).then(|| list.clone());
-        Permissions {
-            exec: given(&self.allow_exec),
-            shell: self.no_shell.then_some(false),
-            write: given(&self.allow_write),
-            read: given(&self.allow_read),
-            env: given(&self.allow_env),
-        }
-    }
-
-    /// The operator's narrowing of what the protocol may do: this command's flags, after the
-    /// narrowing recorded when the run started (`recorded`, on resume), so a resume never
-    /// forgets what the operator withheld.
-    fn limit(&self, recorded: Option<&serde_json::Value>) -> Result<Capabilities, u8> {
-        let base = std::env::current_dir().unwrap_or_default();
-        let mut limit = Capabilities::unrestricted();
-        if let Some(recorded) = recorded {
-            let permissions: Permissions =
-                serde_json::from_value(recorded.clone()).map_err(|error| {
-                    eprintln!("error: the run's recorded grants cannot be read: {error}");
-                    exit_code::IO
-                })?;
-            limit = limit.narrowed(&permissions, &base).map_err(|message| {
-                eprintln!("error: the run's recorded grants: {message}");
-                exit_code::IO
-            })?;
-        }
-        limit.narrowed(&self.narrowing(), &base).map_err(|message| {
-            eprintln!("error: {message}");
-            exit_code::USAGE
-        })
-    }
 }
 
 /// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
@@ -355,7 +302,7 @@ fn new_run(
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, u8> {
-    let limit = &options.limit(None)?;
+    let limit = &options.narrowing.limit(None)?;
     let text = crate::load::read_text(file).map_err(|error| {
         eprint!("{error}");
         load_error_code(&error)
@@ -383,9 +330,7 @@ fn new_run(
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            grants: Some(options.narrowing())
-                .filter(|narrowing| *narrowing != Permissions::default())
-                .map(|narrowing| serde_json::to_value(narrowing).unwrap_or_default()),
+            grants: options.narrowing.recorded(),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -439,7 +384,7 @@ fn restored_run(
     let machine = compile_limited(
         &loaded,
         &Arc::default(),
-        &options.limit(record.grants.as_ref())?,
+        &options.narrowing.limit(record.grants.as_ref())?,
     )
     .map(Arc::new)
     .map_err(|diagnostics| {

@@ -53,6 +53,8 @@ pub struct ServeArguments {
     /// The longest input line; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
     max_event_bytes: usize,
+    #[command(flatten)]
+    narrowing: super::narrowing::Narrowing,
 }
 
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
@@ -72,7 +74,11 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INVALID;
         }
     };
-    let machine = match crate::compile::compile(&loaded) {
+    let limit = match arguments.narrowing.limit(None) {
+        Ok(limit) => limit,
+        Err(code) => return code,
+    };
+    let machine = match crate::compile::compile_limited(&loaded, &Arc::default(), &limit) {
         Ok(machine) => Arc::new(machine),
         Err(diagnostics) => {
             eprint!("{}", render_all(&diagnostics));
@@ -97,6 +103,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
                 .to_string(),
             protocol_hash: content_hash(&text),
             protocol_text: text,
+            grants: arguments.narrowing.recorded(),
         })
     } else {
         None

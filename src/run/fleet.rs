@@ -30,6 +30,8 @@ pub struct Recording {
     pub protocol_path: String,
     pub protocol_hash: String,
     pub protocol_text: String,
+    /// The operator's narrowing this host runs under, recorded with each instance it starts.
+    pub grants: Option<serde_json::Value>,
 }
 
 /// How a fleet's `run` ended.
@@ -187,6 +189,21 @@ impl Fleet {
             .run(run_id)
             .map_err(|error| error.to_string())?
             .ok_or_else(|| format!("no run `{run_id}`"))?;
+        let grants = self
+            .recording
+            .as_ref()
+            .and_then(|recording| recording.grants.as_ref());
+        if record.grants.as_ref() != grants {
+            return Err(format!(
+                "it started under the operator's narrowing {}, and this host runs under {}; \
+                 start serve with the same --allow-*/--no-shell flags",
+                record
+                    .grants
+                    .as_ref()
+                    .map_or("none".to_string(), serde_json::Value::to_string),
+                grants.map_or("none".to_string(), serde_json::Value::to_string)
+            ));
+        }
         let values = self
             .machine
             .bind_recorded_inputs(&record.inputs)
@@ -358,7 +375,7 @@ impl Fleet {
                 protocol_text: Some(recording.protocol_text.clone()),
                 inputs: self.machine.recorded_inputs(&values),
                 started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
-                grants: None,
+                grants: recording.grants.clone(),
             }));
         }
         let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));
