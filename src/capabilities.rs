@@ -286,6 +286,17 @@ impl Capabilities {
         }
     }
 
+    /// Whether the protocol may read `path` (links resolved): for the expression functions
+    /// that look at files as much as for the tools.
+    pub fn may_read(&self, path: &Path) -> Result<(), Denied> {
+        self.check_path("read", &self.read, path)
+    }
+
+    /// Whether reading is restricted at all.
+    pub fn restricts_reads(&self) -> bool {
+        !self.read.is_empty()
+    }
+
     fn check_path(
         &self,
         capability: &'static str,

@@ -574,3 +574,63 @@ states:
     assert!(stderr.contains("--no-shell"), "{stderr}");
     assert!(!directory.join("owned").exists(), "{stdout}");
 }
+
+#[test]
+fn the_file_functions_obey_read_and_never_block_or_grow() {
+    let directory = scratch("file-functions");
+    std::fs::create_dir_all(directory.join("data")).unwrap();
+    std::fs::write(directory.join("data/ok.json"), "{\"a\": 1}").unwrap();
+    let fifo = directory.join("data/fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let checking = |permissions: &str, expression: &str| {
+        format!(
+            r#"
+id: files
+permissions: {permissions}
+context: {{ ok: false, checked: false }}
+states:
+  checking:
+    entry:
+      - assign: {{ ok: "{expression}" }}
+      - assign: {{ checked: true }}
+    always:
+      - {{ target: "yes", guard: checked && ok }}
+      - {{ target: "no", guard: checked && !ok }}
+    on:
+      error.execution: {{ target: refused, actions: [{{ log: "refused: ${{event.data.message}}" }}] }}
+  "yes": {{ type: final }}
+  "no": {{ type: final, exit_code: 1 }}
+  refused: {{ type: final, exit_code: 2 }}
+"#
+        )
+    };
+    let read_data = "{ read: [\"data/**\"] }";
+    let (code, _, stderr) = run(
+        &directory,
+        &checking(read_data, "json_valid('data/ok.json')"),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    for outside in [
+        "json_valid('/etc/hostname')",
+        "file_size('/etc/hostname') > 0",
+        "exists('/etc/shadow')",
+        "is_dir('/etc')",
+    ] {
+        let (code, _, stderr) = run(&directory, &checking(read_data, outside), &[]);
+        assert_eq!(code, 2, "{outside}: {stderr}");
+        assert!(stderr.contains("refused:"), "{stderr}");
+        assert!(stderr.contains("read"), "{stderr}");
+    }
+    // Neither a FIFO (which would block the host) nor a device (which never ends) is read.
+    for special in ["json_valid('data/fifo')", "json_valid('/dev/zero')"] {
+        let (code, _, stderr) = run(
+            &directory,
+            &checking("{}", special).replace("permissions: {}\n", ""),
+            &[],
+        );
+        assert_eq!(code, 2, "{special}: {stderr}");
+        assert!(stderr.contains("is not a regular file"), "{stderr}");
+    }
+}

@@ -36,6 +36,9 @@ pub struct Names {
     /// When the environment is restricted (`permissions.env`, `--allow-env`): the variables
     /// `env()` may read.
     environment: Option<Vec<String>>,
+    /// When reads are restricted: the capabilities the file functions (`exists`, `is_dir`,
+    /// `file_size`, `json_valid`) check each path against.
+    reads: Option<Arc<crate::capabilities::Capabilities>>,
 }
 
 /// The embedding program's functions, by name.
@@ -67,7 +70,16 @@ impl Names {
             states,
             host_functions: HostFunctions::default(),
             environment: None,
+            reads: None,
         }
+    }
+
+    /// The same names, with the file functions limited to what `capabilities` may read.
+    pub fn with_read_grant(mut self, capabilities: &crate::capabilities::Capabilities) -> Names {
+        self.reads = capabilities
+            .restricts_reads()
+            .then(|| Arc::new(capabilities.clone()));
+        self
     }
 
     /// The same names, with `env()` limited to the variables `granted` lists (when `Some`).
@@ -406,7 +418,7 @@ impl Expression {
         if self.uses_engine_functions {
             context
                 .add_function("In", in_state)
-                .and_then(|()| super::functions::register(&mut context))
+                .and_then(|()| super::functions::register(&mut context, scope.names.reads.clone()))
                 .map_err(|error| self.error(error.to_string()))?;
         }
         for (name, handler) in self

@@ -35,8 +35,16 @@ fn clock(function: &cel::FunctionContext) -> Result<u64, ExecutionError> {
     }
 }
 
-/// Adds the engine functions to an evaluation context.
-pub fn register(context: &mut Context) -> Result<(), cel::DeclarationError> {
+/// The most `json_valid` reads of a file: past it the file is not taken as valid, it is an
+/// error naming the limit (a guard must not read a huge file, or `/dev/zero`, into memory).
+pub const JSON_VALID_MAX_BYTES: u64 = 16 << 20;
+
+/// Adds the engine functions to an evaluation context. `reads`, when reading is restricted,
+/// is what the file functions check every path against.
+pub fn register(
+    context: &mut Context,
+    reads: Option<Arc<crate::capabilities::Capabilities>>,
+) -> Result<(), cel::DeclarationError> {
     context.add_function(
         "now",
         |function: &cel::FunctionContext| -> Result<cel::Value, ExecutionError> {
@@ -51,26 +59,49 @@ pub fn register(context: &mut Context) -> Result<(), cel::DeclarationError> {
             Ok(i64::try_from(clock(function)?).unwrap_or(i64::MAX))
         },
     )?;
-    context.add_function("exists", |path: Arc<String>| {
-        Path::new(path.as_str()).exists()
-    })?;
-    context.add_function("is_dir", |path: Arc<String>| {
-        Path::new(path.as_str()).is_dir()
-    })?;
+    let permitted = move |function: &'static str, path: &str| -> Result<(), ExecutionError> {
+        match &reads {
+            Some(capabilities) => capabilities.may_read(Path::new(path)).map_err(|denied| {
+                ExecutionError::function_error(function, format!("{path}: {denied}"))
+            }),
+            None => Ok(()),
+        }
+    };
+    let check = permitted.clone();
+    context.add_function(
+        "exists",
+        move |path: Arc<String>| -> Result<bool, ExecutionError> {
+            check("exists", &path)?;
+            Ok(Path::new(path.as_str()).exists())
+        },
+    )?;
+    let check = permitted.clone();
+    context.add_function(
+        "is_dir",
+        move |path: Arc<String>| -> Result<bool, ExecutionError> {
+            check("is_dir", &path)?;
+            Ok(Path::new(path.as_str()).is_dir())
+        },
+    )?;
     context.add_function("command_exists", |name: Arc<String>| command_exists(&name))?;
     context.add_function("env", |name: Arc<String>| -> cel::Value {
         std::env::var(name.as_str()).map_or(cel::Value::Null, |value| {
             cel::Value::String(Arc::new(value))
         })
     })?;
-    context.add_function("json_valid", |path: Arc<String>| {
-        std::fs::read(path.as_str())
-            .ok()
-            .is_some_and(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).is_ok())
-    })?;
+    let check = permitted.clone();
+    context.add_function(
+        "json_valid",
+        move |path: Arc<String>| -> Result<bool, ExecutionError> {
+            check("json_valid", &path)?;
+            json_valid(&path)
+        },
+    )?;
+    let check = permitted;
     context.add_function(
         "file_size",
-        |path: Arc<String>| -> Result<i64, ExecutionError> {
+        move |path: Arc<String>| -> Result<i64, ExecutionError> {
+            check("file_size", &path)?;
             std::fs::metadata(path.as_str())
                 .map(|metadata| i64::try_from(metadata.len()).unwrap_or(i64::MAX))
                 .map_err(|error| {
@@ -79,6 +110,50 @@ pub fn register(context: &mut Context) -> Result<(), cel::DeclarationError> {
         },
     )?;
     Ok(())
+}
+
+/// Whether the regular file at `path` holds valid JSON. Only a regular file is read (a FIFO
+/// would block the host, a device never end), and at most `JSON_VALID_MAX_BYTES` of it.
+fn json_valid(path: &str) -> Result<bool, ExecutionError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so opening a FIFO returns at once; what was opened is then checked.
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+    else {
+        return Ok(false);
+    };
+    let Ok(metadata) = file.metadata() else {
+        return Ok(false);
+    };
+    if !metadata.is_file() {
+        return Err(ExecutionError::function_error(
+            "json_valid",
+            format!("{path} is not a regular file"),
+        ));
+    }
+    if metadata.len() > JSON_VALID_MAX_BYTES {
+        return Err(ExecutionError::function_error(
+            "json_valid",
+            format!(
+                "{path} is {} bytes, more than json_valid reads ({JSON_VALID_MAX_BYTES} bytes)",
+                metadata.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    // A file that grows while it is read is still read no further than the limit.
+    if file
+        .take(JSON_VALID_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .is_err()
+        || bytes.len() as u64 > JSON_VALID_MAX_BYTES
+    {
+        return Ok(false);
+    }
+    Ok(serde_json::from_slice::<serde_json::Value>(&bytes).is_ok())
 }
 
 /// Whether `name` runs: a path to an executable file, or an executable found on `PATH`.

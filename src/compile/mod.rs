@@ -114,7 +114,8 @@ fn compile_nested(
         state_indices,
     )
     .with_host_functions(extensions)
-    .with_environment_grant(compiler.capabilities.inherited_environment());
+    .with_environment_grant(compiler.capabilities.inherited_environment())
+    .with_read_grant(&compiler.capabilities);
     let inputs = inputs::compile(&mut compiler, &protocol.inputs);
     let context = protocol
         .context
