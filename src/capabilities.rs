@@ -258,6 +258,11 @@ impl Capabilities {
                 Ok(())
             }
             EffectKind::Tool(call) => {
+                if self.restricts_reads() {
+                    call.readable = Some(crate::effects::tools::ReadGrant(std::sync::Arc::new(
+                        self.clone(),
+                    )));
+                }
                 let path = match &call.tool {
                     ToolRequest::ReadFile { path }
                     | ToolRequest::ListDir { path }

@@ -634,3 +634,49 @@ states:
         assert!(stderr.contains("is not a regular file"), "{stderr}");
     }
 }
+
+#[test]
+fn grep_search_checks_every_file_it_opens_and_reads_bounded_lines_of_regular_files() {
+    let directory = scratch("grep-escape");
+    std::fs::create_dir_all(directory.join("data")).unwrap();
+    let outside = scratch("grep-escape-outside");
+    std::fs::write(outside.join("secret.txt"), "token=hunter2\n").unwrap();
+    std::fs::write(directory.join("data/notes.txt"), "token=public\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), directory.join("data/link.txt"))
+        .unwrap();
+    let action = "{ grep_search: token, path: data, id: act }";
+    let (code, _, stderr) = run(
+        &directory,
+        // The directory itself and everything below it.
+        &protocol("{ read: [data, \"data/**\"] }", action),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("token=public"), "{stderr}");
+    assert!(
+        !stderr.contains("hunter2"),
+        "the search followed a link out: {stderr}"
+    );
+    // A device is not searched (it never ends); neither is a line past the limit kept whole.
+    let unrestricted = |action: &str| protocol("{}", action).replace("permissions: {}\n", "");
+    let (code, _, stderr) = run(
+        &directory,
+        &unrestricted("{ grep_search: x, path: /dev/zero, id: act }"),
+        &[],
+    );
+    assert_eq!(code, 4, "{stderr}");
+    let mut long = "x".repeat(3 << 20);
+    long.push_str("\nshort x line\n");
+    std::fs::write(directory.join("data/long.txt"), long).unwrap();
+    let (code, _, stderr) = run(
+        &directory,
+        &unrestricted("{ grep_search: x, path: data/long.txt, id: act }"),
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("long.txt:2:short x line"), "{stderr}");
+    assert!(
+        !stderr.contains("xxxxxxxxxxxxxxxx"),
+        "the long line was kept"
+    );
+}

@@ -108,6 +108,7 @@ impl Tool {
                 tool,
                 timeout: None,
                 output_limit: DEFAULT_OUTPUT_LIMIT,
+                readable: None,
             };
             self.policy
                 .request(EffectKind::Tool(call), scope, Vec::new())

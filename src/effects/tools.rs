@@ -1,7 +1,7 @@
 //! Built-in tool effects (`read_file`, `list_dir`, `grep_search`): filesystem work with the same outcome shape and timeouts as `exec`.
 
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,7 +60,31 @@ pub struct ToolCall {
     pub timeout: Option<Duration>,
     /// Bytes of `stdout` kept; for `read_file`, bytes of the file read.
     pub output_limit: usize,
+    /// When reads are restricted: what every file a search opens is checked against (a link
+    /// inside the granted tree may lead out of it). Set when the effect is admitted.
+    #[serde(skip)]
+    pub readable: Option<ReadGrant>,
 }
+
+/// The capabilities a tool checks the files it opens against.
+#[derive(Clone)]
+pub struct ReadGrant(pub Arc<crate::capabilities::Capabilities>);
+
+impl std::fmt::Debug for ReadGrant {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("ReadGrant")
+    }
+}
+
+impl PartialEq for ReadGrant {
+    fn eq(&self, other: &ReadGrant) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// The longest line `grep_search` reads; a longer one is skipped (a file with no newline must
+/// not become one allocation of its whole size).
+pub const GREP_MAX_LINE_BYTES: usize = 1 << 20;
 
 /// Runs the tool on a blocking thread, so a slow or hung filesystem never blocks the runtime.
 ///
@@ -74,7 +98,10 @@ pub async fn run_tool(id: &str, call: &ToolCall) -> EffectOutcome {
     let cancelled = Arc::clone(&cancellation.cancelled);
     let tool = call.tool.clone();
     let output_limit = call.output_limit;
-    let work = tokio::task::spawn_blocking(move || perform(&tool, output_limit, &cancelled));
+    let readable = call.readable.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        perform(&tool, output_limit, &cancelled, readable.as_ref())
+    });
     let joined = match call.timeout {
         None => work.await,
         // Real time, as for processes: the filesystem does not run on the virtual clock.
@@ -220,7 +247,12 @@ fn cancelled_error() -> io::Error {
 }
 
 /// Runs on the blocking thread.
-fn perform(tool: &ToolRequest, output_limit: usize, cancelled: &AtomicBool) -> ToolReport {
+fn perform(
+    tool: &ToolRequest,
+    output_limit: usize,
+    cancelled: &AtomicBool,
+    readable: Option<&ReadGrant>,
+) -> ToolReport {
     match tool {
         ToolRequest::ReadFile { path } => read_file(path, output_limit).unwrap_or_else(|error| {
             ToolReport::error(tool, format!("cannot read `{}`: {error}", path.display()))
@@ -242,10 +274,12 @@ fn perform(tool: &ToolRequest, output_limit: usize, cancelled: &AtomicBool) -> T
                     limit: *limit,
                     output_limit,
                     cancelled,
+                    readable,
                     stdout: String::new(),
                     reported: 0,
                     found: false,
                     truncated: false,
+                    truncated_lines: false,
                 };
                 match search.run(path) {
                     Err(error) => ToolReport::error(
@@ -352,6 +386,7 @@ struct Search<'a> {
     limit: usize,
     output_limit: usize,
     cancelled: &'a AtomicBool,
+    readable: Option<&'a ReadGrant>,
     stdout: String,
     /// Matching lines in `stdout`.
     reported: usize,
@@ -359,6 +394,8 @@ struct Search<'a> {
     found: bool,
     /// Whether matches or output were left out: the search stops there.
     truncated: bool,
+    /// Whether a line longer than `GREP_MAX_LINE_BYTES` was skipped.
+    truncated_lines: bool,
 }
 
 impl Search<'_> {
@@ -416,7 +453,17 @@ impl Search<'_> {
     /// skipped entirely (its matches are only reported once the file is read), as far as the
     /// search reads it: once the limit is reached the rest of the file is not checked.
     fn search_file(&mut self, path: &Path, lossy: bool) -> io::Result<()> {
-        let mut reader = BufReader::new(File::open(path)?);
+        // Every file is checked where it really is: a link in the granted tree may lead out.
+        if let Some(grant) = self.readable
+            && let Err(denied) = grant.0.may_read(path)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                denied.to_string(),
+            ));
+        }
+        let file = open_regular(path)?;
+        let mut reader = BufReader::new(file);
         let mut pending = Vec::new();
         let mut bytes = Vec::new();
         let mut line_number = 0u64;
@@ -425,11 +472,18 @@ impl Search<'_> {
                 return Err(cancelled_error());
             }
             bytes.clear();
-            if reader.read_until(b'\n', &mut bytes)? == 0 {
+            let Some(read) =
+                crate::run::input::read_limited_line(&mut reader, GREP_MAX_LINE_BYTES, &mut bytes)
+            else {
                 break;
-            }
+            };
             line_number += 1;
-            let line = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+            if read.is_err() {
+                // Too long to search: skipped, and the search says it left something out.
+                self.truncated_lines = true;
+                continue;
+            }
+            let line = bytes.as_slice();
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             let text = match std::str::from_utf8(line) {
                 Ok(text) => std::borrow::Cow::Borrowed(text),
@@ -480,7 +534,7 @@ impl Search<'_> {
         let matches = count_value(u64::try_from(self.reported).unwrap_or(u64::MAX));
         ToolReport {
             stdout: self.stdout,
-            truncated: self.truncated,
+            truncated: self.truncated || self.truncated_lines,
             details: vec![("matches", matches)],
             failure: (!self.found).then(|| Failure {
                 message: format!("no line matches `{pattern}`"),
@@ -488,6 +542,20 @@ impl Search<'_> {
             }),
         }
     }
+}
+
+/// Opens a regular file for reading, without blocking on a FIFO; anything else (a FIFO, a
+/// device such as `/dev/zero`) is refused: it could block the search or never end.
+fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 /// The entries of a directory, sorted by name.
@@ -545,6 +613,7 @@ mod tests {
             tool,
             timeout: Some(Duration::from_secs(10)),
             output_limit,
+            readable: None,
         };
         runtime().block_on(run_tool("tool", &call))
     }
@@ -779,6 +848,7 @@ mod tests {
             tool: ToolRequest::ReadFile { path: fifo.clone() },
             timeout: Some(Duration::from_millis(50)),
             output_limit: 1024,
+            readable: None,
         };
         let runtime = runtime();
         let outcome = runtime.block_on(run_tool("stuck", &call));
