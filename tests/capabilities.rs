@@ -680,3 +680,41 @@ fn grep_search_checks_every_file_it_opens_and_reads_bounded_lines_of_regular_fil
         "the long line was kept"
     );
 }
+
+#[test]
+fn invoke_reads_only_protocol_files_it_may_read_and_never_prints_another_file() {
+    let directory = scratch("invoke-read");
+    let secret = directory.join("secret.txt");
+    std::fs::write(&secret, "root:the-first-line-of-a-secret\n").unwrap();
+    let parent = |permissions: &str, child: &str| {
+        format!(
+            "id: parent\npermissions: {permissions}\nstates:\n  calling:\n    invoke: [{{ id: kid, protocol: \"{child}\" }}]\n"
+        )
+    };
+    std::fs::write(
+        directory.join("parent.yaml"),
+        parent("{}", &secret.display().to_string()),
+    )
+    .unwrap();
+    let (code, stdout, stderr) =
+        crate::support::run_binary(&directory, &["validate", "parent.yaml"]);
+    assert_eq!(code, 65, "{stdout}{stderr}");
+    assert!(stderr.contains("is not a protocol file"), "{stderr}");
+    assert!(!stderr.contains("the-first-line"), "{stderr}");
+    // A protocol file outside `read` is not read either.
+    std::fs::create_dir_all(directory.join("elsewhere")).unwrap();
+    std::fs::write(
+        directory.join("elsewhere/child.yaml"),
+        "id: child\nstates:\n  s: { type: final }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("parent.yaml"),
+        parent("{ read: [\"mine/**\"] }", "elsewhere/child.yaml"),
+    )
+    .unwrap();
+    let (code, _, stderr) = crate::support::run_binary(&directory, &["validate", "parent.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("read access to"), "{stderr}");
+    assert!(stderr.contains("parent.yaml:5:"), "located: {stderr}");
+}

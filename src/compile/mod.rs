@@ -573,6 +573,27 @@ impl Compiler<'_> {
             );
             return None;
         }
+        // A child is read only if it may be, and only if it is a protocol file: a load error
+        // would otherwise print lines of any file the path names (`/etc/shadow`).
+        let is_protocol_file = path
+            .extension()
+            .is_some_and(|extension| extension == "yaml" || extension == "yml");
+        if !is_protocol_file {
+            self.value_error(
+                &protocol_pointer,
+                format!("`{}` is not a protocol file", invoke.protocol),
+                Some("a child protocol is a `.yaml` (or `.yml`) file".into()),
+            );
+            return None;
+        }
+        if let Err(denied) = self.capabilities.may_read(&path) {
+            self.value_error(
+                &protocol_pointer,
+                format!("the child protocol `{}`: {denied}", invoke.protocol),
+                Some("add its path to `permissions.read`, or invoke a protocol inside it".into()),
+            );
+            return None;
+        }
         let loaded = match crate::load::load_file(&path) {
             Ok(loaded) => loaded,
             Err(crate::load::LoadError::Invalid(diagnostics)) => {
