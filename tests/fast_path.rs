@@ -308,6 +308,26 @@ fn same_value(left: &Value, right: &Value) -> bool {
     }
 }
 
+/// `list + m` appends the map's keys, and CEL's maps iterate in a hash order that differs from
+/// one map to the next, even within a process: such a result is the same list of keys in some
+/// order. Only expressions that add the map slot `m` are judged so.
+fn same_keys_of_a_map(
+    text: &str,
+    left: &Result<Value, EvaluationError>,
+    right: &Result<Value, EvaluationError>,
+) -> bool {
+    let adds_the_map = text.contains("+ m") || text.contains("m +");
+    let (Ok(Value::List(left)), Ok(Value::List(right))) = (left, right) else {
+        return false;
+    };
+    let sorted = |list: &[Value]| {
+        let mut shown: Vec<String> = list.iter().map(|value| format!("{value:?}")).collect();
+        shown.sort();
+        shown
+    };
+    adds_the_map && sorted(left) == sorted(right)
+}
+
 fn same_result(
     left: &Result<Value, EvaluationError>,
     right: &Result<Value, EvaluationError>,
@@ -391,14 +411,14 @@ fn check(
         if let Ok(through_cel) = &through_cel {
             let other = through_cel.evaluate(&scope);
             prop_assert!(
-                same_result(&fast, &other),
+                same_result(&fast, &other) || same_keys_of_a_map(&case.text, &fast, &other),
                 "`{}` in {slots:?}: read directly {fast:?}, read by CEL {other:?}",
                 case.text
             );
         }
         let full = expression.evaluate_with_cel(&scope);
         prop_assert!(
-            same_result(&fast, &full),
+            same_result(&fast, &full) || same_keys_of_a_map(&case.text, &fast, &full),
             "`{}` in {slots:?}:\n  evaluate:          {fast:?}\n  evaluate_with_cel: {full:?}",
             case.text
         );
