@@ -514,3 +514,42 @@ fn event_data_cannot_forge_a_log_line_or_drive_the_terminal() {
         "{stderr:?}"
     );
 }
+
+#[test]
+fn validate_checks_scenario_files_as_scenarios() {
+    let protocols = concat!(env!("CARGO_MANIFEST_DIR"), "/protocols");
+    let mut files: Vec<String> = std::fs::read_dir(protocols)
+        .unwrap()
+        .map(|entry| entry.unwrap().path().display().to_string())
+        .filter(|path| path.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("validate")
+        .args(&files)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("ittw.scenario.yaml (scenarios of protocol `ittw`, "),
+        "{stdout}"
+    );
+    // A scenario file with a mistake is located like a protocol's.
+    let directory = crate::support::temporary_directory("cli", "bad-scenario");
+    std::fs::copy(
+        format!("{protocols}/retry-backoff.yaml"),
+        directory.join("retry-backoff.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("bad.scenario.yaml"),
+        "protocol: retry-backoff.yaml\nscenarios:\n  - name: x\n    steps: [{ sned: go }]\n",
+    )
+    .unwrap();
+    let (code, _, stderr) =
+        crate::support::run_binary(&directory, &["validate", "bad.scenario.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("bad.scenario.yaml:4:"), "{stderr}");
+}

@@ -9,6 +9,11 @@ use crate::load::{LoadError, load_file};
 pub fn validate(files: &[PathBuf]) -> u8 {
     let mut worst = 0;
     for file in files {
+        // `protocols/*.yaml` names scenario files too: they are checked as scenarios.
+        if crate::scenario::runner::is_scenario_file(file) {
+            worst = worst.max(validate_scenarios(file));
+            continue;
+        }
         let code = match load_file(file) {
             Ok(loaded) => match crate::compile::compile(&loaded) {
                 Ok(machine) => {
@@ -44,6 +49,28 @@ pub fn validate(files: &[PathBuf]) -> u8 {
         worst = worst.max(code);
     }
     worst
+}
+
+/// A scenario file: its schema, and the protocol it names, loaded and compiled.
+fn validate_scenarios(file: &std::path::Path) -> u8 {
+    match crate::scenario::runner::load_scenario_file(file) {
+        Ok((scenarios, machine)) => {
+            println!(
+                "ok: {} (scenarios of protocol `{}`, {} scenarios)",
+                file.display(),
+                machine.id,
+                scenarios.scenarios.len()
+            );
+            0
+        }
+        Err(message) => {
+            eprint!("{message}");
+            if !message.ends_with('\n') {
+                eprintln!();
+            }
+            exit_code::INVALID
+        }
+    }
 }
 
 pub fn load_error_code(error: &LoadError) -> u8 {

@@ -76,7 +76,7 @@ pub fn run_file(path: &Path) -> FileReport {
         error: None,
         coverage: None,
     };
-    let (file, machine) = match load(path) {
+    let (file, machine) = match load_scenario_file(path) {
         Ok(loaded) => loaded,
         Err(message) => {
             report.error = Some(message);
@@ -117,8 +117,14 @@ pub fn run_file(path: &Path) -> FileReport {
     report
 }
 
+/// Whether `path` names a scenario file (`*.scenario.yaml`) rather than a protocol.
+pub fn is_scenario_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|name| name.to_string_lossy().ends_with(".scenario.yaml"))
+}
+
 /// Loads the scenario file and compiles its protocol.
-fn load(path: &Path) -> Result<(ScenarioFile, Arc<Machine>), String> {
+pub fn load_scenario_file(path: &Path) -> Result<(ScenarioFile, Arc<Machine>), String> {
     let text = crate::load::read_text(path).map_err(|error| error.to_string())?;
     let (_, value) =
         crate::load::parse_document(DocumentKind::Scenario, &path.display().to_string(), text)
@@ -537,7 +543,7 @@ pub fn find_scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                         if !name.starts_with('.') && name != "target" && name != "node_modules" {
                             pending.push(entry_path);
                         }
-                    } else if name.ends_with(".scenario.yaml") {
+                    } else if is_scenario_file(&entry_path) {
                         files.push(entry_path);
                     }
                 }
