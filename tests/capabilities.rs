@@ -15,15 +15,28 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn run(directory: &Path, yaml: &str, arguments: &[&str]) -> (i32, String, String) {
+    run_with_path(directory, yaml, arguments, None)
+}
+
+/// `run`, with the engine's `PATH` set to `path` when given.
+fn run_with_path(
+    directory: &Path,
+    yaml: &str,
+    arguments: &[&str],
+    path: Option<&str>,
+) -> (i32, String, String) {
     std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
+    command
         .arg("protocol.yaml")
         .args(["--state-dir", directory.join("state").to_str().unwrap()])
         .args(arguments)
         .current_dir(directory)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(Stdio::null());
+    if let Some(path) = path {
+        command.env("PATH", path);
+    }
+    let output = command.output().unwrap();
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).to_string(),
@@ -270,24 +283,6 @@ fn validate_prints_the_capabilities() {
     assert!(stdout.contains("read: anything"), "{stdout}");
 }
 
-/// Runs `protocol.yaml` with the engine's `PATH` set to `path`.
-fn run_with_path(directory: &Path, yaml: &str, path: &str) -> (i32, String, String) {
-    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .arg("protocol.yaml")
-        .args(["--state-dir", directory.join("state").to_str().unwrap()])
-        .env("PATH", path)
-        .current_dir(directory)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
-}
-
 #[test]
 fn a_program_is_never_found_through_a_relative_or_empty_path_entry() {
     let directory = scratch("dot-in-path");
@@ -300,7 +295,7 @@ fn a_program_is_never_found_through_a_relative_or_empty_path_entry() {
         for permissions in ["{}", "{ exec: [echo] }"] {
             let yaml = protocol(permissions, "{ exec: [echo, hi], id: act }")
                 .replace("permissions: {}\n", "");
-            let (code, _, stderr) = run_with_path(&directory, &yaml, &path);
+            let (code, _, stderr) = run_with_path(&directory, &yaml, &[], Some(&path));
             assert_eq!(code, 0, "PATH={path} {permissions}: {stderr}");
             assert!(
                 stderr.contains("stdout=hi"),
@@ -459,10 +454,9 @@ fn without_the_shell_capability_a_shell_is_not_a_program_either() {
     assert_eq!(code, 0, "{stderr}");
 }
 
-#[test]
-fn a_resume_keeps_the_operators_narrowing() {
-    let directory = scratch("resume-narrowing");
-    let yaml = r#"
+/// Waits for `go`, then runs a shell: what an operator's `--no-shell` must stop however the
+/// run is continued.
+const SHELL_LATER: &str = r#"
 id: later
 states:
   waiting:
@@ -477,7 +471,11 @@ states:
   done: { type: final }
   denied: { type: final, exit_code: 3 }
 "#;
-    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+
+#[test]
+fn a_resume_keeps_the_operators_narrowing() {
+    let directory = scratch("resume-narrowing");
+    std::fs::write(directory.join("protocol.yaml"), SHELL_LATER).unwrap();
     let state = directory.join("state");
     let state = state.to_str().unwrap();
     // Narrowed by the operator, the run stops unfinished (no events yet).
@@ -513,22 +511,7 @@ states:
 #[test]
 fn serve_takes_the_operators_narrowing_and_keeps_it_for_its_instances() {
     let directory = scratch("serve-narrowing");
-    let yaml = r#"
-id: later
-states:
-  waiting:
-    on:
-      go: acting
-  acting:
-    entry:
-      - { exec: [sh, -c, 'touch owned'], id: act }
-    on:
-      done.exec.act: done
-      error.permission.act: denied
-  done: { type: final }
-  denied: { type: final, exit_code: 3 }
-"#;
-    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    std::fs::write(directory.join("protocol.yaml"), SHELL_LATER).unwrap();
     let state = directory.join("state");
     let serve = |arguments: &[&str], input: &str| {
         use std::io::Write;

@@ -193,27 +193,17 @@ fn a_child_survives_its_parent_being_killed_and_resumes_without_entering_again()
         .spawn()
         .unwrap();
     // Wait until the child's step (entered, its write done) is committed in the parent's run.
-    let started = std::time::Instant::now();
-    loop {
-        let status = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args(["status", "--json", "--state-dir", state])
-            .current_dir(&directory)
-            .output()
-            .unwrap();
-        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
-        let child = &status["state"]["children"][0];
-        if child["id"] == "kid"
-            && child["configuration"] == serde_json::json!(["waiting"])
-            && child["running_effects"] == serde_json::json!([])
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "the child's step was never committed: {status}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::support::wait_for_status(
+        &directory,
+        Path::new(state),
+        "the child's committed step",
+        |status| {
+            let child = &status["state"]["children"][0];
+            child["id"] == "kid"
+                && child["configuration"] == serde_json::json!(["waiting"])
+                && child["running_effects"] == serde_json::json!([])
+        },
+    );
     parent.kill().unwrap();
     parent.wait().unwrap();
     std::fs::write(directory.join("go.jsonl"), "{\"event\":\"go\"}\n").unwrap();

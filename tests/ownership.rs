@@ -510,19 +510,12 @@ fn a_retry_plan_goes_on_from_its_attempt_after_a_resume() {
     let directory = temporary_directory("resume-attempts");
     let mut engine = start(&directory, RETRYING);
     // The second attempt is recorded in the store.
-    let started = Instant::now();
-    loop {
-        let output = command(&directory, &["status", "--json"]).output().unwrap();
-        let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
-        if status["state"]["effect_attempts"][0]["attempt"] == 2 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "attempt 2 never recorded: {status}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::wait_for_status(
+        &directory,
+        &directory.join("state"),
+        "attempt 2 recorded",
+        |status| status["state"]["effect_attempts"][0]["attempt"] == 2,
+    );
     engine.kill().unwrap();
     engine.wait().unwrap();
     std::fs::write(directory.join("go"), "").unwrap();

@@ -281,3 +281,30 @@ pub fn run_binary(directory: &std::path::Path, arguments: &[&str]) -> (i32, Stri
         String::from_utf8_lossy(&output.stderr).to_string(),
     )
 }
+
+/// Polls `status --json` of the one run in `state` (run from `directory`) until `ready` holds
+/// of it; fails, naming `what`, after 20 s (a loaded machine's worst case).
+pub fn wait_for_status(
+    directory: &std::path::Path,
+    state: &std::path::Path,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) {
+    let started = std::time::Instant::now();
+    loop {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["status", "--json", "--state-dir", state.to_str().unwrap()])
+            .current_dir(directory)
+            .output()
+            .unwrap();
+        let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        if ready(&status) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{what} never happened: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
