@@ -518,7 +518,7 @@ impl DriverHost<'_> {
             }
             EffectMessage::Outcome(invocation, event) => {
                 // A cancelled invocation's outcome is never delivered: its end is recorded.
-                if self.state.running.arrive(invocation).is_none() {
+                if !self.state.running.arrive(invocation) {
                     return;
                 }
                 if running {

@@ -117,15 +117,18 @@ impl Running {
         true
     }
 
-    /// Marks the outcome of `invocation` as queued for delivery; the effect, if it is still
-    /// running and had not arrived (a cancelled one's outcome is dropped).
-    pub fn arrive(&mut self, invocation: u64) -> Option<&RunningEffect> {
-        let effect = self
+    /// Marks the outcome of `invocation` as queued for delivery; false when the effect no
+    /// longer runs (a cancelled one's outcome is dropped) or its outcome already arrived.
+    pub fn arrive(&mut self, invocation: u64) -> bool {
+        let Some(effect) = self
             .effects
             .iter_mut()
-            .find(|effect| effect.invocation == invocation && !effect.arrived)?;
+            .find(|effect| effect.invocation == invocation && !effect.arrived)
+        else {
+            return false;
+        };
         effect.arrived = true;
-        Some(effect)
+        true
     }
 
     /// Takes the effect of `invocation` out: its outcome is being handled, or recorded after
@@ -237,7 +240,8 @@ impl Running {
         let Some(position) = self.children.iter().position(|child| &*child.id == id) else {
             return false;
         };
-        self.children.remove(position).task.abort();
+        // Dropped: `RunningChild`'s drop aborts its task.
+        self.children.remove(position);
         true
     }
 
