@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
+/// What a scalar, and each element's place in a list or map, counts for in `size_in_bytes`.
+pub const SCALAR_BYTES: usize = 8;
+
 /// A value of the protocol's data model. Lists and maps are shared, so cloning never copies them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum Value {
@@ -29,6 +32,24 @@ impl Value {
         match self {
             Value::String(text) => Some(text),
             _ => None,
+        }
+    }
+
+    /// What the value counts for against `--max-value-bytes`: the bytes of its strings and
+    /// keys, and `SCALAR_BYTES` for every other scalar and each element's place, as
+    /// `compile::bounded::measure` counts a CEL value.
+    pub fn size_in_bytes(&self) -> usize {
+        match self {
+            Value::String(text) => text.len(),
+            Value::List(items) => items
+                .iter()
+                .map(|item| SCALAR_BYTES + item.size_in_bytes())
+                .fold(0, usize::saturating_add),
+            Value::Map(entries) => entries
+                .iter()
+                .map(|(key, item)| SCALAR_BYTES + key.len() + item.size_in_bytes())
+                .fold(0, usize::saturating_add),
+            _ => SCALAR_BYTES,
         }
     }
 

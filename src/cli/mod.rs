@@ -10,6 +10,7 @@ mod runs;
 mod scaffold;
 mod schema;
 mod serve;
+mod limits;
 mod test;
 mod validate;
 
@@ -61,6 +62,8 @@ enum Command {
         /// Report the states and transitions no scenario reached.
         #[arg(long)]
         coverage: bool,
+        #[command(flatten)]
+        limits: limits::LimitOptions,
     },
     /// Scaffold NAME.yaml and NAME.scenario.yaml with schema modelines.
     New {
@@ -212,7 +215,11 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
-        Command::Test { paths, coverage } => test::test(&paths, coverage),
+        Command::Test {
+            paths,
+            coverage,
+            limits,
+        } => test::test(&paths, coverage, limits.limits()),
         Command::Check {
             files,
             deny_warnings,

@@ -15,7 +15,6 @@ use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
-use crate::run::algorithm::Limits;
 use crate::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
@@ -73,10 +72,8 @@ pub struct RunOptions {
     /// `ID=ok:STDOUT`, or a sequence such as `ID=timeout,timeout,ok:done`.
     #[arg(long = "mock", value_name = "ID=OUTCOME")]
     mocks: Vec<String>,
-    /// Steps one macrostep may take (microsteps, and internal events that enable nothing)
-    /// before the run is stopped as a loop.
-    #[arg(long, default_value_t = Limits::default().max_microsteps)]
-    max_microsteps: usize,
+    #[command(flatten)]
+    limits: super::limits::LimitOptions,
     /// Exit with 70 when an effect that was still running at the final state failed (by
     /// default that is a warning, `#effect_failed_after_finish`, and the state's exit code).
     #[arg(long)]
@@ -166,9 +163,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         eprintln!("error: {error}");
         exit_code::IO
     })?;
-    let limits = Limits {
-        max_microsteps: options.max_microsteps,
-    };
+    let limits = options.limits.limits();
     let prepared = match start {
         Start::New { file, inputs } => new_run(&file, &inputs, options, &mut store, lifecycle)?,
         Start::Latest(file) => {
@@ -242,7 +237,11 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             // The store could not take a step (a full disk, a broken database): an I/O
             // failure, not a fault of the protocol.
             crate::run::algorithm::RunError::Checkpoint { .. } => exit_code::IO,
-            crate::run::algorithm::RunError::MicrostepLimit { .. } => exit_code::INVALID,
+            // A step past its limits stops as a looping protocol does.
+            crate::run::algorithm::RunError::MicrostepLimit { .. }
+            | crate::run::algorithm::RunError::StepTime { .. } => exit_code::INVALID,
+            // The driver reports a step interrupted as a run stopped by a signal.
+            crate::run::algorithm::RunError::Interrupted { .. } => exit_code::UNFINISHED,
         }
     })?;
     let now = crate::clock::unix_milliseconds_now();

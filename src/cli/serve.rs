@@ -55,6 +55,8 @@ pub struct ServeArguments {
     max_event_bytes: usize,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
+    #[command(flatten)]
+    limits: super::limits::LimitOptions,
 }
 
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
@@ -123,7 +125,9 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     };
     let clients: Clients = Rc::default();
     let output_clients = clients.clone();
-    let mut fleet = Fleet::new(machine, recording).with_output(move |bytes| {
+    let mut fleet = Fleet::new(machine, recording)
+        .with_limits(arguments.limits.limits())
+        .with_output(move |bytes| {
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(bytes);
@@ -165,6 +169,8 @@ pub fn serve(arguments: ServeArguments) -> u8 {
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
 async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
+    // A busy instance's step does not yield to this task: it sees the flag, and parks.
+    crate::compile::budget::watch_stop_signals();
     match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

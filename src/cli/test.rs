@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use crate::scenario::runner::{FileReport, find_scenario_files, run_file};
+use crate::run::algorithm::Limits;
+use crate::scenario::runner::{FileReport, find_scenario_files, run_file_limited};
 
-pub fn test(paths: &[PathBuf], coverage: bool) -> u8 {
+pub fn test(paths: &[PathBuf], coverage: bool, limits: Limits) -> u8 {
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -20,7 +21,7 @@ pub fn test(paths: &[PathBuf], coverage: bool) -> u8 {
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
-        let report = run_file(file);
+        let report = run_file_limited(file, limits);
         let (file_passed, file_failed) = print_report(&report);
         passed += file_passed;
         failed += file_failed;

@@ -194,6 +194,8 @@ pub struct Expression {
     /// CEL's program: parsed at compile time, or on first use for an expression read
     /// directly by `fast_syntax` (most of them never need it).
     program: OnceLock<Program>,
+    /// The program's expression rewritten to run under budgets, made on first full evaluation.
+    bounded: OnceLock<IdedExpr>,
     uses_engine_functions: bool,
     /// The host functions it calls, registered on each full evaluation (boxed: most
     /// expressions call none).
@@ -300,6 +302,8 @@ fn environment() -> &'static Arc<cel::Env> {
         let _ = cel::extensions::strings(&mut environment);
         let _ = cel::extensions::lists(&mut environment);
         let _ = cel::extensions::math(&mut environment);
+        // Likewise: the bounded functions' names start with `@`, which nothing else uses.
+        let _ = super::bounded::register(&mut environment);
         Arc::new(environment)
     })
 }
@@ -328,6 +332,7 @@ impl Expression {
             return Ok(Expression {
                 text: Arc::from(text),
                 program: OnceLock::new(),
+                bounded: OnceLock::new(),
                 uses_engine_functions: false,
                 host_functions: None,
                 fast: Some(fast),
@@ -372,6 +377,7 @@ impl Expression {
         Ok(Expression {
             text: Arc::from(text),
             program: OnceLock::from(program),
+            bounded: OnceLock::new(),
             uses_engine_functions,
             host_functions,
             fast,
@@ -435,12 +441,32 @@ impl Expression {
                 .map_err(|error| self.error(error.to_string()))?;
         }
         context.set_variable_resolver(scope);
-        let result = self
-            .program()?
-            .execute(&context)
-            .map_err(|error| self.error(describe_execution_error(&error)))?;
+        let bounded = self.bounded()?;
+        super::budget::begin_evaluation();
+        let result = cel::Value::resolve_val(bounded, &context).and_then(|value| {
+            let limit = super::budget::current().max_value_bytes;
+            let bytes = super::bounded::measure(value.as_ref(), limit.saturating_add(1));
+            super::budget::check_value(bytes)
+                .map_err(|why| ExecutionError::function_error("budget", why))?;
+            cel::Value::try_from(value.as_ref())
+        });
+        // A budget that ran out decides the outcome: what the cut-short evaluation computed
+        // (or the error it met on the way out) is not the answer.
+        if let Some(why) = super::budget::end_evaluation() {
+            return Err(self.error(why.to_string()));
+        }
+        let result = result.map_err(|error| self.error(describe_execution_error(&error)))?;
         Value::from_cel(&result)
             .ok_or_else(|| self.error(format!("the result {result:?} has no JSON form")))
+    }
+
+    /// The expression as evaluated under budgets (see `bounded::rewrite`), made on first use.
+    fn bounded(&self) -> Result<&IdedExpr, EvaluationError> {
+        if let Some(bounded) = self.bounded.get() {
+            return Ok(bounded);
+        }
+        let rewritten = super::bounded::rewrite(self.program()?.expression());
+        Ok(self.bounded.get_or_init(|| rewritten))
     }
 
     /// Evaluates a guard: the result must be a boolean.
@@ -867,7 +893,13 @@ impl Template {
                 TemplatePart::Text(text) => output.push_str(text),
                 TemplatePart::Expression(expression) => {
                     use std::fmt::Write;
-                    let _ = write!(output, "{}", expression.evaluate(scope)?);
+                    let value = expression.evaluate(scope)?;
+                    // Each part is bounded, but a template can repeat one many times: the
+                    // text is checked before each part is added to it.
+                    let bytes = output.len().saturating_add(value.size_in_bytes());
+                    super::budget::check_value(bytes)
+                        .map_err(|why| expression.error(why.to_string()))?;
+                    let _ = write!(output, "{value}");
                 }
             }
         }
@@ -981,19 +1013,31 @@ impl ValueTemplate {
             ValueTemplate::Literal(value) => value.clone(),
             ValueTemplate::Expression(expression) => expression.evaluate(scope)?,
             ValueTemplate::Text(template) => Value::string(template.render(scope)?),
-            ValueTemplate::List(items) => Value::List(Arc::new(
+            ValueTemplate::List(items) => bounded_value(Value::List(Arc::new(
                 items
                     .iter()
                     .map(|item| item.render(scope))
                     .collect::<Result<_, _>>()?,
-            )),
-            ValueTemplate::Map(entries) => Value::Map(Arc::new(
+            )))?,
+            ValueTemplate::Map(entries) => bounded_value(Value::Map(Arc::new(
                 entries
                     .iter()
                     .map(|(key, value)| Ok((key.clone(), value.render(scope)?)))
                     .collect::<Result<_, EvaluationError>>()?,
-            )),
+            )))?,
         })
+    }
+}
+
+/// A list or map a value template built from bounded parts, checked as a whole: the parts
+/// may be many.
+fn bounded_value(value: Value) -> Result<Value, EvaluationError> {
+    match super::budget::check_value(value.size_in_bytes()) {
+        Ok(()) => Ok(value),
+        Err(why) => Err(EvaluationError {
+            expression: Arc::from(value.type_name()),
+            message: why.to_string(),
+        }),
     }
 }
 
@@ -1113,5 +1157,35 @@ mod tests {
         let problems = Template::compile("a ${ nope } b ${", &names).unwrap_err();
         assert_eq!(problems.len(), 2);
         assert_eq!(problems[0].offset, 5);
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[test]
+    fn nested_comprehensions_stop_at_the_step_budget() {
+        let names = Names::new([], [], HashMap::new());
+        let scope = Scope {
+            names: &names,
+            context: &[],
+            inputs: &[],
+            event: None,
+            is_active: &|_| false,
+            clock: 0,
+        };
+        let list = format!("[{}]", (0..100).map(|n| n.to_string()).collect::<Vec<_>>().join(","));
+        let text = format!("{list}.all(a, {list}.all(b, {list}.all(c, a + b + c >= 0)))");
+        let expression = Expression::compile(&text, &names).unwrap();
+        let _budgets = super::super::budget::StepBudgets::enter(super::super::budget::Budgets {
+            max_evaluation_steps: 10_000,
+            ..Default::default()
+        });
+        let error = expression.evaluate(&scope).unwrap_err();
+        assert!(
+            error.message.contains("more than 10000 steps") && error.message.contains("--max-evaluation-steps"),
+            "{error}"
+        );
     }
 }

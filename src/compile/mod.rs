@@ -1,5 +1,7 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
+mod bounded;
+pub mod budget;
 pub mod expression;
 mod fast;
 mod fast_syntax;

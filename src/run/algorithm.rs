@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::actions::assign::Assign;
 use crate::actions::{Action, Execution, Host, SendRequest, StepView, execute_block};
+use crate::compile::budget::{self, Budgets, Exceeded};
 use crate::compile::expression::EvaluationError;
 use crate::compile::machine::{EventDescriptor, Machine, Reach, StateId, StateKind, TransitionId};
 use crate::run::event::{Event, Origin};
@@ -63,12 +64,15 @@ pub struct Limits {
     /// Steps (microsteps, and internal events that enable no transition) one macrostep may
     /// take before the run is stopped as a livelock.
     pub max_microsteps: usize,
+    /// Value size, evaluation work and wall clock of the macrostep.
+    pub budgets: Budgets,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_microsteps: 10_000,
+            budgets: Budgets::default(),
         }
     }
 }
@@ -81,6 +85,15 @@ pub enum RunError {
          give an eventless transition a guard that becomes false, or raise the limit with --max-microsteps"
     )]
     MicrostepLimit { microsteps: usize, states: String },
+    #[error(
+        "the macrostep ran longer than {limit} in the states {states}; make the work of one step \
+         smaller, or raise the limit with --max-step-time"
+    )]
+    StepTime { limit: String, states: String },
+    /// SIGINT or SIGTERM arrived while a macrostep was busy: it stopped where it was, and is
+    /// not committed.
+    #[error("stopped by a signal in the middle of a step, in the states {states}")]
+    Interrupted { states: String },
     /// A durable run could not record a step; it stops rather than go on unrecorded.
     #[error("the run's step could not be recorded: {message}")]
     Checkpoint { message: String },
@@ -330,6 +343,9 @@ impl<'e> Algorithm<'_, 'e> {
         let limit = self.limits.max_microsteps;
         let mut steps = 0;
         while self.instance.running {
+            if let Some(why) = budget::step_must_stop(steps + 1) {
+                return Err(self.stop_step(why));
+            }
             if self.machine.has_eventless {
                 self.select_transitions(true);
             } else {
@@ -358,6 +374,10 @@ impl<'e> Algorithm<'_, 'e> {
             if !self.workspace().enabled.is_empty() {
                 self.microstep();
             }
+        }
+        // The last evaluation may have been cut short by a stop or the clock.
+        if let Some(why) = budget::step_must_stop(1) {
+            return Err(self.stop_step(why));
         }
         if !self.instance.running {
             // Errors still queued when the run ends would be discarded unseen.
@@ -413,6 +433,31 @@ impl<'e> Algorithm<'_, 'e> {
             fields: vec![(Arc::from("event"), Value::String(event.name.clone()))],
         };
         self.host.log(record);
+    }
+
+    /// Stops a macrostep that ran out of time, or that a signal interrupted, naming the
+    /// states it was busy in.
+    #[cold]
+    fn stop_step(&mut self, why: Exceeded) -> RunError {
+        let machine = self.machine;
+        let states = self
+            .instance
+            .configuration
+            .iter()
+            .filter(|state| machine.state(*state).is_atomic())
+            .map(|state| &*machine.state(state).id)
+            .collect::<Vec<_>>()
+            .join(", ");
+        match why {
+            Exceeded::StepTime { limit } => {
+                self.instance.running = false;
+                RunError::StepTime {
+                    limit: budget::format_duration(limit),
+                    states,
+                }
+            }
+            _ => RunError::Interrupted { states },
+        }
     }
 
     /// Stops a macrostep that does not settle, naming the states of the loop.
@@ -983,6 +1028,11 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     fn raise_execution_error(&mut self, error: EvaluationError) {
+        // An evaluation cut short by a signal or the step's clock is no error of the protocol:
+        // the step stops at its next microstep, and nothing should handle it before.
+        if budget::step_must_stop(1).is_some() {
+            return;
+        }
         let event = Event::execution_error(self.machine, &error);
         self.instance.internal_queue.push_back(event);
     }

@@ -229,6 +229,8 @@ struct StopSignals {
 impl StopSignals {
     fn watch() -> Option<StopSignals> {
         use tokio::signal::unix::{SignalKind, signal};
+        // A busy macrostep does not yield to the task that reads these: it sees the flag.
+        crate::compile::budget::watch_stop_signals();
         Some(StopSignals {
             interrupt: signal(SignalKind::interrupt()).ok()?,
             terminate: signal(SignalKind::terminate()).ok()?,
@@ -295,13 +297,17 @@ pub(super) async fn drive_async(
         )),
     };
     let mut line_number = 0;
-    match hosting.resume {
-        Some(resume) => session.resume(resume)?,
-        None => session.start()?,
-    }
-    let mut stopped_by_signal = false;
-    loop {
-        session.handle_queued()?;
+    let started = match hosting.resume {
+        Some(resume) => session.resume(resume),
+        None => session.start(),
+    };
+    // A signal that stopped a busy step: that step is not committed, the one before it stands.
+    let mut stopped_by_signal = interrupted(started)?;
+    while !stopped_by_signal {
+        if interrupted(session.handle_queued())? {
+            stopped_by_signal = true;
+            break;
+        }
         if !session.interpreter.is_running() {
             break;
         }
@@ -387,10 +393,20 @@ pub(super) async fn drive_async(
         session.commit_between_steps()?;
     }
     if stopped_by_signal {
+        StopSignals::let_the_next_one_kill();
         // Its effects die with the process; the checkpoint keeps them for `on_interrupt`.
         session.record_interrupted();
     }
     let mut report = session.finish();
     report.stopped_by_signal = stopped_by_signal;
     Ok(report)
+}
+
+/// Whether a step ended because a signal interrupted it (any other failure is returned).
+fn interrupted(step: Result<(), RunError>) -> Result<bool, RunError> {
+    match step {
+        Ok(()) => Ok(false),
+        Err(RunError::Interrupted { .. }) => Ok(true),
+        Err(error) => Err(error),
+    }
 }

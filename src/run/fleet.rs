@@ -85,6 +85,8 @@ pub struct Fleet {
     sink: OutputSink,
     input_ended: bool,
     line_number: usize,
+    /// Every instance's limits (`--max-microsteps`, the budgets).
+    limits: super::algorithm::Limits,
 }
 
 impl Fleet {
@@ -112,7 +114,14 @@ impl Fleet {
             }),
             input_ended: false,
             line_number: 0,
+            limits: super::algorithm::Limits::default(),
         }
+    }
+
+    /// Runs every instance under `limits`.
+    pub fn with_limits(mut self, limits: super::algorithm::Limits) -> Fleet {
+        self.limits = limits;
+        self
     }
 
     /// Sends each committed batch of output lines to `sink` instead of stdout.
@@ -388,7 +397,7 @@ impl Fleet {
         let sink = EffectSink::Shared(self.effects_sender.clone(), slot);
         self.members.push(Some(Box::new(Member {
             name: name.into(),
-            interpreter,
+            interpreter: interpreter.with_limits(self.limits),
             state: DriverState::reporting_to(Some(sink)),
             armed: None,
         })));
@@ -434,6 +443,12 @@ impl Fleet {
         }
         let result = body(&mut session).and_then(|()| session.handle_queued());
         drop(session);
+        if let Err(RunError::Interrupted { .. }) = result {
+            // A signal stopped its step half-way: kept as its last commit left it, for the
+            // next host, like every other instance the signal stops.
+            self.park_for_good(slot);
+            return;
+        }
         if let Err(error) = result {
             write_line(
                 &mut self.output,

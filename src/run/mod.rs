@@ -73,6 +73,7 @@ impl Interpreter {
         host: &mut dyn Host,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
+        let _budgets = crate::compile::budget::StepBudgets::enter(self.limits.budgets);
         let mut algorithm = Algorithm {
             machine: &self.machine,
             instance: &mut self.instance,

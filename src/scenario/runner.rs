@@ -15,6 +15,7 @@ use crate::effects::mock::Mocks;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
 use crate::run::Interpreter;
+use crate::run::algorithm::Limits;
 use crate::run::driver::{DriverState, InputLineError, Observer, Session};
 use crate::run::event::{Event, Origin};
 use crate::value::Value;
@@ -70,6 +71,11 @@ impl Coverage {
 
 /// Runs every scenario of a file.
 pub fn run_file(path: &Path) -> FileReport {
+    run_file_limited(path, Limits::default())
+}
+
+/// Runs every scenario of a file, each macrostep under `limits`.
+pub fn run_file_limited(path: &Path, limits: Limits) -> FileReport {
     let mut report = FileReport {
         path: path.to_path_buf(),
         results: Vec::new(),
@@ -111,7 +117,7 @@ pub fn run_file(path: &Path) -> FileReport {
     for scenario in &file.scenarios {
         report
             .results
-            .push(run_scenario(&machine, scenario, &mut coverage));
+            .push(run_scenario(&machine, scenario, &mut coverage, limits));
     }
     report.coverage = Some(coverage);
     report
@@ -223,6 +229,7 @@ fn run_scenario(
     machine: &Arc<Machine>,
     scenario: &Scenario,
     coverage: &mut Coverage,
+    limits: Limits,
 ) -> ScenarioResult {
     let mut result = ScenarioResult {
         name: scenario.name.clone(),
@@ -271,7 +278,7 @@ fn run_scenario(
     let seen = Rc::new(RefCell::new(Seen::default()));
     let local = tokio::task::LocalSet::new();
     let failures = local.block_on(&runtime, async {
-        let mut interpreter = Interpreter::new(machine.clone(), inputs);
+        let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(limits);
         let mut observer = Collector { seen: seen.clone() };
         let mut state = DriverState::new();
         let mut session = Session::new(

@@ -1,0 +1,314 @@
+//! Budgets of a macrostep and of each evaluation in it: value size, evaluation steps, wall clock, and a stop signal.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What one macrostep, and each expression evaluated in it, may use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budgets {
+    /// The largest value (string, list, map, in `Value::size_in_bytes` terms) an expression may
+    /// build or an assignment store; `--max-value-bytes`.
+    pub max_value_bytes: usize,
+    /// Comprehension iterations and bounded function calls one evaluation may take;
+    /// `--max-evaluation-steps`.
+    pub max_evaluation_steps: u64,
+    /// How long one macrostep may run; `--max-step-time`, `None` for no limit.
+    pub max_step_time: Option<Duration>,
+}
+
+/// How many times the value bound the whole context, and all that one evaluation builds, may
+/// hold: a protocol keeps a few large values, not thousands.
+pub const CONTEXT_VALUES: usize = 16;
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            max_value_bytes: 1 << 20,
+            max_evaluation_steps: 100_000,
+            max_step_time: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl Budgets {
+    /// The bound on the whole context and on all the values one evaluation builds.
+    pub fn max_context_bytes(&self) -> usize {
+        self.max_value_bytes.saturating_mul(CONTEXT_VALUES)
+    }
+}
+
+/// Why an evaluation, or a macrostep, was cut short.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Exceeded {
+    ValueBytes { bytes: usize, limit: usize },
+    BuiltBytes { limit: usize },
+    EvaluationSteps { limit: u64 },
+    StepTime { limit: Duration },
+    Interrupted,
+}
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exceeded::ValueBytes { bytes, limit } => write!(
+                formatter,
+                "a value of {bytes} bytes is more than the limit of {limit} bytes; raise it with --max-value-bytes"
+            ),
+            Exceeded::BuiltBytes { limit } => write!(
+                formatter,
+                "the values built by one evaluation total more than {limit} bytes ({CONTEXT_VALUES} times --max-value-bytes); raise it with --max-value-bytes"
+            ),
+            Exceeded::EvaluationSteps { limit } => write!(
+                formatter,
+                "the evaluation took more than {limit} steps (comprehension iterations and function calls); raise the limit with --max-evaluation-steps"
+            ),
+            Exceeded::StepTime { limit } => write!(
+                formatter,
+                "the macrostep ran longer than {}; raise the limit with --max-step-time",
+                format_duration(*limit)
+            ),
+            Exceeded::Interrupted => write!(formatter, "stopped by SIGINT or SIGTERM"),
+        }
+    }
+}
+
+/// `1.5s`, `250ms`: how `--max-step-time` is written.
+pub fn format_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+/// Reads `--max-step-time`: `10s`, `250ms`, `2m`, or `none`.
+pub fn parse_duration(text: &str) -> Result<Option<Duration>, String> {
+    if text == "none" {
+        return Ok(None);
+    }
+    let split = text
+        .find(|character: char| !character.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration: write e.g. 10s, 250ms, 2m or none"))?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(number),
+        "s" => Duration::from_secs(number),
+        "m" => Duration::from_secs(number.saturating_mul(60)),
+        _ => return Err(format!("`{text}` has no unit: write e.g. 10s, 250ms, 2m or none")),
+    };
+    if duration.is_zero() {
+        return Err("a step time of zero stops every step: write a positive duration or none".into());
+    }
+    Ok(Some(duration))
+}
+
+/// Set by SIGINT or SIGTERM (see `watch_stop_signals`): a busy macrostep sees it at its next
+/// evaluation step or microstep and stops, where the async signal task would wait for it.
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Makes SIGINT and SIGTERM set the stop flag, besides whatever else watches them (tokio's
+/// streams): the handler only stores a flag, which is all a signal handler may do.
+pub fn watch_stop_signals() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        for signal in [nix::libc::SIGINT, nix::libc::SIGTERM] {
+            // SAFETY: the action is one atomic store, which is async-signal-safe.
+            let _ = unsafe {
+                signal_hook_registry::register(signal, || {
+                    STOP_REQUESTED.store(true, Ordering::Relaxed)
+                })
+            };
+        }
+    });
+}
+
+/// Whether SIGINT or SIGTERM arrived since the process started.
+pub fn stop_requested() -> bool {
+    STOP_REQUESTED.load(Ordering::Relaxed)
+}
+
+/// How often, in evaluation steps, the wall clock is read: reading it every step would cost
+/// more than the step.
+const CLOCK_EVERY: u64 = 256;
+
+/// The budget state of the macrostep running on this thread.
+struct Current {
+    budgets: Cell<Budgets>,
+    /// When the macrostep's clock started: at its first look at the clock, not at its start,
+    /// so a step that never gets busy never reads the clock.
+    started: Cell<Option<Instant>>,
+    steps_left: Cell<u64>,
+    built_bytes: Cell<usize>,
+    exceeded: Cell<Option<Exceeded>>,
+    /// Set when an evaluation ran out of the step's time: the macrostep stops at its next
+    /// microstep without reading the clock again.
+    step_over: Cell<Option<Exceeded>>,
+}
+
+thread_local! {
+    static CURRENT: Current = Current {
+        budgets: Cell::new(Budgets::default()),
+        started: Cell::new(None),
+        steps_left: Cell::new(Budgets::default().max_evaluation_steps),
+        built_bytes: Cell::new(0),
+        exceeded: Cell::new(None),
+        step_over: Cell::new(None),
+    };
+}
+
+/// The macrostep's budgets, in force on this thread until it is dropped, when the enclosing
+/// step's (a parent running a child's step inside its own) are back.
+pub struct StepBudgets {
+    previous: (Budgets, Option<Instant>, Option<Exceeded>),
+}
+
+impl StepBudgets {
+    pub fn enter(budgets: Budgets) -> StepBudgets {
+        CURRENT.with(|current| StepBudgets {
+            previous: (
+                current.budgets.replace(budgets),
+                current.started.replace(None),
+                current.step_over.replace(None),
+            ),
+        })
+    }
+}
+
+impl Drop for StepBudgets {
+    fn drop(&mut self) {
+        CURRENT.with(|current| {
+            current.budgets.set(self.previous.0);
+            current.started.set(self.previous.1);
+            current.step_over.set(self.previous.2);
+        });
+    }
+}
+
+/// The budgets in force on this thread.
+pub fn current() -> Budgets {
+    CURRENT.with(|current| current.budgets.get())
+}
+
+/// Starts one evaluation: a full allowance of steps and built bytes.
+pub fn begin_evaluation() {
+    CURRENT.with(|current| {
+        current
+            .steps_left
+            .set(current.budgets.get().max_evaluation_steps);
+        current.built_bytes.set(0);
+        current.exceeded.set(None);
+    });
+}
+
+/// Ends an evaluation: what cut it short, if anything did.
+pub fn end_evaluation() -> Option<Exceeded> {
+    CURRENT.with(|current| current.exceeded.take())
+}
+
+/// Whether the evaluation is already cut short: everything after fails fast.
+pub fn exhausted() -> Option<Exceeded> {
+    CURRENT.with(|current| current.exceeded.get())
+}
+
+fn exceed(current: &Current, why: Exceeded) -> Exceeded {
+    current.exceeded.set(Some(why));
+    why
+}
+
+/// Spends `steps` evaluation steps; every `CLOCK_EVERY` steps also looks at the step's clock.
+/// Fails once the evaluation is out of steps or time, or a stop was requested.
+#[inline]
+pub fn spend(steps: u64) -> Result<(), Exceeded> {
+    CURRENT.with(|current| {
+        if let Some(why) = current.exceeded.get() {
+            return Err(why);
+        }
+        if stop_requested() {
+            return Err(exceed(current, Exceeded::Interrupted));
+        }
+        let left = current.steps_left.get();
+        if left < steps {
+            let limit = current.budgets.get().max_evaluation_steps;
+            return Err(exceed(current, Exceeded::EvaluationSteps { limit }));
+        }
+        current.steps_left.set(left - steps);
+        if left / CLOCK_EVERY != (left - steps) / CLOCK_EVERY
+            && let Some(why) = step_time_passed(current)
+        {
+            current.step_over.set(Some(why));
+            return Err(exceed(current, why));
+        }
+        Ok(())
+    })
+}
+
+/// Checks that a value of `bytes` may be built, and counts it towards what the evaluation
+/// built in all: called before the value is allocated.
+pub fn build(bytes: usize) -> Result<(), Exceeded> {
+    CURRENT.with(|current| {
+        if let Some(why) = current.exceeded.get() {
+            return Err(why);
+        }
+        let budgets = current.budgets.get();
+        if bytes > budgets.max_value_bytes {
+            return Err(exceed(
+                current,
+                Exceeded::ValueBytes {
+                    bytes,
+                    limit: budgets.max_value_bytes,
+                },
+            ));
+        }
+        let built = current.built_bytes.get().saturating_add(bytes);
+        if built > budgets.max_context_bytes() {
+            return Err(exceed(
+                current,
+                Exceeded::BuiltBytes {
+                    limit: budgets.max_context_bytes(),
+                },
+            ));
+        }
+        current.built_bytes.set(built);
+        Ok(())
+    })
+}
+
+/// Checks a finished value's size against the value bound.
+pub fn check_value(bytes: usize) -> Result<(), Exceeded> {
+    let limit = current().max_value_bytes;
+    if bytes > limit {
+        return Err(Exceeded::ValueBytes { bytes, limit });
+    }
+    Ok(())
+}
+
+/// How often, in microsteps, the wall clock is read between them.
+const CLOCK_EVERY_MICROSTEPS: usize = 16;
+
+/// Whether the macrostep must stop: a stop was requested, or its time is up. Reads the clock
+/// only every `CLOCK_EVERY_MICROSTEPS` calls (`count` is the caller's microstep count).
+pub fn step_must_stop(count: usize) -> Option<Exceeded> {
+    if stop_requested() {
+        return Some(Exceeded::Interrupted);
+    }
+    CURRENT.with(|current| {
+        // An evaluation that ran out of time has said so already: no need to read the clock.
+        match current.step_over.get() {
+            Some(why) => Some(why),
+            None if count % CLOCK_EVERY_MICROSTEPS == 0 => step_time_passed(current),
+            None => None,
+        }
+    })
+}
+
+fn step_time_passed(current: &Current) -> Option<Exceeded> {
+    let limit = current.budgets.get().max_step_time?;
+    let now = Instant::now();
+    let started = *current.started.get().get_or_insert(now);
+    current.started.set(Some(started));
+    (now.duration_since(started) > limit).then_some(Exceeded::StepTime { limit })
+}
