@@ -2,6 +2,7 @@
 
 mod support;
 
+mod budgets;
 mod capabilities;
 mod children;
 mod cli;

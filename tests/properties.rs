@@ -1121,6 +1121,7 @@ fn compile(yaml: &str) -> Result<Arc<Machine>, String> {
 fn limits() -> Limits {
     Limits {
         max_microsteps: MAX_MICROSTEPS,
+        ..Limits::default()
     }
 }
 

@@ -260,6 +260,7 @@ pub fn interpreter(yaml: &str, events: &[&str]) -> bool {
         .expect("generated protocols have no required inputs");
     let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(Limits {
         max_microsteps: MAX_MICROSTEPS,
+        ..Limits::default()
     });
     let mut host = RecordingHost::for_machine(machine.clone());
     if interpreter.start(&mut host).is_err() {

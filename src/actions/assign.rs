@@ -116,12 +116,47 @@ impl Assign {
         view: StepView,
     ) -> Result<(), EvaluationError> {
         let assignment = &self.assignments[index];
-        context[assignment.slot] = match &assignment.value {
+        let value = match &assignment.value {
             NewValue::Literal(value) => value.clone(),
             NewValue::Expression(expression) => {
                 view.with_scope(context, |scope| expression.evaluate(scope))?
             }
         };
+        if matches!(value, Value::String(_) | Value::List(_) | Value::Map(_)) {
+            check_context_size(context, assignment.slot, &value).map_err(|message| {
+                EvaluationError {
+                    expression: match &assignment.value {
+                        NewValue::Expression(expression) => expression.text.clone(),
+                        NewValue::Literal(_) => std::sync::Arc::from("a literal"),
+                    },
+                    message,
+                }
+            })?;
+        }
+        context[assignment.slot] = value;
         Ok(())
     }
+}
+
+/// Whether the context, with `value` in `slot`, stays within its bound (16 times
+/// `--max-value-bytes`). Only an assignment of a string, list or map is checked: the rest
+/// cannot grow it much.
+fn check_context_size(context: &[Value], slot: usize, value: &Value) -> Result<(), String> {
+    let budgets = crate::compile::budget::current();
+    let limit = budgets.max_context_bytes();
+    let others: usize = context
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| *index != slot)
+        .map(|(_, other)| other.size_in_bytes())
+        .fold(0, usize::saturating_add);
+    let total = others.saturating_add(value.size_in_bytes());
+    if total > limit {
+        return Err(format!(
+            "the context would hold {total} bytes, more than its limit of {limit} bytes \
+             ({} times --max-value-bytes); raise it with --max-value-bytes",
+            crate::compile::budget::CONTEXT_VALUES
+        ));
+    }
+    Ok(())
 }

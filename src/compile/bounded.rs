@@ -142,8 +142,13 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
             }
             if call_expression.func_name == operators::ADD && !appends_to_accumulator {
                 call_expression.func_name = ADD.to_string();
-            } else if call_expression.func_name == "strings.quote" {
+            } else if call_expression.func_name == "quote"
+                && matches!(call_expression.target.as_deref().map(|target| &target.expr),
+                    Some(Expr::Ident(namespace)) if namespace == "strings")
+            {
+                // `strings.quote(s)` is parsed as a method of `strings`.
                 call_expression.func_name = QUOTE.to_string();
+                call_expression.target = None;
             } else if let Some(target) = call_expression.target.take() {
                 match GROWING_METHODS
                     .iter()

@@ -236,12 +236,16 @@ impl<'e> Algorithm<'_, 'e> {
         ) && let Some(leaf) = self.instance.configuration.last()
         {
             let taken = self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
-            // Nothing raised, nothing eventless to select, not finished: the macrostep is over.
+            // Nothing raised, nothing eventless to select, not finished: the macrostep is over
+            // (unless a guard was cut short by a signal or the clock, and raised nothing).
             if self.instance.running
                 && !self.machine.has_eventless
                 && self.instance.internal_queue.is_empty()
             {
-                return Ok(());
+                return match budget::step_must_stop(1) {
+                    None => Ok(()),
+                    Some(why) => Err(self.stop_step(why)),
+                };
             }
             // It goes on: what the microstep went through counts towards a loop's states, as
             // `microstep` and `enter_states` would have recorded.

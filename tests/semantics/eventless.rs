@@ -215,7 +215,7 @@ fn an_eventless_loop_at_start_is_stopped_by_the_microstep_limit() {
     let machine = support::machine(&LOOP.replace("  idle:\n    on: { go: ping }\n", ""));
     let mut interpreter =
         Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 50 });
+            .with_limits(Limits { max_microsteps: 50, ..Limits::default() });
     let mut host = RecordingHost::for_machine(machine);
     let error = interpreter.start(&mut host).expect_err("a livelock");
     let (microsteps, states) = livelock(&error);
@@ -254,7 +254,7 @@ states:
     let machine = support::machine(yaml);
     let mut interpreter =
         Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 20 });
+            .with_limits(Limits { max_microsteps: 20, ..Limits::default() });
     let mut host = RecordingHost::for_machine(machine);
     let error = interpreter.start(&mut host).expect_err("a livelock");
     let (_, states) = livelock(&error);
@@ -319,7 +319,7 @@ states:
     );
     let mut interpreter =
         Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 30 });
+            .with_limits(Limits { max_microsteps: 30, ..Limits::default() });
     let mut host = RecordingHost::for_machine(machine);
     let error = interpreter.start(&mut host).expect_err("a livelock");
     let (microsteps, states) = livelock(&error);
@@ -343,7 +343,7 @@ states:
     );
     let mut interpreter =
         Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 40 });
+            .with_limits(Limits { max_microsteps: 40, ..Limits::default() });
     let mut host = RecordingHost::for_machine(machine.clone());
     interpreter.start(&mut host).expect("idle is stable");
     let start = Event::named(&machine, "start", Value::Null, Origin::External);
@@ -370,7 +370,7 @@ states:
     );
     let mut interpreter =
         Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 25 });
+            .with_limits(Limits { max_microsteps: 25, ..Limits::default() });
     let mut host = RecordingHost::for_machine(machine);
     interpreter
         .start(&mut host)
