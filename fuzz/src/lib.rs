@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use protocol_run::compile::budget::{Budgets, StepBudgets};
 use protocol_run::compile::expression::{Expression, Names, Scope, Template};
 use protocol_run::compile::machine::{Machine, StateId, StateKind};
 use protocol_run::diagnostic::Diagnostic;
@@ -131,6 +133,14 @@ fn expression_context() -> Vec<Value> {
 /// what compiles is evaluated, on the fast path and with full CEL, and the two must agree
 /// whenever the fast path produces a value.
 pub fn expressions(text: &str) {
+    // Small budgets, so an input that would exhaust the default ones is caught quickly.
+    let budgets = Budgets {
+        max_value_bytes: 4096,
+        max_evaluation_steps: 10_000,
+        max_step_time: Some(Duration::from_secs(2)),
+    };
+    let _budgets = StepBudgets::enter(budgets);
+    let started = Instant::now();
     let names = expression_names();
     let context = expression_context();
     let inputs = vec![Value::Int(3), Value::string("grep")];
@@ -175,6 +185,20 @@ pub fn expressions(text: &str) {
                 }
             }
             let _ = expression.evaluate_condition(&scope);
+            // The budgets hold: no value past the bound, no evaluation past its work.
+            for value in [&fast, &full].into_iter().flatten() {
+                assert!(
+                    value.size_in_bytes() <= budgets.max_value_bytes,
+                    "`{text}` gave {} bytes, past the bound of {}",
+                    value.size_in_bytes(),
+                    budgets.max_value_bytes
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "`{text}` ran {:?}, past its work bound",
+                started.elapsed()
+            );
         }
         Err(problems) => {
             assert!(!problems.is_empty(), "`{text}`: refused without a problem");

@@ -144,8 +144,8 @@ struct Current {
     steps_left: Cell<u64>,
     built_bytes: Cell<usize>,
     exceeded: Cell<Option<Exceeded>>,
-    /// Set when an evaluation ran out of the step's time: the macrostep stops at its next
-    /// microstep without reading the clock again.
+    /// Set when an evaluation ran out of the step's time or was interrupted: the macrostep
+    /// stops at its next microstep.
     step_over: Cell<Option<Exceeded>>,
 }
 
@@ -228,6 +228,7 @@ pub fn spend(steps: u64) -> Result<(), Exceeded> {
             return Err(why);
         }
         if stop_requested() {
+            current.step_over.set(Some(Exceeded::Interrupted));
             return Err(exceed(current, Exceeded::Interrupted));
         }
         let left = current.steps_left.get();
@@ -289,19 +290,22 @@ pub fn check_value(bytes: usize) -> Result<(), Exceeded> {
 /// How often, in microsteps, the wall clock is read between them.
 const CLOCK_EVERY_MICROSTEPS: usize = 16;
 
-/// Whether the macrostep must stop: a stop was requested, or its time is up. Reads the clock
-/// only every `CLOCK_EVERY_MICROSTEPS` calls (`count` is the caller's microstep count).
+/// Whether the macrostep must stop: an evaluation in it was cut short by a signal or the
+/// clock, or, looked at every `CLOCK_EVERY_MICROSTEPS` microsteps (`count` is the caller's),
+/// a stop was requested or its time is up. A short step that a signal arrives during is let
+/// finish and be committed: the signal is then taken between steps.
 pub fn step_must_stop(count: usize) -> Option<Exceeded> {
-    if stop_requested() {
-        return Some(Exceeded::Interrupted);
-    }
     CURRENT.with(|current| {
-        // An evaluation that ran out of time has said so already: no need to read the clock.
-        match current.step_over.get() {
-            Some(why) => Some(why),
-            None if count % CLOCK_EVERY_MICROSTEPS == 0 => step_time_passed(current),
-            None => None,
+        if let Some(why) = current.step_over.get() {
+            return Some(why);
         }
+        if count % CLOCK_EVERY_MICROSTEPS != 0 {
+            return None;
+        }
+        if stop_requested() {
+            return Some(Exceeded::Interrupted);
+        }
+        step_time_passed(current)
     })
 }
 
