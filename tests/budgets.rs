@@ -9,9 +9,13 @@ use protocol_run::compile::budget::{Budgets, StepBudgets};
 use protocol_run::compile::expression::{Expression, Names, Scope, Template};
 use protocol_run::value::Value;
 
+use crate::support::run_binary;
+
 fn scratch(name: &str) -> std::path::PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("protocol-run-budgets-{name}-{}", std::process::id()));
+    let directory = std::env::temp_dir().join(format!(
+        "protocol-run-budgets-{name}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&directory);
     std::fs::create_dir_all(&directory).unwrap();
     directory
@@ -40,7 +44,8 @@ fn evaluate(text: &str, s: &str, budgets: Budgets) -> Result<Value, String> {
         clock: 0,
     };
     let _budgets = StepBudgets::enter(budgets);
-    let expression = Expression::compile(text, &names).map_err(|problems| format!("{problems:?}"))?;
+    let expression =
+        Expression::compile(text, &names).map_err(|problems| format!("{problems:?}"))?;
     expression.evaluate(&scope).map_err(|error| error.message)
 }
 
@@ -100,13 +105,8 @@ fn nested_replace_is_an_execution_error_not_an_abort() {
         ),
     )
     .unwrap();
-    let output = binary()
-        .args(["run", "bomb.yaml", "--state-dir", "state"])
-        .current_dir(&directory)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let (code, _, stderr) = run_binary(&directory, &["run", "bomb.yaml", "--state-dir", "state"]);
+    assert_eq!(code, 3, "{stderr}");
     assert!(
         stderr.contains("a value of 10000000 bytes is more than the limit of 1048576 bytes")
             && stderr.contains("--max-value-bytes"),
@@ -158,24 +158,24 @@ fn the_context_as_a_whole_is_bounded() {
         ),
     )
     .unwrap();
-    let mut child = binary()
-        .args(["run", "wide.yaml", "--state-dir", "state", "--max-value-bytes", "1000"])
-        .args(["--input", &format!("p={}", "x".repeat(900)), "--events", "-"])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"event\": \"fill\"}\n")
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    std::fs::write(directory.join("events.jsonl"), "{\"event\": \"fill\"}\n").unwrap();
+    let input = format!("p={}", "x".repeat(900));
+    let (code, _, stderr) = run_binary(
+        &directory,
+        &[
+            "run",
+            "wide.yaml",
+            "--state-dir",
+            "state",
+            "--max-value-bytes",
+            "1000",
+            "--input",
+            &input,
+            "--events",
+            "events.jsonl",
+        ],
+    );
+    assert_eq!(code, 3, "{stderr}");
     assert!(
         stderr.contains("more than its limit of 16000 bytes (16 times --max-value-bytes)"),
         "{stderr}"
@@ -227,11 +227,22 @@ fn nested_comprehensions_stop_at_max_evaluation_steps() {
             error.contains("more than 20000 steps") && error.contains("--max-evaluation-steps"),
             "{error}"
         );
-        assert!(started.elapsed() < Duration::from_secs(5), "{text} took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{text} took {:?}",
+            started.elapsed()
+        );
     }
     let small = ints(10);
-    let finishes = format!("{small}.all(a, {small}.all(b, {small}.map(c, a + b + c).size() == 10))");
+    let finishes =
+        format!("{small}.all(a, {small}.all(b, {small}.map(c, a + b + c).size() == 10))");
     assert_eq!(evaluate(&finishes, "", steps(2_000)), Ok(Value::Bool(true)));
+}
+
+/// Writes `spin.yaml`, whose guard runs for ever once `go` came, and `go.jsonl`, that event.
+fn write_runaway(directory: &std::path::Path) {
+    std::fs::write(directory.join("spin.yaml"), runaway_protocol()).unwrap();
+    std::fs::write(directory.join("go.jsonl"), "{\"event\": \"go\"}\n").unwrap();
 }
 
 /// A guard that runs for ever, in a protocol that waits for `go` first.
@@ -249,37 +260,49 @@ fn runaway_protocol() -> String {
 #[test]
 fn a_step_past_max_step_time_stops_the_run_naming_the_state() {
     let directory = scratch("step-time");
-    std::fs::write(directory.join("spin.yaml"), runaway_protocol()).unwrap();
+    write_runaway(&directory);
     let started = Instant::now();
-    let mut child = binary()
-        .args(["run", "spin.yaml", "--state-dir", "state", "--events", "-"])
-        .args(["--max-evaluation-steps", "1000000000000", "--max-step-time", "300ms"])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"{\"event\": \"go\"}\n").unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(65), "{stderr}");
+    let (code, _, stderr) = run_binary(
+        &directory,
+        &[
+            "run",
+            "spin.yaml",
+            "--state-dir",
+            "state",
+            "--events",
+            "go.jsonl",
+            "--max-evaluation-steps",
+            "1000000000000",
+            "--max-step-time",
+            "300ms",
+        ],
+    );
+    assert_eq!(code, 65, "{stderr}");
     assert!(
         stderr.contains("the macrostep ran longer than 300ms in the states busy")
             && stderr.contains("--max-step-time"),
         "{stderr}"
     );
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// In `serve`, a step past its time stops that instance only; another goes on to its end.
 #[test]
 fn serve_stops_only_the_instance_past_its_step_time() {
     let directory = scratch("serve-step-time");
-    std::fs::write(directory.join("spin.yaml"), runaway_protocol()).unwrap();
+    write_runaway(&directory);
     let mut host = binary()
         .args(["serve", "spin.yaml", "--store", "memory"])
-        .args(["--max-evaluation-steps", "1000000000000", "--max-step-time", "300ms"])
+        .args([
+            "--max-evaluation-steps",
+            "1000000000000",
+            "--max-step-time",
+            "300ms",
+        ])
         .current_dir(&directory)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -321,19 +344,28 @@ fn serve_stops_only_the_instance_past_its_step_time() {
 #[test]
 fn sigterm_stops_a_busy_step_at_once_and_the_run_resumes() {
     let directory = scratch("sigterm");
-    std::fs::write(directory.join("spin.yaml"), runaway_protocol()).unwrap();
-    let mut child = binary()
-        .args(["run", "spin.yaml", "--state-dir", "state", "--events", "-"])
-        .args(["--max-evaluation-steps", "1000000000000", "--max-step-time", "none"])
+    write_runaway(&directory);
+    let child = binary()
+        .args([
+            "run",
+            "spin.yaml",
+            "--state-dir",
+            "state",
+            "--events",
+            "go.jsonl",
+        ])
+        .args([
+            "--max-evaluation-steps",
+            "1000000000000",
+            "--max-step-time",
+            "none",
+        ])
         .current_dir(&directory)
-        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"{\"event\": \"go\"}\n").unwrap();
-    // Busy in the guard by then; stdin stays open so only the signal ends the run.
+    // Busy in the guard by then: only the signal ends the run.
     std::thread::sleep(Duration::from_millis(700));
     let sent = Instant::now();
     nix::sys::signal::kill(
@@ -341,11 +373,10 @@ fn sigterm_stops_a_busy_step_at_once_and_the_run_resumes() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = child.wait().unwrap();
+    let output = child.wait_with_output().unwrap();
     let took = sent.elapsed();
-    drop(stdin);
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = output.status;
+    let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("SIGTERM to exit: {took:?}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
     assert_eq!(status.code(), Some(75), "{stderr}");
@@ -357,28 +388,19 @@ fn sigterm_stops_a_busy_step_at_once_and_the_run_resumes() {
         .to_string();
     // The step that was busy is not committed: the run resumes waiting in `idle`, and the same
     // event, under a small step budget, ends it through its error handler.
-    let mut resumed = binary()
-        .args(["resume", &run_id, "--state-dir", "state", "--events", "-"])
-        .args(["--max-evaluation-steps", "10000"])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    resumed
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"event\": \"go\"}\n")
-        .unwrap();
-    let output = resumed.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(3),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
+    let (code, stdout, stderr) = run_binary(
+        &directory,
+        &[
+            "resume",
+            &run_id,
+            "--state-dir",
+            "state",
+            "--events",
+            "go.jsonl",
+            "--max-evaluation-steps",
+            "10000",
+        ],
     );
+    assert_eq!(code, 3, "{stdout}{stderr}");
     assert!(stdout.contains("\"state\":\"gave_up\""), "{stdout}");
 }

@@ -3,6 +3,7 @@
 mod check;
 mod graph;
 mod import;
+mod limits;
 mod logs;
 mod narrowing;
 mod run;
@@ -10,7 +11,6 @@ mod runs;
 mod scaffold;
 mod schema;
 mod serve;
-mod limits;
 mod test;
 mod validate;
 

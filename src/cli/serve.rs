@@ -128,16 +128,16 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let mut fleet = Fleet::new(machine, recording)
         .with_limits(arguments.limits.limits())
         .with_output(move |bytes| {
-        use std::io::Write;
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(bytes);
-        let _ = stdout.flush();
-        let mut clients = output_clients.borrow_mut();
-        if !clients.is_empty() {
-            let text = String::from_utf8_lossy(bytes).into_owned();
-            clients.retain(|client| client.send(text.clone()).is_ok());
-        }
-    });
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(bytes);
+            let _ = stdout.flush();
+            let mut clients = output_clients.borrow_mut();
+            if !clients.is_empty() {
+                let text = String::from_utf8_lossy(bytes).into_owned();
+                clients.retain(|client| client.send(text.clone()).is_ok());
+            }
+        });
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cel::common::ast::{CallExpr, Expr, IdedExpr, operators};
+use cel::common::ast::{CallExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::common::types::{self, CelBytes, CelInt, CelList, CelMap, CelString, Type};
 use cel::common::value::{CowVal, Val};
 use cel::{Context, ExecutionError, Program};
@@ -13,6 +13,14 @@ use crate::value::SCALAR_BYTES;
 /// The size of a CEL value, counted as `Value::size_in_bytes` counts ours (the bytes of its
 /// strings and keys, `SCALAR_BYTES` for the rest); stops counting past `limit`.
 pub fn measure(value: &dyn Val, limit: usize) -> usize {
+    use cel::common::types::Kind;
+    // Most values are scalars: one look at the kind spares them the downcasts below.
+    if !matches!(
+        value.get_type().kind(),
+        Kind::String | Kind::Bytes | Kind::List | Kind::Map
+    ) {
+        return SCALAR_BYTES;
+    }
     if let Some(text) = value.downcast_ref::<CelString>() {
         return text.inner().len();
     }
@@ -87,7 +95,12 @@ pub fn register(environment: &mut cel::Env) -> Result<(), cel::DeclarationError>
     environment.add_overload(ELEMENT, "@element_dyn", vec![any()], element)?;
     environment.add_overload(ITERATE, "@iterate_dyn", vec![any()], iterate)?;
     environment.add_overload(REPLACE, "@replace_3", vec![any(), any(), any()], replace)?;
-    environment.add_overload(REPLACE, "@replace_4", vec![any(), any(), any(), any()], replace)?;
+    environment.add_overload(
+        REPLACE,
+        "@replace_4",
+        vec![any(), any(), any(), any()],
+        replace,
+    )?;
     environment.add_overload(JOIN, "@join_1", vec![any()], join)?;
     environment.add_overload(JOIN, "@join_2", vec![any(), any()], join)?;
     environment.add_overload(FORMAT, "@format_2", vec![any(), any()], format)?;
@@ -140,7 +153,20 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
                     .flatten();
                 rewrite_in_place(argument, inner);
             }
-            if call_expression.func_name == operators::ADD && !appends_to_accumulator {
+            // A number written beside `+` makes it an addition of numbers (or a type error):
+            // nothing grows, and CEL's own `+` is cheaper than a call.
+            let adds_a_number = call_expression.args.iter().any(|argument| {
+                matches!(
+                    argument.expr,
+                    Expr::Literal(
+                        LiteralValue::Int(_) | LiteralValue::UInt(_) | LiteralValue::Double(_)
+                    )
+                )
+            });
+            if call_expression.func_name == operators::ADD
+                && !appends_to_accumulator
+                && !adds_a_number
+            {
                 call_expression.func_name = ADD.to_string();
             } else if call_expression.func_name == "quote"
                 && matches!(call_expression.target.as_deref().map(|target| &target.expr),
@@ -192,8 +218,6 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
         }
         Expr::Select(select) => rewrite_in_place(&mut select.operand, None),
         Expr::Struct(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-        #[allow(unreachable_patterns)]
-        _ => {}
     }
 }
 
@@ -277,9 +301,9 @@ fn replace<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Exe
     let count = match count {
         None => None,
         Some(count) => {
-            let count = count.downcast_ref::<CelInt>().ok_or_else(|| {
-                ExecutionError::function_error("replace", "expects an int count")
-            })?;
+            let count = count
+                .downcast_ref::<CelInt>()
+                .ok_or_else(|| ExecutionError::function_error("replace", "expects an int count"))?;
             usize::try_from(*count.inner()).ok()
         }
     };
@@ -353,7 +377,10 @@ fn split<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
     } else {
         text.matches(separator).count() + 1
     };
-    about_to_build(text.len().saturating_add(parts.saturating_mul(SCALAR_BYTES)))?;
+    about_to_build(
+        text.len()
+            .saturating_add(parts.saturating_mul(SCALAR_BYTES)),
+    )?;
     if arguments.len() == 3 {
         delegate(&SPLIT_COUNT_PROGRAM, "a0.split(a1, a2)", arguments)
     } else {

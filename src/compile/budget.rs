@@ -98,10 +98,16 @@ pub fn parse_duration(text: &str) -> Result<Option<Duration>, String> {
         "ms" => Duration::from_millis(number),
         "s" => Duration::from_secs(number),
         "m" => Duration::from_secs(number.saturating_mul(60)),
-        _ => return Err(format!("`{text}` has no unit: write e.g. 10s, 250ms, 2m or none")),
+        _ => {
+            return Err(format!(
+                "`{text}` has no unit: write e.g. 10s, 250ms, 2m or none"
+            ));
+        }
     };
     if duration.is_zero() {
-        return Err("a step time of zero stops every step: write a positive duration or none".into());
+        return Err(
+            "a step time of zero stops every step: write a positive duration or none".into(),
+        );
     }
     Ok(Some(duration))
 }
@@ -193,15 +199,16 @@ pub fn current() -> Budgets {
     CURRENT.with(|current| current.budgets.get())
 }
 
-/// Starts one evaluation: a full allowance of steps and built bytes.
-pub fn begin_evaluation() {
+/// Starts one evaluation: a full allowance of steps and built bytes. Returns the budgets in
+/// force.
+pub fn begin_evaluation() -> Budgets {
     CURRENT.with(|current| {
-        current
-            .steps_left
-            .set(current.budgets.get().max_evaluation_steps);
+        let budgets = current.budgets.get();
+        current.steps_left.set(budgets.max_evaluation_steps);
         current.built_bytes.set(0);
         current.exceeded.set(None);
-    });
+        budgets
+    })
 }
 
 /// Ends an evaluation: what cut it short, if anything did.

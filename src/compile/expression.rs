@@ -442,9 +442,8 @@ impl Expression {
         }
         context.set_variable_resolver(scope);
         let bounded = self.bounded()?;
-        super::budget::begin_evaluation();
+        let limit = super::budget::begin_evaluation().max_value_bytes;
         let result = cel::Value::resolve_val(bounded, &context).and_then(|value| {
-            let limit = super::budget::current().max_value_bytes;
             let bytes = super::bounded::measure(value.as_ref(), limit.saturating_add(1));
             super::budget::check_value(bytes)
                 .map_err(|why| ExecutionError::function_error("budget", why))?;
@@ -1175,7 +1174,13 @@ mod budget_tests {
             is_active: &|_| false,
             clock: 0,
         };
-        let list = format!("[{}]", (0..100).map(|n| n.to_string()).collect::<Vec<_>>().join(","));
+        let list = format!(
+            "[{}]",
+            (0..100)
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         let text = format!("{list}.all(a, {list}.all(b, {list}.all(c, a + b + c >= 0)))");
         let expression = Expression::compile(&text, &names).unwrap();
         let _budgets = super::super::budget::StepBudgets::enter(super::super::budget::Budgets {
@@ -1184,7 +1189,8 @@ mod budget_tests {
         });
         let error = expression.evaluate(&scope).unwrap_err();
         assert!(
-            error.message.contains("more than 10000 steps") && error.message.contains("--max-evaluation-steps"),
+            error.message.contains("more than 10000 steps")
+                && error.message.contains("--max-evaluation-steps"),
             "{error}"
         );
     }

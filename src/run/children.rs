@@ -134,6 +134,11 @@ impl DriverHost<'_> {
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
+        // A child runs under its parent's budgets: those of the step that invokes it.
+        let limits = super::algorithm::Limits {
+            budgets: crate::compile::budget::current(),
+            ..super::algorithm::Limits::default()
+        };
         // The child's driver holds borrowed state, so it runs on this thread (a local task).
         let handle = tokio::task::spawn_local(async move {
             let resume = resumed.as_ref().map(|(child, timers)| Resume {
@@ -155,7 +160,8 @@ impl DriverHost<'_> {
                     request.machine.clone(),
                     request.inputs.clone(),
                 )),
-            };
+            }
+            .map(|child| child.with_limits(limits));
             let mut observer = ChildObserver {
                 parent: parent.clone(),
                 id: request.id.clone(),

@@ -214,8 +214,12 @@ states:
 fn an_eventless_loop_at_start_is_stopped_by_the_microstep_limit() {
     let machine = support::machine(&LOOP.replace("  idle:\n    on: { go: ping }\n", ""));
     let mut interpreter =
-        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 50, ..Limits::default() });
+        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs")).with_limits(
+            Limits {
+                max_microsteps: 50,
+                ..Limits::default()
+            },
+        );
     let mut host = RecordingHost::for_machine(machine);
     let error = interpreter.start(&mut host).expect_err("a livelock");
     let (microsteps, states) = livelock(&error);
@@ -253,8 +257,12 @@ states:
 "#;
     let machine = support::machine(yaml);
     let mut interpreter =
-        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 20, ..Limits::default() });
+        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs")).with_limits(
+            Limits {
+                max_microsteps: 20,
+                ..Limits::default()
+            },
+        );
     let mut host = RecordingHost::for_machine(machine);
     let error = interpreter.start(&mut host).expect_err("a livelock");
     let (_, states) = livelock(&error);
@@ -318,8 +326,12 @@ states:
 "#,
     );
     let mut interpreter =
-        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 30, ..Limits::default() });
+        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs")).with_limits(
+            Limits {
+                max_microsteps: 30,
+                ..Limits::default()
+            },
+        );
     let mut host = RecordingHost::for_machine(machine);
     let error = interpreter.start(&mut host).expect_err("a livelock");
     let (microsteps, states) = livelock(&error);
@@ -342,8 +354,12 @@ states:
 "#,
     );
     let mut interpreter =
-        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 40, ..Limits::default() });
+        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs")).with_limits(
+            Limits {
+                max_microsteps: 40,
+                ..Limits::default()
+            },
+        );
     let mut host = RecordingHost::for_machine(machine.clone());
     interpreter.start(&mut host).expect("idle is stable");
     let start = Event::named(&machine, "start", Value::Null, Origin::External);
@@ -369,8 +385,12 @@ states:
 "#,
     );
     let mut interpreter =
-        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs"))
-            .with_limits(Limits { max_microsteps: 25, ..Limits::default() });
+        Interpreter::new(machine.clone(), machine.bind_inputs(&[]).expect("inputs")).with_limits(
+            Limits {
+                max_microsteps: 25,
+                ..Limits::default()
+            },
+        );
     let mut host = RecordingHost::for_machine(machine);
     interpreter
         .start(&mut host)
