@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cel::common::ast::{CallExpr, Expr, IdedExpr, LiteralValue, operators};
+use cel::common::ast::{CallExpr, Expr, IdedExpr, operators};
 use cel::common::types::{self, CelBytes, CelInt, CelList, CelMap, CelString, Type};
 use cel::common::value::{CowVal, Val};
 use cel::{Context, ExecutionError, Program};
@@ -153,19 +153,16 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
                     .flatten();
                 rewrite_in_place(argument, inner);
             }
-            // A number written beside `+` makes it an addition of numbers (or a type error):
-            // nothing grows, and CEL's own `+` is cheaper than a call.
-            let adds_a_number = call_expression.args.iter().any(|argument| {
-                matches!(
-                    argument.expr,
-                    Expr::Literal(
-                        LiteralValue::Int(_) | LiteralValue::UInt(_) | LiteralValue::Double(_)
-                    )
-                )
-            });
+            // A literal beside `+` grows the other side by at most its own length (an
+            // expression is at most 4 KiB), and a number makes it no concatenation at all: CEL's
+            // own `+` is cheaper than a call, and the result is still checked where it is kept.
+            let adds_a_literal = call_expression
+                .args
+                .iter()
+                .any(|argument| matches!(argument.expr, Expr::Literal(_)));
             if call_expression.func_name == operators::ADD
                 && !appends_to_accumulator
-                && !adds_a_number
+                && !adds_a_literal
             {
                 call_expression.func_name = ADD.to_string();
             } else if call_expression.func_name == "quote"
@@ -191,7 +188,7 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
         Expr::List(list) => {
             for element in &mut list.elements {
                 rewrite_in_place(element, None);
-                if !matches!(element.expr, Expr::Literal(_)) {
+                if may_be_large(element) {
                     wrap(element, ELEMENT);
                 }
             }
@@ -201,7 +198,7 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
                 if let cel::common::ast::EntryExpr::MapEntry(entry) = &mut entry.expr {
                     rewrite_in_place(&mut entry.key, None);
                     rewrite_in_place(&mut entry.value, None);
-                    if !matches!(entry.value.expr, Expr::Literal(_)) {
+                    if may_be_large(&entry.value) {
                         wrap(&mut entry.value, ELEMENT);
                     }
                 }
@@ -218,6 +215,32 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
         }
         Expr::Select(select) => rewrite_in_place(&mut select.operand, None),
         Expr::Struct(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// Whether an element may be a large value: not a literal, and not an operator that only ever
+/// gives a number or a bool.
+fn may_be_large(expression: &IdedExpr) -> bool {
+    const SCALAR_OPERATORS: [&str; 14] = [
+        operators::SUBSTRACT,
+        operators::MULTIPLY,
+        operators::DIVIDE,
+        operators::MODULO,
+        operators::NEGATE,
+        operators::LOGICAL_NOT,
+        operators::LOGICAL_AND,
+        operators::LOGICAL_OR,
+        operators::EQUALS,
+        operators::NOT_EQUALS,
+        operators::LESS,
+        operators::LESS_EQUALS,
+        operators::GREATER,
+        operators::GREATER_EQUALS,
+    ];
+    match &expression.expr {
+        Expr::Literal(_) => false,
+        Expr::Call(call) => !SCALAR_OPERATORS.contains(&call.func_name.as_str()),
+        _ => true,
     }
 }
 
