@@ -306,7 +306,7 @@ pub fn step_must_stop(count: usize) -> Option<Exceeded> {
         if let Some(why) = current.step_over.get() {
             return Some(why);
         }
-        if count % CLOCK_EVERY_MICROSTEPS != 0 {
+        if !count.is_multiple_of(CLOCK_EVERY_MICROSTEPS) {
             return None;
         }
         if stop_requested() {

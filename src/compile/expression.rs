@@ -195,7 +195,7 @@ pub struct Expression {
     /// directly by `fast_syntax` (most of them never need it).
     program: OnceLock<Program>,
     /// The program's expression rewritten to run under budgets, made on first full evaluation.
-    bounded: OnceLock<IdedExpr>,
+    bounded: OnceLock<Box<IdedExpr>>,
     uses_engine_functions: bool,
     /// The host functions it calls, registered on each full evaluation (boxed: most
     /// expressions call none).
@@ -464,7 +464,7 @@ impl Expression {
         if let Some(bounded) = self.bounded.get() {
             return Ok(bounded);
         }
-        let rewritten = super::bounded::rewrite(self.program()?.expression());
+        let rewritten = Box::new(super::bounded::rewrite(self.program()?.expression()));
         Ok(self.bounded.get_or_init(|| rewritten))
     }
 
