@@ -404,3 +404,49 @@ fn sigterm_stops_a_busy_step_at_once_and_the_run_resumes() {
     assert_eq!(code, 3, "{stdout}{stderr}");
     assert!(stdout.contains("\"state\":\"gave_up\""), "{stdout}");
 }
+
+/// In `serve`, SIGTERM stops the host at once though an instance is busy in a runaway guard:
+/// exit 75, and the busy instance is kept stopped at its last committed step.
+#[test]
+fn sigterm_stops_a_busy_serve_host_and_keeps_the_instance() {
+    let directory = scratch("serve-sigterm");
+    write_runaway(&directory);
+    let mut host = binary()
+        .args(["serve", "spin.yaml", "--state-dir", "state"])
+        .args(["--max-evaluation-steps", "1000000000000"])
+        .args(["--max-step-time", "none"])
+        .current_dir(&directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = host.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"instance\": \"x\", \"event\": \"go\"}\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(host.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = host.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    drop(stdin);
+    eprintln!("serve, SIGTERM to exit: {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert_eq!(
+        output.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (code, stdout, stderr) = run_binary(&directory, &["runs", "--state-dir", "state"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("spin:x") && stdout.contains("stopped") && stdout.contains("step 0"),
+        "{stdout}"
+    );
+}

@@ -251,6 +251,12 @@ impl Fleet {
         loop {
             self.fire_due_timers();
             self.commit();
+            // A signal that stopped a busy instance's step may be seen here before `stop`
+            // resolves: the host stops, rather than count that instance as drained.
+            if crate::compile::budget::stop_requested() {
+                self.stop();
+                return FleetEnd::Stopped;
+            }
             if self.input_ended && self.by_name.is_empty() {
                 return FleetEnd::Drained;
             }
