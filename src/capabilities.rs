@@ -54,6 +54,9 @@ struct Program {
 struct Glob {
     written: String,
     pattern: regex::Regex,
+    /// The longest leading path without a wildcard: everything the glob matches lies beneath
+    /// it, which is the shape the kernel's sandbox takes (`crate::sandbox`).
+    anchor: PathBuf,
 }
 
 impl Capabilities {
@@ -208,7 +211,15 @@ impl Capabilities {
     /// checked (so an `env: {PATH: ...}` cannot swap it), and a restricted environment is
     /// applied.
     pub fn admit(&self, request: &mut EffectRequest) -> Result<(), Denied> {
-        match &mut request.kind {
+        self.admit_kind(&mut request.kind)?;
+        if !self.is_unrestricted() {
+            request.grant = Some(crate::sandbox::Grant(std::sync::Arc::new(self.clone())));
+        }
+        Ok(())
+    }
+
+    fn admit_kind(&self, kind: &mut EffectKind) -> Result<(), Denied> {
+        match kind {
             EffectKind::Process(process) => {
                 if process.shell {
                     if !self.shell.iter().all(|allowed| *allowed) {
@@ -258,11 +269,6 @@ impl Capabilities {
                 Ok(())
             }
             EffectKind::Tool(call) => {
-                if self.restricts_reads() {
-                    call.readable = Some(crate::effects::tools::ReadGrant(std::sync::Arc::new(
-                        self.clone(),
-                    )));
-                }
                 let path = match &call.tool {
                     ToolRequest::ReadFile { path }
                     | ToolRequest::ListDir { path }
@@ -270,24 +276,30 @@ impl Capabilities {
                 };
                 self.check_path("read", &self.read, path)
             }
-            EffectKind::File(file) => match file {
-                FileRequest::Write { path, .. } | FileRequest::Append { path, .. } => {
-                    self.check_path("write", &self.write, path)
-                }
-                // A read-modify-write reads the file too.
-                FileRequest::AppendToJsonArray { path, .. } => {
-                    self.check_path("read", &self.read, path)?;
-                    self.check_path("write", &self.write, path)
-                }
-                FileRequest::Backup { path, backup } => {
-                    self.check_path("read", &self.read, path)?;
-                    self.check_path("write", &self.write, backup)
-                }
-                FileRequest::Restore { path, backup } => {
-                    self.check_path("read", &self.read, backup)?;
-                    self.check_path("write", &self.write, path)
-                }
-            },
+            EffectKind::File(file) => self.check_file(file),
+        }
+    }
+
+    /// Whether a file effect's paths are within `read` and `write`, where they really lead now:
+    /// checked when the effect is admitted and again at each attempt.
+    pub fn check_file(&self, file: &FileRequest) -> Result<(), Denied> {
+        match file {
+            FileRequest::Write { path, .. } | FileRequest::Append { path, .. } => {
+                self.check_path("write", &self.write, path)
+            }
+            // A read-modify-write reads the file too.
+            FileRequest::AppendToJsonArray { path, .. } => {
+                self.check_path("read", &self.read, path)?;
+                self.check_path("write", &self.write, path)
+            }
+            FileRequest::Backup { path, backup } => {
+                self.check_path("read", &self.read, path)?;
+                self.check_path("write", &self.write, backup)
+            }
+            FileRequest::Restore { path, backup } => {
+                self.check_path("read", &self.read, backup)?;
+                self.check_path("write", &self.write, path)
+            }
         }
     }
 
@@ -295,6 +307,31 @@ impl Capabilities {
     /// that look at files as much as for the tools.
     pub fn may_read(&self, path: &Path) -> Result<(), Denied> {
         self.check_path("read", &self.read, path)
+    }
+
+    /// Per layer, the paths beneath which reading is granted (see `Glob::anchor`); empty when
+    /// reading is not restricted.
+    pub fn read_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+        anchors(&self.read)
+    }
+
+    /// Per layer, the paths beneath which writing is granted; empty when not restricted.
+    pub fn write_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+        anchors(&self.write)
+    }
+
+    /// Per layer, the files the granted programs resolve to; empty when `exec` is not
+    /// restricted.
+    pub fn exec_files(&self) -> Vec<Vec<PathBuf>> {
+        self.exec
+            .iter()
+            .map(|layer| {
+                layer
+                    .iter()
+                    .filter_map(|program| program.resolved.clone())
+                    .collect()
+            })
+            .collect()
     }
 
     /// Whether reading is restricted at all.
@@ -327,6 +364,19 @@ impl Capabilities {
     }
 }
 
+/// Each layer's globs as written with their anchors.
+fn anchors(layers: &[Vec<Glob>]) -> Vec<Vec<(String, PathBuf)>> {
+    layers
+        .iter()
+        .map(|layer| {
+            layer
+                .iter()
+                .map(|glob| (glob.written.clone(), glob.anchor.clone()))
+                .collect()
+        })
+        .collect()
+}
+
 impl Glob {
     fn compile(written: &str, base: &Path) -> Result<Glob, String> {
         let anchored = if Path::new(written).is_absolute() {
@@ -356,9 +406,14 @@ impl Glob {
         pattern.push('$');
         let pattern = regex::Regex::new(&pattern)
             .map_err(|error| format!("the path pattern `{written}` is invalid: {error}"))?;
+        let anchor = anchored
+            .components()
+            .take_while(|component| !component.as_os_str().to_string_lossy().contains(['*', '?']))
+            .collect();
         Ok(Glob {
             written: written.to_string(),
             pattern,
+            anchor,
         })
     }
 }

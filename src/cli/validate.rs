@@ -30,6 +30,9 @@ pub fn validate(files: &[PathBuf]) -> u8 {
                         for line in machine.capabilities.describe() {
                             println!("  {line}");
                         }
+                        for line in crate::sandbox::describe(&machine.capabilities) {
+                            println!("  {line}");
+                        }
                     }
                     0
                 }
