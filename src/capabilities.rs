@@ -334,6 +334,11 @@ impl Capabilities {
             .collect()
     }
 
+    /// Whether the environment processes inherit is restricted.
+    pub fn restricts_environment(&self) -> bool {
+        !self.env.is_empty()
+    }
+
     /// Whether reading is restricted at all.
     pub fn restricts_reads(&self) -> bool {
         !self.read.is_empty()
@@ -345,10 +350,18 @@ impl Capabilities {
         layers: &[Vec<Glob>],
         path: &Path,
     ) -> Result<(), Denied> {
+        let resolved = resolve_path(path);
+        // Where the environment is restricted, `/proc` is not read either: the engine's own
+        // `/proc/self/environ` holds every variable `env` withholds.
+        if capability == "read" && !self.env.is_empty() && resolved.starts_with("/proc") {
+            return Err(Denied {
+                capability,
+                subject: path.display().to_string(),
+            });
+        }
         if layers.is_empty() {
             return Ok(());
         }
-        let resolved = resolve_path(path);
         let text = resolved.display().to_string();
         if layers
             .iter()

@@ -103,22 +103,26 @@ impl Confinement {
 }
 
 impl Grant {
-    /// Whether the kernel has anything to confine: reading, writing or running is restricted
-    /// and this kernel has Landlock.
+    /// Whether the kernel has anything to confine: something is restricted and this kernel has
+    /// Landlock. Even a grant that restricts only the environment or the shell confines its
+    /// processes: in a domain of their own they cannot signal the engine, and where the
+    /// environment is restricted they cannot read `/proc` (the engine's `/proc/PID/environ`
+    /// holds what `env` withholds).
     pub fn confines(&self) -> bool {
-        kernel_confines()
-            && !(self.0.read_anchors().is_empty()
-                && self.0.write_anchors().is_empty()
-                && self.0.exec_files().is_empty())
+        kernel_confines() && !self.0.is_unrestricted()
     }
 
     /// The rulesets for one attempt, opened now: a grant's directory is taken as it is at this
     /// moment, never through a symbolic link (one planted since the last attempt leads nowhere).
     pub fn confinement(&self, confined: Confined<'_>) -> Result<Confinement, SandboxError> {
-        let read = self.0.read_anchors();
+        let mut read = self.0.read_anchors();
+        if read.is_empty() && self.0.restricts_environment() {
+            read.push(everything_but_proc());
+        }
         let write = self.0.write_anchors();
         let exec = self.0.exec_files();
-        let layers = read.len().max(write.len()).max(exec.len());
+        // At least one layer: the domain itself isolates the process (signals, tracing).
+        let layers = read.len().max(write.len()).max(exec.len()).max(1);
         let rulesets = (0..layers)
             .map(|layer| {
                 let rules = LayerRules {
@@ -166,6 +170,19 @@ pub async fn run_blocking<T: Send + 'static>(
         .map_err(|_| "the confined thread stopped unexpectedly".to_string())?
 }
 
+/// A read layer of every entry of `/` except `/proc`: reading stays unrestricted but for the
+/// processes' environments (an entry made later is not covered).
+fn everything_but_proc() -> Vec<(String, PathBuf)> {
+    std::fs::read_dir("/")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path != Path::new("/proc"))
+        .map(|path| (format!("{}/**", path.display()), path))
+        .collect()
+}
+
 fn paths(anchors: &[(String, PathBuf)]) -> Vec<PathBuf> {
     anchors.iter().map(|(_, anchor)| anchor.clone()).collect()
 }
@@ -192,6 +209,12 @@ impl LayerRules<'_> {
         if self.exec.is_some() {
             handled |= AccessFs::Execute;
         }
+        // A layer restricting no file access still makes a domain: it handles one right
+        // (making block devices) and grants it everywhere.
+        let domain_only = handled.is_empty();
+        if domain_only {
+            handled = AccessFs::MakeBlock.into();
+        }
         let mut ruleset = Ruleset::default().handle_access(handled).map_err(failed)?;
         if first && matches!(confined, Confined::Process { .. }) {
             // A confined process may not signal what is outside its domain: the engine, the
@@ -200,6 +223,9 @@ impl LayerRules<'_> {
         }
         let mut created = ruleset.create().map_err(failed)?;
         let mut rules: Vec<(PathBuf, BitFlags<AccessFs>, Following)> = Vec::new();
+        if domain_only {
+            rules.push(("/".into(), AccessFs::MakeBlock.into(), Following::Links));
+        }
         let system = |rules: &mut Vec<(PathBuf, BitFlags<AccessFs>, Following)>, access| {
             for directory in SYSTEM_DIRECTORIES {
                 rules.push((directory.into(), access, Following::Links));
@@ -376,10 +402,8 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
     let read = capabilities.read_anchors();
     let write = capabilities.write_anchors();
     let exec = capabilities.exec_files();
-    if read.is_empty() && write.is_empty() && exec.is_empty() {
-        return vec![
-            "sandbox: nothing to confine (reading, writing and running unrestricted)".into(),
-        ];
+    if capabilities.is_unrestricted() {
+        return vec!["sandbox: nothing to confine (no capability is restricted)".into()];
     }
     let mut lines = vec![match support() {
         Support::Full(abi) => format!(
@@ -400,6 +424,10 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
             lines.push(format!("  {kind} beneath: {}", shown.join(", ")));
         }
     }
+    if read.is_empty() && capabilities.restricts_environment() {
+        lines.push("  read: anything but /proc (the environment is restricted)".into());
+    }
+    lines.push("  signal: only processes of its own sandbox".into());
     if !read.is_empty() {
         lines.push(format!(
             "  read also: the system's programs and libraries ({}) and {} files of /etc and /dev",

@@ -264,7 +264,7 @@ states:
         std::thread::spawn(move || {
             let mut swaps = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let target = if swaps % 2 == 0 { "../outside" } else { "real" };
+                let target = if swaps.is_multiple_of(2) { "../outside" } else { "real" };
                 let staged = allowed.join("d.staged");
                 let _ = std::fs::remove_file(&staged);
                 std::os::unix::fs::symlink(target, &staged).unwrap();
@@ -320,4 +320,54 @@ states:
         }
         _ => assert!(stdout.contains("sandbox: Landlock"), "{stdout}"),
     }
+}
+
+/// `env` withholds a variable; neither the engine's own `/proc/self/environ` (through a tool)
+/// nor its `/proc/PID/environ` (through a program, whatever `read` says) gives it away.
+#[test]
+fn a_restricted_environment_is_not_read_back_through_proc() {
+    let directory = temporary_directory("sandbox", "environ");
+    let permissions = "{ env: [PATH] }";
+    let tool = r#"
+id: environ
+permissions: { env: [PATH] }
+states:
+  reading:
+    entry: [{ read_file: /proc/self/environ, id: act }]
+    on:
+      done.exec.act: { target: leaked, actions: [{ log: "read ${event.data.stdout}" }] }
+      error.permission.act: refused
+  leaked: { type: final, exit_code: 4 }
+  refused: { type: final }
+"#;
+    std::fs::write(directory.join("protocol.yaml"), tool).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["protocol.yaml", "--state-dir", "state"])
+        .current_dir(&directory)
+        .env("WITHHELD_TOKEN", "the-withheld-value")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("the-withheld-value"), "{stderr}");
+    if !kernel_confines("environ") {
+        return;
+    }
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        one_exec(
+            permissions,
+            r#"{ exec: "cat /proc/$PPID/environ | tr '\\0' '\\n'", shell: true, id: act }"#,
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["protocol.yaml", "--state-dir", "state"])
+        .current_dir(&directory)
+        .env("WITHHELD_TOKEN", "the-withheld-value")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("the-withheld-value"), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
 }
