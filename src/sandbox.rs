@@ -1,6 +1,6 @@
 //! The kernel's share of the permissions: Landlock rulesets, built anew at every attempt from the read, write and exec grants, confine each effect's process and each engine file effect's thread.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -279,7 +279,13 @@ impl LayerRules<'_> {
                 continue;
             }
             // What does not exist (yet) gets no rule: nothing there is granted until it does.
-            let Some((descriptor, is_directory)) = open_path(&path, following) else {
+            let opened = match following {
+                Following::Links => system_path(&path)
+                    .map(|(descriptor, is_directory)| (Anchor::System(descriptor), is_directory)),
+                Following::NoLinks => open_path(&path, following)
+                    .map(|(descriptor, is_directory)| (Anchor::Opened(descriptor), is_directory)),
+            };
+            let Some((descriptor, is_directory)) = opened else {
                 continue;
             };
             let access = if is_directory {
@@ -302,6 +308,43 @@ enum Following {
     Links,
     /// A grant names where it leads; a link anywhere on the way is refused.
     NoLinks,
+}
+
+/// A rule's anchor: opened for this attempt, or one of the system's paths, opened once.
+enum Anchor {
+    Opened(OwnedFd),
+    System(BorrowedFd<'static>),
+}
+
+impl AsFd for Anchor {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Anchor::Opened(descriptor) => descriptor.as_fd(),
+            Anchor::System(descriptor) => *descriptor,
+        }
+    }
+}
+
+/// One of the system's paths (`SYSTEM_DIRECTORIES`, `SYSTEM_FILES`, `DISCARD`, `/`), opened
+/// the first time any is needed and kept: they are the same at every attempt, and opening them
+/// anew was most of a confinement's system calls.
+fn system_path(path: &Path) -> Option<(BorrowedFd<'static>, bool)> {
+    static OPENED: OnceLock<Vec<(&'static str, OwnedFd, bool)>> = OnceLock::new();
+    let opened = OPENED.get_or_init(|| {
+        SYSTEM_DIRECTORIES
+            .iter()
+            .chain(SYSTEM_FILES.iter())
+            .chain([DISCARD, "/"].iter())
+            .filter_map(|system| {
+                let (descriptor, is_directory) = open_path(Path::new(system), Following::Links)?;
+                Some((*system, descriptor, is_directory))
+            })
+            .collect()
+    });
+    opened
+        .iter()
+        .find(|(system, ..)| Path::new(system) == path)
+        .map(|(_, descriptor, is_directory)| (descriptor.as_fd(), *is_directory))
 }
 
 /// Opens `path` for use as a rule's anchor (`O_PATH`), and says whether it is a directory.

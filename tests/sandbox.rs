@@ -264,7 +264,11 @@ states:
         std::thread::spawn(move || {
             let mut swaps = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let target = if swaps.is_multiple_of(2) { "../outside" } else { "real" };
+                let target = if swaps.is_multiple_of(2) {
+                    "../outside"
+                } else {
+                    "real"
+                };
                 let staged = allowed.join("d.staged");
                 let _ = std::fs::remove_file(&staged);
                 std::os::unix::fs::symlink(target, &staged).unwrap();
