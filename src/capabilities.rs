@@ -1,6 +1,8 @@
 //! What a run may do: the protocol's declared permissions narrowed by its parents and the operator, and the check of every effect against them.
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use crate::effects::files::FileRequest;
 use crate::effects::tools::ToolRequest;
@@ -17,6 +19,94 @@ pub struct Capabilities {
     write: Vec<Vec<Glob>>,
     read: Vec<Vec<Glob>>,
     env: Vec<Vec<String>>,
+    /// Values for the `${input}` placeholders of the next declaration `narrowed` applies.
+    grant_inputs: Option<Arc<GrantInputs>>,
+    /// Whether a grant names an input that no value was given for (a protocol compiled before
+    /// its inputs are bound): such a grant allows nothing until the run resolves it.
+    unresolved: bool,
+}
+
+/// The values of a protocol's inputs as its grants name them (`write: ["${state_dir}/**"]`):
+/// `None` for an input bound to nothing (optional, not given). Non-string values are absent.
+#[derive(Debug, Clone, Default)]
+pub struct GrantInputs(BTreeMap<String, Option<String>>);
+
+impl GrantInputs {
+    /// From inputs by name and their bound values.
+    pub fn new<'a>(
+        bound: impl IntoIterator<Item = (&'a str, &'a crate::value::Value)>,
+    ) -> GrantInputs {
+        GrantInputs(
+            bound
+                .into_iter()
+                .map(|(name, value)| {
+                    let text = match value {
+                        crate::value::Value::String(text) => Some(text.to_string()),
+                        _ => None,
+                    };
+                    (name.to_string(), text)
+                })
+                .collect(),
+        )
+    }
+
+    /// The value an input gives a grant, refused when it could widen the grant beyond the one
+    /// path it names: empty (`${dir}/**` would be `/**`) or climbing with `..`.
+    fn path(&self, name: &str, grant: &str) -> Result<&str, String> {
+        let value = self.0.get(name).and_then(Option::as_deref).ok_or_else(|| {
+            format!(
+                "the grant `{grant}` names the input `{name}`, which has no value; supply it \
+                 with --input {name}=PATH"
+            )
+        })?;
+        if value.is_empty() {
+            return Err(format!(
+                "the grant `{grant}` names the input `{name}`, which is empty: it would grant \
+                 from the root; give a path"
+            ));
+        }
+        if Path::new(value)
+            .components()
+            .any(|component| component == Component::ParentDir)
+        {
+            return Err(format!(
+                "the grant `{grant}` names the input `{name}` = `{value}`, which climbs with \
+                 `..`; a grant's path must not leave the directory it names: give the path \
+                 without `..`"
+            ));
+        }
+        Ok(value)
+    }
+}
+
+/// A piece of a grant as written: text of the grant, or a placeholder naming an input.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GrantPiece<'a> {
+    Text(&'a str),
+    Input(&'a str),
+}
+
+/// Splits a grant into its text and its `${name}` placeholders; `Err` names a `${` left open.
+pub fn grant_pieces(grant: &str) -> Result<Vec<GrantPiece<'_>>, String> {
+    let mut pieces = Vec::new();
+    let mut rest = grant;
+    while let Some(start) = rest.find("${") {
+        let Some(length) = rest[start + 2..].find('}') else {
+            return Err(format!(
+                "the grant `{grant}` opens `${{` without closing it; write `${{name}}` to name \
+                 an input"
+            ));
+        };
+        if start > 0 {
+            pieces.push(GrantPiece::Text(&rest[..start]));
+        }
+        pieces.push(GrantPiece::Input(&rest[start + 2..start + 2 + length]));
+        rest = &rest[start + 3 + length..];
+    }
+    if !rest.is_empty() {
+        pieces.push(GrantPiece::Text(rest));
+    }
+    Ok(pieces)
 }
 
 /// An effect the capabilities do not allow.
@@ -53,7 +143,8 @@ struct Program {
 #[derive(Debug, Clone)]
 struct Glob {
     written: String,
-    pattern: regex::Regex,
+    /// `None` while the glob names an input with no value: it matches nothing.
+    pattern: Option<regex::Regex>,
 }
 
 impl Capabilities {
@@ -64,18 +155,30 @@ impl Capabilities {
 
     /// These capabilities, further limited by `permissions` (relative globs are anchored at
     /// `base`, the working directory). Invalid globs are reported.
+    /// `${name}` placeholders take the values `with_grant_inputs` gave, matched literally; without
+    /// them the grant allows nothing yet (`is_resolved` is false).
     pub fn narrowed(&self, permissions: &Permissions, base: &Path) -> Result<Capabilities, String> {
         let mut narrowed = self.clone();
+        let inputs = narrowed.grant_inputs.take();
+        let inputs = inputs.as_deref();
         if let Some(programs) = &permissions.exec {
-            narrowed.exec.push(
-                programs
-                    .iter()
-                    .map(|written| Program {
-                        written: written.clone(),
-                        resolved: resolve_program(written),
-                    })
-                    .collect(),
-            );
+            let mut layer = Vec::with_capacity(programs.len());
+            for written in programs {
+                layer.push(match expand(written, inputs)? {
+                    Some(program) => Program {
+                        resolved: resolve_program(&program),
+                        written: program,
+                    },
+                    None => {
+                        narrowed.unresolved = true;
+                        Program {
+                            written: written.clone(),
+                            resolved: None,
+                        }
+                    }
+                });
+            }
+            narrowed.exec.push(layer);
             narrowed.shell.push(permissions.shell.unwrap_or(false));
         } else if let Some(shell) = permissions.shell {
             narrowed.shell.push(shell);
@@ -85,18 +188,36 @@ impl Capabilities {
             (&permissions.read, &mut narrowed.read),
         ] {
             if let Some(globs) = globs {
-                layers.push(
-                    globs
-                        .iter()
-                        .map(|written| Glob::compile(written, base))
-                        .collect::<Result<_, _>>()?,
-                );
+                let mut layer = Vec::with_capacity(globs.len());
+                for written in globs {
+                    let glob = Glob::compile(written, base, inputs)?;
+                    narrowed.unresolved |= glob.pattern.is_none();
+                    layer.push(glob);
+                }
+                layers.push(layer);
             }
         }
         if let Some(names) = &permissions.env {
             narrowed.env.push(names.clone());
         }
         Ok(narrowed)
+    }
+
+    /// These capabilities, with the values the next `narrowed` resolves `${name}` placeholders
+    /// with (a run's bound inputs).
+    pub fn with_grant_inputs(mut self, inputs: GrantInputs) -> Capabilities {
+        self.grant_inputs = Some(Arc::new(inputs));
+        self
+    }
+
+    /// Whether every grant is resolved (false when one names an input no value was given for).
+    pub fn is_resolved(&self) -> bool {
+        !self.unresolved
+    }
+
+    /// Every kind on one line, for the start of a run and `status`.
+    pub fn summary(&self) -> String {
+        self.describe()[..5].join("; ")
     }
 
     /// Whether anything is restricted.
@@ -315,7 +436,7 @@ impl Capabilities {
         let text = resolved.display().to_string();
         if layers
             .iter()
-            .all(|layer| layer.iter().any(|glob| glob.pattern.is_match(&text)))
+            .all(|layer| layer.iter().any(|glob| glob.matches(&text)))
         {
             Ok(())
         } else {
@@ -328,29 +449,48 @@ impl Capabilities {
 }
 
 impl Glob {
-    fn compile(written: &str, base: &Path) -> Result<Glob, String> {
-        let anchored = if Path::new(written).is_absolute() {
-            PathBuf::from(written)
-        } else {
-            resolve_path(base).join(written)
+    /// Compiles a written glob; its `${name}` placeholders take their values from `inputs`
+    /// (escaped: a value's `*` or `?` is a character of the path, not a wildcard). Without
+    /// `inputs` a glob with placeholders is kept unresolved.
+    fn compile(written: &str, base: &Path, inputs: Option<&GrantInputs>) -> Result<Glob, String> {
+        let pieces = grant_pieces(written)?;
+        let has_inputs = pieces
+            .iter()
+            .any(|piece| matches!(piece, GrantPiece::Input(_)));
+        let Some(inputs) = inputs.filter(|_| has_inputs) else {
+            if has_inputs {
+                return Ok(Glob {
+                    written: written.to_string(),
+                    pattern: None,
+                });
+            }
+            return Glob::from_pieces(written, &[(written, false)], base);
         };
-        let text = anchored.display().to_string();
+        let mut resolved = Vec::with_capacity(pieces.len());
+        for piece in &pieces {
+            resolved.push(match piece {
+                GrantPiece::Text(text) => (*text, false),
+                GrantPiece::Input(name) => (inputs.path(name, written)?, true),
+            });
+        }
+        let shown: String = resolved.iter().map(|(text, _)| *text).collect();
+        Glob::from_pieces(&shown, &resolved, base)
+    }
+
+    /// A glob from its pieces, each a pattern or (`true`) a literal, anchored at `base` when
+    /// relative.
+    fn from_pieces(written: &str, pieces: &[(&str, bool)], base: &Path) -> Result<Glob, String> {
         let mut pattern = String::from("^");
-        let mut characters = text.chars().peekable();
-        while let Some(character) = characters.next() {
-            match character {
-                '*' if characters.peek() == Some(&'*') => {
-                    characters.next();
-                    if characters.peek() == Some(&'/') {
-                        characters.next();
-                        pattern.push_str("(?:.*/)?");
-                    } else {
-                        pattern.push_str(".*");
-                    }
-                }
-                '*' => pattern.push_str("[^/]*"),
-                '?' => pattern.push_str("[^/]"),
-                other => pattern.push_str(&regex::escape(&other.to_string())),
+        if !Path::new(written).is_absolute() {
+            let anchor = resolve_path(base).display().to_string();
+            pattern.push_str(&regex::escape(anchor.trim_end_matches('/')));
+            pattern.push_str("/");
+        }
+        for (text, literal) in pieces {
+            if *literal {
+                pattern.push_str(&regex::escape(text));
+            } else {
+                push_glob(&mut pattern, text);
             }
         }
         pattern.push('$');
@@ -358,9 +498,54 @@ impl Glob {
             .map_err(|error| format!("the path pattern `{written}` is invalid: {error}"))?;
         Ok(Glob {
             written: written.to_string(),
-            pattern,
+            pattern: Some(pattern),
         })
     }
+
+    fn matches(&self, path: &str) -> bool {
+        self.pattern
+            .as_ref()
+            .is_some_and(|pattern| pattern.is_match(path))
+    }
+}
+
+/// Appends a glob's regular expression: `**/` any directories, `**` anything, `*` within a
+/// name, `?` one character of a name.
+fn push_glob(pattern: &mut String, glob: &str) {
+    let mut characters = glob.chars().peekable();
+    while let Some(character) = characters.next() {
+        match character {
+            '*' if characters.peek() == Some(&'*') => {
+                characters.next();
+                if characters.peek() == Some(&'/') {
+                    characters.next();
+                    pattern.push_str("(?:.*/)?");
+                } else {
+                    pattern.push_str(".*");
+                }
+            }
+            '*' => pattern.push_str("[^/]*"),
+            '?' => pattern.push_str("[^/]"),
+            other => pattern.push_str(&regex::escape(&other.to_string())),
+        }
+    }
+}
+
+/// A program grant with its placeholders replaced; `None` while one names an input with no
+/// value given.
+fn expand(written: &str, inputs: Option<&GrantInputs>) -> Result<Option<String>, String> {
+    let pieces = grant_pieces(written)?;
+    let mut expanded = String::new();
+    for piece in pieces {
+        match piece {
+            GrantPiece::Text(text) => expanded.push_str(text),
+            GrantPiece::Input(name) => match inputs {
+                Some(inputs) => expanded.push_str(inputs.path(name, written)?),
+                None => return Ok(None),
+            },
+        }
+    }
+    Ok(Some(expanded))
 }
 
 /// Whether `program` (a name or a path, links followed) is one of the usual shells.

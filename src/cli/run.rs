@@ -321,6 +321,7 @@ fn new_run(
             exit_code::INVALID
         })?;
     let inputs = bind_inputs(&machine, inputs)?;
+    let machine = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
     let run_id = crate::telemetry::new_run_id();
     store
         .create_run(&NewRun {
@@ -330,7 +331,9 @@ fn new_run(
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            grants: options.narrowing.recorded(),
+            grants: options
+                .narrowing
+                .recorded_with(Some(&machine.capabilities)),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -381,11 +384,8 @@ fn restored_run(
             exit_code::INVALID
         })?;
     advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = compile_limited(
-        &loaded,
-        &Arc::default(),
-        &options.narrowing.limit(record.grants.as_ref())?,
-    )
+    let limit = options.narrowing.limit(record.grants.as_ref())?;
+    let machine = compile_limited(&loaded, &Arc::default(), &limit)
     .map(Arc::new)
     .map_err(|diagnostics| {
         eprint!("{}", render_all(&diagnostics));
@@ -399,6 +399,7 @@ fn restored_run(
             }
             exit_code::INVALID
         })?;
+    let machine = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
     store
         .mark_running(run_id, crate::clock::unix_milliseconds_now())
         .map_err(store_error)?;
@@ -428,6 +429,33 @@ fn restored_run(
             timers: options.timers,
         }),
     })
+}
+
+/// Resolves the grants that name inputs from the bound `inputs`, before anything runs, and
+/// says on one line what the run may do: its grants, or that the protocol declares none.
+fn resolve_grants(
+    loaded: &crate::load::Loaded,
+    limit: &crate::capabilities::Capabilities,
+    machine: Arc<crate::compile::machine::Machine>,
+    inputs: &[crate::value::Value],
+    narrowing: &super::narrowing::Narrowing,
+) -> Result<Arc<crate::compile::machine::Machine>, u8> {
+    let machine = crate::compile::grants::resolve(loaded, &Arc::default(), limit, machine, inputs)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    if loaded.protocol.permissions.is_none() && !narrowing.is_strict() {
+        eprintln!(
+            "warning: {} declares no `permissions`: it may run any program and read and write \
+             any file; declare `permissions:` in it, or run it with --sandbox strict",
+            loaded.source.path
+        );
+    }
+    if !machine.capabilities.is_unrestricted() {
+        eprintln!("grants: {}", machine.capabilities.summary());
+    }
+    Ok(machine)
 }
 
 /// The path runs are recorded under, so `--resume` finds them from any working directory.

@@ -4,6 +4,7 @@ pub mod expression;
 mod fast;
 mod fast_syntax;
 mod functions;
+pub mod grants;
 pub mod inputs;
 pub mod machine;
 
@@ -88,6 +89,8 @@ fn compile_nested(
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
     }
+    let invoked = compiler.ancestry.len() > 1;
+    grants::check(&mut compiler, protocol, invoked);
     let mut outline = Outline::default();
     outline.collect(&mut compiler, protocol);
     // The outline holds the document's root too, which the author did not write.
