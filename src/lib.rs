@@ -45,6 +45,7 @@ pub mod load;
 pub mod model;
 pub mod output;
 pub mod run;
+pub mod run_lock;
 pub mod scenario;
 pub mod store;
 pub mod telemetry;

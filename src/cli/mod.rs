@@ -26,6 +26,8 @@ pub mod exit_code {
     pub const IO: u8 = 74;
     /// The run stopped before reaching a final state: no events left and no timer pending.
     pub const UNFINISHED: u8 = 75;
+    /// Another process holds what this one needs (a run it is driving): try again later.
+    pub const TEMPORARY_FAILURE: u8 = 75;
 }
 
 #[derive(Debug, Parser)]

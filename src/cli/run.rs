@@ -159,6 +159,8 @@ struct Prepared {
     interpreter: Interpreter,
     run_id: String,
     resume: Option<Resume>,
+    /// Held until the run's process ends: no other process drives the run meanwhile.
+    _lock: crate::run_lock::RunLock,
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
@@ -186,6 +188,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         interpreter,
         run_id,
         resume,
+        _lock,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
     let source = event_source(options.events.as_deref())?;
@@ -323,6 +326,7 @@ fn new_run(
     let inputs = bind_inputs(&machine, inputs)?;
     let machine = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
     let run_id = crate::telemetry::new_run_id();
+    let lock = lock_run(options, &run_id)?;
     store
         .create_run(&NewRun {
             id: run_id.clone(),
@@ -342,6 +346,7 @@ fn new_run(
         interpreter,
         run_id,
         resume: None,
+        _lock: lock,
     })
 }
 
@@ -353,6 +358,12 @@ fn restored_run(
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, u8> {
+    if store.run(run_id).map_err(store_error)?.is_none() {
+        eprintln!("error: no run `{run_id}` in {}", store.location());
+        return Err(exit_code::NO_INPUT_FILE);
+    }
+    let lock = lock_run(options, run_id)?;
+    // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = store.run(run_id).map_err(store_error)? else {
         eprintln!("error: no run `{run_id}` in {}", store.location());
         return Err(exit_code::NO_INPUT_FILE);
@@ -411,6 +422,7 @@ fn restored_run(
             machine,
             run_id: run_id.to_string(),
             resume: None,
+            _lock: lock,
         });
     };
     let interpreter =
@@ -428,6 +440,7 @@ fn restored_run(
             committed_unix_milliseconds: stored.unix_milliseconds,
             timers: options.timers,
         }),
+        _lock: lock,
     })
 }
 
@@ -456,6 +469,19 @@ fn resolve_grants(
         eprintln!("grants: {}", machine.capabilities.summary());
     }
     Ok(machine)
+}
+
+/// Takes the run's lock: a run another process is driving is refused with 75 (try again once
+/// it ends), naming that process.
+fn lock_run(options: &RunOptions, run_id: &str) -> Result<crate::run_lock::RunLock, u8> {
+    let runs = crate::telemetry::runs_directory(&options.state_dir);
+    crate::run_lock::RunLock::acquire(&runs, run_id).map_err(|error| {
+        eprintln!("error: {error}");
+        match error {
+            crate::run_lock::RunLockError::Held { .. } => exit_code::TEMPORARY_FAILURE,
+            crate::run_lock::RunLockError::Io { .. } => exit_code::IO,
+        }
+    })
 }
 
 /// The path runs are recorded under, so `--resume` finds them from any working directory.
