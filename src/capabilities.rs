@@ -1,12 +1,12 @@
 //! What a run may do: the protocol's declared permissions narrowed by its parents and the operator, and the check of every effect against them.
 
-use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::effects::files::FileRequest;
 use crate::effects::tools::ToolRequest;
 use crate::effects::{EffectKind, EffectRequest};
+use crate::grants::{GrantInputs, GrantKind, names_inputs};
 use crate::model::Permissions;
 
 /// Effective capabilities. Each kind is a stack of layers (the protocol's declaration, each
@@ -24,89 +24,6 @@ pub struct Capabilities {
     /// Whether a grant names an input that no value was given for (a protocol compiled before
     /// its inputs are bound): such a grant allows nothing until the run resolves it.
     unresolved: bool,
-}
-
-/// The values of a protocol's inputs as its grants name them (`write: ["${state_dir}/**"]`):
-/// `None` for an input bound to nothing (optional, not given). Non-string values are absent.
-#[derive(Debug, Clone, Default)]
-pub struct GrantInputs(BTreeMap<String, Option<String>>);
-
-impl GrantInputs {
-    /// From inputs by name and their bound values.
-    pub fn new<'a>(
-        bound: impl IntoIterator<Item = (&'a str, &'a crate::value::Value)>,
-    ) -> GrantInputs {
-        GrantInputs(
-            bound
-                .into_iter()
-                .map(|(name, value)| {
-                    let text = match value {
-                        crate::value::Value::String(text) => Some(text.to_string()),
-                        _ => None,
-                    };
-                    (name.to_string(), text)
-                })
-                .collect(),
-        )
-    }
-
-    /// The value an input gives a grant, refused when it could widen the grant beyond the one
-    /// path it names: empty (`${dir}/**` would be `/**`) or climbing with `..`.
-    fn path(&self, name: &str, grant: &str) -> Result<&str, String> {
-        let value = self.0.get(name).and_then(Option::as_deref).ok_or_else(|| {
-            format!(
-                "the grant `{grant}` names the input `{name}`, which has no value; supply it \
-                 with --input {name}=PATH"
-            )
-        })?;
-        if value.is_empty() {
-            return Err(format!(
-                "the grant `{grant}` names the input `{name}`, which is empty: it would grant \
-                 from the root; give a path"
-            ));
-        }
-        if Path::new(value)
-            .components()
-            .any(|component| component == Component::ParentDir)
-        {
-            return Err(format!(
-                "the grant `{grant}` names the input `{name}` = `{value}`, which climbs with \
-                 `..`; a grant's path must not leave the directory it names: give the path \
-                 without `..`"
-            ));
-        }
-        Ok(value)
-    }
-}
-
-/// A piece of a grant as written: text of the grant, or a placeholder naming an input.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GrantPiece<'a> {
-    Text(&'a str),
-    Input(&'a str),
-}
-
-/// Splits a grant into its text and its `${name}` placeholders; `Err` names a `${` left open.
-pub fn grant_pieces(grant: &str) -> Result<Vec<GrantPiece<'_>>, String> {
-    let mut pieces = Vec::new();
-    let mut rest = grant;
-    while let Some(start) = rest.find("${") {
-        let Some(length) = rest[start + 2..].find('}') else {
-            return Err(format!(
-                "the grant `{grant}` opens `${{` without closing it; write `${{name}}` to name \
-                 an input"
-            ));
-        };
-        if start > 0 {
-            pieces.push(GrantPiece::Text(&rest[..start]));
-        }
-        pieces.push(GrantPiece::Input(&rest[start + 2..start + 2 + length]));
-        rest = &rest[start + 3 + length..];
-    }
-    if !rest.is_empty() {
-        pieces.push(GrantPiece::Text(rest));
-    }
-    Ok(pieces)
 }
 
 /// An effect the capabilities do not allow.
@@ -164,19 +81,22 @@ impl Capabilities {
         if let Some(programs) = &permissions.exec {
             let mut layer = Vec::with_capacity(programs.len());
             for written in programs {
-                layer.push(match expand(written, inputs)? {
-                    Some(program) => Program {
-                        resolved: resolve_program(&program),
-                        written: program,
-                    },
+                match entries(written, inputs, GrantKind::Path)? {
+                    Some(expansions) => layer.extend(expansions.into_iter().map(|pieces| {
+                        let program = joined(&pieces);
+                        Program {
+                            resolved: resolve_program(&program),
+                            written: program,
+                        }
+                    })),
                     None => {
                         narrowed.unresolved = true;
-                        Program {
+                        layer.push(Program {
                             written: written.clone(),
                             resolved: None,
-                        }
+                        });
                     }
-                });
+                }
             }
             narrowed.exec.push(layer);
             narrowed.shell.push(permissions.shell.unwrap_or(false));
@@ -190,15 +110,37 @@ impl Capabilities {
             if let Some(globs) = globs {
                 let mut layer = Vec::with_capacity(globs.len());
                 for written in globs {
-                    let glob = Glob::compile(written, base, inputs)?;
-                    narrowed.unresolved |= glob.pattern.is_none();
-                    layer.push(glob);
+                    match entries(written, inputs, GrantKind::Path)? {
+                        Some(expansions) => {
+                            for pieces in expansions {
+                                layer.push(Glob::compile(&pieces, base)?);
+                            }
+                        }
+                        None => {
+                            narrowed.unresolved = true;
+                            layer.push(Glob {
+                                written: written.clone(),
+                                pattern: None,
+                            });
+                        }
+                    }
                 }
                 layers.push(layer);
             }
         }
         if let Some(names) = &permissions.env {
-            narrowed.env.push(names.clone());
+            let mut layer = Vec::with_capacity(names.len());
+            for written in names {
+                match entries(written, inputs, GrantKind::Variable)? {
+                    Some(expansions) => layer.extend(expansions.iter().map(|pieces| joined(pieces))),
+                    // No variable is named `${...}`: the entry grants nothing until resolved.
+                    None => {
+                        narrowed.unresolved = true;
+                        layer.push(written.clone());
+                    }
+                }
+            }
+            narrowed.env.push(layer);
         }
         Ok(narrowed)
     }
@@ -449,42 +391,16 @@ impl Capabilities {
 }
 
 impl Glob {
-    /// Compiles a written glob; its `${name}` placeholders take their values from `inputs`
-    /// (escaped: a value's `*` or `?` is a character of the path, not a wildcard). Without
-    /// `inputs` a glob with placeholders is kept unresolved.
-    fn compile(written: &str, base: &Path, inputs: Option<&GrantInputs>) -> Result<Glob, String> {
-        let pieces = grant_pieces(written)?;
-        let has_inputs = pieces
-            .iter()
-            .any(|piece| matches!(piece, GrantPiece::Input(_)));
-        let Some(inputs) = inputs.filter(|_| has_inputs) else {
-            if has_inputs {
-                return Ok(Glob {
-                    written: written.to_string(),
-                    pattern: None,
-                });
-            }
-            return Glob::from_pieces(written, &[(written, false)], base);
-        };
-        let mut resolved = Vec::with_capacity(pieces.len());
-        for piece in &pieces {
-            resolved.push(match piece {
-                GrantPiece::Text(text) => (*text, false),
-                GrantPiece::Input(name) => (inputs.path(name, written)?, true),
-            });
-        }
-        let shown: String = resolved.iter().map(|(text, _)| *text).collect();
-        Glob::from_pieces(&shown, &resolved, base)
-    }
-
-    /// A glob from its pieces, each a pattern or (`true`) a literal, anchored at `base` when
+    /// A glob from its pieces, each a pattern or (`true`) a literal taken from an input (a
+    /// value's `*` or `?` is a character of the path, not a wildcard), anchored at `base` when
     /// relative.
-    fn from_pieces(written: &str, pieces: &[(&str, bool)], base: &Path) -> Result<Glob, String> {
+    fn compile(pieces: &[(String, bool)], base: &Path) -> Result<Glob, String> {
+        let written = joined(pieces);
         let mut pattern = String::from("^");
-        if !Path::new(written).is_absolute() {
+        if !Path::new(&written).is_absolute() {
             let anchor = resolve_path(base).display().to_string();
             pattern.push_str(&regex::escape(anchor.trim_end_matches('/')));
-            pattern.push_str("/");
+            pattern.push('/');
         }
         for (text, literal) in pieces {
             if *literal {
@@ -497,7 +413,7 @@ impl Glob {
         let pattern = regex::Regex::new(&pattern)
             .map_err(|error| format!("the path pattern `{written}` is invalid: {error}"))?;
         Ok(Glob {
-            written: written.to_string(),
+            written,
             pattern: Some(pattern),
         })
     }
@@ -507,6 +423,25 @@ impl Glob {
             .as_ref()
             .is_some_and(|pattern| pattern.is_match(path))
     }
+}
+
+/// The entries a written grant stands for: itself when it names no input, its expansions
+/// from `inputs`, or `None` when it names an input and no values were given.
+fn entries(
+    written: &str,
+    inputs: Option<&GrantInputs>,
+    kind: GrantKind,
+) -> Result<Option<Vec<crate::grants::Expansion>>, String> {
+    if !names_inputs(written) {
+        crate::grants::grant_pieces(written)?;
+        return Ok(Some(vec![vec![(written.to_string(), false)]]));
+    }
+    inputs.map(|inputs| inputs.expand(written, kind)).transpose()
+}
+
+/// An expansion's text.
+fn joined(pieces: &[(String, bool)]) -> String {
+    pieces.iter().map(|(text, _)| text.as_str()).collect()
 }
 
 /// Appends a glob's regular expression: `**/` any directories, `**` anything, `*` within a
@@ -531,23 +466,6 @@ fn push_glob(pattern: &mut String, glob: &str) {
     }
 }
 
-/// A program grant with its placeholders replaced; `None` while one names an input with no
-/// value given.
-fn expand(written: &str, inputs: Option<&GrantInputs>) -> Result<Option<String>, String> {
-    let pieces = grant_pieces(written)?;
-    let mut expanded = String::new();
-    for piece in pieces {
-        match piece {
-            GrantPiece::Text(text) => expanded.push_str(text),
-            GrantPiece::Input(name) => match inputs {
-                Some(inputs) => expanded.push_str(inputs.path(name, written)?),
-                None => return Ok(None),
-            },
-        }
-    }
-    Ok(Some(expanded))
-}
-
 /// Whether `program` (a name or a path, links followed) is one of the usual shells.
 fn is_shell(program: &str) -> bool {
     const SHELLS: [&str; 10] = [
@@ -564,7 +482,7 @@ fn is_shell(program: &str) -> bool {
 /// Variables that make a program load other code or take its configuration from the
 /// environment: the dynamic loader's, and tool hooks (git's config, shells' startup files,
 /// interpreters' preload options).
-fn is_dangerous_variable(name: &str) -> bool {
+pub(crate) fn is_dangerous_variable(name: &str) -> bool {
     const PREFIXES: [&str; 6] = ["LD_", "DYLD_", "GIT_CONFIG", "PYTHON", "PERL5", "RUBY"];
     const NAMES: [&str; 8] = [
         "BASH_ENV",

@@ -37,6 +37,7 @@ pub mod diagnostic;
 pub mod effects;
 pub mod extensions;
 pub mod files;
+pub mod grants;
 pub mod graph;
 pub mod import;
 pub mod lifecycle;

@@ -57,14 +57,15 @@ fn events(directory: &Path, names: &[&str]) -> String {
     "events.jsonl".into()
 }
 
-/// The one line of stderr starting `grants: `.
+/// The grants of the one log line of stderr tagged `#grants` (its time left out).
 fn grants_line(stderr: &str) -> String {
     let lines: Vec<&str> = stderr
         .lines()
-        .filter(|line| line.starts_with("grants: "))
+        .filter(|line| line.ends_with("#grants"))
         .collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    lines[0].to_string()
+    let (_, grants) = lines[0].split_once("grants: ").unwrap();
+    grants.to_string()
 }
 
 /// The id of the one run recorded in `directory/state`.
@@ -183,7 +184,7 @@ fn run_and_check_warn_when_a_protocol_declares_no_permissions() {
     assert_eq!(code, 0, "{stderr}");
     let warnings: Vec<&str> = stderr
         .lines()
-        .filter(|line| line.starts_with("warning:"))
+        .filter(|line| line.contains(" WARN "))
         .collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(
@@ -191,10 +192,11 @@ fn run_and_check_warn_when_a_protocol_declares_no_permissions() {
         "{stderr}"
     );
     assert!(warnings[0].contains("--sandbox strict"), "{stderr}");
+    assert!(warnings[0].ends_with("#permissions_undeclared"), "{stderr}");
     // Under --sandbox strict nothing is allowed by default: no warning.
     let (code, _, stderr) = run(&directory, &["run", "open.yaml", "--sandbox", "strict"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(!stderr.contains("warning:"), "{stderr}");
+    assert!(!stderr.contains("WARN"), "{stderr}");
     let (code, _, stderr) = run_binary(&directory, &["check", "open.yaml", "--deny-warnings"]);
     assert_eq!(code, 65, "{stderr}");
     assert!(

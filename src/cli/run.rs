@@ -8,7 +8,9 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
+use crate::actions::LogRecord;
 use crate::compile::compile_limited;
+use crate::model::action::LogLevel;
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
@@ -161,6 +163,8 @@ struct Prepared {
     resume: Option<Resume>,
     /// Held until the run's process ends: no other process drives the run meanwhile.
     _lock: crate::run_lock::RunLock,
+    /// What the run may do, logged before anything runs.
+    grants: Vec<crate::actions::LogRecord>,
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
@@ -189,6 +193,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         run_id,
         resume,
         _lock,
+        grants,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
     let source = event_source(options.events.as_deref())?;
@@ -217,6 +222,10 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         },
         telemetry,
     };
+    let started = crate::clock::format_rfc3339(crate::clock::unix_milliseconds_now());
+    for record in &grants {
+        observer.log(record, &started);
+    }
     let time_mode = if options.virtual_time {
         TimeMode::Virtual
     } else {
@@ -324,7 +333,7 @@ fn new_run(
             exit_code::INVALID
         })?;
     let inputs = bind_inputs(&machine, inputs)?;
-    let machine = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
+    let (machine, grants) = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
     let run_id = crate::telemetry::new_run_id();
     let lock = lock_run(options, &run_id)?;
     store
@@ -347,6 +356,7 @@ fn new_run(
         run_id,
         resume: None,
         _lock: lock,
+        grants,
     })
 }
 
@@ -410,7 +420,8 @@ fn restored_run(
             }
             exit_code::INVALID
         })?;
-    let machine = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
+    let (machine, grants) =
+        resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
     store
         .mark_running(run_id, crate::clock::unix_milliseconds_now())
         .map_err(store_error)?;
@@ -423,6 +434,7 @@ fn restored_run(
             run_id: run_id.to_string(),
             resume: None,
             _lock: lock,
+            grants,
         });
     };
     let interpreter =
@@ -441,34 +453,51 @@ fn restored_run(
             timers: options.timers,
         }),
         _lock: lock,
+        grants,
     })
 }
 
 /// Resolves the grants that name inputs from the bound `inputs`, before anything runs, and
-/// says on one line what the run may do: its grants, or that the protocol declares none.
+/// says what the run may do: its grants (`#grants`), and a warning when the protocol declares
+/// none (`#permissions_undeclared`), as log lines for the start of the run.
 fn resolve_grants(
     loaded: &crate::load::Loaded,
     limit: &crate::capabilities::Capabilities,
     machine: Arc<crate::compile::machine::Machine>,
     inputs: &[crate::value::Value],
     narrowing: &super::narrowing::Narrowing,
-) -> Result<Arc<crate::compile::machine::Machine>, u8> {
+) -> Result<(Arc<crate::compile::machine::Machine>, Vec<LogRecord>), u8> {
     let machine = crate::compile::grants::resolve(loaded, &Arc::default(), limit, machine, inputs)
         .map_err(|diagnostics| {
             eprint!("{}", render_all(&diagnostics));
             exit_code::INVALID
         })?;
+    let record = |level: LogLevel, message: String, tag: &str| LogRecord {
+        level,
+        message,
+        tags: Arc::from([Arc::from(tag)]),
+        fields: Vec::new(),
+    };
+    let mut records = Vec::new();
     if loaded.protocol.permissions.is_none() && !narrowing.is_strict() {
-        eprintln!(
-            "warning: {} declares no `permissions`: it may run any program and read and write \
-             any file; declare `permissions:` in it, or run it with --sandbox strict",
-            loaded.source.path
-        );
+        records.push(record(
+            LogLevel::Warn,
+            format!(
+                "{} declares no `permissions`: it may run any program and read and write any \
+                 file; declare `permissions:` in it, or run it with --sandbox strict",
+                loaded.source.path
+            ),
+            "permissions_undeclared",
+        ));
     }
     if !machine.capabilities.is_unrestricted() {
-        eprintln!("grants: {}", machine.capabilities.summary());
+        records.push(record(
+            LogLevel::Info,
+            format!("grants: {}", machine.capabilities.summary()),
+            "grants",
+        ));
     }
-    Ok(machine)
+    Ok((machine, records))
 }
 
 /// Takes the run's lock: a run another process is driving is refused with 75 (try again once

@@ -1,12 +1,12 @@
-//! Grants that name inputs (`write: ["${state_dir}/**"]`): each name checked against the protocol's inputs where it is written.
+//! Grants that name inputs, checked against the protocol's inputs where they are written, and resolved from a run's bound inputs.
 
 use super::Compiler;
-use crate::capabilities::{GrantPiece, grant_pieces};
+use crate::grants::{GrantPiece, Placeholder, grant_pieces};
 use crate::diagnostic::did_you_mean;
 use crate::model::{InputType, Protocol};
 
 /// Reports every `${name}` of the protocol's grants that cannot be resolved when a run starts:
-/// an unknown input, an input that is not a string, a placeholder among `env` names, or any
+/// an unknown input, an input that is neither a string nor a list of strings, or any
 /// placeholder in a protocol another invokes (its inputs are bound after its grants are fixed).
 pub(super) fn check(compiler: &mut Compiler, protocol: &Protocol, invoked: bool) {
     let Some(permissions) = &protocol.permissions else {
@@ -29,24 +29,23 @@ pub(super) fn check(compiler: &mut Compiler, protocol: &Protocol, invoked: bool)
                 }
             };
             for piece in pieces {
-                if let GrantPiece::Input(name) = piece {
-                    if let Some((message, help)) = problem(protocol, kind, name, invoked) {
-                        compiler.value_error(&pointer, message, Some(help));
-                    }
+                if let GrantPiece::Input(placeholder) = piece
+                    && let Some((message, help)) = problem(protocol, placeholder, invoked)
+                {
+                    compiler.value_error(&pointer, message, Some(help));
                 }
             }
         }
     }
 }
 
-/// Why `${name}` in a grant of `kind` cannot be resolved, and how to fix it.
-fn problem(protocol: &Protocol, kind: &str, name: &str, invoked: bool) -> Option<(String, String)> {
-    if kind == "env" {
-        return Some((
-            format!("`permissions.env` names variables, not inputs: `${{{name}}}` cannot be resolved"),
-            "write the variable's name".into(),
-        ));
-    }
+/// Why a placeholder cannot be resolved when a run starts, and how to fix it.
+fn problem(
+    protocol: &Protocol,
+    placeholder: Placeholder,
+    invoked: bool,
+) -> Option<(String, String)> {
+    let name = placeholder.name;
     if invoked {
         return Some((
             format!(
@@ -63,16 +62,32 @@ fn problem(protocol: &Protocol, kind: &str, name: &str, invoked: bool) -> Option
             .unwrap_or_else(|| format!("declare `{name}` under `inputs:` (type: string)"));
         return Some((format!("the grant names `{name}`, which is not an input"), hint));
     };
-    (!matches!(input.kind, InputType::String | InputType::Enum)).then(|| {
-        (
+    let textual = |kind: Option<InputType>| {
+        matches!(
+            kind,
+            None | Some(InputType::String) | Some(InputType::Enum)
+        )
+    };
+    match (input.kind, placeholder.index) {
+        (InputType::String | InputType::Enum, None) => None,
+        (InputType::List, _) if textual(input.items) => None,
+        (InputType::List, _) => Some((
+            format!("the grant names the list input `{name}`, whose items are not strings"),
+            format!("declare `{name}` with `items: string`"),
+        )),
+        (_, Some(index)) => Some((
+            format!("the grant names item {index} of `{name}`, which is not a list"),
+            format!("write `${{{name}}}`"),
+        )),
+        (kind, None) => Some((
             format!(
-                "the grant names the input `{name}`, a {}; only a string (a path or a program) \
-                 can be granted",
-                input.kind.name()
+                "the grant names the input `{name}`, a {}; only strings (paths, programs, \
+                 variable names) and lists of them can be granted",
+                kind.name()
             ),
             format!("declare `{name}` with `type: string`"),
-        )
-    })
+        )),
+    }
 }
 
 /// The machine a run drives: `machine` itself when its grants name no input, else the protocol
@@ -88,7 +103,7 @@ pub fn resolve(
         return Ok(machine);
     }
     let names = machine.inputs.iter().map(|input| input.name.as_str());
-    let values = crate::capabilities::GrantInputs::new(names.zip(inputs));
+    let values = crate::grants::GrantInputs::new(names.zip(inputs));
     super::compile_limited(loaded, extensions, &limit.clone().with_grant_inputs(values))
         .map(std::sync::Arc::new)
 }
