@@ -24,6 +24,8 @@ pub struct Capabilities {
     /// Whether a grant names an input that no value was given for (a protocol compiled before
     /// its inputs are bound): such a grant allows nothing until the run resolves it.
     unresolved: bool,
+    /// Whether the next declaration `narrowed` applies is an invoked protocol's (`for_child`).
+    for_child: bool,
 }
 
 /// An effect the capabilities do not allow.
@@ -78,7 +80,10 @@ impl Capabilities {
         let mut narrowed = self.clone();
         let inputs = narrowed.grant_inputs.take();
         let inputs = inputs.as_deref();
-        if let Some(programs) = &permissions.exec {
+        // An invoked protocol's inputs are bound after its grants are fixed: a kind whose grant
+        // names one is bounded by the parent's grants alone (never more than the parent's).
+        let for_child = std::mem::take(&mut narrowed.for_child);
+        if let Some(programs) = declared(&permissions.exec, for_child) {
             let mut layer = Vec::with_capacity(programs.len());
             for written in programs {
                 match entries(written, inputs, GrantKind::Path)? {
@@ -104,8 +109,8 @@ impl Capabilities {
             narrowed.shell.push(shell);
         }
         for (globs, layers) in [
-            (&permissions.write, &mut narrowed.write),
-            (&permissions.read, &mut narrowed.read),
+            (declared(&permissions.write, for_child), &mut narrowed.write),
+            (declared(&permissions.read, for_child), &mut narrowed.read),
         ] {
             if let Some(globs) = globs {
                 let mut layer = Vec::with_capacity(globs.len());
@@ -128,11 +133,24 @@ impl Capabilities {
                 layers.push(layer);
             }
         }
-        if let Some(names) = &permissions.env {
+        if let Some(names) = declared(&permissions.env, for_child) {
             let mut layer = Vec::with_capacity(names.len());
             for written in names {
                 match entries(written, inputs, GrantKind::Variable)? {
-                    Some(expansions) => layer.extend(expansions.iter().map(|pieces| joined(pieces))),
+                    Some(expansions) => {
+                        for pieces in &expansions {
+                            let name = joined(pieces);
+                            // A loader variable is granted only where the grant itself names it.
+                            if is_dangerous_variable(&name) && !names.contains(&name) {
+                                return Err(format!(
+                                    "the grant `{written}` names `{name}` through an input; it \
+                                     changes how programs load code, so only `permissions.env` \
+                                     itself may grant it: list `{name}` there"
+                                ));
+                            }
+                            layer.push(name);
+                        }
+                    }
                     // No variable is named `${...}`: the entry grants nothing until resolved.
                     None => {
                         narrowed.unresolved = true;
@@ -149,6 +167,13 @@ impl Capabilities {
     /// with (a run's bound inputs).
     pub fn with_grant_inputs(mut self, inputs: GrantInputs) -> Capabilities {
         self.grant_inputs = Some(Arc::new(inputs));
+        self
+    }
+
+    /// These capabilities as the limit of an invoked protocol: a kind its grant names an input
+    /// in is left to these (its inputs are bound only when it is invoked).
+    pub fn for_child(mut self) -> Capabilities {
+        self.for_child = true;
         self
     }
 
@@ -423,6 +448,14 @@ impl Glob {
             .as_ref()
             .is_some_and(|pattern| pattern.is_match(path))
     }
+}
+
+/// A kind's declared grant, unless it is an invoked protocol's (`for_child`) and names an
+/// input: then the parent's grants alone bound that kind.
+fn declared(grants: &Option<Vec<String>>, for_child: bool) -> Option<&Vec<String>> {
+    grants
+        .as_ref()
+        .filter(|written| !(for_child && written.iter().any(|grant| names_inputs(grant))))
 }
 
 /// The entries a written grant stands for: itself when it names no input, its expansions

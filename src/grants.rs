@@ -109,8 +109,9 @@ impl GrantInputs {
     }
 
     /// The entries a grant stands for: one per combination of the items its placeholders name
-    /// (a list input's items each give an entry; an empty list gives none). Every value is
-    /// checked not to widen the grant beyond the literal path or name it gives.
+    /// (a list input's items each give an entry; an empty list, a missing item or an empty
+    /// value gives none).
+    /// Every value is checked not to widen the grant beyond the literal path or name it gives.
     pub fn expand(&self, grant: &str, kind: GrantKind) -> Result<Vec<Expansion>, String> {
         let mut expansions: Vec<Expansion> = vec![Vec::new()];
         for piece in grant_pieces(grant)? {
@@ -119,6 +120,9 @@ impl GrantInputs {
                 GrantPiece::Input(placeholder) => self
                     .values(placeholder, grant)?
                     .into_iter()
+                    // An empty value names nothing, so it grants nothing (`${dir}/**` would
+                    // otherwise be `/**`).
+                    .filter(|value| !value.is_empty())
                     .map(|value| check(placeholder.name, value, grant, kind).map(|()| value))
                     .map(|value| value.map(|value| (value.to_string(), true)))
                     .collect::<Result<_, _>>()?,
@@ -148,26 +152,16 @@ impl GrantInputs {
         })?;
         match placeholder.index {
             None => Ok(items.iter().map(String::as_str).collect()),
-            Some(index) => items
-                .get(index)
-                .map(|item| vec![item.as_str()])
-                .ok_or_else(|| {
-                    format!(
-                        "the grant `{grant}` names item {index} of the input `{name}`, which has \
-                         {} items",
-                        items.len()
-                    )
-                }),
+            // A list too short names nothing, so it grants nothing.
+            Some(index) => Ok(items.get(index).map(String::as_str).into_iter().collect()),
         }
     }
 }
 
-/// Refuses a value that would widen a grant beyond what it literally names: for a path, empty
-/// (`${dir}/**` would be `/**`) or climbing with `..`; for a variable, anything but a plain name,
-/// or a variable that loads code (which only the grant itself may name).
+/// Refuses a value that would widen a grant beyond what it literally names: for a path, one
+/// climbing with `..`; for a variable, anything but a plain name.
 fn check(name: &str, value: &str, grant: &str, kind: GrantKind) -> Result<(), String> {
     let problem = match kind {
-        GrantKind::Path if value.is_empty() => "is empty: it would grant from the root; give a path",
         GrantKind::Path
             if Path::new(value)
                 .components()
@@ -177,16 +171,12 @@ fn check(name: &str, value: &str, grant: &str, kind: GrantKind) -> Result<(), St
              path without `..`"
         }
         GrantKind::Variable
-            if value.is_empty()
-                || value.starts_with(|character: char| character.is_ascii_digit())
+            if value.starts_with(|character: char| character.is_ascii_digit())
                 || !value
                     .chars()
                     .all(|character| character.is_ascii_alphanumeric() || character == '_') =>
         {
             "is not a variable's name (letters, digits and `_`)"
-        }
-        GrantKind::Variable if crate::capabilities::is_dangerous_variable(value) => {
-            "changes how programs load code: only the grant itself may name it, not an input"
         }
         _ => return Ok(()),
     };

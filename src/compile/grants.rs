@@ -6,9 +6,8 @@ use crate::diagnostic::did_you_mean;
 use crate::model::{InputType, Protocol};
 
 /// Reports every `${name}` of the protocol's grants that cannot be resolved when a run starts:
-/// an unknown input, an input that is neither a string nor a list of strings, or any
-/// placeholder in a protocol another invokes (its inputs are bound after its grants are fixed).
-pub(super) fn check(compiler: &mut Compiler, protocol: &Protocol, invoked: bool) {
+/// an unknown input, or one that is neither a string nor a list of strings.
+pub(super) fn check(compiler: &mut Compiler, protocol: &Protocol) {
     let Some(permissions) = &protocol.permissions else {
         return;
     };
@@ -30,7 +29,7 @@ pub(super) fn check(compiler: &mut Compiler, protocol: &Protocol, invoked: bool)
             };
             for piece in pieces {
                 if let GrantPiece::Input(placeholder) = piece
-                    && let Some((message, help)) = problem(protocol, placeholder, invoked)
+                    && let Some((message, help)) = problem(protocol, placeholder)
                 {
                     compiler.value_error(&pointer, message, Some(help));
                 }
@@ -40,23 +39,8 @@ pub(super) fn check(compiler: &mut Compiler, protocol: &Protocol, invoked: bool)
 }
 
 /// Why a placeholder cannot be resolved when a run starts, and how to fix it.
-fn problem(
-    protocol: &Protocol,
-    placeholder: Placeholder,
-    invoked: bool,
-) -> Option<(String, String)> {
+fn problem(protocol: &Protocol, placeholder: Placeholder) -> Option<(String, String)> {
     let name = placeholder.name;
-    if invoked {
-        return Some((
-            format!(
-                "this protocol is invoked by another, and its grant names the input `{name}`: a \
-                 child's inputs are bound after its grants are fixed"
-            ),
-            "grant the path in the parent (a child gets at most its parent's grants), or write \
-             it here"
-                .into(),
-        ));
-    }
     let Some(input) = protocol.inputs.get(name) else {
         let hint = did_you_mean(name, protocol.inputs.keys().map(String::as_str))
             .unwrap_or_else(|| format!("declare `{name}` under `inputs:` (type: string)"));

@@ -89,8 +89,7 @@ fn compile_nested(
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
     }
-    let invoked = compiler.ancestry.len() > 1;
-    grants::check(&mut compiler, protocol, invoked);
+    grants::check(&mut compiler, protocol);
     let mut outline = Outline::default();
     outline.collect(&mut compiler, protocol);
     // The outline holds the document's root too, which the author did not write.
@@ -622,7 +621,7 @@ impl Compiler<'_> {
         let mut ancestry = self.ancestry.clone();
         ancestry.push(canonical);
         let extensions = self.extensions.clone();
-        let limit = self.capabilities.clone();
+        let limit = self.capabilities.clone().for_child();
         let child = match compile_nested(&loaded, ancestry, &extensions, &limit) {
             Ok(child) => child,
             Err(diagnostics) => {
