@@ -421,18 +421,45 @@ impl Glob {
     /// relative.
     fn compile(pieces: &[(String, bool)], base: &Path) -> Result<Glob, String> {
         let written = joined(pieces);
-        let mut pattern = String::from("^");
+        let mut characters: Vec<(char, bool)> = Vec::new();
         if !Path::new(&written).is_absolute() {
             let anchor = resolve_path(base).display().to_string();
-            pattern.push_str(&regex::escape(anchor.trim_end_matches('/')));
-            pattern.push('/');
+            characters.extend(anchor.chars().map(|character| (character, true)));
+            characters.push(('/', true));
         }
         for (text, literal) in pieces {
-            if *literal {
-                pattern.push_str(&regex::escape(text));
+            characters.extend(text.chars().map(|character| (character, *literal)));
+        }
+        // Checked paths are absolute and clean: so is the pattern (`./src`, `${dir}/x` with
+        // `dir=.`, `a//b` all name what they name without the `.` and the empty segments).
+        let segments: Vec<&[(char, bool)]> = characters
+            .split(|(character, _)| *character == '/')
+            .filter(|segment| !segment.is_empty() && !matches!(segment, [('.', _)]))
+            .collect();
+        let mut pattern = String::from("^");
+        let mut run = String::new();
+        let mut run_literal = true;
+        let flush = |pattern: &mut String, run: &mut String, literal: bool| {
+            if literal {
+                pattern.push_str(&regex::escape(run));
             } else {
-                push_glob(&mut pattern, text);
+                push_glob(pattern, run);
             }
+            run.clear();
+        };
+        for segment in segments {
+            // A separator joins the pattern run it follows, so `**/` stays one wildcard.
+            for &(character, literal) in std::iter::once(&('/', run_literal)).chain(segment) {
+                if literal != run_literal {
+                    flush(&mut pattern, &mut run, run_literal);
+                    run_literal = literal;
+                }
+                run.push(character);
+            }
+        }
+        flush(&mut pattern, &mut run, run_literal);
+        if pattern == "^" {
+            pattern.push('/');
         }
         pattern.push('$');
         let pattern = regex::Regex::new(&pattern)

@@ -326,7 +326,7 @@ fn the_resilience_protocols_run_for_real() {
             "--input",
             "max_cycles=1",
             "--input",
-            "tools=[sh]",
+            "tools=[cat]",
             "--input",
             "directories=[.]",
             "--input",
