@@ -481,3 +481,70 @@ states:
     assert_eq!(code, 74, "{stderr}");
     assert!(stderr.contains("database or disk is full"), "{stderr}");
 }
+
+#[test]
+fn an_invoked_protocol_naming_an_input_in_a_grant_is_bounded_by_its_parent() {
+    let directory = temporary_directory("defaults", "child-grants");
+    let child = r#"
+id: child
+inputs:
+  program: { type: string, required: true }
+permissions: { exec: ["${program}"], write: [], read: [], env: [] }
+states:
+  running:
+    entry:
+      - exec: ["${program}", child-ran]
+        id: act
+    on:
+      done.exec.act: { target: done, actions: [{ log: "child said ${event.data.stdout}" }] }
+      error.permission.act: { target: denied, actions: [{ log: "child denied ${event.data.subject}" }] }
+  done: { type: final }
+  denied: { type: final, exit_code: 3 }
+"#;
+    std::fs::write(directory.join("child.yaml"), child).unwrap();
+    let parent = |program: &str| {
+        format!(
+            r#"
+id: parent
+permissions: {{ exec: [echo], read: ["child.yaml"] }}
+states:
+  calling:
+    invoke:
+      - protocol: child.yaml
+        id: child
+        inputs: {{ program: {program} }}
+    on:
+      done.invoke.child: done
+      error.invoke.child: failed
+  done: {{ type: final }}
+  failed: {{ type: final, exit_code: 4 }}
+"#
+        )
+    };
+    // Within the parent's grant, the child's program runs.
+    std::fs::write(directory.join("parent.yaml"), parent("echo")).unwrap();
+    let (code, _, stderr) = run(&directory, &["run", "parent.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("child said child-ran"), "{stderr}");
+    // Beyond it, whatever the child's input says, it is refused.
+    std::fs::write(directory.join("parent.yaml"), parent("cat")).unwrap();
+    let (code, _, stderr) = run(&directory, &["run", "parent.yaml"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("child denied cat"), "{stderr}");
+    // Run on its own, the child's grant is its input, resolved.
+    let (code, _, stderr) = run(&directory, &["run", "child.yaml", "-i", "program=echo"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(grants_line(&stderr).starts_with("exec: [echo];"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_a_protocol_whose_grants_name_inputs() {
+    let directory = temporary_directory("defaults", "serve-grants");
+    std::fs::write(directory.join("writer.yaml"), WRITER).unwrap();
+    let (code, _, stderr) = run(&directory, &["serve", "writer.yaml", "--store", "memory"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("which `serve` cannot resolve") && stderr.contains("a client's input must not choose them"),
+        "{stderr}"
+    );
+}

@@ -68,7 +68,7 @@ pub struct RunOptions {
         value_name = "DIR"
     )]
     state_dir: PathBuf,
-    /// How many runs' telemetry to keep.
+    /// How many runs' telemetry to keep (a run a process still drives is never pruned).
     #[arg(long, default_value_t = crate::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
     keep_runs: usize,
     /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
