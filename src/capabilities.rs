@@ -496,7 +496,9 @@ fn entries(
         crate::grants::grant_pieces(written)?;
         return Ok(Some(vec![vec![(written.to_string(), false)]]));
     }
-    inputs.map(|inputs| inputs.expand(written, kind)).transpose()
+    inputs
+        .map(|inputs| inputs.expand(written, kind))
+        .transpose()
 }
 
 /// An expansion's text.

@@ -60,7 +60,11 @@ pub fn check(loaded: &Loaded, machine: &Machine) -> Vec<Diagnostic> {
     });
     unrestricted
         .into_iter()
-        .chain(lint(loaded, machine).into_iter().map(|(_, warning)| warning))
+        .chain(
+            lint(loaded, machine)
+                .into_iter()
+                .map(|(_, warning)| warning),
+        )
         .collect()
 }
 

@@ -107,7 +107,10 @@ fn a_grant_naming_an_input_is_resolved_at_start_shown_and_kept_on_resume() {
     let (code, stdout, _) = run(&directory, &["status"]);
     assert_eq!(code, 0);
     assert!(
-        stdout.contains(&format!("grants    exec: []; shell: not allowed; write: [{}/**]", target.display())),
+        stdout.contains(&format!(
+            "grants    exec: []; shell: not allowed; write: [{}/**]",
+            target.display()
+        )),
         "{stdout}"
     );
     // The resume resolves the same grants from the stored inputs, and still refuses a write
@@ -124,7 +127,10 @@ fn a_grant_naming_an_input_is_resolved_at_start_shown_and_kept_on_resume() {
 #[test]
 fn a_grant_naming_an_unknown_input_is_a_located_load_error() {
     let directory = temporary_directory("defaults", "unknown-input");
-    let yaml = WRITER.replace("write: [\"${state_dir}/**\"]", "write: [\"${stat_dir}/**\"]");
+    let yaml = WRITER.replace(
+        "write: [\"${state_dir}/**\"]",
+        "write: [\"${stat_dir}/**\"]",
+    );
     std::fs::write(directory.join("writer.yaml"), yaml).unwrap();
     for arguments in [
         vec!["validate", "writer.yaml"],
@@ -149,7 +155,14 @@ fn an_input_value_never_widens_a_grant_beyond_its_literal_path() {
     std::fs::write(directory.join("writer.yaml"), WRITER).unwrap();
     std::fs::create_dir_all(directory.join("out")).unwrap();
     // `o*` is a directory named `o*`, not every directory starting with `o`.
-    let arguments = ["run", "writer.yaml", "-i", "state_dir=o*", "-i", "elsewhere=out"];
+    let arguments = [
+        "run",
+        "writer.yaml",
+        "-i",
+        "state_dir=o*",
+        "-i",
+        "elsewhere=out",
+    ];
     let (code, _, stderr) = run(&directory, &arguments);
     assert_eq!(code, 75, "{stderr}");
     let file = events(&directory, &["stray"]);
@@ -163,7 +176,10 @@ fn an_input_value_never_widens_a_grant_beyond_its_literal_path() {
     );
     assert!(!directory.join("out/stray.md").exists());
     // `..` is refused before anything runs.
-    let (code, _, stderr) = run(&directory, &["run", "writer.yaml", "-i", "state_dir=out/.."]);
+    let (code, _, stderr) = run(
+        &directory,
+        &["run", "writer.yaml", "-i", "state_dir=out/.."],
+    );
     assert_eq!(code, 65, "{stderr}");
     assert!(stderr.contains("climbs with `..`"), "{stderr}");
     assert!(stderr.contains("writer.yaml:"), "{stderr}");
@@ -200,7 +216,8 @@ fn run_and_check_warn_when_a_protocol_declares_no_permissions() {
     let (code, _, stderr) = run_binary(&directory, &["check", "open.yaml", "--deny-warnings"]);
     assert_eq!(code, 65, "{stderr}");
     assert!(
-        stderr.contains("the protocol declares no `permissions`") && stderr.contains("open.yaml:1:1"),
+        stderr.contains("the protocol declares no `permissions`")
+            && stderr.contains("open.yaml:1:1"),
         "{stderr}"
     );
     // A protocol that declares them is not warned about.
@@ -321,7 +338,10 @@ scenarios:
         &["test", "echo.scenario.yaml", "--sandbox", "strict"],
     );
     assert_eq!(code, 1, "{stdout}");
-    assert!(stdout.contains("FAILED echo.scenario.yaml: echo runs for real"), "{stdout}");
+    assert!(
+        stdout.contains("FAILED echo.scenario.yaml: echo runs for real"),
+        "{stdout}"
+    );
     let (code, stdout, _) = run_binary(
         &directory,
         &[
@@ -378,7 +398,12 @@ fn finish(mut child: std::process::Child) -> i32 {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"{\"event\": \"finish\"}\n").unwrap();
     drop(stdin);
-    child.wait_with_output().unwrap().status.code().unwrap_or(-1)
+    child
+        .wait_with_output()
+        .unwrap()
+        .status
+        .code()
+        .unwrap_or(-1)
 }
 
 #[test]
@@ -389,13 +414,19 @@ fn a_resume_that_loses_the_race_exits_75_naming_the_holder() {
     assert_eq!(code, 75, "{stderr}");
     let run_id = only_run_id(&directory);
     let holder = spawn_live(&directory, &["resume", &run_id]);
-    wait_for_status(&directory, &directory.join("state"), "the resume", |status| {
-        status["status"] == "running"
-    });
+    wait_for_status(
+        &directory,
+        &directory.join("state"),
+        "the resume",
+        |status| status["status"] == "running",
+    );
     let (code, _, stderr) = run(&directory, &["resume", &run_id]);
     assert_eq!(code, 75, "{stderr}");
     assert!(
-        stderr.contains(&format!("is being run by another process (pid {}", holder.id())),
+        stderr.contains(&format!(
+            "is being run by another process (pid {}",
+            holder.id()
+        )),
         "{stderr}"
     );
     // `run --resume` of the same protocol loses the same way.
@@ -418,9 +449,12 @@ fn keep_runs_never_prunes_a_live_run() {
     )
     .unwrap();
     let live = spawn_live(&directory, &["run", "listener.yaml"]);
-    wait_for_status(&directory, &directory.join("state"), "the live run", |status| {
-        status["status"] == "running"
-    });
+    wait_for_status(
+        &directory,
+        &directory.join("state"),
+        "the live run",
+        |status| status["status"] == "running",
+    );
     let live_id = only_run_id(&directory);
     for _ in 0..3 {
         let (code, _, stderr) = run(&directory, &["run", "quick.yaml", "--keep-runs", "1"]);
@@ -534,7 +568,10 @@ states:
     // Run on its own, the child's grant is its input, resolved.
     let (code, _, stderr) = run(&directory, &["run", "child.yaml", "-i", "program=echo"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(grants_line(&stderr).starts_with("exec: [echo];"), "{stderr}");
+    assert!(
+        grants_line(&stderr).starts_with("exec: [echo];"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -544,7 +581,8 @@ fn serve_refuses_a_protocol_whose_grants_name_inputs() {
     let (code, _, stderr) = run(&directory, &["serve", "writer.yaml", "--store", "memory"]);
     assert_eq!(code, 65, "{stderr}");
     assert!(
-        stderr.contains("which `serve` cannot resolve") && stderr.contains("a client's input must not choose them"),
+        stderr.contains("which `serve` cannot resolve")
+            && stderr.contains("a client's input must not choose them"),
         "{stderr}"
     );
 }

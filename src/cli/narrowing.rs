@@ -106,10 +106,12 @@ impl Narrowing {
                 eprintln!("error: the run's recorded grants cannot be read: {error}");
                 exit_code::IO
             })?;
-            limit = limit.narrowed(&recorded.narrowing, &base).map_err(|message| {
-                eprintln!("error: the run's recorded grants: {message}");
-                exit_code::IO
-            })?;
+            limit = limit
+                .narrowed(&recorded.narrowing, &base)
+                .map_err(|message| {
+                    eprintln!("error: the run's recorded grants: {message}");
+                    exit_code::IO
+                })?;
         }
         limit
             .narrowed(&self.permissions(), &base)

@@ -10,11 +10,11 @@ use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
 use crate::actions::LogRecord;
 use crate::compile::compile_limited;
-use crate::model::action::LogLevel;
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
+use crate::model::action::LogLevel;
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::algorithm::Limits;
@@ -344,9 +344,7 @@ fn new_run(
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            grants: options
-                .narrowing
-                .recorded_with(Some(&machine.capabilities)),
+            grants: options.narrowing.recorded_with(Some(&machine.capabilities)),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -407,11 +405,11 @@ fn restored_run(
     advance(lifecycle, LifecycleEvent::Loaded)?;
     let limit = options.narrowing.limit(record.grants.as_ref())?;
     let machine = compile_limited(&loaded, &Arc::default(), &limit)
-    .map(Arc::new)
-    .map_err(|diagnostics| {
-        eprint!("{}", render_all(&diagnostics));
-        exit_code::INVALID
-    })?;
+        .map(Arc::new)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
     let inputs = machine
         .bind_recorded_inputs(&record.inputs)
         .map_err(|errors| {
@@ -420,8 +418,7 @@ fn restored_run(
             }
             exit_code::INVALID
         })?;
-    let (machine, grants) =
-        resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
+    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
     store
         .mark_running(run_id, crate::clock::unix_milliseconds_now())
         .map_err(store_error)?;

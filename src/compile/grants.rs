@@ -1,8 +1,8 @@
 //! Grants that name inputs, checked against the protocol's inputs where they are written, and resolved from a run's bound inputs.
 
 use super::Compiler;
-use crate::grants::{GrantPiece, Placeholder, grant_pieces};
 use crate::diagnostic::did_you_mean;
+use crate::grants::{GrantPiece, Placeholder, grant_pieces};
 use crate::model::{InputType, Protocol};
 
 /// Reports every `${name}` of the protocol's grants that cannot be resolved when a run starts:
@@ -44,13 +44,13 @@ fn problem(protocol: &Protocol, placeholder: Placeholder) -> Option<(String, Str
     let Some(input) = protocol.inputs.get(name) else {
         let hint = did_you_mean(name, protocol.inputs.keys().map(String::as_str))
             .unwrap_or_else(|| format!("declare `{name}` under `inputs:` (type: string)"));
-        return Some((format!("the grant names `{name}`, which is not an input"), hint));
+        return Some((
+            format!("the grant names `{name}`, which is not an input"),
+            hint,
+        ));
     };
     let textual = |kind: Option<InputType>| {
-        matches!(
-            kind,
-            None | Some(InputType::String) | Some(InputType::Enum)
-        )
+        matches!(kind, None | Some(InputType::String) | Some(InputType::Enum))
     };
     match (input.kind, placeholder.index) {
         (InputType::String | InputType::Enum, None) => None,

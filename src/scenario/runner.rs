@@ -249,11 +249,7 @@ impl Observer for Collector {
 /// timestamps and the files named after them are the same on every run.
 pub const DEFAULT_CLOCK: &str = "2026-01-01T00:00:00.000Z";
 
-fn run_scenario(
-    subject: &Subject,
-    scenario: &Scenario,
-    coverage: &mut Coverage,
-) -> ScenarioResult {
+fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage) -> ScenarioResult {
     let mut result = ScenarioResult {
         name: scenario.name.clone(),
         failures: Vec::new(),
