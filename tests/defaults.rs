@@ -182,7 +182,7 @@ fn an_input_value_never_widens_a_grant_beyond_its_literal_path() {
     );
     assert_eq!(code, 65, "{stderr}");
     assert!(stderr.contains("climbs with `..`"), "{stderr}");
-    assert!(stderr.contains("writer.yaml:"), "{stderr}");
+    assert!(stderr.contains("writer.yaml:7:"), "{stderr}");
     assert!(!directory.join("report.md").exists());
     // An empty value grants nothing (not `/**`): the write to `/report.md` is refused.
     let (code, _, stderr) = run(&directory, &["run", "writer.yaml", "-i", "state_dir="]);
