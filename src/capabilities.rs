@@ -286,7 +286,8 @@ impl Capabilities {
                  the protocol was not granted); setting it needs an explicit grant"
             ));
         }
-        if granted.is_some() && !listed {
+        // A grant naming an input is known once the run resolves it, and checked then.
+        if granted.is_some() && !listed && self.is_resolved() {
             return Err(format!("`{name}` is not in `permissions.env`"));
         }
         Ok(())

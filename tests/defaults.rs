@@ -586,3 +586,66 @@ fn serve_refuses_a_protocol_whose_grants_name_inputs() {
         "{stderr}"
     );
 }
+
+#[test]
+fn what_compiling_checks_against_grants_naming_inputs_is_checked_once_they_are_resolved() {
+    let directory = temporary_directory("defaults", "compile-checks");
+    std::fs::create_dir_all(directory.join("sub")).unwrap();
+    std::fs::write(
+        directory.join("sub/child.yaml"),
+        "id: child\npermissions: { exec: [] }\nstates:\n  done: { type: final }\n",
+    )
+    .unwrap();
+    let parent = r#"
+id: parent
+inputs:
+  children: { type: string, required: true }
+  variables: { type: list, items: string, required: true }
+permissions: { exec: [], read: ["${children}/**"], env: ["${variables}"] }
+context: { home: "" }
+states:
+  calling:
+    entry: [{ assign: { home: "env('HOME')" } }]
+    invoke:
+      - protocol: sub/child.yaml
+        id: child
+    on:
+      done.invoke.child: done
+  done: { type: final }
+"#;
+    std::fs::write(directory.join("parent.yaml"), parent).unwrap();
+    // validate cannot know the grants yet: it does not refuse what they may allow.
+    let (code, _, stderr) = run_binary(&directory, &["validate", "parent.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    // Resolved to allow them, the child is read and `env('HOME')` compiles.
+    let (code, _, stderr) = run(
+        &directory,
+        &[
+            "run",
+            "parent.yaml",
+            "-i",
+            "children=sub",
+            "-i",
+            "variables=[HOME]",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Resolved to refuse them, each is a located error before anything runs.
+    let (code, _, stderr) = run(
+        &directory,
+        &[
+            "run",
+            "parent.yaml",
+            "-i",
+            "children=elsewhere",
+            "-i",
+            "variables=[PATH]",
+        ],
+    );
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("the child protocol `sub/child.yaml`: read access"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("env('HOME')"), "{stderr}");
+}

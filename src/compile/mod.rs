@@ -116,7 +116,12 @@ fn compile_nested(
         state_indices,
     )
     .with_host_functions(extensions)
-    .with_environment_grant(compiler.capabilities.inherited_environment())
+    // A grant naming an input is checked once it is resolved (the run compiles again then).
+    .with_environment_grant(
+        Some(&compiler.capabilities)
+            .filter(|capabilities| capabilities.is_resolved())
+            .and_then(Capabilities::inherited_environment),
+    )
     .with_read_grant(&compiler.capabilities);
     let inputs = inputs::compile(&mut compiler, &protocol.inputs);
     let context = protocol
@@ -588,7 +593,9 @@ impl Compiler<'_> {
             );
             return None;
         }
-        if let Err(denied) = self.capabilities.may_read(&path) {
+        if self.capabilities.is_resolved()
+            && let Err(denied) = self.capabilities.may_read(&path)
+        {
             self.value_error(
                 &protocol_pointer,
                 format!("the child protocol `{}`: {denied}", invoke.protocol),
