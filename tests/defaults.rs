@@ -292,6 +292,35 @@ fn sandbox_strict_grants_only_what_the_command_line_grants_and_a_resume_keeps_it
     assert!(stderr.contains("denied echo"), "{stderr}");
     let (_, stdout, _) = run(&directory, &["status", &run_id]);
     assert!(stdout.contains("\"sandbox\":\"strict\""), "{stdout}");
+    // `serve` takes it too.
+    protocol("{ exec: [echo] }");
+    for (flags, state) in [
+        (vec!["--sandbox", "strict"], "denied"),
+        (vec!["--sandbox", "strict", "--allow-exec", "echo"], "done"),
+    ] {
+        let mut arguments = vec!["serve", "echo.yaml", "--store", "memory"];
+        arguments.extend(flags);
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(&arguments)
+            .current_dir(&directory)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        let mut stdin = serve.stdin.take().unwrap();
+        stdin
+            .write_all(b"{\"instance\": \"a\", \"event\": \"go\"}\n")
+            .unwrap();
+        drop(stdin);
+        let output = serve.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.contains(&format!("\"finished\":{{\"state\":\"{state}\"")),
+            "{arguments:?}: {stdout}"
+        );
+    }
 }
 
 #[test]
