@@ -64,6 +64,10 @@ struct Glob {
     written: String,
     /// `None` while the glob names an input with no value: it matches nothing.
     pattern: Option<regex::Regex>,
+    /// The longest leading path without a wildcard: everything the glob matches lies beneath
+    /// it, which is the shape the kernel's sandbox takes (`crate::sandbox`). Empty (nothing
+    /// the kernel grants) while the glob is unresolved.
+    anchor: PathBuf,
 }
 
 impl Capabilities {
@@ -126,6 +130,7 @@ impl Capabilities {
                             layer.push(Glob {
                                 written: written.clone(),
                                 pattern: None,
+                                anchor: PathBuf::new(),
                             });
                         }
                     }
@@ -297,7 +302,15 @@ impl Capabilities {
     /// checked (so an `env: {PATH: ...}` cannot swap it), and a restricted environment is
     /// applied.
     pub fn admit(&self, request: &mut EffectRequest) -> Result<(), Denied> {
-        match &mut request.kind {
+        self.admit_kind(&mut request.kind)?;
+        if !self.is_unrestricted() {
+            request.grant = Some(crate::sandbox::Grant(std::sync::Arc::new(self.clone())));
+        }
+        Ok(())
+    }
+
+    fn admit_kind(&self, kind: &mut EffectKind) -> Result<(), Denied> {
+        match kind {
             EffectKind::Process(process) => {
                 if process.shell {
                     if !self.shell.iter().all(|allowed| *allowed) {
@@ -347,11 +360,6 @@ impl Capabilities {
                 Ok(())
             }
             EffectKind::Tool(call) => {
-                if self.restricts_reads() {
-                    call.readable = Some(crate::effects::tools::ReadGrant(std::sync::Arc::new(
-                        self.clone(),
-                    )));
-                }
                 let path = match &call.tool {
                     ToolRequest::ReadFile { path }
                     | ToolRequest::ListDir { path }
@@ -359,24 +367,30 @@ impl Capabilities {
                 };
                 self.check_path("read", &self.read, path)
             }
-            EffectKind::File(file) => match file {
-                FileRequest::Write { path, .. } | FileRequest::Append { path, .. } => {
-                    self.check_path("write", &self.write, path)
-                }
-                // A read-modify-write reads the file too.
-                FileRequest::AppendToJsonArray { path, .. } => {
-                    self.check_path("read", &self.read, path)?;
-                    self.check_path("write", &self.write, path)
-                }
-                FileRequest::Backup { path, backup } => {
-                    self.check_path("read", &self.read, path)?;
-                    self.check_path("write", &self.write, backup)
-                }
-                FileRequest::Restore { path, backup } => {
-                    self.check_path("read", &self.read, backup)?;
-                    self.check_path("write", &self.write, path)
-                }
-            },
+            EffectKind::File(file) => self.check_file(file),
+        }
+    }
+
+    /// Whether a file effect's paths are within `read` and `write`, where they really lead now:
+    /// checked when the effect is admitted and again at each attempt.
+    pub fn check_file(&self, file: &FileRequest) -> Result<(), Denied> {
+        match file {
+            FileRequest::Write { path, .. } | FileRequest::Append { path, .. } => {
+                self.check_path("write", &self.write, path)
+            }
+            // A read-modify-write reads the file too.
+            FileRequest::AppendToJsonArray { path, .. } => {
+                self.check_path("read", &self.read, path)?;
+                self.check_path("write", &self.write, path)
+            }
+            FileRequest::Backup { path, backup } => {
+                self.check_path("read", &self.read, path)?;
+                self.check_path("write", &self.write, backup)
+            }
+            FileRequest::Restore { path, backup } => {
+                self.check_path("read", &self.read, backup)?;
+                self.check_path("write", &self.write, path)
+            }
         }
     }
 
@@ -384,6 +398,36 @@ impl Capabilities {
     /// that look at files as much as for the tools.
     pub fn may_read(&self, path: &Path) -> Result<(), Denied> {
         self.check_path("read", &self.read, path)
+    }
+
+    /// Per layer, the paths beneath which reading is granted (see `Glob::anchor`); empty when
+    /// reading is not restricted.
+    pub fn read_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+        anchors(&self.read)
+    }
+
+    /// Per layer, the paths beneath which writing is granted; empty when not restricted.
+    pub fn write_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+        anchors(&self.write)
+    }
+
+    /// Per layer, the files the granted programs resolve to; empty when `exec` is not
+    /// restricted.
+    pub fn exec_files(&self) -> Vec<Vec<PathBuf>> {
+        self.exec
+            .iter()
+            .map(|layer| {
+                layer
+                    .iter()
+                    .filter_map(|program| program.resolved.clone())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Whether the environment processes inherit is restricted.
+    pub fn restricts_environment(&self) -> bool {
+        !self.env.is_empty()
     }
 
     /// Whether reading is restricted at all.
@@ -397,10 +441,18 @@ impl Capabilities {
         layers: &[Vec<Glob>],
         path: &Path,
     ) -> Result<(), Denied> {
+        let resolved = resolve_path(path);
+        // Where the environment is restricted, `/proc` is not read either: the engine's own
+        // `/proc/self/environ` holds every variable `env` withholds.
+        if capability == "read" && !self.env.is_empty() && resolved.starts_with("/proc") {
+            return Err(Denied {
+                capability,
+                subject: path.display().to_string(),
+            });
+        }
         if layers.is_empty() {
             return Ok(());
         }
-        let resolved = resolve_path(path);
         let text = resolved.display().to_string();
         if layers
             .iter()
@@ -414,6 +466,19 @@ impl Capabilities {
             })
         }
     }
+}
+
+/// Each layer's globs as written with their anchors.
+fn anchors(layers: &[Vec<Glob>]) -> Vec<Vec<(String, PathBuf)>> {
+    layers
+        .iter()
+        .map(|layer| {
+            layer
+                .iter()
+                .map(|glob| (glob.written.clone(), glob.anchor.clone()))
+                .collect()
+        })
+        .collect()
 }
 
 impl Glob {
@@ -436,6 +501,19 @@ impl Glob {
         let segments: Vec<&[(char, bool)]> = characters
             .split(|(character, _)| *character == '/')
             .filter(|segment| !segment.is_empty() && !matches!(segment, [('.', _)]))
+            .collect();
+        // A `*` or `?` from an input is a character of the path, so it does not end the anchor.
+        let anchor: PathBuf = std::iter::once(String::from("/"))
+            .chain(
+                segments
+                    .iter()
+                    .take_while(|segment| {
+                        !segment
+                            .iter()
+                            .any(|(character, literal)| !literal && matches!(character, '*' | '?'))
+                    })
+                    .map(|segment| segment.iter().map(|(character, _)| character).collect()),
+            )
             .collect();
         let mut pattern = String::from("^");
         let mut run = String::new();
@@ -468,6 +546,7 @@ impl Glob {
         Ok(Glob {
             written,
             pattern: Some(pattern),
+            anchor,
         })
     }
 

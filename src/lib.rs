@@ -47,6 +47,7 @@ pub mod model;
 pub mod output;
 pub mod run;
 pub mod run_lock;
+pub mod sandbox;
 pub mod scenario;
 pub mod store;
 pub mod telemetry;

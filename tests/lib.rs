@@ -18,6 +18,7 @@ mod ownership;
 mod ownership_properties;
 mod properties;
 mod protocols;
+mod sandbox;
 mod scenarios;
 mod schema;
 mod scxml_import;

@@ -36,6 +36,9 @@ pub fn validate(files: &[PathBuf]) -> u8 {
                                  starts, from its inputs (a value matches only as a literal path)"
                             );
                         }
+                        for line in crate::sandbox::describe(&machine.capabilities) {
+                            println!("  {line}");
+                        }
                     }
                     0
                 }

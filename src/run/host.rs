@@ -601,6 +601,19 @@ impl DriverHost<'_> {
         self.state.after_finish.push(summary);
     }
 
+    /// Says once per engine process, when the run starts or resumes, that the kernel cannot
+    /// enforce what the capabilities restrict.
+    pub(super) fn warn_if_unconfined(&mut self) {
+        if let Some(warning) = crate::sandbox::unenforced_warning(&self.machine.capabilities) {
+            self.log(LogRecord {
+                level: crate::model::action::LogLevel::Warn,
+                message: warning,
+                tags: Arc::from([Arc::from("sandbox_unenforced")]),
+                fields: Vec::new(),
+            });
+        }
+    }
+
     /// An effect that failed after the run's final state: the run's outcome stands, but the
     /// failure must be seen.
     fn warn_failed_after_finish(&mut self, id: &str, event: &Event) {
