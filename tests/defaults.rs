@@ -678,3 +678,62 @@ states:
     );
     assert!(stderr.contains("env('HOME')"), "{stderr}");
 }
+
+#[test]
+fn the_kernel_grants_an_input_with_wildcards_as_the_literal_path() {
+    if let protocol_run::sandbox::Support::Unavailable(reason) = protocol_run::sandbox::support() {
+        eprintln!(
+            "the_kernel_grants_an_input_with_wildcards_as_the_literal_path: skipped: {reason}"
+        );
+        return;
+    }
+    let directory = temporary_directory("defaults", "kernel-literal");
+    std::fs::create_dir_all(directory.join("o*")).unwrap();
+    std::fs::create_dir_all(directory.join("out")).unwrap();
+    // `touch` is granted, and may write beneath `${dir}`: with `dir=o*`, `o*/` and not `out/`.
+    let toucher = r#"
+id: toucher
+inputs:
+  dir: { type: string, required: true }
+  target: { type: string, required: true }
+permissions: { exec: [touch], write: ["${dir}/**"], read: [], env: [] }
+states:
+  touching:
+    entry:
+      - exec: [touch, "${target}"]
+        id: touch
+    on:
+      done.exec.touch: done
+      error.exec.touch: { target: failed, actions: [{ log: "touch failed: ${event.data.stderr}" }] }
+  done: { type: final }
+  failed: { type: final, exit_code: 4 }
+"#;
+    std::fs::write(directory.join("toucher.yaml"), toucher).unwrap();
+    let (code, _, stderr) = run(
+        &directory,
+        &[
+            "run",
+            "toucher.yaml",
+            "-i",
+            "dir=o*",
+            "-i",
+            "target=o*/inside",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(directory.join("o*/inside").exists());
+    let (code, _, stderr) = run(
+        &directory,
+        &[
+            "run",
+            "toucher.yaml",
+            "-i",
+            "dir=o*",
+            "-i",
+            "target=out/outside",
+        ],
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(!directory.join("out/outside").exists());
+}
