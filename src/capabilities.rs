@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::effects::files::FileRequest;
 use crate::effects::tools::ToolRequest;
 use crate::effects::{EffectKind, EffectRequest};
-use crate::grants::{GrantInputs, GrantKind, names_inputs};
+use crate::grant_inputs::{GrantInputs, GrantKind, names_inputs};
 use crate::model::Permissions;
 
 /// Effective capabilities. Each kind is a stack of layers (the protocol's declaration, each
@@ -571,9 +571,9 @@ fn entries(
     written: &str,
     inputs: Option<&GrantInputs>,
     kind: GrantKind,
-) -> Result<Option<Vec<crate::grants::Expansion>>, String> {
+) -> Result<Option<Vec<crate::grant_inputs::Expansion>>, String> {
     if !names_inputs(written) {
-        crate::grants::grant_pieces(written)?;
+        crate::grant_inputs::grant_pieces(written)?;
         return Ok(Some(vec![vec![(written.to_string(), false)]]));
     }
     inputs

@@ -37,7 +37,7 @@ pub mod diagnostic;
 pub mod effects;
 pub mod extensions;
 pub mod files;
-pub mod grants;
+pub mod grant_inputs;
 pub mod graph;
 pub mod import;
 pub mod lifecycle;

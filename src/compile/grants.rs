@@ -7,7 +7,7 @@ use super::machine::Machine;
 use crate::capabilities::Capabilities;
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::extensions::Extensions;
-use crate::grants::{GrantInputs, GrantKind, GrantPiece, Placeholder, grant_pieces};
+use crate::grant_inputs::{GrantInputs, GrantKind, GrantPiece, Placeholder, grant_pieces};
 use crate::load::Loaded;
 use crate::load::source::Part;
 use crate::model::{InputType, Permissions, Protocol};
