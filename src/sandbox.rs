@@ -488,6 +488,10 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
 }
 
 fn describe_anchor((written, anchor): &(String, PathBuf)) -> String {
+    // A grant naming an input has no anchor until the run resolves it.
+    if anchor.as_os_str().is_empty() {
+        return format!("{written} (resolved when a run starts)");
+    }
     let mut shown = anchor.display().to_string();
     let wildcard = |text: &str| text.contains(['*', '?']);
     // `dir/**` is exactly the hierarchy; `dir/*.json` is narrower than the directory.

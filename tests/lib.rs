@@ -5,6 +5,7 @@ mod support;
 mod capabilities;
 mod children;
 mod cli;
+mod defaults;
 mod diagnostics;
 mod durability;
 mod effects;

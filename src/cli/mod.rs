@@ -26,6 +26,8 @@ pub mod exit_code {
     pub const IO: u8 = 74;
     /// The run stopped before reaching a final state: no events left and no timer pending.
     pub const UNFINISHED: u8 = 75;
+    /// Another process holds what this one needs (a run it is driving): try again later.
+    pub const TEMPORARY_FAILURE: u8 = 75;
 }
 
 #[derive(Debug, Parser)]
@@ -61,6 +63,9 @@ enum Command {
         /// Report the states and transitions no scenario reached.
         #[arg(long)]
         coverage: bool,
+        /// Real (unmocked) effects run under the same grants as `run`.
+        #[command(flatten)]
+        narrowing: narrowing::Narrowing,
     },
     /// Scaffold NAME.yaml and NAME.scenario.yaml with schema modelines.
     New {
@@ -212,7 +217,11 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
-        Command::Test { paths, coverage } => test::test(&paths, coverage),
+        Command::Test {
+            paths,
+            coverage,
+            narrowing,
+        } => test::test(&paths, coverage, &narrowing),
         Command::Check {
             files,
             deny_warnings,

@@ -8,11 +8,13 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
+use crate::actions::LogRecord;
 use crate::compile::compile_limited;
 use crate::compile::inputs::split_assignment;
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
+use crate::model::action::LogLevel;
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::algorithm::Limits;
@@ -66,7 +68,7 @@ pub struct RunOptions {
         value_name = "DIR"
     )]
     state_dir: PathBuf,
-    /// How many runs' telemetry to keep.
+    /// How many runs' telemetry to keep (a run a process still drives is never pruned).
     #[arg(long, default_value_t = crate::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
     keep_runs: usize,
     /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
@@ -159,6 +161,10 @@ struct Prepared {
     interpreter: Interpreter,
     run_id: String,
     resume: Option<Resume>,
+    /// Held until the run's process ends: no other process drives the run meanwhile.
+    _lock: crate::run_lock::RunLock,
+    /// What the run may do, logged before anything runs.
+    grants: Vec<crate::actions::LogRecord>,
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
@@ -186,6 +192,8 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         interpreter,
         run_id,
         resume,
+        _lock,
+        grants,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
     let source = event_source(options.events.as_deref())?;
@@ -214,6 +222,10 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         },
         telemetry,
     };
+    let started = crate::clock::format_rfc3339(crate::clock::unix_milliseconds_now());
+    for record in &grants {
+        observer.log(record, &started);
+    }
     let time_mode = if options.virtual_time {
         TimeMode::Virtual
     } else {
@@ -321,7 +333,9 @@ fn new_run(
             exit_code::INVALID
         })?;
     let inputs = bind_inputs(&machine, inputs)?;
+    let (machine, grants) = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
     let run_id = crate::telemetry::new_run_id();
+    let lock = lock_run(options, &run_id)?;
     store
         .create_run(&NewRun {
             id: run_id.clone(),
@@ -330,7 +344,7 @@ fn new_run(
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            grants: options.narrowing.recorded(),
+            grants: options.narrowing.recorded_with(Some(&machine.capabilities)),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -339,6 +353,8 @@ fn new_run(
         interpreter,
         run_id,
         resume: None,
+        _lock: lock,
+        grants,
     })
 }
 
@@ -350,6 +366,12 @@ fn restored_run(
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, u8> {
+    if store.run(run_id).map_err(store_error)?.is_none() {
+        eprintln!("error: no run `{run_id}` in {}", store.location());
+        return Err(exit_code::NO_INPUT_FILE);
+    }
+    let lock = lock_run(options, run_id)?;
+    // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = store.run(run_id).map_err(store_error)? else {
         eprintln!("error: no run `{run_id}` in {}", store.location());
         return Err(exit_code::NO_INPUT_FILE);
@@ -381,16 +403,13 @@ fn restored_run(
             exit_code::INVALID
         })?;
     advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = compile_limited(
-        &loaded,
-        &Arc::default(),
-        &options.narrowing.limit(record.grants.as_ref())?,
-    )
-    .map(Arc::new)
-    .map_err(|diagnostics| {
-        eprint!("{}", render_all(&diagnostics));
-        exit_code::INVALID
-    })?;
+    let limit = options.narrowing.limit(record.grants.as_ref())?;
+    let machine = compile_limited(&loaded, &Arc::default(), &limit)
+        .map(Arc::new)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
     let inputs = machine
         .bind_recorded_inputs(&record.inputs)
         .map_err(|errors| {
@@ -399,6 +418,7 @@ fn restored_run(
             }
             exit_code::INVALID
         })?;
+    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
     store
         .mark_running(run_id, crate::clock::unix_milliseconds_now())
         .map_err(store_error)?;
@@ -410,6 +430,8 @@ fn restored_run(
             machine,
             run_id: run_id.to_string(),
             resume: None,
+            _lock: lock,
+            grants,
         });
     };
     let interpreter =
@@ -427,6 +449,64 @@ fn restored_run(
             committed_unix_milliseconds: stored.unix_milliseconds,
             timers: options.timers,
         }),
+        _lock: lock,
+        grants,
+    })
+}
+
+/// Resolves the grants that name inputs from the bound `inputs`, before anything runs, and
+/// says what the run may do: its grants (`#grants`), and a warning when the protocol declares
+/// none (`#permissions_undeclared`), as log lines for the start of the run.
+fn resolve_grants(
+    loaded: &crate::load::Loaded,
+    limit: &crate::capabilities::Capabilities,
+    machine: Arc<crate::compile::machine::Machine>,
+    inputs: &[crate::value::Value],
+    narrowing: &super::narrowing::Narrowing,
+) -> Result<(Arc<crate::compile::machine::Machine>, Vec<LogRecord>), u8> {
+    let machine = crate::compile::grants::resolve(loaded, &Arc::default(), limit, machine, inputs)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    let record = |level: LogLevel, message: String, tag: &str| LogRecord {
+        level,
+        message,
+        tags: Arc::from([Arc::from(tag)]),
+        fields: Vec::new(),
+    };
+    let mut records = Vec::new();
+    if loaded.protocol.permissions.is_none() && !narrowing.is_strict() {
+        records.push(record(
+            LogLevel::Warn,
+            format!(
+                "{} declares no `permissions`: it may run any program and read and write any \
+                 file; declare `permissions:` in it, or run it with --sandbox strict",
+                loaded.source.path
+            ),
+            "permissions_undeclared",
+        ));
+    }
+    if !machine.capabilities.is_unrestricted() {
+        records.push(record(
+            LogLevel::Info,
+            format!("grants: {}", machine.capabilities.summary()),
+            "grants",
+        ));
+    }
+    Ok((machine, records))
+}
+
+/// Takes the run's lock: a run another process is driving is refused with 75 (try again once
+/// it ends), naming that process.
+fn lock_run(options: &RunOptions, run_id: &str) -> Result<crate::run_lock::RunLock, u8> {
+    let runs = crate::telemetry::runs_directory(&options.state_dir);
+    crate::run_lock::RunLock::acquire(&runs, run_id).map_err(|error| {
+        eprintln!("error: {error}");
+        match error {
+            crate::run_lock::RunLockError::Held { .. } => exit_code::TEMPORARY_FAILURE,
+            crate::run_lock::RunLockError::Io { .. } => exit_code::IO,
+        }
     })
 }
 

@@ -85,6 +85,17 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INVALID;
         }
     };
+    // One machine serves every instance, and a client's inputs must not choose what the host
+    // grants: a grant naming an input is refused here rather than left to deny everything.
+    if !machine.capabilities.is_resolved() {
+        eprintln!(
+            "error: {}: its `permissions` name inputs (`${{...}}`), which `serve` cannot resolve: \
+             every instance shares one set of grants, and a client's input must not choose them; \
+             write the paths in the grants, or start each run with `protocol-run run`",
+            arguments.file.display()
+        );
+        return exit_code::INVALID;
+    }
     let recording = if arguments.store == StoreKind::Sqlite {
         let store = match SqliteStore::open(&arguments.state_dir) {
             Ok(store) => store,

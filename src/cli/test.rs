@@ -2,9 +2,15 @@
 
 use std::path::PathBuf;
 
-use crate::scenario::runner::{FileReport, find_scenario_files, run_file};
+use super::narrowing::Narrowing;
+use crate::scenario::runner::{FileReport, find_scenario_files, run_file_limited};
 
-pub fn test(paths: &[PathBuf], coverage: bool) -> u8 {
+/// Runs the scenarios; their real effects get what `run` would grant under `narrowing`.
+pub fn test(paths: &[PathBuf], coverage: bool, narrowing: &Narrowing) -> u8 {
+    let limit = match narrowing.limit(None) {
+        Ok(limit) => limit,
+        Err(code) => return code,
+    };
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -20,7 +26,7 @@ pub fn test(paths: &[PathBuf], coverage: bool) -> u8 {
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
-        let report = run_file(file);
+        let report = run_file_limited(file, &limit);
         let (file_passed, file_failed) = print_report(&report);
         passed += file_passed;
         failed += file_failed;

@@ -30,6 +30,12 @@ pub fn validate(files: &[PathBuf]) -> u8 {
                         for line in machine.capabilities.describe() {
                             println!("  {line}");
                         }
+                        if !machine.capabilities.is_resolved() {
+                            println!(
+                                "  grants naming inputs (`${{name}}`) are resolved when a run \
+                                 starts, from its inputs (a value matches only as a literal path)"
+                            );
+                        }
                         for line in crate::sandbox::describe(&machine.capabilities) {
                             println!("  {line}");
                         }
