@@ -46,6 +46,7 @@ pub mod model;
 pub mod output;
 pub mod run;
 pub mod scenario;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;
 pub mod value;

@@ -55,6 +55,10 @@ pub struct ServeArguments {
     max_event_bytes: usize,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
+    /// A secret input of the instances resumed at start (secret inputs are never stored):
+    /// `NAME=VALUE`; repeat for several.
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    secret_inputs: Vec<String>,
 }
 
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
@@ -121,9 +125,30 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INTERNAL;
         }
     };
+    let mut secret_inputs = Vec::new();
+    for text in &arguments.secret_inputs {
+        match crate::compile::inputs::split_assignment(text) {
+            Ok((name, value)) if machine.inputs.iter().any(|input| input.secret && input.name == name) => {
+                secret_inputs.push((name, value));
+            }
+            Ok((name, _)) => {
+                eprintln!(
+                    "error: --input {name}: serve takes only secret inputs, for the instances it \
+                     resumes; an instance's other inputs come with its first line"
+                );
+                return exit_code::USAGE;
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                return exit_code::USAGE;
+            }
+        }
+    }
     let clients: Clients = Rc::default();
     let output_clients = clients.clone();
-    let mut fleet = Fleet::new(machine, recording).with_output(move |bytes| {
+    let mut fleet = Fleet::new(machine, recording)
+        .with_secret_inputs(secret_inputs)
+        .with_output(move |bytes| {
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(bytes);
