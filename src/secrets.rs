@@ -381,6 +381,9 @@ mod tests {
         let mut stored = serde_json::json!("***env.PROTOCOL_RUN_UNIT_UNSET_VARIABLE***");
         let labels = ["env.PROTOCOL_RUN_UNIT_UNSET_VARIABLE".to_string()];
         let error = restore_json(&mut stored, &labels, &[]).expect_err("unset");
-        assert!(error.contains("PROTOCOL_RUN_UNIT_UNSET_VARIABLE"), "{error}");
+        assert!(
+            error.contains("PROTOCOL_RUN_UNIT_UNSET_VARIABLE"),
+            "{error}"
+        );
     }
 }

@@ -20,5 +20,6 @@ mod protocols;
 mod scenarios;
 mod schema;
 mod scxml_import;
+mod secrets;
 mod semantics;
 mod store;

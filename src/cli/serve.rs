@@ -128,7 +128,12 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let mut secret_inputs = Vec::new();
     for text in &arguments.secret_inputs {
         match crate::compile::inputs::split_assignment(text) {
-            Ok((name, value)) if machine.inputs.iter().any(|input| input.secret && input.name == name) => {
+            Ok((name, value))
+                if machine
+                    .inputs
+                    .iter()
+                    .any(|input| input.secret && input.name == name) =>
+            {
                 secret_inputs.push((name, value));
             }
             Ok((name, _)) => {
@@ -149,16 +154,16 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let mut fleet = Fleet::new(machine, recording)
         .with_secret_inputs(secret_inputs)
         .with_output(move |bytes| {
-        use std::io::Write;
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(bytes);
-        let _ = stdout.flush();
-        let mut clients = output_clients.borrow_mut();
-        if !clients.is_empty() {
-            let text = String::from_utf8_lossy(bytes).into_owned();
-            clients.retain(|client| client.send(text.clone()).is_ok());
-        }
-    });
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(bytes);
+            let _ = stdout.flush();
+            let mut clients = output_clients.borrow_mut();
+            if !clients.is_empty() {
+                let text = String::from_utf8_lossy(bytes).into_owned();
+                clients.retain(|client| client.send(text.clone()).is_ok());
+            }
+        });
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;

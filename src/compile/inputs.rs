@@ -359,7 +359,11 @@ impl Machine {
     ) -> Result<Vec<Value>, Vec<InputError>> {
         let mut errors = Vec::new();
         for (name, _) in secrets {
-            if !self.inputs.iter().any(|input| input.secret && input.name == *name) {
+            if !self
+                .inputs
+                .iter()
+                .any(|input| input.secret && input.name == *name)
+            {
                 errors.push(InputError::NotSecret { name: name.clone() });
             }
         }

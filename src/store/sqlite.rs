@@ -332,53 +332,54 @@ impl Context {
         })
     }
 
-    /// `value` as stored: JSON with every secret masked (`crate::secrets`).
+    /// `value` as stored: JSON with every secret masked (`crate::secrets`). Only the snapshot
+    /// is ever read back with its secrets restored (`encode_snapshot`); the rest keeps the
+    /// placeholders for good.
     fn encode<T: serde::Serialize>(
         &self,
         run: &str,
         what: &'static str,
         value: &T,
     ) -> Result<String, StoreError> {
-        Ok(self.encode_masked(run, what, value)?.0)
+        let failed = |source| self.encode_failed(run, what, source);
+        if !crate::secrets::active() {
+            return serde_json::to_string(value).map_err(failed);
+        }
+        let mut json = serde_json::to_value(value).map_err(failed)?;
+        crate::secrets::mask_json_in_place(&mut json);
+        Ok(json.to_string())
     }
 
     /// A snapshot as stored: masked, with the labels of the placeholders it holds under
-    /// `secrets`, so that a resume restores exactly those.
+    /// `secrets`, so that a resume restores exactly those. A text that would not come back
+    /// whole (one spelling a placeholder) is refused.
     fn encode_snapshot(&self, run: &str, snapshot: &Snapshot) -> Result<String, StoreError> {
-        let (text, labels) = self.encode_masked(run, "snapshot", snapshot)?;
-        if labels.is_empty() {
-            return Ok(text);
+        let failed = |source| self.encode_failed(run, "snapshot", source);
+        if !crate::secrets::active() {
+            return serde_json::to_string(snapshot).map_err(failed);
         }
-        let mut json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| self.encode_failed(run, "snapshot", source))?;
-        if let serde_json::Value::Object(fields) = &mut json {
+        let mut json = serde_json::to_value(snapshot).map_err(failed)?;
+        let labels =
+            crate::secrets::mask_for_store(&mut json).map_err(|source| StoreError::Secret {
+                database: self.location(),
+                run: run.to_string(),
+                what: "snapshot",
+                source,
+            })?;
+        if !labels.is_empty()
+            && let serde_json::Value::Object(fields) = &mut json
+        {
             fields.insert(SNAPSHOT_SECRETS.into(), labels.into());
         }
         Ok(json.to_string())
     }
 
-    fn encode_masked<T: serde::Serialize>(
+    fn encode_failed(
         &self,
         run: &str,
         what: &'static str,
-        value: &T,
-    ) -> Result<(String, Vec<String>), StoreError> {
-        let failed = |source| self.encode_failed(run, what, source);
-        if !crate::secrets::active() {
-            return Ok((serde_json::to_string(value).map_err(failed)?, Vec::new()));
-        }
-        let mut json = serde_json::to_value(value).map_err(failed)?;
-        let labels =
-            crate::secrets::mask_for_store(&mut json).map_err(|source| StoreError::Secret {
-                database: self.location(),
-                run: run.to_string(),
-                what,
-                source,
-            })?;
-        Ok((json.to_string(), labels))
-    }
-
-    fn encode_failed(&self, run: &str, what: &'static str, source: serde_json::Error) -> StoreError {
+        source: serde_json::Error,
+    ) -> StoreError {
         StoreError::Encode {
             database: self.location(),
             run: run.to_string(),
@@ -388,7 +389,11 @@ impl Context {
     }
 
     /// A stored snapshot and the labels of the secrets it holds as placeholders.
-    fn decode_snapshot(&self, run: &str, text: &str) -> Result<(Snapshot, Vec<String>), StoreError> {
+    fn decode_snapshot(
+        &self,
+        run: &str,
+        text: &str,
+    ) -> Result<(Snapshot, Vec<String>), StoreError> {
         if !text.contains(SNAPSHOT_SECRETS) {
             return Ok((self.decode(run, "snapshot", text)?, Vec::new()));
         }
