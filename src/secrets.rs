@@ -94,7 +94,7 @@ fn register(label: String, value: Option<&str>) {
         });
         registry
             .secrets
-            .sort_by(|a, b| b.value.len().cmp(&a.value.len()));
+            .sort_by_key(|secret| std::cmp::Reverse(secret.value.len()));
         let alternation: Vec<String> = registry
             .secrets
             .iter()
@@ -374,6 +374,13 @@ mod tests {
         assert!(mask_for_store(&mut stored).is_err());
         let mut environment = serde_json::json!("***env.UNIT_NEVER_READ***");
         assert!(mask_for_store(&mut environment).is_err());
+    }
+
+    #[test]
+    fn only_the_placeholders_the_store_recorded_are_restored() {
+        let mut stored = serde_json::json!("***env.HOME*** ***unit_other***");
+        restore_json(&mut stored, &["unit_listed".into()], &[]).expect("nothing to restore");
+        assert_eq!(stored, "***env.HOME*** ***unit_other***");
     }
 
     #[test]

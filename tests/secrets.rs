@@ -374,3 +374,80 @@ fn stop(host: Child) -> (i32, String, String) {
         String::from_utf8_lossy(&output.stderr).to_string(),
     )
 }
+
+/// `secret: true` is for strings without a default; a secret too short to mask is refused
+/// without echoing it; `validate` lists the secret inputs.
+#[test]
+fn secret_inputs_are_checked_and_listed() {
+    let numeric = crate::support::errors(
+        "id: s\ninputs:\n  pin: { type: integer, secret: true }\nstates: { a: { type: final } }\n",
+    );
+    assert!(
+        numeric.contains("`secret` applies to `type: string` inputs; `pin` is of type integer"),
+        "{numeric}"
+    );
+    assert!(numeric.contains("test.yaml:3"), "located: {numeric}");
+    let defaulted = crate::support::errors(
+        "id: s\ninputs:\n  key: { type: string, secret: true, default: hunter22 }\nstates: { a: { type: final } }\n",
+    );
+    assert!(
+        defaulted.contains("secret input `key` has a default"),
+        "{defaulted}"
+    );
+    let case = Case::new("checked");
+    let (code, text) =
+        case.finish(&mut case.command(&["run", "uses.yaml", "-i", "token=ab1", "-i", "out=x"]));
+    assert_eq!(code, 65, "{text}");
+    assert!(
+        text.contains("input `token`: a secret has at least 4 characters") && !text.contains("ab1"),
+        "{text}"
+    );
+    let (code, text, _) = crate::support::run_binary(&case.directory, &["validate", "uses.yaml"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("secret inputs: token (masked as ***NAME***"),
+        "{text}"
+    );
+}
+
+/// Event data that spells a placeholder is not stored where a resume would take it for the
+/// secret: the step is refused, naming why, and the run stops.
+#[test]
+fn a_text_spelling_a_placeholder_is_not_stored_as_the_secret() {
+    let case = Case::new("spelled");
+    std::fs::write(
+        case.directory.join("events.jsonl"),
+        "{\"event\": \"note\", \"data\": {\"text\": \"***token***\"}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        case.directory.join("notes.yaml"),
+        r#"
+id: notes
+inputs:
+  token: { type: string, required: true, secret: true }
+context: { note: "" }
+states:
+  waiting:
+    on:
+      note:
+        target: done
+        actions: [{ assign: { note: "event.data.text" } }]
+  done: { type: final }
+"#,
+    )
+    .unwrap();
+    let (code, text) = case.finish(&mut case.command(&[
+        "run",
+        "notes.yaml",
+        "-i",
+        &case.token_input(),
+        "--events",
+        "events.jsonl",
+    ]));
+    assert_eq!(code, 74, "{text}");
+    assert!(
+        text.contains("a text holds `***token***`, which reads as the placeholder of a secret"),
+        "{text}"
+    );
+}

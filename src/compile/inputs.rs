@@ -84,8 +84,8 @@ fn check_secret(compiler: &mut Compiler, name: &str, input: &Input, pointer: &st
         compiler.key_error(
             &format!("{pointer}/secret"),
             format!(
-                "`secret` applies to `type: string` inputs; `{name}` is a {}, whose value \
-                 cannot be masked reliably in output",
+                "`secret` applies to `type: string` inputs; `{name}` is of type {}, whose \
+                 value cannot be masked reliably in output",
                 input.kind.name()
             ),
             Some("make it `type: string`, or drop `secret: true`".into()),
