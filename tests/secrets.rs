@@ -164,6 +164,18 @@ impl Case {
         }
     }
 
+    /// `run uses.yaml` with both required inputs, then `more`.
+    fn run_command(&self, more: &[&str]) -> Command {
+        let mut command = self.command(&["run", "uses.yaml"]);
+        command
+            .arg("-i")
+            .arg(self.token_input())
+            .arg("-i")
+            .arg(format!("out={}", self.out()))
+            .args(more);
+        command
+    }
+
     fn token_input(&self) -> String {
         format!("token={}", self.token)
     }
@@ -172,18 +184,8 @@ impl Case {
 #[test]
 fn a_run_uses_its_secrets_and_shows_and_stores_only_placeholders() {
     let case = Case::new("run");
-    let out = format!("out={}", case.out());
-    let (code, text) = case.finish(&mut case.command(&[
-        "run",
-        "uses.yaml",
-        "-i",
-        &case.token_input(),
-        "-i",
-        &out,
-        "--virtual-time",
-        "--log-format",
-        "json",
-    ]));
+    let (code, text) =
+        case.finish(&mut case.run_command(&["--virtual-time", "--log-format", "json"]));
     assert_eq!(code, 0, "{text}");
     case.assert_effects_received(&["first", "again"]);
     // The JSON log line and the finished line name the placeholders.
@@ -204,19 +206,7 @@ fn a_run_uses_its_secrets_and_shows_and_stores_only_placeholders() {
 fn a_run_killed_and_resumed_still_has_its_secrets() {
     let case = Case::new("killed");
     let out = format!("out={}", case.out());
-    let mut run = case
-        .command(&[
-            "run",
-            "uses.yaml",
-            "-i",
-            &case.token_input(),
-            "-i",
-            &out,
-            "-i",
-            "pause=1s",
-        ])
-        .spawn()
-        .unwrap();
+    let mut run = case.run_command(&["-i", "pause=1s"]).spawn().unwrap();
     wait_for_status(&case.directory, &case.state(), "the wait", |status| {
         status["state"]["configuration"]
             .as_array()
