@@ -249,7 +249,11 @@ fn a_run_killed_and_resumed_still_has_its_secrets() {
         "{text}"
     );
 
-    let (code, text) = case.finish(&mut case.command(&["resume", &run_id, "-i", &token]));
+    // `-i token` alone reads it from the variable `token`: it stays out of the arguments.
+    let (code, text) = case.finish(
+        case.command(&["resume", &run_id, "-i", "token"])
+            .env("token", &case.token),
+    );
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(r#""echoed":"***token***""#), "{text}");
     case.assert_effects_received(&["first", "again"]);

@@ -27,8 +27,8 @@ use crate::telemetry::RunLog;
 pub struct RunArguments {
     /// The protocol file.
     file: PathBuf,
-    /// An input value; repeat for several. With --resume, only the run's secret inputs, which
-    /// are never stored.
+    /// An input value; repeat for several. A bare KEY reads the variable KEY from the
+    /// environment. With --resume, only the run's secret inputs, which are never stored.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     inputs: Vec<String>,
     /// Continue the latest unfinished run of this protocol instead of starting a new one.

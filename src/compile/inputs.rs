@@ -302,7 +302,10 @@ pub enum InputError {
          are supplied again"
     )]
     NotSecret { name: String },
-    #[error("`{text}` is not KEY=VALUE; write e.g. --input path=README.md")]
+    #[error(
+        "`{text}` is not KEY=VALUE, nor the name of a set environment variable to take the value \
+         from; write e.g. --input path=README.md, or --input NAME with NAME set"
+    )]
     Malformed { text: String },
 }
 
@@ -473,14 +476,20 @@ impl Machine {
     }
 }
 
-/// Splits `KEY=VALUE`.
+/// Splits `KEY=VALUE`. A bare `KEY` takes its value from the environment variable `KEY` (as
+/// `docker run -e KEY` does), so that a secret need not appear in the process's arguments,
+/// which other users of the host can read.
 pub fn split_assignment(text: &str) -> Result<(String, String), InputError> {
+    let malformed = || InputError::Malformed {
+        text: text.to_string(),
+    };
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_string(), value.to_string()))
         }
-        _ => Err(InputError::Malformed {
-            text: text.to_string(),
-        }),
+        None if !text.trim().is_empty() => std::env::var(text.trim())
+            .map(|value| (text.trim().to_string(), value))
+            .map_err(|_| malformed()),
+        _ => Err(malformed()),
     }
 }
