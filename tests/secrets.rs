@@ -445,3 +445,55 @@ states:
         "{text}"
     );
 }
+
+/// A parent passes its secret input to a child's secret input: the child's process gets the
+/// value, the parent's store and output hold the parent's placeholder.
+#[test]
+fn a_secret_passed_to_a_child_protocol_stays_masked() {
+    let case = Case::new("child");
+    std::fs::write(
+        case.directory.join("child.yaml"),
+        r#"
+id: child
+inputs:
+  key: { type: string, required: true, secret: true }
+  out: { type: string, required: true }
+states:
+  using:
+    entry:
+      - exec: [sh, -c, 'printf "%s" "$1" > "$2/child"', sh, "${key}", "${out}"]
+        id: use
+    on:
+      done.exec.use: done
+  done: { type: final, output: { used: "${key}" } }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        case.directory.join("parent.yaml"),
+        r#"
+id: parent
+inputs:
+  token: { type: string, required: true, secret: true }
+  out: { type: string, required: true }
+states:
+  calling:
+    invoke: [{ id: kid, protocol: child.yaml, inputs: { key: "${token}", out: "${out}" } }]
+    on:
+      done.invoke.kid: { target: done, actions: [{ log: "child used ${event.data.used}" }] }
+  done: { type: final }
+"#,
+    )
+    .unwrap();
+    let out = format!("out={}", case.out());
+    let token = case.token_input();
+    let (code, text) =
+        case.finish(&mut case.command(&["run", "parent.yaml", "-i", &token, "-i", &out]));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("child used ***token***"), "{text}");
+    let written = std::fs::read_to_string(case.directory.join("out/child")).unwrap();
+    assert_eq!(written, case.token);
+    case.assert_state_dir_hidden();
+    case.assert_views_hidden(&STORE_VIEWS);
+    case.assert_views_hidden(&TELEMETRY_VIEWS);
+}

@@ -128,12 +128,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let mut secret_inputs = Vec::new();
     for text in &arguments.secret_inputs {
         match crate::compile::inputs::split_assignment(text) {
-            Ok((name, value))
-                if machine
-                    .inputs
-                    .iter()
-                    .any(|input| input.secret && input.name == name) =>
-            {
+            Ok((name, value)) if machine.secret_input_names().contains(&name.as_str()) => {
                 secret_inputs.push((name, value));
             }
             Ok((name, _)) => {

@@ -249,10 +249,16 @@ impl InputNode {
     /// A supplied value: a string is read as on the command line (`30s`, `[a, b]`, `true`),
     /// anything else is checked as it is.
     pub fn accept(&self, given: &serde_json::Value) -> Result<Value, String> {
-        match given {
+        let accepted = match given {
             serde_json::Value::String(text) => self.parse_text(text),
             other => self.check(other),
+        }?;
+        // Every secret value is known from here on, whether a command line, a `serve` line
+        // or a parent protocol's `invoke` gave it.
+        if self.secret {
+            crate::secrets::register_input(&self.name, accepted.as_str());
         }
+        Ok(accepted)
     }
 
     /// Parses a command-line text for this input: strings stay as written, other types are
@@ -352,6 +358,30 @@ impl Machine {
         )
     }
 
+    /// The names of the secret inputs of this protocol and of every child it invokes: what a
+    /// resume may supply again (a running child's are in its parent's snapshot).
+    pub fn secret_input_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        // Each protocol once, however often it is invoked (a shared child is one `Arc`).
+        let mut seen: Vec<*const Machine> = vec![self];
+        let mut pending: Vec<&Machine> = vec![self];
+        while let Some(machine) = pending.pop() {
+            for input in machine.inputs.iter().filter(|input| input.secret) {
+                if !names.contains(&input.name.as_str()) {
+                    names.push(&input.name);
+                }
+            }
+            for invoke in machine.states.iter().flat_map(|state| &state.invokes) {
+                let child: &Machine = &invoke.machine;
+                if !seen.contains(&(child as *const Machine)) {
+                    seen.push(child);
+                    pending.push(child);
+                }
+            }
+        }
+        names
+    }
+
     /// Binds the inputs a durable run recorded (`recorded_inputs`): an input recorded as
     /// `null` (optional, not given) is left to its default. Secret inputs were not recorded:
     /// they come from `secrets` (`--input` on resume), and only they may.
@@ -361,12 +391,9 @@ impl Machine {
         secrets: &[(String, String)],
     ) -> Result<Vec<Value>, Vec<InputError>> {
         let mut errors = Vec::new();
+        let secret_names = self.secret_input_names();
         for (name, _) in secrets {
-            if !self
-                .inputs
-                .iter()
-                .any(|input| input.secret && input.name == *name)
-            {
+            if !secret_names.contains(&name.as_str()) {
                 errors.push(InputError::NotSecret { name: name.clone() });
             }
         }
@@ -463,9 +490,10 @@ impl Machine {
                 },
             )
             .collect::<Vec<Value>>();
+        // A secret input not supplied still reserves its placeholder (`crate::secrets`).
         for (input, value) in self.inputs.iter().zip(&bound) {
-            if input.secret {
-                crate::secrets::register_input(&input.name, value.as_str());
+            if input.secret && matches!(value, Value::Null) {
+                crate::secrets::register_input(&input.name, None);
             }
         }
         if errors.is_empty() {
