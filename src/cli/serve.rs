@@ -125,40 +125,24 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INTERNAL;
         }
     };
-    let mut secret_inputs = Vec::new();
-    for text in &arguments.secret_inputs {
-        match crate::compile::inputs::split_assignment(text) {
-            Ok((name, value)) if machine.secret_input_names().contains(&name.as_str()) => {
-                secret_inputs.push((name, value));
-            }
-            Ok((name, _)) => {
-                eprintln!(
-                    "error: --input {name}: serve takes only secret inputs, for the instances it \
-                     resumes; an instance's other inputs come with its first line"
-                );
-                return exit_code::USAGE;
-            }
-            Err(error) => {
-                eprintln!("error: {error}");
-                return exit_code::USAGE;
-            }
-        }
-    }
+    let secret_inputs = match secret_inputs(&machine, &arguments.secret_inputs) {
+        Ok(secret_inputs) => secret_inputs,
+        Err(code) => return code,
+    };
     let clients: Clients = Rc::default();
     let output_clients = clients.clone();
-    let mut fleet = Fleet::new(machine, recording)
-        .with_secret_inputs(secret_inputs)
-        .with_output(move |bytes| {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(bytes);
-            let _ = stdout.flush();
-            let mut clients = output_clients.borrow_mut();
-            if !clients.is_empty() {
-                let text = String::from_utf8_lossy(bytes).into_owned();
-                clients.retain(|client| client.send(text.clone()).is_ok());
-            }
-        });
+    let mut fleet = Fleet::new(machine, recording).with_output(move |bytes| {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(bytes);
+        let _ = stdout.flush();
+        let mut clients = output_clients.borrow_mut();
+        if !clients.is_empty() {
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            clients.retain(|client| client.send(text.clone()).is_ok());
+        }
+    });
+    fleet.set_secret_inputs(secret_inputs);
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;
@@ -185,6 +169,31 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             }
         }
     })
+}
+
+/// `--input NAME=VALUE` of `serve`: secret inputs (of the protocol or a child it invokes) for
+/// the instances it resumes; any other input comes with an instance's first line.
+fn secret_inputs(
+    machine: &crate::compile::machine::Machine,
+    texts: &[String],
+) -> Result<Vec<(String, String)>, u8> {
+    let names = machine.secret_input_names();
+    let mut secret_inputs = Vec::new();
+    for text in texts {
+        let (name, value) = crate::compile::inputs::split_assignment(text).map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::USAGE
+        })?;
+        if !names.contains(&name.as_str()) {
+            eprintln!(
+                "error: --input {name}: serve takes only secret inputs, for the instances it \
+                 resumes; an instance's other inputs come with its first line"
+            );
+            return Err(exit_code::USAGE);
+        }
+        secret_inputs.push((name, value));
+    }
+    Ok(secret_inputs)
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.

@@ -119,9 +119,8 @@ impl Fleet {
     }
 
     /// Supplies the secret inputs of the instances `resume_recorded` resumes (`NAME`, value).
-    pub fn with_secret_inputs(mut self, secret_inputs: Vec<(String, String)>) -> Fleet {
+    pub fn set_secret_inputs(&mut self, secret_inputs: Vec<(String, String)>) {
         self.secret_inputs = secret_inputs;
-        self
     }
 
     /// Sends each committed batch of output lines to `sink` instead of stdout.
