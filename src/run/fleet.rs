@@ -723,7 +723,8 @@ impl Observer for MemberObserver<'_> {
     fn input_error(&mut self, error: &InputLineError) {
         eprintln!(
             "warning: instance `{}`: {}; event skipped",
-            self.name, error.message
+            self.name,
+            crate::secrets::mask(&error.message)
         );
     }
 
