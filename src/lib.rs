@@ -49,6 +49,7 @@ pub mod run;
 pub mod run_lock;
 pub mod sandbox;
 pub mod scenario;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;
 pub mod value;

@@ -55,7 +55,9 @@ impl RunLog {
         if let Value::Object(fields) = fields {
             entry.extend(fields);
         }
-        let mut line = Value::Object(entry).to_string();
+        let mut entry = Value::Object(entry);
+        crate::secrets::mask_json_in_place(&mut entry);
+        let mut line = entry.to_string();
         line.push('\n');
         // One write call per line, so concurrent readers never see half a line appended.
         self.file.write_all(line.as_bytes())

@@ -22,5 +22,6 @@ mod sandbox;
 mod scenarios;
 mod schema;
 mod scxml_import;
+mod secrets;
 mod semantics;
 mod store;

@@ -10,7 +10,7 @@ use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
 use crate::actions::LogRecord;
 use crate::compile::compile_limited;
-use crate::compile::inputs::split_assignment;
+use crate::compile::inputs::{InputError, split_assignment};
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
@@ -29,7 +29,8 @@ use crate::telemetry::RunLog;
 pub struct RunArguments {
     /// The protocol file.
     file: PathBuf,
-    /// An input value; repeat for several.
+    /// An input value; repeat for several. A bare KEY reads the variable KEY from the
+    /// environment. With --resume, only the run's secret inputs, which are never stored.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     inputs: Vec<String>,
     /// Continue the latest unfinished run of this protocol instead of starting a new one.
@@ -44,6 +45,10 @@ pub struct RunArguments {
 pub struct ResumeArguments {
     /// The run (see `protocol-run runs`).
     run_id: String,
+    /// A secret input of the run, supplied again (secret inputs are never stored); repeat for
+    /// several.
+    #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
+    secrets: Vec<String>,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -101,23 +106,22 @@ pub struct RunOptions {
 /// an internal error (exit 70) rather than a silently wrong state.
 pub fn run(arguments: RunArguments) -> u8 {
     let start = if arguments.resume {
-        Start::Latest(arguments.file.clone())
+        Start::Latest(arguments.file.clone(), arguments.inputs.clone())
     } else {
         Start::New {
             file: arguments.file.clone(),
             inputs: arguments.inputs.clone(),
         }
     };
-    if arguments.resume && !arguments.inputs.is_empty() {
-        eprintln!("error: --resume continues a run with the inputs it started with; drop --input");
-        return exit_code::USAGE;
-    }
     run_with_lifecycle(start, &arguments.options)
 }
 
 /// Continues a run by id.
 pub fn resume(arguments: ResumeArguments) -> u8 {
-    run_with_lifecycle(Start::Run(arguments.run_id.clone()), &arguments.options)
+    run_with_lifecycle(
+        Start::Run(arguments.run_id.clone(), arguments.secrets.clone()),
+        &arguments.options,
+    )
 }
 
 /// Where a run comes from.
@@ -126,10 +130,10 @@ enum Start {
         file: PathBuf,
         inputs: Vec<String>,
     },
-    /// The latest unfinished run of this protocol file.
-    Latest(PathBuf),
-    /// A run by id.
-    Run(String),
+    /// The latest unfinished run of this protocol file, with its secret inputs supplied again.
+    Latest(PathBuf, Vec<String>),
+    /// A run by id, with its secret inputs supplied again.
+    Run(String, Vec<String>),
 }
 
 fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
@@ -177,15 +181,17 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     };
     let prepared = match start {
         Start::New { file, inputs } => new_run(&file, &inputs, options, &mut store, lifecycle)?,
-        Start::Latest(file) => {
+        Start::Latest(file, secrets) => {
             let path = canonical(&file);
             let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
                 eprintln!("error: no unfinished run of {path} in {}", store.location());
                 return Err(exit_code::NO_INPUT_FILE);
             };
-            restored_run(&run.id, options, &mut store, lifecycle)?
+            restored_run(&run.id, &secrets, options, &mut store, lifecycle)?
         }
-        Start::Run(run_id) => restored_run(&run_id, options, &mut store, lifecycle)?,
+        Start::Run(run_id, secrets) => {
+            restored_run(&run_id, &secrets, options, &mut store, lifecycle)?
+        }
     };
     let Prepared {
         machine,
@@ -249,7 +255,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         resume.as_ref(),
     )
     .map_err(|error| {
-        eprintln!("error: {error}");
+        eprintln!("error: {}", crate::secrets::mask(&error.to_string()));
         match error {
             // The store could not take a step (a full disk, a broken database): an I/O
             // failure, not a fault of the protocol.
@@ -273,7 +279,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
                 "output": outcome.output.to_json(),
                 "effects": &report.effects,
             }});
-            println!("{finished}");
+            println!("{}", crate::secrets::mask_json(&finished));
             if options.strict_effects && report.an_effect_failed_after_finish() {
                 eprintln!(
                     "error: an effect failed after the run finished (--strict-effects); see the \
@@ -359,9 +365,11 @@ fn new_run(
 }
 
 /// Restores a recorded run from its last committed step, refusing a changed protocol unless
-/// `--force` is given and every recorded state and variable still exists.
+/// `--force` is given and every recorded state and variable still exists. `secret_inputs` are
+/// the `--input`s supplying its secret inputs again.
 fn restored_run(
     run_id: &str,
+    secret_inputs: &[String],
     options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
@@ -410,13 +418,32 @@ fn restored_run(
             eprint!("{}", render_all(&diagnostics));
             exit_code::INVALID
         })?;
+    let secrets = secret_inputs
+        .iter()
+        .map(|text| split_assignment(text))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::USAGE
+        })?;
     let inputs = machine
-        .bind_recorded_inputs(&record.inputs)
+        .bind_recorded_inputs(&record.inputs, &secrets)
         .map_err(|errors| {
-            for error in errors {
+            for error in &errors {
                 eprintln!("error: run `{run_id}`: {error}");
             }
-            exit_code::INVALID
+            // Secrets not supplied again is the command line's fault, not the protocol's.
+            let resupply = errors.iter().all(|error| {
+                matches!(
+                    error,
+                    InputError::SecretNotStored { .. } | InputError::NotSecret { .. }
+                )
+            });
+            if resupply {
+                exit_code::USAGE
+            } else {
+                exit_code::INVALID
+            }
         })?;
     let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
     store
@@ -434,17 +461,25 @@ fn restored_run(
             grants,
         });
     };
-    let interpreter =
-        Interpreter::restore(machine.clone(), inputs, &stored.snapshot).map_err(|error| {
-            eprintln!("error: run `{run_id}` cannot resume: {error}");
-            exit_code::INVALID
-        })?;
+    let cannot_resume = |error: String| {
+        eprintln!(
+            "error: run `{run_id}` cannot resume: {}",
+            crate::secrets::mask(&error)
+        );
+        exit_code::INVALID
+    };
+    let snapshot = stored
+        .snapshot
+        .with_secrets(&stored.secrets, &secrets)
+        .map_err(cannot_resume)?;
+    let interpreter = Interpreter::restore(machine.clone(), inputs, &snapshot)
+        .map_err(|error| cannot_resume(error.to_string()))?;
     Ok(Prepared {
         machine,
         interpreter,
         run_id: run_id.to_string(),
         resume: Some(Resume {
-            snapshot: stored.snapshot,
+            snapshot,
             sequence: stored.sequence,
             committed_unix_milliseconds: stored.unix_milliseconds,
             timers: options.timers,

@@ -55,6 +55,10 @@ pub struct ServeArguments {
     max_event_bytes: usize,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
+    /// A secret input of the instances resumed at start (secret inputs are never stored):
+    /// `NAME=VALUE`; repeat for several.
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    secret_inputs: Vec<String>,
 }
 
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
@@ -132,6 +136,10 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INTERNAL;
         }
     };
+    let secret_inputs = match secret_inputs(&machine, &arguments.secret_inputs) {
+        Ok(secret_inputs) => secret_inputs,
+        Err(code) => return code,
+    };
     let clients: Clients = Rc::default();
     let output_clients = clients.clone();
     let mut fleet = Fleet::new(machine, recording).with_output(move |bytes| {
@@ -145,6 +153,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             clients.retain(|client| client.send(text.clone()).is_ok());
         }
     });
+    fleet.set_secret_inputs(secret_inputs);
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;
@@ -171,6 +180,31 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             }
         }
     })
+}
+
+/// `--input NAME=VALUE` of `serve`: secret inputs (of the protocol or a child it invokes) for
+/// the instances it resumes; any other input comes with an instance's first line.
+fn secret_inputs(
+    machine: &crate::compile::machine::Machine,
+    texts: &[String],
+) -> Result<Vec<(String, String)>, u8> {
+    let names = machine.secret_input_names();
+    let mut secret_inputs = Vec::new();
+    for text in texts {
+        let (name, value) = crate::compile::inputs::split_assignment(text).map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::USAGE
+        })?;
+        if !names.contains(&name.as_str()) {
+            eprintln!(
+                "error: --input {name}: serve takes only secret inputs, for the instances it \
+                 resumes; an instance's other inputs come with its first line"
+            );
+            return Err(exit_code::USAGE);
+        }
+        secret_inputs.push((name, value));
+    }
+    Ok(secret_inputs)
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
