@@ -1,10 +1,12 @@
 //! What a run may do: the protocol's declared permissions narrowed by its parents and the operator, and the check of every effect against them.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use crate::effects::files::FileRequest;
 use crate::effects::tools::ToolRequest;
 use crate::effects::{EffectKind, EffectRequest};
+use crate::grant_inputs::{GrantInputs, GrantKind, names_inputs};
 use crate::model::Permissions;
 
 /// Effective capabilities. Each kind is a stack of layers (the protocol's declaration, each
@@ -17,6 +19,13 @@ pub struct Capabilities {
     write: Vec<Vec<Glob>>,
     read: Vec<Vec<Glob>>,
     env: Vec<Vec<String>>,
+    /// Values for the `${input}` placeholders of the next declaration `narrowed` applies.
+    grant_inputs: Option<Arc<GrantInputs>>,
+    /// Whether a grant names an input that no value was given for (a protocol compiled before
+    /// its inputs are bound): such a grant allows nothing until the run resolves it.
+    unresolved: bool,
+    /// Whether the next declaration `narrowed` applies is an invoked protocol's (`for_child`).
+    for_child: bool,
 }
 
 /// An effect the capabilities do not allow.
@@ -53,7 +62,12 @@ struct Program {
 #[derive(Debug, Clone)]
 struct Glob {
     written: String,
-    pattern: regex::Regex,
+    /// `None` while the glob names an input with no value: it matches nothing.
+    pattern: Option<regex::Regex>,
+    /// The longest leading path without a wildcard: everything the glob matches lies beneath
+    /// it, which is the shape the kernel's sandbox takes (`crate::sandbox`). Empty (nothing
+    /// the kernel grants) while the glob is unresolved.
+    anchor: PathBuf,
 }
 
 impl Capabilities {
@@ -64,39 +78,118 @@ impl Capabilities {
 
     /// These capabilities, further limited by `permissions` (relative globs are anchored at
     /// `base`, the working directory). Invalid globs are reported.
+    /// `${name}` placeholders take the values `with_grant_inputs` gave, matched literally; without
+    /// them the grant allows nothing yet (`is_resolved` is false).
     pub fn narrowed(&self, permissions: &Permissions, base: &Path) -> Result<Capabilities, String> {
         let mut narrowed = self.clone();
-        if let Some(programs) = &permissions.exec {
-            narrowed.exec.push(
-                programs
-                    .iter()
-                    .map(|written| Program {
-                        written: written.clone(),
-                        resolved: resolve_program(written),
-                    })
-                    .collect(),
-            );
+        let inputs = narrowed.grant_inputs.take();
+        let inputs = inputs.as_deref();
+        // An invoked protocol's inputs are bound after its grants are fixed: a kind whose grant
+        // names one is bounded by the parent's grants alone (never more than the parent's).
+        let for_child = std::mem::take(&mut narrowed.for_child);
+        if let Some(programs) = declared(&permissions.exec, for_child) {
+            let mut layer = Vec::with_capacity(programs.len());
+            for written in programs {
+                match entries(written, inputs, GrantKind::Path)? {
+                    Some(expansions) => layer.extend(expansions.into_iter().map(|pieces| {
+                        let program = joined(&pieces);
+                        Program {
+                            resolved: resolve_program(&program),
+                            written: program,
+                        }
+                    })),
+                    None => {
+                        narrowed.unresolved = true;
+                        layer.push(Program {
+                            written: written.clone(),
+                            resolved: None,
+                        });
+                    }
+                }
+            }
+            narrowed.exec.push(layer);
             narrowed.shell.push(permissions.shell.unwrap_or(false));
         } else if let Some(shell) = permissions.shell {
             narrowed.shell.push(shell);
         }
         for (globs, layers) in [
-            (&permissions.write, &mut narrowed.write),
-            (&permissions.read, &mut narrowed.read),
+            (declared(&permissions.write, for_child), &mut narrowed.write),
+            (declared(&permissions.read, for_child), &mut narrowed.read),
         ] {
             if let Some(globs) = globs {
-                layers.push(
-                    globs
-                        .iter()
-                        .map(|written| Glob::compile(written, base))
-                        .collect::<Result<_, _>>()?,
-                );
+                let mut layer = Vec::with_capacity(globs.len());
+                for written in globs {
+                    match entries(written, inputs, GrantKind::Path)? {
+                        Some(expansions) => {
+                            for pieces in expansions {
+                                layer.push(Glob::compile(&pieces, base)?);
+                            }
+                        }
+                        None => {
+                            narrowed.unresolved = true;
+                            layer.push(Glob {
+                                written: written.clone(),
+                                pattern: None,
+                                anchor: PathBuf::new(),
+                            });
+                        }
+                    }
+                }
+                layers.push(layer);
             }
         }
-        if let Some(names) = &permissions.env {
-            narrowed.env.push(names.clone());
+        if let Some(names) = declared(&permissions.env, for_child) {
+            let mut layer = Vec::with_capacity(names.len());
+            for written in names {
+                match entries(written, inputs, GrantKind::Variable)? {
+                    Some(expansions) => {
+                        for pieces in &expansions {
+                            let name = joined(pieces);
+                            // A loader variable is granted only where the grant itself names it.
+                            if is_dangerous_variable(&name) && !names.contains(&name) {
+                                return Err(format!(
+                                    "the grant `{written}` names `{name}` through an input; it \
+                                     changes how programs load code, so only `permissions.env` \
+                                     itself may grant it: list `{name}` there"
+                                ));
+                            }
+                            layer.push(name);
+                        }
+                    }
+                    // No variable is named `${...}`: the entry grants nothing until resolved.
+                    None => {
+                        narrowed.unresolved = true;
+                        layer.push(written.clone());
+                    }
+                }
+            }
+            narrowed.env.push(layer);
         }
         Ok(narrowed)
+    }
+
+    /// These capabilities, with the values the next `narrowed` resolves `${name}` placeholders
+    /// with (a run's bound inputs).
+    pub fn with_grant_inputs(mut self, inputs: GrantInputs) -> Capabilities {
+        self.grant_inputs = Some(Arc::new(inputs));
+        self
+    }
+
+    /// These capabilities as the limit of an invoked protocol: a kind its grant names an input
+    /// in is left to these (its inputs are bound only when it is invoked).
+    pub fn for_child(mut self) -> Capabilities {
+        self.for_child = true;
+        self
+    }
+
+    /// Whether every grant is resolved (false when one names an input no value was given for).
+    pub fn is_resolved(&self) -> bool {
+        !self.unresolved
+    }
+
+    /// Every kind on one line, for the start of a run and `status`.
+    pub fn summary(&self) -> String {
+        self.describe()[..5].join("; ")
     }
 
     /// Whether anything is restricted.
@@ -198,7 +291,8 @@ impl Capabilities {
                  the protocol was not granted); setting it needs an explicit grant"
             ));
         }
-        if granted.is_some() && !listed {
+        // A grant naming an input is known once the run resolves it, and checked then.
+        if granted.is_some() && !listed && self.is_resolved() {
             return Err(format!("`{name}` is not in `permissions.env`"));
         }
         Ok(())
@@ -208,7 +302,15 @@ impl Capabilities {
     /// checked (so an `env: {PATH: ...}` cannot swap it), and a restricted environment is
     /// applied.
     pub fn admit(&self, request: &mut EffectRequest) -> Result<(), Denied> {
-        match &mut request.kind {
+        self.admit_kind(&mut request.kind)?;
+        if !self.is_unrestricted() {
+            request.grant = Some(crate::sandbox::Grant(std::sync::Arc::new(self.clone())));
+        }
+        Ok(())
+    }
+
+    fn admit_kind(&self, kind: &mut EffectKind) -> Result<(), Denied> {
+        match kind {
             EffectKind::Process(process) => {
                 if process.shell {
                     if !self.shell.iter().all(|allowed| *allowed) {
@@ -258,11 +360,6 @@ impl Capabilities {
                 Ok(())
             }
             EffectKind::Tool(call) => {
-                if self.restricts_reads() {
-                    call.readable = Some(crate::effects::tools::ReadGrant(std::sync::Arc::new(
-                        self.clone(),
-                    )));
-                }
                 let path = match &call.tool {
                     ToolRequest::ReadFile { path }
                     | ToolRequest::ListDir { path }
@@ -270,24 +367,30 @@ impl Capabilities {
                 };
                 self.check_path("read", &self.read, path)
             }
-            EffectKind::File(file) => match file {
-                FileRequest::Write { path, .. } | FileRequest::Append { path, .. } => {
-                    self.check_path("write", &self.write, path)
-                }
-                // A read-modify-write reads the file too.
-                FileRequest::AppendToJsonArray { path, .. } => {
-                    self.check_path("read", &self.read, path)?;
-                    self.check_path("write", &self.write, path)
-                }
-                FileRequest::Backup { path, backup } => {
-                    self.check_path("read", &self.read, path)?;
-                    self.check_path("write", &self.write, backup)
-                }
-                FileRequest::Restore { path, backup } => {
-                    self.check_path("read", &self.read, backup)?;
-                    self.check_path("write", &self.write, path)
-                }
-            },
+            EffectKind::File(file) => self.check_file(file),
+        }
+    }
+
+    /// Whether a file effect's paths are within `read` and `write`, where they really lead now:
+    /// checked when the effect is admitted and again at each attempt.
+    pub fn check_file(&self, file: &FileRequest) -> Result<(), Denied> {
+        match file {
+            FileRequest::Write { path, .. } | FileRequest::Append { path, .. } => {
+                self.check_path("write", &self.write, path)
+            }
+            // A read-modify-write reads the file too.
+            FileRequest::AppendToJsonArray { path, .. } => {
+                self.check_path("read", &self.read, path)?;
+                self.check_path("write", &self.write, path)
+            }
+            FileRequest::Backup { path, backup } => {
+                self.check_path("read", &self.read, path)?;
+                self.check_path("write", &self.write, backup)
+            }
+            FileRequest::Restore { path, backup } => {
+                self.check_path("read", &self.read, backup)?;
+                self.check_path("write", &self.write, path)
+            }
         }
     }
 
@@ -295,6 +398,36 @@ impl Capabilities {
     /// that look at files as much as for the tools.
     pub fn may_read(&self, path: &Path) -> Result<(), Denied> {
         self.check_path("read", &self.read, path)
+    }
+
+    /// Per layer, the paths beneath which reading is granted (see `Glob::anchor`); empty when
+    /// reading is not restricted.
+    pub fn read_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+        anchors(&self.read)
+    }
+
+    /// Per layer, the paths beneath which writing is granted; empty when not restricted.
+    pub fn write_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+        anchors(&self.write)
+    }
+
+    /// Per layer, the files the granted programs resolve to; empty when `exec` is not
+    /// restricted.
+    pub fn exec_files(&self) -> Vec<Vec<PathBuf>> {
+        self.exec
+            .iter()
+            .map(|layer| {
+                layer
+                    .iter()
+                    .filter_map(|program| program.resolved.clone())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Whether the environment processes inherit is restricted.
+    pub fn restricts_environment(&self) -> bool {
+        !self.env.is_empty()
     }
 
     /// Whether reading is restricted at all.
@@ -308,14 +441,22 @@ impl Capabilities {
         layers: &[Vec<Glob>],
         path: &Path,
     ) -> Result<(), Denied> {
+        let resolved = resolve_path(path);
+        // Where the environment is restricted, `/proc` is not read either: the engine's own
+        // `/proc/self/environ` holds every variable `env` withholds.
+        if capability == "read" && !self.env.is_empty() && resolved.starts_with("/proc") {
+            return Err(Denied {
+                capability,
+                subject: path.display().to_string(),
+            });
+        }
         if layers.is_empty() {
             return Ok(());
         }
-        let resolved = resolve_path(path);
         let text = resolved.display().to_string();
         if layers
             .iter()
-            .all(|layer| layer.iter().any(|glob| glob.pattern.is_match(&text)))
+            .all(|layer| layer.iter().any(|glob| glob.matches(&text)))
         {
             Ok(())
         } else {
@@ -327,39 +468,143 @@ impl Capabilities {
     }
 }
 
+/// Each layer's globs as written with their anchors.
+fn anchors(layers: &[Vec<Glob>]) -> Vec<Vec<(String, PathBuf)>> {
+    layers
+        .iter()
+        .map(|layer| {
+            layer
+                .iter()
+                .map(|glob| (glob.written.clone(), glob.anchor.clone()))
+                .collect()
+        })
+        .collect()
+}
+
 impl Glob {
-    fn compile(written: &str, base: &Path) -> Result<Glob, String> {
-        let anchored = if Path::new(written).is_absolute() {
-            PathBuf::from(written)
-        } else {
-            resolve_path(base).join(written)
-        };
-        let text = anchored.display().to_string();
+    /// A glob from its pieces, each a pattern or (`true`) a literal taken from an input (a
+    /// value's `*` or `?` is a character of the path, not a wildcard), anchored at `base` when
+    /// relative.
+    fn compile(pieces: &[(String, bool)], base: &Path) -> Result<Glob, String> {
+        let written = joined(pieces);
+        let mut characters: Vec<(char, bool)> = Vec::new();
+        if !Path::new(&written).is_absolute() {
+            let anchor = resolve_path(base).display().to_string();
+            characters.extend(anchor.chars().map(|character| (character, true)));
+            characters.push(('/', true));
+        }
+        for (text, literal) in pieces {
+            characters.extend(text.chars().map(|character| (character, *literal)));
+        }
+        // Checked paths are absolute and clean: so is the pattern (`./src`, `${dir}/x` with
+        // `dir=.`, `a//b` all name what they name without the `.` and the empty segments).
+        let segments: Vec<&[(char, bool)]> = characters
+            .split(|(character, _)| *character == '/')
+            .filter(|segment| !segment.is_empty() && !matches!(segment, [('.', _)]))
+            .collect();
+        // A `*` or `?` from an input is a character of the path, so it does not end the anchor.
+        let anchor: PathBuf = std::iter::once(String::from("/"))
+            .chain(
+                segments
+                    .iter()
+                    .take_while(|segment| {
+                        !segment
+                            .iter()
+                            .any(|(character, literal)| !literal && matches!(character, '*' | '?'))
+                    })
+                    .map(|segment| segment.iter().map(|(character, _)| character).collect()),
+            )
+            .collect();
         let mut pattern = String::from("^");
-        let mut characters = text.chars().peekable();
-        while let Some(character) = characters.next() {
-            match character {
-                '*' if characters.peek() == Some(&'*') => {
-                    characters.next();
-                    if characters.peek() == Some(&'/') {
-                        characters.next();
-                        pattern.push_str("(?:.*/)?");
-                    } else {
-                        pattern.push_str(".*");
-                    }
-                }
-                '*' => pattern.push_str("[^/]*"),
-                '?' => pattern.push_str("[^/]"),
-                other => pattern.push_str(&regex::escape(&other.to_string())),
+        let mut run = String::new();
+        let mut run_literal = true;
+        let flush = |pattern: &mut String, run: &mut String, literal: bool| {
+            if literal {
+                pattern.push_str(&regex::escape(run));
+            } else {
+                push_glob(pattern, run);
             }
+            run.clear();
+        };
+        for segment in segments {
+            // A separator joins the pattern run it follows, so `**/` stays one wildcard.
+            for &(character, literal) in std::iter::once(&('/', run_literal)).chain(segment) {
+                if literal != run_literal {
+                    flush(&mut pattern, &mut run, run_literal);
+                    run_literal = literal;
+                }
+                run.push(character);
+            }
+        }
+        flush(&mut pattern, &mut run, run_literal);
+        if pattern == "^" {
+            pattern.push('/');
         }
         pattern.push('$');
         let pattern = regex::Regex::new(&pattern)
             .map_err(|error| format!("the path pattern `{written}` is invalid: {error}"))?;
         Ok(Glob {
-            written: written.to_string(),
-            pattern,
+            written,
+            pattern: Some(pattern),
+            anchor,
         })
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        self.pattern
+            .as_ref()
+            .is_some_and(|pattern| pattern.is_match(path))
+    }
+}
+
+/// A kind's declared grant, unless it is an invoked protocol's (`for_child`) and names an
+/// input: then the parent's grants alone bound that kind.
+fn declared(grants: &Option<Vec<String>>, for_child: bool) -> Option<&Vec<String>> {
+    grants
+        .as_ref()
+        .filter(|written| !(for_child && written.iter().any(|grant| names_inputs(grant))))
+}
+
+/// The entries a written grant stands for: itself when it names no input, its expansions
+/// from `inputs`, or `None` when it names an input and no values were given.
+fn entries(
+    written: &str,
+    inputs: Option<&GrantInputs>,
+    kind: GrantKind,
+) -> Result<Option<Vec<crate::grant_inputs::Expansion>>, String> {
+    if !names_inputs(written) {
+        crate::grant_inputs::grant_pieces(written)?;
+        return Ok(Some(vec![vec![(written.to_string(), false)]]));
+    }
+    inputs
+        .map(|inputs| inputs.expand(written, kind))
+        .transpose()
+}
+
+/// An expansion's text.
+fn joined(pieces: &[(String, bool)]) -> String {
+    pieces.iter().map(|(text, _)| text.as_str()).collect()
+}
+
+/// Appends a glob's regular expression: `**/` any directories, `**` anything, `*` within a
+/// name, `?` one character of a name.
+fn push_glob(pattern: &mut String, glob: &str) {
+    let mut characters = glob.chars().peekable();
+    while let Some(character) = characters.next() {
+        match character {
+            '*' if characters.peek() == Some(&'*') => {
+                characters.next();
+                if characters.peek() == Some(&'/') {
+                    characters.next();
+                    pattern.push_str("(?:.*/)?");
+                } else {
+                    pattern.push_str(".*");
+                }
+            }
+            '*' => pattern.push_str("[^/]*"),
+            '?' => pattern.push_str("[^/]"),
+            other => pattern.push_str(&regex::escape(&other.to_string())),
+        }
     }
 }
 
@@ -379,7 +624,7 @@ fn is_shell(program: &str) -> bool {
 /// Variables that make a program load other code or take its configuration from the
 /// environment: the dynamic loader's, and tool hooks (git's config, shells' startup files,
 /// interpreters' preload options).
-fn is_dangerous_variable(name: &str) -> bool {
+pub(crate) fn is_dangerous_variable(name: &str) -> bool {
     const PREFIXES: [&str; 6] = ["LD_", "DYLD_", "GIT_CONFIG", "PYTHON", "PERL5", "RUBY"];
     const NAMES: [&str; 8] = [
         "BASH_ENV",

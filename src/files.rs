@@ -183,7 +183,7 @@ impl Drop for TemporaryFile {
     }
 }
 
-fn parent_directory(path: &Path) -> &Path {
+pub fn parent_directory(path: &Path) -> &Path {
     match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),

@@ -41,11 +41,30 @@ enum Rule {
     Delay,
 }
 
-/// Every warning about `loaded` (compiled as `machine`), in source order.
+/// Every warning about `loaded` (compiled as `machine`): first a missing `permissions`, then
+/// the rest in source order.
 pub fn check(loaded: &Loaded, machine: &Machine) -> Vec<Diagnostic> {
-    lint(loaded, machine)
+    let unrestricted = loaded.protocol.permissions.is_none().then(|| {
+        Diagnostic::warning(
+            "the protocol declares no `permissions`: it may run any program, read and write any \
+             file, and pass on every environment variable"
+                .to_string(),
+        )
+        .at(loaded.source.location("/id", Part::Key))
+        .with_help(
+            "declare the least it needs, e.g. `permissions: { exec: [git], write: \
+             [\"${state_dir}/**\"], read: [\"**\"], env: [PATH] }` (an empty list grants \
+             nothing; `${input}` names an input's path)"
+                .to_string(),
+        )
+    });
+    unrestricted
         .into_iter()
-        .map(|(_, warning)| warning)
+        .chain(
+            lint(loaded, machine)
+                .into_iter()
+                .map(|(_, warning)| warning),
+        )
         .collect()
 }
 

@@ -105,6 +105,18 @@ impl<S: tracing::Subscriber> Layer<S> for LogLayer {
         }
         let mut collected = Collected::default();
         event.record(&mut collected);
+        // The one place every log line passes: secrets are masked here, in either format.
+        collected.message = crate::secrets::mask(&collected.message).into_owned();
+        for tag in &mut collected.tags {
+            *tag = crate::secrets::mask(tag).into_owned();
+        }
+        if crate::secrets::active() {
+            let mut fields = serde_json::Value::Object(std::mem::take(&mut collected.fields));
+            crate::secrets::mask_json_in_place(&mut fields);
+            if let serde_json::Value::Object(fields) = fields {
+                collected.fields = fields;
+            }
+        }
         let level = event.metadata().level().as_str();
         let line = match self.format {
             LogFormat::Human => {

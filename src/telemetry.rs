@@ -55,21 +55,29 @@ impl RunLog {
         if let Value::Object(fields) = fields {
             entry.extend(fields);
         }
-        let mut line = Value::Object(entry).to_string();
+        let mut entry = Value::Object(entry);
+        crate::secrets::mask_json_in_place(&mut entry);
+        let mut line = entry.to_string();
         line.push('\n');
         // One write call per line, so concurrent readers never see half a line appended.
         self.file.write_all(line.as_bytes())
     }
 }
 
-/// Keeps the `keep` most recent run directories (by name: run ids start with a timestamp).
+/// Keeps the `keep` most recent run directories (by name: run ids start with a timestamp), and
+/// every run a process is still driving, however old.
 fn prune(runs: &Path, keep: usize) -> std::io::Result<()> {
     let mut names = run_ids(runs)?;
     if names.len() > keep {
         names.truncate(names.len() - keep);
         for name in names {
+            let directory = runs.join(name);
+            // Held while the directory goes, so a resume starting now waits for the next try.
+            let Ok(_lock) = crate::run_lock::RunLock::unless_live(&directory) else {
+                continue;
+            };
             // Another run may be pruning at the same moment: a directory already gone is fine.
-            match std::fs::remove_dir_all(runs.join(name)) {
+            match std::fs::remove_dir_all(&directory) {
                 Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
                 _ => {}
             }

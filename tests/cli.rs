@@ -76,7 +76,12 @@ fn json_logs_carry_tags_as_an_array() {
         ],
         "",
     );
-    let first: serde_json::Value = serde_json::from_str(stderr.lines().next().unwrap()).unwrap();
+    // The first line after the run's grants.
+    let first: serde_json::Value = stderr
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|line| line["tags"] != serde_json::json!(["grants"]))
+        .unwrap();
     assert_eq!(first["tags"], serde_json::json!(["tool_call_attempt"]));
     assert_eq!(first["fields"]["attempt"], 1);
     assert_eq!(first["level"], "INFO");
@@ -93,14 +98,12 @@ fn virtual_time_shows_virtual_timestamps() {
         ],
         "",
     );
+    // The protocol's own lines: the run's grants are stamped before its clock starts.
     let times: Vec<String> = stderr
         .lines()
-        .map(|line| {
-            serde_json::from_str::<serde_json::Value>(line).unwrap()["time"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|line| line["tags"] != serde_json::json!(["grants"]))
+        .map(|line| line["time"].as_str().unwrap().to_string())
         .collect();
     // 2 s, then 4 s more: the attempts' timeouts, elapsed instantly.
     let seconds = |time: &str| -> f64 {
@@ -430,7 +433,7 @@ fn advance_lines_move_the_virtual_clock() {
     );
     // The tick re-entered `waiting` and restarted its timer, so 59 s later it has not fired.
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stderr.matches("waiting").count(), 2, "{stderr}");
+    assert_eq!(stderr.matches("INFO  waiting").count(), 2, "{stderr}");
     let (code, _, stderr) = protocol_run(
         &[path.to_str().unwrap(), "--virtual-time", "--events", "-"],
         "{\"advance\": \"1m\"}\n{\"event\": \"answer\"}\n",

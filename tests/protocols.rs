@@ -326,7 +326,7 @@ fn the_resilience_protocols_run_for_real() {
             "--input",
             "max_cycles=1",
             "--input",
-            "tools=[sh]",
+            "tools=[cat]",
             "--input",
             "directories=[.]",
             "--input",
@@ -337,16 +337,18 @@ fn the_resilience_protocols_run_for_real() {
     assert_eq!(code, 0, "{stderr}");
     let state = directory.join("state.json");
     std::fs::write(&state, r#"{"version": 1}"#).unwrap();
+    // The edit copies the next version over the file: it may read that, and nothing else.
+    let next = directory.join("next.json");
+    std::fs::write(&next, r#"{"version": 2}"#).unwrap();
     let (code, _, stderr) = run_binary(
         &[
             &protocol("resilience-state-validation.yaml"),
             "--input",
             &format!("file={}", state.display()),
             "--input",
-            &format!(
-                "edit=[python3, -c, 'import json, sys; json.dump({{\"version\": 2}}, open(sys.argv[1], \"w\"))', {}]",
-                state.display()
-            ),
+            &format!("edit=[cp, {}, {}]", next.display(), state.display()),
+            "--input",
+            &format!("edit_reads=[{}]", next.display()),
         ],
         &directory,
     );

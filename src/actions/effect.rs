@@ -228,6 +228,8 @@ impl EffectPolicy {
             scope: self.scope,
             // Set when the request is started, from the state the actions run for.
             owner: StateId::ROOT,
+            // Set when the request is admitted.
+            grant: None,
             plan: RetryPlan {
                 timeout,
                 multipliers,

@@ -108,7 +108,6 @@ impl Tool {
                 tool,
                 timeout: None,
                 output_limit: DEFAULT_OUTPUT_LIMIT,
-                readable: None,
             };
             self.policy
                 .request(EffectKind::Tool(call), scope, Vec::new())

@@ -27,6 +27,8 @@ pub mod exit_code {
     pub const IO: u8 = 74;
     /// The run stopped before reaching a final state: no events left and no timer pending.
     pub const UNFINISHED: u8 = 75;
+    /// Another process holds what this one needs (a run it is driving): try again later.
+    pub const TEMPORARY_FAILURE: u8 = 75;
 }
 
 #[derive(Debug, Parser)]
@@ -62,6 +64,9 @@ enum Command {
         /// Report the states and transitions no scenario reached.
         #[arg(long)]
         coverage: bool,
+        /// Real (unmocked) effects run under the same grants as `run`.
+        #[command(flatten)]
+        narrowing: narrowing::Narrowing,
         #[command(flatten)]
         limits: limits::LimitOptions,
     },
@@ -218,8 +223,9 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Test {
             paths,
             coverage,
+            narrowing,
             limits,
-        } => test::test(&paths, coverage, limits.limits()),
+        } => test::test(&paths, coverage, &narrowing, limits.limits()),
         Command::Check {
             files,
             deny_warnings,

@@ -8,11 +8,13 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
+use crate::actions::LogRecord;
 use crate::compile::compile_limited;
-use crate::compile::inputs::split_assignment;
+use crate::compile::inputs::{InputError, split_assignment};
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
 use crate::lifecycle::{LifecycleEvent, RunLifecycle};
+use crate::model::action::LogLevel;
 use crate::output::{LogFormat, LogLayer};
 use crate::run::Interpreter;
 use crate::run::driver::{
@@ -26,7 +28,8 @@ use crate::telemetry::RunLog;
 pub struct RunArguments {
     /// The protocol file.
     file: PathBuf,
-    /// An input value; repeat for several.
+    /// An input value; repeat for several. A bare KEY reads the variable KEY from the
+    /// environment. With --resume, only the run's secret inputs, which are never stored.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     inputs: Vec<String>,
     /// Continue the latest unfinished run of this protocol instead of starting a new one.
@@ -41,6 +44,10 @@ pub struct RunArguments {
 pub struct ResumeArguments {
     /// The run (see `protocol-run runs`).
     run_id: String,
+    /// A secret input of the run, supplied again (secret inputs are never stored); repeat for
+    /// several.
+    #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
+    secrets: Vec<String>,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -65,7 +72,7 @@ pub struct RunOptions {
         value_name = "DIR"
     )]
     state_dir: PathBuf,
-    /// How many runs' telemetry to keep.
+    /// How many runs' telemetry to keep (a run a process still drives is never pruned).
     #[arg(long, default_value_t = crate::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
     keep_runs: usize,
     /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
@@ -96,23 +103,22 @@ pub struct RunOptions {
 /// an internal error (exit 70) rather than a silently wrong state.
 pub fn run(arguments: RunArguments) -> u8 {
     let start = if arguments.resume {
-        Start::Latest(arguments.file.clone())
+        Start::Latest(arguments.file.clone(), arguments.inputs.clone())
     } else {
         Start::New {
             file: arguments.file.clone(),
             inputs: arguments.inputs.clone(),
         }
     };
-    if arguments.resume && !arguments.inputs.is_empty() {
-        eprintln!("error: --resume continues a run with the inputs it started with; drop --input");
-        return exit_code::USAGE;
-    }
     run_with_lifecycle(start, &arguments.options)
 }
 
 /// Continues a run by id.
 pub fn resume(arguments: ResumeArguments) -> u8 {
-    run_with_lifecycle(Start::Run(arguments.run_id.clone()), &arguments.options)
+    run_with_lifecycle(
+        Start::Run(arguments.run_id.clone(), arguments.secrets.clone()),
+        &arguments.options,
+    )
 }
 
 /// Where a run comes from.
@@ -121,10 +127,10 @@ enum Start {
         file: PathBuf,
         inputs: Vec<String>,
     },
-    /// The latest unfinished run of this protocol file.
-    Latest(PathBuf),
-    /// A run by id.
-    Run(String),
+    /// The latest unfinished run of this protocol file, with its secret inputs supplied again.
+    Latest(PathBuf, Vec<String>),
+    /// A run by id, with its secret inputs supplied again.
+    Run(String, Vec<String>),
 }
 
 fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
@@ -156,6 +162,10 @@ struct Prepared {
     interpreter: Interpreter,
     run_id: String,
     resume: Option<Resume>,
+    /// Held until the run's process ends: no other process drives the run meanwhile.
+    _lock: crate::run_lock::RunLock,
+    /// What the run may do, logged before anything runs.
+    grants: Vec<crate::actions::LogRecord>,
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
@@ -166,21 +176,25 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     let limits = options.limits.limits();
     let prepared = match start {
         Start::New { file, inputs } => new_run(&file, &inputs, options, &mut store, lifecycle)?,
-        Start::Latest(file) => {
+        Start::Latest(file, secrets) => {
             let path = canonical(&file);
             let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
                 eprintln!("error: no unfinished run of {path} in {}", store.location());
                 return Err(exit_code::NO_INPUT_FILE);
             };
-            restored_run(&run.id, options, &mut store, lifecycle)?
+            restored_run(&run.id, &secrets, options, &mut store, lifecycle)?
         }
-        Start::Run(run_id) => restored_run(&run_id, options, &mut store, lifecycle)?,
+        Start::Run(run_id, secrets) => {
+            restored_run(&run_id, &secrets, options, &mut store, lifecycle)?
+        }
     };
     let Prepared {
         machine,
         interpreter,
         run_id,
         resume,
+        _lock,
+        grants,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
     let source = event_source(options.events.as_deref())?;
@@ -209,6 +223,10 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         },
         telemetry,
     };
+    let started = crate::clock::format_rfc3339(crate::clock::unix_milliseconds_now());
+    for record in &grants {
+        observer.log(record, &started);
+    }
     let time_mode = if options.virtual_time {
         TimeMode::Virtual
     } else {
@@ -232,7 +250,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         resume.as_ref(),
     )
     .map_err(|error| {
-        eprintln!("error: {error}");
+        eprintln!("error: {}", crate::secrets::mask(&error.to_string()));
         match error {
             // The store could not take a step (a full disk, a broken database): an I/O
             // failure, not a fault of the protocol.
@@ -260,7 +278,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
                 "output": outcome.output.to_json(),
                 "effects": &report.effects,
             }});
-            println!("{finished}");
+            println!("{}", crate::secrets::mask_json(&finished));
             if options.strict_effects && report.an_effect_failed_after_finish() {
                 eprintln!(
                     "error: an effect failed after the run finished (--strict-effects); see the \
@@ -320,7 +338,9 @@ fn new_run(
             exit_code::INVALID
         })?;
     let inputs = bind_inputs(&machine, inputs)?;
+    let (machine, grants) = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
     let run_id = crate::telemetry::new_run_id();
+    let lock = lock_run(options, &run_id)?;
     store
         .create_run(&NewRun {
             id: run_id.clone(),
@@ -329,7 +349,7 @@ fn new_run(
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            grants: options.narrowing.recorded(),
+            grants: options.narrowing.recorded_with(Some(&machine.capabilities)),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -338,17 +358,27 @@ fn new_run(
         interpreter,
         run_id,
         resume: None,
+        _lock: lock,
+        grants,
     })
 }
 
 /// Restores a recorded run from its last committed step, refusing a changed protocol unless
-/// `--force` is given and every recorded state and variable still exists.
+/// `--force` is given and every recorded state and variable still exists. `secret_inputs` are
+/// the `--input`s supplying its secret inputs again.
 fn restored_run(
     run_id: &str,
+    secret_inputs: &[String],
     options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, u8> {
+    if store.run(run_id).map_err(store_error)?.is_none() {
+        eprintln!("error: no run `{run_id}` in {}", store.location());
+        return Err(exit_code::NO_INPUT_FILE);
+    }
+    let lock = lock_run(options, run_id)?;
+    // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = store.run(run_id).map_err(store_error)? else {
         eprintln!("error: no run `{run_id}` in {}", store.location());
         return Err(exit_code::NO_INPUT_FILE);
@@ -380,24 +410,41 @@ fn restored_run(
             exit_code::INVALID
         })?;
     advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = compile_limited(
-        &loaded,
-        &Arc::default(),
-        &options.narrowing.limit(record.grants.as_ref())?,
-    )
-    .map(Arc::new)
-    .map_err(|diagnostics| {
-        eprint!("{}", render_all(&diagnostics));
-        exit_code::INVALID
-    })?;
-    let inputs = machine
-        .bind_recorded_inputs(&record.inputs)
-        .map_err(|errors| {
-            for error in errors {
-                eprintln!("error: run `{run_id}`: {error}");
-            }
+    let limit = options.narrowing.limit(record.grants.as_ref())?;
+    let machine = compile_limited(&loaded, &Arc::default(), &limit)
+        .map(Arc::new)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
             exit_code::INVALID
         })?;
+    let secrets = secret_inputs
+        .iter()
+        .map(|text| split_assignment(text))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::USAGE
+        })?;
+    let inputs = machine
+        .bind_recorded_inputs(&record.inputs, &secrets)
+        .map_err(|errors| {
+            for error in &errors {
+                eprintln!("error: run `{run_id}`: {error}");
+            }
+            // Secrets not supplied again is the command line's fault, not the protocol's.
+            let resupply = errors.iter().all(|error| {
+                matches!(
+                    error,
+                    InputError::SecretNotStored { .. } | InputError::NotSecret { .. }
+                )
+            });
+            if resupply {
+                exit_code::USAGE
+            } else {
+                exit_code::INVALID
+            }
+        })?;
+    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
     store
         .mark_running(run_id, crate::clock::unix_milliseconds_now())
         .map_err(store_error)?;
@@ -409,23 +456,91 @@ fn restored_run(
             machine,
             run_id: run_id.to_string(),
             resume: None,
+            _lock: lock,
+            grants,
         });
     };
-    let interpreter =
-        Interpreter::restore(machine.clone(), inputs, &stored.snapshot).map_err(|error| {
-            eprintln!("error: run `{run_id}` cannot resume: {error}");
-            exit_code::INVALID
-        })?;
+    let cannot_resume = |error: String| {
+        eprintln!(
+            "error: run `{run_id}` cannot resume: {}",
+            crate::secrets::mask(&error)
+        );
+        exit_code::INVALID
+    };
+    let snapshot = stored
+        .snapshot
+        .with_secrets(&stored.secrets, &secrets)
+        .map_err(cannot_resume)?;
+    let interpreter = Interpreter::restore(machine.clone(), inputs, &snapshot)
+        .map_err(|error| cannot_resume(error.to_string()))?;
     Ok(Prepared {
         machine,
         interpreter,
         run_id: run_id.to_string(),
         resume: Some(Resume {
-            snapshot: stored.snapshot,
+            snapshot,
             sequence: stored.sequence,
             committed_unix_milliseconds: stored.unix_milliseconds,
             timers: options.timers,
         }),
+        _lock: lock,
+        grants,
+    })
+}
+
+/// Resolves the grants that name inputs from the bound `inputs`, before anything runs, and
+/// says what the run may do: its grants (`#grants`), and a warning when the protocol declares
+/// none (`#permissions_undeclared`), as log lines for the start of the run.
+fn resolve_grants(
+    loaded: &crate::load::Loaded,
+    limit: &crate::capabilities::Capabilities,
+    machine: Arc<crate::compile::machine::Machine>,
+    inputs: &[crate::value::Value],
+    narrowing: &super::narrowing::Narrowing,
+) -> Result<(Arc<crate::compile::machine::Machine>, Vec<LogRecord>), u8> {
+    let machine = crate::compile::grants::resolve(loaded, &Arc::default(), limit, machine, inputs)
+        .map_err(|diagnostics| {
+            eprint!("{}", render_all(&diagnostics));
+            exit_code::INVALID
+        })?;
+    let record = |level: LogLevel, message: String, tag: &str| LogRecord {
+        level,
+        message,
+        tags: Arc::from([Arc::from(tag)]),
+        fields: Vec::new(),
+    };
+    let mut records = Vec::new();
+    if loaded.protocol.permissions.is_none() && !narrowing.is_strict() {
+        records.push(record(
+            LogLevel::Warn,
+            format!(
+                "{} declares no `permissions`: it may run any program and read and write any \
+                 file; declare `permissions:` in it, or run it with --sandbox strict",
+                loaded.source.path
+            ),
+            "permissions_undeclared",
+        ));
+    }
+    if !machine.capabilities.is_unrestricted() {
+        records.push(record(
+            LogLevel::Info,
+            format!("grants: {}", machine.capabilities.summary()),
+            "grants",
+        ));
+    }
+    Ok((machine, records))
+}
+
+/// Takes the run's lock: a run another process is driving is refused with 75 (try again once
+/// it ends), naming that process.
+fn lock_run(options: &RunOptions, run_id: &str) -> Result<crate::run_lock::RunLock, u8> {
+    let runs = crate::telemetry::runs_directory(&options.state_dir);
+    crate::run_lock::RunLock::acquire(&runs, run_id).map_err(|error| {
+        eprintln!("error: {error}");
+        match error {
+            crate::run_lock::RunLockError::Held { .. } => exit_code::TEMPORARY_FAILURE,
+            crate::run_lock::RunLockError::Io { .. } => exit_code::IO,
+        }
     })
 }
 

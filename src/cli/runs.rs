@@ -152,11 +152,15 @@ fn print_human(description: &serde_json::Value) {
     println!("protocol  {}", text("protocol"));
     println!("status    {} (started {})", text("status"), text("started"));
     println!("inputs    {}", description["inputs"]);
-    if !description["grants"].is_null() {
-        println!(
-            "grants    {} (the operator's narrowing, applied on resume)",
-            description["grants"]
-        );
+    let mut narrowing = description["grants"].clone();
+    if let Some(recorded) = narrowing.as_object_mut() {
+        // The grants the run started with, resolved; the rest is the operator's narrowing.
+        if let Some(resolved) = recorded.remove("resolved") {
+            println!("grants    {}", resolved.as_str().unwrap_or_default());
+        }
+        if !recorded.is_empty() {
+            println!("narrowing {narrowing} (the operator's, applied on resume)");
+        }
     }
     let state = &description["state"];
     if !state.is_null() {

@@ -55,6 +55,10 @@ pub struct ServeArguments {
     max_event_bytes: usize,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
+    /// A secret input of the instances resumed at start (secret inputs are never stored):
+    /// `NAME=VALUE`; repeat for several.
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    secret_inputs: Vec<String>,
     #[command(flatten)]
     limits: super::limits::LimitOptions,
 }
@@ -87,6 +91,17 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INVALID;
         }
     };
+    // One machine serves every instance, and a client's inputs must not choose what the host
+    // grants: a grant naming an input is refused here rather than left to deny everything.
+    if !machine.capabilities.is_resolved() {
+        eprintln!(
+            "error: {}: its `permissions` name inputs (`${{...}}`), which `serve` cannot resolve: \
+             every instance shares one set of grants, and a client's input must not choose them; \
+             write the paths in the grants, or start each run with `protocol-run run`",
+            arguments.file.display()
+        );
+        return exit_code::INVALID;
+    }
     let recording = if arguments.store == StoreKind::Sqlite {
         let store = match SqliteStore::open(&arguments.state_dir) {
             Ok(store) => store,
@@ -123,6 +138,10 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INTERNAL;
         }
     };
+    let secret_inputs = match secret_inputs(&machine, &arguments.secret_inputs) {
+        Ok(secret_inputs) => secret_inputs,
+        Err(code) => return code,
+    };
     let clients: Clients = Rc::default();
     let output_clients = clients.clone();
     let mut fleet = Fleet::new(machine, recording)
@@ -138,6 +157,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
                 clients.retain(|client| client.send(text.clone()).is_ok());
             }
         });
+    fleet.set_secret_inputs(secret_inputs);
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;
@@ -164,6 +184,31 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             }
         }
     })
+}
+
+/// `--input NAME=VALUE` of `serve`: secret inputs (of the protocol or a child it invokes) for
+/// the instances it resumes; any other input comes with an instance's first line.
+fn secret_inputs(
+    machine: &crate::compile::machine::Machine,
+    texts: &[String],
+) -> Result<Vec<(String, String)>, u8> {
+    let names = machine.secret_input_names();
+    let mut secret_inputs = Vec::new();
+    for text in texts {
+        let (name, value) = crate::compile::inputs::split_assignment(text).map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::USAGE
+        })?;
+        if !names.contains(&name.as_str()) {
+            eprintln!(
+                "error: --input {name}: serve takes only secret inputs, for the instances it \
+                 resumes; an instance's other inputs come with its first line"
+            );
+            return Err(exit_code::USAGE);
+        }
+        secret_inputs.push((name, value));
+    }
+    Ok(secret_inputs)
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.

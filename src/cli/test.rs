@@ -2,10 +2,17 @@
 
 use std::path::PathBuf;
 
+use super::narrowing::Narrowing;
 use crate::run::algorithm::Limits;
-use crate::scenario::runner::{FileReport, find_scenario_files, run_file_limited};
+use crate::scenario::runner::{FileReport, find_scenario_files, run_file_under};
 
-pub fn test(paths: &[PathBuf], coverage: bool, limits: Limits) -> u8 {
+/// Runs the scenarios; their real effects get what `run` would grant under `narrowing`, their
+/// steps the limits `run` would set.
+pub fn test(paths: &[PathBuf], coverage: bool, narrowing: &Narrowing, limits: Limits) -> u8 {
+    let limit = match narrowing.limit(None) {
+        Ok(limit) => limit,
+        Err(code) => return code,
+    };
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -21,7 +28,7 @@ pub fn test(paths: &[PathBuf], coverage: bool, limits: Limits) -> u8 {
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
-        let report = run_file_limited(file, limits);
+        let report = run_file_under(file, &limit, limits);
         let (file_passed, file_failed) = print_report(&report);
         passed += file_passed;
         failed += file_failed;

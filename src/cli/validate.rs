@@ -30,7 +30,17 @@ pub fn validate(files: &[PathBuf]) -> u8 {
                         for line in machine.capabilities.describe() {
                             println!("  {line}");
                         }
+                        if !machine.capabilities.is_resolved() {
+                            println!(
+                                "  grants naming inputs (`${{name}}`) are resolved when a run \
+                                 starts, from its inputs (a value matches only as a literal path)"
+                            );
+                        }
+                        for line in crate::sandbox::describe(&machine.capabilities) {
+                            println!("  {line}");
+                        }
                     }
+                    print_secret_inputs(&machine);
                     0
                 }
                 Err(diagnostics) => {
@@ -49,6 +59,23 @@ pub fn validate(files: &[PathBuf]) -> u8 {
         worst = worst.max(code);
     }
     worst
+}
+
+/// Which inputs are secrets, and what that means for the operator.
+fn print_secret_inputs(machine: &crate::compile::machine::Machine) {
+    let secrets: Vec<&str> = machine
+        .inputs
+        .iter()
+        .filter(|input| input.secret)
+        .map(|input| input.name.as_str())
+        .collect();
+    if let Some(first) = secrets.first() {
+        println!(
+            "  secret inputs: {} (masked as ***NAME*** in every log, status and output line; \
+             never stored: a resume needs them again, e.g. --input {first}=VALUE)",
+            secrets.join(", ")
+        );
+    }
 }
 
 /// A scenario file: its schema, and the protocol it names, loaded and compiled.

@@ -86,6 +86,8 @@ pub fn register(
     context.add_function("command_exists", |name: Arc<String>| command_exists(&name))?;
     context.add_function("env", |name: Arc<String>| -> cel::Value {
         std::env::var(name.as_str()).map_or(cel::Value::Null, |value| {
+            // Whatever it flows into is masked from now on (`crate::secrets`).
+            crate::secrets::register_environment(&name, &value);
             cel::Value::String(Arc::new(value))
         })
     })?;

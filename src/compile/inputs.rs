@@ -34,7 +34,9 @@ pub(super) fn compile(compiler: &mut Compiler, inputs: &IndexMap<String, Input>)
                 ),
                 values: input.values.clone(),
                 items: input.items,
+                secret: input.secret,
             };
+            check_secret(compiler, name, input, &pointer);
             if input.kind == InputType::Enum && input.values.is_empty() {
                 compiler.key_error(
                     &pointer,
@@ -70,6 +72,34 @@ pub(super) fn compile(compiler: &mut Compiler, inputs: &IndexMap<String, Input>)
             node
         })
         .collect()
+}
+
+/// A secret is a `string` without a default: other types are not masked reliably (the digits
+/// of a number appear in every step count), and a default is written in the protocol file.
+fn check_secret(compiler: &mut Compiler, name: &str, input: &Input, pointer: &str) {
+    if !input.secret {
+        return;
+    }
+    if input.kind != InputType::String {
+        compiler.key_error(
+            &format!("{pointer}/secret"),
+            format!(
+                "`secret` applies to `type: string` inputs; `{name}` is of type {}, whose \
+                 value cannot be masked reliably in output",
+                input.kind.name()
+            ),
+            Some("make it `type: string`, or drop `secret: true`".into()),
+        );
+    }
+    if input.default.is_some() {
+        compiler.key_error(
+            &format!("{pointer}/default"),
+            format!("secret input `{name}` has a default, which the protocol file shows to anyone"),
+            Some(format!(
+                "remove the default and supply it at run time: --input {name}=VALUE"
+            )),
+        );
+    }
 }
 
 /// A numeric bound: a number, or a duration literal for duration inputs (as milliseconds).
@@ -163,8 +193,21 @@ impl InputNode {
                 }
                 (Value::string(text.as_str()), None)
             }
+            // A secret's value is never echoed, not even a mistyped one.
+            (kind, _) if self.secret => return Err(format!("expected {}", kind.name())),
             (kind, other) => return Err(format!("expected {}, got {other}", kind.name())),
         };
+        if self.secret
+            && let Value::String(text) = &checked
+            && text.chars().count() < crate::secrets::MIN_SECRET_CHARACTERS
+        {
+            return Err(format!(
+                "a secret has at least {} characters, so that masking it in output does not blank \
+                 common text; this one has {}",
+                crate::secrets::MIN_SECRET_CHARACTERS,
+                text.chars().count()
+            ));
+        }
         if let Some(measure) = measure {
             let shown = |bound: f64| match self.kind {
                 InputType::Duration => Duration::from_milliseconds(bound as u64).to_string(),
@@ -199,16 +242,23 @@ impl InputNode {
             maximum: None,
             values: self.values.clone(),
             items: None,
+            secret: false,
         }
     }
 
     /// A supplied value: a string is read as on the command line (`30s`, `[a, b]`, `true`),
     /// anything else is checked as it is.
     pub fn accept(&self, given: &serde_json::Value) -> Result<Value, String> {
-        match given {
+        let accepted = match given {
             serde_json::Value::String(text) => self.parse_text(text),
             other => self.check(other),
+        }?;
+        // Every secret value is known from here on, whether a command line, a `serve` line
+        // or a parent protocol's `invoke` gave it.
+        if self.secret {
+            crate::secrets::register_input(&self.name, accepted.as_str());
         }
+        Ok(accepted)
     }
 
     /// Parses a command-line text for this input: strings stay as written, other types are
@@ -249,7 +299,19 @@ pub enum InputError {
     Missing { name: String, description: String },
     #[error("input `{name}`: {message}")]
     Invalid { name: String, message: String },
-    #[error("`{text}` is not KEY=VALUE; write e.g. --input path=README.md")]
+    #[error(
+        "secret input `{name}` is not stored with the run; supply it again: --input {name}=VALUE"
+    )]
+    SecretNotStored { name: String },
+    #[error(
+        "--input {name}: a resumed run keeps the inputs it started with; only its secret inputs \
+         are supplied again"
+    )]
+    NotSecret { name: String },
+    #[error(
+        "`{text}` is not KEY=VALUE, nor the name of a set environment variable to take the value \
+         from; write e.g. --input path=README.md, or --input NAME with NAME set"
+    )]
     Malformed { text: String },
 }
 
@@ -267,7 +329,8 @@ impl Machine {
     }
 
     /// Bound inputs by name, as `bind_input_values` reads them back (a duration as its
-    /// literal, `1m30s`, not as milliseconds): what a durable run records.
+    /// literal, `1m30s`, not as milliseconds): what a durable run records. A secret input is
+    /// recorded as its placeholder, never its value.
     pub fn recorded_inputs(&self, values: &[Value]) -> serde_json::Value {
         serde_json::Value::Object(
             self.inputs
@@ -275,6 +338,10 @@ impl Machine {
                 .zip(values)
                 .map(|(input, value)| {
                     let json = match (input.kind, value) {
+                        (_, Value::Null) => serde_json::Value::Null,
+                        _ if input.secret => serde_json::Value::String(
+                            crate::secrets::placeholder(&crate::secrets::input_label(&input.name)),
+                        ),
                         (InputType::Duration, Value::Int(milliseconds)) => {
                             serde_json::Value::String(
                                 Duration::from_milliseconds(
@@ -291,22 +358,66 @@ impl Machine {
         )
     }
 
+    /// The names of the secret inputs of this protocol and of every child it invokes: what a
+    /// resume may supply again (a running child's are in its parent's snapshot).
+    pub fn secret_input_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        // Each protocol once, however often it is invoked (a shared child is one `Arc`).
+        let mut seen: Vec<*const Machine> = vec![self];
+        let mut pending: Vec<&Machine> = vec![self];
+        while let Some(machine) = pending.pop() {
+            for input in machine.inputs.iter().filter(|input| input.secret) {
+                if !names.contains(&input.name.as_str()) {
+                    names.push(&input.name);
+                }
+            }
+            for invoke in machine.states.iter().flat_map(|state| &state.invokes) {
+                let child: &Machine = &invoke.machine;
+                if !seen.contains(&(child as *const Machine)) {
+                    seen.push(child);
+                    pending.push(child);
+                }
+            }
+        }
+        names
+    }
+
     /// Binds the inputs a durable run recorded (`recorded_inputs`): an input recorded as
-    /// `null` (optional, not given) is left to its default.
+    /// `null` (optional, not given) is left to its default. Secret inputs were not recorded:
+    /// they come from `secrets` (`--input` on resume), and only they may.
     pub fn bind_recorded_inputs(
         &self,
         recorded: &serde_json::Value,
+        secrets: &[(String, String)],
     ) -> Result<Vec<Value>, Vec<InputError>> {
-        let supplied: Vec<(String, serde_json::Value)> = recorded
-            .as_object()
-            .map(|inputs| {
-                inputs
-                    .iter()
-                    .filter(|(_, value)| !value.is_null())
-                    .map(|(name, value)| (name.clone(), value.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut errors = Vec::new();
+        let secret_names = self.secret_input_names();
+        for (name, _) in secrets {
+            if !secret_names.contains(&name.as_str()) {
+                errors.push(InputError::NotSecret { name: name.clone() });
+            }
+        }
+        let mut supplied: Vec<(String, serde_json::Value)> = Vec::new();
+        for (name, value) in recorded.as_object().into_iter().flatten() {
+            let secret = self
+                .inputs
+                .iter()
+                .any(|input| input.secret && input.name == *name);
+            if value.is_null() {
+                continue;
+            }
+            if !secret {
+                supplied.push((name.clone(), value.clone()));
+                continue;
+            }
+            match secrets.iter().find(|(given, _)| given == name) {
+                Some((_, text)) => supplied.push((name.clone(), text.clone().into())),
+                None => errors.push(InputError::SecretNotStored { name: name.clone() }),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
         self.bind_input_values(&supplied)
     }
 
@@ -378,7 +489,13 @@ impl Machine {
                     }
                 },
             )
-            .collect();
+            .collect::<Vec<Value>>();
+        // A secret input not supplied still reserves its placeholder (`crate::secrets`).
+        for (input, value) in self.inputs.iter().zip(&bound) {
+            if input.secret && matches!(value, Value::Null) {
+                crate::secrets::register_input(&input.name, None);
+            }
+        }
         if errors.is_empty() {
             Ok(bound)
         } else {
@@ -387,14 +504,20 @@ impl Machine {
     }
 }
 
-/// Splits `KEY=VALUE`.
+/// Splits `KEY=VALUE`. A bare `KEY` takes its value from the environment variable `KEY` (as
+/// `docker run -e KEY` does), so that a secret need not appear in the process's arguments,
+/// which other users of the host can read.
 pub fn split_assignment(text: &str) -> Result<(String, String), InputError> {
+    let malformed = || InputError::Malformed {
+        text: text.to_string(),
+    };
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_string(), value.to_string()))
         }
-        _ => Err(InputError::Malformed {
-            text: text.to_string(),
-        }),
+        None if !text.trim().is_empty() => std::env::var(text.trim())
+            .map(|value| (text.trim().to_string(), value))
+            .map_err(|_| malformed()),
+        _ => Err(malformed()),
     }
 }

@@ -315,6 +315,8 @@ pub struct InputNode {
     pub maximum: Option<f64>,
     pub values: Vec<String>,
     pub items: Option<InputType>,
+    /// Masked in all output and kept out of the store (`crate::secrets`).
+    pub secret: bool,
 }
 
 /// The compiled protocol: everything an instance needs, by index.

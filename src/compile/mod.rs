@@ -6,6 +6,7 @@ pub mod expression;
 mod fast;
 mod fast_syntax;
 mod functions;
+pub mod grants;
 pub mod inputs;
 pub mod machine;
 
@@ -90,6 +91,7 @@ fn compile_nested(
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
     }
+    grants::check(&mut compiler, protocol);
     let mut outline = Outline::default();
     outline.collect(&mut compiler, protocol);
     // The outline holds the document's root too, which the author did not write.
@@ -116,7 +118,12 @@ fn compile_nested(
         state_indices,
     )
     .with_host_functions(extensions)
-    .with_environment_grant(compiler.capabilities.inherited_environment())
+    // A grant naming an input is checked once it is resolved (the run compiles again then).
+    .with_environment_grant(
+        Some(&compiler.capabilities)
+            .filter(|capabilities| capabilities.is_resolved())
+            .and_then(Capabilities::inherited_environment),
+    )
     .with_read_grant(&compiler.capabilities);
     let inputs = inputs::compile(&mut compiler, &protocol.inputs);
     let context = protocol
@@ -588,7 +595,9 @@ impl Compiler<'_> {
             );
             return None;
         }
-        if let Err(denied) = self.capabilities.may_read(&path) {
+        if self.capabilities.is_resolved()
+            && let Err(denied) = self.capabilities.may_read(&path)
+        {
             self.value_error(
                 &protocol_pointer,
                 format!("the child protocol `{}`: {denied}", invoke.protocol),
@@ -621,7 +630,7 @@ impl Compiler<'_> {
         let mut ancestry = self.ancestry.clone();
         ancestry.push(canonical);
         let extensions = self.extensions.clone();
-        let limit = self.capabilities.clone();
+        let limit = self.capabilities.clone().for_child();
         let child = match compile_nested(&loaded, ancestry, &extensions, &limit) {
             Ok(child) => child,
             Err(diagnostics) => {

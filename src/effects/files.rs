@@ -37,6 +37,14 @@ pub enum FileRequest {
 }
 
 impl FileRequest {
+    /// The file the request writes (for a backup, the backup).
+    pub fn written_path(&self) -> &Path {
+        match self {
+            FileRequest::Backup { backup, .. } => backup,
+            other => other.path(),
+        }
+    }
+
     /// The file the request is about (for a backup, the file backed up).
     pub fn path(&self) -> &Path {
         match self {
@@ -82,6 +90,8 @@ pub enum FileError {
     MissingOriginal { path: PathBuf },
     #[error("cannot restore {path}: the backup {backup} does not exist")]
     MissingBackup { path: PathBuf, backup: PathBuf },
+    #[error("{reason} (at this attempt, {path} leads outside the grant)")]
+    Denied { path: PathBuf, reason: String },
     #[error("the file effect on {path} stopped unexpectedly: {reason}")]
     Interrupted { path: PathBuf, reason: String },
 }
@@ -92,16 +102,49 @@ pub enum FileError {
 ///
 /// Dropping the future does not stop the filesystem work: it finishes (or fails) whole, which
 /// is what keeps every file either old or new.
-pub async fn run_file_effect(id: &str, request: &FileRequest) -> EffectOutcome {
+///
+/// Under a grant, each attempt checks its paths again where they lead now, then works on a
+/// thread the kernel confines to the grant (`crate::sandbox`): a link swapped in between
+/// attempts, or during this one, cannot carry the work out of `read` or `write`.
+pub async fn run_file_effect(
+    id: &str,
+    request: &FileRequest,
+    grant: Option<&crate::sandbox::Grant>,
+) -> EffectOutcome {
     let started = Instant::now();
+    if let Some(grant) = grant {
+        let checked = grant
+            .0
+            .check_file(request)
+            .map_err(|denied| FileError::Denied {
+                path: request.path().to_path_buf(),
+                reason: denied.to_string(),
+            });
+        // The directory written to is made before the kernel confines the work: a granted
+        // directory that does not exist yet would have no rule.
+        let prepared = checked.and_then(|()| {
+            let written = request.written_path();
+            std::fs::create_dir_all(crate::files::parent_directory(written)).map_err(|error| {
+                FileError::Io {
+                    action: "create the directory of",
+                    path: written.to_path_buf(),
+                    error,
+                }
+            })
+        });
+        if let Err(error) = prepared {
+            return outcome(id, request, Err(error), started.elapsed());
+        }
+    }
     let owned = request.clone();
-    let result = match tokio::task::spawn_blocking(move || perform(&owned)).await {
-        Ok(result) => result,
-        Err(error) => Err(FileError::Interrupted {
-            path: request.path().to_path_buf(),
-            reason: error.to_string(),
-        }),
-    };
+    let result = crate::sandbox::run_blocking(grant.cloned(), move || perform(&owned))
+        .await
+        .unwrap_or_else(|reason| {
+            Err(FileError::Interrupted {
+                path: request.path().to_path_buf(),
+                reason,
+            })
+        });
     outcome(id, request, result, started.elapsed())
 }
 
@@ -397,7 +440,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap()
-            .block_on(run_file_effect("file", &request))
+            .block_on(run_file_effect("file", &request, None))
     }
 
     fn message(outcome: &EffectOutcome) -> &str {
@@ -486,7 +529,7 @@ mod tests {
                         path: path.clone(),
                         content: contents[round % 2].clone(),
                     };
-                    let outcome = runtime.block_on(run_file_effect("write", &request));
+                    let outcome = runtime.block_on(run_file_effect("write", &request, None));
                     assert!(outcome.succeeded, "{:?}", outcome.data);
                 }
                 done.store(true, Ordering::SeqCst);
@@ -544,7 +587,7 @@ mod tests {
                                 json!({"writer": writer, "sequence": sequence, "padding": padding})
                                     .to_string(),
                         };
-                        let outcome = runtime.block_on(run_file_effect("append", &request));
+                        let outcome = runtime.block_on(run_file_effect("append", &request, None));
                         assert!(outcome.succeeded, "{:?}", outcome.data);
                     }
                 });

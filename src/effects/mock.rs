@@ -122,6 +122,11 @@ impl Mocks {
         self.sequences.keys().map(String::as_str)
     }
 
+    /// Whether the calls of `id` are scripted (every one of them is, once any is).
+    pub fn covers(&self, id: &str) -> bool {
+        self.sequences.contains_key(id)
+    }
+
     /// The scripted outcome of the next call of `id`, if it is mocked.
     pub fn next(&mut self, id: &str) -> Option<MockOutcome> {
         let sequence = self.sequences.get_mut(id)?;

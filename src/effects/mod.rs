@@ -44,6 +44,11 @@ pub struct EffectRequest {
     /// The state whose visit this effect belongs to (`StateId::ROOT`: the run itself).
     #[serde(default = "root_state")]
     pub owner: StateId,
+    /// The capabilities it was admitted under, when they restrict anything: checked again and
+    /// enforced by the kernel at every attempt (`crate::sandbox`). Set by every admission,
+    /// a resumed run's included, so it is never stored.
+    #[serde(skip)]
+    pub grant: Option<crate::sandbox::Grant>,
 }
 
 fn root_state() -> StateId {
@@ -257,15 +262,19 @@ impl Cancellation {
 /// atomic already, is let complete.
 pub async fn run_effect(request: &EffectRequest, cancellation: &mut Cancellation) -> EffectOutcome {
     match &request.kind {
-        EffectKind::Process(process) => match process::run_process(process, cancellation).await {
-            Ok(outcome) => EffectOutcome::from_process(&request.id, &outcome),
-            Err(error) => EffectOutcome::failure(&request.id, error.to_string()),
-        },
+        EffectKind::Process(process) => {
+            match process::run_process(process, request.grant.as_ref(), cancellation).await {
+                Ok(outcome) => EffectOutcome::from_process(&request.id, &outcome),
+                Err(error) => EffectOutcome::failure(&request.id, error.to_string()),
+            }
+        }
         EffectKind::Tool(call) => tokio::select! {
-            outcome = tools::run_tool(&request.id, call) => outcome,
+            outcome = tools::run_tool(&request.id, call, request.grant.as_ref()) => outcome,
             () = cancellation.cancelled() => EffectOutcome::failure(&request.id, "cancelled".into()),
         },
-        EffectKind::File(file) => files::run_file_effect(&request.id, file).await,
+        EffectKind::File(file) => {
+            files::run_file_effect(&request.id, file, request.grant.as_ref()).await
+        }
     }
 }
 

@@ -186,6 +186,7 @@ impl Drop for GroupGuard {
 /// Runs the process to completion, timeout or cancellation.
 pub async fn run_process(
     request: &ProcessRequest,
+    grant: Option<&crate::sandbox::Grant>,
     cancellation: &mut super::Cancellation,
 ) -> Result<ProcessOutcome, ProcessError> {
     let program = request.argv.first().ok_or(ProcessError::EmptyArgv)?.clone();
@@ -242,6 +243,28 @@ pub async fn run_process(
     }
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);
+    }
+    if let Some(grant) = grant.filter(|grant| grant.confines()) {
+        // Built here, at each attempt, from the paths as they are now; applied in the child
+        // between fork and exec, so nothing the program does escapes it.
+        let program_file = match &request.cwd {
+            Some(cwd) if resolved.is_relative() => cwd.join(&resolved),
+            _ => resolved.clone(),
+        };
+        let program_file = program_file.canonicalize().unwrap_or(program_file);
+        let mut confinement = grant
+            .confinement(crate::sandbox::Confined::Process {
+                program: &program_file,
+            })
+            .map_err(|error| ProcessError::Spawn {
+                program: program.clone(),
+                error: std::io::Error::other(error.to_string()),
+            })?;
+        // SAFETY: `enforce` makes only system calls (prctl, landlock_restrict_self, close)
+        // and allocates nothing on success, as the child of a fork must.
+        unsafe {
+            command.pre_exec(move || confinement.enforce());
+        }
     }
     let started = Instant::now();
     let mut child = command.spawn().map_err(|error| ProcessError::Spawn {
@@ -371,7 +394,7 @@ mod tests {
         request.cwd = Some(PathBuf::from("/tmp"));
         request.env = vec![("GREETING".into(), "hello".into())];
         let outcome = runtime()
-            .block_on(run_process(&request, &mut Default::default()))
+            .block_on(run_process(&request, None, &mut Default::default()))
             .unwrap();
         assert_eq!(outcome.exit_code, Some(3));
         assert_eq!(outcome.stdout, "from stdin\n/tmp\n");
@@ -383,7 +406,7 @@ mod tests {
     fn arguments_are_never_interpreted_by_a_shell() {
         let request = ProcessRequest::new(argv(&["echo", "; rm -rf /tmp/x", "$(id)", "a\nb"]));
         let outcome = runtime()
-            .block_on(run_process(&request, &mut Default::default()))
+            .block_on(run_process(&request, None, &mut Default::default()))
             .unwrap();
         assert_eq!(outcome.stdout, "; rm -rf /tmp/x $(id) a\nb\n");
     }
@@ -393,7 +416,7 @@ mod tests {
         let mut request = ProcessRequest::new(argv(&["sh", "-c", "yes x | head -c 100000"]));
         request.output_limit = 1000;
         let outcome = runtime()
-            .block_on(run_process(&request, &mut Default::default()))
+            .block_on(run_process(&request, None, &mut Default::default()))
             .unwrap();
         assert_eq!(outcome.stdout.len(), 1000);
         assert!(outcome.truncated);
@@ -410,7 +433,7 @@ mod tests {
         request.kill_grace = Duration::from_millis(100);
         let started = std::time::Instant::now();
         let outcome = runtime()
-            .block_on(run_process(&request, &mut Default::default()))
+            .block_on(run_process(&request, None, &mut Default::default()))
             .unwrap();
         assert!(outcome.timed_out);
         assert_eq!(outcome.exit_code, None);
@@ -431,7 +454,7 @@ mod tests {
     fn a_missing_program_is_a_spawn_error() {
         let request = ProcessRequest::new(argv(&["definitely-not-a-program-xyz"]));
         let error = runtime()
-            .block_on(run_process(&request, &mut Default::default()))
+            .block_on(run_process(&request, None, &mut Default::default()))
             .unwrap_err();
         assert!(
             error

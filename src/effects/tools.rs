@@ -12,6 +12,7 @@ use regex::Regex;
 use tokio::time::Instant;
 
 use super::EffectOutcome;
+use crate::sandbox::Grant;
 use crate::value::Value;
 
 /// Which tool to run, and on what.
@@ -60,26 +61,6 @@ pub struct ToolCall {
     pub timeout: Option<Duration>,
     /// Bytes of `stdout` kept; for `read_file`, bytes of the file read.
     pub output_limit: usize,
-    /// When reads are restricted: what every file a search opens is checked against (a link
-    /// inside the granted tree may lead out of it). Set when the effect is admitted.
-    #[serde(skip)]
-    pub readable: Option<ReadGrant>,
-}
-
-/// The capabilities a tool checks the files it opens against.
-#[derive(Clone)]
-pub struct ReadGrant(pub Arc<crate::capabilities::Capabilities>);
-
-impl std::fmt::Debug for ReadGrant {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("ReadGrant")
-    }
-}
-
-impl PartialEq for ReadGrant {
-    fn eq(&self, other: &ReadGrant) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
 }
 
 /// The longest line `grep_search` reads; a longer one is skipped (a file with no newline must
@@ -92,14 +73,18 @@ pub const GREP_MAX_LINE_BYTES: usize = 1 << 20;
 /// system call stuck on a hung filesystem stays stuck. The thread finishes in the background and
 /// its result is dropped. Between files, entries and lines it checks a cancellation flag, set
 /// when this future ends or is dropped, so a long listing or search stops early.
-pub async fn run_tool(id: &str, call: &ToolCall) -> EffectOutcome {
+///
+/// Under a grant that restricts reading, the work runs on a thread of its own that the kernel
+/// confines to the grant (`crate::sandbox`), and every file it opens is checked by the engine
+/// too, at this attempt: a link planted since the effect was admitted leads nowhere.
+pub async fn run_tool(id: &str, call: &ToolCall, grant: Option<&Grant>) -> EffectOutcome {
     let started = Instant::now();
     let cancellation = Cancellation::default();
     let cancelled = Arc::clone(&cancellation.cancelled);
     let tool = call.tool.clone();
     let output_limit = call.output_limit;
-    let readable = call.readable.clone();
-    let work = tokio::task::spawn_blocking(move || {
+    let readable = grant.filter(|grant| grant.0.restricts_reads()).cloned();
+    let work = crate::sandbox::run_blocking(readable.clone(), move || {
         perform(&tool, output_limit, &cancelled, readable.as_ref())
     });
     let joined = match call.timeout {
@@ -251,8 +236,18 @@ fn perform(
     tool: &ToolRequest,
     output_limit: usize,
     cancelled: &AtomicBool,
-    readable: Option<&ReadGrant>,
+    readable: Option<&Grant>,
 ) -> ToolReport {
+    let root = match tool {
+        ToolRequest::ReadFile { path }
+        | ToolRequest::ListDir { path }
+        | ToolRequest::GrepSearch { path, .. } => path,
+    };
+    if let Some(grant) = readable
+        && let Err(denied) = grant.0.may_read(root)
+    {
+        return ToolReport::error(tool, denied.to_string());
+    }
     match tool {
         ToolRequest::ReadFile { path } => read_file(path, output_limit).unwrap_or_else(|error| {
             ToolReport::error(tool, format!("cannot read `{}`: {error}", path.display()))
@@ -386,7 +381,7 @@ struct Search<'a> {
     limit: usize,
     output_limit: usize,
     cancelled: &'a AtomicBool,
-    readable: Option<&'a ReadGrant>,
+    readable: Option<&'a Grant>,
     stdout: String,
     /// Matching lines in `stdout`.
     reported: usize,
@@ -613,9 +608,8 @@ mod tests {
             tool,
             timeout: Some(Duration::from_secs(10)),
             output_limit,
-            readable: None,
         };
-        runtime().block_on(run_tool("tool", &call))
+        runtime().block_on(run_tool("tool", &call, None))
     }
 
     fn text<'a>(outcome: &'a EffectOutcome, key: &str) -> &'a str {
@@ -848,10 +842,9 @@ mod tests {
             tool: ToolRequest::ReadFile { path: fifo.clone() },
             timeout: Some(Duration::from_millis(50)),
             output_limit: 1024,
-            readable: None,
         };
         let runtime = runtime();
-        let outcome = runtime.block_on(run_tool("stuck", &call));
+        let outcome = runtime.block_on(run_tool("stuck", &call, None));
         assert!(!outcome.succeeded && outcome.timed_out);
         assert_eq!(outcome.data["exit_code"], Value::Null);
         assert_eq!(outcome.data["timed_out"], Value::Bool(true));

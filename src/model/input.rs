@@ -31,6 +31,11 @@ pub struct Input {
     /// The type of each element of a `list` input (any type when omitted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<InputType>,
+    /// A `string` input holding a secret (a token, a password): its value is masked as
+    /// `***NAME***` in every log, status, telemetry line and output, and never stored, so a
+    /// resume needs it again (`--input NAME=VALUE`). No default; at least 4 characters.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
 }
 
 /// The type of an input.

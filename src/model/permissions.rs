@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 /// The capabilities a protocol declares. Each kind left out is not restricted by the protocol
 /// (the operator can still narrow it with `run --allow-...`); each kind given allows only what
-/// it lists. Child protocols get at most their parent's capabilities.
+/// it lists. Child protocols get at most their parent's capabilities. An entry may name an input
+/// (`"${state_dir}/**"`, `"${command[0]}"`, `"${tools}"` for each item of a list), resolved when
+/// the run starts; the value counts as a literal path.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Permissions {

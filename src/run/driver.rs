@@ -143,7 +143,11 @@ impl Observer for TracingObserver {
     fn directive(&mut self, directive: &Directive) {
         // One whole line per directive, flushed at once: the driving program reads line by line.
         let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{}", directive.to_json());
+        let _ = writeln!(
+            stdout,
+            "{}",
+            crate::secrets::mask_json(&directive.to_json())
+        );
         let _ = stdout.flush();
     }
 
@@ -151,7 +155,7 @@ impl Observer for TracingObserver {
         eprintln!(
             "warning: events line {}: {}; line skipped",
             error.line,
-            crate::output::escape_controls(&error.message)
+            crate::output::escape_controls(&crate::secrets::mask(&error.message))
         );
     }
 }

@@ -87,6 +87,8 @@ pub struct Fleet {
     line_number: usize,
     /// Every instance's limits (`--max-microsteps`, the budgets).
     limits: super::algorithm::Limits,
+    /// Secret inputs for the instances resumed from the store, which never holds them.
+    secret_inputs: Vec<(String, String)>,
 }
 
 impl Fleet {
@@ -115,6 +117,7 @@ impl Fleet {
             input_ended: false,
             line_number: 0,
             limits: super::algorithm::Limits::default(),
+            secret_inputs: Vec::new(),
         }
     }
 
@@ -122,6 +125,11 @@ impl Fleet {
     pub fn with_limits(mut self, limits: super::algorithm::Limits) -> Fleet {
         self.limits = limits;
         self
+    }
+
+    /// Supplies the secret inputs of the instances `resume_recorded` resumes (`NAME`, value).
+    pub fn set_secret_inputs(&mut self, secret_inputs: Vec<(String, String)>) {
+        self.secret_inputs = secret_inputs;
     }
 
     /// Sends each committed batch of output lines to `sink` instead of stdout.
@@ -176,7 +184,10 @@ impl Fleet {
                         None => session.start(),
                     });
                 }
-                Err(message) => eprintln!("error: instance `{name}` cannot resume: {message}"),
+                Err(message) => eprintln!(
+                    "error: instance `{name}` cannot resume: {}",
+                    crate::secrets::mask(&message)
+                ),
             }
         }
         self.commit();
@@ -215,21 +226,26 @@ impl Fleet {
         }
         let values = self
             .machine
-            .bind_recorded_inputs(&record.inputs)
-            .map_err(|errors| format!("{errors:?}"))?;
+            .bind_recorded_inputs(&record.inputs, &self.secret_inputs)
+            .map_err(|errors| {
+                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                messages.join("; ")
+            })?;
         match store
             .latest_snapshot(run_id)
             .map_err(|error| error.to_string())?
         {
             None => Ok((Interpreter::new(self.machine.clone(), values), None)),
             Some(stored) => {
-                let interpreter =
-                    Interpreter::restore(self.machine.clone(), values, &stored.snapshot)
-                        .map_err(|error| error.to_string())?;
+                let snapshot = stored
+                    .snapshot
+                    .with_secrets(&stored.secrets, &self.secret_inputs)?;
+                let interpreter = Interpreter::restore(self.machine.clone(), values, &snapshot)
+                    .map_err(|error| error.to_string())?;
                 Ok((
                     interpreter,
                     Some(Resume {
-                        snapshot: stored.snapshot,
+                        snapshot,
                         sequence: stored.sequence,
                         committed_unix_milliseconds: stored.unix_milliseconds,
                         timers,
@@ -295,8 +311,9 @@ impl Fleet {
 
     fn line_problem(&self, message: &str) {
         eprintln!(
-            "warning: input line {}: {message}; line skipped",
-            self.line_number
+            "warning: input line {}: {}; line skipped",
+            self.line_number,
+            crate::secrets::mask(message)
         );
     }
 
@@ -669,9 +686,10 @@ impl std::ops::Deref for LineText<'_> {
     }
 }
 
+/// One output line, its secrets masked: every client of the host sees it.
 fn write_line(output: &mut Vec<u8>, value: &serde_json::Value) {
     // Writing JSON into a vector cannot fail.
-    let _ = serde_json::to_writer(&mut *output, value);
+    let _ = serde_json::to_writer(&mut *output, &*crate::secrets::mask_json(value));
     output.push(b'\n');
 }
 
@@ -703,17 +721,15 @@ impl Observer for MemberObserver<'_> {
             .iter()
             .map(|(name, value)| (name.to_string(), value.to_json()))
             .collect();
-        eprintln!(
-            "{}",
-            serde_json::json!({
-                "instance": self.name,
-                "time": time,
-                "level": format!("{:?}", record.level).to_lowercase(),
-                "message": record.message,
-                "tags": tags,
-                "fields": fields,
-            })
-        );
+        let line = serde_json::json!({
+            "instance": self.name,
+            "time": time,
+            "level": format!("{:?}", record.level).to_lowercase(),
+            "message": record.message,
+            "tags": tags,
+            "fields": fields,
+        });
+        eprintln!("{}", crate::secrets::mask_json(&line));
     }
 
     fn directive(&mut self, directive: &Directive) {
@@ -728,7 +744,8 @@ impl Observer for MemberObserver<'_> {
     fn input_error(&mut self, error: &InputLineError) {
         eprintln!(
             "warning: instance `{}`: {}; event skipped",
-            self.name, error.message
+            self.name,
+            crate::secrets::mask(&error.message)
         );
     }
 

@@ -200,7 +200,14 @@ impl DriverHost<'_> {
         mut request: EffectRequest,
         from: Option<crate::effects::PlanProgress>,
     ) {
-        if let Err(denied) = self.machine.capabilities.admit(&mut request) {
+        // A mocked effect runs nothing (its scripted outcome stands in for it), so there is
+        // nothing to check: a scenario may mock a program this machine does not have.
+        let mocked = self
+            .mocks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .covers(&request.id);
+        if !mocked && let Err(denied) = self.machine.capabilities.admit(&mut request) {
             self.refuse(&request, &denied);
             return;
         }
@@ -592,6 +599,19 @@ impl DriverHost<'_> {
             self.warn_failed_after_finish(id, event);
         }
         self.state.after_finish.push(summary);
+    }
+
+    /// Says once per engine process, when the run starts or resumes, that the kernel cannot
+    /// enforce what the capabilities restrict.
+    pub(super) fn warn_if_unconfined(&mut self) {
+        if let Some(warning) = crate::sandbox::unenforced_warning(&self.machine.capabilities) {
+            self.log(LogRecord {
+                level: crate::model::action::LogLevel::Warn,
+                message: warning,
+                tags: Arc::from([Arc::from("sandbox_unenforced")]),
+                fields: Vec::new(),
+            });
+        }
     }
 
     /// An effect that failed after the run's final state: the run's outcome stands, but the

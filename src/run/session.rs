@@ -262,6 +262,7 @@ impl<'a> Session<'a> {
             "children": resume.snapshot.children.iter().map(|child| &child.id).collect::<Vec<_>>(),
         });
         self.host.observer.record(&time, "resume", fields);
+        self.host.warn_if_unconfined();
         // The resume is a step of its own: the effects it restarted (their tags, their new
         // invocations) are durable before anything else happens, so a second crash finds them.
         if self.host.recording {
@@ -274,6 +275,7 @@ impl<'a> Session<'a> {
 
     /// Enters the initial configuration.
     pub fn start(&mut self) -> Result<(), RunError> {
+        self.host.warn_if_unconfined();
         self.interpreter.set_clock(self.host.now_milliseconds());
         self.interpreter.start(&mut self.host)?;
         self.after_step();

@@ -174,6 +174,21 @@ impl Snapshot {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }
+
+    /// The snapshot with the secrets the store masked (`labels`) put back: secret inputs from
+    /// `inputs` (as supplied on resume), `env()` values read again (`crate::secrets`).
+    pub fn with_secrets(
+        self,
+        labels: &[String],
+        inputs: &[(String, String)],
+    ) -> Result<Snapshot, String> {
+        if labels.is_empty() {
+            return Ok(self);
+        }
+        let mut json = self.to_json();
+        crate::secrets::restore_json(&mut json, labels, inputs)?;
+        serde_json::from_value(json).map_err(|error| error.to_string())
+    }
 }
 
 impl Interpreter {

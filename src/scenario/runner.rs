@@ -9,9 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use super::model::{Expectation, Scenario, ScenarioFile, Step};
 use crate::actions::{Directive, LogRecord};
+use crate::capabilities::Capabilities;
 use crate::compile::machine::Machine;
 use crate::diagnostic::render_all;
 use crate::effects::mock::Mocks;
+use crate::load::Loaded;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
 use crate::run::Interpreter;
@@ -69,20 +71,27 @@ impl Coverage {
     }
 }
 
-/// Runs every scenario of a file.
+/// Runs every scenario of a file, its effects under the protocol's own permissions.
 pub fn run_file(path: &Path) -> FileReport {
-    run_file_limited(path, Limits::default())
+    run_file_limited(path, &Capabilities::unrestricted())
 }
 
-/// Runs every scenario of a file, each macrostep under `limits`.
-pub fn run_file_limited(path: &Path, limits: Limits) -> FileReport {
+/// Runs every scenario of a file, its real (unmocked) effects under the grants `run` would
+/// give: the protocol's permissions within `limit` (the operator's narrowing), those naming
+/// inputs resolved from each scenario's inputs.
+pub fn run_file_limited(path: &Path, limit: &Capabilities) -> FileReport {
+    run_file_under(path, limit, Limits::default())
+}
+
+/// `run_file_limited`, each macrostep under `limits` (`--max-microsteps`, the budgets).
+pub fn run_file_under(path: &Path, limit: &Capabilities, limits: Limits) -> FileReport {
     let mut report = FileReport {
         path: path.to_path_buf(),
         results: Vec::new(),
         error: None,
         coverage: None,
     };
-    let (file, machine) = match load_scenario_file(path) {
+    let (file, protocol, machine) = match load_scenario_file_limited(path, limit) {
         Ok(loaded) => loaded,
         Err(message) => {
             report.error = Some(message);
@@ -114,10 +123,16 @@ pub fn run_file_limited(path: &Path, limits: Limits) -> FileReport {
             .collect(),
         ..Coverage::default()
     };
+    let subject = Subject {
+        protocol: &protocol,
+        limit,
+        machine: &machine,
+        limits,
+    };
     for scenario in &file.scenarios {
         report
             .results
-            .push(run_scenario(&machine, scenario, &mut coverage, limits));
+            .push(run_scenario(&subject, scenario, &mut coverage));
     }
     report.coverage = Some(coverage);
     report
@@ -131,6 +146,15 @@ pub fn is_scenario_file(path: &Path) -> bool {
 
 /// Loads the scenario file and compiles its protocol.
 pub fn load_scenario_file(path: &Path) -> Result<(ScenarioFile, Arc<Machine>), String> {
+    load_scenario_file_limited(path, &Capabilities::unrestricted())
+        .map(|(file, _, machine)| (file, machine))
+}
+
+/// Loads the scenario file and compiles its protocol within `limit`.
+fn load_scenario_file_limited(
+    path: &Path,
+    limit: &Capabilities,
+) -> Result<(ScenarioFile, Loaded, Arc<Machine>), String> {
     let text = crate::load::read_text(path).map_err(|error| error.to_string())?;
     let (_, value) =
         crate::load::parse_document(DocumentKind::Scenario, &path.display().to_string(), text)
@@ -143,9 +167,18 @@ pub fn load_scenario_file(path: &Path) -> Result<(ScenarioFile, Arc<Machine>), S
     })?;
     let protocol_path = path.parent().unwrap_or(Path::new("")).join(&file.protocol);
     let loaded = crate::load::load_file(&protocol_path).map_err(|error| error.to_string())?;
-    let machine =
-        crate::compile::compile(&loaded).map_err(|diagnostics| render_all(&diagnostics))?;
-    Ok((file, Arc::new(machine)))
+    let machine = crate::compile::compile_limited(&loaded, &Arc::default(), limit)
+        .map_err(|diagnostics| render_all(&diagnostics))?;
+    Ok((file, loaded, Arc::new(machine)))
+}
+
+/// A scenario file's protocol: as loaded, the operator's limit, and compiled within it.
+struct Subject<'a> {
+    protocol: &'a Loaded,
+    limit: &'a Capabilities,
+    machine: &'a Arc<Machine>,
+    /// Each macrostep's limits.
+    limits: Limits,
 }
 
 /// What the observer saw since the run started.
@@ -225,12 +258,7 @@ impl Observer for Collector {
 /// timestamps and the files named after them are the same on every run.
 pub const DEFAULT_CLOCK: &str = "2026-01-01T00:00:00.000Z";
 
-fn run_scenario(
-    machine: &Arc<Machine>,
-    scenario: &Scenario,
-    coverage: &mut Coverage,
-    limits: Limits,
-) -> ScenarioResult {
+fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage) -> ScenarioResult {
     let mut result = ScenarioResult {
         name: scenario.name.clone(),
         failures: Vec::new(),
@@ -241,7 +269,7 @@ fn run_scenario(
         .iter()
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
-    let inputs = match machine.bind_input_values(&inputs) {
+    let inputs = match subject.machine.bind_input_values(&inputs) {
         Ok(inputs) => inputs,
         Err(errors) => {
             result
@@ -250,6 +278,23 @@ fn run_scenario(
             return result;
         }
     };
+    // The same grants `run` would resolve from these inputs, before anything runs.
+    let machine = match crate::compile::grants::resolve(
+        subject.protocol,
+        &Arc::default(),
+        subject.limit,
+        subject.machine.clone(),
+        &inputs,
+    ) {
+        Ok(machine) => machine,
+        Err(diagnostics) => {
+            result
+                .failures
+                .push(format!("grants: {}", render_all(&diagnostics)));
+            return result;
+        }
+    };
+    let machine = &machine;
     let mock_arguments: Vec<String> = scenario
         .mocks
         .iter()
@@ -278,7 +323,7 @@ fn run_scenario(
     let seen = Rc::new(RefCell::new(Seen::default()));
     let local = tokio::task::LocalSet::new();
     let failures = local.block_on(&runtime, async {
-        let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(limits);
+        let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(subject.limits);
         let mut observer = Collector { seen: seen.clone() };
         let mut state = DriverState::new();
         let mut session = Session::new(

@@ -118,6 +118,9 @@ pub struct StoredSnapshot {
     pub sequence: u64,
     pub unix_milliseconds: u64,
     pub snapshot: Snapshot,
+    /// Labels of the secrets the snapshot holds as placeholders (`crate::secrets`): a resume
+    /// puts their values back (`Snapshot::with_secrets`).
+    pub secrets: Vec<String>,
 }
 
 /// Commits one macrostep a driver handed over; the step that reaches a top-level final state
@@ -191,6 +194,13 @@ pub enum StoreError {
         run: String,
         what: &'static str,
         source: serde_json::Error,
+    },
+    #[error("{database}: cannot store the {what} of run `{run}`: {source}")]
+    Secret {
+        database: String,
+        run: String,
+        what: &'static str,
+        source: crate::secrets::AmbiguousPlaceholder,
     },
     #[error("{database}: the stored {what} of run `{run}` is damaged: {source}")]
     Corrupt {

@@ -65,6 +65,9 @@ const MIGRATIONS: &[&str] = &[
 const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
      last_step_at, final_state, exit_code, output, finished_at";
 
+/// The key under which a stored snapshot lists the labels of its secret placeholders.
+const SNAPSHOT_SECRETS: &str = "secrets";
+
 const JOURNAL_COLUMNS: &str = "step, event_name, event_data, transitions, actions, recorded_at";
 
 /// Runs, journal and snapshots in `<dir>/state.db`.
@@ -329,18 +332,84 @@ impl Context {
         })
     }
 
+    /// `value` as stored: JSON with every secret masked (`crate::secrets`). Only the snapshot
+    /// is ever read back with its secrets restored (`encode_snapshot`); the rest keeps the
+    /// placeholders for good.
     fn encode<T: serde::Serialize>(
         &self,
         run: &str,
         what: &'static str,
         value: &T,
     ) -> Result<String, StoreError> {
-        serde_json::to_string(value).map_err(|source| StoreError::Encode {
+        let failed = |source| self.encode_failed(run, what, source);
+        if !crate::secrets::active() {
+            return serde_json::to_string(value).map_err(failed);
+        }
+        let mut json = serde_json::to_value(value).map_err(failed)?;
+        crate::secrets::mask_json_in_place(&mut json);
+        Ok(json.to_string())
+    }
+
+    /// A snapshot as stored: masked, with the labels of the placeholders it holds under
+    /// `secrets`, so that a resume restores exactly those. A text that would not come back
+    /// whole (one spelling a placeholder) is refused.
+    fn encode_snapshot(&self, run: &str, snapshot: &Snapshot) -> Result<String, StoreError> {
+        let failed = |source| self.encode_failed(run, "snapshot", source);
+        if !crate::secrets::active() {
+            return serde_json::to_string(snapshot).map_err(failed);
+        }
+        let mut json = serde_json::to_value(snapshot).map_err(failed)?;
+        let labels =
+            crate::secrets::mask_for_store(&mut json).map_err(|source| StoreError::Secret {
+                database: self.location(),
+                run: run.to_string(),
+                what: "snapshot",
+                source,
+            })?;
+        if !labels.is_empty()
+            && let serde_json::Value::Object(fields) = &mut json
+        {
+            fields.insert(SNAPSHOT_SECRETS.into(), labels.into());
+        }
+        Ok(json.to_string())
+    }
+
+    fn encode_failed(
+        &self,
+        run: &str,
+        what: &'static str,
+        source: serde_json::Error,
+    ) -> StoreError {
+        StoreError::Encode {
             database: self.location(),
             run: run.to_string(),
             what,
             source,
-        })
+        }
+    }
+
+    /// A stored snapshot and the labels of the secrets it holds as placeholders.
+    fn decode_snapshot(
+        &self,
+        run: &str,
+        text: &str,
+    ) -> Result<(Snapshot, Vec<String>), StoreError> {
+        if !text.contains(SNAPSHOT_SECRETS) {
+            return Ok((self.decode(run, "snapshot", text)?, Vec::new()));
+        }
+        let mut json: serde_json::Value = self.decode(run, "snapshot", text)?;
+        let labels = match &mut json {
+            serde_json::Value::Object(fields) => fields.shift_remove(SNAPSHOT_SECRETS),
+            _ => None,
+        };
+        let labels = match labels {
+            Some(labels) => serde_json::from_value(labels)
+                .map_err(|source| self.corrupt(run, "snapshot secrets", Box::new(source)))?,
+            None => Vec::new(),
+        };
+        let snapshot = serde_json::from_value(json)
+            .map_err(|source| self.corrupt(run, "snapshot", Box::new(source)))?;
+        Ok((snapshot, labels))
     }
 
     fn decode<T: serde::de::DeserializeOwned>(
@@ -420,7 +489,7 @@ impl Context {
             transitions: self.encode(run, "journal transitions", &entry.transitions)?,
             actions: self.encode(run, "journal actions", &entry.actions)?,
             snapshot: match snapshot {
-                Some(snapshot) => Some(self.encode(run, "snapshot", snapshot)?),
+                Some(snapshot) => Some(self.encode_snapshot(run, snapshot)?),
                 None => None,
             },
             finish: match finish {
@@ -719,10 +788,12 @@ impl Store for SqliteStore {
         let Some((step, text, taken_at)) = row else {
             return Ok(None);
         };
+        let (snapshot, secrets) = self.context.decode_snapshot(run, &text)?;
         Ok(Some(StoredSnapshot {
             sequence: step as u64,
             unix_milliseconds: taken_at as u64,
-            snapshot: self.context.decode(run, "snapshot", &text)?,
+            snapshot,
+            secrets,
         }))
     }
 

@@ -1,0 +1,377 @@
+//! The kernel's sandbox (Landlock) on real effects: a granted program cannot read, write or run past the grants by its own options, and a link swapped in between attempts or during one leads nowhere.
+
+use std::path::Path;
+
+use crate::support::{run_binary, temporary_directory};
+
+/// Whether this kernel has Landlock; when it does not, the kernel's part of a test is skipped,
+/// and the test says so.
+fn kernel_confines(test: &str) -> bool {
+    match protocol_run::sandbox::support() {
+        protocol_run::sandbox::Support::Unavailable(reason) => {
+            eprintln!("{test}: skipping the kernel's part: {reason}");
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Runs `yaml` as `protocol.yaml` in `directory`; returns (exit code, stdout, stderr).
+fn run_protocol(directory: &Path, yaml: &str) -> (i32, String, String) {
+    std::fs::write(directory.join("protocol.yaml"), yaml).unwrap();
+    let state = directory.join("state");
+    run_binary(
+        directory,
+        &["protocol.yaml", "--state-dir", state.to_str().unwrap()],
+    )
+}
+
+/// One `exec` action under `permissions`: final `done` (exit 0) or `failed` (exit 4), its
+/// output logged.
+fn one_exec(permissions: &str, action: &str) -> String {
+    format!(
+        r#"
+id: sandboxed
+permissions: {permissions}
+states:
+  acting:
+    entry:
+      - {action}
+    on:
+      done.exec.act:
+        target: done
+        actions: [{{ log: "out=${{event.data.stdout}} err=${{event.data.stderr}}" }}]
+      error.exec.act:
+        target: failed
+        actions: [{{ log: "err=${{event.data.stderr}}" }}]
+  done: {{ type: final }}
+  failed: {{ type: final, exit_code: 4 }}
+"#
+    )
+}
+
+#[test]
+fn a_granted_program_cannot_write_outside_write_through_its_own_options() {
+    if !kernel_confines("sort -o") {
+        return;
+    }
+    let directory = temporary_directory("sandbox", "sort");
+    std::fs::create_dir_all(directory.join("data")).unwrap();
+    std::fs::create_dir_all(directory.join("out")).unwrap();
+    std::fs::write(directory.join("data/in.txt"), "b\na\n").unwrap();
+    let permissions = r#"{ exec: [sort], read: ["data/**"], write: ["out/**"] }"#;
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(
+            permissions,
+            "{ exec: [sort, -o, elsewhere.txt, data/in.txt], id: act }",
+        ),
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(!directory.join("elsewhere.txt").exists());
+    // The same program writes where it is granted.
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(
+            permissions,
+            "{ exec: [sort, -o, out/sorted.txt, data/in.txt], id: act }",
+        ),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(directory.join("out/sorted.txt")).unwrap(),
+        "a\nb\n"
+    );
+}
+
+#[test]
+fn a_granted_program_cannot_read_outside_read() {
+    if !kernel_confines("cat") {
+        return;
+    }
+    let directory = temporary_directory("sandbox", "cat");
+    std::fs::create_dir_all(directory.join("data")).unwrap();
+    std::fs::write(directory.join("secret.txt"), "the-secret-token").unwrap();
+    std::fs::write(directory.join("data/public.txt"), "public").unwrap();
+    let permissions = r#"{ exec: [cat], read: ["data/**"] }"#;
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(permissions, "{ exec: [cat, secret.txt], id: act }"),
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(!stderr.contains("the-secret-token"), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(permissions, "{ exec: [cat, data/public.txt], id: act }"),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("out=public"), "{stderr}");
+}
+
+#[test]
+fn a_shell_cannot_write_outside_nor_run_what_it_wrote() {
+    if !kernel_confines("shell") {
+        return;
+    }
+    let directory = temporary_directory("sandbox", "shell");
+    std::fs::create_dir_all(directory.join("out")).unwrap();
+    let permissions = r#"{ exec: [], shell: true, read: ["out/**"], write: ["out/**"] }"#;
+    // A payload written where writing is granted cannot be run: only the system's programs
+    // and the granted ones are executable.
+    let script = "echo escaped > elsewhere.txt; \
+                  printf '#!/bin/sh\\necho ran\\n' > out/payload; chmod +x out/payload; \
+                  ./out/payload; echo written > out/ok.txt";
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(
+            permissions,
+            &format!("{{ exec: {script:?}, shell: true, id: act }}"),
+        ),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!directory.join("elsewhere.txt").exists(), "{stderr}");
+    assert!(directory.join("out/payload").exists(), "{stderr}");
+    assert!(!stderr.contains("out=ran"), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(directory.join("out/ok.txt")).unwrap(),
+        "written\n"
+    );
+}
+
+/// `allowed/d` links to `allowed/real`; the first attempt fails, the protocol's own `ln -sfn`
+/// turns `allowed/d` into a link to `outside` meanwhile, and the retry must not follow it.
+fn swap_between_attempts(action: &str, outcome: &str) -> String {
+    format!(
+        r#"
+id: swapped
+permissions: {{ exec: [ln], read: ["allowed/**"], write: ["allowed/**"] }}
+states:
+  racing:
+    type: parallel
+    states:
+      acting:
+        states:
+          trying:
+            entry:
+              - {action}
+                id: act
+                retry: [{{ max_attempts: 2, interval: 700ms }}]
+            on:
+              done.exec.act: {{ target: landed, actions: [{{ log: "landed ${{event.data.{outcome}}}" }}] }}
+              error.exec.act: {{ target: refused, actions: [{{ log: "refused ${{event.data.message}}" }}] }}
+          landed: {{ type: final }}
+          refused: {{ type: final }}
+      swapping:
+        states:
+          waiting:
+            after: [{{ delay: 100ms, target: linking }}]
+          linking:
+            entry: [{{ exec: [ln, -sfn, ../outside, allowed/d], id: swap }}]
+            on:
+              done.exec.swap: swapped
+              error.exec.swap: {{ target: swapped, actions: [{{ log: "swap failed ${{event.data.stderr}}" }}] }}
+          swapped: {{ type: final }}
+    on:
+      done.state.racing: finished
+  finished: {{ type: final }}
+"#
+    )
+}
+
+fn swap_setup(name: &str) -> std::path::PathBuf {
+    let directory = temporary_directory("sandbox", name);
+    std::fs::create_dir_all(directory.join("allowed/real")).unwrap();
+    std::fs::create_dir_all(directory.join("outside")).unwrap();
+    std::os::unix::fs::symlink("real", directory.join("allowed/d")).unwrap();
+    directory
+}
+
+#[test]
+fn a_write_retried_after_a_link_swap_does_not_follow_it_out() {
+    let directory = swap_setup("swap-write");
+    // The first attempt fails: the target is a directory that cannot be replaced.
+    std::fs::create_dir_all(directory.join("allowed/real/f.txt/full")).unwrap();
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &swap_between_attempts(
+            r#"write: allowed/d/f.txt
+                content: landed"#,
+            "path",
+        ),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("swap failed"), "{stderr}");
+    assert!(
+        std::fs::read_link(directory.join("allowed/d")).unwrap() == Path::new("../outside"),
+        "the protocol's own swap happened"
+    );
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(stderr.contains("not permitted"), "{stderr}");
+    assert!(!directory.join("outside/f.txt").exists(), "{stderr}");
+}
+
+#[test]
+fn a_read_retried_after_a_link_swap_does_not_follow_it_out() {
+    let directory = swap_setup("swap-read");
+    // The first attempt fails: nothing to read yet; outside, a secret.
+    std::fs::write(directory.join("outside/secret.txt"), "the-secret-token").unwrap();
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &swap_between_attempts("read_file: allowed/d/secret.txt", "stdout"),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(!stderr.contains("the-secret-token"), "{stderr}");
+}
+
+/// A racer outside the engine swaps `allowed/d` between a directory inside and one outside as
+/// fast as it can while the protocol writes through it: the engine's check and the write are
+/// two moments, but the kernel holds the write to the grant, so nothing lands outside.
+#[test]
+fn an_outside_racer_swapping_a_link_lands_no_write_outside() {
+    if !kernel_confines("racer") {
+        return;
+    }
+    let directory = swap_setup("racer");
+    const WRITES: u32 = 150;
+    let yaml = format!(
+        r#"
+id: raced
+permissions: {{ read: ["allowed/**"], write: ["allowed/**"] }}
+context: {{ writes: 0 }}
+states:
+  writing:
+    entry:
+      - {{ write: allowed/d/f.txt, content: "x", id: put }}
+    on:
+      done.exec.put: {{ target: counting, actions: [{{ assign: {{ writes: writes + 1 }} }}] }}
+      error.exec.put: {{ target: counting, actions: [{{ assign: {{ writes: writes + 1 }} }}] }}
+      error.permission.put: {{ target: counting, actions: [{{ assign: {{ writes: writes + 1 }} }}] }}
+  counting:
+    always:
+      - {{ target: done, guard: writes >= {WRITES} }}
+      - writing
+  done: {{ type: final }}
+"#
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racer = {
+        let stop = stop.clone();
+        let allowed = directory.join("allowed");
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let target = if swaps.is_multiple_of(2) {
+                    "../outside"
+                } else {
+                    "real"
+                };
+                let staged = allowed.join("d.staged");
+                let _ = std::fs::remove_file(&staged);
+                std::os::unix::fs::symlink(target, &staged).unwrap();
+                std::fs::rename(&staged, allowed.join("d")).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (code, _, stderr) = run_protocol(&directory, &yaml);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = racer.join().unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(swaps > u64::from(WRITES), "the racer swapped {swaps} times");
+    let landed: Vec<_> = std::fs::read_dir(directory.join("outside"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name())
+        .collect();
+    assert!(landed.is_empty(), "landed outside: {landed:?}");
+}
+
+#[test]
+fn validate_says_what_the_kernel_enforces() {
+    let directory = temporary_directory("sandbox", "validate");
+    std::fs::create_dir_all(directory.join("data")).unwrap();
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        r#"
+id: described
+permissions: { exec: [cat], read: ["data/**", "notes/*.md"], write: ["out/**"] }
+states:
+  only: { type: final }
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["validate", "protocol.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    let data = directory.canonicalize().unwrap().join("data");
+    assert!(
+        stdout.contains(&format!("read beneath: {}", data.display())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("wider than `notes/*.md`"), "{stdout}");
+    assert!(stdout.contains("does not exist yet"), "{stdout}");
+    assert!(
+        stdout.contains("execute: only files under /usr"),
+        "{stdout}"
+    );
+    match protocol_run::sandbox::support() {
+        protocol_run::sandbox::Support::Unavailable(_) => {
+            assert!(stdout.contains("NOT enforced"), "{stdout}")
+        }
+        _ => assert!(stdout.contains("sandbox: Landlock"), "{stdout}"),
+    }
+}
+
+/// `env` withholds a variable; neither the engine's own `/proc/self/environ` (through a tool)
+/// nor its `/proc/PID/environ` (through a program, whatever `read` says) gives it away.
+#[test]
+fn a_restricted_environment_is_not_read_back_through_proc() {
+    let directory = temporary_directory("sandbox", "environ");
+    let permissions = "{ env: [PATH] }";
+    let tool = r#"
+id: environ
+permissions: { env: [PATH] }
+states:
+  reading:
+    entry: [{ read_file: /proc/self/environ, id: act }]
+    on:
+      done.exec.act: { target: leaked, actions: [{ log: "read ${event.data.stdout}" }] }
+      error.permission.act: refused
+  leaked: { type: final, exit_code: 4 }
+  refused: { type: final }
+"#;
+    std::fs::write(directory.join("protocol.yaml"), tool).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["protocol.yaml", "--state-dir", "state"])
+        .current_dir(&directory)
+        .env("WITHHELD_TOKEN", "the-withheld-value")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("the-withheld-value"), "{stderr}");
+    if !kernel_confines("environ") {
+        return;
+    }
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        one_exec(
+            permissions,
+            r#"{ exec: "cat /proc/$PPID/environ | tr '\\0' '\\n'", shell: true, id: act }"#,
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["protocol.yaml", "--state-dir", "state"])
+        .current_dir(&directory)
+        .env("WITHHELD_TOKEN", "the-withheld-value")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("the-withheld-value"), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+}
