@@ -31,8 +31,8 @@ fn ints(count: usize) -> String {
     format!("[{}]", items.join(","))
 }
 
-/// Evaluates `text` over a context variable `s` (and `n`) under `budgets`.
-fn evaluate(text: &str, s: &str, budgets: Budgets) -> Result<Value, String> {
+/// Runs `body` over a scope whose context variables are `s` (this text) and `n` (3).
+fn with_scope<T>(s: &str, body: impl FnOnce(&Names, &Scope) -> T) -> T {
     let names = Names::new(["s".to_string(), "n".to_string()], [], HashMap::new());
     let context = [Value::string(s), Value::Int(3)];
     let scope = Scope {
@@ -43,10 +43,17 @@ fn evaluate(text: &str, s: &str, budgets: Budgets) -> Result<Value, String> {
         is_active: &|_| false,
         clock: 0,
     };
-    let _budgets = StepBudgets::enter(budgets);
-    let expression =
-        Expression::compile(text, &names).map_err(|problems| format!("{problems:?}"))?;
-    expression.evaluate(&scope).map_err(|error| error.message)
+    body(&names, &scope)
+}
+
+/// Evaluates `text` over `s` under `budgets`.
+fn evaluate(text: &str, s: &str, budgets: Budgets) -> Result<Value, String> {
+    with_scope(s, |names, scope| {
+        let _budgets = StepBudgets::enter(budgets);
+        let expression =
+            Expression::compile(text, names).map_err(|problems| format!("{problems:?}"))?;
+        expression.evaluate(scope).map_err(|error| error.message)
+    })
 }
 
 fn bytes(max_value_bytes: usize) -> Budgets {
@@ -185,22 +192,14 @@ fn the_context_as_a_whole_is_bounded() {
 /// A template repeating a value many times is checked as it is written.
 #[test]
 fn a_template_is_bounded_as_it_is_rendered() {
-    let names = Names::new(["s".to_string()], [], HashMap::new());
-    let context = [Value::string("x".repeat(100))];
-    let scope = Scope {
-        names: &names,
-        context: &context,
-        inputs: &[],
-        event: None,
-        is_active: &|_| false,
-        clock: 0,
-    };
-    let template = Template::compile(&"${s}".repeat(20), &names).unwrap();
-    let _budgets = StepBudgets::enter(bytes(1000));
-    let error = template.render(&scope).unwrap_err();
-    assert!(error.message.contains("--max-value-bytes"), "{error}");
-    drop(_budgets);
-    assert_eq!(template.render(&scope).unwrap().len(), 2000);
+    with_scope(&"x".repeat(100), |names, scope| {
+        let template = Template::compile(&"${s}".repeat(20), names).unwrap();
+        let budgets = StepBudgets::enter(bytes(1000));
+        let error = template.render(scope).unwrap_err();
+        assert!(error.message.contains("--max-value-bytes"), "{error}");
+        drop(budgets);
+        assert_eq!(template.render(scope).unwrap().len(), 2000);
+    });
 }
 
 fn steps(max_evaluation_steps: u64) -> Budgets {
