@@ -159,7 +159,19 @@ impl cel::context::VariableResolver for Scope<'_> {
             let index = self.names.state(state)?;
             cel::Value::Bool((self.is_active)(index))
         } else {
-            self.read(self.names.binding(variable)?).to_cel()
+            let binding = self.names.binding(variable)?;
+            // A string is lent to CEL, not copied: a guard reading a large value every
+            // microstep would otherwise copy it each time.
+            let slot = match binding {
+                NameBinding::Context(slot) => self.context.get(slot),
+                NameBinding::Input(slot) => self.inputs.get(slot),
+                NameBinding::Event => None,
+            };
+            if let Some(Value::String(text)) = slot {
+                let borrowed = cel::common::types::CelString::from(&**text);
+                return Some(cel::common::value::CowVal::Owned(Box::new(borrowed)));
+            }
+            self.read(binding).to_cel()
         };
         let boxed: Box<dyn cel::common::value::Val> = value.try_into().ok()?;
         Some(cel::common::value::CowVal::Owned(boxed))
