@@ -183,13 +183,12 @@ impl Lint<'_> {
                 .map(|id| machine.transition(*id))
                 .filter(|transition| !is_timer_transition(node, transition))
                 .collect();
+            let mut unguarded = UnguardedCovers::default();
             for (position, later) in on.iter().enumerate() {
-                let shadowing = on[..position].iter().find(|earlier| {
-                    earlier.guard.is_none()
-                        && later.events.iter().all(|descriptor| {
-                            earlier.events.iter().any(|cover| covers(cover, descriptor))
-                        })
-                });
+                let shadowing = unguarded.first_covering(&on, later);
+                if later.guard.is_none() {
+                    unguarded.add(position, later);
+                }
                 if let Some(earlier) = shadowing {
                     let line = self.line_of(&earlier.pointer, Part::Key);
                     let earlier_events = describe_events(&earlier.events);
@@ -602,6 +601,72 @@ fn is_timer_transition(
             .iter()
             .any(|timer| timer.private && timer.event == *name),
         _ => false,
+    }
+}
+
+/// The unguarded transitions of one state seen so far, by position, filed under each of their
+/// descriptors, so that finding the first one that shadows a later transition is a few lookups
+/// rather than a scan of every earlier transition (50,000 `on` keys would take minutes).
+#[derive(Default)]
+struct UnguardedCovers<'a> {
+    by_prefix: HashMap<&'a str, Vec<usize>>,
+    wildcards: Vec<usize>,
+    all: Vec<usize>,
+}
+
+impl<'a> UnguardedCovers<'a> {
+    fn add(&mut self, position: usize, transition: &'a TransitionNode) {
+        self.all.push(position);
+        for descriptor in &transition.events {
+            let list = match descriptor {
+                EventDescriptor::Any => &mut self.wildcards,
+                EventDescriptor::Prefix(prefix) => self.by_prefix.entry(prefix).or_default(),
+            };
+            // A transition on `a a` is filed once.
+            if list.last() != Some(&position) {
+                list.push(position);
+            }
+        }
+    }
+
+    /// The first transition added whose descriptors cover every one of `later`'s. Only the
+    /// transitions covering the descriptor with the fewest covers are candidates.
+    fn first_covering<'b>(
+        &self,
+        on: &[&'b TransitionNode],
+        later: &TransitionNode,
+    ) -> Option<&'b TransitionNode> {
+        let covers_of = |descriptor: &EventDescriptor| -> Vec<&[usize]> {
+            let mut lists = vec![self.wildcards.as_slice()];
+            if let EventDescriptor::Prefix(name) = descriptor {
+                lists.extend(
+                    EventDescriptor::prefixes_matching(name)
+                        .filter_map(|prefix| self.by_prefix.get(prefix))
+                        .map(Vec::as_slice),
+                );
+            }
+            lists
+        };
+        if let [descriptor] = later.events.as_slice() {
+            // Every transition filed under a cover of the one descriptor covers it: the first is it.
+            let first = covers_of(descriptor).iter().filter_map(|list| list.first()).min();
+            return first.map(|position| on[*position]);
+        }
+        let mut candidates: Vec<usize> = match later.events.iter().map(covers_of).min_by_key(
+            |lists| lists.iter().map(|list| list.len()).sum::<usize>(),
+        ) {
+            Some(lists) => lists.concat(),
+            None => self.all.clone(),
+        };
+        candidates.sort_unstable();
+        candidates
+            .into_iter()
+            .map(|position| on[position])
+            .find(|earlier| {
+                later.events.iter().all(|descriptor| {
+                    earlier.events.iter().any(|cover| covers(cover, descriptor))
+                })
+            })
     }
 }
 

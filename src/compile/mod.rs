@@ -1,5 +1,6 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
+mod event_index;
 pub mod expression;
 mod fast;
 mod fast_syntax;
@@ -152,13 +153,13 @@ fn compile_nested(
                 .iter()
                 .any(|(target, _)| *target == *invoke.id);
     }
-    let mut timer_events = vec![false; compiler.event_names.len()];
+    let mut private_timers = vec![false; compiler.event_names.len()];
     for timer in states.iter().flat_map(|state| &state.timers) {
-        timer_events[timer.event_type.0 as usize] = timer.private;
+        private_timers[timer.event_type.0 as usize] = timer.private;
     }
+    let matcher = event_index::Matcher::new(&compiler.event_names, private_timers);
     for transition in &mut transitions {
-        transition.known_matches =
-            known_matches(&transition.events, &compiler.event_names, &timer_events);
+        transition.known_matches = matcher.known_matches(&transition.events);
     }
     link_family(&mut states);
     let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
@@ -234,31 +235,6 @@ fn link_family(states: &mut [StateNode]) {
     }
 }
 
-/// For each known event name, whether a descriptor matches it. Timer events (`after.<state>.<i>`)
-/// are matched only by the transition that owns the timer, never by `*` or a prefix, so a
-/// wildcard cannot swallow a state's own (or an ancestor's) timeouts.
-fn known_matches(
-    descriptors: &[EventDescriptor],
-    event_names: &[Arc<str>],
-    timers: &[bool],
-) -> Vec<u64> {
-    let mut bits = vec![0u64; event_names.len().div_ceil(64)];
-    for (index, name) in event_names.iter().enumerate() {
-        let matched = if timers.get(index).copied().unwrap_or(false) {
-            descriptors
-                .iter()
-                .any(|descriptor| matches!(descriptor, EventDescriptor::Prefix(prefix) if **prefix == **name))
-        } else {
-            descriptors
-                .iter()
-                .any(|descriptor| descriptor.matches(name))
-        };
-        if matched {
-            bits[index / 64] |= 1 << (index % 64);
-        }
-    }
-    bits
-}
 
 /// An optional part that was compiled if present: `None` when it failed, `Some(None)` when it
 /// was absent, `Some(Some(part))` when it compiled.
@@ -1250,7 +1226,7 @@ impl Builder<'_, '_> {
         self.transitions.push(TransitionNode {
             source,
             events,
-            known_matches: Vec::new(),
+            known_matches: Default::default(),
             guard,
             targets: targets?,
             internal,
@@ -1425,7 +1401,7 @@ impl Builder<'_, '_> {
         self.transitions.push(TransitionNode {
             source,
             events: Vec::new(),
-            known_matches: Vec::new(),
+            known_matches: Default::default(),
             guard: None,
             targets,
             internal: false,
