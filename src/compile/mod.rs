@@ -8,6 +8,7 @@ mod functions;
 pub mod inputs;
 pub mod machine;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -55,8 +56,15 @@ pub fn compile_limited(
 ) -> Result<Machine, Vec<Diagnostic>> {
     let file = std::path::Path::new(&loaded.source.path);
     let ancestry = vec![file.canonicalize().unwrap_or_else(|_| file.to_path_buf())];
-    compile_nested(loaded, ancestry, extensions, limit)
+    compile_nested(loaded, ancestry, extensions, limit, &RefCell::default())
 }
+
+/// The child protocols compiled so far in one load, by canonical path, each with the
+/// capabilities it was compiled under and the machine (`None` when it was invalid, its problems
+/// already reported). A protocol invoked twice by each of 20 nested levels is compiled once,
+/// not a million times. A cached machine has no invoke cycle through any protocol above it:
+/// such a cycle would have passed through it, and been reported, when it was compiled.
+type CompiledChildren = RefCell<HashMap<std::path::PathBuf, Vec<(Capabilities, Option<Arc<Machine>>)>>>;
 
 /// Compiles a protocol invoked (directly or not) by the files in `ancestry`, the last being
 /// this one, so an invoke cycle is caught.
@@ -65,6 +73,7 @@ fn compile_nested(
     ancestry: Vec<std::path::PathBuf>,
     extensions: &Arc<Extensions>,
     limit: &Capabilities,
+    children: &CompiledChildren,
 ) -> Result<Machine, Vec<Diagnostic>> {
     let protocol = &loaded.protocol;
     let working_directory = std::env::current_dir().unwrap_or_default();
@@ -76,6 +85,7 @@ fn compile_nested(
         capabilities: capabilities.clone().unwrap_or_default(),
         extensions: extensions.clone(),
         ancestry,
+        children,
         source: &loaded.source,
         names: Names::default(),
         context_names: protocol.context.keys().cloned().collect(),
@@ -253,6 +263,7 @@ pub struct Compiler<'a> {
     extensions: Arc<Extensions>,
     /// Canonical paths of the protocols invoking this one, then this one.
     ancestry: Vec<std::path::PathBuf>,
+    children: &'a CompiledChildren,
     source: &'a Source,
     names: Names,
     context_names: Vec<String>,
@@ -570,11 +581,65 @@ impl Compiler<'_> {
             );
             return None;
         }
-        let loaded = match crate::load::load_file(&path) {
+        let child = match self.compiled_child(&canonical) {
+            Some(Some(machine)) => machine,
+            Some(None) => {
+                self.value_error(
+                    &protocol_pointer,
+                    format!("the child protocol `{}` is invalid", invoke.protocol),
+                    Some("its problems are listed where it is first invoked".into()),
+                );
+                return None;
+            }
+            None => {
+                let compiled = self.compile_child(invoke, &path, &canonical, &protocol_pointer);
+                self.children
+                    .borrow_mut()
+                    .entry(canonical)
+                    .or_default()
+                    .push((self.capabilities.clone(), compiled.clone()));
+                compiled?
+            }
+        };
+        let inputs = self.check_child_inputs(invoke, &child, pointer);
+        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
+        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
+        self.invoke_ids.push(invoke.id.clone());
+        Some(machine::InvokeNode {
+            id: Arc::from(invoke.id.as_str()),
+            machine: child,
+            inputs: inputs?,
+            done,
+            failed,
+            autoforward: invoke.autoforward,
+            takes_events: invoke.autoforward,
+        })
+    }
+
+    /// The child at `canonical` if it was compiled under these capabilities already in this
+    /// load: `Some(None)` when it was invalid.
+    fn compiled_child(&self, canonical: &std::path::Path) -> Option<Option<Arc<Machine>>> {
+        let children = self.children.borrow();
+        let compiled = children.get(canonical)?;
+        compiled
+            .iter()
+            .find(|(capabilities, _)| *capabilities == self.capabilities)
+            .map(|(_, machine)| machine.clone())
+    }
+
+    /// Reads and compiles a child protocol for the first time, reporting its problems.
+    fn compile_child(
+        &mut self,
+        invoke: &model::Invoke,
+        path: &std::path::Path,
+        canonical: &std::path::Path,
+        protocol_pointer: &str,
+    ) -> Option<Arc<Machine>> {
+        let loaded = match crate::load::load_file(path) {
             Ok(loaded) => loaded,
             Err(crate::load::LoadError::Invalid(diagnostics)) => {
                 self.value_error(
-                    &protocol_pointer,
+                    protocol_pointer,
                     format!("the child protocol `{}` is invalid", invoke.protocol),
                     None,
                 );
@@ -585,7 +650,7 @@ impl Compiler<'_> {
                 let message = error.to_string();
                 let message = message.trim_start_matches("error: ").trim_end().to_string();
                 self.value_error(
-                    &protocol_pointer,
+                    protocol_pointer,
                     message,
                     Some("the path is relative to this protocol's file".into()),
                 );
@@ -593,21 +658,31 @@ impl Compiler<'_> {
             }
         };
         let mut ancestry = self.ancestry.clone();
-        ancestry.push(canonical);
+        ancestry.push(canonical.to_path_buf());
         let extensions = self.extensions.clone();
         let limit = self.capabilities.clone();
-        let child = match compile_nested(&loaded, ancestry, &extensions, &limit) {
-            Ok(child) => child,
+        match compile_nested(&loaded, ancestry, &extensions, &limit, self.children) {
+            Ok(child) => Some(Arc::new(child)),
             Err(diagnostics) => {
                 self.value_error(
-                    &protocol_pointer,
+                    protocol_pointer,
                     format!("the child protocol `{}` is invalid", invoke.protocol),
                     None,
                 );
                 self.diagnostics.extend(diagnostics);
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// The compiled templates of the inputs an invoke gives its child (by the child's input
+    /// slot), or `None` when one is unknown, missing or invalid (each reported).
+    fn check_child_inputs(
+        &mut self,
+        invoke: &model::Invoke,
+        child: &Machine,
+        pointer: &str,
+    ) -> Option<Vec<(usize, ValueTemplate)>> {
         let mut inputs = Vec::with_capacity(invoke.inputs.len());
         let mut ok = true;
         for (name, value) in &invoke.inputs {
@@ -641,18 +716,7 @@ impl Compiler<'_> {
             );
             ok = false;
         }
-        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
-        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
-        self.invoke_ids.push(invoke.id.clone());
-        ok.then(|| machine::InvokeNode {
-            id: Arc::from(invoke.id.as_str()),
-            machine: Arc::new(child),
-            inputs,
-            done,
-            failed,
-            autoforward: invoke.autoforward,
-            takes_events: invoke.autoforward,
-        })
+        ok.then_some(inputs)
     }
 
     /// Context, input and reserved names must not collide.
