@@ -13,6 +13,7 @@ mod fast_path;
 mod fleet;
 mod fuzz_regressions;
 mod limits;
+mod loading_limits;
 mod ownership;
 mod ownership_properties;
 mod properties;

@@ -72,7 +72,7 @@ impl Source {
 }
 
 /// How far either side of a position its line is looked for (and shown from, if longer).
-const EXCERPT_BYTES: usize = 1024;
+const EXCERPT_BYTES: usize = 512;
 
 /// `offset`, or the nearest character boundary before it.
 fn char_boundary(text: &str, mut offset: usize) -> usize {
