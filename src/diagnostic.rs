@@ -98,8 +98,7 @@ impl fmt::Display for Diagnostic {
             writeln!(formatter, "{gutter}--> {}:{line}:{column}", location.file)?;
             writeln!(formatter, "{gutter} |")?;
             let column_in_line = column.saturating_sub(location.first_column) + 1;
-            let (shown_line, marker_column) =
-                visible_window(&location.source_line, column_in_line);
+            let (shown_line, marker_column) = visible_window(&location.source_line, column_in_line);
             writeln!(formatter, "{line} | {shown_line}")?;
             let indent = " ".repeat(marker_column.saturating_sub(1));
             let room = shown_line

@@ -649,12 +649,18 @@ impl<'a> UnguardedCovers<'a> {
         };
         if let [descriptor] = later.events.as_slice() {
             // Every transition filed under a cover of the one descriptor covers it: the first is it.
-            let first = covers_of(descriptor).iter().filter_map(|list| list.first()).min();
+            let first = covers_of(descriptor)
+                .iter()
+                .filter_map(|list| list.first())
+                .min();
             return first.map(|position| on[*position]);
         }
-        let mut candidates: Vec<usize> = match later.events.iter().map(covers_of).min_by_key(
-            |lists| lists.iter().map(|list| list.len()).sum::<usize>(),
-        ) {
+        let mut candidates: Vec<usize> = match later
+            .events
+            .iter()
+            .map(covers_of)
+            .min_by_key(|lists| lists.iter().map(|list| list.len()).sum::<usize>())
+        {
             Some(lists) => lists.concat(),
             None => self.all.clone(),
         };
@@ -663,9 +669,10 @@ impl<'a> UnguardedCovers<'a> {
             .into_iter()
             .map(|position| on[position])
             .find(|earlier| {
-                later.events.iter().all(|descriptor| {
-                    earlier.events.iter().any(|cover| covers(cover, descriptor))
-                })
+                later
+                    .events
+                    .iter()
+                    .all(|descriptor| earlier.events.iter().any(|cover| covers(cover, descriptor)))
             })
     }
 }

@@ -22,4 +22,5 @@ mod scenarios;
 mod schema;
 mod scxml_import;
 mod semantics;
+mod socket;
 mod store;

@@ -68,7 +68,11 @@ fn an_invalid_child_invoked_twice_is_reported_once_and_both_invokes_fail() {
     .unwrap();
     let (code, _, stderr) = run_quickly(&directory, &["validate", "parent.yaml"]);
     assert_eq!(code, 65, "{stderr}");
-    assert_eq!(stderr.matches("unknown target `nowhere`").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("unknown target `nowhere`").count(),
+        1,
+        "{stderr}"
+    );
     assert_eq!(
         stderr
             .matches("the child protocol `child.yaml` is invalid")
@@ -131,14 +135,20 @@ fn fifty_thousand_on_keys_validate_check_and_run_quickly() {
 fn wildcards_and_prefixes_over_many_event_names_match_as_before() {
     // 3,000 states with a `*` transition and 20,000 event names: each wildcard must not cost a
     // pass over every name. A prefix still matches its dotted events, `*` still skips `after`.
-    let mut text = String::from("id: wild\nstates:\n  start:\n    after: [{ delay: 1h, target: late }]\n    on:\n");
+    let mut text = String::from(
+        "id: wild\nstates:\n  start:\n    after: [{ delay: 1h, target: late }]\n    on:\n",
+    );
     for index in 0..20_000 {
         writeln!(text, "      n{index}.x: start").unwrap();
     }
     text.push_str("      '*': { target: w0 }\n  late: { type: final }\n");
     for index in 0..3_000 {
         let next = (index + 1) % 3_000;
-        writeln!(text, "  w{index}: {{ on: {{ n7: w{next}, '*': w{index} }} }}").unwrap();
+        writeln!(
+            text,
+            "  w{index}: {{ on: {{ n7: w{next}, '*': w{index} }} }}"
+        )
+        .unwrap();
     }
     let directory = temporary_directory("loading", "wildcards");
     std::fs::write(directory.join("wild.yaml"), text).unwrap();
@@ -161,7 +171,10 @@ fn wildcards_and_prefixes_over_many_event_names_match_as_before() {
         ],
     );
     // `other` is taken by the `*` of `start` (to w0), `n7.x` by the prefix `n7` of w0 (to w1).
-    assert!(stderr.contains("stopped unfinished in w1"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("stopped unfinished in w1"),
+        "{stdout}\n{stderr}"
+    );
 }
 
 #[test]
@@ -170,7 +183,11 @@ fn ten_thousand_states_with_targets_validate_and_check_quickly() {
     for index in 0..9_999 {
         let next = index + 1;
         let jump = (index * 7) % 9_999;
-        writeln!(text, "  s{index}: {{ on: {{ go: s{next}, e{index}: s{jump} }} }}").unwrap();
+        writeln!(
+            text,
+            "  s{index}: {{ on: {{ go: s{next}, e{index}: s{jump} }} }}"
+        )
+        .unwrap();
     }
     text.push_str("  s9999: { type: final }\n");
     let directory = temporary_directory("loading", "states");
@@ -193,7 +210,11 @@ fn ten_thousand_problems_on_one_long_line_are_located_quickly() {
     std::fs::write(directory.join("flow.yaml"), text).unwrap();
     let (code, _, stderr) = run_quickly(&directory, &["validate", "flow.yaml"]);
     assert_eq!(code, 65);
-    assert!(stderr.ends_with("10000 errors\n"), "{}", &stderr[stderr.len() - 500..]);
+    assert!(
+        stderr.ends_with("10000 errors\n"),
+        "{}",
+        &stderr[stderr.len() - 500..]
+    );
     // The last problem is shown from a cut excerpt of its line, the marker under its target.
     let last = stderr.rsplit("error: ").next().unwrap();
     assert!(last.contains("unknown target `nowhere9999`"), "{last}");
@@ -228,7 +249,8 @@ fn an_scxml_document_of_many_bad_attributes_reports_the_first_hundred_and_counts
     // 200 elements with 200 unsupported attributes each: under the per-element limit, but
     // 40,000 problems, each of which once scanned the document for its line.
     let attributes: Vec<String> = (0..200).map(|index| format!("a{index}=\"v\"")).collect();
-    let mut text = String::from("<scxml xmlns=\"http://www.w3.org/2005/07/scxml\" version=\"1.0\">\n");
+    let mut text =
+        String::from("<scxml xmlns=\"http://www.w3.org/2005/07/scxml\" version=\"1.0\">\n");
     for index in 0..200 {
         writeln!(text, "<state id=\"s{index}\" {}/>", attributes.join(" ")).unwrap();
     }
@@ -242,5 +264,9 @@ fn an_scxml_document_of_many_bad_attributes_reports_the_first_hundred_and_counts
         "{}",
         &stderr[stderr.len().saturating_sub(1000)..]
     );
-    assert!(stderr.ends_with("101 errors\n"), "{}", &stderr[stderr.len() - 300..]);
+    assert!(
+        stderr.ends_with("101 errors\n"),
+        "{}",
+        &stderr[stderr.len() - 300..]
+    );
 }

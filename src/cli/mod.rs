@@ -10,6 +10,7 @@ mod runs;
 mod scaffold;
 mod schema;
 mod serve;
+mod socket;
 mod test;
 mod validate;
 

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::machine::{EventDescriptor, EventType, StateId, StateNode, TransitionId, TransitionNode};
+use super::machine::{
+    EventDescriptor, EventType, StateId, StateNode, TransitionId, TransitionNode,
+};
 
 /// The known event types a transition's descriptors match. A list is shared by every
 /// transition with the same descriptor, so a descriptor matching many types (`a` for `a.1` …

@@ -64,7 +64,8 @@ pub fn compile_limited(
 /// already reported). A protocol invoked twice by each of 20 nested levels is compiled once,
 /// not a million times. A cached machine has no invoke cycle through any protocol above it:
 /// such a cycle would have passed through it, and been reported, when it was compiled.
-type CompiledChildren = RefCell<HashMap<std::path::PathBuf, Vec<(Capabilities, Option<Arc<Machine>>)>>>;
+type CompiledChildren =
+    RefCell<HashMap<std::path::PathBuf, Vec<(Capabilities, Option<Arc<Machine>>)>>>;
 
 /// Compiles a protocol invoked (directly or not) by the files in `ancestry`, the last being
 /// this one, so an invoke cycle is caught.
@@ -244,7 +245,6 @@ fn link_family(states: &mut [StateNode]) {
         states[index].descendants_end = end;
     }
 }
-
 
 /// An optional part that was compiled if present: `None` when it failed, `Some(None)` when it
 /// was absent, `Some(Some(part))` when it compiled.

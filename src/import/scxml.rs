@@ -256,7 +256,10 @@ fn crowded_element(text: &str) -> Option<usize> {
 
 /// The 1-based line of a byte offset.
 fn line_at(text: &str, offset: usize) -> u32 {
-    let newlines = text.as_bytes()[..offset].iter().filter(|byte| **byte == b'\n').count();
+    let newlines = text.as_bytes()[..offset]
+        .iter()
+        .filter(|byte| **byte == b'\n')
+        .count();
     u32::try_from(newlines + 1).unwrap_or(u32::MAX)
 }
 

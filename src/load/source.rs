@@ -45,7 +45,8 @@ impl Source {
         let end = text[offset..window_end]
             .find(['\n', '\r'])
             .map_or(window_end, |newline| offset + newline);
-        let cut_before = start == window_start && start > 0 && !text[..start].ends_with(['\n', '\r']);
+        let cut_before =
+            start == window_start && start > 0 && !text[..start].ends_with(['\n', '\r']);
         let cut_after = end == window_end && end < text.len();
         let mut source_line = String::with_capacity(end - start + 8);
         let mut first_column = 1;
