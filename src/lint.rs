@@ -375,10 +375,35 @@ impl Lint<'_> {
                 )
             })
             .collect();
+        // Matching is by lookup: an event is handled when one of its dot-separated prefixes is
+        // (or `*` is), and a handler's event is produced when it is a prefix of a produced name.
+        let handles_everything = handled
+            .iter()
+            .any(|(descriptor, _)| *descriptor == EventDescriptor::Any);
+        let handled_prefixes: HashSet<&str> = handled
+            .iter()
+            .filter_map(|(descriptor, _)| match descriptor {
+                EventDescriptor::Prefix(prefix) => Some(&**prefix),
+                EventDescriptor::Any => None,
+            })
+            .collect();
+        let produced_prefixes: HashSet<&str> = usage
+            .produced
+            .iter()
+            .flat_map(|produced| EventDescriptor::prefixes_matching(&produced.name))
+            .collect();
+        // Suggestions compare names pairwise; past this many comparisons (15,000 events raised
+        // and 15,000 others handled would take a minute) the rest go without one.
+        let mut comparisons_left = MAX_SUGGESTION_COMPARISONS;
+        let mut may_compare = |count: usize| {
+            let allowed = count <= comparisons_left;
+            comparisons_left = comparisons_left.saturating_sub(count);
+            allowed
+        };
         for produced in &usage.produced {
-            if handled
-                .iter()
-                .any(|(descriptor, _)| descriptor.matches(&produced.name))
+            if handles_everything
+                || EventDescriptor::prefixes_matching(&produced.name)
+                    .any(|prefix| handled_prefixes.contains(prefix))
             {
                 continue;
             }
@@ -388,7 +413,10 @@ impl Lint<'_> {
                     EventDescriptor::Prefix(_) => Some(*token),
                     EventDescriptor::Any => None,
                 });
-            let help = did_you_mean(&produced.name, candidates).unwrap_or_else(|| {
+            let suggestion = may_compare(handled.len())
+                .then(|| did_you_mean(&produced.name, candidates))
+                .flatten();
+            let help = suggestion.unwrap_or_else(|| {
                 format!(
                     "handle `{}` under `on:` in a state that is active when it arrives, or remove the `{}`",
                     produced.name, produced.verb
@@ -410,19 +438,15 @@ impl Lint<'_> {
             let EventDescriptor::Prefix(prefix) = EventDescriptor::parse(&handler.token) else {
                 continue;
             };
-            let descriptor = EventDescriptor::Prefix(prefix.clone());
             let built_in = BUILT_IN_EVENT_FAMILIES
                 .iter()
                 .any(|family| overlaps(&prefix, family));
-            let produced = usage
-                .produced
-                .iter()
-                .any(|produced| descriptor.matches(&produced.name))
+            let produced = produced_prefixes.contains(&*prefix)
                 || usage
                     .produced_prefixes
                     .iter()
                     .any(|start| prefix.starts_with(start.as_str()) || start.starts_with(&*prefix));
-            if built_in || produced {
+            if built_in || produced || !may_compare(usage.produced.len()) {
                 continue;
             }
             let Some(similar) = usage
@@ -676,6 +700,9 @@ impl<'a> UnguardedCovers<'a> {
             })
     }
 }
+
+/// How many name comparisons the event checks spend on `did you mean` suggestions.
+const MAX_SUGGESTION_COMPARISONS: usize = 1_000_000;
 
 /// Whether every event `inner` matches is matched by `outer` too.
 fn covers(outer: &EventDescriptor, inner: &EventDescriptor) -> bool {
