@@ -300,3 +300,43 @@ fn fifteen_thousand_raised_and_fifteen_thousand_handled_events_check_quickly() {
         &stderr[stderr.len() - 300..]
     );
 }
+
+#[test]
+fn a_shared_child_is_compiled_again_under_narrower_capabilities() {
+    // `child.yaml` is compiled first for `open.yaml`, which grants everything; under
+    // `narrow.yaml`, which may read only `child.yaml`, it must not reach `grand.yaml`.
+    let directory = temporary_directory("loading", "capabilities");
+    let files = [
+        (
+            "root.yaml",
+            "id: root\nstates:\n  a:\n    invoke: [{ id: x, protocol: open.yaml }, { id: y, protocol: narrow.yaml }]\n",
+        ),
+        (
+            "open.yaml",
+            "id: open\nstates:\n  a:\n    invoke: [{ id: x, protocol: child.yaml }]\n",
+        ),
+        (
+            "narrow.yaml",
+            "id: narrow\npermissions: { read: [child.yaml] }\nstates:\n  a:\n    invoke: [{ id: x, protocol: child.yaml }]\n",
+        ),
+        (
+            "child.yaml",
+            "id: child\nstates:\n  a:\n    invoke: [{ id: x, protocol: grand.yaml }]\n",
+        ),
+        ("grand.yaml", "id: grand\nstates:\n  a: { type: final }\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(directory.join(name), text).unwrap();
+    }
+    let (code, _, stderr) = run_quickly(&directory, &["validate", "open.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run_quickly(&directory, &["validate", "root.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("the child protocol `grand.yaml`: read")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
