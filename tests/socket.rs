@@ -439,3 +439,16 @@ fn a_second_host_on_the_same_state_directory_is_refused_naming_the_first() {
     assert!(second.stderr().contains(&expected), "{}", second.stderr());
     assert!(!directory.join("two.sock").exists());
 }
+
+#[test]
+fn a_client_that_only_stops_sending_still_gets_its_output() {
+    // `nc -U` style: send the lines, shut down the sending side, read the answers.
+    let directory = temporary_directory("socket", "half-close");
+    let _host = Host::listening(&directory, &[], "s.sock", &["--store", "memory"]);
+    let mut client = Client::connect(&directory.join("s.sock"));
+    client.send("{\"instance\": \"t1\"}");
+    client.send("{\"instance\": \"t1\", \"event\": \"go\"}");
+    client.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let answer = client.read_until("\"finished\"");
+    assert!(answer.contains("\"state\":\"b\""), "{answer}");
+}
