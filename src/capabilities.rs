@@ -11,8 +11,9 @@ use crate::model::Permissions;
 
 /// Effective capabilities. Each kind is a stack of layers (the protocol's declaration, each
 /// parent's, the operator's); something is allowed when every layer allows it, and a kind
-/// with no layer is not restricted.
-#[derive(Debug, Clone, Default)]
+/// with no layer is not restricted. Equal capabilities allow the same things (a child protocol
+/// compiled under them once serves every invoke with the same grant).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Capabilities {
     exec: Vec<Vec<Program>>,
     shell: Vec<bool>,
@@ -52,7 +53,7 @@ impl std::fmt::Display for Denied {
 }
 
 /// A program as declared: a name found on `PATH`, or a path.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Program {
     written: String,
     resolved: Option<PathBuf>,
@@ -68,6 +69,15 @@ struct Glob {
     /// it, which is the shape the kernel's sandbox takes (`crate::sandbox`). Empty (nothing
     /// the kernel grants) while the glob is unresolved.
     anchor: PathBuf,
+}
+
+impl PartialEq for Glob {
+    fn eq(&self, other: &Glob) -> bool {
+        // The pattern carries the anchoring directory, which `written` alone does not.
+        self.written == other.written
+            && self.pattern.as_ref().map(regex::Regex::as_str)
+                == other.pattern.as_ref().map(regex::Regex::as_str)
+    }
 }
 
 impl Capabilities {

@@ -16,8 +16,11 @@ pub enum Severity {
 pub struct Location {
     pub file: String,
     pub position: Position,
-    /// The whole source line containing the position, without its line ending.
+    /// The source line containing the position, without its line ending; a very long line is
+    /// cut around the position, with `…` where it was cut.
     pub source_line: String,
+    /// The line's column `source_line` starts at: 1, unless the line was cut before.
+    pub first_column: usize,
     /// How many characters the marker under the line covers (at least one).
     pub width: usize,
 }
@@ -94,7 +97,8 @@ impl fmt::Display for Diagnostic {
             let Position { line, column, .. } = location.position;
             writeln!(formatter, "{gutter}--> {}:{line}:{column}", location.file)?;
             writeln!(formatter, "{gutter} |")?;
-            let (shown_line, marker_column) = visible_window(&location.source_line, column);
+            let column_in_line = column.saturating_sub(location.first_column) + 1;
+            let (shown_line, marker_column) = visible_window(&location.source_line, column_in_line);
             writeln!(formatter, "{line} | {shown_line}")?;
             let indent = " ".repeat(marker_column.saturating_sub(1));
             let room = shown_line
@@ -289,6 +293,7 @@ mod tests {
                     offset: 0,
                 },
                 source_line: "        target: retryin".into(),
+                first_column: 1,
                 width: 7,
             })
             .with_label("no state has this id")

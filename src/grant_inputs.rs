@@ -30,7 +30,7 @@ pub enum GrantKind {
 
 /// The values of a protocol's inputs as its grants name them: each string input's value, each
 /// list input's items (as strings); `None` for an input bound to nothing.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GrantInputs(BTreeMap<String, Option<Vec<String>>>);
 
 /// One entry of an expanded grant: pieces of text, each a pattern (`false`) or a literal taken

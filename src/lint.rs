@@ -202,13 +202,12 @@ impl Lint<'_> {
                 .map(|id| machine.transition(*id))
                 .filter(|transition| !is_timer_transition(node, transition))
                 .collect();
+            let mut unguarded = UnguardedCovers::default();
             for (position, later) in on.iter().enumerate() {
-                let shadowing = on[..position].iter().find(|earlier| {
-                    earlier.guard.is_none()
-                        && later.events.iter().all(|descriptor| {
-                            earlier.events.iter().any(|cover| covers(cover, descriptor))
-                        })
-                });
+                let shadowing = unguarded.first_covering(&on, later);
+                if later.guard.is_none() {
+                    unguarded.add(position, later);
+                }
                 if let Some(earlier) = shadowing {
                     let line = self.line_of(&earlier.pointer, Part::Key);
                     let earlier_events = describe_events(&earlier.events);
@@ -395,10 +394,35 @@ impl Lint<'_> {
                 )
             })
             .collect();
+        // Matching is by lookup: an event is handled when one of its dot-separated prefixes is
+        // (or `*` is), and a handler's event is produced when it is a prefix of a produced name.
+        let handles_everything = handled
+            .iter()
+            .any(|(descriptor, _)| *descriptor == EventDescriptor::Any);
+        let handled_prefixes: HashSet<&str> = handled
+            .iter()
+            .filter_map(|(descriptor, _)| match descriptor {
+                EventDescriptor::Prefix(prefix) => Some(&**prefix),
+                EventDescriptor::Any => None,
+            })
+            .collect();
+        let produced_prefixes: HashSet<&str> = usage
+            .produced
+            .iter()
+            .flat_map(|produced| EventDescriptor::prefixes_matching(&produced.name))
+            .collect();
+        // Suggestions compare names pairwise; past this many comparisons (15,000 events raised
+        // and 15,000 others handled would take a minute) the rest go without one.
+        let mut comparisons_left = MAX_SUGGESTION_COMPARISONS;
+        let mut may_compare = |count: usize| {
+            let allowed = count <= comparisons_left;
+            comparisons_left = comparisons_left.saturating_sub(count);
+            allowed
+        };
         for produced in &usage.produced {
-            if handled
-                .iter()
-                .any(|(descriptor, _)| descriptor.matches(&produced.name))
+            if handles_everything
+                || EventDescriptor::prefixes_matching(&produced.name)
+                    .any(|prefix| handled_prefixes.contains(prefix))
             {
                 continue;
             }
@@ -408,7 +432,10 @@ impl Lint<'_> {
                     EventDescriptor::Prefix(_) => Some(*token),
                     EventDescriptor::Any => None,
                 });
-            let help = did_you_mean(&produced.name, candidates).unwrap_or_else(|| {
+            let suggestion = may_compare(handled.len())
+                .then(|| did_you_mean(&produced.name, candidates))
+                .flatten();
+            let help = suggestion.unwrap_or_else(|| {
                 format!(
                     "handle `{}` under `on:` in a state that is active when it arrives, or remove the `{}`",
                     produced.name, produced.verb
@@ -430,19 +457,15 @@ impl Lint<'_> {
             let EventDescriptor::Prefix(prefix) = EventDescriptor::parse(&handler.token) else {
                 continue;
             };
-            let descriptor = EventDescriptor::Prefix(prefix.clone());
             let built_in = BUILT_IN_EVENT_FAMILIES
                 .iter()
                 .any(|family| overlaps(&prefix, family));
-            let produced = usage
-                .produced
-                .iter()
-                .any(|produced| descriptor.matches(&produced.name))
+            let produced = produced_prefixes.contains(&*prefix)
                 || usage
                     .produced_prefixes
                     .iter()
                     .any(|start| prefix.starts_with(start.as_str()) || start.starts_with(&*prefix));
-            if built_in || produced {
+            if built_in || produced || !may_compare(usage.produced.len()) {
                 continue;
             }
             let Some(similar) = usage
@@ -623,6 +646,82 @@ fn is_timer_transition(
         _ => false,
     }
 }
+
+/// The unguarded transitions of one state seen so far, by position, filed under each of their
+/// descriptors, so that finding the first one that shadows a later transition is a few lookups
+/// rather than a scan of every earlier transition (50,000 `on` keys would take minutes).
+#[derive(Default)]
+struct UnguardedCovers<'a> {
+    by_prefix: HashMap<&'a str, Vec<usize>>,
+    wildcards: Vec<usize>,
+    all: Vec<usize>,
+}
+
+impl<'a> UnguardedCovers<'a> {
+    fn add(&mut self, position: usize, transition: &'a TransitionNode) {
+        self.all.push(position);
+        for descriptor in &transition.events {
+            let list = match descriptor {
+                EventDescriptor::Any => &mut self.wildcards,
+                EventDescriptor::Prefix(prefix) => self.by_prefix.entry(prefix).or_default(),
+            };
+            // A transition on `a a` is filed once.
+            if list.last() != Some(&position) {
+                list.push(position);
+            }
+        }
+    }
+
+    /// The first transition added whose descriptors cover every one of `later`'s. Only the
+    /// transitions covering the descriptor with the fewest covers are candidates.
+    fn first_covering<'b>(
+        &self,
+        on: &[&'b TransitionNode],
+        later: &TransitionNode,
+    ) -> Option<&'b TransitionNode> {
+        let covers_of = |descriptor: &EventDescriptor| -> Vec<&[usize]> {
+            let mut lists = vec![self.wildcards.as_slice()];
+            if let EventDescriptor::Prefix(name) = descriptor {
+                lists.extend(
+                    EventDescriptor::prefixes_matching(name)
+                        .filter_map(|prefix| self.by_prefix.get(prefix))
+                        .map(Vec::as_slice),
+                );
+            }
+            lists
+        };
+        if let [descriptor] = later.events.as_slice() {
+            // Every transition filed under a cover of the one descriptor covers it: the first is it.
+            let first = covers_of(descriptor)
+                .iter()
+                .filter_map(|list| list.first())
+                .min();
+            return first.map(|position| on[*position]);
+        }
+        let mut candidates: Vec<usize> = match later
+            .events
+            .iter()
+            .map(covers_of)
+            .min_by_key(|lists| lists.iter().map(|list| list.len()).sum::<usize>())
+        {
+            Some(lists) => lists.concat(),
+            None => self.all.clone(),
+        };
+        candidates.sort_unstable();
+        candidates
+            .into_iter()
+            .map(|position| on[position])
+            .find(|earlier| {
+                later
+                    .events
+                    .iter()
+                    .all(|descriptor| earlier.events.iter().any(|cover| covers(cover, descriptor)))
+            })
+    }
+}
+
+/// How many name comparisons the event checks spend on `did you mean` suggestions.
+const MAX_SUGGESTION_COMPARISONS: usize = 1_000_000;
 
 /// Whether every event `inner` matches is matched by `outer` too.
 fn covers(outer: &EventDescriptor, inner: &EventDescriptor) -> bool {

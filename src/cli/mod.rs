@@ -11,6 +11,7 @@ mod runs;
 mod scaffold;
 mod schema;
 mod serve;
+mod socket;
 mod test;
 mod validate;
 

@@ -1,17 +1,13 @@
 //! `protocol-run serve FILE.yaml`: many instances of one protocol in one process, fed JSON lines tagged with an instance id, each recorded and resumed with the host.
 
-use std::cell::RefCell;
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use clap::Args;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio::sync::mpsc;
 
 use super::exit_code;
 use crate::diagnostic::render_all;
-use crate::run::driver::{InputBatches, LineBatch, spawn_stdin_batches};
+use crate::run::driver::spawn_stdin_batches;
 use crate::run::durable::TimerPolicy;
 use crate::run::fleet::{Fleet, FleetEnd, Recording};
 use crate::store::{SqliteStore, content_hash};
@@ -53,6 +49,14 @@ pub struct ServeArguments {
     /// The longest input line; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
     max_event_bytes: usize,
+    /// The most instances alive at once (each takes about 1 KB); a line that would create one
+    /// more is refused.
+    #[arg(long, default_value_t = DEFAULT_MAX_INSTANCES, value_name = "N")]
+    max_instances: usize,
+    /// With --socket: the most output bytes waiting for one client; a client that does not read
+    /// is disconnected past it.
+    #[arg(long, default_value_t = super::socket::MAX_CLIENT_QUEUE_BYTES, value_name = "BYTES")]
+    max_client_queue_bytes: usize,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
     /// A secret input of the instances resumed at start (secret inputs are never stored):
@@ -62,6 +66,9 @@ pub struct ServeArguments {
     #[command(flatten)]
     limits: super::limits::LimitOptions,
 }
+
+/// The most instances one host keeps alive by default: about 1 GB of them.
+const DEFAULT_MAX_INSTANCES: usize = 1_000_000;
 
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
 /// SIGTERM (exit 75, every instance kept for the next start).
@@ -101,6 +108,24 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             arguments.file.display()
         );
         return exit_code::INVALID;
+    }
+    // One host per state directory: two would resume and drive the same instances.
+    let _host_lock = if arguments.store == StoreKind::Sqlite {
+        match crate::files::lock_host(&arguments.state_dir) {
+            Ok(lock) => Some(lock),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return exit_code::UNFINISHED;
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(path) = &arguments.socket
+        && let Err(message) = super::socket::claim_socket_path(path)
+    {
+        eprintln!("error: {message}");
+        return exit_code::USAGE;
     }
     let recording = if arguments.store == StoreKind::Sqlite {
         let store = match SqliteStore::open(&arguments.state_dir) {
@@ -142,20 +167,24 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         Ok(secret_inputs) => secret_inputs,
         Err(code) => return code,
     };
-    let clients: Clients = Rc::default();
+    let clients = super::socket::Clients::new(arguments.max_client_queue_bytes);
     let output_clients = clients.clone();
+    let reply_clients = clients.clone();
     let mut fleet = Fleet::new(machine, recording)
         .with_limits(arguments.limits.limits())
+        .with_max_instances(arguments.max_instances)
         .with_output(move |bytes| {
             use std::io::Write;
             let mut stdout = std::io::stdout().lock();
             let _ = stdout.write_all(bytes);
             let _ = stdout.flush();
-            let mut clients = output_clients.borrow_mut();
-            if !clients.is_empty() {
-                let text = String::from_utf8_lossy(bytes).into_owned();
-                clients.retain(|client| client.send(text.clone()).is_ok());
-            }
+            output_clients.broadcast(&String::from_utf8_lossy(bytes));
+        })
+        .with_problem_replies(move |origin, message| {
+            let reply = serde_json::json!({
+                "error": { "line": origin.line, "message": format!("{message}; line skipped") }
+            });
+            reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
     fleet.set_secret_inputs(secret_inputs);
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
@@ -165,10 +194,15 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
         let input = match &arguments.socket {
-            Some(path) => match listen(path, clients) {
-                Ok(input) => input,
-                Err(code) => return code,
-            },
+            Some(path) => {
+                match super::socket::listen(path, clients, arguments.max_event_bytes) {
+                    Ok(input) => input,
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return exit_code::IO;
+                    }
+                }
+            }
             None => spawn_stdin_batches(arguments.max_event_bytes),
         };
         match fleet.run(input, stop_signal()).await {
@@ -226,44 +260,4 @@ async fn stop_signal() {
         },
         _ => std::future::pending().await,
     }
-}
-
-/// Connected socket clients: each gets every output line.
-type Clients = Rc<RefCell<Vec<mpsc::UnboundedSender<String>>>>;
-
-/// Accepts clients on a Unix socket; their lines arrive on one channel.
-fn listen(path: &std::path::Path, clients: Clients) -> Result<InputBatches, u8> {
-    // A socket file left by a host that died would make the bind fail.
-    if path.exists() {
-        let _ = std::fs::remove_file(path);
-    }
-    let listener = tokio::net::UnixListener::bind(path).map_err(|error| {
-        eprintln!("error: cannot listen on {}: {error}", path.display());
-        exit_code::IO
-    })?;
-    let (sender, receiver) = mpsc::channel(1024);
-    tokio::task::spawn_local(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (reader, mut writer) = stream.into_split();
-            let (client, mut outgoing) = mpsc::unbounded_channel::<String>();
-            clients.borrow_mut().push(client);
-            tokio::task::spawn_local(async move {
-                while let Some(lines) = outgoing.recv().await {
-                    if writer.write_all(lines.as_bytes()).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            let lines = sender.clone();
-            tokio::task::spawn_local(async move {
-                let mut reader = tokio::io::BufReader::new(reader).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    if lines.send(LineBatch::of_line(&line)).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    Ok(receiver)
 }

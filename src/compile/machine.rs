@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use super::event_index::{CandidateIndex, KnownMatches};
 use super::expression::{Expression, Names, ValueTemplate};
 use crate::actions::Action;
 use crate::model::{Duration, InputType};
@@ -147,6 +148,15 @@ impl EventDescriptor {
         }
     }
 
+    /// The prefixes of the descriptors other than `*` that match an event called `event`: each
+    /// of its dot-separated prefixes (`a`, `a.b`), then the whole name, so matching is a lookup.
+    pub fn prefixes_matching(event: &str) -> impl Iterator<Item = &str> {
+        event
+            .match_indices('.')
+            .map(|(end, _)| &event[..end])
+            .chain(std::iter::once(event))
+    }
+
     /// SCXML matching: the descriptor's tokens are a prefix of the event name's tokens.
     pub fn matches(&self, event: &str) -> bool {
         match self {
@@ -171,8 +181,8 @@ pub struct TransitionNode {
     pub source: StateId,
     /// Empty for eventless transitions.
     pub events: Vec<EventDescriptor>,
-    /// For each known event type, whether one of `events` matches it (a bit set).
-    pub known_matches: Vec<u64>,
+    /// The known event types one of `events` matches.
+    pub known_matches: KnownMatches,
     pub guard: Option<Expression>,
     /// Empty for a targetless transition.
     pub targets: Vec<StateId>,
@@ -207,99 +217,12 @@ impl TransitionNode {
     /// Whether this transition is triggered by an event called `name` (of `event_type`, if known).
     pub fn matches(&self, name: &str, event_type: Option<EventType>) -> bool {
         match event_type {
-            Some(EventType(index)) => {
-                let word = (index / 64) as usize;
-                self.known_matches
-                    .get(word)
-                    .is_some_and(|bits| bits & (1 << (index % 64)) != 0)
-            }
+            Some(event_type) => self.known_matches.contains(event_type),
             None => self
                 .events
                 .iter()
                 .any(|descriptor| descriptor.matches(name)),
         }
-    }
-}
-
-/// For each atomic state and known event type, the transitions that event triggers from the
-/// state, its own first and then each ancestor's, in document order: what `selectTransitions`
-/// would find by testing every transition on the way to the root, read as one short slice.
-#[derive(Debug)]
-pub struct CandidateIndex {
-    event_types: usize,
-    /// `offsets[state * event_types + type]..offsets[state * event_types + type + 1]` is the
-    /// range of `transitions` for that cell.
-    offsets: Vec<u32>,
-    transitions: Vec<TransitionId>,
-    /// For each state, one bit for each of the first 64 event types: set when the cell is empty
-    /// and the event is not an error event, so that the event, in that state, is discarded
-    /// without a word (see `Instance::ignores`).
-    quiet: Vec<u64>,
-}
-
-impl CandidateIndex {
-    /// Cells (states × event types) and entries above which no table is built: a bigger machine
-    /// selects by testing transitions, which is slower but takes no memory.
-    const MAX_CELLS: usize = 1 << 20;
-    const MAX_ENTRIES: usize = 1 << 22;
-
-    pub fn build(
-        states: &[StateNode],
-        transitions: &[TransitionNode],
-        error_types: &[bool],
-    ) -> Option<CandidateIndex> {
-        let event_types = error_types.len();
-        let cells = states.len().checked_mul(event_types)?;
-        if cells > Self::MAX_CELLS {
-            return None;
-        }
-        let mut offsets = Vec::with_capacity(cells + 1);
-        let mut found = Vec::new();
-        let mut quiet = vec![0u64; states.len()];
-        offsets.push(0);
-        for (index, state) in states.iter().enumerate() {
-            for (type_index, is_error) in error_types.iter().enumerate() {
-                let event_type = Some(EventType(type_index as u32));
-                if state.is_atomic() {
-                    let chain = std::iter::once(StateId(index as u32))
-                        .chain(state.ancestors.iter().copied());
-                    for owner in chain {
-                        found.extend(states[owner.index()].transitions.iter().copied().filter(
-                            |transition| transitions[transition.index()].matches("", event_type),
-                        ));
-                    }
-                    if found.len() > Self::MAX_ENTRIES {
-                        return None;
-                    }
-                }
-                let end = u32::try_from(found.len()).ok()?;
-                if state.is_atomic() && type_index < 64 && offsets.last() == Some(&end) && !is_error
-                {
-                    quiet[index] |= 1 << type_index;
-                }
-                offsets.push(end);
-            }
-        }
-        Some(CandidateIndex {
-            event_types,
-            offsets,
-            transitions: found,
-            quiet,
-        })
-    }
-
-    /// The event types (of the first 64) that trigger no transition from the atomic `state`
-    /// and are not error events, as a bit set.
-    pub fn quiet_events(&self, state: StateId) -> u64 {
-        self.quiet.get(state.index()).copied().unwrap_or(0)
-    }
-
-    /// The transitions `event_type` can trigger from the atomic state `state`, in selection order.
-    pub fn candidates(&self, state: StateId, event_type: EventType) -> &[TransitionId] {
-        let cell = state.index() * self.event_types + event_type.0 as usize;
-        let start = self.offsets[cell] as usize;
-        let end = self.offsets[cell + 1] as usize;
-        &self.transitions[start..end]
     }
 }
 

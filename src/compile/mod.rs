@@ -2,6 +2,7 @@
 
 mod bounded;
 pub mod budget;
+mod event_index;
 pub mod expression;
 mod fast;
 mod fast_syntax;
@@ -10,6 +11,7 @@ pub mod grants;
 pub mod inputs;
 pub mod machine;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -57,8 +59,16 @@ pub fn compile_limited(
 ) -> Result<Machine, Vec<Diagnostic>> {
     let file = std::path::Path::new(&loaded.source.path);
     let ancestry = vec![file.canonicalize().unwrap_or_else(|_| file.to_path_buf())];
-    compile_nested(loaded, ancestry, extensions, limit)
+    compile_nested(loaded, ancestry, extensions, limit, &RefCell::default())
 }
+
+/// The child protocols compiled so far in one load, by canonical path, each with the
+/// capabilities it was compiled under and the machine (`None` when it was invalid, its problems
+/// already reported). A protocol invoked twice by each of 20 nested levels is compiled once,
+/// not a million times. A cached machine has no invoke cycle through any protocol above it:
+/// such a cycle would have passed through it, and been reported, when it was compiled.
+type CompiledChildren =
+    RefCell<HashMap<std::path::PathBuf, Vec<(Capabilities, Option<Arc<Machine>>)>>>;
 
 /// Compiles a protocol invoked (directly or not) by the files in `ancestry`, the last being
 /// this one, so an invoke cycle is caught.
@@ -67,6 +77,7 @@ fn compile_nested(
     ancestry: Vec<std::path::PathBuf>,
     extensions: &Arc<Extensions>,
     limit: &Capabilities,
+    children: &CompiledChildren,
 ) -> Result<Machine, Vec<Diagnostic>> {
     let protocol = &loaded.protocol;
     let working_directory = std::env::current_dir().unwrap_or_default();
@@ -78,6 +89,7 @@ fn compile_nested(
         capabilities: capabilities.clone().unwrap_or_default(),
         extensions: extensions.clone(),
         ancestry,
+        children,
         source: &loaded.source,
         names: Names::default(),
         context_names: protocol.context.keys().cloned().collect(),
@@ -161,13 +173,13 @@ fn compile_nested(
                 .iter()
                 .any(|(target, _)| *target == *invoke.id);
     }
-    let mut timer_events = vec![false; compiler.event_names.len()];
+    let mut private_timers = vec![false; compiler.event_names.len()];
     for timer in states.iter().flat_map(|state| &state.timers) {
-        timer_events[timer.event_type.0 as usize] = timer.private;
+        private_timers[timer.event_type.0 as usize] = timer.private;
     }
+    let matcher = event_index::Matcher::new(&compiler.event_names, private_timers);
     for transition in &mut transitions {
-        transition.known_matches =
-            known_matches(&transition.events, &compiler.event_names, &timer_events);
+        transition.known_matches = matcher.known_matches(&transition.events);
     }
     link_family(&mut states);
     let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
@@ -243,32 +255,6 @@ fn link_family(states: &mut [StateNode]) {
     }
 }
 
-/// For each known event name, whether a descriptor matches it. Timer events (`after.<state>.<i>`)
-/// are matched only by the transition that owns the timer, never by `*` or a prefix, so a
-/// wildcard cannot swallow a state's own (or an ancestor's) timeouts.
-fn known_matches(
-    descriptors: &[EventDescriptor],
-    event_names: &[Arc<str>],
-    timers: &[bool],
-) -> Vec<u64> {
-    let mut bits = vec![0u64; event_names.len().div_ceil(64)];
-    for (index, name) in event_names.iter().enumerate() {
-        let matched = if timers.get(index).copied().unwrap_or(false) {
-            descriptors
-                .iter()
-                .any(|descriptor| matches!(descriptor, EventDescriptor::Prefix(prefix) if **prefix == **name))
-        } else {
-            descriptors
-                .iter()
-                .any(|descriptor| descriptor.matches(name))
-        };
-        if matched {
-            bits[index / 64] |= 1 << (index % 64);
-        }
-    }
-    bits
-}
-
 /// An optional part that was compiled if present: `None` when it failed, `Some(None)` when it
 /// was absent, `Some(Some(part))` when it compiled.
 pub fn optional<T>(compiled: Option<Option<T>>) -> Option<Option<T>> {
@@ -286,6 +272,7 @@ pub struct Compiler<'a> {
     extensions: Arc<Extensions>,
     /// Canonical paths of the protocols invoking this one, then this one.
     ancestry: Vec<std::path::PathBuf>,
+    children: &'a CompiledChildren,
     source: &'a Source,
     names: Names,
     context_names: Vec<String>,
@@ -605,11 +592,65 @@ impl Compiler<'_> {
             );
             return None;
         }
-        let loaded = match crate::load::load_file(&path) {
+        let child = match self.compiled_child(&canonical) {
+            Some(Some(machine)) => machine,
+            Some(None) => {
+                self.value_error(
+                    &protocol_pointer,
+                    format!("the child protocol `{}` is invalid", invoke.protocol),
+                    Some("its problems are listed where it is first invoked".into()),
+                );
+                return None;
+            }
+            None => {
+                let compiled = self.compile_child(invoke, &path, &canonical, &protocol_pointer);
+                self.children
+                    .borrow_mut()
+                    .entry(canonical)
+                    .or_default()
+                    .push((self.capabilities.clone(), compiled.clone()));
+                compiled?
+            }
+        };
+        let inputs = self.check_child_inputs(invoke, &child, pointer);
+        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
+        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
+        self.invoke_ids.push(invoke.id.clone());
+        Some(machine::InvokeNode {
+            id: Arc::from(invoke.id.as_str()),
+            machine: child,
+            inputs: inputs?,
+            done,
+            failed,
+            autoforward: invoke.autoforward,
+            takes_events: invoke.autoforward,
+        })
+    }
+
+    /// The child at `canonical` if it was compiled under these capabilities already in this
+    /// load: `Some(None)` when it was invalid.
+    fn compiled_child(&self, canonical: &std::path::Path) -> Option<Option<Arc<Machine>>> {
+        let children = self.children.borrow();
+        let compiled = children.get(canonical)?;
+        compiled
+            .iter()
+            .find(|(capabilities, _)| *capabilities == self.capabilities)
+            .map(|(_, machine)| machine.clone())
+    }
+
+    /// Reads and compiles a child protocol for the first time, reporting its problems.
+    fn compile_child(
+        &mut self,
+        invoke: &model::Invoke,
+        path: &std::path::Path,
+        canonical: &std::path::Path,
+        protocol_pointer: &str,
+    ) -> Option<Arc<Machine>> {
+        let loaded = match crate::load::load_file(path) {
             Ok(loaded) => loaded,
             Err(crate::load::LoadError::Invalid(diagnostics)) => {
                 self.value_error(
-                    &protocol_pointer,
+                    protocol_pointer,
                     format!("the child protocol `{}` is invalid", invoke.protocol),
                     None,
                 );
@@ -620,7 +661,7 @@ impl Compiler<'_> {
                 let message = error.to_string();
                 let message = message.trim_start_matches("error: ").trim_end().to_string();
                 self.value_error(
-                    &protocol_pointer,
+                    protocol_pointer,
                     message,
                     Some("the path is relative to this protocol's file".into()),
                 );
@@ -628,21 +669,31 @@ impl Compiler<'_> {
             }
         };
         let mut ancestry = self.ancestry.clone();
-        ancestry.push(canonical);
+        ancestry.push(canonical.to_path_buf());
         let extensions = self.extensions.clone();
         let limit = self.capabilities.clone().for_child();
-        let child = match compile_nested(&loaded, ancestry, &extensions, &limit) {
-            Ok(child) => child,
+        match compile_nested(&loaded, ancestry, &extensions, &limit, self.children) {
+            Ok(child) => Some(Arc::new(child)),
             Err(diagnostics) => {
                 self.value_error(
-                    &protocol_pointer,
+                    protocol_pointer,
                     format!("the child protocol `{}` is invalid", invoke.protocol),
                     None,
                 );
                 self.diagnostics.extend(diagnostics);
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// The compiled templates of the inputs an invoke gives its child (by the child's input
+    /// slot), or `None` when one is unknown, missing or invalid (each reported).
+    fn check_child_inputs(
+        &mut self,
+        invoke: &model::Invoke,
+        child: &Machine,
+        pointer: &str,
+    ) -> Option<Vec<(usize, ValueTemplate)>> {
         let mut inputs = Vec::with_capacity(invoke.inputs.len());
         let mut ok = true;
         for (name, value) in &invoke.inputs {
@@ -676,18 +727,7 @@ impl Compiler<'_> {
             );
             ok = false;
         }
-        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
-        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
-        self.invoke_ids.push(invoke.id.clone());
-        ok.then(|| machine::InvokeNode {
-            id: Arc::from(invoke.id.as_str()),
-            machine: Arc::new(child),
-            inputs,
-            done,
-            failed,
-            autoforward: invoke.autoforward,
-            takes_events: invoke.autoforward,
-        })
+        ok.then_some(inputs)
     }
 
     /// Context, input and reserved names must not collide.
@@ -1261,7 +1301,7 @@ impl Builder<'_, '_> {
         self.transitions.push(TransitionNode {
             source,
             events,
-            known_matches: Vec::new(),
+            known_matches: Default::default(),
             guard,
             targets: targets?,
             internal,
@@ -1436,7 +1476,7 @@ impl Builder<'_, '_> {
         self.transitions.push(TransitionNode {
             source,
             events: Vec::new(),
-            known_matches: Vec::new(),
+            known_matches: Default::default(),
             guard: None,
             targets,
             internal: false,

@@ -70,6 +70,7 @@ impl ImportError {
                 offset,
             },
             source_line,
+            first_column: 1,
             width: 1,
         })
     }

@@ -26,6 +26,16 @@ const MAX_DEPTH: usize = 64;
 /// The most XML nodes read, so a huge document fails early instead of exhausting memory.
 const MAX_NODES: u32 = 1_000_000;
 
+/// The most problems reported for one document: past them the rest are counted, not located,
+/// so a document of 20,000 bad attributes costs neither 20,000 scans for a position nor
+/// 20,000 copies of its longest line.
+const MAX_ERRORS: usize = 100;
+
+/// The most attributes one element may have: the XML parser compares each attribute with every
+/// earlier one of its element (for duplicates), so 150,000 attributes on one element would take
+/// minutes. SCXML elements have at most a handful, editor metadata a few more.
+const MAX_ATTRIBUTES: usize = 256;
+
 /// The protocol id when `<scxml>` has no `name`.
 const DEFAULT_ID: &str = "imported";
 
@@ -164,25 +174,99 @@ fn convert_text(text: &str, source: &Source, inputs: &HashSet<String>) -> Conver
         nodes_limit: MAX_NODES,
         entity_resolver: None,
     };
-    match Document::parse_with_options(text, options) {
+    let parsed = match crowded_element(text) {
+        Some(offset) => Err(ImportError {
+            message: format!(
+                "an element has more than {MAX_ATTRIBUTES} attributes, the most one may have"
+            ),
+            line: line_at(text, offset),
+            column: column_at(text, offset),
+            element: String::new(),
+            file: source.file.clone(),
+        }),
+        None => Document::parse_with_options(text, options).map_err(|error| ImportError {
+            message: format!("the document is not well-formed XML: {error}"),
+            line: error.pos().row,
+            column: error.pos().col,
+            element: String::new(),
+            file: source.file.clone(),
+        }),
+    };
+    match parsed {
         Ok(document) => convert_element(&document, document.root_element(), source, inputs),
-        Err(error) => {
-            let position = error.pos();
-            Conversion {
-                protocol: Value::Null,
-                children: Vec::new(),
-                parent_events: Some(Vec::new()),
-                data_ids: HashSet::new(),
-                errors: vec![ImportError {
-                    message: format!("the document is not well-formed XML: {error}"),
-                    line: position.row,
-                    column: position.col,
-                    element: String::new(),
-                    file: source.file.clone(),
-                }],
-            }
-        }
+        Err(error) => Conversion {
+            protocol: Value::Null,
+            children: Vec::new(),
+            parent_events: Some(Vec::new()),
+            data_ids: HashSet::new(),
+            errors: vec![error],
+        },
     }
+}
+
+/// The offset of the first start tag with more than `MAX_ATTRIBUTES` attributes, found in one
+/// pass before parsing: each `=` outside quotes inside a tag is an attribute. Comments, CDATA,
+/// processing instructions and declarations are skipped; a malformed document is left for the
+/// parser to report.
+fn crowded_element(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let find = |from: usize, needle: &str| {
+        text.get(from..)
+            .and_then(|rest| rest.find(needle))
+            .map(|found| from + found + needle.len())
+    };
+    let mut index = 0;
+    while let Some(start) = text.get(index..).and_then(|rest| rest.find('<')) {
+        let start = index + start;
+        let rest = &text[start..];
+        let skip_to = if rest.starts_with("<!--") {
+            find(start, "-->")
+        } else if rest.starts_with("<![CDATA[") {
+            find(start, "]]>")
+        } else if rest.starts_with("<?") {
+            find(start, "?>")
+        } else if rest.starts_with("<!") || rest.starts_with("</") {
+            find(start, ">")
+        } else {
+            let mut attributes = 0;
+            let mut quote = None;
+            let mut end = None;
+            for (offset, byte) in bytes[start..].iter().enumerate() {
+                match (quote, byte) {
+                    (Some(open), _) if open == *byte => quote = None,
+                    (Some(_), _) => {}
+                    (None, b'"' | b'\'') => quote = Some(*byte),
+                    (None, b'=') => attributes += 1,
+                    (None, b'>') => {
+                        end = Some(start + offset + 1);
+                        break;
+                    }
+                    _ => {}
+                }
+                if attributes > MAX_ATTRIBUTES {
+                    return Some(start);
+                }
+            }
+            end
+        };
+        index = skip_to?;
+    }
+    None
+}
+
+/// The 1-based line of a byte offset.
+fn line_at(text: &str, offset: usize) -> u32 {
+    let newlines = text.as_bytes()[..offset]
+        .iter()
+        .filter(|byte| **byte == b'\n')
+        .count();
+    u32::try_from(newlines + 1).unwrap_or(u32::MAX)
+}
+
+/// The 1-based column (in characters) of a byte offset.
+fn column_at(text: &str, offset: usize) -> u32 {
+    let line_start = text[..offset].rfind('\n').map_or(0, |newline| newline + 1);
+    u32::try_from(text[line_start..offset].chars().count() + 1).unwrap_or(u32::MAX)
 }
 
 /// Converts the document whose `<scxml>` is `root` (the whole document's, or one inline in an
@@ -199,6 +283,7 @@ fn convert_element<'a, 'input>(
         source: source.clone(),
         inputs: inputs.clone(),
         errors: Vec::new(),
+        unreported_errors: 0,
         state_ids: HashMap::new(),
         state_nodes: HashMap::new(),
         state_names: HashSet::new(),
@@ -213,6 +298,19 @@ fn convert_element<'a, 'input>(
         input_declarations: Map::new(),
     };
     let protocol = converter.convert();
+    if converter.unreported_errors > 0 {
+        let (line, column) = converter.position(root.range().start);
+        converter.errors.push(ImportError {
+            message: format!(
+                "{} more problems are not shown: only the first {MAX_ERRORS} are; fix these and import again",
+                converter.unreported_errors
+            ),
+            line,
+            column,
+            element: String::new(),
+            file: None,
+        });
+    }
     let mut errors = converter.errors;
     for error in &mut errors {
         if error.file.is_none() {
@@ -457,6 +555,8 @@ struct Converter<'a, 'input> {
     /// The data ids the invoking document sets (`<param>`, `namelist`): they become inputs.
     inputs: HashSet<String>,
     errors: Vec<ImportError>,
+    /// Problems found past `MAX_ERRORS`, not reported one by one.
+    unreported_errors: usize,
     /// The protocol id of every state element, as written or generated.
     state_ids: HashMap<NodeId, String>,
     state_nodes: HashMap<String, NodeId>,
@@ -486,7 +586,17 @@ impl<'a, 'input> Converter<'a, 'input> {
         (position.row, position.col)
     }
 
+    /// Whether the report is full: then the problem is counted instead of located.
+    fn errors_full(&mut self) -> bool {
+        let full = self.errors.len() >= MAX_ERRORS;
+        self.unreported_errors += usize::from(full);
+        full
+    }
+
     fn error(&mut self, node: Node, message: impl Into<String>) {
+        if self.errors_full() {
+            return;
+        }
         let (line, column) = self.position(node.range().start);
         self.errors.push(ImportError {
             message: message.into(),
@@ -500,6 +610,9 @@ impl<'a, 'input> Converter<'a, 'input> {
     /// An error located at an attribute of `node` (at the element when it has no such
     /// attribute).
     fn attribute_error(&mut self, node: Node, attribute: &str, message: impl Into<String>) {
+        if self.errors_full() {
+            return;
+        }
         let offset = node
             .attributes()
             .find(|candidate| candidate.namespace().is_none() && candidate.name() == attribute)
@@ -539,7 +652,7 @@ impl<'a, 'input> Converter<'a, 'input> {
         let mut elements = Vec::new();
         for child in node.children() {
             if child.is_text() {
-                if child.text().is_some_and(|text| !text.trim().is_empty()) {
+                if child.text().is_some_and(|text| !text.trim().is_empty()) && !self.errors_full() {
                     let element = node.tag_name().name();
                     let (line, column) = self.position(child.range().start);
                     self.errors.push(ImportError {

@@ -14,6 +14,7 @@ use super::driver::{
 };
 use super::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use super::event::{Event, Origin};
+use super::input::LineOrigin;
 use crate::actions::{Directive, LogRecord};
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
@@ -89,7 +90,16 @@ pub struct Fleet {
     limits: super::algorithm::Limits,
     /// Secret inputs for the instances resumed from the store, which never holds them.
     secret_inputs: Vec<(String, String)>,
+    /// The socket client the line being handled came from, if it did.
+    line_origin: Option<LineOrigin>,
+    /// Answers a bad line to the client it came from (besides the warning on stderr).
+    problem_reply: Option<ProblemReply>,
+    /// The most instances alive at once; a line that would create one more is refused.
+    max_instances: usize,
 }
+
+/// Answers a bad line to its socket client: where it came from, and the problem.
+pub type ProblemReply = Box<dyn FnMut(LineOrigin, &str)>;
 
 impl Fleet {
     /// A fleet writing its output lines to stdout; `recording` makes it durable.
@@ -118,6 +128,9 @@ impl Fleet {
             line_number: 0,
             limits: super::algorithm::Limits::default(),
             secret_inputs: Vec::new(),
+            line_origin: None,
+            problem_reply: None,
+            max_instances: usize::MAX,
         }
     }
 
@@ -130,6 +143,18 @@ impl Fleet {
     /// Supplies the secret inputs of the instances `resume_recorded` resumes (`NAME`, value).
     pub fn set_secret_inputs(&mut self, secret_inputs: Vec<(String, String)>) {
         self.secret_inputs = secret_inputs;
+    }
+
+    /// Answers each bad line that came from a socket client to that client too.
+    pub fn with_problem_replies(mut self, reply: impl FnMut(LineOrigin, &str) + 'static) -> Fleet {
+        self.problem_reply = Some(Box::new(reply));
+        self
+    }
+
+    /// Refuses to create an instance while `max` are alive.
+    pub fn with_max_instances(mut self, max: usize) -> Fleet {
+        self.max_instances = max;
+        self
     }
 
     /// Sends each committed batch of output lines to `sink` instead of stdout.
@@ -273,6 +298,10 @@ impl Fleet {
                 self.stop();
                 return FleetEnd::Stopped;
             }
+            // The output just committed goes out before more input is taken: input that is always
+            // ready would otherwise keep the socket clients' writers from running until their
+            // queues overflow.
+            tokio::task::yield_now().await;
             if self.input_ended && self.by_name.is_empty() {
                 return FleetEnd::Drained;
             }
@@ -294,8 +323,12 @@ impl Fleet {
                 }
                 batch = input.recv(), if !self.input_ended => match batch {
                     Some(batch) => {
-                        for line in batch.lines() {
+                        for (index, line) in batch.lines().enumerate() {
                             self.line_number += 1;
+                            self.line_origin = batch.origin.map(|first| LineOrigin {
+                                client: first.client,
+                                line: first.line + index,
+                            });
                             match line {
                                 Ok(line) => self.accept_line(line),
                                 Err(message) => self.line_problem(&message),
@@ -309,12 +342,15 @@ impl Fleet {
         }
     }
 
-    fn line_problem(&self, message: &str) {
+    fn line_problem(&mut self, message: &str) {
         eprintln!(
             "warning: input line {}: {}; line skipped",
             self.line_number,
             crate::secrets::mask(message)
         );
+        if let (Some(origin), Some(reply)) = (self.line_origin, &mut self.problem_reply) {
+            reply(origin, message);
+        }
     }
 
     /// One input line: `{"instance": ID, "inputs": {...}, "event": NAME, "data": {...}}`, where
@@ -370,6 +406,13 @@ impl Fleet {
     /// Starts a new instance with the inputs of its first line.
     fn create(&mut self, name: &str, inputs: Option<&serde_json::Value>) -> Result<usize, String> {
         let run_id = format!("{}{name}", self.prefix);
+        if self.by_name.len() >= self.max_instances {
+            return Err(format!(
+                "instance `{name}` not created: {} instances are alive, the limit; raise it with \
+                 --max-instances",
+                self.max_instances
+            ));
+        }
         if self.finished.contains(name) {
             return Err(format!("instance `{name}` has finished"));
         }

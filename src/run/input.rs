@@ -119,12 +119,39 @@ pub type InputBatches = mpsc::Receiver<LineBatch>;
 pub struct LineBatch {
     bytes: Vec<u8>,
     ends: Vec<Result<usize, String>>,
+    /// Where the lines came from when that is a socket client, so a bad one is answered to it.
+    pub origin: Option<LineOrigin>,
+}
+
+/// The socket client a line came from, and the line's number among that client's lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineOrigin {
+    pub client: u64,
+    pub line: usize,
 }
 
 impl LineBatch {
     /// A batch of one line.
     pub fn of_line(line: &str) -> LineBatch {
         std::iter::once(line).collect()
+    }
+
+    /// An empty batch of lines from a socket client, the first being `origin`.
+    pub fn from_client(origin: LineOrigin) -> LineBatch {
+        LineBatch {
+            origin: Some(origin),
+            ..LineBatch::default()
+        }
+    }
+
+    /// Where the next line is read to (by `LimitedLine`), before `end_line` closes it.
+    pub(crate) fn line_buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+
+    /// Ends the line read into `line_buffer`, or records why it was dropped.
+    pub(crate) fn end_line(&mut self, read: Result<(), String>) {
+        self.ends.push(read.map(|()| self.bytes.len()));
     }
 
     /// Adds a line (without its newline).
@@ -170,8 +197,8 @@ pub(crate) fn spawn_stdin_batches(max_line_bytes: usize) -> InputBatches {
     std::thread::spawn(move || {
         let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
         let mut batch = LineBatch::default();
-        while let Some(read) = read_limited_line(&mut input, max_line_bytes, &mut batch.bytes) {
-            batch.ends.push(read.map(|()| batch.bytes.len()));
+        while let Some(read) = read_limited_line(&mut input, max_line_bytes, batch.line_buffer()) {
+            batch.end_line(read);
             if (batch.len() >= BATCH_LINES || input.buffer().is_empty())
                 && sender.blocking_send(std::mem::take(&mut batch)).is_err()
             {
@@ -193,40 +220,74 @@ pub(crate) fn read_limited_line(
     limit: usize,
     line: &mut Vec<u8>,
 ) -> Option<Result<(), String>> {
-    let start = line.len();
-    let mut length = 0usize;
+    let mut reading = LimitedLine::new(line.len(), limit);
     loop {
         let buffer = match input.fill_buf() {
             Ok(buffer) => buffer,
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return None,
         };
-        if buffer.is_empty() {
-            if length == 0 {
-                return None;
-            }
-            break;
+        let (consumed, done) = reading.take(buffer, line);
+        input.consume(consumed);
+        if done {
+            return reading.finish(line);
         }
+    }
+}
+
+/// One line being read in chunks, at most `limit` bytes of it kept: shared by the blocking
+/// readers (stdin, `--events`) and the socket's, so every input follows the same rules.
+pub(crate) struct LimitedLine {
+    start: usize,
+    length: usize,
+    limit: usize,
+    /// Whether any byte (or the newline) was read: an empty read then ends the line, not the input.
+    begun: bool,
+}
+
+impl LimitedLine {
+    pub(crate) fn new(start: usize, limit: usize) -> LimitedLine {
+        LimitedLine {
+            start,
+            length: 0,
+            limit,
+            begun: false,
+        }
+    }
+
+    /// Takes what `buffer` holds of the line into `line` (past the limit, only counts it):
+    /// returns how many bytes were used and whether the line (or the input, on an empty buffer)
+    /// ended.
+    pub(crate) fn take(&mut self, buffer: &[u8], line: &mut Vec<u8>) -> (usize, bool) {
+        if buffer.is_empty() {
+            return (0, true);
+        }
+        self.begun = true;
         let (chunk, newline) = match buffer.iter().position(|byte| *byte == b'\n') {
             Some(position) => (&buffer[..position], true),
             None => (buffer, false),
         };
-        length += chunk.len();
-        if length <= limit {
+        self.length += chunk.len();
+        if self.length <= self.limit {
             line.extend_from_slice(chunk);
         }
-        let consumed = chunk.len() + usize::from(newline);
-        input.consume(consumed);
-        if newline {
-            break;
+        (chunk.len() + usize::from(newline), newline)
+    }
+
+    /// The line read: `None` at the end of input, the problem when it was too long (`line` as it
+    /// was before).
+    pub(crate) fn finish(self, line: &mut Vec<u8>) -> Option<Result<(), String>> {
+        if !self.begun {
+            return None;
         }
+        if self.length > self.limit {
+            line.truncate(self.start);
+            return Some(Err(format!(
+                "the line is {} bytes, longer than the limit of {} bytes; raise it with \
+                 --max-event-bytes",
+                self.length, self.limit
+            )));
+        }
+        Some(Ok(()))
     }
-    if length > limit {
-        line.truncate(start);
-        return Some(Err(format!(
-            "the line is {length} bytes, longer than the limit of {limit} bytes; raise it with \
-             --max-event-bytes"
-        )));
-    }
-    Some(Ok(()))
 }
