@@ -69,6 +69,8 @@ struct Glob {
     /// it, which is the shape the kernel's sandbox takes (`crate::sandbox`). Empty (nothing
     /// the kernel grants) while the glob is unresolved.
     anchor: PathBuf,
+    /// Whether the anchor is the whole glob (no wildcard).
+    exact: bool,
 }
 
 impl PartialEq for Glob {
@@ -141,6 +143,7 @@ impl Capabilities {
                                 written: written.clone(),
                                 pattern: None,
                                 anchor: PathBuf::new(),
+                                exact: true,
                             });
                         }
                     }
@@ -412,12 +415,12 @@ impl Capabilities {
 
     /// Per layer, the paths beneath which reading is granted (see `Glob::anchor`); empty when
     /// reading is not restricted.
-    pub fn read_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+    pub fn read_anchors(&self) -> Vec<Vec<GrantAnchor>> {
         anchors(&self.read)
     }
 
     /// Per layer, the paths beneath which writing is granted; empty when not restricted.
-    pub fn write_anchors(&self) -> Vec<Vec<(String, PathBuf)>> {
+    pub fn write_anchors(&self) -> Vec<Vec<GrantAnchor>> {
         anchors(&self.write)
     }
 
@@ -479,16 +482,31 @@ impl Capabilities {
 }
 
 /// Each layer's globs as written with their anchors.
-fn anchors(layers: &[Vec<Glob>]) -> Vec<Vec<(String, PathBuf)>> {
+fn anchors(layers: &[Vec<Glob>]) -> Vec<Vec<GrantAnchor>> {
     layers
         .iter()
         .map(|layer| {
             layer
                 .iter()
-                .map(|glob| (glob.written.clone(), glob.anchor.clone()))
+                .map(|glob| GrantAnchor {
+                    written: glob.written.clone(),
+                    path: glob.anchor.clone(),
+                    exact: glob.exact,
+                })
                 .collect()
         })
         .collect()
+}
+
+/// Where a path grant lies, in the shape the kernel's sandbox takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantAnchor {
+    /// The grant as written (inputs resolved).
+    pub written: String,
+    /// Its longest leading path without a wildcard.
+    pub path: PathBuf,
+    /// Whether that path is the whole grant (no wildcard): one file or directory.
+    pub exact: bool,
 }
 
 impl Glob {
@@ -525,6 +543,7 @@ impl Glob {
                     .map(|segment| segment.iter().map(|(character, _)| character).collect()),
             )
             .collect();
+        let exact = anchor.components().count() == segments.len() + 1;
         let mut pattern = String::from("^");
         let mut run = String::new();
         let mut run_literal = true;
@@ -557,6 +576,7 @@ impl Glob {
             written,
             pattern: Some(pattern),
             anchor,
+            exact,
         })
     }
 

@@ -9,7 +9,7 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
-use crate::capabilities::Capabilities;
+use crate::capabilities::{Capabilities, GrantAnchor};
 
 /// The newest rights asked for. An older kernel applies those it has (best effort, the
 /// crate's default), and `support` says which.
@@ -126,8 +126,8 @@ impl Grant {
         let rulesets = (0..layers)
             .map(|layer| {
                 let rules = LayerRules {
-                    read: read.get(layer).map(|anchors| paths(anchors)),
-                    write: write.get(layer).map(|anchors| paths(anchors)),
+                    read: read.get(layer).map(Vec::as_slice),
+                    write: write.get(layer).map(Vec::as_slice),
                     exec: exec.get(layer).map(Vec::as_slice),
                 };
                 rules.ruleset(confined, layer == 0)
@@ -172,25 +172,25 @@ pub async fn run_blocking<T: Send + 'static>(
 
 /// A read layer of every entry of `/` except `/proc`: reading stays unrestricted but for the
 /// processes' environments (an entry made later is not covered).
-fn everything_but_proc() -> Vec<(String, PathBuf)> {
+fn everything_but_proc() -> Vec<GrantAnchor> {
     std::fs::read_dir("/")
         .into_iter()
         .flatten()
         .flatten()
         .map(|entry| entry.path())
         .filter(|path| path != Path::new("/proc"))
-        .map(|path| (format!("{}/**", path.display()), path))
+        .map(|path| GrantAnchor {
+            written: format!("{}/**", path.display()),
+            path,
+            exact: false,
+        })
         .collect()
-}
-
-fn paths(anchors: &[(String, PathBuf)]) -> Vec<PathBuf> {
-    anchors.iter().map(|(_, anchor)| anchor.clone()).collect()
 }
 
 /// One layer's grants, each kind absent when the layer does not restrict it.
 struct LayerRules<'a> {
-    read: Option<Vec<PathBuf>>,
-    write: Option<Vec<PathBuf>>,
+    read: Option<&'a [GrantAnchor]>,
+    write: Option<&'a [GrantAnchor]>,
     exec: Option<&'a [PathBuf]>,
 }
 
@@ -236,26 +236,14 @@ impl LayerRules<'_> {
             for file in SYSTEM_FILES {
                 rules.push((file.into(), READ, Following::Links));
             }
-            for anchor in anchors {
-                rules.push((anchor.clone(), READ, Following::NoLinks));
+            for anchor in *anchors {
+                rules.push((anchor.path.clone(), READ, Following::NoLinks));
             }
         }
         if let Some(anchors) = &self.write {
-            for anchor in anchors {
-                let (anchor, access) = match confined {
-                    // An atomic write makes a temporary file and a lock file beside its target
-                    // and renames over it: a file's grant is its directory's, for the engine,
-                    // whose own check holds it to the file.
-                    Confined::EngineFiles if !anchor.is_dir() => (
-                        crate::files::parent_directory(anchor).to_path_buf(),
-                        AccessFs::from_write(TARGET_ABI) | READ,
-                    ),
-                    Confined::EngineFiles => {
-                        (anchor.clone(), AccessFs::from_write(TARGET_ABI) | READ)
-                    }
-                    Confined::Process { .. } => (anchor.clone(), AccessFs::from_write(TARGET_ABI)),
-                };
-                rules.push((anchor, access, Following::NoLinks));
+            for anchor in *anchors {
+                let (path, access) = write_rule(anchor, confined);
+                rules.push((path, access, Following::NoLinks));
             }
             rules.push((DISCARD.into(), AccessFs::WriteFile.into(), Following::Links));
         }
@@ -298,6 +286,64 @@ impl LayerRules<'_> {
                 .map_err(failed)?;
         }
         Ok(created)
+    }
+}
+
+/// The rule a write grant becomes. A grant's directory that does not exist yet is made first
+/// (never through a link), so the process may write where the grant says it may. A grant naming
+/// one file that does not exist yet becomes the right to make and write files in its directory
+/// (wider than the file); for the engine's own effects, which write atomically beside their
+/// target and check the file themselves, a file's grant is its directory's.
+fn write_rule(anchor: &GrantAnchor, confined: Confined<'_>) -> (PathBuf, BitFlags<AccessFs>) {
+    let names_a_file = anchor.exact && !anchor.path.is_dir();
+    let directory = if names_a_file {
+        crate::files::parent_directory(&anchor.path)
+    } else {
+        &anchor.path
+    };
+    make_directories(directory);
+    let all = AccessFs::from_write(TARGET_ABI);
+    match confined {
+        Confined::EngineFiles => (directory.to_path_buf(), all | READ),
+        Confined::Process { .. } if !names_a_file || anchor.path.exists() => {
+            (anchor.path.clone(), all)
+        }
+        Confined::Process { .. } => (
+            directory.to_path_buf(),
+            AccessFs::MakeReg | AccessFs::WriteFile | AccessFs::Truncate,
+        ),
+    }
+}
+
+/// Makes the directories of an absolute `path` that are missing, each opened without following
+/// a link: a link planted where a directory should be stops it, so nothing is made elsewhere.
+/// A failure leaves the grant without its rule, which grants nothing.
+fn make_directories(path: &Path) {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    if !path.is_absolute() || path.is_dir() {
+        return;
+    }
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let Ok(mut current) = openat(nix::fcntl::AT_FDCWD, "/", flags, Mode::empty()) else {
+        return;
+    };
+    for component in path.components() {
+        let std::path::Component::Normal(name) = component else {
+            continue;
+        };
+        let next = match openat(&current, name, flags, Mode::empty()) {
+            Err(nix::errno::Errno::ENOENT) => {
+                // Another process making it meanwhile is as good.
+                let _ = mkdirat(&current, name, Mode::from_bits_truncate(0o777));
+                openat(&current, name, flags, Mode::empty())
+            }
+            opened => opened,
+        };
+        match next {
+            Ok(directory) => current = directory,
+            Err(_) => return,
+        }
     }
 }
 
@@ -463,7 +509,10 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
     }];
     for (kind, layers) in [("read", &read), ("write", &write)] {
         for layer in layers.iter() {
-            let shown: Vec<String> = layer.iter().map(describe_anchor).collect();
+            let shown: Vec<String> = layer
+                .iter()
+                .map(|anchor| describe_anchor(anchor, kind))
+                .collect();
             lines.push(format!("  {kind} beneath: {}", shown.join(", ")));
         }
     }
@@ -487,27 +536,38 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
     lines
 }
 
-fn describe_anchor((written, anchor): &(String, PathBuf)) -> String {
+fn describe_anchor(anchor: &GrantAnchor, kind: &str) -> String {
+    let GrantAnchor {
+        written,
+        path,
+        exact,
+    } = anchor;
     // A grant naming an input has no anchor until the run resolves it.
-    if anchor.as_os_str().is_empty() {
+    if path.as_os_str().is_empty() {
         return format!("{written} (resolved when a run starts)");
     }
-    let mut shown = anchor.display().to_string();
-    let wildcard = |text: &str| text.contains(['*', '?']);
+    let mut shown = path.display().to_string();
     // `dir/**` is exactly the hierarchy; `dir/*.json` is narrower than the directory.
-    let wider = wildcard(written) && written.strip_suffix("/**").is_none_or(wildcard);
-    if wider {
+    let whole_hierarchy = written
+        .strip_suffix("/**")
+        .is_some_and(|directory| !directory.contains(['*', '?']));
+    if !exact && !whole_hierarchy {
         shown.push_str(&format!(
             " (wider than `{written}`: the engine checks the pattern for its own effects)"
         ));
     }
-    match open_path(anchor, Following::NoLinks) {
+    match open_path(path, Following::NoLinks) {
         Some(_) => {}
-        None if anchor.exists() => {
+        None if path.exists() => {
             shown.push_str(" (reached through a link: not granted; name the real path)")
         }
-        None => shown
-            .push_str(" (does not exist yet: a process is granted nothing there until it does)"),
+        None if kind == "write" && *exact => {
+            shown.push_str(" (not made yet: a process may make and write files in its directory)")
+        }
+        None if kind == "write" => {
+            shown.push_str(" (does not exist yet: made when a process or file effect starts)")
+        }
+        None => shown.push_str(" (does not exist yet: nothing to read there until it does)"),
     }
     shown
 }

@@ -375,3 +375,40 @@ states:
     assert!(!stderr.contains("the-withheld-value"), "{stderr}");
     assert!(stderr.contains("Permission denied"), "{stderr}");
 }
+
+/// A write grant's directory that does not exist yet is made (never through a link) before a
+/// process starts, and a grant naming one file lets the process make that file.
+#[test]
+fn a_granted_directory_not_made_yet_is_made_and_a_link_in_its_place_is_not_followed() {
+    if !kernel_confines("missing directory") {
+        return;
+    }
+    let directory = temporary_directory("sandbox", "missing");
+    std::fs::create_dir_all(directory.join("outside")).unwrap();
+    std::os::unix::fs::symlink("outside", directory.join("planted")).unwrap();
+    let permissions =
+        r#"{ exec: [], shell: true, write: ["work/deep/**", "report.txt", "planted/sub/**"] }"#;
+    let script = "echo c > planted/sub/c.txt; echo a > work/deep/a.txt && echo b > report.txt";
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(
+            permissions,
+            &format!("{{ exec: {script:?}, shell: true, id: act }}"),
+        ),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(directory.join("work/deep/a.txt")).unwrap(),
+        "a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(directory.join("report.txt")).unwrap(),
+        "b\n"
+    );
+    assert!(!directory.join("outside/sub").exists(), "{stderr}");
+    // The planted link is neither followed nor made into a directory: the shell finds none.
+    assert!(
+        stderr.contains("planted/sub/c.txt: Directory nonexistent"),
+        "{stderr}"
+    );
+}
