@@ -3,6 +3,7 @@
 mod check;
 mod graph;
 mod import;
+mod inputs_file;
 mod limits;
 mod logs;
 mod narrowing;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use clap::Args;
 use tracing_subscriber::layer::SubscriberExt;
 
+use super::inputs_file::SuppliedInputs;
 use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
 use crate::actions::LogRecord;
@@ -32,6 +33,10 @@ pub struct RunArguments {
     /// environment. With --resume, only the run's secret inputs, which are never stored.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     inputs: Vec<String>,
+    /// Input values from a YAML or JSON mapping of input name to value; an --input replaces
+    /// the file's entry of the same name. With --resume, only secret inputs.
+    #[arg(long = "inputs", value_name = "FILE")]
+    inputs_file: Option<PathBuf>,
     /// Continue the latest unfinished run of this protocol instead of starting a new one.
     #[arg(long)]
     resume: bool,
@@ -48,6 +53,10 @@ pub struct ResumeArguments {
     /// several.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
     secrets: Vec<String>,
+    /// The run's secret inputs from a YAML or JSON mapping of input name to value; an
+    /// --input replaces the file's entry of the same name.
+    #[arg(long = "inputs", value_name = "FILE")]
+    secrets_file: Option<PathBuf>,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -102,12 +111,16 @@ pub struct RunOptions {
 /// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
 /// an internal error (exit 70) rather than a silently wrong state.
 pub fn run(arguments: RunArguments) -> u8 {
+    let given = GivenInputs {
+        assignments: arguments.inputs.clone(),
+        file: arguments.inputs_file.clone(),
+    };
     let start = if arguments.resume {
-        Start::Latest(arguments.file.clone(), arguments.inputs.clone())
+        Start::Latest(arguments.file.clone(), given)
     } else {
         Start::New {
             file: arguments.file.clone(),
-            inputs: arguments.inputs.clone(),
+            inputs: given,
         }
     };
     run_with_lifecycle(start, &arguments.options)
@@ -115,22 +128,32 @@ pub fn run(arguments: RunArguments) -> u8 {
 
 /// Continues a run by id.
 pub fn resume(arguments: ResumeArguments) -> u8 {
+    let given = GivenInputs {
+        assignments: arguments.secrets.clone(),
+        file: arguments.secrets_file.clone(),
+    };
     run_with_lifecycle(
-        Start::Run(arguments.run_id.clone(), arguments.secrets.clone()),
+        Start::Run(arguments.run_id.clone(), given),
         &arguments.options,
     )
+}
+
+/// `--input KEY=VALUE`s and `--inputs FILE`, as given.
+struct GivenInputs {
+    assignments: Vec<String>,
+    file: Option<PathBuf>,
 }
 
 /// Where a run comes from.
 enum Start {
     New {
         file: PathBuf,
-        inputs: Vec<String>,
+        inputs: GivenInputs,
     },
     /// The latest unfinished run of this protocol file, with its secret inputs supplied again.
-    Latest(PathBuf, Vec<String>),
+    Latest(PathBuf, GivenInputs),
     /// A run by id, with its secret inputs supplied again.
-    Run(String, Vec<String>),
+    Run(String, GivenInputs),
 }
 
 fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
@@ -314,7 +337,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
 /// Loads, compiles and records a new run.
 fn new_run(
     file: &std::path::Path,
-    inputs: &[String],
+    inputs: &GivenInputs,
     options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
@@ -368,7 +391,7 @@ fn new_run(
 /// the `--input`s supplying its secret inputs again.
 fn restored_run(
     run_id: &str,
-    secret_inputs: &[String],
+    secret_inputs: &GivenInputs,
     options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
@@ -417,7 +440,8 @@ fn restored_run(
             eprint!("{}", render_all(&diagnostics));
             exit_code::INVALID
         })?;
-    let secrets = secret_inputs
+    let assignments = secret_inputs
+        .assignments
         .iter()
         .map(|text| split_assignment(text))
         .collect::<Result<Vec<_>, _>>()
@@ -425,11 +449,30 @@ fn restored_run(
             eprintln!("error: {error}");
             exit_code::USAGE
         })?;
+    let supplied = SuppliedInputs::gather(&machine, secret_inputs.file.as_deref(), assignments)?;
+    let secrets = supplied.texts();
     let inputs = machine
         .bind_recorded_inputs(&record.inputs, &secrets)
         .map_err(|errors| {
             for error in &errors {
-                eprintln!("error: run `{run_id}`: {error}");
+                match error {
+                    InputError::NotSecret { name } if supplied.is_from_file(name) => {
+                        let diagnostic = crate::diagnostic::Diagnostic::error(format!(
+                            "input `{name}`: a resumed run keeps the inputs it started with; \
+                             only its secret inputs are supplied again"
+                        ))
+                        .with_help(format!(
+                            "remove `{name}` from this file: give a resume a file of the \
+                             secret inputs only"
+                        ));
+                        let part = crate::load::source::Part::Key;
+                        match supplied.located(name, None, part, diagnostic) {
+                            Some(located) => eprintln!("{located}"),
+                            None => eprintln!("error: run `{run_id}`: {error}"),
+                        }
+                    }
+                    _ => eprintln!("error: run `{run_id}`: {error}"),
+                }
             }
             // Secrets not supplied again is the command line's fault, not the protocol's.
             let resupply = errors.iter().all(|error| {
@@ -569,27 +612,26 @@ impl Checkpoint for StoreCheckpoint<'_> {
     }
 }
 
-/// Checks every `--input`, reporting all problems at once.
+/// Checks every `--input` and the `--inputs` file's entries, reporting all problems at once.
 fn bind_inputs(
     machine: &crate::compile::machine::Machine,
-    texts: &[String],
+    given: &GivenInputs,
 ) -> Result<Vec<crate::value::Value>, u8> {
-    let mut supplied = Vec::new();
+    let mut assignments = Vec::new();
     let mut problems = Vec::new();
-    for text in texts {
+    for text in &given.assignments {
         match split_assignment(text) {
-            Ok(pair) => supplied.push(pair),
+            Ok(pair) => assignments.push(pair),
             Err(error) => problems.push(error),
         }
     }
-    match machine.bind_inputs(&supplied) {
+    let supplied = SuppliedInputs::gather(machine, given.file.as_deref(), assignments)?;
+    match machine.bind_input_values(&supplied.values) {
         Ok(inputs) if problems.is_empty() => return Ok(inputs),
         Ok(_) => {}
         Err(errors) => problems.extend(errors),
     }
-    for problem in &problems {
-        eprintln!("error: {problem}");
-    }
+    eprint!("{}", supplied.report(&problems));
     Err(exit_code::INVALID)
 }
 

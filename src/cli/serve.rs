@@ -63,6 +63,10 @@ pub struct ServeArguments {
     /// `NAME=VALUE`; repeat for several.
     #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
     secret_inputs: Vec<String>,
+    /// Secret inputs of the instances resumed at start, from a YAML or JSON mapping of input
+    /// name to value; an --input replaces the file's entry of the same name.
+    #[arg(long = "inputs", value_name = "FILE")]
+    secret_inputs_file: Option<PathBuf>,
     #[command(flatten)]
     limits: super::limits::LimitOptions,
 }
@@ -163,7 +167,11 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INTERNAL;
         }
     };
-    let secret_inputs = match secret_inputs(&machine, &arguments.secret_inputs) {
+    let secret_inputs = match secret_inputs(
+        &machine,
+        &arguments.secret_inputs,
+        arguments.secret_inputs_file.as_deref(),
+    ) {
         Ok(secret_inputs) => secret_inputs,
         Err(code) => return code,
     };
@@ -220,27 +228,43 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     })
 }
 
-/// `--input NAME=VALUE` of `serve`: secret inputs (of the protocol or a child it invokes) for
-/// the instances it resumes; any other input comes with an instance's first line.
+/// `--input NAME=VALUE` and `--inputs FILE` of `serve`: secret inputs (of the protocol or a
+/// child it invokes) for the instances it resumes; any other input comes with an instance's
+/// first line.
 fn secret_inputs(
     machine: &crate::compile::machine::Machine,
     texts: &[String],
+    file: Option<&std::path::Path>,
 ) -> Result<Vec<(String, String)>, u8> {
     let names = machine.secret_input_names();
-    let mut secret_inputs = Vec::new();
+    let mut assignments = Vec::new();
     for text in texts {
-        let (name, value) = crate::compile::inputs::split_assignment(text).map_err(|error| {
+        let pair = crate::compile::inputs::split_assignment(text).map_err(|error| {
             eprintln!("error: {error}");
             exit_code::USAGE
         })?;
-        if !names.contains(&name.as_str()) {
-            eprintln!(
-                "error: --input {name}: serve takes only secret inputs, for the instances it \
-                 resumes; an instance's other inputs come with its first line"
-            );
-            return Err(exit_code::USAGE);
+        assignments.push(pair);
+    }
+    let supplied = super::inputs_file::SuppliedInputs::gather(machine, file, assignments)?;
+    let secret_inputs = supplied.texts();
+    let mut refused = false;
+    for (name, _) in secret_inputs
+        .iter()
+        .filter(|(name, _)| !names.contains(&name.as_str()))
+    {
+        refused = true;
+        let message = "serve takes only secret inputs, for the instances it resumes; an \
+                       instance's other inputs come with its first line";
+        let diagnostic = crate::diagnostic::Diagnostic::error(format!("input `{name}`: {message}"))
+            .with_help(format!("remove `{name}` from this file"));
+        let part = crate::load::source::Part::Key;
+        match supplied.located(name, None, part, diagnostic) {
+            Some(located) => eprintln!("{located}"),
+            None => eprintln!("error: --input {name}: {message}"),
         }
-        secret_inputs.push((name, value));
+    }
+    if refused {
+        return Err(exit_code::USAGE);
     }
     Ok(secret_inputs)
 }

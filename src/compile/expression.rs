@@ -861,7 +861,8 @@ impl Template {
                     Err(inner) => {
                         problems.extend(inner.into_iter().map(|problem| ExpressionProblem {
                             offset: start + leading_spaces(&source) + problem.offset,
-                            ..problem
+                            help: Some(with_literal_hint(problem.help)),
+                            message: problem.message,
                         }))
                     }
                 }
@@ -915,6 +916,18 @@ impl Template {
             }
         }
         Ok(output)
+    }
+}
+
+/// What an expression problem inside `${...}` says last: the text may have been meant
+/// literally (a shell's `${#VAR}` or `${HOME}` in an `exec` argument), and `$${` writes it so.
+const LITERAL_HINT: &str =
+    "if `${` is meant literally (as in the shell's `${#VAR}`), write `$${`: `$${#VAR}`";
+
+fn with_literal_hint(help: Option<String>) -> String {
+    match help {
+        Some(help) => format!("{help}; {LITERAL_HINT}"),
+        None => LITERAL_HINT.to_string(),
     }
 }
 

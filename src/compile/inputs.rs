@@ -133,10 +133,69 @@ fn bound(
     parsed
 }
 
+/// Why a value does not fit an input, and which item of a list input is at fault, if one is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputMismatch {
+    pub item: Option<usize>,
+    pub message: String,
+}
+
+impl From<String> for InputMismatch {
+    fn from(message: String) -> Self {
+        InputMismatch {
+            item: None,
+            message,
+        }
+    }
+}
+
+impl std::fmt::Display for InputMismatch {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.item {
+            Some(index) => write!(formatter, "item {index}: {}", self.message),
+            None => formatter.write_str(&self.message),
+        }
+    }
+}
+
+/// A scalar in the form `kind` takes, when it reads as one: a number or a boolean is its text
+/// for a `string` or an `enum` (`[true]` for a list of strings is `["true"]`), and a text is
+/// read as an integer, a number or `true`/`false` for those types (`a,b` on the command line
+/// gives texts). Anything else is left as it is, for `check` to refuse.
+fn coerced(kind: InputType, value: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+    use serde_json::Value as Json;
+    use std::borrow::Cow;
+    let converted = match (kind, value) {
+        (InputType::String | InputType::Enum, Json::Number(number)) => {
+            Some(Json::String(number.to_string()))
+        }
+        (InputType::String | InputType::Enum, Json::Bool(flag)) => {
+            Some(Json::String(flag.to_string()))
+        }
+        (InputType::Integer, Json::String(text)) => text.trim().parse::<i64>().ok().map(Json::from),
+        (InputType::Number, Json::String(text)) => {
+            serde_json::from_str::<serde_json::Number>(text.trim())
+                .ok()
+                .map(Json::Number)
+        }
+        (InputType::Boolean, Json::String(text)) => match text.trim() {
+            "true" => Some(Json::Bool(true)),
+            "false" => Some(Json::Bool(false)),
+            _ => None,
+        },
+        _ => None,
+    };
+    converted.map_or(Cow::Borrowed(value), Cow::Owned)
+}
+
 impl InputNode {
-    /// Checks a value (from YAML or parsed from the command line) against the declaration.
-    pub fn check(&self, value: &serde_json::Value) -> Result<Value, String> {
+    /// Checks a value (from YAML or parsed from the command line) against the declaration,
+    /// after reading a scalar as the declared type (`coerced`); a list's items are read as
+    /// its item type.
+    pub fn check(&self, value: &serde_json::Value) -> Result<Value, InputMismatch> {
         use serde_json::Value as Json;
+        let value = coerced(self.kind, value);
+        let value = value.as_ref();
         let (checked, measure) = match (self.kind, value) {
             (InputType::String, Json::String(text)) => (
                 Value::string(text.as_str()),
@@ -151,32 +210,44 @@ impl InputNode {
                 Some(duration) => (
                     Value::Int(
                         i64::try_from(duration.milliseconds)
-                            .map_err(|_| "duration too long".to_string())?,
+                            .map_err(|_| InputMismatch::from("duration too long".to_string()))?,
                     ),
                     Some(duration.milliseconds as f64),
                 ),
                 None => {
                     return Err(format!(
                         "`{text}` is not a duration; write e.g. `30s`, `2m`, `1h30m`"
-                    ));
+                    )
+                    .into());
                 }
             },
             (InputType::List, Json::Array(items)) => {
-                if let Some(item_type) = self.items {
-                    let item_node = InputNode {
-                        kind: item_type,
-                        items: None,
-                        minimum: None,
-                        maximum: None,
-                        ..self.clone_shape()
-                    };
-                    for (index, item) in items.iter().enumerate() {
-                        item_node
-                            .check(item)
-                            .map_err(|message| format!("item {index}: {message}"))?;
+                let checked_items = match self.items {
+                    Some(item_type) => {
+                        let item_node = InputNode {
+                            kind: item_type,
+                            items: None,
+                            minimum: None,
+                            maximum: None,
+                            ..self.clone_shape()
+                        };
+                        items
+                            .iter()
+                            .enumerate()
+                            .map(|(index, item)| {
+                                item_node.check(item).map_err(|mismatch| InputMismatch {
+                                    item: Some(index),
+                                    message: mismatch.to_string(),
+                                })
+                            })
+                            .collect::<Result<Vec<Value>, InputMismatch>>()?
                     }
-                }
-                (Value::from_json(value), Some(items.len() as f64))
+                    None => items.iter().map(Value::from_json).collect(),
+                };
+                (
+                    Value::List(std::sync::Arc::new(checked_items)),
+                    Some(items.len() as f64),
+                )
             }
             (InputType::Enum, Json::String(text)) => {
                 if !self.values.contains(text) {
@@ -186,16 +257,17 @@ impl InputNode {
                     )
                     .map(|hint| format!(" ({hint})"))
                     .unwrap_or_default();
-                    return Err(format!(
-                        "`{text}` is not one of {}{help}",
-                        self.values.join(", ")
-                    ));
+                    return Err(
+                        format!("`{text}` is not one of {}{help}", self.values.join(", ")).into(),
+                    );
                 }
                 (Value::string(text.as_str()), None)
             }
             // A secret's value is never echoed, not even a mistyped one.
-            (kind, _) if self.secret => return Err(format!("expected {}", kind.name())),
-            (kind, other) => return Err(format!("expected {}, got {other}", kind.name())),
+            (kind, _) if self.secret => return Err(format!("expected {}", kind.name()).into()),
+            (kind, other) => {
+                return Err(format!("expected {}, got {other}", kind.name()).into());
+            }
         };
         if self.secret
             && let Value::String(text) = &checked
@@ -206,7 +278,8 @@ impl InputNode {
                  common text; this one has {}",
                 crate::secrets::MIN_SECRET_CHARACTERS,
                 text.chars().count()
-            ));
+            )
+            .into());
         }
         if let Some(measure) = measure {
             let shown = |bound: f64| match self.kind {
@@ -214,18 +287,14 @@ impl InputNode {
                 _ => bound.to_string(),
             };
             if let Some(minimum) = self.minimum.filter(|minimum| measure < *minimum) {
-                return Err(format!(
-                    "{} is below the minimum {}",
-                    shown(measure),
-                    shown(minimum)
-                ));
+                return Err(
+                    format!("{} is below the minimum {}", shown(measure), shown(minimum)).into(),
+                );
             }
             if let Some(maximum) = self.maximum.filter(|maximum| measure > *maximum) {
-                return Err(format!(
-                    "{} is above the maximum {}",
-                    shown(measure),
-                    shown(maximum)
-                ));
+                return Err(
+                    format!("{} is above the maximum {}", shown(measure), shown(maximum)).into(),
+                );
             }
         }
         Ok(checked)
@@ -248,7 +317,7 @@ impl InputNode {
 
     /// A supplied value: a string is read as on the command line (`30s`, `[a, b]`, `true`),
     /// anything else is checked as it is.
-    pub fn accept(&self, given: &serde_json::Value) -> Result<Value, String> {
+    pub fn accept(&self, given: &serde_json::Value) -> Result<Value, InputMismatch> {
         let accepted = match given {
             serde_json::Value::String(text) => self.parse_text(text),
             other => self.check(other),
@@ -262,8 +331,9 @@ impl InputNode {
     }
 
     /// Parses a command-line text for this input: strings stay as written, other types are
-    /// read as YAML-ish scalars or JSON lists.
-    pub fn parse_text(&self, text: &str) -> Result<Value, String> {
+    /// read as YAML-ish scalars; a list is JSON or YAML flow (`[a, "b,c"]`), or else items
+    /// separated by commas (`a,b`), each read as the item type.
+    pub fn parse_text(&self, text: &str) -> Result<Value, InputMismatch> {
         let json = match self.kind {
             InputType::String | InputType::Enum | InputType::Duration => {
                 serde_json::Value::String(text.to_string())
@@ -273,21 +343,48 @@ impl InputNode {
                     .map_err(|_| format!("expected {}, got `{text}`", self.kind.name()))?
             }
             // JSON, or YAML flow syntax so that `[cat, README.md]` needs no quoting.
-            InputType::List => match serde_json::from_str(text.trim()) {
-                Ok(json) => json,
-                Err(_) => {
-                    crate::load::yaml::parse(text, &crate::load::yaml::YamlLimits::default())
-                        .map_err(|_| {
-                            format!(
-                                "expected a list such as `[a, b]` or `[\"a\", 1]`, got `{text}`"
-                            )
-                        })?
-                        .value
+            InputType::List if text.trim_start().starts_with(['[', '{']) => {
+                match serde_json::from_str(text.trim()) {
+                    Ok(json) => json,
+                    Err(_) => {
+                        crate::load::yaml::parse(text, &crate::load::yaml::YamlLimits::default())
+                            .map_err(|_| {
+                                format!(
+                                    "expected a list such as `[a, b]` or `[\"a\", 1]`, got \
+                                     `{text}`"
+                                )
+                            })?
+                            .value
+                    }
                 }
-            },
+            }
+            InputType::List => comma_separated(text)?,
         };
         self.check(&json)
     }
+}
+
+/// `a, b` as the list `["a", "b"]` (each item trimmed, read as the item type by `check`); an
+/// empty text is the empty list. An empty item is refused rather than read as `""`: it is
+/// more often a stray comma, and JSON (`["a", ""]`) writes an empty text unambiguously.
+fn comma_separated(text: &str) -> Result<serde_json::Value, InputMismatch> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Array(Vec::new()));
+    }
+    text.split(',')
+        .enumerate()
+        .map(|(index, item)| match item.trim() {
+            "" => Err(InputMismatch {
+                item: Some(index),
+                message: format!(
+                    "empty (a stray comma in `{text}`?); an empty text is written as JSON: \
+                     `[\"a\", \"\"]`"
+                ),
+            }),
+            item => Ok(serde_json::Value::String(item.to_string())),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(serde_json::Value::Array)
 }
 
 /// An input problem found before a run starts.
@@ -297,8 +394,11 @@ pub enum InputError {
     Unknown { name: String, hint: String },
     #[error("missing required input `{name}`{description}; supply it with --input {name}=VALUE")]
     Missing { name: String, description: String },
-    #[error("input `{name}`: {message}")]
-    Invalid { name: String, message: String },
+    #[error("input `{name}`: {mismatch}")]
+    Invalid {
+        name: String,
+        mismatch: InputMismatch,
+    },
     #[error(
         "secret input `{name}` is not stored with the run; supply it again: --input {name}=VALUE"
     )]
@@ -342,13 +442,11 @@ impl Machine {
                         _ if input.secret => serde_json::Value::String(
                             crate::secrets::placeholder(&crate::secrets::input_label(&input.name)),
                         ),
-                        (InputType::Duration, Value::Int(milliseconds)) => {
-                            serde_json::Value::String(
-                                Duration::from_milliseconds(
-                                    u64::try_from(*milliseconds).unwrap_or(0),
-                                )
-                                .to_string(),
-                            )
+                        (InputType::Duration, duration) => duration_literal(duration),
+                        (InputType::List, Value::List(items))
+                            if input.items == Some(InputType::Duration) =>
+                        {
+                            items.iter().map(duration_literal).collect()
                         }
                         _ => value.to_json(),
                     };
@@ -436,9 +534,9 @@ impl Machine {
                     let checked = input.accept(given);
                     match checked {
                         Ok(value) => values[slot] = Some(value),
-                        Err(message) => errors.push(InputError::Invalid {
+                        Err(mismatch) => errors.push(InputError::Invalid {
                             name: name.clone(),
-                            message,
+                            mismatch,
                         }),
                     }
                 }
@@ -501,6 +599,16 @@ impl Machine {
         } else {
             Err(errors)
         }
+    }
+}
+
+/// A duration input's value (milliseconds) as its literal, `1m30s`, which binding reads back.
+fn duration_literal(value: &Value) -> serde_json::Value {
+    match value {
+        Value::Int(milliseconds) => serde_json::Value::String(
+            Duration::from_milliseconds(u64::try_from(*milliseconds).unwrap_or(0)).to_string(),
+        ),
+        other => other.to_json(),
     }
 }
 

@@ -893,12 +893,12 @@ impl<'e> Algorithm<'_, 'e> {
                         inputs[*slot] =
                             input
                                 .accept(&value.to_json())
-                                .map_err(|message| EvaluationError {
+                                .map_err(|mismatch| EvaluationError {
                                     expression: Arc::from(format!(
                                         "invoke {} input {}",
                                         invoke.id, input.name
                                     )),
-                                    message,
+                                    message: mismatch.to_string(),
                                 })?;
                     }
                     Ok(inputs)
