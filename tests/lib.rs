@@ -14,6 +14,7 @@ mod examples;
 mod fast_path;
 mod fleet;
 mod fuzz_regressions;
+mod inputs;
 mod limits;
 mod loading_limits;
 mod ownership;
