@@ -473,3 +473,50 @@ states:
         "home=${HOME} two=2"
     );
 }
+
+#[test]
+fn the_list_example_runs_with_its_inputs_file_and_with_comma_separated_commits() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/features");
+    let directory = temporary_directory("inputs", "example");
+    let state = directory.join("state").display().to_string();
+    let run = |arguments: &[&str]| {
+        let mut all = vec![
+            "run",
+            "input-lists.yaml",
+            "--virtual-time",
+            "--state-dir",
+            &state,
+        ];
+        all.extend_from_slice(arguments);
+        run_binary(&examples, &all)
+    };
+    let (code, stdout, stderr) = run(&["--inputs", "input-lists.inputs.json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            r#""output":{"commits":["3f2a1c0","9041770"],"delays":[2000,60000],"attempts":[1,2,3]}"#
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "2 commits from 3f2a1c0; delays [2000,60000] ms; attempts [1,2,3]; a literal ${commits}"
+        ),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run(&["-i", "commits=3f2a1c0,9be41d7", "-i", "attempts=[2]"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            r#""output":{"commits":["3f2a1c0","9be41d7"],"delays":[1000,5000],"attempts":[2]}"#
+        ),
+        "{stdout}"
+    );
+    // `minimum: 1` counts the items.
+    let (code, _, stderr) = run(&["-i", "commits="]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("error: input `commits`: 0 is below the minimum 1"),
+        "{stderr}"
+    );
+}

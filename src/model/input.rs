@@ -28,7 +28,9 @@ pub struct Input {
     /// The allowed values of an `enum` input.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
-    /// The type of each element of a `list` input (any type when omitted).
+    /// The type of each element of a `list` input (any type when omitted). Each element is
+    /// read as this type: for `string`, `1.5` and `true` are the texts `"1.5"` and `"true"`; for
+    /// `integer`, `number` and `boolean`, a text such as `"3"` is read as one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<InputType>,
     /// A `string` input holding a secret (a token, a password): its value is masked as
@@ -52,7 +54,8 @@ pub enum InputType {
     Boolean,
     /// A duration literal such as `30s`, `2m`, `1h30m`; milliseconds in expressions.
     Duration,
-    /// A list: YAML/JSON list syntax on the command line, e.g. `[1, 2, 3]`.
+    /// A list: `a,b` (comma-separated) or YAML/JSON list syntax on the command line, e.g.
+    /// `[1, 2, 3]`.
     List,
     /// One of the strings listed in `values`.
     Enum,
