@@ -442,12 +442,15 @@ states:
   writing:
     entry:
       - log: "literal $${name} beside ${1 + 1}"
+        fields: { field: "$${f}" }
       - write: "${out}/file.txt"
         content: "home=$${HOME} two=${1 + 1}"
         id: file
     on:
       done.exec.file: done
-  done: { type: final, output: { printed: "${printed}", argument: "${argument}" } }
+  done:
+    type: final
+    output: { printed: "${printed}", argument: "${argument}", kept: "$${a} ${1 + 1}", alone: "$${a}" }
 "#;
     std::fs::write(directory.join("literal.yaml"), protocol).unwrap();
     let out = directory.display().to_string();
@@ -464,10 +467,15 @@ states:
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains(r#""output":{"printed":"4 abcd","argument":"${kept}"}"#),
+        stdout.contains(
+            r#""output":{"printed":"4 abcd","argument":"${kept}","kept":"${a} 2","alone":"${a}"}"#
+        ),
         "{stdout}"
     );
-    assert!(stderr.contains("literal ${name} beside 2"), "{stderr}");
+    assert!(
+        stderr.contains("literal ${name} beside 2") && stderr.contains("${f}"),
+        "{stderr}"
+    );
     assert_eq!(
         std::fs::read_to_string(directory.join("file.txt")).unwrap(),
         "home=${HOME} two=2"
