@@ -226,6 +226,12 @@ fn a_problem_in_an_inputs_file_is_located_at_its_entry() {
         ),
         "{stderr}"
     );
+    assert!(
+        stderr.contains(
+            "= help: correct this entry, or give `counts` with --input, which replaces it"
+        ) && stderr.contains("= help: remove this entry, or correct its name"),
+        "{stderr}"
+    );
     // An `--input` replacing the bad entry leaves nothing to point at in the file.
     let (code, _, stderr) = run_lists(&directory, &["--inputs", "inputs.yaml", "-i", "counts=x"]);
     assert_eq!(code, 65, "{stderr}");
@@ -389,12 +395,16 @@ fn an_expression_error_in_a_template_says_how_to_write_a_literal_dollar_brace() 
     let rendered = crate::support::errors(
         r#"
 id: shell
+context: { attempts: 0 }
 states:
   a:
     entry:
       - exec: [sh, -c, 'echo ${#VAR}']
         id: length
       - log: "home is ${HOME}"
+      - write: out.txt
+        content: "${atempts}"
+        id: out
     always: done
   done: { type: final }
 "#,
@@ -410,11 +420,20 @@ states:
         "{rendered}"
     );
     // A problem that has its own help keeps it, and says the same after it.
-    assert!(rendered.contains("`HOME`"), "{rendered}");
+    assert!(
+        rendered.contains(
+            "= help: expressions can read inputs, context variables and `event`; if `${` is meant literally"
+        ),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("= help: did you mean `attempts`? If `${` is meant literally"),
+        "{rendered}"
+    );
     assert_eq!(
         rendered.matches("write `$${`").count(),
-        2,
-        "both templates say it: {rendered}"
+        3,
+        "every template says it: {rendered}"
     );
 }
 

@@ -84,12 +84,25 @@ impl SuppliedInputs {
         let text: String = errors
             .iter()
             .map(|error| {
-                let (name, item, part) = match error {
-                    InputError::Invalid { name, mismatch } => (name, mismatch.item, Part::Value),
-                    InputError::Unknown { name, .. } => (name, None, Part::Key),
+                let (name, item, part, help) = match error {
+                    InputError::Invalid { name, mismatch } => (
+                        name,
+                        mismatch.item,
+                        Part::Value,
+                        format!(
+                            "correct this entry, or give `{name}` with --input, which replaces it"
+                        ),
+                    ),
+                    InputError::Unknown { name, .. } => (
+                        name,
+                        None,
+                        Part::Key,
+                        "remove this entry, or correct its name".to_string(),
+                    ),
                     _ => return format!("error: {error}\n"),
                 };
-                self.located(name, item, part, Diagnostic::error(error.to_string()))
+                let diagnostic = Diagnostic::error(error.to_string()).with_help(help);
+                self.located(name, item, part, diagnostic)
                     .map(|diagnostic| format!("{diagnostic}\n"))
                     .unwrap_or_else(|| format!("error: {error}\n"))
             })

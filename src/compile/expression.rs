@@ -922,12 +922,14 @@ impl Template {
 /// What an expression problem inside `${...}` says last: the text may have been meant
 /// literally (a shell's `${#VAR}` or `${HOME}` in an `exec` argument), and `$${` writes it so.
 const LITERAL_HINT: &str =
-    "if `${` is meant literally (as in the shell's `${#VAR}`), write `$${`: `$${#VAR}`";
+    "`${` is meant literally (as in the shell's `${#VAR}`), write `$${`: `$${#VAR}`";
 
 fn with_literal_hint(help: Option<String>) -> String {
     match help {
-        Some(help) => format!("{help}; {LITERAL_HINT}"),
-        None => LITERAL_HINT.to_string(),
+        // After a question (`did you mean ...?`), a sentence of its own.
+        Some(help) if help.ends_with(['?', '.']) => format!("{help} If {LITERAL_HINT}"),
+        Some(help) => format!("{help}; if {LITERAL_HINT}"),
+        None => format!("if {LITERAL_HINT}"),
     }
 }
 
