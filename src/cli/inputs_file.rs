@@ -125,25 +125,8 @@ impl SuppliedInputs {
             pointer.push_str(&format!("/{index}"));
         }
         let location = source.location(&pointer, part);
-        Some(self.placed(diagnostic, location, name))
-    }
-
-    /// A diagnostic at `location`, unless the line may show a secret's value: then only its
-    /// place is given, not the line.
-    fn placed(
-        &self,
-        diagnostic: Diagnostic,
-        location: crate::diagnostic::Location,
-        name: &str,
-    ) -> Diagnostic {
-        if !self.secret_names.iter().any(|secret| secret == name) {
-            return diagnostic.at(location);
-        }
-        let crate::load::yaml::Position { line, column, .. } = location.position;
-        diagnostic.with_label(format!(
-            "at {}:{line}:{column} (the line is not shown: it may hold a secret input)",
-            location.file
-        ))
+        let secret = self.secret_names.iter().any(|secret| secret == name);
+        Some(placed(diagnostic, location, secret))
     }
 
     /// The file's entries in order, or its problems printed (located) and an exit code.
@@ -182,13 +165,7 @@ impl SuppliedInputs {
                 ))
                 .with_optional_help(error.help);
                 // Any line of a file that gives a secret input may hold it.
-                let diagnostic = if any_secret {
-                    let first_secret = &self.secret_names[0];
-                    self.placed(diagnostic, location, first_secret)
-                } else {
-                    diagnostic.at(location)
-                };
-                eprintln!("{diagnostic}");
+                eprintln!("{}", placed(diagnostic, location, any_secret));
             }
             exit_code::INVALID
         })?;
@@ -217,4 +194,21 @@ impl SuppliedInputs {
             }
         }
     }
+}
+
+/// A diagnostic at `location`, unless the line may show a secret's value: then only its place
+/// is given, not the line.
+fn placed(
+    diagnostic: Diagnostic,
+    location: crate::diagnostic::Location,
+    may_hold_a_secret: bool,
+) -> Diagnostic {
+    if !may_hold_a_secret {
+        return diagnostic.at(location);
+    }
+    let crate::load::yaml::Position { line, column, .. } = location.position;
+    diagnostic.with_label(format!(
+        "at {}:{line}:{column} (the line is not shown: it may hold a secret input)",
+        location.file
+    ))
 }
