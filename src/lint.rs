@@ -1082,6 +1082,12 @@ impl Usage {
                     }
                     self.actions(&conditional.otherwise, &format!("{pointer}/else"));
                 }
+                Action::Foreach(foreach) => {
+                    self.expression(&foreach.foreach);
+                    self.assigned.insert(foreach.item.clone());
+                    self.assigned.extend(foreach.index.clone());
+                    self.actions(&foreach.body, &format!("{pointer}/do"));
+                }
                 Action::Exec(exec) => {
                     match &exec.exec {
                         ExecCommand::Arguments(arguments) => {

@@ -44,6 +44,7 @@ pub enum Exceeded {
     ValueBytes { bytes: usize, limit: usize },
     BuiltBytes { limit: usize },
     EvaluationSteps { limit: u64 },
+    ForeachIterations { limit: u64 },
     StepTime { limit: Duration },
     Interrupted,
 }
@@ -62,6 +63,10 @@ impl std::fmt::Display for Exceeded {
             Exceeded::EvaluationSteps { limit } => write!(
                 formatter,
                 "the evaluation took more than {limit} steps (comprehension iterations and function calls); raise the limit with --max-evaluation-steps"
+            ),
+            Exceeded::ForeachIterations { limit } => write!(
+                formatter,
+                "the foreach ran more than {limit} iterations (those of foreach actions inside it included); raise the limit with --max-evaluation-steps"
             ),
             Exceeded::StepTime { limit } => write!(
                 formatter,
@@ -153,6 +158,10 @@ struct Current {
     /// Set when an evaluation ran out of the step's time or was interrupted: the macrostep
     /// stops at its next microstep.
     step_over: Cell<Option<Exceeded>>,
+    /// Iterations left to the outermost `foreach` running now, which its nested ones share.
+    iterations_left: Cell<u64>,
+    /// How many `foreach` actions are running, one inside the other.
+    loop_depth: Cell<u32>,
 }
 
 thread_local! {
@@ -163,6 +172,8 @@ thread_local! {
         built_bytes: Cell::new(0),
         exceeded: Cell::new(None),
         step_over: Cell::new(None),
+        iterations_left: Cell::new(0),
+        loop_depth: Cell::new(0),
     };
 }
 
@@ -292,6 +303,57 @@ pub fn check_value(bytes: usize) -> Result<(), Exceeded> {
         return Err(Exceeded::ValueBytes { bytes, limit });
     }
     Ok(())
+}
+
+/// The iteration allowance of a running `foreach`. The outermost one gets
+/// `--max-evaluation-steps` iterations, which the foreach actions in its body spend too: like a
+/// comprehension's, a loop's iterations are bounded, nested loops' product included, and an
+/// evaluation inside the body (which starts its own allowance) does not renew them.
+pub struct LoopBudget(());
+
+impl LoopBudget {
+    pub fn enter() -> LoopBudget {
+        CURRENT.with(|current| {
+            let depth = current.loop_depth.get();
+            if depth == 0 {
+                let budgets = current.budgets.get();
+                current.iterations_left.set(budgets.max_evaluation_steps);
+            }
+            current.loop_depth.set(depth + 1);
+        });
+        LoopBudget(())
+    }
+
+    /// Spends one iteration; every `CLOCK_EVERY` also looks at the step's clock. Fails once the
+    /// loop is out of iterations or time, or a stop was requested; time and a stop also stop
+    /// the macrostep.
+    pub fn spend(&self) -> Result<(), Exceeded> {
+        CURRENT.with(|current| {
+            if stop_requested() {
+                current.step_over.set(Some(Exceeded::Interrupted));
+                return Err(Exceeded::Interrupted);
+            }
+            let left = current.iterations_left.get();
+            if left == 0 {
+                let limit = current.budgets.get().max_evaluation_steps;
+                return Err(Exceeded::ForeachIterations { limit });
+            }
+            current.iterations_left.set(left - 1);
+            if left.is_multiple_of(CLOCK_EVERY)
+                && let Some(why) = step_time_passed(current)
+            {
+                current.step_over.set(Some(why));
+                return Err(why);
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Drop for LoopBudget {
+    fn drop(&mut self) {
+        CURRENT.with(|current| current.loop_depth.set(current.loop_depth.get() - 1));
+    }
 }
 
 /// How often, in microsteps, the wall clock is read between them.
