@@ -36,7 +36,9 @@ impl Foreach {
                     compiler.value_error(
                         &index_pointer,
                         format!("`{name}` is already the item"),
-                        Some("the index needs a context variable of its own, e.g. `position`".into()),
+                        Some(
+                            "the index needs a context variable of its own, e.g. `position`".into(),
+                        ),
                     );
                     None
                 } else {
@@ -62,10 +64,7 @@ impl Foreach {
             Value::List(items) => Ok(items),
             other => Err(EvaluationError {
                 expression: self.array.text.clone(),
-                message: format!(
-                    "foreach needs a list, and this is a {}",
-                    other.type_name()
-                ),
+                message: format!("foreach needs a list, and this is a {}", other.type_name()),
             }),
         }
     }

@@ -758,7 +758,12 @@ impl Compiler<'_> {
 
     /// The slot of the context variable `name`, which an action sets (`assign`, a `foreach`'s
     /// item), or a located error at `pointer` saying why it cannot be set.
-    pub fn writable_context_slot(&mut self, name: &str, pointer: &str, part: Part) -> Option<usize> {
+    pub fn writable_context_slot(
+        &mut self,
+        name: &str,
+        pointer: &str,
+        part: Part,
+    ) -> Option<usize> {
         match self.names.binding(name) {
             Some(expression::NameBinding::Context(slot)) => return Some(slot),
             Some(expression::NameBinding::Input(_)) => {
@@ -772,12 +777,20 @@ impl Compiler<'_> {
             }
             _ => {}
         }
-        let help = if is_identifier(name) {
-            did_you_mean(name, self.context_names())
-                .unwrap_or_else(|| format!("declare it under `context:` first, e.g. `{name}: null`"))
-        } else {
-            "a variable name has letters, digits and `_`, starting with a letter".to_string()
-        };
+        if !is_identifier(name) {
+            self.error(
+                pointer,
+                part,
+                format!("`{name}` is not a variable name"),
+                Some(
+                    "name a context variable: letters, digits and `_`, starting with a letter"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        let help = did_you_mean(name, self.context_names())
+            .unwrap_or_else(|| format!("declare it under `context:` first, e.g. `{name}: null`"));
         self.error(
             pointer,
             part,
