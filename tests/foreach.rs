@@ -365,3 +365,25 @@ fn validate_reports_every_misuse_with_its_line_through_the_binary() {
         "{output}"
     );
 }
+
+/// The W3C-style fixture (tests 150, 152, 153, 155, 156) imported and run by the binary: it
+/// ends in `pass` only if every loop behaved as SCXML says.
+#[test]
+fn an_imported_scxml_foreach_runs_to_pass() {
+    let directory = temporary_directory("foreach", "scxml");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/scxml/foreach.scxml"
+    );
+    let (code, stdout, stderr) = run_binary(&directory, &["import", "scxml", fixture]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("- foreach: Var6"), "{stdout}");
+    std::fs::write(directory.join("foreach.yaml"), stdout).unwrap();
+    let state = directory.join("state");
+    let (code, stdout, stderr) = run_binary(
+        &directory,
+        &["foreach.yaml", "--state-dir", state.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains(r#""state":"pass""#), "{stdout}");
+}
