@@ -387,3 +387,51 @@ fn an_imported_scxml_foreach_runs_to_pass() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains(r#""state":"pass""#), "{stdout}");
 }
+
+/// With iterations allowed, a loop of a million bodies still stops at the step's time limit:
+/// the loop looks at the clock as an evaluation does.
+#[test]
+fn a_long_loop_stops_at_max_step_time() {
+    let directory = temporary_directory("foreach", "step-time");
+    let numbers: Vec<String> = (0..1000).map(|number| number.to_string()).collect();
+    std::fs::write(
+        directory.join("slow.yaml"),
+        format!(
+            r#"id: slow
+permissions: {{ exec: [], write: [], read: [], env: [] }}
+context: {{ numbers: [{}], outer: 0, inner: 0, count: 0 }}
+states:
+  busy:
+    entry:
+      - foreach: numbers
+        item: outer
+        do:
+          - foreach: numbers
+            item: inner
+            do: [{{ assign: {{ count: "count + 1" }} }}]
+"#,
+            numbers.join(", ")
+        ),
+    )
+    .unwrap();
+    let state = directory.join("state");
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_binary(
+        &directory,
+        &[
+            "slow.yaml",
+            "--max-evaluation-steps",
+            "1000000000",
+            "--max-step-time",
+            "100ms",
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 65, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the macrostep ran longer than 100ms in the states busy"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
