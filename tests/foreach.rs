@@ -41,6 +41,32 @@ states:
     assert_eq!(run.context("total"), serde_json::json!(3));
 }
 
+/// A YAML list is the elements as written: a string in it is text, not an expression.
+#[test]
+fn a_literal_list_is_walked_as_written() {
+    let mut run = Run::start(
+        r#"
+id: literal
+context: { step: null }
+states:
+  a:
+    entry:
+      - foreach: [build, "${step}", { name: deploy }, 3]
+        item: step
+        do: [{ log: "${step}" }]
+"#,
+    );
+    assert_eq!(
+        run.take_logs(),
+        ["build", "${step}", r#"{"name":"deploy"}"#, "3"]
+    );
+    let rendered = load_errors("      - { foreach: { a: 1 }, item: commit }\n");
+    assert!(
+        rendered.contains("expected array, found a mapping") && rendered.contains("test.yaml:8:20"),
+        "{rendered}"
+    );
+}
+
 #[test]
 fn nested_loops_run_the_inner_body_for_each_outer_element() {
     let run = Run::start(

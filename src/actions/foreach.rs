@@ -6,17 +6,34 @@ use crate::compile::Compiler;
 use crate::compile::budget::LoopBudget;
 use crate::compile::expression::{EvaluationError, Expression};
 use crate::load::source::Part;
-use crate::model::action::ForeachAction;
+use crate::model::action::{ForeachAction, LoopArray};
 use crate::value::Value;
 
 use super::{Action, Execution, execute_block};
 
 #[derive(Debug)]
 pub struct Foreach {
-    array: Expression,
+    array: Array,
     item: usize,
     index: Option<usize>,
     body: Vec<Action>,
+}
+
+/// The list as written, or the expression that gives it.
+#[derive(Debug)]
+enum Array {
+    Listed(Arc<Vec<Value>>),
+    Computed(Expression),
+}
+
+impl Array {
+    /// What an error names as the list's expression.
+    fn text(&self) -> Arc<str> {
+        match self {
+            Array::Listed(_) => Arc::from("a literal list"),
+            Array::Computed(expression) => expression.text.clone(),
+        }
+    }
 }
 
 impl Foreach {
@@ -25,7 +42,14 @@ impl Foreach {
         compiler: &mut Compiler,
         pointer: &str,
     ) -> Option<Foreach> {
-        let array = compiler.expression(&action.foreach, &format!("{pointer}/foreach"));
+        let array = match &action.foreach {
+            LoopArray::Listed(items) => Some(Array::Listed(Arc::new(
+                items.iter().map(Value::from_json).collect(),
+            ))),
+            LoopArray::Computed(text) => compiler
+                .expression(text, &format!("{pointer}/foreach"))
+                .map(Array::Computed),
+        };
         let item_pointer = format!("{pointer}/item");
         let item = compiler.writable_context_slot(&action.item, &item_pointer, Part::Value);
         let index = match &action.index {
@@ -60,10 +84,14 @@ impl Foreach {
     /// Pure: the list to walk, evaluated once. It is a shallow copy (a shared reference to the
     /// list as it is now), so the body assigning the variable it came from changes nothing.
     pub fn resolve(&self, execution: &Execution) -> Result<Arc<Vec<Value>>, EvaluationError> {
-        match execution.with_scope(|scope| self.array.evaluate(scope))? {
+        let expression = match &self.array {
+            Array::Listed(items) => return Ok(items.clone()),
+            Array::Computed(expression) => expression,
+        };
+        match execution.with_scope(|scope| expression.evaluate(scope))? {
             Value::List(items) => Ok(items),
             other => Err(EvaluationError {
-                expression: self.array.text.clone(),
+                expression: expression.text.clone(),
                 message: format!("foreach needs a list, and this is a {}", other.type_name()),
             }),
         }
@@ -76,7 +104,7 @@ impl Foreach {
         let budget = LoopBudget::enter();
         for (position, item) in items.iter().enumerate() {
             budget.spend().map_err(|why| EvaluationError {
-                expression: self.array.text.clone(),
+                expression: self.array.text(),
                 message: why.to_string(),
             })?;
             // The item is a part of a list that was built within the value bound: storing it

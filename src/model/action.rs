@@ -172,8 +172,9 @@ pub struct IfAction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForeachAction {
-    /// The list (CEL expression), evaluated once before the first iteration.
-    pub foreach: String,
+    /// The list: literal elements, or a CEL expression evaluated once before the first
+    /// iteration.
+    pub foreach: LoopArray,
     /// The context variable that holds the current element in each iteration.
     pub item: String,
     /// A context variable that holds the current element's position, from 0.
@@ -182,6 +183,16 @@ pub struct ForeachAction {
     /// Actions run for each element.
     #[serde(rename = "do", default, skip_serializing_if = "Vec::is_empty")]
     pub body: Vec<Action>,
+}
+
+/// What a `foreach` walks: literal elements, or an expression giving a list when it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum LoopArray {
+    /// The elements, as written.
+    Listed(Vec<serde_json::Value>),
+    /// An expression giving the list when the action runs, e.g. `commits`.
+    Computed(String),
 }
 
 /// Tells the program driving the protocol what to do: one JSON line on stdout,
