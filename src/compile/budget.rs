@@ -181,6 +181,9 @@ thread_local! {
 /// step's (a parent running a child's step inside its own) are back.
 pub struct StepBudgets {
     previous: (Budgets, Option<Instant>, Option<Exceeded>),
+    /// The enclosing step's `foreach` state (iterations left, depth): a child's step run inside
+    /// a parent's loop starts loops of its own, and the parent's loop goes on where it was.
+    previous_loop: (u64, u32),
 }
 
 impl StepBudgets {
@@ -191,6 +194,7 @@ impl StepBudgets {
                 current.started.replace(None),
                 current.step_over.replace(None),
             ),
+            previous_loop: (current.iterations_left.get(), current.loop_depth.replace(0)),
         })
     }
 }
@@ -201,6 +205,8 @@ impl Drop for StepBudgets {
             current.budgets.set(self.previous.0);
             current.started.set(self.previous.1);
             current.step_over.set(self.previous.2);
+            current.iterations_left.set(self.previous_loop.0);
+            current.loop_depth.set(self.previous_loop.1);
         });
     }
 }
@@ -384,4 +390,44 @@ fn step_time_passed(current: &Current) -> Option<Exceeded> {
     let started = *current.started.get().get_or_insert(now);
     current.started.set(Some(started));
     (now.duration_since(started) > limit).then_some(Exceeded::StepTime { limit })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(max_evaluation_steps: u64) -> Budgets {
+        Budgets {
+            max_evaluation_steps,
+            ..Budgets::default()
+        }
+    }
+
+    /// Nested loops share the outermost one's allowance; a step entered inside a loop has its
+    /// own, and the loop goes on where it was when that step is over.
+    #[test]
+    fn loops_share_one_allowance_per_step() {
+        let _step = StepBudgets::enter(steps(3));
+        let outer = LoopBudget::enter();
+        assert_eq!(outer.spend(), Ok(()));
+        {
+            let inner = LoopBudget::enter();
+            assert_eq!(inner.spend(), Ok(()));
+            {
+                let _child_step = StepBudgets::enter(steps(1));
+                let child_loop = LoopBudget::enter();
+                assert_eq!(child_loop.spend(), Ok(()));
+                assert_eq!(
+                    child_loop.spend(),
+                    Err(Exceeded::ForeachIterations { limit: 1 })
+                );
+            }
+            assert_eq!(inner.spend(), Ok(()));
+        }
+        assert_eq!(outer.spend(), Err(Exceeded::ForeachIterations { limit: 3 }));
+        drop(outer);
+        // The next outermost loop starts with a full allowance.
+        let again = LoopBudget::enter();
+        assert_eq!(again.spend(), Ok(()));
+    }
 }
