@@ -9,7 +9,7 @@ use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::load::Loaded;
 use crate::load::source::Part;
 use crate::load::yaml::escape_pointer_token;
-use crate::model::action::{Action, ExecCommand};
+use crate::model::action::{Action, ExecCommand, LoopArray};
 use crate::model::effect::{Count, EffectOptions, IncompleteMarkers, Multipliers};
 use crate::model::transition::TransitionSpec;
 use crate::model::{self, Duration, Transitions};
@@ -1081,6 +1081,14 @@ impl Usage {
                         self.actions(&branch.then, &format!("{pointer}/elif/{position}/then"));
                     }
                     self.actions(&conditional.otherwise, &format!("{pointer}/else"));
+                }
+                Action::Foreach(foreach) => {
+                    if let LoopArray::Computed(expression) = &foreach.foreach {
+                        self.expression(expression);
+                    }
+                    self.assigned.insert(foreach.item.clone());
+                    self.assigned.extend(foreach.index.clone());
+                    self.actions(&foreach.body, &format!("{pointer}/do"));
                 }
                 Action::Exec(exec) => {
                     match &exec.exec {

@@ -13,6 +13,7 @@ mod effects;
 mod examples;
 mod fast_path;
 mod fleet;
+mod foreach;
 mod fuzz_regressions;
 mod inputs;
 mod limits;

@@ -182,6 +182,23 @@ enum Act {
         branches: Vec<(Guard, Vec<Act>)>,
         otherwise: Option<Vec<Act>>,
     },
+    /// `foreach` over `array` into `item` (and `position` when `index`), running the block.
+    Foreach {
+        array: LoopArray,
+        index: bool,
+        body: Vec<Act>,
+    },
+}
+
+/// What a generated `foreach` walks.
+#[derive(Debug, Clone, Copy)]
+enum LoopArray {
+    /// `[0, 1, …]` of this many elements (none included).
+    Literal(usize),
+    /// `[x, x + 1]`: the context as the loop starts.
+    Context,
+    /// `x`, not a list: `error.execution` before the body.
+    NotAList,
 }
 
 #[derive(Debug, Clone)]
@@ -362,7 +379,7 @@ fn guard(mode: Mode) -> BoxedStrategy<Guard> {
 /// How deep `if` actions nest.
 const IF_DEPTH: u32 = 2;
 
-/// An action, perhaps an `if` of actions (nested up to `IF_DEPTH`).
+/// An action, perhaps an `if` or a `foreach` of actions (nested up to `IF_DEPTH`).
 fn action(mode: Mode) -> BoxedStrategy<Act> {
     nested_action(mode, IF_DEPTH)
 }
@@ -381,7 +398,17 @@ fn nested_action(mode: Mode, depth: u32) -> BoxedStrategy<Act> {
             branches,
             otherwise,
         });
-    prop_oneof![8 => simple_action(mode), 1 => conditional].boxed()
+    let array = prop_oneof![
+        3 => (0usize..4).prop_map(LoopArray::Literal),
+        2 => Just(LoopArray::Context),
+        1 => Just(LoopArray::NotAList),
+    ];
+    let foreach = (array, any::<bool>(), block()).prop_map(|(array, index, body)| Act::Foreach {
+        array,
+        index,
+        body,
+    });
+    prop_oneof![8 => simple_action(mode), 1 => conditional, 1 => foreach].boxed()
 }
 
 fn simple_action(mode: Mode) -> BoxedStrategy<Act> {
@@ -730,8 +757,8 @@ fn render(states: &[Node], mode: Mode) -> String {
         rendered.insert(name, value);
     }
     let context = match mode {
-        Mode::Events => json!({"x": 0, "t": 0}),
-        Mode::Timers => json!({"x": 0, "n": 0}),
+        Mode::Events => json!({"x": 0, "t": 0, "item": 0, "position": 0}),
+        Mode::Timers => json!({"x": 0, "n": 0, "item": 0, "position": 0}),
     };
     let document = json!({"id": "random", "context": context, "states": rendered});
     let mut text = String::new();
@@ -1027,6 +1054,28 @@ impl Renderer {
                     spec.insert("else".into(), block(otherwise, "else"));
                 }
                 Json::Object(spec)
+            }
+            // The body begins with a `loop` log, which the statistics count.
+            Act::Foreach { array, index, body } => {
+                let array = match array {
+                    LoopArray::Literal(count) => {
+                        let items: Vec<String> = (0..*count).map(|item| item.to_string()).collect();
+                        format!("[{}]", items.join(", "))
+                    }
+                    LoopArray::Context => "[x, x + 1]".to_string(),
+                    LoopArray::NotAList => "x".to_string(),
+                };
+                let marker = json!({ "log": "loop" });
+                let actions = body.iter().map(|action| self.action(action));
+                let mut spec = json!({
+                    "foreach": array,
+                    "item": "item",
+                    "do": Json::Array(std::iter::once(marker).chain(actions).collect()),
+                });
+                if *index {
+                    spec["index"] = json!("position");
+                }
+                spec
             }
         }
     }
@@ -1514,6 +1563,9 @@ struct EventStatistics {
     then_runs: usize,
     elif_runs: usize,
     else_runs: usize,
+    /// Bodies of `foreach` run, and loops refused for walking what is not a list.
+    loop_runs: usize,
+    loops_refused: usize,
 }
 
 impl EventStatistics {
@@ -1585,6 +1637,10 @@ impl EventStatistics {
                 Record::Log(message) if message == "then" => self.then_runs += 1,
                 Record::Log(message) if message == "elif" => self.elif_runs += 1,
                 Record::Log(message) if message == "else" => self.else_runs += 1,
+                Record::Log(message) if message == "loop" => self.loop_runs += 1,
+                Record::Log(message) if message.contains("foreach needs a list") => {
+                    self.loops_refused += 1;
+                }
                 _ => {}
             }
         }
@@ -1709,6 +1765,8 @@ fn non_vacuous(statistics: &EventStatistics) {
         statistics.then_runs > 0 && statistics.elif_runs > 0 && statistics.else_runs > 0,
         "some branch of `if` never runs"
     );
+    // Loops refused are fewer (a few in 64 cases), so they are printed, not asserted.
+    assert!(statistics.loop_runs > 0, "no `foreach` body runs");
     // Outcomes that take a transition are fewer (a few in 64 cases, rarely none), so they
     // are printed, not asserted.
     assert!(

@@ -101,7 +101,9 @@ impl Generator<'_, '_> {
             states.insert(id(root), self.state_value(root)?);
         }
         let start = self.u.int_in_range(-2..=3)?;
-        Ok(json!({ "id": "fuzz", "context": { "x": start }, "states": states }))
+        // `item` and `position` are the variables of generated `foreach` actions.
+        let context = json!({ "x": start, "item": 0, "position": 0 });
+        Ok(json!({ "id": "fuzz", "context": context, "states": states }))
     }
 
     fn add(&mut self, kind: Kind, parent: Option<usize>) -> usize {
@@ -321,7 +323,7 @@ impl Generator<'_, '_> {
 
     fn action(&mut self, nest: bool) -> Result<Value> {
         let event = *self.u.choose(&ALPHABET)?;
-        Ok(match self.u.int_in_range(0..=6)? {
+        Ok(match self.u.int_in_range(0..=7)? {
             0 => json!({ "assign": { "x": "x + 1" } }),
             1 => json!({ "assign": { "x": "0" } }),
             2 => json!({ "raise": event }),
@@ -334,6 +336,21 @@ impl Generator<'_, '_> {
             }
             // Division by zero when x is 0: `error.execution` in the middle of a block.
             5 => json!({ "assign": { "x": "10 / x" } }),
+            // A loop over a list, an empty one, or an int (`error.execution` before the body);
+            // its body may raise, send or fail, which stops the loop and the block.
+            6 if nest => {
+                let array = *self.u.choose(&["[1, 2, 3]", "[]", "[x, x + 1]", "x"])?;
+                let body = self.action(false)?;
+                let mut foreach = json!({
+                    "foreach": array,
+                    "item": "item",
+                    "do": [body, { "assign": { "x": "x + item" } }],
+                });
+                if self.u.ratio(1, 2)? {
+                    foreach["index"] = json!("position");
+                }
+                foreach
+            }
             _ => json!({ "log": "x is ${x}" }),
         })
     }

@@ -1,8 +1,8 @@
 //! `assign`: evaluates each new value and stores it in its context slot, in order.
 
 use crate::compile::Compiler;
-use crate::compile::expression::{EvaluationError, Expression, NameBinding};
-use crate::diagnostic::did_you_mean;
+use crate::compile::expression::{EvaluationError, Expression};
+use crate::load::source::Part;
 use crate::model::action::AssignAction;
 use crate::value::Value;
 
@@ -38,22 +38,7 @@ impl Assign {
                 "{pointer}/assign/{}",
                 crate::load::yaml::escape_pointer_token(name)
             );
-            let slot = match compiler.names().binding(name) {
-                Some(NameBinding::Context(slot)) => Some(slot),
-                Some(NameBinding::Input(_)) => {
-                    compiler.key_error(&entry, format!("`{name}` is an input, and inputs are read-only"), Some(format!("declare a context variable, e.g. `context: {{ {name}_value: null }}`, and assign that")));
-                    None
-                }
-                _ => {
-                    let help = did_you_mean(name, compiler.context_names()).or_else(|| {
-                        Some(format!(
-                            "declare it under `context:` first, e.g. `{name}: null`"
-                        ))
-                    });
-                    compiler.key_error(&entry, format!("unknown context variable `{name}`"), help);
-                    None
-                }
-            };
+            let slot = compiler.writable_context_slot(name, &entry, Part::Key);
             let value = match value {
                 serde_json::Value::String(text) => {
                     compiler.expression(text, &entry).map(NewValue::Expression)

@@ -8,6 +8,7 @@ pub mod effect;
 pub mod emit;
 pub mod exec;
 pub mod file;
+pub mod foreach;
 pub mod log;
 pub mod raise;
 pub mod send;
@@ -35,6 +36,7 @@ pub enum Action {
     Send(Box<send::Send>),
     Cancel(cancel::Cancel),
     If(conditional::Conditional),
+    Foreach(foreach::Foreach),
     // Effects are boxed: they are large (several templates each) and rare, and the actions a
     // macrostep walks stay small.
     Exec(Box<exec::Exec>),
@@ -153,6 +155,7 @@ impl Action {
             Action::Send(send) => send.execute(execution),
             Action::Cancel(cancel) => cancel.execute(execution),
             Action::If(conditional) => conditional.execute(execution),
+            Action::Foreach(foreach) => foreach.execute(execution),
             Action::Exec(exec) => exec.execute(execution),
             Action::Emit(emit) => emit.execute(execution),
             Action::Tool(tool) => tool.execute(execution),

@@ -17,7 +17,8 @@ pub struct LimitOptions {
     /// the context as a whole, and all one evaluation builds, may hold 16 times as much.
     #[arg(long, default_value_t = Budgets::default().max_value_bytes, value_name = "BYTES")]
     max_value_bytes: usize,
-    /// Comprehension iterations and size-checked function calls one evaluation may take.
+    /// Comprehension iterations and size-checked function calls one evaluation may take, and
+    /// iterations one `foreach` (with the loops inside it) may run.
     #[arg(long, default_value_t = Budgets::default().max_evaluation_steps, value_name = "N")]
     max_evaluation_steps: u64,
     /// How long one macrostep may run (`10s`, `250ms`, `2m`, or `none`); past it the run (in

@@ -44,6 +44,7 @@ pub enum Exceeded {
     ValueBytes { bytes: usize, limit: usize },
     BuiltBytes { limit: usize },
     EvaluationSteps { limit: u64 },
+    ForeachIterations { limit: u64 },
     StepTime { limit: Duration },
     Interrupted,
 }
@@ -62,6 +63,10 @@ impl std::fmt::Display for Exceeded {
             Exceeded::EvaluationSteps { limit } => write!(
                 formatter,
                 "the evaluation took more than {limit} steps (comprehension iterations and function calls); raise the limit with --max-evaluation-steps"
+            ),
+            Exceeded::ForeachIterations { limit } => write!(
+                formatter,
+                "the foreach ran more than {limit} iterations (those of foreach actions inside it included); raise the limit with --max-evaluation-steps"
             ),
             Exceeded::StepTime { limit } => write!(
                 formatter,
@@ -153,6 +158,10 @@ struct Current {
     /// Set when an evaluation ran out of the step's time or was interrupted: the macrostep
     /// stops at its next microstep.
     step_over: Cell<Option<Exceeded>>,
+    /// Iterations left to the outermost `foreach` running now, which its nested ones share.
+    iterations_left: Cell<u64>,
+    /// How many `foreach` actions are running, one inside the other.
+    loop_depth: Cell<u32>,
 }
 
 thread_local! {
@@ -163,6 +172,8 @@ thread_local! {
         built_bytes: Cell::new(0),
         exceeded: Cell::new(None),
         step_over: Cell::new(None),
+        iterations_left: Cell::new(0),
+        loop_depth: Cell::new(0),
     };
 }
 
@@ -170,6 +181,9 @@ thread_local! {
 /// step's (a parent running a child's step inside its own) are back.
 pub struct StepBudgets {
     previous: (Budgets, Option<Instant>, Option<Exceeded>),
+    /// The enclosing step's `foreach` state (iterations left, depth): a child's step run inside
+    /// a parent's loop starts loops of its own, and the parent's loop goes on where it was.
+    previous_loop: (u64, u32),
 }
 
 impl StepBudgets {
@@ -180,6 +194,7 @@ impl StepBudgets {
                 current.started.replace(None),
                 current.step_over.replace(None),
             ),
+            previous_loop: (current.iterations_left.get(), current.loop_depth.replace(0)),
         })
     }
 }
@@ -190,6 +205,8 @@ impl Drop for StepBudgets {
             current.budgets.set(self.previous.0);
             current.started.set(self.previous.1);
             current.step_over.set(self.previous.2);
+            current.iterations_left.set(self.previous_loop.0);
+            current.loop_depth.set(self.previous_loop.1);
         });
     }
 }
@@ -294,6 +311,57 @@ pub fn check_value(bytes: usize) -> Result<(), Exceeded> {
     Ok(())
 }
 
+/// The iteration allowance of a running `foreach`. The outermost one gets
+/// `--max-evaluation-steps` iterations, which the foreach actions in its body spend too: like a
+/// comprehension's, a loop's iterations are bounded, nested loops' product included, and an
+/// evaluation inside the body (which starts its own allowance) does not renew them.
+pub struct LoopBudget(());
+
+impl LoopBudget {
+    pub fn enter() -> LoopBudget {
+        CURRENT.with(|current| {
+            let depth = current.loop_depth.get();
+            if depth == 0 {
+                let budgets = current.budgets.get();
+                current.iterations_left.set(budgets.max_evaluation_steps);
+            }
+            current.loop_depth.set(depth + 1);
+        });
+        LoopBudget(())
+    }
+
+    /// Spends one iteration; every `CLOCK_EVERY` also looks at the step's clock. Fails once the
+    /// loop is out of iterations or time, or a stop was requested; time and a stop also stop
+    /// the macrostep.
+    pub fn spend(&self) -> Result<(), Exceeded> {
+        CURRENT.with(|current| {
+            if stop_requested() {
+                current.step_over.set(Some(Exceeded::Interrupted));
+                return Err(Exceeded::Interrupted);
+            }
+            let left = current.iterations_left.get();
+            if left == 0 {
+                let limit = current.budgets.get().max_evaluation_steps;
+                return Err(Exceeded::ForeachIterations { limit });
+            }
+            current.iterations_left.set(left - 1);
+            if left.is_multiple_of(CLOCK_EVERY)
+                && let Some(why) = step_time_passed(current)
+            {
+                current.step_over.set(Some(why));
+                return Err(why);
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Drop for LoopBudget {
+    fn drop(&mut self) {
+        CURRENT.with(|current| current.loop_depth.set(current.loop_depth.get() - 1));
+    }
+}
+
 /// How often, in microsteps, the wall clock is read between them.
 const CLOCK_EVERY_MICROSTEPS: usize = 16;
 
@@ -322,4 +390,44 @@ fn step_time_passed(current: &Current) -> Option<Exceeded> {
     let started = *current.started.get().get_or_insert(now);
     current.started.set(Some(started));
     (now.duration_since(started) > limit).then_some(Exceeded::StepTime { limit })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(max_evaluation_steps: u64) -> Budgets {
+        Budgets {
+            max_evaluation_steps,
+            ..Budgets::default()
+        }
+    }
+
+    /// Nested loops share the outermost one's allowance; a step entered inside a loop has its
+    /// own, and the loop goes on where it was when that step is over.
+    #[test]
+    fn loops_share_one_allowance_per_step() {
+        let _step = StepBudgets::enter(steps(3));
+        let outer = LoopBudget::enter();
+        assert_eq!(outer.spend(), Ok(()));
+        {
+            let inner = LoopBudget::enter();
+            assert_eq!(inner.spend(), Ok(()));
+            {
+                let _child_step = StepBudgets::enter(steps(1));
+                let child_loop = LoopBudget::enter();
+                assert_eq!(child_loop.spend(), Ok(()));
+                assert_eq!(
+                    child_loop.spend(),
+                    Err(Exceeded::ForeachIterations { limit: 1 })
+                );
+            }
+            assert_eq!(inner.spend(), Ok(()));
+        }
+        assert_eq!(outer.spend(), Err(Exceeded::ForeachIterations { limit: 3 }));
+        drop(outer);
+        // The next outermost loop starts with a full allowance.
+        let again = LoopBudget::enter();
+        assert_eq!(again.spend(), Ok(()));
+    }
 }

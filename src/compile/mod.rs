@@ -519,6 +519,10 @@ impl Compiler<'_> {
                     actions::conditional::Conditional::compile(conditional, self, &action_pointer)
                         .map(Action::If)
                 }
+                model::Action::Foreach(foreach) => {
+                    actions::foreach::Foreach::compile(foreach, self, &action_pointer)
+                        .map(Action::Foreach)
+                }
             };
             match result {
                 Some(action) => compiled.push(action),
@@ -752,16 +756,55 @@ impl Compiler<'_> {
         }
     }
 
+    /// The slot of the context variable `name`, which an action sets (`assign`, a `foreach`'s
+    /// item), or a located error at `pointer` saying why it cannot be set.
+    pub fn writable_context_slot(
+        &mut self,
+        name: &str,
+        pointer: &str,
+        part: Part,
+    ) -> Option<usize> {
+        match self.names.binding(name) {
+            Some(expression::NameBinding::Context(slot)) => return Some(slot),
+            Some(expression::NameBinding::Input(_)) => {
+                self.error(
+                    pointer,
+                    part,
+                    format!("`{name}` is an input, and inputs are read-only"),
+                    Some(format!("declare a context variable, e.g. `context: {{ {name}_value: null }}`, and use that")),
+                );
+                return None;
+            }
+            _ => {}
+        }
+        if !is_identifier(name) {
+            self.error(
+                pointer,
+                part,
+                format!("`{name}` is not a variable name"),
+                Some(
+                    "name a context variable: letters, digits and `_`, starting with a letter"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        let help = did_you_mean(name, self.context_names())
+            .unwrap_or_else(|| format!("declare it under `context:` first, e.g. `{name}: null`"));
+        self.error(
+            pointer,
+            part,
+            format!("unknown context variable `{name}`"),
+            Some(help),
+        );
+        None
+    }
+
     fn check_identifier(&mut self, name: &str, pointer: &str, what: &str) {
         const RESERVED: [&str; 8] = [
             "event", "true", "false", "null", "in", "In", "int", "string",
         ];
-        let valid = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !is_identifier(name) {
             self.key_error(
                 pointer,
                 format!("`{name}` is not a valid {what} name"),
@@ -775,6 +818,14 @@ impl Compiler<'_> {
             );
         }
     }
+}
+
+/// Letters, digits and `_`, starting with a letter or `_`: a name expressions can read.
+fn is_identifier(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The states of the document in pre-order, before compiling them.

@@ -288,6 +288,7 @@ fn convert_element<'a, 'input>(
         state_nodes: HashMap::new(),
         state_names: HashSet::new(),
         data_ids: HashSet::new(),
+        loop_variables: Vec::new(),
         nested_data: None,
         invoke_ids: HashSet::new(),
         children: Vec::new(),
@@ -510,6 +511,7 @@ fn may_fail(action: &Value) -> bool {
         .is_some_and(|delay| Duration::parse(delay).is_none());
     object.contains_key("assign")
         || object.contains_key("if")
+        || object.contains_key("foreach")
         || computed_delay
         || has_template(action)
 }
@@ -578,6 +580,9 @@ struct Converter<'a, 'input> {
     child_events: Option<Vec<String>>,
     /// The `inputs` section: the data the invoker sets, declared with their types.
     input_declarations: Map<String, Value>,
+    /// The `item` and `index` variables of `<foreach>` that no `<data>` declares: SCXML
+    /// declares them, the import makes them context variables, initially null.
+    loop_variables: Vec<String>,
 }
 
 impl<'a, 'input> Converter<'a, 'input> {
@@ -683,7 +688,6 @@ impl<'a, 'input> Converter<'a, 'input> {
         let name = node.tag_name().name();
         let message = match name {
             "script" => "<script> cannot be imported: a protocol runs no scripts; write the logic with actions (assign, if, raise, send)".to_string(),
-            "foreach" => "<foreach> cannot be imported: protocol actions have no loops".to_string(),
             "invoke" => format!("<invoke> cannot appear inside <{parent}>: only a <state> or <parallel> runs child documents"),
             "finalize" => format!("<finalize> cannot appear inside <{parent}>: it belongs inside an <invoke>"),
             known if SCXML_ELEMENTS.contains(&known) => {
@@ -772,6 +776,11 @@ impl<'a, 'input> Converter<'a, 'input> {
             let declarations = std::mem::take(&mut self.input_declarations);
             protocol.insert("inputs".into(), Value::Object(declarations));
         }
+        for name in &self.loop_variables {
+            if !context.contains_key(name) && !self.inputs.contains(name) {
+                context.insert(name.clone(), Value::Null);
+            }
+        }
         if !context.is_empty() {
             protocol.insert("context".into(), Value::Object(context));
         }
@@ -801,6 +810,7 @@ impl<'a, 'input> Converter<'a, 'input> {
     /// targets, `In('id')` and variables can be checked wherever they appear.
     fn collect_ids(&mut self, root: Node<'a, 'input>) {
         let mut anonymous = Vec::new();
+        let mut loop_variables = Vec::new();
         // An explicit stack keeps a deep document from overflowing the call stack.
         let mut pending = vec![(root, 0usize)];
         while let Some((node, depth)) = pending.pop() {
@@ -827,6 +837,7 @@ impl<'a, 'input> Converter<'a, 'input> {
                             self.invoke_ids.insert(id.to_string());
                         }
                     }
+                    collect_loop_variables(node, &mut loop_variables);
                 }
                 Some("datamodel") => {
                     for data in node
@@ -837,6 +848,12 @@ impl<'a, 'input> Converter<'a, 'input> {
                     }
                 }
                 _ => {}
+            }
+        }
+        // After every `<data>`, wherever it is: a loop over a declared variable declares nothing.
+        for name in loop_variables {
+            if data_name_problem(name).is_none() && self.data_ids.insert(name.to_string()) {
+                self.loop_variables.push(name.to_string());
             }
         }
         // Ids are generated after every written id is known, so none is taken twice.
@@ -1560,6 +1577,7 @@ impl<'a, 'input> Converter<'a, 'input> {
             Some("assign") => self.assign(node),
             Some("log") => self.log(node),
             Some("if") => self.conditional(node, depth),
+            Some("foreach") => self.foreach(node, depth),
             _ => {
                 self.unexpected(node, parent);
                 None
@@ -1917,6 +1935,76 @@ impl<'a, 'input> Converter<'a, 'input> {
         Some(Value::Object(action))
     }
 
+    /// `<foreach array item index>`: `foreach`, with the body under `do`.
+    fn foreach(&mut self, node: Node<'a, 'input>, depth: usize) -> Option<Value> {
+        self.check_attributes(node, &["array", "item", "index"]);
+        let array = match self.required(node, "array") {
+            Some(array) => self.cel(node, "array", array),
+            None => None,
+        };
+        let item = self
+            .required(node, "item")
+            .and_then(|item| self.loop_variable(node, "item", item));
+        let index = match node.attribute("index") {
+            None => Some(None),
+            Some(index) if Some(index) == node.attribute("item") => {
+                self.attribute_error(
+                    node,
+                    "index",
+                    format!("`{index}` is already the item: give the index a variable of its own"),
+                );
+                None
+            }
+            Some(index) => self.loop_variable(node, "index", index).map(Some),
+        };
+        let mut body = Vec::new();
+        let mut ok = true;
+        for child in self.children(node) {
+            match self.action(child, depth + 1) {
+                Some(action) => body.push(action),
+                None => ok = false,
+            }
+        }
+        let (array, item, index) = (array?, item?, index?);
+        if !ok {
+            return None;
+        }
+        let mut action = Map::new();
+        action.insert("foreach".into(), Value::String(array));
+        action.insert("item".into(), Value::String(item.to_string()));
+        if let Some(index) = index {
+            action.insert("index".into(), Value::String(index.to_string()));
+        }
+        if !body.is_empty() {
+            action.insert("do".into(), Value::Array(body));
+        }
+        Some(Value::Object(action))
+    }
+
+    /// A `<foreach>` variable: a name a context variable can have, not set by the invoker.
+    fn loop_variable<'n>(
+        &mut self,
+        node: Node<'a, 'input>,
+        attribute: &str,
+        name: &'n str,
+    ) -> Option<&'n str> {
+        if let Some(problem) = data_name_problem(name) {
+            self.attribute_error(node, attribute, problem);
+            return None;
+        }
+        if self.inputs.contains(name) {
+            self.attribute_error(
+                node,
+                attribute,
+                format!(
+                    "`{name}` is set by the invoking document (a <param> or `namelist` of its <invoke>), so it becomes a read-only input of this protocol; loop over another variable"
+                ),
+            );
+            return None;
+        }
+        Some(name)
+    }
+
     /// `<if>` with its flat `<elseif/>` and `<else/>` markers split into branches.
     fn conditional(&mut self, node: Node<'a, 'input>, depth: usize) -> Option<Value> {
         self.check_attributes(node, &["cond"]);
@@ -1998,6 +2086,26 @@ impl<'a, 'input> Converter<'a, 'input> {
             action.insert("else".into(), Value::Array(otherwise));
         }
         Some(Value::Object(action))
+    }
+}
+
+/// The `item` and `index` names of the `<foreach>` elements in the executable content of
+/// `state` (not in its child states, which are visited on their own, nor in the documents of its
+/// `<invoke>`s), so the whole walk stays linear.
+fn collect_loop_variables<'a>(state: Node<'a, '_>, names: &mut Vec<&'a str>) {
+    let is_content = |node: &Node| {
+        !matches!(
+            scxml_name(*node),
+            Some("state" | "parallel" | "final" | "history" | "datamodel" | "invoke" | "content")
+        )
+    };
+    let mut pending: Vec<Node> = state.children().filter(is_content).collect();
+    while let Some(node) = pending.pop() {
+        if scxml_name(node) == Some("foreach") {
+            names.extend(node.attribute("item"));
+            names.extend(node.attribute("index"));
+        }
+        pending.extend(node.children().filter(is_content));
     }
 }
 

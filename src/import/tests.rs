@@ -21,6 +21,7 @@ const GRADER: &str = include_str!("../../tests/fixtures/scxml/grader.scxml");
 const INTERNAL_TRANSITION: &str =
     include_str!("../../tests/fixtures/scxml/internal_transition.scxml");
 const INTERNAL_SEND: &str = include_str!("../../tests/fixtures/scxml/internal_send.scxml");
+const FOREACH: &str = include_str!("../../tests/fixtures/scxml/foreach.scxml");
 
 /// A host with a virtual clock: delayed sends wait until `advance` reaches them.
 #[derive(Default)]
@@ -484,15 +485,65 @@ fn refuses_scripts() {
     );
 }
 
+/// W3C tests 150, 152, 153, 155 and 156: each state of the fixture passes on to the next only if
+/// its loop did what SCXML says, so reaching `pass` is all of them passing.
 #[test]
-fn refuses_foreach() {
+fn foreach_passes_the_w3c_tests() {
+    let run = Run::start(FOREACH);
+    assert!(
+        run.yaml
+            .contains("- foreach: Var3\n        item: Var4\n        index: Var5\n        do:"),
+        "{}",
+        run.yaml
+    );
+    // The variables only a loop names are declared, after the document's own.
+    assert!(
+        run.yaml.contains("  Var7: 0\n  Var4: null\n  Var5: null\n"),
+        "{}",
+        run.yaml
+    );
+    assert_eq!(run.outcome(), ("pass".into(), json!(null)));
+}
+
+#[test]
+fn refuses_foreach_misuse_at_its_attribute() {
+    let inside = |foreach: &str| document(&format!("<onentry>\n{foreach}\n</onentry>"));
     assert_error(
-        &document(
-            "<transition event=\"e\">\n<foreach array=\"x\" item=\"i\"><log expr=\"i\"/></foreach>\n</transition>",
-        ),
+        &inside("<foreach item=\"i\"><log expr=\"i\"/></foreach>"),
         "foreach",
         5,
-        "no loops",
+        "<foreach> needs a `array` attribute",
+    );
+    assert_error(
+        &inside("<foreach array=\"[1]\"/>"),
+        "foreach",
+        5,
+        "<foreach> needs a `item` attribute",
+    );
+    assert_error(
+        &inside("<foreach array=\"[1]\" item=\"a.b\"/>"),
+        "foreach",
+        5,
+        "the data id `a.b` cannot be a context variable",
+    );
+    assert_error(
+        &inside("<foreach array=\"[1]\" item=\"i\" index=\"i\"/>"),
+        "foreach",
+        5,
+        "`i` is already the item",
+    );
+    assert_error(
+        &inside("<foreach array=\"[1]\" item=\"i\" other=\"1\"/>"),
+        "foreach",
+        5,
+        "other",
+    );
+    // The body is converted like any block: its errors are its own.
+    assert_error(
+        &inside("<foreach array=\"[1]\" item=\"i\">\n<script/>\n</foreach>"),
+        "script",
+        6,
+        "<script> cannot be imported",
     );
 }
 

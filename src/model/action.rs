@@ -12,7 +12,7 @@ pub use super::effect::{
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
-/// `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`,
+/// `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`,
 /// `grep_search`, `write`, `backup`, `restore` or `call`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -23,6 +23,7 @@ pub enum Action {
     Send(SendAction),
     Cancel(CancelAction),
     If(IfAction),
+    Foreach(ForeachAction),
     Exec(ExecAction),
     Emit(EmitAction),
     ReadFile(ReadFileAction),
@@ -51,13 +52,14 @@ impl Action {
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 15] = [
+pub const ACTION_KINDS: [&str; 16] = [
     "log",
     "assign",
     "raise",
     "send",
     "cancel",
     "if",
+    "foreach",
     "exec",
     "emit",
     "read_file",
@@ -166,6 +168,33 @@ pub struct IfAction {
     pub otherwise: Vec<Action>,
 }
 
+/// Runs a block once for each element of a list, in order (SCXML's `<foreach>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForeachAction {
+    /// The list: literal elements, or a CEL expression evaluated once before the first
+    /// iteration.
+    pub foreach: LoopArray,
+    /// The context variable that holds the current element in each iteration.
+    pub item: String,
+    /// A context variable that holds the current element's position, from 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// Actions run for each element.
+    #[serde(rename = "do", default, skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<Action>,
+}
+
+/// What a `foreach` walks: literal elements, or an expression giving a list when it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum LoopArray {
+    /// The elements, as written.
+    Listed(Vec<serde_json::Value>),
+    /// An expression giving the list when the action runs, e.g. `commits`.
+    Computed(String),
+}
+
 /// Tells the program driving the protocol what to do: one JSON line on stdout,
 /// `{"directive": "<name>", ...data}`. Human logs stay on stderr.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -224,6 +253,7 @@ impl<'de> Deserialize<'de> for Action {
             "raise" => Action::Raise(serde_json::from_value(value).map_err(convert)?),
             "send" => Action::Send(serde_json::from_value(value).map_err(convert)?),
             "cancel" => Action::Cancel(serde_json::from_value(value).map_err(convert)?),
+            "foreach" => Action::Foreach(serde_json::from_value(value).map_err(convert)?),
             "exec" => Action::Exec(serde_json::from_value(value).map_err(convert)?),
             "emit" => Action::Emit(serde_json::from_value(value).map_err(convert)?),
             "read_file" => Action::ReadFile(serde_json::from_value(value).map_err(convert)?),
@@ -246,7 +276,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore` or `call`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore` or `call`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -254,6 +284,7 @@ impl JsonSchema for Action {
                 generator.subschema_for::<SendAction>(),
                 generator.subschema_for::<CancelAction>(),
                 generator.subschema_for::<IfAction>(),
+                generator.subschema_for::<ForeachAction>(),
                 generator.subschema_for::<ExecAction>(),
                 generator.subschema_for::<EmitAction>(),
                 generator.subschema_for::<ReadFileAction>(),
