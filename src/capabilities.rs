@@ -438,6 +438,11 @@ impl Capabilities {
             .collect()
     }
 
+    /// Whether `shell: true` is allowed by every layer.
+    pub fn allows_shell(&self) -> bool {
+        self.shell.iter().all(|allowed| *allowed)
+    }
+
     /// Whether the environment processes inherit is restricted.
     pub fn restricts_environment(&self) -> bool {
         !self.env.is_empty()

@@ -116,10 +116,17 @@ impl Grant {
     /// moment, never through a symbolic link (one planted since the last attempt leads nowhere).
     pub fn confinement(&self, confined: Confined<'_>) -> Result<Confinement, SandboxError> {
         let mut read = self.0.read_anchors();
-        if read.is_empty() && self.0.restricts_environment() {
+        // A layer of its own, whatever `read` grants (`/**` included): layers intersect, so
+        // `/proc` stays out.
+        if self.0.restricts_environment() {
             read.push(everything_but_proc());
         }
         let write = self.0.write_anchors();
+        let shell = self
+            .0
+            .allows_shell()
+            .then(|| crate::capabilities::resolve_program_on("sh", None))
+            .flatten();
         let exec = self.0.exec_files();
         // At least one layer: the domain itself isolates the process (signals, tracing).
         let layers = read.len().max(write.len()).max(exec.len()).max(1);
@@ -129,6 +136,7 @@ impl Grant {
                     read: read.get(layer).map(Vec::as_slice),
                     write: write.get(layer).map(Vec::as_slice),
                     exec: exec.get(layer).map(Vec::as_slice),
+                    shell: shell.as_ref(),
                 };
                 rules.ruleset(confined, layer == 0)
             })
@@ -192,6 +200,8 @@ struct LayerRules<'a> {
     read: Option<&'a [GrantAnchor]>,
     write: Option<&'a [GrantAnchor]>,
     exec: Option<&'a [PathBuf]>,
+    /// The shell, when `shell: true` is allowed (it runs the command line).
+    shell: Option<&'a PathBuf>,
 }
 
 const READ: BitFlags<AccessFs> = landlock::make_bitflags!(AccessFs::{ReadFile | ReadDir});
@@ -248,18 +258,20 @@ impl LayerRules<'_> {
             rules.push((DISCARD.into(), AccessFs::WriteFile.into(), Following::Links));
         }
         if let Some(programs) = self.exec {
-            system(&mut rules, AccessFs::Execute.into());
-            for program in programs {
-                rules.push((
-                    program.clone(),
-                    AccessFs::Execute.into(),
-                    Following::NoLinks,
-                ));
+            // Only the granted programs run, and what the kernel must open to start them: a
+            // granted `env`, `find -exec` or `xargs` cannot start a program that was not granted.
+            for program in programs.iter().chain(self.shell) {
+                for file in with_interpreters(program) {
+                    rules.push((file, AccessFs::Execute.into(), Following::Links));
+                }
             }
         }
         if let Confined::Process { program } = confined {
             let access = AccessFs::Execute | AccessFs::ReadFile;
             rules.push((program.to_path_buf(), access, Following::NoLinks));
+            for file in with_interpreters(program).into_iter().skip(1) {
+                rules.push((file, AccessFs::Execute.into(), Following::Links));
+            }
         }
         for (path, access, following) in rules {
             let access = access & handled;
@@ -269,7 +281,12 @@ impl LayerRules<'_> {
             // What does not exist (yet) gets no rule: nothing there is granted until it does.
             let opened = match following {
                 Following::Links => system_path(&path)
-                    .map(|(descriptor, is_directory)| (Anchor::System(descriptor), is_directory)),
+                    .map(|(descriptor, is_directory)| (Anchor::System(descriptor), is_directory))
+                    .or_else(|| {
+                        open_path(&path, following).map(|(descriptor, is_directory)| {
+                            (Anchor::Opened(descriptor), is_directory)
+                        })
+                    }),
                 Following::NoLinks => open_path(&path, following)
                     .map(|(descriptor, is_directory)| (Anchor::Opened(descriptor), is_directory)),
             };
@@ -287,6 +304,79 @@ impl LayerRules<'_> {
         }
         Ok(created)
     }
+}
+
+/// A program's file and what the kernel opens to execute it: the ELF interpreter it names
+/// (`PT_INTERP`, the dynamic loader), or for a script the interpreter of its `#!` line (and that
+/// one's loader). Links are resolved; what cannot be read adds nothing.
+fn with_interpreters(program: &Path) -> Vec<PathBuf> {
+    let mut files = vec![program.to_path_buf()];
+    let mut current = program.to_path_buf();
+    // A script's interpreter, then the interpreter's loader: two steps at most.
+    for _ in 0..2 {
+        let Some(next) = interpreter_of(&current) else {
+            break;
+        };
+        let next = next.canonicalize().unwrap_or(next);
+        if files.contains(&next) {
+            break;
+        }
+        files.push(next.clone());
+        current = next;
+    }
+    files
+}
+
+/// The file the kernel opens to execute `program`, if any: the path after `#!`, or an ELF
+/// file's `PT_INTERP`.
+fn interpreter_of(program: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    std::fs::File::open(program)
+        .ok()?
+        .take(4096)
+        .read_to_end(&mut head)
+        .ok()?;
+    if let Some(line) = head.strip_prefix(b"#!") {
+        let line = line.split(|byte| *byte == b'\n').next()?;
+        let text = std::str::from_utf8(line).ok()?.trim_start();
+        let path = text.split_whitespace().next()?;
+        return Path::new(path).is_absolute().then(|| PathBuf::from(path));
+    }
+    elf_interpreter(program)
+}
+
+/// `PT_INTERP` of a 64-bit little-endian ELF file (the machines this runs on).
+fn elf_interpreter(program: &Path) -> Option<PathBuf> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(program).ok()?;
+    let mut header = [0u8; 64];
+    file.read_exact(&mut header).ok()?;
+    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
+        return None;
+    }
+    let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+    let half = |bytes: &[u8]| u64::from(u16::from_le_bytes(bytes.try_into().unwrap_or([0; 2])));
+    let table = word(&header[32..40]);
+    let entry_size = half(&header[54..56]);
+    let entries = half(&header[56..58]).min(256);
+    for index in 0..entries {
+        let mut entry = [0u8; 56];
+        file.seek(SeekFrom::Start(table + index * entry_size))
+            .ok()?;
+        file.read_exact(&mut entry).ok()?;
+        // Type 3 is PT_INTERP: its bytes are the loader's path, NUL-terminated.
+        if u32::from_le_bytes(entry[..4].try_into().ok()?) == 3 {
+            let offset = word(&entry[8..16]);
+            let size = word(&entry[32..40]).min(4096);
+            let mut path = vec![0u8; usize::try_from(size).ok()?];
+            file.seek(SeekFrom::Start(offset)).ok()?;
+            file.read_exact(&mut path).ok()?;
+            let path = path.split(|byte| *byte == 0).next()?;
+            return Some(PathBuf::from(std::str::from_utf8(path).ok()?));
+        }
+    }
+    None
 }
 
 /// The rule a write grant becomes. A grant's directory that does not exist yet is made first
@@ -516,8 +606,8 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
             lines.push(format!("  {kind} beneath: {}", shown.join(", ")));
         }
     }
-    if read.is_empty() && capabilities.restricts_environment() {
-        lines.push("  read: anything but /proc (the environment is restricted)".into());
+    if capabilities.restricts_environment() {
+        lines.push("  read: nothing under /proc (the environment is restricted)".into());
     }
     lines.push("  signal: only processes of its own sandbox".into());
     if !read.is_empty() {
@@ -528,10 +618,11 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
         ));
     }
     if !exec.is_empty() {
-        lines.push(format!(
-            "  execute: only files under {} and the granted programs",
-            SYSTEM_DIRECTORIES.join(" ")
-        ));
+        lines.push(
+            "  execute: only the granted programs (with their loader or `#!` interpreter; the \
+             shell when `shell: true` is allowed): a granted program cannot start another"
+                .into(),
+        );
     }
     lines
 }

@@ -315,7 +315,7 @@ states:
     assert!(stdout.contains("wider than `notes/*.md`"), "{stdout}");
     assert!(stdout.contains("does not exist yet"), "{stdout}");
     assert!(
-        stdout.contains("execute: only files under /usr"),
+        stdout.contains("execute: only the granted programs"),
         "{stdout}"
     );
     match protocol_run::sandbox::support() {
@@ -411,4 +411,66 @@ fn a_granted_directory_not_made_yet_is_made_and_a_link_in_its_place_is_not_follo
         stderr.contains("planted/sub/c.txt: Directory nonexistent"),
         "{stderr}"
     );
+}
+
+/// Granting `/**` to read does not open `/proc` where `env` is restricted.
+#[test]
+fn read_of_everything_still_keeps_proc_closed_where_env_is_restricted() {
+    if !kernel_confines("read everything") {
+        return;
+    }
+    let directory = temporary_directory("sandbox", "read-everything");
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        one_exec(
+            r#"{ exec: [sh, cat], shell: true, read: ["/**"], env: [] }"#,
+            r#"{ exec: [sh, -c, 'cat /proc/$PPID/environ; cat /etc/hostname'], id: act }"#,
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["protocol.yaml", "--state-dir", "state"])
+        .current_dir(&directory)
+        .env("WITHHELD_TOKEN", "the-withheld-value")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("the-withheld-value"), "{stderr}");
+    assert!(stderr.contains("environ: Permission denied"), "{stderr}");
+}
+
+/// A granted program that starts programs (`env`, `find -exec`) starts only granted ones: the
+/// kernel executes nothing else, so `--no-shell` holds through them.
+#[test]
+fn a_granted_program_cannot_start_a_program_that_was_not_granted() {
+    if !kernel_confines("exec through env") {
+        return;
+    }
+    let directory = temporary_directory("sandbox", "exec-through");
+    std::fs::create_dir_all(directory.join("data")).unwrap();
+    let permissions = r#"{ exec: [env, find, echo], read: ["data/**"], write: ["data/**"] }"#;
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(
+            permissions,
+            "{ exec: [env, sh, -c, 'echo shell ran'], id: act }",
+        ),
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(!stderr.contains("shell ran"), "{stderr}");
+    // A granted program started by another granted one still runs.
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(permissions, "{ exec: [env, echo, granted ran], id: act }"),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("out=granted ran"), "{stderr}");
+    let (code, _, stderr) = run_protocol(
+        &directory,
+        &one_exec(
+            permissions,
+            r#"{ exec: [find, data, -maxdepth, "0", -exec, sh, -c, "echo find ran a shell", ";"], id: act }"#,
+        ),
+    );
+    assert!(!stderr.contains("out=find ran a shell"), "{code} {stderr}");
 }
