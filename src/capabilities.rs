@@ -657,19 +657,39 @@ fn is_shell(program: &str) -> bool {
 }
 
 /// Variables that make a program load other code or take its configuration from the
-/// environment: the dynamic loader's, and tool hooks (git's config, shells' startup files,
-/// interpreters' preload options).
+/// environment: the dynamic loader's and the C library's (glibc's list of variables it ignores
+/// in set-user-ID programs), git's (any `GIT_*`: `GIT_DIR` alone points it at a repository whose
+/// config runs commands), shells' startup files and exported functions, interpreters' preload
+/// and module paths.
 pub(crate) fn is_dangerous_variable(name: &str) -> bool {
-    const PREFIXES: [&str; 6] = ["LD_", "DYLD_", "GIT_CONFIG", "PYTHON", "PERL5", "RUBY"];
-    const NAMES: [&str; 8] = [
+    const PREFIXES: [&str; 9] = [
+        "LD_",
+        "DYLD_",
+        "GIT_",
+        "PYTHON",
+        "PERL5",
+        "RUBY",
+        "BASH_FUNC_",
+        "LUA_",
+        "MALLOC_",
+    ];
+    const NAMES: [&str; 16] = [
         "BASH_ENV",
         "ENV",
-        "GIT_EXEC_PATH",
-        "GIT_SSH",
-        "GIT_SSH_COMMAND",
-        "GIT_ASKPASS",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PROMPT_COMMAND",
         "NODE_OPTIONS",
-        "LUA_INIT",
+        "NODE_PATH",
+        "PERLLIB",
+        "GCONV_PATH",
+        "GETCONF_DIR",
+        "HOSTALIASES",
+        "LOCPATH",
+        "NLSPATH",
+        "RESOLV_HOST_CONF",
+        "RES_OPTIONS",
+        "TZDIR",
     ];
     PREFIXES.iter().any(|prefix| name.starts_with(prefix)) || NAMES.contains(&name)
 }

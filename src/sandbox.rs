@@ -617,6 +617,20 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
             SYSTEM_FILES.len()
         ));
     }
+    // A program the protocol may also rewrite is whatever the protocol wants it to be.
+    for program in exec.iter().flatten() {
+        let writable = write
+            .iter()
+            .flatten()
+            .any(|anchor| !anchor.path.as_os_str().is_empty() && program.starts_with(&anchor.path));
+        if writable {
+            lines.push(format!(
+                "  warning: {} may be run and lies under a write grant: the protocol can replace \
+                 what it runs; grant it from a directory it cannot write",
+                program.display()
+            ));
+        }
+    }
     if !exec.is_empty() {
         lines.push(
             "  execute: only the granted programs (with their loader or `#!` interpreter; the \

@@ -357,7 +357,11 @@ fn setting_a_process_environment_is_a_capability() {
     for dangerous in [
         "LD_PRELOAD: evil.so",
         "GIT_CONFIG_COUNT: \"1\"",
+        "GIT_DIR: /tmp/evil-repo",
         "BASH_ENV: x",
+        "BASH_FUNC_echo%%: \"() { id; }\"",
+        "GCONV_PATH: /tmp/evil",
+        "NODE_PATH: /tmp/evil",
     ] {
         let yaml = protocol("{}", &exec(dangerous)).replace("permissions: {}\n", "");
         let (code, _, stderr) = run(&directory, &yaml, &[]);

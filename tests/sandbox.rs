@@ -315,6 +315,10 @@ states:
     assert!(stdout.contains("wider than `notes/*.md`"), "{stdout}");
     assert!(stdout.contains("does not exist yet"), "{stdout}");
     assert!(
+        !stdout.contains("warning:"),
+        "no program lies under a write grant: {stdout}"
+    );
+    assert!(
         stdout.contains("execute: only the granted programs"),
         "{stdout}"
     );
@@ -473,4 +477,23 @@ fn a_granted_program_cannot_start_a_program_that_was_not_granted() {
         ),
     );
     assert!(!stderr.contains("out=find ran a shell"), "{code} {stderr}");
+}
+
+/// A program granted to run from where the protocol may write is flagged by `validate`.
+#[test]
+fn validate_warns_of_a_program_the_protocol_may_rewrite() {
+    let directory = temporary_directory("sandbox", "rewrite");
+    std::fs::create_dir_all(directory.join("out")).unwrap();
+    std::fs::copy("/bin/true", directory.join("out/tool")).unwrap();
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        "id: rewrite\npermissions: { exec: [out/tool], write: [\"out/**\"] }\nstates:\n  only: { type: final }\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["validate", "protocol.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("out/tool may be run and lies under a write grant"),
+        "{stdout}"
+    );
 }
