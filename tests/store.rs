@@ -565,3 +565,14 @@ fn a_process_killed_while_committing_leaves_every_committed_step_whole() {
     let store = SqliteStore::open(&scratch.0).unwrap();
     assert!(store.journal("crash").unwrap().len() >= 2 + 15 + 40);
 }
+
+/// A state directory the store makes is its operator's alone: runs' contexts and event data are
+/// not for other users of the machine.
+#[test]
+fn a_state_directory_made_by_the_store_is_the_operators_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = crate::support::temporary_directory("store", "mode").join("made/state");
+    protocol_run::store::SqliteStore::open(&directory).unwrap();
+    let mode = std::fs::metadata(&directory).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+}

@@ -86,11 +86,17 @@ impl SqliteStore {
     pub fn open(directory: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let directory = directory.as_ref();
         let path = directory.join(Self::FILE_NAME);
-        std::fs::create_dir_all(directory).map_err(|source| StoreError::CreateDirectory {
-            database: path.display().to_string(),
-            directory: directory.display().to_string(),
-            source,
-        })?;
+        // Made for the operator alone: runs' contexts and event data are not for other users.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(directory)
+            .map_err(|source| StoreError::CreateDirectory {
+                database: path.display().to_string(),
+                directory: directory.display().to_string(),
+                source,
+            })?;
         let connection = Connection::open(&path).map_err(|source| StoreError::Database {
             database: path.display().to_string(),
             operation: "open the database".to_string(),
