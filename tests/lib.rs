@@ -25,6 +25,7 @@ mod sandbox;
 mod scenarios;
 mod schema;
 mod scxml_import;
+mod secret_spellings;
 mod secrets;
 mod semantics;
 mod socket;
