@@ -348,7 +348,9 @@ pub fn restore_json(
             }
             let unknown_encoding = || format!("its state holds `{spelled}`, an unknown escaping");
             if let Some((_, value)) = inputs.iter().find(|(name, _)| name == label) {
-                return encode(value, encoding).map(Some).ok_or_else(unknown_encoding);
+                return encode(value, encoding)
+                    .map(Some)
+                    .ok_or_else(unknown_encoding);
             }
             let Some(variable) = label.strip_prefix("env.") else {
                 return Err(format!(
@@ -359,7 +361,9 @@ pub fn restore_json(
             match std::env::var(variable) {
                 Ok(value) => {
                     register_environment(variable, &value);
-                    encode(&value, encoding).map(Some).ok_or_else(unknown_encoding)
+                    encode(&value, encoding)
+                        .map(Some)
+                        .ok_or_else(unknown_encoding)
                 }
                 Err(_) => Err(format!(
                     "its state holds the value of the environment variable {variable}, read \
@@ -464,15 +468,22 @@ mod tests {
         let controls = crate::output::escape_controls(value).into_owned();
         for text in [&json, &debug, &twice, &controls] {
             let masked = mask(text);
-            assert!(masked.contains("***unit_escaped***"), "{text} gave {masked}");
+            assert!(
+                masked.contains("***unit_escaped***"),
+                "{text} gave {masked}"
+            );
             assert!(!masked.contains("unit-escaped"), "{text} gave {masked}");
         }
         let original = serde_json::json!([json, debug, twice, controls, value]);
         let mut stored = original.clone();
         let labels = mask_for_store(&mut stored).expect("unambiguous");
         assert!(!stored.to_string().contains("unit-escaped"), "{stored}");
-        restore_json(&mut stored, &labels, &[("unit_escaped".into(), value.into())])
-            .expect("restored");
+        restore_json(
+            &mut stored,
+            &labels,
+            &[("unit_escaped".into(), value.into())],
+        )
+        .expect("restored");
         assert_eq!(stored, original);
     }
 

@@ -12,6 +12,7 @@ mod durability;
 mod effects;
 mod examples;
 mod fast_path;
+mod file_functions;
 mod fleet;
 mod fuzz_regressions;
 mod inputs;

@@ -90,8 +90,15 @@ fn a_secret_the_engine_escapes_is_masked_in_every_log_view_and_stored_file() {
         );
         assert_eq!(code, 0, "{text}");
         assert_hidden("the run's output", text.as_bytes(), &marker);
-        assert!(text.contains("as list: [\\\"***token***\\\"]") || text.contains("as list: [\"***token***\"]"), "{text}");
-        assert!(text.contains("Bearer ***token***"), "the error reached the log: {text}");
+        assert!(
+            text.contains("as list: [\\\"***token***\\\"]")
+                || text.contains("as list: [\"***token***\"]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Bearer ***token***"),
+            "the error reached the log: {text}"
+        );
         for view in [
             &["status"][..],
             &["status", "--json"],
