@@ -47,7 +47,7 @@ fn a_link_swapped_while_file_size_and_json_valid_look_never_shows_a_file_outside
         std::thread::spawn(move || {
             let mut swaps = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let target = if swaps % 2 == 0 {
+                let target = if swaps.is_multiple_of(2) {
                     "../outside/big"
                 } else {
                     "inside"
