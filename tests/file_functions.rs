@@ -1,11 +1,10 @@
 //! The expression functions that look at files: a link swapped while they look never shows a file outside `read`, and `command_exists` obeys `read` for a path.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::support::temporary_directory;
+use crate::support::{run_binary_with_state, temporary_directory};
 
 /// The size of the file outside `read`: seen once, the race was won.
 const OUTSIDE_SIZE: usize = 7777;
@@ -13,19 +12,7 @@ const OUTSIDE_SIZE: usize = 7777;
 /// Runs `protocol` with virtual time in `directory`; (exit code, stdout and stderr).
 fn run(directory: &Path, protocol: &str) -> (i32, String) {
     std::fs::write(directory.join("protocol.yaml"), protocol).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["run", "protocol.yaml", "--virtual-time", "--state-dir"])
-        .arg(directory.join("state"))
-        .current_dir(directory)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
+    run_binary_with_state(directory, &["run", "protocol.yaml", "--virtual-time"])
 }
 
 #[test]

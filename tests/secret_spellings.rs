@@ -1,9 +1,6 @@
 //! A secret holding `"`, `\`, a newline, a tab and a control character stays masked where the engine escapes it: a list rendered as JSON, a `Debug` form in an expression error, both escaped again.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-use crate::support::temporary_directory;
+use crate::support::{run_binary_with_state as protocol_run, temporary_directory};
 
 /// Renders the secret as a list, then makes an expression error hold it (`'Bearer ' + token +
 /// 1`: a string plus an int), logs and keeps the message, and outputs all of it.
@@ -32,24 +29,6 @@ states:
             fields: { message: "${event.data.message}" }
   done: { type: final, output: { err: "${err}", list: "${l}", rendered: "as list: ${l}" } }
 "#;
-
-/// The binary in `directory` with `arguments` and the state dir; (exit code, stdout and stderr).
-fn protocol_run(directory: &Path, arguments: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(arguments)
-        .arg("--state-dir")
-        .arg(directory.join("state"))
-        .current_dir(directory)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
-}
 
 /// Fails when `bytes` hold `marker`, the part of the secret no escaping changes: a leak in any
 /// spelling shows it.
