@@ -12,7 +12,7 @@ context: { l: [], err: "" }
 states:
   waiting:
     entry:
-      - assign: { l: "[token]" }
+      - assign: { l: "[token, env('PROTOCOL_RUN_TEST_ESCAPED_SECRET')]" }
       - log: "as list: ${l}"
         fields: { list: "${l}", text: "as list: ${l}" }
     on:
@@ -29,6 +29,9 @@ states:
             fields: { message: "${event.data.message}" }
   done: { type: final, output: { err: "${err}", list: "${l}", rendered: "as list: ${l}" } }
 "#;
+
+/// The variable `env()` reads in `ESCAPES_SECRET`.
+const VARIABLE: &str = "PROTOCOL_RUN_TEST_ESCAPED_SECRET";
 
 /// Fails when `bytes` hold `marker`, the part of the secret no escaping changes: a leak in any
 /// spelling shows it.
@@ -54,24 +57,32 @@ fn a_secret_the_engine_escapes_is_masked_in_every_log_view_and_stored_file() {
         .unwrap();
         let marker = format!("mArk{}{log_format}", std::process::id());
         let token = format!("pa\"ss\\wo\nrd\tx\u{1}y{marker}");
-        let (code, text) = protocol_run(
-            &directory,
-            &[
-                "run",
-                "escapes.yaml",
-                "--events",
-                "events.jsonl",
-                "--log-format",
-                log_format,
-                "-i",
-                &format!("token={token}"),
-            ],
+        // The variable's value escapes too, with its own control character.
+        let environment_value = format!("en\"v\\al\n\t\u{2}{marker}E");
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["run", "escapes.yaml", "--events", "events.jsonl"])
+            .args(["--log-format", log_format, "-i", &format!("token={token}")])
+            .arg("--state-dir")
+            .arg(directory.join("state"))
+            .env(VARIABLE, &environment_value)
+            .current_dir(&directory)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let code = output.status.code().unwrap_or(-1);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
         );
         assert_eq!(code, 0, "{text}");
         assert_hidden("the run's output", text.as_bytes(), &marker);
         assert!(
-            text.contains("as list: [\\\"***token***\\\"]")
-                || text.contains("as list: [\"***token***\"]"),
+            text.contains(
+                "as list: [\\\"***token***\\\",\\\"***env.PROTOCOL_RUN_TEST_ESCAPED_SECRET***\\\"]"
+            ) || text.contains(
+                "as list: [\"***token***\",\"***env.PROTOCOL_RUN_TEST_ESCAPED_SECRET***\"]"
+            ),
             "{text}"
         );
         assert!(
