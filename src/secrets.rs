@@ -32,12 +32,78 @@ struct Secret {
     value: String,
 }
 
+/// One spelling of a secret's value the engine may write: the value itself, or the value as an
+/// escaping the engine applies turned it (`ENCODINGS`, up to two in a row).
+struct Variant {
+    text: String,
+    label: String,
+    /// The escapings applied, in order, joined by `-`; empty for the value itself.
+    encoding: String,
+}
+
+/// The escapings the engine applies to text it writes: JSON string escaping (a list rendered
+/// in a template, every JSON line and stored value), Rust `Debug` escaping (expression error
+/// messages, the human log's string fields) and the human log's control-character escaping.
+/// A secret's value changes under them when it holds `"`, `\`, a newline, a tab or another
+/// control character, and the exact value no longer matches.
+const ENCODINGS: [&str; 3] = ["json", "debug", "controls"];
+
+/// `text` under one escaping of `ENCODINGS`, without the quotes JSON and `Debug` put around it.
+fn escape(encoding: &str, text: &str) -> Option<String> {
+    let quoted = match encoding {
+        "json" => serde_json::to_string(text).ok()?,
+        "debug" => format!("{text:?}"),
+        "controls" => return Some(crate::output::escape_controls(text).into_owned()),
+        _ => return None,
+    };
+    Some(quoted[1..quoted.len() - 1].to_string())
+}
+
+/// `value` under the escapings named in `encoding` (`json-debug`: JSON, then `Debug`).
+fn encode(value: &str, encoding: &str) -> Option<String> {
+    let mut text = value.to_string();
+    for step in encoding.split('-').filter(|step| !step.is_empty()) {
+        text = escape(step, &text)?;
+    }
+    Some(text)
+}
+
+/// Every distinct spelling of `value` under no, one or two escapings, as `(encoding, text)`:
+/// an escaped secret escaped once more (a JSON line holding an error message) is still found.
+fn spellings(value: &str) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = vec![(String::new(), value.to_string())];
+    for first in ENCODINGS {
+        for second in std::iter::once("").chain(ENCODINGS) {
+            let encoding = if second.is_empty() {
+                first.to_string()
+            } else {
+                format!("{first}-{second}")
+            };
+            if let Some(text) = encode(value, &encoding)
+                && !found.iter().any(|(_, known)| *known == text)
+            {
+                found.push((encoding, text));
+            }
+        }
+    }
+    found
+}
+
+/// A placeholder's label split into the secret's label and the escapings its value went
+/// through (`token~json`), as a stored value records them (`mask_for_store`).
+fn split_label(label: &str) -> (&str, &str) {
+    label.split_once('~').unwrap_or((label, ""))
+}
+
 /// Every secret this process has seen. Process-wide on purpose: a `serve` host's instances
 /// share stdout and the store, and masking one instance's secret in another's output is safe.
 #[derive(Default)]
 struct Registry {
-    /// Longest value first, so a secret containing another is replaced whole.
+    /// The values, as registered.
     secrets: Vec<Secret>,
+    /// Every spelling of every value, longest first, so a secret containing another is
+    /// replaced whole.
+    variants: Vec<Variant>,
     /// Labels that are placeholders of this process's secrets even before their value is known
     /// (a declared secret input not supplied): a text spelling one cannot be stored unambiguously.
     reserved: HashSet<String>,
@@ -88,17 +154,26 @@ fn register(label: String, value: Option<&str>) {
     if let Some(value) = value
         && !registry.secrets.iter().any(|secret| secret.value == value)
     {
+        for (encoding, text) in spellings(value) {
+            if !registry.variants.iter().any(|variant| variant.text == text) {
+                registry.variants.push(Variant {
+                    text,
+                    label: label.clone(),
+                    encoding,
+                });
+            }
+        }
         registry.secrets.push(Secret {
             label,
             value: value.to_string(),
         });
         registry
-            .secrets
-            .sort_by_key(|secret| std::cmp::Reverse(secret.value.len()));
+            .variants
+            .sort_by_key(|variant| std::cmp::Reverse(variant.text.len()));
         let alternation: Vec<String> = registry
-            .secrets
+            .variants
             .iter()
-            .map(|secret| regex::escape(&secret.value))
+            .map(|variant| regex::escape(&variant.text))
             .collect();
         // Literal alternatives only, so the one failure is size: a limit far above any set of
         // real secrets. Without a matcher nothing could be masked, so that is loud.
@@ -118,20 +193,28 @@ pub fn mask(text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let registry = registry().read().unwrap_or_else(PoisonError::into_inner);
-    mask_with(&registry, text)
+    mask_with(&registry, text, false)
 }
 
-fn mask_with<'t>(registry: &Registry, text: &'t str) -> Cow<'t, str> {
+/// `text` masked; `for_store` names in each placeholder the escapings its value went through
+/// (`***token~json***`), so that a resume puts back exactly the text that was there.
+fn mask_with<'t>(registry: &Registry, text: &'t str, for_store: bool) -> Cow<'t, str> {
     let Some(matcher) = &registry.matcher else {
         return Cow::Borrowed(text);
     };
     match matcher.replace_all(text, |found: &regex::Captures| {
         let value = &found[0];
         registry
-            .secrets
+            .variants
             .iter()
-            .find(|secret| secret.value == value)
-            .map_or_else(String::new, |secret| placeholder(&secret.label))
+            .find(|variant| variant.text == value)
+            .map_or_else(String::new, |variant| {
+                if for_store && !variant.encoding.is_empty() {
+                    placeholder(&format!("{}~{}", variant.label, variant.encoding))
+                } else {
+                    placeholder(&variant.label)
+                }
+            })
     }) {
         Cow::Borrowed(_) => Cow::Borrowed(text),
         Cow::Owned(masked) => Cow::Owned(masked),
@@ -156,7 +239,7 @@ pub fn mask_json_in_place(value: &mut serde_json::Value) {
     }
     let registry = registry().read().unwrap_or_else(PoisonError::into_inner);
     let masked: Result<(), std::convert::Infallible> = map_strings(value, &mut |text| {
-        Ok(match mask_with(&registry, text) {
+        Ok(match mask_with(&registry, text, false) {
             Cow::Borrowed(_) => None,
             Cow::Owned(masked) => Some(masked),
         })
@@ -186,9 +269,10 @@ pub fn mask_for_store(value: &mut serde_json::Value) -> Result<Vec<String>, Ambi
     }
     let registry = registry().read().unwrap_or_else(PoisonError::into_inner);
     map_strings(value, &mut |text| {
-        let masked = mask_with(&registry, text);
+        let masked = mask_with(&registry, text, true);
         if masked.contains("***") {
-            let restored = restore_text(&masked, &mut |label| {
+            let restored = restore_text(&masked, &mut |spelled| {
+                let (label, encoding) = split_label(spelled);
                 if !registry.reserved.contains(label) && !label.starts_with("env.") {
                     return Ok(None);
                 }
@@ -197,10 +281,11 @@ pub fn mask_for_store(value: &mut serde_json::Value) -> Result<Vec<String>, Ambi
                     labels.push(label.to_string());
                 }
                 // A reserved label without a known value never gives back the original text.
-                Ok(Some(known.map_or_else(
-                    || format!("\u{0}{label}"),
-                    |secret| secret.value.clone(),
-                )))
+                Ok(Some(
+                    known
+                        .and_then(|secret| encode(&secret.value, encoding))
+                        .unwrap_or_else(|| format!("\u{0}{spelled}")),
+                ))
             })?;
             if restored != text {
                 return Err(AmbiguousPlaceholder {
@@ -256,12 +341,16 @@ pub fn restore_json(
         if !text.contains("***") {
             return Ok(None);
         }
-        let restored = restore_text(text, &mut |label| {
+        let restored = restore_text(text, &mut |spelled| {
+            let (label, encoding) = split_label(spelled);
             if !labels.iter().any(|recorded| recorded == label) {
                 return Ok(None);
             }
+            let unknown_encoding = || format!("its state holds `{spelled}`, an unknown escaping");
             if let Some((_, value)) = inputs.iter().find(|(name, _)| name == label) {
-                return Ok(Some(value.clone()));
+                return encode(value, encoding)
+                    .map(Some)
+                    .ok_or_else(unknown_encoding);
             }
             let Some(variable) = label.strip_prefix("env.") else {
                 return Err(format!(
@@ -272,7 +361,9 @@ pub fn restore_json(
             match std::env::var(variable) {
                 Ok(value) => {
                     register_environment(variable, &value);
-                    Ok(Some(value))
+                    encode(&value, encoding)
+                        .map(Some)
+                        .ok_or_else(unknown_encoding)
                 }
                 Err(_) => Err(format!(
                     "its state holds the value of the environment variable {variable}, read \
@@ -362,6 +453,35 @@ mod tests {
             &mut stored,
             &labels,
             &[("unit_store".into(), "st0re-unit-value".into())],
+        )
+        .expect("restored");
+        assert_eq!(stored, original);
+    }
+
+    #[test]
+    fn every_escaped_spelling_is_masked_and_stored_as_it_was() {
+        let value = "pa\"ss\\wo\nrd\tx\u{1}-unit-escaped";
+        register_input("unit_escaped", Some(value));
+        let json = serde_json::to_string(&[value]).unwrap();
+        let debug = format!("{:?}", format!("Bearer {value}"));
+        let twice = serde_json::to_string(&debug).unwrap();
+        let controls = crate::output::escape_controls(value).into_owned();
+        for text in [&json, &debug, &twice, &controls] {
+            let masked = mask(text);
+            assert!(
+                masked.contains("***unit_escaped***"),
+                "{text} gave {masked}"
+            );
+            assert!(!masked.contains("unit-escaped"), "{text} gave {masked}");
+        }
+        let original = serde_json::json!([json, debug, twice, controls, value]);
+        let mut stored = original.clone();
+        let labels = mask_for_store(&mut stored).expect("unambiguous");
+        assert!(!stored.to_string().contains("unit-escaped"), "{stored}");
+        restore_json(
+            &mut stored,
+            &labels,
+            &[("unit_escaped".into(), value.into())],
         )
         .expect("restored");
         assert_eq!(stored, original);

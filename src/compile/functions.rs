@@ -59,31 +59,29 @@ pub fn register(
             Ok(i64::try_from(clock(function)?).unwrap_or(i64::MAX))
         },
     )?;
-    let permitted = move |function: &'static str, path: &str| -> Result<(), ExecutionError> {
-        match &reads {
-            Some(capabilities) => capabilities.may_read(Path::new(path)).map_err(|denied| {
-                ExecutionError::function_error(function, format!("{path}: {denied}"))
-            }),
-            None => Ok(()),
-        }
-    };
-    let check = permitted.clone();
+    let reads = Arc::new(reads);
+    let check = reads.clone();
     context.add_function(
         "exists",
         move |path: Arc<String>| -> Result<bool, ExecutionError> {
-            check("exists", &path)?;
-            Ok(Path::new(path.as_str()).exists())
+            Ok(open_permitted("exists", &path, &check, O_PATH)?.is_ok())
         },
     )?;
-    let check = permitted.clone();
+    let check = reads.clone();
     context.add_function(
         "is_dir",
         move |path: Arc<String>| -> Result<bool, ExecutionError> {
-            check("is_dir", &path)?;
-            Ok(Path::new(path.as_str()).is_dir())
+            Ok(open_permitted("is_dir", &path, &check, O_PATH)?
+                .ok()
+                .and_then(|file| file.metadata().ok())
+                .is_some_and(|metadata| metadata.is_dir()))
         },
     )?;
-    context.add_function("command_exists", |name: Arc<String>| command_exists(&name))?;
+    let check = reads.clone();
+    context.add_function(
+        "command_exists",
+        move |name: Arc<String>| -> Result<bool, ExecutionError> { command_exists(&name, &check) },
+    )?;
     context.add_function("env", |name: Arc<String>| -> cel::Value {
         std::env::var(name.as_str()).map_or(cel::Value::Null, |value| {
             // Whatever it flows into is masked from now on (`crate::secrets`).
@@ -91,42 +89,90 @@ pub fn register(
             cel::Value::String(Arc::new(value))
         })
     })?;
-    let check = permitted.clone();
+    let check = reads.clone();
     context.add_function(
         "json_valid",
         move |path: Arc<String>| -> Result<bool, ExecutionError> {
-            check("json_valid", &path)?;
-            json_valid(&path)
+            // Read access, non-blocking so that opening a FIFO returns at once.
+            let Ok(file) = open_permitted(
+                "json_valid",
+                &path,
+                &check,
+                nix::fcntl::OFlag::O_NONBLOCK.bits(),
+            )?
+            else {
+                return Ok(false);
+            };
+            json_valid(&path, file)
         },
     )?;
-    let check = permitted;
+    let check = reads;
     context.add_function(
         "file_size",
         move |path: Arc<String>| -> Result<i64, ExecutionError> {
-            check("file_size", &path)?;
-            std::fs::metadata(path.as_str())
+            let failed = |error: std::io::Error| {
+                ExecutionError::function_error("file_size", format!("{path}: {error}"))
+            };
+            let file = open_permitted("file_size", &path, &check, O_PATH)?.map_err(failed)?;
+            file.metadata()
                 .map(|metadata| i64::try_from(metadata.len()).unwrap_or(i64::MAX))
-                .map_err(|error| {
-                    ExecutionError::function_error("file_size", format!("{path}: {error}"))
-                })
+                .map_err(failed)
         },
     )?;
     Ok(())
 }
 
-/// Whether the regular file at `path` holds valid JSON. Only a regular file is read (a FIFO
-/// would block the host, a device never end), and at most `JSON_VALID_MAX_BYTES` of it.
-fn json_valid(path: &str) -> Result<bool, ExecutionError> {
-    use std::io::Read;
+/// Opened without reading: enough to look at the file through its descriptor.
+const O_PATH: i32 = nix::fcntl::OFlag::O_PATH.bits();
+
+/// What `read` allows, when it is restricted.
+type Reads = Arc<Option<Arc<crate::capabilities::Capabilities>>>;
+
+/// `path` opened once (`flags` added to a read-only open), checked against `read` before and,
+/// where it really led, after: the caller uses only the descriptor, so a link swapped in
+/// between cannot make it look at a file outside `read`. A path outside `read` is an error;
+/// one that does not open is the inner error.
+fn open_permitted(
+    function: &'static str,
+    path: &str,
+    reads: &Reads,
+    flags: i32,
+) -> Result<std::io::Result<std::fs::File>, ExecutionError> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
-    // Non-blocking, so opening a FIFO returns at once; what was opened is then checked.
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-    else {
-        return Ok(false);
+    let Some(capabilities) = reads.as_ref() else {
+        return Ok(std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path));
     };
+    let denied = |shown: &dyn std::fmt::Display, denied: crate::capabilities::Denied| {
+        ExecutionError::function_error(function, format!("{shown}: {denied}"))
+    };
+    capabilities
+        .may_read(Path::new(path))
+        .map_err(|error| denied(&path, error))?;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) => return Ok(Err(error)),
+    };
+    // The kernel's name for what the descriptor is, links resolved when it was opened.
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|error| ExecutionError::function_error(function, format!("{path}: {error}")))?;
+    capabilities
+        .may_read(&opened)
+        .map_err(|error| denied(&path, error))?;
+    Ok(Ok(file))
+}
+
+/// Whether the regular file `file`, opened from `path`, holds valid JSON. Only a regular file is
+/// read (a FIFO would block the host, a device never end), and at most `JSON_VALID_MAX_BYTES`.
+fn json_valid(path: &str, file: std::fs::File) -> Result<bool, ExecutionError> {
+    use std::io::Read;
     let Ok(metadata) = file.metadata() else {
         return Ok(false);
     };
@@ -158,22 +204,33 @@ fn json_valid(path: &str) -> Result<bool, ExecutionError> {
     Ok(serde_json::from_slice::<serde_json::Value>(&bytes).is_ok())
 }
 
-/// Whether `name` runs: a path to an executable file, or an executable found on `PATH`.
-fn command_exists(name: &str) -> bool {
+/// Whether `name` runs: a path to an executable file, or an executable found on `PATH`. A path
+/// is looked at like `exists` does (opened once, checked against `read` where it really leads:
+/// outside it is an error). A bare name is looked up on the engine's `PATH` (absolute entries
+/// only) as `exec` would run it, whatever `read` says: the answer names no file the protocol
+/// chose, and a protocol restricting `read` must still be able to pick an available tool.
+fn command_exists(name: &str, reads: &Reads) -> Result<bool, ExecutionError> {
     if name.is_empty() {
-        return false;
+        return Ok(false);
     }
     if name.contains('/') {
-        return is_executable(Path::new(name));
+        return Ok(open_permitted("command_exists", name, reads, O_PATH)?.is_ok_and(is_executable));
     }
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|directory| is_executable(&directory.join(name)))
-    })
+    let unrestricted: Reads = Arc::new(None);
+    Ok(std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .filter(|directory| directory.is_absolute())
+            .filter_map(|directory| directory.join(name).to_str().map(str::to_string))
+            .any(|candidate| {
+                open_permitted("command_exists", &candidate, &unrestricted, O_PATH)
+                    .is_ok_and(|opened| opened.is_ok_and(is_executable))
+            })
+    }))
 }
 
-fn is_executable(path: &Path) -> bool {
+fn is_executable(file: std::fs::File) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
+    file.metadata()
         .is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
 }
 
@@ -183,9 +240,13 @@ mod tests {
 
     #[test]
     fn finds_commands_on_the_path() {
-        assert!(command_exists("sh"));
-        assert!(command_exists("/bin/sh"));
-        assert!(!command_exists("definitely-not-a-command-xyz"));
-        assert!(!command_exists(""));
+        let unrestricted = Arc::new(None);
+        assert_eq!(command_exists("sh", &unrestricted), Ok(true));
+        assert_eq!(command_exists("/bin/sh", &unrestricted), Ok(true));
+        assert_eq!(
+            command_exists("definitely-not-a-command-xyz", &unrestricted),
+            Ok(false)
+        );
+        assert_eq!(command_exists("", &unrestricted), Ok(false));
     }
 }

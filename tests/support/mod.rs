@@ -282,6 +282,25 @@ pub fn run_binary(directory: &std::path::Path, arguments: &[&str]) -> (i32, Stri
     )
 }
 
+/// Runs the built `protocol-run` in `directory` with `arguments`, `--state-dir DIRECTORY/state`
+/// and stdin closed; returns (exit code, stdout then stderr), for a test that checks both.
+pub fn run_binary_with_state(directory: &std::path::Path, arguments: &[&str]) -> (i32, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .arg("--state-dir")
+        .arg(directory.join("state"))
+        .current_dir(directory)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
 /// Polls `status --json` of the one run in `state` (run from `directory`) until `ready` holds
 /// of it; fails, naming `what`, after 20 s (a loaded machine's worst case).
 pub fn wait_for_status(
