@@ -449,3 +449,49 @@ fn sigterm_stops_a_busy_serve_host_and_keeps_the_instance() {
         "{stdout}"
     );
 }
+
+/// `matches` pays for its regex before it compiles or runs it: a pattern past its length is
+/// refused, and one whose work (compiled states times text bytes) passes the evaluation steps
+/// left, while an ordinary pattern over a 1 MiB text still matches.
+#[test]
+fn matches_is_bounded_before_the_regex_runs() {
+    let pattern = "'^' + s.replace('a', 'a?') + s + '$'";
+    let refused = evaluate(
+        &format!("s.matches({pattern})"),
+        &"a".repeat(2100),
+        Budgets::default(),
+    )
+    .unwrap_err();
+    assert!(
+        refused.contains("matches pattern of 6302 bytes") && refused.contains("4096"),
+        "{refused}"
+    );
+    // 1,024 `a?` and 1,024 `a` (3,074 bytes) against 64 KiB: the tester's shape, scaled.
+    let text = format!("s.replace('a', '{}')", "a".repeat(64));
+    let refused = evaluate(
+        &format!("{text}.matches({pattern})"),
+        &"a".repeat(1024),
+        Budgets::default(),
+    )
+    .unwrap_err();
+    assert!(
+        refused.contains("compiled states") && refused.contains("--max-evaluation-steps"),
+        "{refused}"
+    );
+    let refused = evaluate(
+        "matches(s, '(a?){4000}a{4000}')",
+        &"a".repeat(1 << 20),
+        Budgets::default(),
+    )
+    .unwrap_err();
+    assert!(refused.contains("compiled states"), "{refused}");
+    let large = "x".repeat(1 << 20);
+    assert_eq!(
+        evaluate("s.matches('^[a-z]+$')", &large, Budgets::default()),
+        Ok(Value::Bool(true))
+    );
+    assert_eq!(
+        evaluate("matches(s, '^[0-9]+$')", &large, Budgets::default()),
+        Ok(Value::Bool(false))
+    );
+}
