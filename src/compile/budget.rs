@@ -15,6 +15,8 @@ pub struct Budgets {
     pub max_evaluation_steps: u64,
     /// How long one macrostep may run; `--max-step-time`, `None` for no limit.
     pub max_step_time: Option<Duration>,
+    /// Delayed sends one run may have pending; `--max-pending-sends`.
+    pub max_pending_sends: usize,
 }
 
 /// How many times the value bound the whole context, and all that one evaluation builds, may
@@ -27,6 +29,7 @@ impl Default for Budgets {
             max_value_bytes: 1 << 20,
             max_evaluation_steps: 100_000,
             max_step_time: Some(Duration::from_secs(10)),
+            max_pending_sends: 10_000,
         }
     }
 }
