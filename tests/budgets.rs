@@ -495,3 +495,98 @@ fn matches_is_bounded_before_the_regex_runs() {
         Ok(Value::Bool(false))
     );
 }
+
+/// A step busy in `matches` calls (each within its budget) is stopped by SIGTERM within about
+/// one call: the flag is looked at as each call pays for its work.
+#[test]
+fn sigterm_stops_a_step_busy_matching() {
+    let directory = scratch("sigterm-matches");
+    std::fs::write(
+        directory.join("burn.yaml"),
+        r#"id: burn
+permissions: { exec: [], read: [], write: [], env: [] }
+context: { q: "a?", a: "a", l: [0, 1, 2, 3, 4, 5, 6, 7], r: [] }
+states:
+  grow:
+    always:
+      - guard: size(a) < 1024
+        target: grow
+        actions: [{ assign: { q: "q + q", a: "a + a" } }]
+      - target: burn
+  burn:
+    always:
+      - target: burn
+        actions: [{ assign: { r: "l.map(x, a.matches('^' + q + a + '$'))" } }]
+"#,
+    )
+    .unwrap();
+    let child = binary()
+        .args(["run", "burn.yaml", "--state-dir", "state"])
+        .args(["--max-step-time", "none", "--max-microsteps", "1000000000"])
+        .current_dir(&directory)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("SIGTERM to exit while matching: {took:?}");
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+/// The tester's protocol: a 12,290-byte pattern built in an eventless loop is refused at once.
+#[test]
+fn a_pattern_built_by_doubling_is_refused_at_once() {
+    let directory = scratch("matches-doubling");
+    std::fs::write(
+        directory.join("c2.yaml"),
+        r#"id: c2
+inputs:
+  n: { type: integer, default: 4096 }
+  k: { type: integer, default: 8 }
+permissions: { exec: [], read: [], write: [], env: [] }
+context: { q: "a?", a: "a", l: [0], r: false }
+states:
+  grow:
+    always:
+      - guard: size(a) < n
+        target: grow
+        actions: [{ assign: { q: "q + q", a: "a + a" } }]
+      - target: mk
+  mk:
+    always:
+      - guard: size(l) < k
+        target: mk
+        actions: [{ assign: { l: "l + l" } }]
+      - target: burn
+  burn:
+    entry:
+      - assign: { r: "l.map(x, a.matches('^' + q + a + '$'))" }
+    always: done
+  done: { type: final }
+"#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, stdout, stderr) =
+        run_binary(&directory, &["run", "c2.yaml", "--state-dir", "state"]);
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("error.execution")
+            && stderr.contains(
+                "a matches pattern of 12290 bytes is longer than the limit of 4096 bytes"
+            ),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
