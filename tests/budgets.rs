@@ -337,6 +337,20 @@ fn serve_stops_only_the_instance_past_its_step_time() {
     assert_eq!(calm["finished"]["state"], "done", "{calm}");
 }
 
+/// Sends SIGTERM to `child` once it has been busy for 0.7 s; its output, and how long it took
+/// to end after the signal.
+fn terminate_when_busy(child: std::process::Child) -> (std::process::Output, Duration) {
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (output, sent.elapsed())
+}
+
 /// SIGTERM stops a run busy in a runaway guard within well under a second, with the exit
 /// status of a run stopped by a signal; its last committed step stands, and `resume` goes on
 /// from it.
@@ -365,15 +379,7 @@ fn sigterm_stops_a_busy_step_at_once_and_the_run_resumes() {
         .spawn()
         .unwrap();
     // Busy in the guard by then: only the signal ends the run.
-    std::thread::sleep(Duration::from_millis(700));
-    let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let took = sent.elapsed();
+    let (output, took) = terminate_when_busy(child);
     let status = output.status;
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("SIGTERM to exit: {took:?}");
@@ -424,15 +430,7 @@ fn sigterm_stops_a_busy_serve_host_and_keeps_the_instance() {
     stdin
         .write_all(b"{\"instance\": \"x\", \"event\": \"go\"}\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(host.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let output = host.wait_with_output().unwrap();
-    let took = sent.elapsed();
+    let (output, took) = terminate_when_busy(host);
     drop(stdin);
     eprintln!("serve, SIGTERM to exit: {took:?}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
@@ -528,15 +526,7 @@ states:
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let took = sent.elapsed();
+    let (output, took) = terminate_when_busy(child);
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("SIGTERM to exit while matching: {took:?}");
     assert_eq!(output.status.code(), Some(75), "{stderr}");

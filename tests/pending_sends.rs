@@ -3,16 +3,10 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::support::run_binary;
+use crate::support::{run_binary, temporary_directory};
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-pending-sends-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+    temporary_directory("pending-sends", name)
 }
 
 /// Doubles `s` to `bytes`, then sends `later` an hour away `count` times in an eventless loop,
