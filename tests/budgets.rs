@@ -337,6 +337,20 @@ fn serve_stops_only_the_instance_past_its_step_time() {
     assert_eq!(calm["finished"]["state"], "done", "{calm}");
 }
 
+/// Sends SIGTERM to `child` once it has been busy for 0.7 s; its output, and how long it took
+/// to end after the signal.
+fn terminate_when_busy(child: std::process::Child) -> (std::process::Output, Duration) {
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    (output, sent.elapsed())
+}
+
 /// SIGTERM stops a run busy in a runaway guard within well under a second, with the exit
 /// status of a run stopped by a signal; its last committed step stands, and `resume` goes on
 /// from it.
@@ -365,15 +379,7 @@ fn sigterm_stops_a_busy_step_at_once_and_the_run_resumes() {
         .spawn()
         .unwrap();
     // Busy in the guard by then: only the signal ends the run.
-    std::thread::sleep(Duration::from_millis(700));
-    let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let took = sent.elapsed();
+    let (output, took) = terminate_when_busy(child);
     let status = output.status;
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("SIGTERM to exit: {took:?}");
@@ -424,15 +430,7 @@ fn sigterm_stops_a_busy_serve_host_and_keeps_the_instance() {
     stdin
         .write_all(b"{\"instance\": \"x\", \"event\": \"go\"}\n")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
-    let sent = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(host.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let output = host.wait_with_output().unwrap();
-    let took = sent.elapsed();
+    let (output, took) = terminate_when_busy(host);
     drop(stdin);
     eprintln!("serve, SIGTERM to exit: {took:?}");
     assert!(took < Duration::from_secs(1), "took {took:?}");
@@ -448,4 +446,137 @@ fn sigterm_stops_a_busy_serve_host_and_keeps_the_instance() {
         stdout.contains("spin:x") && stdout.contains("stopped") && stdout.contains("step 0"),
         "{stdout}"
     );
+}
+
+/// `matches` pays for its regex before it compiles or runs it: a pattern past its length is
+/// refused, and one whose work (compiled states times text bytes) passes the evaluation steps
+/// left, while an ordinary pattern over a 1 MiB text still matches.
+#[test]
+fn matches_is_bounded_before_the_regex_runs() {
+    let pattern = "'^' + s.replace('a', 'a?') + s + '$'";
+    let refused = evaluate(
+        &format!("s.matches({pattern})"),
+        &"a".repeat(2100),
+        Budgets::default(),
+    )
+    .unwrap_err();
+    assert!(
+        refused.contains("matches pattern of 6302 bytes") && refused.contains("4096"),
+        "{refused}"
+    );
+    // 1,024 `a?` and 1,024 `a` (3,074 bytes) against 64 KiB: the tester's shape, scaled.
+    let text = format!("s.replace('a', '{}')", "a".repeat(64));
+    let refused = evaluate(
+        &format!("{text}.matches({pattern})"),
+        &"a".repeat(1024),
+        Budgets::default(),
+    )
+    .unwrap_err();
+    assert!(
+        refused.contains("compiled states") && refused.contains("--max-evaluation-steps"),
+        "{refused}"
+    );
+    let refused = evaluate(
+        "matches(s, '(a?){4000}a{4000}')",
+        &"a".repeat(1 << 20),
+        Budgets::default(),
+    )
+    .unwrap_err();
+    assert!(refused.contains("compiled states"), "{refused}");
+    let large = "x".repeat(1 << 20);
+    assert_eq!(
+        evaluate("s.matches('^[a-z]+$')", &large, Budgets::default()),
+        Ok(Value::Bool(true))
+    );
+    assert_eq!(
+        evaluate("matches(s, '^[0-9]+$')", &large, Budgets::default()),
+        Ok(Value::Bool(false))
+    );
+}
+
+/// A step busy in `matches` calls (each within its budget) is stopped by SIGTERM within about
+/// one call: the flag is looked at as each call pays for its work.
+#[test]
+fn sigterm_stops_a_step_busy_matching() {
+    let directory = scratch("sigterm-matches");
+    std::fs::write(
+        directory.join("burn.yaml"),
+        r#"id: burn
+permissions: { exec: [], read: [], write: [], env: [] }
+context: { q: "a?", a: "a", l: [0, 1, 2, 3, 4, 5, 6, 7], r: [] }
+states:
+  grow:
+    always:
+      - guard: size(a) < 1024
+        target: grow
+        actions: [{ assign: { q: "q + q", a: "a + a" } }]
+      - target: burn
+  burn:
+    always:
+      - target: burn
+        actions: [{ assign: { r: "l.map(x, a.matches('^' + q + a + '$'))" } }]
+"#,
+    )
+    .unwrap();
+    let child = binary()
+        .args(["run", "burn.yaml", "--state-dir", "state"])
+        .args(["--max-step-time", "none", "--max-microsteps", "1000000000"])
+        .current_dir(&directory)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (output, took) = terminate_when_busy(child);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("SIGTERM to exit while matching: {took:?}");
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+/// The tester's protocol: a 12,290-byte pattern built in an eventless loop is refused at once.
+#[test]
+fn a_pattern_built_by_doubling_is_refused_at_once() {
+    let directory = scratch("matches-doubling");
+    std::fs::write(
+        directory.join("c2.yaml"),
+        r#"id: c2
+inputs:
+  n: { type: integer, default: 4096 }
+  k: { type: integer, default: 8 }
+permissions: { exec: [], read: [], write: [], env: [] }
+context: { q: "a?", a: "a", l: [0], r: false }
+states:
+  grow:
+    always:
+      - guard: size(a) < n
+        target: grow
+        actions: [{ assign: { q: "q + q", a: "a + a" } }]
+      - target: mk
+  mk:
+    always:
+      - guard: size(l) < k
+        target: mk
+        actions: [{ assign: { l: "l + l" } }]
+      - target: burn
+  burn:
+    entry:
+      - assign: { r: "l.map(x, a.matches('^' + q + a + '$'))" }
+    always: done
+  done: { type: final }
+"#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, stdout, stderr) =
+        run_binary(&directory, &["run", "c2.yaml", "--state-dir", "state"]);
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("error.execution")
+            && stderr.contains(
+                "a matches pattern of 12290 bytes is longer than the limit of 4096 bytes"
+            ),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
 }

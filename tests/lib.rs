@@ -21,6 +21,7 @@ mod limits;
 mod loading_limits;
 mod ownership;
 mod ownership_properties;
+mod pending_sends;
 mod properties;
 mod protocols;
 mod sandbox;

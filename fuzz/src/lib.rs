@@ -138,6 +138,7 @@ pub fn expressions(text: &str) {
         max_value_bytes: 4096,
         max_evaluation_steps: 10_000,
         max_step_time: Some(Duration::from_secs(2)),
+        ..Budgets::default()
     };
     let _budgets = StepBudgets::enter(budgets);
     let started = Instant::now();

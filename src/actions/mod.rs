@@ -52,6 +52,10 @@ pub trait Host {
     fn log(&mut self, record: LogRecord);
     /// Put an event on the external queue, now or after a delay.
     fn send(&mut self, request: SendRequest);
+    /// Why this send cannot be held (too many pending, or too many bytes), before `send`.
+    fn refuse_send(&self, _request: &SendRequest) -> Option<String> {
+        None
+    }
     /// Withdraw a delayed send that has not been delivered.
     fn cancel(&mut self, send_id: &str);
     /// Start an effect (a process, ...); its outcome must come back later as an external event.

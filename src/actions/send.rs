@@ -122,6 +122,12 @@ impl Send {
 
     pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
         let request = self.resolve(execution)?;
+        if let Some(message) = execution.host.refuse_send(&request) {
+            return Err(EvaluationError {
+                expression: Arc::from(request.event.name.as_ref()),
+                message,
+            });
+        }
         execution.host.send(request);
         Ok(())
     }

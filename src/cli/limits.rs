@@ -1,4 +1,4 @@
-//! The limits `run`, `resume`, `serve` and `test` share: microsteps, value size, evaluation steps and step time.
+//! The limits `run`, `resume`, `serve` and `test` share: microsteps, value size, evaluation steps, step time and pending sends.
 
 use std::time::Duration;
 
@@ -26,6 +26,10 @@ pub struct LimitOptions {
     #[arg(long, default_value_t = StepTime(Budgets::default().max_step_time),
           value_parser = parse_step_time, value_name = "DURATION")]
     max_step_time: StepTime,
+    /// Delayed sends one run (in `serve`, one instance) may have pending; their data, with the
+    /// events queued, may total 16 times --max-value-bytes.
+    #[arg(long, default_value_t = Budgets::default().max_pending_sends, value_name = "N")]
+    max_pending_sends: usize,
 }
 
 /// `--max-step-time`: a duration, or none.
@@ -53,6 +57,7 @@ impl LimitOptions {
                 max_value_bytes: self.max_value_bytes,
                 max_evaluation_steps: self.max_evaluation_steps,
                 max_step_time: self.max_step_time.0,
+                max_pending_sends: self.max_pending_sends,
             },
         }
     }

@@ -54,7 +54,7 @@ pub fn measure(value: &dyn Val, limit: usize) -> usize {
     SCALAR_BYTES
 }
 
-fn refuse(why: Exceeded) -> ExecutionError {
+pub(super) fn refuse(why: Exceeded) -> ExecutionError {
     ExecutionError::function_error("budget", why)
 }
 
@@ -79,13 +79,17 @@ const JOIN: &str = "@join";
 const FORMAT: &str = "@format";
 const SPLIT: &str = "@split";
 const QUOTE: &str = "@quote";
+const MATCHES: &str = "@matches";
 
 /// Member functions that can return more than they are given, and what each becomes.
-const GROWING_METHODS: [(&str, &str); 4] = [
+/// `matches` is among them for its time, not its size: it compiles and runs a regex, which
+/// costs the pattern's size times the text's in one call no clock can interrupt.
+const GROWING_METHODS: [(&str, &str); 5] = [
     ("replace", REPLACE),
     ("join", JOIN),
     ("format", FORMAT),
     ("split", SPLIT),
+    ("matches", MATCHES),
 ];
 
 /// Adds the bounded functions to the expression environment.
@@ -107,6 +111,12 @@ pub fn register(environment: &mut cel::Env) -> Result<(), cel::DeclarationError>
     environment.add_overload(SPLIT, "@split_2", vec![any(), any()], split)?;
     environment.add_overload(SPLIT, "@split_3", vec![any(), any(), any()], split)?;
     environment.add_overload(QUOTE, "@quote_1", vec![any()], quote)?;
+    environment.add_overload(
+        MATCHES,
+        "@matches_2",
+        vec![any(), any()],
+        super::matching::matches,
+    )?;
     Ok(())
 }
 
@@ -172,6 +182,9 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
                 // `strings.quote(s)` is parsed as a method of `strings`.
                 call_expression.func_name = QUOTE.to_string();
                 call_expression.target = None;
+            } else if call_expression.func_name == "matches" && call_expression.target.is_none() {
+                // The global form, `matches(text, pattern)`.
+                call_expression.func_name = MATCHES.to_string();
             } else if let Some(target) = call_expression.target.take() {
                 match GROWING_METHODS
                     .iter()
@@ -244,11 +257,11 @@ fn may_be_large(expression: &IdedExpr) -> bool {
     }
 }
 
-fn argument_count(expected: usize, arguments: &[CowVal]) -> ExecutionError {
+pub(super) fn argument_count(expected: usize, arguments: &[CowVal]) -> ExecutionError {
     ExecutionError::invalid_argument_count(expected, arguments.len())
 }
 
-fn string_argument<'a>(
+pub(super) fn string_argument<'a>(
     function: &str,
     value: &'a (dyn Val + '_),
 ) -> Result<&'a str, ExecutionError> {

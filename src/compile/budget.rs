@@ -15,6 +15,8 @@ pub struct Budgets {
     pub max_evaluation_steps: u64,
     /// How long one macrostep may run; `--max-step-time`, `None` for no limit.
     pub max_step_time: Option<Duration>,
+    /// Delayed sends one run may have pending; `--max-pending-sends`.
+    pub max_pending_sends: usize,
 }
 
 /// How many times the value bound the whole context, and all that one evaluation builds, may
@@ -27,6 +29,7 @@ impl Default for Budgets {
             max_value_bytes: 1 << 20,
             max_evaluation_steps: 100_000,
             max_step_time: Some(Duration::from_secs(10)),
+            max_pending_sends: 10_000,
         }
     }
 }
@@ -41,12 +44,35 @@ impl Budgets {
 /// Why an evaluation, or a macrostep, was cut short.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Exceeded {
-    ValueBytes { bytes: usize, limit: usize },
-    BuiltBytes { limit: usize },
-    EvaluationSteps { limit: u64 },
-    ForeachIterations { limit: u64 },
-    StepTime { limit: Duration },
+    ValueBytes {
+        bytes: usize,
+        limit: usize,
+    },
+    BuiltBytes {
+        limit: usize,
+    },
+    EvaluationSteps {
+        limit: u64,
+    },
+    ForeachIterations {
+        limit: u64,
+    },
+    StepTime {
+        limit: Duration,
+    },
     Interrupted,
+    /// A `matches` pattern longer than `MATCH_MAX_PATTERN_BYTES`.
+    MatchPattern {
+        bytes: usize,
+        limit: usize,
+    },
+    /// A `matches` call that would cost more evaluation steps than are left.
+    MatchWork {
+        states: usize,
+        text_bytes: usize,
+        steps: u64,
+        limit: u64,
+    },
 }
 
 impl std::fmt::Display for Exceeded {
@@ -74,6 +100,20 @@ impl std::fmt::Display for Exceeded {
                 format_duration(*limit)
             ),
             Exceeded::Interrupted => write!(formatter, "stopped by SIGINT or SIGTERM"),
+            Exceeded::MatchPattern { bytes, limit } => write!(
+                formatter,
+                "a matches pattern of {bytes} bytes is longer than the limit of {limit} bytes; match against shorter patterns (the limit is fixed)"
+            ),
+            Exceeded::MatchWork {
+                states,
+                text_bytes,
+                steps,
+                limit,
+            } => write!(
+                formatter,
+                "matching a pattern of {states} compiled states against a text of {text_bytes} bytes costs {steps} evaluation steps (one per {} states times bytes), more than the evaluation has left of its {limit}; raise the limit with --max-evaluation-steps, or match a simpler pattern or a shorter text",
+                super::matching::MATCH_WORK_PER_STEP
+            ),
         }
     }
 }
@@ -269,6 +309,21 @@ pub fn spend(steps: u64) -> Result<(), Exceeded> {
         }
         Ok(())
     })
+}
+
+/// Spends `steps` for one call that no clock can interrupt once it starts: refused whole, as
+/// `short(limit)`, when the evaluation has fewer left.
+pub fn spend_whole(steps: u64, short: impl FnOnce(u64) -> Exceeded) -> Result<(), Exceeded> {
+    let left = CURRENT.with(|current| current.steps_left.get());
+    if steps > left {
+        return Err(refuse_match(short(current().max_evaluation_steps)));
+    }
+    spend(steps)
+}
+
+/// Marks the evaluation cut short by `why`: it reports `why`, whatever it computed after.
+pub fn refuse_match(why: Exceeded) -> Exceeded {
+    CURRENT.with(|current| exceed(current, why))
 }
 
 /// Checks that a value of `bytes` may be built, and counts it towards what the evaluation

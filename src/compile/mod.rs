@@ -10,6 +10,7 @@ mod functions;
 pub mod grants;
 pub mod inputs;
 pub mod machine;
+mod matching;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

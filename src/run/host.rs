@@ -405,6 +405,39 @@ impl Host for DriverHost<'_> {
         );
     }
 
+    fn refuse_send(&self, request: &SendRequest) -> Option<String> {
+        if request.to.is_some() {
+            return None;
+        }
+        let budgets = crate::compile::budget::current();
+        if request.delay_milliseconds > 0 && self.state.timers.len() >= budgets.max_pending_sends {
+            return Some(format!(
+                "this run already has {} delayed sends pending, the limit; raise it with --max-pending-sends",
+                self.state.timers.len()
+            ));
+        }
+        // Counted on demand: the timers are at most `max_pending_sends`, the queue at most
+        // what one macrostep sent.
+        let held = self
+            .state
+            .timers
+            .iter()
+            .map(|(_, (_, event, _))| event.data.size_in_bytes())
+            .chain(
+                self.external_queue
+                    .iter()
+                    .map(|event| event.data.size_in_bytes()),
+            )
+            .fold(request.event.data.size_in_bytes(), usize::saturating_add);
+        let limit = budgets.max_context_bytes();
+        (held > limit).then(|| {
+            format!(
+                "the data of the events this run holds (pending delayed sends and queued events) would total {held} bytes, more than {limit} ({} times --max-value-bytes); raise it with --max-value-bytes",
+                crate::compile::budget::CONTEXT_VALUES
+            )
+        })
+    }
+
     fn cancel(&mut self, send_id: &str) {
         self.state.timers_changed = true;
         self.state
