@@ -230,3 +230,28 @@ fn a_missing_file_exits_66() {
     assert_eq!(output.status.code(), Some(66));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no such file"));
 }
+
+/// A function CEL has elsewhere but expressions here do not (`timestamp`, `duration`, a global
+/// `max`) is refused where it is written, with what to write instead, rather than passing the
+/// check and failing as "not defined" when the run reaches it.
+#[test]
+fn a_function_expressions_do_not_have_is_refused_at_load_with_what_to_write() {
+    let errors = crate::support::errors(
+        r#"
+id: missing-functions
+context: { d: 0 }
+states:
+  s:
+    entry:
+      - assign: { d: "duration('1s')" }
+      - assign: { d: "max(1, 2)" }
+      - assign: { d: "contains('ab')" }
+    always: e
+  e: { type: final }
+"#,
+    );
+    assert!(errors.contains("unknown function `duration`"), "{errors}");
+    assert!(errors.contains("a duration is a number of milliseconds"), "{errors}");
+    assert!(errors.contains("write `math.greatest(a, b)`"), "{errors}");
+    assert!(errors.contains("call it on the text: `text.contains(x)`"), "{errors}");
+}
