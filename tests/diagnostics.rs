@@ -251,7 +251,13 @@ states:
 "#,
     );
     assert!(errors.contains("unknown function `duration`"), "{errors}");
-    assert!(errors.contains("a duration is a number of milliseconds"), "{errors}");
+    assert!(
+        errors.contains("a duration is a number of milliseconds"),
+        "{errors}"
+    );
     assert!(errors.contains("write `math.greatest(a, b)`"), "{errors}");
-    assert!(errors.contains("call it on the text: `text.contains(x)`"), "{errors}");
+    assert!(
+        errors.contains("call it on the text: `text.contains(x)`"),
+        "{errors}"
+    );
 }

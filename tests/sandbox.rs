@@ -330,6 +330,21 @@ states:
     }
 }
 
+/// Runs `protocol.yaml` in `directory` with `WITHHELD_TOKEN` in the engine's environment; returns
+/// the exit code and stderr.
+fn run_withholding(directory: &Path) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["protocol.yaml", "--state-dir", "state"])
+        .current_dir(directory)
+        .env("WITHHELD_TOKEN", "the-withheld-value")
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// `env` withholds a variable; neither the engine's own `/proc/self/environ` (through a tool)
 /// nor its `/proc/PID/environ` (through a program, whatever `read` says) gives it away.
 #[test]
@@ -349,14 +364,8 @@ states:
   refused: { type: final }
 "#;
     std::fs::write(directory.join("protocol.yaml"), tool).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["protocol.yaml", "--state-dir", "state"])
-        .current_dir(&directory)
-        .env("WITHHELD_TOKEN", "the-withheld-value")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = run_withholding(&directory);
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("the-withheld-value"), "{stderr}");
     if !kernel_confines("environ") {
         return;
@@ -369,13 +378,7 @@ states:
         ),
     )
     .unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["protocol.yaml", "--state-dir", "state"])
-        .current_dir(&directory)
-        .env("WITHHELD_TOKEN", "the-withheld-value")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (_, stderr) = run_withholding(&directory);
     assert!(!stderr.contains("the-withheld-value"), "{stderr}");
     assert!(stderr.contains("Permission denied"), "{stderr}");
 }
@@ -432,13 +435,7 @@ fn read_of_everything_still_keeps_proc_closed_where_env_is_restricted() {
         ),
     )
     .unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["protocol.yaml", "--state-dir", "state"])
-        .current_dir(&directory)
-        .env("WITHHELD_TOKEN", "the-withheld-value")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (_, stderr) = run_withholding(&directory);
     assert!(!stderr.contains("the-withheld-value"), "{stderr}");
     assert!(stderr.contains("environ: Permission denied"), "{stderr}");
 }
