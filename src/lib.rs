@@ -51,5 +51,7 @@ pub mod sandbox;
 pub mod scenario;
 pub mod secrets;
 pub mod store;
+pub mod stored_value;
 pub mod telemetry;
+pub mod time;
 pub mod value;

@@ -21,6 +21,10 @@ pub enum Value {
     String(Arc<str>),
     List(Arc<Vec<Value>>),
     Map(Arc<IndexMap<Arc<str>, Value>>),
+    /// A point in time (`now()`, `timestamp(text)`); JSON shows it as RFC 3339 text.
+    Timestamp(crate::time::Timestamp),
+    /// A span of time (`duration('90s')`, `t2 - t1`); JSON shows it as a literal like `1h30m`.
+    Duration(crate::time::Duration),
 }
 
 impl Value {
@@ -64,6 +68,8 @@ impl Value {
             Value::String(_) => "string",
             Value::List(_) => "list",
             Value::Map(_) => "map",
+            Value::Timestamp(_) => "timestamp",
+            Value::Duration(_) => "duration",
         }
     }
 
@@ -118,6 +124,7 @@ impl Value {
                     .map(|(key, value)| (key.to_string(), value.to_json()))
                     .collect(),
             ),
+            Value::Timestamp(_) | Value::Duration(_) => serde_json::Value::String(self.to_string()),
         }
     }
 
@@ -147,6 +154,8 @@ impl Value {
                     map: Arc::new(entries),
                 })
             }
+            Value::Timestamp(timestamp) => cel::Value::Timestamp(timestamp.fixed_offset()),
+            Value::Duration(duration) => cel::Value::Duration(*duration),
         }
     }
 
@@ -180,6 +189,10 @@ impl Value {
                 entries.sort_by(|left, right| left.0.cmp(&right.0));
                 Value::Map(Arc::new(entries.into_iter().collect()))
             }
+            cel::Value::Timestamp(timestamp) => {
+                Value::Timestamp(timestamp.with_timezone(&chrono::Utc))
+            }
+            cel::Value::Duration(duration) => Value::Duration(*duration),
             _ => return None,
         })
     }
@@ -197,6 +210,10 @@ impl fmt::Display for Value {
             Value::String(text) => formatter.write_str(text),
             Value::Int(integer) => write!(formatter, "{integer}"),
             Value::Bool(flag) => write!(formatter, "{flag}"),
+            Value::Timestamp(timestamp) => {
+                formatter.write_str(&crate::time::format_timestamp(timestamp))
+            }
+            Value::Duration(duration) => formatter.write_str(&crate::time::format_duration(duration)),
             other => write!(formatter, "{}", other.to_json()),
         }
     }

@@ -182,6 +182,8 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
                 // `strings.quote(s)` is parsed as a method of `strings`.
                 call_expression.func_name = QUOTE.to_string();
                 call_expression.target = None;
+            } else if let Some(engine_form) = super::time_functions::rewritten(call_expression) {
+                call_expression.func_name = engine_form.to_string();
             } else if call_expression.func_name == "matches" && call_expression.target.is_none() {
                 // The global form, `matches(text, pattern)`.
                 call_expression.func_name = MATCHES.to_string();

@@ -227,17 +227,25 @@ pub(crate) fn is_builtin_function(name: &str) -> bool {
 
 /// Global functions that need no declaration: CEL's standard ones and the engine's own.
 const KNOWN_FUNCTIONS: &[&str] = &[
-    "size", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "has", "matches",
+    "size",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "type",
+    "dyn",
+    "has",
+    "matches",
     "In",
+    "timestamp",
+    "duration",
 ];
 
 /// What to write instead of a function CEL defines elsewhere but this engine does not have.
 fn missing_function_help(name: &str) -> Option<String> {
     Some(match name {
-        "timestamp" | "duration" => "time values are not part of expressions yet: a duration is a \
-            number of milliseconds (`30 * 1000`, or an input of type `duration`), and `now_ms()` \
-            is the clock in milliseconds"
-            .into(),
         "max" => "write `math.greatest(a, b)`".into(),
         "min" => "write `math.least(a, b)`".into(),
         "contains" | "startsWith" | "endsWith" => format!("call it on the text: `text.{name}(x)`"),
@@ -269,6 +277,18 @@ const KNOWN_METHODS: &[&str] = &[
     "flatten",
     "sort",
     "slice",
+    // Timestamps' and durations' parts (`t.getHours()`, `d.getSeconds()`); a timestamp's take
+    // an optional time zone, `t.getHours('Europe/Paris')`.
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
 ];
 
 /// Namespaced functions of the extensions, called like methods on their namespace. `lists.range`
@@ -313,6 +333,7 @@ fn environment() -> &'static Arc<cel::Env> {
         let _ = cel::extensions::math(&mut environment);
         // Likewise: the bounded functions' names start with `@`, which nothing else uses.
         let _ = super::bounded::register(&mut environment);
+        let _ = super::time_functions::register(&mut environment);
         Arc::new(environment)
     })
 }
@@ -376,6 +397,9 @@ impl Expression {
             host_functions: HostFunctions::default(),
         };
         checker.visit(program.expression());
+        let offset = |node: &IdedExpr| checker.offset(node);
+        let time_problems = super::time_check::check(program.expression(), &offset);
+        checker.problems.extend(time_problems);
         let uses_engine_functions = checker.uses_engine_functions;
         let host_functions = std::mem::take(&mut checker.host_functions);
         let host_functions = (!host_functions.0.is_empty()).then(|| Box::new(host_functions));
@@ -1123,6 +1147,79 @@ mod tests {
             })
             .collect();
         assert!(undefined.is_empty(), "{undefined:#?}");
+    }
+
+    /// The time functions, methods and operators the checker accepts, evaluated for real.
+    #[test]
+    fn time_values_evaluate() {
+        let names = names();
+        let mut scope = scope_with(&names, &[], &[]);
+        // 2026-01-01T09:00:00.250Z on the scope's clock.
+        scope.clock = 1_767_258_000_250;
+        let cases = [
+            ("now()", "2026-01-01T09:00:00.250Z"),
+            // CEL's own text: the fraction trimmed.
+            ("string(now())", "2026-01-01T09:00:00.25Z"),
+            ("now() + duration('1h30m')", "2026-01-01T10:30:00.250Z"),
+            ("duration('90s') + duration('1d')", "1d1m30s"),
+            ("duration('1h') - duration('90m')", "-30m"),
+            ("duration('1m') * 3", "3m"),
+            ("2 * duration('1m')", "2m"),
+            ("duration('1s') * 1.5", "1.5s"),
+            ("timestamp('2026-01-01T10:00:00Z') - now()", "59m59.75s"),
+            ("now() - duration('250ms')", "2026-01-01T09:00:00.000Z"),
+            ("now() < timestamp('2026-01-01T10:00:00+01:00')", "false"),
+            ("duration('1h') > duration('59m')", "true"),
+            ("now() == timestamp('2026-01-01T09:00:00.250Z')", "true"),
+            ("now().getHours()", "9"),
+            ("now().getHours('Europe/Paris')", "10"),
+            ("now().getFullYear()", "2026"),
+            ("duration('1h30m').getMinutes()", "90"),
+            ("duration('1h30m').getSeconds()", "5400"),
+            ("duration('1500ms').getMilliseconds()", "1500"),
+            ("int(timestamp('1970-01-01T00:01:00Z'))", "60"),
+            ("timestamp(60) == timestamp('1970-01-01T00:01:00Z')", "true"),
+            ("duration(duration('5s'))", "5s"),
+            ("string(duration('1h'))", "3600s"),
+            ("3 * 4", "12"),
+            ("[1, 2] == [1, 2] ? 2.0 * 1.5 : 0.0", "3.0"),
+        ];
+        let mut wrong = Vec::new();
+        for (text, expected) in cases {
+            let result = Expression::compile(text, &names)
+                .map_err(|problems| format!("{problems:?}"))
+                .and_then(|expression| {
+                    expression
+                        .evaluate(&scope)
+                        .map_err(|error| error.to_string())
+                });
+            match result {
+                Ok(value) if value.to_string() == expected => {}
+                other => wrong.push(format!("{text}: {other:?}, expected {expected}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn time_errors_at_run_time_say_what_is_wrong() {
+        let names = names();
+        let scope = scope_with(&names, &[], &[]);
+        for (text, says) in [
+            ("timestamp('2026-13-01T00:00:00Z')", "not an RFC 3339 timestamp"),
+            ("timestamp('10000-01-01T00:00:00Z')", "not an RFC 3339 timestamp"),
+            ("timestamp('9999-12-31T23:59:59Z') + duration('1s')", "Overflow"),
+            ("timestamp(300000000000)", "outside the timestamps there are"),
+            ("duration('1x')", "not a duration such as"),
+            ("duration('300000d')", "292 years"),
+            ("duration('2000000h') * 2", "292 years"),
+            ("duration('1s') * 1e300", "292 years"),
+            ("duration(5)", "takes a text"),
+        ] {
+            let expression = Expression::compile(text, &names).unwrap();
+            let error = expression.evaluate(&scope).unwrap_err().to_string();
+            assert!(error.contains(says), "{text}: {error}");
+        }
     }
 
     #[test]

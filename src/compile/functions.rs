@@ -48,9 +48,17 @@ pub fn register(
     context.add_function(
         "now",
         |function: &cel::FunctionContext| -> Result<cel::Value, ExecutionError> {
-            Ok(cel::Value::String(Arc::new(crate::clock::format_rfc3339(
-                clock(function)?,
-            ))))
+            let milliseconds = clock(function)?;
+            crate::time::from_unix_milliseconds(milliseconds)
+                .map(|now| cel::Value::Timestamp(now.fixed_offset()))
+                .ok_or_else(|| {
+                    ExecutionError::function_error(
+                        "now",
+                        crate::time::out_of_range_message(&format!(
+                            "the clock ({milliseconds} ms after 1970)"
+                        )),
+                    )
+                })
         },
     )?;
     context.add_function(

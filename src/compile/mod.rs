@@ -11,6 +11,8 @@ pub mod grants;
 pub mod inputs;
 pub mod machine;
 mod matching;
+mod time_check;
+mod time_functions;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
