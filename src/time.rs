@@ -189,6 +189,16 @@ pub fn milliseconds(duration: &Duration) -> Option<u64> {
     u64::try_from(duration.num_milliseconds()).ok()
 }
 
+/// Milliseconds from the clock `now_unix_milliseconds` until `deadline`, rounded up so a timer
+/// never fires before it; 0 when it has passed.
+pub fn milliseconds_until(deadline: &Timestamp, now_unix_milliseconds: u64) -> u64 {
+    let at = deadline.timestamp_millis()
+        + i64::from(!deadline.timestamp_subsec_nanos().is_multiple_of(1_000_000));
+    u64::try_from(at)
+        .unwrap_or(0)
+        .saturating_sub(now_unix_milliseconds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

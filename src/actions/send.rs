@@ -25,6 +25,8 @@ pub struct Send {
 pub struct SendRequest {
     pub event: Event,
     pub delay_milliseconds: u64,
+    /// The delay came from a deadline (a timestamp): a resumed run keeps its instant.
+    pub deadline: bool,
     pub id: Option<Arc<str>>,
     /// `None`: this run's own external queue; `parent`, or a child's invoke id.
     pub to: Option<Arc<str>>,
@@ -103,9 +105,12 @@ impl Send {
         if let Some(data) = &self.data {
             event.data = execution.with_scope(|scope| data.render(scope))?;
         }
-        let delay_milliseconds = match &self.delay {
-            Some(delay) => execution.with_scope(|scope| delay.evaluate(scope))?,
-            None => 0,
+        let wait = match &self.delay {
+            Some(delay) => execution.with_scope(|scope| delay.wait(scope))?,
+            None => crate::compile::machine::Wait {
+                milliseconds: 0,
+                deadline: false,
+            },
         };
         let id = match &self.id {
             Some(id) => Some(Arc::from(execution.with_scope(|scope| id.render(scope))?)),
@@ -114,7 +119,8 @@ impl Send {
         event.send_id = id.clone();
         Ok(SendRequest {
             event,
-            delay_milliseconds,
+            delay_milliseconds: wait.milliseconds,
+            deadline: wait.deadline,
             id,
             to: self.to.clone(),
         })

@@ -291,8 +291,25 @@ fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
             GreaterOrEqual => Some(Value::Bool(left >= right)),
             _ => None,
         },
+        // Time values read from context compare in place; their arithmetic is CEL's.
+        (Value::Timestamp(left), Value::Timestamp(right)) => ordering(operator, left.cmp(right)),
+        (Value::Duration(left), Value::Duration(right)) => ordering(operator, left.cmp(right)),
         _ => None,
     }
+}
+
+/// A comparison's outcome from an ordering; None for an arithmetic operator.
+fn ordering(operator: Operator, order: std::cmp::Ordering) -> Option<Value> {
+    let holds = match operator {
+        Operator::Equal => order.is_eq(),
+        Operator::NotEqual => order.is_ne(),
+        Operator::Less => order.is_lt(),
+        Operator::LessOrEqual => order.is_le(),
+        Operator::Greater => order.is_gt(),
+        Operator::GreaterOrEqual => order.is_ge(),
+        _ => return None,
+    };
+    Some(Value::Bool(holds))
 }
 
 /// Integer arithmetic and comparison; overflow and division by zero defer to CEL's error.

@@ -96,11 +96,22 @@ impl StateNode {
     }
 }
 
-/// When an `after` transition fires: a fixed delay or one computed on entry.
+/// When a timer fires: a fixed delay, one computed when it starts (a duration, milliseconds,
+/// or a timestamp: a deadline), or `until:` a timestamp.
 #[derive(Debug)]
 pub enum Delay {
     Fixed(Duration),
     Computed(Expression),
+    /// `until: <timestamp>`: fires at that instant, at once if it has passed.
+    Until(Expression),
+}
+
+/// How long a timer waits from now, and whether that came from a deadline (an instant, which a
+/// resumed run keeps whatever its timer policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub milliseconds: u64,
+    pub deadline: bool,
 }
 
 /// A timer a state starts on entry: the event it sends itself after the delay.
@@ -311,29 +322,67 @@ impl Machine {
 }
 
 impl Delay {
-    /// The delay in milliseconds: an expression may give an int (milliseconds) or a literal
-    /// such as `"30s"`.
+    /// The delay in milliseconds (see `wait`).
     pub fn evaluate(
         &self,
         scope: &super::expression::Scope,
     ) -> Result<u64, super::expression::EvaluationError> {
-        let expression = match self {
-            Delay::Fixed(duration) => return Ok(duration.milliseconds),
-            Delay::Computed(expression) => expression,
+        self.wait(scope).map(|wait| wait.milliseconds)
+    }
+
+    /// How long to wait from the scope's clock: an expression may give a duration, an int
+    /// (milliseconds), a literal such as `"30s"`, or a timestamp (a deadline: the time left
+    /// until it, none if it has passed).
+    pub fn wait(
+        &self,
+        scope: &super::expression::Scope,
+    ) -> Result<Wait, super::expression::EvaluationError> {
+        let (expression, until) = match self {
+            Delay::Fixed(duration) => {
+                return Ok(Wait {
+                    milliseconds: duration.milliseconds,
+                    deadline: false,
+                });
+            }
+            Delay::Computed(expression) => (expression, false),
+            Delay::Until(expression) => (expression, true),
         };
         let failure = |message: String| super::expression::EvaluationError {
             expression: expression.text.clone(),
             message,
         };
+        let span = |milliseconds| {
+            Ok(Wait {
+                milliseconds,
+                deadline: false,
+            })
+        };
         match expression.evaluate(scope)? {
+            Value::Timestamp(deadline) => Ok(Wait {
+                milliseconds: crate::time::milliseconds_until(&deadline, scope.clock),
+                deadline: true,
+            }),
+            other if until => Err(failure(format!(
+                "`until` takes a timestamp (e.g. `timestamp('2026-01-01T09:00:00Z')` or `started + duration('1h')`), not {} `{other}`; for a span of time write `delay:`",
+                other.type_name()
+            ))),
+            Value::Duration(duration) => match crate::time::milliseconds(&duration) {
+                Some(milliseconds) => span(milliseconds),
+                None => Err(failure(format!(
+                    "a delay cannot be negative ({})",
+                    crate::time::format_duration(&duration)
+                ))),
+            },
             Value::Int(milliseconds) => u64::try_from(milliseconds)
-                .map_err(|_| failure(format!("a delay cannot be negative ({milliseconds} ms)"))),
-            Value::UInt(milliseconds) => Ok(milliseconds),
+                .map_err(|_| failure(format!("a delay cannot be negative ({milliseconds} ms)")))
+                .and_then(span),
+            Value::UInt(milliseconds) => span(milliseconds),
             Value::String(text) => Duration::parse(&text)
                 .map(|duration| duration.milliseconds)
-                .ok_or_else(|| failure(format!("`{text}` is not a duration such as `30s`"))),
+                .ok_or_else(|| failure(format!("`{text}` is not a duration such as `30s`")))
+                .and_then(span),
             other => Err(failure(format!(
-                "a delay must be milliseconds (int) or a duration string, not {}",
+                "a delay must be a duration, milliseconds (int), a duration string or a timestamp (a deadline), not {}",
                 other.type_name()
             ))),
         }

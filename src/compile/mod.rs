@@ -459,6 +459,35 @@ impl Compiler<'_> {
         }
     }
 
+    /// A deadline: an expression giving a timestamp. What is plainly not one (a duration
+    /// literal, a number, a quoted text) is refused here with what to write.
+    pub fn until(&mut self, text: &str, pointer: &str) -> Option<Delay> {
+        let trimmed = text.trim();
+        let quoted = trimmed.len() >= 2
+            && (trimmed.starts_with('\'') && trimmed.ends_with('\'')
+                || trimmed.starts_with('"') && trimmed.ends_with('"'));
+        let help = if model::Duration::parse(trimmed).is_some() {
+            Some(format!(
+                "`{trimmed}` is a span of time: write `delay: {trimmed}`, or `until: started + duration('{trimmed}')` with the instant it counts from"
+            ))
+        } else if trimmed.parse::<f64>().is_ok() {
+            Some("a number is no instant: write e.g. `until: timestamp('2026-01-01T09:00:00Z')`".into())
+        } else if quoted {
+            Some(format!("a text is no instant: write `until: timestamp({trimmed})`"))
+        } else {
+            None
+        };
+        if let Some(help) = help {
+            self.key_error(
+                pointer,
+                format!("`until` takes a timestamp expression, not `{trimmed}`"),
+                Some(help),
+            );
+            return None;
+        }
+        self.expression(text, pointer).map(Delay::Until)
+    }
+
     /// Compiles a block of actions.
     pub fn actions(&mut self, list: &[model::Action], pointer: &str) -> Option<Vec<Action>> {
         let mut compiled = Vec::with_capacity(list.len());
@@ -1058,13 +1087,27 @@ impl Builder<'_, '_> {
             let after_pointer = format!("{pointer}/after/{position}");
             let event_name = format!("after.{}.{}", entry.id, position);
             let event_type = compiler.intern_event(&event_name);
-            let delay = match &transition.delay {
-                Some(delay) => compiler.delay(delay, &format!("{after_pointer}/delay")),
-                None => {
+            let delay = match (&transition.delay, &transition.until) {
+                (Some(delay), None) => compiler.delay(delay, &format!("{after_pointer}/delay")),
+                (None, Some(until)) => compiler.until(until, &format!("{after_pointer}/until")),
+                (Some(_), Some(_)) => {
+                    compiler.key_error(
+                        &format!("{after_pointer}/until"),
+                        "a transition under `after` has a `delay` or an `until`, not both".into(),
+                        Some(
+                            "keep `delay` for a span from entry, or `until` for an instant".into(),
+                        ),
+                    );
+                    None
+                }
+                (None, None) => {
                     compiler.key_error(
                         &after_pointer,
-                        "a transition under `after` needs a `delay`".into(),
-                        Some("add e.g. `delay: 30s`".into()),
+                        "a transition under `after` needs a `delay` or an `until`".into(),
+                        Some(
+                            "add e.g. `delay: 30s`, or `until: started + duration('1h')` for a deadline"
+                                .into(),
+                        ),
                     );
                     None
                 }
@@ -1324,12 +1367,17 @@ impl Builder<'_, '_> {
                 false,
             ),
             model::transition::TransitionSpec::Full(transition) => {
-                if transition.delay.is_some() && place != TransitionPlace::After {
-                    compiler.key_error(
-                        &format!("{pointer}/delay"),
-                        "`delay` belongs to transitions under `after`".into(),
-                        Some("move this transition under the state's `after:` list".into()),
-                    );
+                for (key, written) in [
+                    ("delay", transition.delay.is_some()),
+                    ("until", transition.until.is_some()),
+                ] {
+                    if written && place != TransitionPlace::After {
+                        compiler.key_error(
+                            &format!("{pointer}/{key}"),
+                            format!("`{key}` belongs to transitions under `after`"),
+                            Some("move this transition under the state's `after:` list".into()),
+                        );
+                    }
                 }
                 let targets = match &transition.target {
                     Some(targets) => {

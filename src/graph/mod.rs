@@ -182,6 +182,7 @@ fn delay_text(delay: &Delay) -> String {
     match delay {
         Delay::Fixed(duration) => duration.to_string(),
         Delay::Computed(expression) => one_line(&expression.text),
+        Delay::Until(expression) => format!("until {}", one_line(&expression.text)),
     }
 }
 

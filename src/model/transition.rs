@@ -43,6 +43,11 @@ pub struct Transition {
     /// or an expression giving milliseconds (or a duration literal string).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<String>,
+    /// Under `after` only, instead of `delay`: a deadline. An expression giving a timestamp
+    /// (`timestamp('2026-01-01T09:00:00Z')`, `started + duration('1h')`); the transition fires
+    /// at that instant, at once if it has passed. A resumed run keeps the instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
     /// The state id to go to, or several in parallel regions. Omit for a targetless
     /// transition, which runs its actions without leaving the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -856,16 +856,17 @@ impl<'e> Algorithm<'_, 'e> {
         let machine = self.machine;
         for timer in &machine.state(state).timers {
             let delay = self.with_execution(|execution| {
-                execution.with_scope(|scope| timer.delay.evaluate(scope))
+                execution.with_scope(|scope| timer.delay.wait(scope))
             });
             match delay {
-                Ok(delay_milliseconds) => {
+                Ok(wait) => {
                     let mut timer_event =
                         Event::of_type(machine, timer.event_type, Origin::Platform);
                     timer_event.send_id = Some(timer.event.clone());
                     self.host.send(SendRequest {
                         event: timer_event,
-                        delay_milliseconds,
+                        delay_milliseconds: wait.milliseconds,
+                        deadline: wait.deadline,
                         id: Some(timer.event.clone()),
                         to: None,
                     });

@@ -124,7 +124,7 @@ impl DriverHost<'_> {
         let queue = super::running::ChildQueue {
             inbox,
             autoforward: request.autoforward,
-            inputs: request.inputs.iter().map(Value::to_json).collect(),
+            inputs: request.inputs.iter().map(Value::to_stored_json).collect(),
             last_step: resumed.as_ref().map(|(child, _)| child.clone()),
         };
         let link = ChildLink {

@@ -19,7 +19,8 @@ use tokio::time::Instant;
 type TimerKey = (Instant, u64);
 
 /// A delayed send waiting for its deadline: its id (for `cancel`) and the event.
-type PendingSend = (Option<Arc<str>>, Event, u64);
+/// A delayed send: its id, its event, its whole delay, and whether it is a deadline.
+type PendingSend = (Option<Arc<str>>, Event, u64, bool);
 
 /// What a running effect sends back: telemetry lines while it retries, then its outcome.
 pub(crate) enum EffectMessage {
@@ -370,7 +371,7 @@ impl DriverHost<'_> {
     pub(super) fn fire_due_timer(&mut self) {
         let now = Instant::now();
         if self.next_deadline().is_some_and(|deadline| deadline <= now)
-            && let Some((_, (_, event, _))) = self.state.timers.pop_front()
+            && let Some((_, (_, event, ..))) = self.state.timers.pop_front()
         {
             self.state.timers_changed = true;
             self.external_queue.push_back(event);
@@ -401,7 +402,12 @@ impl Host for DriverHost<'_> {
             Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
         self.add_timer(
             deadline,
-            (request.id, request.event, request.delay_milliseconds),
+            (
+                request.id,
+                request.event,
+                request.delay_milliseconds,
+                request.deadline,
+            ),
         );
     }
 
@@ -422,7 +428,7 @@ impl Host for DriverHost<'_> {
             .state
             .timers
             .iter()
-            .map(|(_, (_, event, _))| event.data.size_in_bytes())
+            .map(|(_, (_, event, ..))| event.data.size_in_bytes())
             .chain(
                 self.external_queue
                     .iter()
@@ -442,7 +448,7 @@ impl Host for DriverHost<'_> {
         self.state.timers_changed = true;
         self.state
             .timers
-            .retain(|(_, (id, _, _))| id.as_deref() != Some(send_id));
+            .retain(|(_, (id, ..))| id.as_deref() != Some(send_id));
     }
 
     fn state_entered(&mut self, state: crate::compile::machine::StateId) {

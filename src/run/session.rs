@@ -99,7 +99,7 @@ impl<'a> Session<'a> {
             .state
             .timers
             .iter()
-            .map(|((deadline, _), (id, event, delay))| PendingTimer {
+            .map(|((deadline, _), (id, event, delay, absolute))| PendingTimer {
                 event: event.name.to_string(),
                 send_id: id.as_deref().map(String::from),
                 deadline_unix_milliseconds: now_unix
@@ -107,7 +107,8 @@ impl<'a> Session<'a> {
                 delay_milliseconds: *delay,
                 // `after` timers are named `after.<state>.<index>`, a reserved prefix.
                 private: event.name.starts_with("after."),
-                data: event.data.to_json(),
+                absolute: *absolute,
+                data: event.data.to_stored_json(),
             })
             .collect();
         snapshot.effects = self
@@ -159,6 +160,7 @@ impl<'a> Session<'a> {
         let machine = self.host.machine.clone();
         for timer in &resume.snapshot.timers {
             let wait = match resume.timers {
+                _ if timer.absolute => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
                 TimerPolicy::Deadline => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
                 TimerPolicy::Remaining => timer
                     .deadline_unix_milliseconds
@@ -174,7 +176,7 @@ impl<'a> Session<'a> {
             let event = Event::named(
                 &machine,
                 &timer.event,
-                Value::from_json(&timer.data),
+                Value::from_stored_json(&timer.data),
                 origin,
             );
             self.host.add_timer(
@@ -183,6 +185,7 @@ impl<'a> Session<'a> {
                     timer.send_id.as_deref().map(Arc::from),
                     event,
                     timer.delay_milliseconds,
+                    timer.absolute,
                 ),
             );
         }
@@ -245,7 +248,7 @@ impl<'a> Session<'a> {
             let request = crate::actions::InvokeRequest {
                 id: invoke.id.clone(),
                 machine: invoke.machine.clone(),
-                inputs: child.inputs.iter().map(Value::from_json).collect(),
+                inputs: child.inputs.iter().map(Value::from_stored_json).collect(),
                 done: invoke.done,
                 failed: invoke.failed,
                 autoforward: invoke.autoforward,

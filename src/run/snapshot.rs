@@ -96,6 +96,10 @@ pub struct PendingTimer {
     pub delay_milliseconds: u64,
     /// An `after` timer, matched only by its own transition.
     pub private: bool,
+    /// Written as a deadline (a timestamp): every resume keeps `deadline_unix_milliseconds`,
+    /// whatever its timer policy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub absolute: bool,
     /// The event's data (a `send` may carry some).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
@@ -211,7 +215,7 @@ impl Interpreter {
                 .context
                 .iter()
                 .zip(&instance.context)
-                .map(|((name, _), value)| (name.clone(), value.to_json()))
+                .map(|((name, _), value)| (name.clone(), value.to_stored_json()))
                 .collect(),
             history: history
                 .into_iter()
@@ -223,7 +227,7 @@ impl Interpreter {
             outcome: instance.outcome.as_ref().map(|outcome| SnapshotOutcome {
                 final_state: machine.state(outcome.final_state).id.to_string(),
                 exit_code: outcome.exit_code,
-                output: outcome.output.to_json(),
+                output: outcome.output.to_stored_json(),
             }),
             timers: Vec::new(),
             effects: Vec::new(),
@@ -309,7 +313,7 @@ fn restore_instance(
                 path: path(),
                 variable: name.clone(),
             })?;
-        instance.context[slot] = Value::from_json(value);
+        instance.context[slot] = Value::from_stored_json(value);
     }
     for (history_id, recorded_ids) in &snapshot.history {
         let history_state = state("history", history_id)?;
@@ -330,7 +334,7 @@ fn restore_instance(
         Some(outcome) => Some(Outcome {
             final_state: state("outcome", &outcome.final_state)?,
             exit_code: outcome.exit_code,
-            output: Value::from_json(&outcome.output),
+            output: Value::from_stored_json(&outcome.output),
         }),
         None => None,
     };
