@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use protocol_run::store::{SqliteStore, Store};
 
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let directory = std::env::temp_dir().join(format!(
         "protocol-run-durable-{name}-{}",
         std::process::id()
@@ -17,7 +17,7 @@ fn scratch(name: &str) -> PathBuf {
     directory
 }
 
-fn command(directory: &Path, arguments: &[&str]) -> Command {
+pub(crate) fn command(directory: &Path, arguments: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
     command
         .args(arguments)
@@ -29,7 +29,7 @@ fn command(directory: &Path, arguments: &[&str]) -> Command {
     command
 }
 
-fn finish(command: &mut Command) -> (i32, String, String) {
+pub(crate) fn finish(command: &mut Command) -> (i32, String, String) {
     let output = command.output().unwrap();
     (
         output.status.code().unwrap_or(-1),
@@ -197,7 +197,7 @@ states:
 /// A run waiting for events on stdin, once its stderr showed `ready` (the protocol's entry log,
 /// written after the engine installed its signal handlers: a loaded machine can take far longer
 /// than any fixed sleep to get there).
-fn spawn_ready(
+pub(crate) fn spawn_ready(
     directory: &Path,
     arguments: &[&str],
     ready: &str,
@@ -212,7 +212,7 @@ fn spawn_ready(
     (child, lines)
 }
 
-type StderrLines = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+pub(crate) type StderrLines = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
 
 fn wait_for(lines: &mut StderrLines, text: &str) {
     for line in lines.by_ref() {
@@ -224,7 +224,7 @@ fn wait_for(lines: &mut StderrLines, text: &str) {
 }
 
 /// SIGTERM, then the exit code and the rest of stderr.
-fn terminate(child: std::process::Child, lines: StderrLines) -> (Option<i32>, String) {
+pub(crate) fn terminate(child: std::process::Child, lines: StderrLines) -> (Option<i32>, String) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

@@ -33,3 +33,4 @@ mod secrets;
 mod semantics;
 mod socket;
 mod store;
+mod time;

@@ -109,11 +109,21 @@ fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Val
             "step": stored.sequence,
             "committed": format_rfc3339(stored.unix_milliseconds),
             "configuration": stored.snapshot.configuration,
-            "context": stored.snapshot.context,
-            "timers": stored.snapshot.timers.iter().map(|timer| serde_json::json!({
-                "event": timer.event,
-                "due": format_rfc3339(timer.deadline_unix_milliseconds),
-            })).collect::<Vec<_>>(),
+            // Readable: a timestamp or duration shows as its text, not its stored tag.
+            "context": stored.snapshot.context.iter()
+                .map(|(name, value)| (name.clone(), crate::value::Value::from_stored_json(value).to_json()))
+                .collect::<serde_json::Map<_, _>>(),
+            "timers": stored.snapshot.timers.iter().map(|timer| {
+                let mut shown = serde_json::json!({
+                    "event": timer.event,
+                    "due": format_rfc3339(timer.deadline_unix_milliseconds),
+                });
+                // A deadline keeps its instant on every resume; say so where it is one.
+                if timer.absolute {
+                    shown["deadline"] = serde_json::Value::Bool(true);
+                }
+                shown
+            }).collect::<Vec<_>>(),
             "running_effects": stored.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
             "effect_attempts": stored.snapshot.effects.iter().map(|effect| serde_json::json!({
                 "id": effect.action,
@@ -173,9 +183,10 @@ fn print_human(description: &serde_json::Value) {
         println!("context   {}", state["context"]);
         for timer in state["timers"].as_array().into_iter().flatten() {
             println!(
-                "timer     {} due {}",
+                "timer     {} due {}{}",
                 timer["event"].as_str().unwrap_or_default(),
-                timer["due"].as_str().unwrap_or_default()
+                timer["due"].as_str().unwrap_or_default(),
+                if timer["deadline"] == true { " (deadline)" } else { "" }
             );
         }
         for effect in state["running_effects"].as_array().into_iter().flatten() {

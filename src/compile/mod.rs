@@ -478,7 +478,7 @@ impl Compiler<'_> {
             None
         };
         if let Some(help) = help {
-            self.key_error(
+            self.value_error(
                 pointer,
                 format!("`until` takes a timestamp expression, not `{trimmed}`"),
                 Some(help),

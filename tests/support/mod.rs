@@ -137,6 +137,15 @@ impl Run {
     }
 
     pub fn start_with_inputs(yaml: &str, inputs: &[(&str, &str)]) -> Run {
+        Run::start_with_clock(yaml, inputs, 0)
+    }
+
+    /// Compiles and starts `yaml` with its clock (`now()`, virtual) at `unix_milliseconds`.
+    pub fn start_at(yaml: &str, unix_milliseconds: u64) -> Run {
+        Run::start_with_clock(yaml, &[], unix_milliseconds)
+    }
+
+    fn start_with_clock(yaml: &str, inputs: &[(&str, &str)], unix_milliseconds: u64) -> Run {
         let machine = machine(yaml);
         let supplied: Vec<(String, String)> = inputs
             .iter()
@@ -147,10 +156,12 @@ impl Run {
             interpreter: Interpreter::new(machine.clone(), inputs),
             host: TestHost {
                 machine: Some(machine.clone()),
+                now: unix_milliseconds,
                 ..TestHost::default()
             },
             machine,
         };
+        run.interpreter.set_clock(unix_milliseconds);
         run.interpreter.start(&mut run.host).expect("start");
         run.deliver_queued();
         run
@@ -168,6 +179,7 @@ impl Run {
             Value::from_json(&data),
             Origin::External,
         );
+        self.interpreter.set_clock(self.host.now);
         self.interpreter
             .handle(&event, &mut self.host)
             .expect("macrostep");
@@ -178,6 +190,7 @@ impl Run {
     /// Delivers queued external events (from `send` without delay) one at a time.
     pub fn deliver_queued(&mut self) {
         while let Some(event) = self.host.external_queue.pop_front() {
+            self.interpreter.set_clock(self.host.now);
             self.interpreter
                 .handle(&event, &mut self.host)
                 .expect("macrostep");
@@ -197,6 +210,7 @@ impl Run {
             let Some((deadline, ..)) = due else { break };
             let (_, _, _, event) = self.host.timers.remove(0);
             self.host.now = deadline;
+            self.interpreter.set_clock(deadline);
             self.interpreter
                 .handle(&event, &mut self.host)
                 .expect("macrostep");
