@@ -44,9 +44,9 @@ impl Value {
     /// (a store edited by hand) stays the map it is.
     pub fn from_stored_json(json: &serde_json::Value) -> Value {
         match json {
-            serde_json::Value::Array(items) => {
-                Value::List(Arc::new(items.iter().map(Value::from_stored_json).collect()))
-            }
+            serde_json::Value::Array(items) => Value::List(Arc::new(
+                items.iter().map(Value::from_stored_json).collect(),
+            )),
             serde_json::Value::Object(object) => {
                 if let Some((key, inner)) = object.iter().next()
                     && object.len() == 1
@@ -71,9 +71,9 @@ fn is_tag(key: &str) -> bool {
 
 fn untag(key: &str, inner: &serde_json::Value) -> Option<Value> {
     match (key, inner) {
-        (TIMESTAMP_KEY, serde_json::Value::String(text)) => {
-            crate::time::parse_timestamp(text).ok().map(Value::Timestamp)
-        }
+        (TIMESTAMP_KEY, serde_json::Value::String(text)) => crate::time::parse_timestamp(text)
+            .ok()
+            .map(Value::Timestamp),
         (DURATION_KEY, serde_json::Value::String(text)) => {
             crate::time::parse_duration(text).ok().map(Value::Duration)
         }
@@ -109,7 +109,10 @@ mod tests {
             Value::from_json(&serde_json::json!({"plain": [1, "x", null]})),
         ]));
         let stored = value.to_stored_json();
-        assert_eq!(stored[0], serde_json::json!({"$timestamp": "2026-01-01T09:00:00.123456789Z"}));
+        assert_eq!(
+            stored[0],
+            serde_json::json!({"$timestamp": "2026-01-01T09:00:00.123456789Z"})
+        );
         assert_eq!(stored[1], serde_json::json!({"$duration": "-1h30m"}));
         assert_eq!(Value::from_stored_json(&stored), value);
         // Plain JSON shows the readable text.

@@ -24,7 +24,9 @@ pub fn in_range(timestamp: &Timestamp) -> bool {
 
 /// Why a timestamp out of range is refused, naming the range.
 pub fn out_of_range_message(what: &str) -> String {
-    format!("{what} is outside the timestamps there are, {MIN_TIMESTAMP_TEXT} to {MAX_TIMESTAMP_TEXT}")
+    format!(
+        "{what} is outside the timestamps there are, {MIN_TIMESTAMP_TEXT} to {MAX_TIMESTAMP_TEXT}"
+    )
 }
 
 /// Why a duration out of range is refused, naming the range.
@@ -85,7 +87,9 @@ const UNITS: [(&str, i128); 8] = [
 /// spellings (`-1.5h`, `100us`, `0`), a sign first if any, then amounts with units.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let not_a_duration = || {
-        format!("`{text}` is not a duration such as `90s`, `1h30m`, `1.5s` or `250ms` (units: d, h, m, s, ms, us, ns)")
+        format!(
+            "`{text}` is not a duration such as `90s`, `1h30m`, `1.5s` or `250ms` (units: d, h, m, s, ms, us, ns)"
+        )
     };
     let trimmed = text.trim();
     let (negative, mut rest) = match trimmed.strip_prefix('-') {
@@ -236,7 +240,15 @@ mod tests {
     #[test]
     fn prints_what_it_reads() {
         for text in [
-            "1h30m", "1.5s", "250ms", "-5s", "0s", "1d2h", "1.0000005s", "2m3s", "59m59.75s",
+            "1h30m",
+            "1.5s",
+            "250ms",
+            "-5s",
+            "0s",
+            "1d2h",
+            "1.0000005s",
+            "2m3s",
+            "59m59.75s",
         ] {
             let duration = parse_duration(text).unwrap();
             assert_eq!(format_duration(&duration), text);
@@ -248,7 +260,10 @@ mod tests {
         assert!(parse_timestamp(MIN_TIMESTAMP_TEXT).is_ok());
         assert!(parse_timestamp(MAX_TIMESTAMP_TEXT).is_ok());
         let past = parse_timestamp("10000-01-01T00:00:00Z").unwrap_err();
-        assert!(past.contains("RFC 3339") || past.contains("outside"), "{past}");
+        assert!(
+            past.contains("RFC 3339") || past.contains("outside"),
+            "{past}"
+        );
         let offset = parse_timestamp("2026-01-01T10:00:00+01:00").unwrap();
         assert_eq!(format_timestamp(&offset), "2026-01-01T09:00:00.000Z");
         let fine = parse_timestamp("2026-01-01T09:00:00.000000001Z").unwrap();

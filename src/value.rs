@@ -213,7 +213,9 @@ impl fmt::Display for Value {
             Value::Timestamp(timestamp) => {
                 formatter.write_str(&crate::time::format_timestamp(timestamp))
             }
-            Value::Duration(duration) => formatter.write_str(&crate::time::format_duration(duration)),
+            Value::Duration(duration) => {
+                formatter.write_str(&crate::time::format_duration(duration))
+            }
             other => write!(formatter, "{}", other.to_json()),
         }
     }

@@ -38,15 +38,18 @@ const BOOL_SLOTS: [&str; 2] = ["b0", "b1"];
 /// Text slots: two context variables and one input.
 const TEXT_SLOTS: [&str; 3] = ["s0", "s1", "tool"];
 /// Slots and literals of types the fast path leaves to CEL (double, uint, null, list, map).
-const OTHER_OPERANDS: [&str; 10] = [
-    "f0", "u0", "z", "l", "m", "1.5", "2u", "null", "[1, 2]", "{'k': 1}",
+const OTHER_OPERANDS: [&str; 12] = [
+    "f0", "u0", "z", "l", "m", "1.5", "2u", "null", "[1, 2]", "{'k': 1}", "t0", "d0",
 ];
+/// Time slots: two timestamps and two durations, which the fast path compares in place and
+/// leaves the arithmetic of to CEL.
+const TIME_OPERANDS: [&str; 6] = ["t0", "t1", "d0", "d1", "(t0 - t1)", "(t1 + d0)"];
 const INPUTS: [&str; 2] = ["limit", "tool"];
 
 /// Context variables in slot order: the per-scope ones, then the fixed odd-typed ones.
 fn context_names() -> Vec<String> {
     [
-        "i0", "i1", "i2", "b0", "b1", "s0", "s1", "f0", "u0", "z", "l", "m",
+        "i0", "i1", "i2", "b0", "b1", "s0", "s1", "f0", "u0", "z", "l", "m", "t0", "t1", "d0", "d1",
     ]
     .map(String::from)
     .to_vec()
@@ -58,6 +61,9 @@ struct Slots {
     integers: [i64; 4],
     flags: [bool; 2],
     texts: [String; 3],
+    /// Timestamps and durations, in milliseconds: few values, so they are often equal.
+    instants: [i64; 2],
+    spans: [i64; 2],
 }
 
 impl Slots {
@@ -81,6 +87,10 @@ impl Slots {
             Value::Null,
             Value::List(Arc::new(vec![Value::Int(1), Value::string("x")])),
             Value::Map(Arc::new(map)),
+            Value::Timestamp(chrono::DateTime::from_timestamp_millis(self.instants[0]).unwrap()),
+            Value::Timestamp(chrono::DateTime::from_timestamp_millis(self.instants[1]).unwrap()),
+            Value::Duration(chrono::TimeDelta::milliseconds(self.spans[0])),
+            Value::Duration(chrono::TimeDelta::milliseconds(self.spans[1])),
         ]
     }
 
@@ -213,6 +223,14 @@ fn expression(kind: Kind, depth: u32) -> BoxedStrategy<String> {
                 (Kind::Bool, 83..=89) => sub(Kind::Bool)
                     .prop_map(|operand| format!("!{}", group(&operand)))
                     .boxed(),
+                (Kind::Bool, 90..=94) => {
+                    let time = || {
+                        select(TIME_OPERANDS.to_vec())
+                            .prop_map(String::from)
+                            .boxed()
+                    };
+                    binary(time(), &COMPARISONS, time())
+                }
                 (Kind::Text, 33..=49) => binary(sub(Kind::Text), &["+"], sub(Kind::Text)),
                 (Kind::Text, 50..=89) => (sub(Kind::Bool), sub(Kind::Text), sub(Kind::Text))
                     .prop_map(|(condition, then, otherwise)| {
@@ -244,12 +262,31 @@ fn slots() -> impl Strategy<Value = Slots> {
         [integer(), integer(), integer(), integer()],
         any::<[bool; 2]>(),
         [text(), text(), text()],
+        [instant(), instant()],
+        [span(), span()],
     )
-        .prop_map(|(integers, flags, texts)| Slots {
+        .prop_map(|(integers, flags, texts, instants, spans)| Slots {
             integers,
             flags,
             texts,
+            instants,
+            spans,
         })
+}
+
+/// Unix milliseconds: the epoch, a day in 2026, a millisecond later, year 9999.
+fn instant() -> impl Strategy<Value = i64> {
+    select(vec![
+        0,
+        1_767_258_000_000,
+        1_767_258_000_001,
+        253_402_300_799_999,
+    ])
+}
+
+/// Milliseconds of a duration, negative ones among them.
+fn span() -> impl Strategy<Value = i64> {
+    select(vec![0, 1, -1, 90_000, 86_400_000])
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -547,6 +584,8 @@ fn fast_path_agrees_with_cel_on_edge_cases() {
         integers: [i64::MAX, i64::MIN, -1, 0],
         flags: [true, false],
         texts: ["é".into(), "z".into(), "".into()],
+        instants: [0, 253_402_300_799_999],
+        spans: [-1, 1],
     };
     let (context, inputs) = (slots.context(), slots.inputs());
     let scope = Scope {
@@ -581,6 +620,11 @@ fn fast_path_agrees_with_cel_on_edge_cases() {
         ("b1 ? i0 + 1 : 0x10", "16"),
         ("1 == true", "false"),
         ("i2 < u0", "true"),
+        ("t0 < t1 && d0 < d1 && t0 != t1", "true"),
+        ("t0 == d0", "false"),
+        ("t1 + d1", "overflow"),
+        ("t0 - t1 < d0", "overflow"),
+        ("t1 - t1 < d1", "true"),
     ];
     for (text, expected) in cases {
         let expression = Expression::compile(text, &names).expect(text);
@@ -679,6 +723,8 @@ fn plain_slots(integer: i64) -> Slots {
         integers: [integer, 0, 0, 0],
         flags: [true, false],
         texts: ["a".into(), "b".into(), "".into()],
+        instants: [0, 0],
+        spans: [0, 0],
     }
 }
 

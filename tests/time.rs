@@ -153,17 +153,34 @@ states:
 "#,
     );
     for (location, says) in [
-        ("test.yaml:7:34", "`+` between a timestamp and a number fails when it runs"),
-        ("test.yaml:7:34", "write `duration('5s')` for 5 seconds (e.g. `now() + duration('5s')`)"),
+        (
+            "test.yaml:7:34",
+            "`+` between a timestamp and a number fails when it runs",
+        ),
+        (
+            "test.yaml:7:34",
+            "write `duration('5s')` for 5 seconds (e.g. `now() + duration('5s')`)",
+        ),
         ("test.yaml:8:40", "a timestamp and a duration never compare"),
-        ("test.yaml:10:18", "`until` takes a timestamp expression, not `30s`"),
+        (
+            "test.yaml:10:18",
+            "`until` takes a timestamp expression, not `30s`",
+        ),
         ("test.yaml:10:18", "write `delay: 30s`"),
-        ("test.yaml:11:18", "write `until: timestamp('2026-01-01T09:00:00Z')`"),
+        (
+            "test.yaml:11:18",
+            "write `until: timestamp('2026-01-01T09:00:00Z')`",
+        ),
         ("test.yaml:12:11", "has a `delay` or an `until`, not both"),
         ("test.yaml:13:9", "needs a `delay` or an `until`"),
-        ("test.yaml:15:13", "`until` belongs to transitions under `after`"),
+        (
+            "test.yaml:15:13",
+            "`until` belongs to transitions under `after`",
+        ),
     ] {
-        let found = rendered.split("error").any(|error| error.contains(location) && error.contains(says));
+        let found = rendered
+            .split("error")
+            .any(|error| error.contains(location) && error.contains(says));
         assert!(found, "{location} {says}:\n{rendered}");
     }
 }
@@ -207,7 +224,7 @@ states:
     assert_eq!(logs.len(), 4, "{logs:#?}");
     for (log, says) in logs.iter().zip([
         "`until` takes a timestamp (e.g. `timestamp('2026-01-01T09:00:00Z')` or `started + duration('1h')`), not duration `5s`",
-        "Overflow",
+        "`9999-12-31T23:59:59.000Z + 1s` overflows: timestamps run from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z",
         "not an RFC 3339 timestamp",
         "longer than a duration can be: about 292 years",
     ]) {
@@ -275,7 +292,9 @@ states:
     ));
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains(&format!(r#""output":{{"started":"{started}","waited":true}}"#)),
+        stdout.contains(&format!(
+            r#""output":{{"started":"{started}","waited":true}}"#
+        )),
         "{stdout}"
     );
     // Passed while the engine was down: at once, not a whole second after the resume.

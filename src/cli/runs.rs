@@ -186,7 +186,11 @@ fn print_human(description: &serde_json::Value) {
                 "timer     {} due {}{}",
                 timer["event"].as_str().unwrap_or_default(),
                 timer["due"].as_str().unwrap_or_default(),
-                if timer["deadline"] == true { " (deadline)" } else { "" }
+                if timer["deadline"] == true {
+                    " (deadline)"
+                } else {
+                    ""
+                }
             );
         }
         for effect in state["running_effects"].as_array().into_iter().flatten() {

@@ -572,6 +572,35 @@ fn describe_execution_error(error: &ExecutionError) -> String {
     match error {
         ExecutionError::UndeclaredReference(name) => format!("`{name}` is not defined"),
         ExecutionError::NoSuchKey(key) => format!("no key `{key}`"),
+        ExecutionError::Overflow(operation, left, right) => {
+            let shown = |value: &cel::Value| {
+                Value::from_cel(value)
+                    .map_or_else(|| format!("{value:?}"), |value| value.to_string())
+            };
+            let symbol = match *operation {
+                "add" => "+",
+                "sub" => "-",
+                "mul" => "*",
+                other => other,
+            };
+            let is_time = |value: &cel::Value| {
+                matches!(value, cel::Value::Timestamp(_) | cel::Value::Duration(_))
+            };
+            let range = if is_time(left) || is_time(right) {
+                format!(
+                    "timestamps run from {} to {}, durations about 292 years either way",
+                    crate::time::MIN_TIMESTAMP_TEXT,
+                    crate::time::MAX_TIMESTAMP_TEXT
+                )
+            } else {
+                "an int is 64 bits".to_string()
+            };
+            format!(
+                "`{} {symbol} {}` overflows: {range}",
+                shown(left),
+                shown(right)
+            )
+        }
         other => other.to_string(),
     }
 }
@@ -1125,6 +1154,12 @@ mod tests {
             .map(|name| format!("{name}('1')"))
             .collect();
         calls.extend(KNOWN_METHODS.iter().map(|name| format!("'ab'.{name}('a')")));
+        // The time getters on the values that have them, with and without a time zone.
+        for getter in KNOWN_METHODS.iter().filter(|name| name.starts_with("get")) {
+            calls.push(format!("now().{getter}()"));
+            calls.push(format!("now().{getter}('UTC')"));
+            calls.push(format!("duration('1h').{getter}()"));
+        }
         calls.extend(NAMESPACES.iter().flat_map(|(namespace, functions)| {
             functions
                 .iter()
@@ -1206,10 +1241,22 @@ mod tests {
         let names = names();
         let scope = scope_with(&names, &[], &[]);
         for (text, says) in [
-            ("timestamp('2026-13-01T00:00:00Z')", "not an RFC 3339 timestamp"),
-            ("timestamp('10000-01-01T00:00:00Z')", "not an RFC 3339 timestamp"),
-            ("timestamp('9999-12-31T23:59:59Z') + duration('1s')", "Overflow"),
-            ("timestamp(300000000000)", "outside the timestamps there are"),
+            (
+                "timestamp('2026-13-01T00:00:00Z')",
+                "not an RFC 3339 timestamp",
+            ),
+            (
+                "timestamp('10000-01-01T00:00:00Z')",
+                "not an RFC 3339 timestamp",
+            ),
+            (
+                "timestamp('9999-12-31T23:59:59Z') + duration('1s')",
+                "overflows",
+            ),
+            (
+                "timestamp(300000000000)",
+                "outside the timestamps there are",
+            ),
             ("duration('1x')", "not a duration such as"),
             ("duration('300000d')", "292 years"),
             ("duration('2000000h') * 2", "292 years"),

@@ -471,9 +471,14 @@ impl Compiler<'_> {
                 "`{trimmed}` is a span of time: write `delay: {trimmed}`, or `until: started + duration('{trimmed}')` with the instant it counts from"
             ))
         } else if trimmed.parse::<f64>().is_ok() {
-            Some("a number is no instant: write e.g. `until: timestamp('2026-01-01T09:00:00Z')`".into())
+            Some(
+                "a number is no instant: write e.g. `until: timestamp('2026-01-01T09:00:00Z')`"
+                    .into(),
+            )
         } else if quoted {
-            Some(format!("a text is no instant: write `until: timestamp({trimmed})`"))
+            Some(format!(
+                "a text is no instant: write `until: timestamp({trimmed})`"
+            ))
         } else {
             None
         };

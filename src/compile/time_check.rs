@@ -34,10 +34,7 @@ impl Known {
 }
 
 /// The problems of time arithmetic in `expression`; `offset` locates a node in the text.
-pub fn check(
-    expression: &IdedExpr,
-    offset: &dyn Fn(&IdedExpr) -> usize,
-) -> Vec<ExpressionProblem> {
+pub fn check(expression: &IdedExpr, offset: &dyn Fn(&IdedExpr) -> usize) -> Vec<ExpressionProblem> {
     let mut checker = Checker {
         offset,
         problems: Vec::new(),
@@ -63,8 +60,11 @@ impl Checker<'_> {
                 _ => Known::Unknown,
             },
             Expr::Call(call) => {
-                let arguments: Vec<Known> =
-                    call.args.iter().map(|argument| self.infer(argument)).collect();
+                let arguments: Vec<Known> = call
+                    .args
+                    .iter()
+                    .map(|argument| self.infer(argument))
+                    .collect();
                 if let Some(target) = &call.target {
                     let target = self.infer(target);
                     return match (target, call.func_name.as_str()) {

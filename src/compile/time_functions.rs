@@ -1,9 +1,9 @@
 //! `duration()`, `timestamp()` and `duration * number` in CEL: the protocol's spellings and clear errors on top of CEL's time values.
 
+use cel::ExecutionError;
 use cel::common::ast::{CallExpr, Expr, operators};
 use cel::common::types::{self, CelDouble, CelDuration, CelInt, CelString, CelTimestamp, CelUInt};
 use cel::common::value::{CowVal, Val};
-use cel::ExecutionError;
 
 use crate::time;
 
@@ -91,7 +91,9 @@ fn timestamp<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, E
     } else if let Some(seconds) = argument.downcast_ref::<CelInt>() {
         chrono::DateTime::from_timestamp(*seconds.inner(), 0)
             .filter(time::in_range)
-            .ok_or_else(|| time::out_of_range_message(&format!("{} seconds after 1970", seconds.inner())))
+            .ok_or_else(|| {
+                time::out_of_range_message(&format!("{} seconds after 1970", seconds.inner()))
+            })
     } else {
         Err(format!(
             "takes an RFC 3339 text such as '2026-01-01T09:00:00Z' or Unix seconds, not {}",

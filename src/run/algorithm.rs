@@ -855,9 +855,8 @@ impl<'e> Algorithm<'_, 'e> {
     fn start_timers(&mut self, state: StateId) {
         let machine = self.machine;
         for timer in &machine.state(state).timers {
-            let delay = self.with_execution(|execution| {
-                execution.with_scope(|scope| timer.delay.wait(scope))
-            });
+            let delay = self
+                .with_execution(|execution| execution.with_scope(|scope| timer.delay.wait(scope)));
             match delay {
                 Ok(wait) => {
                     let mut timer_event =

@@ -99,17 +99,19 @@ impl<'a> Session<'a> {
             .state
             .timers
             .iter()
-            .map(|((deadline, _), (id, event, delay, absolute))| PendingTimer {
-                event: event.name.to_string(),
-                send_id: id.as_deref().map(String::from),
-                deadline_unix_milliseconds: now_unix
-                    + deadline.saturating_duration_since(now).as_millis() as u64,
-                delay_milliseconds: *delay,
-                // `after` timers are named `after.<state>.<index>`, a reserved prefix.
-                private: event.name.starts_with("after."),
-                absolute: *absolute,
-                data: event.data.to_stored_json(),
-            })
+            .map(
+                |((deadline, _), (id, event, delay, absolute))| PendingTimer {
+                    event: event.name.to_string(),
+                    send_id: id.as_deref().map(String::from),
+                    deadline_unix_milliseconds: now_unix
+                        + deadline.saturating_duration_since(now).as_millis() as u64,
+                    delay_milliseconds: *delay,
+                    // `after` timers are named `after.<state>.<index>`, a reserved prefix.
+                    private: event.name.starts_with("after."),
+                    absolute: *absolute,
+                    data: event.data.to_stored_json(),
+                },
+            )
             .collect();
         snapshot.effects = self
             .host
