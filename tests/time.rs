@@ -132,6 +132,27 @@ states:
     );
 }
 
+/// An effect's `timeout` giving a timestamp limits the attempt to the time left until it.
+#[test]
+fn an_effect_timeout_may_be_a_deadline() {
+    let run = Run::start_at(
+        r#"
+id: effect-deadline
+states:
+  a:
+    entry:
+      - exec: [sh, -c, "sleep 100"]
+        id: slow
+        timeout: "timestamp('2026-01-01T09:05:00Z')"
+"#,
+        NINE,
+    );
+    assert_eq!(
+        run.host.effects[0].plan.timeout,
+        Some(std::time::Duration::from_secs(300))
+    );
+}
+
 #[test]
 fn misuse_is_a_located_load_error() {
     let rendered = errors(

@@ -166,10 +166,15 @@ fn rewrite_in_place(expression: &mut IdedExpr, accumulator: Option<&str>) {
             // A literal beside `+` grows the other side by at most its own length (an
             // expression is at most 4 KiB), and a number makes it no concatenation at all: CEL's
             // own `+` is cheaper than a call, and the result is still checked where it is kept.
-            let adds_a_literal = call_expression
+            // A text literal still goes through `@add` when the other side is not a literal:
+            // that side may be a time value, which `@add` writes as text.
+            let adds_a_literal = call_expression.args.iter().any(|argument| {
+                matches!(&argument.expr, Expr::Literal(literal)
+                    if !matches!(literal, cel::common::ast::LiteralValue::String(_)))
+            }) || call_expression
                 .args
                 .iter()
-                .any(|argument| matches!(argument.expr, Expr::Literal(_)));
+                .all(|argument| matches!(argument.expr, Expr::Literal(_)));
             if call_expression.func_name == operators::ADD
                 && !appends_to_accumulator
                 && !adds_a_literal
@@ -291,6 +296,10 @@ fn add<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
         about_to_build(
             measure(left.as_ref(), limit).saturating_add(measure(right.as_ref(), limit)),
         )?;
+    }
+    if let Some(joined) = super::time_functions::joined_with_text(left.as_ref(), right.as_ref()) {
+        about_to_build(joined.len())?;
+        return Ok(CowVal::Owned(Box::new(CelString::from(joined))));
     }
     let adder = left.as_adder().ok_or_else(|| {
         ExecutionError::no_such_overload(

@@ -1216,6 +1216,10 @@ mod tests {
             ("timestamp(60) == timestamp('1970-01-01T00:01:00Z')", "true"),
             ("duration(duration('5s'))", "5s"),
             ("string(duration('1h'))", "3600s"),
+            // Joined with text as a template writes them (CEL has no such `+`).
+            ("'at ' + now()", "at 2026-01-01T09:00:00.250Z"),
+            ("duration('90s') + ' left'", "1m30s left"),
+            ("'a' + 'b'", "ab"),
             ("3 * 4", "12"),
             ("[1, 2] == [1, 2] ? 2.0 * 1.5 : 0.0", "3.0"),
         ];

@@ -139,6 +139,8 @@ impl Checker<'_> {
         let outcome = match operator {
             operators::ADD => match (left, right) {
                 (Timestamp, Duration) | (Duration, Timestamp) => Ok(Timestamp),
+                // Joined as text: `'report-' + now()`.
+                (Text, _) | (_, Text) => Ok(Text),
                 (Duration, Duration) => Ok(Duration),
                 (Timestamp, Timestamp) => Err(
                     "two timestamps do not add up: subtract them for the duration between (`t2 - t1`), or add a duration to one"

@@ -106,6 +106,26 @@ fn timestamp<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, E
     ))))
 }
 
+/// `'text' + t` or `t + 'text'` for a timestamp or duration `t`: the text joined with the time
+/// value's (`2026-01-01T09:00:00.000Z`, `1h30m`), as a template writes it. CEL has no such `+`;
+/// `now()` was text before it was a timestamp, and paths are built this way.
+pub fn joined_with_text(left: &dyn Val, right: &dyn Val) -> Option<String> {
+    let time_text = |value: &dyn Val| {
+        if let Some(timestamp) = value.downcast_ref::<CelTimestamp>() {
+            Some(time::format_timestamp(&timestamp.inner().to_utc()))
+        } else {
+            value
+                .downcast_ref::<CelDuration>()
+                .map(|duration| time::format_duration(duration.inner()))
+        }
+    };
+    if let Some(text) = left.downcast_ref::<CelString>() {
+        return time_text(right).map(|time| format!("{}{time}", text.inner()));
+    }
+    let text = right.downcast_ref::<CelString>()?;
+    time_text(left).map(|time| format!("{time}{}", text.inner()))
+}
+
 /// A number as a multiplier of a duration: exact for ints, rounded to the nanosecond for doubles.
 enum Factor {
     Whole(i128),
