@@ -1266,6 +1266,10 @@ mod tests {
             ("duration('2000000h') * 2", "292 years"),
             ("duration('1s') * 1e300", "292 years"),
             ("duration(5)", "takes a text"),
+            ("timestamp('')", "not an RFC 3339 timestamp"),
+            ("timestamp(1.5)", "takes an RFC 3339 text"),
+            ("duration('-')", "not a duration such as"),
+            ("now().getHours('Nowhere/Bogus')", "Nowhere/Bogus"),
         ] {
             let expression = Expression::compile(text, &names).unwrap();
             let error = expression.evaluate(&scope).unwrap_err().to_string();
