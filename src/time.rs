@@ -167,7 +167,7 @@ pub fn format_duration(duration: &Duration) -> String {
     if magnitude == 0 {
         return "0s".into();
     }
-    if magnitude < 1_000_000_000 && magnitude % 1_000_000 == 0 {
+    if magnitude < 1_000_000_000 && magnitude.is_multiple_of(1_000_000) {
         return format!("{text}{}ms", magnitude / 1_000_000);
     }
     let mut seconds = magnitude / 1_000_000_000;
