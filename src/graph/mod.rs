@@ -129,7 +129,11 @@ fn event_label(
         .iter()
         .find(|timer| timer.private && *timer.event == **name)
     {
-        return format!("after {}", delay_text(&timer.delay));
+        // A deadline reads `until <timestamp>`; a span `after <delay>`.
+        return match &timer.delay {
+            Delay::Until(_) => delay_text(&timer.delay),
+            delay => format!("after {}", delay_text(delay)),
+        };
     }
     match caught_timeout(machine, timeouts, source, descriptor) {
         Some((owner, timer)) if owner == source => format!("timeout {}", delay_text(&timer.delay)),
@@ -328,6 +332,7 @@ states:
     after:
       - { delay: 30s, target: c }
       - { delay: wait, target: c, guard: attempts > 1 }
+      - { until: "timestamp('2026-01-01T09:00:00Z')", target: c }
     always: { target: c, guard: attempts > 5 }
   b:
     initial: b1
@@ -347,6 +352,7 @@ states:
                 triple("a", "c", "timeout 15m"),
                 triple("a", "c", "after 30s"),
                 triple("a", "c", "after wait [attempts > 1]"),
+                triple("a", "c", "until timestamp('2026-01-01T09:00:00Z')"),
                 triple("a", "c", "always [attempts > 5]"),
                 triple("a", "a", "* (internal)"),
                 triple("a", "a", "ping (internal)"),
