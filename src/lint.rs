@@ -997,7 +997,7 @@ impl Usage {
             }
             self.transition(transition, &after_pointer);
         }
-        if let Some(timeout) = &state.timeout {
+        if let Some(crate::model::timeout::StateTimeout::After(timeout)) = &state.timeout {
             self.delay(
                 timeout,
                 DelayPlace::StateTimeout,

@@ -113,7 +113,11 @@ states:
       - send: ping
         delay: "now() + duration('1h')"
     on:
-      ping: { target: done, actions: [{ log: "ping at ${now()}" }] }
+      ping: { target: fourth, actions: [{ log: "ping at ${now()}" }] }
+  fourth:
+    timeout: { until: "timestamp('2026-01-01T10:05:00.000001Z')" }
+    on:
+      timeout: { target: done, actions: [{ log: "timed out at ${now()}" }] }
   done: { type: final }
 "#,
         NINE,
@@ -123,13 +127,17 @@ states:
     assert_eq!(run.leaves(), ["second"]);
     run.advance(1);
     run.advance(60 * 60_000);
+    // A deadline a microsecond past a millisecond fires at the next one, never before it.
+    run.advance(1);
     assert_eq!(
         run.take_logs(),
         [
             "third at 2026-01-01T09:05:00.000Z",
             "ping at 2026-01-01T10:05:00.000Z",
+            "timed out at 2026-01-01T10:05:00.001Z",
         ]
     );
+    assert_eq!(run.leaves(), Vec::<String>::new());
 }
 
 /// An effect's `timeout` giving a timestamp limits the attempt to the time left until it.
@@ -171,6 +179,8 @@ states:
       - { target: a }
     on:
       go: { until: "now()", target: a }
+  b:
+    timeout: { until: 15m }
 "#,
     );
     for (location, says) in [
@@ -197,6 +207,10 @@ states:
         (
             "test.yaml:15:13",
             "`until` belongs to transitions under `after`",
+        ),
+        (
+            "test.yaml:17:23",
+            "`until` takes a timestamp expression, not `15m`",
         ),
     ] {
         let found = rendered

@@ -1149,7 +1149,13 @@ impl Builder<'_, '_> {
             }
             let event_name = format!("timeout.{}", entry.id);
             let event_type = compiler.intern_event(&event_name);
-            if let Some(delay) = compiler.delay(timeout, &timeout_pointer) {
+            let delay = match timeout {
+                model::timeout::StateTimeout::After(text) => compiler.delay(text, &timeout_pointer),
+                model::timeout::StateTimeout::Until(deadline) => {
+                    compiler.until(&deadline.until, &format!("{timeout_pointer}/until"))
+                }
+            };
+            if let Some(delay) = delay {
                 node.timers.push(Timer {
                     delay,
                     event: Arc::from(event_name),

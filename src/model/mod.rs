@@ -6,6 +6,7 @@ pub mod effect;
 pub mod input;
 pub mod permissions;
 pub mod state;
+pub mod timeout;
 pub mod transition;
 
 use indexmap::IndexMap;

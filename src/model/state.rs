@@ -42,10 +42,11 @@ pub struct State {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<Transition>,
     /// Leave the state through the event `timeout.<id>` if it is still active this long after
-    /// entry: a literal such as `15m`, or an expression giving milliseconds. Handle it under `on`
-    /// (`timeout` matches every state's timeout).
+    /// entry: a literal such as `15m`, or an expression giving a duration or milliseconds; or at
+    /// a deadline, `{ until: <timestamp expression> }`. Handle it under `on` (`timeout` matches
+    /// every state's timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<String>,
+    pub timeout: Option<super::timeout::StateTimeout>,
     /// Child protocols started when the state is entered and cancelled when it exits. A child's
     /// final `output` arrives on `done.invoke.<id>` (exit code 0) or `error.invoke.<id>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
