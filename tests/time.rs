@@ -227,6 +227,8 @@ fn a_bad_deadline_or_an_overflow_at_run_time_is_error_execution() {
     let mut run = Run::start_at(
         r#"
 id: runtime
+inputs:
+  patience: { type: duration, default: 2s }
 context: { span: null, late: null }
 states:
   a:
@@ -251,17 +253,23 @@ states:
       - assign: { span: "duration('200000d')" }
     on:
       error.execution: { target: e, actions: [{ log: "${event.data.message}" }] }
-  e: { type: final }
+  e:
+    entry:
+      - assign: { late: "now() + patience" }
+    on:
+      error.execution: { target: f, actions: [{ log: "${event.data.message}" }] }
+  f: { type: final }
 "#,
         NINE,
     );
     let logs = run.take_logs();
-    assert_eq!(logs.len(), 4, "{logs:#?}");
+    assert_eq!(logs.len(), 5, "{logs:#?}");
     for (log, says) in logs.iter().zip([
         "`until` takes a timestamp (e.g. `timestamp('2026-01-01T09:00:00Z')` or `started + duration('1h')`), not duration `5s`",
         "`9999-12-31T23:59:59.000Z + 1s` overflows: timestamps run from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z",
         "not an RFC 3339 timestamp",
         "longer than a duration can be: about 292 years",
+        "timestamp + int is not defined: a number has no unit; write `duration('1ms') * n` for `n` milliseconds (a `duration` input is milliseconds)",
     ]) {
         assert!(log.contains(says), "{log} lacks {says}");
     }

@@ -301,6 +301,10 @@ fn add<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
         about_to_build(joined.len())?;
         return Ok(CowVal::Owned(Box::new(CelString::from(joined))));
     }
+    if let Some(refused) = super::time_functions::number_beside_time(left.as_ref(), right.as_ref())
+    {
+        return Err(refused);
+    }
     let adder = left.as_adder().ok_or_else(|| {
         ExecutionError::no_such_overload(
             "_+_",

@@ -56,7 +56,14 @@ fn one<'b, 'v>(
     }
 }
 
+/// A value's type as the engine's messages name it (`timestamp`, not `google.protobuf.Timestamp`).
 fn type_name(value: &dyn Val) -> String {
+    if value.downcast_ref::<CelTimestamp>().is_some() {
+        return "timestamp".into();
+    }
+    if value.downcast_ref::<CelDuration>().is_some() {
+        return "duration".into();
+    }
     value.get_type().name().to_string()
 }
 
@@ -124,6 +131,26 @@ pub fn joined_with_text(left: &dyn Val, right: &dyn Val) -> Option<String> {
     }
     let text = right.downcast_ref::<CelString>()?;
     time_text(left).map(|time| format!("{time}{}", text.inner()))
+}
+
+/// Why `t + n` fails for a time value `t` and a number `n`, saying what to write: a number has
+/// no unit (a `duration` input, or `now_ms()`, is milliseconds).
+pub fn number_beside_time(left: &dyn Val, right: &dyn Val) -> Option<ExecutionError> {
+    let is_time = |value: &dyn Val| {
+        value.downcast_ref::<CelTimestamp>().is_some()
+            || value.downcast_ref::<CelDuration>().is_some()
+    };
+    let is_number = |value: &dyn Val| factor(value).is_some();
+    ((is_time(left) && is_number(right)) || (is_number(left) && is_time(right))).then(|| {
+        ExecutionError::function_error(
+            "_+_",
+            format!(
+                "{} + {} is not defined: a number has no unit; write `duration('1ms') * n` for `n` milliseconds (a `duration` input is milliseconds), `duration('1s') * n` for seconds",
+                type_name(left),
+                type_name(right)
+            ),
+        )
+    })
 }
 
 /// A number as a multiplier of a duration: exact for ints, rounded to the nanosecond for doubles.
