@@ -10,6 +10,8 @@ fn arithmetic_comparison_and_formatting_on_the_run_clock() {
     let mut run = Run::start_at(
         r#"
 id: arithmetic
+inputs:
+  patience: { type: duration, default: 2s }
 context: { started: null, deadline: null, left: null, late: null }
 states:
   a:
@@ -18,6 +20,7 @@ states:
       - assign: { left: deadline - now(), late: now() > deadline }
       - log: "started ${started}, deadline ${deadline}, left ${left} = ${left.getSeconds()} s, late ${late}"
       - log: "${duration('1m') * 3 + duration('500ms')} ${deadline.getHours()}:${deadline.getMinutes()} ${string(deadline)}"
+      - log: "patience until ${now() + duration('1ms') * patience}"
     on:
       later:
         actions:
@@ -31,6 +34,7 @@ states:
         [
             "started 2026-01-01T09:00:00.000Z, deadline 2026-01-01T10:30:00.000Z, left 1h30m = 5400 s, late false",
             "3m0.5s 10:30 2026-01-01T10:30:00Z",
+            "patience until 2026-01-01T09:00:02.000Z",
         ]
     );
     // Context holds the values; JSON shows them as text.
