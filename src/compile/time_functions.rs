@@ -234,3 +234,118 @@ fn scale(duration: &time::Duration, factor: Factor) -> Option<time::Duration> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::compile::expression::{Expression, Names, Scope};
+
+    fn names() -> Names {
+        Names::new(["attempts".to_string()], [], HashMap::new())
+    }
+
+    fn scope_with<'a>(names: &'a Names, context: &'a [crate::value::Value]) -> Scope<'a> {
+        Scope {
+            names,
+            context,
+            inputs: &[],
+            event: None,
+            is_active: &|_| false,
+            clock: 0,
+        }
+    }
+
+    /// The time functions, methods and operators the checker accepts, evaluated for real.
+    #[test]
+    fn time_values_evaluate() {
+        let names = names();
+        let mut scope = scope_with(&names, &[]);
+        // 2026-01-01T09:00:00.250Z on the scope's clock.
+        scope.clock = 1_767_258_000_250;
+        let cases = [
+            ("now()", "2026-01-01T09:00:00.250Z"),
+            // CEL's own text: the fraction trimmed.
+            ("string(now())", "2026-01-01T09:00:00.25Z"),
+            ("now() + duration('1h30m')", "2026-01-01T10:30:00.250Z"),
+            ("duration('90s') + duration('1d')", "1d1m30s"),
+            ("duration('1h') - duration('90m')", "-30m"),
+            ("duration('1m') * 3", "3m"),
+            ("2 * duration('1m')", "2m"),
+            ("duration('1s') * 1.5", "1.5s"),
+            ("timestamp('2026-01-01T10:00:00Z') - now()", "59m59.75s"),
+            ("now() - duration('250ms')", "2026-01-01T09:00:00.000Z"),
+            ("now() < timestamp('2026-01-01T10:00:00+01:00')", "false"),
+            ("duration('1h') > duration('59m')", "true"),
+            ("now() == timestamp('2026-01-01T09:00:00.250Z')", "true"),
+            ("now().getHours()", "9"),
+            ("now().getHours('Europe/Paris')", "10"),
+            ("now().getFullYear()", "2026"),
+            ("duration('1h30m').getMinutes()", "90"),
+            ("duration('1h30m').getSeconds()", "5400"),
+            ("duration('1500ms').getMilliseconds()", "1500"),
+            ("int(timestamp('1970-01-01T00:01:00Z'))", "60"),
+            ("timestamp(60) == timestamp('1970-01-01T00:01:00Z')", "true"),
+            ("duration(duration('5s'))", "5s"),
+            ("string(duration('1h'))", "3600s"),
+            // Joined with text as a template writes them (CEL has no such `+`).
+            ("'at ' + now()", "at 2026-01-01T09:00:00.250Z"),
+            ("duration('90s') + ' left'", "1m30s left"),
+            ("'a' + 'b'", "ab"),
+            ("3 * 4", "12"),
+            ("[1, 2] == [1, 2] ? 2.0 * 1.5 : 0.0", "3.0"),
+        ];
+        let mut wrong = Vec::new();
+        for (text, expected) in cases {
+            let result = Expression::compile(text, &names)
+                .map_err(|problems| format!("{problems:?}"))
+                .and_then(|expression| {
+                    expression
+                        .evaluate(&scope)
+                        .map_err(|error| error.to_string())
+                });
+            match result {
+                Ok(value) if value.to_string() == expected => {}
+                other => wrong.push(format!("{text}: {other:?}, expected {expected}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn time_errors_at_run_time_say_what_is_wrong() {
+        let names = names();
+        let scope = scope_with(&names, &[]);
+        for (text, says) in [
+            (
+                "timestamp('2026-13-01T00:00:00Z')",
+                "not an RFC 3339 timestamp",
+            ),
+            (
+                "timestamp('10000-01-01T00:00:00Z')",
+                "not an RFC 3339 timestamp",
+            ),
+            (
+                "timestamp('9999-12-31T23:59:59Z') + duration('1s')",
+                "overflows",
+            ),
+            (
+                "timestamp(300000000000)",
+                "outside the timestamps there are",
+            ),
+            ("duration('1x')", "not a duration such as"),
+            ("duration('300000d')", "292 years"),
+            ("duration('2000000h') * 2", "292 years"),
+            ("duration('1s') * 1e300", "292 years"),
+            ("duration(5)", "takes a text"),
+            ("timestamp('')", "not an RFC 3339 timestamp"),
+            ("timestamp(1.5)", "takes an RFC 3339 text"),
+            ("duration('-')", "not a duration such as"),
+            ("now().getHours('Nowhere/Bogus')", "Nowhere/Bogus"),
+        ] {
+            let expression = Expression::compile(text, &names).unwrap();
+            let error = expression.evaluate(&scope).unwrap_err().to_string();
+            assert!(error.contains(says), "{text}: {error}");
+        }
+    }
+}
