@@ -33,6 +33,22 @@ impl Known {
     }
 }
 
+/// The operators whose operands are checked: arithmetic and comparison. (A host function of
+/// two arguments, `in`, `&&` and indexing are not time arithmetic.)
+const CHECKED_OPERATORS: [&str; 11] = [
+    operators::ADD,
+    operators::SUBSTRACT,
+    operators::MULTIPLY,
+    operators::DIVIDE,
+    operators::MODULO,
+    operators::LESS,
+    operators::LESS_EQUALS,
+    operators::GREATER,
+    operators::GREATER_EQUALS,
+    operators::EQUALS,
+    operators::NOT_EQUALS,
+];
+
 /// The problems of time arithmetic in `expression`; `offset` locates a node in the text.
 pub fn check(expression: &IdedExpr, offset: &dyn Fn(&IdedExpr) -> usize) -> Vec<ExpressionProblem> {
     let mut checker = Checker {
@@ -79,7 +95,7 @@ impl Checker<'_> {
                     ("duration", _) => Known::Duration,
                     ("now_ms" | "int" | "uint" | "double" | "size", _) => Known::Number,
                     ("string", _) => Known::Text,
-                    (operator, [left, right]) => {
+                    (operator, [left, right]) if CHECKED_OPERATORS.contains(&operator) => {
                         self.binary(operator, *left, *right, &call.args, expression)
                     }
                     _ => Known::Unknown,
@@ -216,4 +232,74 @@ fn number_help(left: Known, right: Known, arguments: &[IdedExpr], operator: &str
     format!(
         "a number has no unit, so it is not a duration: write `duration('{amount}s')` for {amount} seconds (e.g. `now() {operator} duration('{amount}s')`), or `duration('1s') * n` for a number of seconds `n`"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::compile::expression::{Expression, Names};
+
+    fn problems(text: &str) -> Vec<String> {
+        let names = Names::new(["x".to_string()], [], HashMap::new());
+        match Expression::compile(text, &names) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems
+                .into_iter()
+                .map(|problem| format!("{}: {}", problem.offset, problem.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn refuses_only_what_always_fails() {
+        for fine in [
+            "now() + duration('5s')",
+            "duration('5s') + now()",
+            "now() - now() < duration('1s')",
+            "duration('1s') * 2.5 == 2 * duration('1s')",
+            "'at ' + now()",
+            "now() in [now()]",
+            "now() + x",
+            "x * 5 + now()",
+            "now().getHours() + 1",
+            "matches(string(now()), '2026')",
+        ] {
+            assert_eq!(problems(fine), Vec::<String>::new(), "{fine}");
+        }
+        for (bad, says) in [
+            ("now() + 5", "6: `+` between a timestamp and a number"),
+            (
+                "5 - duration('1s')",
+                "2: `-` between a number and a duration",
+            ),
+            (
+                "now() + now()",
+                "6: `+` between a timestamp and a timestamp",
+            ),
+            (
+                "duration('1s') - now()",
+                "15: `-` between a duration and a timestamp",
+            ),
+            ("now() * 2", "6: `*` between a timestamp and a number"),
+            (
+                "duration('1m') / 2",
+                "15: `/` between a duration and a number",
+            ),
+            (
+                "now() == duration('1s')",
+                "6: `==` between a timestamp and a duration",
+            ),
+            (
+                "(now() + 1).getHours()",
+                "7: `+` between a timestamp and a number",
+            ),
+        ] {
+            let found = problems(bad);
+            assert!(
+                found.iter().any(|problem| problem.starts_with(says)),
+                "{bad}: {found:?}"
+            );
+        }
+    }
 }
