@@ -280,9 +280,10 @@ states:
     assert_eq!(run.leaves(), Vec::<String>::new());
 }
 
-/// A run stopped while waiting for a deadline, resumed with `--timers restart` (which re-arms
-/// a relative timer with its whole delay): the deadline keeps its instant, and the context's
-/// timestamp comes back a timestamp.
+/// A run stopped while waiting for a deadline and a delayed send that carries a timestamp,
+/// resumed with `--timers restart` (which re-arms a relative timer with its whole delay): both
+/// keep their instants, in order, and the context's and the send's timestamps come back
+/// timestamps.
 #[test]
 fn a_resumed_run_keeps_an_absolute_deadline() {
     use crate::durability::{command, finish, scratch, spawn_ready, terminate};
@@ -292,15 +293,22 @@ fn a_resumed_run_keeps_an_absolute_deadline() {
         directory.join("deadline.yaml"),
         r#"
 id: deadline-resume
-context: { started: null }
+context: { started: null, pinged: false }
 states:
   waiting:
-    entry: [{ assign: { started: now() } }, { log: "entered waiting" }]
+    entry:
+      - assign: { started: now() }
+      - send: ping
+        delay: "started + duration('1s')"
+        data: { at: "${started}" }
+      - log: "entered waiting"
+    on:
+      ping: { actions: [{ assign: { pinged: "event.data.at == started && now() - event.data.at >= duration('1s')" } }] }
     after:
-      - { until: "started + duration('1s')", target: due }
+      - { until: "started + duration('1500ms')", target: due }
   due:
     type: final
-    output: { started: "${started}", waited: "${now() - started >= duration('1s')}" }
+    output: { started: "${started}", pinged: "${pinged}", waited: "${now() - started >= duration('1500ms')}" }
 "#,
     )
     .unwrap();
@@ -315,9 +323,10 @@ states:
     let (code, stdout, stderr) = finish(&mut command(&directory, &["status", "--json"]));
     assert_eq!(code, 0, "{stderr}");
     let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let timer = &status["state"]["timers"][0];
-    assert_eq!(timer["event"], "after.waiting.0", "{status}");
-    assert_eq!(timer["deadline"], true, "{status}");
+    let timers = &status["state"]["timers"];
+    assert_eq!(timers[0]["event"], "ping", "{status}");
+    assert_eq!(timers[1]["event"], "after.waiting.0", "{status}");
+    assert_eq!(timers[1]["deadline"], true, "{status}");
     // `status` shows the text; the store keeps the value tagged as a timestamp.
     let started = status["state"]["context"]["started"]
         .as_str()
@@ -330,8 +339,12 @@ states:
         snapshot.context["started"],
         serde_json::json!({ "$timestamp": started })
     );
-    assert!(snapshot.timers[0].absolute);
-    std::thread::sleep(std::time::Duration::from_millis(1200).saturating_sub(begun.elapsed()));
+    assert!(snapshot.timers.iter().all(|timer| timer.absolute));
+    assert_eq!(
+        snapshot.timers[0].data,
+        serde_json::json!({ "at": { "$timestamp": started } })
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1700).saturating_sub(begun.elapsed()));
     let resumed = std::time::Instant::now();
     let (code, stdout, stderr) = finish(&mut command(
         &directory,
@@ -340,7 +353,7 @@ states:
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stdout.contains(&format!(
-            r#""output":{{"started":"{started}","waited":true}}"#
+            r#""output":{{"started":"{started}","pinged":true,"waited":true}}"#
         )),
         "{stdout}"
     );
