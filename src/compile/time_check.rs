@@ -35,12 +35,14 @@ impl Known {
 
 /// The operators whose operands are checked: arithmetic and comparison. (A host function of
 /// two arguments, `in`, `&&` and indexing are not time arithmetic.)
-const CHECKED_OPERATORS: [&str; 11] = [
+const ARITHMETIC: [&str; 5] = [
     operators::ADD,
     operators::SUBSTRACT,
     operators::MULTIPLY,
     operators::DIVIDE,
     operators::MODULO,
+];
+const COMPARISONS: [&str; 6] = [
     operators::LESS,
     operators::LESS_EQUALS,
     operators::GREATER,
@@ -95,7 +97,9 @@ impl Checker<'_> {
                     ("duration", _) => Known::Duration,
                     ("now_ms" | "int" | "uint" | "double" | "size", _) => Known::Number,
                     ("string", _) => Known::Text,
-                    (operator, [left, right]) if CHECKED_OPERATORS.contains(&operator) => {
+                    (operator, [left, right])
+                        if ARITHMETIC.contains(&operator) || COMPARISONS.contains(&operator) =>
+                    {
                         self.binary(operator, *left, *right, &call.args, expression)
                     }
                     _ => Known::Unknown,
@@ -140,15 +144,7 @@ impl Checker<'_> {
         expression: &IdedExpr,
     ) -> Known {
         use Known::*;
-        let comparison = [
-            operators::LESS,
-            operators::LESS_EQUALS,
-            operators::GREATER,
-            operators::GREATER_EQUALS,
-            operators::EQUALS,
-            operators::NOT_EQUALS,
-        ]
-        .contains(&operator);
+        let comparison = COMPARISONS.contains(&operator);
         if !(left.is_time() || right.is_time()) || left == Unknown || right == Unknown {
             return if comparison { Bool } else { Unknown };
         }
