@@ -167,12 +167,14 @@ impl EffectPolicy {
                 .expression(text, &multipliers_pointer)
                 .map(CompiledMultipliers::Computed),
         };
-        let retriers: Vec<Option<CompiledRetrier>> = options
-            .retry
-            .iter()
-            .enumerate()
-            .map(|(index, retrier)| {
-                compile_retrier(retrier, compiler, &format!("{pointer}/retry/{index}"))
+        let retriers: Vec<Option<CompiledRetrier>> = compiler
+            .retriers(options.retry.as_ref(), &format!("{pointer}/retry"))
+            .into_iter()
+            .map(|site| {
+                let site = site?;
+                compiler.in_source(site.source, |compiler| {
+                    compile_retrier(&site.retrier, compiler, &site.pointer)
+                })
             })
             .collect();
         let telemetry = compiler.template(
