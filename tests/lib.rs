@@ -24,6 +24,7 @@ mod ownership_properties;
 mod pending_sends;
 mod properties;
 mod protocols;
+mod reuse;
 mod sandbox;
 mod scenarios;
 mod schema;

@@ -1,0 +1,462 @@
+//! Reuse: a block's actions run in its place and order, parameters bind to arguments, policies and imports resolve, and every misuse is a located error.
+
+use crate::support::{Run, errors, run_binary, temporary_directory};
+
+#[test]
+fn a_block_runs_in_place_of_its_use_in_order_with_nested_blocks() {
+    let mut run = Run::start(
+        r#"
+id: order
+blocks:
+  outer:
+    parameters:
+      label: {}
+    do:
+      - log: "outer ${label}"
+      - use: inner
+        with: { depth: "label + '/inner'" }
+      - log: "outer done"
+  inner:
+    parameters:
+      depth: {}
+    do: [{ log: "inner ${depth}" }]
+states:
+  a:
+    entry:
+      - log: before
+      - use: outer
+        with: { label: "'first'" }
+      - log: between
+      - use: outer
+        with: { label: "'second'" }
+      - log: after
+"#,
+    );
+    assert_eq!(
+        run.take_steps(),
+        [
+            "enter:a",
+            "log:before",
+            "log:outer first",
+            "log:inner first/inner",
+            "log:outer done",
+            "log:between",
+            "log:outer second",
+            "log:inner second/inner",
+            "log:outer done",
+            "log:after",
+        ]
+    );
+}
+
+/// A parameter stands for its argument's expression, read where the block reads it: after an
+/// `assign` in the block, it sees the new value. Literals and defaults bind too.
+#[test]
+fn parameters_are_read_where_the_block_reads_them() {
+    let mut run = Run::start(
+        r#"
+id: parameters
+context: { count: 1, seen: [] }
+blocks:
+  bump:
+    parameters:
+      current: {}
+      step: { default: 10 }
+      names: { default: [a, b] }
+    do:
+      - log: "before ${current}"
+      - assign: { count: "count + step" }
+      - log: "after ${current} ${names}"
+      # The parameter is an operand whatever its argument: `current * 2` is `(count + 0) * 2`.
+      - assign: { seen: "seen + [current * 2]" }
+states:
+  a:
+    entry:
+      - use: bump
+        with: { current: "count + 0" }
+      - use: bump
+        with: { current: count, step: 1, names: [z] }
+"#,
+    );
+    assert_eq!(
+        run.take_logs(),
+        [
+            "before 1",
+            r#"after 11 ["a","b"]"#,
+            "before 11",
+            r#"after 12 ["z"]"#
+        ]
+    );
+    assert_eq!(run.context("seen"), serde_json::json!([22, 24]));
+}
+
+#[test]
+fn named_retry_policies_stand_for_their_retriers_in_order() {
+    let run = Run::start(
+        r#"
+id: policies
+retry_policies:
+  standard:
+    - { error_equals: [error.exec.timeout], max_attempts: 4, interval: 2s }
+    - { error_equals: [error.exec], max_attempts: 2 }
+states:
+  a:
+    entry:
+      - exec: ["true"]
+        id: alone
+        retry: standard
+      - exec: ["true"]
+        id: listed
+        retry:
+          - { error_equals: [error.incomplete], max_attempts: 9 }
+          - standard
+"#,
+    );
+    let attempts: Vec<Vec<u32>> = run
+        .host
+        .effects
+        .iter()
+        .map(|request| {
+            request
+                .plan
+                .retriers
+                .iter()
+                .map(|retrier| retrier.max_attempts)
+                .collect()
+        })
+        .collect();
+    assert_eq!(attempts, [vec![4, 2], vec![9, 4, 2]]);
+}
+
+#[test]
+fn an_unknown_block_or_policy_is_located_with_a_suggestion() {
+    let rendered = errors(
+        r#"
+id: unknown
+blocks:
+  call_tool: { do: [{ log: x }] }
+retry_policies:
+  standard: [{ max_attempts: 2 }]
+states:
+  a:
+    entry:
+      - use: call_tol
+      - exec: ["true"]
+        id: run
+        retry: [standrd]
+"#,
+    );
+    assert!(
+        rendered.contains("error: no block is named `call_tol`")
+            && rendered.contains("test.yaml:10:14")
+            && rendered.contains("did you mean `call_tool`?"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("error: no retry policy is named `standrd`")
+            && rendered.contains("test.yaml:13:17")
+            && rendered.contains("did you mean `standard`?"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn unknown_missing_and_bad_arguments_are_located_at_the_use() {
+    let rendered = errors(
+        r#"
+id: arguments
+blocks:
+  greet:
+    parameters:
+      who: {}
+      loud: { default: false }
+    do: [{ log: "hi ${who} ${loud}" }]
+states:
+  a:
+    entry:
+      - use: greet
+        with: { woh: "'x'" }
+      - use: greet
+        with: { who: "nobody + 1" }
+"#,
+    );
+    assert!(
+        rendered.contains("error: the block `greet` has no parameter `woh`")
+            && rendered.contains("test.yaml:13:17")
+            && rendered.contains("did you mean `who`?"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("error: the block `greet` needs the parameter `who`")
+            && rendered.contains("test.yaml:12:9")
+            && rendered.contains("add `who: ...` under `with:`"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("unknown name `nobody`") && rendered.contains("test.yaml:15:23"),
+        "{rendered}"
+    );
+}
+
+/// A problem inside a block is shown once, at the line in the block, with a note for each use;
+/// a problem next to a parameter is located in the block's text, not in the argument.
+#[test]
+fn a_problem_inside_a_block_is_located_there_and_names_each_use() {
+    let rendered = errors(
+        r#"
+id: inside
+context: { total: 0 }
+blocks:
+  add:
+    parameters:
+      amount: {}
+    do:
+      - assign: { total: "amount + missing" }
+states:
+  a:
+    entry:
+      - use: add
+        with: { amount: "total * 100 + 1" }
+    on:
+      go:
+        actions:
+          - use: add
+            with: { amount: 1 }
+"#,
+    );
+    assert_eq!(
+        rendered.matches("unknown name `missing`").count(),
+        1,
+        "{rendered}"
+    );
+    assert!(rendered.contains("test.yaml:9:36"), "{rendered}");
+    assert!(
+        rendered.contains("= note: in the block `add` used at test.yaml:13:14")
+            && rendered.contains("= note: in the block `add` used at test.yaml:18:18"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn a_block_that_uses_itself_is_refused_with_the_chain() {
+    let rendered = errors(
+        r#"
+id: cycle
+blocks:
+  first: { do: [{ log: one }, { use: second }] }
+  second: { do: [{ use: third }] }
+  third: { do: [{ use: first }] }
+states:
+  a:
+    entry: [{ use: first }]
+"#,
+    );
+    assert!(
+        rendered.contains("error: the block `first` uses itself: first → second → third → first")
+            && rendered.contains("test.yaml:6:24"),
+        "{rendered}"
+    );
+}
+
+/// Each level uses the next twice: 2^14 copies of the last block's action would be compiled.
+#[test]
+fn blocks_that_expand_past_the_limit_are_refused_naming_it() {
+    let mut yaml = String::from("id: explosion\nblocks:\n");
+    for level in 0..14 {
+        yaml.push_str(&format!(
+            "  level{level}: {{ do: [{{ use: level{} }}, {{ use: level{} }}] }}\n",
+            level + 1,
+            level + 1
+        ));
+    }
+    yaml.push_str(
+        "  level14: { do: [{ log: leaf }] }\nstates:\n  a:\n    entry: [{ use: level0 }]\n",
+    );
+    let started = std::time::Instant::now();
+    let rendered = errors(&yaml);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(
+        rendered
+            .matches("expand to more than the limit of 10000 actions")
+            .count(),
+        1,
+        "{rendered}"
+    );
+}
+
+const LIBRARY: &str = "# yaml-language-server: $schema=../schemas/library.schema.json
+retry_policies:
+  patient: [{ error_equals: [error.exec], max_attempts: 3, interval: 10ms }]
+blocks:
+  shout:
+    parameters:
+      text: {}
+    do: [{ log: \"${text}!\" }]
+";
+
+fn protocol_importing(import: &str, extra: &str) -> String {
+    format!(
+        "id: importer
+imports: [{import}]
+{extra}states:
+  a:
+    entry:
+      - use: shout
+        with: {{ text: \"'hello'\" }}
+    always: done
+  done: {{ type: final }}
+"
+    )
+}
+
+#[test]
+fn an_import_is_read_relative_to_the_importing_file() {
+    let directory = temporary_directory("reuse", "relative");
+    std::fs::create_dir_all(directory.join("flows/lib")).unwrap();
+    std::fs::write(directory.join("flows/lib/common.yaml"), LIBRARY).unwrap();
+    std::fs::write(
+        directory.join("flows/main.yaml"),
+        protocol_importing("lib/common.yaml", ""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["run", "flows/main.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("hello!"), "{stderr}");
+}
+
+#[test]
+fn a_missing_import_is_located_at_its_entry() {
+    let directory = temporary_directory("reuse", "missing");
+    std::fs::write(
+        directory.join("main.yaml"),
+        protocol_importing("nowhere.yaml", ""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("cannot read nowhere.yaml: no such file")
+            && stderr.contains("main.yaml:2:11"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_import_cycle_is_refused_with_the_chain() {
+    let directory = temporary_directory("reuse", "cycle");
+    std::fs::write(
+        directory.join("a.yaml"),
+        format!("imports: [b.yaml]\n{LIBRARY}"),
+    )
+    .unwrap();
+    std::fs::write(directory.join("b.yaml"), "imports: [a.yaml]\n").unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        protocol_importing("a.yaml", ""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("error: import cycle: a.yaml → b.yaml → a.yaml")
+            && stderr.contains("b.yaml:1:11"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_name_defined_by_the_protocol_and_an_import_is_a_clash() {
+    let directory = temporary_directory("reuse", "clash");
+    std::fs::write(directory.join("common.yaml"), LIBRARY).unwrap();
+    let own = "blocks:\n  shout: { do: [{ log: mine }] }\n";
+    std::fs::write(
+        directory.join("main.yaml"),
+        protocol_importing("common.yaml", own),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("error: the block `shout` is defined twice")
+            && stderr.contains("common.yaml:5:3")
+            && stderr.contains("it is also defined at main.yaml:4:3"),
+        "{stderr}"
+    );
+}
+
+/// A problem in an imported block is located in the library, with a note naming the use.
+#[test]
+fn a_problem_in_an_imported_block_is_located_in_its_file() {
+    let directory = temporary_directory("reuse", "imported_problem");
+    std::fs::write(
+        directory.join("common.yaml"),
+        LIBRARY.replace("${text}!", "${text + missing}"),
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        protocol_importing("common.yaml", ""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("unknown name `missing`")
+            && stderr.contains("common.yaml:8:")
+            && stderr.contains("= note: in the block `shout` used at main.yaml:6:14"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_invalid_library_is_located_in_its_file() {
+    let directory = temporary_directory("reuse", "invalid_library");
+    std::fs::write(
+        directory.join("common.yaml"),
+        "blocks:\n  shout: { do: [], extra: 1 }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        protocol_importing("common.yaml", ""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("unknown key `extra`")
+            && stderr.contains("common.yaml:2:20")
+            && stderr.contains("the imported file `common.yaml` is invalid"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_warns_of_a_block_or_policy_never_used() {
+    let directory = temporary_directory("reuse", "unused");
+    std::fs::write(
+        directory.join("main.yaml"),
+        "id: unused
+permissions: { exec: [], write: [], read: [], env: [] }
+blocks:
+  spare: { do: [{ log: spare }] }
+retry_policies:
+  spare_policy: [{ max_attempts: 2 }]
+states:
+  a: { type: final }
+",
+    )
+    .unwrap();
+    let (_, stdout, stderr) = run_binary(&directory, &["check", "main.yaml"]);
+    let output = format!("{stdout}{stderr}");
+    assert!(
+        output.contains("warning: the block `spare` is never used")
+            && output.contains("main.yaml:4:3"),
+        "{output}"
+    );
+    assert!(
+        output.contains("warning: the retry policy `spare_policy` is never used")
+            && output.contains("main.yaml:6:3"),
+        "{output}"
+    );
+}
