@@ -2,32 +2,23 @@
 
 use std::path::{Path, PathBuf};
 
+/// The protocols under `directory`: YAML files other than scenarios and libraries.
 fn yaml_files(directory: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(directory);
-    let mut pending = vec![root];
-    let mut files = Vec::new();
-    while let Some(directory) = pending.pop() {
-        for entry in std::fs::read_dir(&directory).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path
-                .extension()
-                .is_some_and(|extension| extension == "yaml")
-                && !path.to_string_lossy().ends_with(".scenario.yaml")
-                && !path.to_string_lossy().ends_with(".library.yaml")
-            {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
+    files_under(directory, |name| {
+        name.ends_with(".yaml")
+            && !name.ends_with(".scenario.yaml")
+            && !name.ends_with(".library.yaml")
+    })
 }
 
 /// The library files (`*.library.yaml`) under `directory`: blocks and policies that protocols
 /// import, read when a protocol importing them compiles.
 fn library_files(directory: &str) -> Vec<PathBuf> {
+    files_under(directory, |name| name.ends_with(".library.yaml"))
+}
+
+/// The files under `directory` (at any depth) whose name `wanted` accepts, sorted.
+fn files_under(directory: &str, wanted: fn(&str) -> bool) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(directory);
     let mut pending = vec![root];
     let mut files = Vec::new();
@@ -36,7 +27,7 @@ fn library_files(directory: &str) -> Vec<PathBuf> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path.to_string_lossy().ends_with(".library.yaml") {
+            } else if wanted(&path.to_string_lossy()) {
                 files.push(path);
             }
         }
@@ -48,7 +39,10 @@ fn library_files(directory: &str) -> Vec<PathBuf> {
 /// Each library carries the library schema's modeline.
 #[test]
 fn libraries_carry_the_library_modeline() {
-    for path in library_files("examples").into_iter().chain(library_files("protocols")) {
+    for path in library_files("examples")
+        .into_iter()
+        .chain(library_files("protocols"))
+    {
         let text = std::fs::read_to_string(&path).unwrap();
         let first_line = text.lines().next().unwrap_or_default();
         assert!(

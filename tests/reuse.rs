@@ -324,16 +324,24 @@ fn an_import_is_read_relative_to_the_importing_file() {
     assert!(stderr.contains("hello!"), "{stderr}");
 }
 
-#[test]
-fn a_missing_import_is_located_at_its_entry() {
-    let directory = temporary_directory("reuse", "missing");
-    std::fs::write(
-        directory.join("main.yaml"),
-        protocol_importing("nowhere.yaml", ""),
-    )
-    .unwrap();
+/// Writes `files` into a fresh directory and validates `main.yaml` there, which must fail with
+/// exit 65: its stderr.
+fn refused(name: &str, files: &[(&str, String)]) -> String {
+    let directory = temporary_directory("reuse", name);
+    for (file, text) in files {
+        std::fs::write(directory.join(file), text).unwrap();
+    }
     let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
     assert_eq!(code, 65, "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_missing_import_is_located_at_its_entry() {
+    let stderr = refused(
+        "missing",
+        &[("main.yaml", protocol_importing("nowhere.yaml", ""))],
+    );
     assert!(
         stderr.contains("cannot read nowhere.yaml: no such file")
             && stderr.contains("main.yaml:2:11"),
@@ -343,20 +351,14 @@ fn a_missing_import_is_located_at_its_entry() {
 
 #[test]
 fn an_import_cycle_is_refused_with_the_chain() {
-    let directory = temporary_directory("reuse", "cycle");
-    std::fs::write(
-        directory.join("a.yaml"),
-        format!("imports: [b.yaml]\n{LIBRARY}"),
-    )
-    .unwrap();
-    std::fs::write(directory.join("b.yaml"), "imports: [a.yaml]\n").unwrap();
-    std::fs::write(
-        directory.join("main.yaml"),
-        protocol_importing("a.yaml", ""),
-    )
-    .unwrap();
-    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
-    assert_eq!(code, 65, "{stderr}");
+    let stderr = refused(
+        "cycle",
+        &[
+            ("a.yaml", format!("imports: [b.yaml]\n{LIBRARY}")),
+            ("b.yaml", "imports: [a.yaml]\n".into()),
+            ("main.yaml", protocol_importing("a.yaml", "")),
+        ],
+    );
     assert!(
         stderr.contains("error: import cycle: a.yaml → b.yaml → a.yaml")
             && stderr.contains("b.yaml:1:11"),
@@ -366,16 +368,14 @@ fn an_import_cycle_is_refused_with_the_chain() {
 
 #[test]
 fn a_name_defined_by_the_protocol_and_an_import_is_a_clash() {
-    let directory = temporary_directory("reuse", "clash");
-    std::fs::write(directory.join("common.yaml"), LIBRARY).unwrap();
     let own = "blocks:\n  shout: { do: [{ log: mine }] }\n";
-    std::fs::write(
-        directory.join("main.yaml"),
-        protocol_importing("common.yaml", own),
-    )
-    .unwrap();
-    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
-    assert_eq!(code, 65, "{stderr}");
+    let stderr = refused(
+        "clash",
+        &[
+            ("common.yaml", LIBRARY.into()),
+            ("main.yaml", protocol_importing("common.yaml", own)),
+        ],
+    );
     assert!(
         stderr.contains("error: the block `shout` is defined twice")
             && stderr.contains("common.yaml:5:3")
@@ -387,19 +387,16 @@ fn a_name_defined_by_the_protocol_and_an_import_is_a_clash() {
 /// A problem in an imported block is located in the library, with a note naming the use.
 #[test]
 fn a_problem_in_an_imported_block_is_located_in_its_file() {
-    let directory = temporary_directory("reuse", "imported_problem");
-    std::fs::write(
-        directory.join("common.yaml"),
-        LIBRARY.replace("${text}!", "${text + missing}"),
-    )
-    .unwrap();
-    std::fs::write(
-        directory.join("main.yaml"),
-        protocol_importing("common.yaml", ""),
-    )
-    .unwrap();
-    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
-    assert_eq!(code, 65, "{stderr}");
+    let stderr = refused(
+        "imported_problem",
+        &[
+            (
+                "common.yaml",
+                LIBRARY.replace("${text}!", "${text + missing}"),
+            ),
+            ("main.yaml", protocol_importing("common.yaml", "")),
+        ],
+    );
     assert!(
         stderr.contains("unknown name `missing`")
             && stderr.contains("common.yaml:8:")
@@ -410,19 +407,16 @@ fn a_problem_in_an_imported_block_is_located_in_its_file() {
 
 #[test]
 fn an_invalid_library_is_located_in_its_file() {
-    let directory = temporary_directory("reuse", "invalid_library");
-    std::fs::write(
-        directory.join("common.yaml"),
-        "blocks:\n  shout: { do: [], extra: 1 }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        directory.join("main.yaml"),
-        protocol_importing("common.yaml", ""),
-    )
-    .unwrap();
-    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
-    assert_eq!(code, 65, "{stderr}");
+    let stderr = refused(
+        "invalid_library",
+        &[
+            (
+                "common.yaml",
+                "blocks:\n  shout: { do: [], extra: 1 }\n".into(),
+            ),
+            ("main.yaml", protocol_importing("common.yaml", "")),
+        ],
+    );
     assert!(
         stderr.contains("unknown key `extra`")
             && stderr.contains("common.yaml:2:20")

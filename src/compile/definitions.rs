@@ -86,82 +86,76 @@ impl Definitions {
         blocks: IndexMap<String, Block>,
         policies: IndexMap<String, Vec<Retrier>>,
     ) {
-        for (name, block) in blocks {
-            let pointer = format!("/blocks/{}", escape_pointer_token(&name));
-            match self.blocks.get(&name) {
-                Some(first) => {
-                    let first =
-                        self.clash(first.origin, &first.pointer, origin, &pointer, protocol);
-                    self.diagnostics.push(first.named("block", &name));
-                }
-                None => {
-                    let definition = Definition {
-                        origin,
-                        pointer,
-                        value: block,
-                    };
-                    self.blocks.insert(name, definition);
-                }
-            }
-        }
-        for (name, policy) in policies {
-            let pointer = format!("/retry_policies/{}", escape_pointer_token(&name));
-            match self.policies.get(&name) {
-                Some(first) => {
-                    let first =
-                        self.clash(first.origin, &first.pointer, origin, &pointer, protocol);
-                    self.diagnostics.push(first.named("retry policy", &name));
-                }
-                None => {
-                    let definition = Definition {
-                        origin,
-                        pointer,
-                        value: policy,
-                    };
-                    self.policies.insert(name, definition);
-                }
-            }
-        }
-    }
-
-    /// Where a name defined twice is: the second definition, and the first as text.
-    fn clash(
-        &self,
-        first_origin: Origin,
-        first_pointer: &str,
-        origin: Origin,
-        pointer: &str,
-        protocol: &Source,
-    ) -> Clash {
-        let first = self
-            .source(first_origin, protocol)
-            .location(first_pointer, Part::Key);
-        Clash {
-            location: self.source(origin, protocol).location(pointer, Part::Key),
-            first: format!(
-                "{}:{}:{}",
-                first.file, first.position.line, first.position.column
-            ),
+        let mut clashes = Vec::new();
+        insert_new(&mut self.blocks, origin, "blocks", blocks, &mut clashes);
+        insert_new(
+            &mut self.policies,
+            origin,
+            "retry_policies",
+            policies,
+            &mut clashes,
+        );
+        for clash in clashes {
+            let first = self
+                .source(clash.first_origin, protocol)
+                .location(&clash.first_pointer, Part::Key);
+            let what = if clash.pointer.starts_with("/blocks/") {
+                "block"
+            } else {
+                "retry policy"
+            };
+            self.diagnostics.push(
+                Diagnostic::error(format!("the {what} `{}` is defined twice", clash.name))
+                    .at(self
+                        .source(origin, protocol)
+                        .location(&clash.pointer, Part::Key))
+                    .with_help(format!(
+                        "it is also defined at {}:{}:{}; a protocol and its imports share one \
+                         set of names: rename one",
+                        first.file, first.position.line, first.position.column
+                    )),
+            );
         }
     }
 }
 
-/// A name defined a second time.
+/// A name defined a second time: where, and where it was first.
 struct Clash {
-    location: crate::diagnostic::Location,
-    /// `FILE:LINE:COL` of the first definition.
-    first: String,
+    name: String,
+    pointer: String,
+    first_origin: Origin,
+    first_pointer: String,
 }
 
-impl Clash {
-    fn named(self, what: &str, name: &str) -> Diagnostic {
-        Diagnostic::error(format!("the {what} `{name}` is defined twice"))
-            .at(self.location)
-            .with_help(format!(
-                "it is also defined at {}; a protocol and its imports share one set of names: \
-                 rename one",
-                self.first
-            ))
+/// Adds each definition under `section` (`blocks`, `retry_policies`) whose name is new; the
+/// others become clashes.
+fn insert_new<T>(
+    known: &mut IndexMap<String, Definition<T>>,
+    origin: Origin,
+    section: &str,
+    definitions: IndexMap<String, T>,
+    clashes: &mut Vec<Clash>,
+) {
+    for (name, value) in definitions {
+        let pointer = format!("/{section}/{}", escape_pointer_token(&name));
+        match known.get(&name) {
+            Some(first) => clashes.push(Clash {
+                name,
+                pointer,
+                first_origin: first.origin,
+                first_pointer: first.pointer.clone(),
+            }),
+            None => {
+                known.insert(
+                    name,
+                    Definition {
+                        origin,
+                        pointer,
+                        value,
+                    },
+                );
+            }
+        }
     }
 }
 
