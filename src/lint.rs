@@ -1435,6 +1435,7 @@ mod tests {
                 .extension()
                 .is_some_and(|extension| extension == "yaml")
                 && !path.to_string_lossy().ends_with(".scenario.yaml")
+                && !path.to_string_lossy().ends_with(".library.yaml")
             {
                 files.push(path);
             }
