@@ -73,7 +73,7 @@ pub fn check(loaded: &Loaded, machine: &Machine) -> Vec<Diagnostic> {
 
 /// The warnings with the rule each comes from, in source order.
 fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
-    let usage = Usage::collect(&loaded.protocol);
+    let usage = Usage::collect(loaded);
     let mut lint = Lint {
         loaded,
         machine,
@@ -974,12 +974,13 @@ struct Usage {
 }
 
 impl Usage {
-    fn collect(protocol: &model::Protocol) -> Usage {
+    fn collect(loaded: &Loaded) -> Usage {
+        let protocol = &loaded.protocol;
         let mut usage = Usage::default();
         for (pointer, state) in states_in_document_order(protocol) {
             usage.state(&pointer, state);
         }
-        usage.definitions(protocol);
+        usage.definitions(loaded);
         usage
     }
 

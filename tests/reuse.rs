@@ -347,6 +347,8 @@ fn a_missing_import_is_located_at_its_entry() {
             && stderr.contains("main.yaml:2:11"),
         "{stderr}"
     );
+    // The block it would have defined is not reported as unknown as well.
+    assert!(stderr.ends_with("1 error\n"), "{stderr}");
 }
 
 #[test]
@@ -453,4 +455,89 @@ states:
             && output.contains("main.yaml:6:3"),
         "{output}"
     );
+}
+
+/// An effect id in a block may be a parameter given a quoted name: each use starts its own
+/// effect, with its own outcome events.
+#[test]
+fn an_effect_id_may_be_a_parameter_given_a_literal_name() {
+    let run = Run::start(
+        r#"
+id: ids
+blocks:
+  probe:
+    parameters:
+      name: {}
+    do:
+      - exec: [echo, "${name}"]
+        id: "${name}"
+states:
+  a:
+    entry:
+      - use: probe
+        with: { name: "'first'" }
+      - use: probe
+        with: { name: "'second'" }
+    on:
+      done.exec.second: b
+  b: { type: final }
+"#,
+    );
+    let ids: Vec<&str> = run
+        .host
+        .effects
+        .iter()
+        .map(|request| &*request.id)
+        .collect();
+    assert_eq!(ids, ["first", "second"]);
+    let rendered = errors(
+        r#"
+id: computed
+context: { suffix: x }
+blocks:
+  probe:
+    parameters:
+      name: {}
+    do: [{ exec: [echo], id: "${name}" }]
+states:
+  a:
+    entry:
+      - use: probe
+        with: { name: "'probe_' + suffix" }
+"#,
+    );
+    assert!(
+        rendered.contains("error: an id is fixed when the protocol loads: the parameter `name` is `'probe_' + suffix`, not a string literal")
+            && rendered.contains("test.yaml:8:30")
+            && rendered.contains("= note: in the block `probe` used at test.yaml:12:14"),
+        "{rendered}"
+    );
+}
+
+/// What an imported block reads and raises counts as read and raised for `check`.
+#[test]
+fn check_counts_what_imported_blocks_read_and_raise() {
+    let directory = temporary_directory("reuse", "imported_usage");
+    std::fs::write(
+        directory.join("common.yaml"),
+        "blocks:\n  ping: { do: [{ raise: pinged }, { log: \"${counter}\" }] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        "id: main
+permissions: { exec: [], write: [], read: [common.yaml], env: [] }
+imports: [common.yaml]
+context: { counter: 0 }
+states:
+  a:
+    entry: [{ use: ping }]
+    on: { pinged: b }
+  b: { type: final }
+",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["check", "main.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("no warnings"), "{stdout}{stderr}");
 }

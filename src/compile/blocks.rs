@@ -24,6 +24,10 @@ impl<'a> Compiler<'a> {
         let definitions = self.definitions;
         let name_pointer = format!("{pointer}/use");
         let Some(definition) = definitions.blocks.get(&usage.block) else {
+            if definitions.incomplete {
+                // The import that failed is reported; the name may be one of its blocks.
+                return None;
+            }
             let known = definitions.blocks.keys().map(String::as_str);
             let help = did_you_mean(&usage.block, known).unwrap_or_else(|| {
                 if definitions.blocks.is_empty() {
@@ -201,6 +205,45 @@ impl<'a> Compiler<'a> {
         let result = body(self);
         self.source = outer_source;
         result
+    }
+
+    /// An effect id as written; inside a block, `${parameter}` stands for the parameter's
+    /// argument, which must then be a string literal: ids name events and mocks, so they are
+    /// fixed when the protocol loads. `None` when it is not (reported).
+    pub fn fixed_name(&mut self, written: &str, pointer: &str) -> Option<String> {
+        let Some(name) = written
+            .strip_prefix("${")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .map(str::trim)
+        else {
+            return Some(written.to_string());
+        };
+        let Some(binding) = self
+            .names
+            .parameters()
+            .iter()
+            .find(|binding| binding.name == name)
+        else {
+            return Some(written.to_string());
+        };
+        match super::parameters::string_literal(&binding.argument) {
+            Some(text) => Some(text.to_string()),
+            None => {
+                let message = format!(
+                    "an id is fixed when the protocol loads: the parameter `{name}` is `{}`, not a \
+                     string literal",
+                    binding.argument
+                );
+                self.value_error(
+                    pointer,
+                    message,
+                    Some(format!(
+                        "give it a quoted name, e.g. `{name}: \"'tool_call'\"`"
+                    )),
+                );
+                None
+            }
+        }
     }
 
     /// Counts actions compiled inside blocks, refusing more than `MAX_BLOCK_ACTIONS` (reported

@@ -44,6 +44,8 @@ pub struct Definitions {
     pub policies: IndexMap<String, Definition<Vec<Retrier>>>,
     /// Problems found while reading the imports and collecting the names.
     pub diagnostics: Vec<Diagnostic>,
+    /// An import could not be read: a name it may define is not reported as unknown again.
+    pub incomplete: bool,
 }
 
 impl Definitions {
@@ -176,6 +178,7 @@ impl Reading<'_> {
             let pointer = format!("/imports/{index}");
             if let Err(diagnostic) = self.import(definitions, origin, import, &pointer) {
                 definitions.diagnostics.push(*diagnostic);
+                definitions.incomplete = true;
             }
         }
     }

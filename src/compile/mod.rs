@@ -3,7 +3,7 @@
 mod blocks;
 mod bounded;
 pub mod budget;
-mod definitions;
+pub(crate) mod definitions;
 mod event_index;
 pub mod expression;
 mod fast;

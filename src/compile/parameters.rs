@@ -125,6 +125,24 @@ pub fn substitute(text: &str, bindings: &[Binding]) -> Substituted {
     }
 }
 
+/// The text of a plain string literal (`'x'` or `"x"`, perhaps in parentheses, with no escape
+/// or quote inside), which is known when the protocol loads.
+pub fn string_literal(argument: &str) -> Option<&str> {
+    let mut text = argument.trim();
+    while let Some(inner) = text
+        .strip_prefix('(')
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        text = inner.trim();
+    }
+    let quote = text
+        .chars()
+        .next()
+        .filter(|first| *first == '\'' || *first == '"')?;
+    let inner = text.strip_prefix(quote)?.strip_suffix(quote)?;
+    (!inner.contains([quote, '\\'])).then_some(inner)
+}
+
 fn copy(characters: &[char], output: &mut String, length: &mut usize) {
     output.extend(characters);
     *length += characters.len();
@@ -194,6 +212,15 @@ mod tests {
             substitute("1e3 + r'e3' + e3", &bindings).text,
             "1e3 + r'e3' + (0)"
         );
+    }
+
+    #[test]
+    fn a_plain_string_literal_is_known_at_load_time() {
+        assert_eq!(string_literal("'tool_call'"), Some("tool_call"));
+        assert_eq!(string_literal("( (\"grep\") )"), Some("grep"));
+        assert_eq!(string_literal("'a' + 'b'"), None);
+        assert_eq!(string_literal("name"), None);
+        assert_eq!(string_literal("'it\\'s'"), None);
     }
 
     #[test]

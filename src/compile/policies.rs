@@ -50,6 +50,10 @@ impl<'a> Compiler<'a> {
     fn policy(&mut self, name: &str, pointer: &str) -> Option<Vec<RetrierSite<'a>>> {
         let definitions = self.definitions;
         let Some(policy) = definitions.policies.get(name) else {
+            if definitions.incomplete {
+                // The import that failed is reported; the name may be one of its policies.
+                return None;
+            }
             let known = definitions.policies.keys().map(String::as_str);
             let help = did_you_mean(name, known).unwrap_or_else(|| {
                 if definitions.policies.is_empty() {
