@@ -541,3 +541,50 @@ states:
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("no warnings"), "{stdout}{stderr}");
 }
+
+/// Arguments nest: each level's parameter read twice doubles the text, and the expression
+/// limit names the parameters as the cause.
+#[test]
+fn an_expression_grown_past_the_limit_by_its_arguments_says_so() {
+    let mut yaml = String::from("id: growth\ncontext: { seed: 1 }\nblocks:\n");
+    for level in 0..10 {
+        yaml.push_str(&format!(
+            "  level{level}: {{ parameters: {{ x: {{}} }}, do: [{{ use: level{}, with: {{ x: \"x + x\" }} }}] }}\n",
+            level + 1
+        ));
+    }
+    yaml.push_str("  level10: { parameters: { x: {} }, do: [{ log: \"${x + x}\" }] }\n");
+    yaml.push_str("states:\n  a:\n    entry: [{ use: level0, with: { x: seed } }]\n");
+    let rendered = errors(&yaml);
+    assert!(
+        rendered.contains(
+            "with the block's parameters replaced by their arguments, this expression is"
+        ) && rendered.contains("longer than the limit of 4096"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn a_parameter_name_expressions_cannot_read_is_refused_where_declared() {
+    let rendered = errors(
+        r#"
+id: names
+blocks:
+  b:
+    parameters:
+      my-name: { default: 1 }
+      event: { default: 2 }
+    do: [{ log: x }]
+states:
+  a:
+    entry: [{ use: b }]
+"#,
+    );
+    assert!(
+        rendered.contains("error: `my-name` is not a valid parameter name")
+            && rendered.contains("test.yaml:6:7")
+            && rendered.contains("error: `event` is reserved and cannot name a parameter")
+            && rendered.contains("test.yaml:7:7"),
+        "{rendered}"
+    );
+}

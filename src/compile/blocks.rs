@@ -133,10 +133,14 @@ impl<'a> Compiler<'a> {
                 }
             };
             match argument {
-                Some(argument) if super::is_identifier(name) => bindings.push(Binding {
-                    name: name.clone(),
-                    argument,
-                }),
+                Some(argument)
+                    if super::is_identifier(name) && !super::RESERVED_NAMES.contains(&&**name) =>
+                {
+                    bindings.push(Binding {
+                        name: name.clone(),
+                        argument,
+                    })
+                }
                 Some(_) => {
                     let parameter_pointer = format!(
                         "{}/parameters/{}",
@@ -144,15 +148,7 @@ impl<'a> Compiler<'a> {
                         escape_pointer_token(name)
                     );
                     self.in_block_file(definition, |compiler| {
-                        compiler.key_error(
-                            &parameter_pointer,
-                            format!("`{name}` is not a valid parameter name"),
-                            Some(
-                                "use letters, digits and `_`, starting with a letter, so \
-                                 expressions can read it"
-                                    .into(),
-                            ),
-                        )
+                        compiler.check_identifier(name, &parameter_pointer, "parameter")
                     });
                     ok = false;
                 }

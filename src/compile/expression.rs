@@ -344,6 +344,21 @@ impl Expression {
             return Self::compile_substituted(text, names);
         }
         let substituted = super::parameters::substitute(text, &names.parameters);
+        if substituted.text.len() > MAX_EXPRESSION_BYTES && text.len() <= MAX_EXPRESSION_BYTES {
+            return Err(vec![ExpressionProblem {
+                offset: 0,
+                message: format!(
+                    "with the block's parameters replaced by their arguments, this expression is \
+                     {} bytes, longer than the limit of {MAX_EXPRESSION_BYTES}",
+                    substituted.text.len()
+                ),
+                help: Some(
+                    "give the parameter a shorter argument: assign the long expression to a \
+                     context variable first and pass its name"
+                        .into(),
+                ),
+            }]);
+        }
         Self::compile_substituted(&substituted.text, names).map_err(|problems| {
             problems
                 .into_iter()

@@ -836,16 +836,13 @@ impl Compiler<'_> {
     }
 
     fn check_identifier(&mut self, name: &str, pointer: &str, what: &str) {
-        const RESERVED: [&str; 8] = [
-            "event", "true", "false", "null", "in", "In", "int", "string",
-        ];
         if !is_identifier(name) {
             self.key_error(
                 pointer,
                 format!("`{name}` is not a valid {what} name"),
                 Some("use letters, digits and `_`, starting with a letter, so expressions can read it".into()),
             );
-        } else if RESERVED.contains(&name) {
+        } else if RESERVED_NAMES.contains(&name) {
             self.key_error(
                 pointer,
                 format!("`{name}` is reserved and cannot name a {what}"),
@@ -854,6 +851,11 @@ impl Compiler<'_> {
         }
     }
 }
+
+/// Names expressions give a meaning of their own, which no input, variable or parameter takes.
+const RESERVED_NAMES: [&str; 8] = [
+    "event", "true", "false", "null", "in", "In", "int", "string",
+];
 
 /// Letters, digits and `_`, starting with a letter or `_`: a name expressions can read.
 fn is_identifier(name: &str) -> bool {
