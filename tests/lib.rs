@@ -16,6 +16,7 @@ mod file_functions;
 mod fleet;
 mod foreach;
 mod fuzz_regressions;
+mod imports;
 mod inputs;
 mod limits;
 mod loading_limits;
