@@ -172,3 +172,46 @@ states:
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("no warnings"), "{stdout}{stderr}");
 }
+
+/// Two libraries importing a third: it is read once, and its names do not clash with themselves.
+#[test]
+fn a_library_imported_twice_is_read_once() {
+    let directory = temporary_directory("imports", "diamond");
+    std::fs::write(directory.join("shared.yaml"), LIBRARY).unwrap();
+    std::fs::write(directory.join("left.yaml"), "imports: [shared.yaml]\n").unwrap();
+    std::fs::write(directory.join("right.yaml"), "imports: [shared.yaml]\n").unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        protocol_importing("left.yaml, right.yaml", ""),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["run", "main.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("hello!"), "{stderr}");
+}
+
+/// A chain of 70 libraries, each importing the next: the 65th is refused, naming the limit.
+#[test]
+fn the_files_imports_read_are_bounded() {
+    let files: Vec<(String, String)> = (0..70)
+        .map(|index| {
+            (
+                format!("l{index}.yaml"),
+                format!("imports: [l{}.yaml]\n", index + 1),
+            )
+        })
+        .chain([("l70.yaml".to_string(), LIBRARY.to_string())])
+        .collect();
+    let mut all: Vec<(&str, String)> = files
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.clone()))
+        .collect();
+    all.push(("main.yaml", protocol_importing("l0.yaml", "")));
+    let stderr = refused("bounded", &all);
+    assert!(
+        stderr.contains("error: the imports read more than the limit of 64 library files")
+            && stderr.contains("l63.yaml:1:11")
+            && stderr.ends_with("1 error\n"),
+        "{stderr}"
+    );
+}
