@@ -40,7 +40,8 @@ pub enum TransitionSpec {
 #[serde(deny_unknown_fields)]
 pub struct Transition {
     /// Under `after` only: how long after entry the transition fires. A literal such as `30s`,
-    /// or an expression giving milliseconds (or a duration literal string).
+    /// or an expression giving a duration, milliseconds or a duration literal string (one giving
+    /// a timestamp waits until it: `until` says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<String>,
     /// Under `after` only, instead of `delay`: a deadline. An expression giving a timestamp
