@@ -2,6 +2,7 @@
 
 mod support;
 
+mod blocks_alone;
 mod budgets;
 mod capabilities;
 mod children;

@@ -1,5 +1,6 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
+mod block_check;
 mod blocks;
 mod bounded;
 pub mod budget;
@@ -103,6 +104,7 @@ fn compile_nested(
         block_stack: Vec::new(),
         block_actions: 0,
         block_limit_reported: false,
+        checking_alone: false,
         names: Names::default(),
         context_names: protocol.context.keys().cloned().collect(),
         diagnostics: Vec::new(),
@@ -206,6 +208,7 @@ fn compile_nested(
         .map(|name| EventDescriptor::Prefix(Arc::from("error")).matches(name))
         .collect();
     let candidates = CandidateIndex::build(&states, &transitions, &error_types);
+    compiler.check_blocks_alone();
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(blocks::merge_repeated(compiler.diagnostics));
     }
@@ -300,6 +303,8 @@ pub struct Compiler<'a> {
     /// Actions compiled inside blocks so far (see `blocks::MAX_BLOCK_ACTIONS`).
     block_actions: usize,
     block_limit_reported: bool,
+    /// While each block is compiled on its own (`block_check`): a `use` is checked, not expanded.
+    checking_alone: bool,
     names: Names,
     context_names: Vec<String>,
     diagnostics: Vec<Diagnostic>,
@@ -801,6 +806,8 @@ impl Compiler<'_> {
     ) -> Option<usize> {
         match self.names.binding(name) {
             Some(expression::NameBinding::Context(slot)) => return Some(slot),
+            // A library's block sets the variables of the protocol that imports it.
+            None if self.names.is_open() && is_identifier(name) => return Some(0),
             Some(expression::NameBinding::Input(_)) => {
                 self.error(
                     pointer,
