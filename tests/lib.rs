@@ -19,6 +19,7 @@ mod foreach;
 mod fuzz_regressions;
 mod imports;
 mod inputs;
+mod library_files;
 mod limits;
 mod loading_limits;
 mod ownership;

@@ -1,4 +1,4 @@
-//! Every block compiled once on its own, so a problem in a block nobody uses is still an error.
+//! Every block and retry policy compiled once on its own, so a problem in a block nobody uses is still an error.
 
 use super::Compiler;
 use super::definitions::{Definition, Origin};
@@ -8,7 +8,7 @@ use crate::load::yaml::escape_pointer_token;
 use crate::model::Block;
 
 impl Compiler<'_> {
-    /// Compiles each block the protocol can name once, its parameters standing for values of
+    /// Compiles each block and retry policy the protocol can name once, its parameters standing for values of
     /// unknown type: its own blocks against the protocol's names, an imported one against any
     /// names (the protocol importing a library gives them; a use checks them). A `use` inside
     /// is checked, not expanded, since the block it names is checked on its own too. What
@@ -16,7 +16,7 @@ impl Compiler<'_> {
     /// merged with it (`blocks::merge_repeated`).
     pub(super) fn check_blocks_alone(&mut self) {
         let definitions = self.definitions;
-        if definitions.blocks.is_empty() {
+        if definitions.blocks.is_empty() && definitions.policies.is_empty() {
             return;
         }
         let event_names = self.event_names.clone();
@@ -26,20 +26,25 @@ impl Compiler<'_> {
         let block_actions = std::mem::replace(&mut self.block_actions, 0);
         self.checking_alone = true;
         for (name, definition) in &definitions.blocks {
-            if definition.origin == Origin::Protocol {
-                self.check_block_alone(name, definition);
+            self.with_names_of(definition.origin, |compiler| {
+                compiler.check_block_alone(name, definition)
+            });
+            if definition.origin == Origin::Protocol && !self.names.is_open() {
                 // Its `send ... to:` names this protocol's invokes, all known by now.
                 self.check_send_targets();
-            } else {
-                let names = Names::open(&self.extensions);
-                let outer_names = std::mem::replace(&mut self.names, names);
-                let outer_capabilities =
-                    std::mem::replace(&mut self.capabilities, Capabilities::unrestricted());
-                self.check_block_alone(name, definition);
-                self.capabilities = outer_capabilities;
-                self.names = outer_names;
             }
             self.send_targets.clear();
+        }
+        for definition in definitions.policies.values() {
+            let source = definitions.source(definition.origin, self.protocol_source);
+            self.with_names_of(definition.origin, |compiler| {
+                compiler.in_source(source, |compiler| {
+                    for (index, retrier) in definition.value.iter().enumerate() {
+                        let pointer = format!("{}/{index}", definition.pointer);
+                        crate::actions::effect::check_retrier(retrier, compiler, &pointer);
+                    }
+                })
+            });
         }
         self.checking_alone = false;
         self.event_names = event_names;
@@ -47,6 +52,20 @@ impl Compiler<'_> {
         self.action_ids = action_ids;
         self.send_targets = send_targets;
         self.block_actions = block_actions;
+    }
+
+    /// Runs `body` with the names a definition of `origin` is checked against: the
+    /// protocol's for its own, any names (and every capability) for an imported one.
+    fn with_names_of(&mut self, origin: Origin, body: impl FnOnce(&mut Self)) {
+        if origin == Origin::Protocol {
+            return body(self);
+        }
+        let outer_names = std::mem::replace(&mut self.names, Names::open(&self.extensions));
+        let outer_capabilities =
+            std::mem::replace(&mut self.capabilities, Capabilities::unrestricted());
+        body(self);
+        self.capabilities = outer_capabilities;
+        self.names = outer_names;
     }
 
     /// Compiles one block's parameter names, defaults and actions, located in its file.

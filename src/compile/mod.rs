@@ -12,6 +12,7 @@ mod fast_syntax;
 mod functions;
 pub mod grants;
 pub mod inputs;
+pub mod library;
 pub mod machine;
 mod matching;
 pub mod parameters;
@@ -93,30 +94,15 @@ fn compile_nested(
     };
     let granted = capabilities.clone().unwrap_or_default();
     let definitions = definitions::Definitions::gather(loaded, &granted);
-    let mut compiler = Compiler {
-        capabilities: granted,
-        extensions: extensions.clone(),
+    let mut compiler = Compiler::new(
+        &loaded.source,
+        &definitions,
+        granted,
+        extensions.clone(),
         ancestry,
         children,
-        source: &loaded.source,
-        protocol_source: &loaded.source,
-        definitions: &definitions,
-        block_stack: Vec::new(),
-        block_actions: 0,
-        block_limit_reported: false,
-        checking_alone: false,
-        names: Names::default(),
-        context_names: protocol.context.keys().cloned().collect(),
-        diagnostics: Vec::new(),
-        event_names: Vec::new(),
-        event_types: HashMap::new(),
-        action_ids: Vec::new(),
-        invoke_ids: Vec::new(),
-        send_targets: Vec::new(),
-    };
-    compiler
-        .diagnostics
-        .extend(definitions.diagnostics.iter().cloned());
+    );
+    compiler.context_names = protocol.context.keys().cloned().collect();
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
     }
@@ -316,6 +302,40 @@ pub struct Compiler<'a> {
     /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
     /// invoke is known.
     send_targets: Vec<(String, String)>,
+}
+
+impl<'a> Compiler<'a> {
+    /// A compiler for the file `source`, its definitions' problems already reported.
+    fn new(
+        source: &'a Source,
+        definitions: &'a definitions::Definitions,
+        capabilities: Capabilities,
+        extensions: Arc<Extensions>,
+        ancestry: Vec<std::path::PathBuf>,
+        children: &'a CompiledChildren,
+    ) -> Compiler<'a> {
+        Compiler {
+            capabilities,
+            extensions,
+            ancestry,
+            children,
+            source,
+            protocol_source: source,
+            definitions,
+            block_stack: Vec::new(),
+            block_actions: 0,
+            block_limit_reported: false,
+            checking_alone: false,
+            names: Names::default(),
+            context_names: Vec::new(),
+            diagnostics: definitions.diagnostics.clone(),
+            event_names: Vec::new(),
+            event_types: HashMap::new(),
+            action_ids: Vec::new(),
+            invoke_ids: Vec::new(),
+            send_targets: Vec::new(),
+        }
+    }
 }
 
 impl Compiler<'_> {

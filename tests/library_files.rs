@@ -1,0 +1,119 @@
+//! A library file given to `validate` or `check` is checked as a library: schema, imports, blocks and policies.
+
+use crate::support::{run_binary, temporary_directory};
+
+const LIBRARY: &str = "# yaml-language-server: $schema=../schemas/library.schema.json
+imports: [more.library.yaml]
+retry_policies:
+  patient: [{ error_equals: [error.exec], max_attempts: 3, interval: 10ms }]
+blocks:
+  shout:
+    parameters:
+      text: {}
+    do: [{ log: \"${text}!\" }, { use: whisper, with: { text: text } }]
+";
+
+const MORE: &str =
+    "blocks:\n  whisper:\n    parameters: { text: {} }\n    do: [{ assign: { said: text } }]\n";
+
+/// A library, by its name or by what it holds, is valid on its own; `check` agrees.
+#[test]
+fn a_library_validates_as_a_library() {
+    let directory = temporary_directory("library_files", "valid");
+    std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
+    std::fs::write(directory.join("more.library.yaml"), MORE).unwrap();
+    std::fs::write(directory.join("unnamed.yaml"), MORE).unwrap();
+    let (code, stdout, stderr) = run_binary(
+        &directory,
+        &["validate", "common.library.yaml", "unnamed.yaml"],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "ok: common.library.yaml (library, 1 block, 1 retry policy, 1 imported file)"
+        ) && stdout.contains("ok: unnamed.yaml (library, 1 block, 0 retry policies"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run_binary(&directory, &["check", "common.library.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("ok: common.library.yaml (library"),
+        "{stdout}"
+    );
+}
+
+/// Each kind of problem in a library is located in the file that has it, all at once.
+#[test]
+fn a_library_s_problems_are_located_in_its_files() {
+    let directory = temporary_directory("library_files", "invalid");
+    std::fs::write(
+        directory.join("common.library.yaml"),
+        LIBRARY
+            .replace("max_attempts: 3", "max_attempts: 0")
+            .replace("${text}!", "${text +}!"),
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("more.library.yaml"),
+        MORE.replace("do:", "do: [{ use: nowhere }]\n    extra:"),
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "common.library.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("unknown key `extra`")
+            && stderr.contains("more.library.yaml:5:5")
+            && stderr.contains("the imported file `more.library.yaml` is invalid")
+            && stderr.contains("common.library.yaml:2:11"),
+        "{stderr}"
+    );
+    std::fs::write(directory.join("more.library.yaml"), MORE).unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["check", "common.library.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    for (message, location) in [
+        (
+            "max_attempts counts the first attempt too",
+            "common.library.yaml:4:57",
+        ),
+        (
+            "invalid expression: the expression ends too early",
+            "common.library.yaml:9:26",
+        ),
+    ] {
+        let at = stderr.find(message).unwrap_or_else(|| panic!("{stderr}"));
+        let diagnostic = stderr[at..].split("\n\n").next().unwrap_or_default();
+        assert!(
+            diagnostic.contains(&format!("--> {location}\n")),
+            "`{message}` not at {location}:\n{stderr}"
+        );
+    }
+    assert!(stderr.contains("2 errors"), "{stderr}");
+    std::fs::write(directory.join("broken.library.yaml"), "blocks: [1, 2]\n").unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "broken.library.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("broken.library.yaml:1:9"), "{stderr}");
+    let (code, _, stderr) = run_binary(&directory, &["validate", "absent.library.yaml"]);
+    assert_eq!(code, 66, "{stderr}");
+    assert!(
+        stderr.contains("cannot read absent.library.yaml: no such file"),
+        "{stderr}"
+    );
+}
+
+/// The repository's libraries validate, as `validate protocols/*.yaml examples/**/*.yaml` does.
+#[test]
+fn the_repository_s_libraries_validate() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut libraries = 0;
+    for directory in ["examples/features", "protocols"] {
+        for entry in std::fs::read_dir(root.join(directory)).unwrap() {
+            let path = entry.unwrap().path();
+            if protocol_run::compile::library::is_library_file(&path) {
+                protocol_run::compile::library::check_library(&path)
+                    .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+                libraries += 1;
+            }
+        }
+    }
+    assert!(libraries > 0, "no library files found");
+}
