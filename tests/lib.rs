@@ -27,6 +27,7 @@ mod ownership_properties;
 mod pending_sends;
 mod properties;
 mod protocols;
+mod resume_files;
 mod reuse;
 mod sandbox;
 mod scenarios;

@@ -30,6 +30,7 @@ use crate::load::Loaded;
 use crate::load::source::{Part, Source};
 use crate::load::yaml::escape_pointer_token;
 use crate::model::{self, StateType, Targets, TransitionType};
+use crate::store::read_files::ReadFile;
 use crate::value::Value;
 use expression::{Expression, ExpressionProblem, Names, Template, ValueTemplate};
 use machine::{
@@ -220,6 +221,10 @@ fn compile_nested(
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
         capabilities: compiler.capabilities,
+        read_files: std::iter::once(&loaded.source)
+            .chain(&definitions.sources)
+            .map(|source| ReadFile::new(&source.path, &source.text))
+            .collect(),
     };
     let reaches: Vec<Reach> = (0..machine.transitions.len())
         .map(|index| crate::run::algorithm::fixed_reach(&machine, TransitionId(index as u32)))

@@ -187,16 +187,23 @@ impl Fleet {
                     && run.status != RunStatus::Finished
             })
             .collect();
-        if let Some(changed) = recorded
-            .iter()
-            .find(|run| run.protocol_hash != recording.protocol_hash)
+        // The protocol, and each library and child protocol its load read.
+        let changed = recorded.iter().find_map(|run| {
+            crate::store::read_files::changed_file(
+                &recording.protocol_path,
+                &run.protocol_hash,
+                &recording.protocol_text,
+            )
+            .map(|file| (run, file))
+        });
+        if let Some((run, file)) = changed
             && !force
         {
             return Err(format!(
                 "{} changed since instance `{}` started; restore the file, or pass --force to \
                  resume instances whose states still exist",
-                recording.protocol_path,
-                &changed.id[self.prefix.len()..]
+                file.path,
+                &run.id[self.prefix.len()..]
             ));
         }
         for run in recorded {

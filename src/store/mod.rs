@@ -1,5 +1,6 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
+pub mod read_files;
 pub mod sqlite;
 
 pub use sqlite::SqliteStore;
