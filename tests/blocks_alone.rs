@@ -1,6 +1,6 @@
 //! Every block checked on its own: a problem in a block nobody uses is a located error, reported once.
 
-use crate::support::{errors, machine, run_binary, temporary_directory};
+use crate::support::{assert_located, errors, machine, run_binary, temporary_directory};
 
 /// Problems in a block no `use` names are errors at their line, as in a used one.
 #[test]
@@ -35,14 +35,7 @@ states:
         ),
         ("no block is named `nosuch`", "test.yaml:14:14"),
     ] {
-        let at = rendered
-            .find(message)
-            .unwrap_or_else(|| panic!("{rendered}"));
-        let diagnostic = rendered[at..].split("\n\n").next().unwrap_or_default();
-        assert!(
-            diagnostic.contains(&format!("--> {location}\n")),
-            "`{message}` not at {location}:\n{rendered}"
-        );
+        assert_located(&rendered, message, location);
     }
     assert!(rendered.contains("6 errors"), "{rendered}");
 }

@@ -1,6 +1,6 @@
 //! A library file given to `validate` or `check` is checked as a library: schema, imports, blocks and policies.
 
-use crate::support::{run_binary, temporary_directory};
+use crate::support::{assert_located, run_binary, temporary_directory};
 
 const LIBRARY: &str = "# yaml-language-server: $schema=../schemas/library.schema.json
 imports: [more.library.yaml]
@@ -80,12 +80,7 @@ fn a_library_s_problems_are_located_in_its_files() {
             "common.library.yaml:9:26",
         ),
     ] {
-        let at = stderr.find(message).unwrap_or_else(|| panic!("{stderr}"));
-        let diagnostic = stderr[at..].split("\n\n").next().unwrap_or_default();
-        assert!(
-            diagnostic.contains(&format!("--> {location}\n")),
-            "`{message}` not at {location}:\n{stderr}"
-        );
+        assert_located(&stderr, message, location);
     }
     assert!(stderr.contains("2 errors"), "{stderr}");
     std::fs::write(directory.join("broken.library.yaml"), "blocks: [1, 2]\n").unwrap();

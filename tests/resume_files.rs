@@ -29,6 +29,13 @@ fn stopped_run(name: &str) -> std::path::PathBuf {
     directory
 }
 
+/// Adds a comment to the library, which changes its hash and nothing else; its canonical path.
+fn edit_library(directory: &std::path::Path) -> std::path::PathBuf {
+    let path = directory.join("common.library.yaml");
+    std::fs::write(&path, format!("# edited\n{LIBRARY}")).unwrap();
+    path.canonicalize().unwrap()
+}
+
 #[test]
 fn an_unchanged_run_resumes() {
     let directory = stopped_run("unchanged");
@@ -42,15 +49,7 @@ fn an_unchanged_run_resumes() {
 #[test]
 fn a_changed_library_is_refused_naming_it() {
     let directory = stopped_run("library");
-    std::fs::write(
-        directory.join("common.library.yaml"),
-        format!("# edited\n{LIBRARY}"),
-    )
-    .unwrap();
-    let library = directory
-        .join("common.library.yaml")
-        .canonicalize()
-        .unwrap();
+    let library = edit_library(&directory);
     let (code, output) = run_binary_with_state(&directory, &["run", "main.yaml", "--resume"]);
     assert_eq!(code, 65, "{output}");
     assert!(
@@ -144,15 +143,7 @@ states:
     assert_eq!(code, 0, "{output}");
     let (code, output) = serve(&directory, "");
     assert_eq!(code, 0, "{output}");
-    std::fs::write(
-        directory.join("common.library.yaml"),
-        format!("# edited\n{LIBRARY}"),
-    )
-    .unwrap();
-    let library = directory
-        .join("common.library.yaml")
-        .canonicalize()
-        .unwrap();
+    let library = edit_library(&directory);
     let (code, output) = serve(&directory, "");
     assert_eq!(code, 65, "{output}");
     assert!(
