@@ -112,3 +112,56 @@ fn the_repository_s_libraries_validate() {
     }
     assert!(libraries > 0, "no library files found");
 }
+
+/// `check` warns of a block parameter nothing in the block reads, in a library and in a
+/// protocol alike; a parameter read only as an effect's id counts as read.
+#[test]
+fn check_warns_of_a_parameter_never_read() {
+    let directory = temporary_directory("library_files", "unread");
+    let block = "  call:
+    parameters:
+      tool: {}
+      unused: { default: 1 }
+    do:
+      - read_file: x
+        id: \"${tool}\"
+";
+    std::fs::write(
+        directory.join("common.library.yaml"),
+        format!("blocks:\n{block}"),
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        format!(
+            "id: main
+permissions: {{ exec: [], write: [], read: [], env: [] }}
+blocks:
+{block}states:
+  a:
+    entry: [{{ use: call, with: {{ tool: \"'reader'\" }} }}]
+    on: {{ done.exec.reader: b, error.exec.reader: b }}
+  b: {{ type: final }}
+"
+        ),
+    )
+    .unwrap();
+    for (file, location) in [
+        ("common.library.yaml", "common.library.yaml:5:7"),
+        ("main.yaml", "main.yaml:7:7"),
+    ] {
+        let (code, stdout, stderr) = run_binary(&directory, &["check", file]);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        assert_located(
+            &stderr,
+            "warning: the parameter `unused` of the block `call` is never read",
+            location,
+        );
+        assert!(
+            !stderr.contains("`tool`") && stderr.contains("1 warning"),
+            "{stderr}"
+        );
+        let (code, _, _) = run_binary(&directory, &["check", "--deny-warnings", file]);
+        assert_eq!(code, 65);
+    }
+}

@@ -75,7 +75,7 @@ pub fn is_library_text(file: &std::path::Path) -> bool {
 
 /// A library file: its schema, imports, blocks and policies (see `compile::library`).
 pub fn validate_library(file: &std::path::Path) -> u8 {
-    match crate::compile::library::check_library(file) {
+    match checked_library(file) {
         Ok(library) => {
             let count = |count: usize, one: &str, many: &str| {
                 format!("{count} {}", if count == 1 { one } else { many })
@@ -83,20 +83,31 @@ pub fn validate_library(file: &std::path::Path) -> u8 {
             println!(
                 "ok: {} (library, {}, {}, {})",
                 file.display(),
-                count(library.blocks, "block", "blocks"),
-                count(library.retry_policies, "retry policy", "retry policies"),
+                count(library.library.blocks.len(), "block", "blocks"),
+                count(
+                    library.library.retry_policies.len(),
+                    "retry policy",
+                    "retry policies"
+                ),
                 count(library.imported_files, "imported file", "imported files"),
             );
             0
         }
-        Err(error) => {
-            eprint!("{error}");
-            if !matches!(error, LoadError::Invalid(_)) {
-                eprintln!();
-            }
-            load_error_code(&error)
-        }
+        Err(code) => code,
     }
+}
+
+/// The library at `file`, checked, or its problems printed and the exit code they give.
+pub fn checked_library(
+    file: &std::path::Path,
+) -> Result<crate::compile::library::CheckedLibrary, u8> {
+    crate::compile::library::check_library(file).map_err(|error| {
+        eprint!("{error}");
+        if !matches!(error, LoadError::Invalid(_)) {
+            eprintln!();
+        }
+        load_error_code(&error)
+    })
 }
 
 /// Which inputs are secrets, and what that means for the operator.

@@ -11,15 +11,15 @@ use crate::capabilities::Capabilities;
 use crate::diagnostic::Diagnostic;
 use crate::extensions::Extensions;
 use crate::load::schema::DocumentKind;
-use crate::load::source::Part;
+use crate::load::source::{Part, Source};
 use crate::load::{LoadError, read_text};
 use crate::model::Library;
 
-/// What a valid library holds, for `validate`'s summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A valid library, as read, for `validate`'s summary and `check`'s lint.
+#[derive(Debug, Clone)]
 pub struct CheckedLibrary {
-    pub blocks: usize,
-    pub retry_policies: usize,
+    pub source: Source,
+    pub library: Library,
     /// Library files its imports read, all levels together.
     pub imported_files: usize,
 }
@@ -59,12 +59,8 @@ pub fn check_library(path: &Path) -> Result<CheckedLibrary, LoadError> {
                 .at(source.location("", Part::Value)),
         ])
     })?;
-    let checked = CheckedLibrary {
-        blocks: library.blocks.len(),
-        retry_policies: library.retry_policies.len(),
-        imported_files: 0,
-    };
-    let definitions = Definitions::gather_file(&source, library, &Capabilities::unrestricted());
+    let definitions =
+        Definitions::gather_file(&source, library.clone(), &Capabilities::unrestricted());
     let extensions = Arc::new(Extensions::default());
     let children = RefCell::default();
     let file = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
@@ -83,8 +79,11 @@ pub fn check_library(path: &Path) -> Result<CheckedLibrary, LoadError> {
             compiler.diagnostics,
         )));
     }
+    let imported_files = definitions.sources.len();
+    drop(compiler);
     Ok(CheckedLibrary {
-        imported_files: definitions.sources.len(),
-        ..checked
+        source,
+        library,
+        imported_files,
     })
 }
