@@ -831,8 +831,9 @@ impl Compiler<'_> {
     ) -> Option<usize> {
         match self.names.binding(name) {
             Some(expression::NameBinding::Context(slot)) => return Some(slot),
-            // A library's block sets the variables of the protocol that imports it.
-            None if self.names.is_open() && is_identifier(name) => return Some(0),
+            // A library's block checked on its own sets the variables of a protocol not known
+            // yet: no slot, and no variable's type, is its (the action is checked, never run).
+            None if self.names.is_open() && is_identifier(name) => return Some(usize::MAX),
             Some(expression::NameBinding::Input(_)) => {
                 self.error(
                     pointer,
