@@ -187,15 +187,20 @@ impl Fleet {
                     && run.status != RunStatus::Finished
             })
             .collect();
-        // The protocol, and each library and child protocol its load read.
-        let changed = recorded.iter().find_map(|run| {
-            crate::store::read_files::changed_file(
-                &recording.protocol_path,
-                &run.protocol_hash,
-                &recording.protocol_text,
-            )
-            .map(|file| (run, file))
-        });
+        // The protocol, and each library and child protocol its load read: each recorded
+        // hash compared once, however many instances share it (reading the files again).
+        let mut compared = std::collections::HashSet::new();
+        let changed = recorded
+            .iter()
+            .filter(|run| compared.insert(run.protocol_hash.as_str()))
+            .find_map(|run| {
+                crate::store::read_files::changed_file(
+                    &recording.protocol_path,
+                    &run.protocol_hash,
+                    &recording.protocol_text,
+                )
+                .map(|file| (run, file))
+            });
         if let Some((run, file)) = changed
             && !force
         {
