@@ -1,4 +1,4 @@
-//! Every block and retry policy compiled once on its own, so a problem in a block nobody uses is still an error.
+//! Every block and retry policy compiled once on its own: a problem in one nobody uses is an error.
 
 use super::Compiler;
 use super::definitions::{Definition, Origin};
@@ -8,12 +8,12 @@ use crate::load::yaml::escape_pointer_token;
 use crate::model::Block;
 
 impl Compiler<'_> {
-    /// Compiles each block and retry policy the protocol can name once, its parameters standing for values of
-    /// unknown type: its own blocks against the protocol's names, an imported one against any
-    /// names (the protocol importing a library gives them; a use checks them). A `use` inside
-    /// is checked, not expanded, since the block it names is checked on its own too. What
-    /// this compiles is dropped: only its problems are kept, and one found again at a use is
-    /// merged with it (`blocks::merge_repeated`).
+    /// Compiles each block and retry policy the protocol can name once, a block's parameters
+    /// standing for values of unknown type: its own against the protocol's names, an imported
+    /// one against any names (the protocol importing a library gives them; a use checks
+    /// them). A `use` inside is checked, not expanded, since the block it names is checked on
+    /// its own too. What this compiles is dropped: only its problems are kept, and one found
+    /// again at a use is merged with it (`blocks::merge_repeated`).
     pub(super) fn check_blocks_alone(&mut self) {
         let definitions = self.definitions;
         if definitions.blocks.is_empty() && definitions.policies.is_empty() {

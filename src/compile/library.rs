@@ -80,7 +80,6 @@ pub fn check_library(path: &Path) -> Result<CheckedLibrary, LoadError> {
         )));
     }
     let imported_files = definitions.sources.len();
-    drop(compiler);
     Ok(CheckedLibrary {
         source,
         library,
