@@ -165,3 +165,37 @@ blocks:
         assert_eq!(code, 65);
     }
 }
+
+/// Run, or invoked as a child, a library is refused as what it is, not as a protocol missing
+/// its `id` and `states`.
+#[test]
+fn a_library_is_not_run() {
+    let directory = temporary_directory("library_files", "not_run");
+    std::fs::write(directory.join("more.library.yaml"), MORE).unwrap();
+    std::fs::write(
+        directory.join("main.yaml"),
+        "id: main
+states:
+  a:
+    invoke: [{ id: helper, protocol: more.library.yaml }]
+",
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["run", "more.library.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: more.library.yaml: a library file (`*.library.yaml`), not a protocol"
+        ) && stderr.contains("`protocol-run validate FILE` checks it on its own")
+            && !stderr.contains("missing required key"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_binary(&directory, &["validate", "main.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("the child protocol `more.library.yaml` is invalid")
+            && stderr.contains("main.yaml:4:38")
+            && stderr.contains("a library file (`*.library.yaml`), not a protocol"),
+        "{stderr}"
+    );
+}
