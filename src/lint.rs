@@ -1,6 +1,9 @@
 //! `protocol-run check`: warnings beyond the schema and the compiler, each located in the source.
 
+mod library;
 mod unused_definitions;
+
+pub use library::check_library;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -1185,6 +1188,8 @@ impl Usage {
     }
 
     fn effect_options(&mut self, options: &EffectOptions, pointer: &str) {
+        // In a block, `id: "${name}"` reads the parameter `name`.
+        self.template(&options.id);
         if let Some(timeout) = &options.timeout {
             self.delay(timeout, DelayPlace::Action, &format!("{pointer}/timeout"));
         }

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod blocks_alone;
 mod budgets;
 mod capabilities;
 mod children;
@@ -18,6 +19,7 @@ mod foreach;
 mod fuzz_regressions;
 mod imports;
 mod inputs;
+mod library_files;
 mod limits;
 mod loading_limits;
 mod ownership;
@@ -25,6 +27,7 @@ mod ownership_properties;
 mod pending_sends;
 mod properties;
 mod protocols;
+mod resume_files;
 mod reuse;
 mod sandbox;
 mod scenarios;

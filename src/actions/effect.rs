@@ -338,6 +338,11 @@ impl CompiledRetrier {
     }
 }
 
+/// Checks a retrier that no effect names (a retry policy on its own): its problems only.
+pub(crate) fn check_retrier(retrier: &Retrier, compiler: &mut Compiler, pointer: &str) {
+    compile_retrier(retrier, compiler, pointer);
+}
+
 fn compile_retrier(
     retrier: &Retrier,
     compiler: &mut Compiler,

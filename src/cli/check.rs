@@ -3,14 +3,22 @@
 use std::path::PathBuf;
 
 use super::exit_code;
-use super::validate::load_error_code;
+use super::validate::{checked_library, is_library_text, load_error_code};
 use crate::diagnostic::render_all;
 
 pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
     let mut worst = 0;
     for file in files {
+        if crate::compile::library::is_library_file(file) {
+            worst = worst.max(check_library(file, deny_warnings));
+            continue;
+        }
         let loaded = match crate::load::load_file(file) {
             Ok(loaded) => loaded,
+            Err(crate::load::LoadError::Invalid(_)) if is_library_text(file) => {
+                worst = worst.max(check_library(file, deny_warnings));
+                continue;
+            }
             Err(error) => {
                 eprint!("{error}");
                 worst = worst.max(load_error_code(&error));
@@ -36,4 +44,20 @@ pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
         }
     }
     worst
+}
+
+/// A library: checked as `validate` checks it, then linted for what applies to blocks on
+/// their own (the rest is linted in the protocols that use them).
+fn check_library(file: &std::path::Path, deny_warnings: bool) -> u8 {
+    let checked = match checked_library(file) {
+        Ok(checked) => checked,
+        Err(code) => return code,
+    };
+    let warnings = crate::lint::check_library(&checked.source, &checked.library);
+    if warnings.is_empty() {
+        println!("ok: {} (library, no warnings)", file.display());
+        return 0;
+    }
+    eprint!("{}", render_all(&warnings));
+    if deny_warnings { exit_code::INVALID } else { 0 }
 }

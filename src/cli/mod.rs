@@ -56,7 +56,8 @@ enum Command {
     Serve(serve::ServeArguments),
     /// Check protocol files and report every problem with its location.
     Validate {
-        /// Protocol files.
+        /// Protocol files; scenario files (`*.scenario.yaml`) and library files
+        /// (`*.library.yaml`) are checked as what they are.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -140,7 +141,8 @@ enum Command {
         state_dir: PathBuf,
     },
     /// Lint protocols: unreachable or dead-end states, shadowed transitions, eventless loops,
-    /// unused data, unhandled events, suspicious delays.
+    /// unused data, unhandled events, suspicious delays, unused blocks and parameters (a library
+    /// file: its blocks' unread parameters).
     Check {
         #[arg(required = true)]
         files: Vec<PathBuf>,

@@ -22,7 +22,7 @@ use crate::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
-use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint, content_hash};
+use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint};
 use crate::telemetry::RunLog;
 
 #[derive(Debug, Args)]
@@ -368,7 +368,7 @@ fn new_run(
         .create_run(&NewRun {
             id: run_id.clone(),
             protocol_path: canonical(file),
-            protocol_hash: content_hash(&text),
+            protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: Some(text),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
@@ -416,14 +416,20 @@ fn restored_run(
         eprint!("{error}");
         load_error_code(&error)
     })?;
-    let hash = content_hash(&text);
-    if hash != summary.protocol_hash && !options.force {
+    // The protocol, and each library and child protocol its load read.
+    let changed = crate::store::read_files::changed_file(
+        &file.display().to_string(),
+        &summary.protocol_hash,
+        &text,
+    );
+    if let Some(changed) = changed
+        && !options.force
+    {
         eprintln!(
-            "error: {} changed since run `{run_id}` started (recorded {}, now {hash}); \
+            "error: {} changed since run `{run_id}` started (recorded {}, now {}); \
              resuming would mix two protocols. Restore the file, or pass --force to continue \
              as long as every state and variable the run recorded still exists",
-            file.display(),
-            summary.protocol_hash
+            changed.path, changed.recorded, changed.now
         );
         return Err(exit_code::INVALID);
     }

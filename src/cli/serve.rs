@@ -10,7 +10,7 @@ use crate::diagnostic::render_all;
 use crate::run::driver::spawn_stdin_batches;
 use crate::run::durable::TimerPolicy;
 use crate::run::fleet::{Fleet, FleetEnd, Recording};
-use crate::store::{SqliteStore, content_hash};
+use crate::store::SqliteStore;
 
 /// Where `serve` records its instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -147,7 +147,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
                 .unwrap_or_else(|_| arguments.file.clone())
                 .display()
                 .to_string(),
-            protocol_hash: content_hash(&text),
+            protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: text,
             grants: arguments.narrowing.recorded(),
         })

@@ -14,7 +14,12 @@ pub fn validate(files: &[PathBuf]) -> u8 {
             worst = worst.max(validate_scenarios(file));
             continue;
         }
+        if crate::compile::library::is_library_file(file) {
+            worst = worst.max(validate_library(file));
+            continue;
+        }
         let code = match load_file(file) {
+            Err(LoadError::Invalid(_)) if is_library_text(file) => validate_library(file),
             Ok(loaded) => match crate::compile::compile(&loaded) {
                 Ok(machine) => {
                     println!(
@@ -59,6 +64,50 @@ pub fn validate(files: &[PathBuf]) -> u8 {
         worst = worst.max(code);
     }
     worst
+}
+
+/// Whether a file that is no valid protocol is written as a library (no `states`, but
+/// `blocks` or `retry_policies`).
+pub fn is_library_text(file: &std::path::Path) -> bool {
+    crate::load::read_text(file)
+        .is_ok_and(|text| crate::compile::library::looks_like_library(&text))
+}
+
+/// A library file: its schema, imports, blocks and policies (see `compile::library`).
+pub fn validate_library(file: &std::path::Path) -> u8 {
+    match checked_library(file) {
+        Ok(library) => {
+            let count = |count: usize, one: &str, many: &str| {
+                format!("{count} {}", if count == 1 { one } else { many })
+            };
+            println!(
+                "ok: {} (library, {}, {}, {})",
+                file.display(),
+                count(library.library.blocks.len(), "block", "blocks"),
+                count(
+                    library.library.retry_policies.len(),
+                    "retry policy",
+                    "retry policies"
+                ),
+                count(library.imported_files, "imported file", "imported files"),
+            );
+            0
+        }
+        Err(code) => code,
+    }
+}
+
+/// The library at `file`, checked, or its problems printed and the exit code they give.
+pub fn checked_library(
+    file: &std::path::Path,
+) -> Result<crate::compile::library::CheckedLibrary, u8> {
+    crate::compile::library::check_library(file).map_err(|error| {
+        eprint!("{error}");
+        if !matches!(error, LoadError::Invalid(_)) {
+            eprintln!();
+        }
+        load_error_code(&error)
+    })
 }
 
 /// Which inputs are secrets, and what that means for the operator.

@@ -63,6 +63,10 @@ impl<'a> Compiler<'a> {
             return None;
         }
         let bindings = self.bind_arguments(usage, definition, pointer)?;
+        if self.checking_alone {
+            // The block used is checked on its own too: its actions are not compiled again here.
+            return Some(Vec::new());
+        }
         let used_at = self.source.location(&name_pointer, Part::Value);
         let note = format!(
             "in the block `{}` used at {}:{}:{}",
@@ -189,7 +193,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// Runs `body` with problems located in the file the definition is written in.
-    fn in_block_file<T>(
+    pub(super) fn in_block_file<T>(
         &mut self,
         definition: &Definition<Block>,
         body: impl FnOnce(&mut Self) -> T,
@@ -214,6 +218,10 @@ impl<'a> Compiler<'a> {
         else {
             return Some(written.to_string());
         };
+        if self.names.is_unbound_parameter(name) {
+            // Checked on its own, the block's id is one its uses give: any valid id stands in.
+            return Some(name.to_string());
+        }
         let Some(binding) = self
             .names
             .parameters()
@@ -271,7 +279,8 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// Diagnostics found inside a block once for each of its uses become one, noting every use.
+/// Diagnostics found inside a block once for each of its uses, and once when it was checked on
+/// its own, become one, noting every use.
 pub(super) fn merge_repeated(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
     let mut merged: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
     let mut seen: HashMap<(String, String, usize), usize> = HashMap::new();
@@ -284,7 +293,7 @@ pub(super) fn merge_repeated(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
             )
         });
         match key {
-            Some(key) if !diagnostic.notes.is_empty() => match seen.get(&key) {
+            Some(key) => match seen.get(&key) {
                 Some(&index) => {
                     let kept = &mut merged[index];
                     for note in diagnostic.notes {
@@ -298,7 +307,7 @@ pub(super) fn merge_repeated(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
                     merged.push(diagnostic);
                 }
             },
-            _ => merged.push(diagnostic),
+            None => merged.push(diagnostic),
         }
     }
     merged

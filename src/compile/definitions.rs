@@ -53,22 +53,29 @@ impl Definitions {
     /// each once, under `capabilities`' read grant).
     pub fn gather(loaded: &Loaded, capabilities: &Capabilities) -> Definitions {
         let protocol = &loaded.protocol;
+        let own = Library {
+            description: None,
+            imports: protocol.imports.clone(),
+            blocks: protocol.blocks.clone(),
+            retry_policies: protocol.retry_policies.clone(),
+        };
+        Definitions::gather_file(&loaded.source, own, capabilities)
+    }
+
+    /// The definitions of the file `source` (a protocol's, or a library checked on its own),
+    /// `own` being what it defines and imports, then those of its imports.
+    pub fn gather_file(source: &Source, own: Library, capabilities: &Capabilities) -> Definitions {
         let mut definitions = Definitions::default();
-        definitions.add(
-            Origin::Protocol,
-            &loaded.source,
-            protocol.blocks.clone(),
-            protocol.retry_policies.clone(),
-        );
-        let path = Path::new(&loaded.source.path);
+        definitions.add(Origin::Protocol, source, own.blocks, own.retry_policies);
+        let path = Path::new(&source.path);
         let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let mut reading = Reading {
-            protocol: &loaded.source,
+            protocol: source,
             capabilities,
-            chain: vec![(canonical, loaded.source.path.clone())],
+            chain: vec![(canonical, source.path.clone())],
             read: HashSet::new(),
         };
-        reading.imports(&mut definitions, Origin::Protocol, &protocol.imports);
+        reading.imports(&mut definitions, Origin::Protocol, &own.imports);
         definitions
     }
 

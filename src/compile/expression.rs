@@ -42,6 +42,12 @@ pub struct Names {
     /// While a block's actions compile for one `use`: its parameters, each standing for the
     /// argument the `use` gave (empty outside blocks, and at run time).
     parameters: Vec<super::parameters::Binding>,
+    /// While a block is checked on its own: its parameters, names whose value only a `use`
+    /// gives, accepted as names of unknown value.
+    unbound_parameters: Vec<String>,
+    /// While a library's block is checked on its own: any bare name and state is accepted,
+    /// since the protocol that imports the library gives them.
+    open: bool,
 }
 
 /// The embedding program's functions, by name.
@@ -75,7 +81,33 @@ impl Names {
             environment: None,
             reads: None,
             parameters: Vec::new(),
+            unbound_parameters: Vec::new(),
+            open: false,
         }
+    }
+
+    /// The names a library's block is checked against on its own: every name and state, none
+    /// of them known, and the host's functions.
+    pub fn open(extensions: &crate::extensions::Extensions) -> Names {
+        let mut names = Names::new([], [], HashMap::new()).with_host_functions(extensions);
+        names.open = true;
+        names
+    }
+
+    /// Whether any bare name is accepted (a library's block checked on its own).
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Accepts `parameters` as names of unknown value for the expressions compiled next,
+    /// returning those accepted before.
+    pub fn leave_unbound(&mut self, parameters: Vec<String>) -> Vec<String> {
+        std::mem::replace(&mut self.unbound_parameters, parameters)
+    }
+
+    /// Whether `name` is a parameter of the block being checked on its own.
+    pub fn is_unbound_parameter(&self, name: &str) -> bool {
+        self.unbound_parameters.iter().any(|known| known == name)
     }
 
     /// Binds a block's parameters for the expressions compiled next, returning those bound
@@ -763,7 +795,11 @@ impl<'a> NameChecker<'a> {
     }
 
     fn check_name(&mut self, name: &str, expression: &IdedExpr) {
-        if name.starts_with('@') || self.bound.contains(&name) || self.names.binding(name).is_some()
+        if name.starts_with('@')
+            || self.bound.contains(&name)
+            || self.names.binding(name).is_some()
+            || self.names.open
+            || self.names.is_unbound_parameter(name)
         {
             return;
         }
@@ -863,7 +899,7 @@ impl<'a> NameChecker<'a> {
             ] = arguments
             {
                 let state: &str = state.as_ref();
-                if self.names.state(state).is_none() {
+                if self.names.state(state).is_none() && !self.names.open {
                     self.problems.push(ExpressionProblem {
                         offset: self.offset(expression),
                         message: format!("`In` names an unknown state `{state}`"),

@@ -290,6 +290,9 @@ pub struct Machine {
     pub action_ids: Vec<String>,
     /// What its effects may do: the declared permissions, narrowed by parents and the operator.
     pub capabilities: crate::capabilities::Capabilities,
+    /// The files its load read: its own first, then the libraries it imports (its children
+    /// list theirs), for the hash a resume compares.
+    pub read_files: Vec<crate::store::read_files::ReadFile>,
 }
 
 impl Machine {

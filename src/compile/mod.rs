@@ -1,5 +1,6 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
+mod block_check;
 mod blocks;
 mod bounded;
 pub mod budget;
@@ -11,6 +12,7 @@ mod fast_syntax;
 mod functions;
 pub mod grants;
 pub mod inputs;
+pub mod library;
 pub mod machine;
 mod matching;
 pub mod parameters;
@@ -30,6 +32,7 @@ use crate::load::Loaded;
 use crate::load::source::{Part, Source};
 use crate::load::yaml::escape_pointer_token;
 use crate::model::{self, StateType, Targets, TransitionType};
+use crate::store::read_files::ReadFile;
 use crate::value::Value;
 use expression::{Expression, ExpressionProblem, Names, Template, ValueTemplate};
 use machine::{
@@ -94,29 +97,15 @@ fn compile_nested(
     };
     let granted = capabilities.clone().unwrap_or_default();
     let definitions = definitions::Definitions::gather(loaded, &granted);
-    let mut compiler = Compiler {
-        capabilities: granted,
-        extensions: extensions.clone(),
+    let mut compiler = Compiler::new(
+        &loaded.source,
+        &definitions,
+        granted,
+        extensions.clone(),
         ancestry,
         children,
-        source: &loaded.source,
-        protocol_source: &loaded.source,
-        definitions: &definitions,
-        block_stack: Vec::new(),
-        block_actions: 0,
-        block_limit_reported: false,
-        names: Names::default(),
-        context_names: protocol.context.keys().cloned().collect(),
-        diagnostics: Vec::new(),
-        event_names: Vec::new(),
-        event_types: HashMap::new(),
-        action_ids: Vec::new(),
-        invoke_ids: Vec::new(),
-        send_targets: Vec::new(),
-    };
-    compiler
-        .diagnostics
-        .extend(definitions.diagnostics.iter().cloned());
+    );
+    compiler.context_names = protocol.context.keys().cloned().collect();
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
     }
@@ -208,6 +197,7 @@ fn compile_nested(
         .map(|name| EventDescriptor::Prefix(Arc::from("error")).matches(name))
         .collect();
     let candidates = CandidateIndex::build(&states, &transitions, &error_types);
+    compiler.check_blocks_alone();
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(blocks::merge_repeated(compiler.diagnostics));
     }
@@ -233,6 +223,10 @@ fn compile_nested(
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
         capabilities: compiler.capabilities,
+        read_files: std::iter::once(&loaded.source)
+            .chain(&definitions.sources)
+            .map(|source| ReadFile::new(&source.path, &source.text))
+            .collect(),
     };
     let reaches: Vec<Reach> = (0..machine.transitions.len())
         .map(|index| crate::run::algorithm::fixed_reach(&machine, TransitionId(index as u32)))
@@ -302,6 +296,8 @@ pub struct Compiler<'a> {
     /// Actions compiled inside blocks so far (see `blocks::MAX_BLOCK_ACTIONS`).
     block_actions: usize,
     block_limit_reported: bool,
+    /// While each block is compiled on its own (`block_check`): a `use` is checked, not expanded.
+    checking_alone: bool,
     names: Names,
     context_names: Vec<String>,
     diagnostics: Vec<Diagnostic>,
@@ -313,6 +309,40 @@ pub struct Compiler<'a> {
     /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
     /// invoke is known.
     send_targets: Vec<(String, String)>,
+}
+
+impl<'a> Compiler<'a> {
+    /// A compiler for the file `source`, its definitions' problems already reported.
+    fn new(
+        source: &'a Source,
+        definitions: &'a definitions::Definitions,
+        capabilities: Capabilities,
+        extensions: Arc<Extensions>,
+        ancestry: Vec<std::path::PathBuf>,
+        children: &'a CompiledChildren,
+    ) -> Compiler<'a> {
+        Compiler {
+            capabilities,
+            extensions,
+            ancestry,
+            children,
+            source,
+            protocol_source: source,
+            definitions,
+            block_stack: Vec::new(),
+            block_actions: 0,
+            block_limit_reported: false,
+            checking_alone: false,
+            names: Names::default(),
+            context_names: Vec::new(),
+            diagnostics: definitions.diagnostics.clone(),
+            event_names: Vec::new(),
+            event_types: HashMap::new(),
+            action_ids: Vec::new(),
+            invoke_ids: Vec::new(),
+            send_targets: Vec::new(),
+        }
+    }
 }
 
 impl Compiler<'_> {
@@ -837,6 +867,9 @@ impl Compiler<'_> {
     ) -> Option<usize> {
         match self.names.binding(name) {
             Some(expression::NameBinding::Context(slot)) => return Some(slot),
+            // A library's block checked on its own sets the variables of a protocol not known
+            // yet: no slot, and no variable's type, is its (the action is checked, never run).
+            None if self.names.is_open() && is_identifier(name) => return Some(usize::MAX),
             Some(expression::NameBinding::Input(_)) => {
                 self.error(
                     pointer,

@@ -54,10 +54,55 @@ impl Usage {
     }
 }
 
+/// A parameter of a block that nothing in it reads: where it is declared, the warning and
+/// its help.
+pub(super) struct UnreadParameter {
+    pub pointer: String,
+    pub message: String,
+    pub help: String,
+}
+
+/// The parameters of the block `name` (written at `pointer`) that none of its actions,
+/// arguments or ids reads: every `use` must give one (or its default is computed) for nothing.
+pub(super) fn unread_parameters(
+    name: &str,
+    block: &model::Block,
+    pointer: &str,
+) -> Vec<UnreadParameter> {
+    let mut usage = Usage::default();
+    usage.block(block, pointer);
+    block
+        .parameters
+        .keys()
+        .filter(|parameter| !usage.read.contains(*parameter))
+        .map(|parameter| UnreadParameter {
+            pointer: format!("{pointer}/parameters/{}", escape_pointer_token(parameter)),
+            message: format!("the parameter `{parameter}` of the block `{name}` is never read"),
+            help: format!(
+                "read it in the block (`${{{parameter}}}` in a template), or remove it and the \
+                 arguments given for it"
+            ),
+        })
+        .collect()
+}
+
 impl Lint<'_> {
-    /// A block no `use` names, or a retry policy no `retry:` names, is dead text.
+    /// A block no `use` names, or a retry policy no `retry:` names, is dead text; so is a
+    /// parameter its block never reads.
     pub(super) fn unused_definitions(&mut self, usage: &Usage) {
         let protocol = &self.loaded.protocol;
+        for (name, block) in &protocol.blocks {
+            let pointer = format!("/blocks/{}", escape_pointer_token(name));
+            for unread in unread_parameters(name, block, &pointer) {
+                self.warn(
+                    Rule::UnusedDefinition,
+                    &unread.pointer,
+                    Part::Key,
+                    unread.message,
+                    unread.help,
+                );
+            }
+        }
         for name in protocol.blocks.keys() {
             if !usage.used_blocks.contains(name) {
                 self.warn(

@@ -62,8 +62,21 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
     Ok(text)
 }
 
-/// Loads a protocol from text; `path` is only used in messages.
+/// Loads a protocol from text; `path` is used in messages, and a library's name
+/// (`*.library.yaml`) is refused with what to do with it.
 pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
+    if crate::compile::library::is_library_file(Path::new(path)) {
+        // Its schema errors as a protocol (no `id`, no `states`) would hide what it is.
+        return Err(vec![
+            Diagnostic::error(format!(
+                "{path}: a library file (`*.library.yaml`), not a protocol"
+            ))
+            .with_help(
+                "a protocol imports it (`imports: [FILE]`) and uses its blocks; `protocol-run \
+                 validate FILE` checks it on its own",
+            ),
+        ]);
+    }
     let (source, value) = parse_document(schema::DocumentKind::Protocol, path, text)?;
     match serde_json::from_value::<Protocol>(value) {
         Ok(protocol) => Ok(Loaded { source, protocol }),

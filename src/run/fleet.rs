@@ -187,16 +187,28 @@ impl Fleet {
                     && run.status != RunStatus::Finished
             })
             .collect();
-        if let Some(changed) = recorded
+        // The protocol, and each library and child protocol its load read: each recorded
+        // hash compared once, however many instances share it (reading the files again).
+        let mut compared = std::collections::HashSet::new();
+        let changed = recorded
             .iter()
-            .find(|run| run.protocol_hash != recording.protocol_hash)
+            .filter(|run| compared.insert(run.protocol_hash.as_str()))
+            .find_map(|run| {
+                crate::store::read_files::changed_file(
+                    &recording.protocol_path,
+                    &run.protocol_hash,
+                    &recording.protocol_text,
+                )
+                .map(|file| (run, file))
+            });
+        if let Some((run, file)) = changed
             && !force
         {
             return Err(format!(
                 "{} changed since instance `{}` started; restore the file, or pass --force to \
                  resume instances whose states still exist",
-                recording.protocol_path,
-                &changed.id[self.prefix.len()..]
+                file.path,
+                &run.id[self.prefix.len()..]
             ));
         }
         for run in recorded {

@@ -1,5 +1,6 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
+pub mod read_files;
 pub mod sqlite;
 
 pub use sqlite::SqliteStore;
@@ -13,7 +14,8 @@ pub struct NewRun {
     /// The protocol file as given (callers should pass it canonicalized, so that `--resume` finds
     /// the run whatever the working directory).
     pub protocol_path: String,
-    /// `content_hash` of the protocol text: a changed protocol is refused on resume.
+    /// The hashes of the files the protocol's load read (`read_files::recorded_hash`): its
+    /// own first, alone when it read no other. A changed one is refused on resume.
     pub protocol_hash: String,
     /// The protocol's YAML text, so that a run can be inspected (or diffed) after the file changed.
     pub protocol_text: Option<String>,

@@ -32,6 +32,19 @@ pub fn machine(yaml: &str) -> Arc<Machine> {
     Arc::new(machine)
 }
 
+/// Asserts that `rendered` diagnostics hold one whose message has `message` and whose
+/// location is `location` (`FILE:LINE:COLUMN`).
+pub fn assert_located(rendered: &str, message: &str, location: &str) {
+    let at = rendered
+        .find(message)
+        .unwrap_or_else(|| panic!("no `{message}` in:\n{rendered}"));
+    let diagnostic = rendered[at..].split("\n\n").next().unwrap_or_default();
+    assert!(
+        diagnostic.contains(&format!("--> {location}\n")),
+        "`{message}` not at {location}:\n{rendered}"
+    );
+}
+
 /// The diagnostics of an invalid protocol, rendered.
 pub fn errors(yaml: &str) -> String {
     match protocol_run::load::load_text("test.yaml", yaml.to_string()) {

@@ -1,0 +1,88 @@
+//! A library file checked on its own: its schema, its imports, and each of its blocks and policies.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::Compiler;
+use super::definitions::Definitions;
+use super::expression::Names;
+use crate::capabilities::Capabilities;
+use crate::diagnostic::Diagnostic;
+use crate::extensions::Extensions;
+use crate::load::schema::DocumentKind;
+use crate::load::source::{Part, Source};
+use crate::load::{LoadError, read_text};
+use crate::model::Library;
+
+/// A valid library, as read, for `validate`'s summary and `check`'s lint.
+#[derive(Debug, Clone)]
+pub struct CheckedLibrary {
+    pub source: Source,
+    pub library: Library,
+    /// Library files its imports read, all levels together.
+    pub imported_files: usize,
+}
+
+/// Whether `path` names a library file (`*.library.yaml`), which `validate` and `check` read
+/// as a library rather than a protocol.
+pub fn is_library_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(".library.yaml") || name.ends_with(".library.yml"))
+}
+
+/// Whether a YAML document that is not a valid protocol reads as a library: a mapping with
+/// `blocks` or `retry_policies` and no `states`.
+pub fn looks_like_library(text: &str) -> bool {
+    let limits = crate::load::yaml::YamlLimits::default();
+    let Ok(document) = crate::load::yaml::parse(text, &limits) else {
+        return false;
+    };
+    document.value.as_object().is_some_and(|top| {
+        !top.contains_key("states")
+            && (top.contains_key("blocks") || top.contains_key("retry_policies"))
+    })
+}
+
+/// Reads the library at `path` and checks it as its importers would see it: its schema, the
+/// files it imports, and each block and retry policy compiled on its own against any names
+/// (those are the importing protocol's).
+pub fn check_library(path: &Path) -> Result<CheckedLibrary, LoadError> {
+    let text = read_text(path)?;
+    let (source, value) =
+        crate::load::parse_document(DocumentKind::Library, &path.display().to_string(), text)
+            .map_err(LoadError::Invalid)?;
+    let library: Library = serde_json::from_value(value).map_err(|error| {
+        LoadError::Invalid(vec![
+            Diagnostic::error(format!("the library does not fit the model: {error}"))
+                .at(source.location("", Part::Value)),
+        ])
+    })?;
+    let definitions =
+        Definitions::gather_file(&source, library.clone(), &Capabilities::unrestricted());
+    let extensions = Arc::new(Extensions::default());
+    let children = RefCell::default();
+    let file = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let mut compiler = Compiler::new(
+        &source,
+        &definitions,
+        Capabilities::unrestricted(),
+        extensions.clone(),
+        vec![file],
+        &children,
+    );
+    compiler.names = Names::open(&extensions);
+    compiler.check_blocks_alone();
+    if compiler.diagnostics.iter().any(Diagnostic::is_error) {
+        return Err(LoadError::Invalid(super::blocks::merge_repeated(
+            compiler.diagnostics,
+        )));
+    }
+    let imported_files = definitions.sources.len();
+    Ok(CheckedLibrary {
+        source,
+        library,
+        imported_files,
+    })
+}

@@ -1,0 +1,142 @@
+//! The files a run's protocol was loaded from, with their hashes: a resume refuses one that changed.
+
+use std::collections::HashSet;
+
+use super::content_hash;
+use crate::compile::machine::Machine;
+
+/// One file a load read (the protocol's own, or a library it imports), by canonical path,
+/// with the `content_hash` of its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadFile {
+    pub path: String,
+    pub hash: String,
+}
+
+impl ReadFile {
+    /// The file shown as `path` (relative to the working directory), whose text is `text`.
+    pub fn new(path: &str, text: &str) -> ReadFile {
+        let shown = std::path::Path::new(path);
+        let canonical = shown.canonicalize().unwrap_or_else(|_| shown.to_path_buf());
+        ReadFile {
+            path: canonical.display().to_string(),
+            hash: content_hash(text),
+        }
+    }
+}
+
+/// A file a run was loaded from that is not as it was: where, and its hash then and now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedFile {
+    pub path: String,
+    pub recorded: String,
+    /// The hash now, or why the file cannot be read.
+    pub now: String,
+}
+
+/// The hash recorded for a run of `machine`: its protocol's own hash, then a line `HASH PATH`
+/// for each other file its load read (its libraries, its child protocols and theirs), each
+/// once. A protocol that reads no other file records its own hash alone, as runs always did.
+pub fn recorded_hash(machine: &Machine) -> String {
+    let mut files = Vec::new();
+    let mut seen = HashSet::new();
+    collect(machine, &mut files, &mut seen);
+    let mut recorded = files
+        .first()
+        .map(|own| own.hash.clone())
+        .unwrap_or_default();
+    // A path with a line break cannot be written on one line: such a file is not recorded.
+    for file in files
+        .iter()
+        .skip(1)
+        .filter(|file| !file.path.contains('\n'))
+    {
+        recorded.push('\n');
+        recorded.push_str(&file.hash);
+        recorded.push(' ');
+        recorded.push_str(&file.path);
+    }
+    recorded
+}
+
+/// The files `machine` and the children it invokes were read from, each once: a child
+/// invoked from many places is walked once.
+fn collect(machine: &Machine, files: &mut Vec<ReadFile>, seen: &mut HashSet<String>) {
+    let Some(own) = machine.read_files.first() else {
+        return;
+    };
+    if !seen.insert(own.path.clone()) {
+        return;
+    }
+    for file in &machine.read_files {
+        if !files.iter().any(|known| known.path == file.path) {
+            files.push(file.clone());
+        }
+    }
+    for invoke in machine.states.iter().flat_map(|state| &state.invokes) {
+        collect(&invoke.machine, files, seen);
+    }
+}
+
+/// The first file of a run recorded as `recorded` that changed: the protocol at
+/// `protocol_path` (whose text is now `protocol_text`), then each other file read again from
+/// disk. A record of the protocol's hash alone (the protocol read no other file, or the run
+/// was recorded before other files were) compares the protocol only: a file it reads now
+/// that it did not then can only come from a change to a file that is compared.
+pub fn changed_file(
+    protocol_path: &str,
+    recorded: &str,
+    protocol_text: &str,
+) -> Option<ChangedFile> {
+    let mut lines = recorded.split('\n');
+    let own = lines.next().unwrap_or_default();
+    let now = content_hash(protocol_text);
+    if now != own {
+        return Some(ChangedFile {
+            path: protocol_path.to_string(),
+            recorded: own.to_string(),
+            now,
+        });
+    }
+    lines.find_map(|line| {
+        let (hash, path) = line.split_once(' ')?;
+        let now = match crate::load::read_text(std::path::Path::new(path)) {
+            Ok(text) => content_hash(&text),
+            Err(crate::load::LoadError::NotFound { .. }) => "no such file".to_string(),
+            Err(_) => "unreadable".to_string(),
+        };
+        (now != hash).then(|| ChangedFile {
+            path: path.to_string(),
+            recorded: hash.to_string(),
+            now,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_of_the_protocol_alone_compares_the_protocol_alone() {
+        let recorded = content_hash("id: p\n");
+        assert_eq!(changed_file("p.yaml", &recorded, "id: p\n"), None);
+        let changed = changed_file("p.yaml", &recorded, "id: q\n").unwrap();
+        assert_eq!(
+            (changed.path.as_str(), changed.recorded.as_str()),
+            ("p.yaml", recorded.as_str())
+        );
+    }
+
+    #[test]
+    fn each_other_file_is_read_again() {
+        let recorded = format!(
+            "{}\n{} /nonexistent/protocol-run/lib.library.yaml",
+            content_hash("id: p\n"),
+            content_hash("blocks: {}\n")
+        );
+        let changed = changed_file("p.yaml", &recorded, "id: p\n").unwrap();
+        assert_eq!(changed.path, "/nonexistent/protocol-run/lib.library.yaml");
+        assert_eq!(changed.now, "no such file");
+    }
+}
