@@ -84,6 +84,7 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.effects_cancelled_at_once();
     lint.context_variables(&usage);
     lint.events(&usage);
+    lint.unmatched_engine_events();
     lint.delays(&usage);
     let mut warnings = lint.warnings;
     // A stable sort: warnings at the same place keep the order of the checks.
@@ -485,6 +486,24 @@ impl Lint<'_> {
                     "rename it to `{similar}`; if `{prefix}` really comes from outside the protocol, leave it"
                 ),
             );
+        }
+    }
+
+    /// Handlers of engine events (`done.exec.tset`) that no effect, state or invoke of the
+    /// protocol can produce: what `validate` refuses once `events:` is declared. Handlers of
+    /// other names may be input from outside, so only `events:` makes them findings.
+    fn unmatched_engine_events(&mut self) {
+        let machine = self.machine;
+        for handler in &machine.unmatched_handlers {
+            if handler.is_platform_family() {
+                self.warn(
+                    Rule::Event,
+                    &handler.pointer,
+                    Part::Key,
+                    handler.message(false),
+                    handler.help.clone(),
+                );
+            }
         }
     }
 
@@ -1562,7 +1581,7 @@ states:
   idle:
     on:
       error: failed
-      error.exec: done
+      error.execution: done
       'go stop': done
       go: failed
       halt:
@@ -1806,7 +1825,7 @@ states:
       reply: done
       step: done
       done.state.idle: done
-      error.exec: done
+      error.execution: done
   done: { type: final }
 ";
         assert_eq!(warnings(yaml), Vec::new());

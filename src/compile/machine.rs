@@ -279,6 +279,12 @@ pub struct Machine {
     pub action_ids: Vec<String>,
     /// What its effects may do: the declared permissions, narrowed by parents and the operator.
     pub capabilities: crate::capabilities::Capabilities,
+    /// `events:`: the external events the protocol takes; `None` takes any.
+    pub declared_events: Option<Arc<super::declared_events::DeclaredEvents>>,
+    /// The declared type of each context variable, by slot (`types:`).
+    pub context_types: Vec<Option<super::data_schema::DataSchema>>,
+    /// Without `events:`, the `on:` keys no event can match, for `check` to warn about.
+    pub unmatched_handlers: Vec<super::handled_events::UnmatchedHandler>,
 }
 
 impl Machine {
@@ -302,6 +308,16 @@ impl Machine {
 
     pub fn event_name(&self, event_type: EventType) -> &Arc<str> {
         &self.event_names[event_type.0 as usize]
+    }
+
+    /// Whether input from outside (an events line, `serve`, a scenario's `send`, a parent or a
+    /// child protocol) may deliver event `name` with `data`: with `events:` declared, only a
+    /// declared event whose data conforms. The refusal says why.
+    pub fn admit_external(&self, name: &str, data: &serde_json::Value) -> Result<(), String> {
+        match &self.declared_events {
+            Some(declared) => declared.admit(name, data),
+            None => Ok(()),
+        }
     }
 
     /// `state` is a proper descendant of `ancestor`.

@@ -2,12 +2,16 @@
 
 mod bounded;
 pub mod budget;
+pub mod context_types;
+pub mod data_schema;
+pub mod declared_events;
 mod event_index;
 pub mod expression;
 mod fast;
 mod fast_syntax;
 mod functions;
 pub mod grants;
+pub mod handled_events;
 pub mod inputs;
 pub mod machine;
 mod matching;
@@ -100,6 +104,10 @@ fn compile_nested(
         action_ids: Vec::new(),
         invoke_ids: Vec::new(),
         send_targets: Vec::new(),
+        event_sources: handled_events::EventSources::default(),
+        handlers: Vec::new(),
+        declared_events: None,
+        context_types: Vec::new(),
     };
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
@@ -120,6 +128,9 @@ fn compile_nested(
         return Err(compiler.diagnostics);
     }
     compiler.check_data_names(protocol);
+    compiler.declared_events =
+        declared_events::DeclaredEvents::compile(&mut compiler, &protocol.events);
+    compiler.event_sources.declared = protocol.events.keys().cloned().collect();
     let state_indices = outline
         .ids
         .iter()
@@ -144,7 +155,10 @@ fn compile_nested(
         .iter()
         .map(|(name, value)| (name.clone(), Value::from_json(value)))
         .collect();
-    let error_execution = compiler.intern_event("error.execution");
+    let error_execution = compiler.platform_event("error.execution");
+    // A `send` to a child or the parent that cannot be delivered reports this.
+    compiler.platform_event("error.communication");
+    compiler.context_types = context_types::compile(&mut compiler, protocol);
     let mut builder = Builder {
         outline: &outline,
         states: Vec::with_capacity(outline.states.len()),
@@ -157,7 +171,7 @@ fn compile_nested(
     let done_events = outline
         .states
         .iter()
-        .map(|entry| compiler.intern_event(&format!("done.state.{}", entry.id)))
+        .map(|entry| compiler.platform_event(&format!("done.state.{}", entry.id)))
         .collect();
     let Builder {
         mut states,
@@ -165,6 +179,7 @@ fn compile_nested(
         ..
     } = builder;
     compiler.check_send_targets();
+    let unmatched_handlers = compiler.check_handlers();
     // A child takes events only if something sends it some: others end, as before, when they
     // have nothing left to wait for.
     for invoke in states.iter_mut().flat_map(|state| &mut state.invokes) {
@@ -217,6 +232,9 @@ fn compile_nested(
         source_path: loaded.source.path.clone(),
         action_ids: compiler.action_ids,
         capabilities: compiler.capabilities,
+        declared_events: compiler.declared_events.map(Arc::new),
+        context_types: compiler.context_types,
+        unmatched_handlers,
     };
     let reaches: Vec<Reach> = (0..machine.transitions.len())
         .map(|index| crate::run::algorithm::fixed_reach(&machine, TransitionId(index as u32)))
@@ -286,6 +304,14 @@ pub struct Compiler<'a> {
     /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
     /// invoke is known.
     send_targets: Vec<(String, String)>,
+    /// Every event that can reach a transition, for `check_handlers`.
+    event_sources: handled_events::EventSources,
+    /// Every `on:` descriptor as written.
+    handlers: Vec<handled_events::Handler>,
+    /// `events:`, compiled; `None` when the protocol declares none.
+    declared_events: Option<declared_events::DeclaredEvents>,
+    /// The declared type of each context variable, by slot (`types:`).
+    context_types: Vec<Option<data_schema::DataSchema>>,
 }
 
 impl Compiler<'_> {
@@ -316,6 +342,48 @@ impl Compiler<'_> {
         self.event_names.push(name.clone());
         self.event_types.insert(name, event_type);
         event_type
+    }
+
+    /// The event type of an event the engine raises for something that exists (a state, an
+    /// effect, an invoke, a timer): handlers of it can match.
+    pub fn platform_event(&mut self, name: &str) -> EventType {
+        self.event_sources.platform.push(name.to_string());
+        self.intern_event(name)
+    }
+
+    /// Records an event name a `raise` or `send` writes: `literal` when it has no `${...}`,
+    /// otherwise only its start before the first `${` is known.
+    pub fn produced_event(&mut self, text: &str, literal: bool) {
+        match (literal, text.find("${")) {
+            (false, Some(start)) => self
+                .event_sources
+                .produced_prefixes
+                .push(text[..start].to_string()),
+            _ => self.event_sources.produced.push(text.to_string()),
+        }
+    }
+
+    /// The declared type of the context variable in `slot`, if `types:` gives one.
+    pub fn context_type(&self, slot: usize) -> Option<&data_schema::DataSchema> {
+        self.context_types.get(slot)?.as_ref()
+    }
+
+    /// The declared data schema of event `name`, if `events:` declares it.
+    pub fn declared_event(&self, name: &str) -> Option<&data_schema::DataSchema> {
+        self.declared_events.as_ref()?.schema(name)
+    }
+
+    /// With `events:` declared, an `on:` key that no event can match is an error; without, the
+    /// findings go to `check` (which warns about those naming engine events).
+    fn check_handlers(&mut self) -> Vec<handled_events::UnmatchedHandler> {
+        let unmatched = self.event_sources.unmatched(&self.handlers);
+        if self.declared_events.is_none() {
+            return unmatched;
+        }
+        for handler in unmatched {
+            self.key_error(&handler.pointer, handler.message(true), Some(handler.help));
+        }
+        Vec::new()
     }
 
     /// Records a `send`'s `to:`, checked when every invoke of the protocol is known.
@@ -557,6 +625,9 @@ impl Compiler<'_> {
     /// Loads and compiles a child protocol, checking its inputs against what the parent gives.
     fn invoke(&mut self, invoke: &model::Invoke, pointer: &str) -> Option<machine::InvokeNode> {
         self.check_action_id(&invoke.id, &format!("{pointer}/id"));
+        // Registered first: a handler of these is right even when the child fails to compile.
+        let done = self.platform_event(&format!("done.invoke.{}", invoke.id));
+        let failed = self.platform_event(&format!("error.invoke.{}", invoke.id));
         let protocol_pointer = format!("{pointer}/protocol");
         let parent = std::path::Path::new(&self.source.path)
             .parent()
@@ -618,8 +689,6 @@ impl Compiler<'_> {
             }
         };
         let inputs = self.check_child_inputs(invoke, &child, pointer);
-        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
-        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
         self.invoke_ids.push(invoke.id.clone());
         Some(machine::InvokeNode {
             id: Arc::from(invoke.id.as_str()),
@@ -1055,7 +1124,7 @@ impl Builder<'_, '_> {
         for (position, transition) in state.after.iter().enumerate() {
             let after_pointer = format!("{pointer}/after/{position}");
             let event_name = format!("after.{}.{}", entry.id, position);
-            let event_type = compiler.intern_event(&event_name);
+            let event_type = compiler.platform_event(&event_name);
             let delay = match &transition.delay {
                 Some(delay) => compiler.delay(delay, &format!("{after_pointer}/delay")),
                 None => {
@@ -1098,7 +1167,7 @@ impl Builder<'_, '_> {
                 );
             }
             let event_name = format!("timeout.{}", entry.id);
-            let event_type = compiler.intern_event(&event_name);
+            let event_type = compiler.platform_event(&event_name);
             if let Some(delay) = compiler.delay(timeout, &timeout_pointer) {
                 node.timers.push(Timer {
                     delay,
@@ -1288,6 +1357,10 @@ impl Builder<'_, '_> {
                 if token != "*" {
                     compiler.check_event_name(token.trim_end_matches(".*"), pointer);
                 }
+                compiler.handlers.push(handled_events::Handler {
+                    token: token.to_string(),
+                    pointer: pointer.to_string(),
+                });
                 let descriptor = EventDescriptor::parse(token);
                 if let EventDescriptor::Prefix(name) = &descriptor {
                     compiler.intern_event(name);

@@ -52,6 +52,16 @@ pub struct Protocol {
     /// Mutable data and its initial values. Expressions read it by name; `assign` changes it.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub context: IndexMap<String, serde_json::Value>,
+    /// The types of context variables, each a JSON Schema: `types: { verdicts: { type: object } }`.
+    /// The initial value is checked at load, every assignment to the variable when it is made;
+    /// a variable not listed takes any value.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub types: IndexMap<String, serde_json::Value>,
+    /// The external events the protocol takes, each with a JSON Schema for its data
+    /// (`{}` for any). With `events:` declared, input naming another event is refused, data that
+    /// does not conform is refused, and `on:` keys that match no event that can occur are errors.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub events: IndexMap<String, serde_json::Value>,
     /// The state (or states, in parallel regions) entered first. Defaults to the first state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial: Option<Targets>,
