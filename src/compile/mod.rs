@@ -5,6 +5,7 @@ pub mod budget;
 pub mod context_types;
 pub mod data_schema;
 pub mod declared_events;
+mod event_data_reads;
 mod event_index;
 pub mod expression;
 mod fast;
@@ -1413,6 +1414,9 @@ impl Builder<'_, '_> {
                     .as_ref()
                     .map(|guard| compiler.expression(guard, &format!("{pointer}/guard")));
                 let actions = compiler.actions(&transition.actions, &format!("{pointer}/actions"));
+                if place == TransitionPlace::On {
+                    event_data_reads::check(compiler, &events, transition, pointer);
+                }
                 let internal = transition.kind == Some(TransitionType::Internal);
                 (targets, guard, actions, internal)
             }
