@@ -195,7 +195,11 @@ fn compile_target(
         if !valid {
             compiler.key_error(
                 pointer,
-                format!("`{target}` is not a path: `{key}` is not a map key"),
+                if key.is_empty() {
+                    format!("`{target}` is not a path: it has an empty key")
+                } else {
+                    format!("`{target}` is not a path: `{key}` is not a map key")
+                },
                 Some(
                     "write the variable, then its keys, separated by `.` (letters, digits, `_` \
                      and `-`), e.g. `verdicts.critic`"

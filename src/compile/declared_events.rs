@@ -50,7 +50,7 @@ impl DeclaredEvents {
                 );
                 continue;
             }
-            compiler.check_event_name(name, &pointer);
+            compiler.check_event_name_at(name, &pointer, crate::load::source::Part::Key);
             if let Some(refusal) = crate::run::event::refuse_platform_event(name) {
                 let reason = refusal.split(';').next().unwrap_or_default().to_string();
                 compiler.key_error(

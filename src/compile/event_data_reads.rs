@@ -62,10 +62,7 @@ pub fn check(
                 ),
                 help: Some(
                     did_you_mean(key, known.iter().map(String::as_str)).unwrap_or_else(|| {
-                        format!(
-                            "its schema under `events:` lists: {}",
-                            known.join(", ")
-                        )
+                        format!("its schema under `events:` lists: {}", known.join(", "))
                     }),
                 ),
             })
@@ -120,7 +117,8 @@ mod tests {
     #[test]
     fn reads_are_found_with_their_offsets() {
         let found: Vec<(usize, &str)> =
-            reads("event.data.verdict == 'x' && has(event.data.reason) && myevent.data.y").collect();
+            reads("event.data.verdict == 'x' && has(event.data.reason) && myevent.data.y")
+                .collect();
         assert_eq!(found, [(0, "verdict"), (33, "reason")]);
     }
 }

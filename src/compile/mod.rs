@@ -430,6 +430,11 @@ impl Compiler<'_> {
 
     /// An event name is dot-separated tokens of letters, digits, `_`, `-` (and `*` in descriptors).
     pub fn check_event_name(&mut self, name: &str, pointer: &str) {
+        self.check_event_name_at(name, pointer, Part::Value);
+    }
+
+    /// `check_event_name`, reporting at the key or the value at `pointer`.
+    pub fn check_event_name_at(&mut self, name: &str, pointer: &str, part: Part) {
         let valid = !name.is_empty()
             && name.split('.').all(|token| {
                 !token.is_empty()
@@ -438,8 +443,9 @@ impl Compiler<'_> {
                         .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '*')
             });
         if !valid {
-            self.value_error(
+            self.error(
                 pointer,
+                part,
                 format!("`{name}` is not a valid event name"),
                 Some("use dot-separated words, e.g. `error.exec.timeout`".into()),
             );
