@@ -1066,7 +1066,9 @@ impl Usage {
                 }
                 Action::Assign(assign) => {
                     for (name, value) in &assign.assign {
-                        self.assigned.insert(name.clone());
+                        // A path (`verdicts.critic`) sets its variable.
+                        let variable = name.split('.').next().unwrap_or_default();
+                        self.assigned.insert(variable.to_string());
                         // Strings are expressions; other values are literals.
                         if let serde_json::Value::String(text) = value {
                             self.expression(text);
