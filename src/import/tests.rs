@@ -458,9 +458,9 @@ fn a_dotted_assign_location_becomes_a_path_assignment() {
         "<onentry><assign location=\"nothing.y\" expr=\"1\"/></onentry>",
     ));
     assert!(
-        undeclared
-            .iter()
-            .any(|error| error.message.contains("`nothing` is not the id of a <data> element")),
+        undeclared.iter().any(|error| error
+            .message
+            .contains("`nothing` is not the id of a <data> element")),
         "{}",
         render(&undeclared)
     );
