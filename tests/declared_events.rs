@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::support::{Run, errors, run_binary, temporary_directory};
+use crate::support::{Run, assert_diagnostic, errors, run_binary, temporary_directory};
 
 const REVIEW_GATE: &str = include_str!("../examples/review-gate/review-gate.yaml");
 
@@ -179,10 +179,7 @@ states:
         ),
         ("`bad name` is not a valid event name", "test.yaml:7:3"),
     ] {
-        let found = rendered
-            .split("\n\n")
-            .any(|block| block.contains(message) && block.contains(place));
-        assert!(found, "{message} at {place}:\n{rendered}");
+        assert_diagnostic(&rendered, &[message, place]);
     }
 }
 
@@ -351,4 +348,108 @@ states:
         .find("progress 50")
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(refused < delivered, "{stderr}");
+}
+
+#[test]
+fn the_review_gate_refuses_a_bad_verdict_at_run_time_and_goes_on() {
+    let directory = temporary_directory("declared-events", "review-gate");
+    std::fs::write(directory.join("review-gate.yaml"), REVIEW_GATE).unwrap();
+    std::fs::write(
+        directory.join("events.jsonl"),
+        [
+            r#"{"event": "developer.submitted", "data": {"change": "PR-9"}}"#,
+            r#"{"event": "critic.verdict", "data": {"verdict": "rejected"}}"#,
+            r#"{"event": "critic.verdcit", "data": {"verdict": "rejected", "reason": "x"}}"#,
+            r#"{"event": "critic.verdict", "data": {"verdict": "approved", "reason": "ok"}}"#,
+            r#"{"event": "auditor.verdict", "data": {"verdict": "approved", "reason": "ok"}}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_binary(
+        &directory,
+        &[
+            "run",
+            "review-gate.yaml",
+            "--events",
+            "events.jsonl",
+            "--state-dir",
+            "state",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(r#""verdicts":{"critic":"approved","auditor":"approved"}"#),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("events line 2: event `critic.verdict` has data that does not conform: at `/`: \"reason\" is a required property; line skipped")
+            && stderr.contains("events line 3: `critic.verdcit` is not an event this protocol takes; did you mean `critic.verdict`?"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_feature_example_admits_declared_data_only() {
+    let machine = crate::support::machine(include_str!("../examples/features/events.yaml"));
+    let parse = |line: &str| protocol_run::run::input::parse_event_line(&machine, line).map(|_| ());
+    assert_eq!(
+        parse(r#"{"event": "approve", "data": {"by": "ana"}}"#),
+        Ok(())
+    );
+    assert_eq!(parse(r#"{"event": "cancel", "data": [1, 2]}"#), Ok(()));
+    assert_eq!(
+        parse(r#"{"event": "approve", "data": {"by": ""}}"#),
+        Err("event `approve` has data that does not conform: at `/by`: \"\" is shorter than 1 character".into())
+    );
+    assert_eq!(
+        parse(r#"{"event": "aprove"}"#),
+        Err("`aprove` is not an event this protocol takes; did you mean `approve`? (declared under `events:`: approve, cancel)".into())
+    );
+}
+
+#[test]
+fn a_parent_event_the_child_does_not_declare_is_an_error_communication_in_the_child() {
+    let directory = temporary_directory("declared-events", "parent");
+    std::fs::write(
+        directory.join("child.yaml"),
+        r#"
+id: child
+events:
+  work: { type: object, properties: { n: { type: integer } }, required: [n] }
+states:
+  waiting:
+    entry: [{ send: ready, to: parent }]
+    on:
+      error.communication:
+        target: done
+        actions: [{ log: "child refused ${event.data.event} from ${event.data.from}: ${event.data.message}" }]
+      work: done
+  done: { type: final }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("parent.yaml"),
+        r#"
+id: parent
+states:
+  a:
+    invoke: [{ id: worker, protocol: child.yaml }]
+    on:
+      ready: { actions: [{ send: work, to: worker, data: { n: "many" } }] }
+      done.invoke.worker: b
+  b: { type: final }
+"#,
+    )
+    .unwrap();
+    let (code, stdout, stderr) =
+        run_binary(&directory, &["run", "parent.yaml", "--state-dir", "state"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(
+            "child refused work from parent: event `work` has data that does not conform: at `/n`"
+        ),
+        "{stderr}"
+    );
 }

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{Run, errors};
+use crate::support::{Run, assert_diagnostic, errors};
 
 #[test]
 fn a_path_sets_one_key_creating_maps_on_the_way_in_order() {
@@ -150,10 +150,7 @@ states:
             "assign a value of that type",
         ),
     ] {
-        let found = rendered
-            .split("\n\n")
-            .any(|block| block.contains(message) && block.contains(place) && block.contains(help));
-        assert!(found, "{message} at {place}:\n{rendered}");
+        assert_diagnostic(&rendered, &[message, place, help]);
     }
     assert!(rendered.ends_with("5 errors\n"), "{rendered}");
 }
@@ -190,10 +187,7 @@ states:
             "declare it under `context:` first, e.g. `nothing: null`",
         ),
     ] {
-        let found = rendered
-            .split("\n\n")
-            .any(|block| block.contains(message) && block.contains(place) && block.contains(help));
-        assert!(found, "{message} at {place}:\n{rendered}");
+        assert_diagnostic(&rendered, &[message, place, help]);
     }
     // The help never proposes a dotted name as a variable.
     assert!(!rendered.contains("`count.x: null`"), "{rendered}");
