@@ -375,10 +375,11 @@ impl Compiler<'_> {
     }
 
     /// With `events:` declared, an `on:` key that no event can match is an error; without, the
-    /// findings go to `check` (which warns about those naming engine events).
+    /// handlers of engine events that match nothing go to `check`, which warns about them.
     fn check_handlers(&mut self) -> Vec<handled_events::UnmatchedHandler> {
-        let unmatched = self.event_sources.unmatched(&self.handlers);
-        if self.declared_events.is_none() {
+        let declared = self.declared_events.is_some();
+        let unmatched = self.event_sources.unmatched(&self.handlers, !declared);
+        if !declared {
             return unmatched;
         }
         for handler in unmatched {
