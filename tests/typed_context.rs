@@ -192,3 +192,34 @@ states:
     // The help never proposes a dotted name as a variable.
     assert!(!rendered.contains("`count.x: null`"), "{rendered}");
 }
+
+#[test]
+fn a_typed_foreach_item_is_checked_like_an_assignment() {
+    let mut run = Run::start(
+        r#"
+id: typed-loop
+context: { commit: "", seen: [] }
+types:
+  commit: { type: string }
+states:
+  a:
+    on:
+      go:
+        actions:
+          - foreach: "['a1f', 7, 'c3d']"
+            item: commit
+            do: [{ assign: { seen: "seen + [commit]" } }]
+      error.execution:
+        actions: [{ log: "${event.data.message}" }]
+"#,
+    );
+    run.send("go");
+    assert_eq!(
+        run.take_logs(),
+        [
+            "`commit` would not conform to its type (at `/`: 7 is not of type \"string\"); the assignment is not made"
+        ]
+    );
+    assert_eq!(run.context("seen"), json!(["a1f"]));
+    assert_eq!(run.context("commit"), json!("a1f"));
+}
