@@ -454,6 +454,14 @@ impl Lint<'_> {
                 help,
             );
         }
+        // A declared event comes from outside: it need not be raised or sent.
+        let declared_prefixes: HashSet<&str> = self
+            .loaded
+            .protocol
+            .events
+            .keys()
+            .flat_map(|name| EventDescriptor::prefixes_matching(name))
+            .collect();
         for handler in &usage.handled {
             let EventDescriptor::Prefix(prefix) = EventDescriptor::parse(&handler.token) else {
                 continue;
@@ -466,7 +474,8 @@ impl Lint<'_> {
                     .produced_prefixes
                     .iter()
                     .any(|start| prefix.starts_with(start.as_str()) || start.starts_with(&*prefix));
-            if built_in || produced || !may_compare(usage.produced.len()) {
+            let declared = declared_prefixes.contains(&*prefix);
+            if built_in || produced || declared || !may_compare(usage.produced.len()) {
                 continue;
             }
             let Some(similar) = usage
@@ -1815,6 +1824,21 @@ states:
             "{found:#?}"
         );
         assert!(found[1].1.contains("--> x.yaml:7:11"), "{found:#?}");
+    }
+
+    #[test]
+    fn a_declared_event_needs_no_raise_even_when_one_edit_from_a_raised_one() {
+        let yaml = "id: t
+events: { approve: {} }
+states:
+  idle:
+    entry: [{ raise: approved }]
+    on:
+      approve: done
+      approved: done
+  done: { type: final }
+";
+        assert_eq!(warnings(yaml), Vec::new());
     }
 
     #[test]
