@@ -184,6 +184,25 @@ states:
 }
 
 #[test]
+fn a_schema_that_is_not_an_object_is_refused_when_the_file_is_read() {
+    let rendered = errors(
+        "id: bad\nevents: { go: 12 }\ntypes: { n: [] }\ncontext: { n: 0 }\nstates: { a: {} }\n",
+    );
+    assert_diagnostic(
+        &rendered,
+        &[
+            "expected boolean or object, found the number 12",
+            "test.yaml:2:15",
+        ],
+    );
+    assert_diagnostic(
+        &rendered,
+        &["expected boolean or object, found a list", "test.yaml:3:13"],
+    );
+    assert!(!rendered.contains("quote the value"), "{rendered}");
+}
+
+#[test]
 fn reading_an_unknown_key_of_declared_data_is_a_located_error() {
     let rendered = errors(&GATE.replace(
         "guard: event.data.verdict == 'approved'",

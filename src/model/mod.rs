@@ -56,15 +56,29 @@ pub struct Protocol {
     /// The initial value is checked at load, every assignment to the variable when it is made;
     /// a variable not listed takes any value.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[schemars(schema_with = "data_schemas")]
     pub types: IndexMap<String, serde_json::Value>,
     /// The external events the protocol takes, each with a JSON Schema for its data
     /// (`{}` for any). With `events:` declared, input naming another event is refused, data that
     /// does not conform is refused, and `on:` keys that match no event that can occur are errors.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[schemars(schema_with = "data_schemas")]
     pub events: IndexMap<String, serde_json::Value>,
     /// The state (or states, in parallel regions) entered first. Defaults to the first state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial: Option<Targets>,
     /// The top-level states, in document order. Each key is the state's id, unique in the file.
     pub states: IndexMap<String, State>,
+}
+
+/// `events:` and `types:`: names mapped to JSON Schemas, each an object (`{}` takes anything)
+/// or `true`/`false`. What the schema says is checked when the protocol is compiled.
+fn data_schemas(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "type": ["object", "boolean"],
+            "description": "A JSON Schema (draft 2020-12), e.g. `{ type: object, properties: { reason: { type: string } }, required: [reason] }`; `{}` takes any value."
+        }
+    })
 }
