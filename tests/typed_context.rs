@@ -55,7 +55,7 @@ states:
     run.send("go");
     assert_eq!(
         run.take_logs(),
-        ["cannot set `items.first`: the value at `first`'s parent is list, not a map"]
+        ["cannot set `items.first`: `items` is a list, not a map"]
     );
     assert_eq!(run.context("items"), json!([1, 2]));
 }

@@ -142,9 +142,10 @@ impl Assign {
         let value = if assignment.path.is_empty() {
             value
         } else {
-            set_path(&context[assignment.slot], &assignment.path, value).map_err(|problem| {
-                failure(format!("cannot set `{}`: {problem}", assignment.target))
-            })?
+            let variable = &view.machine.context[assignment.slot].0;
+            set_path(&context[assignment.slot], variable, &assignment.path, value).map_err(
+                |problem| failure(format!("cannot set `{}`: {problem}", assignment.target)),
+            )?
         };
         if assignment.checked {
             let name = &view.machine.context[assignment.slot].0;
@@ -251,24 +252,26 @@ fn check_known_value(
     }
 }
 
-/// `current` with the value at `path` (map keys) replaced by `value`. A missing key or a
-/// `null` on the way becomes an empty map; any other value that is not a map is an error.
-fn set_path(current: &Value, path: &[Arc<str>], value: Value) -> Result<Value, String> {
+/// `current` (the value at `walked`, e.g. `verdicts`) with the value at `path` (map keys
+/// below it) replaced by `value`. A missing key or a `null` on the way becomes an empty map;
+/// any other value that is not a map is an error naming where it is.
+fn set_path(
+    current: &Value,
+    walked: &str,
+    path: &[Arc<str>],
+    value: Value,
+) -> Result<Value, String> {
     let Some((key, rest)) = path.split_first() else {
         return Ok(value);
     };
     let mut map = match current {
         Value::Map(map) => map.as_ref().clone(),
         Value::Null => indexmap::IndexMap::new(),
-        other => {
-            return Err(format!(
-                "the value at `{key}`'s parent is {}, not a map",
-                other.type_name()
-            ));
-        }
+        other => return Err(format!("`{walked}` is a {}, not a map", other.type_name())),
     };
     let inner = map.get(key).cloned().unwrap_or(Value::Null);
-    map.insert(key.clone(), set_path(&inner, rest, value)?);
+    let walked = format!("{walked}.{key}");
+    map.insert(key.clone(), set_path(&inner, &walked, rest, value)?);
     Ok(Value::Map(Arc::new(map)))
 }
 
