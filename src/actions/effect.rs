@@ -139,12 +139,12 @@ impl EffectPolicy {
     ) -> Option<EffectPolicy> {
         compiler.check_action_id(&options.id, &format!("{pointer}/id"));
         // Raised by name when the effect is refused; registered so handlers of it are known.
-        compiler.platform_event(&format!("error.permission.{}", options.id));
+        compiler.intern_event(&format!("error.permission.{}", options.id));
         let events = OutcomeEvents {
-            done: compiler.platform_event(&format!("done.exec.{}", options.id)),
-            failed: compiler.platform_event(&format!("error.exec.{}", options.id)),
-            timed_out: compiler.platform_event(&format!("error.exec.timeout.{}", options.id)),
-            incomplete: compiler.platform_event(&format!("error.incomplete.{}", options.id)),
+            done: compiler.intern_event(&format!("done.exec.{}", options.id)),
+            failed: compiler.intern_event(&format!("error.exec.{}", options.id)),
+            timed_out: compiler.intern_event(&format!("error.exec.timeout.{}", options.id)),
+            incomplete: compiler.intern_event(&format!("error.incomplete.{}", options.id)),
         };
         let timeout = options
             .timeout

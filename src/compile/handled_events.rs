@@ -25,9 +25,10 @@ pub struct EventSources {
     pub produced_prefixes: Vec<String>,
     /// The engine's events for what exists: `done.state.<id>` for each state,
     /// `done.exec.<id>`/`error.exec.<id>`/... for each effect, `done.invoke.<id>` for each
-    /// invoke, timers, `error.execution`, `error.communication`. A construct that adds its own
-    /// (a `map` action's `done.map.<id>`/`error.map.<id>`) registers them through
-    /// `Compiler::platform_event` and is covered here with no change.
+    /// invoke, timers, `error.execution`, `error.communication`. Every name the compiler
+    /// interns for an action or a state comes here (`Compiler::intern_event`), so a construct
+    /// that adds its own (a `map` action's `done.map.<id>`/`error.map.<id>`) is covered with
+    /// no change.
     pub platform: Vec<String>,
 }
 

@@ -156,9 +156,9 @@ fn compile_nested(
         .iter()
         .map(|(name, value)| (name.clone(), Value::from_json(value)))
         .collect();
-    let error_execution = compiler.platform_event("error.execution");
+    let error_execution = compiler.intern_event("error.execution");
     // A `send` to a child or the parent that cannot be delivered reports this.
-    compiler.platform_event("error.communication");
+    compiler.intern_event("error.communication");
     compiler.context_types = context_types::compile(&mut compiler, protocol);
     let mut builder = Builder {
         outline: &outline,
@@ -172,7 +172,7 @@ fn compile_nested(
     let done_events = outline
         .states
         .iter()
-        .map(|entry| compiler.platform_event(&format!("done.state.{}", entry.id)))
+        .map(|entry| compiler.intern_event(&format!("done.state.{}", entry.id)))
         .collect();
     let Builder {
         mut states,
@@ -333,8 +333,17 @@ impl Compiler<'_> {
         self.context_names.iter().map(String::as_str)
     }
 
-    /// The event type of a name, adding it to the known names if new.
+    /// The event type of an event the engine raises or the protocol sends (a state's, an
+    /// effect's, an invoke's, a timer's, a literal `send`), adding it to the known names if
+    /// new: handlers of it can match (see `check_handlers`).
     pub fn intern_event(&mut self, name: &str) -> EventType {
+        self.event_sources.platform.push(name.to_string());
+        self.intern_name(name)
+    }
+
+    /// The event type of a name, adding it to the known names if new, without counting it as
+    /// an event that can occur (what an `on:` key names).
+    fn intern_name(&mut self, name: &str) -> EventType {
         if let Some(known) = self.event_types.get(name) {
             return *known;
         }
@@ -343,13 +352,6 @@ impl Compiler<'_> {
         self.event_names.push(name.clone());
         self.event_types.insert(name, event_type);
         event_type
-    }
-
-    /// The event type of an event the engine raises for something that exists (a state, an
-    /// effect, an invoke, a timer): handlers of it can match.
-    pub fn platform_event(&mut self, name: &str) -> EventType {
-        self.event_sources.platform.push(name.to_string());
-        self.intern_event(name)
     }
 
     /// Records an event name a `raise` or `send` writes: `literal` when it has no `${...}`,
@@ -634,8 +636,8 @@ impl Compiler<'_> {
     fn invoke(&mut self, invoke: &model::Invoke, pointer: &str) -> Option<machine::InvokeNode> {
         self.check_action_id(&invoke.id, &format!("{pointer}/id"));
         // Registered first: a handler of these is right even when the child fails to compile.
-        let done = self.platform_event(&format!("done.invoke.{}", invoke.id));
-        let failed = self.platform_event(&format!("error.invoke.{}", invoke.id));
+        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
+        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
         let protocol_pointer = format!("{pointer}/protocol");
         let parent = std::path::Path::new(&self.source.path)
             .parent()
@@ -1132,7 +1134,7 @@ impl Builder<'_, '_> {
         for (position, transition) in state.after.iter().enumerate() {
             let after_pointer = format!("{pointer}/after/{position}");
             let event_name = format!("after.{}.{}", entry.id, position);
-            let event_type = compiler.platform_event(&event_name);
+            let event_type = compiler.intern_event(&event_name);
             let delay = match &transition.delay {
                 Some(delay) => compiler.delay(delay, &format!("{after_pointer}/delay")),
                 None => {
@@ -1175,7 +1177,7 @@ impl Builder<'_, '_> {
                 );
             }
             let event_name = format!("timeout.{}", entry.id);
-            let event_type = compiler.platform_event(&event_name);
+            let event_type = compiler.intern_event(&event_name);
             if let Some(delay) = compiler.delay(timeout, &timeout_pointer) {
                 node.timers.push(Timer {
                     delay,
@@ -1371,7 +1373,7 @@ impl Builder<'_, '_> {
                 });
                 let descriptor = EventDescriptor::parse(token);
                 if let EventDescriptor::Prefix(name) = &descriptor {
-                    compiler.intern_event(name);
+                    compiler.intern_name(name);
                 }
                 descriptor
             })
