@@ -35,6 +35,8 @@ pub struct Diagnostic {
     pub label: Option<String>,
     /// How to fix it.
     pub help: Option<String>,
+    /// Where else it concerns, e.g. each `use` of the block it is in.
+    pub notes: Vec<String>,
 }
 
 impl Diagnostic {
@@ -45,6 +47,7 @@ impl Diagnostic {
             location: None,
             label: None,
             help: None,
+            notes: Vec::new(),
         }
     }
 
@@ -112,6 +115,9 @@ impl fmt::Display for Diagnostic {
             }
         } else if let Some(label) = &self.label {
             writeln!(formatter, "{gutter} = {label}")?;
+        }
+        for note in &self.notes {
+            writeln!(formatter, "{gutter} = note: {note}")?;
         }
         if let Some(help) = &self.help {
             writeln!(formatter, "{gutter} = help: {help}")?;

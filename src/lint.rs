@@ -1,5 +1,7 @@
 //! `protocol-run check`: warnings beyond the schema and the compiler, each located in the source.
 
+mod unused_definitions;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
@@ -39,6 +41,7 @@ enum Rule {
     ContextVariable,
     Event,
     Delay,
+    UnusedDefinition,
 }
 
 /// Every warning about `loaded` (compiled as `machine`): first a missing `permissions`, then
@@ -70,7 +73,7 @@ pub fn check(loaded: &Loaded, machine: &Machine) -> Vec<Diagnostic> {
 
 /// The warnings with the rule each comes from, in source order.
 fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
-    let usage = Usage::collect(&loaded.protocol);
+    let usage = Usage::collect(loaded);
     let mut lint = Lint {
         loaded,
         machine,
@@ -86,6 +89,7 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.events(&usage);
     lint.unmatched_engine_events();
     lint.delays(&usage);
+    lint.unused_definitions(&usage);
     let mut warnings = lint.warnings;
     // A stable sort: warnings at the same place keep the order of the checks.
     warnings.sort_by_key(|(_, warning)| {
@@ -991,14 +995,20 @@ struct Usage {
     produced_prefixes: Vec<String>,
     handled: Vec<Handler>,
     delays: Vec<LiteralDelay>,
+    /// Blocks some `use` names.
+    used_blocks: HashSet<String>,
+    /// Retry policies some `retry:` names.
+    used_policies: HashSet<String>,
 }
 
 impl Usage {
-    fn collect(protocol: &model::Protocol) -> Usage {
+    fn collect(loaded: &Loaded) -> Usage {
+        let protocol = &loaded.protocol;
         let mut usage = Usage::default();
         for (pointer, state) in states_in_document_order(protocol) {
             usage.state(&pointer, state);
         }
+        usage.definitions(loaded);
         usage
     }
 
@@ -1142,6 +1152,14 @@ impl Usage {
                     }
                     self.effect_options(&exec.options, &pointer);
                 }
+                Action::Use(usage) => {
+                    self.used_blocks.insert(usage.block.clone());
+                    for argument in usage.with.values() {
+                        if let serde_json::Value::String(text) = argument {
+                            self.expression(text);
+                        }
+                    }
+                }
                 Action::Call(call) => {
                     if let Some(arguments) = &call.args {
                         self.value_template(arguments);
@@ -1206,17 +1224,34 @@ impl Usage {
         if let Some(telemetry) = &options.telemetry {
             self.template(telemetry);
         }
-        for retrier in &options.retry {
-            for delay in [&retrier.interval, &retrier.max_delay] {
-                if let Some(delay) = delay.as_deref()
-                    && Duration::parse(delay).is_none()
-                {
-                    self.expression(delay);
+        let entries = options
+            .retry
+            .as_ref()
+            .map(model::RetryPlan::entries)
+            .unwrap_or_default();
+        for entry in entries {
+            let retrier = match entry {
+                model::RetryEntry::Named(name) => {
+                    self.used_policies.insert(name);
+                    continue;
                 }
+                model::RetryEntry::Retrier(retrier) => retrier,
+            };
+            self.retrier(&retrier);
+        }
+    }
+
+    /// What a retrier reads.
+    fn retrier(&mut self, retrier: &model::effect::Retrier) {
+        for delay in [&retrier.interval, &retrier.max_delay] {
+            if let Some(delay) = delay.as_deref()
+                && Duration::parse(delay).is_none()
+            {
+                self.expression(delay);
             }
-            if let Some(Count::Computed(expression)) = &retrier.max_attempts {
-                self.expression(expression);
-            }
+        }
+        if let Some(Count::Computed(expression)) = &retrier.max_attempts {
+            self.expression(expression);
         }
     }
 
@@ -1431,6 +1466,7 @@ mod tests {
                 .extension()
                 .is_some_and(|extension| extension == "yaml")
                 && !path.to_string_lossy().ends_with(".scenario.yaml")
+                && !path.to_string_lossy().ends_with(".library.yaml")
             {
                 files.push(path);
             }

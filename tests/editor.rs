@@ -15,6 +15,7 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 const PROTOCOL_MODELINE: &str = "# yaml-language-server: $schema=../schemas/protocol.schema.json";
 const SCENARIO_MODELINE: &str = "# yaml-language-server: $schema=../schemas/scenario.schema.json";
+const LIBRARY_MODELINE: &str = "# yaml-language-server: $schema=../schemas/library.schema.json";
 
 fn repository() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -151,6 +152,28 @@ fn scenario_completion_offers_the_step_kinds() {
     );
     let labels = server.completion_labels(&scenario, 5, 8);
     assert_offers(&labels, &["send", "after", "expect"], "a scenario step");
+    server.shut_down();
+}
+
+#[test]
+fn library_completion_offers_blocks_and_policies_and_a_block_offers_use() {
+    let mut server = LanguageServer::start();
+    let library = server.open(
+        "editor-test.library.yaml",
+        &format!("{LIBRARY_MODELINE}\n\n"),
+    );
+    let labels = server.completion_labels(&library, 1, 0);
+    assert_offers(
+        &labels,
+        &["blocks", "retry_policies", "imports"],
+        "a library's top level",
+    );
+    let block = server.open(
+        "editor-test-block.library.yaml",
+        &format!("{LIBRARY_MODELINE}\nblocks:\n  call:\n    do:\n      - \n"),
+    );
+    let labels = server.completion_labels(&block, 4, 8);
+    assert_offers(&labels, &["use", "log", "exec"], "an action in a block");
     server.shut_down();
 }
 

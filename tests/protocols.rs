@@ -2,7 +2,23 @@
 
 use std::path::{Path, PathBuf};
 
+/// The protocols under `directory`: YAML files other than scenarios and libraries.
 fn yaml_files(directory: &str) -> Vec<PathBuf> {
+    files_under(directory, |name| {
+        name.ends_with(".yaml")
+            && !name.ends_with(".scenario.yaml")
+            && !name.ends_with(".library.yaml")
+    })
+}
+
+/// The library files (`*.library.yaml`) under `directory`: blocks and policies that protocols
+/// import, read when a protocol importing them compiles.
+fn library_files(directory: &str) -> Vec<PathBuf> {
+    files_under(directory, |name| name.ends_with(".library.yaml"))
+}
+
+/// The files under `directory` (at any depth) whose name `wanted` accepts, sorted.
+fn files_under(directory: &str, wanted: fn(&str) -> bool) -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(directory);
     let mut pending = vec![root];
     let mut files = Vec::new();
@@ -11,17 +27,31 @@ fn yaml_files(directory: &str) -> Vec<PathBuf> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path
-                .extension()
-                .is_some_and(|extension| extension == "yaml")
-                && !path.to_string_lossy().ends_with(".scenario.yaml")
-            {
+            } else if wanted(&path.to_string_lossy()) {
                 files.push(path);
             }
         }
     }
     files.sort();
     files
+}
+
+/// Each library carries the library schema's modeline.
+#[test]
+fn libraries_carry_the_library_modeline() {
+    for path in library_files("examples")
+        .into_iter()
+        .chain(library_files("protocols"))
+    {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first_line = text.lines().next().unwrap_or_default();
+        assert!(
+            first_line.starts_with("# yaml-language-server: $schema=")
+                && first_line.ends_with("schemas/library.schema.json"),
+            "{} does not start with the library schema modeline",
+            path.display()
+        );
+    }
 }
 
 fn check_directory(directory: &str) {
@@ -81,7 +111,7 @@ fn format_guide_shows_the_examples_as_they_are() {
     }
     assert_eq!(
         checked,
-        yaml_files("examples/features").len(),
+        yaml_files("examples/features").len() + library_files("examples/features").len(),
         "every feature example appears in the guide"
     );
 }

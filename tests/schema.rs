@@ -29,6 +29,20 @@ fn committed_scenario_schema_equals_the_generated_one() {
 }
 
 #[test]
+fn committed_library_schema_equals_the_generated_one() {
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/library.schema.json"
+    ))
+    .expect("schemas/library.schema.json is committed");
+    let generated = protocol_run::load::schema::DocumentKind::Library.schema_text();
+    assert!(
+        committed == generated,
+        "schemas/library.schema.json is stale: run `cargo run -- schema --out schemas`"
+    );
+}
+
+#[test]
 fn schema_command_prints_the_same_schema() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .arg("schema")

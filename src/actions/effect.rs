@@ -137,14 +137,16 @@ impl EffectPolicy {
         compiler: &mut Compiler,
         pointer: &str,
     ) -> Option<EffectPolicy> {
-        compiler.check_action_id(&options.id, &format!("{pointer}/id"));
+        let id_pointer = format!("{pointer}/id");
+        let id = compiler.fixed_name(&options.id, &id_pointer)?;
+        compiler.check_action_id(&id, &id_pointer);
         // Raised by name when the effect is refused; registered so handlers of it are known.
-        compiler.intern_event(&format!("error.permission.{}", options.id));
+        compiler.intern_event(&format!("error.permission.{id}"));
         let events = OutcomeEvents {
-            done: compiler.intern_event(&format!("done.exec.{}", options.id)),
-            failed: compiler.intern_event(&format!("error.exec.{}", options.id)),
-            timed_out: compiler.intern_event(&format!("error.exec.timeout.{}", options.id)),
-            incomplete: compiler.intern_event(&format!("error.incomplete.{}", options.id)),
+            done: compiler.intern_event(&format!("done.exec.{id}")),
+            failed: compiler.intern_event(&format!("error.exec.{id}")),
+            timed_out: compiler.intern_event(&format!("error.exec.timeout.{id}")),
+            incomplete: compiler.intern_event(&format!("error.incomplete.{id}")),
         };
         let timeout = options
             .timeout
@@ -169,20 +171,22 @@ impl EffectPolicy {
                 .expression(text, &multipliers_pointer)
                 .map(CompiledMultipliers::Computed),
         };
-        let retriers: Vec<Option<CompiledRetrier>> = options
-            .retry
-            .iter()
-            .enumerate()
-            .map(|(index, retrier)| {
-                compile_retrier(retrier, compiler, &format!("{pointer}/retry/{index}"))
+        let retriers: Vec<Option<CompiledRetrier>> = compiler
+            .retriers(options.retry.as_ref(), &format!("{pointer}/retry"))
+            .into_iter()
+            .map(|site| {
+                let site = site?;
+                compiler.in_source(site.source, |compiler| {
+                    compile_retrier(&site.retrier, compiler, &site.pointer)
+                })
             })
             .collect();
         let telemetry = compiler.template(
-            options.telemetry.as_deref().unwrap_or(&options.id),
+            options.telemetry.as_deref().unwrap_or(&id),
             &format!("{pointer}/telemetry"),
         );
         Some(EffectPolicy {
-            id: Arc::from(options.id.as_str()),
+            id: Arc::from(id.as_str()),
             events,
             timeout: crate::compile::optional(timeout)?,
             multipliers: multipliers?,

@@ -159,9 +159,9 @@ enum Command {
         #[command(subcommand)]
         source: ImportSource,
     },
-    /// Print the protocol JSON Schema (or the scenario one), or write both to DIR.
+    /// Print the protocol JSON Schema (or the scenario one), or write all three to DIR.
     Schema {
-        /// Write `protocol.schema.json` and `scenario.schema.json` into DIR.
+        /// Write `protocol.schema.json`, `scenario.schema.json` and `library.schema.json` into DIR.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
         /// Print the scenario schema instead of the protocol one.

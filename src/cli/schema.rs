@@ -19,7 +19,11 @@ pub fn schema(out: Option<&Path>, scenario: bool) -> u8 {
             Err(_) => exit_code::IO,
         };
     };
-    for kind in [DocumentKind::Protocol, DocumentKind::Scenario] {
+    for kind in [
+        DocumentKind::Protocol,
+        DocumentKind::Scenario,
+        DocumentKind::Library,
+    ] {
         let path = directory.join(kind.schema_file_name());
         if let Err(error) = crate::files::write_atomically(&path, kind.schema_text().as_bytes()) {
             eprintln!("error: cannot write {}: {error}", path.display());

@@ -39,6 +39,9 @@ pub struct Names {
     /// When reads are restricted: the capabilities the file functions (`exists`, `is_dir`,
     /// `file_size`, `json_valid`) check each path against.
     reads: Option<Arc<crate::capabilities::Capabilities>>,
+    /// While a block's actions compile for one `use`: its parameters, each standing for the
+    /// argument the `use` gave (empty outside blocks, and at run time).
+    parameters: Vec<super::parameters::Binding>,
 }
 
 /// The embedding program's functions, by name.
@@ -71,7 +74,22 @@ impl Names {
             host_functions: HostFunctions::default(),
             environment: None,
             reads: None,
+            parameters: Vec::new(),
         }
+    }
+
+    /// Binds a block's parameters for the expressions compiled next, returning those bound
+    /// before (a block's actions see only its own parameters).
+    pub fn bind_parameters(
+        &mut self,
+        parameters: Vec<super::parameters::Binding>,
+    ) -> Vec<super::parameters::Binding> {
+        std::mem::replace(&mut self.parameters, parameters)
+    }
+
+    /// The parameters bound now.
+    pub fn parameters(&self) -> &[super::parameters::Binding] {
+        &self.parameters
     }
 
     /// The same names, with the file functions limited to what `capabilities` may read.
@@ -318,8 +336,45 @@ fn environment() -> &'static Arc<cel::Env> {
 }
 
 impl Expression {
-    /// Parses `text` and checks that every name and function it uses exists.
+    /// Parses `text` and checks that every name and function it uses exists. Inside a block,
+    /// its parameters are replaced by their arguments first, and problems are reported where
+    /// the original text has them.
     pub fn compile(text: &str, names: &Names) -> Result<Expression, Vec<ExpressionProblem>> {
+        if names.parameters.is_empty() {
+            return Self::compile_substituted(text, names);
+        }
+        let substituted = super::parameters::substitute(text, &names.parameters);
+        if substituted.text.len() > MAX_EXPRESSION_BYTES && text.len() <= MAX_EXPRESSION_BYTES {
+            return Err(vec![ExpressionProblem {
+                offset: 0,
+                message: format!(
+                    "with the block's parameters replaced by their arguments, this expression is \
+                     {} bytes, longer than the limit of {MAX_EXPRESSION_BYTES}",
+                    substituted.text.len()
+                ),
+                help: Some(
+                    "give the parameter a shorter argument: assign the long expression to a \
+                     context variable first and pass its name"
+                        .into(),
+                ),
+            }]);
+        }
+        Self::compile_substituted(&substituted.text, names).map_err(|problems| {
+            problems
+                .into_iter()
+                .map(|problem| ExpressionProblem {
+                    offset: substituted.original_offset(problem.offset),
+                    ..problem
+                })
+                .collect()
+        })
+    }
+
+    /// Parses `text`, in which no parameter is left, and checks every name and function.
+    fn compile_substituted(
+        text: &str,
+        names: &Names,
+    ) -> Result<Expression, Vec<ExpressionProblem>> {
         if text.len() > MAX_EXPRESSION_BYTES {
             return Err(vec![ExpressionProblem {
                 offset: 0,

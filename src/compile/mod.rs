@@ -1,10 +1,12 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
+mod blocks;
 mod bounded;
 pub mod budget;
 pub mod context_types;
 pub mod data_schema;
 pub mod declared_events;
+pub(crate) mod definitions;
 mod event_data_reads;
 mod event_index;
 pub mod expression;
@@ -16,6 +18,8 @@ pub mod handled_events;
 pub mod inputs;
 pub mod machine;
 mod matching;
+pub mod parameters;
+pub mod policies;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -91,12 +95,19 @@ fn compile_nested(
         Some(permissions) => limit.narrowed(permissions, &working_directory),
         None => Ok(limit.clone()),
     };
+    let granted = capabilities.clone().unwrap_or_default();
+    let definitions = definitions::Definitions::gather(loaded, &granted);
     let mut compiler = Compiler {
-        capabilities: capabilities.clone().unwrap_or_default(),
+        capabilities: granted,
         extensions: extensions.clone(),
         ancestry,
         children,
         source: &loaded.source,
+        protocol_source: &loaded.source,
+        definitions: &definitions,
+        block_stack: Vec::new(),
+        block_actions: 0,
+        block_limit_reported: false,
         names: Names::default(),
         context_names: protocol.context.keys().cloned().collect(),
         diagnostics: Vec::new(),
@@ -110,6 +121,9 @@ fn compile_nested(
         declared_events: None,
         context_types: Vec::new(),
     };
+    compiler
+        .diagnostics
+        .extend(definitions.diagnostics.iter().cloned());
     if let Err(message) = &capabilities {
         compiler.value_error("/permissions", message.clone(), None);
     }
@@ -209,7 +223,7 @@ fn compile_nested(
         .collect();
     let candidates = CandidateIndex::build(&states, &transitions, &error_types);
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
-        return Err(compiler.diagnostics);
+        return Err(blocks::merge_repeated(compiler.diagnostics));
     }
     let mut machine = Machine {
         id: protocol.id.clone(),
@@ -293,7 +307,18 @@ pub struct Compiler<'a> {
     /// Canonical paths of the protocols invoking this one, then this one.
     ancestry: Vec<std::path::PathBuf>,
     children: &'a CompiledChildren,
+    /// The file whose problems are being located: the protocol's, or while a block or policy
+    /// defined elsewhere compiles, that file's.
     source: &'a Source,
+    /// The protocol's own file.
+    protocol_source: &'a Source,
+    /// The blocks and retry policies the protocol can name.
+    definitions: &'a definitions::Definitions,
+    /// The blocks being expanded, outermost first, for cycles.
+    block_stack: Vec<String>,
+    /// Actions compiled inside blocks so far (see `blocks::MAX_BLOCK_ACTIONS`).
+    block_actions: usize,
+    block_limit_reported: bool,
     names: Names,
     context_names: Vec<String>,
     diagnostics: Vec<Diagnostic>,
@@ -539,9 +564,18 @@ impl Compiler<'_> {
     pub fn actions(&mut self, list: &[model::Action], pointer: &str) -> Option<Vec<Action>> {
         let mut compiled = Vec::with_capacity(list.len());
         let mut ok = true;
+        self.count_block_actions(list.len(), pointer)?;
         for (index, action) in list.iter().enumerate() {
             let action_pointer = format!("{pointer}/{index}");
             let result = match action {
+                // A block's actions take the place of its `use`.
+                model::Action::Use(usage) => {
+                    match self.use_block(usage, &action_pointer) {
+                        Some(actions) => compiled.extend(actions),
+                        None => ok = false,
+                    }
+                    continue;
+                }
                 model::Action::Log(log) => {
                     actions::log::Log::compile(log, self, &action_pointer).map(Action::Log)
                 }
@@ -881,16 +915,13 @@ impl Compiler<'_> {
     }
 
     fn check_identifier(&mut self, name: &str, pointer: &str, what: &str) {
-        const RESERVED: [&str; 8] = [
-            "event", "true", "false", "null", "in", "In", "int", "string",
-        ];
         if !is_identifier(name) {
             self.key_error(
                 pointer,
                 format!("`{name}` is not a valid {what} name"),
                 Some("use letters, digits and `_`, starting with a letter, so expressions can read it".into()),
             );
-        } else if RESERVED.contains(&name) {
+        } else if RESERVED_NAMES.contains(&name) {
             self.key_error(
                 pointer,
                 format!("`{name}` is reserved and cannot name a {what}"),
@@ -899,6 +930,11 @@ impl Compiler<'_> {
         }
     }
 }
+
+/// Names expressions give a meaning of their own, which no input, variable or parameter takes.
+const RESERVED_NAMES: [&str; 8] = [
+    "event", "true", "false", "null", "in", "In", "int", "string",
+];
 
 /// Letters, digits and `_`, starting with a letter or `_`: a name expressions can read.
 fn is_identifier(name: &str) -> bool {

@@ -396,7 +396,10 @@ states:
                 let name = path.to_string_lossy();
                 if path.is_dir() {
                     pending.push(path);
-                } else if name.ends_with(".yaml") && !name.ends_with(".scenario.yaml") {
+                } else if name.ends_with(".yaml")
+                    && !name.ends_with(".scenario.yaml")
+                    && !name.ends_with(".library.yaml")
+                {
                     paths.push(path);
                 }
             }

@@ -16,6 +16,8 @@ use crate::model::action::ACTION_KINDS;
 pub enum DocumentKind {
     Protocol,
     Scenario,
+    /// A file of blocks and retry policies that protocols import.
+    Library,
 }
 
 impl DocumentKind {
@@ -24,6 +26,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Protocol => generate::<Protocol>("Protocol"),
             DocumentKind::Scenario => generate::<crate::scenario::model::ScenarioFile>("Scenario"),
+            DocumentKind::Library => generate::<crate::model::Library>("Library"),
         }
     }
 
@@ -39,6 +42,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Protocol => "protocol.schema.json",
             DocumentKind::Scenario => "scenario.schema.json",
+            DocumentKind::Library => "library.schema.json",
         }
     }
 
@@ -48,6 +52,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Protocol => include_str!("../../schemas/protocol.schema.json"),
             DocumentKind::Scenario => include_str!("../../schemas/scenario.schema.json"),
+            DocumentKind::Library => include_str!("../../schemas/library.schema.json"),
         }
     }
 
@@ -55,9 +60,11 @@ impl DocumentKind {
     fn compiled(self) -> &'static (Value, jsonschema::Validator) {
         static PROTOCOL: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
         static SCENARIO: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
+        static LIBRARY: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
         let cell = match self {
             DocumentKind::Protocol => &PROTOCOL,
             DocumentKind::Scenario => &SCENARIO,
+            DocumentKind::Library => &LIBRARY,
         };
         cell.get_or_init(|| {
             // A committed file that does not parse can only come from a broken checkout; the

@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
 /// `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`,
-/// `grep_search`, `write`, `backup`, `restore` or `call`.
+/// `grep_search`, `write`, `backup`, `restore`, `call` or `use`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Action {
@@ -33,6 +33,7 @@ pub enum Action {
     Backup(BackupAction),
     Restore(RestoreAction),
     Call(CallAction),
+    Use(super::reuse::UseAction),
 }
 
 impl Action {
@@ -52,7 +53,7 @@ impl Action {
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 16] = [
+pub const ACTION_KINDS: [&str; 17] = [
     "log",
     "assign",
     "raise",
@@ -69,6 +70,7 @@ pub const ACTION_KINDS: [&str; 16] = [
     "backup",
     "restore",
     "call",
+    "use",
 ];
 
 /// Writes a log line: a `tracing` event with tags and structured fields.
@@ -263,6 +265,7 @@ impl<'de> Deserialize<'de> for Action {
             "backup" => Action::Backup(serde_json::from_value(value).map_err(convert)?),
             "restore" => Action::Restore(serde_json::from_value(value).map_err(convert)?),
             "call" => Action::Call(serde_json::from_value(value).map_err(convert)?),
+            "use" => Action::Use(serde_json::from_value(value).map_err(convert)?),
             _ => Action::If(serde_json::from_value(value).map_err(convert)?),
         })
     }
@@ -276,7 +279,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore` or `call`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore`, `call` or `use`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -294,6 +297,7 @@ impl JsonSchema for Action {
                 generator.subschema_for::<BackupAction>(),
                 generator.subschema_for::<RestoreAction>(),
                 generator.subschema_for::<CallAction>(),
+                generator.subschema_for::<super::reuse::UseAction>(),
             ]
         })
     }

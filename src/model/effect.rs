@@ -23,9 +23,10 @@ pub struct EffectOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_multipliers: Option<Multipliers>,
     /// Retriers, tried in order: the first whose `error_equals` matches a failure decides whether
-    /// and when to try again. What remains after retries arrives as the failure event.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub retry: Vec<Retrier>,
+    /// and when to try again. What remains after retries arrives as the failure event. A name
+    /// (alone, or as an entry of the list) stands for a retry policy's retriers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<super::reuse::RetryPlan>,
     /// Prefix of the retry telemetry log lines (`<prefix>_timeout_attempt`, `_timeout_retry`,
     /// `_timeout_success`, `_timeout_exhausted`, `_incomplete_output`); the id when omitted.
     /// A template, so an input can name it: `${telemetry_prefix}`.

@@ -5,6 +5,7 @@ pub mod duration;
 pub mod effect;
 pub mod input;
 pub mod permissions;
+pub mod reuse;
 pub mod state;
 pub mod transition;
 
@@ -16,6 +17,7 @@ pub use action::Action;
 pub use duration::Duration;
 pub use input::{Input, InputType};
 pub use permissions::Permissions;
+pub use reuse::{Block, Library, Parameter, RetryEntry, RetryPlan, UseAction};
 pub use state::{HistoryDepth, Invoke, State, StateType};
 pub use transition::{Targets, Transition, TransitionType, Transitions};
 
@@ -64,6 +66,17 @@ pub struct Protocol {
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     #[schemars(schema_with = "data_schemas")]
     pub events: IndexMap<String, serde_json::Value>,
+    /// Library files whose blocks and retry policies this protocol uses, relative to this
+    /// file, e.g. `[common/tools.yaml]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<String>,
+    /// Named action blocks, run where a `use:` action names them.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub blocks: IndexMap<String, Block>,
+    /// Named retry policies, each the retriers of a `retry:` list; an effect names one with
+    /// `retry: NAME`, or puts the name in its `retry:` list.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub retry_policies: IndexMap<String, Vec<effect::Retrier>>,
     /// The state (or states, in parallel regions) entered first. Defaults to the first state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial: Option<Targets>,
