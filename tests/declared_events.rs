@@ -325,9 +325,8 @@ fn a_scenario_send_that_is_refused_fails_its_step() {
 
 #[test]
 fn a_child_event_the_parent_does_not_declare_is_an_error_communication() {
-    let directory = temporary_directory("declared-events", "child");
-    std::fs::write(
-        directory.join("child.yaml"),
+    let (code, stdout, stderr) = run_parent_and_child(
+        "child",
         r#"
 id: child
 states:
@@ -338,10 +337,6 @@ states:
     on: { never: d }
   d: { type: final }
 "#,
-    )
-    .unwrap();
-    std::fs::write(
-        directory.join("parent.yaml"),
         r#"
 id: parent
 events:
@@ -355,10 +350,7 @@ states:
       progress: { target: b, actions: [{ log: "progress ${event.data.percent}" }] }
   b: { type: final }
 "#,
-    )
-    .unwrap();
-    let (code, stdout, stderr) =
-        run_binary(&directory, &["run", "parent.yaml", "--state-dir", "state"]);
+    );
     assert_eq!(code, 0, "{stdout}{stderr}");
     let refused = stderr
         .find("refused progress from worker: event `progress` has data that does not conform: at `/percent`")
@@ -429,9 +421,8 @@ fn the_feature_example_admits_declared_data_only() {
 
 #[test]
 fn a_parent_event_the_child_does_not_declare_is_an_error_communication_in_the_child() {
-    let directory = temporary_directory("declared-events", "parent");
-    std::fs::write(
-        directory.join("child.yaml"),
+    let (code, stdout, stderr) = run_parent_and_child(
+        "parent",
         r#"
 id: child
 events:
@@ -446,10 +437,6 @@ states:
       work: done
   done: { type: final }
 "#,
-    )
-    .unwrap();
-    std::fs::write(
-        directory.join("parent.yaml"),
         r#"
 id: parent
 states:
@@ -460,10 +447,7 @@ states:
       done.invoke.worker: b
   b: { type: final }
 "#,
-    )
-    .unwrap();
-    let (code, stdout, stderr) =
-        run_binary(&directory, &["run", "parent.yaml", "--state-dir", "state"]);
+    );
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(
         stderr.contains(
@@ -471,4 +455,13 @@ states:
         ),
         "{stderr}"
     );
+}
+
+/// Runs `parent` (which invokes `child.yaml`) with the binary; returns (exit code, stdout,
+/// stderr).
+fn run_parent_and_child(name: &str, child: &str, parent: &str) -> (i32, String, String) {
+    let directory = temporary_directory("declared-events", name);
+    std::fs::write(directory.join("child.yaml"), child).unwrap();
+    std::fs::write(directory.join("parent.yaml"), parent).unwrap();
+    run_binary(&directory, &["run", "parent.yaml", "--state-dir", "state"])
 }
