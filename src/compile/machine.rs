@@ -320,6 +320,15 @@ impl Machine {
         }
     }
 
+    /// `admit_external` for data already read into a `Value` (a parent's or a child's event):
+    /// converted back to JSON only when there is a schema to check it against.
+    pub fn admit_external_value(&self, name: &str, data: &Value) -> Result<(), String> {
+        match &self.declared_events {
+            Some(declared) => declared.admit(name, &data.to_json()),
+            None => Ok(()),
+        }
+    }
+
     /// `state` is a proper descendant of `ancestor`.
     pub fn is_descendant(&self, state: StateId, ancestor: StateId) -> bool {
         state > ancestor && state < self.state(ancestor).descendants_end

@@ -510,9 +510,8 @@ impl DriverHost<'_> {
                 // A cancelled child's events are dropped with it.
                 if self.state.running.has_child(&id) {
                     // A child's events are input to this protocol, checked like any other.
-                    if let Err(message) = self
-                        .machine
-                        .admit_external(&event.name, &event.data.to_json())
+                    if let Err(message) =
+                        self.machine.admit_external_value(&event.name, &event.data)
                     {
                         let refused =
                             Event::refused_message(&self.machine, &event.name, &id, message);

@@ -479,7 +479,7 @@ impl<'a> Session<'a> {
                     Some(event) => {
                         // The parent's events are input to this protocol, checked like any other.
                         let machine = &self.host.machine;
-                        let event = match machine.admit_external(&event.name, &event.data.to_json()) {
+                        let event = match machine.admit_external_value(&event.name, &event.data) {
                             Err(message) => Event::refused_message(machine, &event.name, "parent", message),
                             // Event types are the sender's machine's: this one names them anew.
                             Ok(()) => Event::named(
