@@ -460,8 +460,68 @@ states:
 /// Runs `parent` (which invokes `child.yaml`) with the binary; returns (exit code, stdout,
 /// stderr).
 fn run_parent_and_child(name: &str, child: &str, parent: &str) -> (i32, String, String) {
+    run_parent_and_child_on(name, child, parent, "")
+}
+
+/// `run_parent_and_child` with `events` (JSON lines) as the parent's input.
+fn run_parent_and_child_on(
+    name: &str,
+    child: &str,
+    parent: &str,
+    events: &str,
+) -> (i32, String, String) {
     let directory = temporary_directory("declared-events", name);
     std::fs::write(directory.join("child.yaml"), child).unwrap();
     std::fs::write(directory.join("parent.yaml"), parent).unwrap();
-    run_binary(&directory, &["run", "parent.yaml", "--state-dir", "state"])
+    std::fs::write(directory.join("events.jsonl"), events).unwrap();
+    run_binary(
+        &directory,
+        &[
+            "run",
+            "parent.yaml",
+            "--events",
+            "events.jsonl",
+            "--state-dir",
+            "state",
+        ],
+    )
+}
+
+#[test]
+fn autoforward_gives_a_child_only_the_events_it_declares() {
+    let (code, stdout, stderr) = run_parent_and_child_on(
+        "autoforward",
+        r#"
+id: child
+events: { work: { type: object, required: [n] } }
+states:
+  waiting:
+    on:
+      error.communication:
+        actions: [{ log: "child refused ${event.data.event}" }]
+      work: { target: done, actions: [{ log: "child works on ${event.data.n}" }] }
+  done: { type: final }
+"#,
+        r#"
+id: parent
+states:
+  a:
+    invoke: [{ id: worker, protocol: child.yaml, autoforward: true }]
+    on:
+      chatter: {}
+      work: {}
+      done.invoke.worker: b
+  b: { type: final }
+"#,
+        "{\"event\": \"chatter\"}\n{\"event\": \"work\"}\n{\"event\": \"work\", \"data\": {\"n\": 3}}\n",
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stderr.contains("child refused chatter"), "{stderr}");
+    let refused = stderr
+        .find("child refused work")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let worked = stderr
+        .find("child works on 3")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(refused < worked, "{stderr}");
 }
