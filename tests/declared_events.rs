@@ -52,6 +52,16 @@ fn a_misspelt_event_name_is_refused_by_validate_with_a_suggestion() {
         "{rendered}"
     );
     assert!(rendered.ends_with("1 error\n"), "{rendered}");
+    // The command says the same, and fails.
+    let directory = temporary_directory("declared-events", "validate");
+    std::fs::write(directory.join("review-gate.yaml"), &typo).unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "review-gate.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("review-gate.yaml:64:15")
+            && stderr.contains("did you mean `critic.verdict`?"),
+        "{stderr}"
+    );
 }
 
 #[test]
