@@ -90,6 +90,7 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.effects_cancelled_at_once();
     lint.context_variables(&usage);
     lint.events(&usage);
+    lint.unmatched_engine_events();
     lint.delays(&usage);
     lint.unused_definitions(&usage);
     let mut warnings = lint.warnings;
@@ -460,6 +461,14 @@ impl Lint<'_> {
                 help,
             );
         }
+        // A declared event comes from outside: it need not be raised or sent.
+        let declared_prefixes: HashSet<&str> = self
+            .loaded
+            .protocol
+            .events
+            .keys()
+            .flat_map(|name| EventDescriptor::prefixes_matching(name))
+            .collect();
         for handler in &usage.handled {
             let EventDescriptor::Prefix(prefix) = EventDescriptor::parse(&handler.token) else {
                 continue;
@@ -472,7 +481,8 @@ impl Lint<'_> {
                     .produced_prefixes
                     .iter()
                     .any(|start| prefix.starts_with(start.as_str()) || start.starts_with(&*prefix));
-            if built_in || produced || !may_compare(usage.produced.len()) {
+            let declared = declared_prefixes.contains(&*prefix);
+            if built_in || produced || declared || !may_compare(usage.produced.len()) {
                 continue;
             }
             let Some(similar) = usage
@@ -492,6 +502,24 @@ impl Lint<'_> {
                     "rename it to `{similar}`; if `{prefix}` really comes from outside the protocol, leave it"
                 ),
             );
+        }
+    }
+
+    /// Handlers of engine events (`done.exec.tset`) that no effect, state or invoke of the
+    /// protocol can produce: what `validate` refuses once `events:` is declared. Handlers of
+    /// other names may be input from outside, so only `events:` makes them findings.
+    fn unmatched_engine_events(&mut self) {
+        let machine = self.machine;
+        for handler in &machine.unmatched_handlers {
+            if handler.is_platform_family() {
+                self.warn(
+                    Rule::Event,
+                    &handler.pointer,
+                    Part::Key,
+                    handler.message(false),
+                    handler.help.clone(),
+                );
+            }
         }
     }
 
@@ -1060,7 +1088,9 @@ impl Usage {
                 }
                 Action::Assign(assign) => {
                     for (name, value) in &assign.assign {
-                        self.assigned.insert(name.clone());
+                        // A path (`verdicts.critic`) sets its variable.
+                        let variable = name.split('.').next().unwrap_or_default();
+                        self.assigned.insert(variable.to_string());
                         // Strings are expressions; other values are literals.
                         if let serde_json::Value::String(text) = value {
                             self.expression(text);
@@ -1603,7 +1633,7 @@ states:
   idle:
     on:
       error: failed
-      error.exec: done
+      error.execution: done
       'go stop': done
       go: failed
       halt:
@@ -1838,6 +1868,21 @@ states:
     }
 
     #[test]
+    fn a_declared_event_needs_no_raise_even_when_one_edit_from_a_raised_one() {
+        let yaml = "id: t
+events: { approve: {} }
+states:
+  idle:
+    entry: [{ raise: approved }]
+    on:
+      approve: done
+      approved: done
+  done: { type: final }
+";
+        assert_eq!(warnings(yaml), Vec::new());
+    }
+
+    #[test]
     fn handled_events_nothing_raises_are_taken_as_external() {
         let yaml = "id: t
 states:
@@ -1847,7 +1892,7 @@ states:
       reply: done
       step: done
       done.state.idle: done
-      error.exec: done
+      error.execution: done
   done: { type: final }
 ";
         assert_eq!(warnings(yaml), Vec::new());

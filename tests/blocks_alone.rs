@@ -134,3 +134,24 @@ fn an_unused_imported_block_is_checked_in_its_file() {
         "{stderr}"
     );
 }
+
+/// What an unused block raises is nothing the protocol raises: with `events:` declared, a
+/// handler only such a block could feed is still refused.
+#[test]
+fn an_event_raised_only_in_an_unused_block_is_not_one_the_protocol_takes() {
+    let rendered = errors(
+        r#"
+id: unused-raise
+events: { go: {} }
+blocks:
+  never:
+    do: [{ raise: tick }]
+states:
+  a:
+    on: { go: b, tick: b }
+  b: { type: final }
+"#,
+    );
+    assert!(rendered.contains("`tick`"), "{rendered}");
+    assert!(rendered.contains("1 error"), "{rendered}");
+}

@@ -341,3 +341,26 @@ fn a_shared_child_is_compiled_again_under_narrower_capabilities() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_thousand_declared_events_and_fifteen_thousand_unmatched_handlers_validate_quickly() {
+    // Each handler is looked up, not compared with every name; suggestions stop at a budget.
+    let mut text = String::from("id: declared\nevents:\n");
+    for index in 0..1_000 {
+        writeln!(text, "  d{index}: {{ type: object }}").unwrap();
+    }
+    text.push_str("states:\n  a:\n    on:\n");
+    for index in 0..15_000 {
+        writeln!(text, "      h{index}: b").unwrap();
+    }
+    text.push_str("  b: { type: final }\n");
+    let directory = temporary_directory("loading", "declared");
+    std::fs::write(directory.join("declared.yaml"), text).unwrap();
+    let (code, _, stderr) = run_quickly(&directory, &["validate", "declared.yaml"]);
+    assert_eq!(code, 65, "{}", &stderr[..stderr.len().min(2000)]);
+    assert!(
+        stderr.ends_with("15000 errors\n"),
+        "{}",
+        &stderr[stderr.len() - 300..]
+    );
+}

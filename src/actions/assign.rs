@@ -1,6 +1,9 @@
-//! `assign`: evaluates each new value and stores it in its context slot, in order.
+//! `assign`: evaluates each new value and stores it in its context slot (or one key of a map in it, by path), in order, checking the variable's declared type.
+
+use std::sync::Arc;
 
 use crate::compile::Compiler;
+use crate::compile::context_types;
 use crate::compile::expression::{EvaluationError, Expression};
 use crate::load::source::Part;
 use crate::model::action::AssignAction;
@@ -16,6 +19,14 @@ pub struct Assign {
 #[derive(Debug)]
 struct Assignment {
     slot: usize,
+    /// The keys below the variable a path assignment sets (`verdicts.critic`: `[critic]`);
+    /// empty when it sets the whole variable.
+    path: Vec<Arc<str>>,
+    /// Whether the new value is checked when it is stored (a path, or a typed variable): such
+    /// an assignment never takes the raw int shortcut.
+    checked: bool,
+    /// As written (`verdicts.critic`), for messages.
+    target: Arc<str>,
     value: NewValue,
 }
 
@@ -33,20 +44,31 @@ impl Assign {
     ) -> Option<Assign> {
         let mut assignments = Vec::with_capacity(action.assign.len());
         let mut ok = true;
-        for (name, value) in &action.assign {
+        for (target, value) in &action.assign {
             let entry = format!(
                 "{pointer}/assign/{}",
-                crate::load::yaml::escape_pointer_token(name)
+                crate::load::yaml::escape_pointer_token(target)
             );
-            let slot = compiler.writable_context_slot(name, &entry, Part::Key);
+            let place = compile_target(target, compiler, &entry);
+            let raw = value;
             let value = match value {
                 serde_json::Value::String(text) => {
                     compiler.expression(text, &entry).map(NewValue::Expression)
                 }
                 literal => Some(NewValue::Literal(Value::from_json(literal))),
             };
-            match (slot, value) {
-                (Some(slot), Some(value)) => assignments.push(Assignment { slot, value }),
+            match (place, value) {
+                (Some((slot, path)), Some(value)) => {
+                    let typed = compiler.context_type(slot).is_some();
+                    check_known_value(compiler, slot, &path, raw, target, &entry);
+                    assignments.push(Assignment {
+                        slot,
+                        checked: typed || !path.is_empty(),
+                        path,
+                        target: Arc::from(target.as_str()),
+                        value,
+                    })
+                }
                 _ => ok = false,
             }
         }
@@ -76,6 +98,9 @@ impl Assign {
     #[inline(always)]
     pub fn apply_integers(&self, context: &mut [Value], first: usize) -> Option<usize> {
         for (index, assignment) in self.assignments.iter().enumerate().skip(first) {
+            if assignment.checked {
+                return Some(index);
+            }
             let integer = match &assignment.value {
                 NewValue::Literal(Value::Int(integer)) => Some(*integer),
                 NewValue::Literal(_) => None,
@@ -107,20 +132,147 @@ impl Assign {
                 view.with_scope(context, |scope| expression.evaluate(scope))?
             }
         };
+        let failure = |message: String| EvaluationError {
+            expression: match &assignment.value {
+                NewValue::Expression(expression) => expression.text.clone(),
+                NewValue::Literal(_) => Arc::from("a literal"),
+            },
+            message,
+        };
+        let value = if assignment.path.is_empty() {
+            value
+        } else {
+            let variable = &view.machine.context[assignment.slot].0;
+            set_path(&context[assignment.slot], variable, &assignment.path, value).map_err(
+                |problem| failure(format!("cannot set `{}`: {problem}", assignment.target)),
+            )?
+        };
+        if assignment.checked {
+            let name = &view.machine.context[assignment.slot].0;
+            context_types::check_assignment(
+                &view.machine.context_types,
+                assignment.slot,
+                name,
+                &value,
+            )
+            .map_err(failure)?;
+        }
         if matches!(value, Value::String(_) | Value::List(_) | Value::Map(_)) {
-            check_context_size(context, assignment.slot, &value).map_err(|message| {
-                EvaluationError {
-                    expression: match &assignment.value {
-                        NewValue::Expression(expression) => expression.text.clone(),
-                        NewValue::Literal(_) => std::sync::Arc::from("a literal"),
-                    },
-                    message,
-                }
-            })?;
+            check_context_size(context, assignment.slot, &value).map_err(failure)?;
         }
         context[assignment.slot] = value;
         Ok(())
     }
+}
+
+/// The slot of the variable an assignment's key names and the map keys below it
+/// (`verdicts.critic`), or a located error saying why the key cannot be assigned.
+fn compile_target(
+    target: &str,
+    compiler: &mut Compiler,
+    pointer: &str,
+) -> Option<(usize, Vec<Arc<str>>)> {
+    if target.contains('[') {
+        compiler.key_error(
+            pointer,
+            format!("`{target}` indexes a list, and a path names only map keys"),
+            Some(
+                "to change one element, assign the whole list (e.g. with `map` or a list \
+                 literal); a path like `verdicts.critic` sets one key of a map"
+                    .into(),
+            ),
+        );
+        return None;
+    }
+    let mut segments = target.split('.');
+    let variable = segments.next().unwrap_or_default();
+    let slot = compiler.writable_context_slot(variable, pointer, Part::Key)?;
+    let mut path = Vec::new();
+    for key in segments {
+        let valid = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            compiler.key_error(
+                pointer,
+                if key.is_empty() {
+                    format!("`{target}` is not a path: it has an empty key")
+                } else {
+                    format!("`{target}` is not a path: `{key}` is not a map key")
+                },
+                Some(
+                    "write the variable, then its keys, separated by `.` (letters, digits, `_` \
+                     and `-`), e.g. `verdicts.critic`"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        path.push(Arc::from(key));
+    }
+    Some((slot, path))
+}
+
+/// When the variable has a type and the new value is known at load (a YAML literal, or an
+/// expression that is a literal), checks it now: the whole value against the type, or a
+/// path's value against what the type says of that key.
+fn check_known_value(
+    compiler: &mut Compiler,
+    slot: usize,
+    path: &[Arc<str>],
+    raw: &serde_json::Value,
+    target: &str,
+    pointer: &str,
+) {
+    let Some(schema) = compiler.context_type(slot).cloned() else {
+        return;
+    };
+    let known = match raw {
+        serde_json::Value::String(text) => context_types::constant_value(text),
+        literal => Some(literal.clone()),
+    };
+    let Some(known) = known else { return };
+    let keys: Vec<String> = path.iter().map(|key| key.to_string()).collect();
+    let Some(expected) = context_types::schema_at(&schema.schema, &keys) else {
+        return;
+    };
+    let Ok(expected) = crate::compile::data_schema::DataSchema::compile(expected) else {
+        return;
+    };
+    if let Err(problem) = expected.check(&known) {
+        let variable = target.split('.').next().unwrap_or_default();
+        compiler.value_error(
+            pointer,
+            format!("`{target}` cannot hold this value: {problem}"),
+            Some(format!(
+                "the type of `{variable}` is declared under `types:`; assign a value of that type"
+            )),
+        );
+    }
+}
+
+/// `current` (the value at `walked`, e.g. `verdicts`) with the value at `path` (map keys
+/// below it) replaced by `value`. A missing key or a `null` on the way becomes an empty map;
+/// any other value that is not a map is an error naming where it is.
+fn set_path(
+    current: &Value,
+    walked: &str,
+    path: &[Arc<str>],
+    value: Value,
+) -> Result<Value, String> {
+    let Some((key, rest)) = path.split_first() else {
+        return Ok(value);
+    };
+    let mut map = match current {
+        Value::Map(map) => map.as_ref().clone(),
+        Value::Null => indexmap::IndexMap::new(),
+        other => return Err(format!("`{walked}` is a {}, not a map", other.type_name())),
+    };
+    let inner = map.get(key).cloned().unwrap_or(Value::Null);
+    let walked = format!("{walked}.{key}");
+    map.insert(key.clone(), set_path(&inner, &walked, rest, value)?);
+    Ok(Value::Map(Arc::new(map)))
 }
 
 /// Whether the context, with `value` in `slot`, stays within its bound (16 times

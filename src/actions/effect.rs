@@ -140,6 +140,8 @@ impl EffectPolicy {
         let id_pointer = format!("{pointer}/id");
         let id = compiler.fixed_name(&options.id, &id_pointer)?;
         compiler.check_action_id(&id, &id_pointer);
+        // Raised by name when the effect is refused; registered so handlers of it are known.
+        compiler.intern_event(&format!("error.permission.{id}"));
         let events = OutcomeEvents {
             done: compiler.intern_event(&format!("done.exec.{id}")),
             failed: compiler.intern_event(&format!("error.exec.{id}")),

@@ -109,9 +109,24 @@ impl Foreach {
             })?;
             // The item is a part of a list that was built within the value bound: storing it
             // is not measured again, which would walk the whole context on every iteration.
+            let position = Value::Int(position as i64);
+            // A typed item or index is checked like an assignment: the loop stops on a misfit.
+            let types = &execution.machine.context_types;
+            let bindings = std::iter::once((self.item, item))
+                .chain(self.index.map(|index| (index, &position)));
+            for (slot, value) in bindings {
+                if types.get(slot).is_some_and(Option::is_some) {
+                    let name = &execution.machine.context[slot].0;
+                    crate::compile::context_types::check_assignment(types, slot, name, value)
+                        .map_err(|message| EvaluationError {
+                            expression: self.array.text(),
+                            message,
+                        })?;
+                }
+            }
             execution.context[self.item] = item.clone();
             if let Some(index) = self.index {
-                execution.context[index] = Value::Int(position as i64);
+                execution.context[index] = position;
             }
             execute_block(&self.body, execution)?;
         }

@@ -45,6 +45,7 @@ pub enum EventName {
 impl EventName {
     pub fn compile(text: &str, compiler: &mut Compiler, pointer: &str) -> Option<EventName> {
         let template = compiler.template(text, pointer)?;
+        compiler.produced_event(text, template.is_literal());
         if template.is_literal() {
             compiler.check_event_name(text, pointer);
             Some(EventName::Known(compiler.intern_event(text)))

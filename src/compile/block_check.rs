@@ -21,6 +21,8 @@ impl Compiler<'_> {
         }
         let event_names = self.event_names.clone();
         let event_types = self.event_types.clone();
+        // What an unused block raises or makes possible is not something the protocol does.
+        let event_sources = self.event_sources.clone();
         let action_ids = std::mem::take(&mut self.action_ids);
         let send_targets = std::mem::take(&mut self.send_targets);
         let block_actions = std::mem::replace(&mut self.block_actions, 0);
@@ -49,6 +51,7 @@ impl Compiler<'_> {
         self.checking_alone = false;
         self.event_names = event_names;
         self.event_types = event_types;
+        self.event_sources = event_sources;
         self.action_ids = action_ids;
         self.send_targets = send_targets;
         self.block_actions = block_actions;

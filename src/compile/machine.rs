@@ -293,6 +293,12 @@ pub struct Machine {
     /// The files its load read: its own first, then the libraries it imports (its children
     /// list theirs), for the hash a resume compares.
     pub read_files: Vec<crate::store::read_files::ReadFile>,
+    /// `events:`: the external events the protocol takes; `None` takes any.
+    pub declared_events: Option<Arc<super::declared_events::DeclaredEvents>>,
+    /// The declared type of each context variable, by slot (`types:`).
+    pub context_types: Vec<Option<super::data_schema::DataSchema>>,
+    /// Without `events:`, the `on:` keys no event can match, for `check` to warn about.
+    pub unmatched_handlers: Vec<super::handled_events::UnmatchedHandler>,
 }
 
 impl Machine {
@@ -316,6 +322,25 @@ impl Machine {
 
     pub fn event_name(&self, event_type: EventType) -> &Arc<str> {
         &self.event_names[event_type.0 as usize]
+    }
+
+    /// Whether input from outside (an events line, `serve`, a scenario's `send`, a parent or a
+    /// child protocol) may deliver event `name` with `data`: with `events:` declared, only a
+    /// declared event whose data conforms. The refusal says why.
+    pub fn admit_external(&self, name: &str, data: &serde_json::Value) -> Result<(), String> {
+        match &self.declared_events {
+            Some(declared) => declared.admit(name, data),
+            None => Ok(()),
+        }
+    }
+
+    /// `admit_external` for data already read into a `Value` (a parent's or a child's event):
+    /// converted back to JSON only when there is a schema to check it against.
+    pub fn admit_external_value(&self, name: &str, data: &Value) -> Result<(), String> {
+        match &self.declared_events {
+            Some(declared) => declared.admit(name, &data.to_json()),
+            None => Ok(()),
+        }
     }
 
     /// `state` is a proper descendant of `ancestor`.

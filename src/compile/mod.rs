@@ -4,13 +4,18 @@ mod block_check;
 mod blocks;
 mod bounded;
 pub mod budget;
+pub mod context_types;
+pub mod data_schema;
+pub mod declared_events;
 pub(crate) mod definitions;
+mod event_data_reads;
 mod event_index;
 pub mod expression;
 mod fast;
 mod fast_syntax;
 mod functions;
 pub mod grants;
+pub mod handled_events;
 pub mod inputs;
 pub mod library;
 pub mod machine;
@@ -125,6 +130,9 @@ fn compile_nested(
         return Err(compiler.diagnostics);
     }
     compiler.check_data_names(protocol);
+    compiler.declared_events =
+        declared_events::DeclaredEvents::compile(&mut compiler, &protocol.events);
+    compiler.event_sources.declared = protocol.events.keys().cloned().collect();
     let state_indices = outline
         .ids
         .iter()
@@ -150,6 +158,9 @@ fn compile_nested(
         .map(|(name, value)| (name.clone(), Value::from_json(value)))
         .collect();
     let error_execution = compiler.intern_event("error.execution");
+    // A `send` to a child or the parent that cannot be delivered reports this.
+    compiler.intern_event("error.communication");
+    compiler.context_types = context_types::compile(&mut compiler, protocol);
     let mut builder = Builder {
         outline: &outline,
         states: Vec::with_capacity(outline.states.len()),
@@ -170,6 +181,7 @@ fn compile_nested(
         ..
     } = builder;
     compiler.check_send_targets();
+    let unmatched_handlers = compiler.check_handlers();
     // A child takes events only if something sends it some: others end, as before, when they
     // have nothing left to wait for.
     for invoke in states.iter_mut().flat_map(|state| &mut state.invokes) {
@@ -227,6 +239,9 @@ fn compile_nested(
             .chain(&definitions.sources)
             .map(|source| ReadFile::new(&source.path, &source.text))
             .collect(),
+        declared_events: compiler.declared_events.map(Arc::new),
+        context_types: compiler.context_types,
+        unmatched_handlers,
     };
     let reaches: Vec<Reach> = (0..machine.transitions.len())
         .map(|index| crate::run::algorithm::fixed_reach(&machine, TransitionId(index as u32)))
@@ -309,6 +324,14 @@ pub struct Compiler<'a> {
     /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
     /// invoke is known.
     send_targets: Vec<(String, String)>,
+    /// Every event that can reach a transition, for `check_handlers`.
+    event_sources: handled_events::EventSources,
+    /// Every `on:` descriptor as written.
+    handlers: Vec<handled_events::Handler>,
+    /// `events:`, compiled; `None` when the protocol declares none.
+    declared_events: Option<declared_events::DeclaredEvents>,
+    /// The declared type of each context variable, by slot (`types:`).
+    context_types: Vec<Option<data_schema::DataSchema>>,
 }
 
 impl<'a> Compiler<'a> {
@@ -341,6 +364,10 @@ impl<'a> Compiler<'a> {
             action_ids: Vec::new(),
             invoke_ids: Vec::new(),
             send_targets: Vec::new(),
+            event_sources: handled_events::EventSources::default(),
+            handlers: Vec::new(),
+            declared_events: None,
+            context_types: Vec::new(),
         }
     }
 }
@@ -363,8 +390,17 @@ impl Compiler<'_> {
         self.context_names.iter().map(String::as_str)
     }
 
-    /// The event type of a name, adding it to the known names if new.
+    /// The event type of an event the engine raises or the protocol sends (a state's, an
+    /// effect's, an invoke's, a timer's, a literal `send`), adding it to the known names if
+    /// new: handlers of it can match (see `check_handlers`).
     pub fn intern_event(&mut self, name: &str) -> EventType {
+        self.event_sources.platform.push(name.to_string());
+        self.intern_name(name)
+    }
+
+    /// The event type of a name, adding it to the known names if new, without counting it as
+    /// an event that can occur (what an `on:` key names).
+    fn intern_name(&mut self, name: &str) -> EventType {
         if let Some(known) = self.event_types.get(name) {
             return *known;
         }
@@ -373,6 +409,42 @@ impl Compiler<'_> {
         self.event_names.push(name.clone());
         self.event_types.insert(name, event_type);
         event_type
+    }
+
+    /// Records an event name a `raise` or `send` writes: `literal` when it has no `${...}`,
+    /// otherwise only its start before the first `${` is known.
+    pub fn produced_event(&mut self, text: &str, literal: bool) {
+        match (literal, text.find("${")) {
+            (false, Some(start)) => self
+                .event_sources
+                .produced_prefixes
+                .push(text[..start].to_string()),
+            _ => self.event_sources.produced.push(text.to_string()),
+        }
+    }
+
+    /// The declared type of the context variable in `slot`, if `types:` gives one.
+    pub fn context_type(&self, slot: usize) -> Option<&data_schema::DataSchema> {
+        self.context_types.get(slot)?.as_ref()
+    }
+
+    /// The declared data schema of event `name`, if `events:` declares it.
+    pub fn declared_event(&self, name: &str) -> Option<&data_schema::DataSchema> {
+        self.declared_events.as_ref()?.schema(name)
+    }
+
+    /// With `events:` declared, an `on:` key that no event can match is an error; without, the
+    /// handlers of engine events that match nothing go to `check`, which warns about them.
+    fn check_handlers(&mut self) -> Vec<handled_events::UnmatchedHandler> {
+        let declared = self.declared_events.is_some();
+        let unmatched = self.event_sources.unmatched(&self.handlers, !declared);
+        if !declared {
+            return unmatched;
+        }
+        for handler in unmatched {
+            self.key_error(&handler.pointer, handler.message(true), Some(handler.help));
+        }
+        Vec::new()
     }
 
     /// Records a `send`'s `to:`, checked when every invoke of the protocol is known.
@@ -418,6 +490,11 @@ impl Compiler<'_> {
 
     /// An event name is dot-separated tokens of letters, digits, `_`, `-` (and `*` in descriptors).
     pub fn check_event_name(&mut self, name: &str, pointer: &str) {
+        self.check_event_name_at(name, pointer, Part::Value);
+    }
+
+    /// `check_event_name`, reporting at the key or the value at `pointer`.
+    pub fn check_event_name_at(&mut self, name: &str, pointer: &str, part: Part) {
         let valid = !name.is_empty()
             && name.split('.').all(|token| {
                 !token.is_empty()
@@ -426,8 +503,9 @@ impl Compiler<'_> {
                         .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '*')
             });
         if !valid {
-            self.value_error(
+            self.error(
                 pointer,
+                part,
                 format!("`{name}` is not a valid event name"),
                 Some("use dot-separated words, e.g. `error.exec.timeout`".into()),
             );
@@ -657,6 +735,9 @@ impl Compiler<'_> {
     /// Loads and compiles a child protocol, checking its inputs against what the parent gives.
     fn invoke(&mut self, invoke: &model::Invoke, pointer: &str) -> Option<machine::InvokeNode> {
         self.check_action_id(&invoke.id, &format!("{pointer}/id"));
+        // Registered first: a handler of these is right even when the child fails to compile.
+        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
+        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
         let protocol_pointer = format!("{pointer}/protocol");
         let parent = std::path::Path::new(&self.source.path)
             .parent()
@@ -718,8 +799,6 @@ impl Compiler<'_> {
             }
         };
         let inputs = self.check_child_inputs(invoke, &child, pointer);
-        let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
-        let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
         self.invoke_ids.push(invoke.id.clone());
         Some(machine::InvokeNode {
             id: Arc::from(invoke.id.as_str()),
@@ -1413,9 +1492,13 @@ impl Builder<'_, '_> {
                 if token != "*" {
                     compiler.check_event_name(token.trim_end_matches(".*"), pointer);
                 }
+                compiler.handlers.push(handled_events::Handler {
+                    token: token.to_string(),
+                    pointer: pointer.to_string(),
+                });
                 let descriptor = EventDescriptor::parse(token);
                 if let EventDescriptor::Prefix(name) = &descriptor {
-                    compiler.intern_event(name);
+                    compiler.intern_name(name);
                 }
                 descriptor
             })
@@ -1470,6 +1553,9 @@ impl Builder<'_, '_> {
                     .as_ref()
                     .map(|guard| compiler.expression(guard, &format!("{pointer}/guard")));
                 let actions = compiler.actions(&transition.actions, &format!("{pointer}/actions"));
+                if place == TransitionPlace::On {
+                    event_data_reads::check(compiler, &events, transition, pointer);
+                }
                 let internal = transition.kind == Some(TransitionType::Internal);
                 (targets, guard, actions, internal)
             }

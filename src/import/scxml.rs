@@ -1864,23 +1864,31 @@ impl<'a, 'input> Converter<'a, 'input> {
     fn assign(&mut self, node: Node<'a, 'input>) -> Option<Value> {
         self.check_attributes(node, &["location", "expr"]);
         let location = self.required(node, "location")?.trim();
+        // `a.b.c` is a path assignment: the variable `a`, then map keys.
+        let variable = location.split('.').next().unwrap_or_default();
         let mut ok = true;
-        if !self.data_ids.contains(location) {
-            let message = if location.contains(['.', '[']) {
-                format!(
-                    "only a whole <data> variable can be assigned, not `{location}`: assign the variable a new value built from the old one"
-                )
-            } else {
-                format!("`{location}` is not the id of a <data> element")
-            };
-            self.attribute_error(node, "location", message);
-            ok = false;
-        } else if self.inputs.contains(location) {
+        if location.contains('[') {
             self.attribute_error(
                 node,
                 "location",
                 format!(
-                    "`{location}` is set by the invoking document (a <param> or `namelist` of its <invoke>), so it becomes a read-only input of this protocol and cannot be assigned; keep the value in another <data> and assign that"
+                    "`{location}` indexes an array, and a protocol's path assignment names only map keys (`a.b`): assign the whole variable a new value built from the old one"
+                ),
+            );
+            ok = false;
+        } else if !self.data_ids.contains(variable) {
+            self.attribute_error(
+                node,
+                "location",
+                format!("`{variable}` is not the id of a <data> element"),
+            );
+            ok = false;
+        } else if self.inputs.contains(variable) {
+            self.attribute_error(
+                node,
+                "location",
+                format!(
+                    "`{variable}` is set by the invoking document (a <param> or `namelist` of its <invoke>), so it becomes a read-only input of this protocol and cannot be assigned; keep the value in another <data> and assign that"
                 ),
             );
             ok = false;

@@ -441,6 +441,31 @@ fn merges_handlers_only_when_no_earlier_one_can_fail() {
     );
 }
 
+#[test]
+fn a_dotted_assign_location_becomes_a_path_assignment() {
+    let scxml = r#"<scxml xmlns="http://www.w3.org/2005/07/scxml" name="paths">
+  <datamodel><data id="verdicts" expr="({})"/></datamodel>
+  <state id="s">
+    <onentry><assign location="verdicts.critic" expr="'approved'"/></onentry>
+  </state>
+</scxml>"#;
+    let protocol = scxml_to_protocol(scxml).unwrap_or_else(|errors| panic!("{}", render(&errors)));
+    assert_eq!(
+        protocol["states"]["s"]["entry"],
+        json!([{"assign": {"verdicts.critic": "'approved'"}}])
+    );
+    let undeclared = errors(&document(
+        "<onentry><assign location=\"nothing.y\" expr=\"1\"/></onentry>",
+    ));
+    assert!(
+        undeclared.iter().any(|error| error
+            .message
+            .contains("`nothing` is not the id of a <data> element")),
+        "{}",
+        render(&undeclared)
+    );
+}
+
 /// Imports a document that must fail, and returns its errors.
 fn errors(scxml: &str) -> Vec<ImportError> {
     match scxml_to_protocol(scxml) {
@@ -640,10 +665,10 @@ fn refuses_what_protocols_cannot_express() {
             "whole number of milliseconds",
         ),
         (
-            "<onentry><assign location=\"x.y\" expr=\"1\"/></onentry>",
+            "<onentry><assign location=\"x[0]\" expr=\"1\"/></onentry>",
             "assign",
             4,
-            "only a whole <data> variable",
+            "indexes an array, and a protocol's path assignment names only map keys",
         ),
         (
             "<transition event=\"e\" target=\"nowhere\"/>",

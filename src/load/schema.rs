@@ -255,7 +255,7 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                     describe(instance)
                 ))
                 .at(source.location(&pointer, Part::Value))
-                .with_optional_help(type_help(instance)),
+                .with_optional_help(type_help(instance, &expected_types(error))),
             );
         }
         ValidationErrorKind::Enum { options } => {
@@ -329,17 +329,25 @@ fn no_action_kind(source: &Source, pointer: &str, instance: &Value) -> Diagnosti
 }
 
 fn expected_types(error: &ValidationError) -> String {
-    // The message reads `X is not of type "string"`: keep the part after "of type".
+    // The message reads `X is not of type "string"` (or `of types "boolean", "object"`):
+    // keep the part after "of type(s)".
     let message = error.to_string();
     match message.rsplit_once("is not of type") {
-        Some((_, types)) => types.trim().replace('"', "").replace(", ", " or "),
+        Some((_, types)) => types
+            .strip_prefix('s')
+            .unwrap_or(types)
+            .trim()
+            .replace('"', "")
+            .replace(", ", " or "),
         None => "another type".to_string(),
     }
 }
 
-fn type_help(instance: &Value) -> Option<String> {
+fn type_help(instance: &Value, expected: &str) -> Option<String> {
     match instance {
-        Value::Number(_) | Value::Bool(_) => Some("quote the value to make it a string".into()),
+        Value::Number(_) | Value::Bool(_) if expected.contains("string") => {
+            Some("quote the value to make it a string".into())
+        }
         Value::Null => Some("write a value after the colon, or remove the key".into()),
         _ => None,
     }

@@ -55,6 +55,18 @@ pub struct Protocol {
     /// Mutable data and its initial values. Expressions read it by name; `assign` changes it.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub context: IndexMap<String, serde_json::Value>,
+    /// The types of context variables, each a JSON Schema: `types: { verdicts: { type: object } }`.
+    /// The initial value is checked at load, every assignment to the variable when it is made;
+    /// a variable not listed takes any value.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[schemars(schema_with = "data_schemas")]
+    pub types: IndexMap<String, serde_json::Value>,
+    /// The external events the protocol takes, each with a JSON Schema for its data
+    /// (`{}` for any). With `events:` declared, input naming another event is refused, data that
+    /// does not conform is refused, and `on:` keys that match no event that can occur are errors.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[schemars(schema_with = "data_schemas")]
+    pub events: IndexMap<String, serde_json::Value>,
     /// Library files whose blocks and retry policies this protocol uses, relative to this
     /// file, e.g. `[common/tools.yaml]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -71,4 +83,16 @@ pub struct Protocol {
     pub initial: Option<Targets>,
     /// The top-level states, in document order. Each key is the state's id, unique in the file.
     pub states: IndexMap<String, State>,
+}
+
+/// `events:` and `types:`: names mapped to JSON Schemas, each an object (`{}` takes anything)
+/// or `true`/`false`. What the schema says is checked when the protocol is compiled.
+fn data_schemas(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "type": ["object", "boolean"],
+            "description": "A JSON Schema (draft 2020-12), e.g. `{ type: object, properties: { reason: { type: string } }, required: [reason] }`; `{}` takes any value."
+        }
+    })
 }

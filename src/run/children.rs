@@ -124,6 +124,7 @@ impl DriverHost<'_> {
         let queue = super::running::ChildQueue {
             inbox,
             autoforward: request.autoforward,
+            declared_events: request.machine.declared_events.clone(),
             inputs: request.inputs.iter().map(Value::to_stored_json).collect(),
             last_step: resumed.as_ref().map(|(child, _)| child.clone()),
         };

@@ -125,6 +125,22 @@ impl Event {
             .with_data(Value::Map(Arc::new(data)))
     }
 
+    /// `error.communication` for an event from a parent or child protocol that this protocol's
+    /// `events:` refuses (undeclared, or data that does not conform): the event is not
+    /// delivered, and this says so, with `event`, `from` and `message` as data.
+    pub fn refused_message(machine: &Machine, event: &str, from: &str, message: String) -> Event {
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("event"), Value::string(event));
+        data.insert(Arc::from("from"), Value::string(from));
+        data.insert(Arc::from("message"), Value::string(message));
+        Event::named(
+            machine,
+            "error.communication",
+            Value::Map(Arc::new(data)),
+            Origin::Platform,
+        )
+    }
+
     pub fn with_data(mut self, data: Value) -> Event {
         self.data = data;
         self

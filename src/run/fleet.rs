@@ -405,6 +405,10 @@ impl Fleet {
         let Some(event) = parsed.event else {
             return;
         };
+        let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
+        if let Err(refusal) = self.machine.admit_external(&event, data) {
+            return self.line_problem(&refusal);
+        }
 
         let event = Event::named(
             &self.machine,

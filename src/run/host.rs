@@ -515,6 +515,15 @@ impl DriverHost<'_> {
             EffectMessage::ChildEvent(id, event) => {
                 // A cancelled child's events are dropped with it.
                 if self.state.running.has_child(&id) {
+                    // A child's events are input to this protocol, checked like any other.
+                    if let Err(message) =
+                        self.machine.admit_external_value(&event.name, &event.data)
+                    {
+                        let refused =
+                            Event::refused_message(&self.machine, &event.name, &id, message);
+                        self.external_queue.push_back(refused);
+                        return;
+                    }
                     // Event types are the child's machine's: the parent names them anew.
                     let mut event =
                         Event::named(&self.machine, &event.name, event.data, Origin::Child);

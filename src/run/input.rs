@@ -69,7 +69,9 @@ pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, Stri
     if let Some(refusal) = super::event::refuse_platform_event(name) {
         return Err(refusal);
     }
-    let data = object.get("data").map_or(Value::Null, Value::from_json);
+    let data_json = object.get("data").unwrap_or(&serde_json::Value::Null);
+    machine.admit_external(name, data_json)?;
+    let data = Value::from_json(data_json);
     Ok(InputLine::Event(Event::named(
         machine,
         name,

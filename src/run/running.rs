@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
+use crate::compile::declared_events::DeclaredEvents;
 use crate::compile::machine::StateId;
 use crate::effects::{Cancellation, EffectRequest, EffectScope};
 use crate::run::event::Event;
@@ -39,6 +40,8 @@ struct RunningChild {
     /// Its external queue, when it takes events (`InvokeNode::takes_events`).
     inbox: Option<mpsc::UnboundedSender<Event>>,
     autoforward: bool,
+    /// The events it declares, if it does: others are not forwarded to it.
+    declared_events: Option<Arc<DeclaredEvents>>,
     /// Its inputs, and its last committed step (durable parents only), for the parent's
     /// snapshot.
     inputs: Vec<serde_json::Value>,
@@ -50,6 +53,7 @@ struct RunningChild {
 pub(crate) struct ChildQueue {
     pub inbox: Option<mpsc::UnboundedSender<Event>>,
     pub autoforward: bool,
+    pub declared_events: Option<Arc<DeclaredEvents>>,
     pub inputs: Vec<serde_json::Value>,
     pub last_step: Option<ChildSnapshot>,
 }
@@ -171,6 +175,7 @@ impl Running {
             task,
             inbox: queue.inbox,
             autoforward: queue.autoforward,
+            declared_events: queue.declared_events,
             inputs: queue.inputs,
             last_step: queue.last_step,
         });
@@ -225,9 +230,18 @@ impl Running {
             .is_some_and(|inbox| inbox.send(event).is_ok())
     }
 
-    /// Gives every child with `autoforward` a copy of an external event its parent takes.
+    /// Gives every child with `autoforward` a copy of an external event its parent takes,
+    /// unless the child declares its events and not this one: forwarding is the parent's
+    /// choice of all its input, not a message the child was meant to understand.
     pub fn autoforward(&self, event: &Event) {
-        for child in self.children.iter().filter(|child| child.autoforward) {
+        let takes = |child: &&RunningChild| {
+            child.autoforward
+                && child
+                    .declared_events
+                    .as_ref()
+                    .is_none_or(|declared| declared.schema(&event.name).is_some())
+        };
+        for child in self.children.iter().filter(takes) {
             if let Some(inbox) = &child.inbox {
                 let _ = inbox.send(event.clone());
             }

@@ -482,13 +482,18 @@ impl<'a> Session<'a> {
             event = from_parent, if inbox_open => {
                 match event {
                     Some(event) => {
-                        // Event types are the sender's machine's: this one names them anew.
-                        let event = Event::named(
+                        // The parent's events are input to this protocol, checked like any other.
+                        let machine = &self.host.machine;
+                        let event = match machine.admit_external_value(&event.name, &event.data) {
+                            Err(message) => Event::refused_message(machine, &event.name, "parent", message),
+                            // Event types are the sender's machine's: this one names them anew.
+                            Ok(()) => Event::named(
                             &self.host.machine,
                             &event.name,
                             event.data,
                             Origin::External,
-                        );
+                        ),
+                        };
                         self.host.external_queue.push_back(event);
                     }
                     // The parent is gone: nothing more will come.

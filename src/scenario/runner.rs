@@ -357,9 +357,16 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
             let number = index + 1;
             let outcome = match step {
                 Step::Send(send) => {
-                    let data = send.data.as_ref().map_or(Value::Null, Value::from_json);
-                    session.send(Event::named(machine, &send.send, data, Origin::External));
-                    settle(&mut session).await
+                    let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
+                    // Refused as an events line would be: not delivered, and the step fails.
+                    match machine.admit_external(&send.send, data_json) {
+                        Ok(()) => {
+                            let data = Value::from_json(data_json);
+                            session.send(Event::named(machine, &send.send, data, Origin::External));
+                            settle(&mut session).await
+                        }
+                        Err(refusal) => Err(format!("the event is refused: {refusal}")),
+                    }
                 }
                 Step::After(after) => match Duration::parse(&after.after) {
                     Some(duration) => advance(&mut session, duration.as_std()).await,

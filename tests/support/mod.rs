@@ -354,3 +354,12 @@ pub fn wait_for_status(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Asserts that one diagnostic of `rendered` (blocks are separated by blank lines) says each of
+/// `parts` (its message, its `FILE:LINE:COL`, its help).
+pub fn assert_diagnostic(rendered: &str, parts: &[&str]) {
+    let found = rendered
+        .split("\n\n")
+        .any(|block| parts.iter().all(|part| block.contains(part)));
+    assert!(found, "no diagnostic saying {parts:?} in:\n{rendered}");
+}
