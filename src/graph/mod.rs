@@ -1,7 +1,10 @@
-//! Diagrams of a compiled protocol: Mermaid `stateDiagram-v2` and Graphviz DOT.
+//! Diagrams of a compiled protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, and SVG.
 
 mod dot;
 mod mermaid;
+mod svg;
+
+pub use svg::SvgOptions;
 
 use std::collections::HashMap;
 
@@ -20,6 +23,29 @@ pub fn dot(machine: &Machine) -> String {
     dot::render(machine)
 }
 
+/// A standalone SVG of the machine, laid out here (no Graphviz): compound and parallel
+/// states are nested boxes, and every state and arrow has a stable `id` and `class` (see
+/// `docs/protocol-format.md`, "Diagrams") so a viewer can highlight the active ones.
+pub fn svg(machine: &Machine, options: &SvgOptions) -> String {
+    svg::render(machine, options)
+}
+
+/// `entry / exec build`, `exit / log`: a state's actions, one line each, for `--detail`.
+fn action_lines(state: &StateNode) -> Vec<String> {
+    let entry = state.entry.iter().map(|action| format!("entry / {}", action.summary()));
+    let exit = state.exit.iter().map(|action| format!("exit / {}", action.summary()));
+    entry.chain(exit).collect()
+}
+
+/// ` / exec build, log`: what a transition runs, appended to its label for `--detail`.
+fn actions_suffix(transition: &TransitionNode) -> String {
+    if transition.actions.is_empty() {
+        return String::new();
+    }
+    let summaries: Vec<String> = transition.actions.iter().map(|action| action.summary()).collect();
+    format!(" / {}", summaries.join(", "))
+}
+
 /// One arrow of the diagram: the transitions from one state to another. A transition with
 /// several targets gives several arrows, a targetless one a self-loop; transitions sharing
 /// both ends share an arrow with one label line each, since both renderers draw parallel
@@ -29,6 +55,8 @@ struct Arrow {
     target: StateId,
     /// Plain text, one line per transition, escaped by each format.
     labels: Vec<String>,
+    /// The transition each label line is for.
+    transitions: Vec<TransitionId>,
     /// The default transition of a history state, drawn apart from real transitions.
     history_default: bool,
 }
@@ -60,13 +88,17 @@ fn arrows(machine: &Machine) -> Vec<Arrow> {
         for target in targets {
             let key = (transition.source, *target, history_default);
             match positions.get(&key) {
-                Some(position) => arrows[*position].labels.push(label.clone()),
+                Some(position) => {
+                    arrows[*position].labels.push(label.clone());
+                    arrows[*position].transitions.push(id);
+                }
                 None => {
                     positions.insert(key, arrows.len());
                     arrows.push(Arrow {
                         source: transition.source,
                         target: *target,
                         labels: vec![label.clone()],
+                        transitions: vec![id],
                         history_default,
                     });
                 }
