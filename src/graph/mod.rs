@@ -32,8 +32,14 @@ pub fn svg(machine: &Machine, options: &SvgOptions) -> String {
 
 /// `entry / exec build`, `exit / log`: a state's actions, one line each, for `--detail`.
 fn action_lines(state: &StateNode) -> Vec<String> {
-    let entry = state.entry.iter().map(|action| format!("entry / {}", action.summary()));
-    let exit = state.exit.iter().map(|action| format!("exit / {}", action.summary()));
+    let entry = state
+        .entry
+        .iter()
+        .map(|action| format!("entry / {}", action.summary()));
+    let exit = state
+        .exit
+        .iter()
+        .map(|action| format!("exit / {}", action.summary()));
     entry.chain(exit).collect()
 }
 
@@ -42,7 +48,11 @@ fn actions_suffix(transition: &TransitionNode) -> String {
     if transition.actions.is_empty() {
         return String::new();
     }
-    let summaries: Vec<String> = transition.actions.iter().map(|action| action.summary()).collect();
+    let summaries: Vec<String> = transition
+        .actions
+        .iter()
+        .map(|action| action.summary())
+        .collect();
     format!(" / {}", summaries.join(", "))
 }
 

@@ -7,43 +7,71 @@ pub(super) struct Size {
     pub height: f64,
 }
 
-/// An edge between two sibling boxes, with the number of label lines it carries (the gap
-/// below a rank grows to hold them).
+/// An edge between two sibling boxes, with the size of its label if it has one.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Link {
     pub from: usize,
     pub to: usize,
-    pub label_lines: usize,
+    pub label: Option<Size>,
+}
+
+/// Where everything went: each box's top-left corner, each link's label's top-left corner,
+/// and the size of the whole.
+pub(super) struct Placement {
+    pub corners: Vec<(f64, f64)>,
+    pub labels: Vec<Option<(f64, f64)>>,
+    pub size: Size,
 }
 
 /// Horizontal space between boxes of one rank.
-const COLUMN_GAP: f64 = 28.0;
-/// Vertical space between ranks without labels, and per label line.
-const RANK_GAP: f64 = 30.0;
-const LABEL_LINE: f64 = 14.0;
+const COLUMN_GAP: f64 = 20.0;
+/// Vertical space between ranks.
+const RANK_GAP: f64 = 16.0;
 /// Ordering passes (each one down and one up): enough to settle small graphs, and a fixed
 /// number keeps the work linear in the size of the graph.
 const ORDERING_PASSES: usize = 4;
 
-/// The top-left corner of each box, and the size of the area they take, with ranks from top
-/// to bottom. Deterministic: ties are broken by the boxes' indices (document order).
-pub(super) fn place(boxes: &[Size], links: &[Link]) -> (Vec<(f64, f64)>, Size) {
-    if boxes.is_empty() {
-        return (Vec::new(), Size::default());
+/// Boxes in ranks from top to bottom. A label is a box of its own, in a rank between its
+/// link's ends (as Graphviz does), so labels neither overlap boxes nor each other.
+/// Deterministic: ties are broken by index (document order).
+pub(super) fn place(boxes: &[Size], links: &[Link]) -> Placement {
+    let mut nodes = boxes.to_vec();
+    let mut edges = Vec::with_capacity(2 * links.len());
+    let mut label_nodes = vec![None; links.len()];
+    for (index, (upper, lower)) in acyclic(boxes.len(), links).into_iter().enumerate() {
+        let Some((upper, lower)) = upper.zip(lower) else {
+            continue;
+        };
+        match links[index].label {
+            Some(size) => {
+                label_nodes[index] = Some(nodes.len());
+                edges.push((upper, nodes.len()));
+                edges.push((nodes.len(), lower));
+                nodes.push(size);
+            }
+            None => edges.push((upper, lower)),
+        }
     }
-    let edges = acyclic(boxes.len(), links);
-    let ranks = rank(boxes.len(), &edges);
+    let ranks = rank(nodes.len(), &edges);
     let mut layers = vec![Vec::new(); ranks.iter().max().map_or(0, |top| top + 1)];
     for (index, rank) in ranks.iter().enumerate() {
         layers[*rank].push(index);
     }
     order(&mut layers, &ranks, &edges);
-    coordinates(boxes, &layers, &ranks, &edges)
+    let (corners, size) = coordinates(&nodes, &layers);
+    Placement {
+        labels: label_nodes
+            .iter()
+            .map(|node| node.map(|node| corners[node]))
+            .collect(),
+        corners: corners[..boxes.len()].to_vec(),
+        size,
+    }
 }
 
-/// The links as edges `(upper, lower, label lines)` of a graph without cycles: a DFS in index
-/// order turns around the links that close a cycle. Self-links are dropped.
-fn acyclic(count: usize, links: &[Link]) -> Vec<(usize, usize, usize)> {
+/// Each link as `(upper, lower)` in a graph without cycles: a DFS in index order turns around
+/// the links that close a cycle. Self-links give `(None, None)`.
+fn acyclic(count: usize, links: &[Link]) -> Vec<(Option<usize>, Option<usize>)> {
     let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (index, link) in links.iter().enumerate() {
         if link.from != link.to {
@@ -82,22 +110,23 @@ fn acyclic(count: usize, links: &[Link]) -> Vec<(usize, usize, usize)> {
     links
         .iter()
         .zip(reversed)
-        .filter(|(link, _)| link.from != link.to)
         .map(|(link, reversed)| {
-            if reversed {
-                (link.to, link.from, link.label_lines)
+            if link.from == link.to {
+                (None, None)
+            } else if reversed {
+                (Some(link.to), Some(link.from))
             } else {
-                (link.from, link.to, link.label_lines)
+                (Some(link.from), Some(link.to))
             }
         })
         .collect()
 }
 
 /// Longest path from the sources (Kahn's order): every edge points down at least one rank.
-fn rank(count: usize, edges: &[(usize, usize, usize)]) -> Vec<usize> {
+fn rank(count: usize, edges: &[(usize, usize)]) -> Vec<usize> {
     let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); count];
     let mut incoming = vec![0usize; count];
-    for (from, to, _) in edges {
+    for (from, to) in edges {
         outgoing[*from].push(*to);
         incoming[*to] += 1;
     }
@@ -118,11 +147,11 @@ fn rank(count: usize, edges: &[(usize, usize, usize)]) -> Vec<usize> {
 
 /// Barycenter ordering: each box moves towards the average place of its neighbours in the
 /// ranks above (going down) or below (going up), which removes most crossings.
-fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize, usize)]) {
+fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize)]) {
     let count = ranks.len();
     let mut above: Vec<Vec<usize>> = vec![Vec::new(); count];
     let mut below: Vec<Vec<usize>> = vec![Vec::new(); count];
-    for (from, to, _) in edges {
+    for (from, to) in edges {
         above[*to].push(*from);
         below[*from].push(*to);
     }
@@ -165,17 +194,8 @@ fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize, usi
     }
 }
 
-/// Rows from top to bottom, each centred, with gaps tall enough for the labels between them.
-fn coordinates(
-    boxes: &[Size],
-    layers: &[Vec<usize>],
-    ranks: &[usize],
-    edges: &[(usize, usize, usize)],
-) -> (Vec<(f64, f64)>, Size) {
-    let mut label_lines = vec![0usize; layers.len()];
-    for (from, _, lines) in edges {
-        label_lines[ranks[*from]] = label_lines[ranks[*from]].max(*lines);
-    }
+/// Rows from top to bottom, each centred.
+fn coordinates(boxes: &[Size], layers: &[Vec<usize>]) -> (Vec<(f64, f64)>, Size) {
     let row_width = |layer: &Vec<usize>| {
         layer.iter().map(|node| boxes[*node].width).sum::<f64>()
             + COLUMN_GAP * layer.len().saturating_sub(1) as f64
@@ -184,7 +204,10 @@ fn coordinates(
     let mut corners = vec![(0.0, 0.0); boxes.len()];
     let mut top = 0.0;
     for (index, layer) in layers.iter().enumerate() {
-        let height = layer.iter().map(|node| boxes[*node].height).fold(0.0, f64::max);
+        let height = layer
+            .iter()
+            .map(|node| boxes[*node].height)
+            .fold(0.0, f64::max);
         let mut left = (width - row_width(layer)) / 2.0;
         for node in layer {
             // Boxes of a row are centred on the row's middle line.
@@ -193,16 +216,10 @@ fn coordinates(
         }
         top += height;
         if index + 1 < layers.len() {
-            top += RANK_GAP + LABEL_LINE * label_lines[index] as f64;
+            top += RANK_GAP;
         }
     }
-    (
-        corners,
-        Size {
-            width,
-            height: top,
-        },
-    )
+    (corners, Size { width, height: top })
 }
 
 #[cfg(test)]
@@ -220,20 +237,24 @@ mod tests {
         Link {
             from,
             to,
-            label_lines: 1,
+            label: Some(square()),
         }
     }
 
     #[test]
     fn a_cycle_is_ranked_in_index_order() {
-        let (corners, _) = place(&[square(); 3], &[link(0, 1), link(1, 2), link(2, 0)]);
+        let placement = place(&[square(); 3], &[link(0, 1), link(1, 2), link(2, 0)]);
+        let corners = placement.corners;
         assert!(corners[0].1 < corners[1].1 && corners[1].1 < corners[2].1);
+        // The label of the link that closes the cycle sits between its ends too.
+        let label = placement.labels[2].expect("label");
+        assert!(corners[0].1 < label.1 && label.1 < corners[2].1);
     }
 
     #[test]
     fn barycenters_uncross_a_pair() {
         // 0 → 3 and 1 → 2: the second rank swaps so the edges do not cross.
-        let (corners, _) = place(&[square(); 4], &[link(0, 3), link(1, 2)]);
+        let corners = place(&[square(); 4], &[link(0, 3), link(1, 2)]).corners;
         assert!(corners[3].0 < corners[2].0);
     }
 }

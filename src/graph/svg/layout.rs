@@ -30,11 +30,14 @@ impl Rect {
     }
 }
 
-/// The drawing's geometry: one box per state (the root's is the whole machine), and the
-/// initial marker of each compound state that has one.
+/// The drawing's geometry: one box per state (the root's is the whole machine), the initial
+/// marker of each compound state that has one, and the top-left corner of each arrow's label
+/// when it was placed between siblings (`None`: self-loops, and arrows into a state's own
+/// descendants or across parallel regions, labelled at their middle).
 pub(super) struct Layout {
     pub boxes: Vec<Rect>,
     pub markers: Vec<Option<(f64, f64)>>,
+    pub labels: Vec<Option<(f64, f64)>>,
 }
 
 /// What the layout needs to know of each state's drawing.
@@ -43,12 +46,16 @@ pub(super) struct Content<'a> {
     pub lines: &'a [Vec<String>],
     /// The labels of each state's self-loop, if it has one.
     pub loops: &'a [Vec<String>],
+    /// The label lines of each arrow.
+    pub arrow_labels: &'a [Vec<String>],
 }
 
 pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top: f64) -> Layout {
     let count = machine.states.len();
     let sibling_index = sibling_indices(machine);
-    let links = sibling_links(machine, arrows, &sibling_index);
+    let links = sibling_links(machine, arrows, &sibling_index, content.arrow_labels);
+    // Label corners relative to their container, then made absolute.
+    let mut labels_relative: Vec<Option<(StateId, f64, f64)>> = vec![None; arrows.len()];
     let mut sizes = vec![Size::default(); count];
     // Each container's children, relative to its top-left corner; and its initial marker.
     let mut offsets = vec![(0.0, 0.0); count];
@@ -93,34 +100,51 @@ pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top
                         height: 2.0 * MARKER_RADIUS,
                     });
                 }
-                boxes.extend(state.children.iter().map(|child| footprint(&sizes, content, *child)));
-                let mut local: Vec<Link> = links[index].clone();
+                boxes.extend(
+                    state
+                        .children
+                        .iter()
+                        .map(|child| footprint(&sizes, content, *child)),
+                );
+                let mut local: Vec<Link> = links[index].iter().map(|(link, _)| *link).collect();
                 if let Some(initial) = state.initial {
                     for target in &machine.transition(initial).targets {
-                        if let Some(child) = child_towards(machine, StateId(index as u32), *target) {
+                        if let Some(child) = child_towards(machine, StateId(index as u32), *target)
+                        {
                             local.push(Link {
                                 from: 0,
                                 to: first + sibling_index[child.index()],
-                                label_lines: 0,
+                                label: None,
                             });
                         }
                     }
                 }
-                let (corners, area) = place(&boxes, &local);
+                let placement = place(&boxes, &local);
+                let (corners, area) = (placement.corners, placement.size);
                 let inner_width = area.width.max(header.width);
                 // The area is centred under a header that may be wider.
                 let shift = (inner_width - area.width) / 2.0;
                 let below = header.height + PADDING;
                 if has_marker {
                     let (x, y) = corners[0];
-                    markers_relative[index] =
-                        Some((PADDING + shift + x + MARKER_RADIUS, below + y + MARKER_RADIUS));
+                    markers_relative[index] = Some((
+                        PADDING + shift + x + MARKER_RADIUS,
+                        below + y + MARKER_RADIUS,
+                    ));
                 }
                 for (position, child) in state.children.iter().enumerate() {
                     let (x, y) = corners[first + position];
                     offsets[child.index()] = (PADDING + shift + x, below + y);
                 }
-                let children_height = if boxes.is_empty() { 0.0 } else { area.height + PADDING };
+                for ((_, arrow), corner) in links[index].iter().zip(&placement.labels) {
+                    labels_relative[*arrow] = corner
+                        .map(|(x, y)| (StateId(index as u32), PADDING + shift + x, below + y));
+                }
+                let children_height = if boxes.is_empty() {
+                    0.0
+                } else {
+                    area.height + PADDING
+                };
                 Size {
                     width: inner_width + 2.0 * PADDING,
                     height: below + children_height,
@@ -136,7 +160,10 @@ pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top
         height: sizes[0].height,
     };
     for index in 1..count {
-        let parent = machine.states[index].parent.unwrap_or(StateId::ROOT).index();
+        let parent = machine.states[index]
+            .parent
+            .unwrap_or(StateId::ROOT)
+            .index();
         let (x, y) = offsets[index];
         boxes[index] = Rect {
             x: boxes[parent].x + x,
@@ -150,13 +177,29 @@ pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top
         .zip(&boxes)
         .map(|(marker, area)| marker.map(|(x, y)| (area.x + x, area.y + y)))
         .collect();
-    Layout { boxes, markers }
+    let labels = labels_relative
+        .iter()
+        .map(|label| {
+            label.map(|(container, x, y)| {
+                let area = boxes[container.index()];
+                (area.x + x, area.y + y)
+            })
+        })
+        .collect();
+    Layout {
+        boxes,
+        markers,
+        labels,
+    }
 }
 
 /// The size of some lines of text.
 pub(super) fn block_size(lines: &[String]) -> Size {
     Size {
-        width: lines.iter().map(|line| text_width(line)).fold(0.0, f64::max),
+        width: lines
+            .iter()
+            .map(|line| text_width(line))
+            .fold(0.0, f64::max),
         height: LINE_HEIGHT * lines.len() as f64,
     }
 }
@@ -178,9 +221,15 @@ fn footprint(sizes: &[Size], content: &Content, state: StateId) -> Size {
 /// For each container, the links between its children that the arrows make: an arrow between
 /// two states counts for the children of their nearest common container that hold them.
 /// Arrows between a state and its own descendant, and self-loops, do not rank anything.
-fn sibling_links(machine: &Machine, arrows: &[Arrow], sibling_index: &[usize]) -> Vec<Vec<Link>> {
-    let mut links: Vec<Vec<Link>> = vec![Vec::new(); machine.states.len()];
-    for arrow in arrows {
+/// Each link comes with the index of its arrow.
+fn sibling_links(
+    machine: &Machine,
+    arrows: &[Arrow],
+    sibling_index: &[usize],
+    labels: &[Vec<String>],
+) -> Vec<Vec<(Link, usize)>> {
+    let mut links: Vec<Vec<(Link, usize)>> = vec![Vec::new(); machine.states.len()];
+    for (index, arrow) in arrows.iter().enumerate() {
         let (source, target) = (arrow.source, arrow.target);
         if within(machine, source, target) || within(machine, target, source) {
             continue;
@@ -206,11 +255,12 @@ fn sibling_links(machine: &Machine, arrows: &[Arrow], sibling_index: &[usize]) -
             continue;
         };
         let first = usize::from(container.initial.is_some());
-        links[common.index()].push(Link {
+        let link = Link {
             from: first + sibling_index[from.index()],
             to: first + sibling_index[to.index()],
-            label_lines: arrow.labels.len(),
-        });
+            label: Some(block_size(&labels[index])),
+        };
+        links[common.index()].push((link, index));
     }
     links
 }

@@ -44,9 +44,15 @@ pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
         .iter()
         .map(|state| state_lines(state, options))
         .collect();
+    let labels: Vec<Vec<String>> = arrows
+        .iter()
+        .map(|arrow| arrow_labels(machine, arrow, options))
+        .collect();
     let mut loops: Vec<Vec<String>> = vec![Vec::new(); machine.states.len()];
-    for arrow in arrows.iter().filter(|arrow| arrow.source == arrow.target) {
-        loops[arrow.source.index()] = arrow_labels(machine, arrow, options);
+    for (arrow, labels) in arrows.iter().zip(&labels) {
+        if arrow.source == arrow.target {
+            loops[arrow.source.index()] = labels.clone();
+        }
     }
     let mut title = vec![machine.id.clone()];
     title.extend(machine.title.as_deref().map(one_line));
@@ -54,6 +60,7 @@ pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
     let content = layout::Content {
         lines: &lines,
         loops: &loops,
+        arrow_labels: &labels,
     };
     let geometry = layout::layout(machine, &arrows, &content, heading.height + PADDING);
     let root = geometry.boxes[0];
@@ -75,23 +82,44 @@ pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
          markerWidth=\"8\" markerHeight=\"8\" orient=\"auto-start-reverse\">\
          <path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#555\"/></marker></defs>\n",
     );
-    let _ = writeln!(out, r#"<g class="title">{}</g>"#, text_block(&title, PADDING, PADDING, false));
+    let _ = writeln!(
+        out,
+        r#"<g class="title">{}</g>"#,
+        text_block(&title, PADDING, PADDING, false)
+    );
     for (index, state) in machine.states.iter().enumerate().skip(1) {
-        draw_state(machine, state, &geometry.boxes[index], &geometry.boxes, &lines[index], &mut out);
+        draw_state(
+            machine,
+            state,
+            &geometry.boxes[index],
+            &geometry.boxes,
+            &lines[index],
+            &mut out,
+        );
     }
     for (index, state) in machine.states.iter().enumerate() {
         if let Some(marker) = geometry.markers[index] {
-            draw_initial(machine, StateId(index as u32), state, marker, &geometry.boxes, &mut out);
+            draw_initial(
+                machine,
+                StateId(index as u32),
+                state,
+                marker,
+                &geometry.boxes,
+                &mut out,
+            );
         }
     }
     let pairs: HashSet<(StateId, StateId)> = arrows
         .iter()
         .map(|arrow| (arrow.source, arrow.target))
         .collect();
-    for arrow in &arrows {
-        let labels = arrow_labels(machine, arrow, options);
-        let opposite = pairs.contains(&(arrow.target, arrow.source));
-        draw_arrow(machine, arrow, &labels, opposite, &geometry.boxes, &mut out);
+    for (index, arrow) in arrows.iter().enumerate() {
+        let drawn = Drawn {
+            labels: &labels[index],
+            label_corner: geometry.labels[index],
+            opposite: pairs.contains(&(arrow.target, arrow.source)),
+        };
+        draw_arrow(machine, arrow, &drawn, &geometry.boxes, &mut out);
     }
     out.push_str("</svg>\n");
     out
@@ -186,8 +214,16 @@ fn draw_state(
         let _ = writeln!(out, "{}", rectangle(&inner, 6.0, " class=\"inner\""));
     }
     let centred = state.is_atomic();
-    let x = if centred { area.x + area.width / 2.0 } else { area.x + PADDING };
-    let _ = writeln!(out, "{}", text_block(lines, x, area.y + PADDING / 2.0, centred));
+    let x = if centred {
+        area.x + area.width / 2.0
+    } else {
+        area.x + PADDING
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        text_block(lines, x, area.y + PADDING / 2.0, centred)
+    );
     if lines.iter().any(|line| shortened(line).len() != line.len()) {
         let _ = writeln!(out, "<title>{}</title>", escape(&lines.join("\n")));
     }
@@ -199,7 +235,11 @@ fn draw_state(
 
 /// Dashed lines between a parallel state's regions, in the gap between their boxes.
 fn draw_separators(state: &StateNode, boxes: &[Rect], area: &Rect, out: &mut String) {
-    let regions: Vec<&Rect> = state.children.iter().map(|child| &boxes[child.index()]).collect();
+    let regions: Vec<&Rect> = state
+        .children
+        .iter()
+        .map(|child| &boxes[child.index()])
+        .collect();
     for pair in regions.windows(2) {
         // Regions are `2 * PADDING` apart (beyond a self-loop's label, if any).
         let x = pair[1].x - PADDING;
@@ -245,14 +285,16 @@ fn draw_initial(
     out.push_str("</g>\n");
 }
 
-fn draw_arrow(
-    machine: &Machine,
-    arrow: &Arrow,
-    labels: &[String],
+/// How one arrow is drawn: its label lines, where the layout put them, and whether an arrow
+/// goes the other way between the same states.
+struct Drawn<'a> {
+    labels: &'a [String],
+    label_corner: Option<(f64, f64)>,
     opposite: bool,
-    boxes: &[Rect],
-    out: &mut String,
-) {
+}
+
+fn draw_arrow(machine: &Machine, arrow: &Arrow, drawn: &Drawn, boxes: &[Rect], out: &mut String) {
+    let labels = drawn.labels;
     let source = machine.state(arrow.source);
     let target = machine.state(arrow.target);
     let mut classes = String::from("transition");
@@ -287,8 +329,29 @@ fn draw_arrow(
             number(y + 6.0),
         );
         let text_top = y - LINE_HEIGHT * labels.len() as f64 / 2.0;
-        let _ = writeln!(out, "{}", label_block(labels, arrow, right + LOOP_REACH + 4.0, text_top, false));
+        let _ = writeln!(
+            out,
+            "{}",
+            label_block(labels, arrow, right + LOOP_REACH + 4.0, text_top, false)
+        );
         None
+    } else if let Some((x, y)) = drawn.label_corner {
+        // Through the middle of its label, which the layout put between the two states.
+        let size = block_size(labels);
+        let through = (x + size.width / 2.0, y + size.height / 2.0);
+        let start = clip(machine, arrow.source, from, through);
+        let end = clip(machine, arrow.target, to, through);
+        let _ = writeln!(
+            out,
+            r#"<path d="M {} {} L {} {} L {} {}" marker-end="url(#arrowhead)"/>"#,
+            number(start.0),
+            number(start.1),
+            number(through.0),
+            number(through.1),
+            number(end.0),
+            number(end.1),
+        );
+        Some(through)
     } else {
         let (mut start, mut end) = if within(machine, arrow.target, arrow.source) {
             let anchor = header_anchor(from);
@@ -302,7 +365,7 @@ fn draw_arrow(
                 clip(machine, arrow.target, to, from.center()),
             )
         };
-        if opposite {
+        if drawn.opposite {
             // Two arrows in opposite directions: each moves to its own right, apart.
             let (dx, dy) = (end.0 - start.0, end.1 - start.1);
             let length = (dx * dx + dy * dy).sqrt().max(1.0);
@@ -336,8 +399,16 @@ fn clip(machine: &Machine, state: StateId, area: &Rect, toward: (f64, f64)) -> (
     if dx == 0.0 && dy == 0.0 {
         return center;
     }
-    let scale_x = if dx == 0.0 { f64::INFINITY } else { area.width / 2.0 / dx.abs() };
-    let scale_y = if dy == 0.0 { f64::INFINITY } else { area.height / 2.0 / dy.abs() };
+    let scale_x = if dx == 0.0 {
+        f64::INFINITY
+    } else {
+        area.width / 2.0 / dx.abs()
+    };
+    let scale_y = if dy == 0.0 {
+        f64::INFINITY
+    } else {
+        area.height / 2.0 / dy.abs()
+    };
     let scale = scale_x.min(scale_y);
     (center.0 + dx * scale, center.1 + dy * scale)
 }
@@ -348,7 +419,10 @@ fn clip_circle(center: (f64, f64), radius: f64, toward: (f64, f64)) -> (f64, f64
     if length == 0.0 {
         return center;
     }
-    (center.0 + dx / length * radius, center.1 + dy / length * radius)
+    (
+        center.0 + dx / length * radius,
+        center.1 + dy / length * radius,
+    )
 }
 
 fn segment(start: (f64, f64), end: (f64, f64)) -> String {
@@ -374,7 +448,11 @@ fn rectangle(area: &Rect, radius: f64, attributes: &str) -> String {
 
 /// Lines of text from `top` down, left-aligned at `x` or centred on it.
 fn text_block(lines: &[String], x: f64, top: f64, centred: bool) -> String {
-    let anchor = if centred { r#" text-anchor="middle""# } else { "" };
+    let anchor = if centred {
+        r#" text-anchor="middle""#
+    } else {
+        ""
+    };
     let mut text = format!("<text{anchor}>");
     for (number_of_line, line) in lines.iter().enumerate() {
         let baseline = top + LINE_HEIGHT * (number_of_line as f64 + 0.75);
@@ -392,7 +470,11 @@ fn text_block(lines: &[String], x: f64, top: f64, centred: bool) -> String {
 
 /// An arrow's label: one line per transition, each line classed with its transition.
 fn label_block(lines: &[String], arrow: &Arrow, x: f64, top: f64, centred: bool) -> String {
-    let anchor = if centred { r#" text-anchor="middle""# } else { "" };
+    let anchor = if centred {
+        r#" text-anchor="middle""#
+    } else {
+        ""
+    };
     let mut text = format!(r#"<text class="label"{anchor}>"#);
     for (position, (line, transition)) in lines.iter().zip(&arrow.transitions).enumerate() {
         let baseline = top + LINE_HEIGHT * (position as f64 + 0.75);
