@@ -361,3 +361,38 @@ fn the_cli_draws_svg_without_graphviz() {
     assert!(text.contains("id=\"state-calling\""));
     assert!(text.contains("entry / exec health_check"));
 }
+
+#[test]
+fn mermaid_and_dot_take_detail_too() {
+    let machine = machine(EVERYTHING);
+    let mermaid = protocol_run::graph::mermaid_with_detail(&machine);
+    assert!(
+        mermaid.contains("note right of working : entry / log"),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains("failed [attempts #lt; 3] / log"),
+        "{mermaid}"
+    );
+    assert!(!protocol_run::graph::mermaid(&machine).contains("entry / log"));
+    let dot = protocol_run::graph::dot_with_detail(&machine);
+    assert!(
+        dot.contains("working\\nentry / log\\nexit / assign"),
+        "{dot}"
+    );
+    assert!(!protocol_run::graph::dot(&machine).contains("entry / log"));
+}
+
+/// The guide shows `docs/diagrams/ittw.svg`: it is what `graph --format svg` draws today.
+#[test]
+fn the_diagram_in_the_guide_is_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let loaded = protocol_run::load::load_file(&root.join("protocols/ittw.yaml")).expect("loads");
+    let machine = protocol_run::compile::compile(&loaded).expect("compiles");
+    let committed =
+        std::fs::read_to_string(root.join("docs/diagrams/ittw.svg")).expect("committed diagram");
+    assert!(
+        committed == svg(&machine, &SvgOptions::default()),
+        "docs/diagrams/ittw.svg is stale: protocol-run graph protocols/ittw.yaml --format svg > docs/diagrams/ittw.svg"
+    );
+}

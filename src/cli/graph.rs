@@ -33,7 +33,9 @@ pub fn graph(file: &Path, format: GraphFormat, detail: bool) -> u8 {
         }
     };
     let text = match format {
+        GraphFormat::Mermaid if detail => crate::graph::mermaid_with_detail(&machine),
         GraphFormat::Mermaid => crate::graph::mermaid(&machine),
+        GraphFormat::Dot if detail => crate::graph::dot_with_detail(&machine),
         GraphFormat::Dot => crate::graph::dot(&machine),
         GraphFormat::Svg => crate::graph::svg(&machine, &crate::graph::SvgOptions { detail }),
     };

@@ -15,12 +15,23 @@ use crate::compile::machine::{
 
 /// A Mermaid `stateDiagram-v2` of the machine, in document order, ready for a fenced block.
 pub fn mermaid(machine: &Machine) -> String {
-    mermaid::render(machine)
+    mermaid::render(machine, false)
+}
+
+/// `mermaid` with each state's entry and exit actions and each transition's actions (see
+/// `action_lines`).
+pub fn mermaid_with_detail(machine: &Machine) -> String {
+    mermaid::render(machine, true)
 }
 
 /// A Graphviz DOT `digraph` of the machine, in document order, for `dot -Tsvg`.
 pub fn dot(machine: &Machine) -> String {
-    dot::render(machine)
+    dot::render(machine, false)
+}
+
+/// `dot` with each state's entry and exit actions and each transition's actions.
+pub fn dot_with_detail(machine: &Machine) -> String {
+    dot::render(machine, true)
 }
 
 /// A standalone SVG of the machine, laid out here (no Graphviz): compound and parallel
@@ -28,6 +39,16 @@ pub fn dot(machine: &Machine) -> String {
 /// `docs/protocol-format.md`, "Diagrams") so a viewer can highlight the active ones.
 pub fn svg(machine: &Machine, options: &SvgOptions) -> String {
     svg::render(machine, options)
+}
+
+/// What a diagram writes under a state's id besides its kind: its invokes, and with `detail`
+/// its actions.
+fn state_notes(state: &StateNode, detail: bool) -> Vec<String> {
+    let mut notes = invoke_labels(state);
+    if detail {
+        notes.extend(action_lines(state));
+    }
+    notes
 }
 
 /// `entry / exec build`, `exit / log`: a state's actions, one line each, for `--detail`.
@@ -72,8 +93,9 @@ struct Arrow {
 }
 
 /// Every arrow except the initial transitions of compound states (drawn from a start marker),
-/// in document order of their first transition.
-fn arrows(machine: &Machine) -> Vec<Arrow> {
+/// in document order of their first transition; with `detail`, labels end with what their
+/// transition runs.
+fn arrows(machine: &Machine, detail: bool) -> Vec<Arrow> {
     let mut arrows: Vec<Arrow> = Vec::new();
     let mut positions: HashMap<(StateId, StateId, bool), usize> = HashMap::new();
     let timeouts = state_timeouts(machine);
@@ -87,6 +109,9 @@ fn arrows(machine: &Machine) -> Vec<Arrow> {
         let history_default = is_default && source.is_history();
         let label = if history_default {
             "default".to_string()
+        } else if detail {
+            let label = transition_label(machine, &timeouts, transition);
+            format!("{label}{}", actions_suffix(transition))
         } else {
             transition_label(machine, &timeouts, transition)
         };
@@ -338,7 +363,7 @@ states:
     /// (source, target, label) for each transition line, arrow by arrow.
     fn labels(yaml: &str) -> Vec<(String, String, String)> {
         let machine = machine(yaml);
-        arrows(&machine)
+        arrows(&machine, false)
             .into_iter()
             .flat_map(|arrow| {
                 let source = machine.state(arrow.source).id.to_string();

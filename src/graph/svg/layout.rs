@@ -46,14 +46,12 @@ pub(super) struct Content<'a> {
     pub lines: &'a [Vec<String>],
     /// The labels of each state's self-loop, if it has one.
     pub loops: &'a [Vec<String>],
-    /// The label lines of each arrow.
-    pub arrow_labels: &'a [Vec<String>],
 }
 
 pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top: f64) -> Layout {
     let count = machine.states.len();
     let sibling_index = sibling_indices(machine);
-    let links = sibling_links(machine, arrows, &sibling_index, content.arrow_labels);
+    let links = sibling_links(machine, arrows, &sibling_index);
     // Label corners relative to their container, then made absolute.
     let mut labels_relative: Vec<Option<(StateId, f64, f64)>> = vec![None; arrows.len()];
     let mut sizes = vec![Size::default(); count];
@@ -226,7 +224,6 @@ fn sibling_links(
     machine: &Machine,
     arrows: &[Arrow],
     sibling_index: &[usize],
-    labels: &[Vec<String>],
 ) -> Vec<Vec<(Link, usize)>> {
     let mut links: Vec<Vec<(Link, usize)>> = vec![Vec::new(); machine.states.len()];
     for (index, arrow) in arrows.iter().enumerate() {
@@ -258,7 +255,7 @@ fn sibling_links(
         let link = Link {
             from: first + sibling_index[from.index()],
             to: first + sibling_index[to.index()],
-            label: Some(block_size(&labels[index])),
+            label: Some(block_size(&arrow.labels)),
         };
         links[common.index()].push((link, index));
     }

@@ -10,8 +10,7 @@ use std::fmt::Write;
 use self::layout::{HISTORY_RADIUS, LOOP_REACH, MARKER_RADIUS, PADDING, Rect, block_size};
 use self::text::{FONT_SIZE, LINE_HEIGHT, escape, shortened};
 use super::{
-    Arrow, action_lines, actions_suffix, arrows, exit_label, history_label, initial_targets,
-    invoke_labels, one_line, within,
+    Arrow, arrows, exit_label, history_label, initial_targets, one_line, state_notes, within,
 };
 use crate::compile::machine::{Machine, StateId, StateKind, StateNode};
 
@@ -38,21 +37,15 @@ text { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; f
 ";
 
 pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
-    let arrows = arrows(machine);
+    let arrows = arrows(machine, options.detail);
     let lines: Vec<Vec<String>> = machine
         .states
         .iter()
         .map(|state| state_lines(state, options))
         .collect();
-    let labels: Vec<Vec<String>> = arrows
-        .iter()
-        .map(|arrow| arrow_labels(machine, arrow, options))
-        .collect();
     let mut loops: Vec<Vec<String>> = vec![Vec::new(); machine.states.len()];
-    for (arrow, labels) in arrows.iter().zip(&labels) {
-        if arrow.source == arrow.target {
-            loops[arrow.source.index()] = labels.clone();
-        }
+    for arrow in arrows.iter().filter(|arrow| arrow.source == arrow.target) {
+        loops[arrow.source.index()] = arrow.labels.clone();
     }
     let mut title = vec![machine.id.clone()];
     title.extend(machine.title.as_deref().map(one_line));
@@ -60,7 +53,6 @@ pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
     let content = layout::Content {
         lines: &lines,
         loops: &loops,
-        arrow_labels: &labels,
     };
     let geometry = layout::layout(machine, &arrows, &content, heading.height + PADDING);
     let root = geometry.boxes[0];
@@ -115,7 +107,7 @@ pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
         .collect();
     for (index, arrow) in arrows.iter().enumerate() {
         let drawn = Drawn {
-            labels: &labels[index],
+            labels: &arrow.labels,
             label_corner: geometry.labels[index],
             opposite: pairs.contains(&(arrow.target, arrow.source)),
         };
@@ -132,27 +124,8 @@ fn state_lines(state: &StateNode, options: &SvgOptions) -> Vec<String> {
     }
     let mut lines = vec![state.id.to_string()];
     lines.extend(exit_label(state));
-    lines.extend(invoke_labels(state));
-    if options.detail {
-        lines.extend(action_lines(state));
-    }
+    lines.extend(state_notes(state, options.detail));
     lines
-}
-
-/// The arrow's label lines, with `--detail` each followed by what its transition runs.
-fn arrow_labels(machine: &Machine, arrow: &Arrow, options: &SvgOptions) -> Vec<String> {
-    arrow
-        .labels
-        .iter()
-        .zip(&arrow.transitions)
-        .map(|(label, transition)| {
-            if options.detail && !arrow.history_default {
-                format!("{label}{}", actions_suffix(machine.transition(*transition)))
-            } else {
-                label.clone()
-            }
-        })
-        .collect()
 }
 
 /// The classes of a state's group: its kind, and `region` for a parallel state's child.
