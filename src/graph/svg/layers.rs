@@ -15,11 +15,13 @@ pub(super) struct Link {
     pub label: Option<Size>,
 }
 
-/// Where everything went: each box's top-left corner, each link's label's top-left corner,
-/// and the size of the whole.
+/// Where everything went: each box's top-left corner; for each link, its label's top-left
+/// corner and the points its line passes through, from its `from` end to its `to` end; and the
+/// size of the whole.
 pub(super) struct Placement {
     pub corners: Vec<(f64, f64)>,
     pub labels: Vec<Option<(f64, f64)>>,
+    pub waypoints: Vec<Vec<(f64, f64)>>,
     pub size: Size,
 }
 
@@ -27,44 +29,106 @@ pub(super) struct Placement {
 const COLUMN_GAP: f64 = 20.0;
 /// Vertical space between ranks.
 const RANK_GAP: f64 = 16.0;
-/// Ordering passes (each one down and one up): enough to settle small graphs, and a fixed
-/// number keeps the work linear in the size of the graph.
-const ORDERING_PASSES: usize = 4;
+/// The width a line passing through a rank takes there, so lines keep apart from boxes.
+const PASSING_WIDTH: f64 = 6.0;
+/// Passing boxes allowed per box and label: enough for any drawing a reader can follow.
+const PASSING_PER_BOX: usize = 4;
+/// Ordering and straightening passes (each one down and one up): enough to settle small
+/// graphs, and a fixed number keeps the work linear in the size of the graph.
+const PASSES: usize = 4;
 
 /// Boxes in ranks from top to bottom. A label is a box of its own, in a rank between its
-/// link's ends (as Graphviz does), so labels neither overlap boxes nor each other.
+/// link's ends (as Graphviz does), so labels neither overlap boxes nor each other, and a line
+/// crossing several ranks gets a narrow box in each, so it goes around the boxes there.
 /// Deterministic: ties are broken by index (document order).
 pub(super) fn place(boxes: &[Size], links: &[Link]) -> Placement {
     let mut nodes = boxes.to_vec();
-    let mut edges = Vec::with_capacity(2 * links.len());
+    // Each link's nodes from its upper end to its lower end, and whether that is backwards.
+    let mut chains: Vec<(Vec<usize>, bool)> = Vec::with_capacity(links.len());
     let mut label_nodes = vec![None; links.len()];
+    let mut edges = Vec::with_capacity(2 * links.len());
     for (index, (upper, lower)) in acyclic(boxes.len(), links).into_iter().enumerate() {
         let Some((upper, lower)) = upper.zip(lower) else {
+            chains.push((Vec::new(), false));
             continue;
         };
-        match links[index].label {
-            Some(size) => {
-                label_nodes[index] = Some(nodes.len());
-                edges.push((upper, nodes.len()));
-                edges.push((nodes.len(), lower));
-                nodes.push(size);
-            }
-            None => edges.push((upper, lower)),
+        let mut chain = vec![upper];
+        if let Some(size) = links[index].label {
+            label_nodes[index] = Some(nodes.len());
+            chain.push(nodes.len());
+            nodes.push(size);
         }
+        chain.push(lower);
+        edges.extend(chain.windows(2).map(|pair| (pair[0], pair[1])));
+        chains.push((chain, upper != links[index].from));
     }
-    let ranks = rank(nodes.len(), &edges);
+    let mut ranks = rank(nodes.len(), &edges);
+    // Long edges become chains of one-rank edges through passing boxes, the shortest first,
+    // as far as the budget goes: beyond it a line is drawn straight, which it would rather
+    // not be than have the drawing grow with the square of the protocol.
+    let span = |chain: &Vec<usize>| match (chain.first(), chain.last()) {
+        (Some(upper), Some(lower)) => ranks[*lower] - ranks[*upper],
+        _ => 0,
+    };
+    let mut by_span: Vec<usize> = (0..chains.len()).collect();
+    by_span.sort_by_key(|index| (span(&chains[*index].0), *index));
+    let mut budget = PASSING_PER_BOX * nodes.len();
+    edges.clear();
+    for index in by_span {
+        let chain = &mut chains[index].0;
+        let passing: usize = chain
+            .windows(2)
+            .map(|pair| ranks[pair[1]] - ranks[pair[0]] - 1)
+            .sum();
+        if passing <= budget {
+            budget -= passing;
+            let mut long = Vec::with_capacity(chain.len() + passing);
+            for pair in chain.windows(2) {
+                long.push(pair[0]);
+                for rank in ranks[pair[0]] + 1..ranks[pair[1]] {
+                    long.push(nodes.len());
+                    nodes.push(Size {
+                        width: PASSING_WIDTH,
+                        height: 0.0,
+                    });
+                    ranks.push(rank);
+                }
+            }
+            long.extend(chain.last());
+            *chain = long;
+        }
+        edges.extend(chain.windows(2).map(|pair| (pair[0], pair[1])));
+    }
     let mut layers = vec![Vec::new(); ranks.iter().max().map_or(0, |top| top + 1)];
     for (index, rank) in ranks.iter().enumerate() {
         layers[*rank].push(index);
     }
     order(&mut layers, &ranks, &edges);
-    let (corners, size) = coordinates(&nodes, &layers);
+    let (corners, size) = coordinates(&nodes, &layers, &edges);
+    let center = |node: usize| {
+        let (x, y) = corners[node];
+        (x + nodes[node].width / 2.0, y + nodes[node].height / 2.0)
+    };
+    let waypoints = chains
+        .iter()
+        .map(|(chain, backwards)| {
+            let inner = chain
+                .get(1..chain.len().saturating_sub(1))
+                .unwrap_or_default();
+            let mut points: Vec<(f64, f64)> = inner.iter().map(|node| center(*node)).collect();
+            if *backwards {
+                points.reverse();
+            }
+            points
+        })
+        .collect();
     Placement {
         labels: label_nodes
             .iter()
             .map(|node| node.map(|node| corners[node]))
             .collect(),
         corners: corners[..boxes.len()].to_vec(),
+        waypoints,
         size,
     }
 }
@@ -162,7 +226,7 @@ fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize)]) {
             place[*node] = (position as f64 + 0.5) / layer.len() as f64;
         }
     }
-    for _ in 0..ORDERING_PASSES {
+    for _ in 0..PASSES {
         for downwards in [true, false] {
             let indices: Vec<usize> = if downwards {
                 (1..layers.len()).collect()
@@ -194,25 +258,56 @@ fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize)]) {
     }
 }
 
-/// Rows from top to bottom, each centred.
-fn coordinates(boxes: &[Size], layers: &[Vec<usize>]) -> (Vec<(f64, f64)>, Size) {
-    let row_width = |layer: &Vec<usize>| {
-        layer.iter().map(|node| boxes[*node].width).sum::<f64>()
-            + COLUMN_GAP * layer.len().saturating_sub(1) as f64
-    };
-    let width = layers.iter().map(row_width).fold(0.0, f64::max);
+/// Rows from top to bottom; within a row, boxes keep their order and gaps while each moves
+/// towards the middle of its neighbours in the rows above and below (averaging a placement
+/// packed from the left with one packed from the right, both of which keep the gaps).
+fn coordinates(
+    boxes: &[Size],
+    layers: &[Vec<usize>],
+    edges: &[(usize, usize)],
+) -> (Vec<(f64, f64)>, Size) {
+    let mut above: Vec<Vec<usize>> = vec![Vec::new(); boxes.len()];
+    let mut below: Vec<Vec<usize>> = vec![Vec::new(); boxes.len()];
+    for (from, to) in edges {
+        above[*to].push(*from);
+        below[*from].push(*to);
+    }
+    // Left edges, first packed from 0.
+    let mut left = vec![0.0f64; boxes.len()];
+    for layer in layers {
+        let mut next = 0.0;
+        for node in layer {
+            left[*node] = next;
+            next += boxes[*node].width + COLUMN_GAP;
+        }
+    }
+    for _ in 0..PASSES {
+        for downwards in [true, false] {
+            let indices: Vec<usize> = if downwards {
+                (1..layers.len()).collect()
+            } else {
+                (0..layers.len().saturating_sub(1)).rev().collect()
+            };
+            let neighbours = if downwards { &above } else { &below };
+            for index in indices {
+                straighten(&layers[index], boxes, neighbours, &mut left);
+            }
+        }
+    }
+    let lowest = left.iter().copied().fold(f64::INFINITY, f64::min);
     let mut corners = vec![(0.0, 0.0); boxes.len()];
+    let mut width: f64 = 0.0;
     let mut top = 0.0;
     for (index, layer) in layers.iter().enumerate() {
         let height = layer
             .iter()
             .map(|node| boxes[*node].height)
             .fold(0.0, f64::max);
-        let mut left = (width - row_width(layer)) / 2.0;
         for node in layer {
             // Boxes of a row are centred on the row's middle line.
-            corners[*node] = (left, top + (height - boxes[*node].height) / 2.0);
-            left += boxes[*node].width + COLUMN_GAP;
+            let x = left[*node] - lowest;
+            corners[*node] = (x, top + (height - boxes[*node].height) / 2.0);
+            width = width.max(x + boxes[*node].width);
         }
         top += height;
         if index + 1 < layers.len() {
@@ -220,6 +315,39 @@ fn coordinates(boxes: &[Size], layers: &[Vec<usize>]) -> (Vec<(f64, f64)>, Size)
         }
     }
     (corners, Size { width, height: top })
+}
+
+/// Moves one row's boxes towards the middle of their neighbours, keeping order and gaps.
+fn straighten(layer: &[usize], boxes: &[Size], neighbours: &[Vec<usize>], left: &mut [f64]) {
+    let wanted: Vec<f64> = layer
+        .iter()
+        .map(|node| {
+            let around = &neighbours[*node];
+            if around.is_empty() {
+                return left[*node];
+            }
+            let middle = around
+                .iter()
+                .map(|other| left[*other] + boxes[*other].width / 2.0)
+                .sum::<f64>()
+                / around.len() as f64;
+            middle - boxes[*node].width / 2.0
+        })
+        .collect();
+    let mut from_left = wanted.clone();
+    for position in 1..layer.len() {
+        let previous = layer[position - 1];
+        let least = from_left[position - 1] + boxes[previous].width + COLUMN_GAP;
+        from_left[position] = from_left[position].max(least);
+    }
+    let mut from_right = wanted;
+    for position in (0..layer.len().saturating_sub(1)).rev() {
+        let most = from_right[position + 1] - boxes[layer[position]].width - COLUMN_GAP;
+        from_right[position] = from_right[position].min(most);
+    }
+    for (position, node) in layer.iter().enumerate() {
+        left[*node] = (from_left[position] + from_right[position]) / 2.0;
+    }
 }
 
 #[cfg(test)]
@@ -256,5 +384,18 @@ mod tests {
         // 0 → 3 and 1 → 2: the second rank swaps so the edges do not cross.
         let corners = place(&[square(); 4], &[link(0, 3), link(1, 2)]).corners;
         assert!(corners[3].0 < corners[2].0);
+    }
+
+    #[test]
+    fn a_long_link_passes_each_rank_between_its_ends() {
+        // 0 → 1 → 2 and 0 → 2: the long link's line has a point in every rank it crosses
+        // (its label's rank, box 1's, the next label rank), from its `from` end down.
+        let placement = place(&[square(); 3], &[link(0, 1), link(1, 2), link(0, 2)]);
+        let route = &placement.waypoints[2];
+        assert_eq!(route.len(), 3, "{route:?}");
+        assert!(route.windows(2).all(|pair| pair[0].1 < pair[1].1));
+        // A link turned around to break a cycle still runs from its `from` end.
+        let placement = place(&[square(); 2], &[link(0, 1), link(1, 0)]);
+        assert_eq!(placement.waypoints[1].len(), 1);
     }
 }

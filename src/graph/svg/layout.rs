@@ -38,6 +38,8 @@ pub(super) struct Layout {
     pub boxes: Vec<Rect>,
     pub markers: Vec<Option<(f64, f64)>>,
     pub labels: Vec<Option<(f64, f64)>>,
+    /// The points each arrow's line passes through (its label's middle among them).
+    pub routes: Vec<Vec<(f64, f64)>>,
 }
 
 /// What the layout needs to know of each state's drawing.
@@ -54,6 +56,8 @@ pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top
     let links = sibling_links(machine, arrows, &sibling_index);
     // Label corners relative to their container, then made absolute.
     let mut labels_relative: Vec<Option<(StateId, f64, f64)>> = vec![None; arrows.len()];
+    let mut routes_relative: Vec<(StateId, Vec<(f64, f64)>)> =
+        vec![(StateId::ROOT, Vec::new()); arrows.len()];
     let mut sizes = vec![Size::default(); count];
     // Each container's children, relative to its top-left corner; and its initial marker.
     let mut offsets = vec![(0.0, 0.0); count];
@@ -134,9 +138,15 @@ pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top
                     let (x, y) = corners[first + position];
                     offsets[child.index()] = (PADDING + shift + x, below + y);
                 }
-                for ((_, arrow), corner) in links[index].iter().zip(&placement.labels) {
-                    labels_relative[*arrow] = corner
-                        .map(|(x, y)| (StateId(index as u32), PADDING + shift + x, below + y));
+                let container = StateId(index as u32);
+                let origin = (PADDING + shift, below);
+                let arrows_here = links[index].iter().map(|(_, arrow)| *arrow);
+                for (position, arrow) in arrows_here.enumerate() {
+                    labels_relative[arrow] = placement.labels[position]
+                        .map(|(x, y)| (container, origin.0 + x, origin.1 + y));
+                    let points = placement.waypoints[position].iter();
+                    let points = points.map(|(x, y)| (origin.0 + x, origin.1 + y));
+                    routes_relative[arrow] = (container, points.collect());
                 }
                 let children_height = if boxes.is_empty() {
                     0.0
@@ -184,10 +194,21 @@ pub(super) fn layout(machine: &Machine, arrows: &[Arrow], content: &Content, top
             })
         })
         .collect();
+    let routes = routes_relative
+        .into_iter()
+        .map(|(container, points)| {
+            let area = boxes[container.index()];
+            points
+                .into_iter()
+                .map(|(x, y)| (area.x + x, area.y + y))
+                .collect()
+        })
+        .collect();
     Layout {
         boxes,
         markers,
         labels,
+        routes,
     }
 }
 

@@ -109,6 +109,7 @@ pub(super) fn render(machine: &Machine, options: &SvgOptions) -> String {
         let drawn = Drawn {
             labels: &arrow.labels,
             label_corner: geometry.labels[index],
+            route: &geometry.routes[index],
             opposite: pairs.contains(&(arrow.target, arrow.source)),
         };
         draw_arrow(machine, arrow, &drawn, &geometry.boxes, &mut out);
@@ -263,6 +264,8 @@ fn draw_initial(
 struct Drawn<'a> {
     labels: &'a [String],
     label_corner: Option<(f64, f64)>,
+    /// The points the layout routed it through, its label's middle among them.
+    route: &'a [(f64, f64)],
     opposite: bool,
 }
 
@@ -308,23 +311,19 @@ fn draw_arrow(machine: &Machine, arrow: &Arrow, drawn: &Drawn, boxes: &[Rect], o
             label_block(labels, arrow, right + LOOP_REACH + 4.0, text_top, false)
         );
         None
-    } else if let Some((x, y)) = drawn.label_corner {
-        // Through the middle of its label, which the layout put between the two states.
+    } else if let (Some((x, y)), Some(first), Some(last)) =
+        (drawn.label_corner, drawn.route.first(), drawn.route.last())
+    {
+        // Through the points the layout left for it, its label among them.
         let size = block_size(labels);
-        let through = (x + size.width / 2.0, y + size.height / 2.0);
-        let start = clip(machine, arrow.source, from, through);
-        let end = clip(machine, arrow.target, to, through);
-        let _ = writeln!(
-            out,
-            r#"<path d="M {} {} L {} {} L {} {}" marker-end="url(#arrowhead)"/>"#,
-            number(start.0),
-            number(start.1),
-            number(through.0),
-            number(through.1),
-            number(end.0),
-            number(end.1),
-        );
-        Some(through)
+        let start = clip(machine, arrow.source, from, *first);
+        let end = clip(machine, arrow.target, to, *last);
+        let mut path = format!("M {} {}", number(start.0), number(start.1));
+        for (x, y) in drawn.route.iter().chain([&end]) {
+            let _ = write!(path, " L {} {}", number(*x), number(*y));
+        }
+        let _ = writeln!(out, r#"<path d="{path}" marker-end="url(#arrowhead)"/>"#);
+        Some((x + size.width / 2.0, y + size.height / 2.0))
     } else {
         let (mut start, mut end) = if within(machine, arrow.target, arrow.source) {
             let anchor = header_anchor(from);
