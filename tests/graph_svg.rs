@@ -34,11 +34,11 @@ states:
   checks:
     type: parallel
     states:
-      disk:
+      volume:
         states:
-          disk_pending: { on: { disk_ok: disk_done } }
-          disk_done: { type: final }
-      network: {}
+          volume_pending: { on: { volume_ok: volume_done } }
+          volume_done: { type: final }
+      uplink: {}
     on:
       done.state.checks: complete
       retry: [back]
@@ -185,8 +185,8 @@ fn every_state_is_drawn_once_nested_and_apart() {
     let machine = machine(EVERYTHING);
     let text = svg(&machine, &SvgOptions::default());
     let shapes = check_drawing(&machine, &text);
-    assert!(shapes["disk"].classes.contains("region"));
-    assert!(shapes["network"].classes.contains("region"));
+    assert!(shapes["volume"].classes.contains("region"));
+    assert!(shapes["uplink"].classes.contains("region"));
     assert!(shapes["checks"].classes.contains("parallel"));
     assert!(shapes["working"].classes.contains("compound"));
     assert!(shapes["fetching"].classes.contains("atomic"));
@@ -260,7 +260,7 @@ fn final_history_and_parallel_are_drawn_as_documented() {
         .count();
     assert_eq!(separators, 1);
     // Initial markers: the machine's and each compound state's.
-    for id in ["initial", "initial-working", "initial-disk"] {
+    for id in ["initial", "initial-working", "initial-volume"] {
         assert!(has_class(group(id), "initial"), "{id}");
     }
 }
@@ -304,36 +304,37 @@ fn the_same_machine_gives_the_same_bytes() {
     assert_eq!(first, second);
 }
 
+/// The protocols in `protocols/` and `examples/features/` (not scenarios, not libraries).
+fn shipped_protocols() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let is_protocol = |name: &str| {
+        name.ends_with(".yaml")
+            && !name.ends_with(".scenario.yaml")
+            && !name.ends_with(".library.yaml")
+    };
+    let mut paths: Vec<_> = ["protocols", "examples/features"]
+        .iter()
+        .flat_map(|directory| std::fs::read_dir(root.join(directory)).expect("a directory"))
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| is_protocol(&path.to_string_lossy()))
+        .collect();
+    paths.sort();
+    paths
+}
+
 #[test]
 fn every_shipped_protocol_renders() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut pending = vec![root.join("examples"), root.join("protocols")];
-    let mut count = 0;
-    while let Some(directory) = pending.pop() {
-        for entry in std::fs::read_dir(&directory).expect("directory") {
-            let path = entry.expect("entry").path();
-            let name = path.to_string_lossy().to_string();
-            if path.is_dir() {
-                pending.push(path);
-                continue;
-            }
-            let protocol = name.ends_with(".yaml")
-                && !name.ends_with(".scenario.yaml")
-                && !name.ends_with(".library.yaml");
-            let Some(machine) = protocol
-                .then(|| protocol_run::load::load_file(&path).ok())
-                .flatten()
-                .and_then(|loaded| protocol_run::compile::compile(&loaded).ok())
-            else {
-                continue;
-            };
-            for detail in [false, true] {
-                check_drawing(&machine, &svg(&machine, &SvgOptions { detail }));
-            }
-            count += 1;
+    let paths = shipped_protocols();
+    assert!(paths.len() > 15, "only {paths:?}");
+    for path in paths {
+        let loaded = protocol_run::load::load_file(&path)
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let machine = protocol_run::compile::compile(&loaded)
+            .unwrap_or_else(|_| panic!("{} does not compile", path.display()));
+        for detail in [false, true] {
+            check_drawing(&machine, &svg(&machine, &SvgOptions { detail }));
         }
     }
-    assert!(count > 15, "only {count} protocols");
 }
 
 #[test]

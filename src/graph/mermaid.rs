@@ -57,21 +57,15 @@ pub(super) fn render(machine: &Machine, detail: bool) -> String {
     // Open `state x {` blocks, innermost last; the root (index 0) is the diagram itself. A
     // loop with a stack rather than recursion, as deep documents are allowed.
     let mut open: Vec<StateId> = vec![StateId::ROOT];
+    let mut close_block = |block: StateId, depth: usize, out: &mut String| {
+        close(machine, &ids, &mut block_lines, block, depth, detail, out);
+    };
     for (index, state) in machine.states.iter().enumerate().skip(1) {
         let id = StateId(index as u32);
         let parent = state.parent.unwrap_or(StateId::ROOT);
         while open.len() > 1 && open.last().is_some_and(|block| *block != parent) {
             if let Some(block) = open.pop() {
-                let depth = open.len();
-                close(
-                    machine,
-                    &ids,
-                    &mut block_lines,
-                    block,
-                    depth,
-                    detail,
-                    &mut out,
-                );
+                close_block(block, open.len(), &mut out);
             }
         }
         let depth = open.len();
@@ -89,16 +83,7 @@ pub(super) fn render(machine: &Machine, detail: bool) -> String {
         }
     }
     while let Some(block) = open.pop() {
-        let depth = open.len();
-        close(
-            machine,
-            &ids,
-            &mut block_lines,
-            block,
-            depth,
-            detail,
-            &mut out,
-        );
+        close_block(block, open.len(), &mut out);
     }
     out
 }

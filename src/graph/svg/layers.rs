@@ -213,12 +213,7 @@ fn rank(count: usize, edges: &[(usize, usize)]) -> Vec<usize> {
 /// ranks above (going down) or below (going up), which removes most crossings.
 fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize)]) {
     let count = ranks.len();
-    let mut above: Vec<Vec<usize>> = vec![Vec::new(); count];
-    let mut below: Vec<Vec<usize>> = vec![Vec::new(); count];
-    for (from, to) in edges {
-        above[*to].push(*from);
-        below[*from].push(*to);
-    }
+    let (above, below) = neighbours(count, edges);
     // A box's place in its rank, from 0 to 1, so ranks of different widths compare.
     let mut place = vec![0.0f64; count];
     for layer in layers.iter() {
@@ -226,36 +221,47 @@ fn order(layers: &mut [Vec<usize>], ranks: &[usize], edges: &[(usize, usize)]) {
             place[*node] = (position as f64 + 0.5) / layer.len() as f64;
         }
     }
-    for _ in 0..PASSES {
-        for downwards in [true, false] {
-            let indices: Vec<usize> = if downwards {
-                (1..layers.len()).collect()
-            } else {
-                (0..layers.len().saturating_sub(1)).rev().collect()
-            };
-            for index in indices {
-                let neighbours = if downwards { &above } else { &below };
-                let mut keyed: Vec<(f64, usize)> = layers[index]
-                    .iter()
-                    .map(|node| {
-                        let around = &neighbours[*node];
-                        let key = if around.is_empty() {
-                            place[*node]
-                        } else {
-                            around.iter().map(|other| place[*other]).sum::<f64>()
-                                / around.len() as f64
-                        };
-                        (key, *node)
-                    })
-                    .collect();
-                keyed.sort_by(|left, right| left.0.total_cmp(&right.0).then(left.1.cmp(&right.1)));
-                layers[index] = keyed.into_iter().map(|(_, node)| node).collect();
-                for (position, node) in layers[index].iter().enumerate() {
-                    place[*node] = (position as f64 + 0.5) / layers[index].len() as f64;
+    for (downwards, index) in sweeps(layers.len()) {
+        let neighbours = if downwards { &above } else { &below };
+        let mut keyed: Vec<(f64, usize)> = layers[index]
+            .iter()
+            .map(|node| {
+                let around = &neighbours[*node];
+                if around.is_empty() {
+                    return (place[*node], *node);
                 }
-            }
+                let sum: f64 = around.iter().map(|other| place[*other]).sum();
+                (sum / around.len() as f64, *node)
+            })
+            .collect();
+        keyed.sort_by(|left, right| left.0.total_cmp(&right.0).then(left.1.cmp(&right.1)));
+        layers[index] = keyed.into_iter().map(|(_, node)| node).collect();
+        for (position, node) in layers[index].iter().enumerate() {
+            place[*node] = (position as f64 + 0.5) / layers[index].len() as f64;
         }
     }
+}
+
+/// Each node's neighbours in the ranks above and below it.
+fn neighbours(count: usize, edges: &[(usize, usize)]) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let mut above: Vec<Vec<usize>> = vec![Vec::new(); count];
+    let mut below: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for (from, to) in edges {
+        above[*to].push(*from);
+        below[*from].push(*to);
+    }
+    (above, below)
+}
+
+/// The ranks a pass visits, `PASSES` times: down from the second (each looking at the rank
+/// above), then up from the one before last (looking below); `true` going down.
+fn sweeps(ranks: usize) -> impl Iterator<Item = (bool, usize)> {
+    let down = (1..ranks).map(|index| (true, index));
+    let up = (0..ranks.saturating_sub(1))
+        .rev()
+        .map(|index| (false, index));
+    let pass: Vec<(bool, usize)> = down.chain(up).collect();
+    std::iter::repeat_n(pass, PASSES).flatten()
 }
 
 /// Rows from top to bottom; within a row, boxes keep their order and gaps while each moves
@@ -266,12 +272,7 @@ fn coordinates(
     layers: &[Vec<usize>],
     edges: &[(usize, usize)],
 ) -> (Vec<(f64, f64)>, Size) {
-    let mut above: Vec<Vec<usize>> = vec![Vec::new(); boxes.len()];
-    let mut below: Vec<Vec<usize>> = vec![Vec::new(); boxes.len()];
-    for (from, to) in edges {
-        above[*to].push(*from);
-        below[*from].push(*to);
-    }
+    let (above, below) = neighbours(boxes.len(), edges);
     // Left edges, first packed from 0.
     let mut left = vec![0.0f64; boxes.len()];
     for layer in layers {
@@ -281,18 +282,9 @@ fn coordinates(
             next += boxes[*node].width + COLUMN_GAP;
         }
     }
-    for _ in 0..PASSES {
-        for downwards in [true, false] {
-            let indices: Vec<usize> = if downwards {
-                (1..layers.len()).collect()
-            } else {
-                (0..layers.len().saturating_sub(1)).rev().collect()
-            };
-            let neighbours = if downwards { &above } else { &below };
-            for index in indices {
-                straighten(&layers[index], boxes, neighbours, &mut left);
-            }
-        }
+    for (downwards, index) in sweeps(layers.len()) {
+        let neighbours = if downwards { &above } else { &below };
+        straighten(&layers[index], boxes, neighbours, &mut left);
     }
     let lowest = left.iter().copied().fold(f64::INFINITY, f64::min);
     let mut corners = vec![(0.0, 0.0); boxes.len()];
