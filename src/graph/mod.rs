@@ -1,8 +1,11 @@
 //! Diagrams of a compiled protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, and SVG.
 
+mod detail;
 mod dot;
 mod mermaid;
 mod svg;
+
+use detail::{actions_suffix, state_notes};
 
 pub use svg::SvgOptions;
 
@@ -39,42 +42,6 @@ pub fn dot_with_detail(machine: &Machine) -> String {
 /// `docs/protocol-format.md`, "Diagrams") so a viewer can highlight the active ones.
 pub fn svg(machine: &Machine, options: &SvgOptions) -> String {
     svg::render(machine, options)
-}
-
-/// What a diagram writes under a state's id besides its kind: its invokes, and with `detail`
-/// its actions.
-fn state_notes(state: &StateNode, detail: bool) -> Vec<String> {
-    let mut notes = invoke_labels(state);
-    if detail {
-        notes.extend(action_lines(state));
-    }
-    notes
-}
-
-/// `entry / exec build`, `exit / log`: a state's actions, one line each, for `--detail`.
-fn action_lines(state: &StateNode) -> Vec<String> {
-    let entry = state
-        .entry
-        .iter()
-        .map(|action| format!("entry / {}", action.summary()));
-    let exit = state
-        .exit
-        .iter()
-        .map(|action| format!("exit / {}", action.summary()));
-    entry.chain(exit).collect()
-}
-
-/// ` / exec build, log`: what a transition runs, appended to its label for `--detail`.
-fn actions_suffix(transition: &TransitionNode) -> String {
-    if transition.actions.is_empty() {
-        return String::new();
-    }
-    let summaries: Vec<String> = transition
-        .actions
-        .iter()
-        .map(|action| action.summary())
-        .collect();
-    format!(" / {}", summaries.join(", "))
 }
 
 /// One arrow of the diagram: the transitions from one state to another. A transition with
