@@ -27,6 +27,11 @@ impl std::fmt::Debug for Call {
 }
 
 impl Call {
+    /// The registered action it calls, for diagrams.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     pub fn compile(action: &CallAction, compiler: &mut Compiler, pointer: &str) -> Option<Call> {
         let arguments = match &action.args {
             Some(arguments) => {

@@ -13,6 +13,14 @@ pub struct Conditional {
 }
 
 impl Conditional {
+    /// Every branch's actions, the `else` last, for diagrams.
+    pub fn blocks(&self) -> impl Iterator<Item = &[Action]> {
+        self.branches
+            .iter()
+            .map(|(_, actions)| actions.as_slice())
+            .chain(std::iter::once(self.otherwise.as_slice()))
+    }
+
     pub fn compile(
         action: &IfAction,
         compiler: &mut Compiler,

@@ -75,6 +75,11 @@ impl Argv {
 }
 
 impl Exec {
+    /// The action's id, for diagrams.
+    pub fn id(&self) -> &str {
+        &self.policy.id
+    }
+
     pub fn compile(action: &ExecAction, compiler: &mut Compiler, pointer: &str) -> Option<Exec> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let command_pointer = format!("{pointer}/exec");

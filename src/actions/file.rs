@@ -47,6 +47,16 @@ enum Operation {
 }
 
 impl File {
+    /// The action's key and id (`write report`), for diagrams.
+    pub fn kind_and_id(&self) -> (&'static str, &str) {
+        let kind = match self.operation {
+            Operation::Backup { .. } => "backup",
+            Operation::Restore { .. } => "restore",
+            _ => "write",
+        };
+        (kind, &self.policy.id)
+    }
+
     pub fn write(action: &WriteAction, compiler: &mut Compiler, pointer: &str) -> Option<File> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let path = compiler.template(&action.write, &format!("{pointer}/write"));

@@ -37,6 +37,11 @@ impl Array {
 }
 
 impl Foreach {
+    /// The actions run for each item, for diagrams.
+    pub fn body(&self) -> &[Action] {
+        &self.body
+    }
+
     pub fn compile(
         action: &ForeachAction,
         compiler: &mut Compiler,

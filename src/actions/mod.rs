@@ -12,6 +12,7 @@ pub mod foreach;
 pub mod log;
 pub mod raise;
 pub mod send;
+mod summary;
 pub mod tool;
 
 use std::collections::VecDeque;

@@ -35,6 +35,16 @@ enum Operation {
 }
 
 impl Tool {
+    /// The action's key and id (`read_file check`), for diagrams.
+    pub fn kind_and_id(&self) -> (&'static str, &str) {
+        let kind = match self.operation {
+            Operation::ReadFile { .. } => "read_file",
+            Operation::ListDir { .. } => "list_dir",
+            Operation::GrepSearch { .. } => "grep_search",
+        };
+        (kind, &self.policy.id)
+    }
+
     pub fn read_file(
         action: &ReadFileAction,
         compiler: &mut Compiler,

@@ -12,11 +12,12 @@ use crate::diagnostic::render_all;
 pub enum GraphFormat {
     Mermaid,
     Dot,
-    /// A standalone SVG, laid out by Graphviz's `dot` (which must be installed).
+    /// A standalone SVG, laid out by protocol-run itself (no Graphviz needed).
     Svg,
 }
 
-pub fn graph(file: &Path, format: GraphFormat) -> u8 {
+/// `detail`: entry and exit actions in the states, and transition actions on the arrows.
+pub fn graph(file: &Path, format: GraphFormat, detail: bool) -> u8 {
     let loaded = match crate::load::load_file(file) {
         Ok(loaded) => loaded,
         Err(error) => {
@@ -32,45 +33,14 @@ pub fn graph(file: &Path, format: GraphFormat) -> u8 {
         }
     };
     let text = match format {
+        GraphFormat::Mermaid if detail => crate::graph::mermaid_with_detail(&machine),
         GraphFormat::Mermaid => crate::graph::mermaid(&machine),
+        GraphFormat::Dot if detail => crate::graph::dot_with_detail(&machine),
         GraphFormat::Dot => crate::graph::dot(&machine),
-        GraphFormat::Svg => match render_svg(&crate::graph::dot(&machine)) {
-            Ok(svg) => svg,
-            Err(message) => {
-                eprintln!("error: {message}");
-                return exit_code::IO;
-            }
-        },
+        GraphFormat::Svg => crate::graph::svg(&machine, &crate::graph::SvgOptions { detail }),
     };
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Ok(()) => 0,
         Err(_) => exit_code::IO,
     }
-}
-
-/// Lays out DOT with Graphviz: no browser involved.
-fn render_svg(dot: &str) -> Result<String, String> {
-    let mut child = std::process::Command::new("dot")
-        .arg("-Tsvg")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("--format svg needs Graphviz's `dot` ({error}); install graphviz, or use --format dot"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(dot.as_bytes())
-            .map_err(|error| format!("cannot feed `dot`: {error}"))?;
-    }
-    let output = child
-        .wait_with_output()
-        .map_err(|error| format!("`dot` failed: {error}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`dot` failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    String::from_utf8(output.stdout)
-        .map_err(|_| "`dot` wrote something that is not UTF-8".to_string())
 }

@@ -150,11 +150,15 @@ enum Command {
         #[arg(long)]
         deny_warnings: bool,
     },
-    /// Draw a protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, or SVG (via Graphviz).
+    /// Draw a protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, or SVG (laid out here).
     Graph {
         file: PathBuf,
         #[arg(long, value_enum, default_value = "mermaid")]
         format: graph::GraphFormat,
+        /// Show entry and exit actions in each state and each transition's actions on its
+        /// arrow, by kind and id (`entry / exec build`).
+        #[arg(long)]
+        detail: bool,
     },
     /// Convert another format into a protocol, printed as YAML on stdout (or written to --out).
     Import {
@@ -234,7 +238,11 @@ pub fn main(arguments: Vec<String>) -> u8 {
             files,
             deny_warnings,
         } => check::check(&files, deny_warnings),
-        Command::Graph { file, format } => graph::graph(&file, format),
+        Command::Graph {
+            file,
+            format,
+            detail,
+        } => graph::graph(&file, format, detail),
         Command::Import {
             source: ImportSource::Scxml { file, out },
         } => import::import_scxml(&file, out.as_deref()),

@@ -3,13 +3,14 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::{arrows, exit_label, history_label, initial_targets, invoke_labels, one_line, within};
+use super::{arrows, exit_label, history_label, initial_targets, one_line, state_notes, within};
 use crate::compile::machine::{Machine, StateId, StateKind, StateNode};
 
 const INDENT: &str = "    ";
 
-pub(super) fn render(machine: &Machine) -> String {
-    let arrows = arrows(machine);
+/// `detail`: states' and transitions' actions too (`--detail`).
+pub(super) fn render(machine: &Machine, detail: bool) -> String {
+    let arrows = arrows(machine, detail);
     // Clusters some edge starts or ends at: they need a node to stand in for them.
     let mut anchored = vec![false; machine.states.len()];
     for arrow in &arrows {
@@ -51,7 +52,12 @@ pub(super) fn render(machine: &Machine) -> String {
         let depth = open.len();
         let region = machine.state(parent).kind == StateKind::Parallel && !state.is_history();
         if is_cluster(state) {
-            open_cluster(machine, id, region, anchored[index], depth, &mut out);
+            let frame = Frame {
+                region,
+                anchored: anchored[index],
+                detail,
+            };
+            open_cluster(machine, id, frame, depth, &mut out);
             open.push(id);
         } else if region {
             // A region that is a single state still gets its dashed frame, like the others.
@@ -65,10 +71,10 @@ pub(super) fn render(machine: &Machine) -> String {
             );
             line(&mut out, depth + 1, "label=\"\";");
             line(&mut out, depth + 1, "style=\"dashed\";");
-            node(state, depth + 1, &mut out);
+            node(state, depth + 1, detail, &mut out);
             line(&mut out, depth, "}");
         } else {
-            node(state, depth, &mut out);
+            node(state, depth, detail, &mut out);
         }
     }
     while open.len() > 1 {
@@ -122,6 +128,15 @@ pub(super) fn render(machine: &Machine) -> String {
     out
 }
 
+/// How a cluster is framed: dashed for a parallel region, with an anchor node when edges
+/// attach to it, with its actions listed under `--detail`.
+#[derive(Clone, Copy)]
+struct Frame {
+    region: bool,
+    anchored: bool,
+    detail: bool,
+}
+
 fn is_cluster(state: &StateNode) -> bool {
     matches!(state.kind, StateKind::Compound | StateKind::Parallel)
 }
@@ -130,20 +145,17 @@ fn is_cluster(state: &StateNode) -> bool {
 /// the invisible node that edges to or from the state attach to (Graphviz has no edges to
 /// clusters; `ltail` / `lhead` clip such an edge at the border). The initial point is not
 /// reused for that, so no arrow looks like a second initial one.
-fn open_cluster(
-    machine: &Machine,
-    id: StateId,
-    region: bool,
-    anchored: bool,
-    depth: usize,
-    out: &mut String,
-) {
+fn open_cluster(machine: &Machine, id: StateId, frame: Frame, depth: usize, out: &mut String) {
     let state = machine.state(id);
     line(out, depth, &format!("subgraph {} {{", cluster_name(state)));
     let mut label = vec![state.id.to_string()];
-    label.extend(invoke_labels(state));
+    label.extend(state_notes(state, frame.detail));
     line(out, depth + 1, &format!("label={};", quote_lines(&label)));
-    let style = if region { "rounded,dashed" } else { "rounded" };
+    let style = if frame.region {
+        "rounded,dashed"
+    } else {
+        "rounded"
+    };
     line(out, depth + 1, &format!("style={};", quote(style)));
     if state.kind == StateKind::Compound && state.initial.is_some() {
         line(
@@ -152,7 +164,7 @@ fn open_cluster(
             &format!("{} [shape=point, width=0.15];", initial_node(machine, id)),
         );
     }
-    if anchored {
+    if frame.anchored {
         line(
             out,
             depth + 1,
@@ -164,7 +176,7 @@ fn open_cluster(
     }
 }
 
-fn node(state: &StateNode, depth: usize, out: &mut String) {
+fn node(state: &StateNode, depth: usize, detail: bool, out: &mut String) {
     let name = quote(&state.id);
     let attributes = if let Some(marker) = history_label(state) {
         format!(
@@ -175,7 +187,7 @@ fn node(state: &StateNode, depth: usize, out: &mut String) {
     } else {
         let mut label = vec![state.id.to_string()];
         label.extend(exit_label(state));
-        label.extend(invoke_labels(state));
+        label.extend(state_notes(state, detail));
         let shape = if state.kind == StateKind::Final {
             "shape=doublecircle, margin=0.02, "
         } else {
@@ -286,7 +298,7 @@ mod tests {
     use crate::graph::tests::{HISTORY, NESTING, PARALLEL, machine};
 
     fn dot(yaml: &str) -> String {
-        render(&machine(yaml))
+        render(&machine(yaml), false)
     }
 
     const HEADER: &str = r#"    compound=true;

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::{arrows, exit_label, history_label, initial_targets, invoke_labels, one_line};
+use super::{arrows, exit_label, history_label, initial_targets, one_line, state_notes};
 use crate::compile::machine::{Machine, StateId, StateKind, StateNode};
 
 const INDENT: &str = "    ";
@@ -37,9 +37,10 @@ const KEYWORDS: [&str; 20] = [
 // written there only when both ends are children of that block; any other arrow is written
 // at the top level, which never moves a state.
 
-pub(super) fn render(machine: &Machine) -> String {
+/// `detail`: states' and transitions' actions too (`--detail`).
+pub(super) fn render(machine: &Machine, detail: bool) -> String {
     let ids = mermaid_ids(machine);
-    let mut block_lines = place_lines(machine, &ids);
+    let mut block_lines = place_lines(machine, &ids, detail);
     let mut out = String::from("stateDiagram-v2\n");
     let heading = match &machine.title {
         Some(title) => format!("{}: {}", machine.id, title),
@@ -56,12 +57,15 @@ pub(super) fn render(machine: &Machine) -> String {
     // Open `state x {` blocks, innermost last; the root (index 0) is the diagram itself. A
     // loop with a stack rather than recursion, as deep documents are allowed.
     let mut open: Vec<StateId> = vec![StateId::ROOT];
+    let mut close_block = |block: StateId, depth: usize, out: &mut String| {
+        close(machine, &ids, &mut block_lines, block, depth, detail, out);
+    };
     for (index, state) in machine.states.iter().enumerate().skip(1) {
         let id = StateId(index as u32);
         let parent = state.parent.unwrap_or(StateId::ROOT);
         while open.len() > 1 && open.last().is_some_and(|block| *block != parent) {
             if let Some(block) = open.pop() {
-                close(machine, &ids, &mut block_lines, block, open.len(), &mut out);
+                close_block(block, open.len(), &mut out);
             }
         }
         let depth = open.len();
@@ -69,7 +73,7 @@ pub(super) fn render(machine: &Machine) -> String {
         if in_parallel && is_later_region(machine, parent, id) {
             line(&mut out, depth, "--");
         }
-        declare(machine, &ids, id, depth, &mut out);
+        declare(machine, &ids, id, depth, detail, &mut out);
         if is_composite(state) {
             line(&mut out, depth, &format!("state {} {{", ids[index]));
             open.push(id);
@@ -79,7 +83,7 @@ pub(super) fn render(machine: &Machine) -> String {
         }
     }
     while let Some(block) = open.pop() {
-        close(machine, &ids, &mut block_lines, block, open.len(), &mut out);
+        close_block(block, open.len(), &mut out);
     }
     out
 }
@@ -100,7 +104,7 @@ fn is_later_region(machine: &Machine, parallel: StateId, child: StateId) -> bool
 
 /// The arrow lines of each block (the root's being the whole diagram), written after every
 /// state in the block is declared: start arrows, transitions, then final states' exits.
-fn place_lines(machine: &Machine, ids: &[String]) -> Vec<Vec<String>> {
+fn place_lines(machine: &Machine, ids: &[String], detail: bool) -> Vec<Vec<String>> {
     let mut block_lines: Vec<Vec<String>> = machine.states.iter().map(|_| Vec::new()).collect();
     for (index, state) in machine.states.iter().enumerate() {
         let block = StateId(index as u32);
@@ -120,7 +124,7 @@ fn place_lines(machine: &Machine, ids: &[String]) -> Vec<Vec<String>> {
             block_lines[index].push(line);
         }
     }
-    for arrow in arrows(machine) {
+    for arrow in arrows(machine, detail) {
         let source_parent = machine.state(arrow.source).parent.unwrap_or(StateId::ROOT);
         let target_parent = machine.state(arrow.target).parent.unwrap_or(StateId::ROOT);
         let block = if source_parent == target_parent
@@ -167,7 +171,14 @@ fn child_holding(machine: &Machine, block: StateId, state: StateId) -> StateId {
 /// Writes a state's own lines: its label when its Mermaid id differs from its id, what it
 /// invokes, and for a history state the `H` / `H*` marker with the id below it. (Mermaid has
 /// no history state; a description stays inside the parent's box, where a note would not.)
-fn declare(machine: &Machine, ids: &[String], id: StateId, depth: usize, out: &mut String) {
+fn declare(
+    machine: &Machine,
+    ids: &[String],
+    id: StateId,
+    depth: usize,
+    detail: bool,
+    out: &mut String,
+) {
     let state = machine.state(id);
     let mermaid_id = &ids[id.index()];
     if let Some(marker) = history_label(state) {
@@ -187,20 +198,21 @@ fn declare(machine: &Machine, ids: &[String], id: StateId, depth: usize, out: &m
     // A composite state's box takes no description (Mermaid refuses it): its invokes become
     // notes, written after its block (see `close`).
     if !is_composite(state) {
-        for invoke in invoke_labels(state) {
-            line(out, depth, &format!("{mermaid_id} : {}", text(&invoke)));
+        for note in state_notes(state, detail) {
+            line(out, depth, &format!("{mermaid_id} : {}", text(&note)));
         }
     }
 }
 
-/// Ends a block: its arrows, then `}` and the notes of what the state invokes (the root is
-/// the diagram itself: no brace, no note).
+/// Ends a block: its arrows, then `}` and the notes of what the state invokes (and with
+/// `detail`, runs); the root is the diagram itself: no brace, no note.
 fn close(
     machine: &Machine,
     ids: &[String],
     block_lines: &mut [Vec<String>],
     block: StateId,
     depth: usize,
+    detail: bool,
     out: &mut String,
 ) {
     for arrow in block_lines[block.index()].drain(..) {
@@ -211,11 +223,11 @@ fn close(
     }
     line(out, depth, "}");
     let mermaid_id = &ids[block.index()];
-    for invoke in invoke_labels(machine.state(block)) {
+    for note in state_notes(machine.state(block), detail) {
         line(
             out,
             depth,
-            &format!("note right of {mermaid_id} : {}", text(&invoke)),
+            &format!("note right of {mermaid_id} : {}", text(&note)),
         );
     }
 }
@@ -306,7 +318,7 @@ mod tests {
     use crate::graph::tests::{HISTORY, NESTING, PARALLEL, machine};
 
     fn mermaid(yaml: &str) -> String {
-        render(&machine(yaml))
+        render(&machine(yaml), false)
     }
 
     #[test]

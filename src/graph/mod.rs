@@ -1,7 +1,13 @@
-//! Diagrams of a compiled protocol: Mermaid `stateDiagram-v2` and Graphviz DOT.
+//! Diagrams of a compiled protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, and SVG.
 
+mod detail;
 mod dot;
 mod mermaid;
+mod svg;
+
+use detail::{actions_suffix, state_notes};
+
+pub use svg::SvgOptions;
 
 use std::collections::HashMap;
 
@@ -12,12 +18,30 @@ use crate::compile::machine::{
 
 /// A Mermaid `stateDiagram-v2` of the machine, in document order, ready for a fenced block.
 pub fn mermaid(machine: &Machine) -> String {
-    mermaid::render(machine)
+    mermaid::render(machine, false)
+}
+
+/// `mermaid` with each state's entry and exit actions and each transition's actions (see
+/// `action_lines`).
+pub fn mermaid_with_detail(machine: &Machine) -> String {
+    mermaid::render(machine, true)
 }
 
 /// A Graphviz DOT `digraph` of the machine, in document order, for `dot -Tsvg`.
 pub fn dot(machine: &Machine) -> String {
-    dot::render(machine)
+    dot::render(machine, false)
+}
+
+/// `dot` with each state's entry and exit actions and each transition's actions.
+pub fn dot_with_detail(machine: &Machine) -> String {
+    dot::render(machine, true)
+}
+
+/// A standalone SVG of the machine, laid out here (no Graphviz): compound and parallel
+/// states are nested boxes, and every state and arrow has a stable `id` and `class` (see
+/// `docs/protocol-format.md`, "Diagrams") so a viewer can highlight the active ones.
+pub fn svg(machine: &Machine, options: &SvgOptions) -> String {
+    svg::render(machine, options)
 }
 
 /// One arrow of the diagram: the transitions from one state to another. A transition with
@@ -29,13 +53,16 @@ struct Arrow {
     target: StateId,
     /// Plain text, one line per transition, escaped by each format.
     labels: Vec<String>,
+    /// The transition each label line is for.
+    transitions: Vec<TransitionId>,
     /// The default transition of a history state, drawn apart from real transitions.
     history_default: bool,
 }
 
 /// Every arrow except the initial transitions of compound states (drawn from a start marker),
-/// in document order of their first transition.
-fn arrows(machine: &Machine) -> Vec<Arrow> {
+/// in document order of their first transition; with `detail`, labels end with what their
+/// transition runs.
+fn arrows(machine: &Machine, detail: bool) -> Vec<Arrow> {
     let mut arrows: Vec<Arrow> = Vec::new();
     let mut positions: HashMap<(StateId, StateId, bool), usize> = HashMap::new();
     let timeouts = state_timeouts(machine);
@@ -49,6 +76,9 @@ fn arrows(machine: &Machine) -> Vec<Arrow> {
         let history_default = is_default && source.is_history();
         let label = if history_default {
             "default".to_string()
+        } else if detail {
+            let label = transition_label(machine, &timeouts, transition);
+            format!("{label}{}", actions_suffix(transition))
         } else {
             transition_label(machine, &timeouts, transition)
         };
@@ -60,13 +90,17 @@ fn arrows(machine: &Machine) -> Vec<Arrow> {
         for target in targets {
             let key = (transition.source, *target, history_default);
             match positions.get(&key) {
-                Some(position) => arrows[*position].labels.push(label.clone()),
+                Some(position) => {
+                    arrows[*position].labels.push(label.clone());
+                    arrows[*position].transitions.push(id);
+                }
                 None => {
                     positions.insert(key, arrows.len());
                     arrows.push(Arrow {
                         source: transition.source,
                         target: *target,
                         labels: vec![label.clone()],
+                        transitions: vec![id],
                         history_default,
                     });
                 }
@@ -296,7 +330,7 @@ states:
     /// (source, target, label) for each transition line, arrow by arrow.
     fn labels(yaml: &str) -> Vec<(String, String, String)> {
         let machine = machine(yaml);
-        arrows(&machine)
+        arrows(&machine, false)
             .into_iter()
             .flat_map(|arrow| {
                 let source = machine.state(arrow.source).id.to_string();
