@@ -23,6 +23,7 @@ mod inputs;
 mod library_files;
 mod limits;
 mod loading_limits;
+mod lsp;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

@@ -118,17 +118,13 @@ fn slot_of(text: &str, line_start: usize, before: &str) -> Slot {
 /// The key whose value the cursor is in on this line: the word before the last `: `
 /// (`on: { go: ` gives `go`); none while a key is being typed.
 fn last_key(before: &str) -> Option<&str> {
-    let colon = before
-        .char_indices()
-        .filter(|(index, character)| {
-            *character == ':'
-                && before[index + 1..]
-                    .chars()
-                    .next()
-                    .is_none_or(char::is_whitespace)
-        })
-        .map(|(index, _)| index)
-        .last()?;
+    let (colon, _) = before.char_indices().rev().find(|(index, character)| {
+        *character == ':'
+            && before[index + 1..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace)
+    })?;
     let key_text = before[..colon].trim_end().trim_end_matches(['"', '\'']);
     let key_start = key_text
         .rfind(|character: char| character.is_whitespace() || "{,-'\"".contains(character))

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use lsp_types::{DiagnosticSeverity, Position, Range};
 
-use super::positions::{position_of, token_range};
+use super::positions::{offset_of_line_column, position_of, token_range};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::load::schema::DocumentKind;
 
@@ -111,7 +111,9 @@ fn convert(problem: &Diagnostic, document: &str, text: &str) -> lsp_types::Diagn
     let mut message = problem.message.clone();
     let range = match &problem.location {
         Some(location) if location.file == document => {
-            token_range(text, location.position.offset, location.width)
+            let position = location.position;
+            let offset = offset_of_line_column(text, position.line, position.column);
+            token_range(text, offset, location.width)
         }
         Some(location) => {
             message = format!(

@@ -11,6 +11,20 @@ use crate::load::yaml::{Positions, YamlLimits, escape_pointer_token, parse};
 /// The most library files read for one document's imports, all levels together.
 const MAX_IMPORTED_FILES: usize = 32;
 
+/// The actions that are effects, whose outcome events are `done.<kind>.<id>`, ... (`map`
+/// reports `done.map.<id>`, the others `done.exec.<id>`).
+const EFFECT_KINDS: [&str; 9] = [
+    "exec",
+    "read_file",
+    "list_dir",
+    "grep_search",
+    "write",
+    "backup",
+    "restore",
+    "call",
+    "map",
+];
+
 /// A named thing and where it is written.
 #[derive(Debug, Clone)]
 pub struct Named {
@@ -225,9 +239,8 @@ fn collect_produced_events(value: &Value, events: &mut BTreeSet<String>) {
                     events.insert(name.to_string());
                 }
             }
-            let is_effect = !["send", "cancel", "raise", "invoke", "protocol"]
-                .iter()
-                .any(|key| object.contains_key(*key));
+            // Effects report their outcome under their id; `send` and `cancel` ids are send ids.
+            let is_effect = EFFECT_KINDS.iter().any(|key| object.contains_key(*key));
             if is_effect && let Some(id) = object.get("id").and_then(Value::as_str) {
                 let kind = if object.contains_key("map") {
                     "map"

@@ -51,6 +51,22 @@ pub fn token_range(text: &str, offset: usize, width: usize) -> Range {
     Range::new(start, position_of(text, end_offset))
 }
 
+/// The byte offset of a 1-based line and 1-based column counted in characters (the engine's
+/// `Position`, whose byte offset inside an expression is that of the expression's start).
+pub fn offset_of_line_column(text: &str, line: usize, column: usize) -> usize {
+    let line_start = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum::<usize>();
+    let rest = &text[line_start..];
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    rest[..line_end]
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(line_start + line_end, |(index, _)| line_start + index)
+}
+
 fn saturating_u32(value: usize) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }
@@ -69,5 +85,7 @@ mod tests {
         assert_eq!(offset_of(text, Position::new(1, 99)), text.len() - 1);
         assert_eq!(offset_of(text, Position::new(9, 0)), text.len());
         assert_eq!(token_range(text, x, 5).end, Position::new(1, 7));
+        assert_eq!(offset_of_line_column(text, 2, 6), x);
+        assert_eq!(offset_of_line_column(text, 2, 60), text.len() - 1);
     }
 }
