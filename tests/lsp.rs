@@ -413,7 +413,8 @@ fn hover_and_definition_explain_and_find_names() {
     );
     let input = hover(&mut client, ">= retries");
     assert!(
-        input.contains("input `retries`") && input.contains("How often to try."),
+        input.contains("input `retries`: integer, default 3")
+            && input.contains("How often to try."),
         "{input}"
     );
     let block = hover(&mut client, "use: greet");

@@ -57,12 +57,11 @@ impl Outline {
         let mut outline = Outline::default();
         let at = |pointer: &str| key_offset(&document.positions, pointer);
         for (name, value) in mapping(top, "inputs") {
-            let declaration = serde_yaml_like(value);
             outline.inputs.push(Named {
                 name: name.clone(),
                 file: file.to_path_buf(),
                 offset: at(&format!("/inputs/{}", escape_pointer_token(name))),
-                documentation: format!("input `{name}`: {declaration}"),
+                documentation: input_documentation(name, value),
             });
         }
         for (name, value) in mapping(top, "context") {
@@ -76,6 +75,7 @@ impl Outline {
         outline
             .events
             .extend(mapping(top, "events").map(|(name, _)| name.clone()));
+        outline.events.insert("error.execution".into());
         outline.collect_states(file, &document.positions, top, "");
         outline.collect_definitions(file, &document.positions, top);
         collect_produced_events(&document.value, &mut outline.events);
@@ -262,6 +262,31 @@ fn collect_produced_events(value: &Value, events: &mut BTreeSet<String>) {
             .for_each(|child| collect_produced_events(child, events)),
         _ => {}
     }
+}
+
+/// What hover says of an input: its type, whether it is required, its default, and what it
+/// means.
+fn input_documentation(name: &str, declaration: &Value) -> String {
+    let field = |key: &str| declaration.get(key);
+    let mut text = format!(
+        "input `{name}`: {}",
+        field("type").and_then(Value::as_str).unwrap_or("any")
+    );
+    if field("required").and_then(Value::as_bool) == Some(true) {
+        text.push_str(", required");
+    }
+    if field("secret").and_then(Value::as_bool) == Some(true) {
+        text.push_str(", secret");
+    }
+    for key in ["default", "minimum", "maximum", "values", "items"] {
+        if let Some(value) = field(key) {
+            text.push_str(&format!(", {key} {}", serde_yaml_like(value)));
+        }
+    }
+    if let Some(description) = field("description").and_then(Value::as_str) {
+        text.push_str(&format!("\n\n{description}"));
+    }
+    text
 }
 
 /// What hover says of a block: its description and parameters.
