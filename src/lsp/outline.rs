@@ -7,23 +7,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::load::yaml::{Positions, YamlLimits, escape_pointer_token, parse};
+use crate::model::action::ACTION_KINDS;
 
 /// The most library files read for one document's imports, all levels together.
 const MAX_IMPORTED_FILES: usize = 32;
-
-/// The actions that are effects, whose outcome events are `done.<kind>.<id>`, ... (`map`
-/// reports `done.map.<id>`, the others `done.exec.<id>`).
-const EFFECT_KINDS: [&str; 9] = [
-    "exec",
-    "read_file",
-    "list_dir",
-    "grep_search",
-    "write",
-    "backup",
-    "restore",
-    "call",
-    "map",
-];
 
 /// A named thing and where it is written.
 #[derive(Debug, Clone)]
@@ -239,8 +226,11 @@ fn collect_produced_events(value: &Value, events: &mut BTreeSet<String>) {
                     events.insert(name.to_string());
                 }
             }
-            // Effects report their outcome under their id; `send` and `cancel` ids are send ids.
-            let is_effect = EFFECT_KINDS.iter().any(|key| object.contains_key(*key));
+            // An action's `id` names its outcome events (`map` is an action too), except a
+            // `send`'s, which names the send for `cancel`.
+            let is_effect = !object.contains_key("send")
+                && (object.contains_key("map")
+                    || ACTION_KINDS.iter().any(|kind| object.contains_key(*kind)));
             if is_effect && let Some(id) = object.get("id").and_then(Value::as_str) {
                 let kind = if object.contains_key("map") {
                     "map"
