@@ -15,10 +15,10 @@ pub const MAX_COMPLETION_ITEMS: usize = 500;
 /// The items for the cursor at byte `offset` of `text`.
 pub fn complete(text: &str, offset: usize, outline: &Outline) -> Vec<CompletionItem> {
     let cursor = cursor_at(text, offset);
-    let typed = &text[cursor.word_start..offset.min(text.len()).max(cursor.word_start)];
+    let typed = &text[cursor.word_start..cursor.offset];
     let range = Range::new(
         position_of(text, cursor.word_start),
-        position_of(text, offset),
+        position_of(text, cursor.offset),
     );
     let item =
         |label: &str, kind: CompletionItemKind, documentation: Option<String>| CompletionItem {

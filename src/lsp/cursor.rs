@@ -23,6 +23,8 @@ pub enum Slot {
 pub struct Cursor {
     pub slot: Slot,
     pub word_start: usize,
+    /// The cursor itself, moved back onto a character boundary within the text.
+    pub offset: usize,
 }
 
 /// Keys whose value is a state id (or a list of them).
@@ -53,6 +55,7 @@ pub fn cursor_at(text: &str, offset: usize) -> Cursor {
     Cursor {
         slot,
         word_start: offset - word_length,
+        offset,
     }
 }
 

@@ -263,3 +263,29 @@ fn capabilities() -> Value {
         "serverInfo": { "name": "protocol-run", "version": env!("CARGO_PKG_VERSION") },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every cut of a protocol (as if typed so far), every cursor place in it: no handler panics.
+    #[test]
+    fn half_typed_documents_never_break_the_handlers() {
+        let text = "id: demo\ninputs: { n: { type: integer, default: 1 } }\ncontext: { é: 0 }\n\
+                    states:\n  a:\n    on:\n      go: { target: b, guard: \"In('b') && n > ${é}\" }\n      \
+                    stop: b\n    entry: [{ use: x }, { exec: [true], id: run, retry: [p] }]\n  \
+                    b: { type: final }\n";
+        let file = std::path::Path::new("/nonexistent/demo.yaml");
+        let outline = Outline::read(file, text).unwrap();
+        let cuts = text.char_indices().map(|(index, _)| index).step_by(5);
+        for cut in cuts.chain([text.len()]) {
+            let typed = &text[..cut];
+            diagnostics::analyse(file, typed);
+            for offset in 0..=typed.len() + 2 {
+                completion::complete(typed, offset, &outline);
+                hover::hover(typed, offset, &outline);
+                definition::definition(typed, file, offset, &outline);
+            }
+        }
+    }
+}
