@@ -95,6 +95,18 @@ fn slot_of(text: &str, line_start: usize, before: &str) -> Slot {
     {
         return Slot::Expression;
     }
+    // `on: { go: done, st` on one line: the flow mapping's own key decides.
+    if let Some(open) = before.rfind('{')
+        && !before[open..].contains('}')
+        && last_key(&before[..open]) == Some("on")
+    {
+        let inside = &before[open + 1..];
+        let entry = &inside[inside.rfind(',').map_or(0, |comma| comma + 1)..];
+        return match last_key(entry) {
+            Some(_) => Slot::State,
+            None => Slot::Event,
+        };
+    }
     let parent = parent_key(text, line_start, indentation(before));
     match last_key(before) {
         Some(key) if STATE_KEYS.contains(&key) => Slot::State,
@@ -185,6 +197,9 @@ mod tests {
         assert_eq!(slot("        retry: [default, qu"), Slot::Policy);
         assert_eq!(slot("  - assign:\n      count: cou"), Slot::Expression);
         assert_eq!(slot("id: x\ndescription: hel"), Slot::Other);
+        assert_eq!(slot("    on: { go: done, st"), Slot::Event);
+        assert_eq!(slot("    on: { go: do"), Slot::State);
+        assert_eq!(slot("    on: { go: { target: do"), Slot::State);
         let text = "      do";
         assert_eq!(cursor_at(text, text.len()).word_start, 6);
     }
