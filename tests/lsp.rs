@@ -44,7 +44,7 @@ states:
       - assign: { attempts: \"attempts + 1\" }
     on:
       stop: idle
-    always: { target: finished, guard: \"'🎉' == '🎉' && attempts >= retries\" }
+    always: { target: finished, guard: \"'🎉' == '🎉' && attempts >= retries && size('ok') > 0\" }
   finished: { type: final, exit_code: 0 }
 ";
 
@@ -416,6 +416,11 @@ fn hover_and_definition_explain_and_find_names() {
         input.contains("input `retries`: integer, default 3")
             && input.contains("How often to try."),
         "{input}"
+    );
+    let function = hover(&mut client, "&& size");
+    assert!(
+        function.contains("size(value: string | list | map) -> int"),
+        "{function}"
     );
     let block = hover(&mut client, "use: greet");
     assert!(
