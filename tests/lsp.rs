@@ -497,3 +497,52 @@ fn hostile_clients_meet_named_limits_and_bad_requests_do_not_stop_the_server() {
     let status = client.child.wait().unwrap();
     assert_eq!(status.code(), Some(1));
 }
+
+#[test]
+fn invoked_protocols_are_found_and_their_outcomes_completed() {
+    let directory = project("invoke");
+    std::fs::write(
+        directory.join("child.yaml"),
+        "id: child\nstates:\n  only: { type: final, exit_code: 0 }\n",
+    )
+    .unwrap();
+    let parent = "\
+id: parent
+states:
+  running:
+    invoke: [{ id: kid, protocol: child.yaml }]
+    on:
+      done.invoke.kid: finished
+  finished: { type: final, exit_code: 0 }
+";
+    let document = uri(&directory.join("parent.yaml"));
+    let mut client = Client::start();
+    assert!(
+        client
+            .open(&document, parent)
+            .iter()
+            .all(|diagnostic| diagnostic["severity"] == 2)
+    );
+    let (line, character) = end_of(parent, "protocol: chi");
+    let child = client.at("textDocument/definition", &document, line, character);
+    assert_eq!(child["uri"], uri(&directory.join("child.yaml")));
+
+    // A child that goes missing is the parent's error, located at its `protocol:`.
+    std::fs::remove_file(directory.join("child.yaml")).unwrap();
+    let diagnostics = client.change(&document, 2, parent);
+    let missing = diagnostics
+        .iter()
+        .find(|diagnostic| diagnostic["severity"] == 1)
+        .unwrap_or_else(|| panic!("{diagnostics:?}"));
+    assert!(
+        missing["message"].as_str().unwrap().contains("child.yaml"),
+        "{missing}"
+    );
+    assert_eq!(missing["range"]["start"]["line"], 3);
+
+    let typing = parent.replace("      done.invoke.kid: finished\n", "      done.\n");
+    client.change(&document, 3, &typing);
+    let labels = client.labels_after(&document, &typing, "      done.");
+    assert_eq!(labels, ["done.invoke.kid"]);
+    assert_eq!(client.shut_down(), 0);
+}
