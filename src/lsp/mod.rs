@@ -73,19 +73,7 @@ pub fn serve(input: &mut impl BufRead, output: &mut impl Write) -> u8 {
         }
         let id = message.get("id").cloned();
         let params = message.get("params").cloned().unwrap_or(Value::Null);
-        // A bug in one handler must cost that request, not every later one.
-        let reply = catch_unwind(AssertUnwindSafe(|| server.handle(method, params)))
-            .unwrap_or_else(|panic| {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|text| text.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Reply::Error(
-                    error_code::INTERNAL_ERROR,
-                    format!("internal error in `{method}`: {why}"),
-                )
-            });
+        let reply = guarded(method, || server.handle(method, params));
         let outgoing = match (id, reply) {
             (Some(id), Reply::Result(result)) => {
                 vec![json!({ "jsonrpc": "2.0", "id": id, "result": result })]
@@ -109,6 +97,21 @@ pub fn serve(input: &mut impl BufRead, output: &mut impl Write) -> u8 {
             }
         }
     }
+}
+
+/// Runs a handler; a bug in it (a panic) costs that one request an error, not every later one.
+fn guarded(method: &str, handler: impl FnOnce() -> Reply) -> Reply {
+    catch_unwind(AssertUnwindSafe(handler)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|text| text.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Reply::Error(
+            error_code::INTERNAL_ERROR,
+            format!("internal error in `{method}`: {why}"),
+        )
+    })
 }
 
 fn error_response(id: Value, code: i64, message: &str) -> Value {
@@ -267,6 +270,16 @@ fn capabilities() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panicking_handler_answers_an_internal_error() {
+        let reply = guarded("textDocument/hover", || panic!("a bug"));
+        let Reply::Error(code, why) = reply else {
+            panic!("the panic was not turned into an error");
+        };
+        assert_eq!(code, error_code::INTERNAL_ERROR);
+        assert_eq!(why, "internal error in `textDocument/hover`: a bug");
+    }
 
     /// Every cut of a protocol (as if typed so far), every cursor place in it: no handler panics.
     #[test]
