@@ -6,16 +6,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The 0-based line and UTF-16 column just after `needle` in `text`.
-fn end_of(text: &str, needle: &str) -> (usize, usize) {
-    let offset = text.find(needle).unwrap_or_else(|| panic!("no {needle:?}")) + needle.len();
-    let before = &text[..offset];
-    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
-    (
-        before.matches('\n').count(),
-        before[line_start..].encode_utf16().count(),
-    )
-}
+use crate::lsp::client::end_of;
 
 #[test]
 fn neovim_shows_diagnostics_and_completes_states() {
