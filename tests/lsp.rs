@@ -277,6 +277,34 @@ fn library_and_scenario_buffers_get_their_own_checks() {
     let all = messages(&diagnostics).join("\n");
     assert!(all.contains("unknown key `body`"), "{all}");
 
+    // Saved broken, the library's problems show in the protocol that imports it: on its first
+    // line with the library's own place, and at its `imports:` entry.
+    std::fs::write(directory.join("shared.library.yaml"), &broken).unwrap();
+    let diagnostics = client.open(&uri(&directory.join("demo.yaml")), PROTOCOL);
+    let library_path = directory.join("shared.library.yaml");
+    let elsewhere = format!("{}:7:5: unknown key `body`", library_path.display());
+    let first_line = diagnostics
+        .iter()
+        .find(|diagnostic| {
+            diagnostic["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&elsewhere)
+        })
+        .unwrap_or_else(|| panic!("no {elsewhere} in {diagnostics:?}"));
+    assert_eq!(
+        first_line["range"]["start"],
+        json!({ "line": 0, "character": 0 })
+    );
+    let (imports_line, _) = end_of(PROTOCOL, "imports: [");
+    assert!(
+        diagnostics
+            .iter()
+            .any(|diagnostic| diagnostic["range"]["start"]["line"] == imports_line),
+        "{diagnostics:?}"
+    );
+    std::fs::write(directory.join("shared.library.yaml"), LIBRARY).unwrap();
+
     let scenario = uri(&directory.join("demo.scenario.yaml"));
     let text = "protocol: missing.yaml\nscenarios: []\n";
     let diagnostics = client.open(&scenario, text);
