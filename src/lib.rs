@@ -43,6 +43,7 @@ pub mod import;
 pub mod lifecycle;
 pub mod lint;
 pub mod load;
+pub mod lsp;
 pub mod model;
 pub mod output;
 pub mod run;

@@ -24,6 +24,8 @@ mod inputs;
 mod library_files;
 mod limits;
 mod loading_limits;
+mod lsp;
+mod lsp_neovim;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

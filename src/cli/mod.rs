@@ -165,6 +165,9 @@ enum Command {
         #[command(subcommand)]
         source: ImportSource,
     },
+    /// A language server over stdio for editors: diagnostics as `validate` and `check` give
+    /// them, completion, hover and go to definition (see docs/editor.md).
+    Lsp,
     /// Print the protocol JSON Schema (or the scenario one), or write all three to DIR.
     Schema {
         /// Write `protocol.schema.json`, `scenario.schema.json` and `library.schema.json` into DIR.
@@ -227,6 +230,9 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Validate { files } => validate::validate(&files),
+        Command::Lsp => {
+            crate::lsp::serve(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())
+        }
         Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
         Command::Test {
             paths,

@@ -49,15 +49,19 @@ pub fn looks_like_library(text: &str) -> bool {
 /// files it imports, and each block and retry policy compiled on its own against any names
 /// (those are the importing protocol's).
 pub fn check_library(path: &Path) -> Result<CheckedLibrary, LoadError> {
-    let text = read_text(path)?;
+    check_library_text(path, read_text(path)?).map_err(LoadError::Invalid)
+}
+
+/// Checks a library from its text (an editor's unsaved buffer); `path` places it, for messages
+/// and for the files it imports.
+pub fn check_library_text(path: &Path, text: String) -> Result<CheckedLibrary, Vec<Diagnostic>> {
     let (source, value) =
-        crate::load::parse_document(DocumentKind::Library, &path.display().to_string(), text)
-            .map_err(LoadError::Invalid)?;
+        crate::load::parse_document(DocumentKind::Library, &path.display().to_string(), text)?;
     let library: Library = serde_json::from_value(value).map_err(|error| {
-        LoadError::Invalid(vec![
+        vec![
             Diagnostic::error(format!("the library does not fit the model: {error}"))
                 .at(source.location("", Part::Value)),
-        ])
+        ]
     })?;
     let definitions =
         Definitions::gather_file(&source, library.clone(), &Capabilities::unrestricted());
@@ -75,9 +79,7 @@ pub fn check_library(path: &Path) -> Result<CheckedLibrary, LoadError> {
     compiler.names = Names::open(&extensions);
     compiler.check_blocks_alone();
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
-        return Err(LoadError::Invalid(super::blocks::merge_repeated(
-            compiler.diagnostics,
-        )));
+        return Err(super::blocks::merge_repeated(compiler.diagnostics));
     }
     let imported_files = definitions.sources.len();
     Ok(CheckedLibrary {

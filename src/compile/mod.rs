@@ -539,9 +539,19 @@ impl Compiler<'_> {
             .get(start.offset..)
             .and_then(|rest| rest.chars().next())
             .is_some_and(|first| first == '"' || first == '\'');
+        let text = &self.source.text;
+        let expression_start = (start.offset + usize::from(quoted)).min(text.len());
         for problem in problems {
             let mut position = start;
-            position.column += problem.offset + usize::from(quoted);
+            // The problem's offset counts bytes of the expression; the column counts characters.
+            let mut end = (expression_start + problem.offset).min(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let characters = text
+                .get(expression_start..end)
+                .map_or(problem.offset, |before| before.chars().count());
+            position.column += characters + usize::from(quoted);
             let mut location = self.source.location_at(position, Part::Value);
             location.width = location.width.min(
                 problem

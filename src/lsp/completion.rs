@@ -1,0 +1,73 @@
+//! Completion: the names that belong at the cursor, from the document's outline.
+
+use lsp_types::{
+    CompletionItem, CompletionItemKind, CompletionTextEdit, Documentation, Range, TextEdit,
+};
+
+use super::cursor::{Slot, cursor_at};
+use super::functions::FUNCTIONS;
+use super::outline::{Named, Outline};
+use super::positions::position_of;
+
+/// The most items one answer holds: a protocol may name thousands of states and events.
+pub const MAX_COMPLETION_ITEMS: usize = 500;
+
+/// The items for the cursor at byte `offset` of `text`.
+pub fn complete(text: &str, offset: usize, outline: &Outline) -> Vec<CompletionItem> {
+    let cursor = cursor_at(text, offset);
+    let typed = &text[cursor.word_start..cursor.offset];
+    let range = Range::new(
+        position_of(text, cursor.word_start),
+        position_of(text, cursor.offset),
+    );
+    let item =
+        |label: &str, kind: CompletionItemKind, documentation: Option<String>| CompletionItem {
+            label: label.to_string(),
+            kind: Some(kind),
+            documentation: documentation.map(Documentation::String),
+            text_edit: Some(CompletionTextEdit::Edit(TextEdit::new(
+                range,
+                label.to_string(),
+            ))),
+            ..Default::default()
+        };
+    let named = |names: &[Named], kind: CompletionItemKind| -> Vec<CompletionItem> {
+        names
+            .iter()
+            .map(|named| item(&named.name, kind, Some(named.documentation.clone())))
+            .collect()
+    };
+    let mut items = match cursor.slot {
+        Slot::State => named(&outline.states, CompletionItemKind::CLASS),
+        Slot::Event => outline
+            .events
+            .iter()
+            .map(|event| item(event, CompletionItemKind::EVENT, None))
+            .collect(),
+        Slot::Block => named(&outline.blocks, CompletionItemKind::MODULE),
+        Slot::Policy => named(&outline.policies, CompletionItemKind::CONSTANT),
+        Slot::Expression => {
+            let mut items = named(&outline.inputs, CompletionItemKind::VARIABLE);
+            items.extend(named(&outline.context, CompletionItemKind::FIELD));
+            items.push(item(
+                "event",
+                CompletionItemKind::VARIABLE,
+                Some("the event being handled: `event.name`, `event.data`, `event.origin`".into()),
+            ));
+            items.extend(FUNCTIONS.iter().map(|function| {
+                let mut completion = item(
+                    function.name,
+                    CompletionItemKind::FUNCTION,
+                    Some(function.documentation.into()),
+                );
+                completion.detail = Some(function.signature.into());
+                completion
+            }));
+            items
+        }
+        Slot::Other => Vec::new(),
+    };
+    items.retain(|item| item.label.starts_with(typed));
+    items.truncate(MAX_COMPLETION_ITEMS);
+    items
+}
