@@ -7,6 +7,7 @@ mod budgets;
 mod capabilities;
 mod children;
 mod cli;
+mod cli_conventions;
 mod defaults;
 mod diagnostics;
 mod durability;
