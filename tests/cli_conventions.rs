@@ -450,3 +450,55 @@ fn new_writes_a_modeline_that_resolves_wherever_the_files_go() {
     std::fs::remove_dir_all(&project).unwrap();
     std::fs::remove_dir_all(&outside).unwrap();
 }
+
+/// The README's first commands run as a new user types them, from the repository, and end as the
+/// README shows: exit 0, in the final state it prints.
+#[test]
+fn the_readme_first_run_commands_exit_0_as_shown() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let first_run = readme
+        .split("## First run")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README.md has a `## First run` section");
+    let commands: Vec<&str> = first_run
+        .lines()
+        .filter_map(|line| line.strip_prefix("cargo run --release -- "))
+        .filter(|arguments| arguments.starts_with("protocols/"))
+        .collect();
+    assert_eq!(commands.len(), 2, "{first_run}");
+    assert!(
+        readme.find("cargo run --release -- protocols/ittw.yaml")
+            < readme.find("```sh\ncargo test"),
+        "the first command runs ITTW"
+    );
+    let state = temporary_directory("conventions", "readme");
+    for arguments in commands {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(arguments.split_whitespace())
+            .env("PROTOCOL_RUN_STATE_DIR", &state)
+            .current_dir(root)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{arguments}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let finished = stdout.lines().last().unwrap_or_default();
+        let state_name = finished
+            .split("\"state\":\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_else(|| panic!("{arguments}: {stdout}"));
+        assert!(
+            first_run.contains(&format!("{{\"finished\":{{\"state\":\"{state_name}\"")),
+            "{arguments}: the README shows another final state than {state_name}"
+        );
+    }
+    std::fs::remove_dir_all(&state).unwrap();
+}
