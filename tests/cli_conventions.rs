@@ -70,6 +70,13 @@ fn run_ids_are_positional_or_the_latest_for_every_command() {
         );
         assert!(!stdout.is_empty(), "{command}");
     }
+    // JSON output goes without the note, for scripts that read both streams together.
+    for command in ["status", "logs", "stats"] {
+        let (code, stdout, stderr) = run_binary(&directory, &with_state(&[command, "--json"]));
+        assert_eq!(code, 0, "{command}: {stderr}");
+        assert!(stderr.is_empty(), "{command}: {stderr}");
+        assert!(stdout.starts_with('{'), "{command}: {stdout}");
+    }
     // A positional id, and the old `--run ID` spelling, read that run and say nothing more.
     for arguments in [["status", "first"], ["logs", "first"], ["stats", "first"]] {
         let (code, stdout, stderr) = run_binary(&directory, &with_state(&arguments));

@@ -71,11 +71,12 @@ fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8>
 
 pub fn logs(arguments: &LogsArguments) -> u8 {
     let state = &arguments.state.path;
-    let entries =
-        match choose_run(state, &arguments.run, Latest::Any).and_then(|run| read(state, &run)) {
-            Ok(entries) => entries,
-            Err(code) => return code,
-        };
+    let entries = match choose_run(state, &arguments.run, Latest::Any, !arguments.json)
+        .and_then(|run| read(state, &run))
+    {
+        Ok(entries) => entries,
+        Err(code) => return code,
+    };
     let filter = LogFilter {
         tag: arguments.tag.clone(),
         level: arguments.level.clone(),
@@ -111,7 +112,7 @@ pub fn stats(arguments: &StatsArguments) -> u8 {
             Err(code) => return code,
         },
         None => {
-            let run = match choose_run(state, &arguments.run, Latest::Any) {
+            let run = match choose_run(state, &arguments.run, Latest::Any, !arguments.json) {
                 Ok(run) => run,
                 Err(code) => return code,
             };

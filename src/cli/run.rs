@@ -142,6 +142,7 @@ pub fn resume(arguments: ResumeArguments) -> u8 {
         &arguments.options.state_dir,
         &arguments.run,
         super::run_selection::Latest::Unfinished,
+        true,
     ) {
         Ok(run_id) => run_id,
         Err(code) => return code,

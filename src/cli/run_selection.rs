@@ -52,12 +52,14 @@ pub enum Latest {
     Unfinished,
 }
 
-/// The run id to read: the one given, or the latest recorded run, announced on stderr so that
-/// the reader knows which one the output is about.
+/// The run id to read: the one given, or the latest recorded run. With `announce` the latest is
+/// named on stderr, so that a person knows which run the output is about; JSON output goes
+/// without, since scripts often read both streams together.
 pub fn choose_run(
     state_directory: &Path,
     selection: &RunSelection,
     latest: Latest,
+    announce: bool,
 ) -> Result<String, u8> {
     if let Some(id) = selection.given() {
         return Ok(id.to_string());
@@ -74,7 +76,9 @@ pub fn choose_run(
             return Err(exit_code::NO_INPUT_FILE);
         }
     };
-    eprintln!("run {id} (the latest; name another as RUN_ID, see `protocol-run runs`)");
+    if announce {
+        eprintln!("run {id} (the latest; name another as RUN_ID, see `protocol-run runs`)");
+    }
     Ok(id)
 }
 

@@ -125,7 +125,12 @@ fn parse_since(text: &str) -> Result<u64, String> {
 /// `protocol-run status [RUN_ID]`: the run's protocol, configuration, context, pending timers,
 /// running effects and last events (the latest run when no id is given).
 pub fn status(arguments: &StatusArguments) -> u8 {
-    let run_id = match choose_run(&arguments.state.path, &arguments.run, Latest::Any) {
+    let run_id = match choose_run(
+        &arguments.state.path,
+        &arguments.run,
+        Latest::Any,
+        !arguments.json,
+    ) {
         Ok(id) => id,
         Err(code) => return code,
     };
