@@ -509,3 +509,50 @@ fn the_readme_first_run_commands_exit_0_as_shown() {
     }
     std::fs::remove_dir_all(&state).unwrap();
 }
+
+#[test]
+fn resume_without_an_id_continues_the_latest_unfinished_run() {
+    let directory = temporary_directory("conventions", "resume-latest");
+    std::fs::write(
+        directory.join("wait.yaml"),
+        "id: wait\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n",
+    )
+    .unwrap();
+    std::fs::write(directory.join("go.jsonl"), "{\"event\": \"go\"}\n").unwrap();
+    let (code, _, stderr) = run_binary(
+        &directory,
+        &with_state(&["wait.yaml", "--run-id", "waiting-one"]),
+    );
+    assert_eq!(code, 75, "{stderr}");
+    // A later run that finished is not the one `resume` takes.
+    let (code, _, stderr) = run_protocol(&directory, "retry-backoff.yaml", &["--run-id", "later"]);
+    assert_eq!(code, 3, "{stderr}");
+    let (code, stdout, stderr) =
+        run_binary(&directory, &with_state(&["resume", "--events", "go.jsonl"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.starts_with("run waiting-one (the latest;"),
+        "{stderr}"
+    );
+    assert!(stdout.contains(r#""state":"done""#), "{stdout}");
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+#[test]
+fn telemetry_is_pruned_oldest_first_whatever_the_ids_are_called() {
+    let directory = temporary_directory("conventions", "prune");
+    for id in ["zz-first", "aa-second"] {
+        let (code, _, stderr) = run_protocol(
+            &directory,
+            "retry-backoff.yaml",
+            &["--run-id", id, "--keep-runs", "1"],
+        );
+        assert_eq!(code, 3, "{stderr}");
+    }
+    let kept: Vec<String> = std::fs::read_dir(directory.join("state/runs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(kept, ["aa-second"]);
+    std::fs::remove_dir_all(&directory).unwrap();
+}
