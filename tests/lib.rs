@@ -15,6 +15,7 @@ mod effects;
 mod examples;
 mod fast_path;
 mod file_functions;
+mod first_steps;
 mod fleet;
 mod foreach;
 mod fuzz_regressions;
