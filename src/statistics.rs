@@ -24,6 +24,9 @@ pub struct Statistics {
     /// Per effect id: (succeeded, failed).
     outcomes: BTreeMap<String, (u64, u64)>,
     time_in_state: BTreeMap<String, u64>,
+    /// Times each state was entered as a transition's target, or in the start configuration: the
+    /// attempts of a protocol that retries by entering a state again.
+    entries: BTreeMap<String, u64>,
     /// Per telemetry name (an effect's `telemetry`, else its id): how its retried calls ended.
     retries: BTreeMap<String, Retries>,
     retry_successes: u64,
@@ -57,7 +60,17 @@ impl Statistics {
                         Some("cancelled" | "stopped_on_resume")
                     ) => {}
                 Some("effect") => self.add_effect(entry),
+                Some("transition") => {
+                    for target in entry["targets"].as_array().into_iter().flatten() {
+                        self.count_entry(target);
+                    }
+                }
                 Some("step" | "start" | "finish") => {
+                    if entry["kind"] == "start" {
+                        for state in entry["configuration"].as_array().into_iter().flatten() {
+                            self.count_entry(state);
+                        }
+                    }
                     let time = entry["time"].as_str().and_then(parse_rfc3339_milliseconds);
                     if let (Some((states, since)), Some(now)) = (&current, time) {
                         for state in states {
@@ -75,6 +88,12 @@ impl Statistics {
                 }
                 _ => {}
             }
+        }
+    }
+
+    fn count_entry(&mut self, state: &Value) {
+        if let Some(state) = state.as_str() {
+            *self.entries.entry(state.to_string()).or_default() += 1;
         }
     }
 
@@ -139,6 +158,7 @@ impl Statistics {
             "outcomes_per_action": self.outcomes.iter()
                 .map(|(id, (succeeded, failed))| (id.clone(), json!({"succeeded": succeeded, "failed": failed})))
                 .collect::<serde_json::Map<_, _>>(),
+            "entries_per_state": self.entries,
             "time_in_state_ms": self.time_in_state,
             "average_time_in_state_ms": self.time_in_state.iter()
                 .map(|(state, total)| (state.clone(), json!(total / self.runs.max(1))))

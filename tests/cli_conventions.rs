@@ -94,6 +94,14 @@ fn run_ids_are_positional_or_the_latest_for_every_command() {
         &with_state(&["logs", "first", "--run", "second"]),
     );
     assert_eq!(code, 64, "both spellings at once: {stderr}");
+    for command in ["status", "logs", "stats"] {
+        let (code, _, stderr) = run_binary(&directory, &with_state(&[command, "third"]));
+        assert_eq!(code, 66, "{command}: {stderr}");
+        assert!(
+            stderr.starts_with("error: no run `third` in state"),
+            "{command}: {stderr}"
+        );
+    }
     // `resume` with no id takes the latest unfinished run: here there is none.
     let (code, _, stderr) = run_binary(&directory, &with_state(&["resume"]));
     assert_eq!(code, 66, "{stderr}");
@@ -268,8 +276,9 @@ fn stats_prints_a_table_and_sums_the_runs_of_a_protocol() {
          action            succeeded     failed  timed out\n\
          operation                 1          0          0\n\
          \n\
-         state                  time    per run\n\
-         calling            122.000s   122.000s\n\
+         state               entered       time    per run\n\
+         calling                   1   122.000s   122.000s\n\
+         succeeded                 1     0.000s     0.000s\n\
          \n\
          tag                            lines\n\
          grants                             1\n\
@@ -291,6 +300,10 @@ fn stats_prints_a_table_and_sums_the_runs_of_a_protocol() {
         serde_json::json!({"succeeded": 1, "exhausted": 1, "attempts": 7})
     );
     assert_eq!(stats["timeouts_per_action"]["operation"], 1);
+    assert_eq!(
+        stats["entries_per_state"],
+        serde_json::json!({"calling": 2, "succeeded": 1, "exhausted": 1})
+    );
     let (code, stdout, _) = run_binary(
         &directory,
         &with_state(&["stats", "--protocol", "retry-demo"]),

@@ -55,11 +55,18 @@ fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8>
             Ok(entries)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!(
-                "error: run {run} has no telemetry in {}: it stopped before its first step, or \
-                 was pruned (only the last runs keep theirs, `run --keep-runs N`)",
-                runs.display()
-            );
+            if is_recorded(state_directory, run) {
+                eprintln!(
+                    "error: run {run} has no telemetry in {}: it stopped before its first step, \
+                     or was pruned (only the last runs keep theirs, `run --keep-runs N`)",
+                    runs.display()
+                );
+            } else {
+                eprintln!(
+                    "error: no run `{run}` in {}; `protocol-run runs` lists them",
+                    state_directory.display()
+                );
+            }
             Err(exit_code::NO_INPUT_FILE)
         }
         Err(error) => {
@@ -67,6 +74,15 @@ fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8>
             Err(exit_code::IO)
         }
     }
+}
+
+/// Whether the store records the run (a run without telemetry may still be there).
+fn is_recorded(state_directory: &Path, run: &str) -> bool {
+    state_directory.join("state.db").exists()
+        && crate::store::SqliteStore::open(state_directory)
+            .ok()
+            .and_then(|store| crate::store::Store::run(&store, run).ok().flatten())
+            .is_some()
 }
 
 pub fn logs(arguments: &LogsArguments) -> u8 {

@@ -1,4 +1,4 @@
-//! `protocol-run stats` as a table a person reads: rates, retries, actions, time per state, tags.
+//! `protocol-run stats` as a table a person reads: rates, retries, actions, states, tags.
 
 use serde_json::Value;
 
@@ -40,22 +40,38 @@ pub fn print(heading: &str, statistics: &Value) {
         })
         .collect(),
     );
+    // Every state entered or with time spent, in name order.
+    let mut states = object_keys(&statistics["entries_per_state"]);
+    states.extend(object_keys(&statistics["time_in_state_ms"]));
+    states.sort();
+    states.dedup();
     table(
-        &["state", "time", "per run"],
-        rows(&statistics["time_in_state_ms"], |total| {
-            vec![seconds(total)]
-        })
-        .into_iter()
-        .map(|(state, mut cells)| {
-            cells.push(seconds(&statistics["average_time_in_state_ms"][&state]));
-            (state, cells)
-        })
-        .collect(),
+        &["state", "entered", "time", "per run"],
+        states
+            .into_iter()
+            .map(|state| {
+                let cells = vec![
+                    count(&statistics["entries_per_state"][state]),
+                    seconds(&statistics["time_in_state_ms"][state]),
+                    seconds(&statistics["average_time_in_state_ms"][state]),
+                ];
+                (state.clone(), cells)
+            })
+            .collect(),
     );
     table(
         &["tag", "lines"],
         rows(&statistics["tags"], |lines| vec![count(lines)]),
     );
+}
+
+fn object_keys(object: &Value) -> Vec<&String> {
+    object
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, _)| key)
+        .collect()
 }
 
 /// An object's entries as named rows of cells.
