@@ -6,7 +6,9 @@ use super::{RunStatus, RunSummary, Store, StoreError};
 /// finished run that did not end well called `failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ShownStatus {
+    /// Started and not finished: live, or its process died (resumable).
     Running,
+    /// Stopped on purpose (a signal, no events left): resumable.
     Stopped,
     /// Reached a final state with exit code 0.
     Finished,
