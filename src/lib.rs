@@ -51,6 +51,7 @@ pub mod run_lock;
 pub mod sandbox;
 pub mod scenario;
 pub mod secrets;
+pub mod statistics;
 pub mod store;
 pub mod stored_value;
 pub mod telemetry;

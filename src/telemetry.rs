@@ -1,12 +1,13 @@
 //! Telemetry: each run's `events.jsonl` in its run directory, pruned to the last N runs, and the
 //! queries behind `protocol-run logs` and `protocol-run stats`.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+#[cfg(test)]
+use serde_json::json;
 
 /// Runs kept by default (ADR-018).
 pub const DEFAULT_RUNS_KEPT: usize = 10;
@@ -64,8 +65,8 @@ impl RunLog {
     }
 }
 
-/// Keeps the `keep` most recent run directories (by name: run ids start with a timestamp), and
-/// every run a process is still driving, however old.
+/// Keeps the `keep` most recently created run directories, and every run a process is still
+/// driving, however old.
 fn prune(runs: &Path, keep: usize) -> std::io::Result<()> {
     let mut names = run_ids(runs)?;
     if names.len() > keep {
@@ -86,19 +87,26 @@ fn prune(runs: &Path, keep: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Run ids, oldest first.
+/// Run ids, oldest first: by when their directory was created, then by name. Not by name alone,
+/// since an id chosen with `--run-id` does not start with a timestamp.
 pub fn run_ids(runs: &Path) -> std::io::Result<Vec<String>> {
-    let mut names: Vec<String> = match std::fs::read_dir(runs) {
+    let mut runs: Vec<(Option<std::time::SystemTime>, String)> = match std::fs::read_dir(runs) {
         Ok(entries) => entries
             .filter_map(Result::ok)
             .filter(|entry| entry.path().is_dir())
-            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter_map(|entry| {
+                let metadata = entry.metadata().ok();
+                // A file system without creation times falls back to the last change.
+                let created = metadata
+                    .and_then(|metadata| metadata.created().or_else(|_| metadata.modified()).ok());
+                Some((created, entry.file_name().into_string().ok()?))
+            })
             .collect(),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(error) => return Err(error),
     };
-    names.sort();
-    Ok(names)
+    runs.sort();
+    Ok(runs.into_iter().map(|(_, name)| name).collect())
 }
 
 /// A new run id: sortable by start time, unique per process.
@@ -164,91 +172,15 @@ pub fn filter_logs<'a>(entries: &'a [Value], filter: &LogFilter) -> Vec<&'a Valu
         .collect()
 }
 
-/// ADR-018's secondary metrics for one run.
+/// ADR-018's secondary metrics for one run (`statistics::Statistics` sums several).
 pub fn statistics(entries: &[Value]) -> Value {
-    let mut tags: BTreeMap<String, u64> = BTreeMap::new();
-    let mut timeouts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut outcomes: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut time_in_state: BTreeMap<String, u64> = BTreeMap::new();
-    let mut retry_successes = 0u64;
-    let mut retry_sequences = 0u64;
-    let mut attempts_to_success = 0u64;
-    let mut current: Option<(Vec<String>, u64)> = None;
-    for entry in entries {
-        let time = entry["time"].as_str().and_then(parse_rfc3339_milliseconds);
-        match entry["kind"].as_str() {
-            Some("log") => {
-                for tag in entry["tags"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                {
-                    *tags.entry(tag.to_string()).or_default() += 1;
-                }
-            }
-            // A cancelled effect neither succeeded nor failed: its state was left.
-            Some("effect")
-                if matches!(
-                    entry["outcome"].as_str(),
-                    Some("cancelled" | "stopped_on_resume")
-                ) => {}
-            Some("effect") => {
-                let id = entry["id"].as_str().unwrap_or("?").to_string();
-                let counts = outcomes.entry(id.clone()).or_default();
-                if entry["succeeded"] == true {
-                    counts.0 += 1;
-                } else {
-                    counts.1 += 1;
-                }
-                if entry["timed_out"] == true {
-                    *timeouts.entry(id).or_default() += 1;
-                }
-            }
-            Some("retry") => {
-                retry_sequences += 1;
-                if entry["succeeded"] == true {
-                    retry_successes += 1;
-                    attempts_to_success += entry["attempts"].as_u64().unwrap_or(0);
-                }
-            }
-            Some("step") | Some("start") | Some("finish") => {
-                if let (Some((states, since)), Some(now)) = (&current, time) {
-                    for state in states {
-                        *time_in_state.entry(state.clone()).or_default() +=
-                            now.saturating_sub(*since);
-                    }
-                }
-                let states: Vec<String> = entry["configuration"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|state| state.as_str().map(String::from))
-                    .collect();
-                current = time.map(|now| (states, now));
-            }
-            _ => {}
-        }
-    }
-    let rate = |successes: u64, total: u64| {
-        if total == 0 {
-            Value::Null
-        } else {
-            json!(successes as f64 / total as f64)
-        }
-    };
-    json!({
-        "retry_success_rate": rate(retry_successes, retry_sequences),
-        "average_attempts_to_success": if retry_successes == 0 { Value::Null } else { json!(attempts_to_success as f64 / retry_successes as f64) },
-        "timeouts_per_action": timeouts,
-        "outcomes_per_action": outcomes.into_iter().map(|(id, (ok, failed))| (id, json!({"succeeded": ok, "failed": failed}))).collect::<serde_json::Map<_, _>>(),
-        "time_in_state_ms": time_in_state,
-        "tags": tags,
-    })
+    let mut statistics = crate::statistics::Statistics::default();
+    statistics.add_run(entries);
+    statistics.to_json()
 }
 
 /// Milliseconds since the epoch of a `YYYY-MM-DDTHH:MM:SS.mmmZ` timestamp.
-fn parse_rfc3339_milliseconds(text: &str) -> Option<u64> {
+pub(crate) fn parse_rfc3339_milliseconds(text: &str) -> Option<u64> {
     let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second, milli) = (

@@ -239,7 +239,7 @@ fn logs_and_stats_read_a_real_runs_telemetry() {
         line["tags"],
         serde_json::json!(["tool_call_exhausted", "escalation"])
     );
-    let (code, stdout, _) = protocol_run(&["stats", "--state-dir", state_dir], "");
+    let (code, stdout, _) = protocol_run(&["stats", "--state-dir", state_dir, "--json"], "");
     assert_eq!(code, 0);
     let stats: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     // Timeouts of 2 s, 4 s and 6 s, all spent in `calling`, on the virtual clock.

@@ -313,8 +313,9 @@ fn a_signal_stops_gracefully_and_resume_continues_without_re_entering() {
     assert!(stdout.contains(r#""output":{"ticks":1}"#), "{stdout}");
     let (code, stdout, _) = finish(&mut command(&directory, &["runs"]));
     assert_eq!(code, 0);
+    // Finished with exit code 2: `runs` calls that `failed`.
     assert!(
-        stdout.contains(&run_id) && stdout.contains("finished"),
+        stdout.contains(&run_id) && stdout.contains("failed"),
         "{stdout}"
     );
     let (code, _, stderr) = finish(&mut command(&directory, &["resume", &run_id]));

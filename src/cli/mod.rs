@@ -8,12 +8,16 @@ mod limits;
 mod logs;
 mod narrowing;
 mod run;
+mod run_id;
+mod run_selection;
 mod runs;
 mod scaffold;
 mod schema;
 mod serve;
 mod socket;
+mod stats_table;
 mod test;
+mod transition_names;
 mod validate;
 
 use std::path::PathBuf;
@@ -63,6 +67,7 @@ enum Command {
     },
     /// Run scenario files (or every `*.scenario.yaml` under the directories given; `.` by default).
     Test {
+        /// Scenario files, or directories searched for `*.scenario.yaml` (`.` when none).
         paths: Vec<PathBuf>,
         /// Report the states and transitions no scenario reached.
         #[arg(long)]
@@ -75,75 +80,34 @@ enum Command {
     },
     /// Scaffold NAME.yaml and NAME.scenario.yaml with schema modelines.
     New {
+        /// The protocol's id and file name: letters, digits, `-` and `_`.
         name: String,
-        /// Where to write them.
+        /// Where to write them (created when missing); the modeline points at a schema that
+        /// exists from there.
         #[arg(long, default_value = "protocols", value_name = "DIR")]
         directory: PathBuf,
     },
     /// Print shell completions.
-    Completions { shell: clap_complete::Shell },
-    /// Show a run's log lines (the latest run unless --run is given).
-    Logs {
-        #[arg(long, value_name = "ID")]
-        run: Option<String>,
-        /// Only lines with this tag.
-        #[arg(long)]
-        tag: Option<String>,
-        /// Only lines at this level or more severe (trace, debug, info, warn, error).
-        #[arg(long)]
-        level: Option<String>,
-        /// One JSON object per line.
-        #[arg(long)]
-        json: bool,
-        #[arg(
-            long,
-            env = "PROTOCOL_RUN_STATE_DIR",
-            default_value = ".protocol-run",
-            value_name = "DIR"
-        )]
-        state_dir: PathBuf,
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
     },
+    /// Show a run's log lines (the latest run unless RUN_ID is given).
+    Logs(logs::LogsArguments),
     /// List the recorded runs, newest first: id, status, start, last step, protocol.
-    Runs {
-        #[arg(
-            long,
-            env = "PROTOCOL_RUN_STATE_DIR",
-            default_value = ".protocol-run",
-            value_name = "DIR"
-        )]
-        state_dir: PathBuf,
-    },
+    Runs(runs::RunsArguments),
     /// Show a run (the latest unless RUN_ID is given): protocol, states, context, pending timers,
-    /// running effects, last events, and how it finished.
-    Status {
-        run_id: Option<String>,
-        /// One JSON object.
-        #[arg(long)]
-        json: bool,
-        #[arg(
-            long,
-            env = "PROTOCOL_RUN_STATE_DIR",
-            default_value = ".protocol-run",
-            value_name = "DIR"
-        )]
-        state_dir: PathBuf,
-    },
-    /// Retry success rate, attempts to success, timeouts per action, time in each state, tag counts.
-    Stats {
-        #[arg(long, value_name = "ID")]
-        run: Option<String>,
-        #[arg(
-            long,
-            env = "PROTOCOL_RUN_STATE_DIR",
-            default_value = ".protocol-run",
-            value_name = "DIR"
-        )]
-        state_dir: PathBuf,
-    },
+    /// running effects, last steps with the transitions they took, and how it finished.
+    Status(runs::StatusArguments),
+    /// Retry success rate, attempts to success, outcomes and timeouts per action, time in each
+    /// state, tag counts: of one run (the latest unless RUN_ID is given) or of every run of a
+    /// protocol (--protocol).
+    Stats(logs::StatsArguments),
     /// Lint protocols: unreachable or dead-end states, shadowed transitions, eventless loops,
     /// unused data, unhandled events, suspicious delays, unused blocks and parameters (a library
     /// file: its blocks' unread parameters).
     Check {
+        /// Protocol, scenario or library files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Exit with 65 when any warning is found.
@@ -152,7 +116,9 @@ enum Command {
     },
     /// Draw a protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, or SVG (laid out here).
     Graph {
+        /// The protocol file.
         file: PathBuf,
+        /// The drawing's format.
         #[arg(long, value_enum, default_value = "mermaid")]
         format: graph::GraphFormat,
         /// Show entry and exit actions in each state and each transition's actions on its
@@ -184,6 +150,7 @@ enum Command {
 enum ImportSource {
     /// An SCXML document.
     Scxml {
+        /// The SCXML file.
         file: PathBuf,
         /// Write `<name>.yaml` into DIR, and a `<name>.<invoke id>.yaml` for each child
         /// document its `<invoke>`s run (needed when there are any).
@@ -207,6 +174,11 @@ fn end_quietly_on_a_closed_pipe() {
     use nix::sys::signal::{SigHandler, Signal, signal};
     // SAFETY: the default disposition runs no code of ours.
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
+/// The command tree clap builds from the arguments, for tests that walk it (every flag has help).
+pub fn command() -> clap::Command {
+    <Arguments as clap::CommandFactory>::command()
 }
 
 /// Runs the CLI with these arguments (the first is the program name); returns the exit code.
@@ -257,25 +229,10 @@ pub fn main(arguments: Vec<String>) -> u8 {
             let mut command = <Arguments as clap::CommandFactory>::command();
             scaffold::completions(shell, &mut command)
         }
-        Command::Logs {
-            run,
-            tag,
-            level,
-            json,
-            state_dir,
-        } => logs::logs(
-            &state_dir,
-            run.as_deref(),
-            &crate::telemetry::LogFilter { tag, level },
-            json,
-        ),
-        Command::Stats { run, state_dir } => logs::stats(&state_dir, run.as_deref()),
-        Command::Runs { state_dir } => runs::runs(&state_dir),
-        Command::Status {
-            run_id,
-            json,
-            state_dir,
-        } => runs::status(&state_dir, run_id.as_deref(), json),
+        Command::Logs(arguments) => logs::logs(&arguments),
+        Command::Stats(arguments) => logs::stats(&arguments),
+        Command::Runs(arguments) => runs::runs(&arguments),
+        Command::Status(arguments) => runs::status(&arguments),
     }
 }
 

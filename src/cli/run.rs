@@ -40,6 +40,10 @@ pub struct RunArguments {
     /// Continue the latest unfinished run of this protocol instead of starting a new one.
     #[arg(long)]
     resume: bool,
+    /// The new run's id (letters, digits, `-`, `_`, `.`; at most 64), instead of a timestamp;
+    /// an id already used is refused.
+    #[arg(long, value_name = "ID", conflicts_with = "resume")]
+    run_id: Option<String>,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -47,8 +51,8 @@ pub struct RunArguments {
 /// `protocol-run resume RUN_ID`: continue a run from its last committed step.
 #[derive(Debug, Args)]
 pub struct ResumeArguments {
-    /// The run (see `protocol-run runs`).
-    run_id: String,
+    #[command(flatten)]
+    run: super::run_selection::RunSelection,
     /// A secret input of the run, supplied again (secret inputs are never stored); repeat for
     /// several.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
@@ -121,6 +125,7 @@ pub fn run(arguments: RunArguments) -> u8 {
         Start::New {
             file: arguments.file.clone(),
             inputs: given,
+            run_id: arguments.run_id.clone(),
         }
     };
     run_with_lifecycle(start, &arguments.options)
@@ -132,10 +137,17 @@ pub fn resume(arguments: ResumeArguments) -> u8 {
         assignments: arguments.secrets.clone(),
         file: arguments.secrets_file.clone(),
     };
-    run_with_lifecycle(
-        Start::Run(arguments.run_id.clone(), given),
-        &arguments.options,
-    )
+    // No id: the latest run that can still be resumed.
+    let run_id = match super::run_selection::choose_run(
+        &arguments.options.state_dir,
+        &arguments.run,
+        super::run_selection::Latest::Unfinished,
+        true,
+    ) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    run_with_lifecycle(Start::Run(run_id, given), &arguments.options)
 }
 
 /// `--input KEY=VALUE`s and `--inputs FILE`, as given.
@@ -149,6 +161,8 @@ enum Start {
     New {
         file: PathBuf,
         inputs: GivenInputs,
+        /// Chosen with `--run-id`.
+        run_id: Option<String>,
     },
     /// The latest unfinished run of this protocol file, with its secret inputs supplied again.
     Latest(PathBuf, GivenInputs),
@@ -198,7 +212,14 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     })?;
     let limits = options.limits.limits();
     let prepared = match start {
-        Start::New { file, inputs } => new_run(&file, &inputs, options, &mut store, lifecycle)?,
+        Start::New {
+            file,
+            inputs,
+            run_id,
+        } => {
+            let run_id = super::run_id::new_run_id(run_id.as_deref(), &store, &options.state_dir)?;
+            new_run(&file, &inputs, &run_id, options, &mut store, lifecycle)?
+        }
         Start::Latest(file, secrets) => {
             let path = canonical(&file);
             let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
@@ -338,6 +359,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
 fn new_run(
     file: &std::path::Path,
     inputs: &GivenInputs,
+    run_id: &str,
     options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
@@ -362,7 +384,7 @@ fn new_run(
         })?;
     let inputs = bind_inputs(&machine, inputs)?;
     let (machine, grants) = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
-    let run_id = crate::telemetry::new_run_id();
+    let run_id = run_id.to_string();
     let lock = lock_run(options, &run_id)?;
     store
         .create_run(&NewRun {

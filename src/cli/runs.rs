@@ -2,35 +2,85 @@
 
 use std::path::Path;
 
+use clap::Args;
+
 use super::exit_code;
+use super::run_selection::{Latest, RunSelection, StateDirectory, choose_run};
+use super::transition_names::TransitionNames;
 use crate::clock::format_rfc3339;
+use crate::store::run_filter::{RunFilter, ShownStatus};
 use crate::store::{RunSummary, SqliteStore, Store};
 
+/// `protocol-run runs`: the recorded runs, filtered.
+#[derive(Debug, Args)]
+pub struct RunsArguments {
+    /// Only runs of this protocol: its `id`, its file name without `.yaml`, or its path.
+    #[arg(long, value_name = "ID")]
+    protocol: Option<String>,
+    /// Only runs in this state (`failed`: finished with a non-zero exit code, or by an error).
+    #[arg(long, value_enum, value_name = "STATUS")]
+    status: Option<ShownStatus>,
+    /// Only runs started in the last DURATION (`2h`, `1d`) or since a TIMESTAMP
+    /// (`2026-01-01T09:00:00Z`).
+    #[arg(long, value_name = "DURATION|TIMESTAMP")]
+    since: Option<String>,
+    /// One JSON object per run, one per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    state: StateDirectory,
+}
+
+/// `protocol-run status [RUN_ID]`.
+#[derive(Debug, Args)]
+pub struct StatusArguments {
+    #[command(flatten)]
+    run: RunSelection,
+    /// One JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    state: StateDirectory,
+}
+
 /// `protocol-run runs`: one line per run, newest first.
-pub fn runs(state_dir: &Path) -> u8 {
-    let store = match open(state_dir) {
+pub fn runs(arguments: &RunsArguments) -> u8 {
+    let since = match arguments.since.as_deref().map(parse_since).transpose() {
+        Ok(since) => since,
+        Err(message) => {
+            eprintln!("error: --since: {message}");
+            return exit_code::USAGE;
+        }
+    };
+    let store = match open(&arguments.state.path) {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let mut runs = match store.list_runs() {
+    let filter = RunFilter {
+        protocol: arguments.protocol.clone(),
+        status: arguments.status,
+        since_unix_milliseconds: since,
+    };
+    let runs = match filter.runs(&store) {
         Ok(runs) => runs,
         Err(error) => {
             eprintln!("error: {error}");
             return exit_code::IO;
         }
     };
-    runs.sort_by(|a, b| {
-        b.started_unix_milliseconds
-            .cmp(&a.started_unix_milliseconds)
-    });
-    if runs.is_empty() {
+    if runs.is_empty() && !arguments.json {
         println!("no runs in {}", store.location());
     }
     for run in &runs {
+        let status = ShownStatus::of(run).as_str();
+        if arguments.json {
+            println!("{}", run_json(run, status));
+            continue;
+        }
         println!(
             "{}  {:<8}  {}  step {}  {}",
             run.id,
-            run.status.as_str(),
+            status,
             format_rfc3339(run.started_unix_milliseconds),
             run.last_sequence
                 .map_or_else(|| "-".to_string(), |step| step.to_string()),
@@ -40,16 +90,57 @@ pub fn runs(state_dir: &Path) -> u8 {
     0
 }
 
+fn run_json(run: &RunSummary, status: &str) -> serde_json::Value {
+    serde_json::json!({
+        "run": run.id,
+        "status": status,
+        "started": format_rfc3339(run.started_unix_milliseconds),
+        "step": run.last_sequence,
+        "protocol": run.protocol_path,
+        "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
+    })
+}
+
+/// `--since`: a duration back from now, or an RFC 3339 timestamp; Unix milliseconds.
+fn parse_since(text: &str) -> Result<u64, String> {
+    if text
+        .trim_start()
+        .starts_with(|first: char| first.is_ascii_digit())
+        && let Ok(duration) = crate::time::parse_duration(text)
+        && let Ok(milliseconds) = u64::try_from(duration.num_milliseconds())
+    {
+        return Ok(crate::clock::unix_milliseconds_now().saturating_sub(milliseconds));
+    }
+    crate::time::parse_timestamp(text)
+        .ok()
+        .and_then(|timestamp| crate::time::unix_milliseconds(&timestamp))
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is neither a duration such as `2h` or `1d` nor a timestamp such as \
+                 `2026-01-01T09:00:00Z`"
+            )
+        })
+}
+
 /// `protocol-run status [RUN_ID]`: the run's protocol, configuration, context, pending timers,
 /// running effects and last events (the latest run when no id is given).
-pub fn status(state_dir: &Path, run_id: Option<&str>, json: bool) -> u8 {
-    let store = match open(state_dir) {
+pub fn status(arguments: &StatusArguments) -> u8 {
+    let run_id = match choose_run(
+        &arguments.state.path,
+        &arguments.run,
+        Latest::Any,
+        !arguments.json,
+    ) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    let store = match open(&arguments.state.path) {
         Ok(store) => store,
         Err(code) => return code,
     };
-    match describe(&store, run_id) {
+    match describe(&store, &run_id) {
         Ok(description) => {
-            if json {
+            if arguments.json {
                 println!("{description}");
             } else {
                 print_human(&description);
@@ -63,7 +154,7 @@ pub fn status(state_dir: &Path, run_id: Option<&str>, json: bool) -> u8 {
     }
 }
 
-fn open(state_dir: &Path) -> Result<SqliteStore, u8> {
+pub(super) fn open(state_dir: &Path) -> Result<SqliteStore, u8> {
     if !state_dir.join("state.db").exists() {
         eprintln!(
             "error: no runs recorded in {} (no state.db); runs are recorded as they run",
@@ -78,32 +169,19 @@ fn open(state_dir: &Path) -> Result<SqliteStore, u8> {
 }
 
 /// The run as one JSON object.
-fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Value, (String, u8)> {
+fn describe(store: &SqliteStore, run_id: &str) -> Result<serde_json::Value, (String, u8)> {
     let io = |error: crate::store::StoreError| (error.to_string(), exit_code::IO);
-    let run_id = match run_id {
-        Some(id) => id.to_string(),
-        None => store
-            .list_runs()
-            .map_err(io)?
-            .into_iter()
-            .max_by_key(|run| run.started_unix_milliseconds)
-            .map(|run| run.id)
-            .ok_or_else(|| {
-                (
-                    format!("no runs in {}", store.location()),
-                    exit_code::NO_INPUT_FILE,
-                )
-            })?,
-    };
-    let record = store.run(&run_id).map_err(io)?.ok_or_else(|| {
+    let record = store.run(run_id).map_err(io)?.ok_or_else(|| {
         (
             format!("no run `{run_id}` in {}", store.location()),
             exit_code::NO_INPUT_FILE,
         )
     })?;
-    let snapshot = store.latest_snapshot(&run_id).map_err(io)?;
-    let journal = store.journal_tail(&run_id, 5).map_err(io)?;
+    let snapshot = store.latest_snapshot(run_id).map_err(io)?;
+    let journal = store.journal_tail(run_id, 5).map_err(io)?;
     let summary: &RunSummary = &record.summary;
+    let names =
+        TransitionNames::of_recorded(&summary.protocol_path, record.protocol_text.as_deref());
     let snapshot_json = snapshot.as_ref().map(|stored| {
         serde_json::json!({
             "step": stored.sequence,
@@ -150,7 +228,8 @@ fn describe(store: &SqliteStore, run_id: Option<&str>) -> Result<serde_json::Val
             "step": entry.sequence,
             "at": format_rfc3339(entry.unix_milliseconds),
             "event": entry.event.as_ref().map(|event| event.name.as_str()),
-            "transitions": entry.transitions,
+            "transitions": entry.transitions.iter().map(|pointer| names.name(pointer)).collect::<Vec<_>>(),
+            "transition_pointers": entry.transitions,
             "what": step_kind(entry),
         })).collect::<Vec<_>>(),
     }))
@@ -202,15 +281,22 @@ fn print_human(description: &serde_json::Value) {
         println!("finished  {}", description["finish"]);
     }
     for entry in description["last_events"].as_array().into_iter().flatten() {
+        let transitions: Vec<&str> = entry["transitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
         println!(
-            "step {:<4} {} {} → {}",
+            "step {:<4} {} {}{}{}",
             entry["step"],
             entry["at"].as_str().unwrap_or_default(),
             entry["event"]
                 .as_str()
                 .or(entry["what"].as_str())
                 .unwrap_or_default(),
-            entry["transitions"]
+            if transitions.is_empty() { "" } else { ": " },
+            transitions.join("; ")
         );
     }
 }

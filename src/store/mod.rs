@@ -1,6 +1,7 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
 pub mod read_files;
+pub mod run_filter;
 pub mod sqlite;
 
 pub use sqlite::SqliteStore;
