@@ -1,6 +1,7 @@
 //! Loading: file → YAML value with positions → schema validation → typed model.
 
 pub mod schema;
+mod schema_branch;
 pub mod source;
 pub mod yaml;
 

@@ -6,10 +6,10 @@ use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
+use super::schema_branch::{self, Choice};
 use super::source::{Part, Source};
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::model::Protocol;
-use crate::model::action::ACTION_KINDS;
 
 /// The kinds of YAML document the engine reads, each with its generated schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,13 +238,27 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
             );
         }
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-            match intended_branch(instance, &pointer, context) {
-                Some(branch) => {
+            match schema_branch::choose(schema, error, context) {
+                Choice::Branch(branch) => {
                     for inner in branch {
                         explain(source, schema, inner, out);
                     }
                 }
-                None => out.push(no_action_kind(source, &pointer, instance)),
+                Choice::OneOfValues(values) => {
+                    out.push(not_allowed_value(source, &pointer, instance, &values))
+                }
+                Choice::NoKindKey { what, kind_keys } => {
+                    out.push(no_kind_key(source, &pointer, instance, &what, &kind_keys))
+                }
+                Choice::OtherType(types) => out.push(
+                    Diagnostic::error(format!(
+                        "expected {}, found {}",
+                        types.join(" or "),
+                        describe(instance)
+                    ))
+                    .at(source.location(&pointer, Part::Value))
+                    .with_optional_help(type_help(instance, &types.join(" "))),
+                ),
             }
         }
         ValidationErrorKind::Type { .. } => {
@@ -264,68 +278,61 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                 .map(|values| {
                     values
                         .iter()
-                        .map(|v| v.as_str().unwrap_or_default().to_string())
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
                         .collect()
                 })
                 .unwrap_or_default();
-            let given = instance.as_str().unwrap_or_default();
-            let help = did_you_mean(given, choices.iter().map(String::as_str))
-                .unwrap_or_else(|| format!("use one of: {}", choices.join(", ")));
-            out.push(
-                Diagnostic::error(format!("{} is not an allowed value", describe(instance)))
-                    .at(source.location(&pointer, Part::Value))
-                    .with_help(help),
-            );
+            out.push(not_allowed_value(source, &pointer, instance, &choices));
         }
         _ => out
             .push(Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value))),
     }
 }
 
-/// The branch of a `oneOf`/`anyOf` the author meant: for actions, the one named by the
-/// distinguishing key; otherwise the branch whose type matches and that has the fewest errors.
-fn intended_branch<'a>(
-    instance: &Value,
+/// A value outside an enumeration: the allowed values, and the nearest one.
+fn not_allowed_value(
+    source: &Source,
     pointer: &str,
-    context: &'a [Vec<ValidationError<'static>>],
-) -> Option<&'a [ValidationError<'static>]> {
-    let is_action_choice = context.len() == ACTION_KINDS.len()
-        && context
-            .iter()
-            .all(|branch| branch.iter().any(|e| e.instance_path().as_str() == pointer));
-    if is_action_choice && instance.is_object() {
-        let object = instance.as_object()?;
-        let index = ACTION_KINDS
-            .iter()
-            .position(|kind| object.contains_key(*kind))?;
-        return context.get(index).map(Vec::as_slice);
-    }
-    let wrong_type_here = |branch: &[ValidationError]| {
-        branch.iter().any(|error| {
-            error.instance_path().as_str() == pointer
-                && matches!(error.kind(), ValidationErrorKind::Type { .. })
-        })
+    instance: &Value,
+    allowed: &[String],
+) -> Diagnostic {
+    let given = instance.as_str().unwrap_or_default();
+    let listed = format!("allowed values: {}", allowed.join(", "));
+    let help = match did_you_mean(given, allowed.iter().map(String::as_str)) {
+        Some(suggestion) => format!("{suggestion} ({listed})"),
+        None => listed,
     };
-    context
-        .iter()
-        .filter(|branch| !branch.is_empty())
-        .min_by_key(|branch| (wrong_type_here(branch), branch.len()))
-        .map(Vec::as_slice)
+    Diagnostic::error(format!("{} is not an allowed value", describe(instance)))
+        .at(source.location(pointer, Part::Value))
+        .with_help(help)
 }
 
-/// An action mapping that names no action kind.
-fn no_action_kind(source: &Source, pointer: &str, instance: &Value) -> Diagnostic {
+/// A mapping in a choice of kinds (an action, a scenario step) that names no kind.
+fn no_kind_key(
+    source: &Source,
+    pointer: &str,
+    instance: &Value,
+    what: &str,
+    kind_keys: &[String],
+) -> Diagnostic {
     let keys: Vec<&str> = instance
         .as_object()
         .map(|object| object.keys().map(String::as_str).collect())
         .unwrap_or_default();
     let help = keys
         .iter()
-        .find_map(|key| did_you_mean(key, ACTION_KINDS))
-        .unwrap_or_else(|| format!("start the action with one of: {}", ACTION_KINDS.join(", ")));
-    Diagnostic::error("this is not an action: it has none of the action keys")
-        .at(source.location(pointer, Part::Value))
-        .with_help(help)
+        .find_map(|key| did_you_mean(key, kind_keys.iter().map(String::as_str)))
+        .unwrap_or_else(|| format!("start the {what} with one of: {}", kind_keys.join(", ")));
+    let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    Diagnostic::error(format!(
+        "this is not {article} {what}: it has none of the {what} keys"
+    ))
+    .at(source.location(pointer, Part::Value))
+    .with_help(help)
 }
 
 fn expected_types(error: &ValidationError) -> String {
@@ -367,36 +374,13 @@ fn describe(value: &Value) -> String {
 
 /// The property names a schema location allows, following `$ref`s along the keyword path.
 fn allowed_properties(schema: &Value, schema_path: &str) -> Vec<String> {
-    let mut node = schema;
-    let segments: Vec<&str> = schema_path.split('/').skip(1).collect();
     // The path ends in `additionalProperties`: the object schema is the one holding it.
-    let parent_segments = &segments[..segments.len().saturating_sub(1)];
-    for segment in parent_segments {
-        let segment = segment.replace("~1", "/").replace("~0", "~");
-        node = match segment.as_str() {
-            "$ref" => match node
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| resolve_reference(schema, r))
-            {
-                Some(target) => target,
-                None => return Vec::new(),
-            },
-            _ => match node {
-                Value::Object(object) => match object.get(&segment) {
-                    Some(child) => child,
-                    None => return Vec::new(),
-                },
-                Value::Array(items) => {
-                    match segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                        Some(child) => child,
-                        None => return Vec::new(),
-                    }
-                }
-                _ => return Vec::new(),
-            },
-        };
-    }
+    let parent = schema_path
+        .rsplit_once('/')
+        .map_or("", |(parent, _)| parent);
+    let Some(mut node) = schema_branch::schema_at(schema, parent) else {
+        return Vec::new();
+    };
     if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
         node = resolve_reference(schema, reference).unwrap_or(node);
     }
@@ -413,6 +397,7 @@ fn resolve_reference<'a>(schema: &'a Value, reference: &str) -> Option<&'a Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::action::ACTION_KINDS;
 
     #[test]
     fn every_definition_has_a_title_and_is_closed() {
