@@ -256,3 +256,103 @@ states:
         "{errors}"
     );
 }
+
+/// The CLI explains the branch named by the action's kind key, as the editor does: an `exec`
+/// with a wrong `timeout` and a misspelt retrier key gets exactly those two errors.
+#[test]
+fn a_choice_is_explained_by_the_branch_its_kind_key_names() {
+    let text = errors(
+        "id: p\nstates:\n  a:\n    entry:\n      - exec: [echo, hi]\n        id: e\n        timeout: true\n        retry:\n          - backof_rate: 2\n  done: { type: final }\n",
+    );
+    assert_eq!(
+        text,
+        "error: expected string, found the boolean true
+ --> test.yaml:7:18
+  |
+7 |         timeout: true
+  |                  ^^^^
+  = help: quote the value to make it a string
+
+error: unknown key `backof_rate`
+ --> test.yaml:9:13
+  |
+9 |           - backof_rate: 2
+  |             ^^^^^^^^^^^ not allowed here
+  = help: did you mean `backoff_rate`?
+
+2 errors
+"
+    );
+}
+
+#[test]
+fn a_value_of_no_allowed_type_names_every_type_the_key_takes() {
+    let text = errors("id: p\nstates:\n  a:\n    entry:\n      - exec: 5\n        id: x\n");
+    assert!(
+        text.starts_with(
+            "error: expected a list or a string, found the number 5\n --> test.yaml:5:15\n"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("1 error\n"), "{text}");
+}
+
+#[test]
+fn an_enumeration_mistake_lists_the_allowed_values_and_suggests_the_nearest() {
+    let text = errors("id: p\ninputs:\n  n: { type: interger }\nstates:\n  a:\n    type: finale\n");
+    assert_eq!(
+        text,
+        "error: the string \"interger\" is not an allowed value
+ --> test.yaml:3:14
+  |
+3 |   n: { type: interger }
+  |              ^^^^^^^^
+  = help: did you mean `integer`? (allowed values: string, integer, number, boolean, duration, list, enum)
+
+error: the string \"finale\" is not an allowed value
+ --> test.yaml:6:11
+  |
+6 |     type: finale
+  |           ^^^^^^
+  = help: did you mean `final`? (allowed values: atomic, compound, parallel, final, history)
+
+2 errors
+"
+    );
+    // Far from every value: the list alone.
+    let text = errors("id: p\nstates:\n  a:\n    type: zzzzzzzz\n");
+    assert!(
+        text.contains("= help: allowed values: atomic, compound, parallel, final, history\n"),
+        "{text}"
+    );
+}
+
+/// A scenario step is a choice told apart by its key too: a mistake in an `expect` step is
+/// reported against `expect`, and a step with no step key says which keys there are.
+#[test]
+fn a_scenario_step_is_explained_by_its_kind_key() {
+    let protocol = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("protocols/retry-backoff.yaml")
+        .display()
+        .to_string();
+    let scenario = format!(
+        "protocol: {protocol}\nscenarios:\n  - name: t\n    steps:\n      - expect: {{ state: [x] }}\n      - sedn: go\n"
+    );
+    let (code, stderr) = validate_file("steps.scenario.yaml", scenario.as_bytes());
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.starts_with("error: unknown key `state`\n")
+            && stderr.contains("/steps.scenario.yaml:5:19\n")
+            && stderr.contains(
+                "= help: allowed keys here: configuration, context, tags, directives, files, finished\n"
+            ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: this is not a step: it has none of the step keys\n")
+            && stderr.contains("/steps.scenario.yaml:6:9\n")
+            && stderr.contains("= help: did you mean `send`?\n"),
+        "{stderr}"
+    );
+    assert!(stderr.ends_with("2 errors\n"), "{stderr}");
+}
