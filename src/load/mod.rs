@@ -2,6 +2,7 @@
 
 pub mod schema;
 mod schema_branch;
+mod schema_forms;
 pub mod source;
 pub mod yaml;
 

@@ -7,6 +7,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::schema_branch::{self, Choice};
+use super::schema_forms;
 use super::source::{Part, Source};
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::model::Protocol;
@@ -80,8 +81,7 @@ impl DocumentKind {
 }
 
 fn generate<T: schemars::JsonSchema>(title: &str) -> Value {
-    let mut settings = schemars::generate::SchemaSettings::draft07();
-    settings.untagged_enum_variant_titles = true;
+    let settings = schemars::generate::SchemaSettings::draft07();
     let generator = settings.into_generator();
     let mut value = generator.into_root_schema_for::<T>().to_value();
     polish_for_editors(&mut value, title);
@@ -116,6 +116,7 @@ fn polish_for_editors(root: &mut Value, root_title: &str) {
         }
     }
     drop_null_options(root);
+    schema_forms::describe_forms(root);
     mirror_descriptions(root);
 }
 

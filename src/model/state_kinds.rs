@@ -1,0 +1,46 @@
+//! Keys that belong to one kind of state (`exit_code` to final states, `history` to history states), offered by editors only where they apply.
+
+use schemars::Schema;
+use serde_json::{Value, json};
+
+/// Each kind, with the keys only it takes.
+const KEYS_BY_KIND: [(&str, &[&str]); 2] = [
+    ("final", &["exit_code", "output"]),
+    ("history", &["history", "target"]),
+];
+
+/// Hides the kind-specific keys from completion (`doNotSuggest`, which yaml-language-server
+/// honours) and offers them again under `if: { type: KIND }`. The keys stay in `properties`,
+/// so validation is unchanged: the compiler reports a key on the wrong kind of state, with what
+/// to do, and draft-07 has no `unevaluatedProperties` to close the mapping otherwise.
+pub(super) fn offer_keys_by_kind(schema: &mut Schema) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let mut conditions = Vec::new();
+    for (kind, keys) in KEYS_BY_KIND {
+        let mut offered = serde_json::Map::new();
+        for key in keys {
+            let Some(Value::Object(property)) = object
+                .get_mut("properties")
+                .and_then(|properties| properties.get_mut(*key))
+            else {
+                continue;
+            };
+            // Only the text: a copy of the validating keywords would report each mistake twice.
+            let description = property.remove("description").unwrap_or_default();
+            // Under `allOf`: yaml-language-server replaces a property that is a `$ref` by its
+            // target, dropping `doNotSuggest` with it.
+            let validating = Value::Object(std::mem::take(property));
+            property.insert("description".into(), description.clone());
+            property.insert("doNotSuggest".into(), Value::Bool(true));
+            property.insert("allOf".into(), json!([validating]));
+            offered.insert((*key).to_string(), json!({ "description": description }));
+        }
+        conditions.push(json!({
+            "if": { "properties": { "type": { "const": kind } }, "required": ["type"] },
+            "then": { "properties": offered }
+        }));
+    }
+    object.insert("allOf".into(), Value::Array(conditions));
+}
