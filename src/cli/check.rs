@@ -13,8 +13,8 @@ pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
             worst = worst.max(check_library(file, deny_warnings));
             continue;
         }
-        let loaded = match crate::load::load_file(file) {
-            Ok(loaded) => loaded,
+        let (loaded, machine) = match crate::load::set_aside::load_and_compile_file(file) {
+            Ok(compiled) => compiled,
             Err(crate::load::LoadError::Invalid(_)) if is_library_text(file) => {
                 worst = worst.max(check_library(file, deny_warnings));
                 continue;
@@ -22,14 +22,6 @@ pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
             Err(error) => {
                 eprint!("{error}");
                 worst = worst.max(load_error_code(&error));
-                continue;
-            }
-        };
-        let machine = match crate::compile::compile(&loaded) {
-            Ok(machine) => machine,
-            Err(diagnostics) => {
-                eprint!("{}", render_all(&diagnostics));
-                worst = worst.max(exit_code::INVALID);
                 continue;
             }
         };

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::schema_branch::{self, Choice};
 use super::schema_forms;
+use super::set_aside::Violation;
 use super::source::{Part, Source};
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::model::Protocol;
@@ -199,18 +200,27 @@ pub fn validate(source: &Source, document: &Value) -> Vec<Diagnostic> {
 
 /// Every schema violation in a document of this kind, located in the YAML source.
 pub fn validate_document(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Diagnostic> {
+    violations(kind, source, document)
+        .into_iter()
+        .map(|violation| violation.diagnostic)
+        .collect()
+}
+
+/// Every schema violation in a document of this kind, with the part of the document it makes
+/// unusable.
+pub fn violations(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Violation> {
     let (schema, validator) = kind.compiled();
-    let mut diagnostics = Vec::new();
+    let mut violations = Vec::new();
     for error in validator.iter_errors(document) {
-        explain(source, schema, &error, &mut diagnostics);
+        explain(source, schema, &error, &mut violations);
     }
-    diagnostics.dedup();
-    diagnostics
+    violations.dedup();
+    violations
 }
 
 /// Turns one validation error into diagnostics, descending into the `oneOf`/`anyOf` branch
 /// the author most likely meant.
-fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut Vec<Diagnostic>) {
+fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut Vec<Violation>) {
     let pointer = error.instance_path().as_str().to_string();
     let instance = error.instance();
     match error.kind() {
@@ -218,25 +228,25 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
             let allowed = allowed_properties(schema, error.schema_path().as_str());
             for key in unexpected {
                 let key_pointer = format!("{pointer}/{}", super::yaml::escape_pointer_token(key));
-                let help = did_you_mean(key, allowed.iter().map(String::as_str)).or_else(|| {
-                    (!allowed.is_empty())
-                        .then(|| format!("allowed keys here: {}", allowed.join(", ")))
-                });
-                out.push(
-                    Diagnostic::error(format!("unknown key `{key}`"))
-                        .at(source.location(&key_pointer, Part::Key))
-                        .with_label("not allowed here")
-                        .with_optional_help(help),
-                );
+                let help = misplaced_timing(key, &allowed)
+                    .or_else(|| did_you_mean(key, allowed.iter().map(String::as_str)))
+                    .or_else(|| {
+                        (!allowed.is_empty())
+                            .then(|| format!("allowed keys here: {}", allowed.join(", ")))
+                    });
+                let diagnostic = Diagnostic::error(format!("unknown key `{key}`"))
+                    .at(source.location(&key_pointer, Part::Key))
+                    .with_label("not allowed here")
+                    .with_optional_help(help);
+                out.push(Violation::unknown_key(key_pointer, diagnostic));
             }
         }
         ValidationErrorKind::Required { property } => {
             let name = property.as_str().unwrap_or_default();
-            out.push(
-                Diagnostic::error(format!("missing required key `{name}`"))
-                    .at(source.location(&pointer, Part::Key))
-                    .with_help(format!("add `{name}:` to this mapping")),
-            );
+            let diagnostic = Diagnostic::error(format!("missing required key `{name}`"))
+                .at(source.location(&pointer, Part::Key))
+                .with_help(format!("add `{name}:` to this mapping"));
+            out.push(Violation::incomplete(pointer, diagnostic));
         }
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
             match schema_branch::choose(schema, error, context) {
@@ -245,13 +255,16 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                         explain(source, schema, inner, out);
                     }
                 }
-                Choice::OneOfValues(values) => {
-                    out.push(not_allowed_value(source, &pointer, instance, &values))
-                }
-                Choice::NoKindKey { what, kind_keys } => {
-                    out.push(no_kind_key(source, &pointer, instance, &what, &kind_keys))
-                }
-                Choice::OtherType(types) => out.push(
+                Choice::OneOfValues(values) => out.push(Violation::value(
+                    &pointer,
+                    not_allowed_value(source, &pointer, instance, &values),
+                )),
+                Choice::NoKindKey { what, kind_keys } => out.push(Violation::value(
+                    &pointer,
+                    no_kind_key(source, &pointer, instance, &what, &kind_keys),
+                )),
+                Choice::OtherType(types) => out.push(Violation::value(
+                    &pointer,
                     Diagnostic::error(format!(
                         "expected {}, found {}",
                         types.join(" or "),
@@ -259,11 +272,12 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                     ))
                     .at(source.location(&pointer, Part::Value))
                     .with_optional_help(type_help(instance, &types.join(" "))),
-                ),
+                )),
             }
         }
         ValidationErrorKind::Type { .. } => {
-            out.push(
+            out.push(Violation::value(
+                &pointer,
                 Diagnostic::error(format!(
                     "expected {}, found {}",
                     expected_types(error),
@@ -271,7 +285,7 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                 ))
                 .at(source.location(&pointer, Part::Value))
                 .with_optional_help(type_help(instance, &expected_types(error))),
-            );
+            ));
         }
         ValidationErrorKind::Enum { options } => {
             let choices: Vec<String> = options
@@ -283,11 +297,24 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                         .collect()
                 })
                 .unwrap_or_default();
-            out.push(not_allowed_value(source, &pointer, instance, &choices));
+            out.push(Violation::value(
+                &pointer,
+                not_allowed_value(source, &pointer, instance, &choices),
+            ));
         }
-        _ => out
-            .push(Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value))),
+        _ => out.push(Violation::value(
+            &pointer,
+            Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value)),
+        )),
     }
+}
+
+/// `delay` or `until` on a transition under `on` or `always`: where it belongs.
+fn misplaced_timing(key: &str, allowed: &[String]) -> Option<String> {
+    let is_transition = allowed.iter().any(|name| name == "guard");
+    (is_transition && matches!(key, "delay" | "until")).then(|| {
+        format!("`{key}` belongs to transitions under `after`: move this transition to the state's `after:` list")
+    })
 }
 
 /// A value outside an enumeration: the allowed values, and the nearest one.

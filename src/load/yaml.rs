@@ -32,6 +32,26 @@ impl Positions {
         self.by_pointer.get(pointer).copied()
     }
 
+    /// The first and last offsets at which the node at `pointer` or one of its descendants
+    /// starts (a key or a value); `None` when nothing there is located.
+    pub fn extent(&self, pointer: &str) -> Option<(usize, usize)> {
+        let inside = |candidate: &str| {
+            candidate == pointer
+                || candidate
+                    .strip_prefix(pointer)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        self.by_pointer
+            .iter()
+            .filter(|(candidate, _)| inside(candidate))
+            .flat_map(|(_, node)| node.key.into_iter().chain([node.value]))
+            .map(|position| position.offset)
+            .fold(None, |extent, offset| match extent {
+                None => Some((offset, offset)),
+                Some((first, last)) => Some((first.min(offset), last.max(offset))),
+            })
+    }
+
     /// The position of the node, or of its nearest ancestor that has one (walk up the pointer); root at 1:1 if nothing matches.
     pub fn nearest(&self, pointer: &str) -> NodePosition {
         let mut current = pointer;
