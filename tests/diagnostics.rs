@@ -356,3 +356,91 @@ fn a_scenario_step_is_explained_by_its_kind_key() {
     );
     assert!(stderr.ends_with("2 errors\n"), "{stderr}");
 }
+
+/// Schema errors no longer hide what the compiler finds in the rest of the file: targets,
+/// expressions and schema mistakes come together, in the file's order. What a schema mistake
+/// makes unreliable (the other keys of an `exec` whose `timeout` is wrong, a state whose `type`
+/// is misspelt) is not second-guessed.
+#[test]
+fn schema_structure_and_expression_problems_are_reported_together_in_order() {
+    let text = errors(
+        r#"id: p
+context: { n: 0 }
+states:
+  a:
+    entyr: []
+    on:
+      go: nowhere
+      x: { target: a, guard: "m > 1", delay: 1s }
+    entry:
+      - exec: [ls]
+        id: e
+        timeout: true
+        cwd: "${unknown_in_a_set_aside_action}"
+      - log: "${q}"
+  b:
+    type: finale
+    exit_code: 3
+"#,
+    );
+    let headlines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("error:") || line.contains("--> "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        headlines,
+        [
+            "error: unknown key `entyr`",
+            "--> test.yaml:5:5",
+            "error: unknown target `nowhere`",
+            "--> test.yaml:7:11",
+            "error: unknown name `m`",
+            "--> test.yaml:8:31",
+            "error: unknown key `delay`",
+            "--> test.yaml:8:39",
+            "error: expected string, found the boolean true",
+            "--> test.yaml:12:18",
+            "error: unknown name `q`",
+            "--> test.yaml:14:17",
+            "error: the string \"finale\" is not an allowed value",
+            "--> test.yaml:16:11",
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "= help: `delay` belongs to transitions under `after`: move this transition to the state's `after:` list\n"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("7 errors\n"), "{text}");
+}
+
+/// What cannot be read as a protocol once its mistakes are set aside (no `states`) gets the
+/// schema errors alone.
+#[test]
+fn a_file_that_is_no_protocol_without_its_mistakes_gets_the_schema_errors_alone() {
+    let text = errors("id: p\nstates: 5\n");
+    assert!(
+        text.starts_with("error: expected object, found the number 5\n --> test.yaml:2:9\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("1 error\n"), "{text}");
+}
+
+#[test]
+fn the_validate_command_shows_schema_and_target_errors_together() {
+    let (code, stderr) = validate_file(
+        "together.yaml",
+        b"id: p\nstates:\n  a:\n    entyr: []\n    on: { go: nowhere }\n",
+    );
+    assert_eq!(code, 65, "{stderr}");
+    let schema_error = stderr.find("error: unknown key `entyr`");
+    let target_error = stderr.find("error: unknown target `nowhere`");
+    assert!(
+        schema_error.is_some() && schema_error < target_error,
+        "{stderr}"
+    );
+    assert!(stderr.ends_with("2 errors\n"), "{stderr}");
+}
