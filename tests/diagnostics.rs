@@ -266,7 +266,7 @@ fn a_choice_is_explained_by_the_branch_its_kind_key_names() {
     );
     assert_eq!(
         text,
-        "error: expected string, found the boolean true
+        "error: expected a string, found the boolean true
  --> test.yaml:7:18
   |
 7 |         timeout: true
@@ -399,7 +399,7 @@ states:
             "--> test.yaml:8:31",
             "error: unknown key `delay`",
             "--> test.yaml:8:39",
-            "error: expected string, found the boolean true",
+            "error: expected a string, found the boolean true",
             "--> test.yaml:12:18",
             "error: unknown name `q`",
             "--> test.yaml:14:17",
@@ -423,7 +423,7 @@ states:
 fn a_file_that_is_no_protocol_without_its_mistakes_gets_the_schema_errors_alone() {
     let text = errors("id: p\nstates: 5\n");
     assert!(
-        text.starts_with("error: expected object, found the number 5\n --> test.yaml:2:9\n"),
+        text.starts_with("error: expected a mapping, found the number 5\n --> test.yaml:2:9\n"),
         "{text}"
     );
     assert!(text.ends_with("1 error\n"), "{text}");
@@ -443,4 +443,21 @@ fn the_validate_command_shows_schema_and_target_errors_together() {
         "{stderr}"
     );
     assert!(stderr.ends_with("2 errors\n"), "{stderr}");
+}
+
+/// Past 100 schema errors the rest is not compiled, and the output says so.
+#[test]
+fn past_a_hundred_schema_errors_the_rest_is_not_checked_and_that_is_said() {
+    let mut yaml = String::from("id: p\nstates:\n  a:\n    on: { go: nowhere }\n");
+    for index in 0..101 {
+        yaml.push_str(&format!("  s{index}: {{ entyr: [] }}\n"));
+    }
+    let text = errors(&yaml);
+    assert!(!text.contains("unknown target"), "{text}");
+    assert!(
+        text.contains(
+            "warning: more than 100 schema errors: targets, expressions and names were not checked\n"
+        ),
+        "{text}"
+    );
 }

@@ -365,15 +365,16 @@ fn no_kind_key(
 
 fn expected_types(error: &ValidationError) -> String {
     // The message reads `X is not of type "string"` (or `of types "boolean", "object"`):
-    // keep the part after "of type(s)".
+    // keep the part after "of type(s)", in the words the other messages use.
     let message = error.to_string();
     match message.rsplit_once("is not of type") {
         Some((_, types)) => types
             .strip_prefix('s')
             .unwrap_or(types)
-            .trim()
-            .replace('"', "")
-            .replace(", ", " or "),
+            .split(',')
+            .map(|name| schema_branch::type_word(name.trim().trim_matches('"')))
+            .collect::<Vec<_>>()
+            .join(" or "),
         None => "another type".to_string(),
     }
 }

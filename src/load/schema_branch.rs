@@ -149,16 +149,19 @@ fn type_names(branch: &Value) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     };
-    names
-        .into_iter()
-        .map(|name| match name.as_str() {
-            "array" => "a list".to_string(),
-            "object" => "a mapping".to_string(),
-            "integer" => "a whole number".to_string(),
-            "string" | "number" | "boolean" => format!("a {name}"),
-            _ => name,
-        })
-        .collect()
+    names.iter().map(|name| type_word(name)).collect()
+}
+
+/// A JSON type in the words of the YAML author: `array` is a list, `object` a mapping.
+pub fn type_word(name: &str) -> String {
+    match name {
+        "array" => "a list".to_string(),
+        "object" => "a mapping".to_string(),
+        "integer" => "a whole number".to_string(),
+        "null" => "nothing (null)".to_string(),
+        "string" | "number" | "boolean" => format!("a {name}"),
+        _ => name.to_string(),
+    }
 }
 
 /// A branch's own schema: through `$ref`s and the one-element `allOf` schemars wraps a

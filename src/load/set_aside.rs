@@ -82,6 +82,13 @@ pub fn load_and_compile_text(
         violations.iter().map(|v| v.diagnostic.clone()).collect(),
         REPEATS_SHOWN,
     );
+    if violations.len() > MOST_SET_ASIDE {
+        let mut diagnostics = schema_errors;
+        diagnostics.push(Diagnostic::warning(format!(
+            "more than {MOST_SET_ASIDE} schema errors: targets, expressions and names were not checked"
+        )).with_help("fix these first; `validate` then checks the rest"));
+        return Err(diagnostics);
+    }
     let Some(found) = compile_the_rest(&source, &value, &violations) else {
         return Err(schema_errors);
     };
@@ -110,9 +117,6 @@ fn compile_the_rest(
     value: &Value,
     violations: &[Violation],
 ) -> Option<Vec<Diagnostic>> {
-    if violations.len() > MOST_SET_ASIDE {
-        return None;
-    }
     let mut document = value.clone();
     let mut unusable: Vec<&str> = violations.iter().map(|v| v.unusable.as_str()).collect();
     // Deepest and last first, so setting one aside never moves another's place in a list.
