@@ -461,3 +461,23 @@ fn past_a_hundred_schema_errors_the_rest_is_not_checked_and_that_is_said() {
         "{text}"
     );
 }
+
+/// `check protocols/*.yaml` names the scenario files beside the protocols: each is checked as
+/// a scenario file, not refused as a protocol.
+#[test]
+fn check_reads_a_scenario_file_as_one() {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("check")
+        .arg(repository.join("protocols/ittw.yaml"))
+        .arg(repository.join("protocols/ittw.scenario.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("/protocols/ittw.scenario.yaml (scenarios of protocol `ittw`,"),
+        "{stdout}"
+    );
+}

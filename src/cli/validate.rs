@@ -122,7 +122,7 @@ fn print_secret_inputs(machine: &crate::compile::machine::Machine) {
 }
 
 /// A scenario file: its schema, and the protocol it names, loaded and compiled.
-fn validate_scenarios(file: &std::path::Path) -> u8 {
+pub fn validate_scenarios(file: &std::path::Path) -> u8 {
     match crate::scenario::runner::load_scenario_file(file) {
         Ok((scenarios, machine)) => {
             println!(
