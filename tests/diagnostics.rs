@@ -481,3 +481,29 @@ fn check_reads_a_scenario_file_as_one() {
         "{stdout}"
     );
 }
+
+/// A key on the wrong kind of state is refused by the schema for editors, and reported once by
+/// the CLI, with the compiler's words; the state's other problems still show.
+#[test]
+fn a_key_of_another_kind_of_state_is_reported_once() {
+    let text = errors(
+        "id: p\nstates:\n  a:\n    exit_code: 3\n    on: { go: nowhere }\n  b:\n    type: final\n    history: deep\n",
+    );
+    let headlines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("error:") || line.contains("--> "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        headlines,
+        [
+            "error: only final states have an exit code",
+            "--> test.yaml:4:5",
+            "error: unknown target `nowhere`",
+            "--> test.yaml:5:15",
+            "error: `history` belongs to history states (`type: history`)",
+            "--> test.yaml:8:5",
+        ],
+        "{text}"
+    );
+}

@@ -298,6 +298,44 @@ fn completion_offers_only_the_keys_of_the_place_and_the_kind() {
     server.shut_down();
 }
 
+/// The editor flags what the place or the kind of state does not take, as `validate` does.
+#[test]
+fn the_editor_flags_delay_under_on_and_exit_code_on_an_atomic_state() {
+    let mut server = LanguageServer::start();
+    let document = server.open(
+        "editor-test-misplaced.yaml",
+        &format!(
+            "{PROTOCOL_MODELINE}\nid: editor-test\nstates:\n  a:\n    exit_code: 3\n    on:\n      go: {{ target: b, delay: 1s }}\n  b:\n    type: final\n    exit_code: 0\n"
+        ),
+    );
+    let diagnostics = server.wait_for_diagnostics(&document);
+    let mut found: Vec<(u64, String)> = diagnostics
+        .iter()
+        .map(|diagnostic| {
+            (
+                diagnostic["range"]["start"]["line"]
+                    .as_u64()
+                    .unwrap_or_default(),
+                diagnostic["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].0 == 4 && found[0].1.contains("exit_code") && found[0].1.contains("not allowed"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].0 == 6 && found[1].1.contains("delay") && found[1].1.contains("not allowed"),
+        "{found:?}"
+    );
+    server.shut_down();
+}
+
 #[test]
 fn scenario_completion_offers_the_step_kinds() {
     let mut server = LanguageServer::start();

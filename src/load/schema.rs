@@ -302,6 +302,10 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                 not_allowed_value(source, &pointer, instance, &choices),
             ));
         }
+        // Only a state key on the wrong kind of state is refused so (`model::state_kinds`), for
+        // editors; the compiler reports it with what to write instead, and the key cannot
+        // mislead the compiler's other checks.
+        ValidationErrorKind::FalseSchema => {}
         _ => out.push(Violation::value(
             &pointer,
             Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value)),

@@ -10,9 +10,9 @@ const KEYS_BY_KIND: [(&str, &[&str]); 2] = [
 ];
 
 /// Hides the kind-specific keys from completion (`doNotSuggest`, which yaml-language-server
-/// honours) and offers them again under `if: { type: KIND }`. The keys stay in `properties`,
-/// so validation is unchanged: the compiler reports a key on the wrong kind of state, with what
-/// to do, and draft-07 has no `unevaluatedProperties` to close the mapping otherwise.
+/// honours), offers them again under `if: { type: KIND }`, and refuses them (`false`) on every
+/// other kind, so the editor flags `exit_code` on an atomic state as the CLI does. The keys stay
+/// in `properties`: draft-07 has no `unevaluatedProperties` to close the mapping otherwise.
 pub(super) fn offer_keys_by_kind(schema: &mut Schema) {
     let Some(object) = schema.as_object_mut() else {
         return;
@@ -37,9 +37,14 @@ pub(super) fn offer_keys_by_kind(schema: &mut Schema) {
             property.insert("allOf".into(), json!([validating]));
             offered.insert((*key).to_string(), json!({ "description": description }));
         }
+        let refused: serde_json::Map<String, Value> = keys
+            .iter()
+            .map(|key| ((*key).to_string(), Value::Bool(false)))
+            .collect();
         conditions.push(json!({
             "if": { "properties": { "type": { "const": kind } }, "required": ["type"] },
-            "then": { "properties": offered }
+            "then": { "properties": offered },
+            "else": { "properties": refused }
         }));
     }
     object.insert("allOf".into(), Value::Array(conditions));
