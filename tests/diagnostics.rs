@@ -507,3 +507,27 @@ fn a_key_of_another_kind_of_state_is_reported_once() {
         "{text}"
     );
 }
+
+/// A list item that is no action is set aside alone: the actions beside it are still checked,
+/// and located where they are written.
+#[test]
+fn the_actions_beside_one_that_is_no_action_are_still_checked() {
+    let text = errors(
+        "id: p\ncontext: { n: 0 }\nstates:\n  a:\n    entry:\n      - log: \"${n}\"\n      - lgo: hi\n      - log: \"${missing}\"\n        level: info\n",
+    );
+    let headlines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("error:") || line.contains("--> "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        headlines,
+        [
+            "error: this is not an action: it has none of the action keys",
+            "--> test.yaml:7:9",
+            "error: unknown name `missing`",
+            "--> test.yaml:8:17",
+        ],
+        "{text}"
+    );
+}

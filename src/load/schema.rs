@@ -238,7 +238,7 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                     .at(source.location(&key_pointer, Part::Key))
                     .with_label("not allowed here")
                     .with_optional_help(help);
-                out.push(Violation::unknown_key(key_pointer, diagnostic));
+                out.push(Violation::node(key_pointer, diagnostic));
             }
         }
         ValidationErrorKind::Required { property } => {
@@ -246,7 +246,7 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
             let diagnostic = Diagnostic::error(format!("missing required key `{name}`"))
                 .at(source.location(&pointer, Part::Key))
                 .with_help(format!("add `{name}:` to this mapping"));
-            out.push(Violation::incomplete(pointer, diagnostic));
+            out.push(Violation::node(pointer, diagnostic));
         }
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
             match schema_branch::choose(schema, error, context) {
@@ -259,10 +259,11 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                     &pointer,
                     not_allowed_value(source, &pointer, instance, &values),
                 )),
-                Choice::NoKindKey { what, kind_keys } => out.push(Violation::value(
-                    &pointer,
-                    no_kind_key(source, &pointer, instance, &what, &kind_keys),
-                )),
+                // Not an action (or step) at all: the list means the same without it.
+                Choice::NoKindKey { what, kind_keys } => {
+                    let diagnostic = no_kind_key(source, &pointer, instance, &what, &kind_keys);
+                    out.push(Violation::node(pointer, diagnostic))
+                }
                 Choice::OtherType(types) => out.push(Violation::value(
                     &pointer,
                     Diagnostic::error(format!(
@@ -449,6 +450,24 @@ mod tests {
                 assert_eq!(definition["additionalProperties"], false, "{name} is open");
             }
         }
+    }
+
+    #[test]
+    fn only_transitions_under_after_have_delay_and_until() {
+        let schema = protocol_schema();
+        let definitions = &schema["definitions"];
+        for key in ["delay", "until"] {
+            assert!(definitions["Transition"]["properties"].get(key).is_none());
+            assert!(
+                definitions["DelayedTransition"]["properties"]
+                    .get(key)
+                    .is_some()
+            );
+        }
+        assert_eq!(
+            definitions["State"]["properties"]["after"]["items"]["$ref"],
+            "#/definitions/DelayedTransition"
+        );
     }
 
     #[test]

@@ -26,17 +26,9 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A key the schema does not know: it means nothing, so setting it aside changes nothing.
-    pub fn unknown_key(pointer: String, diagnostic: Diagnostic) -> Self {
-        Violation {
-            diagnostic,
-            unreliable: pointer.clone(),
-            unusable: pointer,
-        }
-    }
-
-    /// A mapping that lacks a required key: set aside whole.
-    pub fn incomplete(pointer: String, diagnostic: Diagnostic) -> Self {
+    /// A node wrong in itself (a key the schema does not know, a mapping without a required
+    /// key, a list item of no kind): set aside whole; what surrounds it means the same without it.
+    pub fn node(pointer: String, diagnostic: Diagnostic) -> Self {
         Violation {
             diagnostic,
             unreliable: pointer.clone(),
@@ -122,12 +114,17 @@ fn compile_the_rest(
     // Deepest and last first, so setting one aside never moves another's place in a list.
     unusable.sort_by(|left, right| compare_pointers(right, left));
     unusable.dedup();
+    // The compiler locates its findings by pointer: where a list item is set aside, the
+    // positions of the items after it move up with them.
+    let mut moved = source.clone();
     for pointer in unusable {
-        set_aside(&mut document, pointer)?;
+        if let Some((list, index)) = set_aside(&mut document, pointer)? {
+            moved.positions.remove_list_item(list, index);
+        }
     }
     let protocol = serde_json::from_value(document).ok()?;
     let loaded = Loaded {
-        source: source.clone(),
+        source: moved,
         protocol,
     };
     let found = match crate::compile::compile(&loaded) {
@@ -155,8 +152,8 @@ fn compile_the_rest(
 }
 
 /// Removes the node at `pointer`; a state is emptied instead, so targets naming it still
-/// resolve. `None` for the whole document.
-fn set_aside(document: &mut Value, pointer: &str) -> Option<()> {
+/// resolve. `None` for the whole document; the list and the index when a list item went.
+fn set_aside<'a>(document: &mut Value, pointer: &'a str) -> Option<Option<(&'a str, usize)>> {
     let (parent, last) = pointer.rsplit_once('/')?;
     let token = last.replace("~1", "/").replace("~0", "~");
     match document.pointer_mut(parent) {
@@ -173,12 +170,13 @@ fn set_aside(document: &mut Value, pointer: &str) -> Option<()> {
                 && index < items.len()
             {
                 items.remove(index);
+                return Some(Some((parent, index)));
             }
         }
         // Already set aside with an ancestor.
         _ => {}
     }
-    Some(())
+    Some(None)
 }
 
 /// Document order of JSON pointers: token by token, list indices as numbers.

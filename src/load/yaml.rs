@@ -32,6 +32,32 @@ impl Positions {
         self.by_pointer.get(pointer).copied()
     }
 
+    /// Forgets the item at `index` of the list at `list` and moves each later item (with its
+    /// descendants) up one place, as removing it from the document does.
+    pub fn remove_list_item(&mut self, list: &str, index: usize) {
+        let prefix = format!("{list}/");
+        let moved = std::mem::take(&mut self.by_pointer);
+        for (pointer, node) in moved {
+            let Some(rest) = pointer.strip_prefix(&prefix) else {
+                self.by_pointer.insert(pointer, node);
+                continue;
+            };
+            let (token, below) = rest
+                .find('/')
+                .map_or((rest, ""), |slash| (&rest[..slash], &rest[slash..]));
+            match token.parse::<usize>() {
+                Ok(position) if position == index => {}
+                Ok(position) if position > index => {
+                    self.by_pointer
+                        .insert(format!("{prefix}{}{below}", position - 1), node);
+                }
+                _ => {
+                    self.by_pointer.insert(pointer, node);
+                }
+            }
+        }
+    }
+
     /// The first and last offsets at which the node at `pointer` or one of its descendants
     /// starts (a key or a value); `None` when nothing there is located.
     pub fn extent(&self, pointer: &str) -> Option<(usize, usize)> {
