@@ -1036,7 +1036,7 @@ impl Usage {
             if let Some(delay) = &transition.delay {
                 self.delay(delay, DelayPlace::After, &format!("{after_pointer}/delay"));
             }
-            self.transition(transition, &after_pointer);
+            self.transition(&transition.transition, &after_pointer);
         }
         if let Some(crate::model::timeout::StateTimeout::After(timeout)) = &state.timeout {
             self.delay(

@@ -201,13 +201,16 @@ fn a_schema_that_is_not_an_object_is_refused_when_the_file_is_read() {
     assert_diagnostic(
         &rendered,
         &[
-            "expected boolean or object, found the number 12",
+            "expected a boolean or a mapping, found the number 12",
             "test.yaml:2:15",
         ],
     );
     assert_diagnostic(
         &rendered,
-        &["expected boolean or object, found a list", "test.yaml:3:13"],
+        &[
+            "expected a boolean or a mapping, found a list",
+            "test.yaml:3:13",
+        ],
     );
     assert!(!rendered.contains("quote the value"), "{rendered}");
 }

@@ -256,3 +256,278 @@ states:
         "{errors}"
     );
 }
+
+/// The CLI explains the branch named by the action's kind key, as the editor does: an `exec`
+/// with a wrong `timeout` and a misspelt retrier key gets exactly those two errors.
+#[test]
+fn a_choice_is_explained_by_the_branch_its_kind_key_names() {
+    let text = errors(
+        "id: p\nstates:\n  a:\n    entry:\n      - exec: [echo, hi]\n        id: e\n        timeout: true\n        retry:\n          - backof_rate: 2\n  done: { type: final }\n",
+    );
+    assert_eq!(
+        text,
+        "error: expected a string, found the boolean true
+ --> test.yaml:7:18
+  |
+7 |         timeout: true
+  |                  ^^^^
+  = help: quote the value to make it a string
+
+error: unknown key `backof_rate`
+ --> test.yaml:9:13
+  |
+9 |           - backof_rate: 2
+  |             ^^^^^^^^^^^ not allowed here
+  = help: did you mean `backoff_rate`?
+
+2 errors
+"
+    );
+}
+
+#[test]
+fn a_value_of_no_allowed_type_names_every_type_the_key_takes() {
+    let text = errors("id: p\nstates:\n  a:\n    entry:\n      - exec: 5\n        id: x\n");
+    assert!(
+        text.starts_with(
+            "error: expected a list or a string, found the number 5\n --> test.yaml:5:15\n"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("1 error\n"), "{text}");
+}
+
+#[test]
+fn an_enumeration_mistake_lists_the_allowed_values_and_suggests_the_nearest() {
+    let text = errors("id: p\ninputs:\n  n: { type: interger }\nstates:\n  a:\n    type: finale\n");
+    assert_eq!(
+        text,
+        "error: the string \"interger\" is not an allowed value
+ --> test.yaml:3:14
+  |
+3 |   n: { type: interger }
+  |              ^^^^^^^^
+  = help: did you mean `integer`? (allowed values: string, integer, number, boolean, duration, list, enum)
+
+error: the string \"finale\" is not an allowed value
+ --> test.yaml:6:11
+  |
+6 |     type: finale
+  |           ^^^^^^
+  = help: did you mean `final`? (allowed values: atomic, compound, parallel, final, history)
+
+2 errors
+"
+    );
+    // Far from every value: the list alone.
+    let text = errors("id: p\nstates:\n  a:\n    type: zzzzzzzz\n");
+    assert!(
+        text.contains("= help: allowed values: atomic, compound, parallel, final, history\n"),
+        "{text}"
+    );
+}
+
+/// A scenario step is a choice told apart by its key too: a mistake in an `expect` step is
+/// reported against `expect`, and a step with no step key says which keys there are.
+#[test]
+fn a_scenario_step_is_explained_by_its_kind_key() {
+    let protocol = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("protocols/retry-backoff.yaml")
+        .display()
+        .to_string();
+    let scenario = format!(
+        "protocol: {protocol}\nscenarios:\n  - name: t\n    steps:\n      - expect: {{ state: [x] }}\n      - sedn: go\n"
+    );
+    let (code, stderr) = validate_file("steps.scenario.yaml", scenario.as_bytes());
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.starts_with("error: unknown key `state`\n")
+            && stderr.contains("/steps.scenario.yaml:5:19\n")
+            && stderr.contains(
+                "= help: allowed keys here: configuration, context, tags, directives, files, finished\n"
+            ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: this is not a step: it has none of the step keys\n")
+            && stderr.contains("/steps.scenario.yaml:6:9\n")
+            && stderr.contains("= help: did you mean `send`?\n"),
+        "{stderr}"
+    );
+    assert!(stderr.ends_with("2 errors\n"), "{stderr}");
+}
+
+/// Schema errors no longer hide what the compiler finds in the rest of the file: targets,
+/// expressions and schema mistakes come together, in the file's order. What a schema mistake
+/// makes unreliable (the other keys of an `exec` whose `timeout` is wrong, a state whose `type`
+/// is misspelt) is not second-guessed.
+#[test]
+fn schema_structure_and_expression_problems_are_reported_together_in_order() {
+    let text = errors(
+        r#"id: p
+context: { n: 0 }
+states:
+  a:
+    entyr: []
+    on:
+      go: nowhere
+      x: { target: a, guard: "m > 1", delay: 1s }
+    entry:
+      - exec: [ls]
+        id: e
+        timeout: true
+        cwd: "${unknown_in_a_set_aside_action}"
+      - log: "${q}"
+  b:
+    type: finale
+    exit_code: 3
+"#,
+    );
+    let headlines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("error:") || line.contains("--> "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        headlines,
+        [
+            "error: unknown key `entyr`",
+            "--> test.yaml:5:5",
+            "error: unknown target `nowhere`",
+            "--> test.yaml:7:11",
+            "error: unknown name `m`",
+            "--> test.yaml:8:31",
+            "error: unknown key `delay`",
+            "--> test.yaml:8:39",
+            "error: expected a string, found the boolean true",
+            "--> test.yaml:12:18",
+            "error: unknown name `q`",
+            "--> test.yaml:14:17",
+            "error: the string \"finale\" is not an allowed value",
+            "--> test.yaml:16:11",
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "= help: `delay` belongs to transitions under `after`: move this transition to the state's `after:` list\n"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("7 errors\n"), "{text}");
+}
+
+/// What cannot be read as a protocol once its mistakes are set aside (no `states`) gets the
+/// schema errors alone.
+#[test]
+fn a_file_that_is_no_protocol_without_its_mistakes_gets_the_schema_errors_alone() {
+    let text = errors("id: p\nstates: 5\n");
+    assert!(
+        text.starts_with("error: expected a mapping, found the number 5\n --> test.yaml:2:9\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("1 error\n"), "{text}");
+}
+
+#[test]
+fn the_validate_command_shows_schema_and_target_errors_together() {
+    let (code, stderr) = validate_file(
+        "together.yaml",
+        b"id: p\nstates:\n  a:\n    entyr: []\n    on: { go: nowhere }\n",
+    );
+    assert_eq!(code, 65, "{stderr}");
+    let schema_error = stderr.find("error: unknown key `entyr`");
+    let target_error = stderr.find("error: unknown target `nowhere`");
+    assert!(
+        schema_error.is_some() && schema_error < target_error,
+        "{stderr}"
+    );
+    assert!(stderr.ends_with("2 errors\n"), "{stderr}");
+}
+
+/// Past 100 schema errors the rest is not compiled, and the output says so.
+#[test]
+fn past_a_hundred_schema_errors_the_rest_is_not_checked_and_that_is_said() {
+    let mut yaml = String::from("id: p\nstates:\n  a:\n    on: { go: nowhere }\n");
+    for index in 0..101 {
+        yaml.push_str(&format!("  s{index}: {{ entyr: [] }}\n"));
+    }
+    let text = errors(&yaml);
+    assert!(!text.contains("unknown target"), "{text}");
+    assert!(
+        text.contains(
+            "warning: more than 100 schema errors: targets, expressions and names were not checked\n"
+        ),
+        "{text}"
+    );
+}
+
+/// `check protocols/*.yaml` names the scenario files beside the protocols: each is checked as
+/// a scenario file, not refused as a protocol.
+#[test]
+fn check_reads_a_scenario_file_as_one() {
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("check")
+        .arg(repository.join("protocols/ittw.yaml"))
+        .arg(repository.join("protocols/ittw.scenario.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("/protocols/ittw.scenario.yaml (scenarios of protocol `ittw`,"),
+        "{stdout}"
+    );
+}
+
+/// A key on the wrong kind of state is refused by the schema for editors, and reported once by
+/// the CLI, with the compiler's words; the state's other problems still show.
+#[test]
+fn a_key_of_another_kind_of_state_is_reported_once() {
+    let text = errors(
+        "id: p\nstates:\n  a:\n    exit_code: 3\n    on: { go: nowhere }\n  b:\n    type: final\n    history: deep\n",
+    );
+    let headlines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("error:") || line.contains("--> "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        headlines,
+        [
+            "error: only final states have an exit code",
+            "--> test.yaml:4:5",
+            "error: unknown target `nowhere`",
+            "--> test.yaml:5:15",
+            "error: `history` belongs to history states (`type: history`)",
+            "--> test.yaml:8:5",
+        ],
+        "{text}"
+    );
+}
+
+/// A list item that is no action is set aside alone: the actions beside it are still checked,
+/// and located where they are written.
+#[test]
+fn the_actions_beside_one_that_is_no_action_are_still_checked() {
+    let text = errors(
+        "id: p\ncontext: { n: 0 }\nstates:\n  a:\n    entry:\n      - log: \"${n}\"\n      - lgo: hi\n      - log: \"${missing}\"\n        level: info\n",
+    );
+    let headlines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("error:") || line.contains("--> "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        headlines,
+        [
+            "error: this is not an action: it has none of the action keys",
+            "--> test.yaml:7:9",
+            "error: unknown name `missing`",
+            "--> test.yaml:8:17",
+        ],
+        "{text}"
+    );
+}

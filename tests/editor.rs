@@ -17,6 +17,10 @@ const PROTOCOL_MODELINE: &str = "# yaml-language-server: $schema=../schemas/prot
 const SCENARIO_MODELINE: &str = "# yaml-language-server: $schema=../schemas/scenario.schema.json";
 const LIBRARY_MODELINE: &str = "# yaml-language-server: $schema=../schemas/library.schema.json";
 
+// Hover and completion by where a key is written and how: the schema's forms and kinds.
+#[path = "editor_forms.rs"]
+mod forms;
+
 fn repository() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }

@@ -62,7 +62,8 @@ states:
     );
     let rendered = load_errors("      - { foreach: { a: 1 }, item: commit }\n");
     assert!(
-        rendered.contains("expected array, found a mapping") && rendered.contains("test.yaml:8:20"),
+        rendered.contains("expected a list or a string, found a mapping")
+            && rendered.contains("test.yaml:8:20"),
         "{rendered}"
     );
 }

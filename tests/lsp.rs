@@ -104,9 +104,12 @@ fn diagnostics_follow_the_unsaved_buffer_with_utf16_ranges() {
     );
 
     // An unknown target and a schema error are reported together where the loader can.
-    let broken = PROTOCOL.replace("target: working", "target: workng");
+    let broken = PROTOCOL
+        .replace("target: working", "target: workng")
+        .replace("description: Waiting", "descripton: Waiting");
     let diagnostics = client.change(&document, 3, &broken);
     let all = messages(&diagnostics).join("\n");
+    assert!(all.contains("unknown key `descripton`"), "{all}");
     assert!(all.contains("workng"), "{all}");
     assert!(all.contains("did you mean `working`?"), "{all}");
     let (line, _) = end_of(&broken, "target: workng");

@@ -3,18 +3,23 @@
 use std::path::PathBuf;
 
 use super::exit_code;
-use super::validate::{checked_library, is_library_text, load_error_code};
+use super::validate::{checked_library, is_library_text, load_error_code, validate_scenarios};
 use crate::diagnostic::render_all;
 
 pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
     let mut worst = 0;
     for file in files {
+        // `protocols/*.yaml` names scenario files too: checked as `validate` checks them.
+        if crate::scenario::runner::is_scenario_file(file) {
+            worst = worst.max(validate_scenarios(file));
+            continue;
+        }
         if crate::compile::library::is_library_file(file) {
             worst = worst.max(check_library(file, deny_warnings));
             continue;
         }
-        let loaded = match crate::load::load_file(file) {
-            Ok(loaded) => loaded,
+        let (loaded, machine) = match crate::load::set_aside::load_and_compile_file(file) {
+            Ok(compiled) => compiled,
             Err(crate::load::LoadError::Invalid(_)) if is_library_text(file) => {
                 worst = worst.max(check_library(file, deny_warnings));
                 continue;
@@ -22,14 +27,6 @@ pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
             Err(error) => {
                 eprint!("{error}");
                 worst = worst.max(load_error_code(&error));
-                continue;
-            }
-        };
-        let machine = match crate::compile::compile(&loaded) {
-            Ok(machine) => machine,
-            Err(diagnostics) => {
-                eprint!("{}", render_all(&diagnostics));
-                worst = worst.max(exit_code::INVALID);
                 continue;
             }
         };

@@ -1,10 +1,10 @@
-//! `protocol-run validate FILE...`: load and compile each file, print every problem.
+//! `protocol-run validate FILE...`: load and compile each file, print every problem (schema, structure, expressions) together.
 
 use std::path::PathBuf;
 
 use super::exit_code;
-use crate::diagnostic::render_all;
-use crate::load::{LoadError, load_file};
+use crate::load::LoadError;
+use crate::load::set_aside::load_and_compile_file;
 
 pub fn validate(files: &[PathBuf]) -> u8 {
     let mut worst = 0;
@@ -18,41 +18,35 @@ pub fn validate(files: &[PathBuf]) -> u8 {
             worst = worst.max(validate_library(file));
             continue;
         }
-        let code = match load_file(file) {
+        let code = match load_and_compile_file(file) {
             Err(LoadError::Invalid(_)) if is_library_text(file) => validate_library(file),
-            Ok(loaded) => match crate::compile::compile(&loaded) {
-                Ok(machine) => {
-                    println!(
-                        "ok: {} (protocol `{}`, {} states, {} transitions)",
-                        file.display(),
-                        machine.id,
-                        machine.states.len() - 1,
-                        machine.transitions.len()
-                    );
-                    if machine.capabilities.is_unrestricted() {
-                        println!("  capabilities: unrestricted (no `permissions` declared)");
-                    } else {
-                        for line in machine.capabilities.describe() {
-                            println!("  {line}");
-                        }
-                        if !machine.capabilities.is_resolved() {
-                            println!(
-                                "  grants naming inputs (`${{name}}`) are resolved when a run \
-                                 starts, from its inputs (a value matches only as a literal path)"
-                            );
-                        }
-                        for line in crate::sandbox::describe(&machine.capabilities) {
-                            println!("  {line}");
-                        }
+            Ok((_, machine)) => {
+                println!(
+                    "ok: {} (protocol `{}`, {} states, {} transitions)",
+                    file.display(),
+                    machine.id,
+                    machine.states.len() - 1,
+                    machine.transitions.len()
+                );
+                if machine.capabilities.is_unrestricted() {
+                    println!("  capabilities: unrestricted (no `permissions` declared)");
+                } else {
+                    for line in machine.capabilities.describe() {
+                        println!("  {line}");
                     }
-                    print_secret_inputs(&machine);
-                    0
+                    if !machine.capabilities.is_resolved() {
+                        println!(
+                            "  grants naming inputs (`${{name}}`) are resolved when a run \
+                                 starts, from its inputs (a value matches only as a literal path)"
+                        );
+                    }
+                    for line in crate::sandbox::describe(&machine.capabilities) {
+                        println!("  {line}");
+                    }
                 }
-                Err(diagnostics) => {
-                    eprint!("{}", render_all(&diagnostics));
-                    exit_code::INVALID
-                }
-            },
+                print_secret_inputs(&machine);
+                0
+            }
             Err(error) => {
                 eprint!("{error}");
                 if !matches!(error, LoadError::Invalid(_)) {
@@ -128,7 +122,7 @@ fn print_secret_inputs(machine: &crate::compile::machine::Machine) {
 }
 
 /// A scenario file: its schema, and the protocol it names, loaded and compiled.
-fn validate_scenarios(file: &std::path::Path) -> u8 {
+pub fn validate_scenarios(file: &std::path::Path) -> u8 {
     match crate::scenario::runner::load_scenario_file(file) {
         Ok((scenarios, machine)) => {
             println!(

@@ -1275,7 +1275,7 @@ impl Builder<'_, '_> {
                     None
                 }
             };
-            let spec = model::transition::TransitionSpec::Full(transition.clone());
+            let spec = model::transition::TransitionSpec::Full(transition.transition.clone());
             let descriptors = vec![EventDescriptor::Prefix(Arc::from(event_name.as_str()))];
             if let Some(id) = self.transition(
                 compiler,
@@ -1540,18 +1540,6 @@ impl Builder<'_, '_> {
                 false,
             ),
             model::transition::TransitionSpec::Full(transition) => {
-                for (key, written) in [
-                    ("delay", transition.delay.is_some()),
-                    ("until", transition.until.is_some()),
-                ] {
-                    if written && place != TransitionPlace::After {
-                        compiler.key_error(
-                            &format!("{pointer}/{key}"),
-                            format!("`{key}` belongs to transitions under `after`"),
-                            Some("move this transition under the state's `after:` list".into()),
-                        );
-                    }
-                }
                 let targets = match &transition.target {
                     Some(targets) => {
                         self.resolve_targets(compiler, targets, &format!("{pointer}/target"))

@@ -1,6 +1,9 @@
 //! Loading: file → YAML value with positions → schema validation → typed model.
 
 pub mod schema;
+mod schema_branch;
+mod schema_forms;
+pub mod set_aside;
 pub mod source;
 pub mod yaml;
 
@@ -65,9 +68,18 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
 /// Loads a protocol from text; `path` is used in messages, and a library's name
 /// (`*.library.yaml`) is refused with what to do with it.
 pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
-    if crate::compile::library::is_library_file(Path::new(path)) {
-        // Its schema errors as a protocol (no `id`, no `states`) would hide what it is.
-        return Err(vec![
+    if let Some(refusal) = refuse_library(path) {
+        return Err(refusal);
+    }
+    let (source, value) = parse_document(schema::DocumentKind::Protocol, path, text)?;
+    into_loaded(source, value)
+}
+
+/// A library's name (`*.library.yaml`) given as a protocol: what to do with it.
+fn refuse_library(path: &str) -> Option<Vec<Diagnostic>> {
+    // Its schema errors as a protocol (no `id`, no `states`) would hide what it is.
+    crate::compile::library::is_library_file(Path::new(path)).then(|| {
+        vec![
             Diagnostic::error(format!(
                 "{path}: a library file (`*.library.yaml`), not a protocol"
             ))
@@ -75,9 +87,12 @@ pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
                 "a protocol imports it (`imports: [FILE]`) and uses its blocks; `protocol-run \
                  validate FILE` checks it on its own",
             ),
-        ]);
-    }
-    let (source, value) = parse_document(schema::DocumentKind::Protocol, path, text)?;
+        ]
+    })
+}
+
+/// A schema-valid document as the typed model.
+fn into_loaded(source: Source, value: serde_json::Value) -> Result<Loaded, Vec<Diagnostic>> {
     match serde_json::from_value::<Protocol>(value) {
         Ok(protocol) => Ok(Loaded { source, protocol }),
         Err(error) => Err(vec![
@@ -93,6 +108,20 @@ pub fn parse_document(
     path: &str,
     text: String,
 ) -> Result<(Source, serde_json::Value), Vec<Diagnostic>> {
+    let (source, value, violations) = parse_checked(kind, path, text)?;
+    if !violations.is_empty() {
+        let diagnostics = violations.into_iter().map(|v| v.diagnostic).collect();
+        return Err(crate::diagnostic::limit_repeats(diagnostics, REPEATS_SHOWN));
+    }
+    Ok((source, value))
+}
+
+/// YAML text → value with positions and its schema violations; YAML errors are the `Err`.
+fn parse_checked(
+    kind: schema::DocumentKind,
+    path: &str,
+    text: String,
+) -> Result<(Source, serde_json::Value, Vec<set_aside::Violation>), Vec<Diagnostic>> {
     let mut source = Source {
         path: path.to_string(),
         text,
@@ -113,9 +142,6 @@ pub fn parse_document(
         }
     };
     source.positions = document.positions;
-    let diagnostics = schema::validate_document(kind, &source, &document.value);
-    if !diagnostics.is_empty() {
-        return Err(crate::diagnostic::limit_repeats(diagnostics, REPEATS_SHOWN));
-    }
-    Ok((source, document.value))
+    let violations = schema::violations(kind, &source, &document.value);
+    Ok((source, document.value, violations))
 }

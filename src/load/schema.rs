@@ -6,10 +6,12 @@ use jsonschema::ValidationError;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
+use super::schema_branch::{self, Choice};
+use super::schema_forms;
+use super::set_aside::Violation;
 use super::source::{Part, Source};
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::model::Protocol;
-use crate::model::action::ACTION_KINDS;
 
 /// The kinds of YAML document the engine reads, each with its generated schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,8 +82,7 @@ impl DocumentKind {
 }
 
 fn generate<T: schemars::JsonSchema>(title: &str) -> Value {
-    let mut settings = schemars::generate::SchemaSettings::draft07();
-    settings.untagged_enum_variant_titles = true;
+    let settings = schemars::generate::SchemaSettings::draft07();
     let generator = settings.into_generator();
     let mut value = generator.into_root_schema_for::<T>().to_value();
     polish_for_editors(&mut value, title);
@@ -116,6 +117,7 @@ fn polish_for_editors(root: &mut Value, root_title: &str) {
         }
     }
     drop_null_options(root);
+    schema_forms::describe_forms(root);
     mirror_descriptions(root);
 }
 
@@ -198,18 +200,27 @@ pub fn validate(source: &Source, document: &Value) -> Vec<Diagnostic> {
 
 /// Every schema violation in a document of this kind, located in the YAML source.
 pub fn validate_document(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Diagnostic> {
+    violations(kind, source, document)
+        .into_iter()
+        .map(|violation| violation.diagnostic)
+        .collect()
+}
+
+/// Every schema violation in a document of this kind, with the part of the document it makes
+/// unusable.
+pub fn violations(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Violation> {
     let (schema, validator) = kind.compiled();
-    let mut diagnostics = Vec::new();
+    let mut violations = Vec::new();
     for error in validator.iter_errors(document) {
-        explain(source, schema, &error, &mut diagnostics);
+        explain(source, schema, &error, &mut violations);
     }
-    diagnostics.dedup();
-    diagnostics
+    violations.dedup();
+    violations
 }
 
 /// Turns one validation error into diagnostics, descending into the `oneOf`/`anyOf` branch
 /// the author most likely meant.
-fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut Vec<Diagnostic>) {
+fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut Vec<Violation>) {
     let pointer = error.instance_path().as_str().to_string();
     let instance = error.instance();
     match error.kind() {
@@ -217,38 +228,57 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
             let allowed = allowed_properties(schema, error.schema_path().as_str());
             for key in unexpected {
                 let key_pointer = format!("{pointer}/{}", super::yaml::escape_pointer_token(key));
-                let help = did_you_mean(key, allowed.iter().map(String::as_str)).or_else(|| {
-                    (!allowed.is_empty())
-                        .then(|| format!("allowed keys here: {}", allowed.join(", ")))
-                });
-                out.push(
-                    Diagnostic::error(format!("unknown key `{key}`"))
-                        .at(source.location(&key_pointer, Part::Key))
-                        .with_label("not allowed here")
-                        .with_optional_help(help),
-                );
+                let help = misplaced_timing(key, &allowed)
+                    .or_else(|| did_you_mean(key, allowed.iter().map(String::as_str)))
+                    .or_else(|| {
+                        (!allowed.is_empty())
+                            .then(|| format!("allowed keys here: {}", allowed.join(", ")))
+                    });
+                let diagnostic = Diagnostic::error(format!("unknown key `{key}`"))
+                    .at(source.location(&key_pointer, Part::Key))
+                    .with_label("not allowed here")
+                    .with_optional_help(help);
+                out.push(Violation::node(key_pointer, diagnostic));
             }
         }
         ValidationErrorKind::Required { property } => {
             let name = property.as_str().unwrap_or_default();
-            out.push(
-                Diagnostic::error(format!("missing required key `{name}`"))
-                    .at(source.location(&pointer, Part::Key))
-                    .with_help(format!("add `{name}:` to this mapping")),
-            );
+            let diagnostic = Diagnostic::error(format!("missing required key `{name}`"))
+                .at(source.location(&pointer, Part::Key))
+                .with_help(format!("add `{name}:` to this mapping"));
+            out.push(Violation::node(pointer, diagnostic));
         }
         ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::AnyOf { context } => {
-            match intended_branch(instance, &pointer, context) {
-                Some(branch) => {
+            match schema_branch::choose(schema, error, context) {
+                Choice::Branch(branch) => {
                     for inner in branch {
                         explain(source, schema, inner, out);
                     }
                 }
-                None => out.push(no_action_kind(source, &pointer, instance)),
+                Choice::OneOfValues(values) => out.push(Violation::value(
+                    &pointer,
+                    not_allowed_value(source, &pointer, instance, &values),
+                )),
+                // Not an action (or step) at all: the list means the same without it.
+                Choice::NoKindKey { what, kind_keys } => {
+                    let diagnostic = no_kind_key(source, &pointer, instance, &what, &kind_keys);
+                    out.push(Violation::node(pointer, diagnostic))
+                }
+                Choice::OtherType(types) => out.push(Violation::value(
+                    &pointer,
+                    Diagnostic::error(format!(
+                        "expected {}, found {}",
+                        types.join(" or "),
+                        describe(instance)
+                    ))
+                    .at(source.location(&pointer, Part::Value))
+                    .with_optional_help(type_help(instance, &types.join(" "))),
+                )),
             }
         }
         ValidationErrorKind::Type { .. } => {
-            out.push(
+            out.push(Violation::value(
+                &pointer,
                 Diagnostic::error(format!(
                     "expected {}, found {}",
                     expected_types(error),
@@ -256,7 +286,7 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                 ))
                 .at(source.location(&pointer, Part::Value))
                 .with_optional_help(type_help(instance, &expected_types(error))),
-            );
+            ));
         }
         ValidationErrorKind::Enum { options } => {
             let choices: Vec<String> = options
@@ -264,81 +294,92 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
                 .map(|values| {
                     values
                         .iter()
-                        .map(|v| v.as_str().unwrap_or_default().to_string())
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
                         .collect()
                 })
                 .unwrap_or_default();
-            let given = instance.as_str().unwrap_or_default();
-            let help = did_you_mean(given, choices.iter().map(String::as_str))
-                .unwrap_or_else(|| format!("use one of: {}", choices.join(", ")));
-            out.push(
-                Diagnostic::error(format!("{} is not an allowed value", describe(instance)))
-                    .at(source.location(&pointer, Part::Value))
-                    .with_help(help),
-            );
+            out.push(Violation::value(
+                &pointer,
+                not_allowed_value(source, &pointer, instance, &choices),
+            ));
         }
-        _ => out
-            .push(Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value))),
+        // Only a state key on the wrong kind of state is refused so (`model::state_kinds`), for
+        // editors; the compiler reports it with what to write instead, and the key cannot
+        // mislead the compiler's other checks.
+        ValidationErrorKind::FalseSchema => {}
+        _ => out.push(Violation::value(
+            &pointer,
+            Diagnostic::error(error.to_string()).at(source.location(&pointer, Part::Value)),
+        )),
     }
 }
 
-/// The branch of a `oneOf`/`anyOf` the author meant: for actions, the one named by the
-/// distinguishing key; otherwise the branch whose type matches and that has the fewest errors.
-fn intended_branch<'a>(
-    instance: &Value,
+/// `delay` or `until` on a transition under `on` or `always`: where it belongs.
+fn misplaced_timing(key: &str, allowed: &[String]) -> Option<String> {
+    let is_transition = allowed.iter().any(|name| name == "guard");
+    (is_transition && matches!(key, "delay" | "until")).then(|| {
+        format!("`{key}` belongs to transitions under `after`: move this transition to the state's `after:` list")
+    })
+}
+
+/// A value outside an enumeration: the allowed values, and the nearest one.
+fn not_allowed_value(
+    source: &Source,
     pointer: &str,
-    context: &'a [Vec<ValidationError<'static>>],
-) -> Option<&'a [ValidationError<'static>]> {
-    let is_action_choice = context.len() == ACTION_KINDS.len()
-        && context
-            .iter()
-            .all(|branch| branch.iter().any(|e| e.instance_path().as_str() == pointer));
-    if is_action_choice && instance.is_object() {
-        let object = instance.as_object()?;
-        let index = ACTION_KINDS
-            .iter()
-            .position(|kind| object.contains_key(*kind))?;
-        return context.get(index).map(Vec::as_slice);
-    }
-    let wrong_type_here = |branch: &[ValidationError]| {
-        branch.iter().any(|error| {
-            error.instance_path().as_str() == pointer
-                && matches!(error.kind(), ValidationErrorKind::Type { .. })
-        })
+    instance: &Value,
+    allowed: &[String],
+) -> Diagnostic {
+    let given = instance.as_str().unwrap_or_default();
+    let listed = format!("allowed values: {}", allowed.join(", "));
+    let help = match did_you_mean(given, allowed.iter().map(String::as_str)) {
+        Some(suggestion) => format!("{suggestion} ({listed})"),
+        None => listed,
     };
-    context
-        .iter()
-        .filter(|branch| !branch.is_empty())
-        .min_by_key(|branch| (wrong_type_here(branch), branch.len()))
-        .map(Vec::as_slice)
+    Diagnostic::error(format!("{} is not an allowed value", describe(instance)))
+        .at(source.location(pointer, Part::Value))
+        .with_help(help)
 }
 
-/// An action mapping that names no action kind.
-fn no_action_kind(source: &Source, pointer: &str, instance: &Value) -> Diagnostic {
+/// A mapping in a choice of kinds (an action, a scenario step) that names no kind.
+fn no_kind_key(
+    source: &Source,
+    pointer: &str,
+    instance: &Value,
+    what: &str,
+    kind_keys: &[String],
+) -> Diagnostic {
     let keys: Vec<&str> = instance
         .as_object()
         .map(|object| object.keys().map(String::as_str).collect())
         .unwrap_or_default();
     let help = keys
         .iter()
-        .find_map(|key| did_you_mean(key, ACTION_KINDS))
-        .unwrap_or_else(|| format!("start the action with one of: {}", ACTION_KINDS.join(", ")));
-    Diagnostic::error("this is not an action: it has none of the action keys")
-        .at(source.location(pointer, Part::Value))
-        .with_help(help)
+        .find_map(|key| did_you_mean(key, kind_keys.iter().map(String::as_str)))
+        .unwrap_or_else(|| format!("start the {what} with one of: {}", kind_keys.join(", ")));
+    let article = if what.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    Diagnostic::error(format!(
+        "this is not {article} {what}: it has none of the {what} keys"
+    ))
+    .at(source.location(pointer, Part::Value))
+    .with_help(help)
 }
 
 fn expected_types(error: &ValidationError) -> String {
     // The message reads `X is not of type "string"` (or `of types "boolean", "object"`):
-    // keep the part after "of type(s)".
+    // keep the part after "of type(s)", in the words the other messages use.
     let message = error.to_string();
     match message.rsplit_once("is not of type") {
         Some((_, types)) => types
             .strip_prefix('s')
             .unwrap_or(types)
-            .trim()
-            .replace('"', "")
-            .replace(", ", " or "),
+            .split(',')
+            .map(|name| schema_branch::type_word(name.trim().trim_matches('"')))
+            .collect::<Vec<_>>()
+            .join(" or "),
         None => "another type".to_string(),
     }
 }
@@ -367,36 +408,13 @@ fn describe(value: &Value) -> String {
 
 /// The property names a schema location allows, following `$ref`s along the keyword path.
 fn allowed_properties(schema: &Value, schema_path: &str) -> Vec<String> {
-    let mut node = schema;
-    let segments: Vec<&str> = schema_path.split('/').skip(1).collect();
     // The path ends in `additionalProperties`: the object schema is the one holding it.
-    let parent_segments = &segments[..segments.len().saturating_sub(1)];
-    for segment in parent_segments {
-        let segment = segment.replace("~1", "/").replace("~0", "~");
-        node = match segment.as_str() {
-            "$ref" => match node
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| resolve_reference(schema, r))
-            {
-                Some(target) => target,
-                None => return Vec::new(),
-            },
-            _ => match node {
-                Value::Object(object) => match object.get(&segment) {
-                    Some(child) => child,
-                    None => return Vec::new(),
-                },
-                Value::Array(items) => {
-                    match segment.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                        Some(child) => child,
-                        None => return Vec::new(),
-                    }
-                }
-                _ => return Vec::new(),
-            },
-        };
-    }
+    let parent = schema_path
+        .rsplit_once('/')
+        .map_or("", |(parent, _)| parent);
+    let Some(mut node) = schema_branch::schema_at(schema, parent) else {
+        return Vec::new();
+    };
     if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
         node = resolve_reference(schema, reference).unwrap_or(node);
     }
@@ -413,6 +431,7 @@ fn resolve_reference<'a>(schema: &'a Value, reference: &str) -> Option<&'a Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::action::ACTION_KINDS;
 
     #[test]
     fn every_definition_has_a_title_and_is_closed() {
@@ -431,6 +450,24 @@ mod tests {
                 assert_eq!(definition["additionalProperties"], false, "{name} is open");
             }
         }
+    }
+
+    #[test]
+    fn only_transitions_under_after_have_delay_and_until() {
+        let schema = protocol_schema();
+        let definitions = &schema["definitions"];
+        for key in ["delay", "until"] {
+            assert!(definitions["Transition"]["properties"].get(key).is_none());
+            assert!(
+                definitions["DelayedTransition"]["properties"]
+                    .get(key)
+                    .is_some()
+            );
+        }
+        assert_eq!(
+            definitions["State"]["properties"]["after"]["items"]["$ref"],
+            "#/definitions/DelayedTransition"
+        );
     }
 
     #[test]

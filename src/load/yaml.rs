@@ -32,6 +32,52 @@ impl Positions {
         self.by_pointer.get(pointer).copied()
     }
 
+    /// Forgets the item at `index` of the list at `list` and moves each later item (with its
+    /// descendants) up one place, as removing it from the document does.
+    pub fn remove_list_item(&mut self, list: &str, index: usize) {
+        let prefix = format!("{list}/");
+        let moved = std::mem::take(&mut self.by_pointer);
+        for (pointer, node) in moved {
+            let Some(rest) = pointer.strip_prefix(&prefix) else {
+                self.by_pointer.insert(pointer, node);
+                continue;
+            };
+            let (token, below) = rest
+                .find('/')
+                .map_or((rest, ""), |slash| (&rest[..slash], &rest[slash..]));
+            match token.parse::<usize>() {
+                Ok(position) if position == index => {}
+                Ok(position) if position > index => {
+                    self.by_pointer
+                        .insert(format!("{prefix}{}{below}", position - 1), node);
+                }
+                _ => {
+                    self.by_pointer.insert(pointer, node);
+                }
+            }
+        }
+    }
+
+    /// The first and last offsets at which the node at `pointer` or one of its descendants
+    /// starts (a key or a value); `None` when nothing there is located.
+    pub fn extent(&self, pointer: &str) -> Option<(usize, usize)> {
+        let inside = |candidate: &str| {
+            candidate == pointer
+                || candidate
+                    .strip_prefix(pointer)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        self.by_pointer
+            .iter()
+            .filter(|(candidate, _)| inside(candidate))
+            .flat_map(|(_, node)| node.key.into_iter().chain([node.value]))
+            .map(|position| position.offset)
+            .fold(None, |extent, offset| match extent {
+                None => Some((offset, offset)),
+                Some((first, last)) => Some((first.min(offset), last.max(offset))),
+            })
+    }
+
     /// The position of the node, or of its nearest ancestor that has one (walk up the pointer); root at 1:1 if nothing matches.
     pub fn nearest(&self, pointer: &str) -> NodePosition {
         let mut current = pointer;

@@ -33,12 +33,11 @@ pub fn analyse(path: &Path, text: &str) -> Vec<lsp_types::Diagnostic> {
 
 /// `validate`'s errors, or when there are none, `check`'s warnings.
 fn protocol_problems(path: &Path, text: &str) -> Vec<Diagnostic> {
-    let loaded = match crate::load::load_text(&path.display().to_string(), text.to_string()) {
-        Ok(loaded) => loaded,
-        Err(problems) => return problems,
-    };
-    match crate::compile::compile(&loaded) {
-        Ok(machine) => crate::lint::check(&loaded, &machine),
+    match crate::load::set_aside::load_and_compile_text(
+        &path.display().to_string(),
+        text.to_string(),
+    ) {
+        Ok((loaded, machine)) => crate::lint::check(&loaded, &machine),
         Err(problems) => problems,
     }
 }

@@ -82,9 +82,9 @@ pub enum Multipliers {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Count {
-    /// A whole number.
+    /// A whole number, e.g. `3`.
     Literal(u32),
-    /// An expression giving a whole number, e.g. `max_retries`.
+    /// An expression giving a whole number when the action runs, e.g. `max_retries`.
     Computed(String),
 }
 
@@ -132,8 +132,8 @@ pub enum JitterKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecAction {
-    /// The program and its arguments, each a template and each passed as one argument (no shell).
-    /// With `shell: true`, a single command string run by `sh -c`.
+    /// What to run: the program and its arguments, each a template and each exactly one
+    /// argument (no shell); or, with `shell: true`, a command line run by `sh -c`.
     pub exec: ExecCommand,
     /// Run the string through `sh -c`. Only when written explicitly.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -174,9 +174,10 @@ pub enum IncompleteMarkers {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ExecCommand {
-    /// Program and arguments; each element is exactly one argument.
+    /// A list: the program and its arguments, each a template and exactly one argument.
     Arguments(Vec<String>),
-    /// A shell command line, allowed only with `shell: true`.
+    /// A string: without `shell`, one expression giving that list (`"${command}"`, still one
+    /// argument per element and no shell); with `shell: true`, a command line run by `sh -c`.
     Line(String),
 }
 

@@ -1,12 +1,14 @@
 //! The protocol as written in YAML: typed serde + schemars types, the single source of the JSON Schema.
 
 pub mod action;
+pub mod delayed_transition;
 pub mod duration;
 pub mod effect;
 pub mod input;
 pub mod permissions;
 pub mod reuse;
 pub mod state;
+mod state_kinds;
 pub mod timeout;
 pub mod transition;
 
@@ -15,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use action::Action;
+pub use delayed_transition::DelayedTransition;
 pub use duration::Duration;
 pub use input::{Input, InputType};
 pub use permissions::Permissions;

@@ -5,11 +5,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::action::Action;
-use super::transition::{Targets, Transition, Transitions};
+use super::transition::{Targets, Transitions};
 
 /// A state. Its kind is `type`, or inferred: with child `states` it is compound, otherwise atomic.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = super::state_kinds::offer_keys_by_kind)]
 pub struct State {
     /// The kind of state; inferred from `states` when omitted.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -37,10 +38,10 @@ pub struct State {
     /// Eventless transitions, taken as soon as their guard holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always: Option<Transitions>,
-    /// Delayed transitions: each is taken `delay` after the state is entered, unless the state
-    /// was left first.
+    /// Delayed transitions: each is taken `delay` after the state is entered (or at the
+    /// instant `until` gives), unless the state was left first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub after: Vec<Transition>,
+    pub after: Vec<super::delayed_transition::DelayedTransition>,
     /// Leave the state through the event `timeout.<id>` if it is still active this long after
     /// entry: a literal such as `15m`, or an expression giving a duration or milliseconds; or at
     /// a deadline, `{ until: <timestamp expression> }`. Handle it under `on` (`timeout` matches

@@ -9,8 +9,8 @@ use super::action::Action;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Transitions {
-    /// Several transitions, tried in order. (First: serde would otherwise read a list as the
-    /// fields of one transition, in order.)
+    // The list comes first: an untagged `One` would read a list as one transition's fields.
+    /// A list of transitions, tried in order: the first whose guard holds is taken.
     Many(Vec<TransitionSpec>),
     /// A single transition.
     One(TransitionSpec),
@@ -29,9 +29,9 @@ impl Transitions {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum TransitionSpec {
-    /// Short form: the id of the target state.
+    /// The id of the state to go to, short for `{ target: ID }`.
     Target(String),
-    /// Full form.
+    /// A transition written in full: `target`, `guard`, `actions`, `type`, `description`.
     Full(Transition),
 }
 
@@ -39,16 +39,6 @@ pub enum TransitionSpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Transition {
-    /// Under `after` only: how long after entry the transition fires. A literal such as `30s`,
-    /// or an expression giving a duration, milliseconds or a duration literal string (one giving
-    /// a timestamp waits until it: `until` says so).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delay: Option<String>,
-    /// Under `after` only, instead of `delay`: a deadline. An expression giving a timestamp
-    /// (`timestamp('2026-01-01T09:00:00Z')`, `started + duration('1h')`); the transition fires
-    /// at that instant, at once if it has passed. A resumed run keeps the instant.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<String>,
     /// The state id to go to, or several in parallel regions. Omit for a targetless
     /// transition, which runs its actions without leaving the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,7 +74,7 @@ pub enum TransitionType {
 pub enum Targets {
     /// One state id.
     One(String),
-    /// Several state ids, in different parallel regions.
+    /// A list of state ids, in different parallel regions.
     Many(Vec<String>),
 }
 

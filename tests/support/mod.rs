@@ -47,12 +47,10 @@ pub fn assert_located(rendered: &str, message: &str, location: &str) {
 
 /// The diagnostics of an invalid protocol, rendered.
 pub fn errors(yaml: &str) -> String {
-    match protocol_run::load::load_text("test.yaml", yaml.to_string()) {
+    // As `validate` reads it: schema, structure and expression problems together.
+    match protocol_run::load::set_aside::load_and_compile_text("test.yaml", yaml.to_string()) {
         Err(diagnostics) => protocol_run::diagnostic::render_all(&diagnostics),
-        Ok(loaded) => match protocol_run::compile::compile(&loaded) {
-            Err(diagnostics) => protocol_run::diagnostic::render_all(&diagnostics),
-            Ok(_) => panic!("expected the protocol to be invalid"),
-        },
+        Ok(_) => panic!("expected the protocol to be invalid"),
     }
 }
 
