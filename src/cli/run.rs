@@ -666,6 +666,8 @@ fn parse_mocks(machine: &crate::compile::machine::Machine, texts: &[String]) -> 
     })?;
     let mut unknown = false;
     for id in mocks.ids() {
+        // A map's item `check[3]` is mocked under the map's id.
+        let id = crate::effects::mock::map_of_item(id).unwrap_or(id);
         if !machine.action_ids.iter().any(|known| known == id) {
             let hint =
                 crate::diagnostic::did_you_mean(id, machine.action_ids.iter().map(String::as_str))

@@ -4,6 +4,7 @@ pub mod action;
 pub mod duration;
 pub mod effect;
 pub mod input;
+pub mod map;
 pub mod permissions;
 pub mod state;
 pub mod transition;

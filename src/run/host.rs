@@ -168,6 +168,22 @@ impl DriverHost<'_> {
     /// An effect beyond the run's capabilities: logged, and answered with
     /// `error.permission.<id>` instead of running.
     fn refuse(&mut self, request: &EffectRequest, denied: &crate::capabilities::Denied) {
+        let data = self.refusal(request, denied);
+        let event = Event::named(
+            &self.machine,
+            &format!("error.permission.{}", request.id),
+            Value::Map(Arc::new(data)),
+            Origin::Outcome,
+        );
+        self.external_queue.push_back(event);
+    }
+
+    /// Logs a refused effect and gives the data its failure carries.
+    pub(super) fn refusal(
+        &mut self,
+        request: &EffectRequest,
+        denied: &crate::capabilities::Denied,
+    ) -> indexmap::IndexMap<Arc<str>, Value> {
         let message = format!("{}: {denied}", request.id);
         let record = LogRecord {
             level: crate::model::action::LogLevel::Warn,
@@ -185,21 +201,27 @@ impl DriverHost<'_> {
         data.insert(Arc::from("capability"), Value::string(denied.capability));
         data.insert(Arc::from("subject"), Value::string(denied.subject.as_str()));
         data.insert(Arc::from("message"), Value::string(message));
-        let event = Event::named(
-            &self.machine,
-            &format!("error.permission.{}", request.id),
-            Value::Map(Arc::new(data)),
-            Origin::Outcome,
-        );
-        self.external_queue.push_back(event);
+        data
     }
 
     /// Starts an effect; a resumed one goes on from the retry plan's recorded `from`.
     pub(super) fn start_effect_from(
         &mut self,
-        mut request: EffectRequest,
+        request: EffectRequest,
         from: Option<crate::effects::PlanProgress>,
     ) {
+        if let Err(refused) = self.spawn_effect(request, from) {
+            let (request, denied) = *refused;
+            self.refuse(&request, &denied);
+        }
+    }
+
+    /// Admits an effect and starts its task: its invocation number, or why it was refused.
+    pub(super) fn spawn_effect(
+        &mut self,
+        mut request: EffectRequest,
+        from: Option<crate::effects::PlanProgress>,
+    ) -> Result<u64, Box<(EffectRequest, crate::capabilities::Denied)>> {
         // A mocked effect runs nothing (its scripted outcome stands in for it), so there is
         // nothing to check: a scenario may mock a program this machine does not have.
         let mocked = self
@@ -208,8 +230,7 @@ impl DriverHost<'_> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .covers(&request.id);
         if !mocked && let Err(denied) = self.machine.capabilities.admit(&mut request) {
-            self.refuse(&request, &denied);
-            return;
+            return Err(Box::new((request, denied)));
         }
         if let crate::effects::EffectKind::Process(process) = &mut request.kind {
             process.tag = Some(crate::effects::process::new_tag());
@@ -289,6 +310,7 @@ impl DriverHost<'_> {
             }
             completions.send(EffectMessage::Outcome(invocation, event));
         });
+        Ok(invocation)
     }
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
@@ -473,17 +495,19 @@ impl Host for DriverHost<'_> {
     }
 
     fn cancel_effects_of(&mut self, state: crate::compile::machine::StateId) {
-        if self.state.running.effects().is_empty() {
+        if self.state.running.is_empty() {
             return;
         }
         for effect in self.state.running.cancel_owned_by(state) {
-            if effect.arrived {
-                // Its outcome waits on the queue: it is taken off, never delivered.
-                self.external_queue
-                    .retain(|event| outcome_invocation(event) != Some(effect.invocation));
-            }
+            // An outcome waiting on the queue is taken off, never delivered.
+            self.drop_queued_outcome(effect.invocation, effect.arrived);
             self.record_cancelled(&effect, "cancelled");
         }
+        self.cancel_maps_of(state);
+    }
+
+    fn start_map(&mut self, request: crate::actions::map::MapRequest) {
+        self.start_fan_out(request);
     }
 
     fn emit(&mut self, directive: Directive) {
@@ -561,6 +585,10 @@ impl DriverHost<'_> {
                 if !self.state.running.arrive(invocation) {
                     return;
                 }
+                // A map's item: its map keeps the outcome.
+                if running && self.map_item_finished(invocation, &event) {
+                    return;
+                }
                 if running {
                     // Still its owner's until handled: `delivered` records its end then.
                     self.external_queue.push_back(event);
@@ -577,6 +605,8 @@ impl DriverHost<'_> {
             return;
         };
         if self.state.running.finish(invocation).is_none() {
+            // Not an effect's: a map's completion, or an outcome already taken.
+            self.map_delivered(invocation);
             return;
         }
         let mut summary = effect_summary(event);
@@ -694,7 +724,11 @@ impl DriverHost<'_> {
         })
     }
 
-    fn record_cancelled(&mut self, effect: &super::running::RunningEffect, outcome: &str) {
+    pub(super) fn record_cancelled(
+        &mut self,
+        effect: &super::running::RunningEffect,
+        outcome: &str,
+    ) {
         let fields = self.ending(effect, outcome);
         if self.recording {
             self.step_actions
@@ -706,7 +740,7 @@ impl DriverHost<'_> {
 }
 
 /// The invocation an effect's outcome event reports, if it is one.
-fn outcome_invocation(event: &Event) -> Option<u64> {
+pub(super) fn outcome_invocation(event: &Event) -> Option<u64> {
     if event.origin != Origin::Outcome {
         return None;
     }

@@ -12,6 +12,7 @@ pub mod state_set;
 mod children;
 pub mod driver;
 pub mod durable;
+mod fan_out;
 pub mod fleet;
 mod host;
 pub mod input;
