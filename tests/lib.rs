@@ -19,6 +19,7 @@ mod fuzz_regressions;
 mod inputs;
 mod limits;
 mod loading_limits;
+mod map;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

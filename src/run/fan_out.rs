@@ -176,6 +176,10 @@ impl DriverHost<'_> {
         }
     }
 
+    fn map_id(&mut self, invocation: u64) -> Option<Arc<str>> {
+        self.map(invocation).map(|map| map.request.id.clone())
+    }
+
     fn map(&mut self, invocation: u64) -> Option<&mut RunningMap> {
         self.state
             .running
@@ -192,7 +196,17 @@ impl DriverHost<'_> {
         else {
             return false;
         };
-        self.delivered(event);
+        // Its telemetry names the item's own outcome: `done.exec.check[3]`.
+        let mut shown = event.clone();
+        if let Some(Value::String(id)) = event.data.get("id") {
+            let family = event
+                .name
+                .strip_suffix(self.map_id(invocation).as_deref().unwrap_or(""));
+            if let Some(family) = family {
+                shown.name = Arc::from(format!("{family}{id}"));
+            }
+        }
+        self.delivered(&shown);
         self.advance_map(invocation);
         true
     }
