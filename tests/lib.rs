@@ -20,6 +20,7 @@ mod inputs;
 mod limits;
 mod loading_limits;
 mod map;
+mod map_durability;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;
