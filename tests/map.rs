@@ -508,3 +508,40 @@ fn a_maps_id_belongs_to_it_alone() {
         assert_eq!(rendered.matches("error:").count(), 1, "{rendered}");
     }
 }
+
+#[test]
+fn the_binary_runs_the_example_within_and_beyond_its_tolerance() {
+    let directory = directory("example");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/features/map.yaml");
+    let state = directory.join("state");
+    let state = state.to_str().unwrap();
+    let (code, _, stderr) = run_binary(&directory, &[example, "--state-dir", state]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        logged(&stderr, "INFO  results: "),
+        [r#"["0:unit passed","1:lint passed","2:docs passed","3:e2e passed"]"#]
+    );
+    // One failure in four is the 25% tolerated.
+    let arguments = [example, "--state-dir", state, "--mock", "check[1]=exit:1"];
+    let (code, _, stderr) = run_binary(&directory, &arguments);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        logged(&stderr, "INFO  results: "),
+        [r#"["0:unit passed","failed","2:docs passed","3:e2e passed"]"#]
+    );
+    let arguments = [
+        example,
+        "--state-dir",
+        state,
+        "--mock",
+        "check[1]=exit:1",
+        "--mock",
+        "check[3]=error:no runner",
+    ];
+    let (code, _, stderr) = run_binary(&directory, &arguments);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(r#"2 of 4 items failed, more than the 1 tolerated: ["check[0] ok","check[1] error","check[2] ok","check[3] error"]"#),
+        "{stderr}"
+    );
+}
