@@ -2,6 +2,7 @@
 
 mod support;
 
+mod bisect;
 mod budgets;
 mod capabilities;
 mod children;
