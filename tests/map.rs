@@ -87,7 +87,7 @@ fn results_come_in_item_order_whatever_order_the_items_end_in() {
     let started: Vec<String> = telemetry(&directory)
         .iter()
         // An effect's start (its `kind` is the action's, `exec`).
-        .filter(|entry| entry.get("scope").is_some())
+        .filter(|entry| entry["kind"] == "exec")
         .map(|entry| entry["id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(
@@ -194,7 +194,7 @@ fn a_failure_beyond_the_tolerance_fails_the_map_once_with_each_items_outcome() {
     let started = entries
         .iter()
         // An effect's start (its `kind` is the action's, `exec`).
-        .filter(|entry| entry.get("scope").is_some())
+        .filter(|entry| entry["kind"] == "exec")
         .count();
     assert_eq!(started, 2, "{entries:#?}");
     let ends: Vec<&serde_json::Value> = entries
@@ -543,5 +543,44 @@ fn the_binary_runs_the_example_within_and_beyond_its_tolerance() {
     assert!(
         stderr.contains(r#"2 of 4 items failed, more than the 1 tolerated: ["check[0] ok","check[1] error","check[2] ok","check[3] error"]"#),
         "{stderr}"
+    );
+}
+
+/// A map the final state leaves running (scoped to the run) cannot report: the run finishes,
+/// its running items are awaited like any effect, and it is recorded as `unreported`.
+#[test]
+fn a_map_still_running_at_the_final_state_does_not_hold_the_run() {
+    let directory = directory("final");
+    let yaml = r#"
+id: final
+context: { pause: null }
+states:
+  starting:
+    entry:
+      - map: ["0.2", "0.2", "0.2"]
+        id: check
+        item: pause
+        max_concurrency: 2
+        scope: run
+        exec: [sleep, "${pause}"]
+    always: done
+  done: { type: final }
+"#;
+    let begun = Instant::now();
+    let (code, stdout, stderr) = run(&directory, yaml, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(begun.elapsed() < Duration::from_secs(10));
+    // The two items started are awaited; the third never starts.
+    assert_eq!(
+        stdout.matches(r#""outcome":"completed""#).count(),
+        2,
+        "{stdout}"
+    );
+    let entries = telemetry(&directory);
+    assert!(
+        entries
+            .iter()
+            .any(|entry| entry["kind"] == "map" && entry["outcome"] == "unreported"),
+        "{entries:#?}"
     );
 }

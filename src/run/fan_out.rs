@@ -24,8 +24,12 @@ pub(crate) struct RunningMap {
     pub running: Vec<(usize, u64)>,
     /// Each item's outcome once it ended, in item order.
     pub outcomes: Vec<Option<ItemOutcome>>,
-    /// Its completion event is on the queue, not yet handled (never stored: a resumed run
-    /// decides again from the outcomes).
+    /// Its completion event is on its way (it comes back through the effects' channel, as an
+    /// outcome does, so even an empty map reports after its macrostep). Never stored: a
+    /// resumed run decides again from the outcomes.
+    #[serde(skip)]
+    pub settled: bool,
+    /// Its completion event is on the queue, not yet handled.
     #[serde(skip)]
     pub arrived: bool,
 }
@@ -114,6 +118,10 @@ impl DriverHost<'_> {
             "max_concurrency": request.max_concurrency,
             "tolerated_failures": request.tolerated_failures,
             "owner": &*self.machine.state(request.owner).id,
+            "scope": match request.scope {
+                EffectScope::State => "state",
+                EffectScope::Run => "run",
+            },
         });
         if self.recording {
             self.step_actions
@@ -128,6 +136,7 @@ impl DriverHost<'_> {
             next: 0,
             running: Vec::new(),
             outcomes: vec![None; items],
+            settled: false,
             arrived: false,
         });
         self.advance_map(invocation);
@@ -140,7 +149,7 @@ impl DriverHost<'_> {
             let Some(map) = self.map(invocation) else {
                 return;
             };
-            if map.arrived {
+            if map.settled {
                 return;
             }
             if map.failures() > map.request.tolerated_failures {
@@ -285,7 +294,7 @@ impl DriverHost<'_> {
         );
         data.insert(Arc::from("message"), Value::string(message));
         let event_type = map.request.failed;
-        self.queue_completion(invocation, event_type, data, "failed");
+        self.queue_completion(invocation, event_type, data);
     }
 
     /// Every item ended within the tolerance: `done.map.<id>` with the results in item order.
@@ -309,7 +318,7 @@ impl DriverHost<'_> {
         data.insert(Arc::from("outcomes"), map.outcome_list());
         data.insert(Arc::from("failed"), Value::Int(map.failures() as i64));
         let event_type = map.request.done;
-        self.queue_completion(invocation, event_type, data, "completed");
+        self.queue_completion(invocation, event_type, data);
     }
 
     fn queue_completion(
@@ -317,7 +326,6 @@ impl DriverHost<'_> {
         invocation: u64,
         event_type: crate::compile::machine::EventType,
         mut data: IndexMap<Arc<str>, Value>,
-        outcome: &str,
     ) {
         data.insert(Arc::from("invocation"), Value::Int(invocation as i64));
         let event = Event::of_type(&self.machine, event_type, Origin::Outcome)
@@ -325,7 +333,37 @@ impl DriverHost<'_> {
         let Some(map) = self.map(invocation) else {
             return;
         };
+        map.settled = true;
+        self.completions()
+            .send(super::host::EffectMessage::MapCompleted(invocation, event));
+    }
+
+    /// A map's completion came back: queued for delivery, unless the map was cancelled.
+    pub(super) fn map_completed(&mut self, invocation: u64, event: Event) {
+        let Some(map) = self.map(invocation) else {
+            return;
+        };
         map.arrived = true;
+        self.external_queue.push_back(event);
+    }
+
+    /// A map's completion event is being handled: the map is over.
+    pub(super) fn map_delivered(&mut self, invocation: u64, event: &Event) {
+        let Some(position) = self
+            .state
+            .running
+            .maps
+            .iter()
+            .position(|map| map.invocation == invocation)
+        else {
+            return;
+        };
+        let map = self.state.running.maps.remove(position);
+        let outcome = if event.name.starts_with("done.") {
+            "completed"
+        } else {
+            "failed"
+        };
         let fields = serde_json::json!({
             "id": &*map.request.id,
             "invocation": invocation,
@@ -334,15 +372,6 @@ impl DriverHost<'_> {
         });
         let time = self.now_text();
         self.observer.record(&time, "map", fields);
-        self.external_queue.push_back(event);
-    }
-
-    /// A map's completion event is being handled: the map is over.
-    pub(super) fn map_delivered(&mut self, invocation: u64) {
-        self.state
-            .running
-            .maps
-            .retain(|map| map.invocation != invocation);
     }
 
     /// `state` exited: its maps end (their items are cancelled as its effects), a queued
@@ -384,6 +413,21 @@ impl DriverHost<'_> {
         if arrived {
             self.external_queue
                 .retain(|event| super::host::outcome_invocation(event) != Some(invocation));
+        }
+    }
+
+    /// The run reached its final state: no map can report any more. Its items still running
+    /// are awaited like any effect; those not started never start.
+    pub(super) fn maps_after_the_run(&mut self) {
+        for map in std::mem::take(&mut self.state.running.maps) {
+            let fields = serde_json::json!({
+                "id": &*map.request.id,
+                "invocation": map.invocation,
+                "outcome": "unreported",
+                "after_finish": true,
+            });
+            let time = self.now_text();
+            self.observer.record(&time, "map", fields);
         }
     }
 

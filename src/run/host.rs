@@ -35,6 +35,8 @@ pub(crate) enum EffectMessage {
     ChildStep(Arc<str>, Box<CheckpointStep>),
     /// An effect's retry plan begins another attempt.
     Progress(u64, crate::effects::PlanProgress),
+    /// A map's completion event, for its invocation; dropped if the map was cancelled.
+    MapCompleted(u64, Event),
 }
 
 /// Where running effects report: the session's own channel, or a host's channel shared by all
@@ -580,6 +582,11 @@ impl DriverHost<'_> {
                     self.external_queue.push_back(event);
                 }
             }
+            EffectMessage::MapCompleted(invocation, event) => {
+                if running {
+                    self.map_completed(invocation, event);
+                }
+            }
             EffectMessage::Outcome(invocation, event) => {
                 // A cancelled invocation's outcome is never delivered: its end is recorded.
                 if !self.state.running.arrive(invocation) {
@@ -606,7 +613,7 @@ impl DriverHost<'_> {
         };
         if self.state.running.finish(invocation).is_none() {
             // Not an effect's: a map's completion, or an outcome already taken.
-            self.map_delivered(invocation);
+            self.map_delivered(invocation, event);
             return;
         }
         let mut summary = effect_summary(event);

@@ -252,6 +252,8 @@ impl<'a> Session<'a> {
         // Maps go on: items not started yet start, a map whose items all ended completes.
         if self.interpreter.is_running() {
             self.host.resume_maps();
+        } else {
+            self.host.maps_after_the_run();
         }
         // Children continue where their last committed step left them: no entry action again.
         for child in &resume.snapshot.children {
@@ -358,6 +360,7 @@ impl<'a> Session<'a> {
         if !self.host.external_queue.is_empty() {
             self.host.outcomes_after_the_run();
         }
+        self.host.maps_after_the_run();
     }
 
     /// Parses and queues one input line; a bad line is reported and skipped.
