@@ -1,7 +1,8 @@
 //! Ownership on random machines: random effects of random durations, random events, checked after every macrostep.
 //!
 //! Each case is a statechart of nested states whose entry, exit and transition actions start
-//! mocked effects (each a random number of virtual milliseconds, some `scope: run`), whose
+//! mocked effects (each a random number of virtual milliseconds, some `scope: run`, some a
+//! `map` of such items, whose completion is an outcome like an effect's), whose
 //! transitions react to inputs and to the effects' outcomes, driven through the runtime
 //! (`Session`) on virtual time by random events and clock moves. After the start and after
 //! every macrostep:
