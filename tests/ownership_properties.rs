@@ -2,7 +2,8 @@
 //!
 //! Each case is a statechart of nested states whose entry, exit and transition actions start
 //! mocked effects (each a random number of virtual milliseconds, some `scope: run`, some a
-//! `map` of such items, whose completion is an outcome like an effect's), whose
+//! `map` of such items, whose completion is an outcome like an effect's, some started twice by
+//! a `foreach`), whose
 //! transitions react to inputs and to the effects' outcomes, driven through the runtime
 //! (`Session`) on virtual time by random events and clock moves. After the start and after
 //! every macrostep:
@@ -53,6 +54,8 @@ struct EffectSpec {
     /// A `map` of this effect: (items, `max_concurrency`, `tolerated_failures`); its items
     /// share the script, one outcome per item started.
     map: Option<(usize, u32, u32)>,
+    /// Not a map: started twice per run of its block by a `foreach` over `[0, 1]`.
+    looped: bool,
 }
 
 /// Where an effect action is written.
@@ -100,15 +103,17 @@ fn case() -> impl Strategy<Value = Case> {
                 prop::bool::weighted(0.2),
                 any::<bool>(),
                 prop::option::weighted(0.3, (0usize..5, 1u32..4, 0u32..3)),
+                prop::bool::weighted(0.2),
             )
                 .prop_map(
-                    |(timeout_milliseconds, script, run_scoped, retried_on_resume, map)| {
+                    |(timeout_milliseconds, script, run_scoped, retried_on_resume, map, looped)| {
                         EffectSpec {
                             timeout_milliseconds,
                             script,
                             run_scoped,
                             retried_on_resume,
                             map,
+                            looped,
                         }
                     },
                 ),
@@ -191,6 +196,8 @@ fn render(case: &Case) -> (String, Vec<String>) {
             effect["item"] = json!("item");
             effect["max_concurrency"] = json!(concurrency);
             effect["tolerated_failures"] = json!(tolerated);
+        } else if spec.looped {
+            return json!({"foreach": [0, 1], "item": "item", "do": [effect]});
         }
         effect
     };
