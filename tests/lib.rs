@@ -22,6 +22,7 @@ mod limits;
 mod loading_limits;
 mod map;
 mod map_durability;
+mod map_errors;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

@@ -7,7 +7,8 @@ use protocol_run::scenario::runner::{find_scenario_files, run_file};
 
 /// The scenario files the repository holds; a file that is not found (moved, renamed, or
 /// skipped by the walk) would otherwise pass by not running.
-const EXPECTED_SCENARIO_FILES: [&str; 8] = [
+const EXPECTED_SCENARIO_FILES: [&str; 9] = [
+    "examples/bisect/bisect.scenario.yaml",
     "protocols/agent-recovery.scenario.yaml",
     "protocols/escalation.scenario.yaml",
     "protocols/ittw.scenario.yaml",

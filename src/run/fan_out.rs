@@ -228,15 +228,8 @@ impl DriverHost<'_> {
         status: ItemStatus,
         data: serde_json::Value,
     ) -> Option<u64> {
-        let map = self.state.running.maps.iter_mut().find(|map| {
-            map.running
-                .iter()
-                .any(|(_, invocation)| *invocation == item_invocation)
-        })?;
-        let position = map
-            .running
-            .iter()
-            .position(|(_, invocation)| *invocation == item_invocation)?;
+        let (map, position) = self.item_place(item_invocation)?;
+        let map = &mut self.state.running.maps[map];
         let (index, _) = map.running.remove(position);
         map.outcomes[index] = Some(ItemOutcome { status, data });
         let invocation = map.invocation;
@@ -264,10 +257,7 @@ impl DriverHost<'_> {
         }
         map.next = map.request.items.len();
         for (_, item_invocation) in running {
-            if let Some(effect) = self.state.running.cancel_invocation(item_invocation) {
-                self.drop_queued_outcome(effect.invocation, effect.arrived);
-                self.record_cancelled(&effect, "cancelled");
-            }
+            self.cancel_item(item_invocation);
         }
         let Some(map) = self.map(invocation) else {
             return;
@@ -392,10 +382,7 @@ impl DriverHost<'_> {
             // Items still running belong to the same state and were cancelled with its effects;
             // those of a `scope: run` body are not this state's.
             for (_, item_invocation) in &map.running {
-                if let Some(effect) = self.state.running.cancel_invocation(*item_invocation) {
-                    self.drop_queued_outcome(effect.invocation, effect.arrived);
-                    self.record_cancelled(&effect, "cancelled");
-                }
+                self.cancel_item(*item_invocation);
             }
             self.drop_queued_outcome(map.invocation, map.arrived);
             let fields = serde_json::json!({
@@ -408,6 +395,15 @@ impl DriverHost<'_> {
         }
     }
 
+    /// Cancels an item's effect (its process stopped), if it still runs: its end is recorded,
+    /// its outcome never delivered.
+    fn cancel_item(&mut self, item_invocation: u64) {
+        if let Some(effect) = self.state.running.cancel_invocation(item_invocation) {
+            self.drop_queued_outcome(effect.invocation, effect.arrived);
+            self.record_cancelled(&effect, "cancelled");
+        }
+    }
+
     /// Takes an outcome of `invocation` off the queue, if it arrived: it is never delivered.
     pub(super) fn drop_queued_outcome(&mut self, invocation: u64, arrived: bool) {
         if arrived {
@@ -416,89 +412,25 @@ impl DriverHost<'_> {
         }
     }
 
-    /// The run reached its final state: no map can report any more. Its items still running
-    /// are awaited like any effect; those not started never start.
-    pub(super) fn maps_after_the_run(&mut self) {
-        for map in std::mem::take(&mut self.state.running.maps) {
-            let fields = serde_json::json!({
-                "id": &*map.request.id,
-                "invocation": map.invocation,
-                "outcome": "unreported",
-                "after_finish": true,
-            });
-            let time = self.now_text();
-            self.observer.record(&time, "map", fields);
-        }
-    }
-
-    /// A resumed run: the maps that were running, before their items are resumed.
-    pub(super) fn restore_maps(&mut self, maps: &[serde_json::Value]) {
-        for stored in maps {
-            match serde_json::from_value::<RunningMap>(stored.clone()) {
-                Ok(map) => self.state.running.maps.push(map),
-                Err(error) => {
-                    let time = self.now_text();
-                    let fields = serde_json::json!({"outcome": "unknown_on_resume", "message": error.to_string()});
-                    self.observer.record(&time, "map", fields);
-                }
-            }
-        }
-    }
-
     /// Whether the effect of `invocation` is a map's item.
     pub(super) fn is_map_item(&self, item_invocation: u64) -> bool {
-        self.state.running.maps.iter().any(|map| {
-            map.running
-                .iter()
-                .any(|(_, invocation)| *invocation == item_invocation)
-        })
+        self.item_place(item_invocation).is_some()
     }
 
-    /// A resumed run restarts an interrupted item (its `on_interrupt` is `retry`): the map
-    /// follows its new invocation.
-    pub(super) fn restart_map_item(
-        &mut self,
-        item_invocation: u64,
-        request: crate::effects::EffectRequest,
-        from: Option<crate::effects::PlanProgress>,
-    ) {
-        let restarted = self.spawn_effect(request, from);
-        let Some(map) = self.state.running.maps.iter_mut().find(|map| {
-            map.running
-                .iter()
-                .any(|(_, invocation)| *invocation == item_invocation)
-        }) else {
-            return;
-        };
-        let Some(position) = map
-            .running
-            .iter()
-            .position(|(_, invocation)| *invocation == item_invocation)
-        else {
-            return;
-        };
-        match restarted {
-            Ok(invocation) => map.running[position].1 = invocation,
-            Err(refused) => {
-                let data = Value::Map(Arc::new(self.refusal(&refused.0, &refused.1))).to_json();
-                self.record_item(item_invocation, ItemStatus::Error, data);
-            }
-        }
-    }
-
-    /// After a resume has dealt with the interrupted items: every map goes on (starting the
-    /// items not started, or ending).
-    pub(super) fn resume_maps(&mut self) {
-        let invocations: Vec<u64> = self
-            .state
+    /// Where the item of invocation `item_invocation` is: its map's index among the maps, and
+    /// its place among that map's running items.
+    pub(super) fn item_place(&self, item_invocation: u64) -> Option<(usize, usize)> {
+        self.state
             .running
             .maps
             .iter()
-            .map(|map| map.invocation)
-            .collect();
-        for invocation in invocations {
-            self.advance_map(invocation);
-        }
+            .enumerate()
+            .find_map(|(index, map)| {
+                map.running
+                    .iter()
+                    .position(|(_, invocation)| *invocation == item_invocation)
+                    .map(|position| (index, position))
+            })
     }
 }
 
