@@ -1,6 +1,6 @@
-//! `map` misuse is a located load error: a zero or too high concurrency, a bad tolerance, no effect or two, an index that is the item, an undeclared variable, an id another action has.
+//! `map` misuse is a located load error (a zero or too high concurrency, a bad tolerance, no effect or two, an index that is the item, an undeclared variable, an id another action has), and what its items return is bounded.
 
-use crate::support::errors;
+use crate::support::{errors, run_binary, temporary_directory};
 
 fn load_errors(entry: &str) -> String {
     errors(&format!(
@@ -80,4 +80,48 @@ fn a_maps_id_belongs_to_it_alone() {
         );
         assert_eq!(rendered.matches("error:").count(), 1, "{rendered}");
     }
+}
+
+/// Every item's outcome travels in one event: together they are bounded like the context
+/// (16 times `--max-value-bytes`), and the map fails naming the bound when they pass it.
+#[test]
+fn the_outcomes_of_a_maps_items_are_bounded() {
+    let directory = temporary_directory("map", "bytes");
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        r#"
+id: chatty
+context: { number: null }
+states:
+  checking:
+    entry:
+      - map: [1, 2, 3, 4]
+        id: check
+        item: number
+        max_concurrency: 1
+        exec: [sh, -c, "head -c 6000 /dev/zero | tr '\\0' x"]
+    on:
+      done.map.check: { target: done }
+      error.map.check:
+        target: failed
+        actions: [{ log: "${event.data.message} ${event.data.outcomes.map(o, o.status)}" }]
+  done: { type: final }
+  failed: { type: final, exit_code: 1 }
+"#,
+    )
+    .unwrap();
+    let state = directory.join("state");
+    let arguments = ["protocol.yaml", "--state-dir", state.to_str().unwrap()];
+    let (code, _, stderr) = run_binary(&directory, &arguments);
+    assert_eq!(code, 0, "{stderr}");
+    let mut limited = arguments.to_vec();
+    limited.extend(["--max-value-bytes", "1000"]);
+    let (code, _, stderr) = run_binary(&directory, &limited);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(
+            "more than 16000 (16 times --max-value-bytes); raise it with --max-value-bytes"
+        ) && stderr.contains(r#"["ok","ok","ok","cancelled"]"#),
+        "{stderr}"
+    );
 }

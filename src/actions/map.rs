@@ -50,6 +50,10 @@ pub struct MapRequest {
     pub max_concurrency: usize,
     /// The map fails when more items than this fail.
     pub tolerated_failures: usize,
+    /// The map fails when the outcomes it keeps weigh more than this: the run's bound on the
+    /// context (16 times `--max-value-bytes`), taken when the map starts.
+    #[serde(default = "default_outcome_bytes")]
+    pub max_outcome_bytes: usize,
     /// `done.map.<id>` and `error.map.<id>`.
     pub done: EventType,
     pub failed: EventType,
@@ -207,6 +211,7 @@ impl Map {
             max_concurrency: (self.max_concurrency as usize).min(requests.len()).max(1),
             items: requests,
             tolerated_failures,
+            max_outcome_bytes: crate::compile::budget::current().max_context_bytes(),
             done: self.done,
             failed: self.failed,
             owner,
@@ -219,6 +224,10 @@ impl Map {
         execution.host.start_map(request);
         Ok(())
     }
+}
+
+fn default_outcome_bytes() -> usize {
+    crate::compile::budget::Budgets::default().max_context_bytes()
 }
 
 /// `25%`, `12.5%`: hundredths of a percent, from 0 to 100%.

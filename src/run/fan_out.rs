@@ -24,6 +24,10 @@ pub(crate) struct RunningMap {
     pub running: Vec<(usize, u64)>,
     /// Each item's outcome once it ended, in item order.
     pub outcomes: Vec<Option<ItemOutcome>>,
+    /// What the outcomes kept weigh (`Value::size_in_bytes`): bounded like the context, since
+    /// they all travel in one event.
+    #[serde(default)]
+    pub bytes: usize,
     /// Its completion event is on its way (it comes back through the effects' channel, as an
     /// outcome does, so even an empty map reports after its macrostep). Never stored: a
     /// resumed run decides again from the outcomes.
@@ -136,6 +140,7 @@ impl DriverHost<'_> {
             next: 0,
             running: Vec::new(),
             outcomes: vec![None; items],
+            bytes: 0,
             settled: false,
             arrived: false,
         });
@@ -152,8 +157,17 @@ impl DriverHost<'_> {
             if map.settled {
                 return;
             }
+            let limit = map.request.max_outcome_bytes;
+            if map.bytes > limit {
+                let reason = format!(
+                    "the outcomes of its items weigh {} bytes, more than {limit} ({} times --max-value-bytes); raise it with --max-value-bytes, or have the items print less",
+                    map.bytes,
+                    crate::compile::budget::CONTEXT_VALUES
+                );
+                return self.fail_map(invocation, Some(reason));
+            }
             if map.failures() > map.request.tolerated_failures {
-                return self.fail_map(invocation);
+                return self.fail_map(invocation, None);
             }
             if map.running.len() < map.request.max_concurrency && map.next < map.request.items.len()
             {
@@ -201,8 +215,7 @@ impl DriverHost<'_> {
     /// effect's end recorded) instead of being delivered. False for any other effect.
     pub(super) fn map_item_finished(&mut self, item_invocation: u64, event: &Event) -> bool {
         let status = ItemStatus::of(event);
-        let Some(invocation) = self.record_item(item_invocation, status, event.data.to_json())
-        else {
+        let Some(invocation) = self.record_item(item_invocation, status, &event.data) else {
             return false;
         };
         // Its telemetry names the item's own outcome: `done.exec.check[3]`.
@@ -226,12 +239,16 @@ impl DriverHost<'_> {
         &mut self,
         item_invocation: u64,
         status: ItemStatus,
-        data: serde_json::Value,
+        data: &Value,
     ) -> Option<u64> {
         let (map, position) = self.item_place(item_invocation)?;
         let map = &mut self.state.running.maps[map];
         let (index, _) = map.running.remove(position);
-        map.outcomes[index] = Some(ItemOutcome { status, data });
+        map.bytes = map.bytes.saturating_add(data.size_in_bytes());
+        map.outcomes[index] = Some(ItemOutcome {
+            status,
+            data: data.to_json(),
+        });
         let invocation = map.invocation;
         if self.recording {
             let item = map.request.items[index].id.clone();
@@ -242,9 +259,10 @@ impl DriverHost<'_> {
         Some(invocation)
     }
 
-    /// More items failed than tolerated: those still running are cancelled (their processes
-    /// stopped), those not started never are, and `error.map.<id>` is queued.
-    fn fail_map(&mut self, invocation: u64) {
+    /// More items failed than tolerated (or, `reason`, their outcomes grew past the bound):
+    /// those still running are cancelled (their processes stopped), those not started never
+    /// are, and `error.map.<id>` is queued.
+    fn fail_map(&mut self, invocation: u64, reason: Option<String>) {
         let Some(map) = self.map(invocation) else {
             return;
         };
@@ -269,11 +287,13 @@ impl DriverHost<'_> {
                 .flatten()
                 .filter(|outcome| outcome.status == ItemStatus::Cancelled)
                 .count();
-        let message = format!(
-            "{failed} of {} items failed, more than the {} tolerated",
-            map.request.items.len(),
-            map.request.tolerated_failures
-        );
+        let message = reason.unwrap_or_else(|| {
+            format!(
+                "{failed} of {} items failed, more than the {} tolerated",
+                map.request.items.len(),
+                map.request.tolerated_failures
+            )
+        });
         let mut data = IndexMap::new();
         data.insert(Arc::from("id"), Value::String(map.request.id.clone()));
         data.insert(Arc::from("outcomes"), map.outcome_list());

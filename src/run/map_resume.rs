@@ -51,8 +51,8 @@ impl DriverHost<'_> {
         match restarted {
             Ok(invocation) => self.state.running.maps[map].running[position].1 = invocation,
             Err(refused) => {
-                let data = Value::Map(Arc::new(self.refusal(&refused.0, &refused.1))).to_json();
-                self.record_item(item_invocation, ItemStatus::Error, data);
+                let data = Value::Map(Arc::new(self.refusal(&refused.0, &refused.1)));
+                self.record_item(item_invocation, ItemStatus::Error, &data);
             }
         }
     }

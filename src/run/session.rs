@@ -239,7 +239,7 @@ impl<'a> Session<'a> {
                         self.host.record_item(
                             effect.invocation,
                             super::fan_out::ItemStatus::Error,
-                            event.data.to_json(),
+                            &event.data,
                         );
                     } else if self.interpreter.is_running() {
                         self.host.external_queue.push_back(event);
