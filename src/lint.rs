@@ -1077,142 +1077,154 @@ impl Usage {
 
     fn actions(&mut self, actions: &[Action], pointer: &str) {
         for (index, action) in actions.iter().enumerate() {
-            let pointer = format!("{pointer}/{index}");
-            match action {
-                Action::Log(log) => {
-                    self.template(&log.log);
-                    log.tags.iter().for_each(|tag| self.template(tag));
-                    log.fields
-                        .values()
-                        .for_each(|value| self.value_template(value));
-                }
-                Action::Assign(assign) => {
-                    for (name, value) in &assign.assign {
-                        // A path (`verdicts.critic`) sets its variable.
-                        let variable = name.split('.').next().unwrap_or_default();
-                        self.assigned.insert(variable.to_string());
-                        // Strings are expressions; other values are literals.
-                        if let serde_json::Value::String(text) = value {
-                            self.expression(text);
-                        }
+            self.action(action, &format!("{pointer}/{index}"));
+        }
+    }
+
+    fn action(&mut self, action: &Action, pointer: &str) {
+        let pointer = pointer.to_string();
+        match action {
+            Action::Log(log) => {
+                self.template(&log.log);
+                log.tags.iter().for_each(|tag| self.template(tag));
+                log.fields
+                    .values()
+                    .for_each(|value| self.value_template(value));
+            }
+            Action::Assign(assign) => {
+                for (name, value) in &assign.assign {
+                    // A path (`verdicts.critic`) sets its variable.
+                    let variable = name.split('.').next().unwrap_or_default();
+                    self.assigned.insert(variable.to_string());
+                    // Strings are expressions; other values are literals.
+                    if let serde_json::Value::String(text) = value {
+                        self.expression(text);
                     }
                 }
-                Action::Raise(raise) => {
-                    self.event(&raise.raise, "raise", &format!("{pointer}/raise"));
-                    if let Some(data) = &raise.data {
-                        self.value_template(data);
+            }
+            Action::Raise(raise) => {
+                self.event(&raise.raise, "raise", &format!("{pointer}/raise"));
+                if let Some(data) = &raise.data {
+                    self.value_template(data);
+                }
+            }
+            Action::Send(send) => {
+                self.event(&send.send, "send", &format!("{pointer}/send"));
+                if let Some(data) = &send.data {
+                    self.value_template(data);
+                }
+                if let Some(delay) = &send.delay {
+                    self.delay(delay, DelayPlace::Send, &format!("{pointer}/delay"));
+                }
+                if let Some(id) = &send.id {
+                    self.template(id);
+                }
+            }
+            Action::Cancel(cancel) => self.template(&cancel.cancel),
+            Action::If(conditional) => {
+                self.expression(&conditional.condition);
+                self.actions(&conditional.then, &format!("{pointer}/then"));
+                for (position, branch) in conditional.elif.iter().enumerate() {
+                    self.expression(&branch.condition);
+                    self.actions(&branch.then, &format!("{pointer}/elif/{position}/then"));
+                }
+                self.actions(&conditional.otherwise, &format!("{pointer}/else"));
+            }
+            Action::Foreach(foreach) => {
+                if let LoopArray::Computed(expression) = &foreach.foreach {
+                    self.expression(expression);
+                }
+                self.assigned.insert(foreach.item.clone());
+                self.assigned.extend(foreach.index.clone());
+                self.actions(&foreach.body, &format!("{pointer}/do"));
+            }
+            Action::Map(map) => {
+                if let LoopArray::Computed(expression) = &map.fan_out.map {
+                    self.expression(expression);
+                }
+                self.assigned.insert(map.fan_out.item.clone());
+                self.assigned.extend(map.fan_out.index.clone());
+                // The effect is written in the same mapping.
+                self.action(&map.body, &pointer);
+            }
+            Action::Exec(exec) => {
+                match &exec.exec {
+                    ExecCommand::Arguments(arguments) => {
+                        arguments
+                            .iter()
+                            .for_each(|argument| self.template(argument));
+                    }
+                    ExecCommand::Line(line) => self.template(line),
+                }
+                if let Some(directory) = &exec.cwd {
+                    self.template(directory);
+                }
+                exec.env.values().for_each(|value| self.template(value));
+                if let Some(input) = &exec.stdin {
+                    self.template(input);
+                }
+                if let Some(IncompleteMarkers::Computed(expression)) = &exec.incomplete_markers {
+                    self.expression(expression);
+                }
+                self.effect_options(&exec.options, &pointer);
+            }
+            Action::Use(usage) => {
+                self.used_blocks.insert(usage.block.clone());
+                for argument in usage.with.values() {
+                    if let serde_json::Value::String(text) = argument {
+                        self.expression(text);
                     }
                 }
-                Action::Send(send) => {
-                    self.event(&send.send, "send", &format!("{pointer}/send"));
-                    if let Some(data) = &send.data {
-                        self.value_template(data);
-                    }
-                    if let Some(delay) = &send.delay {
-                        self.delay(delay, DelayPlace::Send, &format!("{pointer}/delay"));
-                    }
-                    if let Some(id) = &send.id {
-                        self.template(id);
-                    }
+            }
+            Action::Call(call) => {
+                if let Some(arguments) = &call.args {
+                    self.value_template(arguments);
                 }
-                Action::Cancel(cancel) => self.template(&cancel.cancel),
-                Action::If(conditional) => {
-                    self.expression(&conditional.condition);
-                    self.actions(&conditional.then, &format!("{pointer}/then"));
-                    for (position, branch) in conditional.elif.iter().enumerate() {
-                        self.expression(&branch.condition);
-                        self.actions(&branch.then, &format!("{pointer}/elif/{position}/then"));
-                    }
-                    self.actions(&conditional.otherwise, &format!("{pointer}/else"));
+            }
+            Action::Emit(emit) => {
+                self.template(&emit.emit);
+                emit.data
+                    .values()
+                    .for_each(|value| self.value_template(value));
+            }
+            Action::ReadFile(read) => {
+                self.template(&read.read_file);
+                self.effect_options(&read.options, &pointer);
+            }
+            Action::ListDir(list) => {
+                self.template(&list.list_dir);
+                self.effect_options(&list.options, &pointer);
+            }
+            Action::GrepSearch(grep) => {
+                self.template(&grep.grep_search);
+                self.template(&grep.path);
+                self.effect_options(&grep.options, &pointer);
+            }
+            Action::Write(write) => {
+                self.template(&write.write);
+                if let Some(content) = &write.content {
+                    self.template(content);
                 }
-                Action::Foreach(foreach) => {
-                    if let LoopArray::Computed(expression) = &foreach.foreach {
-                        self.expression(expression);
-                    }
-                    self.assigned.insert(foreach.item.clone());
-                    self.assigned.extend(foreach.index.clone());
-                    self.actions(&foreach.body, &format!("{pointer}/do"));
+                if let Some(document) = &write.json {
+                    self.value_template(document);
                 }
-                Action::Exec(exec) => {
-                    match &exec.exec {
-                        ExecCommand::Arguments(arguments) => {
-                            arguments
-                                .iter()
-                                .for_each(|argument| self.template(argument));
-                        }
-                        ExecCommand::Line(line) => self.template(line),
-                    }
-                    if let Some(directory) = &exec.cwd {
-                        self.template(directory);
-                    }
-                    exec.env.values().for_each(|value| self.template(value));
-                    if let Some(input) = &exec.stdin {
-                        self.template(input);
-                    }
-                    if let Some(IncompleteMarkers::Computed(expression)) = &exec.incomplete_markers
-                    {
-                        self.expression(expression);
-                    }
-                    self.effect_options(&exec.options, &pointer);
+                if let Some(line) = &write.append {
+                    self.value_template(line);
                 }
-                Action::Use(usage) => {
-                    self.used_blocks.insert(usage.block.clone());
-                    for argument in usage.with.values() {
-                        if let serde_json::Value::String(text) = argument {
-                            self.expression(text);
-                        }
-                    }
+                if let Some(json_append) = &write.json_append {
+                    self.value_template(&json_append.item);
                 }
-                Action::Call(call) => {
-                    if let Some(arguments) = &call.args {
-                        self.value_template(arguments);
-                    }
-                }
-                Action::Emit(emit) => {
-                    self.template(&emit.emit);
-                    emit.data
-                        .values()
-                        .for_each(|value| self.value_template(value));
-                }
-                Action::ReadFile(read) => {
-                    self.template(&read.read_file);
-                    self.effect_options(&read.options, &pointer);
-                }
-                Action::ListDir(list) => {
-                    self.template(&list.list_dir);
-                    self.effect_options(&list.options, &pointer);
-                }
-                Action::GrepSearch(grep) => {
-                    self.template(&grep.grep_search);
-                    self.template(&grep.path);
-                    self.effect_options(&grep.options, &pointer);
-                }
-                Action::Write(write) => {
-                    self.template(&write.write);
-                    if let Some(content) = &write.content {
-                        self.template(content);
-                    }
-                    if let Some(document) = &write.json {
-                        self.value_template(document);
-                    }
-                    if let Some(line) = &write.append {
-                        self.value_template(line);
-                    }
-                    if let Some(json_append) = &write.json_append {
-                        self.value_template(&json_append.item);
-                    }
-                    self.effect_options(&write.options, &pointer);
-                }
-                Action::Backup(backup) => {
-                    self.template(&backup.backup);
-                    self.template(&backup.to);
-                    self.effect_options(&backup.options, &pointer);
-                }
-                Action::Restore(restore) => {
-                    self.template(&restore.restore);
-                    self.template(&restore.from);
-                    self.effect_options(&restore.options, &pointer);
-                }
+                self.effect_options(&write.options, &pointer);
+            }
+            Action::Backup(backup) => {
+                self.template(&backup.backup);
+                self.template(&backup.to);
+                self.effect_options(&backup.options, &pointer);
+            }
+            Action::Restore(restore) => {
+                self.template(&restore.restore);
+                self.template(&restore.from);
+                self.effect_options(&restore.options, &pointer);
             }
         }
     }

@@ -140,7 +140,8 @@ fn a_mistake_inside_an_action_is_reported_against_that_action() {
         "{text}"
     );
     assert!(
-        text.contains("this is not an action") && text.contains("did you mean `log`?"),
+        text.contains("an action needs one of the keys that name its kind (log, assign")
+            && text.contains("did you mean `log`?"),
         "{text}"
     );
 }
@@ -349,7 +350,7 @@ fn a_scenario_step_is_explained_by_its_kind_key() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("error: this is not a step: it has none of the step keys\n")
+        stderr.contains("error: a step needs one of the keys that name its kind (")
             && stderr.contains("/steps.scenario.yaml:6:9\n")
             && stderr.contains("= help: did you mean `send`?\n"),
         "{stderr}"
@@ -523,7 +524,9 @@ fn the_actions_beside_one_that_is_no_action_are_still_checked() {
     assert_eq!(
         headlines,
         [
-            "error: this is not an action: it has none of the action keys",
+            "error: an action needs one of the keys that name its kind (log, assign, raise, send, \
+             cancel, if, foreach, map, exec, emit, read_file, list_dir, grep_search, write, backup, \
+             restore, call, use); this one has none",
             "--> test.yaml:7:9",
             "error: unknown name `missing`",
             "--> test.yaml:8:17",

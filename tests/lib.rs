@@ -2,6 +2,7 @@
 
 mod support;
 
+mod bisect;
 mod blocks_alone;
 mod budgets;
 mod capabilities;
@@ -28,6 +29,9 @@ mod limits;
 mod loading_limits;
 mod lsp;
 mod lsp_neovim;
+mod map;
+mod map_durability;
+mod map_errors;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

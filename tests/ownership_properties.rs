@@ -1,7 +1,9 @@
 //! Ownership on random machines: random effects of random durations, random events, checked after every macrostep.
 //!
 //! Each case is a statechart of nested states whose entry, exit and transition actions start
-//! mocked effects (each a random number of virtual milliseconds, some `scope: run`), whose
+//! mocked effects (each a random number of virtual milliseconds, some `scope: run`, some a
+//! `map` of such items, whose completion is an outcome like an effect's, some started twice by
+//! a `foreach`), whose
 //! transitions react to inputs and to the effects' outcomes, driven through the runtime
 //! (`Session`) on virtual time by random events and clock moves. After the start and after
 //! every macrostep:
@@ -49,6 +51,11 @@ struct EffectSpec {
     run_scoped: bool,
     /// `on_interrupt: retry` (else `fail`).
     retried_on_resume: bool,
+    /// A `map` of this effect: (items, `max_concurrency`, `tolerated_failures`); its items
+    /// share the script, one outcome per item started.
+    map: Option<(usize, u32, u32)>,
+    /// Not a map: started twice per run of its block by a `foreach` over `[0, 1]`.
+    looped: bool,
 }
 
 /// Where an effect action is written.
@@ -95,13 +102,19 @@ fn case() -> impl Strategy<Value = Case> {
                 vec(0u8..3, 1..6),
                 prop::bool::weighted(0.2),
                 any::<bool>(),
+                prop::option::weighted(0.3, (0usize..5, 1u32..4, 0u32..3)),
+                prop::bool::weighted(0.2),
             )
                 .prop_map(
-                    |(timeout_milliseconds, script, run_scoped, retried_on_resume)| EffectSpec {
-                        timeout_milliseconds,
-                        script,
-                        run_scoped,
-                        retried_on_resume,
+                    |(timeout_milliseconds, script, run_scoped, retried_on_resume, map, looped)| {
+                        EffectSpec {
+                            timeout_milliseconds,
+                            script,
+                            run_scoped,
+                            retried_on_resume,
+                            map,
+                            looped,
+                        }
                     },
                 ),
             0..states,
@@ -178,6 +191,14 @@ fn render(case: &Case) -> (String, Vec<String>) {
         } else {
             "fail"
         });
+        if let Some((items, concurrency, tolerated)) = spec.map {
+            effect["map"] = json!((0..items).collect::<Vec<usize>>());
+            effect["item"] = json!("item");
+            effect["max_concurrency"] = json!(concurrency);
+            effect["tolerated_failures"] = json!(tolerated);
+        } else if spec.looped {
+            return json!({"foreach": [0, 1], "item": "item", "do": [effect]});
+        }
         effect
     };
     let push = |node: &mut Map<String, Json>, key: &str, value: Json| {
@@ -224,12 +245,13 @@ fn render(case: &Case) -> (String, Vec<String>) {
             .collect();
         mocks.push(format!("e{index}={}", script.join(",")));
         let (success, failure) = case.outcomes[index];
+        let family = if spec.map.is_some() { "map" } else { "exec" };
         if let Some(target) = success
             && !states[state].2
         {
             on(
                 &mut nodes[state],
-                format!("done.exec.e{index}"),
+                format!("done.{family}.e{index}"),
                 json!(states[target].0),
             );
         }
@@ -238,7 +260,7 @@ fn render(case: &Case) -> (String, Vec<String>) {
         {
             on(
                 &mut nodes[state],
-                format!("error.exec.e{index}"),
+                format!("error.{family}.e{index}"),
                 json!(states[target].0),
             );
         }
@@ -291,7 +313,8 @@ fn render(case: &Case) -> (String, Vec<String>) {
         }
     }
     in_document_order(&mut top);
-    let document = json!({"id": "owned", "states": top});
+    // `item` is the variable of the maps.
+    let document = json!({"id": "owned", "context": {"item": null}, "states": top});
     (document.to_string(), mocks)
 }
 
@@ -306,6 +329,12 @@ struct Ledger {
     delivered: usize,
     after_finish: usize,
     crashes: usize,
+    /// Maps started, by invocation: a map survives a crash (its snapshot has it), so its end
+    /// after a resume replaces the `interrupted` the crash gave it.
+    maps: std::collections::HashSet<u64>,
+    /// Maps that ended `completed` or `failed`, and their items started.
+    maps_reported: usize,
+    map_items: usize,
     /// The case was cut short: it still had effects running after `MAX_WAITS` waits.
     cut: bool,
 }
@@ -375,7 +404,42 @@ impl Observer for LedgerObserver {
             return;
         };
         match kind {
+            "map_started" => {
+                let owner = fields["owner"].as_str().unwrap_or_default().to_string();
+                let run_scoped = fields["scope"] == "run";
+                ledger.maps.insert(invocation);
+                if ledger
+                    .started
+                    .insert(invocation, (owner, run_scoped))
+                    .is_some()
+                {
+                    ledger
+                        .problems
+                        .push(format!("map invocation {invocation} started twice"));
+                }
+            }
+            "map" => {
+                let outcome = fields["outcome"].as_str().unwrap_or("?").to_string();
+                if outcome == "completed" || outcome == "failed" {
+                    ledger.maps_reported += 1;
+                }
+                let ends = ledger.ended.entry(invocation).or_default();
+                // A map the crash interrupted goes on after the resume: this is its end.
+                if ends.as_slice() == ["interrupted"] {
+                    ends.clear();
+                }
+                ends.push(outcome);
+                if ends.len() > 1 {
+                    let ends = ends.clone();
+                    ledger
+                        .problems
+                        .push(format!("map invocation {invocation} ended {ends:?}"));
+                }
+            }
             "effect_started" => {
+                if fields["id"].as_str().is_some_and(|id| id.contains('[')) {
+                    ledger.map_items += 1;
+                }
                 let owner = fields["owner"].as_str().unwrap_or_default().to_string();
                 let run_scoped = fields["scope"] == "run";
                 if ledger
@@ -588,6 +652,7 @@ fn no_effect_outlives_its_owner_and_every_one_ends_exactly_once() {
         ..Config::default()
     });
     let totals = RefCell::new((0usize, 0usize, 0usize, 0usize, 0usize));
+    let maps = RefCell::new((0usize, 0usize, 0usize));
     let crashes = RefCell::new(0usize);
     let cut = RefCell::new(0u32);
     let result = runner.run(&case(), |case| {
@@ -608,6 +673,10 @@ fn no_effect_outlives_its_owner_and_every_one_ends_exactly_once() {
         }
         *cut.borrow_mut() += u32::from(ledger.cut);
         *crashes.borrow_mut() += ledger.crashes;
+        let mut maps = maps.borrow_mut();
+        maps.0 += ledger.maps.len();
+        maps.1 += ledger.maps_reported;
+        maps.2 += ledger.map_items;
         let mut totals = totals.borrow_mut();
         totals.0 += ledger.started.len();
         totals.1 += ledger.cancelled;
@@ -633,4 +702,10 @@ fn no_effect_outlives_its_owner_and_every_one_ends_exactly_once() {
     assert!(started > 100, "{started} invocations");
     assert!(cancelled > 10, "{cancelled} cancelled");
     assert!(delivered > 10, "{delivered} delivered");
+    let (maps, maps_reported, map_items) = *maps.borrow();
+    eprintln!("ownership: {maps} maps, {maps_reported} reported, {map_items} items started");
+    assert!(
+        maps > 5 && maps_reported > 0 && map_items > 5,
+        "maps: {maps}, {maps_reported}, {map_items}"
+    );
 }

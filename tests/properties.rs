@@ -4,7 +4,8 @@
 //! shallow and deep history, event, eventless and delayed transitions with guards over an
 //! integer context variable or the event's data, `assign`, `raise`, `send` (delayed ones with
 //! an id, which `cancel` withdraws), `log`, effects (`exec`, never run: the test's host
-//! reports their outcomes as inputs), and `if`/`elif`/`else` around them) and renders them as
+//! reports their outcomes as inputs), `map`s of them (each item an effect the host records),
+//! `foreach`, and `if`/`elif`/`else` around them) and renders them as
 //! YAML that must load and compile: a protocol that does not is a generator bug, unless the
 //! diagnostic shows an engine bug. Four properties are checked:
 //!
@@ -181,6 +182,13 @@ enum Act {
     If {
         branches: Vec<(Guard, Vec<Act>)>,
         otherwise: Option<Vec<Act>>,
+    },
+    /// `map` over `array` into `item` (and `position` when `index`): one `exec: [true, ...]`
+    /// per element, the id `m<n>` unique in the machine.
+    Map {
+        array: LoopArray,
+        index: bool,
+        run_scoped: bool,
     },
     /// `foreach` over `array` into `item` (and `position` when `index`), running the block.
     Foreach {
@@ -398,17 +406,18 @@ fn nested_action(mode: Mode, depth: u32) -> BoxedStrategy<Act> {
             branches,
             otherwise,
         });
-    let array = prop_oneof![
+    let foreach = (loop_array(), any::<bool>(), block())
+        .prop_map(|(array, index, body)| Act::Foreach { array, index, body });
+    prop_oneof![8 => simple_action(mode), 1 => conditional, 1 => foreach].boxed()
+}
+
+/// The list of a `foreach` or a `map`.
+fn loop_array() -> impl Strategy<Value = LoopArray> {
+    prop_oneof![
         3 => (0usize..4).prop_map(LoopArray::Literal),
         2 => Just(LoopArray::Context),
         1 => Just(LoopArray::NotAList),
-    ];
-    let foreach = (array, any::<bool>(), block()).prop_map(|(array, index, body)| Act::Foreach {
-        array,
-        index,
-        body,
-    });
-    prop_oneof![8 => simple_action(mode), 1 => conditional, 1 => foreach].boxed()
+    ]
 }
 
 fn simple_action(mode: Mode) -> BoxedStrategy<Act> {
@@ -428,6 +437,8 @@ fn simple_action(mode: Mode) -> BoxedStrategy<Act> {
             2 => (0..SEND_IDS).prop_map(Act::Cancel),
             2 => (0..EFFECT_IDS, proptest::bool::weighted(0.3))
                 .prop_map(|(id, run_scoped)| Act::Effect { id, run_scoped }),
+            1 => (loop_array(), any::<bool>(), proptest::bool::weighted(0.3))
+                .prop_map(|(array, index, run_scoped)| Act::Map { array, index, run_scoped }),
             1 => Just(Act::Log),
         ]
         .boxed(),
@@ -731,6 +742,8 @@ struct Renderer {
     non_history: Vec<usize>,
     containers: Vec<usize>,
     next: usize,
+    /// Maps rendered so far: each gets an id of its own.
+    maps: std::cell::Cell<usize>,
 }
 
 fn render(states: &[Node], mode: Mode) -> String {
@@ -750,6 +763,7 @@ fn render(states: &[Node], mode: Mode) -> String {
         non_history,
         containers,
         next: 0,
+        maps: std::cell::Cell::new(0),
     };
     let mut rendered = Map::new();
     for state in states {
@@ -987,6 +1001,18 @@ fn external_only(descriptor: &Descriptor) -> bool {
     }
 }
 
+/// A loop's list as written: a literal list, one built from the context, or an int.
+fn loop_array_text(array: &LoopArray) -> String {
+    match array {
+        LoopArray::Literal(count) => {
+            let items: Vec<String> = (0..*count).map(|item| item.to_string()).collect();
+            format!("[{}]", items.join(", "))
+        }
+        LoopArray::Context => "[x, x + 1]".to_string(),
+        LoopArray::NotAList => "x".to_string(),
+    }
+}
+
 fn effect_id(id: usize) -> String {
     format!("e{id}")
 }
@@ -1056,15 +1082,30 @@ impl Renderer {
                 Json::Object(spec)
             }
             // The body begins with a `loop` log, which the statistics count.
+            Act::Map {
+                array,
+                index,
+                run_scoped,
+            } => {
+                let number = self.maps.get();
+                self.maps.set(number + 1);
+                let mut spec = json!({
+                    "map": loop_array_text(array),
+                    "id": format!("m{number}"),
+                    "item": "item",
+                    "exec": ["true", "${item}"],
+                });
+                if *index {
+                    spec["index"] = json!("position");
+                    spec["exec"] = json!(["true", "${item}", "${position}"]);
+                }
+                if *run_scoped {
+                    spec["scope"] = json!("run");
+                }
+                spec
+            }
             Act::Foreach { array, index, body } => {
-                let array = match array {
-                    LoopArray::Literal(count) => {
-                        let items: Vec<String> = (0..*count).map(|item| item.to_string()).collect();
-                        format!("[{}]", items.join(", "))
-                    }
-                    LoopArray::Context => "[x, x + 1]".to_string(),
-                    LoopArray::NotAList => "x".to_string(),
-                };
+                let array = loop_array_text(array);
                 let marker = json!({ "log": "loop" });
                 let actions = body.iter().map(|action| self.action(action));
                 let mut spec = json!({
@@ -1566,6 +1607,9 @@ struct EventStatistics {
     /// Bodies of `foreach` run, and loops refused for walking what is not a list.
     loop_runs: usize,
     loops_refused: usize,
+    /// Items of maps started, and maps refused for walking what is not a list.
+    map_items: usize,
+    maps_refused: usize,
 }
 
 impl EventStatistics {
@@ -1641,11 +1685,19 @@ impl EventStatistics {
                 Record::Log(message) if message.contains("foreach needs a list") => {
                     self.loops_refused += 1;
                 }
+                Record::Log(message) if message.contains("map needs a list") => {
+                    self.maps_refused += 1;
+                }
                 _ => {}
             }
         }
         self.add_delayed(trace);
         self.effects_started += trace.effects.len();
+        self.map_items += trace
+            .effects
+            .iter()
+            .filter(|effect| effect.id.contains('['))
+            .count();
         for (index, event) in trace.journal.iter().enumerate() {
             if event.origin != Origin::Outcome {
                 continue;
@@ -1767,6 +1819,7 @@ fn non_vacuous(statistics: &EventStatistics) {
     );
     // Loops refused are fewer (a few in 64 cases), so they are printed, not asserted.
     assert!(statistics.loop_runs > 0, "no `foreach` body runs");
+    assert!(statistics.map_items > 0, "no `map` item starts");
     // Outcomes that take a transition are fewer (a few in 64 cases, rarely none), so they
     // are printed, not asserted.
     assert!(

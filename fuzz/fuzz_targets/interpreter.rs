@@ -50,6 +50,7 @@ impl<'a> Arbitrary<'a> for Case {
         let mut generator = Generator {
             u,
             tree: Vec::new(),
+            maps: 0,
         };
         let protocol = generator.protocol()?;
         Ok(Case {
@@ -78,6 +79,8 @@ struct Node {
 struct Generator<'u, 'a> {
     u: &'u mut Unstructured<'a>,
     tree: Vec<Node>,
+    /// Maps generated so far: each gets an id no other action has.
+    maps: usize,
 }
 
 fn id(index: usize) -> String {
@@ -101,7 +104,7 @@ impl Generator<'_, '_> {
             states.insert(id(root), self.state_value(root)?);
         }
         let start = self.u.int_in_range(-2..=3)?;
-        // `item` and `position` are the variables of generated `foreach` actions.
+        // `item` and `position` are the variables of generated `foreach` and `map` actions.
         let context = json!({ "x": start, "item": 0, "position": 0 });
         Ok(json!({ "id": "fuzz", "context": context, "states": states }))
     }
@@ -323,7 +326,7 @@ impl Generator<'_, '_> {
 
     fn action(&mut self, nest: bool) -> Result<Value> {
         let event = *self.u.choose(&ALPHABET)?;
-        Ok(match self.u.int_in_range(0..=7)? {
+        Ok(match self.u.int_in_range(0..=8)? {
             0 => json!({ "assign": { "x": "x + 1" } }),
             1 => json!({ "assign": { "x": "0" } }),
             2 => json!({ "raise": event }),
@@ -350,6 +353,24 @@ impl Generator<'_, '_> {
                     foreach["index"] = json!("position");
                 }
                 foreach
+            }
+            // A map over the same lists: one effect per element (never run: the host records
+            // them), its arguments evaluated with the element bound, or `error.execution`.
+            7 => {
+                let array = *self.u.choose(&["[1, 2, 3]", "[]", "[x, x + 1]", "x"])?;
+                let mut map = json!({
+                    "map": array,
+                    "id": format!("m{}", self.maps),
+                    "item": "item",
+                    "max_concurrency": self.u.int_in_range(1..=3)?,
+                    "tolerated_failures": *self.u.choose(&[json!(0), json!(1), json!("50%")])?,
+                    "exec": ["true", "${item + x}"],
+                });
+                self.maps += 1;
+                if self.u.ratio(1, 2)? {
+                    map["index"] = json!("position");
+                }
+                map
             }
             _ => json!({ "log": "x is ${x}" }),
         })

@@ -19,19 +19,53 @@ pub struct Foreach {
     body: Vec<Action>,
 }
 
-/// The list as written, or the expression that gives it.
+/// The list as written, or the expression that gives it (a `foreach`'s or a `map`'s).
 #[derive(Debug)]
-enum Array {
+pub(crate) enum Array {
     Listed(Arc<Vec<Value>>),
     Computed(Expression),
 }
 
 impl Array {
+    /// Compiles the list at `pointer`.
+    pub(crate) fn compile(
+        array: &LoopArray,
+        compiler: &mut Compiler,
+        pointer: &str,
+    ) -> Option<Array> {
+        match array {
+            LoopArray::Listed(items) => Some(Array::Listed(Arc::new(
+                items.iter().map(Value::from_json).collect(),
+            ))),
+            LoopArray::Computed(text) => compiler.expression(text, pointer).map(Array::Computed),
+        }
+    }
+
     /// What an error names as the list's expression.
-    fn text(&self) -> Arc<str> {
+    pub(crate) fn text(&self) -> Arc<str> {
         match self {
             Array::Listed(_) => Arc::from("a literal list"),
             Array::Computed(expression) => expression.text.clone(),
+        }
+    }
+
+    /// Pure: the list, evaluated once, for the action `action` (named in the error when it is
+    /// not a list). A shallow copy: assigning the variable it came from later changes nothing.
+    pub(crate) fn evaluate(
+        &self,
+        execution: &Execution,
+        action: &str,
+    ) -> Result<Arc<Vec<Value>>, EvaluationError> {
+        let expression = match self {
+            Array::Listed(items) => return Ok(items.clone()),
+            Array::Computed(expression) => expression,
+        };
+        match execution.with_scope(|scope| expression.evaluate(scope))? {
+            Value::List(items) => Ok(items),
+            other => Err(EvaluationError {
+                expression: expression.text.clone(),
+                message: format!("{action} needs a list, and this is a {}", other.type_name()),
+            }),
         }
     }
 }
@@ -47,14 +81,7 @@ impl Foreach {
         compiler: &mut Compiler,
         pointer: &str,
     ) -> Option<Foreach> {
-        let array = match &action.foreach {
-            LoopArray::Listed(items) => Some(Array::Listed(Arc::new(
-                items.iter().map(Value::from_json).collect(),
-            ))),
-            LoopArray::Computed(text) => compiler
-                .expression(text, &format!("{pointer}/foreach"))
-                .map(Array::Computed),
-        };
+        let array = Array::compile(&action.foreach, compiler, &format!("{pointer}/foreach"));
         let item_pointer = format!("{pointer}/item");
         let item = compiler.writable_context_slot(&action.item, &item_pointer, Part::Value);
         let index = match &action.index {
@@ -89,17 +116,7 @@ impl Foreach {
     /// Pure: the list to walk, evaluated once. It is a shallow copy (a shared reference to the
     /// list as it is now), so the body assigning the variable it came from changes nothing.
     pub fn resolve(&self, execution: &Execution) -> Result<Arc<Vec<Value>>, EvaluationError> {
-        let expression = match &self.array {
-            Array::Listed(items) => return Ok(items.clone()),
-            Array::Computed(expression) => expression,
-        };
-        match execution.with_scope(|scope| expression.evaluate(scope))? {
-            Value::List(items) => Ok(items),
-            other => Err(EvaluationError {
-                expression: expression.text.clone(),
-                message: format!("foreach needs a list, and this is a {}", other.type_name()),
-            }),
-        }
+        self.array.evaluate(execution, "foreach")
     }
 
     /// Binds the item (and index) and runs the body for each element. As SCXML requires, an

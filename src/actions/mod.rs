@@ -10,6 +10,7 @@ pub mod exec;
 pub mod file;
 pub mod foreach;
 pub mod log;
+pub mod map;
 pub mod raise;
 pub mod send;
 mod summary;
@@ -38,6 +39,7 @@ pub enum Action {
     Cancel(cancel::Cancel),
     If(conditional::Conditional),
     Foreach(foreach::Foreach),
+    Map(Box<map::Map>),
     // Effects are boxed: they are large (several templates each) and rare, and the actions a
     // macrostep walks stay small.
     Exec(Box<exec::Exec>),
@@ -61,6 +63,14 @@ pub trait Host {
     fn cancel(&mut self, send_id: &str);
     /// Start an effect (a process, ...); its outcome must come back later as an external event.
     fn start_effect(&mut self, request: crate::effects::EffectRequest);
+    /// Start a map: its items run as effects, at most `max_concurrency` at once, and one
+    /// `done.map.<id>` or `error.map.<id>` must come back later as an external event. A host
+    /// that only records what the actions asked for may start the items as they are.
+    fn start_map(&mut self, request: map::MapRequest) {
+        for item in request.items {
+            self.start_effect(item);
+        }
+    }
     /// Start a child protocol; its outcome must come back later as an external event.
     fn start_invoke(&mut self, request: InvokeRequest);
     /// Cancel a running child protocol (its state exited): its processes are killed.
@@ -161,11 +171,28 @@ impl Action {
             Action::Cancel(cancel) => cancel.execute(execution),
             Action::If(conditional) => conditional.execute(execution),
             Action::Foreach(foreach) => foreach.execute(execution),
+            Action::Map(map) => map.execute(execution),
             Action::Exec(exec) => exec.execute(execution),
             Action::Emit(emit) => emit.execute(execution),
             Action::Tool(tool) => tool.execute(execution),
             Action::File(file) => file.execute(execution),
             Action::Call(call) => call.execute(execution),
+        }
+    }
+}
+
+impl Action {
+    /// Pure: the request of an effectful action (`exec`, a tool, a file action); `None` for
+    /// the others.
+    pub fn resolve_effect(
+        &self,
+        execution: &Execution,
+    ) -> Option<Result<crate::effects::EffectRequest, EvaluationError>> {
+        match self {
+            Action::Exec(exec) => Some(exec.resolve(execution)),
+            Action::Tool(tool) => Some(tool.resolve(execution)),
+            Action::File(file) => Some(file.resolve(execution)),
+            _ => None,
         }
     }
 }

@@ -3,7 +3,8 @@
 use super::Action;
 
 impl Action {
-    /// `exec tool_call`, `read_file check`, `call notify`, `log`; an `if` or `foreach` lists
+    /// `exec tool_call`, `read_file check`, `call notify`, `log`, `map check (exec check)`; an `if`
+    /// or `foreach` lists
     /// what it runs in parentheses, as what matters in a diagram is the effects a state starts.
     pub fn summary(&self) -> String {
         match self {
@@ -19,6 +20,7 @@ impl Action {
             Action::Call(call) => format!("call {}", call.name()),
             Action::If(conditional) => nested("if", conditional.blocks()),
             Action::Foreach(foreach) => nested("foreach", std::iter::once(foreach.body())),
+            Action::Map(map) => format!("map {} ({})", map.id(), map.body().summary()),
         }
     }
 }

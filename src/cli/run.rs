@@ -694,13 +694,15 @@ fn parse_mocks(machine: &crate::compile::machine::Machine, texts: &[String]) -> 
     })?;
     let mut unknown = false;
     for id in mocks.ids() {
-        if !machine.action_ids.iter().any(|known| known == id) {
-            let hint =
-                crate::diagnostic::did_you_mean(id, machine.action_ids.iter().map(String::as_str))
-                    .map(|hint| format!("; {hint}"))
-                    .unwrap_or_else(|| {
-                        format!("; its action ids are: {}", machine.action_ids.join(", "))
-                    });
+        // A map's item `check[3]` is mocked under the map's id.
+        let named = crate::effects::mock::map_of_item(id).unwrap_or(id);
+        if !machine.action_ids.iter().any(|known| known == named) {
+            let hint = crate::diagnostic::did_you_mean(
+                named,
+                machine.action_ids.iter().map(String::as_str),
+            )
+            .map(|hint| format!("; {hint}"))
+            .unwrap_or_else(|| format!("; its action ids are: {}", machine.action_ids.join(", ")));
             eprintln!(
                 "error: --mock names `{id}`, which is not an action id of this protocol{hint}"
             );

@@ -319,6 +319,8 @@ pub struct Compiler<'a> {
     event_names: Vec<Arc<str>>,
     event_types: HashMap<Arc<str>, EventType>,
     action_ids: Vec<String>,
+    /// The ids of this protocol's maps: each names its items alone (`check[0]`, ...).
+    map_ids: Vec<String>,
     /// The ids of this protocol's invokes, for `send ... to:`.
     invoke_ids: Vec<String>,
     /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
@@ -363,6 +365,7 @@ impl<'a> Compiler<'a> {
             event_types: HashMap::new(),
             action_ids: Vec::new(),
             invoke_ids: Vec::new(),
+            map_ids: Vec::new(),
             send_targets: Vec::new(),
             event_sources: handled_events::EventSources::default(),
             handlers: Vec::new(),
@@ -643,77 +646,15 @@ impl Compiler<'_> {
         self.count_block_actions(list.len(), pointer)?;
         for (index, action) in list.iter().enumerate() {
             let action_pointer = format!("{pointer}/{index}");
-            let result = match action {
-                // A block's actions take the place of its `use`.
-                model::Action::Use(usage) => {
-                    match self.use_block(usage, &action_pointer) {
-                        Some(actions) => compiled.extend(actions),
-                        None => ok = false,
-                    }
-                    continue;
+            // A block's actions take the place of its `use`.
+            if let model::Action::Use(usage) = action {
+                match self.use_block(usage, &action_pointer) {
+                    Some(actions) => compiled.extend(actions),
+                    None => ok = false,
                 }
-                model::Action::Log(log) => {
-                    actions::log::Log::compile(log, self, &action_pointer).map(Action::Log)
-                }
-                model::Action::Assign(assign) => {
-                    actions::assign::Assign::compile(assign, self, &action_pointer)
-                        .map(Action::Assign)
-                }
-                model::Action::Raise(raise) => {
-                    actions::raise::Raise::compile(raise, self, &action_pointer).map(Action::Raise)
-                }
-                model::Action::Send(send) => {
-                    actions::send::Send::compile(send, self, &action_pointer)
-                        .map(|send| Action::Send(Box::new(send)))
-                }
-                model::Action::Cancel(cancel) => {
-                    actions::cancel::Cancel::compile(cancel, self, &action_pointer)
-                        .map(Action::Cancel)
-                }
-                model::Action::ReadFile(read) => {
-                    actions::tool::Tool::read_file(read, self, &action_pointer)
-                        .map(|action| Action::Tool(Box::new(action)))
-                }
-                model::Action::ListDir(list) => {
-                    actions::tool::Tool::list_dir(list, self, &action_pointer)
-                        .map(|action| Action::Tool(Box::new(action)))
-                }
-                model::Action::GrepSearch(grep) => {
-                    actions::tool::Tool::grep_search(grep, self, &action_pointer)
-                        .map(|action| Action::Tool(Box::new(action)))
-                }
-                model::Action::Write(write) => {
-                    actions::file::File::write(write, self, &action_pointer)
-                        .map(|action| Action::File(Box::new(action)))
-                }
-                model::Action::Backup(backup) => {
-                    actions::file::File::backup(backup, self, &action_pointer)
-                        .map(|action| Action::File(Box::new(action)))
-                }
-                model::Action::Restore(restore) => {
-                    actions::file::File::restore(restore, self, &action_pointer)
-                        .map(|action| Action::File(Box::new(action)))
-                }
-                model::Action::Emit(emit) => {
-                    actions::emit::Emit::compile(emit, self, &action_pointer).map(Action::Emit)
-                }
-                model::Action::Call(call) => {
-                    actions::call::Call::compile(call, self, &action_pointer).map(Action::Call)
-                }
-                model::Action::Exec(exec) => {
-                    actions::exec::Exec::compile(exec, self, &action_pointer)
-                        .map(|action| Action::Exec(Box::new(action)))
-                }
-                model::Action::If(conditional) => {
-                    actions::conditional::Conditional::compile(conditional, self, &action_pointer)
-                        .map(Action::If)
-                }
-                model::Action::Foreach(foreach) => {
-                    actions::foreach::Foreach::compile(foreach, self, &action_pointer)
-                        .map(Action::Foreach)
-                }
-            };
-            match result {
+                continue;
+            }
+            match self.action(action, &action_pointer) {
                 Some(action) => compiled.push(action),
                 None => ok = false,
             }
@@ -721,8 +662,73 @@ impl Compiler<'_> {
         ok.then_some(compiled)
     }
 
+    /// Compiles one action, written at `pointer`.
+    pub fn action(&mut self, action: &model::Action, pointer: &str) -> Option<Action> {
+        match action {
+            model::Action::Log(log) => {
+                actions::log::Log::compile(log, self, pointer).map(Action::Log)
+            }
+            model::Action::Assign(assign) => {
+                actions::assign::Assign::compile(assign, self, pointer).map(Action::Assign)
+            }
+            model::Action::Raise(raise) => {
+                actions::raise::Raise::compile(raise, self, pointer).map(Action::Raise)
+            }
+            model::Action::Send(send) => actions::send::Send::compile(send, self, pointer)
+                .map(|send| Action::Send(Box::new(send))),
+            model::Action::Cancel(cancel) => {
+                actions::cancel::Cancel::compile(cancel, self, pointer).map(Action::Cancel)
+            }
+            model::Action::ReadFile(read) => actions::tool::Tool::read_file(read, self, pointer)
+                .map(|action| Action::Tool(Box::new(action))),
+            model::Action::ListDir(list) => actions::tool::Tool::list_dir(list, self, pointer)
+                .map(|action| Action::Tool(Box::new(action))),
+            model::Action::GrepSearch(grep) => {
+                actions::tool::Tool::grep_search(grep, self, pointer)
+                    .map(|action| Action::Tool(Box::new(action)))
+            }
+            model::Action::Write(write) => actions::file::File::write(write, self, pointer)
+                .map(|action| Action::File(Box::new(action))),
+            model::Action::Backup(backup) => actions::file::File::backup(backup, self, pointer)
+                .map(|action| Action::File(Box::new(action))),
+            model::Action::Restore(restore) => actions::file::File::restore(restore, self, pointer)
+                .map(|action| Action::File(Box::new(action))),
+            model::Action::Emit(emit) => {
+                actions::emit::Emit::compile(emit, self, pointer).map(Action::Emit)
+            }
+            model::Action::Call(call) => {
+                actions::call::Call::compile(call, self, pointer).map(Action::Call)
+            }
+            model::Action::Exec(exec) => actions::exec::Exec::compile(exec, self, pointer)
+                .map(|action| Action::Exec(Box::new(action))),
+            model::Action::If(conditional) => {
+                actions::conditional::Conditional::compile(conditional, self, pointer)
+                    .map(Action::If)
+            }
+            model::Action::Foreach(foreach) => {
+                actions::foreach::Foreach::compile(foreach, self, pointer).map(Action::Foreach)
+            }
+            model::Action::Map(map) => {
+                actions::map::Map::compile(map, self, pointer).map(|map| Action::Map(Box::new(map)))
+            }
+            model::Action::Use(_) => {
+                // `actions` splices a block in place of its `use`; one action alone (a map's
+                // effect) cannot be a `use`.
+                self.value_error(
+                    pointer,
+                    "a `use` cannot stand here: it expands to a list of actions".to_string(),
+                    Some("write the effect itself here".into()),
+                );
+                None
+            }
+        }
+    }
+
     /// An action id names events (`done.exec.<id>`) and mocks: one word, unique in the file.
     pub fn check_action_id(&mut self, id: &str, pointer: &str) {
+        if self.map_ids.iter().any(|known| known == id) {
+            self.duplicate_map_id(id, pointer);
+        }
         if !self.action_ids.iter().any(|known| known == id) {
             self.action_ids.push(id.to_string());
         }
@@ -740,6 +746,36 @@ impl Compiler<'_> {
                 Some("use letters, digits, `_` and `-`, starting with a letter".into()),
             );
         }
+    }
+
+    /// Claims `id` for a map, whose items alone use it: any other action with that id (a map
+    /// included) is refused, wherever it is written.
+    /// `body` compiles the map's effect, which registers the id as usual.
+    pub fn claim_map_id<T>(
+        &mut self,
+        id: &str,
+        pointer: &str,
+        body: impl FnOnce(&mut Self) -> T,
+    ) -> T {
+        // Another map's id is refused by the body's own id check, once.
+        let taken = self.action_ids.iter().any(|known| known == id)
+            && !self.map_ids.iter().any(|known| known == id);
+        if taken {
+            self.duplicate_map_id(id, pointer);
+        }
+        let compiled = body(self);
+        self.map_ids.push(id.to_string());
+        compiled
+    }
+
+    fn duplicate_map_id(&mut self, id: &str, pointer: &str) {
+        self.value_error(
+            pointer,
+            format!("`{id}` is already the id of a map, or of an action beside one"),
+            Some(format!(
+                "a map's id names its items (`{id}[0]`, `{id}[1]`, ...) and its events (`done.map.{id}`): give every map an id no other action has"
+            )),
+        );
     }
 
     /// Loads and compiles a child protocol, checking its inputs against what the parent gives.

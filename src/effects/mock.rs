@@ -124,18 +124,35 @@ impl Mocks {
 
     /// Whether the calls of `id` are scripted (every one of them is, once any is).
     pub fn covers(&self, id: &str) -> bool {
-        self.sequences.contains_key(id)
+        self.scripted(id).is_some()
+    }
+
+    /// The key scripting `id`: itself, or for a map's item `check[3]` the map's `check`.
+    fn scripted<'a>(&self, id: &'a str) -> Option<&'a str> {
+        if self.sequences.contains_key(id) {
+            return Some(id);
+        }
+        let map = map_of_item(id)?;
+        self.sequences.contains_key(map).then_some(map)
     }
 
     /// The scripted outcome of the next call of `id`, if it is mocked.
     pub fn next(&mut self, id: &str) -> Option<MockOutcome> {
-        let sequence = self.sequences.get_mut(id)?;
+        let key = self.scripted(id)?;
+        let sequence = self.sequences.get_mut(key)?;
         if sequence.len() > 1 {
             sequence.pop_front()
         } else {
             sequence.front().cloned()
         }
     }
+}
+
+/// The map an item id such as `check[3]` belongs to (`check`), if it is one.
+pub fn map_of_item(id: &str) -> Option<&str> {
+    let (map, rest) = id.split_once('[')?;
+    let index = rest.strip_suffix(']')?;
+    (!index.is_empty() && index.chars().all(|c| c.is_ascii_digit())).then_some(map)
 }
 
 /// Splits `timeout,ok:a,b` into outcomes: a comma starts a new outcome only when what follows

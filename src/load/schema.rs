@@ -362,7 +362,8 @@ fn no_kind_key(
         "a"
     };
     Diagnostic::error(format!(
-        "this is not {article} {what}: it has none of the {what} keys"
+        "{article} {what} needs one of the keys that name its kind ({}); this one has none",
+        kind_keys.join(", ")
     ))
     .at(source.location(pointer, Part::Value))
     .with_help(help)

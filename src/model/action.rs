@@ -12,7 +12,7 @@ pub use super::effect::{
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`,
-/// `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`,
+/// `raise`, `send`, `cancel`, `if`, `foreach`, `map`, `exec`, `emit`, `read_file`, `list_dir`,
 /// `grep_search`, `write`, `backup`, `restore`, `call` or `use`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -24,6 +24,7 @@ pub enum Action {
     Cancel(CancelAction),
     If(IfAction),
     Foreach(ForeachAction),
+    Map(super::map::MapAction),
     Exec(ExecAction),
     Emit(EmitAction),
     ReadFile(ReadFileAction),
@@ -47,13 +48,14 @@ impl Action {
             Action::Write(write) => Some(&write.options),
             Action::Backup(backup) => Some(&backup.options),
             Action::Restore(restore) => Some(&restore.options),
+            Action::Map(map) => map.body.effect_options(),
             _ => None,
         }
     }
 }
 
 /// The distinguishing key of each action kind, in the order they are documented.
-pub const ACTION_KINDS: [&str; 17] = [
+pub const ACTION_KINDS: [&str; 18] = [
     "log",
     "assign",
     "raise",
@@ -61,6 +63,8 @@ pub const ACTION_KINDS: [&str; 17] = [
     "cancel",
     "if",
     "foreach",
+    // Before the effect kinds: a map's mapping holds the effect it runs.
+    "map",
     "exec",
     "emit",
     "read_file",
@@ -256,6 +260,7 @@ impl<'de> Deserialize<'de> for Action {
             "send" => Action::Send(serde_json::from_value(value).map_err(convert)?),
             "cancel" => Action::Cancel(serde_json::from_value(value).map_err(convert)?),
             "foreach" => Action::Foreach(serde_json::from_value(value).map_err(convert)?),
+            "map" => Action::Map(serde_json::from_value(value).map_err(convert)?),
             "exec" => Action::Exec(serde_json::from_value(value).map_err(convert)?),
             "emit" => Action::Emit(serde_json::from_value(value).map_err(convert)?),
             "read_file" => Action::ReadFile(serde_json::from_value(value).map_err(convert)?),
@@ -279,7 +284,7 @@ impl JsonSchema for Action {
     /// One `oneOf` branch per kind: closed objects, each requiring its own key.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         schemars::json_schema!({
-            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `foreach`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore`, `call` or `use`.",
+            "description": "One action. Each kind is a mapping whose distinguishing key names it: `log`, `assign`, `raise`, `send`, `cancel`, `if`, `foreach`, `map`, `exec`, `emit`, `read_file`, `list_dir`, `grep_search`, `write`, `backup`, `restore`, `call` or `use`.",
             "oneOf": [
                 generator.subschema_for::<LogAction>(),
                 generator.subschema_for::<AssignAction>(),
@@ -288,6 +293,7 @@ impl JsonSchema for Action {
                 generator.subschema_for::<CancelAction>(),
                 generator.subschema_for::<IfAction>(),
                 generator.subschema_for::<ForeachAction>(),
+                generator.subschema_for::<super::map::MapAction>(),
                 generator.subschema_for::<ExecAction>(),
                 generator.subschema_for::<EmitAction>(),
                 generator.subschema_for::<ReadFileAction>(),

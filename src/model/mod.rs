@@ -5,6 +5,7 @@ pub mod delayed_transition;
 pub mod duration;
 pub mod effect;
 pub mod input;
+pub mod map;
 pub mod permissions;
 pub mod reuse;
 pub mod state;

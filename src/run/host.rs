@@ -36,6 +36,8 @@ pub(crate) enum EffectMessage {
     ChildStep(Arc<str>, Box<CheckpointStep>),
     /// An effect's retry plan begins another attempt.
     Progress(u64, crate::effects::PlanProgress),
+    /// A map's completion event, for its invocation; dropped if the map was cancelled.
+    MapCompleted(u64, Event),
 }
 
 /// Where running effects report: the session's own channel, or a host's channel shared by all
@@ -169,6 +171,22 @@ impl DriverHost<'_> {
     /// An effect beyond the run's capabilities: logged, and answered with
     /// `error.permission.<id>` instead of running.
     fn refuse(&mut self, request: &EffectRequest, denied: &crate::capabilities::Denied) {
+        let data = self.refusal(request, denied);
+        let event = Event::named(
+            &self.machine,
+            &format!("error.permission.{}", request.id),
+            Value::Map(Arc::new(data)),
+            Origin::Outcome,
+        );
+        self.external_queue.push_back(event);
+    }
+
+    /// Logs a refused effect and gives the data its failure carries.
+    pub(super) fn refusal(
+        &mut self,
+        request: &EffectRequest,
+        denied: &crate::capabilities::Denied,
+    ) -> indexmap::IndexMap<Arc<str>, Value> {
         let message = format!("{}: {denied}", request.id);
         let record = LogRecord {
             level: crate::model::action::LogLevel::Warn,
@@ -186,21 +204,27 @@ impl DriverHost<'_> {
         data.insert(Arc::from("capability"), Value::string(denied.capability));
         data.insert(Arc::from("subject"), Value::string(denied.subject.as_str()));
         data.insert(Arc::from("message"), Value::string(message));
-        let event = Event::named(
-            &self.machine,
-            &format!("error.permission.{}", request.id),
-            Value::Map(Arc::new(data)),
-            Origin::Outcome,
-        );
-        self.external_queue.push_back(event);
+        data
     }
 
     /// Starts an effect; a resumed one goes on from the retry plan's recorded `from`.
     pub(super) fn start_effect_from(
         &mut self,
-        mut request: EffectRequest,
+        request: EffectRequest,
         from: Option<crate::effects::PlanProgress>,
     ) {
+        if let Err(refused) = self.spawn_effect(request, from) {
+            let (request, denied) = *refused;
+            self.refuse(&request, &denied);
+        }
+    }
+
+    /// Admits an effect and starts its task: its invocation number, or why it was refused.
+    pub(super) fn spawn_effect(
+        &mut self,
+        mut request: EffectRequest,
+        from: Option<crate::effects::PlanProgress>,
+    ) -> Result<u64, Box<(EffectRequest, crate::capabilities::Denied)>> {
         // A mocked effect runs nothing (its scripted outcome stands in for it), so there is
         // nothing to check: a scenario may mock a program this machine does not have.
         let mocked = self
@@ -209,8 +233,7 @@ impl DriverHost<'_> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .covers(&request.id);
         if !mocked && let Err(denied) = self.machine.capabilities.admit(&mut request) {
-            self.refuse(&request, &denied);
-            return;
+            return Err(Box::new((request, denied)));
         }
         if let crate::effects::EffectKind::Process(process) = &mut request.kind {
             process.tag = Some(crate::effects::process::new_tag());
@@ -290,6 +313,7 @@ impl DriverHost<'_> {
             }
             completions.send(EffectMessage::Outcome(invocation, event));
         });
+        Ok(invocation)
     }
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
@@ -479,17 +503,19 @@ impl Host for DriverHost<'_> {
     }
 
     fn cancel_effects_of(&mut self, state: crate::compile::machine::StateId) {
-        if self.state.running.effects().is_empty() {
+        if self.state.running.is_empty() {
             return;
         }
         for effect in self.state.running.cancel_owned_by(state) {
-            if effect.arrived {
-                // Its outcome waits on the queue: it is taken off, never delivered.
-                self.external_queue
-                    .retain(|event| outcome_invocation(event) != Some(effect.invocation));
-            }
+            // An outcome waiting on the queue is taken off, never delivered.
+            self.drop_queued_outcome(effect.invocation, effect.arrived);
             self.record_cancelled(&effect, "cancelled");
         }
+        self.cancel_maps_of(state);
+    }
+
+    fn start_map(&mut self, request: crate::actions::map::MapRequest) {
+        self.start_fan_out(request);
     }
 
     fn emit(&mut self, directive: Directive) {
@@ -571,9 +597,18 @@ impl DriverHost<'_> {
                     self.external_queue.push_back(event);
                 }
             }
+            EffectMessage::MapCompleted(invocation, event) => {
+                if running {
+                    self.map_completed(invocation, event);
+                }
+            }
             EffectMessage::Outcome(invocation, event) => {
                 // A cancelled invocation's outcome is never delivered: its end is recorded.
                 if !self.state.running.arrive(invocation) {
+                    return;
+                }
+                // A map's item: its map keeps the outcome.
+                if running && self.map_item_finished(invocation, &event) {
                     return;
                 }
                 if running {
@@ -592,6 +627,8 @@ impl DriverHost<'_> {
             return;
         };
         if self.state.running.finish(invocation).is_none() {
+            // Not an effect's: a map's completion, or an outcome already taken.
+            self.map_delivered(invocation, event);
             return;
         }
         let mut summary = effect_summary(event);
@@ -709,7 +746,11 @@ impl DriverHost<'_> {
         })
     }
 
-    fn record_cancelled(&mut self, effect: &super::running::RunningEffect, outcome: &str) {
+    pub(super) fn record_cancelled(
+        &mut self,
+        effect: &super::running::RunningEffect,
+        outcome: &str,
+    ) {
         let fields = self.ending(effect, outcome);
         if self.recording {
             self.step_actions
@@ -721,7 +762,7 @@ impl DriverHost<'_> {
 }
 
 /// The invocation an effect's outcome event reports, if it is one.
-fn outcome_invocation(event: &Event) -> Option<u64> {
+pub(super) fn outcome_invocation(event: &Event) -> Option<u64> {
     if event.origin != Origin::Outcome {
         return None;
     }

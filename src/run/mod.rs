@@ -12,9 +12,11 @@ pub mod state_set;
 mod children;
 pub mod driver;
 pub mod durable;
+mod fan_out;
 pub mod fleet;
 mod host;
 pub mod input;
+mod map_resume;
 pub mod running;
 pub mod session;
 

@@ -27,7 +27,7 @@ pub(crate) struct RunningEffect {
 }
 
 impl RunningEffect {
-    fn cancel(self) -> RunningEffect {
+    pub(crate) fn cancel(self) -> RunningEffect {
         let _ = self.cancel.send(true);
         self
     }
@@ -63,13 +63,22 @@ pub(crate) struct ChildQueue {
 pub(crate) struct Running {
     effects: Vec<RunningEffect>,
     children: Vec<RunningChild>,
+    /// Maps started whose completion has not been handled; their items are among `effects`.
+    pub(crate) maps: Vec<super::fan_out::RunningMap>,
     /// The invocation number the next start gets.
     next_invocation: u64,
 }
 
 impl Running {
     pub fn is_empty(&self) -> bool {
-        self.effects.is_empty() && self.children.is_empty()
+        self.effects.is_empty() && self.children.is_empty() && self.maps.is_empty()
+    }
+
+    /// Takes the next invocation number for something other than an effect (a map).
+    pub fn allocate_invocation(&mut self) -> u64 {
+        let invocation = self.next_invocation;
+        self.next_invocation += 1;
+        invocation
     }
 
     pub fn effects(&self) -> &[RunningEffect] {

@@ -138,6 +138,14 @@ impl<'a> Session<'a> {
             .collect();
         snapshot.invocations = self.host.state.running.invocations();
         snapshot.children = self.host.state.running.child_snapshots();
+        snapshot.maps = self
+            .host
+            .state
+            .running
+            .maps
+            .iter()
+            .filter_map(|map| serde_json::to_value(map).ok())
+            .collect();
         let step = CheckpointStep {
             sequence: self.host.state.step,
             event: event.map(|event| (event.name.to_string(), event.data.to_json())),
@@ -195,6 +203,7 @@ impl<'a> Session<'a> {
             .state
             .running
             .continue_from(resume.snapshot.invocations);
+        self.host.restore_maps(&resume.snapshot.maps);
         for effect in &resume.snapshot.effects {
             let request: Option<EffectRequest> =
                 serde_json::from_value(effect.request.clone()).ok();
@@ -222,17 +231,34 @@ impl<'a> Session<'a> {
                         attempt: effect.attempt,
                         retriers: effect.retriers.clone(),
                     });
-                    self.host.start_effect_from(request, from);
+                    if self.host.is_map_item(effect.invocation) {
+                        self.host.restart_map_item(effect.invocation, request, from);
+                    } else {
+                        self.host.start_effect_from(request, from);
+                    }
                 }
                 request => {
                     let event = interrupted_failure(&machine, effect, request.as_ref(), now_unix);
-                    if self.interpreter.is_running() {
+                    if self.host.is_map_item(effect.invocation) {
+                        // Its map keeps the failure as the item's outcome.
+                        self.host.record_item(
+                            effect.invocation,
+                            super::fan_out::ItemStatus::Error,
+                            &event.data,
+                        );
+                    } else if self.interpreter.is_running() {
                         self.host.external_queue.push_back(event);
                     } else {
                         self.host.receive_interrupted_after_finish(effect, &event);
                     }
                 }
             }
+        }
+        // Maps go on: items not started yet start, a map whose items all ended completes.
+        if self.interpreter.is_running() {
+            self.host.resume_maps();
+        } else {
+            self.host.maps_after_the_run();
         }
         // Children continue where their last committed step left them: no entry action again.
         for child in &resume.snapshot.children {
@@ -339,6 +365,7 @@ impl<'a> Session<'a> {
         if !self.host.external_queue.is_empty() {
             self.host.outcomes_after_the_run();
         }
+        self.host.maps_after_the_run();
     }
 
     /// Parses and queues one input line; a bad line is reported and skipped.

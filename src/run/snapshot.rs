@@ -53,6 +53,10 @@ pub struct Snapshot {
     /// by the driver), so a resumed parent resumes them where they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildSnapshot>,
+    /// Maps whose completion had not been handled: each item's outcome so far and the items
+    /// running (among `effects`), opaque to the store (filled by the driver).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maps: Vec<serde_json::Value>,
 }
 
 /// A running child protocol in its parent's snapshot.
@@ -234,6 +238,7 @@ impl Interpreter {
             retries: Vec::new(),
             invocations: 0,
             children: Vec::new(),
+            maps: Vec::new(),
         }
     }
 
