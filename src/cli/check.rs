@@ -9,6 +9,10 @@ use crate::diagnostic::render_all;
 pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
     let mut worst = 0;
     for file in files {
+        if super::scenario_file::is_scenario_file(file) {
+            worst = worst.max(super::scenario_file::check(file, deny_warnings));
+            continue;
+        }
         if crate::compile::library::is_library_file(file) {
             worst = worst.max(check_library(file, deny_warnings));
             continue;

@@ -10,6 +10,7 @@ mod narrowing;
 mod run;
 mod runs;
 mod scaffold;
+mod scenario_file;
 mod schema;
 mod serve;
 mod socket;

@@ -238,6 +238,7 @@ impl DriverHost<'_> {
         }
         let time = self.now_text();
         self.observer.record(&time, "effect_started", started);
+        self.observer.effect_started(&request);
         let completions = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
