@@ -30,7 +30,6 @@ pub fn closed_configuration(
         active.insert(state);
         active.extend(machine.state(state).ancestors.iter().copied());
     }
-    active.remove(&StateId::ROOT);
     if active.is_empty() && problems.is_empty() {
         problems.push("the configuration names no state".to_string());
     }
@@ -56,6 +55,10 @@ pub fn closed_configuration(
                 .join(", ")
         };
         match node.kind {
+            StateKind::Root if chosen.len() > 1 => problems.push(format!(
+                "only one top-level state can be active, not {}",
+                list(&chosen)
+            )),
             StateKind::Compound if chosen.is_empty() => problems.push(format!(
                 "compound state `{}` needs one active child: add one of {}",
                 node.id,
@@ -82,7 +85,10 @@ pub fn closed_configuration(
         }
     }
     if problems.is_empty() {
-        Ok(active.into_iter().collect())
+        Ok(active
+            .into_iter()
+            .filter(|state| *state != StateId::ROOT)
+            .collect())
     } else {
         Err(problems)
     }
