@@ -7,7 +7,8 @@ use protocol_run::scenario::runner::{find_scenario_files, run_file};
 
 /// The scenario files the repository holds; a file that is not found (moved, renamed, or
 /// skipped by the walk) would otherwise pass by not running.
-const EXPECTED_SCENARIO_FILES: [&str; 10] = [
+const EXPECTED_SCENARIO_FILES: [&str; 11] = [
+    "examples/features/scenarios.scenario.yaml",
     "examples/features/time.scenario.yaml",
     "examples/review-gate/review-gate.scenario.yaml",
     "protocols/agent-recovery.scenario.yaml",
