@@ -60,6 +60,12 @@ fn worker_with(group: &str, name: &str, text: &str) -> std::path::PathBuf {
     directory
 }
 
+/// The scenario at `index` of the report passed.
+fn assert_passed(report: &protocol_run::scenario::runner::FileReport, index: usize) {
+    let result = &report.results[index];
+    assert!(result.failures.is_empty(), "{result:?}");
+}
+
 /// The path `test` printed for a kept scratch directory.
 fn kept_directory(stdout: &str) -> Option<&Path> {
     stdout
@@ -231,11 +237,7 @@ scenarios:
     );
     let report = run_file(&directory.join("worker.scenario.yaml"));
     assert!(report.error.is_none(), "{:?}", report.error);
-    assert!(
-        report.results[0].failures.is_empty(),
-        "{:?}",
-        report.results[0]
-    );
+    assert_passed(&report, 0);
     assert_eq!(
         report.results[1].failures,
         [
@@ -276,16 +278,8 @@ scenarios:
 "#,
     );
     let report = run_file(&directory.join("worker.scenario.yaml"));
-    assert!(
-        report.results[0].failures.is_empty(),
-        "{:?}",
-        report.results[0]
-    );
-    assert!(
-        report.results[1].failures.is_empty(),
-        "{:?}",
-        report.results[1]
-    );
+    assert_passed(&report, 0);
+    assert_passed(&report, 1);
     assert_eq!(
         report.results[2].failures,
         [
