@@ -469,3 +469,51 @@ fn sent_events_are_checked_against_what_the_protocol_takes() {
     );
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+/// A mock keyed on arguments scripts the calls its `when` matches; a call none matches fails.
+#[test]
+fn mocks_may_be_keyed_on_the_call_arguments() {
+    let directory = worker_with(
+        "keyed",
+        "worker.scenario.yaml",
+        r#"
+protocol: worker.yaml
+scenarios:
+  - name: the matching entry answers
+    mocks:
+      ledger: "ok:"
+      reader:
+        - { when: { argv: [cat, other.txt] }, result: "error:not this one" }
+        - { when: { argv: [cat, input.txt] }, result: "ok:hi" }
+    steps:
+      - send: go
+      - expect: { configuration: [finished_reading] }
+  - name: no entry matches
+    mocks:
+      ledger: "ok:"
+      reader: [{ when: { argv: [cat, other.txt] }, result: "ok:hi" }]
+    steps:
+      - send: go
+      - expect: { configuration: [failed] }
+"#,
+    );
+    let report = run_file(&directory.join("worker.scenario.yaml"));
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert_passed(&report, 0);
+    assert_passed(&report, 1);
+    std::fs::write(
+        directory.join("bad.scenario.yaml"),
+        "protocol: worker.yaml\nscenarios:\n  - name: n\n    mocks:\n      reader: [{ result: sometimes }]\n    steps: []\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = run_binary(&directory, &["validate", "bad.scenario.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert_diagnostic(
+        &stderr,
+        &[
+            "mock `reader`: `sometimes` is not an outcome",
+            "bad.scenario.yaml:5:26",
+        ],
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
+}

@@ -91,6 +91,8 @@ impl MockOutcome {
 #[derive(Debug, Clone, Default)]
 pub struct Mocks {
     sequences: HashMap<String, VecDeque<MockOutcome>>,
+    /// A scenario's mocks keyed on arguments (`when:`).
+    pub by_arguments: super::mock_arguments::ArgumentMocks,
 }
 
 impl Mocks {
@@ -108,11 +110,7 @@ impl Mocks {
                 .ok_or_else(|| {
                     error("write ID=OUTCOME, e.g. tool_call=timeout,timeout,ok".into())
                 })?;
-            let sequence = split_outcomes(outcomes)
-                .into_iter()
-                .map(|outcome| MockOutcome::parse(&outcome))
-                .collect::<Result<VecDeque<_>, _>>()
-                .map_err(error)?;
+            let sequence = parse_sequence(outcomes).map_err(error)?;
             mocks.sequences.insert(id.to_string(), sequence);
         }
         Ok(mocks)
@@ -124,18 +122,38 @@ impl Mocks {
 
     /// Whether the calls of `id` are scripted (every one of them is, once any is).
     pub fn covers(&self, id: &str) -> bool {
-        self.sequences.contains_key(id)
+        self.sequences.contains_key(id) || self.by_arguments.covers(id)
+    }
+
+    /// The scripted outcome of the next call `request` makes, if it is mocked: by its
+    /// arguments first, then by its id.
+    pub fn next_for(&mut self, request: &EffectRequest) -> Option<MockOutcome> {
+        self.by_arguments
+            .next(request)
+            .or_else(|| self.next(&request.id))
     }
 
     /// The scripted outcome of the next call of `id`, if it is mocked.
     pub fn next(&mut self, id: &str) -> Option<MockOutcome> {
-        let sequence = self.sequences.get_mut(id)?;
-        if sequence.len() > 1 {
-            sequence.pop_front()
-        } else {
-            sequence.front().cloned()
-        }
+        take(self.sequences.get_mut(id)?)
     }
+}
+
+/// The next outcome of a sequence; the last one repeats once the sequence is used up.
+pub(super) fn take(sequence: &mut VecDeque<MockOutcome>) -> Option<MockOutcome> {
+    if sequence.len() > 1 {
+        sequence.pop_front()
+    } else {
+        sequence.front().cloned()
+    }
+}
+
+/// `timeout,ok:done` as outcomes.
+pub(super) fn parse_sequence(text: &str) -> Result<VecDeque<MockOutcome>, String> {
+    split_outcomes(text)
+        .into_iter()
+        .map(|outcome| MockOutcome::parse(&outcome))
+        .collect()
 }
 
 /// Splits `timeout,ok:a,b` into outcomes: a comma starts a new outcome only when what follows

@@ -253,7 +253,7 @@ impl DriverHost<'_> {
                 let mocked = mocks
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .next(&attempt.id);
+                    .next_for(&attempt);
                 let mut cancellation = attempts_cancellation.clone();
                 async move {
                     match mocked {

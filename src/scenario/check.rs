@@ -55,12 +55,15 @@ pub fn check_scenario_file(path: &Path) -> Result<CheckedScenarios, Vec<Diagnost
     for (index, scenario) in file.scenarios.iter().enumerate() {
         let at = format!("/scenarios/{index}");
         check_mocks(&machine, &source, &at, scenario.mocks.keys(), &mut errors);
-        for (id, outcomes) in &scenario.mocks {
-            if let Err(error) = Mocks::parse(&[format!("{id}={outcomes}")]) {
-                errors.push(
-                    Diagnostic::error(format!("mock `{id}`: {}", error.message))
-                        .at(source.location(&format!("{at}/mocks/{}", escape(id)), Part::Value)),
-                );
+        for (id, script) in &scenario.mocks {
+            for (place, outcomes) in super::mocks::outcome_texts(script) {
+                if let Err(error) = Mocks::parse(&[format!("{id}={outcomes}")]) {
+                    let pointer = format!("{at}/mocks/{}{place}", escape(id));
+                    errors.push(
+                        Diagnostic::error(format!("mock `{id}`: {}", error.message))
+                            .at(source.location(&pointer, Part::Value)),
+                    );
+                }
             }
         }
         if let Some(start) = &scenario.start {

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use super::model::{EffectExpectation, Expectation};
 use crate::actions::LogRecord;
 use crate::effects::EffectRequest;
+use crate::effects::arguments::EffectArguments;
 use crate::run::Interpreter;
 use crate::value::Value;
 
@@ -15,53 +16,27 @@ pub struct SinceLast<'a> {
     pub effects: &'a [StartedEffect],
 }
 
-/// An effect as it started: its id and the arguments an expectation can name.
+/// An effect as it started: its id and its arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StartedEffect {
     pub id: String,
-    pub argv: Option<Vec<String>>,
-    pub path: Option<String>,
-    pub content: Option<String>,
+    pub arguments: EffectArguments,
 }
 
 impl StartedEffect {
     pub fn of(request: &EffectRequest) -> StartedEffect {
-        use crate::effects::EffectKind;
-        use crate::effects::files::FileRequest;
-        use crate::effects::tools::ToolRequest;
-        let mut started = StartedEffect {
+        StartedEffect {
             id: request.id.to_string(),
-            argv: None,
-            path: None,
-            content: None,
-        };
-        let shown = |path: &std::path::Path| Some(path.display().to_string());
-        match &request.kind {
-            EffectKind::Process(process) => started.argv = Some(process.argv.clone()),
-            EffectKind::Tool(call) => match &call.tool {
-                ToolRequest::ReadFile { path }
-                | ToolRequest::ListDir { path }
-                | ToolRequest::GrepSearch { path, .. } => started.path = shown(path),
-            },
-            EffectKind::File(file) => {
-                started.path = shown(file.path());
-                started.content = match file {
-                    FileRequest::Write { content, .. } => Some(content.clone()),
-                    FileRequest::Append { line, .. } => Some(line.clone()),
-                    FileRequest::AppendToJsonArray { item, .. } => Some(item.to_string()),
-                    FileRequest::Backup { .. } | FileRequest::Restore { .. } => None,
-                };
-            }
+            arguments: EffectArguments::of(request),
         }
-        started
     }
 
     fn describe(&self) -> String {
         let mut text = self.id.clone();
-        if let Some(argv) = &self.argv {
+        if let Some(argv) = &self.arguments.argv {
             text.push_str(&format!(" argv {argv:?}"));
         }
-        if let Some(path) = &self.path {
+        if let Some(path) = &self.arguments.path {
             text.push_str(&format!(" path {path:?}"));
         }
         text
@@ -186,17 +161,18 @@ fn in_order<E, S>(
 }
 
 fn effect_matches(started: &StartedEffect, expected: &EffectExpectation) -> bool {
+    let arguments = &started.arguments;
     started.id == expected.id
         && expected
             .argv
             .as_ref()
-            .is_none_or(|argv| started.argv.as_ref() == Some(argv))
+            .is_none_or(|argv| arguments.argv.as_ref() == Some(argv))
         && expected
             .path
             .as_ref()
-            .is_none_or(|path| started.path.as_ref() == Some(path))
+            .is_none_or(|path| arguments.path.as_ref() == Some(path))
         && expected.content.as_ref().is_none_or(|pattern| {
-            let content = started.content.as_deref().unwrap_or_default();
+            let content = arguments.content.as_deref().unwrap_or_default();
             regex::Regex::new(pattern).is_ok_and(|pattern| pattern.is_match(content))
         })
 }

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod expectation;
+pub mod mocks;
 pub mod model;
 pub mod runner;
 pub mod scratch;

@@ -16,7 +16,7 @@ pub struct ScenarioFile {
 }
 
 /// One scenario: inputs, mocked effects, and steps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// What the scenario shows; printed in the report.
@@ -24,10 +24,10 @@ pub struct Scenario {
     /// Input values; strings are read as on the command line (`30s` for a duration).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub inputs: IndexMap<String, serde_json::Value>,
-    /// Effect outcomes by action id, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`,
-    /// `ok:STDOUT`, or a sequence `timeout,timeout,ok:done`.
+    /// Effect outcomes by action id (`ID[N]` for one item of a `map`): as for `--mock`, or a
+    /// list keyed on the call's arguments.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub mocks: IndexMap<String, String>,
+    pub mocks: IndexMap<String, MockScript>,
     /// What the run's clock reads when it starts, in UTC (`2026-01-01T00:00:00Z` when
     /// omitted): `now()` and timestamps are the same on every run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,6 +42,47 @@ pub struct Scenario {
     pub start: Option<Start>,
     /// The steps, in order. The run starts before the first.
     pub steps: Vec<Step>,
+}
+
+/// How the calls of one mocked effect turn out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum MockScript {
+    /// Every call, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`, `ok:STDOUT`, or a
+    /// sequence `timeout,timeout,ok:done` (one per call, the last repeating).
+    Outcomes(String),
+    /// By the call's arguments: the first entry whose `when` matches scripts the call; a call
+    /// no entry matches fails.
+    ByArguments(Vec<ArgumentMock>),
+}
+
+impl From<String> for MockScript {
+    fn from(outcomes: String) -> MockScript {
+        MockScript::Outcomes(outcomes)
+    }
+}
+
+/// One entry of a mock keyed on arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentMock {
+    /// The arguments a call must have; omitted, any call matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<MockCondition>,
+    /// The outcomes of the calls it matches, as for `--mock` (`timeout,ok:done`).
+    pub result: String,
+}
+
+/// Arguments a mocked call is matched on; each given must be equal.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MockCondition {
+    /// The program and its arguments (`exec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// The file or directory (file actions and tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// Where a scenario begins when it does not begin at the protocol's initial state.

@@ -14,7 +14,6 @@ use crate::actions::{Directive, LogRecord};
 use crate::capabilities::Capabilities;
 use crate::compile::machine::Machine;
 use crate::diagnostic::render_all;
-use crate::effects::mock::Mocks;
 use crate::load::Loaded;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
@@ -366,12 +365,7 @@ fn run_scenario(
         }
     };
     let machine = &machine;
-    let mock_arguments: Vec<String> = scenario
-        .mocks
-        .iter()
-        .map(|(id, outcome)| format!("{id}={outcome}"))
-        .collect();
-    let mocks = match Mocks::parse(&mock_arguments) {
+    let mocks = match super::mocks::mocks_of(scenario) {
         Ok(mocks) => mocks,
         Err(error) => {
             result.failures.push(format!("mocks: {error}"));
