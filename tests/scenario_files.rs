@@ -304,6 +304,7 @@ scenarios:
       - expect: { configuration: [finished_readin] }
       - expect: { finished: { state: dne } }
       - expect: { effects: [{ id: ledgr }] }
+      - expect: { effects: [{ id: ledger, content: "(" }], files: { a.txt: "[" } }
   - name: illegal starts
     start: { configuration: [left_one, left_two] }
     steps: []
@@ -364,18 +365,20 @@ scenarios:
             "did you mean `ledger`?",
         ],
     );
+    assert_diagnostic(&stderr, &["`(` is not a regular expression", &at("10:51")]);
+    assert_diagnostic(&stderr, &["`[` is not a regular expression", &at("10:76")]);
     assert_diagnostic(
         &stderr,
         &[
             "only one child of compound state `left` can be active, not `left_one`, `left_two`",
-            &at("11:29"),
+            &at("12:29"),
         ],
     );
     assert_diagnostic(
         &stderr,
         &[
             "every region of parallel state `both` is active with it: add a state of `left`, `right`",
-            &at("14:29"),
+            &at("15:29"),
         ],
     );
     std::fs::remove_dir_all(&directory).unwrap();

@@ -95,6 +95,16 @@ pub fn check_scenario_file(path: &Path) -> Result<CheckedScenarios, Vec<Diagnost
                         let ids = effects.iter().map(|effect| &effect.id);
                         let pointer = format!("{pointer}/expect/effects");
                         check_effect_ids(&machine, &source, &pointer, ids, &mut errors);
+                        for (index, effect) in effects.iter().enumerate() {
+                            if let Some(pattern) = &effect.content {
+                                let at = format!("{pointer}/{index}/content");
+                                check_pattern(&source, &at, pattern, &mut errors);
+                            }
+                        }
+                    }
+                    for (path, pattern) in expect.files.iter().flatten() {
+                        let at = format!("{pointer}/expect/files/{}", escape(path));
+                        check_pattern(&source, &at, pattern, &mut errors);
                     }
                 }
                 Step::After(_) => {}
@@ -365,6 +375,26 @@ fn check_send(
             }),
         ),
     )
+}
+
+/// A regular expression an expectation matches content with.
+fn check_pattern(source: &Source, pointer: &str, pattern: &str, errors: &mut Vec<Diagnostic>) {
+    if let Err(error) = regex::Regex::new(pattern) {
+        let first_line = error.to_string();
+        let reason = first_line
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        errors.push(
+            Diagnostic::error(format!("`{pattern}` is not a regular expression: {reason}"))
+                .at(source.location(pointer, Part::Value))
+                .with_help(
+                    "write a Rust `regex` pattern; escape `\\`, `(`, `[`, `{`, `.` to match them",
+                ),
+        );
+    }
 }
 
 /// A mock id as one JSON pointer segment (`~` and `/` escaped).
