@@ -365,7 +365,13 @@ scenarios:
             "did you mean `ledger`?",
         ],
     );
-    assert_diagnostic(&stderr, &["`(` is not a regular expression", &at("10:51")]);
+    assert_diagnostic(
+        &stderr,
+        &[
+            "`(` is not a regular expression: unclosed group",
+            &at("10:52"),
+        ],
+    );
     assert_diagnostic(&stderr, &["`[` is not a regular expression", &at("10:76")]);
     assert_diagnostic(
         &stderr,

@@ -380,13 +380,10 @@ fn check_send(
 /// A regular expression an expectation matches content with.
 fn check_pattern(source: &Source, pointer: &str, pattern: &str, errors: &mut Vec<Diagnostic>) {
     if let Err(error) = regex::Regex::new(pattern) {
-        let first_line = error.to_string();
-        let reason = first_line
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .to_string();
+        // The regex crate's message draws the pattern; its last line says what is wrong.
+        let message = error.to_string();
+        let last_line = message.lines().last().unwrap_or_default().trim();
+        let reason = last_line.trim_start_matches("error: ");
         errors.push(
             Diagnostic::error(format!("`{pattern}` is not a regular expression: {reason}"))
                 .at(source.location(pointer, Part::Value))
