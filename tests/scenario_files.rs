@@ -9,7 +9,7 @@ use protocol_run::scenario::runner::run_file;
 /// A protocol with a compound state, a parallel one, a file write and a program run.
 const WORKER: &str = r#"
 id: worker
-context: { attempts: 0, settings: { mode: fast, level: 1 }, items: [1, 2] }
+context: { attempts: 0, settings: { mode: fast, level: 1 }, items: [1, 2], entered: false }
 states:
   idle:
     on:
@@ -19,6 +19,7 @@ states:
     entry:
       - log: entered working
         tags: [working_entered]
+      - assign: { entered: "true" }
     states:
       writing:
         entry:
@@ -248,8 +249,8 @@ scenarios:
     std::fs::remove_dir_all(&directory).unwrap();
 }
 
-/// `start:` enters the configuration as a resume does: no entry action of the states or their
-/// ancestors runs; the context given replaces the initial values.
+/// `start:` enters the states listed (their entry actions run) inside their ancestors (whose
+/// entry actions do not); the context given replaces the initial values.
 #[test]
 fn a_scenario_can_start_in_a_given_configuration_and_context() {
     let directory = worker_with(
@@ -263,8 +264,9 @@ scenarios:
     steps:
       - expect:
           configuration: [finished_reading]
-          context: { attempts: 7 }
-          tags: []
+          # The ancestor `working` is active but was not entered.
+          context: { attempts: 7, entered: false }
+          tags: [finished_reading_entered]
           effects: []
       - send: finish
       - expect: { finished: { output: { attempts: 7 } } }

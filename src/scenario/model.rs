@@ -37,7 +37,7 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub files: IndexMap<String, String>,
     /// Begin in this configuration and context instead of the initial state, to test one
-    /// state: the states are entered as a resumed run re-enters them, no action run.
+    /// state: the states listed are entered (their entry actions run), their ancestors not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<Start>,
     /// The steps, in order. The run starts before the first.

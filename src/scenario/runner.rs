@@ -422,15 +422,19 @@ fn run_scenario(
                 return failures;
             }
         }
-        let began = match start {
+        let began = match &scenario.start {
             None => session.start(),
-            // Entered as a resumed run is: no entry action runs, no timer is armed.
-            Some(snapshot) => session.resume(&crate::run::durable::Resume {
-                snapshot,
-                sequence: 0,
-                committed_unix_milliseconds: 0,
-                timers: crate::run::durable::TimerPolicy::Restart,
-            }),
+            // The states listed are entered (their entry actions run), their ancestors not.
+            Some(start) => {
+                let mut states: Vec<_> = start
+                    .configuration
+                    .iter()
+                    .filter_map(|state| machine.state_id(state))
+                    .collect();
+                // In document order, as entering them by one transition would.
+                states.sort();
+                session.start_in(&states)
+            }
         };
         if let Err(error) = began.map_err(|error| error.to_string()) {
             failures.push(format!("start: {error}"));
