@@ -45,10 +45,10 @@ states:
       left:
         states:
           left_one: {}
-          left_two: {}
+          left_two: { entry: [{ log: left two, tags: [left_two_entered] }] }
       right:
         states:
-          right_one: {}
+          right_one: { entry: [{ log: right one, tags: [right_one_entered] }] }
   done: { type: final, output: { attempts: "${attempts}", settings: { mode: fast, level: 1 } } }
   failed: { type: final, exit_code: 1 }
 "#;
@@ -270,10 +270,12 @@ scenarios:
           effects: []
       - send: finish
       - expect: { finished: { output: { attempts: 7 } } }
-  - name: starts in both regions of a parallel state
-    start: { configuration: [left_two, right_one] }
+  - name: starts in both regions of a parallel state, entered in document order
+    start: { configuration: [right_one, left_two] }
     steps:
-      - expect: { configuration: [left_two, right_one] }
+      - expect:
+          configuration: [left_two, right_one]
+          tags: [left_two_entered, right_one_entered]
   - name: not a configuration
     start: { configuration: [working] }
     steps: []
