@@ -119,6 +119,12 @@ fn the_test_command_reports_expected_seen_and_trace_and_fails() {
         stdout.lines().last().unwrap() == "1 passed, 1 failed",
         "{stdout}"
     );
+    // The failed scenario's scratch directory was kept and named.
+    let kept = stdout
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("kept its scratch directory: "))
+        .unwrap_or_else(|| panic!("no kept directory in {stdout}"));
+    std::fs::remove_dir_all(kept).unwrap();
     std::fs::remove_dir_all(&directory).unwrap();
 }
 

@@ -38,15 +38,10 @@ impl Scratch {
         let _ = std::fs::remove_dir_all(&directory);
         std::fs::create_dir_all(&directory)
             .map_err(|error| format!("cannot create {}: {error}", directory.display()))?;
-        for (path, content) in files {
-            let target = directory.join(inside(path)?);
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(|error| {
-                    format!("files: cannot create {}: {error}", parent.display())
-                })?;
-            }
-            std::fs::write(&target, content)
-                .map_err(|error| format!("files: cannot write {}: {error}", target.display()))?;
+        if let Err(message) = write_files(&directory, files) {
+            // Nothing ran: there is nothing to look at.
+            let _ = std::fs::remove_dir_all(&directory);
+            return Err(message);
         }
         std::env::set_current_dir(&directory)
             .map_err(|error| format!("cannot enter {}: {error}", directory.display()))?;
@@ -68,6 +63,20 @@ impl Scratch {
             None
         }
     }
+}
+
+/// Writes each of `files` (path → content) under `directory`.
+fn write_files(directory: &Path, files: &IndexMap<String, String>) -> Result<(), String> {
+    for (path, content) in files {
+        let target = directory.join(inside(path)?);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|error| format!("files: cannot create {}: {error}", parent.display()))?;
+        }
+        std::fs::write(&target, content)
+            .map_err(|error| format!("files: cannot write {}: {error}", target.display()))?;
+    }
+    Ok(())
 }
 
 /// `path` if it stays inside the scratch directory (relative, no `..`).
