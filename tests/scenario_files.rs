@@ -302,6 +302,7 @@ fn validate_reports_every_unknown_name_of_a_scenario_file_located() {
         r#"protocol: worker.yaml
 scenarios:
   - name: wrong names
+    inputs: { path: a.txt }
     mocks: { readr: "ok:x", "reader[3]": "ok:y", ledger: "sometimes" }
     start: { configuration: [left_one, writing], context: { attempt: 1 } }
     steps:
@@ -320,32 +321,33 @@ scenarios:
     let (code, stdout, stderr) = run_binary(&directory, &["validate", "worker.scenario.yaml"]);
     assert_eq!(code, 65, "{stdout}{stderr}");
     let at = |line_column: &str| format!("worker.scenario.yaml:{line_column}");
+    assert_diagnostic(&stderr, &["inputs: unknown input `path`", &at("4:15")]);
     assert_diagnostic(
         &stderr,
         &[
             "`readr` is not an effect id of protocol `worker`",
-            &at("4:14"),
+            &at("5:14"),
             "did you mean `reader`?",
         ],
     );
     assert!(!stderr.contains("`reader[3]`"), "{stderr}");
     assert_diagnostic(
         &stderr,
-        &["mock `ledger`: `sometimes` is not an outcome", &at("4:58")],
+        &["mock `ledger`: `sometimes` is not an outcome", &at("5:58")],
     );
     assert_diagnostic(
         &stderr,
         &[
             "not a configuration the protocol can be in: only one top-level state can be active, \
              not `working`, `both`",
-            &at("5:29"),
+            &at("6:29"),
         ],
     );
     assert_diagnostic(
         &stderr,
         &[
             "protocol `worker` declares no context variable `attempt`",
-            &at("5:61"),
+            &at("6:61"),
             "did you mean `attempts`?",
         ],
     );
@@ -353,19 +355,19 @@ scenarios:
         &stderr,
         &[
             "no state `finished_readin` in protocol `worker`",
-            &at("7:35"),
+            &at("8:35"),
             "did you mean `finished_reading`?",
         ],
     );
     assert_diagnostic(
         &stderr,
-        &["no state `dne` in protocol `worker`", &at("8:38")],
+        &["no state `dne` in protocol `worker`", &at("9:38")],
     );
     assert_diagnostic(
         &stderr,
         &[
             "`ledgr` is not an effect id",
-            &at("9:35"),
+            &at("10:35"),
             "did you mean `ledger`?",
         ],
     );
@@ -373,22 +375,22 @@ scenarios:
         &stderr,
         &[
             "`(` is not a regular expression: unclosed group",
-            &at("10:52"),
+            &at("11:52"),
         ],
     );
-    assert_diagnostic(&stderr, &["`[` is not a regular expression", &at("10:76")]);
+    assert_diagnostic(&stderr, &["`[` is not a regular expression", &at("11:76")]);
     assert_diagnostic(
         &stderr,
         &[
             "only one child of compound state `left` can be active, not `left_one`, `left_two`",
-            &at("12:29"),
+            &at("13:29"),
         ],
     );
     assert_diagnostic(
         &stderr,
         &[
             "every region of parallel state `both` is active with it: add a state of `left`, `right`",
-            &at("15:29"),
+            &at("16:29"),
         ],
     );
     std::fs::remove_dir_all(&directory).unwrap();

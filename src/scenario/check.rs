@@ -66,6 +66,7 @@ pub fn check_scenario_file(path: &Path) -> Result<CheckedScenarios, Vec<Diagnost
                 }
             }
         }
+        check_inputs(&machine, &source, &at, scenario, &mut errors);
         if let Some(start) = &scenario.start {
             check_start(
                 &machine,
@@ -375,6 +376,48 @@ fn check_send(
             }),
         ),
     )
+}
+
+/// The scenario's inputs bind as a run's would: each known, of its type, every required one
+/// given. Located at the input named, or at the scenario for a missing one.
+fn check_inputs(
+    machine: &Machine,
+    source: &Source,
+    at: &str,
+    scenario: &super::model::Scenario,
+    errors: &mut Vec<Diagnostic>,
+) {
+    let supplied: Vec<(String, serde_json::Value)> = scenario
+        .inputs
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let Err(problems) = machine.bind_input_values(&supplied) else {
+        return;
+    };
+    for problem in problems {
+        let pointer = match &problem {
+            crate::compile::inputs::InputError::Unknown { name, .. } => {
+                format!("{at}/inputs/{}", escape(name))
+            }
+            crate::compile::inputs::InputError::Invalid { name, .. } => {
+                format!("{at}/inputs/{}", escape(name))
+            }
+            _ => format!("{at}/name"),
+        };
+        let part = if pointer.ends_with("/name") {
+            Part::Value
+        } else {
+            Part::Key
+        };
+        errors.push(
+            Diagnostic::error(format!("inputs: {problem}"))
+                .at(source.location(&pointer, part))
+                .with_help(
+                    "give the scenario's `inputs:` as the protocol's `inputs:` declares them",
+                ),
+        );
+    }
 }
 
 /// A regular expression an expectation matches content with.
