@@ -345,7 +345,7 @@ fn a_scenario_step_is_explained_by_its_kind_key() {
         stderr.starts_with("error: unknown key `state`\n")
             && stderr.contains("/steps.scenario.yaml:5:19\n")
             && stderr.contains(
-                "= help: allowed keys here: configuration, context, tags, directives, files, finished\n"
+                "= help: allowed keys here: configuration, context, tags, directives, effects, files, finished\n"
             ),
         "{stderr}"
     );
@@ -478,7 +478,7 @@ fn check_reads_a_scenario_file_as_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
-        stdout.contains("/protocols/ittw.scenario.yaml (scenarios of protocol `ittw`,"),
+        stdout.contains("/protocols/ittw.scenario.yaml (scenarios, no warnings)"),
         "{stdout}"
     );
 }

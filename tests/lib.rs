@@ -40,6 +40,7 @@ mod protocols;
 mod resume_files;
 mod reuse;
 mod sandbox;
+mod scenario_files;
 mod scenarios;
 mod schema;
 mod scxml_import;

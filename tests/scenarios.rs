@@ -7,8 +7,9 @@ use protocol_run::scenario::runner::{find_scenario_files, run_file};
 
 /// The scenario files the repository holds; a file that is not found (moved, renamed, or
 /// skipped by the walk) would otherwise pass by not running.
-const EXPECTED_SCENARIO_FILES: [&str; 11] = [
+const EXPECTED_SCENARIO_FILES: [&str; 12] = [
     "examples/bisect/bisect.scenario.yaml",
+    "examples/features/scenarios.scenario.yaml",
     "examples/features/time.scenario.yaml",
     "examples/review-gate/review-gate.scenario.yaml",
     "protocols/agent-recovery.scenario.yaml",
@@ -44,8 +45,13 @@ fn every_scenario_in_the_repository_passes() {
         })
         .collect();
     assert_eq!(found, EXPECTED_SCENARIO_FILES);
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
+    // As `protocol-run test` runs them: each scenario in a scratch directory of its own.
+    let (code, stdout, stderr) =
+        crate::support::run_binary(&root, &["test", "protocols", "examples"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let mut total = 0;
+    for (file, relative) in files.iter().zip(&found) {
+        let text = std::fs::read_to_string(file).unwrap();
         assert!(
             text.starts_with("# yaml-language-server: $schema=")
                 && text
@@ -53,39 +59,22 @@ fn every_scenario_in_the_repository_passes() {
                     .next()
                     .unwrap()
                     .ends_with("schemas/scenario.schema.json"),
-            "{} lacks the scenario schema modeline",
-            file.display()
-        );
-        let report = run_file(&file);
-        assert!(
-            report.error.is_none(),
-            "{}: {}",
-            file.display(),
-            report.error.unwrap_or_default()
+            "{relative} lacks the scenario schema modeline"
         );
         let declared = declared_scenario_names(&text);
-        assert!(
-            !declared.is_empty(),
-            "{} declares no scenario",
-            file.display()
-        );
-        let ran: Vec<&str> = report
-            .results
-            .iter()
-            .map(|result| result.name.as_str())
+        assert!(!declared.is_empty(), "{relative} declares no scenario");
+        let prefix = format!("ok     {relative}: ");
+        let ran: Vec<&str> = stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix(&prefix))
             .collect();
-        assert_eq!(ran, declared, "{}: scenarios run", file.display());
-        for result in report.results {
-            assert!(
-                result.failures.is_empty(),
-                "{}: {}: {:?}\n{:?}",
-                file.display(),
-                result.name,
-                result.failures,
-                result.trace
-            );
-        }
+        assert_eq!(ran, declared, "{relative}: scenarios run");
+        total += declared.len();
     }
+    assert_eq!(
+        stdout.lines().last().unwrap(),
+        format!("{total} passed, 0 failed")
+    );
 }
 
 #[test]
@@ -131,6 +120,12 @@ fn the_test_command_reports_expected_seen_and_trace_and_fails() {
         stdout.lines().last().unwrap() == "1 passed, 1 failed",
         "{stdout}"
     );
+    // The failed scenario's scratch directory was kept and named.
+    let kept = stdout
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("kept its scratch directory: "))
+        .unwrap_or_else(|| panic!("no kept directory in {stdout}"));
+    std::fs::remove_dir_all(kept).unwrap();
     std::fs::remove_dir_all(&directory).unwrap();
 }
 

@@ -3,15 +3,14 @@
 use std::path::PathBuf;
 
 use super::exit_code;
-use super::validate::{checked_library, is_library_text, load_error_code, validate_scenarios};
+use super::validate::{checked_library, is_library_text, load_error_code};
 use crate::diagnostic::render_all;
 
 pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
     let mut worst = 0;
     for file in files {
-        // `protocols/*.yaml` names scenario files too: checked as `validate` checks them.
-        if crate::scenario::runner::is_scenario_file(file) {
-            worst = worst.max(validate_scenarios(file));
+        if super::scenario_file::is_scenario_file(file) {
+            worst = worst.max(super::scenario_file::check(file, deny_warnings));
             continue;
         }
         if crate::compile::library::is_library_file(file) {

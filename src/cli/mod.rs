@@ -12,6 +12,7 @@ mod run_id;
 mod run_selection;
 mod runs;
 mod scaffold;
+mod scenario_file;
 mod schema;
 mod serve;
 mod socket;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::narrowing::Narrowing;
 use crate::run::algorithm::Limits;
-use crate::scenario::runner::{FileReport, find_scenario_files, run_file_under};
+use crate::scenario::runner::{FileReport, find_scenario_files, run_file_in_scratch};
 
 /// Runs the scenarios; their real effects get what `run` would grant under `narrowing`, their
 /// steps the limits `run` would set.
@@ -28,7 +28,7 @@ pub fn test(paths: &[PathBuf], coverage: bool, narrowing: &Narrowing, limits: Li
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
-        let report = run_file_under(file, &limit, limits);
+        let report = run_file_in_scratch(file, &limit, limits);
         let (file_passed, file_failed) = print_report(&report);
         passed += file_passed;
         failed += file_failed;
@@ -64,6 +64,9 @@ fn print_report(report: &FileReport) -> (usize, usize) {
             for line in failure.lines() {
                 println!("    {line}");
             }
+        }
+        if let Some(directory) = &result.directory {
+            println!("    kept its scratch directory: {}", directory.display());
         }
         if !result.trace.is_empty() {
             println!("    trace:");

@@ -10,8 +10,8 @@ pub fn validate(files: &[PathBuf]) -> u8 {
     let mut worst = 0;
     for file in files {
         // `protocols/*.yaml` names scenario files too: they are checked as scenarios.
-        if crate::scenario::runner::is_scenario_file(file) {
-            worst = worst.max(validate_scenarios(file));
+        if super::scenario_file::is_scenario_file(file) {
+            worst = worst.max(super::scenario_file::validate(file));
             continue;
         }
         if crate::compile::library::is_library_file(file) {
@@ -118,28 +118,6 @@ fn print_secret_inputs(machine: &crate::compile::machine::Machine) {
              never stored: a resume needs them again, e.g. --input {first}=VALUE)",
             secrets.join(", ")
         );
-    }
-}
-
-/// A scenario file: its schema, and the protocol it names, loaded and compiled.
-pub fn validate_scenarios(file: &std::path::Path) -> u8 {
-    match crate::scenario::runner::load_scenario_file(file) {
-        Ok((scenarios, machine)) => {
-            println!(
-                "ok: {} (scenarios of protocol `{}`, {} scenarios)",
-                file.display(),
-                machine.id,
-                scenarios.scenarios.len()
-            );
-            0
-        }
-        Err(message) => {
-            eprint!("{message}");
-            if !message.ends_with('\n') {
-                eprintln!();
-            }
-            exit_code::INVALID
-        }
     }
 }
 

@@ -91,6 +91,8 @@ impl MockOutcome {
 #[derive(Debug, Clone, Default)]
 pub struct Mocks {
     sequences: HashMap<String, VecDeque<MockOutcome>>,
+    /// A scenario's mocks keyed on arguments (`when:`).
+    pub by_arguments: super::mock_arguments::ArgumentMocks,
 }
 
 impl Mocks {
@@ -108,11 +110,7 @@ impl Mocks {
                 .ok_or_else(|| {
                     error("write ID=OUTCOME, e.g. tool_call=timeout,timeout,ok".into())
                 })?;
-            let sequence = split_outcomes(outcomes)
-                .into_iter()
-                .map(|outcome| MockOutcome::parse(&outcome))
-                .collect::<Result<VecDeque<_>, _>>()
-                .map_err(error)?;
+            let sequence = parse_sequence(outcomes).map_err(error)?;
             mocks.sequences.insert(id.to_string(), sequence);
         }
         Ok(mocks)
@@ -124,7 +122,7 @@ impl Mocks {
 
     /// Whether the calls of `id` are scripted (every one of them is, once any is).
     pub fn covers(&self, id: &str) -> bool {
-        self.scripted(id).is_some()
+        self.scripted(id).is_some() || self.by_arguments.covers(id)
     }
 
     /// The key scripting `id`: itself, or for a map's item `check[3]` the map's `check`.
@@ -136,15 +134,18 @@ impl Mocks {
         self.sequences.contains_key(map).then_some(map)
     }
 
+    /// The scripted outcome of the next call `request` makes, if it is mocked: by its
+    /// arguments first, then by its id.
+    pub fn next_for(&mut self, request: &EffectRequest) -> Option<MockOutcome> {
+        self.by_arguments
+            .next(request)
+            .or_else(|| self.next(&request.id))
+    }
+
     /// The scripted outcome of the next call of `id`, if it is mocked.
     pub fn next(&mut self, id: &str) -> Option<MockOutcome> {
         let key = self.scripted(id)?;
-        let sequence = self.sequences.get_mut(key)?;
-        if sequence.len() > 1 {
-            sequence.pop_front()
-        } else {
-            sequence.front().cloned()
-        }
+        take(self.sequences.get_mut(key)?)
     }
 }
 
@@ -152,7 +153,25 @@ impl Mocks {
 pub fn map_of_item(id: &str) -> Option<&str> {
     let (map, rest) = id.split_once('[')?;
     let index = rest.strip_suffix(']')?;
-    (!index.is_empty() && index.chars().all(|c| c.is_ascii_digit())).then_some(map)
+    (!map.is_empty() && !index.is_empty() && index.chars().all(|c| c.is_ascii_digit()))
+        .then_some(map)
+}
+
+/// The next outcome of a sequence; the last one repeats once the sequence is used up.
+pub(super) fn take(sequence: &mut VecDeque<MockOutcome>) -> Option<MockOutcome> {
+    if sequence.len() > 1 {
+        sequence.pop_front()
+    } else {
+        sequence.front().cloned()
+    }
+}
+
+/// `timeout,ok:done` as outcomes.
+pub(super) fn parse_sequence(text: &str) -> Result<VecDeque<MockOutcome>, String> {
+    split_outcomes(text)
+        .into_iter()
+        .map(|outcome| MockOutcome::parse(&outcome))
+        .collect()
 }
 
 /// Splits `timeout,ok:a,b` into outcomes: a comma starts a new outcome only when what follows

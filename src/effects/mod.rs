@@ -1,8 +1,10 @@
 //! Effects: the I/O behind effectful actions (processes, files), run by the driver on tokio, each
 //! reporting its outcome back to the machine as an event.
 
+pub mod arguments;
 pub mod files;
 pub mod mock;
+pub mod mock_arguments;
 pub mod process;
 pub mod retry;
 pub mod tools;

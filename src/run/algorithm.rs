@@ -222,6 +222,19 @@ impl<'e> Algorithm<'_, 'e> {
         self.run_to_completion()
     }
 
+    /// Begins a restored configuration by entering `states` of it as a transition to them
+    /// would (their entry actions, timers and invokes; not their ancestors'), then runs to
+    /// completion: a scenario's `start:` (docs/semantics.md, "A scenario may start in a given
+    /// configuration").
+    pub fn start_in(&mut self, states: &[StateId]) -> Result<(), RunError> {
+        self.instance.running = true;
+        self.event = CurrentEvent::None;
+        for &state in states {
+            self.enter_state(state, false, None);
+        }
+        self.run_to_completion()
+    }
+
     /// Handles one external event: its microstep, then eventless and internal events until
     /// stable (one iteration of SCXML's `mainEventLoop`).
     pub fn process_external_event(&mut self, event: &'e Event) -> Result<(), RunError> {

@@ -128,6 +128,9 @@ pub trait Observer {
     }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
+    /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
+    /// most observers ignore it.
+    fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
 }
 
 /// Prints through `tracing` (logs) and stderr (input problems).

@@ -261,6 +261,7 @@ impl DriverHost<'_> {
         }
         let time = self.now_text();
         self.observer.record(&time, "effect_started", started);
+        self.observer.effect_started(&request);
         let completions = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
@@ -275,7 +276,7 @@ impl DriverHost<'_> {
                 let mocked = mocks
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .next(&attempt.id);
+                    .next_for(&attempt);
                 let mut cancellation = attempts_cancellation.clone();
                 async move {
                     match mocked {

@@ -103,6 +103,16 @@ impl Interpreter {
         self.step(host, |algorithm| algorithm.start())
     }
 
+    /// Enters `states` of a restored configuration and runs to completion (a scenario's
+    /// `start:`).
+    pub fn start_in(
+        &mut self,
+        host: &mut dyn Host,
+        states: &[crate::compile::machine::StateId],
+    ) -> Result<(), RunError> {
+        self.step(host, |algorithm| algorithm.start_in(states))
+    }
+
     /// Processes one external event as one macrostep.
     #[inline]
     pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {

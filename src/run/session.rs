@@ -306,9 +306,27 @@ impl<'a> Session<'a> {
 
     /// Enters the initial configuration.
     pub fn start(&mut self) -> Result<(), RunError> {
+        self.begin(None)
+    }
+
+    /// Begins a restored configuration by entering `states` of it (a scenario's `start:`).
+    pub fn start_in(
+        &mut self,
+        states: &[crate::compile::machine::StateId],
+    ) -> Result<(), RunError> {
+        self.begin(Some(states))
+    }
+
+    fn begin(
+        &mut self,
+        states: Option<&[crate::compile::machine::StateId]>,
+    ) -> Result<(), RunError> {
         self.host.warn_if_unconfined();
         self.interpreter.set_clock(self.host.now_milliseconds());
-        self.interpreter.start(&mut self.host)?;
+        match states {
+            None => self.interpreter.start(&mut self.host)?,
+            Some(states) => self.interpreter.start_in(&mut self.host, states)?,
+        }
         self.after_step();
         let time = self.host.now_text();
         let start = serde_json::json!({

@@ -16,7 +16,7 @@ pub struct ScenarioFile {
 }
 
 /// One scenario: inputs, mocked effects, and steps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// What the scenario shows; printed in the report.
@@ -24,16 +24,76 @@ pub struct Scenario {
     /// Input values; strings are read as on the command line (`30s` for a duration).
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub inputs: IndexMap<String, serde_json::Value>,
-    /// Effect outcomes by action id, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`,
-    /// `ok:STDOUT`, or a sequence `timeout,timeout,ok:done`.
+    /// Effect outcomes by action id (`ID[N]` for one item of a `map`): as for `--mock`, or a
+    /// list keyed on the call's arguments.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub mocks: IndexMap<String, String>,
+    pub mocks: IndexMap<String, MockScript>,
     /// What the run's clock reads when it starts, in UTC (`2026-01-01T00:00:00Z` when
     /// omitted): `now()` and timestamps are the same on every run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// Files written into the scenario's scratch directory before the run starts: path
+    /// (relative to that directory) → content. The run's relative paths resolve there.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub files: IndexMap<String, String>,
+    /// Begin in this configuration and context instead of the initial state, to test one
+    /// state: the states listed are entered (their entry actions run), their ancestors not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Start>,
     /// The steps, in order. The run starts before the first.
     pub steps: Vec<Step>,
+}
+
+/// How the calls of one mocked effect turn out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum MockScript {
+    /// Every call, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`, `ok:STDOUT`, or a
+    /// sequence `timeout,timeout,ok:done` (one per call, the last repeating).
+    Outcomes(String),
+    /// By the call's arguments: the first entry whose `when` matches scripts the call; a call
+    /// no entry matches fails.
+    ByArguments(Vec<ArgumentMock>),
+}
+
+impl From<String> for MockScript {
+    fn from(outcomes: String) -> MockScript {
+        MockScript::Outcomes(outcomes)
+    }
+}
+
+/// One entry of a mock keyed on arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentMock {
+    /// The arguments a call must have; omitted, any call matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<MockCondition>,
+    /// The outcomes of the calls it matches, as for `--mock` (`timeout,ok:done`).
+    pub result: String,
+}
+
+/// Arguments a mocked call is matched on; each given must be equal.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MockCondition {
+    /// The program and its arguments (`exec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// The file or directory (file actions and tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// Where a scenario begins when it does not begin at the protocol's initial state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Start {
+    /// The active atomic states (one per parallel region); their ancestors are active too.
+    pub configuration: Vec<String>,
+    /// Context variables set over their initial values.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub context: IndexMap<String, serde_json::Value>,
 }
 
 /// One step: send an event, let virtual time pass, or check what happened.
@@ -79,7 +139,8 @@ pub struct Expectation {
     /// The active atomic states, compared as a set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<Vec<String>>,
-    /// Context values (each listed variable equals its value).
+    /// Context values: each listed variable matches its value (maps by the keys given, other
+    /// values exactly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<IndexMap<String, serde_json::Value>>,
     /// Log tags emitted since the previous `expect`, in this order (other tags may come between);
@@ -90,13 +151,34 @@ pub struct Expectation {
     /// match (other fields may be present). `[]` asserts that none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directives: Option<Vec<serde_json::Value>>,
-    /// Files (relative to the working directory) that must exist, with a regular expression
+    /// Effects started since the previous `expect`, in this order (others may come between);
+    /// `[]` asserts that none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<Vec<EffectExpectation>>,
+    /// Files (relative to the scenario's scratch directory) that must exist, with a regular expression
     /// their content must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<IndexMap<String, String>>,
     /// The run has ended in a top-level final state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<Finished>,
+}
+
+/// One effect that must have started, with the arguments it got.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EffectExpectation {
+    /// The effect's id (`ID[N]` for one item of a `map`).
+    pub id: String,
+    /// The program and its arguments (`exec`), exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// The file or directory it acts on (file actions and tools), as the protocol resolved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A regular expression the content it writes (or the line it appends) must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 /// How the run ended.
@@ -108,8 +190,8 @@ pub struct Finished {
     /// The final state's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
-    /// The run's output. Maps are compared key by key, recursively: the keys given must be
-    /// there with these values, others may be too. Lists and other values compare exactly.
+    /// The run's output, matched as `context` values are: maps by the keys given (others may
+    /// be there too), lists and other values exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
 }

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use super::model::{Expectation, Scenario, ScenarioFile, Step};
+use super::expectation::{SinceLast, StartedEffect};
+use super::model::{Scenario, ScenarioFile, Step};
+use super::scratch::Scratch;
 use crate::actions::{Directive, LogRecord};
 use crate::capabilities::Capabilities;
 use crate::compile::machine::Machine;
 use crate::diagnostic::render_all;
-use crate::effects::mock::Mocks;
 use crate::load::Loaded;
 use crate::load::schema::DocumentKind;
 use crate::model::Duration;
@@ -30,6 +31,8 @@ pub struct ScenarioResult {
     pub failures: Vec<String>,
     /// The events handled and the configuration after each, for failure reports.
     pub trace: Vec<String>,
+    /// The scratch directory the scenario ran in, kept because it failed.
+    pub directory: Option<PathBuf>,
 }
 
 /// What a scenario file produced: its results, or why it could not run.
@@ -83,15 +86,29 @@ pub fn run_file_limited(path: &Path, limit: &Capabilities) -> FileReport {
     run_file_under(path, limit, Limits::default())
 }
 
-/// `run_file_limited`, each macrostep under `limits` (`--max-microsteps`, the budgets).
+/// `run_file_limited`, each macrostep under `limits` (`--max-microsteps`, the budgets), in the
+/// current working directory.
 pub fn run_file_under(path: &Path, limit: &Capabilities, limits: Limits) -> FileReport {
+    run_file_with(path, limit, limits, false)
+}
+
+/// `run_file_under`, each scenario in a scratch directory of its own, the working directory of
+/// its run (see `scratch::Scratch`: the process's working directory changes meanwhile, so
+/// nothing else in the process may use relative paths; the `test` command runs nothing else).
+pub fn run_file_in_scratch(path: &Path, limit: &Capabilities, limits: Limits) -> FileReport {
+    run_file_with(path, limit, limits, true)
+}
+
+fn run_file_with(path: &Path, limit: &Capabilities, limits: Limits, scratch: bool) -> FileReport {
     let mut report = FileReport {
         path: path.to_path_buf(),
         results: Vec::new(),
         error: None,
         coverage: None,
     };
-    let (file, protocol, machine) = match load_scenario_file_limited(path, limit) {
+    // Absolute, so the protocol is still found from inside a scratch directory.
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let (file, protocol, machine) = match load_scenario_file_limited(&absolute, limit) {
         Ok(loaded) => loaded,
         Err(message) => {
             report.error = Some(message);
@@ -130,9 +147,18 @@ pub fn run_file_under(path: &Path, limit: &Capabilities, limits: Limits) -> File
         limits,
     };
     for scenario in &file.scenarios {
-        report
-            .results
-            .push(run_scenario(&subject, scenario, &mut coverage));
+        let result = if scratch {
+            run_scenario_in_scratch(&subject, scenario, &mut coverage)
+        } else if scenario.files.is_empty() {
+            run_scenario(&subject, subject.machine.clone(), scenario, &mut coverage)
+        } else {
+            failed(
+                scenario,
+                "files: written into a scratch directory, which only `protocol-run test` gives"
+                    .to_string(),
+            )
+        };
+        report.results.push(result);
     }
     report.coverage = Some(coverage);
     report
@@ -186,6 +212,7 @@ struct Subject<'a> {
 struct Seen {
     logs: Vec<LogRecord>,
     directives: Vec<serde_json::Value>,
+    effects: Vec<StartedEffect>,
     trace: Vec<String>,
     reached_states: BTreeSet<String>,
     taken_transitions: BTreeSet<String>,
@@ -210,6 +237,13 @@ impl Observer for Collector {
             .borrow_mut()
             .input_errors
             .push(error.message.clone());
+    }
+
+    fn effect_started(&mut self, request: &crate::effects::EffectRequest) {
+        self.seen
+            .borrow_mut()
+            .effects
+            .push(StartedEffect::of(request));
     }
 
     fn state_entered(&mut self, state: &str) {
@@ -258,18 +292,54 @@ impl Observer for Collector {
 /// timestamps and the files named after them are the same on every run.
 pub const DEFAULT_CLOCK: &str = "2026-01-01T00:00:00.000Z";
 
-fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage) -> ScenarioResult {
+/// A result that failed before the run started.
+fn failed(scenario: &Scenario, failure: String) -> ScenarioResult {
+    ScenarioResult {
+        name: scenario.name.clone(),
+        failures: vec![failure],
+        trace: Vec::new(),
+        directory: None,
+    }
+}
+
+/// Runs the scenario in a fresh scratch directory, its protocol compiled there (relative grants
+/// resolve there too); keeps the directory if the scenario fails.
+fn run_scenario_in_scratch(
+    subject: &Subject,
+    scenario: &Scenario,
+    coverage: &mut Coverage,
+) -> ScenarioResult {
+    let scratch = match Scratch::enter(&scenario.files) {
+        Ok(scratch) => scratch,
+        Err(message) => return failed(scenario, message),
+    };
+    let mut result =
+        match crate::compile::compile_limited(subject.protocol, &Arc::default(), subject.limit) {
+            Ok(machine) => run_scenario(subject, Arc::new(machine), scenario, coverage),
+            Err(diagnostics) => failed(scenario, render_all(&diagnostics)),
+        };
+    result.directory = scratch.leave(!result.failures.is_empty());
+    result
+}
+
+fn run_scenario(
+    subject: &Subject,
+    compiled: Arc<Machine>,
+    scenario: &Scenario,
+    coverage: &mut Coverage,
+) -> ScenarioResult {
     let mut result = ScenarioResult {
         name: scenario.name.clone(),
         failures: Vec::new(),
         trace: Vec::new(),
+        directory: None,
     };
     let inputs: Vec<(String, serde_json::Value)> = scenario
         .inputs
         .iter()
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
-    let inputs = match subject.machine.bind_input_values(&inputs) {
+    let inputs = match compiled.bind_input_values(&inputs) {
         Ok(inputs) => inputs,
         Err(errors) => {
             result
@@ -283,7 +353,7 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
         subject.protocol,
         &Arc::default(),
         subject.limit,
-        subject.machine.clone(),
+        compiled,
         &inputs,
     ) {
         Ok(machine) => machine,
@@ -295,12 +365,7 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
         }
     };
     let machine = &machine;
-    let mock_arguments: Vec<String> = scenario
-        .mocks
-        .iter()
-        .map(|(id, outcome)| format!("{id}={outcome}"))
-        .collect();
-    let mocks = match Mocks::parse(&mock_arguments) {
+    let mocks = match super::mocks::mocks_of(scenario) {
         Ok(mocks) => mocks,
         Err(error) => {
             result.failures.push(format!("mocks: {error}"));
@@ -323,7 +388,21 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
     let seen = Rc::new(RefCell::new(Seen::default()));
     let local = tokio::task::LocalSet::new();
     let failures = local.block_on(&runtime, async {
-        let mut interpreter = Interpreter::new(machine.clone(), inputs).with_limits(subject.limits);
+        let start = match &scenario.start {
+            None => None,
+            Some(start) => match super::start::start_snapshot(machine, start) {
+                Ok(snapshot) => Some(snapshot),
+                Err(message) => return vec![message],
+            },
+        };
+        let interpreter = match &start {
+            None => Interpreter::new(machine.clone(), inputs),
+            Some(snapshot) => match Interpreter::restore(machine.clone(), inputs, snapshot) {
+                Ok(interpreter) => interpreter,
+                Err(error) => return vec![format!("start: {error}")],
+            },
+        };
+        let mut interpreter = interpreter.with_limits(subject.limits);
         let mut observer = Collector { seen: seen.clone() };
         let mut state = DriverState::new();
         let mut session = Session::new(
@@ -343,7 +422,21 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
                 return failures;
             }
         }
-        if let Err(error) = session.start().map_err(|error| error.to_string()) {
+        let began = match &scenario.start {
+            None => session.start(),
+            // The states listed are entered (their entry actions run), their ancestors not.
+            Some(start) => {
+                let mut states: Vec<_> = start
+                    .configuration
+                    .iter()
+                    .filter_map(|state| machine.state_id(state))
+                    .collect();
+                // In document order, as entering them by one transition would.
+                states.sort();
+                session.start_in(&states)
+            }
+        };
+        if let Err(error) = began.map_err(|error| error.to_string()) {
             failures.push(format!("start: {error}"));
             return failures;
         }
@@ -352,7 +445,7 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
             failures.push(format!("start: {error}"));
             return failures;
         }
-        let mut since = (0, 0);
+        let mut since = (0, 0, 0);
         for (index, step) in scenario.steps.iter().enumerate() {
             let number = index + 1;
             let outcome = match step {
@@ -376,9 +469,17 @@ fn run_scenario(subject: &Subject, scenario: &Scenario, coverage: &mut Coverage)
                     )),
                 },
                 Step::Expect(expect) => {
-                    let problems = check(&expect.expect, &session, &seen.borrow(), since);
                     let seen = seen.borrow();
-                    since = (seen.logs.len(), seen.directives.len());
+                    let problems = super::expectation::check(
+                        &expect.expect,
+                        session.interpreter,
+                        SinceLast {
+                            logs: &seen.logs[since.0..],
+                            directives: &seen.directives[since.1..],
+                            effects: &seen.effects[since.2..],
+                        },
+                    );
+                    since = (seen.logs.len(), seen.directives.len(), seen.effects.len());
                     if problems.is_empty() {
                         Ok(())
                     } else {
@@ -434,154 +535,6 @@ async fn advance(session: &mut Session<'_>, duration: std::time::Duration) -> Re
         .await
         .map_err(|error| error.to_string())?;
     settle(session).await
-}
-
-/// Every way the run differs from the expectation.
-fn check(
-    expect: &Expectation,
-    session: &Session,
-    seen: &Seen,
-    since: (usize, usize),
-) -> Vec<String> {
-    let interpreter = &*session.interpreter;
-    let mut problems = Vec::new();
-    if let Some(expected) = &expect.configuration {
-        let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
-        let actual: BTreeSet<&str> = interpreter.active_leaves().into_iter().collect();
-        if expected != actual {
-            problems.push(format!(
-                "configuration: expected {expected:?}, seen {actual:?}"
-            ));
-        }
-    }
-    if let Some(context) = &expect.context {
-        for (name, expected) in context {
-            let actual = interpreter.context_value(name).map(Value::to_json);
-            if actual.as_ref() != Some(expected) {
-                let shown =
-                    actual.map_or("no such variable".to_string(), |value| value.to_string());
-                problems.push(format!(
-                    "context `{name}`: expected {expected}, seen {shown}"
-                ));
-            }
-        }
-    }
-    if let Some(expected) = &expect.tags {
-        let emitted: Vec<&str> = seen.logs[since.0..]
-            .iter()
-            .flat_map(|record| record.tags.iter().map(|tag| &**tag))
-            .collect();
-        // `tags: []` asserts that nothing tagged was logged.
-        if expected.is_empty() && !emitted.is_empty() {
-            problems.push(format!("tags: expected none, seen {emitted:?}"));
-        } else if !is_subsequence(expected.iter().map(String::as_str), &emitted) {
-            problems.push(format!(
-                "tags: expected {expected:?} in this order, seen {emitted:?}"
-            ));
-        }
-    }
-    if let Some(expected) = &expect.directives {
-        let emitted = &seen.directives[since.1..];
-        if expected.is_empty() && !emitted.is_empty() {
-            let shown: Vec<String> = emitted.iter().map(serde_json::Value::to_string).collect();
-            problems.push(format!(
-                "directives: expected none, seen [{}]",
-                shown.join(", ")
-            ));
-        }
-        let mut position = 0;
-        for directive in expected {
-            match emitted[position..]
-                .iter()
-                .position(|candidate| contains(candidate, directive))
-            {
-                Some(found) => position += found + 1,
-                None => {
-                    let shown: Vec<String> =
-                        emitted.iter().map(serde_json::Value::to_string).collect();
-                    problems.push(format!(
-                        "directives: expected {directive} (in order), seen [{}]",
-                        shown.join(", ")
-                    ));
-                    break;
-                }
-            }
-        }
-    }
-    if let Some(files) = &expect.files {
-        for (path, pattern) in files {
-            match (std::fs::read_to_string(path), regex::Regex::new(pattern)) {
-                (_, Err(error)) => problems.push(format!(
-                    "file `{path}`: invalid pattern `{pattern}`: {error}"
-                )),
-                (Err(error), _) => problems.push(format!("file `{path}`: {error}")),
-                (Ok(content), Ok(pattern)) if !pattern.is_match(&content) => {
-                    let shown: String = content.chars().take(200).collect();
-                    problems.push(format!(
-                        "file `{path}`: content does not match `{pattern}`; it begins {shown:?}"
-                    ));
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some(finished) = &expect.finished {
-        match interpreter.outcome() {
-            None => problems.push(format!(
-                "finished: the run is still in {:?}",
-                interpreter.active_leaves()
-            )),
-            Some(outcome) => {
-                let state = &*interpreter.machine().state(outcome.final_state).id;
-                if finished
-                    .exit_code
-                    .is_some_and(|code| code != outcome.exit_code)
-                {
-                    problems.push(format!(
-                        "finished: expected exit code {:?}, seen {} (in `{state}`)",
-                        finished.exit_code.unwrap_or_default(),
-                        outcome.exit_code
-                    ));
-                }
-                if finished
-                    .state
-                    .as_deref()
-                    .is_some_and(|expected| expected != state)
-                {
-                    problems.push(format!(
-                        "finished: expected final state `{}`, seen `{state}`",
-                        finished.state.as_deref().unwrap_or_default()
-                    ));
-                }
-                if let Some(output) = &finished.output
-                    && !contains(&outcome.output.to_json(), output)
-                {
-                    problems.push(format!(
-                        "finished: expected output {output}, seen {}",
-                        outcome.output.to_json()
-                    ));
-                }
-            }
-        }
-    }
-    problems
-}
-
-fn is_subsequence<'a>(expected: impl IntoIterator<Item = &'a str>, actual: &[&str]) -> bool {
-    let mut remaining = actual.iter();
-    expected
-        .into_iter()
-        .all(|wanted| remaining.any(|tag| *tag == wanted))
-}
-
-/// Whether `actual` has every field of `expected` (recursively for objects).
-fn contains(actual: &serde_json::Value, expected: &serde_json::Value) -> bool {
-    match (actual, expected) {
-        (serde_json::Value::Object(actual), serde_json::Value::Object(expected)) => expected
-            .iter()
-            .all(|(key, value)| actual.get(key).is_some_and(|found| contains(found, value))),
-        _ => actual == expected,
-    }
 }
 
 /// Scenario files under the paths given: files as they are, directories searched for
