@@ -2,13 +2,26 @@
 
 use std::path::PathBuf;
 
+use super::generate::SearchOptions;
 use super::narrowing::Narrowing;
 use crate::run::algorithm::Limits;
 use crate::scenario::runner::{FileReport, find_scenario_files, run_file_under};
 
 /// Runs the scenarios; their real effects get what `run` would grant under `narrowing`, their
 /// steps the limits `run` would set.
-pub fn test(paths: &[PathBuf], coverage: bool, narrowing: &Narrowing, limits: Limits) -> u8 {
+pub fn test(
+    paths: &[PathBuf],
+    coverage: bool,
+    narrowing: &Narrowing,
+    limits: Limits,
+    search: &SearchOptions,
+) -> u8 {
+    if let Some(protocol) = &search.generate {
+        return super::generate::generate_file(protocol, search, limits);
+    }
+    if let Some(runs) = search.explore {
+        return super::generate::explore_files(paths, runs, search.seed, limits);
+    }
     let limit = match narrowing.limit(None) {
         Ok(limit) => limit,
         Err(code) => return code,
