@@ -193,6 +193,8 @@ fn variants(machine: &Machine, guards: &[&str]) -> Vec<Setup> {
         let mut values: Vec<String> = input.values.clone();
         match input.kind {
             InputType::Boolean => values.extend(["true".into(), "false".into()]),
+            // A name a lookup such as `command_exists` finds, and one it does not.
+            InputType::List => values.extend([r#"["sh"]"#.into(), r#"["x"]"#.into()]),
             InputType::Integer | InputType::Number => {
                 values.extend(
                     input

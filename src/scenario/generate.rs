@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::candidates::{Alphabet, combine};
-use super::coverage::{coverable, label};
+use super::coverage::{coverable, label, label_of};
 use super::model::{AfterStep, ExpectStep, Expectation, Finished, Scenario, Step};
 use super::probe::{Probe, Setup, Target, probe};
 use crate::compile::machine::{EventDescriptor, Machine, StateId};
@@ -56,6 +56,8 @@ pub struct Generated {
 
 /// A path that took a transition first.
 struct Found {
+    /// The transitions this path took first.
+    new: Vec<String>,
     setup: Setup,
     steps: Vec<Step>,
     probe: Probe,
@@ -105,7 +107,7 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
             let mut moves: Vec<Step> = alphabet.sends.iter().cloned().map(Step::Send).collect();
             if let Some(milliseconds) = at.next_timer {
                 moves.push(Step::After(AfterStep {
-                    after: format!("{}ms", milliseconds.max(1)),
+                    after: duration_text(milliseconds.max(1)),
                 }));
             }
             for next in moves {
@@ -193,12 +195,15 @@ fn note(
     found: &mut Vec<Found>,
 ) {
     reached.extend(result.entered.iter().cloned());
-    let mut new = false;
-    for pointer in &result.taken {
-        new |= covered.insert(pointer.clone());
-    }
-    if new {
+    let new: Vec<String> = result
+        .taken
+        .iter()
+        .filter(|pointer| covered.insert((*pointer).clone()))
+        .cloned()
+        .collect();
+    if !new.is_empty() {
         found.push(Found {
+            new,
             setup: setup.clone(),
             steps: steps.to_vec(),
             probe: result.clone(),
@@ -225,16 +230,15 @@ fn keep(machine: &Machine, found: Vec<Found>) -> Vec<Scenario> {
 }
 
 fn scenario(machine: &Machine, found: &Found) -> Scenario {
-    let taken: Vec<String> = found
-        .probe
-        .taken
-        .iter()
-        .filter_map(|pointer| {
-            let transition = machine.transitions.iter().find(|t| &t.pointer == pointer)?;
-            (!transition.pointer.ends_with("/initial")).then(|| label(machine, transition))
-        })
-        .collect();
-    let last = taken.last().cloned().unwrap_or_else(|| "the start".into());
+    let first = found
+        .new
+        .first()
+        .map(|pointer| label_of(machine, pointer))
+        .unwrap_or_default();
+    let last = match found.new.len() {
+        0 | 1 => first,
+        more => format!("{first} and {} more", more - 1),
+    };
     let name = match found.steps.len() {
         0 => format!("takes {last} on its own"),
         1 => format!("takes {last} in 1 step"),
@@ -347,4 +351,14 @@ fn reason(
         "`{}` never occurred while `{source_id}` was active, or an earlier transition took it",
         events.join(" ")
     )
+}
+
+/// `600000` → `10m`: the largest unit that writes the span exactly.
+fn duration_text(milliseconds: u64) -> String {
+    match milliseconds {
+        value if value % 3_600_000 == 0 => format!("{}h", value / 3_600_000),
+        value if value % 60_000 == 0 => format!("{}m", value / 60_000),
+        value if value % 1000 == 0 => format!("{}s", value / 1000),
+        value => format!("{value}ms"),
+    }
 }
