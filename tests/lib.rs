@@ -18,6 +18,7 @@ mod file_functions;
 mod fleet;
 mod foreach;
 mod fuzz_regressions;
+mod generate;
 mod graph_svg;
 mod imports;
 mod inputs;
