@@ -108,8 +108,8 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
     None
 }
 
-/// The invariant the run breaks, if any: a panic, a limit of the engine (a loop), an error
-/// event nothing handles.
+/// The invariant the run breaks, if any: a panic, a limit of the engine (a loop), an effect
+/// lost, an error event nothing handles.
 fn broken(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> Option<String> {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         probe(target, setup, steps, limits)
@@ -127,6 +127,11 @@ fn broken(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> Opt
     };
     if let Some(failure) = result.failure {
         return Some(format!("the run stopped: {failure}"));
+    }
+    if let Some(id) = result.lost_effects.first() {
+        return Some(format!(
+            "effect `{id}` started and never completed nor was cancelled"
+        ));
     }
     result
         .unhandled_errors

@@ -37,6 +37,8 @@ pub struct Probe {
     pub next_timer: Option<u64>,
     /// Error events no transition handled (the engine's `unhandled_error` warning).
     pub unhandled_errors: Vec<String>,
+    /// Effects started whose ending (outcome, cancellation) was never recorded, by id.
+    pub lost_effects: Vec<String>,
     /// Why the run stopped early: a step refused, a limit of the engine hit.
     pub failure: Option<String>,
     /// How many steps ran before `failure`.
@@ -71,6 +73,9 @@ impl Setup {
 struct Watched {
     taken: Vec<String>,
     entered: Vec<String>,
+    /// Invocation and id of each effect started, and the invocations whose ending was recorded.
+    started: Vec<(u64, String)>,
+    ended: Vec<u64>,
     unhandled_errors: Vec<String>,
 }
 
@@ -89,6 +94,19 @@ impl Observer for Watcher {
     }
 
     fn directive(&mut self, _directive: &Directive) {}
+
+    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+        let invocation = fields["invocation"].as_u64().unwrap_or_default();
+        let mut watched = self.watched.borrow_mut();
+        match kind {
+            "effect_started" => {
+                let id = fields["id"].as_str().unwrap_or("?").to_string();
+                watched.started.push((invocation, id));
+            }
+            "effect" => watched.ended.push(invocation),
+            _ => {}
+        }
+    }
 
     fn state_entered(&mut self, state: &str) {
         let mut watched = self.watched.borrow_mut();
@@ -246,7 +264,18 @@ pub fn probe(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> 
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
         });
+        // Effects still running after the last step are not lost: the run was left there.
+        let settled = !session.effects_running();
         session.finish();
+        if settled {
+            let watched = watched.borrow();
+            result.lost_effects = watched
+                .started
+                .iter()
+                .filter(|(invocation, _)| !watched.ended.contains(invocation))
+                .map(|(_, id)| id.clone())
+                .collect();
+        }
     });
     let watched = watched.borrow();
     result.taken = watched.taken.clone();
