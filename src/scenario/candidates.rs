@@ -275,30 +275,6 @@ fn variants(machine: &Machine, guards: &[&str]) -> Vec<Setup> {
     variants
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_literals_of_a_guard() {
-        let found = literals(
-            "has(event.data.signal) && event.data.signal == 'AUDIT_FAILED' && attempt <= 3 && !ok == true",
-        );
-        assert_eq!(
-            found,
-            vec![
-                Literal::Text("AUDIT_FAILED".into()),
-                Literal::Number(3.0),
-                Literal::Boolean(true)
-            ]
-        );
-        assert_eq!(
-            alternatives("(?i)timeout|timed out"),
-            vec!["timeout", "timed out"]
-        );
-    }
-}
-
 /// `setup` with the one change `variant` makes to `base` as well, or None when `setup` already
 /// changes that input or mock.
 pub fn combine(base: &Setup, setup: &Setup, variant: &Setup) -> Option<Setup> {
@@ -323,4 +299,28 @@ pub fn combine(base: &Setup, setup: &Setup, variant: &Setup) -> Option<Setup> {
         }
     }
     changed.then_some(combined)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_literals_of_a_guard() {
+        let found = literals(
+            "has(event.data.signal) && event.data.signal == 'AUDIT_FAILED' && attempt <= 3 && !ok == true",
+        );
+        assert_eq!(
+            found,
+            vec![
+                Literal::Text("AUDIT_FAILED".into()),
+                Literal::Number(3.0),
+                Literal::Boolean(true)
+            ]
+        );
+        assert_eq!(
+            alternatives("(?i)timeout|timed out"),
+            vec!["timeout", "timed out"]
+        );
+    }
 }

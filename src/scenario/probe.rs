@@ -130,12 +130,15 @@ impl Observer for Watcher {
     }
 }
 
+/// Input values by name, as a setup gives them.
+type Inputs = Vec<(String, String)>;
+
 /// A protocol as loaded and compiled, with its grants resolved per set of inputs as a
 /// scenario's would be (kept: the search runs many probes under one setup).
 pub struct Target {
     pub loaded: Loaded,
     pub machine: Arc<Machine>,
-    resolved: RefCell<HashMap<Vec<(String, String)>, Arc<Machine>>>,
+    resolved: RefCell<HashMap<Inputs, Arc<Machine>>>,
 }
 
 impl Target {
