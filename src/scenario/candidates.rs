@@ -124,6 +124,19 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
             }
         }
     }
+    let comparison = regex::Regex::new(r#"\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*'([^']*)'"#)
+        .expect("the comparison pattern is valid");
+    let compared_fields: Vec<(String, String)> = machine
+        .transitions
+        .iter()
+        .filter_map(|transition| transition.guard.as_ref())
+        .flat_map(|guard| {
+            comparison
+                .captures_iter(&guard.text)
+                .map(|found| (found[1].to_string(), found[2].to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
     let mut sends = Vec::new();
     for name in names {
         let mut payloads: Vec<serde_json::Value> = Vec::new();
@@ -143,6 +156,11 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
                     push_unique(&mut payloads, serde_json::json!({ key.clone(): value }));
                 }
             }
+        }
+        // Data kept in context and tested later (`assign: { review: event.data }`, then
+        // `review.signal == 'PASSED'`): each field compared with a literal anywhere.
+        for (key, value) in &compared_fields {
+            push_unique(&mut payloads, serde_json::json!({ key.clone(): value }));
         }
         sends.push(SendStep {
             send: name.to_string(),

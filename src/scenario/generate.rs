@@ -345,10 +345,13 @@ fn reason(
         })
         .collect();
     if events.is_empty() {
-        return format!("an earlier transition of `{source_id}` is always taken first");
+        return format!(
+            "an earlier transition of `{source_id}` was taken each time `{source_id}` was active"
+        );
     }
     format!(
-        "`{}` never occurred while `{source_id}` was active, or an earlier transition took it",
+        "`{}` never occurred while `{source_id}` was active, or an earlier transition of \
+         `{source_id}` took it",
         events.join(" ")
     )
 }
