@@ -16,7 +16,8 @@ use crate::run::algorithm::Limits;
 pub struct Bounds {
     /// Distinct configurations (with context) explored, over all setups.
     pub max_configurations: usize,
-    /// Distinct configurations explored under one setup (one set of inputs and mocks).
+    /// Distinct configurations explored under the first setup (one set of inputs and mocks);
+    /// a quarter of it under each other one, which mostly matters where its change bites.
     pub max_per_setup: usize,
     /// Steps in one scenario.
     pub max_steps: usize,
@@ -89,6 +90,11 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
             continue;
         }
         let before = (covered.len(), reached.len());
+        let setup_limit = if setup == alphabet.base {
+            bounds.max_per_setup
+        } else {
+            bounds.max_per_setup / 4
+        };
         let mut seen: HashSet<String> = HashSet::new();
         let mut queue: VecDeque<(Vec<Step>, Probe)> = VecDeque::new();
         let first = probe(target, &setup, &[], limits);
@@ -136,7 +142,7 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
                     &mut reached,
                     &mut found,
                 );
-                if seen.len() < bounds.max_per_setup && seen.insert(key(&result)) {
+                if seen.len() < setup_limit && seen.insert(key(&result)) {
                     configurations += 1;
                     queue.push_back((path, result));
                 }
