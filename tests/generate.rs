@@ -133,6 +133,29 @@ fn explore_finds_an_unhandled_error_and_its_seed_replays_it() {
 }
 
 #[test]
+fn explore_reports_a_run_that_loops() {
+    let directory = temporary_directory("generate", "loop");
+    std::fs::write(
+        directory.join("loop.yaml"),
+        "id: looping\nstates:\n  idle:\n    on:\n      spin: ping\n  ping:\n    always: pong\n  pong:\n    always: ping\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = run_binary(
+        &directory,
+        &["test", "--explore", "3", "--seed", "1", "loop.yaml"],
+    );
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("the run stopped: send spin: the protocol looped"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("      steps:\n        - send: spin\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn explore_passes_a_protocol_that_keeps_its_invariants() {
     let (code, stdout, _) = run_binary(
         Path::new(env!("CARGO_MANIFEST_DIR")),
