@@ -344,4 +344,24 @@ mod tests {
             vec!["timeout", "timed out"]
         );
     }
+
+    #[test]
+    fn combining_adds_one_change_unless_it_is_already_changed() {
+        let setup = |mocks: &[(&str, &str)]| Setup {
+            inputs: Vec::new(),
+            mocks: mocks
+                .iter()
+                .map(|(id, outcome)| (id.to_string(), outcome.to_string()))
+                .collect(),
+        };
+        let base = setup(&[("a", "ok:"), ("b", "ok:")]);
+        let a_times_out = setup(&[("a", "timeout"), ("b", "ok:")]);
+        let b_fails = setup(&[("a", "ok:"), ("b", "error:failed")]);
+        assert_eq!(
+            combine(&base, &a_times_out, &b_fails),
+            Some(setup(&[("a", "timeout"), ("b", "error:failed")]))
+        );
+        let a_fails = setup(&[("a", "error:failed"), ("b", "ok:")]);
+        assert_eq!(combine(&base, &a_times_out, &a_fails), None);
+    }
 }
