@@ -274,7 +274,7 @@ fn scenario(machine: &Machine, found: &Found) -> Scenario {
             finished: Some(Finished {
                 exit_code: Some(*exit_code),
                 state: Some(state.clone()),
-                output: None,
+                ..Finished::default()
             }),
             ..Expectation::default()
         },
