@@ -1,6 +1,7 @@
 //! The command line: parse arguments, call the library, map the result to an exit code.
 
 mod check;
+mod generate;
 mod graph;
 mod import;
 mod inputs_file;
@@ -78,6 +79,8 @@ enum Command {
         narrowing: narrowing::Narrowing,
         #[command(flatten)]
         limits: limits::LimitOptions,
+        #[command(flatten)]
+        search: generate::SearchOptions,
     },
     /// Scaffold NAME.yaml and NAME.scenario.yaml with schema modelines.
     New {
@@ -212,7 +215,8 @@ pub fn main(arguments: Vec<String>) -> u8 {
             coverage,
             narrowing,
             limits,
-        } => test::test(&paths, coverage, &narrowing, limits.limits()),
+            search,
+        } => test::test(&paths, coverage, &narrowing, limits.limits(), &search),
         Command::Check {
             files,
             deny_warnings,

@@ -2,13 +2,29 @@
 
 use std::path::PathBuf;
 
+use super::generate::SearchOptions;
 use super::narrowing::Narrowing;
 use crate::run::algorithm::Limits;
-use crate::scenario::runner::{FileReport, find_scenario_files, run_file_in_scratch};
+use crate::scenario::coverage::label_of;
+use crate::scenario::runner::{
+    FileReport, find_scenario_files, load_scenario_file, run_file_in_scratch,
+};
 
 /// Runs the scenarios; their real effects get what `run` would grant under `narrowing`, their
 /// steps the limits `run` would set.
-pub fn test(paths: &[PathBuf], coverage: bool, narrowing: &Narrowing, limits: Limits) -> u8 {
+pub fn test(
+    paths: &[PathBuf],
+    coverage: bool,
+    narrowing: &Narrowing,
+    limits: Limits,
+    search: &SearchOptions,
+) -> u8 {
+    if let Some(protocol) = &search.generate {
+        return super::generate::generate_file(protocol, search, limits);
+    }
+    if let Some(runs) = search.explore {
+        return super::generate::explore_files(paths, runs, search.seed, limits);
+    }
     let limit = match narrowing.limit(None) {
         Ok(limit) => limit,
         Err(code) => return code,
@@ -79,12 +95,18 @@ fn print_report(report: &FileReport) -> (usize, usize) {
 }
 
 fn print_coverage(reports: &[FileReport]) {
+    // (reached, states, taken, transitions) over every file.
+    let mut totals = (0, 0, 0, 0);
     for report in reports {
         let Some(coverage) = &report.coverage else {
             continue;
         };
         let missed_states = coverage.missed_states();
         let missed_transitions = coverage.missed_transitions();
+        totals.0 += coverage.states.len() - missed_states.len();
+        totals.1 += coverage.states.len();
+        totals.2 += coverage.transitions.len() - missed_transitions.len();
+        totals.3 += coverage.transitions.len();
         println!(
             "coverage of {} (from {}): {}/{} states, {}/{} transitions",
             coverage.protocol,
@@ -97,8 +119,27 @@ fn print_coverage(reports: &[FileReport]) {
         for state in missed_states {
             println!("    never reached: state {state}");
         }
-        for transition in missed_transitions {
-            println!("    never taken: transition at {transition}");
+        // Named as the author wrote them; the pointer when the protocol no longer compiles.
+        let machine = load_scenario_file(&report.path)
+            .ok()
+            .map(|(_, machine)| machine);
+        let name = |pointer: &str| match &machine {
+            Some(machine) => format!("transition at {pointer}: {}", label_of(machine, pointer)),
+            None => format!("transition at {pointer}"),
+        };
+        for transition in &coverage.transitions {
+            if coverage.taken_transitions.contains(transition) {
+                println!("    taken:       {}", name(transition));
+            }
         }
+        for transition in missed_transitions {
+            println!("    never taken: {}", name(transition));
+        }
+    }
+    if reports.len() > 1 {
+        println!(
+            "coverage in total: {}/{} states, {}/{} transitions",
+            totals.0, totals.1, totals.2, totals.3
+        );
     }
 }

@@ -5,7 +5,7 @@ mod finalize;
 mod scxml;
 #[cfg(test)]
 mod tests;
-mod yaml_writer;
+pub(crate) mod yaml_writer;
 
 use std::fmt;
 

@@ -124,18 +124,7 @@ fn run_file_with(path: &Path, limit: &Capabilities, limits: Limits, scratch: boo
             .filter(|state| !state.is_history())
             .map(|state| state.id.to_string())
             .collect(),
-        transitions: machine
-            .transitions
-            .iter()
-            .filter(|transition| {
-                !transition.events.is_empty()
-                    || transition.guard.is_some()
-                    || !transition.pointer.ends_with("initial")
-            })
-            .filter(|transition| {
-                !transition.pointer.ends_with("/initial")
-                    && !transition.pointer.ends_with("/target")
-            })
+        transitions: super::coverage::coverable(&machine)
             .map(|transition| transition.pointer.clone())
             .collect(),
         ..Coverage::default()
@@ -517,7 +506,7 @@ fn describe(step: &Step) -> String {
 
 /// Runs until nothing more happens without time passing (effects still running are awaited, on
 /// the virtual clock).
-async fn settle(session: &mut Session<'_>) -> Result<(), String> {
+pub(super) async fn settle(session: &mut Session<'_>) -> Result<(), String> {
     loop {
         session.handle_queued().map_err(|error| error.to_string())?;
         // After the final state too: the effects it left running are awaited.
@@ -529,7 +518,10 @@ async fn settle(session: &mut Session<'_>) -> Result<(), String> {
 }
 
 /// Lets `duration` of virtual time pass, handling what falls due, in order.
-async fn advance(session: &mut Session<'_>, duration: std::time::Duration) -> Result<(), String> {
+pub(super) async fn advance(
+    session: &mut Session<'_>,
+    duration: std::time::Duration,
+) -> Result<(), String> {
     session
         .advance(duration)
         .await

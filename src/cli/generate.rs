@@ -1,0 +1,218 @@
+//! `test --generate` and `test --explore`: scenarios found by search, invariants checked at random.
+
+use super::exit_code;
+use crate::run::algorithm::Limits;
+use crate::scenario::explore::explore;
+use crate::scenario::generate::{Bounds, generate};
+use crate::scenario::model::ScenarioFile;
+use crate::scenario::probe::Target;
+use crate::scenario::runner::run_file_in_scratch;
+use std::path::{Path, PathBuf};
+
+/// The flags of `test` that search instead of running written scenarios.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SearchOptions {
+    /// Write a scenario file for PROTOCOL whose scenarios together take every transition the
+    /// search reaches, and name those it could not reach and why.
+    #[arg(long, value_name = "PROTOCOL", conflicts_with = "explore")]
+    pub generate: Option<PathBuf>,
+    /// Where --generate writes; NAME.generated.scenario.yaml beside the protocol by default.
+    #[arg(long, value_name = "PATH", requires = "generate")]
+    pub out: Option<PathBuf>,
+    /// Drive N random event sequences through each protocol given (virtual time, mocks) and
+    /// fail on a broken invariant: a loop, an error event nothing handles, a panic.
+    #[arg(long, value_name = "N")]
+    pub explore: Option<usize>,
+    /// The seed of --explore's sequences, to replay a run (printed on every run).
+    #[arg(long, requires = "explore")]
+    pub seed: Option<u64>,
+    /// --generate stops after exploring this many distinct configurations (with context).
+    #[arg(long, value_name = "N", default_value_t = Bounds::default().max_configurations)]
+    pub max_configurations: usize,
+    /// --generate stops searching after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = Bounds::default().max_time.as_secs())]
+    pub max_seconds: u64,
+}
+
+fn compiled(path: &Path) -> Result<Target, u8> {
+    Target::load(path).map_err(|error| {
+        eprintln!("{error}");
+        if path.exists() {
+            exit_code::INVALID
+        } else {
+            exit_code::NO_INPUT_FILE
+        }
+    })
+}
+
+/// `test --generate PROTOCOL`: searches, writes the scenario file, and runs it as `test` would.
+pub fn generate_file(protocol: &Path, options: &SearchOptions, limits: Limits) -> u8 {
+    let target = match compiled(protocol) {
+        Ok(target) => target,
+        Err(code) => return code,
+    };
+    let bounds = Bounds {
+        max_configurations: options.max_configurations,
+        max_time: std::time::Duration::from_secs(options.max_seconds),
+        ..Bounds::default()
+    };
+    let generated = generate(&target, bounds, limits);
+    let out = options.out.clone().unwrap_or_else(|| default_out(protocol));
+    let file = ScenarioFile {
+        protocol: protocol_reference(protocol, &out),
+        scenarios: generated.scenarios.clone(),
+    };
+    let text = scenario_yaml(&file, &out);
+    if let Err(error) = std::fs::write(&out, text) {
+        eprintln!("error: cannot write {}: {error}", out.display());
+        return exit_code::IO;
+    }
+    println!(
+        "wrote {} scenarios to {}: {}/{} transitions taken; {} configurations explored in {:.1}s{}",
+        generated.scenarios.len(),
+        out.display(),
+        generated.covered,
+        generated.total,
+        generated.configurations,
+        generated.elapsed.as_secs_f64(),
+        generated
+            .stopped_by
+            .as_ref()
+            .map(|bound| format!(" (stopped by {bound})"))
+            .unwrap_or_default()
+    );
+    for unreached in &generated.unreached {
+        println!(
+            "    not taken: {}: {}",
+            unreached.transition, unreached.reason
+        );
+    }
+    // The file must pass as written: run it as `test` would, with every effect mocked.
+    let report = run_file_in_scratch(
+        &out,
+        &crate::capabilities::Capabilities::unrestricted(),
+        limits,
+    );
+    let failed: Vec<String> = report
+        .error
+        .iter()
+        .cloned()
+        .chain(
+            report
+                .results
+                .iter()
+                .filter(|result| !result.failures.is_empty())
+                .map(|result| format!("{}: {}", result.name, result.failures.join("; "))),
+        )
+        .collect();
+    if failed.is_empty() {
+        println!("the generated scenarios pass");
+        0
+    } else {
+        for failure in failed {
+            println!("FAILED {failure}");
+        }
+        1
+    }
+}
+
+/// `NAME.yaml` → `NAME.generated.scenario.yaml`, beside it.
+fn default_out(protocol: &Path) -> PathBuf {
+    let stem = protocol
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().to_string())
+        .unwrap_or_else(|| "protocol".into());
+    protocol.with_file_name(format!("{stem}.generated.scenario.yaml"))
+}
+
+/// The scenario file names its protocol relative to itself; absolute when they are apart.
+fn protocol_reference(protocol: &Path, out: &Path) -> String {
+    let directory = |path: &Path| {
+        path.parent()
+            .map(|parent| std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf()))
+    };
+    match protocol.file_name() {
+        Some(name) if directory(protocol) == directory(out) => name.to_string_lossy().to_string(),
+        _ => std::path::absolute(protocol)
+            .unwrap_or_else(|_| protocol.to_path_buf())
+            .display()
+            .to_string(),
+    }
+}
+
+/// Written by the project's YAML writer, with the scenario schema's modeline.
+fn scenario_yaml(file: &ScenarioFile, out: &Path) -> String {
+    let value = serde_json::to_value(file).unwrap_or_default();
+    let text = crate::import::yaml_writer::to_yaml(&value);
+    let modeline = format!(
+        "# yaml-language-server: $schema={}/scenario.schema.json",
+        schemas_from(out)
+    );
+    match text.split_once('\n') {
+        Some((_, rest)) => format!("{modeline}\n{rest}"),
+        None => text,
+    }
+}
+
+/// The project's `schemas/` (in the working directory) as seen from where `out` is written:
+/// `../schemas` from `protocols/`, absolute when `out` is elsewhere.
+fn schemas_from(out: &Path) -> String {
+    let directory = out.parent().unwrap_or(Path::new(""));
+    let normal = directory
+        .components()
+        .all(|part| matches!(part, std::path::Component::Normal(_)));
+    if normal && !directory.is_absolute() {
+        let depth = directory.components().count();
+        if depth == 0 {
+            return "schemas".into();
+        }
+        return vec![".."; depth].join("/") + "/schemas";
+    }
+    std::path::absolute("schemas")
+        .map_or_else(|_| "schemas".into(), |path| path.display().to_string())
+}
+
+/// `test --explore N FILE...`: each protocol in turn; the first broken invariant fails it.
+pub fn explore_files(paths: &[PathBuf], runs: usize, seed: Option<u64>, limits: Limits) -> u8 {
+    if paths.is_empty() {
+        eprintln!(
+            "error: --explore needs the protocol files to explore, e.g. `test --explore 100 protocols/ittw.yaml`"
+        );
+        return exit_code::USAGE;
+    }
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as u64)
+    });
+    println!("exploring with --seed {seed}");
+    let mut code = 0;
+    for path in paths {
+        let target = match compiled(path) {
+            Ok(target) => target,
+            Err(failure) => {
+                code = failure;
+                continue;
+            }
+        };
+        match explore(&target, runs, seed, limits) {
+            None => println!("ok     {}: {runs} random runs", path.display()),
+            Some(finding) => {
+                code = 1;
+                println!(
+                    "FAILED {}: run {} of --seed {seed}: {}",
+                    path.display(),
+                    finding.run,
+                    finding.problem
+                );
+                println!("    a scenario that shows it (paste under `scenarios:`):");
+                let value = serde_json::to_value(vec![&finding.scenario]).unwrap_or_default();
+                let text = crate::import::yaml_writer::to_yaml(&value);
+                for line in text.lines().skip(1) {
+                    println!("    {line}");
+                }
+            }
+        }
+    }
+    code
+}

@@ -1,0 +1,196 @@
+//! `test --generate`, `test --explore` and `test --coverage`, through the binary as an author runs them.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::{run_binary, temporary_directory};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/features/generate.yaml")
+}
+
+/// A protocol whose effect fails with an error nothing handles: only its timeout is caught.
+const PLANTED: &str = r#"
+id: planted
+permissions: { exec: [job], write: [], read: [], env: [] }
+states:
+  idle:
+    on:
+      go: working
+  working:
+    entry:
+      - exec: [job]
+        id: job
+        timeout: 5s
+    on:
+      done.exec.job: done
+      error.exec.timeout.job: done
+  done: { type: final }
+"#;
+
+#[test]
+fn generated_scenarios_pass_and_take_every_reachable_transition() {
+    let directory = temporary_directory("generate", "fixture");
+    std::fs::copy(fixture(), directory.join("generate.yaml")).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["test", "--generate", "generate.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("to generate.generated.scenario.yaml: 8/9 transitions taken"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("configurations explored in"), "{stdout}");
+    assert!(stdout.contains("the generated scenarios pass"), "{stdout}");
+    let written =
+        std::fs::read_to_string(directory.join("generate.generated.scenario.yaml")).unwrap();
+    assert!(
+        written.starts_with(
+            "# yaml-language-server: $schema=schemas/scenario.schema.json\nprotocol: generate.yaml\n"
+        ),
+        "{written}"
+    );
+    // The timer is reached by letting its delay pass, the guard by data drawn from its literal,
+    // the retry and the failure by mocking the effect.
+    assert!(written.contains("- after: 10m"), "{written}");
+    assert!(written.contains("amount: 101"), "{written}");
+    assert!(written.contains("charge: timeout"), "{written}");
+    assert!(written.contains("state: failed"), "{written}");
+
+    // The file passes as written, and coverage names each transition.
+    let (code, stdout, _) = run_binary(
+        &directory,
+        &["test", "--coverage", "generate.generated.scenario.yaml"],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("7/8 states, 8/9 transitions"), "{stdout}");
+    for taken in [
+        "taken:       transition at /states/waiting/after/0: waiting → expired (after)",
+        "taken:       transition at /states/waiting/on/order/0: waiting → reviewing (order) [event.data.amount > 100]",
+        "taken:       transition at /states/charging/on/error.exec/0: charging → charging (error.exec) [attempts < max_attempts]",
+        "never taken: transition at /states/reviewing/on/reject/0: reviewing → refunded (reject) [amount < 0]",
+    ] {
+        assert!(stdout.contains(taken), "{taken} in\n{stdout}");
+    }
+}
+
+#[test]
+fn the_transitions_no_scenario_takes_are_named_with_the_reason() {
+    let directory = temporary_directory("generate", "unreached");
+    std::fs::copy(fixture(), directory.join("generate.yaml")).unwrap();
+    let (_, stdout, _) = run_binary(
+        &directory,
+        &[
+            "test",
+            "--generate",
+            "generate.yaml",
+            "--out",
+            "out.scenario.yaml",
+        ],
+    );
+    assert!(
+        stdout.contains(
+            "not taken: reviewing → refunded (reject) [amount < 0]: guard `amount < 0` was never \
+             true in `reviewing` with the event data, inputs and mocks tried"
+        ),
+        "{stdout}"
+    );
+    assert!(directory.join("out.scenario.yaml").exists());
+
+    // A state nothing leads to: its transitions are named with the state.
+    std::fs::write(
+        directory.join("island.yaml"),
+        "id: island\nstates:\n  start:\n    on:\n      go: done\n  done: { type: final }\n  island:\n    on:\n      back: start\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = run_binary(&directory, &["test", "--generate", "island.yaml"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("not taken: island → start (back): state `island` was never reached"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn explore_finds_an_unhandled_error_and_its_seed_replays_it() {
+    let directory = temporary_directory("generate", "explore");
+    std::fs::write(directory.join("planted.yaml"), PLANTED).unwrap();
+    let arguments = ["test", "--explore", "20", "--seed", "7", "planted.yaml"];
+    let (code, stdout, _) = run_binary(&directory, &arguments);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.starts_with("exploring with --seed 7\n"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "of --seed 7: an error event no transition handles: error.exec.job was not handled"
+        ),
+        "{stdout}"
+    );
+    // Shrunk to the one event and the one mock that matter.
+    assert!(
+        stdout.contains("      steps:\n        - send: go\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("      mocks:\n        job: "), "{stdout}");
+    let (_, replayed, _) = run_binary(&directory, &arguments);
+    assert_eq!(replayed, stdout);
+}
+
+#[test]
+fn explore_reports_a_run_that_loops() {
+    let directory = temporary_directory("generate", "loop");
+    std::fs::write(
+        directory.join("loop.yaml"),
+        "id: looping\nstates:\n  idle:\n    on:\n      spin: ping\n  ping:\n    always: pong\n  pong:\n    always: ping\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = run_binary(
+        &directory,
+        &["test", "--explore", "3", "--seed", "1", "loop.yaml"],
+    );
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("the run stopped: send spin: the protocol looped"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("      steps:\n        - send: spin\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn explore_passes_a_protocol_that_keeps_its_invariants() {
+    let (code, stdout, _) = run_binary(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &[
+            "test",
+            "--explore",
+            "20",
+            "--seed",
+            "3",
+            "examples/features/generate.yaml",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("ok     examples/features/generate.yaml: 20 random runs"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn search_mistakes_are_reported() {
+    let directory = temporary_directory("generate", "mistakes");
+    let (code, _, stderr) = run_binary(&directory, &["test", "--explore", "5"]);
+    assert_eq!(code, 64);
+    assert!(
+        stderr.contains("--explore needs the protocol files"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_binary(&directory, &["test", "--generate", "missing.yaml"]);
+    assert_eq!(code, 66);
+    assert!(
+        stderr.contains("cannot read missing.yaml: no such file"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_binary(&directory, &["test", "--out", "x.yaml"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--generate"), "{stderr}");
+}
