@@ -41,12 +41,15 @@ fn generated_scenarios_pass_and_take_every_reachable_transition() {
     assert!(stdout.contains("the generated scenarios pass"), "{stdout}");
     let written =
         std::fs::read_to_string(directory.join("generate.generated.scenario.yaml")).unwrap();
+    // No `schemas/` above the temporary directory: the schemas are written beside the file, so
+    // its modeline resolves (as `new` does).
     assert!(
         written.starts_with(
-            "# yaml-language-server: $schema=schemas/scenario.schema.json\nprotocol: generate.yaml\n"
+            "# yaml-language-server: $schema=./scenario.schema.json\nprotocol: generate.yaml\n"
         ),
         "{written}"
     );
+    assert!(directory.join("scenario.schema.json").is_file());
     // The timer is reached by letting its delay pass, the guard by data drawn from its literal,
     // the retry and the failure by mocking the effect.
     assert!(written.contains("- after: 10m"), "{written}");

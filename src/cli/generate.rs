@@ -62,8 +62,11 @@ pub fn generate_file(protocol: &Path, options: &SearchOptions, limits: Limits) -
         protocol: protocol_reference(protocol, &out),
         scenarios: generated.scenarios.clone(),
     };
-    let text = scenario_yaml(&file, &out);
-    if let Err(error) = std::fs::write(&out, text) {
+    let text = match scenario_yaml(&file, &out) {
+        Ok(text) => text,
+        Err(code) => return code,
+    };
+    if let Err(error) = crate::files::write_atomically(&out, text.as_bytes()) {
         eprintln!("error: cannot write {}: {error}", out.display());
         return exit_code::IO;
     }
@@ -140,36 +143,21 @@ fn protocol_reference(protocol: &Path, out: &Path) -> String {
     }
 }
 
-/// Written by the project's YAML writer, with the scenario schema's modeline.
-fn scenario_yaml(file: &ScenarioFile, out: &Path) -> String {
+/// Written by the project's YAML writer, with a scenario schema modeline that resolves from
+/// where `out` goes (as `new` writes it).
+fn scenario_yaml(file: &ScenarioFile, out: &Path) -> Result<String, u8> {
     let value = serde_json::to_value(file).unwrap_or_default();
     let text = crate::import::yaml_writer::to_yaml(&value);
-    let modeline = format!(
-        "# yaml-language-server: $schema={}/scenario.schema.json",
-        schemas_from(out)
-    );
-    match text.split_once('\n') {
+    let directory = match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let schemas = super::schema::schemas_seen_from(directory)?;
+    let modeline = format!("# yaml-language-server: $schema={schemas}/scenario.schema.json");
+    Ok(match text.split_once('\n') {
         Some((_, rest)) => format!("{modeline}\n{rest}"),
         None => text,
-    }
-}
-
-/// The project's `schemas/` (in the working directory) as seen from where `out` is written:
-/// `../schemas` from `protocols/`, absolute when `out` is elsewhere.
-fn schemas_from(out: &Path) -> String {
-    let directory = out.parent().unwrap_or(Path::new(""));
-    let normal = directory
-        .components()
-        .all(|part| matches!(part, std::path::Component::Normal(_)));
-    if normal && !directory.is_absolute() {
-        let depth = directory.components().count();
-        if depth == 0 {
-            return "schemas".into();
-        }
-        return vec![".."; depth].join("/") + "/schemas";
-    }
-    std::path::absolute("schemas")
-        .map_or_else(|_| "schemas".into(), |path| path.display().to_string())
+    })
 }
 
 /// `test --explore N FILE...`: each protocol in turn; the first broken invariant fails it.

@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use super::exit_code;
-use crate::load::schema::DocumentKind;
 
 /// Writes `NAME.yaml` and `NAME.scenario.yaml` into `directory`, refusing to overwrite.
 pub fn new_protocol(name: &str, directory: &Path) -> u8 {
@@ -31,7 +30,7 @@ pub fn new_protocol(name: &str, directory: &Path) -> u8 {
         eprintln!("error: cannot create {}: {error}", directory.display());
         return exit_code::IO;
     }
-    let schemas = match schema_directory(directory) {
+    let schemas = match super::schema::schemas_seen_from(directory) {
         Ok(schemas) => schemas,
         Err(code) => return code,
     };
@@ -95,56 +94,6 @@ scenarios:
       - after: 30s
       - expect: { finished: { exit_code: 1 } }
 "#;
-
-/// The modeline's path to the schemas, relative to `directory`: the `schemas/` of the nearest
-/// enclosing directory that has one (the project the files go into), else schemas written into
-/// `directory` itself, so that the modeline resolves wherever the files go.
-fn schema_directory(directory: &Path) -> Result<String, u8> {
-    let directory = directory.canonicalize().map_err(|error| {
-        eprintln!("error: cannot resolve {}: {error}", directory.display());
-        exit_code::IO
-    })?;
-    let protocol_schema = DocumentKind::Protocol.schema_file_name();
-    if let Some(project) = directory
-        .ancestors()
-        .find(|ancestor| ancestor.join("schemas").join(protocol_schema).is_file())
-    {
-        return Ok(relative_path(&directory, &project.join("schemas")));
-    }
-    for kind in [DocumentKind::Protocol, DocumentKind::Scenario] {
-        let path = directory.join(kind.schema_file_name());
-        if let Err(error) = crate::files::write_atomically(&path, kind.schema_text().as_bytes()) {
-            eprintln!("error: cannot write {}: {error}", path.display());
-            return Err(exit_code::IO);
-        }
-        println!("wrote {} (no schemas/ above it)", path.display());
-    }
-    Ok(".".to_string())
-}
-
-/// The path from directory `from` to `to` (both absolute): `..` up to their common ancestor,
-/// then down; `.` for the same directory.
-fn relative_path(from: &Path, to: &Path) -> String {
-    let from: Vec<_> = from.components().collect();
-    let to: Vec<_> = to.components().collect();
-    let common = from
-        .iter()
-        .zip(&to)
-        .take_while(|(left, right)| left == right)
-        .count();
-    let parts: Vec<String> = std::iter::repeat_n("..".to_string(), from.len() - common)
-        .chain(
-            to[common..]
-                .iter()
-                .map(|part| part.as_os_str().to_string_lossy().into_owned()),
-        )
-        .collect();
-    if parts.is_empty() {
-        ".".to_string()
-    } else {
-        parts.join("/")
-    }
-}
 
 /// Prints completions for `shell` to stdout.
 pub fn completions(shell: clap_complete::Shell, command: &mut clap::Command) -> u8 {
