@@ -306,6 +306,40 @@ impl Machine {
         &self.states[id.index()]
     }
 
+    /// `source → target (event)`, as a reader names a transition (`status`, coverage): targets
+    /// joined by `, `; a targetless transition stays in its source (`source (event)`); the
+    /// trigger is the event descriptors, `after` for a timer, `always` for an eventless
+    /// transition, `initial` for a compound state's initial one.
+    pub fn transition_name(&self, transition: &TransitionNode) -> String {
+        let source = &self.state(transition.source).id;
+        let targets: Vec<&str> = transition
+            .targets
+            .iter()
+            .map(|target| &*self.state(*target).id)
+            .collect();
+        let trigger = if transition.pointer.contains("/after/") {
+            "after".to_string()
+        } else if transition.events.is_empty() {
+            let initial = transition.pointer.ends_with("/initial");
+            if initial { "initial" } else { "always" }.to_string()
+        } else {
+            transition
+                .events
+                .iter()
+                .map(|descriptor| match descriptor {
+                    EventDescriptor::Any => "*",
+                    EventDescriptor::Prefix(prefix) => prefix,
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if targets.is_empty() {
+            format!("{source} ({trigger})")
+        } else {
+            format!("{source} → {} ({trigger})", targets.join(", "))
+        }
+    }
+
     pub fn transition(&self, id: TransitionId) -> &TransitionNode {
         &self.transitions[id.index()]
     }
