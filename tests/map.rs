@@ -460,8 +460,15 @@ fn the_binary_runs_the_example_within_and_beyond_its_tolerance() {
     ];
     let (code, _, stderr) = run_binary(&directory, &arguments);
     assert_eq!(code, 1, "{stderr}");
+    // `check[2]` is a real process while the failures are mocked (instant): it has finished, or
+    // is cancelled by the failure, depending on which comes first.
     assert!(
-        stderr.contains(r#"2 of 4 items failed, more than the 1 tolerated: ["check[0] ok","check[1] error","check[2] ok","check[3] error"]"#),
+        [
+            r#"2 of 4 items failed, more than the 1 tolerated: ["check[0] ok","check[1] error","check[2] ok","check[3] error"]"#,
+            r#"2 of 4 items failed, more than the 1 tolerated: ["check[0] ok","check[1] error","check[2] cancelled","check[3] error"]"#,
+        ]
+        .iter()
+        .any(|line| stderr.contains(line)),
         "{stderr}"
     );
 }
