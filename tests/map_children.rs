@@ -186,7 +186,7 @@ states:
       done.map.check: too_late
       error.map.check: too_late
   stopped:
-    after: [{ delay: 200ms, target: done }]
+    after: [{ delay: 1500ms, target: done }]
     on:
       done.map.check: too_late
       error.map.check: too_late
@@ -220,23 +220,27 @@ states:
         let mut stdin = engine.stdin.take().unwrap();
         stdin.write_all(b"{\"event\":\"stop\"}\n").unwrap();
     }
-    let output = engine.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(begun.elapsed() < Duration::from_secs(20));
-    for file in &pid_files {
+    // Killed when the state exits, while the run goes on (`stopped` waits 1.5 s): not at its end.
+    let stopped = Instant::now();
+    let alive = |file: &PathBuf| {
         let pid: i32 = std::fs::read_to_string(file)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+    };
+    while pid_files.iter().any(alive) {
         assert!(
-            !alive,
-            "process {pid} of {} survived its state",
-            file.display()
+            stopped.elapsed() < Duration::from_secs(1),
+            "a child's process survived its state"
         );
+        std::thread::sleep(Duration::from_millis(10));
     }
+    assert!(engine.try_wait().unwrap().is_none(), "the run ended first");
+    let output = engine.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
 
 #[test]
@@ -266,7 +270,7 @@ fn a_resumed_map_does_not_run_a_finished_child_again() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // The finished children's ends are committed with the step that records them.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1000));
     // SIGKILL: no chance to clean up.
     engine.kill().unwrap();
     engine.wait().unwrap();
@@ -348,7 +352,9 @@ fn a_mock_of_a_child_item_is_refused() {
     let (code, _, stderr) = run(&directory, &["--mock", "check[0]=exit:1"]);
     assert_eq!(code, 64, "{stderr}");
     assert!(
-        stderr.contains("`check[0]`, an item of a map of child protocols, which is not mocked"),
+        stderr.contains(
+            "error: --mock: `check[0]` is an item of a map of child protocols, which is not mocked"
+        ),
         "{stderr}"
     );
 }
@@ -369,5 +375,22 @@ fn the_binary_runs_the_example() {
     assert_eq!(
         logged(&stderr, "INFO  verdicts: "),
         [r#"["ada approves","grace approves","linus approves"]"#]
+    );
+}
+
+#[test]
+fn a_scenario_mocking_a_child_item_is_a_located_error() {
+    let directory = setup(
+        "scenario",
+        &parent(&format!("[{}]", item("a", 0.0, 0)), 1, "0"),
+    );
+    let scenario = "protocol: protocol.yaml\nscenarios:\n  - name: mocked\n    mocks:\n      check[0]: exit:1\n    steps:\n      - expect: { finished: { exit_code: 1 } }\n";
+    std::fs::write(directory.join("protocol.scenario.yaml"), scenario).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["validate", "protocol.scenario.yaml"]);
+    assert_eq!(code, 65, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("`check[0]` is an item of a map of child protocols, which is not mocked")
+            && stderr.contains("protocol.scenario.yaml:5:7"),
+        "{stderr}"
     );
 }

@@ -696,10 +696,8 @@ fn parse_mocks(machine: &crate::compile::machine::Machine, texts: &[String]) -> 
     for id in mocks.ids() {
         // A map's item `check[3]` is mocked under the map's id.
         let named = crate::effects::mock::map_of_item(id).unwrap_or(id);
-        if machine.map_children.iter().any(|(map, _)| **map == *named) {
-            eprintln!(
-                "error: --mock names `{id}`, an item of a map of child protocols, which is not mocked; a child item runs its protocol (mock a scenario of that protocol on its own)"
-            );
+        if let Some(refusal) = crate::effects::mock::child_item_refusal(machine, id) {
+            eprintln!("error: --mock: {refusal}");
             unknown = true;
             continue;
         }
