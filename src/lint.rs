@@ -1144,8 +1144,15 @@ impl Usage {
                 }
                 self.assigned.insert(map.fan_out.item.clone());
                 self.assigned.extend(map.fan_out.index.clone());
-                // The effect is written in the same mapping.
-                self.action(&map.body, &pointer);
+                match &map.body {
+                    // The effect is written in the same mapping.
+                    crate::model::map::MapBody::Effect(body) => self.action(body, &pointer),
+                    crate::model::map::MapBody::Child(child) => {
+                        for value in child.invoke.inputs.values() {
+                            self.value_template(value);
+                        }
+                    }
+                }
             }
             Action::Exec(exec) => {
                 match &exec.exec {

@@ -31,6 +31,7 @@ mod loading_limits;
 mod lsp;
 mod lsp_neovim;
 mod map;
+mod map_children;
 mod map_durability;
 mod map_errors;
 mod ownership;

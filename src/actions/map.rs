@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use super::foreach::Array;
-use super::{Action, Execution};
+use super::{Action, Execution, InvokeRequest};
 use crate::compile::Compiler;
-use crate::compile::expression::EvaluationError;
-use crate::compile::machine::{EventType, StateId};
+use crate::compile::expression::{EvaluationError, ValueTemplate};
+use crate::compile::machine::{EventType, Machine, StateId};
 use crate::effects::{EffectRequest, EffectScope};
 use crate::load::source::Part;
-use crate::model::map::{MapAction, Tolerance};
+use crate::model::map::{MapAction, MapBody, Tolerance};
 use crate::value::Value;
 
 /// Items one map may have: each is an effect the host tracks, and their outcomes travel
@@ -27,10 +27,22 @@ pub struct Map {
     index: Option<usize>,
     max_concurrency: u32,
     tolerance: CompiledTolerance,
-    /// The effect each item runs: an `exec`, a tool or a file action.
-    body: Action,
+    /// What each item runs.
+    body: ItemBody,
     done: EventType,
     failed: EventType,
+}
+
+/// What a map's items run.
+#[derive(Debug)]
+enum ItemBody {
+    /// An `exec`, a tool or a file action.
+    Effect(Box<Action>),
+    /// A child protocol, with the templates of its inputs by input slot.
+    Child {
+        machine: Arc<Machine>,
+        inputs: Vec<(usize, ValueTemplate)>,
+    },
 }
 
 /// Failed items tolerated: a count, or hundredths of a percent of the items.
@@ -45,7 +57,15 @@ enum CompiledTolerance {
 pub struct MapRequest {
     /// The map's id; item `i` is the effect `<id>[i]`.
     pub id: Arc<str>,
+    /// An effect body's items, one request each (empty for a child body).
     pub items: Vec<EffectRequest>,
+    /// A child body's items, in item order (empty for an effect body).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildItem>,
+    /// A child body's protocol. Not stored: a resumed run finds it again by the map's id
+    /// (`Machine::map_children`).
+    #[serde(skip)]
+    pub child_machine: ChildMachine,
     /// At most this many items run at once (at least 1).
     pub max_concurrency: usize,
     /// The map fails when more items than this fail.
@@ -62,26 +82,100 @@ pub struct MapRequest {
     pub scope: EffectScope,
 }
 
+/// One item of a map of child protocols: the child's id (`<id>[i]`) and its inputs, as stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChildItem {
+    pub id: Arc<str>,
+    pub inputs: Vec<serde_json::Value>,
+}
+
+/// The protocol a map's child items run, once known.
+#[derive(Debug, Clone, Default)]
+pub struct ChildMachine(pub Option<Arc<Machine>>);
+
+impl PartialEq for ChildMachine {
+    /// The same compiled protocol: machines are shared, never copied.
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(one), Some(another)) => Arc::ptr_eq(one, another),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl MapRequest {
+    /// How many items the map has.
+    pub fn len(&self) -> usize {
+        self.items.len().max(self.children.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Item `index`'s id, `<id>[index]`: its effect's or its child's.
+    pub fn item_id(&self, index: usize) -> Arc<str> {
+        match self.items.get(index) {
+            Some(item) => item.id.clone(),
+            None => self.children[index].id.clone(),
+        }
+    }
+
+    /// The request that starts child item `index`, or `None` for an effect's item or while
+    /// its protocol is unknown.
+    pub fn child_request(&self, index: usize) -> Option<InvokeRequest> {
+        let item = self.children.get(index)?;
+        Some(InvokeRequest {
+            id: item.id.clone(),
+            machine: self.child_machine.0.clone()?,
+            inputs: item.inputs.iter().map(Value::from_stored_json).collect(),
+            // An item's outcome is kept by its map, which tells them apart by these events'
+            // names: they are never delivered as they are.
+            done: self.done,
+            failed: self.failed,
+            autoforward: false,
+            takes_events: false,
+        })
+    }
+}
+
 impl Map {
     /// The map's id: its items are `<id>[i]`.
     pub fn id(&self) -> &str {
         &self.id
     }
 
-    /// The effect each item runs.
-    pub fn body(&self) -> &Action {
-        &self.body
+    /// What each item runs, in a line: the effect, or the child protocol.
+    pub fn body_summary(&self) -> String {
+        match &self.body {
+            ItemBody::Effect(action) => action.summary(),
+            ItemBody::Child { machine, .. } => format!("invoke {}", machine.id),
+        }
     }
 
     pub fn compile(action: &MapAction, compiler: &mut Compiler, pointer: &str) -> Option<Map> {
         let fan_out = &action.fan_out;
-        let Some(options) = action.body.effect_options() else {
-            // The model admits only effect kinds as the body.
-            return None;
-        };
-        let id = options.id.clone();
+        // The model admits only effect kinds and `invoke` as the body, each with its id.
+        let id = action.body.id()?.to_string();
         let body = compiler.claim_map_id(&id, &format!("{pointer}/id"), |compiler| {
-            compiler.action(&action.body, pointer)
+            match &action.body {
+                MapBody::Effect(effect) => compiler
+                    .action(effect, pointer)
+                    .map(|action| ItemBody::Effect(Box::new(action))),
+                MapBody::Child(child) => {
+                    compiler.check_action_id(&child.id, &format!("{pointer}/id"));
+                    let (machine, inputs) = compiler.child_protocol(
+                        &child.invoke.protocol,
+                        &child.invoke.inputs,
+                        &format!("{pointer}/invoke"),
+                    )?;
+                    compiler
+                        .map_children
+                        .push((Arc::from(child.id.as_str()), machine.clone()));
+                    Some(ItemBody::Child { machine, inputs })
+                }
+            }
         });
         let array = Array::compile(&fan_out.map, compiler, &format!("{pointer}/map"));
         let item =
@@ -169,13 +263,34 @@ impl Map {
         let saved_item = execution.context[self.item].clone();
         let saved_index = self.index.map(|index| execution.context[index].clone());
         let mut requests = Vec::with_capacity(items.len());
+        let mut children = Vec::new();
         let mut failure = None;
         for (position, element) in items.iter().enumerate() {
             execution.context[self.item] = element.clone();
             if let Some(index) = self.index {
                 execution.context[index] = Value::Int(position as i64);
             }
-            match self.body.resolve_effect(execution) {
+            let body = match &self.body {
+                ItemBody::Effect(body) => body,
+                ItemBody::Child { machine, inputs } => {
+                    let id: Arc<str> = Arc::from(format!("{}[{position}]", self.id));
+                    let rendered = execution.with_scope(|scope| {
+                        crate::actions::child_inputs::render(machine, inputs, scope, &id)
+                    });
+                    match rendered {
+                        Ok(inputs) => children.push(ChildItem {
+                            id,
+                            inputs: inputs.iter().map(Value::to_stored_json).collect(),
+                        }),
+                        Err(error) => {
+                            failure = Some(error);
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            };
+            match body.resolve_effect(execution) {
                 Some(Ok(mut request)) => {
                     request.id = Arc::from(format!("{}[{position}]", self.id));
                     requests.push(request);
@@ -210,16 +325,20 @@ impl Map {
         for request in &mut requests {
             request.owner = owner;
         }
+        let count = items.len();
         let tolerated_failures = match self.tolerance {
             CompiledTolerance::Count(count) => count as usize,
-            CompiledTolerance::BasisPoints(basis_points) => {
-                requests.len() * basis_points as usize / 10_000
-            }
+            CompiledTolerance::BasisPoints(basis_points) => count * basis_points as usize / 10_000,
         };
         Ok(MapRequest {
             id: self.id.clone(),
-            max_concurrency: (self.max_concurrency as usize).min(requests.len()).max(1),
+            max_concurrency: (self.max_concurrency as usize).min(count).max(1),
             items: requests,
+            children,
+            child_machine: ChildMachine(match &self.body {
+                ItemBody::Child { machine, .. } => Some(machine.clone()),
+                ItemBody::Effect(_) => None,
+            }),
             tolerated_failures,
             max_outcome_bytes: crate::compile::budget::current().max_context_bytes(),
             done: self.done,

@@ -3,6 +3,7 @@
 pub mod assign;
 pub mod call;
 pub mod cancel;
+pub mod child_inputs;
 pub mod conditional;
 pub mod effect;
 pub mod emit;

@@ -20,7 +20,7 @@ impl Action {
             Action::Call(call) => format!("call {}", call.name()),
             Action::If(conditional) => nested("if", conditional.blocks()),
             Action::Foreach(foreach) => nested("foreach", std::iter::once(foreach.body())),
-            Action::Map(map) => format!("map {} ({})", map.id(), map.body().summary()),
+            Action::Map(map) => format!("map {} ({})", map.id(), map.body_summary()),
         }
     }
 }

@@ -299,6 +299,9 @@ pub struct Machine {
     pub context_types: Vec<Option<super::data_schema::DataSchema>>,
     /// Without `events:`, the `on:` keys no event can match, for `check` to warn about.
     pub unmatched_handlers: Vec<super::handled_events::UnmatchedHandler>,
+    /// The child protocol each map with an `invoke` body runs, by the map's id: a resumed run
+    /// finds its items' machine here.
+    pub map_children: Vec<(Arc<str>, Arc<Machine>)>,
 }
 
 impl Machine {

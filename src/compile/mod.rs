@@ -242,6 +242,7 @@ fn compile_nested(
         declared_events: compiler.declared_events.map(Arc::new),
         context_types: compiler.context_types,
         unmatched_handlers,
+        map_children: compiler.map_children,
     };
     let reaches: Vec<Reach> = (0..machine.transitions.len())
         .map(|index| crate::run::algorithm::fixed_reach(&machine, TransitionId(index as u32)))
@@ -251,6 +252,10 @@ fn compile_nested(
     }
     Ok(machine)
 }
+
+/// A child protocol compiled, and the templates of the inputs its parent gives it, by the
+/// child's input slot.
+pub type ChildProtocol = (Arc<Machine>, Vec<(usize, ValueTemplate)>);
 
 /// Fills in children, ancestors and descendant ranges from the parent links.
 fn link_family(states: &mut [StateNode]) {
@@ -321,6 +326,8 @@ pub struct Compiler<'a> {
     action_ids: Vec<String>,
     /// The ids of this protocol's maps: each names its items alone (`check[0]`, ...).
     map_ids: Vec<String>,
+    /// The child protocol of each map with an `invoke` body, by the map's id.
+    pub map_children: Vec<(Arc<str>, Arc<Machine>)>,
     /// The ids of this protocol's invokes, for `send ... to:`.
     invoke_ids: Vec<String>,
     /// Each `send ... to: <invoke id>`: the id and where it is written, checked once every
@@ -366,6 +373,7 @@ impl<'a> Compiler<'a> {
             action_ids: Vec::new(),
             invoke_ids: Vec::new(),
             map_ids: Vec::new(),
+            map_children: Vec::new(),
             send_targets: Vec::new(),
             event_sources: handled_events::EventSources::default(),
             handlers: Vec::new(),
@@ -784,6 +792,34 @@ impl Compiler<'_> {
         // Registered first: a handler of these is right even when the child fails to compile.
         let done = self.intern_event(&format!("done.invoke.{}", invoke.id));
         let failed = self.intern_event(&format!("error.invoke.{}", invoke.id));
+        self.invoke_ids.push(invoke.id.clone());
+        let (child, inputs) = self.child_protocol(&invoke.protocol, &invoke.inputs, pointer)?;
+        Some(machine::InvokeNode {
+            id: Arc::from(invoke.id.as_str()),
+            machine: child,
+            inputs,
+            done,
+            failed,
+            autoforward: invoke.autoforward,
+            takes_events: invoke.autoforward,
+        })
+    }
+
+    /// The child protocol `protocol` (an invoke's or a map's, written at `pointer`), loaded
+    /// and compiled once per load, and the templates of the inputs given it by input slot.
+    pub fn child_protocol(
+        &mut self,
+        protocol: &str,
+        given: &indexmap::IndexMap<String, serde_json::Value>,
+        pointer: &str,
+    ) -> Option<ChildProtocol> {
+        let invoke = model::Invoke {
+            protocol: protocol.to_string(),
+            id: String::new(),
+            inputs: given.clone(),
+            autoforward: false,
+        };
+        let invoke = &invoke;
         let protocol_pointer = format!("{pointer}/protocol");
         let parent = std::path::Path::new(&self.source.path)
             .parent()
@@ -844,17 +880,8 @@ impl Compiler<'_> {
                 compiled?
             }
         };
-        let inputs = self.check_child_inputs(invoke, &child, pointer);
-        self.invoke_ids.push(invoke.id.clone());
-        Some(machine::InvokeNode {
-            id: Arc::from(invoke.id.as_str()),
-            machine: child,
-            inputs: inputs?,
-            done,
-            failed,
-            autoforward: invoke.autoforward,
-            takes_events: invoke.autoforward,
-        })
+        let inputs = self.check_child_inputs(invoke, &child, pointer)?;
+        Some((child, inputs))
     }
 
     /// The child at `canonical` if it was compiled under these capabilities already in this

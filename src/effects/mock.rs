@@ -149,6 +149,21 @@ impl Mocks {
     }
 }
 
+/// Why `id` cannot be scripted when it names a map of child protocols or one of its items:
+/// an item runs a protocol, not an effect.
+pub fn child_item_refusal(machine: &crate::compile::machine::Machine, id: &str) -> Option<String> {
+    let map = map_of_item(id).unwrap_or(id);
+    machine
+        .map_children
+        .iter()
+        .any(|(known, _)| **known == *map)
+        .then(|| {
+            format!(
+                "`{id}` is an item of a map of child protocols, which is not mocked: an item runs its protocol, not an effect (test the child with its own scenarios)"
+            )
+        })
+}
+
 /// The map an item id such as `check[3]` belongs to (`check`), if it is one.
 pub fn map_of_item(id: &str) -> Option<&str> {
     let (map, rest) = id.split_once('[')?;

@@ -48,7 +48,10 @@ impl Action {
             Action::Write(write) => Some(&write.options),
             Action::Backup(backup) => Some(&backup.options),
             Action::Restore(restore) => Some(&restore.options),
-            Action::Map(map) => map.body.effect_options(),
+            Action::Map(map) => match &map.body {
+                super::map::MapBody::Effect(body) => body.effect_options(),
+                super::map::MapBody::Child(_) => None,
+            },
             _ => None,
         }
     }

@@ -10,6 +10,7 @@ use super::effect::{
     BackupAction, ExecAction, GrepSearchAction, ListDirAction, ReadFileAction, RestoreAction,
     WriteAction,
 };
+use super::map_invoke::MapChild;
 
 /// The keys of a `map` besides those of the effect it runs for each item.
 pub const MAP_KEYS: [&str; 5] = [
@@ -31,16 +32,35 @@ pub const MAP_BODY_KINDS: [&str; 7] = [
     "restore",
 ];
 
-/// Runs one effect per element of a list, in parallel: `done.map.<id>` with every item's
-/// result in item order, or `error.map.<id>` with each item's outcome once more items failed
-/// than tolerated. The mapping is the effect as written (`exec`, a tool or a file action, with
-/// its `id`, `timeout`, `retry`, ...) plus the keys of the map; item `i` is the effect
-/// `<id>[i]`.
+/// Runs one effect, or one child protocol, per element of a list, in parallel:
+/// `done.map.<id>` with every item's result in item order, or `error.map.<id>` with each
+/// item's outcome once more items failed than tolerated. The mapping is the effect as written
+/// (`exec`, a tool or a file action, with its `id`, `timeout`, `retry`, ...), or `id` and
+/// `invoke`, plus the keys of the map; item `i` is the effect or child `<id>[i]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MapAction {
     pub fan_out: FanOut,
-    /// The effect run for each item: its templates read the item's element.
-    pub body: Box<Action>,
+    /// What runs for each item: its templates read the item's element.
+    pub body: MapBody,
+}
+
+/// What a map runs for each item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MapBody {
+    /// An effect (`exec`, a tool or a file action).
+    Effect(Box<Action>),
+    /// A child protocol.
+    Child(MapChild),
+}
+
+impl MapBody {
+    /// The map's id: the effect's, or the one written beside `invoke`.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            MapBody::Effect(action) => action.effect_options().map(|options| options.id.as_str()),
+            MapBody::Child(child) => Some(&child.id),
+        }
+    }
 }
 
 /// What a `map` adds to the effect it runs.
@@ -83,9 +103,11 @@ impl Serialize for MapAction {
             .as_object()
             .cloned()
             .unwrap_or_default();
-        if let serde_json::Value::Object(body) =
-            serde_json::to_value(&*self.body).map_err(S::Error::custom)?
-        {
+        let body = match &self.body {
+            MapBody::Effect(action) => serde_json::to_value(&**action),
+            MapBody::Child(child) => serde_json::to_value(child),
+        };
+        if let serde_json::Value::Object(body) = body.map_err(S::Error::custom)? {
             object.extend(body);
         }
         object.serialize(serializer)
@@ -108,18 +130,31 @@ impl<'de> Deserialize<'de> for MapAction {
         }
         let fan_out: FanOut = serde_json::from_value(serde_json::Value::Object(fan_out))
             .map_err(|error| D::Error::custom(error.to_string()))?;
-        if !MAP_BODY_KINDS.iter().any(|kind| object.contains_key(*kind)) {
-            return Err(D::Error::custom(format!(
-                "a map runs one effect per item: add one of {}",
-                MAP_BODY_KINDS.join(", ")
-            )));
-        }
-        let body: Action = serde_json::from_value(serde_json::Value::Object(object))
-            .map_err(|error| D::Error::custom(error.to_string()))?;
-        Ok(MapAction {
-            fan_out,
-            body: Box::new(body),
-        })
+        let effect = MAP_BODY_KINDS
+            .iter()
+            .find(|kind| object.contains_key(**kind));
+        let body = match (effect, object.contains_key("invoke")) {
+            (Some(kind), true) => {
+                return Err(D::Error::custom(format!(
+                    "a map runs one effect or one child protocol per item, not both: remove `{kind}` or `invoke`"
+                )));
+            }
+            (None, false) => {
+                return Err(D::Error::custom(format!(
+                    "a map runs one effect or one child protocol per item: add `invoke`, or one of {}",
+                    MAP_BODY_KINDS.join(", ")
+                )));
+            }
+            (None, true) => MapBody::Child(
+                serde_json::from_value(serde_json::Value::Object(object))
+                    .map_err(|error| D::Error::custom(error.to_string()))?,
+            ),
+            (Some(_), false) => MapBody::Effect(Box::new(
+                serde_json::from_value(serde_json::Value::Object(object))
+                    .map_err(|error| D::Error::custom(error.to_string()))?,
+            )),
+        };
+        Ok(MapAction { fan_out, body })
     }
 }
 
@@ -128,7 +163,8 @@ impl JsonSchema for MapAction {
         "MapAction".into()
     }
 
-    /// A closed mapping: the map's keys, and exactly one effect kind with that kind's keys.
+    /// A closed mapping: the map's keys, and exactly one effect kind with that kind's keys, or
+    /// `id` and `invoke`.
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let fan_out = FanOut::json_schema(generator);
         let bodies = [
@@ -139,6 +175,7 @@ impl JsonSchema for MapAction {
             WriteAction::json_schema(generator),
             BackupAction::json_schema(generator),
             RestoreAction::json_schema(generator),
+            MapChild::json_schema(generator),
         ];
         let own = fan_out
             .get("properties")
@@ -148,7 +185,7 @@ impl JsonSchema for MapAction {
         let mut every = own.clone();
         let branches: Vec<serde_json::Value> = bodies
             .iter()
-            .zip(MAP_BODY_KINDS)
+            .zip(MAP_BODY_KINDS.into_iter().chain(["invoke"]))
             .map(|(body, kind)| {
                 let mut properties = own.clone();
                 if let Some(body_properties) = body
@@ -171,7 +208,7 @@ impl JsonSchema for MapAction {
             })
             .collect();
         schemars::json_schema!({
-            "description": "Runs one effect per element of a list, in parallel: `done.map.<id>` with every item's result in item order, or `error.map.<id>` with each item's outcome once more items failed than tolerated. The mapping is the effect as written (`exec`, a tool or a file action, with its `id`, `timeout`, `retry`, ...) plus the keys of the map; item `i` is the effect `<id>[i]`.",
+            "description": "Runs one effect, or one child protocol, per element of a list, in parallel: `done.map.<id>` with every item's result in item order, or `error.map.<id>` with each item's outcome once more items failed than tolerated. The mapping is the effect as written (`exec`, a tool or a file action, with its `id`, `timeout`, `retry`, ...), or `id` and `invoke`, plus the keys of the map; item `i` is the effect or child `<id>[i]`.",
             "type": "object",
             "required": ["map", "id", "item"],
             "properties": every,

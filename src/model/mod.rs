@@ -6,6 +6,7 @@ pub mod duration;
 pub mod effect;
 pub mod input;
 pub mod map;
+pub mod map_invoke;
 pub mod permissions;
 pub mod reuse;
 pub mod state;

@@ -895,26 +895,7 @@ impl<'e> Algorithm<'_, 'e> {
             let child = &invoke.machine;
             let inputs = self.with_execution(|execution| {
                 execution.with_scope(|scope| {
-                    let mut inputs: Vec<Value> = child
-                        .inputs
-                        .iter()
-                        .map(|input| input.default.clone().unwrap_or_default())
-                        .collect();
-                    for (slot, template) in &invoke.inputs {
-                        let value = template.render(scope)?;
-                        let input = &child.inputs[*slot];
-                        inputs[*slot] =
-                            input
-                                .accept(&value.to_json())
-                                .map_err(|mismatch| EvaluationError {
-                                    expression: Arc::from(format!(
-                                        "invoke {} input {}",
-                                        invoke.id, input.name
-                                    )),
-                                    message: mismatch.to_string(),
-                                })?;
-                    }
-                    Ok(inputs)
+                    crate::actions::child_inputs::render(child, &invoke.inputs, scope, &invoke.id)
                 })
             });
             match inputs {

@@ -6,6 +6,7 @@ use indexmap::IndexMap;
 
 use super::event::{Event, Origin};
 use super::host::DriverHost;
+use crate::actions::Host;
 use crate::actions::map::MapRequest;
 use crate::compile::machine::StateId;
 use crate::effects::EffectScope;
@@ -55,7 +56,7 @@ pub(crate) enum ItemStatus {
 }
 
 impl ItemStatus {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             ItemStatus::Ok => "ok",
             ItemStatus::Error => "error",
@@ -65,7 +66,7 @@ impl ItemStatus {
     }
 
     /// How an item's outcome event ended it.
-    fn of(event: &Event) -> ItemStatus {
+    pub(super) fn of(event: &Event) -> ItemStatus {
         if event.name.starts_with("done.") {
             ItemStatus::Ok
         } else if event.data.get("timed_out") == Some(&Value::Bool(true)) {
@@ -98,10 +99,7 @@ impl RunningMap {
                 };
                 let mut entry = IndexMap::new();
                 entry.insert(Arc::from("index"), Value::Int(index as i64));
-                entry.insert(
-                    Arc::from("id"),
-                    Value::String(self.request.items[index].id.clone()),
-                );
+                entry.insert(Arc::from("id"), Value::String(self.request.item_id(index)));
                 entry.insert(Arc::from("status"), Value::string(status.name()));
                 entry.insert(Arc::from("data"), data);
                 Value::Map(Arc::new(entry))
@@ -118,7 +116,7 @@ impl DriverHost<'_> {
         let fields = serde_json::json!({
             "id": &*request.id,
             "invocation": invocation,
-            "items": request.items.len(),
+            "items": request.len(),
             "max_concurrency": request.max_concurrency,
             "tolerated_failures": request.tolerated_failures,
             "owner": &*self.machine.state(request.owner).id,
@@ -133,7 +131,7 @@ impl DriverHost<'_> {
         }
         let time = self.now_text();
         self.observer.record(&time, "map_started", fields);
-        let items = request.items.len();
+        let items = request.len();
         self.state.running.maps.push(RunningMap {
             invocation,
             request,
@@ -169,23 +167,17 @@ impl DriverHost<'_> {
             if map.failures() > map.request.tolerated_failures {
                 return self.fail_map(invocation, None);
             }
-            if map.running.len() < map.request.max_concurrency && map.next < map.request.items.len()
-            {
+            if map.running.len() < map.request.max_concurrency && map.next < map.request.len() {
                 let index = map.next;
-                let item = map.request.items[index].clone();
                 map.next += 1;
-                let started = self.spawn_effect(item, None);
-                let outcome = match started {
+                let outcome = match self.start_item(invocation, index) {
                     Ok(item_invocation) => {
                         if let Some(map) = self.map(invocation) {
                             map.running.push((index, item_invocation));
                         }
                         continue;
                     }
-                    Err(refused) => ItemOutcome {
-                        status: ItemStatus::Error,
-                        data: Value::Map(Arc::new(self.refusal(&refused.0, &refused.1))).to_json(),
-                    },
+                    Err(outcome) => outcome,
                 };
                 if let Some(map) = self.map(invocation) {
                     map.outcomes[index] = Some(outcome);
@@ -203,7 +195,7 @@ impl DriverHost<'_> {
         self.map(invocation).map(|map| map.request.id.clone())
     }
 
-    fn map(&mut self, invocation: u64) -> Option<&mut RunningMap> {
+    pub(super) fn map(&mut self, invocation: u64) -> Option<&mut RunningMap> {
         self.state
             .running
             .maps
@@ -251,7 +243,7 @@ impl DriverHost<'_> {
         });
         let invocation = map.invocation;
         if self.recording {
-            let item = map.request.items[index].id.clone();
+            let item = map.request.item_id(index);
             self.step_actions
                 .push(serde_json::json!({"map_item": &*item, "status": status.name()}));
             self.commit_due = true;
@@ -273,9 +265,10 @@ impl DriverHost<'_> {
                 data: serde_json::Value::Null,
             });
         }
-        map.next = map.request.items.len();
-        for (_, item_invocation) in running {
-            self.cancel_item(item_invocation);
+        map.next = map.request.len();
+        let children = map.request.children.clone();
+        for (index, item_invocation) in running {
+            self.cancel_item(item_invocation, children.get(index));
         }
         let Some(map) = self.map(invocation) else {
             return;
@@ -290,7 +283,7 @@ impl DriverHost<'_> {
         let message = reason.unwrap_or_else(|| {
             format!(
                 "{failed} of {} items failed, more than the {} tolerated",
-                map.request.items.len(),
+                map.request.len(),
                 map.request.tolerated_failures
             )
         });
@@ -401,8 +394,8 @@ impl DriverHost<'_> {
         for map in cancelled {
             // Items still running belong to the same state and were cancelled with its effects;
             // those of a `scope: run` body are not this state's.
-            for (_, item_invocation) in &map.running {
-                self.cancel_item(*item_invocation);
+            for (index, item_invocation) in &map.running {
+                self.cancel_item(*item_invocation, map.request.children.get(*index));
             }
             self.drop_queued_outcome(map.invocation, map.arrived);
             let fields = serde_json::json!({
@@ -415,9 +408,16 @@ impl DriverHost<'_> {
         }
     }
 
-    /// Cancels an item's effect (its process stopped), if it still runs: its end is recorded,
-    /// its outcome never delivered.
-    fn cancel_item(&mut self, item_invocation: u64) {
+    /// Cancels an item's effect or `child` (its processes stopped), if it still runs: its end
+    /// is recorded, its outcome never delivered.
+    fn cancel_item(
+        &mut self,
+        item_invocation: u64,
+        child: Option<&crate::actions::map::ChildItem>,
+    ) {
+        if let Some(child) = child {
+            return self.cancel_invoke(&child.id);
+        }
         if let Some(effect) = self.state.running.cancel_invocation(item_invocation) {
             self.drop_queued_outcome(effect.invocation, effect.arrived);
             self.record_cancelled(&effect, "cancelled");

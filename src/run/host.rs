@@ -592,6 +592,10 @@ impl DriverHost<'_> {
             EffectMessage::InvokeOutcome(id, event) => {
                 // A cancelled invoke's outcome is dropped: its state is gone.
                 if self.state.running.child_finished(&id) {
+                    // A map's item: its map keeps the outcome.
+                    if running && self.map_child_finished(&id, &event) {
+                        return;
+                    }
                     let time = self.now_text();
                     let fields = serde_json::json!({"id": &*id, "event": &*event.name});
                     self.observer.record(&time, "invoke", fields);

@@ -34,6 +34,7 @@ impl DriverHost<'_> {
                 }
             }
         }
+        self.relink_map_children();
     }
 
     /// A resumed run restarts an interrupted item (its `on_interrupt` is `retry`): the map

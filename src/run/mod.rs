@@ -16,6 +16,7 @@ mod fan_out;
 pub mod fleet;
 mod host;
 pub mod input;
+mod map_children;
 mod map_resume;
 pub mod running;
 pub mod session;

@@ -262,6 +262,9 @@ impl<'a> Session<'a> {
         }
         // Children continue where their last committed step left them: no entry action again.
         for child in &resume.snapshot.children {
+            if self.host.resume_map_child(child, resume.timers) {
+                continue;
+            }
             let Some(invoke) = machine
                 .states
                 .iter()
@@ -285,6 +288,7 @@ impl<'a> Session<'a> {
             self.host
                 .spawn_child(request, Some((child.clone(), resume.timers)));
         }
+        self.host.restart_map_children();
         let time = self.host.now_text();
         let fields = serde_json::json!({
             "protocol": machine.id,

@@ -294,6 +294,9 @@ fn check_effect_ids<'a>(
 
 /// Why `id` names no effect of the protocol, if it does not.
 fn unknown_effect(machine: &Machine, id: &str) -> Option<Diagnostic> {
+    if let Some(refusal) = crate::effects::mock::child_item_refusal(machine, id) {
+        return Some(Diagnostic::error(refusal));
+    }
     let base = crate::effects::mock::map_of_item(id).unwrap_or(id);
     if machine.action_ids.iter().any(|known| known == base) {
         return None;

@@ -76,6 +76,9 @@ fn collect(machine: &Machine, files: &mut Vec<ReadFile>, seen: &mut HashSet<Stri
     for invoke in machine.states.iter().flat_map(|state| &state.invokes) {
         collect(&invoke.machine, files, seen);
     }
+    for (_, child) in &machine.map_children {
+        collect(child, files, seen);
+    }
 }
 
 /// The first file of a run recorded as `recorded` that changed: the protocol at
