@@ -44,6 +44,17 @@ pub fn test(
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
+        // What `validate` refuses in a scenario file (a state or mock id the protocol does not
+        // have, a child item mocked) is refused here too, located, before anything runs.
+        if let Err(diagnostics) = crate::scenario::check::check_scenario_file(file) {
+            eprint!("{}", crate::diagnostic::render_all(&diagnostics));
+            println!(
+                "FAILED {}: the scenario file has errors (above)",
+                file.display()
+            );
+            failed += 1;
+            continue;
+        }
         let report = run_file_in_scratch(file, &limit, limits);
         let (file_passed, file_failed) = print_report(&report);
         passed += file_passed;
