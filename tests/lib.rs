@@ -33,6 +33,7 @@ mod lsp_neovim;
 mod map;
 mod map_durability;
 mod map_errors;
+mod mock_shapes;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;
