@@ -30,6 +30,7 @@ mod limits;
 mod loading_limits;
 mod lsp;
 mod lsp_neovim;
+mod lsp_scenarios;
 mod map;
 mod map_durability;
 mod map_errors;
