@@ -168,3 +168,55 @@ pub fn hover(text: &str, offset: usize, outline: &Outline) -> Option<lsp_types::
         )),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(text: &str) -> ScenarioSlot {
+        let line_start = text.rfind('\n').map_or(0, |newline| newline + 1);
+        slot_of(text, line_start, &text[line_start..])
+    }
+
+    #[test]
+    fn reads_the_slot_in_block_and_flow_forms() {
+        assert_eq!(
+            slot("    start: { configuration: [a, b"),
+            ScenarioSlot::State
+        );
+        assert_eq!(slot("  configuration:\n    - wa"), ScenarioSlot::State);
+        assert_eq!(slot("  finished:\n    state: do"), ScenarioSlot::State);
+        assert_eq!(slot("  finished: { state: do"), ScenarioSlot::State);
+        assert_eq!(slot("  mocks:\n    wr"), ScenarioSlot::Effect);
+        assert_eq!(slot("  mocks: { write: ok, re"), ScenarioSlot::Effect);
+        assert_eq!(slot("  mocks: { write: o"), ScenarioSlot::Other);
+        assert_eq!(slot("  effects:\n    - id: ch"), ScenarioSlot::Effect);
+        assert_eq!(slot("  effects: [{ id: ch"), ScenarioSlot::Effect);
+        assert_eq!(slot("    - send: st"), ScenarioSlot::Event);
+        assert_eq!(slot("  name: st"), ScenarioSlot::Other);
+        // `state:` elsewhere is not a finished state.
+        assert_eq!(slot("  other:\n    state: do"), ScenarioSlot::Other);
+    }
+
+    /// Every cut of a scenario file (as if typed so far), every cursor place in it: nothing
+    /// panics.
+    #[test]
+    fn half_typed_scenarios_never_break_the_handlers() {
+        let protocol = "id: p\nevents: { go: {} }\nstates:\n  a:\n    entry: [{ write: f, content: x, id: w }, { map: l, id: m, exec: [x] }]\n    on: { go: b }\n  b: { type: final }\n";
+        let outline = Outline::read(Path::new("/nonexistent/p.yaml"), protocol).unwrap();
+        let text = "protocol: p.yaml\nscenarios:\n  - name: é\n    start: { configuration: [a] }\n    mocks: { w: ok, 'm[0]': ok }\n    steps:\n      - send: go\n      - expect: { configuration: [b], finished: { state: b }, effects: [{ id: w }] }\n";
+        for cut in text
+            .char_indices()
+            .map(|(index, _)| index)
+            .chain([text.len()])
+        {
+            let typed = &text[..cut];
+            for offset in 0..=typed.len() + 2 {
+                super::super::completion::complete_scenario(typed, offset, &outline);
+                hover(typed, offset, &outline);
+                let word = crate::lsp::cursor::word_around(typed, offset);
+                named(&outline, &typed[word]);
+            }
+        }
+    }
+}
