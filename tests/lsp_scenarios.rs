@@ -35,6 +35,7 @@ states:
       error.exec.timeout.save_order: cancelled
       saved: { actions: [{ log: saved }] }
       error.execution: cancelled
+      error.exec: cancelled
   checked: { type: final }
   cancelled: { type: final, exit_code: 1 }
 ";
@@ -220,6 +221,11 @@ fn hover_on_an_event_under_on_says_what_it_is() {
     assert_eq!(
         raised,
         "event `saved`, produced by the protocol itself:\n- `raise` in state `saving`"
+    );
+    let family = hover(&mut client, "      error.exec:");
+    assert_eq!(
+        family,
+        "descriptor `error.exec`: matches every failure of every effect, timeouts included"
     );
     let execution = hover(&mut client, "      error.execution");
     assert!(

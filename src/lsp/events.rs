@@ -116,6 +116,20 @@ impl EventOutline {
         let outcome_data = "data: `id`, `exit_code`, `stdout`, `stderr`, `truncated`, \
                             `duration_ms`, `timed_out`, and per kind `bytes`, `entries`, \
                             `matches`, `path`";
+        let family = match name {
+            "*" => Some("any event"),
+            "error" | "error.*" => {
+                Some("every error event: failed effects, `error.execution`, ...")
+            }
+            "done.exec" => Some("the success of every effect"),
+            "error.exec" => Some("every failure of every effect, timeouts included"),
+            "error.exec.timeout" => Some("the timeout of every effect"),
+            "done.state" => Some("every compound or parallel state's completion"),
+            _ => None,
+        };
+        if let Some(family) = family {
+            return Some(format!("descriptor `{name}`: matches {family}"));
+        }
         let text = if let Some(id) = name.strip_prefix("error.exec.timeout.") {
             format!(
                 "an attempt of the effect `{id}` timed out (after its retries); {outcome_data}, `message`"
