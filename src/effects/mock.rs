@@ -45,7 +45,16 @@ impl MockOutcome {
     }
 
     /// The outcome as the effect would have reported it, and how long it takes to arrive.
+    /// `ok:TEXT` stands for the main output: `stdout`, and the keys derived from it (a
+    /// listing's `entries`, a read's `bytes`); see `mock_shape`.
     pub fn outcome(&self, request: &EffectRequest) -> (EffectOutcome, Duration) {
+        let (mut outcome, after) = self.process_shaped(request);
+        super::mock_shape::shape(request, &mut outcome);
+        (outcome, after)
+    }
+
+    /// The outcome with the keys every effect reports, as a process reports them.
+    fn process_shaped(&self, request: &EffectRequest) -> (EffectOutcome, Duration) {
         let timeout = request.kind.timeout().unwrap_or_default();
         let process = |exit_code: Option<i32>,
                        stdout: &str,

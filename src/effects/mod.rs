@@ -5,6 +5,7 @@ pub mod arguments;
 pub mod files;
 pub mod mock;
 pub mod mock_arguments;
+mod mock_shape;
 pub mod process;
 pub mod retry;
 pub mod tools;

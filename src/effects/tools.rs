@@ -44,7 +44,7 @@ impl ToolRequest {
 
     /// The tool-specific keys when the tool produced nothing (an error, a timeout), so a protocol
     /// can read them from every outcome of the tool.
-    fn empty_details(&self) -> Vec<(&'static str, Value)> {
+    pub(super) fn empty_details(&self) -> Vec<(&'static str, Value)> {
         match self {
             // The size is unknown, which is not the same as empty.
             ToolRequest::ReadFile { .. } => vec![("bytes", Value::Null)],

@@ -1,4 +1,5 @@
-//! Completion: the names that belong at the cursor, from the document's outline.
+//! Completion: the names that belong at the cursor, from the document's outline (for a
+//! scenario buffer, its protocol's).
 
 use lsp_types::{
     CompletionItem, CompletionItemKind, CompletionTextEdit, Documentation, Range, TextEdit,
@@ -8,6 +9,7 @@ use super::cursor::{Slot, cursor_at};
 use super::functions::FUNCTIONS;
 use super::outline::{Named, Outline};
 use super::positions::position_of;
+use super::scenario;
 
 /// The most items one answer holds: a protocol may name thousands of states and events.
 pub const MAX_COMPLETION_ITEMS: usize = 500;
@@ -68,6 +70,37 @@ pub fn complete(text: &str, offset: usize, outline: &Outline) -> Vec<CompletionI
         Slot::Other => Vec::new(),
     };
     items.retain(|item| item.label.starts_with(typed));
+    items.truncate(MAX_COMPLETION_ITEMS);
+    items
+}
+
+/// The items for the cursor at byte `offset` of a scenario buffer, from the outline of the
+/// protocol it tests.
+pub fn complete_scenario(text: &str, offset: usize, outline: &Outline) -> Vec<CompletionItem> {
+    let cursor = cursor_at(text, offset);
+    let line_start = text[..cursor.offset]
+        .rfind('\n')
+        .map_or(0, |newline| newline + 1);
+    let slot = scenario::slot_of(text, line_start, &text[line_start..cursor.offset]);
+    let typed = &text[cursor.word_start..cursor.offset];
+    let range = Range::new(
+        position_of(text, cursor.word_start),
+        position_of(text, cursor.offset),
+    );
+    let mut items: Vec<CompletionItem> = scenario::candidates(slot, outline)
+        .into_iter()
+        .filter(|(label, _, _)| label.starts_with(typed))
+        .map(|(label, kind, documentation)| CompletionItem {
+            text_edit: Some(CompletionTextEdit::Edit(TextEdit::new(
+                range,
+                label.clone(),
+            ))),
+            label,
+            kind: Some(kind),
+            documentation: documentation.map(Documentation::String),
+            ..Default::default()
+        })
+        .collect();
     items.truncate(MAX_COMPLETION_ITEMS);
     items
 }

@@ -132,7 +132,7 @@ fn slot_of(text: &str, line_start: usize, before: &str) -> Slot {
 
 /// The key whose value the cursor is in on this line: the word before the last `: `
 /// (`on: { go: ` gives `go`); none while a key is being typed.
-fn last_key(before: &str) -> Option<&str> {
+pub(super) fn last_key(before: &str) -> Option<&str> {
     let (colon, _) = before.char_indices().rev().find(|(index, character)| {
         *character == ':'
             && before[index + 1..]
@@ -149,14 +149,14 @@ fn last_key(before: &str) -> Option<&str> {
 
 /// How far the line is indented, a list item's `- ` counted as indentation (its keys line up
 /// with the next line's).
-fn indentation(line: &str) -> usize {
+pub(super) fn indentation(line: &str) -> usize {
     line.chars()
         .take_while(|character| *character == ' ' || *character == '-')
         .count()
 }
 
 /// The key of the nearest line above `line_start` indented less than `column`.
-fn parent_key(text: &str, line_start: usize, column: usize) -> Option<String> {
+pub(super) fn parent_key(text: &str, line_start: usize, column: usize) -> Option<String> {
     let above = &text[..line_start];
     for line in above.lines().rev() {
         let content = line.trim_start_matches([' ', '-']);

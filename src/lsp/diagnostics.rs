@@ -7,7 +7,6 @@ use lsp_types::{DiagnosticSeverity, Position, Range};
 
 use super::positions::{offset_of_line_column, position_of, token_range};
 use crate::diagnostic::{Diagnostic, Severity};
-use crate::load::schema::DocumentKind;
 
 /// The source named in every diagnostic, so an editor can tell them from its YAML server's.
 const SOURCE: &str = "protocol-run";
@@ -15,7 +14,7 @@ const SOURCE: &str = "protocol-run";
 /// Checks `text`, the unsaved buffer of the file at `path`, as `validate` and `check` would:
 /// a scenario file as a scenario, a library as a library, anything else as a protocol.
 pub fn analyse(path: &Path, text: &str) -> Vec<lsp_types::Diagnostic> {
-    let problems = if crate::scenario::runner::is_scenario_file(path) {
+    let problems = if super::scenario::is_scenario_buffer(path, text) {
         scenario_problems(path, text)
     } else if crate::compile::library::is_library_file(path)
         || crate::compile::library::looks_like_library(text)
@@ -49,58 +48,13 @@ fn library_problems(path: &Path, text: &str) -> Vec<Diagnostic> {
     }
 }
 
-/// The scenario file's schema, then its protocol (from disk), loaded and compiled; the
-/// protocol's own problems are shown at the scenario's `protocol:` line.
+/// The checks `validate` and `check` make of a scenario file (its schema, its protocol, the
+/// names it uses), on the unsaved buffer: its errors, or when there are none, `check`'s
+/// warnings.
 fn scenario_problems(path: &Path, text: &str) -> Vec<Diagnostic> {
-    let shown = path.display().to_string();
-    let (source, value) =
-        match crate::load::parse_document(DocumentKind::Scenario, &shown, text.to_string()) {
-            Ok(parsed) => parsed,
-            Err(problems) => return problems,
-        };
-    let protocol_location = source.location("/protocol", crate::load::source::Part::Value);
-    let file: crate::scenario::model::ScenarioFile = match serde_json::from_value(value) {
-        Ok(file) => file,
-        Err(error) => {
-            return vec![
-                Diagnostic::error(format!("the scenario file does not fit the model: {error}"))
-                    .at(protocol_location),
-            ];
-        }
-    };
-    let protocol_path = path.parent().unwrap_or(Path::new("")).join(&file.protocol);
-    let problems = match crate::load::load_file(&protocol_path) {
-        Ok(loaded) => crate::compile::compile(&loaded).err().unwrap_or_default(),
-        Err(crate::load::LoadError::Invalid(problems)) => problems,
-        Err(error) => {
-            return vec![
-                Diagnostic::error(error.to_string().trim_start_matches("error: ").to_string())
-                    .at(protocol_location)
-                    .with_help("`protocol:` names the protocol file, relative to this one"),
-            ];
-        }
-    };
-    problems
-        .iter()
-        .map(|problem| {
-            Diagnostic::error(format!(
-                "the protocol `{}` is invalid: {}",
-                file.protocol,
-                one_line(problem)
-            ))
-            .at(protocol_location.clone())
-        })
-        .collect()
-}
-
-/// A diagnostic as one line: its message and where it is.
-fn one_line(problem: &Diagnostic) -> String {
-    match &problem.location {
-        Some(location) => format!(
-            "{} ({}:{}:{})",
-            problem.message, location.file, location.position.line, location.position.column
-        ),
-        None => problem.message.clone(),
+    match crate::scenario::check::check_scenario_text(path, text.to_string()) {
+        Ok(checked) => checked.warnings,
+        Err(problems) => problems,
     }
 }
 

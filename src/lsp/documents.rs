@@ -27,6 +27,13 @@ pub struct Documents {
     open: HashMap<String, Document>,
 }
 
+impl Document {
+    /// Whether it is a scenario file, whose names are its protocol's.
+    pub fn is_scenario(&self) -> bool {
+        super::scenario::is_scenario_buffer(&self.path, &self.text)
+    }
+}
+
 impl Documents {
     /// Opens (or replaces) a document; refuses one past the limits, saying which.
     pub fn open(&mut self, uri: &str, text: String) -> Result<&mut Document, String> {

@@ -1,5 +1,5 @@
 //! Hover: what the word under the cursor names: a state, an input or context variable, a
-//! function, a block or a retry policy.
+//! function, a block, a retry policy, or an event handled under `on:`.
 
 use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind};
 
@@ -27,6 +27,8 @@ pub fn hover(text: &str, offset: usize, outline: &Outline) -> Option<Hover> {
         })
     };
     let documentation = match cursor_at(text, word.end).slot {
+        // An `on:` key: what the event is and where it comes from.
+        Slot::Event => outline.event_outline.describe(name),
         Slot::Block => found(&outline.blocks),
         Slot::Policy => found(&outline.policies),
         _ => found(&outline.states)

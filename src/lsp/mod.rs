@@ -6,10 +6,12 @@ mod cursor;
 mod definition;
 pub mod diagnostics;
 pub mod documents;
+mod events;
 mod functions;
 mod hover;
 pub mod outline;
 pub mod positions;
+mod scenario;
 pub mod transport;
 
 use std::io::{BufRead, Write};
@@ -194,7 +196,12 @@ impl Server {
             return Reply::Notifications(vec![]);
         };
         let diagnostics = diagnostics::analyse(&document.path, &document.text);
-        let outline = Outline::read(&document.path, &document.text);
+        // A scenario buffer's names are its protocol's.
+        let outline = if scenario::is_scenario_buffer(&document.path, &document.text) {
+            scenario::protocol_outline(&document.path, &document.text)
+        } else {
+            Outline::read(&document.path, &document.text)
+        };
         if let (Some(outline), Some(document)) = (outline, self.documents.get_mut(uri)) {
             document.outline = Some(outline);
         }
@@ -216,7 +223,11 @@ impl Server {
             .located(&asked.text_document_position)
             .and_then(|(document, offset)| {
                 let outline = document.outline.as_ref()?;
-                Some(completion::complete(&document.text, offset, outline))
+                Some(if document.is_scenario() {
+                    completion::complete_scenario(&document.text, offset, outline)
+                } else {
+                    completion::complete(&document.text, offset, outline)
+                })
             })
             .unwrap_or_default();
         Reply::Result(json!(items))
@@ -226,7 +237,12 @@ impl Server {
         let hover =
             self.located(&asked.text_document_position_params)
                 .and_then(|(document, offset)| {
-                    hover::hover(&document.text, offset, document.outline.as_ref()?)
+                    let outline = document.outline.as_ref()?;
+                    if document.is_scenario() {
+                        scenario::hover(&document.text, offset, outline)
+                    } else {
+                        hover::hover(&document.text, offset, outline)
+                    }
                 });
         Reply::Result(json!(hover))
     }
@@ -235,6 +251,11 @@ impl Server {
         let location =
             self.located(&asked.text_document_position_params)
                 .and_then(|(document, offset)| {
+                    if document.is_scenario() {
+                        let word = cursor::word_around(&document.text, offset);
+                        let outline = document.outline.as_ref()?;
+                        return scenario::definition(outline, &document.text[word]);
+                    }
                     definition::definition(
                         &document.text,
                         &document.path,

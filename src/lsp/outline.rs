@@ -33,6 +33,8 @@ pub struct Outline {
     pub inputs: Vec<Named>,
     pub blocks: Vec<Named>,
     pub policies: Vec<Named>,
+    /// Effects and the events declared, raised, sent and handled (this file's only).
+    pub event_outline: super::events::EventOutline,
 }
 
 impl Outline {
@@ -64,6 +66,7 @@ impl Outline {
             .extend(mapping(top, "events").map(|(name, _)| name.clone()));
         outline.events.insert("error.execution".into());
         outline.collect_states(file, &document.positions, top, "");
+        outline.event_outline = super::events::EventOutline::read(file, &document.positions, top);
         outline.collect_definitions(file, &document.positions, top);
         collect_produced_events(&document.value, &mut outline.events);
         let mut imported = 0;
@@ -209,7 +212,7 @@ fn mapping<'a>(
 }
 
 /// Where the key of the node at `pointer` starts (its value when it has no key).
-fn key_offset(positions: &Positions, pointer: &str) -> usize {
+pub(super) fn key_offset(positions: &Positions, pointer: &str) -> usize {
     let node = positions.nearest(pointer);
     node.key.unwrap_or(node.value).offset
 }

@@ -41,6 +41,12 @@ pub fn check_scenario_file(path: &Path) -> Result<CheckedScenarios, Vec<Diagnost
             other.to_string().replacen("error: ", "", 1),
         )],
     })?;
+    check_scenario_text(path, text)
+}
+
+/// Checks `text` as the scenario file at `path` (an editor's unsaved buffer, say); its
+/// protocol is read from disk, relative to `path`.
+pub fn check_scenario_text(path: &Path, text: String) -> Result<CheckedScenarios, Vec<Diagnostic>> {
     let (source, value) =
         crate::load::parse_document(DocumentKind::Scenario, &path.display().to_string(), text)?;
     let file: ScenarioFile = serde_json::from_value(value).map_err(|error| {
