@@ -197,3 +197,33 @@ fn search_mistakes_are_reported() {
     assert_eq!(code, 64, "{stderr}");
     assert!(stderr.contains("--generate"), "{stderr}");
 }
+
+/// `test --explore protocols/*.yaml` names the scenario files beside the protocols: they are
+/// skipped, not refused as protocols.
+#[test]
+fn explore_skips_scenario_files() {
+    let directory = temporary_directory("generate", "explore-skips");
+    std::fs::copy(fixture(), directory.join("generate.yaml")).unwrap();
+    std::fs::write(
+        directory.join("generate.scenario.yaml"),
+        "protocol: generate.yaml\nscenarios: []\n",
+    )
+    .unwrap();
+    let (_, stdout, stderr) = run_binary(
+        &directory,
+        &[
+            "test",
+            "--explore",
+            "2",
+            "--seed",
+            "1",
+            "generate.yaml",
+            "generate.scenario.yaml",
+        ],
+    );
+    assert!(
+        stdout.contains("skipped generate.scenario.yaml: not a protocol"),
+        "{stdout}{stderr}"
+    );
+    assert!(!stderr.contains("missing required key"), "{stderr}");
+}

@@ -176,6 +176,13 @@ pub fn explore_files(paths: &[PathBuf], runs: usize, seed: Option<u64>, limits: 
     println!("exploring with --seed {seed}");
     let mut code = 0;
     for path in paths {
+        // `protocols/*.yaml` names scenario files and libraries too: nothing to explore there.
+        if crate::scenario::check::is_scenario(path)
+            || crate::compile::library::is_library_file(path)
+        {
+            println!("skipped {}: not a protocol", path.display());
+            continue;
+        }
         let target = match compiled(path) {
             Ok(target) => target,
             Err(failure) => {
