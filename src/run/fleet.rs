@@ -96,6 +96,11 @@ pub struct Fleet {
     problem_reply: Option<ProblemReply>,
     /// The most instances alive at once; a line that would create one more is refused.
     max_instances: usize,
+    /// Told each client whose lines were handled, once their output is committed (`mcp`
+    /// answers a request only then).
+    answer: Option<Box<dyn FnMut(u64)>>,
+    /// Clients whose lines were handled since the last commit.
+    handled_clients: Vec<u64>,
 }
 
 /// Answers a bad line to its socket client: where it came from, and the problem.
@@ -131,7 +136,15 @@ impl Fleet {
             line_origin: None,
             problem_reply: None,
             max_instances: usize::MAX,
+            answer: None,
+            handled_clients: Vec::new(),
         }
+    }
+
+    /// Tells `answer` each socket client whose batch was handled, after its output is committed.
+    pub fn with_answers(mut self, answer: impl FnMut(u64) + 'static) -> Fleet {
+        self.answer = Some(Box::new(answer));
+        self
     }
 
     /// Runs every instance under `limits`.
@@ -304,6 +317,9 @@ impl Fleet {
         loop {
             self.fire_due_timers();
             self.commit();
+            if let Some(answer) = &mut self.answer {
+                self.handled_clients.drain(..).for_each(&mut *answer);
+            }
             // A signal that stopped a busy instance's step may be seen here before `stop`
             // resolves: the host stops, rather than count that instance as drained.
             if crate::compile::budget::stop_requested() {
@@ -345,6 +361,9 @@ impl Fleet {
                                 Ok(line) => self.accept_line(line),
                                 Err(message) => self.line_problem(&message),
                             }
+                        }
+                        if let Some(origin) = batch.origin {
+                            self.handled_clients.push(origin.client);
                         }
                     }
                     None => self.end_input(),

@@ -1,0 +1,385 @@
+//! The runs an MCP server hosts: each an ordinary durable run driven by `serve`'s fleet, on one thread of its own, answering the tools' requests.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::catalog::Served;
+use super::report::{RunView, report};
+use crate::compile::machine::Machine;
+use crate::run::fleet::{Fleet, Recording};
+use crate::run::input::{LineBatch, LineOrigin};
+use crate::store::{SqliteStore, Store};
+
+/// The most runs one server keeps live at once; a start past it is refused.
+pub const MAX_LIVE_RUNS: usize = 10_000;
+
+/// A request from a tool, answered with a JSON report or an error the client reads.
+pub enum Request {
+    Start {
+        protocol: String,
+        inputs: Map<String, Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    SendEvent {
+        run: String,
+        event: String,
+        data: Option<Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    GetRun {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    ListRuns {
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+}
+
+/// What the host runs under: the operator's choices.
+pub struct HostSettings {
+    pub state_dir: PathBuf,
+    pub narrowing: crate::capabilities::Capabilities,
+    pub recorded_grants: Option<Value>,
+    pub limits: crate::run::algorithm::Limits,
+}
+
+/// One live run: its fleet's input, and what its output said so far.
+struct LiveRun {
+    input: mpsc::Sender<LineBatch>,
+    machine: Arc<Machine>,
+    view: Rc<RefCell<RunView>>,
+    /// The instance name inside its fleet (the run id less `<protocol id>:`).
+    instance: String,
+}
+
+/// A request waiting for its line's output to be committed.
+struct Waiting {
+    reply: oneshot::Sender<Result<Value, String>>,
+    problems: Vec<String>,
+}
+
+type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
+
+/// The host's state on its thread.
+struct Host {
+    protocols: Vec<Served>,
+    settings: HostSettings,
+    runs: HashMap<String, LiveRun>,
+    waiters: Waiters,
+    next_client: u64,
+    stop: Rc<Notify>,
+    fleets: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Serves `requests` until their senders are gone, then stops every live run (marked stopped
+/// in the store, for the next server) and returns.
+pub async fn host(
+    protocols: Vec<Served>,
+    settings: HostSettings,
+    mut requests: mpsc::Receiver<Request>,
+) {
+    let mut host = Host {
+        protocols,
+        settings,
+        runs: HashMap::new(),
+        waiters: Rc::default(),
+        next_client: 0,
+        stop: Rc::new(Notify::new()),
+        fleets: Vec::new(),
+    };
+    while let Some(request) = requests.recv().await {
+        host.handle(request).await;
+    }
+    host.stop.notify_waiters();
+    for fleet in host.fleets.drain(..) {
+        let _ = fleet.await;
+    }
+}
+
+impl Host {
+    async fn handle(&mut self, request: Request) {
+        match request {
+            Request::Start {
+                protocol,
+                inputs,
+                reply,
+            } => self.start(&protocol, inputs, reply).await,
+            Request::SendEvent {
+                run,
+                event,
+                data,
+                reply,
+            } => self.send_event(&run, &event, data, reply).await,
+            Request::GetRun { run, reply } => {
+                let _ = reply.send(self.get_run(&run));
+            }
+            Request::ListRuns { reply } => {
+                let _ = reply.send(self.list_runs());
+            }
+        }
+    }
+
+    /// Starts a run of `protocol` with `inputs`: its grants resolved from them as `run`
+    /// resolves them, its own fleet, its first line creating it.
+    async fn start(
+        &mut self,
+        protocol: &str,
+        inputs: Map<String, Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let fail = |reply: oneshot::Sender<Result<Value, String>>, message: String| {
+            let _ = reply.send(Err(message));
+        };
+        let Some(served) = self
+            .protocols
+            .iter()
+            .find(|served| served.machine.id == protocol)
+        else {
+            return fail(reply, format!("no protocol `{protocol}` is served"));
+        };
+        self.runs.retain(|_, run| !run.input.is_closed());
+        if self.runs.len() >= MAX_LIVE_RUNS {
+            return fail(
+                reply,
+                format!(
+                    "{MAX_LIVE_RUNS} runs are live, the limit (MAX_LIVE_RUNS); cancel or finish one first"
+                ),
+            );
+        }
+        let supplied: Vec<(String, Value)> = inputs.clone().into_iter().collect();
+        let values = match served.machine.bind_input_values(&supplied) {
+            Ok(values) => values,
+            Err(errors) => {
+                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                return fail(reply, messages.join("; "));
+            }
+        };
+        let machine = match crate::compile::grants::resolve(
+            &served.loaded,
+            &Arc::default(),
+            &self.settings.narrowing,
+            served.machine.clone(),
+            &values,
+        ) {
+            Ok(machine) => machine,
+            Err(diagnostics) => {
+                return fail(reply, crate::diagnostic::render_all(&diagnostics));
+            }
+        };
+        let store = match SqliteStore::open(&self.settings.state_dir) {
+            Ok(store) => store,
+            Err(error) => return fail(reply, error.to_string()),
+        };
+        let instance = new_instance_name(&store, &machine.id);
+        let run_id = format!("{}:{instance}", machine.id);
+        let recording = Recording {
+            store: Box::new(store),
+            protocol_path: served.path.clone(),
+            protocol_hash: crate::store::read_files::recorded_hash(&machine),
+            protocol_text: served.text.clone(),
+            grants: self.settings.recorded_grants.clone(),
+        };
+        let view = Rc::new(RefCell::new(RunView::default()));
+        let input = self.spawn_fleet(run_id.clone(), machine.clone(), recording, view.clone());
+        let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
+        self.runs.insert(
+            run_id.clone(),
+            LiveRun {
+                input,
+                machine,
+                view,
+                instance,
+            },
+        );
+        self.submit(&run_id, &line, reply).await;
+    }
+
+    /// A fleet for one run, driven on this thread until its input closes and its run is idle,
+    /// or the server stops.
+    fn spawn_fleet(
+        &mut self,
+        run_id: String,
+        machine: Arc<Machine>,
+        recording: Recording,
+        view: Rc<RefCell<RunView>>,
+    ) -> mpsc::Sender<LineBatch> {
+        let (sender, receiver) = mpsc::channel(16);
+        let output_view = view.clone();
+        let problem_waiters = self.waiters.clone();
+        let answer_waiters = self.waiters.clone();
+        let answer_machine = machine.clone();
+        let answer_view = view;
+        let mut fleet = Fleet::new(machine, Some(recording))
+            .with_limits(self.settings.limits)
+            .with_max_instances(1)
+            .with_output(move |bytes| {
+                let mut view = output_view.borrow_mut();
+                for line in bytes.split(|byte| *byte == b'\n') {
+                    if let Ok(line) = serde_json::from_slice::<Value>(line) {
+                        view.observe(&line);
+                    }
+                }
+            })
+            .with_problem_replies(move |origin, message| {
+                if let Some(waiting) = problem_waiters.borrow_mut().get_mut(&origin.client) {
+                    waiting.problems.push(message.to_string());
+                }
+            })
+            .with_answers(move |client| {
+                let Some(waiting) = answer_waiters.borrow_mut().remove(&client) else {
+                    return;
+                };
+                let answer = if waiting.problems.is_empty() {
+                    Ok(report(&answer_machine, &run_id, &answer_view.borrow()))
+                } else {
+                    Err(waiting.problems.join("; "))
+                };
+                let _ = waiting.reply.send(answer);
+            });
+        let stop = self.stop.clone();
+        self.fleets.push(tokio::task::spawn_local(async move {
+            fleet.run(receiver, stop.notified()).await;
+        }));
+        sender
+    }
+
+    /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.
+    async fn submit(
+        &mut self,
+        run: &str,
+        line: &str,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let Some(live) = self.runs.get(run) else {
+            let _ = reply.send(Err(format!("no live run `{run}`")));
+            return;
+        };
+        self.next_client += 1;
+        let client = self.next_client;
+        let mut batch = LineBatch::from_client(LineOrigin { client, line: 1 });
+        batch.push(line);
+        self.waiters.borrow_mut().insert(
+            client,
+            Waiting {
+                reply,
+                problems: Vec::new(),
+            },
+        );
+        if live.input.send(batch).await.is_err()
+            && let Some(waiting) = self.waiters.borrow_mut().remove(&client)
+        {
+            let _ = waiting
+                .reply
+                .send(Err(format!("run `{run}` is no longer live")));
+        }
+    }
+
+    /// Sends `event` to a live run; answered with its report once the step is committed. The
+    /// fleet refuses what `serve` refuses (an undeclared event, data off its schema, a
+    /// platform event) with the reason.
+    async fn send_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: Option<Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let Some(live) = self.runs.get(run) else {
+            let _ = reply.send(Err(self.not_live(run)));
+            return;
+        };
+        if live.view.borrow().status() != "running" {
+            let _ = reply.send(Err(format!(
+                "run `{run}` has ended: {}",
+                live.view.borrow().status()
+            )));
+            return;
+        }
+        let mut line = serde_json::json!({"instance": live.instance, "event": event});
+        if let Some(data) = data {
+            line["data"] = data;
+        }
+        self.submit(run, &line.to_string(), reply).await;
+    }
+
+    /// A live run's report, or a recorded one's summary from the store.
+    fn get_run(&self, run: &str) -> Result<Value, String> {
+        if let Some(live) = self.runs.get(run) {
+            return Ok(report(&live.machine, run, &live.view.borrow()));
+        }
+        Err(self.not_live(run))
+    }
+
+    /// Why `run` is not live here: unknown, or recorded with its status.
+    fn not_live(&self, run: &str) -> String {
+        let recorded = SqliteStore::open(&self.settings.state_dir)
+            .ok()
+            .and_then(|store| store.run(run).ok().flatten());
+        match recorded {
+            Some(record) => format!(
+                "run `{run}` is {} and not live in this server",
+                record.summary.status.as_str()
+            ),
+            None => format!("no run `{run}`; list_runs lists them"),
+        }
+    }
+
+    /// Every run of a served protocol the store holds, newest first.
+    fn list_runs(&self) -> Result<Value, String> {
+        let store =
+            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
+        let mut runs = store.list_runs().map_err(|error| error.to_string())?;
+        runs.retain(|run| {
+            self.protocols
+                .iter()
+                .any(|served| served.path == run.protocol_path)
+        });
+        runs.sort_by(|left, right| {
+            right
+                .started_unix_milliseconds
+                .cmp(&left.started_unix_milliseconds)
+        });
+        let runs: Vec<Value> = runs
+            .iter()
+            .map(|run| {
+                let status = match self.runs.get(&run.id) {
+                    Some(live) => live.view.borrow().status(),
+                    None => run.status.as_str(),
+                };
+                serde_json::json!({
+                    "run": run.id,
+                    "status": status,
+                    "started_unix_milliseconds": run.started_unix_milliseconds,
+                    "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
+                })
+            })
+            .collect();
+        Ok(Value::Array(runs))
+    }
+}
+
+/// A new instance name for `protocol`, unused in the store: `mcp-<unix ms>` with a counter
+/// when two start in the same millisecond.
+fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
+    let base = format!("mcp-{}", crate::clock::unix_milliseconds_now());
+    (0..)
+        .map(|count| {
+            if count == 0 {
+                base.clone()
+            } else {
+                format!("{base}-{count}")
+            }
+        })
+        .find(|name| {
+            store
+                .run(&format!("{protocol}:{name}"))
+                .is_ok_and(|run| run.is_none())
+        })
+        .unwrap_or(base)
+}

@@ -1,0 +1,105 @@
+//! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
+
+pub mod catalog;
+pub mod host;
+pub mod input_schema;
+pub mod report;
+pub mod server;
+
+use std::path::PathBuf;
+
+use rmcp::ServiceExt;
+use tokio::sync::mpsc;
+
+use host::HostSettings;
+use server::{ProtocolServer, ProtocolTool};
+
+/// How a server ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpEnd {
+    /// The client closed the connection.
+    Closed,
+    /// Nothing could be served (every protocol refused), or the transport failed.
+    Failed(String),
+}
+
+/// Loads the protocols under `paths` (an invalid one is reported on stderr and not served),
+/// then serves them over stdio until the client goes. Runs live on a thread of their own (the
+/// engine's fleets are single-threaded); the MCP transport on this one.
+pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
+    let (tools_sender, tools_receiver) = std::sync::mpsc::channel();
+    let (requests, request_receiver) = mpsc::channel(64);
+    let limit = settings.narrowing.clone();
+    let host_thread = std::thread::spawn(move || {
+        let (served, _refused) = catalog::load_all(&paths, &limit);
+        let tools: Vec<ProtocolTool> = served
+            .iter()
+            .map(|served| ProtocolTool {
+                id: served.machine.id.clone(),
+                description: describe(served),
+                input_schema: input_schema::tool_input_schema(&served.machine),
+            })
+            .collect();
+        let _ = tools_sender.send(tools);
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("error: cannot start the runtime: {error}");
+                return;
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, host::host(served, settings, request_receiver));
+    });
+    let Ok(tools) = tools_receiver.recv() else {
+        return McpEnd::Failed("the run host did not start".into());
+    };
+    if tools.is_empty() {
+        drop(requests);
+        let _ = host_thread.join();
+        return McpEnd::Failed("no protocol to serve".into());
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
+    };
+    let end = runtime.block_on(async {
+        let server = ProtocolServer::new(tools, requests);
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|error| error.to_string())?;
+        service.waiting().await.map_err(|error| error.to_string())?;
+        Ok::<(), String>(())
+    });
+    // The server and its request sender are gone: the host stops its runs and ends.
+    let _ = host_thread.join();
+    match end {
+        Ok(()) => McpEnd::Closed,
+        Err(message) => McpEnd::Failed(message),
+    }
+}
+
+/// A protocol tool's description: its title and description, and that calling it starts a run.
+fn describe(served: &catalog::Served) -> String {
+    let protocol = &served.loaded.protocol;
+    let mut text = String::new();
+    if let Some(title) = &served.machine.title {
+        text.push_str(title);
+        text.push_str(". ");
+    }
+    if let Some(description) = &protocol.description {
+        text.push_str(description.trim());
+        text.push(' ');
+    }
+    text.push_str(
+        "Starts a run; returns its run id, states, directives and the events it can take now.",
+    );
+    text
+}

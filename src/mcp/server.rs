@@ -1,0 +1,189 @@
+//! The MCP side: each served protocol a tool that starts a run, and the tools that drive runs, answered by the host thread.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::host::Request;
+
+/// The server a client talks to: the tools, and the channel to the host that runs them.
+#[derive(Clone)]
+pub struct ProtocolServer {
+    tools: Arc<Vec<Tool>>,
+    /// Names of the tools that start a protocol's run.
+    protocols: Arc<Vec<String>>,
+    requests: mpsc::Sender<Request>,
+}
+
+/// A protocol as its tool: its id, what it does, the schema of its inputs.
+pub struct ProtocolTool {
+    pub id: String,
+    pub description: String,
+    pub input_schema: Map<String, Value>,
+}
+
+impl ProtocolServer {
+    pub fn new(protocols: Vec<ProtocolTool>, requests: mpsc::Sender<Request>) -> ProtocolServer {
+        let names = protocols
+            .iter()
+            .map(|protocol| protocol.id.clone())
+            .collect();
+        let mut tools: Vec<Tool> = protocols
+            .into_iter()
+            .map(|protocol| {
+                Tool::new(
+                    protocol.id,
+                    protocol.description,
+                    Arc::new(protocol.input_schema),
+                )
+            })
+            .collect();
+        tools.extend(management_tools());
+        ProtocolServer {
+            tools: Arc::new(tools),
+            protocols: Arc::new(names),
+            requests,
+        }
+    }
+
+    /// Hands a request to the host and waits for its answer.
+    async fn ask(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> Request,
+    ) -> Result<Value, String> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(request(reply))
+            .await
+            .map_err(|_| "the server is stopping".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the server is stopping".to_string())?
+    }
+
+    async fn call(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, String> {
+        if self.protocols.iter().any(|protocol| protocol == name) {
+            let protocol = name.to_string();
+            return self
+                .ask(|reply| Request::Start {
+                    protocol,
+                    inputs: arguments,
+                    reply,
+                })
+                .await;
+        }
+        match name {
+            "send_event" => {
+                let run = text_argument(&arguments, "run")?;
+                let event = text_argument(&arguments, "event")?;
+                let data = arguments.get("data").cloned();
+                self.ask(|reply| Request::SendEvent {
+                    run,
+                    event,
+                    data,
+                    reply,
+                })
+                .await
+            }
+            "get_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::GetRun { run, reply }).await
+            }
+            "list_runs" => self.ask(|reply| Request::ListRuns { reply }).await,
+            _ => Err(format!("no tool `{name}`")),
+        }
+    }
+}
+
+/// A required string argument, or the error naming it.
+fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, String> {
+    match arguments.get(name) {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(other) => Err(format!("argument `{name}` must be a string, not {other}")),
+        None => Err(format!("missing argument `{name}`")),
+    }
+}
+
+/// `send_event`, `get_run`, `list_runs`.
+fn management_tools() -> Vec<Tool> {
+    let schema = |value: Value| match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(Map::new()),
+    };
+    let run = json!({"type": "string", "description": "The run id a protocol's tool returned"});
+    vec![
+        Tool::new(
+            "send_event",
+            "Send an event to a run; returns its new states, the directives emitted so far and \
+             the events it can take now",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "run": run,
+                    "event": {"type": "string", "description": "One of the run's `events`"},
+                    "data": {"description": "The event's data, as its data_schema says"},
+                },
+                "required": ["run", "event"],
+                "additionalProperties": false,
+            })),
+        ),
+        Tool::new(
+            "get_run",
+            "A run's status, states, directives and the events it can take now",
+            schema(json!({
+                "type": "object",
+                "properties": {"run": run},
+                "required": ["run"],
+                "additionalProperties": false,
+            })),
+        ),
+        Tool::new(
+            "list_runs",
+            "Every recorded run of the protocols this server serves, newest first",
+            schema(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        ),
+    ]
+}
+
+impl ServerHandler for ProtocolServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+            "Each protocol tool starts a run and returns its id, states, directives and the \
+             events it can take now; drive it with send_event and watch it with get_run.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let result = match self.call(&request.name, arguments).await {
+            Ok(report) => {
+                let mut result = CallToolResult::structured(report);
+                result.is_error = Some(false);
+                result
+            }
+            Err(message) => {
+                CallToolResult::error(vec![ContentBlock::text(crate::secrets::mask(&message))])
+            }
+        };
+        Ok(result.into())
+    }
+}
