@@ -28,6 +28,7 @@ mod limits;
 mod loading_limits;
 mod lsp;
 mod lsp_neovim;
+mod mcp;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

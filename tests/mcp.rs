@@ -1,0 +1,176 @@
+//! `protocol-run mcp` under the official MCP Python SDK (`mcp` on PyPI, pinned in
+//! tests/mcp/requirements.txt, installed by .ci/run into tests/mcp/.venv): tools listed with
+//! their input schemas, ITTW driven to its escalation and finished with guidance, bad inputs
+//! refused by name, invalid protocols not served.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+/// The Python that has the SDK: `PROTOCOL_RUN_MCP_PYTHON`, or the venv .ci/run makes.
+fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("PROTOCOL_RUN_MCP_PYTHON") {
+        return PathBuf::from(python);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/.venv/bin/python");
+    if !venv.exists() {
+        panic!(
+            "these tests drive the server with the official MCP Python SDK: run \
+             `python3 -m venv tests/mcp/.venv && tests/mcp/.venv/bin/pip install -r \
+             tests/mcp/requirements.txt` (as .ci/run does), or set PROTOCOL_RUN_MCP_PYTHON"
+        );
+    }
+    venv
+}
+
+/// Runs tests/mcp/client.py's `script` against a server of `protocols` in `directory`; returns
+/// its JSON lines by `step`, and its stderr (the server's too).
+fn drive(directory: &Path, script: &str, protocols: &[&Path]) -> (Vec<Value>, String) {
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let output = Command::new(python())
+        .arg(client)
+        .arg(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg(directory.join("state"))
+        .arg(script)
+        .args(protocols)
+        .current_dir(directory)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(
+        output.status.success(),
+        "the client failed:\n{stdout}\n{stderr}"
+    );
+    let lines = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (lines, stderr)
+}
+
+fn step<'l>(lines: &'l [Value], name: &str) -> &'l Value {
+    lines
+        .iter()
+        .find(|line| line["step"] == name)
+        .unwrap_or_else(|| panic!("no step `{name}` in {lines:?}"))
+}
+
+fn ittw() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml")
+}
+
+#[test]
+fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
+    let directory = crate::support::temporary_directory("mcp", "schema");
+    let (lines, _) = drive(&directory, "errors", &[&ittw()]);
+    let tools = &step(&lines, "tools")["tools"];
+    let names: Vec<&String> = tools.as_object().unwrap().keys().collect();
+    assert_eq!(names, ["ittw", "send_event", "get_run", "list_runs"]);
+    let schema = &tools["ittw"];
+    assert_eq!(schema["required"], json!(["path"]));
+    assert_eq!(schema["additionalProperties"], json!(false));
+    assert_eq!(
+        schema["properties"]["tool"],
+        json!({"type": "string", "enum": ["read_file", "list_dir"],
+               "description": "The tool whose call failed", "default": "read_file"})
+    );
+    assert_eq!(
+        schema["properties"]["timeout"],
+        json!({"type": ["string", "integer"],
+               "description": "Timeout of each tool call; minimum 100 ms; maximum 600000 ms",
+               "default": 30000})
+    );
+}
+
+#[test]
+fn a_bad_input_is_a_tool_error_naming_it() {
+    let directory = crate::support::temporary_directory("mcp", "bad-input");
+    let (lines, _) = drive(&directory, "errors", &[&ittw()]);
+    let bad = step(&lines, "bad_input");
+    assert_eq!(bad["error"], json!(true));
+    assert_eq!(
+        bad["text"],
+        json!("input `tool`: `write_file` is not one of read_file, list_dir")
+    );
+    let missing = step(&lines, "missing_input");
+    assert_eq!(missing["error"], json!(true));
+    assert!(
+        missing["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing required input `path`"),
+        "{missing}"
+    );
+    let unknown = step(&lines, "unknown_run");
+    assert_eq!(
+        unknown["text"],
+        json!("no run `ittw:nope`; list_runs lists them")
+    );
+}
+
+#[test]
+fn ittw_escalates_takes_guidance_and_finishes_as_a_stored_run() {
+    let directory = crate::support::temporary_directory("mcp", "ittw");
+    let (lines, _) = drive(&directory, "ittw", &[&ittw()]);
+    let started = &step(&lines, "started")["report"];
+    let run = started["run"].as_str().unwrap();
+    assert!(run.starts_with("ittw:mcp-"), "{run}");
+    assert_eq!(started["status"], json!("running"));
+
+    // The read and the grep fail on the missing path: the captain is asked, and guidance is
+    // the one event the run can take.
+    let waiting = &step(&lines, "waiting")["report"];
+    assert_eq!(waiting["states"], json!(["waiting_for_guidance"]));
+    assert_eq!(waiting["events"], json!([{"name": "captain_guidance"}]));
+    let directives = waiting["directives"].as_array().unwrap();
+    assert_eq!(directives.len(), 1, "{directives:?}");
+    assert_eq!(directives[0]["directive"], json!("escalate_to_captain"));
+    assert_eq!(directives[0]["grep_failed"], json!(true));
+
+    let sent = &step(&lines, "sent")["report"];
+    assert_eq!(sent["status"], json!("finished"));
+    assert_eq!(
+        sent["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
+    assert_eq!(sent["finished"]["exit_code"], json!(0));
+    assert_eq!(sent["finished"]["state"], json!("guided"));
+    assert_eq!(
+        step(&lines, "listed")["runs"][0]["run"],
+        json!(run),
+        "list_runs lists it"
+    );
+
+    // One engine, one store: `status` sees the run MCP started.
+    let (code, text) =
+        crate::support::run_binary_with_state(&directory, &["status", run, "--json"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("\"finished\""), "{text}");
+}
+
+#[test]
+fn an_invalid_protocol_is_not_served_and_its_errors_are_located() {
+    let directory = crate::support::temporary_directory("mcp", "invalid");
+    let broken = directory.join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "id: broken\ninitial: a\nstates:\n  a:\n    on: { go: nowhere }\n",
+    )
+    .unwrap();
+    // Alone, nothing is served: the server says why and exits 65.
+    let (code, _, stderr) =
+        crate::support::run_binary(&directory, &["mcp", "--state-dir", "state", "broken.yaml"]);
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("broken.yaml:5:"), "{stderr}");
+    assert!(stderr.contains("nowhere"), "{stderr}");
+    assert!(stderr.contains("no protocol to serve"), "{stderr}");
+
+    // Beside a valid one, the valid one is served and the invalid one reported.
+    let (lines, stderr) = drive(&directory, "errors", &[&broken, &ittw()]);
+    let tools = &step(&lines, "tools")["tools"];
+    assert!(tools.get("broken").is_none(), "{tools}");
+    assert!(tools.get("ittw").is_some(), "{tools}");
+    assert!(stderr.contains("broken.yaml:5:"), "{stderr}");
+}
