@@ -67,7 +67,17 @@ fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
     let (lines, _) = drive(&directory, "errors", &[&ittw()]);
     let tools = &step(&lines, "tools")["tools"];
     let names: Vec<&String> = tools.as_object().unwrap().keys().collect();
-    assert_eq!(names, ["ittw", "send_event", "get_run", "list_runs"]);
+    assert_eq!(
+        names,
+        [
+            "ittw",
+            "send_event",
+            "get_run",
+            "list_runs",
+            "cancel_run",
+            "resume_run"
+        ]
+    );
     let schema = &tools["ittw"];
     assert_eq!(schema["required"], json!(["path"]));
     assert_eq!(schema["additionalProperties"], json!(false));
@@ -173,4 +183,79 @@ fn an_invalid_protocol_is_not_served_and_its_errors_are_located() {
     assert!(tools.get("broken").is_none(), "{tools}");
     assert!(tools.get("ittw").is_some(), "{tools}");
     assert!(stderr.contains("broken.yaml:5:"), "{stderr}");
+}
+
+/// A run whose effect sleeps long enough to be cancelled while it runs.
+const SLEEPER: &str = "\
+id: sleeper
+permissions: { exec: [sleep], write: [], read: [], env: [] }
+states:
+  working:
+    entry:
+      - exec: [sleep, \"31.4159\"]
+        id: nap
+    on: { stop: done }
+  done: { type: final }
+";
+
+#[test]
+fn cancel_run_kills_the_process_group_and_finishes_the_run() {
+    let directory = crate::support::temporary_directory("mcp", "cancel");
+    let sleeper = directory.join("sleeper.yaml");
+    std::fs::write(&sleeper, SLEEPER).unwrap();
+    let (lines, _) = drive(&directory, "cancel", &[&sleeper]);
+    assert!(
+        step(&lines, "sleeping")["group"].is_i64(),
+        "the effect's `sleep` was seen running: {lines:?}"
+    );
+    let cancelled = &step(&lines, "cancelled")["report"];
+    assert_eq!(cancelled["status"], json!("cancelled"));
+    assert_eq!(cancelled["exit_code"], json!(130));
+    assert_eq!(
+        step(&lines, "group")["alive"],
+        json!(false),
+        "the process group is gone"
+    );
+    assert_eq!(
+        step(&lines, "get_run")["report"]["status"],
+        json!("cancelled")
+    );
+    let again = step(&lines, "resume_cancelled");
+    assert_eq!(again["error"], json!(true));
+    let run = cancelled["run"].as_str().unwrap();
+    assert_eq!(
+        again["text"],
+        json!(format!("run `{run}` has finished; get_run tells how"))
+    );
+
+    // The store records it finished, exit code 130: `status` says so.
+    let (code, text) =
+        crate::support::run_binary_with_state(&directory, &["status", run, "--json"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("130"), "{text}");
+}
+
+#[test]
+fn a_run_outlives_a_killed_server_and_resumes_in_the_next() {
+    let directory = crate::support::temporary_directory("mcp", "resume");
+    let (lines, _) = drive(&directory, "kill", &[&ittw()]);
+    let run = step(&lines, "waiting")["run"].as_str().unwrap().to_string();
+
+    let (lines, _) = drive(&directory, &format!("resume:{run}"), &[&ittw()]);
+    let listed = &step(&lines, "listed")["runs"];
+    assert_eq!(listed[0]["run"], json!(run), "{listed}");
+    assert_eq!(
+        listed[0]["status"],
+        json!("running"),
+        "the killed server left it running"
+    );
+    let resumed = &step(&lines, "resumed")["report"];
+    assert_eq!(resumed["states"], json!(["waiting_for_guidance"]));
+    assert_eq!(resumed["events"], json!([{"name": "captain_guidance"}]));
+    let sent = &step(&lines, "sent")["report"];
+    assert_eq!(sent["status"], json!("finished"));
+    assert_eq!(
+        sent["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
 }

@@ -12,7 +12,13 @@ use crate::load::Loaded;
 pub const MAX_SERVED_PROTOCOLS: usize = 1_000;
 
 /// The names of the management tools, which no protocol may take.
-pub const MANAGEMENT_TOOLS: &[&str] = &["send_event", "get_run", "list_runs"];
+pub const MANAGEMENT_TOOLS: &[&str] = &[
+    "send_event",
+    "get_run",
+    "list_runs",
+    "cancel_run",
+    "resume_run",
+];
 
 /// One protocol served as a tool.
 pub struct Served {

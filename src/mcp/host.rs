@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::catalog::Served;
 use super::report::{RunView, report};
@@ -39,7 +39,22 @@ pub enum Request {
     ListRuns {
         reply: oneshot::Sender<Result<Value, String>>,
     },
+    CancelRun {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    ResumeRun {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
 }
+
+/// Where a request's answer goes.
+type Reply = oneshot::Sender<Result<Value, String>>;
+
+/// Exit code recorded for a cancelled run: 128 + SIGINT, as a shell reports an interrupted
+/// command. A cancelled run has finished: it cannot be resumed.
+pub const CANCELLED_EXIT_CODE: i32 = 130;
 
 /// What the host runs under: the operator's choices.
 pub struct HostSettings {
@@ -56,6 +71,9 @@ struct LiveRun {
     view: Rc<RefCell<RunView>>,
     /// The instance name inside its fleet (the run id less `<protocol id>:`).
     instance: String,
+    /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
+    /// the first `cancel_run`.
+    cancel: Option<oneshot::Sender<Reply>>,
 }
 
 /// A request waiting for its line's output to be committed.
@@ -73,7 +91,8 @@ struct Host {
     runs: HashMap<String, LiveRun>,
     waiters: Waiters,
     next_client: u64,
-    stop: Rc<Notify>,
+    /// Turns true when the server stops: every fleet parks its run for the next server.
+    stop: watch::Sender<bool>,
     fleets: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -90,13 +109,13 @@ pub async fn host(
         runs: HashMap::new(),
         waiters: Rc::default(),
         next_client: 0,
-        stop: Rc::new(Notify::new()),
+        stop: watch::Sender::new(false),
         fleets: Vec::new(),
     };
     while let Some(request) = requests.recv().await {
         host.handle(request).await;
     }
-    host.stop.notify_waiters();
+    host.stop.send_replace(true);
     for fleet in host.fleets.drain(..) {
         let _ = fleet.await;
     }
@@ -121,6 +140,10 @@ impl Host {
             }
             Request::ListRuns { reply } => {
                 let _ = reply.send(self.list_runs());
+            }
+            Request::CancelRun { run, reply } => self.cancel_run(&run, reply),
+            Request::ResumeRun { run, reply } => {
+                let _ = reply.send(self.resume_run(&run));
             }
         }
     }
@@ -186,7 +209,8 @@ impl Host {
             grants: self.settings.recorded_grants.clone(),
         };
         let view = Rc::new(RefCell::new(RunView::default()));
-        let input = self.spawn_fleet(run_id.clone(), machine.clone(), recording, view.clone());
+        let fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
+        let (input, cancel) = self.drive(fleet, run_id.clone(), view.clone());
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
         self.runs.insert(
             run_id.clone(),
@@ -195,27 +219,26 @@ impl Host {
                 machine,
                 view,
                 instance,
+                cancel: Some(cancel),
             },
         );
         self.submit(&run_id, &line, reply).await;
     }
 
-    /// A fleet for one run, driven on this thread until its input closes and its run is idle,
-    /// or the server stops.
-    fn spawn_fleet(
+    /// A fleet for one run, its output read into `view`, its answers to the waiting requests.
+    fn fleet(
         &mut self,
         run_id: String,
         machine: Arc<Machine>,
         recording: Recording,
         view: Rc<RefCell<RunView>>,
-    ) -> mpsc::Sender<LineBatch> {
-        let (sender, receiver) = mpsc::channel(16);
+    ) -> Fleet {
         let output_view = view.clone();
         let problem_waiters = self.waiters.clone();
         let answer_waiters = self.waiters.clone();
         let answer_machine = machine.clone();
         let answer_view = view;
-        let mut fleet = Fleet::new(machine, Some(recording))
+        Fleet::new(machine, Some(recording))
             .with_limits(self.settings.limits)
             .with_max_instances(1)
             .with_output(move |bytes| {
@@ -241,12 +264,68 @@ impl Host {
                     Err(waiting.problems.join("; "))
                 };
                 let _ = waiting.reply.send(answer);
-            });
-        let stop = self.stop.clone();
+            })
+    }
+
+    /// Drives `fleet` on this thread until its input closes and its run is idle, the server
+    /// stops (the run parked for the next server), or the run is cancelled: then its effects
+    /// and children are dropped, which kills their process groups, and it is recorded finished.
+    fn drive(
+        &mut self,
+        mut fleet: Fleet,
+        run_id: String,
+        view: Rc<RefCell<RunView>>,
+    ) -> (mpsc::Sender<LineBatch>, oneshot::Sender<Reply>) {
+        let (sender, receiver) = mpsc::channel(16);
+        let (cancel, cancelled) = oneshot::channel::<Reply>();
+        let mut server_stop = self.stop.subscribe();
+        let state_dir = self.settings.state_dir.clone();
         self.fleets.push(tokio::task::spawn_local(async move {
-            fleet.run(receiver, stop.notified()).await;
+            let cancel_reply: RefCell<Option<Reply>> = RefCell::new(None);
+            let stop = async {
+                let mut cancelled = cancelled;
+                let mut cancel_open = true;
+                loop {
+                    tokio::select! {
+                        reply = &mut cancelled, if cancel_open => match reply {
+                            Ok(reply) => {
+                                *cancel_reply.borrow_mut() = Some(reply);
+                                return;
+                            }
+                            Err(_) => cancel_open = false,
+                        },
+                        _ = server_stop.wait_for(|stopped| *stopped) => return,
+                    }
+                }
+            };
+            fleet.run(receiver, stop).await;
+            let Some(reply) = cancel_reply.into_inner() else {
+                return;
+            };
+            // The effects' tasks see their cancellation and kill their process groups when
+            // next polled: let them run before answering.
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+            let finish = crate::store::Finish {
+                final_state: None,
+                exit_code: CANCELLED_EXIT_CODE,
+                output: Value::Null,
+                unix_milliseconds: crate::clock::unix_milliseconds_now(),
+            };
+            let recorded = SqliteStore::open(&state_dir)
+                .map_err(|error| error.to_string())
+                .and_then(|mut store| {
+                    store
+                        .finish_run(&run_id, &finish)
+                        .map_err(|error| error.to_string())
+                });
+            view.borrow_mut().cancelled = true;
+            let _ = reply.send(recorded.map(|()| {
+                serde_json::json!({"run": run_id, "status": "cancelled", "exit_code": CANCELLED_EXIT_CODE})
+            }));
         }));
-        sender
+        (sender, cancel)
     }
 
     /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.
@@ -313,7 +392,131 @@ impl Host {
         if let Some(live) = self.runs.get(run) {
             return Ok(report(&live.machine, run, &live.view.borrow()));
         }
-        Err(self.not_live(run))
+        let store =
+            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
+        let record = store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        let mut summary = serde_json::json!({
+            "run": run,
+            "status": record.summary.status.as_str(),
+            "live": false,
+        });
+        if let Some(finish) = &record.summary.finish {
+            summary["finished"] = serde_json::json!({
+                "state": finish.final_state,
+                "exit_code": finish.exit_code,
+                "output": finish.output,
+            });
+        }
+        Ok(summary)
+    }
+
+    /// Cancels a live run: its fleet stops it, its effects and children are dropped (their
+    /// process groups killed), and it is recorded finished with `CANCELLED_EXIT_CODE`.
+    fn cancel_run(&mut self, run: &str, reply: Reply) {
+        let Some(live) = self.runs.get_mut(run) else {
+            let _ = reply.send(Err(self.not_live(run)));
+            return;
+        };
+        if live.view.borrow().status() != "running" {
+            let _ = reply.send(Err(format!(
+                "run `{run}` has ended: {}",
+                live.view.borrow().status()
+            )));
+            return;
+        }
+        match live.cancel.take() {
+            Some(cancel) => {
+                if let Err(reply) = cancel.send(reply) {
+                    let _ = reply.send(Err(format!("run `{run}` is no longer live")));
+                }
+            }
+            None => {
+                let _ = reply.send(Err(format!("run `{run}` is being cancelled")));
+            }
+        }
+    }
+
+    /// Resumes a recorded run that no server drives (stopped, or left running by a server
+    /// that died) from its latest snapshot, in a fleet of its own, as `serve` resumes its
+    /// instances; a live run's report is returned as it is.
+    fn resume_run(&mut self, run: &str) -> Result<Value, String> {
+        if let Some(live) = self.runs.get(run)
+            && live.view.borrow().status() == "running"
+        {
+            return Ok(report(&live.machine, run, &live.view.borrow()));
+        }
+        let store =
+            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
+        let record = store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        if record.summary.status == crate::store::RunStatus::Finished {
+            return Err(format!("run `{run}` has finished; get_run tells how"));
+        }
+        let served = self
+            .protocols
+            .iter()
+            .find(|served| served.path == record.summary.protocol_path)
+            .ok_or_else(|| {
+                format!(
+                    "run `{run}` runs {}, which this server does not serve",
+                    record.summary.protocol_path
+                )
+            })?;
+        if let Some(changed) = crate::store::read_files::changed_file(
+            &served.path,
+            &record.summary.protocol_hash,
+            &served.text,
+        ) {
+            return Err(format!(
+                "{} changed since run `{run}` started; restore the file to resume it",
+                changed.path
+            ));
+        }
+        let values = served
+            .machine
+            .bind_recorded_inputs(&record.inputs, &[])
+            .map_err(|errors| {
+                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                messages.join("; ")
+            })?;
+        let machine = crate::compile::grants::resolve(
+            &served.loaded,
+            &Arc::default(),
+            &self.settings.narrowing,
+            served.machine.clone(),
+            &values,
+        )
+        .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
+        let recording = Recording {
+            store: Box::new(store),
+            protocol_path: served.path.clone(),
+            protocol_hash: record.summary.protocol_hash.clone(),
+            protocol_text: served.text.clone(),
+            grants: self.settings.recorded_grants.clone(),
+        };
+        let view = Rc::new(RefCell::new(RunView::default()));
+        let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
+        fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
+        fleet.commit();
+        let report = report(&machine, run, &view.borrow());
+        let (input, cancel) = self.drive(fleet, run.to_string(), view.clone());
+        let instance = run[machine.id.len() + 1..].to_string();
+        self.runs.insert(
+            run.to_string(),
+            LiveRun {
+                input,
+                machine,
+                view,
+                instance,
+                cancel: Some(cancel),
+            },
+        );
+        Ok(report)
     }
 
     /// Why `run` is not live here: unknown, or recorded with its status.

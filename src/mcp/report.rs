@@ -21,6 +21,8 @@ pub struct RunView {
     pub finished: Option<Value>,
     /// The error that ended it.
     pub error: Option<String>,
+    /// Whether `cancel_run` ended it.
+    pub cancelled: bool,
 }
 
 impl RunView {
@@ -50,8 +52,11 @@ impl RunView {
         }
     }
 
-    /// `running`, `finished` or `failed`.
+    /// `running`, `finished`, `failed` or `cancelled`.
     pub fn status(&self) -> &'static str {
+        if self.cancelled {
+            return "cancelled";
+        }
         match (&self.finished, &self.error) {
             (_, Some(_)) => "failed",
             (Some(_), None) => "finished",

@@ -97,6 +97,14 @@ impl ProtocolServer {
                 self.ask(|reply| Request::GetRun { run, reply }).await
             }
             "list_runs" => self.ask(|reply| Request::ListRuns { reply }).await,
+            "cancel_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::CancelRun { run, reply }).await
+            }
+            "resume_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::ResumeRun { run, reply }).await
+            }
             _ => Err(format!("no tool `{name}`")),
         }
     }
@@ -111,13 +119,19 @@ fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, S
     }
 }
 
-/// `send_event`, `get_run`, `list_runs`.
+/// `send_event`, `get_run`, `list_runs`, `cancel_run`, `resume_run`.
 fn management_tools() -> Vec<Tool> {
     let schema = |value: Value| match value {
         Value::Object(map) => Arc::new(map),
         _ => Arc::new(Map::new()),
     };
     let run = json!({"type": "string", "description": "The run id a protocol's tool returned"});
+    let run_only = schema(json!({
+        "type": "object",
+        "properties": {"run": run},
+        "required": ["run"],
+        "additionalProperties": false,
+    }));
     vec![
         Tool::new(
             "send_event",
@@ -137,17 +151,24 @@ fn management_tools() -> Vec<Tool> {
         Tool::new(
             "get_run",
             "A run's status, states, directives and the events it can take now",
-            schema(json!({
-                "type": "object",
-                "properties": {"run": run},
-                "required": ["run"],
-                "additionalProperties": false,
-            })),
+            run_only.clone(),
         ),
         Tool::new(
             "list_runs",
             "Every recorded run of the protocols this server serves, newest first",
             schema(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        ),
+        Tool::new(
+            "cancel_run",
+            "Cancel a live run: its effects and child protocols are stopped (their processes \
+             killed) and it is recorded finished, exit code 130; it cannot be resumed",
+            run_only.clone(),
+        ),
+        Tool::new(
+            "resume_run",
+            "Resume a run no server is driving (stopped, or left by a server that died) from \
+             its last committed step; returns its report",
+            run_only,
         ),
     ]
 }

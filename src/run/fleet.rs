@@ -225,22 +225,33 @@ impl Fleet {
             ));
         }
         for run in recorded {
-            let name = &run.id[self.prefix.len()..];
-            match self.restore(&run.id, timers) {
-                Ok((interpreter, resume)) => {
-                    let slot = self.add_member(name, interpreter);
-                    self.step(slot, |session| match &resume {
-                        Some(resume) => session.resume(resume),
-                        None => session.start(),
-                    });
-                }
-                Err(message) => eprintln!(
-                    "error: instance `{name}` cannot resume: {}",
+            if let Err(message) = self.resume_run(&run.id, timers) {
+                eprintln!(
+                    "error: instance `{}` cannot resume: {}",
+                    &run.id[self.prefix.len()..],
                     crate::secrets::mask(&message)
-                ),
+                );
             }
         }
         self.commit();
+        Ok(())
+    }
+
+    /// Resumes one recorded run of this protocol (`<protocol id>:<instance>`) from its latest
+    /// snapshot, as `resume_recorded` resumes each; its first step joins the batch.
+    pub fn resume_run(&mut self, run_id: &str, timers: TimerPolicy) -> Result<(), String> {
+        let Some(name) = run_id.strip_prefix(&self.prefix) else {
+            return Err(format!(
+                "run `{run_id}` is not of protocol `{}`",
+                self.machine.id
+            ));
+        };
+        let (interpreter, resume) = self.restore(run_id, timers)?;
+        let slot = self.add_member(name, interpreter);
+        self.step(slot, |session| match &resume {
+            Some(resume) => session.resume(resume),
+            None => session.start(),
+        });
         Ok(())
     }
 

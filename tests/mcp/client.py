@@ -2,11 +2,15 @@
 
 Usage: client.py BINARY STATE_DIR SCRIPT PROTOCOL...
 SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send it, see it
-finish) or `errors` (a bad input is a tool error naming it).
+finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
+it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
+`resume:RUN` (resume RUN, send it guidance).
 """
 
 import asyncio
 import json
+import os
+import signal
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -63,6 +67,78 @@ async def errors(session):
     say(step="unknown_run", error=unknown.isError, text=unknown.content[0].text)
 
 
+def processes():
+    """(pid, parent pid, process group, command line) of every process, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        found.append((int(entry), int(fields[1]), int(fields[2]), command))
+    return found
+
+
+async def cancel(session):
+    started = report(await session.call_tool("sleeper", {}))
+    run = started["run"]
+    group = None
+    for _ in range(100):
+        group = next(
+            (pgid for _, _, pgid, command in processes() if command[:2] == [b"sleep", b"31.4159"]),
+            None,
+        )
+        if group is not None:
+            break
+        await asyncio.sleep(0.1)
+    say(step="sleeping", group=group)
+    cancelled = await session.call_tool("cancel_run", {"run": run})
+    say(step="cancelled", report=report(cancelled))
+    alive = True
+    for _ in range(50):
+        alive = any(pgid == group for _, _, pgid, _ in processes())
+        if not alive:
+            break
+        await asyncio.sleep(0.1)
+    say(step="group", alive=alive)
+    say(step="get_run", report=report(await session.call_tool("get_run", {"run": run})))
+    again = await session.call_tool("resume_run", {"run": run})
+    say(step="resume_cancelled", error=again.isError, text=again.content[0].text)
+
+
+async def kill(session):
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    run = started["run"]
+    await wait_for(
+        session,
+        run,
+        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+    )
+    say(step="waiting", run=run)
+    server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
+    os.kill(server, signal.SIGKILL)
+    # The session's streams break with the server: leave without closing them.
+    os._exit(0)
+
+
+async def resume(session, run):
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
+    resumed = report(await session.call_tool("resume_run", {"run": run}))
+    say(step="resumed", report=resumed)
+    sent = report(
+        await session.call_tool(
+            "send_event",
+            {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}},
+        )
+    )
+    say(step="sent", report=sent)
+
+
 async def main():
     binary, state_dir, script, *protocols = sys.argv[1:]
     parameters = StdioServerParameters(
@@ -76,7 +152,12 @@ async def main():
                 step="tools",
                 tools={tool.name: tool.inputSchema for tool in tools.tools},
             )
-            await {"ittw": ittw, "errors": errors}[script](session)
+            if script.startswith("resume:"):
+                await resume(session, script.removeprefix("resume:"))
+            else:
+                await {"ittw": ittw, "errors": errors, "cancel": cancel, "kill": kill}[script](
+                    session
+                )
 
 
 asyncio.run(main())
