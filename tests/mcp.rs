@@ -146,6 +146,13 @@ fn ittw_escalates_takes_guidance_and_finishes_as_a_stored_run() {
         json!({"guidance": {"action": "skip the task"}})
     );
     assert_eq!(sent["finished"]["exit_code"], json!(0));
+
+    // The directive reached the client as it was committed: a log message from the run.
+    let notices = step(&lines, "notices")["notices"].as_array().unwrap();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0]["logger"], json!(run));
+    assert_eq!(notices[0]["level"], json!("notice"));
+    assert_eq!(notices[0]["data"], directives[0]);
     assert_eq!(sent["finished"]["state"], json!("guided"));
     assert_eq!(
         step(&lines, "listed")["runs"][0]["run"],

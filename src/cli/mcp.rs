@@ -48,6 +48,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         narrowing,
         recorded_grants: arguments.narrowing.recorded(),
         limits: arguments.limits.limits(),
+        notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),
     };
     match crate::mcp::serve_stdio(arguments.paths, settings) {
         McpEnd::Closed => 0,

@@ -7,9 +7,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::catalog::Served;
+use super::records;
 use super::report::{RunView, report};
 use crate::compile::machine::Machine;
 use crate::run::fleet::{Fleet, Recording};
@@ -62,6 +63,9 @@ pub struct HostSettings {
     pub narrowing: crate::capabilities::Capabilities,
     pub recorded_grants: Option<Value>,
     pub limits: crate::run::algorithm::Limits,
+    /// Where each directive goes as it is committed, with its run id: the server turns them
+    /// into notifications for the client.
+    pub notices: broadcast::Sender<(String, Value)>,
 }
 
 /// One live run: its fleet's input, and what its output said so far.
@@ -199,7 +203,7 @@ impl Host {
             Ok(store) => store,
             Err(error) => return fail(reply, error.to_string()),
         };
-        let instance = new_instance_name(&store, &machine.id);
+        let instance = records::new_instance_name(&store, &machine.id);
         let run_id = format!("{}:{instance}", machine.id);
         let recording = Recording {
             store: Box::new(store),
@@ -234,6 +238,8 @@ impl Host {
         view: Rc<RefCell<RunView>>,
     ) -> Fleet {
         let output_view = view.clone();
+        let notices = self.settings.notices.clone();
+        let notice_run = run_id.clone();
         let problem_waiters = self.waiters.clone();
         let answer_waiters = self.waiters.clone();
         let answer_machine = machine.clone();
@@ -244,8 +250,11 @@ impl Host {
             .with_output(move |bytes| {
                 let mut view = output_view.borrow_mut();
                 for line in bytes.split(|byte| *byte == b'\n') {
-                    if let Ok(line) = serde_json::from_slice::<Value>(line) {
-                        view.observe(&line);
+                    if let Ok(line) = serde_json::from_slice::<Value>(line)
+                        && let Some(directive) = view.observe(&line)
+                    {
+                        // No client listening is no error: the reports carry it too.
+                        let _ = notices.send((notice_run.clone(), directive));
                     }
                 }
             })
@@ -392,25 +401,7 @@ impl Host {
         if let Some(live) = self.runs.get(run) {
             return Ok(report(&live.machine, run, &live.view.borrow()));
         }
-        let store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let record = store
-            .run(run)
-            .map_err(|error| error.to_string())?
-            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
-        let mut summary = serde_json::json!({
-            "run": run,
-            "status": record.summary.status.as_str(),
-            "live": false,
-        });
-        if let Some(finish) = &record.summary.finish {
-            summary["finished"] = serde_json::json!({
-                "state": finish.final_state,
-                "exit_code": finish.exit_code,
-                "output": finish.output,
-            });
-        }
-        Ok(summary)
+        records::summary(&self.settings.state_dir, run)
     }
 
     /// Cancels a live run: its fleet stops it, its effects and children are dropped (their
@@ -521,68 +512,19 @@ impl Host {
 
     /// Why `run` is not live here: unknown, or recorded with its status.
     fn not_live(&self, run: &str) -> String {
-        let recorded = SqliteStore::open(&self.settings.state_dir)
-            .ok()
-            .and_then(|store| store.run(run).ok().flatten());
-        match recorded {
-            Some(record) => format!(
-                "run `{run}` is {} and not live in this server",
-                record.summary.status.as_str()
-            ),
-            None => format!("no run `{run}`; list_runs lists them"),
-        }
+        records::not_live(&self.settings.state_dir, run)
     }
 
-    /// Every run of a served protocol the store holds, newest first.
+    /// Every run of a served protocol the store holds, newest first, live ones with their
+    /// status here.
     fn list_runs(&self) -> Result<Value, String> {
-        let store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let mut runs = store.list_runs().map_err(|error| error.to_string())?;
-        runs.retain(|run| {
-            self.protocols
-                .iter()
-                .any(|served| served.path == run.protocol_path)
-        });
-        runs.sort_by(|left, right| {
-            right
-                .started_unix_milliseconds
-                .cmp(&left.started_unix_milliseconds)
-        });
-        let runs: Vec<Value> = runs
+        let paths: Vec<&str> = self
+            .protocols
             .iter()
-            .map(|run| {
-                let status = match self.runs.get(&run.id) {
-                    Some(live) => live.view.borrow().status(),
-                    None => run.status.as_str(),
-                };
-                serde_json::json!({
-                    "run": run.id,
-                    "status": status,
-                    "started_unix_milliseconds": run.started_unix_milliseconds,
-                    "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
-                })
-            })
+            .map(|served| served.path.as_str())
             .collect();
-        Ok(Value::Array(runs))
+        records::list(&self.settings.state_dir, &paths, |run| {
+            self.runs.get(run).map(|live| live.view.borrow().status())
+        })
     }
-}
-
-/// A new instance name for `protocol`, unused in the store: `mcp-<unix ms>` with a counter
-/// when two start in the same millisecond.
-fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
-    let base = format!("mcp-{}", crate::clock::unix_milliseconds_now());
-    (0..)
-        .map(|count| {
-            if count == 0 {
-                base.clone()
-            } else {
-                format!("{base}-{count}")
-            }
-        })
-        .find(|name| {
-            store
-                .run(&format!("{protocol}:{name}"))
-                .is_ok_and(|run| run.is_none())
-        })
-        .unwrap_or(base)
 }

@@ -3,6 +3,8 @@
 pub mod catalog;
 pub mod host;
 pub mod input_schema;
+pub mod notices;
+pub mod records;
 pub mod report;
 pub mod server;
 
@@ -13,6 +15,10 @@ use tokio::sync::mpsc;
 
 use host::HostSettings;
 use server::{ProtocolServer, ProtocolTool};
+
+/// The most directive notices waiting for a slow client; older ones are dropped first (each
+/// run's report still carries its directives).
+pub const MAX_PENDING_NOTICES: usize = 1_024;
 
 /// How a server ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +36,7 @@ pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
     let (tools_sender, tools_receiver) = std::sync::mpsc::channel();
     let (requests, request_receiver) = mpsc::channel(64);
     let limit = settings.narrowing.clone();
+    let notices = settings.notices.clone();
     let host_thread = std::thread::spawn(move || {
         let (served, _refused) = catalog::load_all(&paths, &limit);
         let tools: Vec<ProtocolTool> = served
@@ -70,7 +77,7 @@ pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
         Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
     };
     let end = runtime.block_on(async {
-        let server = ProtocolServer::new(tools, requests);
+        let server = ProtocolServer::new(tools, requests, notices);
         let service = server
             .serve(rmcp::transport::stdio())
             .await

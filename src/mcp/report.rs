@@ -26,21 +26,22 @@ pub struct RunView {
 }
 
 impl RunView {
-    /// Takes in one committed output line of the run's fleet.
-    pub fn observe(&mut self, line: &Value) {
-        let Some(fields) = line.as_object() else {
-            return;
-        };
+    /// Takes in one committed output line of the run's fleet; a directive is returned too.
+    pub fn observe(&mut self, line: &Value) -> Option<Value> {
+        let fields = line.as_object()?;
         // A directive's own fields may be named like the host's (`error`): its key comes first.
         if fields.contains_key("directive") {
             let mut directive = fields.clone();
             directive.remove("instance");
+            let directive = Value::Object(directive);
             if self.directives.len() == MAX_KEPT_DIRECTIVES {
                 self.directives.remove(0);
                 self.dropped_directives += 1;
             }
-            self.directives.push(Value::Object(directive));
-        } else if let Some(states) = fields.get("configuration").and_then(Value::as_array) {
+            self.directives.push(directive.clone());
+            return Some(directive);
+        }
+        if let Some(states) = fields.get("configuration").and_then(Value::as_array) {
             self.states = states
                 .iter()
                 .filter_map(|state| state.as_str().map(String::from))
@@ -50,6 +51,7 @@ impl RunView {
         } else if let Some(error) = fields.get("error").and_then(Value::as_str) {
             self.error = Some(error.to_string());
         }
+        None
     }
 
     /// `running`, `finished`, `failed` or `cancelled`.

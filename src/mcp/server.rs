@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::host::Request;
 
@@ -20,6 +20,8 @@ pub struct ProtocolServer {
     /// Names of the tools that start a protocol's run.
     protocols: Arc<Vec<String>>,
     requests: mpsc::Sender<Request>,
+    /// Directives as they are committed, with their run ids.
+    notices: broadcast::Sender<(String, Value)>,
 }
 
 /// A protocol as its tool: its id, what it does, the schema of its inputs.
@@ -30,7 +32,11 @@ pub struct ProtocolTool {
 }
 
 impl ProtocolServer {
-    pub fn new(protocols: Vec<ProtocolTool>, requests: mpsc::Sender<Request>) -> ProtocolServer {
+    pub fn new(
+        protocols: Vec<ProtocolTool>,
+        requests: mpsc::Sender<Request>,
+        notices: broadcast::Sender<(String, Value)>,
+    ) -> ProtocolServer {
         let names = protocols
             .iter()
             .map(|protocol| protocol.id.clone())
@@ -50,6 +56,7 @@ impl ProtocolServer {
             tools: Arc::new(tools),
             protocols: Arc::new(names),
             requests,
+            notices,
         }
     }
 
@@ -175,10 +182,19 @@ fn management_tools() -> Vec<Tool> {
 
 impl ServerHandler for ProtocolServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+        ServerConfig::new(super::notices::capabilities()).with_instructions(
             "Each protocol tool starts a run and returns its id, states, directives and the \
              events it can take now; drive it with send_event and watch it with get_run.",
         )
+    }
+
+    /// From now on, every directive a run emits reaches the client as a log message whose
+    /// logger is the run id, as it is committed.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(super::notices::forward(
+            self.notices.subscribe(),
+            context.peer,
+        ));
     }
 
     async fn list_tools(

@@ -17,6 +17,14 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
+# Log messages from the server: each a directive, its logger the run id.
+NOTICES = []
+
+
+async def on_log(params):
+    NOTICES.append({"logger": params.logger, "level": params.level, "data": params.data})
+
+
 def say(**fields):
     print(json.dumps(fields), flush=True)
 
@@ -54,6 +62,11 @@ async def ittw(session):
         )
     )
     say(step="sent", report=sent)
+    for _ in range(50):
+        if NOTICES:
+            break
+        await asyncio.sleep(0.1)
+    say(step="notices", notices=NOTICES)
     runs = json.loads((await session.call_tool("list_runs", {})).content[0].text)
     say(step="listed", runs=runs)
 
@@ -145,7 +158,7 @@ async def main():
         command=binary, args=["mcp", "--state-dir", state_dir, *protocols]
     )
     async with stdio_client(parameters) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, logging_callback=on_log) as session:
             await session.initialize()
             tools = await session.list_tools()
             say(
