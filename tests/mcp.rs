@@ -75,7 +75,9 @@ fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
             "get_run",
             "list_runs",
             "cancel_run",
-            "resume_run"
+            "resume_run",
+            "get_logs",
+            "get_diagram"
         ]
     );
     let schema = &tools["ittw"];
@@ -138,6 +140,31 @@ fn ittw_escalates_takes_guidance_and_finishes_as_a_stored_run() {
     assert_eq!(directives.len(), 1, "{directives:?}");
     assert_eq!(directives[0]["directive"], json!("escalate_to_captain"));
     assert_eq!(directives[0]["grep_failed"], json!(true));
+
+    // Logs by tag and least level; the diagram marks the active states.
+    let logs = step(&lines, "logs")["logs"]["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["tags"], json!(["ittw_grep_failed"]));
+    assert_eq!(logs[0]["level"], json!("error"));
+    let error_logs = step(&lines, "error_logs")["logs"]["logs"]
+        .as_array()
+        .unwrap();
+    assert!(
+        error_logs.iter().all(|line| line["level"] == "error"),
+        "{error_logs:?}"
+    );
+    assert_eq!(
+        step(&lines, "bad_level")["text"],
+        json!("argument `level`: `loud` is not one of debug, info, warn, error")
+    );
+    let diagram = step(&lines, "diagram")["report"]["mermaid"]
+        .as_str()
+        .unwrap();
+    assert!(diagram.starts_with("stateDiagram-v2\n"), "{diagram}");
+    assert!(
+        diagram.ends_with("    class monitoring,waiting_for_guidance active\n"),
+        "{diagram}"
+    );
 
     let sent = &step(&lines, "sent")["report"];
     assert_eq!(sent["status"], json!("finished"));

@@ -18,6 +18,8 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "list_runs",
     "cancel_run",
     "resume_run",
+    "get_logs",
+    "get_diagram",
 ];
 
 /// One protocol served as a tool.

@@ -48,6 +48,16 @@ pub enum Request {
         run: String,
         reply: oneshot::Sender<Result<Value, String>>,
     },
+    GetLogs {
+        run: String,
+        tag: Option<String>,
+        level: Option<String>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    GetDiagram {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
 }
 
 /// Where a request's answer goes.
@@ -149,6 +159,25 @@ impl Host {
             Request::ResumeRun { run, reply } => {
                 let _ = reply.send(self.resume_run(&run));
             }
+            Request::GetLogs {
+                run,
+                tag,
+                level,
+                reply,
+            } => {
+                let answer = match self.runs.get(&run) {
+                    Some(live) => live
+                        .view
+                        .borrow()
+                        .logs
+                        .filtered(tag.as_deref(), level.as_deref()),
+                    None => Err(self.not_live(&run)),
+                };
+                let _ = reply.send(answer);
+            }
+            Request::GetDiagram { run, reply } => {
+                let _ = reply.send(self.diagram(&run));
+            }
         }
     }
 
@@ -238,6 +267,7 @@ impl Host {
         view: Rc<RefCell<RunView>>,
     ) -> Fleet {
         let output_view = view.clone();
+        let log_view = view.clone();
         let notices = self.settings.notices.clone();
         let notice_run = run_id.clone();
         let problem_waiters = self.waiters.clone();
@@ -258,6 +288,7 @@ impl Host {
                     }
                 }
             })
+            .with_logs(move |line| log_view.borrow_mut().logs.keep(line))
             .with_problem_replies(move |origin, message| {
                 if let Some(waiting) = problem_waiters.borrow_mut().get_mut(&origin.client) {
                     waiting.problems.push(message.to_string());
@@ -508,6 +539,26 @@ impl Host {
             },
         );
         Ok(report)
+    }
+
+    /// A live run's protocol as a Mermaid diagram, its active states drawn in the `active`
+    /// class.
+    fn diagram(&self, run: &str) -> Result<Value, String> {
+        let live = self.runs.get(run).ok_or_else(|| self.not_live(run))?;
+        let machine = &live.machine;
+        let mut active = Vec::new();
+        for state in live.view.borrow().states.iter() {
+            if let Some(state) = machine.state_id(state) {
+                active.push(state);
+                active.extend(machine.state(state).ancestors.iter().copied());
+            }
+        }
+        active.sort();
+        active.dedup();
+        Ok(serde_json::json!({
+            "run": run,
+            "mermaid": crate::graph::mermaid_with_active(machine, &active),
+        }))
     }
 
     /// Why `run` is not live here: unknown, or recorded with its status.

@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod host;
 pub mod input_schema;
+pub mod logs;
 pub mod notices;
 pub mod records;
 pub mod report;

@@ -23,6 +23,8 @@ pub struct RunView {
     pub error: Option<String>,
     /// Whether `cancel_run` ended it.
     pub cancelled: bool,
+    /// Its latest log lines.
+    pub logs: super::logs::KeptLogs,
 }
 
 impl RunView {

@@ -112,6 +112,22 @@ impl ProtocolServer {
                 let run = text_argument(&arguments, "run")?;
                 self.ask(|reply| Request::ResumeRun { run, reply }).await
             }
+            "get_logs" => {
+                let run = text_argument(&arguments, "run")?;
+                let tag = optional_text_argument(&arguments, "tag")?;
+                let level = optional_text_argument(&arguments, "level")?;
+                self.ask(|reply| Request::GetLogs {
+                    run,
+                    tag,
+                    level,
+                    reply,
+                })
+                .await
+            }
+            "get_diagram" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::GetDiagram { run, reply }).await
+            }
             _ => Err(format!("no tool `{name}`")),
         }
     }
@@ -126,7 +142,19 @@ fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, S
     }
 }
 
-/// `send_event`, `get_run`, `list_runs`, `cancel_run`, `resume_run`.
+/// An optional string argument, or the error naming it.
+fn optional_text_argument(
+    arguments: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<String>, String> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => text_argument(arguments, name).map(Some),
+    }
+}
+
+/// `send_event`, `get_run`, `list_runs`, `cancel_run`, `resume_run`, `get_logs`,
+/// `get_diagram`.
 fn management_tools() -> Vec<Tool> {
     let schema = |value: Value| match value {
         Value::Object(map) => Arc::new(map),
@@ -175,6 +203,28 @@ fn management_tools() -> Vec<Tool> {
             "resume_run",
             "Resume a run no server is driving (stopped, or left by a server that died) from \
              its last committed step; returns its report",
+            run_only.clone(),
+        ),
+        Tool::new(
+            "get_logs",
+            "A live run's latest log lines (at most 1000), oldest first, filtered by tag and by \
+             least level",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "run": run,
+                    "tag": {"type": "string", "description": "Only lines carrying this tag"},
+                    "level": {"enum": ["debug", "info", "warn", "error"],
+                              "description": "Only lines at this level or above"},
+                },
+                "required": ["run"],
+                "additionalProperties": false,
+            })),
+        ),
+        Tool::new(
+            "get_diagram",
+            "A live run's protocol as a Mermaid stateDiagram-v2, its active states in the \
+             `active` class",
             run_only,
         ),
     ]

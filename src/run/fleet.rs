@@ -101,7 +101,12 @@ pub struct Fleet {
     answer: Option<Box<dyn FnMut(u64)>>,
     /// Clients whose lines were handled since the last commit.
     handled_clients: Vec<u64>,
+    /// Takes each log line (masked) besides stderr.
+    log_sink: Option<LogSink>,
 }
+
+/// Where a fleet's log lines go besides stderr.
+pub type LogSink = Box<dyn FnMut(&serde_json::Value)>;
 
 /// Answers a bad line to its socket client: where it came from, and the problem.
 pub type ProblemReply = Box<dyn FnMut(LineOrigin, &str)>;
@@ -138,7 +143,14 @@ impl Fleet {
             max_instances: usize::MAX,
             answer: None,
             handled_clients: Vec::new(),
+            log_sink: None,
         }
+    }
+
+    /// Hands each log line, masked, to `sink` too (`mcp` keeps them for `get_logs`).
+    pub fn with_logs(mut self, sink: impl FnMut(&serde_json::Value) + 'static) -> Fleet {
+        self.log_sink = Some(Box::new(sink));
+        self
     }
 
     /// Tells `answer` each socket client whose batch was handled, after its output is committed.
@@ -539,6 +551,7 @@ impl Fleet {
         let mut observer = MemberObserver {
             name: name.unwrap_or(&member.name),
             output: &mut self.output,
+            log_sink: self.log_sink.as_mut(),
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -800,6 +813,7 @@ impl Checkpoint for BatchCheckpoint<'_> {
 struct MemberObserver<'o> {
     name: &'o str,
     output: &'o mut Vec<u8>,
+    log_sink: Option<&'o mut LogSink>,
 }
 
 impl Observer for MemberObserver<'_> {
@@ -818,7 +832,11 @@ impl Observer for MemberObserver<'_> {
             "tags": tags,
             "fields": fields,
         });
-        eprintln!("{}", crate::secrets::mask_json(&line));
+        let masked = crate::secrets::mask_json(&line);
+        eprintln!("{masked}");
+        if let Some(sink) = self.log_sink.as_mut() {
+            sink(&masked);
+        }
     }
 
     fn directive(&mut self, directive: &Directive) {

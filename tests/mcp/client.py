@@ -55,6 +55,15 @@ async def ittw(session):
         lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
     )
     say(step="waiting", report=waiting)
+    logs = report(
+        await session.call_tool("get_logs", {"run": run, "tag": "ittw_grep_failed", "level": "warn"})
+    )
+    say(step="logs", logs=logs)
+    errors_only = report(await session.call_tool("get_logs", {"run": run, "level": "error"}))
+    say(step="error_logs", logs=errors_only)
+    bad_level = await session.call_tool("get_logs", {"run": run, "level": "loud"})
+    say(step="bad_level", error=bad_level.isError, text=bad_level.content[0].text)
+    say(step="diagram", report=report(await session.call_tool("get_diagram", {"run": run})))
     sent = report(
         await session.call_tool(
             "send_event",
