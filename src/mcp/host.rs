@@ -13,7 +13,7 @@ use super::catalog::Served;
 use super::records;
 use super::report::{RunView, report};
 use crate::compile::machine::Machine;
-use crate::run::fleet::{Fleet, Recording};
+use crate::run::fleet::Recording;
 use crate::run::input::{LineBatch, LineOrigin};
 use crate::store::{SqliteStore, Store};
 
@@ -61,7 +61,7 @@ pub enum Request {
 }
 
 /// Where a request's answer goes.
-type Reply = oneshot::Sender<Result<Value, String>>;
+pub(super) type Reply = oneshot::Sender<Result<Value, String>>;
 
 /// Exit code recorded for a cancelled run: 128 + SIGINT, as a shell reports an interrupted
 /// command. A cancelled run has finished: it cannot be resumed.
@@ -91,23 +91,23 @@ struct LiveRun {
 }
 
 /// A request waiting for its line's output to be committed.
-struct Waiting {
-    reply: oneshot::Sender<Result<Value, String>>,
-    problems: Vec<String>,
+pub(super) struct Waiting {
+    pub(super) reply: oneshot::Sender<Result<Value, String>>,
+    pub(super) problems: Vec<String>,
 }
 
-type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
+pub(super) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
 
 /// The host's state on its thread.
-struct Host {
-    protocols: Vec<Served>,
-    settings: HostSettings,
+pub(super) struct Host {
+    pub(super) protocols: Vec<Served>,
+    pub(super) settings: HostSettings,
     runs: HashMap<String, LiveRun>,
-    waiters: Waiters,
-    next_client: u64,
+    pub(super) waiters: Waiters,
+    pub(super) next_client: u64,
     /// Turns true when the server stops: every fleet parks its run for the next server.
-    stop: watch::Sender<bool>,
-    fleets: Vec<tokio::task::JoinHandle<()>>,
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) fleets: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// Serves `requests` until their senders are gone, then stops every live run (marked stopped
@@ -256,116 +256,6 @@ impl Host {
             },
         );
         self.submit(&run_id, &line, reply).await;
-    }
-
-    /// A fleet for one run, its output read into `view`, its answers to the waiting requests.
-    fn fleet(
-        &mut self,
-        run_id: String,
-        machine: Arc<Machine>,
-        recording: Recording,
-        view: Rc<RefCell<RunView>>,
-    ) -> Fleet {
-        let output_view = view.clone();
-        let log_view = view.clone();
-        let notices = self.settings.notices.clone();
-        let notice_run = run_id.clone();
-        let problem_waiters = self.waiters.clone();
-        let answer_waiters = self.waiters.clone();
-        let answer_machine = machine.clone();
-        let answer_view = view;
-        Fleet::new(machine, Some(recording))
-            .with_limits(self.settings.limits)
-            .with_max_instances(1)
-            .with_output(move |bytes| {
-                let mut view = output_view.borrow_mut();
-                for line in bytes.split(|byte| *byte == b'\n') {
-                    if let Ok(line) = serde_json::from_slice::<Value>(line)
-                        && let Some(directive) = view.observe(&line)
-                    {
-                        // No client listening is no error: the reports carry it too.
-                        let _ = notices.send((notice_run.clone(), directive));
-                    }
-                }
-            })
-            .with_logs(move |line| log_view.borrow_mut().logs.keep(line))
-            .with_problem_replies(move |origin, message| {
-                if let Some(waiting) = problem_waiters.borrow_mut().get_mut(&origin.client) {
-                    waiting.problems.push(message.to_string());
-                }
-            })
-            .with_answers(move |client| {
-                let Some(waiting) = answer_waiters.borrow_mut().remove(&client) else {
-                    return;
-                };
-                let answer = if waiting.problems.is_empty() {
-                    Ok(report(&answer_machine, &run_id, &answer_view.borrow()))
-                } else {
-                    Err(waiting.problems.join("; "))
-                };
-                let _ = waiting.reply.send(answer);
-            })
-    }
-
-    /// Drives `fleet` on this thread until its input closes and its run is idle, the server
-    /// stops (the run parked for the next server), or the run is cancelled: then its effects
-    /// and children are dropped, which kills their process groups, and it is recorded finished.
-    fn drive(
-        &mut self,
-        mut fleet: Fleet,
-        run_id: String,
-        view: Rc<RefCell<RunView>>,
-    ) -> (mpsc::Sender<LineBatch>, oneshot::Sender<Reply>) {
-        let (sender, receiver) = mpsc::channel(16);
-        let (cancel, cancelled) = oneshot::channel::<Reply>();
-        let mut server_stop = self.stop.subscribe();
-        let state_dir = self.settings.state_dir.clone();
-        self.fleets.push(tokio::task::spawn_local(async move {
-            let cancel_reply: RefCell<Option<Reply>> = RefCell::new(None);
-            let stop = async {
-                let mut cancelled = cancelled;
-                let mut cancel_open = true;
-                loop {
-                    tokio::select! {
-                        reply = &mut cancelled, if cancel_open => match reply {
-                            Ok(reply) => {
-                                *cancel_reply.borrow_mut() = Some(reply);
-                                return;
-                            }
-                            Err(_) => cancel_open = false,
-                        },
-                        _ = server_stop.wait_for(|stopped| *stopped) => return,
-                    }
-                }
-            };
-            fleet.run(receiver, stop).await;
-            let Some(reply) = cancel_reply.into_inner() else {
-                return;
-            };
-            // The effects' tasks see their cancellation and kill their process groups when
-            // next polled: let them run before answering.
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
-            }
-            let finish = crate::store::Finish {
-                final_state: None,
-                exit_code: CANCELLED_EXIT_CODE,
-                output: Value::Null,
-                unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            };
-            let recorded = SqliteStore::open(&state_dir)
-                .map_err(|error| error.to_string())
-                .and_then(|mut store| {
-                    store
-                        .finish_run(&run_id, &finish)
-                        .map_err(|error| error.to_string())
-                });
-            view.borrow_mut().cancelled = true;
-            let _ = reply.send(recorded.map(|()| {
-                serde_json::json!({"run": run_id, "status": "cancelled", "exit_code": CANCELLED_EXIT_CODE})
-            }));
-        }));
-        (sender, cancel)
     }
 
     /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.

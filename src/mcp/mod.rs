@@ -1,6 +1,7 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
 pub mod catalog;
+mod fleets;
 pub mod host;
 pub mod input_schema;
 pub mod logs;
