@@ -299,22 +299,31 @@ impl Host {
         data: Option<Value>,
         reply: oneshot::Sender<Result<Value, String>>,
     ) {
-        let Some(live) = self.runs.get(run) else {
-            let _ = reply.send(Err(self.not_live(run)));
-            return;
+        let live = match self.running(run) {
+            Ok(live) => live,
+            Err(message) => {
+                let _ = reply.send(Err(message));
+                return;
+            }
         };
-        if live.view.borrow().status() != "running" {
-            let _ = reply.send(Err(format!(
-                "run `{run}` has ended: {}",
-                live.view.borrow().status()
-            )));
-            return;
-        }
         let mut line = serde_json::json!({"instance": live.instance, "event": event});
         if let Some(data) = data {
             line["data"] = data;
         }
         self.submit(run, &line.to_string(), reply).await;
+    }
+
+    /// A live run that has not ended, or why there is none.
+    fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
+        if !self.runs.contains_key(run) {
+            return Err(self.not_live(run));
+        }
+        let live = self.runs.get_mut(run).expect("checked above");
+        let status = live.view.borrow().status();
+        if status != "running" {
+            return Err(format!("run `{run}` has ended: {status}"));
+        }
+        Ok(live)
     }
 
     /// A live run's report, or a recorded one's summary from the store.
@@ -328,17 +337,13 @@ impl Host {
     /// Cancels a live run: its fleet stops it, its effects and children are dropped (their
     /// process groups killed), and it is recorded finished with `CANCELLED_EXIT_CODE`.
     fn cancel_run(&mut self, run: &str, reply: Reply) {
-        let Some(live) = self.runs.get_mut(run) else {
-            let _ = reply.send(Err(self.not_live(run)));
-            return;
+        let live = match self.running(run) {
+            Ok(live) => live,
+            Err(message) => {
+                let _ = reply.send(Err(message));
+                return;
+            }
         };
-        if live.view.borrow().status() != "running" {
-            let _ = reply.send(Err(format!(
-                "run `{run}` has ended: {}",
-                live.view.borrow().status()
-            )));
-            return;
-        }
         match live.cancel.take() {
             Some(cancel) => {
                 if let Err(reply) = cancel.send(reply) {
