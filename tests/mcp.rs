@@ -293,3 +293,32 @@ fn a_run_outlives_a_killed_server_and_resumes_in_the_next() {
         json!({"guidance": {"action": "skip the task"}})
     );
 }
+
+#[test]
+fn the_example_agent_walks_ittw_to_the_captains_guidance() {
+    let directory = crate::support::temporary_directory("mcp", "example-agent");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp_agent.py");
+    let output = Command::new(python())
+        .arg(example)
+        .arg("--binary")
+        .arg(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("--state-dir")
+        .arg(directory.join("state"))
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("directive: escalate_to_captain (ITTW-v1.0 step 3.6)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("finished: {\"state\": \"guided\", \"exit_code\": 0"),
+        "{stdout}"
+    );
+}
