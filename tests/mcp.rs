@@ -24,9 +24,13 @@ fn python() -> PathBuf {
     venv
 }
 
-/// Runs tests/mcp/client.py's `script` against a server of `protocols` in `directory`; returns
-/// its JSON lines by `step`, and its stderr (the server's too).
-fn drive(directory: &Path, script: &str, protocols: &[&Path]) -> (Vec<Value>, String) {
+/// Runs tests/mcp/client.py's `script` against a server of `protocols` (and flags) in
+/// `directory`; returns its JSON lines by `step`, and its stderr (the server's too).
+fn drive<P: AsRef<std::ffi::OsStr>>(
+    directory: &Path,
+    script: &str,
+    protocols: &[P],
+) -> (Vec<Value>, String) {
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let output = Command::new(python())
         .arg(client)
@@ -320,5 +324,36 @@ fn the_example_agent_walks_ittw_to_the_captains_guidance() {
     assert!(
         stdout.contains("finished: {\"state\": \"guided\", \"exit_code\": 0"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn the_operators_sandbox_limits_what_a_run_may_do() {
+    let directory = crate::support::temporary_directory("mcp", "strict");
+    std::fs::write(directory.join("present.txt"), "hello\n").unwrap();
+    // The protocol grants reading `path`: the file is read, and the run ends at once.
+    let (lines, _) = drive(&directory, "strict", &[ittw()]);
+    let outcome = step(&lines, "outcome");
+    assert_eq!(
+        outcome["report"]["finished"]["state"],
+        json!("resolved_at_once"),
+        "{outcome}"
+    );
+
+    // Under `--sandbox strict` without `--allow-read`, the same read is refused.
+    let protocol = ittw().display().to_string();
+    let arguments = [
+        "--sandbox",
+        "strict",
+        "--allow-exec",
+        "echo",
+        protocol.as_str(),
+    ];
+    let (lines, _) = drive(&directory, "strict", &arguments);
+    let outcome = step(&lines, "outcome");
+    assert_eq!(outcome["report"]["status"], json!("running"), "{outcome}");
+    assert_eq!(
+        outcome["denied"][0]["message"],
+        json!("tool_call: read access to `present.txt` is not permitted")
     );
 }

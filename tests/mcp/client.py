@@ -80,6 +80,23 @@ async def ittw(session):
     say(step="listed", runs=runs)
 
 
+async def strict(session):
+    """ITTW on a file that exists: it ends at once, unless the grants refuse the read."""
+    started = report(await session.call_tool("ittw", {"path": "present.txt", "timeout": "1s"}))
+    run = started["run"]
+    denied = []
+    for _ in range(100):
+        current = report(await session.call_tool("get_run", {"run": run}))
+        logs = report(
+            await session.call_tool("get_logs", {"run": run, "tag": "permission_denied"})
+        )
+        denied = logs["logs"]
+        if current["status"] != "running" or denied:
+            break
+        await asyncio.sleep(0.1)
+    say(step="outcome", report=current, denied=denied)
+
+
 async def errors(session):
     bad = await session.call_tool("ittw", {"path": "x", "tool": "write_file"})
     say(step="bad_input", error=bad.isError, text=bad.content[0].text)
@@ -177,7 +194,7 @@ async def main():
             if script.startswith("resume:"):
                 await resume(session, script.removeprefix("resume:"))
             else:
-                await {"ittw": ittw, "errors": errors, "cancel": cancel, "kill": kill}[script](
+                await {"ittw": ittw, "errors": errors, "cancel": cancel, "kill": kill, "strict": strict}[script](
                     session
                 )
 
