@@ -112,12 +112,12 @@ fn a_bad_input_is_a_tool_error_naming_it() {
     );
     let missing = step(&lines, "missing_input");
     assert_eq!(missing["error"], json!(true));
-    assert!(
-        missing["text"]
-            .as_str()
-            .unwrap()
-            .starts_with("missing required input `path`"),
-        "{missing}"
+    assert_eq!(
+        missing["text"],
+        json!(
+            "missing required input `path` (The file or directory the call targets); give the \
+             tool its `path` argument"
+        )
     );
     let unknown = step(&lines, "unknown_run");
     assert_eq!(

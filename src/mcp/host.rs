@@ -212,7 +212,7 @@ impl Host {
         let values = match served.machine.bind_input_values(&supplied) {
             Ok(values) => values,
             Err(errors) => {
-                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                let messages: Vec<String> = errors.iter().map(tool_input_error).collect();
                 return fail(reply, messages.join("; "));
             }
         };
@@ -472,5 +472,17 @@ impl Host {
         records::list(&self.settings.state_dir, &paths, |run| {
             self.runs.get(run).map(|live| live.view.borrow().status())
         })
+    }
+}
+
+/// An input problem as the client should read it: a missing input is an argument of the tool,
+/// not a `--input` flag.
+fn tool_input_error(error: &crate::compile::inputs::InputError) -> String {
+    use crate::compile::inputs::InputError;
+    match error {
+        InputError::Missing { name, description } => format!(
+            "missing required input `{name}`{description}; give the tool its `{name}` argument"
+        ),
+        other => other.to_string(),
     }
 }
