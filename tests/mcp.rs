@@ -357,3 +357,31 @@ fn the_operators_sandbox_limits_what_a_run_may_do() {
         json!("tool_call: read access to `present.txt` is not permitted")
     );
 }
+
+#[test]
+fn protocols_and_runs_are_resources() {
+    let directory = crate::support::temporary_directory("mcp", "resources");
+    let (lines, _) = drive(&directory, "resources", &[ittw()]);
+    let run = step(&lines, "run")["run"].as_str().unwrap().to_string();
+    assert_eq!(
+        step(&lines, "resources")["resources"],
+        json!([
+            ["protocol-run://protocol/ittw", "application/yaml"],
+            [format!("protocol-run://run/{run}"), "application/json"],
+        ])
+    );
+    assert_eq!(
+        step(&lines, "templates")["templates"],
+        json!(["protocol-run://run/{run}"])
+    );
+    let text = std::fs::read_to_string(ittw()).unwrap();
+    assert_eq!(step(&lines, "protocol")["text"], json!(text));
+    assert_eq!(step(&lines, "run")["report"]["run"], json!(run));
+    assert_eq!(
+        step(&lines, "bogus")["error"],
+        json!(
+            "no resource `file:///etc/passwd`: this server has \
+             protocol-run://protocol/PROTOCOL_ID and protocol-run://run/RUN_ID"
+        )
+    );
+}

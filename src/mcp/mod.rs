@@ -8,6 +8,7 @@ pub mod logs;
 pub mod notices;
 pub mod records;
 pub mod report;
+pub mod resources;
 pub mod server;
 
 use std::path::PathBuf;
@@ -47,6 +48,11 @@ pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
                 id: served.machine.id.clone(),
                 description: describe(served),
                 input_schema: input_schema::tool_input_schema(&served.machine),
+                text: resources::ProtocolText {
+                    id: served.machine.id.clone(),
+                    title: served.machine.title.clone(),
+                    yaml: served.text.clone(),
+                },
             })
             .collect();
         let _ = tools_sender.send(tools);

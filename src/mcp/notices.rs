@@ -10,11 +10,12 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-/// The server's capabilities: tools, and log messages for the directives.
+/// The server's capabilities: tools, resources, and log messages for the directives.
 pub fn capabilities() -> ServerCapabilities {
     ServerCapabilities::builder()
-        .enable_tools()
         .enable_logging()
+        .enable_resources()
+        .enable_tools()
         .build()
 }
 

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -12,6 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::host::Request;
+use super::resources;
 
 /// The server a client talks to: the tools, and the channel to the host that runs them.
 #[derive(Clone)]
@@ -19,6 +21,8 @@ pub struct ProtocolServer {
     tools: Arc<Vec<Tool>>,
     /// Names of the tools that start a protocol's run.
     protocols: Arc<Vec<String>>,
+    /// Each protocol's YAML, for its resource.
+    texts: Arc<Vec<super::resources::ProtocolText>>,
     requests: mpsc::Sender<Request>,
     /// Directives as they are committed, with their run ids.
     notices: broadcast::Sender<(String, Value)>,
@@ -29,6 +33,8 @@ pub struct ProtocolTool {
     pub id: String,
     pub description: String,
     pub input_schema: Map<String, Value>,
+    /// Its YAML and title, for its resource.
+    pub text: super::resources::ProtocolText,
 }
 
 impl ProtocolServer {
@@ -41,20 +47,21 @@ impl ProtocolServer {
             .iter()
             .map(|protocol| protocol.id.clone())
             .collect();
-        let mut tools: Vec<Tool> = protocols
-            .into_iter()
-            .map(|protocol| {
-                Tool::new(
-                    protocol.id,
-                    protocol.description,
-                    Arc::new(protocol.input_schema),
-                )
-            })
-            .collect();
+        let mut tools = Vec::new();
+        let mut texts = Vec::new();
+        for protocol in protocols {
+            tools.push(Tool::new(
+                protocol.id,
+                protocol.description,
+                Arc::new(protocol.input_schema),
+            ));
+            texts.push(protocol.text);
+        }
         tools.extend(management_tools());
         ProtocolServer {
             tools: Arc::new(tools),
             protocols: Arc::new(names),
+            texts: Arc::new(texts),
             requests,
             notices,
         }
@@ -245,6 +252,53 @@ impl ServerHandler for ProtocolServer {
             self.notices.subscribe(),
             context.peer,
         ));
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let runs = self
+            .ask(|reply| Request::ListRuns { reply })
+            .await
+            .map_err(|message| ErrorData::internal_error(message, None))?;
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.texts,
+            &runs,
+        )))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let contents = match resources::parse(&uri) {
+            Ok(resources::Named::Protocol(id)) => {
+                resources::protocol_contents(&self.texts, id, &uri)
+            }
+            Ok(resources::Named::Run(run)) => {
+                let run = run.to_string();
+                self.ask(|reply| Request::GetRun { run, reply })
+                    .await
+                    .map(|report| resources::run_contents(&report, &uri))
+            }
+            Err(message) => Err(message),
+        }
+        .map_err(|message| ErrorData::resource_not_found(message, None))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn list_tools(

@@ -97,6 +97,23 @@ async def strict(session):
     say(step="outcome", report=current, denied=denied)
 
 
+async def resources(session):
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    listed = await session.list_resources()
+    say(step="resources", resources=[(str(item.uri), item.mimeType) for item in listed.resources])
+    templates = await session.list_resource_templates()
+    say(step="templates", templates=[item.uriTemplate for item in templates.resourceTemplates])
+    protocol = await session.read_resource("protocol-run://protocol/ittw")
+    say(step="protocol", text=protocol.contents[0].text)
+    run = await session.read_resource(f"protocol-run://run/{started['run']}")
+    say(step="run", run=started["run"], report=json.loads(run.contents[0].text))
+    try:
+        await session.read_resource("file:///etc/passwd")
+        say(step="bogus", error=None)
+    except Exception as error:  # the SDK raises the server's JSON-RPC error
+        say(step="bogus", error=str(error))
+
+
 async def errors(session):
     bad = await session.call_tool("ittw", {"path": "x", "tool": "write_file"})
     say(step="bad_input", error=bad.isError, text=bad.content[0].text)
@@ -194,7 +211,8 @@ async def main():
             if script.startswith("resume:"):
                 await resume(session, script.removeprefix("resume:"))
             else:
-                await {"ittw": ittw, "errors": errors, "cancel": cancel, "kill": kill, "strict": strict}[script](
+                await {"ittw": ittw, "errors": errors, "cancel": cancel, "kill": kill, "strict": strict,
+                 "resources": resources}[script](
                     session
                 )
 
