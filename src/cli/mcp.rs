@@ -22,6 +22,10 @@ pub struct McpArguments {
         value_name = "DIR"
     )]
     state_dir: PathBuf,
+    /// Serve over Streamable HTTP on this address (e.g. `127.0.0.1:8080`; port 0 takes a free
+    /// one, said on stderr) instead of stdio, until SIGINT or SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
     /// The client is a model: what it starts runs under these grants, as `run` would.
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
@@ -29,7 +33,8 @@ pub struct McpArguments {
     limits: super::limits::LimitOptions,
 }
 
-/// Serves until the client closes stdin (exit 0); 65 when no protocol could be served.
+/// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 65
+/// when no protocol could be served.
 pub fn mcp(arguments: McpArguments) -> u8 {
     let narrowing = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
@@ -50,7 +55,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         limits: arguments.limits.limits(),
         notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),
     };
-    match crate::mcp::serve_stdio(arguments.paths, settings) {
+    match crate::mcp::serve(arguments.paths, settings, arguments.http) {
         McpEnd::Closed => 0,
         McpEnd::Failed(message) => {
             eprintln!("error: {message}");

@@ -3,6 +3,7 @@
 pub mod catalog;
 mod fleets;
 pub mod host;
+pub mod http;
 pub mod input_schema;
 pub mod logs;
 pub mod notices;
@@ -33,9 +34,14 @@ pub enum McpEnd {
 }
 
 /// Loads the protocols under `paths` (an invalid one is reported on stderr and not served),
-/// then serves them over stdio until the client goes. Runs live on a thread of their own (the
-/// engine's fleets are single-threaded); the MCP transport on this one.
-pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
+/// then serves them over stdio until the client goes, or with `http` over Streamable HTTP
+/// until SIGINT or SIGTERM. Runs live on a thread of their own (the engine's fleets are
+/// single-threaded); the MCP transport on this one.
+pub fn serve(
+    paths: Vec<PathBuf>,
+    settings: HostSettings,
+    http: Option<std::net::SocketAddr>,
+) -> McpEnd {
     let (tools_sender, tools_receiver) = std::sync::mpsc::channel();
     let (requests, request_receiver) = mpsc::channel(64);
     let limit = settings.narrowing.clone();
@@ -86,6 +92,9 @@ pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
     };
     let end = runtime.block_on(async {
         let server = ProtocolServer::new(tools, requests, notices);
+        if let Some(address) = http {
+            return http::serve(server, address, stop_signal()).await;
+        }
         let service = server
             .serve(rmcp::transport::stdio())
             .await
@@ -93,6 +102,9 @@ pub fn serve_stdio(paths: Vec<PathBuf>, settings: HostSettings) -> McpEnd {
         service.waiting().await.map_err(|error| error.to_string())?;
         Ok::<(), String>(())
     });
+    // Dropping the runtime drops the HTTP sessions' handlers, and with them the last request
+    // senders: the host sees its channel close.
+    drop(runtime);
     // The server and its request sender are gone: the host stops its runs and ends.
     let _ = host_thread.join();
     match end {
@@ -117,4 +129,19 @@ fn describe(served: &catalog::Served) -> String {
         "Starts a run; returns its run id, states, directives and the events it can take now.",
     );
     text
+}
+
+/// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        },
+        _ => std::future::pending().await,
+    }
 }

@@ -1,6 +1,7 @@
 """Drives `protocol-run mcp` with the official MCP Python SDK; prints one JSON line per step.
 
 Usage: client.py BINARY STATE_DIR SCRIPT PROTOCOL...
+   or: client.py URL - SCRIPT (a server already listening with `mcp --http`)
 SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send it, see it
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
@@ -15,6 +16,7 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
 
 
 # Log messages from the server: each a directive, its logger the run id.
@@ -195,26 +197,40 @@ async def resume(session, run):
     say(step="sent", report=sent)
 
 
+async def run_script(script, session):
+    await session.initialize()
+    tools = await session.list_tools()
+    say(
+        step="tools",
+        tools={tool.name: tool.inputSchema for tool in tools.tools},
+    )
+    if script.startswith("resume:"):
+        await resume(session, script.removeprefix("resume:"))
+        return
+    scripts = {
+        "ittw": ittw,
+        "errors": errors,
+        "cancel": cancel,
+        "kill": kill,
+        "strict": strict,
+        "resources": resources,
+    }
+    await scripts[script](session)
+
+
 async def main():
     binary, state_dir, script, *protocols = sys.argv[1:]
+    if binary.startswith("http://"):
+        async with streamablehttp_client(binary) as (read, write, _):
+            async with ClientSession(read, write, logging_callback=on_log) as session:
+                await run_script(script, session)
+        return
     parameters = StdioServerParameters(
         command=binary, args=["mcp", "--state-dir", state_dir, *protocols]
     )
     async with stdio_client(parameters) as (read, write):
         async with ClientSession(read, write, logging_callback=on_log) as session:
-            await session.initialize()
-            tools = await session.list_tools()
-            say(
-                step="tools",
-                tools={tool.name: tool.inputSchema for tool in tools.tools},
-            )
-            if script.startswith("resume:"):
-                await resume(session, script.removeprefix("resume:"))
-            else:
-                await {"ittw": ittw, "errors": errors, "cancel": cancel, "kill": kill, "strict": strict,
-                 "resources": resources}[script](
-                    session
-                )
+            await run_script(script, session)
 
 
 asyncio.run(main())
