@@ -356,6 +356,13 @@ fn the_operators_sandbox_limits_what_a_run_may_do() {
         outcome["denied"][0]["message"],
         json!("tool_call: read access to `present.txt` is not permitted")
     );
+
+    // The client went with the run still live: it is kept, stopped, for the next server.
+    let run = outcome["report"]["run"].as_str().unwrap();
+    let (code, text) =
+        crate::support::run_binary_with_state(&directory, &["status", run, "--json"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("\"stopped\""), "{text}");
 }
 
 #[test]
