@@ -55,7 +55,8 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         limits: arguments.limits.limits(),
         notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),
     };
-    match crate::mcp::serve(arguments.paths, settings, arguments.http) {
+    let stop = super::serve::stop_signal();
+    match crate::mcp::serve(arguments.paths, settings, arguments.http, stop) {
         McpEnd::Closed => 0,
         McpEnd::Failed(message) => {
             eprintln!("error: {message}");

@@ -243,10 +243,23 @@ impl Host {
         };
         let view = Rc::new(RefCell::new(RunView::default()));
         let fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
-        let (input, cancel) = self.drive(fleet, run_id.clone(), view.clone());
+        self.keep_live(&run_id, machine, fleet, view);
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
+        self.submit(&run_id, &line, reply).await;
+    }
+
+    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`.
+    fn keep_live(
+        &mut self,
+        run_id: &str,
+        machine: Arc<Machine>,
+        fleet: crate::run::fleet::Fleet,
+        view: Rc<RefCell<RunView>>,
+    ) {
+        let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone());
+        let instance = run_id[machine.id.len() + 1..].to_string();
         self.runs.insert(
-            run_id.clone(),
+            run_id.to_string(),
             LiveRun {
                 input,
                 machine,
@@ -255,7 +268,6 @@ impl Host {
                 cancel: Some(cancel),
             },
         );
-        self.submit(&run_id, &line, reply).await;
     }
 
     /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.
@@ -421,18 +433,7 @@ impl Host {
         fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
         fleet.commit();
         let report = report(&machine, run, &view.borrow());
-        let (input, cancel) = self.drive(fleet, run.to_string(), view.clone());
-        let instance = run[machine.id.len() + 1..].to_string();
-        self.runs.insert(
-            run.to_string(),
-            LiveRun {
-                input,
-                machine,
-                view,
-                instance,
-                cancel: Some(cancel),
-            },
-        );
+        self.keep_live(run, machine, fleet, view);
         Ok(report)
     }
 

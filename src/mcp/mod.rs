@@ -35,12 +35,13 @@ pub enum McpEnd {
 
 /// Loads the protocols under `paths` (an invalid one is reported on stderr and not served),
 /// then serves them over stdio until the client goes, or with `http` over Streamable HTTP
-/// until SIGINT or SIGTERM. Runs live on a thread of their own (the engine's fleets are
+/// until `stop` resolves (the CLI's SIGINT or SIGTERM). Runs live on a thread of their own (the engine's fleets are
 /// single-threaded); the MCP transport on this one.
 pub fn serve(
     paths: Vec<PathBuf>,
     settings: HostSettings,
     http: Option<std::net::SocketAddr>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> McpEnd {
     let (tools_sender, tools_receiver) = std::sync::mpsc::channel();
     let (requests, request_receiver) = mpsc::channel(64);
@@ -93,7 +94,7 @@ pub fn serve(
     let end = runtime.block_on(async {
         let server = ProtocolServer::new(tools, requests, notices);
         if let Some(address) = http {
-            return http::serve(server, address, stop_signal()).await;
+            return http::serve(server, address, stop).await;
         }
         let service = server
             .serve(rmcp::transport::stdio())
@@ -129,19 +130,4 @@ fn describe(served: &catalog::Served) -> String {
         "Starts a run; returns its run id, states, directives and the events it can take now.",
     );
     text
-}
-
-/// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
-async fn stop_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        },
-        _ => std::future::pending().await,
-    }
 }
