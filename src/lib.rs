@@ -44,6 +44,7 @@ pub mod lifecycle;
 pub mod lint;
 pub mod load;
 pub mod lsp;
+pub mod mcp;
 pub mod model;
 pub mod output;
 pub mod run;

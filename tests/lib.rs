@@ -35,6 +35,7 @@ mod map;
 mod map_children;
 mod map_durability;
 mod map_errors;
+mod mcp;
 mod mock_shapes;
 mod ownership;
 mod ownership_properties;

@@ -7,6 +7,7 @@ mod import;
 mod inputs_file;
 mod limits;
 mod logs;
+mod mcp;
 mod narrowing;
 mod run;
 mod run_id;
@@ -60,6 +61,9 @@ enum Command {
     /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
     /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
     Serve(serve::ServeArguments),
+    /// Serve protocols to MCP clients (agents) over stdio: each protocol a tool that starts a
+    /// durable run; `send_event`, `get_run` and `list_runs` drive and watch runs.
+    Mcp(mcp::McpArguments),
     /// Check protocol files and report every problem with its location.
     Validate {
         /// Protocol files; scenario files (`*.scenario.yaml`) and library files
@@ -198,13 +202,14 @@ pub fn main(arguments: Vec<String>) -> u8 {
             };
         }
     };
-    if !matches!(parsed.command, Command::Serve(_)) {
+    if !matches!(parsed.command, Command::Serve(_) | Command::Mcp(_)) {
         end_quietly_on_a_closed_pipe();
     }
     match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
+        Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Lsp => {
             crate::lsp::serve(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())

@@ -270,7 +270,7 @@ fn secret_inputs(
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
-async fn stop_signal() {
+pub(super) async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     // A busy instance's step does not yield to this task: it sees the flag, and parks.
     crate::compile::budget::watch_stop_signals();

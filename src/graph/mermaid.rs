@@ -240,6 +240,24 @@ fn line(out: &mut String, depth: usize, text: &str) {
 /// ending like the ids Mermaid makes for `[*]` (`<block>_start`, `<block>_end`), and unique
 /// after all that (a numeric suffix), in document order. Index 0 (the root) is `root`, which
 /// is what Mermaid calls the diagram itself.
+/// The lines that draw `active` states highlighted: a `classDef` and one `class` line (the
+/// root has no box, so it is left out); nothing when none is active.
+pub(super) fn active_classes(machine: &Machine, active: &[StateId]) -> String {
+    let ids = mermaid_ids(machine);
+    let names: Vec<&str> = active
+        .iter()
+        .filter(|state| state.index() != 0)
+        .map(|state| ids[state.index()].as_str())
+        .collect();
+    if names.is_empty() {
+        return String::new();
+    }
+    format!(
+        "    classDef active fill:#fde68a,stroke:#b45309,stroke-width:2px\n    class {} active\n",
+        names.join(",")
+    )
+}
+
 fn mermaid_ids(machine: &Machine) -> Vec<String> {
     let mut taken: HashSet<String> = HashSet::new();
     let mut ids = Vec::with_capacity(machine.states.len());

@@ -27,6 +27,13 @@ pub fn mermaid_with_detail(machine: &Machine) -> String {
     mermaid::render(machine, true)
 }
 
+/// `mermaid`, with the states in `active` (a run's configuration) drawn in the `active` class.
+pub fn mermaid_with_active(machine: &Machine, active: &[StateId]) -> String {
+    let mut diagram = mermaid::render(machine, false);
+    diagram.push_str(&mermaid::active_classes(machine, active));
+    diagram
+}
+
 /// A Graphviz DOT `digraph` of the machine, in document order, for `dot -Tsvg`.
 pub fn dot(machine: &Machine) -> String {
     dot::render(machine, false)

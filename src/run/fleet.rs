@@ -96,7 +96,17 @@ pub struct Fleet {
     problem_reply: Option<ProblemReply>,
     /// The most instances alive at once; a line that would create one more is refused.
     max_instances: usize,
+    /// Told each client whose lines were handled, once their output is committed (`mcp`
+    /// answers a request only then).
+    answer: Option<Box<dyn FnMut(u64)>>,
+    /// Clients whose lines were handled since the last commit.
+    handled_clients: Vec<u64>,
+    /// Takes each log line (masked) besides stderr.
+    log_sink: Option<LogSink>,
 }
+
+/// Where a fleet's log lines go besides stderr.
+pub type LogSink = Box<dyn FnMut(&serde_json::Value)>;
 
 /// Answers a bad line to its socket client: where it came from, and the problem.
 pub type ProblemReply = Box<dyn FnMut(LineOrigin, &str)>;
@@ -131,7 +141,22 @@ impl Fleet {
             line_origin: None,
             problem_reply: None,
             max_instances: usize::MAX,
+            answer: None,
+            handled_clients: Vec::new(),
+            log_sink: None,
         }
+    }
+
+    /// Hands each log line, masked, to `sink` too (`mcp` keeps them for `get_logs`).
+    pub fn with_logs(mut self, sink: impl FnMut(&serde_json::Value) + 'static) -> Fleet {
+        self.log_sink = Some(Box::new(sink));
+        self
+    }
+
+    /// Tells `answer` each socket client whose batch was handled, after its output is committed.
+    pub fn with_answers(mut self, answer: impl FnMut(u64) + 'static) -> Fleet {
+        self.answer = Some(Box::new(answer));
+        self
     }
 
     /// Runs every instance under `limits`.
@@ -212,22 +237,33 @@ impl Fleet {
             ));
         }
         for run in recorded {
-            let name = &run.id[self.prefix.len()..];
-            match self.restore(&run.id, timers) {
-                Ok((interpreter, resume)) => {
-                    let slot = self.add_member(name, interpreter);
-                    self.step(slot, |session| match &resume {
-                        Some(resume) => session.resume(resume),
-                        None => session.start(),
-                    });
-                }
-                Err(message) => eprintln!(
-                    "error: instance `{name}` cannot resume: {}",
+            if let Err(message) = self.resume_run(&run.id, timers) {
+                eprintln!(
+                    "error: instance `{}` cannot resume: {}",
+                    &run.id[self.prefix.len()..],
                     crate::secrets::mask(&message)
-                ),
+                );
             }
         }
         self.commit();
+        Ok(())
+    }
+
+    /// Resumes one recorded run of this protocol (`<protocol id>:<instance>`) from its latest
+    /// snapshot, as `resume_recorded` resumes each; its first step joins the batch.
+    pub fn resume_run(&mut self, run_id: &str, timers: TimerPolicy) -> Result<(), String> {
+        let Some(name) = run_id.strip_prefix(&self.prefix) else {
+            return Err(format!(
+                "run `{run_id}` is not of protocol `{}`",
+                self.machine.id
+            ));
+        };
+        let (interpreter, resume) = self.restore(run_id, timers)?;
+        let slot = self.add_member(name, interpreter);
+        self.step(slot, |session| match &resume {
+            Some(resume) => session.resume(resume),
+            None => session.start(),
+        });
         Ok(())
     }
 
@@ -304,6 +340,9 @@ impl Fleet {
         loop {
             self.fire_due_timers();
             self.commit();
+            if let Some(answer) = &mut self.answer {
+                self.handled_clients.drain(..).for_each(&mut *answer);
+            }
             // A signal that stopped a busy instance's step may be seen here before `stop`
             // resolves: the host stops, rather than count that instance as drained.
             if crate::compile::budget::stop_requested() {
@@ -345,6 +384,9 @@ impl Fleet {
                                 Ok(line) => self.accept_line(line),
                                 Err(message) => self.line_problem(&message),
                             }
+                        }
+                        if let Some(origin) = batch.origin {
+                            self.handled_clients.push(origin.client);
                         }
                     }
                     None => self.end_input(),
@@ -509,6 +551,7 @@ impl Fleet {
         let mut observer = MemberObserver {
             name: name.unwrap_or(&member.name),
             output: &mut self.output,
+            log_sink: self.log_sink.as_mut(),
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -770,6 +813,7 @@ impl Checkpoint for BatchCheckpoint<'_> {
 struct MemberObserver<'o> {
     name: &'o str,
     output: &'o mut Vec<u8>,
+    log_sink: Option<&'o mut LogSink>,
 }
 
 impl Observer for MemberObserver<'_> {
@@ -788,7 +832,11 @@ impl Observer for MemberObserver<'_> {
             "tags": tags,
             "fields": fields,
         });
-        eprintln!("{}", crate::secrets::mask_json(&line));
+        let masked = crate::secrets::mask_json(&line);
+        eprintln!("{masked}");
+        if let Some(sink) = self.log_sink.as_mut() {
+            sink(&masked);
+        }
     }
 
     fn directive(&mut self, directive: &Directive) {

@@ -1,0 +1,66 @@
+//! `protocol-run mcp PROTOCOL_OR_DIR...`: serve protocols to MCP clients over stdio, each a tool, each run durable in the state directory.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::exit_code;
+use crate::mcp::McpEnd;
+use crate::mcp::host::HostSettings;
+
+#[derive(Debug, Args)]
+pub struct McpArguments {
+    /// Protocol files, or directories whose `*.yaml` protocols are served (scenario and
+    /// library files are skipped). An invalid protocol is reported and not served.
+    #[arg(required = true, value_name = "PROTOCOL_OR_DIR")]
+    paths: Vec<PathBuf>,
+    /// Where runs are recorded (`state.db`), shared with `run`, `serve` and `status`.
+    #[arg(
+        long,
+        env = "PROTOCOL_RUN_STATE_DIR",
+        default_value = ".protocol-run",
+        value_name = "DIR"
+    )]
+    state_dir: PathBuf,
+    /// Serve over Streamable HTTP on this address (e.g. `127.0.0.1:8080`; port 0 takes a free
+    /// one, said on stderr) instead of stdio, until SIGINT or SIGTERM.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// The client is a model: what it starts runs under these grants, as `run` would.
+    #[command(flatten)]
+    narrowing: super::narrowing::Narrowing,
+    #[command(flatten)]
+    limits: super::limits::LimitOptions,
+}
+
+/// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 65
+/// when no protocol could be served.
+pub fn mcp(arguments: McpArguments) -> u8 {
+    let narrowing = match arguments.narrowing.limit(None) {
+        Ok(limit) => limit,
+        Err(code) => return code,
+    };
+    // One host per state directory: two would drive the same runs.
+    let _host_lock = match crate::files::lock_host(&arguments.state_dir) {
+        Ok(lock) => lock,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return exit_code::TEMPORARY_FAILURE;
+        }
+    };
+    let settings = HostSettings {
+        state_dir: arguments.state_dir,
+        narrowing,
+        recorded_grants: arguments.narrowing.recorded(),
+        limits: arguments.limits.limits(),
+        notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),
+    };
+    let stop = super::serve::stop_signal();
+    match crate::mcp::serve(arguments.paths, settings, arguments.http, stop) {
+        McpEnd::Closed => 0,
+        McpEnd::Failed(message) => {
+            eprintln!("error: {message}");
+            exit_code::INVALID
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The protocols an MCP server serves: each file or directory given, loaded and compiled; an invalid one is reported with its located errors and left out.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::capabilities::Capabilities;
+use crate::compile::machine::Machine;
+use crate::diagnostic::render_all;
+use crate::load::Loaded;
+
+/// The most protocols one server serves: each is a tool every client lists.
+pub const MAX_SERVED_PROTOCOLS: usize = 1_000;
+
+/// The names of the management tools, which no protocol may take.
+pub const MANAGEMENT_TOOLS: &[&str] = &[
+    "send_event",
+    "get_run",
+    "list_runs",
+    "cancel_run",
+    "resume_run",
+    "get_logs",
+    "get_diagram",
+];
+
+/// One protocol served as a tool.
+pub struct Served {
+    pub loaded: Arc<Loaded>,
+    pub machine: Arc<Machine>,
+    /// The file, canonicalized: recorded with each run, as `serve` records it.
+    pub path: String,
+    pub text: String,
+}
+
+/// Loads every protocol under `paths` (files, or directories searched for `*.yaml` other than
+/// scenario and library files). Returns the valid ones and whether any was refused; each
+/// refusal is on stderr with its location.
+pub fn load_all(paths: &[PathBuf], limit: &Capabilities) -> (Vec<Served>, bool) {
+    let mut files = Vec::new();
+    let mut refused = false;
+    for path in paths {
+        if path.is_dir() {
+            match protocol_files(path) {
+                Ok(found) => files.extend(found),
+                Err(message) => {
+                    eprintln!("error: {}: {message}", path.display());
+                    refused = true;
+                }
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut served: Vec<Served> = Vec::new();
+    for file in files {
+        if served.len() == MAX_SERVED_PROTOCOLS {
+            eprintln!(
+                "error: {}: not served: a server serves at most {MAX_SERVED_PROTOCOLS} protocols \
+                 (MAX_SERVED_PROTOCOLS); start another server for the rest",
+                file.display()
+            );
+            refused = true;
+            continue;
+        }
+        match load_one(&file, limit) {
+            Ok(protocol) => {
+                let id = &protocol.machine.id;
+                if MANAGEMENT_TOOLS.contains(&id.as_str()) {
+                    eprintln!(
+                        "error: {}: not served: its id `{id}` is the name of a management tool; \
+                         rename the protocol",
+                        file.display()
+                    );
+                    refused = true;
+                } else if let Some(other) = served.iter().find(|other| &other.machine.id == id) {
+                    eprintln!(
+                        "error: {}: not served: {} has the same id `{id}`, and a tool has one \
+                         name; give one of them another id",
+                        file.display(),
+                        other.path
+                    );
+                    refused = true;
+                } else {
+                    served.push(protocol);
+                }
+            }
+            Err(message) => {
+                eprint!("{message}");
+                refused = true;
+            }
+        }
+    }
+    (served, refused)
+}
+
+/// The protocol files directly in `directory`, sorted.
+fn protocol_files(directory: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = std::fs::read_dir(directory).map_err(|error| error.to_string())?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| {
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && !name.contains(".scenario.")
+                && !name.contains(".library.")
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// One protocol, or its rendered errors.
+fn load_one(file: &Path, limit: &Capabilities) -> Result<Served, String> {
+    let text = crate::load::read_text(file).map_err(|error| error.to_string())?;
+    let loaded = crate::load::load_text(&file.display().to_string(), text.clone())
+        .map_err(|diagnostics| render_all(&diagnostics))?;
+    let machine = crate::compile::compile_limited(&loaded, &Arc::default(), limit)
+        .map_err(|diagnostics| render_all(&diagnostics))?;
+    Ok(Served {
+        loaded: Arc::new(loaded),
+        machine: Arc::new(machine),
+        path: file
+            .canonicalize()
+            .unwrap_or_else(|_| file.to_path_buf())
+            .display()
+            .to_string(),
+        text,
+    })
+}

@@ -1,0 +1,489 @@
+//! The runs an MCP server hosts: each an ordinary durable run driven by `serve`'s fleet, on one thread of its own, answering the tools' requests.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use super::catalog::Served;
+use super::records;
+use super::report::{RunView, report};
+use crate::compile::machine::Machine;
+use crate::run::fleet::Recording;
+use crate::run::input::{LineBatch, LineOrigin};
+use crate::store::{SqliteStore, Store};
+
+/// The most runs one server keeps live at once; a start past it is refused.
+pub const MAX_LIVE_RUNS: usize = 10_000;
+
+/// A request from a tool, answered with a JSON report or an error the client reads.
+pub enum Request {
+    Start {
+        protocol: String,
+        inputs: Map<String, Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    SendEvent {
+        run: String,
+        event: String,
+        data: Option<Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    GetRun {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    ListRuns {
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    CancelRun {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    ResumeRun {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    GetLogs {
+        run: String,
+        tag: Option<String>,
+        level: Option<String>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+    GetDiagram {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
+}
+
+/// Where a request's answer goes.
+pub(super) type Reply = oneshot::Sender<Result<Value, String>>;
+
+/// Exit code recorded for a cancelled run: 128 + SIGINT, as a shell reports an interrupted
+/// command. A cancelled run has finished: it cannot be resumed.
+pub const CANCELLED_EXIT_CODE: i32 = 130;
+
+/// What the host runs under: the operator's choices.
+pub struct HostSettings {
+    pub state_dir: PathBuf,
+    pub narrowing: crate::capabilities::Capabilities,
+    pub recorded_grants: Option<Value>,
+    pub limits: crate::run::algorithm::Limits,
+    /// Where each directive goes as it is committed, with its run id: the server turns them
+    /// into notifications for the client.
+    pub notices: broadcast::Sender<(String, Value)>,
+}
+
+/// One live run: its fleet's input, and what its output said so far.
+struct LiveRun {
+    input: mpsc::Sender<LineBatch>,
+    machine: Arc<Machine>,
+    view: Rc<RefCell<RunView>>,
+    /// The instance name inside its fleet (the run id less `<protocol id>:`).
+    instance: String,
+    /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
+    /// the first `cancel_run`.
+    cancel: Option<oneshot::Sender<Reply>>,
+}
+
+/// A request waiting for its line's output to be committed.
+pub(super) struct Waiting {
+    pub(super) reply: oneshot::Sender<Result<Value, String>>,
+    pub(super) problems: Vec<String>,
+}
+
+pub(super) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
+
+/// The host's state on its thread.
+pub(super) struct Host {
+    pub(super) protocols: Vec<Served>,
+    pub(super) settings: HostSettings,
+    runs: HashMap<String, LiveRun>,
+    pub(super) waiters: Waiters,
+    pub(super) next_client: u64,
+    /// Turns true when the server stops: every fleet parks its run for the next server.
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) fleets: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Serves `requests` until their senders are gone, then stops every live run (marked stopped
+/// in the store, for the next server) and returns.
+pub async fn host(
+    protocols: Vec<Served>,
+    settings: HostSettings,
+    mut requests: mpsc::Receiver<Request>,
+) {
+    let mut host = Host {
+        protocols,
+        settings,
+        runs: HashMap::new(),
+        waiters: Rc::default(),
+        next_client: 0,
+        stop: watch::Sender::new(false),
+        fleets: Vec::new(),
+    };
+    while let Some(request) = requests.recv().await {
+        host.handle(request).await;
+    }
+    host.stop.send_replace(true);
+    for fleet in host.fleets.drain(..) {
+        let _ = fleet.await;
+    }
+}
+
+impl Host {
+    async fn handle(&mut self, request: Request) {
+        match request {
+            Request::Start {
+                protocol,
+                inputs,
+                reply,
+            } => self.start(&protocol, inputs, reply).await,
+            Request::SendEvent {
+                run,
+                event,
+                data,
+                reply,
+            } => self.send_event(&run, &event, data, reply).await,
+            Request::GetRun { run, reply } => {
+                let _ = reply.send(self.get_run(&run));
+            }
+            Request::ListRuns { reply } => {
+                let _ = reply.send(self.list_runs());
+            }
+            Request::CancelRun { run, reply } => self.cancel_run(&run, reply),
+            Request::ResumeRun { run, reply } => {
+                let _ = reply.send(self.resume_run(&run));
+            }
+            Request::GetLogs {
+                run,
+                tag,
+                level,
+                reply,
+            } => {
+                let answer = match self.runs.get(&run) {
+                    Some(live) => live
+                        .view
+                        .borrow()
+                        .logs
+                        .filtered(tag.as_deref(), level.as_deref()),
+                    None => Err(self.not_live(&run)),
+                };
+                let _ = reply.send(answer);
+            }
+            Request::GetDiagram { run, reply } => {
+                let _ = reply.send(self.diagram(&run));
+            }
+        }
+    }
+
+    /// Starts a run of `protocol` with `inputs`: its grants resolved from them as `run`
+    /// resolves them, its own fleet, its first line creating it.
+    async fn start(
+        &mut self,
+        protocol: &str,
+        inputs: Map<String, Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let fail = |reply: oneshot::Sender<Result<Value, String>>, message: String| {
+            let _ = reply.send(Err(message));
+        };
+        let Some(served) = self
+            .protocols
+            .iter()
+            .find(|served| served.machine.id == protocol)
+        else {
+            return fail(reply, format!("no protocol `{protocol}` is served"));
+        };
+        self.runs.retain(|_, run| !run.input.is_closed());
+        if self.runs.len() >= MAX_LIVE_RUNS {
+            return fail(
+                reply,
+                format!(
+                    "{MAX_LIVE_RUNS} runs are live, the limit (MAX_LIVE_RUNS); cancel or finish one first"
+                ),
+            );
+        }
+        let supplied: Vec<(String, Value)> = inputs.clone().into_iter().collect();
+        let values = match served.machine.bind_input_values(&supplied) {
+            Ok(values) => values,
+            Err(errors) => {
+                let messages: Vec<String> = errors.iter().map(tool_input_error).collect();
+                return fail(reply, messages.join("; "));
+            }
+        };
+        let machine = match crate::compile::grants::resolve(
+            &served.loaded,
+            &Arc::default(),
+            &self.settings.narrowing,
+            served.machine.clone(),
+            &values,
+        ) {
+            Ok(machine) => machine,
+            Err(diagnostics) => {
+                return fail(reply, crate::diagnostic::render_all(&diagnostics));
+            }
+        };
+        let store = match SqliteStore::open(&self.settings.state_dir) {
+            Ok(store) => store,
+            Err(error) => return fail(reply, error.to_string()),
+        };
+        let instance = records::new_instance_name(&store, &machine.id);
+        let run_id = format!("{}:{instance}", machine.id);
+        let recording = Recording {
+            store: Box::new(store),
+            protocol_path: served.path.clone(),
+            protocol_hash: crate::store::read_files::recorded_hash(&machine),
+            protocol_text: served.text.clone(),
+            grants: self.settings.recorded_grants.clone(),
+        };
+        let view = Rc::new(RefCell::new(RunView::default()));
+        let fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
+        self.keep_live(&run_id, machine, fleet, view);
+        let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
+        self.submit(&run_id, &line, reply).await;
+    }
+
+    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`.
+    fn keep_live(
+        &mut self,
+        run_id: &str,
+        machine: Arc<Machine>,
+        fleet: crate::run::fleet::Fleet,
+        view: Rc<RefCell<RunView>>,
+    ) {
+        let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone());
+        let instance = run_id[machine.id.len() + 1..].to_string();
+        self.runs.insert(
+            run_id.to_string(),
+            LiveRun {
+                input,
+                machine,
+                view,
+                instance,
+                cancel: Some(cancel),
+            },
+        );
+    }
+
+    /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.
+    async fn submit(
+        &mut self,
+        run: &str,
+        line: &str,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let Some(live) = self.runs.get(run) else {
+            let _ = reply.send(Err(format!("no live run `{run}`")));
+            return;
+        };
+        self.next_client += 1;
+        let client = self.next_client;
+        let mut batch = LineBatch::from_client(LineOrigin { client, line: 1 });
+        batch.push(line);
+        self.waiters.borrow_mut().insert(
+            client,
+            Waiting {
+                reply,
+                problems: Vec::new(),
+            },
+        );
+        if live.input.send(batch).await.is_err()
+            && let Some(waiting) = self.waiters.borrow_mut().remove(&client)
+        {
+            let _ = waiting
+                .reply
+                .send(Err(format!("run `{run}` is no longer live")));
+        }
+    }
+
+    /// Sends `event` to a live run; answered with its report once the step is committed. The
+    /// fleet refuses what `serve` refuses (an undeclared event, data off its schema, a
+    /// platform event) with the reason.
+    async fn send_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: Option<Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let live = match self.running(run) {
+            Ok(live) => live,
+            Err(message) => {
+                let _ = reply.send(Err(message));
+                return;
+            }
+        };
+        let mut line = serde_json::json!({"instance": live.instance, "event": event});
+        if let Some(data) = data {
+            line["data"] = data;
+        }
+        self.submit(run, &line.to_string(), reply).await;
+    }
+
+    /// A live run that has not ended, or why there is none.
+    fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
+        if !self.runs.contains_key(run) {
+            return Err(self.not_live(run));
+        }
+        let live = self.runs.get_mut(run).expect("checked above");
+        let status = live.view.borrow().status();
+        if status != "running" {
+            return Err(format!("run `{run}` has ended: {status}"));
+        }
+        Ok(live)
+    }
+
+    /// A live run's report, or a recorded one's summary from the store.
+    fn get_run(&self, run: &str) -> Result<Value, String> {
+        if let Some(live) = self.runs.get(run) {
+            return Ok(report(&live.machine, run, &live.view.borrow()));
+        }
+        records::summary(&self.settings.state_dir, run)
+    }
+
+    /// Cancels a live run: its fleet stops it, its effects and children are dropped (their
+    /// process groups killed), and it is recorded finished with `CANCELLED_EXIT_CODE`.
+    fn cancel_run(&mut self, run: &str, reply: Reply) {
+        let live = match self.running(run) {
+            Ok(live) => live,
+            Err(message) => {
+                let _ = reply.send(Err(message));
+                return;
+            }
+        };
+        match live.cancel.take() {
+            Some(cancel) => {
+                if let Err(reply) = cancel.send(reply) {
+                    let _ = reply.send(Err(format!("run `{run}` is no longer live")));
+                }
+            }
+            None => {
+                let _ = reply.send(Err(format!("run `{run}` is being cancelled")));
+            }
+        }
+    }
+
+    /// Resumes a recorded run that no server drives (stopped, or left running by a server
+    /// that died) from its latest snapshot, in a fleet of its own, as `serve` resumes its
+    /// instances; a live run's report is returned as it is.
+    fn resume_run(&mut self, run: &str) -> Result<Value, String> {
+        if let Some(live) = self.runs.get(run)
+            && live.view.borrow().status() == "running"
+        {
+            return Ok(report(&live.machine, run, &live.view.borrow()));
+        }
+        let store =
+            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
+        let record = store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        if record.summary.status == crate::store::RunStatus::Finished {
+            return Err(format!("run `{run}` has finished; get_run tells how"));
+        }
+        let served = self
+            .protocols
+            .iter()
+            .find(|served| served.path == record.summary.protocol_path)
+            .ok_or_else(|| {
+                format!(
+                    "run `{run}` runs {}, which this server does not serve",
+                    record.summary.protocol_path
+                )
+            })?;
+        if let Some(changed) = crate::store::read_files::changed_file(
+            &served.path,
+            &record.summary.protocol_hash,
+            &served.text,
+        ) {
+            return Err(format!(
+                "{} changed since run `{run}` started; restore the file to resume it",
+                changed.path
+            ));
+        }
+        let values = served
+            .machine
+            .bind_recorded_inputs(&record.inputs, &[])
+            .map_err(|errors| {
+                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                messages.join("; ")
+            })?;
+        let machine = crate::compile::grants::resolve(
+            &served.loaded,
+            &Arc::default(),
+            &self.settings.narrowing,
+            served.machine.clone(),
+            &values,
+        )
+        .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
+        let recording = Recording {
+            store: Box::new(store),
+            protocol_path: served.path.clone(),
+            protocol_hash: record.summary.protocol_hash.clone(),
+            protocol_text: served.text.clone(),
+            grants: self.settings.recorded_grants.clone(),
+        };
+        let view = Rc::new(RefCell::new(RunView::default()));
+        let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
+        fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
+        fleet.commit();
+        let report = report(&machine, run, &view.borrow());
+        self.keep_live(run, machine, fleet, view);
+        Ok(report)
+    }
+
+    /// A live run's protocol as a Mermaid diagram, its active states drawn in the `active`
+    /// class.
+    fn diagram(&self, run: &str) -> Result<Value, String> {
+        let live = self.runs.get(run).ok_or_else(|| self.not_live(run))?;
+        let machine = &live.machine;
+        let mut active = Vec::new();
+        for state in live.view.borrow().states.iter() {
+            if let Some(state) = machine.state_id(state) {
+                active.push(state);
+                active.extend(machine.state(state).ancestors.iter().copied());
+            }
+        }
+        active.sort();
+        active.dedup();
+        Ok(serde_json::json!({
+            "run": run,
+            "mermaid": crate::graph::mermaid_with_active(machine, &active),
+        }))
+    }
+
+    /// Why `run` is not live here: unknown, or recorded with its status.
+    fn not_live(&self, run: &str) -> String {
+        records::not_live(&self.settings.state_dir, run)
+    }
+
+    /// Every run of a served protocol the store holds, newest first, live ones with their
+    /// status here.
+    fn list_runs(&self) -> Result<Value, String> {
+        let paths: Vec<&str> = self
+            .protocols
+            .iter()
+            .map(|served| served.path.as_str())
+            .collect();
+        records::list(&self.settings.state_dir, &paths, |run| {
+            self.runs.get(run).map(|live| live.view.borrow().status())
+        })
+    }
+}
+
+/// An input problem as the client should read it: a missing input is an argument of the tool,
+/// not a `--input` flag.
+fn tool_input_error(error: &crate::compile::inputs::InputError) -> String {
+    use crate::compile::inputs::InputError;
+    match error {
+        InputError::Missing { name, description } => format!(
+            "missing required input `{name}`{description}; give the tool its `{name}` argument"
+        ),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,133 @@
+//! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
+
+pub mod catalog;
+mod fleets;
+pub mod host;
+pub mod http;
+pub mod input_schema;
+pub mod logs;
+pub mod notices;
+pub mod records;
+pub mod report;
+pub mod resources;
+pub mod server;
+
+use std::path::PathBuf;
+
+use rmcp::ServiceExt;
+use tokio::sync::mpsc;
+
+use host::HostSettings;
+use server::{ProtocolServer, ProtocolTool};
+
+/// The most directive notices waiting for a slow client; older ones are dropped first (each
+/// run's report still carries its directives).
+pub const MAX_PENDING_NOTICES: usize = 1_024;
+
+/// How a server ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpEnd {
+    /// The client closed the connection.
+    Closed,
+    /// Nothing could be served (every protocol refused), or the transport failed.
+    Failed(String),
+}
+
+/// Loads the protocols under `paths` (an invalid one is reported on stderr and not served),
+/// then serves them over stdio until the client goes, or with `http` over Streamable HTTP
+/// until `stop` resolves (the CLI's SIGINT or SIGTERM). Runs live on a thread of their own (the engine's fleets are
+/// single-threaded); the MCP transport on this one.
+pub fn serve(
+    paths: Vec<PathBuf>,
+    settings: HostSettings,
+    http: Option<std::net::SocketAddr>,
+    stop: impl std::future::Future<Output = ()>,
+) -> McpEnd {
+    let (tools_sender, tools_receiver) = std::sync::mpsc::channel();
+    let (requests, request_receiver) = mpsc::channel(64);
+    let limit = settings.narrowing.clone();
+    let notices = settings.notices.clone();
+    let host_thread = std::thread::spawn(move || {
+        let (served, _refused) = catalog::load_all(&paths, &limit);
+        let tools: Vec<ProtocolTool> = served
+            .iter()
+            .map(|served| ProtocolTool {
+                id: served.machine.id.clone(),
+                description: describe(served),
+                input_schema: input_schema::tool_input_schema(&served.machine),
+                text: resources::ProtocolText {
+                    id: served.machine.id.clone(),
+                    title: served.machine.title.clone(),
+                    yaml: served.text.clone(),
+                },
+            })
+            .collect();
+        let _ = tools_sender.send(tools);
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("error: cannot start the runtime: {error}");
+                return;
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, host::host(served, settings, request_receiver));
+    });
+    let Ok(tools) = tools_receiver.recv() else {
+        return McpEnd::Failed("the run host did not start".into());
+    };
+    if tools.is_empty() {
+        drop(requests);
+        let _ = host_thread.join();
+        return McpEnd::Failed("no protocol to serve".into());
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
+    };
+    let end = runtime.block_on(async {
+        let server = ProtocolServer::new(tools, requests, notices);
+        if let Some(address) = http {
+            return http::serve(server, address, stop).await;
+        }
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|error| error.to_string())?;
+        service.waiting().await.map_err(|error| error.to_string())?;
+        Ok::<(), String>(())
+    });
+    // Dropping the runtime drops the HTTP sessions' handlers, and with them the last request
+    // senders: the host sees its channel close.
+    drop(runtime);
+    // The server and its request sender are gone: the host stops its runs and ends.
+    let _ = host_thread.join();
+    match end {
+        Ok(()) => McpEnd::Closed,
+        Err(message) => McpEnd::Failed(message),
+    }
+}
+
+/// A protocol tool's description: its title and description, and that calling it starts a run.
+fn describe(served: &catalog::Served) -> String {
+    let protocol = &served.loaded.protocol;
+    let mut text = String::new();
+    if let Some(title) = &served.machine.title {
+        text.push_str(title);
+        text.push_str(". ");
+    }
+    if let Some(description) = &protocol.description {
+        text.push_str(description.trim());
+        text.push(' ');
+    }
+    text.push_str(
+        "Starts a run; returns its run id, states, directives and the events it can take now.",
+    );
+    text
+}

@@ -1,0 +1,92 @@
+//! What the store says of runs no fleet of this server drives: summaries, listings, why a run is not live, fresh run names.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::store::{SqliteStore, Store};
+
+/// A recorded run's summary: its status and, once finished, how.
+pub fn summary(state_dir: &Path, run: &str) -> Result<Value, String> {
+    let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
+    let record = store
+        .run(run)
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+    let mut summary = json!({
+        "run": run,
+        "status": record.summary.status.as_str(),
+        "live": false,
+    });
+    if let Some(finish) = &record.summary.finish {
+        summary["finished"] = json!({
+            "state": finish.final_state,
+            "exit_code": finish.exit_code,
+            "output": finish.output,
+        });
+    }
+    Ok(summary)
+}
+
+/// Why `run` is not live in this server: unknown, or recorded with its status.
+pub fn not_live(state_dir: &Path, run: &str) -> String {
+    let recorded = SqliteStore::open(state_dir)
+        .ok()
+        .and_then(|store| store.run(run).ok().flatten());
+    match recorded {
+        Some(record) => format!(
+            "run `{run}` is {} and not live in this server",
+            record.summary.status.as_str()
+        ),
+        None => format!("no run `{run}`; list_runs lists them"),
+    }
+}
+
+/// Every recorded run of the protocols at `paths`, newest first; `live_status` gives the
+/// status of a run this server drives (`cancelled`, which the store records as finished).
+pub fn list(
+    state_dir: &Path,
+    paths: &[&str],
+    live_status: impl Fn(&str) -> Option<&'static str>,
+) -> Result<Value, String> {
+    let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
+    let mut runs = store.list_runs().map_err(|error| error.to_string())?;
+    runs.retain(|run| paths.contains(&run.protocol_path.as_str()));
+    runs.sort_by(|left, right| {
+        right
+            .started_unix_milliseconds
+            .cmp(&left.started_unix_milliseconds)
+    });
+    let runs: Vec<Value> = runs
+        .iter()
+        .map(|run| {
+            json!({
+                "run": run.id,
+                "status": live_status(&run.id).unwrap_or(run.status.as_str()),
+                "started_unix_milliseconds": run.started_unix_milliseconds,
+                "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
+            })
+        })
+        .collect();
+    Ok(Value::Array(runs))
+}
+
+/// A new instance name for `protocol`, unused in the store: `mcp-<unix ms>` with a counter
+/// when two start in the same millisecond.
+pub fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
+    let base = format!("mcp-{}", crate::clock::unix_milliseconds_now());
+    (0..)
+        .map(|count| {
+            if count == 0 {
+                base.clone()
+            } else {
+                format!("{base}-{count}")
+            }
+        })
+        .find(|name| {
+            store
+                .run(&format!("{protocol}:{name}"))
+                .is_ok_and(|run| run.is_none())
+        })
+        .unwrap_or(base)
+}

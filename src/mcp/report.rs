@@ -1,0 +1,130 @@
+//! What a tool result says of a run: its states, the directives it emitted, the events it can take now, how it ended.
+
+use serde_json::{Value, json};
+
+use crate::compile::machine::{EventDescriptor, Machine};
+
+/// The most directives one run's view keeps; older ones are dropped first (the journal keeps
+/// them all).
+pub const MAX_KEPT_DIRECTIVES: usize = 1_000;
+
+/// A live run as its committed output lines describe it.
+#[derive(Debug, Default)]
+pub struct RunView {
+    /// Its active atomic states.
+    pub states: Vec<String>,
+    /// Directives in the order emitted, the latest `MAX_KEPT_DIRECTIVES` of them.
+    pub directives: Vec<Value>,
+    /// How many directives were dropped past `MAX_KEPT_DIRECTIVES`.
+    pub dropped_directives: usize,
+    /// `{state, exit_code, output}` once it finished.
+    pub finished: Option<Value>,
+    /// The error that ended it.
+    pub error: Option<String>,
+    /// Whether `cancel_run` ended it.
+    pub cancelled: bool,
+    /// Its latest log lines.
+    pub logs: super::logs::KeptLogs,
+}
+
+impl RunView {
+    /// Takes in one committed output line of the run's fleet; a directive is returned too.
+    pub fn observe(&mut self, line: &Value) -> Option<Value> {
+        let fields = line.as_object()?;
+        // A directive's own fields may be named like the host's (`error`): its key comes first.
+        if fields.contains_key("directive") {
+            let mut directive = fields.clone();
+            directive.remove("instance");
+            let directive = Value::Object(directive);
+            if self.directives.len() == MAX_KEPT_DIRECTIVES {
+                self.directives.remove(0);
+                self.dropped_directives += 1;
+            }
+            self.directives.push(directive.clone());
+            return Some(directive);
+        }
+        if let Some(states) = fields.get("configuration").and_then(Value::as_array) {
+            self.states = states
+                .iter()
+                .filter_map(|state| state.as_str().map(String::from))
+                .collect();
+        } else if let Some(finished) = fields.get("finished") {
+            self.finished = Some(finished.clone());
+        } else if let Some(error) = fields.get("error").and_then(Value::as_str) {
+            self.error = Some(error.to_string());
+        }
+        None
+    }
+
+    /// `running`, `finished`, `failed` or `cancelled`.
+    pub fn status(&self) -> &'static str {
+        if self.cancelled {
+            return "cancelled";
+        }
+        match (&self.finished, &self.error) {
+            (_, Some(_)) => "failed",
+            (Some(_), None) => "finished",
+            (None, None) => "running",
+        }
+    }
+}
+
+/// The report of a run: what every tool that touches a run returns.
+pub fn report(machine: &Machine, run: &str, view: &RunView) -> Value {
+    let mut report = json!({
+        "run": run,
+        "protocol": machine.id,
+        "status": view.status(),
+        "states": view.states,
+        "directives": view.directives,
+        "events": if view.status() == "running" { events_now(machine, &view.states) } else { json!([]) },
+    });
+    if let Some(finished) = &view.finished {
+        report["finished"] = finished.clone();
+    }
+    if let Some(error) = &view.error {
+        report["error"] = error.clone().into();
+    }
+    if view.dropped_directives > 0 {
+        report["dropped_directives"] = view.dropped_directives.into();
+    }
+    report
+}
+
+/// The external events some active state (or an ancestor) has a transition for, in document
+/// order of their states from the innermost, each with its data schema where `events:`
+/// declares one. Platform events (`done.*`, `error.*`) and wildcards are not the agent's to
+/// send.
+pub fn events_now(machine: &Machine, states: &[String]) -> Value {
+    let mut names: Vec<&str> = Vec::new();
+    for state in states.iter().filter_map(|id| machine.state_id(id)) {
+        let node = machine.state(state);
+        let lineage = std::iter::once(state).chain(node.ancestors.iter().copied());
+        for transition in lineage.flat_map(|state| machine.state(state).transitions.iter()) {
+            for descriptor in &machine.transition(*transition).events {
+                let EventDescriptor::Prefix(name) = descriptor else {
+                    continue;
+                };
+                let platform = name.starts_with("done.")
+                    || name.starts_with("error")
+                    || name.starts_with("after.");
+                if !platform && !names.contains(&&**name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    let declared = machine.declared_events.as_deref();
+    let events: Vec<Value> = names
+        .into_iter()
+        .filter(|name| declared.is_none_or(|declared| declared.names().any(|known| known == *name)))
+        .map(|name| {
+            let mut event = json!({ "name": name });
+            if let Some(schema) = declared.and_then(|declared| declared.schema(name)) {
+                event["data_schema"] = (*schema.schema).clone();
+            }
+            event
+        })
+        .collect();
+    Value::Array(events)
+}

@@ -1,0 +1,92 @@
+//! Resources: each served protocol's YAML (`protocol-run://protocol/ID`) and each recorded run's status (`protocol-run://run/RUN_ID`, what `get_run` returns).
+
+use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
+use serde_json::Value;
+
+/// The most runs `resources/list` names, newest first; `list_runs` and the run template reach
+/// the others.
+pub const MAX_LISTED_RUNS: usize = 100;
+
+/// A served protocol's text, for its resource.
+pub struct ProtocolText {
+    pub id: String,
+    pub title: Option<String>,
+    pub yaml: String,
+}
+
+const PROTOCOL_SCHEME: &str = "protocol-run://protocol/";
+const RUN_SCHEME: &str = "protocol-run://run/";
+
+/// What a resource URI names.
+pub enum Named<'u> {
+    Protocol(&'u str),
+    Run(&'u str),
+}
+
+/// Reads a URI of this server, or says which ones there are.
+pub fn parse(uri: &str) -> Result<Named<'_>, String> {
+    if let Some(id) = uri.strip_prefix(PROTOCOL_SCHEME) {
+        Ok(Named::Protocol(id))
+    } else if let Some(run) = uri.strip_prefix(RUN_SCHEME) {
+        Ok(Named::Run(run))
+    } else {
+        Err(format!(
+            "no resource `{uri}`: this server has {PROTOCOL_SCHEME}PROTOCOL_ID and \
+             {RUN_SCHEME}RUN_ID"
+        ))
+    }
+}
+
+/// The resources listed: every protocol, then the newest runs of `runs` (`list_runs`' rows).
+pub fn list(protocols: &[ProtocolText], runs: &Value) -> Vec<Resource> {
+    let protocols = protocols.iter().map(|protocol| {
+        let mut resource = Resource::new(format!("{PROTOCOL_SCHEME}{}", protocol.id), &protocol.id)
+            .with_mime_type("application/yaml")
+            .with_size(protocol.yaml.len() as u64);
+        if let Some(title) = &protocol.title {
+            resource = resource.with_title(title);
+        }
+        resource
+    });
+    let runs = runs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(MAX_LISTED_RUNS)
+        .filter_map(|run| {
+            let id = run["run"].as_str()?;
+            let status = run["status"].as_str().unwrap_or("unknown");
+            Some(
+                Resource::new(format!("{RUN_SCHEME}{id}"), id)
+                    .with_description(format!("run {id}: {status}"))
+                    .with_mime_type("application/json"),
+            )
+        });
+    protocols.chain(runs).collect()
+}
+
+/// The template a client fills to read any run's status.
+pub fn templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new(format!("{RUN_SCHEME}{{run}}"), "run")
+            .with_mime_type("application/json"),
+    ]
+}
+
+/// A protocol's YAML as a resource's contents.
+pub fn protocol_contents(
+    protocols: &[ProtocolText],
+    id: &str,
+    uri: &str,
+) -> Result<ResourceContents, String> {
+    let protocol = protocols
+        .iter()
+        .find(|protocol| protocol.id == id)
+        .ok_or_else(|| format!("no protocol `{id}` is served"))?;
+    Ok(ResourceContents::text(&protocol.yaml, uri).with_mime_type("application/yaml"))
+}
+
+/// A run's report as a resource's contents.
+pub fn run_contents(report: &Value, uri: &str) -> ResourceContents {
+    ResourceContents::text(report.to_string(), uri).with_mime_type("application/json")
+}

@@ -1,0 +1,330 @@
+//! The MCP side: each served protocol a tool that starts a run, and the tools that drive runs, answered by the host thread.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::host::Request;
+use super::resources;
+
+/// The server a client talks to: the tools, and the channel to the host that runs them.
+#[derive(Clone)]
+pub struct ProtocolServer {
+    tools: Arc<Vec<Tool>>,
+    /// Names of the tools that start a protocol's run.
+    protocols: Arc<Vec<String>>,
+    /// Each protocol's YAML, for its resource.
+    texts: Arc<Vec<super::resources::ProtocolText>>,
+    requests: mpsc::Sender<Request>,
+    /// Directives as they are committed, with their run ids.
+    notices: broadcast::Sender<(String, Value)>,
+}
+
+/// A protocol as its tool: its id, what it does, the schema of its inputs.
+pub struct ProtocolTool {
+    pub id: String,
+    pub description: String,
+    pub input_schema: Map<String, Value>,
+    /// Its YAML and title, for its resource.
+    pub text: super::resources::ProtocolText,
+}
+
+impl ProtocolServer {
+    pub fn new(
+        protocols: Vec<ProtocolTool>,
+        requests: mpsc::Sender<Request>,
+        notices: broadcast::Sender<(String, Value)>,
+    ) -> ProtocolServer {
+        let names = protocols
+            .iter()
+            .map(|protocol| protocol.id.clone())
+            .collect();
+        let mut tools = Vec::new();
+        let mut texts = Vec::new();
+        for protocol in protocols {
+            tools.push(Tool::new(
+                protocol.id,
+                protocol.description,
+                Arc::new(protocol.input_schema),
+            ));
+            texts.push(protocol.text);
+        }
+        tools.extend(management_tools());
+        ProtocolServer {
+            tools: Arc::new(tools),
+            protocols: Arc::new(names),
+            texts: Arc::new(texts),
+            requests,
+            notices,
+        }
+    }
+
+    /// Hands a request to the host and waits for its answer.
+    async fn ask(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> Request,
+    ) -> Result<Value, String> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(request(reply))
+            .await
+            .map_err(|_| "the server is stopping".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the server is stopping".to_string())?
+    }
+
+    async fn call(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, String> {
+        if self.protocols.iter().any(|protocol| protocol == name) {
+            let protocol = name.to_string();
+            return self
+                .ask(|reply| Request::Start {
+                    protocol,
+                    inputs: arguments,
+                    reply,
+                })
+                .await;
+        }
+        match name {
+            "send_event" => {
+                let run = text_argument(&arguments, "run")?;
+                let event = text_argument(&arguments, "event")?;
+                let data = arguments.get("data").cloned();
+                self.ask(|reply| Request::SendEvent {
+                    run,
+                    event,
+                    data,
+                    reply,
+                })
+                .await
+            }
+            "get_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::GetRun { run, reply }).await
+            }
+            "list_runs" => self.ask(|reply| Request::ListRuns { reply }).await,
+            "cancel_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::CancelRun { run, reply }).await
+            }
+            "resume_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::ResumeRun { run, reply }).await
+            }
+            "get_logs" => {
+                let run = text_argument(&arguments, "run")?;
+                let tag = optional_text_argument(&arguments, "tag")?;
+                let level = optional_text_argument(&arguments, "level")?;
+                self.ask(|reply| Request::GetLogs {
+                    run,
+                    tag,
+                    level,
+                    reply,
+                })
+                .await
+            }
+            "get_diagram" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::GetDiagram { run, reply }).await
+            }
+            _ => Err(format!("no tool `{name}`")),
+        }
+    }
+}
+
+/// A required string argument, or the error naming it.
+fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, String> {
+    match arguments.get(name) {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(other) => Err(format!("argument `{name}` must be a string, not {other}")),
+        None => Err(format!("missing argument `{name}`")),
+    }
+}
+
+/// An optional string argument, or the error naming it.
+fn optional_text_argument(
+    arguments: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<String>, String> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => text_argument(arguments, name).map(Some),
+    }
+}
+
+/// `send_event`, `get_run`, `list_runs`, `cancel_run`, `resume_run`, `get_logs`,
+/// `get_diagram`.
+fn management_tools() -> Vec<Tool> {
+    let schema = |value: Value| match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(Map::new()),
+    };
+    let run = json!({"type": "string", "description": "The run id a protocol's tool returned"});
+    let run_only = schema(json!({
+        "type": "object",
+        "properties": {"run": run},
+        "required": ["run"],
+        "additionalProperties": false,
+    }));
+    vec![
+        Tool::new(
+            "send_event",
+            "Send an event to a run; returns its new states, the directives emitted so far and \
+             the events it can take now",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "run": run,
+                    "event": {"type": "string", "description": "One of the run's `events`"},
+                    "data": {"description": "The event's data, as its data_schema says"},
+                },
+                "required": ["run", "event"],
+                "additionalProperties": false,
+            })),
+        ),
+        Tool::new(
+            "get_run",
+            "A run's status, states, directives and the events it can take now",
+            run_only.clone(),
+        ),
+        Tool::new(
+            "list_runs",
+            "Every recorded run of the protocols this server serves, newest first",
+            schema(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        ),
+        Tool::new(
+            "cancel_run",
+            "Cancel a live run: its effects and child protocols are stopped (their processes \
+             killed) and it is recorded finished, exit code 130; it cannot be resumed",
+            run_only.clone(),
+        ),
+        Tool::new(
+            "resume_run",
+            "Resume a run no server is driving (stopped, or left by a server that died) from \
+             its last committed step; returns its report",
+            run_only.clone(),
+        ),
+        Tool::new(
+            "get_logs",
+            "A live run's latest log lines (at most 1000), oldest first, filtered by tag and by \
+             least level",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "run": run,
+                    "tag": {"type": "string", "description": "Only lines carrying this tag"},
+                    "level": {"enum": ["debug", "info", "warn", "error"],
+                              "description": "Only lines at this level or above"},
+                },
+                "required": ["run"],
+                "additionalProperties": false,
+            })),
+        ),
+        Tool::new(
+            "get_diagram",
+            "A live run's protocol as a Mermaid stateDiagram-v2, its active states in the \
+             `active` class",
+            run_only,
+        ),
+    ]
+}
+
+impl ServerHandler for ProtocolServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(super::notices::capabilities()).with_instructions(
+            "Each protocol tool starts a run and returns its id, states, directives and the \
+             events it can take now; drive it with send_event and watch it with get_run.",
+        )
+    }
+
+    /// From now on, every directive a run emits reaches the client as a log message whose
+    /// logger is the run id, as it is committed.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(super::notices::forward(
+            self.notices.subscribe(),
+            context.peer,
+        ));
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let runs = self
+            .ask(|reply| Request::ListRuns { reply })
+            .await
+            .map_err(|message| ErrorData::internal_error(message, None))?;
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.texts,
+            &runs,
+        )))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let contents = match resources::parse(&uri) {
+            Ok(resources::Named::Protocol(id)) => {
+                resources::protocol_contents(&self.texts, id, &uri)
+            }
+            Ok(resources::Named::Run(run)) => {
+                let run = run.to_string();
+                self.ask(|reply| Request::GetRun { run, reply })
+                    .await
+                    .map(|report| resources::run_contents(&report, &uri))
+            }
+            Err(message) => Err(message),
+        }
+        .map_err(|message| ErrorData::resource_not_found(message, None))?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let result = match self.call(&request.name, arguments).await {
+            Ok(report) => {
+                let mut result = CallToolResult::structured(report);
+                result.is_error = Some(false);
+                result
+            }
+            Err(message) => {
+                CallToolResult::error(vec![ContentBlock::text(crate::secrets::mask(&message))])
+            }
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,246 @@
+"""Drives `protocol-run mcp` with the official MCP Python SDK; prints one JSON line per step.
+
+Usage: client.py BINARY STATE_DIR SCRIPT PROTOCOL...
+   or: client.py URL - SCRIPT (a server already listening with `mcp --http`)
+SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send it, see it
+finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
+it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
+`resume:RUN` (resume RUN, send it guidance).
+"""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+
+# Log messages from the server: each a directive, its logger the run id.
+NOTICES = []
+
+
+async def on_log(params):
+    NOTICES.append({"logger": params.logger, "level": params.level, "data": params.data})
+
+
+def say(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def report(result):
+    if result.isError:
+        return {"error": result.content[0].text}
+    return result.structuredContent
+
+
+async def wait_for(session, run, predicate, seconds=20):
+    """Polls get_run until `predicate(report)` holds; returns that report."""
+    for _ in range(int(seconds * 10)):
+        current = report(await session.call_tool("get_run", {"run": run}))
+        if predicate(current):
+            return current
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"timed out; last report: {current}")
+
+
+async def ittw(session):
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    say(step="started", report=started)
+    run = started["run"]
+    waiting = await wait_for(
+        session,
+        run,
+        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+    )
+    say(step="waiting", report=waiting)
+    logs = report(
+        await session.call_tool("get_logs", {"run": run, "tag": "ittw_grep_failed", "level": "warn"})
+    )
+    say(step="logs", logs=logs)
+    errors_only = report(await session.call_tool("get_logs", {"run": run, "level": "error"}))
+    say(step="error_logs", logs=errors_only)
+    bad_level = await session.call_tool("get_logs", {"run": run, "level": "loud"})
+    say(step="bad_level", error=bad_level.isError, text=bad_level.content[0].text)
+    say(step="diagram", report=report(await session.call_tool("get_diagram", {"run": run})))
+    sent = report(
+        await session.call_tool(
+            "send_event",
+            {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}},
+        )
+    )
+    say(step="sent", report=sent)
+    for _ in range(50):
+        if NOTICES:
+            break
+        await asyncio.sleep(0.1)
+    say(step="notices", notices=NOTICES)
+    runs = json.loads((await session.call_tool("list_runs", {})).content[0].text)
+    say(step="listed", runs=runs)
+
+
+async def strict(session):
+    """ITTW on a file that exists: it ends at once, unless the grants refuse the read."""
+    started = report(await session.call_tool("ittw", {"path": "present.txt", "timeout": "1s"}))
+    run = started["run"]
+    denied = []
+    for _ in range(100):
+        current = report(await session.call_tool("get_run", {"run": run}))
+        logs = report(
+            await session.call_tool("get_logs", {"run": run, "tag": "permission_denied"})
+        )
+        denied = logs["logs"]
+        if current["status"] != "running" or denied:
+            break
+        await asyncio.sleep(0.1)
+    say(step="outcome", report=current, denied=denied)
+
+
+async def resources(session):
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    listed = await session.list_resources()
+    say(step="resources", resources=[(str(item.uri), item.mimeType) for item in listed.resources])
+    templates = await session.list_resource_templates()
+    say(step="templates", templates=[item.uriTemplate for item in templates.resourceTemplates])
+    protocol = await session.read_resource("protocol-run://protocol/ittw")
+    say(step="protocol", text=protocol.contents[0].text)
+    run = await session.read_resource(f"protocol-run://run/{started['run']}")
+    say(step="run", run=started["run"], report=json.loads(run.contents[0].text))
+    try:
+        await session.read_resource("file:///etc/passwd")
+        say(step="bogus", error=None)
+    except Exception as error:  # the SDK raises the server's JSON-RPC error
+        say(step="bogus", error=str(error))
+
+
+async def errors(session):
+    bad = await session.call_tool("ittw", {"path": "x", "tool": "write_file"})
+    say(step="bad_input", error=bad.isError, text=bad.content[0].text)
+    missing = await session.call_tool("ittw", {})
+    say(step="missing_input", error=missing.isError, text=missing.content[0].text)
+    unknown = await session.call_tool("send_event", {"run": "ittw:nope", "event": "x"})
+    say(step="unknown_run", error=unknown.isError, text=unknown.content[0].text)
+
+
+def processes():
+    """(pid, parent pid, process group, command line) of every process, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        found.append((int(entry), int(fields[1]), int(fields[2]), command))
+    return found
+
+
+async def cancel(session):
+    started = report(await session.call_tool("sleeper", {}))
+    run = started["run"]
+    group = None
+    for _ in range(100):
+        group = next(
+            (pgid for _, _, pgid, command in processes() if command[:2] == [b"sleep", b"31.4159"]),
+            None,
+        )
+        if group is not None:
+            break
+        await asyncio.sleep(0.1)
+    say(step="sleeping", group=group)
+    cancelled = await session.call_tool("cancel_run", {"run": run})
+    say(step="cancelled", report=report(cancelled))
+    alive = True
+    for _ in range(50):
+        alive = any(pgid == group for _, _, pgid, _ in processes())
+        if not alive:
+            break
+        await asyncio.sleep(0.1)
+    say(step="group", alive=alive)
+    say(step="get_run", report=report(await session.call_tool("get_run", {"run": run})))
+    again = await session.call_tool("resume_run", {"run": run})
+    say(step="resume_cancelled", error=again.isError, text=again.content[0].text)
+
+
+async def kill(session):
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    run = started["run"]
+    await wait_for(
+        session,
+        run,
+        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+    )
+    say(step="waiting", run=run)
+    server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
+    os.kill(server, signal.SIGKILL)
+    # The session's streams break with the server: leave without closing them.
+    os._exit(0)
+
+
+async def resume(session, run):
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
+    resumed = report(await session.call_tool("resume_run", {"run": run}))
+    say(step="resumed", report=resumed)
+    sent = report(
+        await session.call_tool(
+            "send_event",
+            {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}},
+        )
+    )
+    say(step="sent", report=sent)
+
+
+async def run_script(script, session):
+    await session.initialize()
+    tools = await session.list_tools()
+    say(
+        step="tools",
+        tools={tool.name: tool.inputSchema for tool in tools.tools},
+    )
+    if script.startswith("resume:"):
+        await resume(session, script.removeprefix("resume:"))
+        return
+    scripts = {
+        "ittw": ittw,
+        "errors": errors,
+        "cancel": cancel,
+        "kill": kill,
+        "strict": strict,
+        "resources": resources,
+    }
+    await scripts[script](session)
+
+
+async def main():
+    binary, state_dir, script, *protocols = sys.argv[1:]
+    if binary.startswith("http://"):
+        async with streamablehttp_client(binary) as (read, write, _):
+            async with ClientSession(read, write, logging_callback=on_log) as session:
+                await run_script(script, session)
+        return
+    parameters = StdioServerParameters(
+        command=binary, args=["mcp", "--state-dir", state_dir, *protocols]
+    )
+    finished = False
+    try:
+        async with stdio_client(parameters) as (read, write):
+            async with ClientSession(read, write, logging_callback=on_log) as session:
+                await run_script(script, session)
+                finished = True
+    except BaseExceptionGroup as group:
+        # A notice the server sent while the session was closing (a run still emitting) meets
+        # the SDK's closed stream: nothing the script checks. Anything else is a failure.
+        _, others = group.split((anyio.ClosedResourceError, anyio.BrokenResourceError))
+        if not finished or others is not None:
+            raise
+
+
+asyncio.run(main())
