@@ -346,15 +346,31 @@ fn misuse_is_a_located_load_error() {
     );
 }
 
+/// `--mock check[1]=...` scripts a child item's ending (nothing runs for it), `--mock check=...`
+/// every item's: `ok:JSON` is the child's output, `exit:N` a failed item.
 #[test]
-fn a_mock_of_a_child_item_is_refused() {
-    let directory = setup("mock", &parent(&format!("[{}]", item("a", 0.0, 0)), 1, "0"));
-    let (code, _, stderr) = run(&directory, &["--mock", "check[0]=exit:1"]);
-    assert_eq!(code, 64, "{stderr}");
+fn a_child_item_is_mocked_like_an_effect() {
+    let items = format!("[{}, {}]", item("a", 0.0, 0), item("b", 0.0, 0));
+    let directory = setup("mock", &parent(&items, 1, "0"));
+    let (code, _, stderr) = run(
+        &directory,
+        &["--mock", r#"check[1]=ok:{"stdout": "scripted"}"#],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        logged(&stderr, "INFO  results "),
+        [r#"["a","scripted"] failed 0"#]
+    );
+    // Only the first child ran.
+    assert_eq!(
+        std::fs::read_to_string(directory.join("ran")).unwrap(),
+        "a\n"
+    );
+    // One item at a time: the first fails, the second never starts.
+    let (code, _, stderr) = run(&directory, &["--mock", "check=exit:3"]);
+    assert_eq!(code, 1, "{stderr}");
     assert!(
-        stderr.contains(
-            "error: --mock: `check[0]` is an item of a map of child protocols, which is not mocked"
-        ),
+        stderr.contains(r#"statuses ["check[0] error","check[1] cancelled"]"#),
         "{stderr}"
     );
 }
@@ -378,8 +394,9 @@ fn the_binary_runs_the_example() {
     );
 }
 
+/// A scenario mocks a child item as `--mock` does; `validate` accepts it, `test` runs it.
 #[test]
-fn a_scenario_mocking_a_child_item_is_a_located_error() {
+fn a_scenario_mocks_a_child_item() {
     let directory = setup(
         "scenario",
         &parent(&format!("[{}]", item("a", 0.0, 0)), 1, "0"),
@@ -387,10 +404,8 @@ fn a_scenario_mocking_a_child_item_is_a_located_error() {
     let scenario = "protocol: protocol.yaml\nscenarios:\n  - name: mocked\n    mocks:\n      check[0]: exit:1\n    steps:\n      - expect: { finished: { exit_code: 1 } }\n";
     std::fs::write(directory.join("protocol.scenario.yaml"), scenario).unwrap();
     let (code, stdout, stderr) = run_binary(&directory, &["validate", "protocol.scenario.yaml"]);
-    assert_eq!(code, 65, "{stdout}{stderr}");
-    assert!(
-        stderr.contains("`check[0]` is an item of a map of child protocols, which is not mocked")
-            && stderr.contains("protocol.scenario.yaml:5:7"),
-        "{stderr}"
-    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, stdout, stderr) = run_binary(&directory, &["test", "protocol.scenario.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
 }

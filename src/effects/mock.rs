@@ -158,19 +158,14 @@ impl Mocks {
     }
 }
 
-/// Why `id` cannot be scripted when it names a map of child protocols or one of its items:
-/// an item runs a protocol, not an effect.
-pub fn child_item_refusal(machine: &crate::compile::machine::Machine, id: &str) -> Option<String> {
+/// Whether `id` names a map of child protocols or one of its items (`review`, `review[1]`):
+/// mockable like an effect (its scripted outcome stands for the child's ending), but no effect.
+pub fn is_child_map_item(machine: &crate::compile::machine::Machine, id: &str) -> bool {
     let map = map_of_item(id).unwrap_or(id);
     machine
         .map_children
         .iter()
         .any(|(known, _)| **known == *map)
-        .then(|| {
-            format!(
-                "`{id}` is an item of a map of child protocols, which is not mocked: an item runs its protocol, not an effect (test the child with its own scenarios)"
-            )
-        })
 }
 
 /// The map an item id such as `check[3]` belongs to (`check`), if it is one.

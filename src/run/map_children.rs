@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::event::Event;
 use super::fan_out::{ItemOutcome, ItemStatus};
 use super::host::DriverHost;
+use crate::effects::mock::MockOutcome;
 use crate::run::durable::TimerPolicy;
 use crate::run::snapshot::ChildSnapshot;
 use crate::value::Value;
@@ -26,6 +27,13 @@ impl DriverHost<'_> {
                     data: Value::Map(Arc::new(self.refusal(&refused.0, &refused.1))).to_json(),
                 });
         }
+        let item_id = format!("{}[{index}]", map.request.id);
+        if let Some(scripted) = self.scripted_child_item(&item_id) {
+            return Err(scripted);
+        }
+        let Some(map) = self.map(invocation) else {
+            return Err(item_failure("the map is gone".into()));
+        };
         let Some(request) = map.request.child_request(index) else {
             return Err(item_failure(format!(
                 "the child protocol of the map `{}` is no longer in this protocol",
@@ -143,6 +151,47 @@ impl DriverHost<'_> {
         let data = Value::from_json(&outcome.data);
         self.record_item(item_invocation, ItemStatus::Error, &data);
         self.advance_map(invocation);
+    }
+}
+
+impl DriverHost<'_> {
+    /// The scripted ending of child item `id` (`--mock review[1]=...`, or the map's id for every
+    /// item), standing for the child's: `ok:JSON` is its final output (text when not JSON), an
+    /// exit code other than 0 or an error is a failed item, `timeout` a timed-out one. Nothing
+    /// runs; the item ends at once.
+    fn scripted_child_item(&mut self, id: &str) -> Option<ItemOutcome> {
+        let mocked = self
+            .mocks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .next(id)?;
+        let (status, data) = match mocked {
+            MockOutcome::Ok(text) => (
+                ItemStatus::Ok,
+                serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+            ),
+            MockOutcome::Exit(0) => (ItemStatus::Ok, serde_json::Value::Null),
+            MockOutcome::Exit(code) => (
+                ItemStatus::Error,
+                serde_json::json!({
+                    "id": id,
+                    "message": format!("the child protocol ended with exit code {code} (mocked)"),
+                    "exit_code": code,
+                }),
+            ),
+            MockOutcome::Error(message) => (
+                ItemStatus::Error,
+                serde_json::json!({ "id": id, "message": message }),
+            ),
+            MockOutcome::Timeout => (
+                ItemStatus::Timeout,
+                serde_json::json!({ "id": id, "message": "the child protocol timed out (mocked)" }),
+            ),
+        };
+        let time = self.now_text();
+        let fields = serde_json::json!({"id": id, "map_item": status.name(), "mocked": true});
+        self.observer.record(&time, "invoke", fields);
+        Some(ItemOutcome { status, data })
     }
 }
 

@@ -276,6 +276,10 @@ fn check_mocks<'a>(
     errors: &mut Vec<Diagnostic>,
 ) {
     for id in ids {
+        // A map's child item is scripted like an effect (see `map_children`).
+        if crate::effects::mock::is_child_map_item(machine, id) {
+            continue;
+        }
         if let Some(problem) = unknown_effect(machine, id) {
             errors.push(
                 problem.at(source.location(&format!("{at}/mocks/{}", escape(id)), Part::Key)),
@@ -300,8 +304,10 @@ fn check_effect_ids<'a>(
 
 /// Why `id` names no effect of the protocol, if it does not.
 fn unknown_effect(machine: &Machine, id: &str) -> Option<Diagnostic> {
-    if let Some(refusal) = crate::effects::mock::child_item_refusal(machine, id) {
-        return Some(Diagnostic::error(refusal));
+    if crate::effects::mock::is_child_map_item(machine, id) {
+        return Some(Diagnostic::error(format!(
+            "`{id}` is a map's child protocol, not an effect: `effects:` lists effects only"
+        )));
     }
     let base = crate::effects::mock::map_of_item(id).unwrap_or(id);
     if machine.action_ids.iter().any(|known| known == base) {
