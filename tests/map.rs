@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::{Run, run_binary, temporary_directory};
+use crate::support::{Run, read_telemetry, run_binary, temporary_directory};
 
 fn directory(name: &str) -> PathBuf {
     temporary_directory("map", name)
@@ -25,22 +25,6 @@ fn logged(stderr: &str, prefix: &str) -> Vec<String> {
         .lines()
         .filter_map(|line| line.split_once(prefix).map(|(_, rest)| rest))
         .map(|rest| rest.split(" #").next().unwrap_or(rest).trim().to_string())
-        .collect()
-}
-
-/// Every telemetry entry of the one run in `directory`'s state.
-fn telemetry(directory: &Path) -> Vec<serde_json::Value> {
-    let runs = directory.join("state/runs");
-    let run = std::fs::read_dir(&runs)
-        .unwrap()
-        .next()
-        .expect("a run's telemetry")
-        .unwrap()
-        .path();
-    std::fs::read_to_string(run.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
         .collect()
 }
 
@@ -84,7 +68,7 @@ fn results_come_in_item_order_whatever_order_the_items_end_in() {
     // The item and index were bound only while each item's arguments were evaluated.
     assert_eq!(logged(&stderr, "INFO  word "), ["null position null"]);
     // Every item is an effect of its own, `check[i]`, in the telemetry.
-    let started: Vec<String> = telemetry(&directory)
+    let started: Vec<String> = read_telemetry(&directory)
         .iter()
         // An effect's start (its `kind` is the action's, `exec`).
         .filter(|entry| entry["kind"] == "exec")
@@ -190,7 +174,7 @@ fn a_failure_beyond_the_tolerance_fails_the_map_once_with_each_items_outcome() {
         [r#"[0,1,2,3] ids ["check[0]","check[1]","check[2]","check[3]"]"#]
     );
     assert_eq!(logged(&stderr, "INFO  exit codes "), ["[0,5,-1,-1]"]);
-    let entries = telemetry(&directory);
+    let entries = read_telemetry(&directory);
     let started = entries
         .iter()
         // An effect's start (its `kind` is the action's, `exec`).
@@ -331,7 +315,7 @@ fn leaving_the_state_cancels_the_items_and_kills_their_processes() {
             file.display()
         );
     }
-    let entries = telemetry(&directory);
+    let entries = read_telemetry(&directory);
     let cancelled: Vec<&str> = entries
         .iter()
         .filter(|entry| entry["kind"] == "effect" && entry["outcome"] == "cancelled")
@@ -503,7 +487,7 @@ states:
         2,
         "{stdout}"
     );
-    let entries = telemetry(&directory);
+    let entries = read_telemetry(&directory);
     assert!(
         entries
             .iter()

@@ -209,7 +209,7 @@ fn leaving_a_state_stops_its_effect_and_its_outcome_never_reaches_the_next_visit
         "the first visit's audit survived its state"
     );
     // Its cancellation is recorded in the telemetry.
-    let telemetry = read_telemetry(&directory);
+    let telemetry = crate::support::read_telemetry(&directory);
     let cancelled: Vec<&serde_json::Value> = telemetry
         .iter()
         .filter(|entry| entry["kind"] == "effect" && entry["outcome"] == "cancelled")
@@ -218,22 +218,6 @@ fn leaving_a_state_stops_its_effect_and_its_outcome_never_reaches_the_next_visit
     assert_eq!(cancelled[0]["id"], "audit");
     assert_eq!(cancelled[0]["invocation"], 0);
     assert_eq!(cancelled[0]["owner"], "auditing");
-}
-
-/// Every telemetry entry of the one run in `directory`'s state.
-fn read_telemetry(directory: &Path) -> Vec<serde_json::Value> {
-    let runs = directory.join("state/runs");
-    let run = std::fs::read_dir(&runs)
-        .unwrap()
-        .next()
-        .expect("a run's telemetry")
-        .unwrap()
-        .path();
-    std::fs::read_to_string(run.join("events.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 const CHILD: &str = r#"
@@ -548,7 +532,7 @@ fn a_signal_records_the_running_effects_as_interrupted() {
     assert!(terminated.success());
     let output = engine.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(75));
-    let telemetry = read_telemetry(&directory);
+    let telemetry = crate::support::read_telemetry(&directory);
     let ends: Vec<&serde_json::Value> = telemetry
         .iter()
         .filter(|entry| entry["kind"] == "effect")

@@ -361,3 +361,19 @@ pub fn assert_diagnostic(rendered: &str, parts: &[&str]) {
         .any(|block| parts.iter().all(|part| block.contains(part)));
     assert!(found, "no diagnostic saying {parts:?} in:\n{rendered}");
 }
+
+/// Every telemetry entry of the one run recorded under `directory/state`.
+pub fn read_telemetry(directory: &std::path::Path) -> Vec<serde_json::Value> {
+    let runs = directory.join("state/runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .expect("a run's telemetry")
+        .unwrap()
+        .path();
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
