@@ -207,14 +207,10 @@ pub fn probe(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> 
             return result;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-    {
+    let runtime = match super::runner::virtual_time_runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            result.failure = Some(format!("cannot start the runtime: {error}"));
+        Err(message) => {
+            result.failure = Some(message);
             return result;
         }
     };

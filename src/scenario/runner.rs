@@ -361,16 +361,10 @@ fn run_scenario(
             return result;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-    {
+    let runtime = match virtual_time_runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            result
-                .failures
-                .push(format!("cannot start the runtime: {error}"));
+        Err(message) => {
+            result.failures.push(message);
             return result;
         }
     };
@@ -564,4 +558,14 @@ pub fn find_scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     files.sort();
     files.dedup();
     Ok(files)
+}
+
+/// The runtime a scenario (or a probe of `test --generate`) runs on: one thread, its clock
+/// paused, so timers fire as the steps advance virtual time.
+pub(super) fn virtual_time_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|error| format!("cannot start the runtime: {error}"))
 }
