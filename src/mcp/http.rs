@@ -30,7 +30,7 @@ pub async fn serve(
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.push(bound.to_string());
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

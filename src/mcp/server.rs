@@ -26,6 +26,8 @@ pub struct ProtocolServer {
     requests: mpsc::Sender<Request>,
     /// Directives as they are committed, with their run ids.
     notices: broadcast::Sender<(String, Value)>,
+    /// This session's `logging/setLevel`.
+    least_level: super::notices::LeastLevel,
 }
 
 /// A protocol as its tool: its id, what it does, the schema of its inputs.
@@ -64,6 +66,15 @@ impl ProtocolServer {
             texts: Arc::new(texts),
             requests,
             notices,
+            least_level: super::notices::LeastLevel::default(),
+        }
+    }
+
+    /// A handler for a new client session: the same tools and runs, its own log level.
+    pub fn for_session(&self) -> ProtocolServer {
+        ProtocolServer {
+            least_level: super::notices::LeastLevel::default(),
+            ..self.clone()
         }
     }
 
@@ -251,7 +262,22 @@ impl ServerHandler for ProtocolServer {
         tokio::spawn(super::notices::forward(
             self.notices.subscribe(),
             context.peer,
+            self.least_level.clone(),
         ));
+    }
+
+    /// Declaring the logging capability promises this: directives below the level are not sent.
+    #[expect(
+        deprecated,
+        reason = "logging is deprecated by SEP-2577; see notices.rs"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.least_level.set(&request);
+        Ok(())
     }
 
     async fn list_resources(
