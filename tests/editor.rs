@@ -21,6 +21,10 @@ const LIBRARY_MODELINE: &str = "# yaml-language-server: $schema=../schemas/libra
 #[path = "editor_forms.rs"]
 mod forms;
 
+// Shared with the integration tests' support, which this binary does not include.
+#[path = "support/npm_package.rs"]
+mod npm_package;
+
 fn repository() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -194,59 +198,8 @@ fn assert_offers(labels: &[String], expected: &[&str], place: &str) {
 fn server_entry_point() -> &'static Path {
     static ENTRY_POINT: OnceLock<PathBuf> = OnceLock::new();
     ENTRY_POINT.get_or_init(|| {
-        // Canonical, because npm takes a symlinked prefix for a link to another package.
-        let editor_directory = repository()
-            .join("tests/editor")
-            .canonicalize()
-            .expect("tests/editor is committed");
-        let package = editor_directory.join("node_modules/yaml-language-server");
-        if installed_version(&package).as_deref()
-            != Some(pinned_version(&editor_directory).as_str())
-        {
-            install_server(&editor_directory);
-        }
-        package.join("bin/yaml-language-server")
+        npm_package::installed("editor", "yaml-language-server").join("bin/yaml-language-server")
     })
-}
-
-fn pinned_version(editor_directory: &Path) -> String {
-    let manifest = std::fs::read_to_string(editor_directory.join("package.json"))
-        .expect("tests/editor/package.json is committed");
-    let manifest: Value =
-        serde_json::from_str(&manifest).expect("tests/editor/package.json is JSON");
-    let version = manifest["dependencies"]["yaml-language-server"].as_str();
-    version
-        .expect("tests/editor/package.json pins yaml-language-server")
-        .to_owned()
-}
-
-fn installed_version(package: &Path) -> Option<String> {
-    let manifest = std::fs::read_to_string(package.join("package.json")).ok()?;
-    let manifest: Value = serde_json::from_str(&manifest).ok()?;
-    manifest["version"].as_str().map(str::to_owned)
-}
-
-fn install_server(editor_directory: &Path) {
-    let output = Command::new("npm")
-        .arg("ci")
-        .arg("--prefix")
-        .arg(editor_directory)
-        .args(["--no-audit", "--no-fund", "--loglevel=error"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|error| {
-            panic!(
-                "the editor test needs npm to install yaml-language-server ({error}): \
-                 install Node.js 20 or later with npm, then run `npm ci --prefix tests/editor`"
-            )
-        });
-    assert!(
-        output.status.success(),
-        "`npm ci --prefix tests/editor` failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A running yaml-language-server; dropping it kills the process, so a failed assertion never leaves it behind.

@@ -1,5 +1,7 @@
 //! Test support: load YAML text into a running machine, send events, step virtual time, read the trace.
 
+pub mod npm_package;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 
