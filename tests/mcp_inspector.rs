@@ -1,9 +1,10 @@
-//! `protocol-run mcp` under the MCP Inspector's CLI (`@modelcontextprotocol/inspector`, pinned in tests/inspector, installed by .ci/run): tools with their schemas, a run started, read back and resumed by one-shot calls, resources, and Streamable HTTP.
+//! `protocol-run mcp` under the MCP Inspector's CLI (`@modelcontextprotocol/inspector`, pinned in tests/inspector, installed by .ci/run): tools with their schemas, a run started, read back and resumed by one-shot calls, resources, log levels, and Streamable HTTP.
 
-use std::ffi::OsStr;
-use std::io::BufRead;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use crate::support::mcp_http_server::McpHttpServer;
 
 use serde_json::{Value, json};
 
@@ -37,37 +38,58 @@ fn directory_with_gate(name: &str) -> PathBuf {
     directory
 }
 
-/// `protocol-run mcp` over stdio, serving gate.yaml from `directory`: what the Inspector
-/// starts, after its `--`.
-fn stdio_server(directory: &Path) -> Vec<PathBuf> {
-    vec![
-        PathBuf::from(env!("CARGO_BIN_EXE_protocol-run")),
-        PathBuf::from("mcp"),
-        PathBuf::from("--state-dir"),
-        directory.join("state"),
-        directory.join("gate.yaml"),
+/// How the Inspector reaches the server: the arguments after its own.
+type Target = Vec<OsString>;
+
+/// `protocol-run mcp` over stdio, serving gate.yaml from `directory`: the Inspector starts it.
+fn stdio_target(directory: &Path) -> Target {
+    let mut target: Target = [
+        "--",
+        env!("CARGO_BIN_EXE_protocol-run"),
+        "mcp",
+        "--state-dir",
     ]
+    .map(OsString::from)
+    .to_vec();
+    target.push(directory.join("state").into());
+    target.push(directory.join("gate.yaml").into());
+    target
 }
 
-/// Runs `mcp-inspector --cli ARGUMENTS -- SERVER...` in `directory`; returns the JSON it
-/// printed and its stderr, panicking with both when it fails.
-fn inspect<S: AsRef<OsStr>>(directory: &Path, arguments: &[&str], server: &[S]) -> (Value, String) {
-    inspect_exiting(0, directory, arguments, server)
+/// A server already listening at `url`, over Streamable HTTP.
+fn http_target(url: &str) -> Target {
+    ["--transport", "http", "--server-url", url]
+        .map(OsString::from)
+        .to_vec()
+}
+
+/// `--method tools/call` of `tool` with its `key=value` arguments.
+fn tool_call(tool: &str, arguments: &[&str]) -> Vec<String> {
+    let mut method = vec!["--method", "tools/call", "--tool-name", tool];
+    for argument in arguments {
+        method.extend(["--tool-arg", argument]);
+    }
+    method.into_iter().map(String::from).collect()
+}
+
+/// Runs `mcp-inspector --cli METHOD... TARGET...` in `directory`; returns the JSON it printed
+/// and its stderr, panicking with both when it fails.
+fn inspect<A: AsRef<OsStr>>(directory: &Path, method: &[A], target: &Target) -> (Value, String) {
+    inspect_exiting(0, directory, method, target)
 }
 
 /// As `inspect`, when the Inspector is to exit with `code` (5: the tool returned an error).
-fn inspect_exiting<S: AsRef<OsStr>>(
+fn inspect_exiting<A: AsRef<OsStr>>(
     code: i32,
     directory: &Path,
-    arguments: &[&str],
-    server: &[S],
+    method: &[A],
+    target: &Target,
 ) -> (Value, String) {
-    let mut command = Command::new("node");
-    command.arg(launcher()).arg("--cli").args(arguments);
-    if !server.is_empty() {
-        command.arg("--").args(server);
-    }
-    let output = command
+    let output = Command::new("node")
+        .arg(launcher())
+        .arg("--cli")
+        .args(method)
+        .args(target)
         .current_dir(directory)
         .stdin(Stdio::null())
         .output()
@@ -79,10 +101,11 @@ fn inspect_exiting<S: AsRef<OsStr>>(
         });
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let method: Vec<_> = method.iter().map(AsRef::as_ref).collect();
     assert_eq!(
         output.status.code(),
         Some(code),
-        "the Inspector on {arguments:?}:\n{stdout}\n{stderr}"
+        "the Inspector on {method:?}:\n{stdout}\n{stderr}"
     );
     let value = serde_json::from_str(&stdout)
         .unwrap_or_else(|error| panic!("the Inspector printed no JSON ({error}):\n{stdout}"));
@@ -90,12 +113,8 @@ fn inspect_exiting<S: AsRef<OsStr>>(
 }
 
 /// Calls `tool` with `key=value` arguments; returns the call's structured content.
-fn call<S: AsRef<OsStr>>(directory: &Path, tool: &str, arguments: &[&str], server: &[S]) -> Value {
-    let mut all = vec!["--method", "tools/call", "--tool-name", tool];
-    for argument in arguments {
-        all.extend(["--tool-arg", argument]);
-    }
-    let (result, _) = inspect(directory, &all, server);
+fn call(directory: &Path, tool: &str, arguments: &[&str], target: &Target) -> Value {
+    let (result, _) = inspect(directory, &tool_call(tool, arguments), target);
     assert_eq!(result["isError"], json!(false), "{result}");
     result["structuredContent"].clone()
 }
@@ -107,7 +126,7 @@ fn the_inspector_lists_the_protocol_and_management_tools_with_their_schemas() {
     let (listed, stderr) = inspect(
         &directory,
         &["--method", "tools/list", "--strict"],
-        &stdio_server(&directory),
+        &stdio_target(&directory),
     );
     assert!(stderr.contains("0 errors"), "{stderr}");
     let tools = listed["tools"].as_array().unwrap();
@@ -153,7 +172,7 @@ fn the_inspector_lists_the_protocol_and_management_tools_with_their_schemas() {
 #[test]
 fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     let directory = directory_with_gate("run");
-    let server = stdio_server(&directory);
+    let server = stdio_target(&directory);
     // `knocks=2` reaches the engine as the integer the schema says: the Inspector types it.
     let started = call(&directory, "gate", &["visitor=ada", "knocks=2"], &server);
     let run = started["run"].as_str().unwrap().to_string();
@@ -171,11 +190,7 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     let read = call(&directory, "get_run", &[&format!("run={run}")], &server);
     assert_eq!(read["run"], json!(run));
     assert_eq!(read["status"], json!("stopped"), "{read}");
-    let (listed, _) = inspect(
-        &directory,
-        &["--method", "tools/call", "--tool-name", "list_runs"],
-        &server,
-    );
+    let (listed, _) = inspect(&directory, &tool_call("list_runs", &[]), &server);
     let listed: Value =
         serde_json::from_str(listed["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(listed[0]["run"], json!(run), "{listed}");
@@ -187,16 +202,7 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     let (refused, stderr) = inspect_exiting(
         5,
         &directory,
-        &[
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "gate",
-            "--tool-arg",
-            "visitor=bo",
-            "--tool-arg",
-            "knocks=9",
-        ],
+        &tool_call("gate", &["visitor=bo", "knocks=9"]),
         &server,
     );
     assert_eq!(refused["isError"], json!(true), "{refused}");
@@ -221,6 +227,22 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
         ]
     );
 
+    let (protocol, _) = inspect(
+        &directory,
+        &[
+            "--method",
+            "resources/read",
+            "--uri",
+            "protocol-run://protocol/gate",
+        ],
+        &server,
+    );
+    assert_eq!(protocol["contents"][0]["text"], json!(GATE), "{protocol}");
+    assert_eq!(
+        protocol["contents"][0]["mimeType"],
+        json!("application/yaml")
+    );
+
     // The Inspector sets a log level on connecting; asked alone, the server takes it.
     let (level, _) = inspect(
         &directory,
@@ -230,81 +252,12 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     assert_eq!(level, json!({}));
 }
 
-/// `protocol-run mcp --http 127.0.0.1:0` serving gate.yaml; killed when dropped, so a failed
-/// assertion never leaves it behind.
-struct HttpServer {
-    child: Child,
-    url: String,
-}
-
-impl HttpServer {
-    /// Starts it in `directory`; its URL is on its first stderr line.
-    fn start(directory: &Path) -> HttpServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args([
-                "mcp",
-                "--http",
-                "127.0.0.1:0",
-                "--state-dir",
-                "state",
-                "gate.yaml",
-            ])
-            .current_dir(directory)
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        stderr.read_line(&mut first).unwrap();
-        let url = first
-            .trim()
-            .strip_prefix("mcp: listening on ")
-            .unwrap_or_else(|| panic!("no address on stderr: {first}"))
-            .to_string();
-        // The rest of stderr is drained so the server never blocks on it.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        HttpServer { child, url }
-    }
-
-    /// Sends SIGTERM; returns the exit code.
-    fn stop(&mut self) -> Option<i32> {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        self.child.wait().unwrap().code()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn the_inspector_drives_a_run_over_streamable_http() {
     let directory = directory_with_gate("http");
-    let mut server = HttpServer::start(&directory);
-    let over_http = |method: &[&str]| -> Vec<String> {
-        let mut arguments: Vec<String> = ["--transport", "http", "--server-url", &server.url]
-            .map(String::from)
-            .to_vec();
-        arguments.extend(method.iter().map(|argument| argument.to_string()));
-        arguments
-    };
-    let no_server: [&str; 0] = [];
-    let tool = |name: &str, tool_arguments: &[&str]| -> Value {
-        let mut method = vec!["--method", "tools/call", "--tool-name", name];
-        for argument in tool_arguments {
-            method.extend(["--tool-arg", argument]);
-        }
-        let arguments = over_http(&method);
-        let arguments: Vec<&str> = arguments.iter().map(String::as_str).collect();
-        let (result, _) = inspect(&directory, &arguments, &no_server);
-        assert_eq!(result["isError"], json!(false), "{result}");
-        result["structuredContent"].clone()
-    };
+    let mut server = McpHttpServer::start(&directory, &["gate.yaml"]);
+    let target = http_target(&server.url);
+    let tool = |name: &str, arguments: &[&str]| call(&directory, name, arguments, &target);
 
     let started = tool("gate", &["visitor=ada"]);
     let run = started["run"].as_str().unwrap().to_string();

@@ -1,5 +1,6 @@
 //! Test support: load YAML text into a running machine, send events, step virtual time, read the trace.
 
+pub mod mcp_http_server;
 pub mod npm_package;
 
 use std::collections::VecDeque;

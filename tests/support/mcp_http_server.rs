@@ -1,0 +1,53 @@
+//! `protocol-run mcp --http` started for a test on a free port, its address read from its first stderr line.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// `protocol-run mcp --http 127.0.0.1:0`; killed when dropped, so a failed assertion never
+/// leaves it behind.
+pub struct McpHttpServer {
+    child: Child,
+    /// Where it listens, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl McpHttpServer {
+    /// Starts it in `directory` serving `protocols`, its runs in `directory/state`; its URL is
+    /// on its first stderr line.
+    pub fn start(directory: &Path, protocols: &[&str]) -> McpHttpServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["mcp", "--http", "127.0.0.1:0", "--state-dir", "state"])
+            .args(protocols)
+            .current_dir(directory)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        stderr.read_line(&mut first).unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("mcp: listening on ")
+            .unwrap_or_else(|| panic!("no address on stderr: {first}"))
+            .to_string();
+        // The rest of stderr is drained so the server never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        McpHttpServer { child, url }
+    }
+
+    /// Sends SIGTERM; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        self.child.wait().unwrap().code()
+    }
+}
+
+impl Drop for McpHttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
