@@ -90,3 +90,42 @@ pub fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
         })
         .unwrap_or(base)
 }
+
+/// How many journal entries one read of a run's directives takes at a time.
+const JOURNAL_PAGE: usize = 256;
+
+/// The directives a run's journal holds, read back from its end: the latest
+/// `MAX_KEPT_DIRECTIVES` in the order emitted, and how many older ones were left out. A
+/// resumed run's report starts from them.
+pub fn recorded_directives(store: &dyn Store, run: &str) -> Result<(Vec<Value>, usize), String> {
+    let mut newest_first = Vec::new();
+    let mut dropped = 0;
+    let mut before = u64::MAX;
+    loop {
+        let page = store
+            .journal_before(run, before, JOURNAL_PAGE)
+            .map_err(|error| error.to_string())?;
+        for entry in page.iter().rev() {
+            let Some(actions) = entry.actions.as_array() else {
+                continue;
+            };
+            for directive in actions
+                .iter()
+                .rev()
+                .filter_map(|action| action.get("directive"))
+            {
+                if newest_first.len() < super::report::MAX_KEPT_DIRECTIVES {
+                    newest_first.push(directive.clone());
+                } else {
+                    dropped += 1;
+                }
+            }
+        }
+        match page.first() {
+            Some(oldest) if page.len() == JOURNAL_PAGE => before = oldest.sequence,
+            _ => break,
+        }
+    }
+    newest_first.reverse();
+    Ok((newest_first, dropped))
+}

@@ -5,7 +5,9 @@ Usage: client.py BINARY STATE_DIR SCRIPT PROTOCOL...
 SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send it, see it
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
-`resume:RUN` (resume RUN, send it guidance).
+`resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
+left: `start_kill:PROTOCOL` (start PROTOCOL, SIGKILL the server), `get:RUN` (get_run),
+`guide:RUN` (get_run, then send guidance), `finish:RUN` (get_run until it ends on its own).
 """
 
 import asyncio
@@ -198,6 +200,39 @@ async def resume(session, run):
     say(step="sent", report=sent)
 
 
+async def start_and_kill(session, protocol):
+    """Starts PROTOCOL (no inputs), says its report, then SIGKILLs the server."""
+    started = report(await session.call_tool(protocol, {}))
+    say(step="started", report=started)
+    server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
+    os.kill(server, signal.SIGKILL)
+    os._exit(0)
+
+
+async def get(session, run):
+    """The run's report as a restarted server has it, without resume_run."""
+    say(step="got", report=report(await session.call_tool("get_run", {"run": run})))
+
+
+async def guide(session, run):
+    """A restarted server's report of RUN (no resume_run), then captain_guidance sent to it."""
+    await get(session, run)
+    sent = report(
+        await session.call_tool(
+            "send_event",
+            {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}},
+        )
+    )
+    say(step="sent", report=sent)
+
+
+async def finish(session, run):
+    """Waits for RUN, resumed at start, to end on its own (a timer)."""
+    await get(session, run)
+    ended = await wait_for(session, run, lambda current: current["status"] != "running")
+    say(step="ended", report=ended)
+
+
 async def run_script(script, session):
     await session.initialize()
     tools = await session.list_tools()
@@ -216,6 +251,17 @@ async def run_script(script, session):
         "strict": strict,
         "resources": resources,
     }
+    # SCRIPT:ARGUMENT scripts, for a run (or protocol) named by an earlier one.
+    with_argument = {
+        "start_kill": start_and_kill,
+        "get": get,
+        "guide": guide,
+        "finish": finish,
+    }
+    name, _, argument = script.partition(":")
+    if name in with_argument:
+        await with_argument[name](session, argument)
+        return
     await scripts[script](session)
 
 
