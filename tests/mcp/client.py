@@ -6,8 +6,9 @@ SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send 
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
 `resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
-left: `start_kill:PROTOCOL` (start PROTOCOL, SIGKILL the server), `get:RUN` (get_run),
-`guide:RUN` (get_run, then send guidance), `finish:RUN` (get_run until it ends on its own).
+left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL` (start
+PROTOCOL, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run, then send guidance),
+`finish:RUN` (get_run until it ends on its own).
 """
 
 import asyncio
@@ -233,6 +234,18 @@ async def finish(session, run):
     say(step="ended", report=ended)
 
 
+async def leave(session):
+    """Starts ITTW, waits for captain_guidance, and closes the session: the server stops the run."""
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    run = started["run"]
+    await wait_for(
+        session,
+        run,
+        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+    )
+    say(step="waiting", run=run)
+
+
 async def run_script(script, session):
     await session.initialize()
     tools = await session.list_tools()
@@ -250,6 +263,7 @@ async def run_script(script, session):
         "kill": kill,
         "strict": strict,
         "resources": resources,
+        "leave": leave,
     }
     # SCRIPT:ARGUMENT scripts, for a run (or protocol) named by an earlier one.
     with_argument = {
