@@ -237,3 +237,49 @@ fn a_resumed_runs_timer_fires_at_its_original_deadline() {
         "fired at {fired}: restarted at the resume, not kept at {due}"
     );
 }
+
+/// Delegates to `CHILD`, which asks for a review: a directive the parent forwards.
+const PARENT: &str = "id: parent
+permissions: { exec: [], write: [], env: [] }
+states:
+  delegating:
+    entry: [{ emit: delegated }]
+    invoke:
+      - { protocol: child.yaml, id: helper }
+    on:
+      done.invoke.helper: finished
+      stop: finished
+  finished: { type: final }
+";
+
+const CHILD: &str = "id: child
+permissions: { exec: [], write: [], read: [], env: [] }
+states:
+  asking:
+    entry: [{ emit: need_review, data: { page: 3 } }]
+    on: { reviewed: done }
+  done: { type: final }
+";
+
+#[test]
+fn a_childs_directives_are_recorded_with_its_parents_and_reported_after_a_restart() {
+    let directory = crate::support::temporary_directory("mcp-restart", "child");
+    let protocol = directory.join("parent.yaml");
+    std::fs::write(&protocol, PARENT).unwrap();
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    let (lines, _) = drive(&directory, "start_kill:parent,2", &[&protocol]);
+    let before = &step(&lines, "started")["report"];
+    let run = before["run"].as_str().unwrap().to_string();
+
+    let (lines, stderr) = drive(&directory, &format!("get:{run}"), &[&protocol]);
+    assert_eq!(notices(&stderr).len(), 1, "{stderr}");
+    let after = &step(&lines, "got")["report"];
+    assert_eq!(after["directives"], before["directives"]);
+    assert_eq!(
+        after["directives"],
+        json!([
+            {"directive": "delegated"},
+            {"directive": "need_review", "page": 3, "from": "helper"},
+        ])
+    );
+}

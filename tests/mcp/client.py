@@ -6,8 +6,8 @@ SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send 
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
 `resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
-left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL` (start
-PROTOCOL, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run, then send guidance),
+left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL[,N]` (start
+PROTOCOL, wait for N directives, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run, then send guidance),
 `finish:RUN` (get_run until it ends on its own).
 """
 
@@ -201,9 +201,14 @@ async def resume(session, run):
     say(step="sent", report=sent)
 
 
-async def start_and_kill(session, protocol):
-    """Starts PROTOCOL (no inputs), says its report, then SIGKILLs the server."""
+async def start_and_kill(session, argument):
+    """PROTOCOL[,N]: starts PROTOCOL (no inputs), waits for N directives (committed once
+    reported), says its report, then SIGKILLs the server."""
+    protocol, _, count = argument.partition(",")
     started = report(await session.call_tool(protocol, {}))
+    started = await wait_for(
+        session, started["run"], lambda current: len(current["directives"]) >= int(count or 0)
+    )
     say(step="started", report=started)
     server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
     os.kill(server, signal.SIGKILL)
