@@ -173,7 +173,8 @@ async def cancel(session):
     say(step="resume_cancelled", error=again.isError, text=again.content[0].text)
 
 
-async def kill(session):
+async def ittw_waiting(session):
+    """Starts ITTW on a missing path and waits until it can take captain_guidance."""
     started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
     run = started["run"]
     await wait_for(
@@ -182,16 +183,16 @@ async def kill(session):
         lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
     )
     say(step="waiting", run=run)
+
+
+def kill_server():
     server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
     os.kill(server, signal.SIGKILL)
     # The session's streams break with the server: leave without closing them.
     os._exit(0)
 
 
-async def resume(session, run):
-    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
-    resumed = report(await session.call_tool("resume_run", {"run": run}))
-    say(step="resumed", report=resumed)
+async def send_guidance(session, run):
     sent = report(
         await session.call_tool(
             "send_event",
@@ -199,6 +200,18 @@ async def resume(session, run):
         )
     )
     say(step="sent", report=sent)
+
+
+async def kill(session):
+    await ittw_waiting(session)
+    kill_server()
+
+
+async def resume(session, run):
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
+    resumed = report(await session.call_tool("resume_run", {"run": run}))
+    say(step="resumed", report=resumed)
+    await send_guidance(session, run)
 
 
 async def start_and_kill(session, argument):
@@ -210,9 +223,7 @@ async def start_and_kill(session, argument):
         session, started["run"], lambda current: len(current["directives"]) >= int(count or 0)
     )
     say(step="started", report=started)
-    server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
-    os.kill(server, signal.SIGKILL)
-    os._exit(0)
+    kill_server()
 
 
 async def get(session, run):
@@ -223,13 +234,7 @@ async def get(session, run):
 async def guide(session, run):
     """A restarted server's report of RUN (no resume_run), then captain_guidance sent to it."""
     await get(session, run)
-    sent = report(
-        await session.call_tool(
-            "send_event",
-            {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}},
-        )
-    )
-    say(step="sent", report=sent)
+    await send_guidance(session, run)
 
 
 async def finish(session, run):
@@ -241,14 +246,7 @@ async def finish(session, run):
 
 async def leave(session):
     """Starts ITTW, waits for captain_guidance, and closes the session: the server stops the run."""
-    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
-    run = started["run"]
-    await wait_for(
-        session,
-        run,
-        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
-    )
-    say(step="waiting", run=run)
+    await ittw_waiting(session)
 
 
 async def run_script(script, session):
