@@ -75,6 +75,7 @@ fn commit_step(bencher: Bencher) {
             inputs: serde_json::json!({}),
             started_unix_milliseconds: 1,
             grants: None,
+            origin: protocol_run::store::RunOrigin::Run,
         })
         .expect("the run is created");
     // The store refuses a sequence not above the last one, so each commit takes the next.

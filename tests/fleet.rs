@@ -207,6 +207,14 @@ impl Store for CountingStore {
     ) -> Result<Vec<protocol_run::store::JournalEntry>, StoreError> {
         self.inner.journal_tail(run, count)
     }
+    fn journal_before(
+        &self,
+        run: &str,
+        before: u64,
+        count: usize,
+    ) -> Result<Vec<protocol_run::store::JournalEntry>, StoreError> {
+        self.inner.journal_before(run, before, count)
+    }
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
         self.inner.mark_stopped(run, unix_milliseconds)
     }
@@ -254,6 +262,7 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
             protocol_hash: "h".into(),
             protocol_text: yaml.into(),
             grants: None,
+            origin: protocol_run::store::RunOrigin::Serve,
         }),
     )
     .with_output(move |bytes| {

@@ -37,6 +37,7 @@ mod map_durability;
 mod map_errors;
 mod mcp;
 mod mcp_inspector;
+mod mcp_restart;
 mod mock_shapes;
 mod ownership;
 mod ownership_properties;

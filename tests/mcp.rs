@@ -26,7 +26,7 @@ fn python() -> PathBuf {
 
 /// Runs tests/mcp/client.py's `script` against a server of `protocols` (and flags) in
 /// `directory`; returns its JSON lines by `step`, and its stderr (the server's too).
-fn drive<P: AsRef<std::ffi::OsStr>>(
+pub(crate) fn drive<P: AsRef<std::ffi::OsStr>>(
     directory: &Path,
     script: &str,
     protocols: &[P],
@@ -54,14 +54,14 @@ fn drive<P: AsRef<std::ffi::OsStr>>(
     (lines, stderr)
 }
 
-fn step<'l>(lines: &'l [Value], name: &str) -> &'l Value {
+pub(crate) fn step<'l>(lines: &'l [Value], name: &str) -> &'l Value {
     lines
         .iter()
         .find(|line| line["step"] == name)
         .unwrap_or_else(|| panic!("no step `{name}` in {lines:?}"))
 }
 
-fn ittw() -> PathBuf {
+pub(crate) fn ittw() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml")
 }
 

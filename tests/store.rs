@@ -97,6 +97,7 @@ fn new_run(id: &str, path: &str, started: u64) -> NewRun {
         inputs: serde_json::json!({}),
         started_unix_milliseconds: started,
         grants: None,
+        origin: protocol_run::store::RunOrigin::Run,
     }
 }
 

@@ -395,6 +395,7 @@ fn new_run(
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
             grants: options.narrowing.recorded_with(Some(&machine.capabilities)),
+            origin: crate::store::RunOrigin::Run,
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);

@@ -216,6 +216,8 @@ fn describe(store: &SqliteStore, run_id: &str) -> Result<serde_json::Value, (Str
         "protocol": summary.protocol_path,
         "status": summary.status.as_str(),
         "started": format_rfc3339(summary.started_unix_milliseconds),
+        // What started it (`run`, `serve`, `mcp`); null for a run recorded before origins were.
+        "origin": summary.origin.map(crate::store::RunOrigin::as_str),
         "inputs": record.inputs,
         "grants": record.grants,
         "state": snapshot_json,

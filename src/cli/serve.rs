@@ -150,6 +150,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: text,
             grants: arguments.narrowing.recorded(),
+            origin: crate::store::RunOrigin::Serve,
         })
     } else {
         None

@@ -15,7 +15,7 @@ use super::report::{RunView, report};
 use crate::compile::machine::Machine;
 use crate::run::fleet::Recording;
 use crate::run::input::{LineBatch, LineOrigin};
-use crate::store::{SqliteStore, Store};
+use crate::store::SqliteStore;
 
 /// The most runs one server keeps live at once; a start past it is refused.
 pub const MAX_LIVE_RUNS: usize = 10_000;
@@ -76,6 +76,9 @@ pub struct HostSettings {
     /// Where each directive goes as it is committed, with its run id: the server turns them
     /// into notifications for the client.
     pub notices: broadcast::Sender<(String, Value)>,
+    /// Whether the runs earlier servers left are resumed at start (`--no-resume` leaves them
+    /// for `resume_run`).
+    pub resume: bool,
 }
 
 /// One live run: its fleet's input, and what its output said so far.
@@ -88,6 +91,8 @@ struct LiveRun {
     /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
     /// the first `cancel_run`.
     cancel: Option<oneshot::Sender<Reply>>,
+    /// Held while this server drives the run: `run --resume` of it is refused.
+    _lock: crate::run_lock::RunLock,
 }
 
 /// A request waiting for its line's output to be committed.
@@ -126,6 +131,9 @@ pub async fn host(
         stop: watch::Sender::new(false),
         fleets: Vec::new(),
     };
+    if host.settings.resume {
+        host.resume_recorded();
+    }
     while let Some(request) = requests.recv().await {
         host.handle(request).await;
     }
@@ -234,27 +242,47 @@ impl Host {
         };
         let instance = records::new_instance_name(&store, &machine.id);
         let run_id = format!("{}:{instance}", machine.id);
+        let lock = match self.lock_run(&run_id) {
+            Ok(lock) => lock,
+            Err(message) => return fail(reply, message),
+        };
         let recording = Recording {
             store: Box::new(store),
             protocol_path: served.path.clone(),
             protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: served.text.clone(),
             grants: self.settings.recorded_grants.clone(),
+            origin: crate::store::RunOrigin::Mcp,
         };
         let view = Rc::new(RefCell::new(RunView::default()));
         let fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
-        self.keep_live(&run_id, machine, fleet, view);
+        self.keep_live(&run_id, machine, fleet, view, lock);
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
         self.submit(&run_id, &line, reply).await;
     }
 
-    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`.
-    fn keep_live(
+    /// How many runs are live, those whose fleet ended forgotten (their locks released).
+    pub(super) fn live_runs(&mut self) -> usize {
+        self.runs.retain(|_, run| !run.input.is_closed());
+        self.runs.len()
+    }
+
+    /// A live run's report while it runs.
+    pub(super) fn live_report(&self, run: &str) -> Option<Value> {
+        let live = self.runs.get(run)?;
+        let view = live.view.borrow();
+        (view.status() == "running").then(|| report(&live.machine, run, &view))
+    }
+
+    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`,
+    /// holding its lock.
+    pub(super) fn keep_live(
         &mut self,
         run_id: &str,
         machine: Arc<Machine>,
         fleet: crate::run::fleet::Fleet,
         view: Rc<RefCell<RunView>>,
+        lock: crate::run_lock::RunLock,
     ) {
         let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone());
         let instance = run_id[machine.id.len() + 1..].to_string();
@@ -266,6 +294,7 @@ impl Host {
                 view,
                 instance,
                 cancel: Some(cancel),
+                _lock: lock,
             },
         );
     }
@@ -366,75 +395,6 @@ impl Host {
                 let _ = reply.send(Err(format!("run `{run}` is being cancelled")));
             }
         }
-    }
-
-    /// Resumes a recorded run that no server drives (stopped, or left running by a server
-    /// that died) from its latest snapshot, in a fleet of its own, as `serve` resumes its
-    /// instances; a live run's report is returned as it is.
-    fn resume_run(&mut self, run: &str) -> Result<Value, String> {
-        if let Some(live) = self.runs.get(run)
-            && live.view.borrow().status() == "running"
-        {
-            return Ok(report(&live.machine, run, &live.view.borrow()));
-        }
-        let store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let record = store
-            .run(run)
-            .map_err(|error| error.to_string())?
-            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
-        if record.summary.status == crate::store::RunStatus::Finished {
-            return Err(format!("run `{run}` has finished; get_run tells how"));
-        }
-        let served = self
-            .protocols
-            .iter()
-            .find(|served| served.path == record.summary.protocol_path)
-            .ok_or_else(|| {
-                format!(
-                    "run `{run}` runs {}, which this server does not serve",
-                    record.summary.protocol_path
-                )
-            })?;
-        if let Some(changed) = crate::store::read_files::changed_file(
-            &served.path,
-            &record.summary.protocol_hash,
-            &served.text,
-        ) {
-            return Err(format!(
-                "{} changed since run `{run}` started; restore the file to resume it",
-                changed.path
-            ));
-        }
-        let values = served
-            .machine
-            .bind_recorded_inputs(&record.inputs, &[])
-            .map_err(|errors| {
-                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                messages.join("; ")
-            })?;
-        let machine = crate::compile::grants::resolve(
-            &served.loaded,
-            &Arc::default(),
-            &self.settings.narrowing,
-            served.machine.clone(),
-            &values,
-        )
-        .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
-        let recording = Recording {
-            store: Box::new(store),
-            protocol_path: served.path.clone(),
-            protocol_hash: record.summary.protocol_hash.clone(),
-            protocol_text: served.text.clone(),
-            grants: self.settings.recorded_grants.clone(),
-        };
-        let view = Rc::new(RefCell::new(RunView::default()));
-        let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
-        fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
-        fleet.commit();
-        let report = report(&machine, run, &view.borrow());
-        self.keep_live(run, machine, fleet, view);
-        Ok(report)
     }
 
     /// A live run's protocol as a Mermaid diagram, its active states drawn in the `active`

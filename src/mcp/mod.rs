@@ -10,6 +10,7 @@ pub mod notices;
 pub mod records;
 pub mod report;
 pub mod resources;
+mod resume;
 pub mod server;
 
 use std::path::PathBuf;

@@ -90,3 +90,102 @@ pub fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
         })
         .unwrap_or(base)
 }
+
+/// How many journal entries one read of a run's directives takes at a time.
+const JOURNAL_PAGE: usize = 256;
+
+/// The directives a run's journal holds, read back from its end: the latest
+/// `MAX_KEPT_DIRECTIVES` in the order emitted, and how many older ones were left out. A
+/// resumed run's report starts from them.
+pub fn recorded_directives(store: &dyn Store, run: &str) -> Result<(Vec<Value>, usize), String> {
+    let mut newest_first = Vec::new();
+    let mut dropped = 0;
+    let mut before = u64::MAX;
+    loop {
+        let page = store
+            .journal_before(run, before, JOURNAL_PAGE)
+            .map_err(|error| error.to_string())?;
+        for entry in page.iter().rev() {
+            let Some(actions) = entry.actions.as_array() else {
+                continue;
+            };
+            for directive in actions
+                .iter()
+                .rev()
+                .filter_map(|action| action.get("directive"))
+            {
+                if newest_first.len() < super::report::MAX_KEPT_DIRECTIVES {
+                    newest_first.push(directive.clone());
+                } else {
+                    dropped += 1;
+                }
+            }
+        }
+        match page.first() {
+            Some(oldest) if page.len() == JOURNAL_PAGE => before = oldest.sequence,
+            _ => break,
+        }
+    }
+    newest_first.reverse();
+    Ok((newest_first, dropped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{JournalEntry, NewRun, RunOrigin, Write};
+
+    /// A journal longer than a page with more directives than a report keeps: the latest are
+    /// read back in order, the older ones counted.
+    #[test]
+    fn recorded_directives_are_the_latest_in_order_with_the_older_counted() {
+        let directory = std::env::temp_dir().join(format!(
+            "protocol-run-recorded-directives-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&directory);
+        let mut store = SqliteStore::open(&directory).unwrap();
+        let mut writes = vec![Write::CreateRun(NewRun {
+            id: "p:mcp-1".into(),
+            protocol_path: "/p.yaml".into(),
+            protocol_hash: "h".into(),
+            protocol_text: None,
+            inputs: json!({}),
+            started_unix_milliseconds: 1,
+            grants: None,
+            origin: RunOrigin::Mcp,
+        })];
+        let snapshot: crate::run::snapshot::Snapshot = serde_json::from_value(json!({
+            "format": 1, "protocol": "p", "configuration": ["a"], "context": {}, "running": true
+        }))
+        .unwrap();
+        // Step n emits n % 3 directives (none, one, or two), among other actions.
+        let mut emitted = Vec::new();
+        for sequence in 0..1_200_u64 {
+            let mut actions = vec![json!({"log": "tick", "tags": []})];
+            for index in 0..sequence % 3 {
+                let directive = json!({"directive": "d", "step": sequence, "index": index});
+                actions.push(json!({ "directive": directive }));
+                emitted.push(directive);
+            }
+            writes.push(Write::Step {
+                run: "p:mcp-1".into(),
+                entry: JournalEntry {
+                    sequence,
+                    event: None,
+                    transitions: Vec::new(),
+                    actions: Value::Array(actions),
+                    unix_milliseconds: sequence,
+                },
+                snapshot: Box::new(snapshot.clone()),
+                finish: None,
+            });
+        }
+        store.commit_batch(&writes).unwrap();
+        let (kept, dropped) = recorded_directives(&store, "p:mcp-1").unwrap();
+        let _ = std::fs::remove_dir_all(&directory);
+        assert_eq!(emitted.len(), 1_200);
+        assert_eq!(dropped, 200);
+        assert_eq!(kept, emitted[200..]);
+    }
+}

@@ -13,7 +13,8 @@ pub const MAX_KEPT_DIRECTIVES: usize = 1_000;
 pub struct RunView {
     /// Its active atomic states.
     pub states: Vec<String>,
-    /// Directives in the order emitted, the latest `MAX_KEPT_DIRECTIVES` of them.
+    /// Directives in the order emitted, the latest `MAX_KEPT_DIRECTIVES` of them (those from
+    /// before a resume read back from the journal).
     pub directives: Vec<Value>,
     /// How many directives were dropped past `MAX_KEPT_DIRECTIVES`.
     pub dropped_directives: usize,
@@ -28,6 +29,17 @@ pub struct RunView {
 }
 
 impl RunView {
+    /// The view of a run about to resume: the directives its journal holds (the latest
+    /// `MAX_KEPT_DIRECTIVES`, and how many older ones there were), so that its report lists
+    /// what it emitted before the restart too.
+    pub fn resumed(directives: Vec<Value>, dropped_directives: usize) -> RunView {
+        RunView {
+            directives,
+            dropped_directives,
+            ..RunView::default()
+        }
+    }
+
     /// Takes in one committed output line of the run's fleet; a directive is returned too.
     pub fn observe(&mut self, line: &Value) -> Option<Value> {
         let fields = line.as_object()?;

@@ -33,6 +33,8 @@ pub struct Recording {
     pub protocol_text: String,
     /// The operator's narrowing this host runs under, recorded with each instance it starts.
     pub grants: Option<serde_json::Value>,
+    /// The front end hosting the fleet (`serve`, or `mcp`), recorded with each instance.
+    pub origin: crate::store::RunOrigin,
 }
 
 /// How a fleet's `run` ended.
@@ -509,6 +511,7 @@ impl Fleet {
                 inputs: self.machine.recorded_inputs(&values),
                 started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
                 grants: recording.grants.clone(),
+                origin: recording.origin,
             }));
         }
         let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));

@@ -538,7 +538,12 @@ impl DriverHost<'_> {
     pub(super) fn receive(&mut self, message: EffectMessage, running: bool) {
         match message {
             EffectMessage::Log(record) => self.log(record),
-            EffectMessage::Directive(directive) => self.observer.directive(&directive),
+            // A child's directive is the parent's to record, committed at once (a fleet's
+            // host lives for one message): a resumed run's report lists it too.
+            EffectMessage::Directive(directive) => {
+                self.commit_due |= self.recording;
+                self.emit(directive);
+            }
             EffectMessage::ChildEvent(id, event) => {
                 // A cancelled child's events are dropped with it.
                 if self.state.running.has_child(&id) {

@@ -26,6 +26,39 @@ pub struct NewRun {
     /// The operator's narrowing of the protocol's permissions (`--allow-*`, `--no-shell`), so a
     /// resume applies it again; `None` when the operator narrowed nothing.
     pub grants: Option<serde_json::Value>,
+    /// The front end that started it, so that the next one of its kind resumes it.
+    pub origin: RunOrigin,
+}
+
+/// The front end that started a run: a restarted `mcp` server resumes the runs an `mcp`
+/// server started, and no other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOrigin {
+    /// `protocol-run run`.
+    Run,
+    /// An instance of `protocol-run serve`.
+    Serve,
+    /// A protocol tool of `protocol-run mcp`.
+    Mcp,
+}
+
+impl RunOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOrigin::Run => "run",
+            RunOrigin::Serve => "serve",
+            RunOrigin::Mcp => "mcp",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RunOrigin> {
+        match text {
+            "run" => Some(RunOrigin::Run),
+            "serve" => Some(RunOrigin::Serve),
+            "mcp" => Some(RunOrigin::Mcp),
+            _ => None,
+        }
+    }
 }
 
 /// Where a run is in its life.
@@ -82,6 +115,8 @@ pub struct RunSummary {
     pub last_step_unix_milliseconds: Option<u64>,
     /// Set once the run has finished.
     pub finish: Option<Finish>,
+    /// The front end that started it; `None` for a run recorded before origins were.
+    pub origin: Option<RunOrigin>,
 }
 
 /// One run with everything recorded when it started.
@@ -257,6 +292,15 @@ pub trait Store: Send {
     /// The last `count` journal entries, in order (for `status`).
     fn journal_tail(&self, run: &str, count: usize) -> Result<Vec<JournalEntry>, StoreError>;
 
+    /// The last `count` journal entries before step `before`, in order: the journal read back
+    /// from its end a page at a time, however long it grew.
+    fn journal_before(
+        &self,
+        run: &str,
+        before: u64,
+        count: usize,
+    ) -> Result<Vec<JournalEntry>, StoreError>;
+
     /// A graceful stop: the run can be resumed.
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError>;
 
@@ -386,5 +430,13 @@ mod tests {
             assert_eq!(RunStatus::parse(status.as_str()), Some(status));
         }
         assert_eq!(RunStatus::parse("paused"), None);
+    }
+
+    #[test]
+    fn origins_round_trip_through_their_names() {
+        for origin in [RunOrigin::Run, RunOrigin::Serve, RunOrigin::Mcp] {
+            assert_eq!(RunOrigin::parse(origin.as_str()), Some(origin));
+        }
+        assert_eq!(RunOrigin::parse("lsp"), None);
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
-    Cause, Finish, JournalEntry, JournalEvent, NewRun, RunRecord, RunStatus, RunSummary, Store,
-    StoreError, StoredSnapshot, Write,
+    Cause, Finish, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus, RunSummary,
+    Store, StoreError, StoredSnapshot, Write,
 };
 use crate::run::snapshot::Snapshot;
 
@@ -60,10 +60,14 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN grants TEXT;
 ",
+    // NULL for the runs recorded before it: no front end claims them on its own.
+    "
+    ALTER TABLE runs ADD COLUMN origin TEXT;
+",
 ];
 
 const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
-     last_step_at, final_state, exit_code, output, finished_at";
+     last_step_at, final_state, exit_code, output, finished_at, origin";
 
 /// The key under which a stored snapshot lists the labels of its secret placeholders.
 const SNAPSHOT_SECRETS: &str = "secrets";
@@ -244,6 +248,8 @@ impl SqliteStore {
             last_sequence: raw.last_step.map(|step| step as u64),
             last_step_unix_milliseconds: raw.last_step_at.map(|time| time as u64),
             finish,
+            // An origin this build does not know reads as none: no front end claims the run.
+            origin: raw.origin.as_deref().and_then(RunOrigin::parse),
         })
     }
 
@@ -460,7 +466,8 @@ impl Context {
         connection
             .execute(
                 "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at, grants) VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?6, ?7)",
+                 started_at, updated_at, grants, origin) VALUES (?1, ?2, ?3, ?4, ?5, 'running', \
+                 ?6, ?6, ?7, ?8)",
                 rusqlite::params![
                     run.id,
                     run.protocol_path,
@@ -468,7 +475,8 @@ impl Context {
                     run.protocol_text,
                     inputs,
                     started,
-                    grants
+                    grants,
+                    run.origin.as_str()
                 ],
             )
             .map_err(&failed)?;
@@ -691,6 +699,7 @@ struct RawRun {
     exit_code: Option<i64>,
     output: Option<String>,
     finished_at: Option<i64>,
+    origin: Option<String>,
 }
 
 impl RawRun {
@@ -708,6 +717,7 @@ impl RawRun {
             exit_code: row.get(8)?,
             output: row.get(9)?,
             finished_at: row.get(10)?,
+            origin: row.get(11)?,
         })
     }
 }
@@ -814,9 +824,9 @@ impl Store for SqliteStore {
                 |row| {
                     Ok((
                         RawRun::read(row)?,
-                        row.get::<_, Option<String>>(11)?,
-                        row.get::<_, String>(12)?,
-                        row.get::<_, Option<String>>(13)?,
+                        row.get::<_, Option<String>>(12)?,
+                        row.get::<_, String>(13)?,
+                        row.get::<_, Option<String>>(14)?,
                     ))
                 },
             )
@@ -871,6 +881,26 @@ impl Store for SqliteStore {
                 "SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ?1 ORDER BY step DESC LIMIT ?2"
             ),
             rusqlite::params![run, count],
+        )?;
+        entries.reverse();
+        Ok(entries)
+    }
+
+    fn journal_before(
+        &self,
+        run: &str,
+        before: u64,
+        count: usize,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let mut entries = self.journal_entries(
+            run,
+            &format!(
+                "SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ?1 AND step < ?2 \
+                 ORDER BY step DESC LIMIT ?3"
+            ),
+            rusqlite::params![run, before, count],
         )?;
         entries.reverse();
         Ok(entries)
@@ -996,6 +1026,7 @@ mod tests {
             inputs: serde_json::json!({"n": 1}),
             started_unix_milliseconds: 1_000,
             grants: None,
+            origin: super::super::RunOrigin::Run,
         }
     }
 

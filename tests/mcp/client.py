@@ -5,7 +5,10 @@ Usage: client.py BINARY STATE_DIR SCRIPT PROTOCOL...
 SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send it, see it
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
-`resume:RUN` (resume RUN, send it guidance).
+`resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
+left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL[,N]` (start
+PROTOCOL, wait for N directives, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run, then send guidance),
+`finish:RUN` (get_run until it ends on its own).
 """
 
 import asyncio
@@ -170,7 +173,8 @@ async def cancel(session):
     say(step="resume_cancelled", error=again.isError, text=again.content[0].text)
 
 
-async def kill(session):
+async def ittw_waiting(session):
+    """Starts ITTW on a missing path and waits until it can take captain_guidance."""
     started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
     run = started["run"]
     await wait_for(
@@ -179,16 +183,16 @@ async def kill(session):
         lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
     )
     say(step="waiting", run=run)
+
+
+def kill_server():
     server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
     os.kill(server, signal.SIGKILL)
     # The session's streams break with the server: leave without closing them.
     os._exit(0)
 
 
-async def resume(session, run):
-    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
-    resumed = report(await session.call_tool("resume_run", {"run": run}))
-    say(step="resumed", report=resumed)
+async def send_guidance(session, run):
     sent = report(
         await session.call_tool(
             "send_event",
@@ -196,6 +200,53 @@ async def resume(session, run):
         )
     )
     say(step="sent", report=sent)
+
+
+async def kill(session):
+    await ittw_waiting(session)
+    kill_server()
+
+
+async def resume(session, run):
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
+    resumed = report(await session.call_tool("resume_run", {"run": run}))
+    say(step="resumed", report=resumed)
+    await send_guidance(session, run)
+
+
+async def start_and_kill(session, argument):
+    """PROTOCOL[,N]: starts PROTOCOL (no inputs), waits for N directives (committed once
+    reported), says its report, then SIGKILLs the server."""
+    protocol, _, count = argument.partition(",")
+    started = report(await session.call_tool(protocol, {}))
+    started = await wait_for(
+        session, started["run"], lambda current: len(current["directives"]) >= int(count or 0)
+    )
+    say(step="started", report=started)
+    kill_server()
+
+
+async def get(session, run):
+    """The run's report as a restarted server has it, without resume_run."""
+    say(step="got", report=report(await session.call_tool("get_run", {"run": run})))
+
+
+async def guide(session, run):
+    """A restarted server's report of RUN (no resume_run), then captain_guidance sent to it."""
+    await get(session, run)
+    await send_guidance(session, run)
+
+
+async def finish(session, run):
+    """Waits for RUN, resumed at start, to end on its own (a timer)."""
+    await get(session, run)
+    ended = await wait_for(session, run, lambda current: current["status"] != "running")
+    say(step="ended", report=ended)
+
+
+async def leave(session):
+    """Starts ITTW, waits for captain_guidance, and closes the session: the server stops the run."""
+    await ittw_waiting(session)
 
 
 async def run_script(script, session):
@@ -215,7 +266,19 @@ async def run_script(script, session):
         "kill": kill,
         "strict": strict,
         "resources": resources,
+        "leave": leave,
     }
+    # SCRIPT:ARGUMENT scripts, for a run (or protocol) named by an earlier one.
+    with_argument = {
+        "start_kill": start_and_kill,
+        "get": get,
+        "guide": guide,
+        "finish": finish,
+    }
+    name, _, argument = script.partition(":")
+    if name in with_argument:
+        await with_argument[name](session, argument)
+        return
     await scripts[script](session)
 
 
