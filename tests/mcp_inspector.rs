@@ -185,11 +185,13 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     );
     assert_eq!(started["events"], json!([{"name": "open"}]));
 
-    // Each Inspector call is a server of its own: the first one's client went, the run is
-    // stopped in the store, and the next server reads it and resumes it.
+    // Each Inspector call is a server of its own: the first one's client went, the run was
+    // marked stopped, and the next server resumed it at start, its directives read back.
     let read = call(&directory, "get_run", &[&format!("run={run}")], &server);
     assert_eq!(read["run"], json!(run));
-    assert_eq!(read["status"], json!("stopped"), "{read}");
+    assert_eq!(read["status"], json!("running"), "{read}");
+    assert_eq!(read["states"], json!(["closed"]), "{read}");
+    assert_eq!(read["directives"], started["directives"], "{read}");
     let (listed, _) = inspect(&directory, &tool_call("list_runs", &[]), &server);
     let listed: Value =
         serde_json::from_str(listed["content"][0]["text"].as_str().unwrap()).unwrap();
