@@ -37,6 +37,7 @@ mod map_durability;
 mod map_errors;
 mod mcp;
 mod mcp_limits;
+mod mcp_telemetry;
 mod mock_shapes;
 mod ownership;
 mod ownership_properties;

@@ -6,6 +6,7 @@ SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send 
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
 `resume:RUN` (resume RUN, send it guidance).
+More scripts: `telemetry` (read runs' telemetry resources).
 """
 
 import asyncio
@@ -198,6 +199,40 @@ async def resume(session, run):
     say(step="sent", report=sent)
 
 
+async def telemetry(session):
+    """ITTW over MCP to its end; then the telemetry of that run, of `cli-1` and `many-1` (runs of
+    served protocols that `protocol-run run` made), of an unknown run, and of `other-1` (a run
+    of a protocol not served)."""
+    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
+    run = started["run"]
+    await wait_for(
+        session,
+        run,
+        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+    )
+    await session.call_tool(
+        "send_event", {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}}
+    )
+    templates = await session.list_resource_templates()
+    say(
+        step="templates",
+        templates=[[item.uriTemplate, item.description] for item in templates.resourceTemplates],
+    )
+    for name, target in [
+        ("mcp_run", run),
+        ("cli_run", "cli-1"),
+        ("many", "many-1"),
+        ("unknown", "ittw:nope"),
+        ("not_served", "other-1"),
+    ]:
+        try:
+            read = await session.read_resource(f"protocol-run://run/{target}/telemetry")
+            say(step=name, run=target, telemetry=json.loads(read.contents[0].text),
+                mime=read.contents[0].mimeType)
+        except Exception as error:  # the SDK raises the server's JSON-RPC error
+            say(step=name, run=target, error=str(error))
+
+
 async def run_script(script, session):
     await session.initialize()
     tools = await session.list_tools()
@@ -215,6 +250,7 @@ async def run_script(script, session):
         "kill": kill,
         "strict": strict,
         "resources": resources,
+        "telemetry": telemetry,
     }
     await scripts[script](session)
 
