@@ -36,6 +36,7 @@ mod map_children;
 mod map_durability;
 mod map_errors;
 mod mcp;
+mod mcp_grants;
 mod mcp_limits;
 mod mcp_telemetry;
 mod mock_shapes;

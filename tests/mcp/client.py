@@ -6,7 +6,8 @@ SCRIPT is `ittw` (start ITTW on a missing path, wait for captain_guidance, send 
 finish), `errors` (a bad input is a tool error naming it), `cancel` (start `sleeper`, cancel
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
 `resume:RUN` (resume RUN, send it guidance).
-More scripts: `telemetry` (read runs' telemetry resources).
+More scripts: `telemetry` (read runs' telemetry resources), `grants` (run each protocol tool to
+its end, with its logs).
 """
 
 import asyncio
@@ -233,6 +234,25 @@ async def telemetry(session):
             say(step=name, run=target, error=str(error))
 
 
+async def grants(session):
+    """Starts each protocol tool in turn with no arguments and waits for its run to end; its
+    report and its log lines."""
+    management = {
+        "send_event", "get_run", "list_runs", "cancel_run", "resume_run", "get_logs", "get_diagram"
+    }
+    for tool in (await session.list_tools()).tools:
+        if tool.name in management:
+            continue
+        started = report(await session.call_tool(tool.name, {}))
+        if "error" in started:
+            say(step=f"grant:{tool.name}", error=started["error"])
+            continue
+        run = started["run"]
+        final = await wait_for(session, run, lambda current: current["status"] != "running")
+        logs = report(await session.call_tool("get_logs", {"run": run}))
+        say(step=f"grant:{tool.name}", report=final, logs=logs["logs"])
+
+
 async def run_script(script, session):
     await session.initialize()
     tools = await session.list_tools()
@@ -251,6 +271,7 @@ async def run_script(script, session):
         "strict": strict,
         "resources": resources,
         "telemetry": telemetry,
+        "grants": grants,
     }
     await scripts[script](session)
 
