@@ -7,43 +7,13 @@ use serde_json::{Value, json};
 
 use crate::mcp::{drive, step};
 
-/// One action, then `done` on success, `denied` (exit 3) on `error.permission`, `failed`
-/// (exit 4) on another failure; stdout and the denial are logged.
+/// `capabilities`' protocol of one action (`done`, `denied` exit 3, `failed` exit 4; stdout
+/// and the denial logged), unrestricted, under its own id.
 fn protocol(id: &str, action: &str) -> String {
-    format!(
-        r#"
-id: {id}
-states:
-  acting:
-    entry:
-      - {action}
-    on:
-      done.exec.act: {{ target: done, actions: [{{ log: "stdout=${{event.data.stdout}}" }}] }}
-      error.permission.act:
-        target: denied
-        actions: [{{ log: "denied ${{event.data.capability}} ${{event.data.subject}}" }}]
-      error.exec.act: failed
-  done: {{ type: final }}
-  denied: {{ type: final, exit_code: 3 }}
-  failed: {{ type: final, exit_code: 4 }}
-"#
-    )
+    crate::capabilities::protocol("{}", action)
+        .replace("permissions: {}\n", "")
+        .replace("id: capability", &format!("id: {id}"))
 }
-
-/// Invokes `child.yaml` (which runs `cat`): `done`, or `refused` (exit 5) when the child failed.
-const PARENT: &str = r#"
-id: parent
-states:
-  calling:
-    invoke: [{ protocol: child.yaml, id: child }]
-    on:
-      done.invoke.child: done
-      error.invoke.child:
-        target: refused
-        actions: [{ log: "child ended ${event.data.state} ${event.data.exit_code}" }]
-  done: { type: final }
-  refused: { type: final, exit_code: 5 }
-"#;
 
 const FILES: [&str; 5] = [
     "exec_cat.yaml",
@@ -105,7 +75,10 @@ fn the_operators_grants_narrow_mcp_runs_and_their_children_as_they_narrow_run() 
             "child.yaml",
             protocol("child", "{ exec: [cat, present.txt], id: act }"),
         ),
-        ("parent.yaml", PARENT.to_string()),
+        (
+            "parent.yaml",
+            crate::capabilities::PARENT.replace("permissions: { exec: [echo] }\n", ""),
+        ),
     ];
     for (name, text) in files {
         std::fs::write(directory.join(name), text).unwrap();

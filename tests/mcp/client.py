@@ -172,7 +172,8 @@ async def cancel(session):
     say(step="resume_cancelled", error=again.isError, text=again.content[0].text)
 
 
-async def kill(session):
+async def ittw_waiting(session):
+    """Starts ITTW on a missing path and waits until it can take captain_guidance; its run id."""
     started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
     run = started["run"]
     await wait_for(
@@ -180,6 +181,11 @@ async def kill(session):
         run,
         lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
     )
+    return run
+
+
+async def kill(session):
+    run = await ittw_waiting(session)
     say(step="waiting", run=run)
     server = next(pid for pid, parent, _, _ in processes() if parent == os.getpid())
     os.kill(server, signal.SIGKILL)
@@ -204,13 +210,7 @@ async def telemetry(session):
     """ITTW over MCP to its end; then the telemetry of that run, of `cli-1` and `many-1` (runs of
     served protocols that `protocol-run run` made), of an unknown run, and of `other-1` (a run
     of a protocol not served)."""
-    started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
-    run = started["run"]
-    await wait_for(
-        session,
-        run,
-        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
-    )
+    run = await ittw_waiting(session)
     await session.call_tool(
         "send_event", {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}}
     )
