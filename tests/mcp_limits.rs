@@ -188,6 +188,12 @@ fn oversized_tool_arguments_are_refused_by_name() {
     };
     let result = server.call(1, "get_run", json!({"run": long_name}));
     assert_eq!(tool_error(&result), name_refusal("run"));
+    // A value of another type is named by its type, not echoed.
+    let result = server.call(9, "get_run", json!({"run": [long_name]}));
+    assert_eq!(
+        tool_error(&result),
+        "argument `run` must be a string, not list"
+    );
     let result = server.call(2, "get_logs", json!({"run": "waiter:x", "tag": long_name}));
     assert_eq!(tool_error(&result), name_refusal("tag"));
 

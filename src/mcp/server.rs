@@ -177,7 +177,11 @@ fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, S
             super::limits::check_name_argument(name, text)?;
             Ok(text.clone())
         }
-        Some(other) => Err(format!("argument `{name}` must be a string, not {other}")),
+        // Named by its type: the value itself may be as large as a message.
+        Some(other) => Err(format!(
+            "argument `{name}` must be a string, not {}",
+            crate::value::Value::from_json(other).type_name()
+        )),
         None => Err(format!("missing argument `{name}`")),
     }
 }
