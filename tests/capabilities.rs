@@ -46,7 +46,7 @@ fn run_with_path(
 
 /// One action, then `done` on success, `denied` (exit 3) on `error.permission`, `failed`
 /// (exit 4) on another failure; the denial's data is logged.
-fn protocol(permissions: &str, action: &str) -> String {
+pub(crate) fn protocol(permissions: &str, action: &str) -> String {
     format!(
         r#"
 id: capability
@@ -230,18 +230,8 @@ fn reads_and_environment_are_limited() {
     assert!(!stderr.contains("PATH="), "{stderr}");
 }
 
-#[test]
-fn a_child_gets_at_most_its_parents_capabilities() {
-    let directory = scratch("child");
-    std::fs::write(
-        directory.join("child.yaml"),
-        protocol(
-            "{ exec: [echo, cat] }",
-            "{ exec: [cat, /etc/hostname], id: act }",
-        ),
-    )
-    .unwrap();
-    let parent = r#"
+/// Invokes `child.yaml`: `done`, or `refused` (exit 5, the child's end logged) when it failed.
+pub(crate) const PARENT: &str = r#"
 id: parent
 permissions: { exec: [echo] }
 states:
@@ -255,7 +245,19 @@ states:
   done: { type: final }
   refused: { type: final, exit_code: 5 }
 "#;
-    let (code, _, stderr) = run(&directory, parent, &[]);
+
+#[test]
+fn a_child_gets_at_most_its_parents_capabilities() {
+    let directory = scratch("child");
+    std::fs::write(
+        directory.join("child.yaml"),
+        protocol(
+            "{ exec: [echo, cat] }",
+            "{ exec: [cat, /etc/hostname], id: act }",
+        ),
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&directory, PARENT, &[]);
     assert_eq!(code, 5, "{stderr}");
     assert!(stderr.contains("child ended denied 3"), "{stderr}");
 }

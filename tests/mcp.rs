@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 /// The Python that has the SDK: `PROTOCOL_RUN_MCP_PYTHON`, or the venv .ci/run makes.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(python) = std::env::var_os("PROTOCOL_RUN_MCP_PYTHON") {
         return PathBuf::from(python);
     }
@@ -379,7 +379,10 @@ fn protocols_and_runs_are_resources() {
     );
     assert_eq!(
         step(&lines, "templates")["templates"],
-        json!(["protocol-run://run/{run}"])
+        json!([
+            "protocol-run://run/{run}",
+            "protocol-run://run/{run}/telemetry"
+        ])
     );
     let text = std::fs::read_to_string(ittw()).unwrap();
     assert_eq!(step(&lines, "protocol")["text"], json!(text));
@@ -388,7 +391,8 @@ fn protocols_and_runs_are_resources() {
         step(&lines, "bogus")["error"],
         json!(
             "no resource `file:///etc/passwd`: this server has \
-             protocol-run://protocol/PROTOCOL_ID and protocol-run://run/RUN_ID"
+             protocol-run://protocol/PROTOCOL_ID, protocol-run://run/RUN_ID and \
+             protocol-run://run/RUN_ID/telemetry"
         )
     );
 }

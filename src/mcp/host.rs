@@ -216,6 +216,9 @@ impl Host {
                 ),
             );
         }
+        if let Err(message) = check_line_length(&Value::Object(inputs.clone()).to_string()) {
+            return fail(reply, message);
+        }
         let supplied: Vec<(String, Value)> = inputs.clone().into_iter().collect();
         let values = match served.machine.bind_input_values(&supplied) {
             Ok(values) => values,
@@ -310,6 +313,10 @@ impl Host {
             let _ = reply.send(Err(format!("no live run `{run}`")));
             return;
         };
+        if let Err(message) = check_line_length(line) {
+            let _ = reply.send(Err(message));
+            return;
+        }
         self.next_client += 1;
         let client = self.next_client;
         let mut batch = LineBatch::from_client(LineOrigin { client, line: 1 });
@@ -434,6 +441,20 @@ impl Host {
             self.runs.get(run).map(|live| live.view.borrow().status())
         })
     }
+}
+
+/// The bound `serve` puts on each of its input lines, held for a tool's line too: the run's
+/// inputs, or an event with its data.
+fn check_line_length(line: &str) -> Result<(), String> {
+    let limit = crate::run::input::MAX_EVENT_LINE_BYTES;
+    if line.len() > limit {
+        return Err(format!(
+            "the run's input (the event's data, or the inputs) is {} bytes as JSON, more than \
+             the limit of {limit} bytes (MAX_EVENT_LINE_BYTES, `serve`'s --max-event-bytes)",
+            line.len()
+        ));
+    }
+    Ok(())
 }
 
 /// An input problem as the client should read it: a missing input is an argument of the tool,

@@ -1,12 +1,20 @@
-//! Streamable HTTP (`mcp --http ADDR`): the same server, each client session its own, over hyper's HTTP/1 on a TCP listener.
+//! Streamable HTTP (`mcp --http ADDR`): the same server, each client session its own, over hyper's HTTP/1 on a TCP listener, bodies and sessions bounded.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::limits::{MAX_HTTP_SESSIONS, MAX_MESSAGE_BYTES};
 use super::server::ProtocolServer;
+
+type Service = StreamableHttpService<ProtocolServer, LocalSessionManager>;
 
 /// The most connections served at once; past it new ones wait to be accepted.
 pub const MAX_HTTP_CONNECTIONS: usize = 256;
@@ -29,11 +37,11 @@ pub async fn serve(
     // loopback names (rmcp's default, against DNS rebinding) and the address bound.
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.push(bound.to_string());
-    let service = StreamableHttpService::new(
-        move || Ok(server.for_session()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    // rmcp checks a body's length as it streams in, whatever its headers say.
+    config.max_request_body_bytes = MAX_MESSAGE_BYTES;
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service: Service =
+        StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_CONNECTIONS));
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -54,7 +62,13 @@ pub async fn serve(
                 }
             },
         };
-        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let service = service.clone();
+        let sessions = sessions.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let service = service.clone();
+            let sessions = sessions.clone();
+            async move { Ok::<_, Infallible>(answer(&service, &sessions, request).await) }
+        });
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
@@ -63,4 +77,43 @@ pub async fn serve(
             drop(permit);
         });
     }
+}
+
+/// rmcp's answer to `request`, unless it is refused first: a body whose declared length is past
+/// `MAX_MESSAGE_BYTES` (413), or a new session while `MAX_HTTP_SESSIONS` are open (503).
+async fn answer(
+    service: &Service,
+    sessions: &LocalSessionManager,
+    request: Request<hyper::body::Incoming>,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let declared = request
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok())
+        .and_then(|length| length.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_MESSAGE_BYTES as u64) {
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            super::limits::oversized_message(),
+        );
+    }
+    let opens_session = request.method() == hyper::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if opens_session && sessions.sessions.read().await.len() >= MAX_HTTP_SESSIONS {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{MAX_HTTP_SESSIONS} sessions are open, the limit (MAX_HTTP_SESSIONS); close one \
+                 (DELETE with its Mcp-Session-Id) or wait for an idle one to expire"
+            ),
+        );
+    }
+    service.handle(request).await
+}
+
+/// A plain-text refusal, as rmcp writes its own.
+fn refusal(status: StatusCode, message: String) -> Response<BoxBody<Bytes, Infallible>> {
+    let mut response = Response::new(http_body_util::Full::new(Bytes::from(message)).boxed());
+    *response.status_mut() = status;
+    response
 }

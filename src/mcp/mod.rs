@@ -5,6 +5,7 @@ mod fleets;
 pub mod host;
 pub mod http;
 pub mod input_schema;
+pub mod limits;
 pub mod logs;
 pub mod notices;
 pub mod records;
@@ -12,6 +13,8 @@ pub mod report;
 pub mod resources;
 mod resume;
 pub mod server;
+pub mod stdio;
+pub mod telemetry;
 
 use std::path::PathBuf;
 
@@ -48,6 +51,7 @@ pub fn serve(
     let (requests, request_receiver) = mpsc::channel(64);
     let limit = settings.narrowing.clone();
     let notices = settings.notices.clone();
+    let state_dir = settings.state_dir.clone();
     let host_thread = std::thread::spawn(move || {
         let (served, _refused) = catalog::load_all(&paths, &limit);
         let tools: Vec<ProtocolTool> = served
@@ -60,6 +64,7 @@ pub fn serve(
                     id: served.machine.id.clone(),
                     title: served.machine.title.clone(),
                     yaml: served.text.clone(),
+                    path: served.path.clone(),
                 },
             })
             .collect();
@@ -93,12 +98,12 @@ pub fn serve(
         Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
     };
     let end = runtime.block_on(async {
-        let server = ProtocolServer::new(tools, requests, notices);
+        let server = ProtocolServer::new(tools, requests, notices, &state_dir);
         if let Some(address) = http {
             return http::serve(server, address, stop).await;
         }
         let service = server
-            .serve(rmcp::transport::stdio())
+            .serve(stdio::BoundedStdio::open())
             .await
             .map_err(|error| error.to_string())?;
         service.waiting().await.map_err(|error| error.to_string())?;

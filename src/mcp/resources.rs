@@ -1,4 +1,4 @@
-//! Resources: each served protocol's YAML (`protocol-run://protocol/ID`) and each recorded run's status (`protocol-run://run/RUN_ID`, what `get_run` returns).
+//! Resources: each served protocol's YAML (`protocol-run://protocol/ID`), each recorded run's status (`protocol-run://run/RUN_ID`, what `get_run` returns) and telemetry (`protocol-run://run/RUN_ID/telemetry`).
 
 use rmcp::model::{Resource, ResourceContents, ResourceTemplate};
 use serde_json::Value;
@@ -7,34 +7,59 @@ use serde_json::Value;
 /// the others.
 pub const MAX_LISTED_RUNS: usize = 100;
 
+/// The longest resource URI read: longer ones are refused before anything is looked up, and
+/// never echoed whole.
+pub const MAX_RESOURCE_URI_BYTES: usize = 2_048;
+
 /// A served protocol's text, for its resource.
 pub struct ProtocolText {
     pub id: String,
     pub title: Option<String>,
     pub yaml: String,
+    /// Its file, canonicalized, as runs record it.
+    pub path: String,
 }
 
 const PROTOCOL_SCHEME: &str = "protocol-run://protocol/";
 const RUN_SCHEME: &str = "protocol-run://run/";
+const TELEMETRY_SUFFIX: &str = "/telemetry";
 
 /// What a resource URI names.
 pub enum Named<'u> {
     Protocol(&'u str),
     Run(&'u str),
+    Telemetry(&'u str),
 }
 
 /// Reads a URI of this server, or says which ones there are.
 pub fn parse(uri: &str) -> Result<Named<'_>, String> {
+    if uri.len() > MAX_RESOURCE_URI_BYTES {
+        let shown: String = uri.chars().take(40).collect();
+        return Err(format!(
+            "the resource URI `{shown}…` is {} bytes, longer than the limit of \
+             {MAX_RESOURCE_URI_BYTES} (MAX_RESOURCE_URI_BYTES); {}",
+            uri.len(),
+            forms()
+        ));
+    }
     if let Some(id) = uri.strip_prefix(PROTOCOL_SCHEME) {
         Ok(Named::Protocol(id))
     } else if let Some(run) = uri.strip_prefix(RUN_SCHEME) {
-        Ok(Named::Run(run))
+        Ok(match run.strip_suffix(TELEMETRY_SUFFIX) {
+            Some(run) => Named::Telemetry(run),
+            None => Named::Run(run),
+        })
     } else {
-        Err(format!(
-            "no resource `{uri}`: this server has {PROTOCOL_SCHEME}PROTOCOL_ID and \
-             {RUN_SCHEME}RUN_ID"
-        ))
+        Err(format!("no resource `{uri}`: {}", forms()))
     }
+}
+
+/// The URIs this server reads.
+fn forms() -> String {
+    format!(
+        "this server has {PROTOCOL_SCHEME}PROTOCOL_ID, {RUN_SCHEME}RUN_ID and \
+         {RUN_SCHEME}RUN_ID{TELEMETRY_SUFFIX}"
+    )
 }
 
 /// The resources listed: every protocol, then the newest runs of `runs` (`list_runs`' rows).
@@ -65,11 +90,22 @@ pub fn list(protocols: &[ProtocolText], runs: &Value) -> Vec<Resource> {
     protocols.chain(runs).collect()
 }
 
-/// The template a client fills to read any run's status.
+/// The templates a client fills to read any run's status, and its telemetry.
 pub fn templates() -> Vec<ResourceTemplate> {
     vec![
         ResourceTemplate::new(format!("{RUN_SCHEME}{{run}}"), "run")
             .with_mime_type("application/json"),
+        ResourceTemplate::new(
+            format!("{RUN_SCHEME}{{run}}{TELEMETRY_SUFFIX}"),
+            "run telemetry",
+        )
+        .with_description(format!(
+            "the run's latest journal steps and telemetry file entries (at most {} of each, \
+             {} KiB of each; `truncated` says when older ones were left out)",
+            super::telemetry::MAX_TELEMETRY_RECORDS,
+            super::telemetry::MAX_TELEMETRY_BYTES / 1024
+        ))
+        .with_mime_type("application/json"),
     ]
 }
 
@@ -86,7 +122,7 @@ pub fn protocol_contents(
     Ok(ResourceContents::text(&protocol.yaml, uri).with_mime_type("application/yaml"))
 }
 
-/// A run's report as a resource's contents.
+/// A run's report, or its telemetry, as a resource's contents.
 pub fn run_contents(report: &Value, uri: &str) -> ResourceContents {
     ResourceContents::text(report.to_string(), uri).with_mime_type("application/json")
 }

@@ -1,5 +1,6 @@
 //! The MCP side: each served protocol a tool that starts a run, and the tools that drive runs, answered by the host thread.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -13,6 +14,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::host::Request;
+use super::limits::InFlight;
 use super::resources;
 
 /// The server a client talks to: the tools, and the channel to the host that runs them.
@@ -28,6 +30,10 @@ pub struct ProtocolServer {
     notices: broadcast::Sender<(String, Value)>,
     /// This session's `logging/setLevel`.
     least_level: super::notices::LeastLevel,
+    /// Where runs are recorded, for their telemetry.
+    state_dir: Arc<Path>,
+    /// This session's requests in flight (`for_session` gives each session its own).
+    in_flight: InFlight,
 }
 
 /// A protocol as its tool: its id, what it does, the schema of its inputs.
@@ -44,6 +50,7 @@ impl ProtocolServer {
         protocols: Vec<ProtocolTool>,
         requests: mpsc::Sender<Request>,
         notices: broadcast::Sender<(String, Value)>,
+        state_dir: &Path,
     ) -> ProtocolServer {
         let names = protocols
             .iter()
@@ -67,15 +74,31 @@ impl ProtocolServer {
             requests,
             notices,
             least_level: super::notices::LeastLevel::default(),
+            state_dir: Arc::from(state_dir),
+            in_flight: InFlight::default(),
         }
     }
 
-    /// A handler for a new client session: the same tools and runs, its own log level.
+    /// The same server for a new client session: the same tools and runs, its own log level
+    /// and its own count of requests in flight.
     pub fn for_session(&self) -> ProtocolServer {
         ProtocolServer {
             least_level: super::notices::LeastLevel::default(),
+            in_flight: InFlight::default(),
             ..self.clone()
         }
+    }
+
+    /// A recorded run's telemetry, read from the store and its telemetry file off the
+    /// runtime's thread (the host is not asked: a run need not be live to have telemetry).
+    async fn telemetry(&self, run: &str) -> Result<Value, String> {
+        let _admitted = self.in_flight.admit()?;
+        let state_dir = self.state_dir.clone();
+        let served: Vec<String> = self.texts.iter().map(|text| text.path.clone()).collect();
+        let run = run.to_string();
+        tokio::task::spawn_blocking(move || super::telemetry::read(&state_dir, &served, &run))
+            .await
+            .map_err(|error| format!("the telemetry could not be read: {error}"))?
     }
 
     /// Hands a request to the host and waits for its answer.
@@ -83,6 +106,7 @@ impl ProtocolServer {
         &self,
         request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> Request,
     ) -> Result<Value, String> {
+        let _admitted = self.in_flight.admit()?;
         let (reply, answer) = oneshot::channel();
         self.requests
             .send(request(reply))
@@ -154,8 +178,15 @@ impl ProtocolServer {
 /// A required string argument, or the error naming it.
 fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, String> {
     match arguments.get(name) {
-        Some(Value::String(text)) => Ok(text.clone()),
-        Some(other) => Err(format!("argument `{name}` must be a string, not {other}")),
+        Some(Value::String(text)) => {
+            super::limits::check_name_argument(name, text)?;
+            Ok(text.clone())
+        }
+        // Named by its type: the value itself may be as large as a message.
+        Some(other) => Err(format!(
+            "argument `{name}` must be a string, not {}",
+            crate::value::Value::from_json(other).type_name()
+        )),
         None => Err(format!("missing argument `{name}`")),
     }
 }
@@ -321,6 +352,10 @@ impl ServerHandler for ProtocolServer {
                     .await
                     .map(|report| resources::run_contents(&report, &uri))
             }
+            Ok(resources::Named::Telemetry(run)) => self
+                .telemetry(run)
+                .await
+                .map(|telemetry| resources::run_contents(&telemetry, &uri)),
             Err(message) => Err(message),
         }
         .map_err(|message| ErrorData::resource_not_found(message, None))?;

@@ -7,8 +7,9 @@ finish), `errors` (a bad input is a tool error naming it), `cancel` (start `slee
 it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL the server) or
 `resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
 left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL[,N]` (start
-PROTOCOL, wait for N directives, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run, then send guidance),
-`finish:RUN` (get_run until it ends on its own).
+PROTOCOL, wait for N directives, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run,
+then send guidance), `finish:RUN` (get_run until it ends on its own). More scripts: `telemetry`
+(read runs' telemetry resources), `grants` (run each protocol tool to its end, with its logs).
 """
 
 import asyncio
@@ -174,7 +175,7 @@ async def cancel(session):
 
 
 async def ittw_waiting(session):
-    """Starts ITTW on a missing path and waits until it can take captain_guidance."""
+    """Starts ITTW on a missing path and waits until it can take captain_guidance; its run id."""
     started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
     run = started["run"]
     await wait_for(
@@ -183,6 +184,7 @@ async def ittw_waiting(session):
         lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
     )
     say(step="waiting", run=run)
+    return run
 
 
 def kill_server():
@@ -249,6 +251,53 @@ async def leave(session):
     await ittw_waiting(session)
 
 
+async def telemetry(session):
+    """ITTW over MCP to its end; then the telemetry of that run, of `cli-1` and `many-1` (runs of
+    served protocols that `protocol-run run` made), of an unknown run, and of `other-1` (a run
+    of a protocol not served)."""
+    run = await ittw_waiting(session)
+    await session.call_tool(
+        "send_event", {"run": run, "event": "captain_guidance", "data": {"action": "skip the task"}}
+    )
+    templates = await session.list_resource_templates()
+    say(
+        step="templates",
+        templates=[[item.uriTemplate, item.description] for item in templates.resourceTemplates],
+    )
+    for name, target in [
+        ("mcp_run", run),
+        ("cli_run", "cli-1"),
+        ("many", "many-1"),
+        ("unknown", "ittw:nope"),
+        ("not_served", "other-1"),
+    ]:
+        try:
+            read = await session.read_resource(f"protocol-run://run/{target}/telemetry")
+            say(step=name, run=target, telemetry=json.loads(read.contents[0].text),
+                mime=read.contents[0].mimeType)
+        except Exception as error:  # the SDK raises the server's JSON-RPC error
+            say(step=name, run=target, error=str(error))
+
+
+async def grants(session):
+    """Starts each protocol tool in turn with no arguments and waits for its run to end; its
+    report and its log lines."""
+    management = {
+        "send_event", "get_run", "list_runs", "cancel_run", "resume_run", "get_logs", "get_diagram"
+    }
+    for tool in (await session.list_tools()).tools:
+        if tool.name in management:
+            continue
+        started = report(await session.call_tool(tool.name, {}))
+        if "error" in started:
+            say(step=f"grant:{tool.name}", error=started["error"])
+            continue
+        run = started["run"]
+        final = await wait_for(session, run, lambda current: current["status"] != "running")
+        logs = report(await session.call_tool("get_logs", {"run": run}))
+        say(step=f"grant:{tool.name}", report=final, logs=logs["logs"])
+
+
 async def run_script(script, session):
     await session.initialize()
     tools = await session.list_tools()
@@ -267,6 +316,8 @@ async def run_script(script, session):
         "strict": strict,
         "resources": resources,
         "leave": leave,
+        "telemetry": telemetry,
+        "grants": grants,
     }
     # SCRIPT:ARGUMENT scripts, for a run (or protocol) named by an earlier one.
     with_argument = {
