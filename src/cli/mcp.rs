@@ -26,6 +26,10 @@ pub struct McpArguments {
     /// one, said on stderr) instead of stdio, until SIGINT or SIGTERM.
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
+    /// Never ask the client for an event a run waits on (elicitation): for agents that declare
+    /// elicitation but cannot answer it. Plain calls then return the report as it is.
+    #[arg(long)]
+    no_elicitation: bool,
     /// The client is a model: what it starts runs under these grants, as `run` would.
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
@@ -54,6 +58,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         recorded_grants: arguments.narrowing.recorded(),
         limits: arguments.limits.limits(),
         notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),
+        elicitation: !arguments.no_elicitation,
     };
     let stop = super::serve::stop_signal();
     match crate::mcp::serve(arguments.paths, settings, arguments.http, stop) {

@@ -1,6 +1,7 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
 pub mod catalog;
+pub mod elicitation;
 mod fleets;
 pub mod host;
 pub mod http;
@@ -11,6 +12,7 @@ pub mod records;
 pub mod report;
 pub mod resources;
 pub mod server;
+pub mod tasks;
 
 use std::path::PathBuf;
 
@@ -47,6 +49,7 @@ pub fn serve(
     let (requests, request_receiver) = mpsc::channel(64);
     let limit = settings.narrowing.clone();
     let notices = settings.notices.clone();
+    let elicitation = settings.elicitation;
     let host_thread = std::thread::spawn(move || {
         let (served, _refused) = catalog::load_all(&paths, &limit);
         let tools: Vec<ProtocolTool> = served
@@ -92,7 +95,7 @@ pub fn serve(
         Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
     };
     let end = runtime.block_on(async {
-        let server = ProtocolServer::new(tools, requests, notices);
+        let server = ProtocolServer::new(tools, requests, notices, elicitation);
         if let Some(address) = http {
             return http::serve(server, address, stop).await;
         }

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -26,6 +27,9 @@ pub struct ProtocolServer {
     requests: mpsc::Sender<Request>,
     /// Directives as they are committed, with their run ids.
     notices: broadcast::Sender<(String, Value)>,
+    /// Whether a plain call that leaves a run waiting for input asks a client that can
+    /// answer elicitation for the event (`--no-elicitation` turns it off).
+    elicitation: bool,
 }
 
 /// A protocol as its tool: its id, what it does, the schema of its inputs.
@@ -42,6 +46,7 @@ impl ProtocolServer {
         protocols: Vec<ProtocolTool>,
         requests: mpsc::Sender<Request>,
         notices: broadcast::Sender<(String, Value)>,
+        elicitation: bool,
     ) -> ProtocolServer {
         let names = protocols
             .iter()
@@ -64,11 +69,12 @@ impl ProtocolServer {
             texts: Arc::new(texts),
             requests,
             notices,
+            elicitation,
         }
     }
 
     /// Hands a request to the host and waits for its answer.
-    async fn ask(
+    pub(super) async fn ask(
         &self,
         request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> Request,
     ) -> Result<Value, String> {
@@ -312,10 +318,33 @@ impl ServerHandler for ProtocolServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        let result = match self.call(&request.name, arguments).await {
+        let starts_run = self
+            .protocols
+            .iter()
+            .any(|protocol| *protocol == request.name);
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        let mut answer = if starts_run && tasks {
+            match self.create_task(request.name.to_string(), arguments).await {
+                Ok(task) => return Ok(CallToolResponse::Task(task)),
+                Err(message) => Err(message),
+            }
+        } else {
+            self.call(&request.name, arguments).await
+        };
+        let moves_run = starts_run || request.name == "send_event";
+        if self.elicitation
+            && moves_run
+            && super::elicitation::client_elicits(&context.peer)
+            && let Ok(report) = answer
+        {
+            answer = self.elicit(&context.peer, report).await;
+        }
+        let result = match answer {
             Ok(report) => {
                 let mut result = CallToolResult::structured(report);
                 result.is_error = Some(false);
@@ -326,5 +355,30 @@ impl ServerHandler for ProtocolServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (_, task) = self.task(&request.task_id).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task(request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task(&request.task_id).await
     }
 }
