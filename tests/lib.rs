@@ -36,6 +36,7 @@ mod map_children;
 mod map_durability;
 mod map_errors;
 mod mcp;
+mod mcp_tasks;
 mod mock_shapes;
 mod ownership;
 mod ownership_properties;

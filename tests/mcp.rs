@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 /// The Python that has the SDK: `PROTOCOL_RUN_MCP_PYTHON`, or the venv .ci/run makes.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(python) = std::env::var_os("PROTOCOL_RUN_MCP_PYTHON") {
         return PathBuf::from(python);
     }
@@ -31,7 +31,19 @@ fn drive<P: AsRef<std::ffi::OsStr>>(
     script: &str,
     protocols: &[P],
 ) -> (Vec<Value>, String) {
-    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    drive_client("client.py", directory, script, protocols)
+}
+
+/// `drive`, with another client of tests/mcp/.
+pub(crate) fn drive_client<P: AsRef<std::ffi::OsStr>>(
+    client: &str,
+    directory: &Path,
+    script: &str,
+    protocols: &[P],
+) -> (Vec<Value>, String) {
+    let client = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(client);
     let output = Command::new(python())
         .arg(client)
         .arg(env!("CARGO_BIN_EXE_protocol-run"))
@@ -54,14 +66,14 @@ fn drive<P: AsRef<std::ffi::OsStr>>(
     (lines, stderr)
 }
 
-fn step<'l>(lines: &'l [Value], name: &str) -> &'l Value {
+pub(crate) fn step<'l>(lines: &'l [Value], name: &str) -> &'l Value {
     lines
         .iter()
         .find(|line| line["step"] == name)
         .unwrap_or_else(|| panic!("no step `{name}` in {lines:?}"))
 }
 
-fn ittw() -> PathBuf {
+pub(crate) fn ittw() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml")
 }
 
@@ -224,7 +236,7 @@ fn an_invalid_protocol_is_not_served_and_its_errors_are_located() {
 }
 
 /// A run whose effect sleeps long enough to be cancelled while it runs.
-const SLEEPER: &str = "\
+pub(crate) const SLEEPER: &str = "\
 id: sleeper
 permissions: { exec: [sleep], write: [], read: [], env: [] }
 states:

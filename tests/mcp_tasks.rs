@@ -1,0 +1,283 @@
+//! Runs as MCP tasks (SEP-2663) and elicitation for awaited events, driven by the official MCP Python SDK (tests/mcp/tasks_client.py): raw task requests through its session, its `elicitation_callback` for the plain path.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::mcp::{SLEEPER, drive_client, ittw, step};
+
+fn drive<P: AsRef<std::ffi::OsStr>>(directory: &Path, script: &str, arguments: &[P]) -> Vec<Value> {
+    drive_client("tasks_client.py", directory, script, arguments).0
+}
+
+/// A run that finishes at once in a final state with exit code 3.
+const FAILING: &str = "\
+id: failing
+states:
+  start:
+    always: broken
+  broken:
+    type: final
+    exit_code: 3
+    output: { why: gave up }
+";
+
+fn events_demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/features/events.yaml")
+}
+
+/// ITTW case B up to its escalation: the task works, then asks for `captain_guidance`.
+fn assert_created_then_input_required(lines: &[Value]) -> String {
+    let created = &step(lines, "created")["result"];
+    assert_eq!(created["resultType"], json!("task"));
+    let run = created["taskId"].as_str().unwrap().to_string();
+    assert!(
+        run.starts_with("ittw:mcp-"),
+        "the task id is the run id: {run}"
+    );
+    assert_eq!(created["ttlMs"], json!(null), "a run is durable");
+    assert_eq!(created["pollIntervalMs"], json!(500));
+
+    let waiting = step(lines, "input_required");
+    let seen = waiting["seen"].as_array().unwrap();
+    assert_eq!(seen.last(), Some(&json!("input_required")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|status| status == "working" || status == "input_required"),
+        "{seen:?}"
+    );
+    let requests = waiting["task"]["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert!(key.starts_with("captain_guidance@"), "{key}");
+    assert_eq!(request["method"], json!("elicitation/create"));
+    let message = request["params"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "Run `{run}` of protocol `ittw` waits for the event `captain_guidance`. Latest \
+             directives:\n{{"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("\"directive\":\"escalate_to_captain\""),
+        "{message}"
+    );
+    // ITTW declares no `events:`: the data is one JSON string field.
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"]["data"]["type"],
+        json!("string")
+    );
+    run
+}
+
+fn assert_completed_with_guidance(task: &Value) {
+    assert_eq!(task["status"], json!("completed"), "{task}");
+    let report = &task["result"]["structuredContent"];
+    assert_eq!(report["status"], json!("finished"));
+    assert_eq!(
+        report["finished"],
+        json!({"state": "guided", "exit_code": 0,
+               "output": {"guidance": {"action": "skip the task"}}, "effects": []})
+    );
+    assert_eq!(task["result"]["isError"], json!(false));
+}
+
+#[test]
+fn ittw_as_a_task_takes_guidance_by_tasks_update() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "update");
+    let lines = drive(&directory, "task_update", &[ittw()]);
+    assert_created_then_input_required(&lines);
+
+    // An answer whose data is no JSON is refused, naming why; the run still waits.
+    let bad = &step(&lines, "bad_update")["result"]["error"];
+    assert_eq!(bad["code"], json!(-32602));
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the answer's `data` for `captain_guidance` is not JSON ("),
+        "{bad}"
+    );
+    // A key not outstanding is ignored; a declined answer leaves the run waiting.
+    assert_eq!(
+        step(&lines, "stale_update")["result"],
+        json!({"resultType": "complete"})
+    );
+    let declined = step(&lines, "declined");
+    assert_eq!(declined["result"], json!({"resultType": "complete"}));
+    assert_eq!(declined["status"], json!("input_required"));
+
+    assert_eq!(
+        step(&lines, "updated")["result"],
+        json!({"resultType": "complete"})
+    );
+    assert_completed_with_guidance(&step(&lines, "ended")["task"]);
+}
+
+#[test]
+fn ittw_as_a_task_takes_guidance_by_send_event() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "send-event");
+    let lines = drive(&directory, "task_send_event", &[ittw()]);
+    let run = assert_created_then_input_required(&lines);
+    let sent = &step(&lines, "sent")["report"];
+    assert_eq!(sent["run"], json!(run));
+    assert_eq!(sent["status"], json!("finished"));
+    assert_completed_with_guidance(&step(&lines, "ended")["task"]);
+}
+
+#[test]
+fn tasks_cancel_kills_the_process_group_and_cancels_the_task() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "cancel");
+    let sleeper = directory.join("sleeper.yaml");
+    std::fs::write(&sleeper, SLEEPER).unwrap();
+    let lines = drive(&directory, "task_cancel", &[&sleeper]);
+    let sleeping = step(&lines, "sleeping");
+    assert!(sleeping["group"].is_i64(), "the sleep started: {sleeping}");
+    assert_eq!(sleeping["task"]["status"], json!("working"));
+    assert_eq!(
+        sleeping["task"]["statusMessage"],
+        json!("an effect or child protocol of the run is running")
+    );
+    assert_eq!(
+        step(&lines, "cancelled")["result"],
+        json!({"resultType": "complete"})
+    );
+    assert_eq!(step(&lines, "group")["alive"], json!(false));
+    assert_eq!(step(&lines, "get")["task"]["status"], json!("cancelled"));
+    let again = &step(&lines, "again")["result"]["error"];
+    assert_eq!(again["code"], json!(-32602));
+    assert!(
+        again["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("is already cancelled; a task that has ended cannot be cancelled"),
+        "{again}"
+    );
+}
+
+#[test]
+fn a_run_that_ends_with_another_exit_code_is_a_failed_task() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "failed");
+    let failing = directory.join("failing.yaml");
+    std::fs::write(&failing, FAILING).unwrap();
+    let lines = drive(&directory, "task_failed", &[&failing]);
+    let task = &step(&lines, "ended")["task"];
+    assert_eq!(task["status"], json!("failed"));
+    let error = &task["error"];
+    assert_eq!(error["code"], json!(-32603));
+    let run = task["taskId"].as_str().unwrap();
+    assert_eq!(
+        error["message"],
+        json!(format!("run `{run}` finished in `broken` with exit code 3"))
+    );
+    assert_eq!(
+        error["data"],
+        json!({"state": "broken", "exit_code": 3, "output": {"why": "gave up"}})
+    );
+}
+
+#[test]
+fn an_unknown_task_is_invalid_params_and_a_bad_input_a_tool_error() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "unknown");
+    let lines = drive(&directory, "task_unknown", &[ittw()]);
+    for name in ["get", "cancel"] {
+        assert_eq!(
+            step(&lines, name)["result"]["error"],
+            json!({"code": -32602, "data": null,
+                   "message": "no task `ittw:nope`: no run has this id; list_runs lists them"})
+        );
+    }
+    let bad = &step(&lines, "bad_input")["result"];
+    assert_eq!(bad["isError"], json!(true), "no task is made: {bad}");
+    assert_eq!(
+        bad["content"][0]["text"],
+        json!(
+            "missing required input `path` (The file or directory the call targets); give the \
+             tool its `path` argument"
+        )
+    );
+}
+
+#[test]
+fn a_client_without_the_extension_gets_a_plain_report() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "plain");
+    let lines = drive(&directory, "plain", &[ittw()]);
+    let report = &step(&lines, "started")["report"];
+    assert_eq!(report["status"], json!("running"));
+    assert!(report["run"].as_str().unwrap().starts_with("ittw:mcp-"));
+    // The read of the missing file is what the run waits on as the call returns.
+    assert_eq!(report["waiting"], json!("effect"));
+    assert_eq!(
+        step(&lines, "get")["result"]["error"]["code"],
+        json!(-32021),
+        "tasks/get needs the extension"
+    );
+}
+
+#[test]
+fn an_eliciting_client_is_asked_for_guidance_and_the_call_returns_the_finished_run() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "elicit");
+    let lines = drive(&directory, "elicit_accept", &[ittw()]);
+    let called = step(&lines, "called");
+    let asked = called["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let run = called["report"]["run"].as_str().unwrap();
+    assert!(
+        asked[0]["message"].as_str().unwrap().starts_with(&format!(
+            "Run `{run}` of protocol `ittw` waits for the event `captain_guidance`."
+        )),
+        "{asked:?}"
+    );
+    assert_eq!(called["report"]["status"], json!("finished"));
+    assert_eq!(
+        called["report"]["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
+}
+
+#[test]
+fn a_declined_elicitation_returns_the_waiting_report() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "decline");
+    let lines = drive(&directory, "elicit_decline", &[ittw()]);
+    let called = step(&lines, "called");
+    assert_eq!(called["asked"].as_array().unwrap().len(), 1);
+    let report = &called["report"];
+    assert_eq!(report["status"], json!("running"));
+    assert_eq!(report["states"], json!(["waiting_for_guidance"]));
+    assert_eq!(report["waiting"], json!("input"));
+    assert_eq!(report["events"], json!([{"name": "captain_guidance"}]));
+}
+
+#[test]
+fn no_elicitation_leaves_the_plain_call_as_it_was() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "no-elicitation");
+    let lines = drive(
+        &directory,
+        "elicit_off",
+        &[Path::new("--no-elicitation"), &ittw()],
+    );
+    let called = step(&lines, "called");
+    assert_eq!(called["asked"], json!([]));
+    assert_eq!(called["report"]["status"], json!("running"));
+}
+
+#[test]
+fn a_flat_event_schema_is_asked_as_a_form_and_its_answer_is_the_data() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "form");
+    let lines = drive(&directory, "elicit_form", &[events_demo()]);
+    let called = step(&lines, "called");
+    let asked = called["asked"].as_array().unwrap();
+    // `approve` comes first in the state's transitions, and its answer finishes the run.
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        asked[0]["requestedSchema"],
+        json!({"type": "object",
+               "properties": {"by": {"type": "string", "minLength": 1}, "note": {"type": "string"}},
+               "required": ["by"]})
+    );
+    assert_eq!(
+        called["report"]["finished"]["output"],
+        json!({"approver": "ann"})
+    );
+}
