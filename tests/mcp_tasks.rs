@@ -1,4 +1,4 @@
-//! Runs as MCP tasks (SEP-2663) and elicitation for awaited events, driven by the official MCP Python SDK (tests/mcp/tasks_client.py): raw task requests through its session, its `elicitation_callback` for the plain path.
+//! Runs as MCP tasks (SEP-2663) and elicitation for awaited events: the TypeScript SDK with its Tasks extension package (tests/mcp-tasks/client.mjs), and the official Python SDK (tests/mcp/tasks_client.py: raw task requests through its session, its `elicitation_callback` for the plain path).
 
 use std::path::{Path, PathBuf};
 
@@ -280,4 +280,86 @@ fn a_flat_event_schema_is_asked_as_a_form_and_its_answer_is_the_data() {
         called["report"]["finished"]["output"],
         json!({"approver": "ann"})
     );
+}
+
+/// Runs tests/mcp-tasks/client.mjs (the TypeScript SDK with its Tasks extension package, pinned
+/// in tests/mcp-tasks/package.json) against a server of `arguments`; returns its JSON lines.
+fn drive_typescript<P: AsRef<std::ffi::OsStr>>(
+    directory: &Path,
+    script: &str,
+    arguments: &[P],
+) -> Vec<Value> {
+    let client_directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-tasks");
+    if !client_directory
+        .join("node_modules/@modelcontextprotocol/ext-tasks")
+        .exists()
+    {
+        panic!(
+            "these tests drive the server with the TypeScript MCP SDK and its Tasks extension: \
+             run `npm ci --prefix tests/mcp-tasks` (as .ci/run does)"
+        );
+    }
+    let output = std::process::Command::new("node")
+        .arg(client_directory.join("client.mjs"))
+        .arg(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg(directory.join("state"))
+        .arg(script)
+        .args(arguments)
+        .current_dir(directory)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "the client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_typescript_tasks_extension_walks_ittw_to_completion() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "typescript");
+    let lines = drive_typescript(&directory, "guidance", &[ittw()]);
+    let settled = step(&lines, "settled");
+    assert_eq!(settled["kind"], json!("task"));
+    assert!(
+        settled["taskId"].as_str().unwrap().starts_with("ittw:mcp-"),
+        "{settled}"
+    );
+    let statuses = settled["statuses"].as_array().unwrap();
+    assert_eq!(statuses.last(), Some(&json!("completed")), "{statuses:?}");
+    assert!(statuses.contains(&json!("input_required")), "{statuses:?}");
+    let asked = settled["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["kind"], json!("elicitation"));
+    assert!(
+        asked[0]["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("waits for the event `captain_guidance`"),
+        "{asked:?}"
+    );
+    let outcome = &settled["outcome"];
+    assert_eq!(outcome["status"], json!("completed"));
+    assert_eq!(
+        outcome["result"]["structuredContent"]["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
+    assert_eq!(outcome["task"]["retentionMs"], json!(null));
+}
+
+#[test]
+fn the_typescript_tasks_extension_cancels_a_run_and_its_process_group() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "typescript-cancel");
+    let sleeper = directory.join("sleeper.yaml");
+    std::fs::write(&sleeper, SLEEPER).unwrap();
+    let lines = drive_typescript(&directory, "cancel", &[&sleeper]);
+    assert!(step(&lines, "sleeping")["group"].is_i64(), "{lines:?}");
+    let cancelled = step(&lines, "cancelled");
+    assert_eq!(cancelled["outcome"], json!("cancelled"));
+    assert_eq!(cancelled["alive"], json!(false));
 }
