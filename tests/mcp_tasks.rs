@@ -116,6 +116,26 @@ fn ittw_as_a_task_takes_guidance_by_tasks_update() {
 }
 
 #[test]
+fn a_finished_task_is_answered_from_the_store_by_the_next_server() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "stored");
+    let lines = drive(&directory, "task_update", &[ittw()]);
+    let run = step(&lines, "created")["result"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lines = drive(&directory, &format!("task_stored:{run}"), &[ittw()]);
+    let task = &step(&lines, "stored")["task"];
+    assert_eq!(task["status"], json!("completed"), "{task}");
+    assert_eq!(task["taskId"], json!(run));
+    let report = &task["result"]["structuredContent"];
+    assert_eq!(report["live"], json!(false));
+    assert_eq!(
+        report["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
+}
+
+#[test]
 fn ittw_as_a_task_takes_guidance_by_send_event() {
     let directory = crate::support::temporary_directory("mcp-tasks", "send-event");
     let lines = drive(&directory, "task_send_event", &[ittw()]);

@@ -5,8 +5,9 @@ Usage: tasks_client.py BINARY STATE_DIR SCRIPT ARGUMENT...
 older task dialect of 2025-11-25, so the task scripts declare the extension at initialize and
 send `tools/call`, `tasks/get`, `tasks/update` and `tasks/cancel` as raw JSON-RPC requests
 through the SDK's session. SCRIPT is `task_update`, `task_send_event`, `task_cancel`,
-`task_failed`, `task_unknown`, `plain`, `elicit_accept`, `elicit_decline`, `elicit_off` or `elicit_form`
-(events-demo's `approve`, a flat schema, answered as a form).
+`task_failed`, `task_unknown`, `task_stored:RUN` (a task an earlier server drove), `plain`,
+`elicit_accept`, `elicit_decline`, `elicit_off` or `elicit_form` (events-demo's `approve`, a
+flat schema, answered as a form).
 """
 
 import asyncio
@@ -156,6 +157,11 @@ async def task_unknown(session):
     say(step="bad_input", result=bad)
 
 
+async def task_stored(session, task):
+    """A task of a run an earlier server drove, answered from the store."""
+    say(step="stored", task=await call(session, "tasks/get", {"taskId": task}))
+
+
 async def plain(session):
     started = await session.call_tool("ittw", ITTW_ARGUMENTS)
     say(step="started", report=report(started))
@@ -204,7 +210,11 @@ SCRIPTS = {
 
 async def main():
     binary, state_dir, script, *arguments = sys.argv[1:]
-    body, with_tasks, callback = SCRIPTS[script]
+    if script.startswith("task_stored:"):
+        task = script.removeprefix("task_stored:")
+        body, with_tasks, callback = (lambda session: task_stored(session, task)), True, None
+    else:
+        body, with_tasks, callback = SCRIPTS[script]
     parameters = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state_dir, *arguments])
     options = {"elicitation_callback": callback} if callback else {}
     finished = False
