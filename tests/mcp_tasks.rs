@@ -383,3 +383,26 @@ fn the_typescript_tasks_extension_cancels_a_run_and_its_process_group() {
     assert_eq!(cancelled["outcome"], json!("cancelled"));
     assert_eq!(cancelled["alive"], json!(false));
 }
+
+#[test]
+fn a_2026_client_is_asked_by_an_input_required_result_and_its_retry_finishes_the_run() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "input-required");
+    let lines = drive_typescript(&directory, "input_required", &[ittw()]);
+    let called = step(&lines, "called");
+    assert_eq!(called["isError"], json!(false));
+    let asked = called["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let run = called["report"]["run"].as_str().unwrap();
+    // The retry answered the run the first call started: no second run.
+    assert!(
+        asked[0]["message"].as_str().unwrap().starts_with(&format!(
+            "Run `{run}` of protocol `ittw` waits for the event `captain_guidance`."
+        )),
+        "{asked:?}"
+    );
+    assert_eq!(called["report"]["status"], json!("finished"));
+    assert_eq!(
+        called["report"]["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
+}

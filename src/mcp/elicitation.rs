@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, ServerRequest,
+    ClientCapabilities, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, ServerRequest,
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value, json};
@@ -126,15 +126,12 @@ pub fn event_data(event: &Value, content: Option<&Value>) -> Result<Option<Value
     }
 }
 
-/// Whether `peer` declared form elicitation (a client that names neither mode means form).
-pub fn client_elicits(peer: &Peer<RoleServer>) -> bool {
-    let Some(info) = peer.peer_info() else {
-        return false;
-    };
-    let Some(elicitation) = &info.capabilities.elicitation else {
-        return false;
-    };
-    elicitation.form.is_some() || elicitation.url.is_none()
+/// Whether a client with `capabilities` declared form elicitation (naming neither mode means
+/// form).
+pub fn client_elicits(capabilities: Option<ClientCapabilities>) -> bool {
+    capabilities
+        .and_then(|capabilities| capabilities.elicitation)
+        .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none())
 }
 
 impl ProtocolServer {
@@ -191,7 +188,7 @@ impl ProtocolServer {
     }
 
     /// The run's report once no effect or child of it runs, or as it is after `SETTLE_LIMIT`.
-    async fn settle(&self, report: Value) -> Result<Value, String> {
+    pub(super) async fn settle(&self, report: Value) -> Result<Value, String> {
         let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
         let mut report = report;
         while report["waiting"] == "effect" && tokio::time::Instant::now() < deadline {

@@ -5,6 +5,7 @@ pub mod elicitation;
 mod fleets;
 pub mod host;
 pub mod http;
+pub mod input_required;
 pub mod input_schema;
 pub mod logs;
 pub mod notices;

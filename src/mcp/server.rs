@@ -5,8 +5,8 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetTaskParams, GetTaskResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerConfig, Tool, UpdateTaskParams,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::host::Request;
+use super::input_required::Answer;
 use super::resources;
 
 /// The server a client talks to: the tools, and the channel to the host that runs them.
@@ -88,7 +89,11 @@ impl ProtocolServer {
             .map_err(|_| "the server is stopping".to_string())?
     }
 
-    async fn call(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, String> {
+    pub(super) async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, String> {
         if self.protocols.iter().any(|protocol| protocol == name) {
             let protocol = name.to_string();
             return self
@@ -142,6 +147,16 @@ impl ProtocolServer {
                 self.ask(|reply| Request::GetDiagram { run, reply }).await
             }
             _ => Err(format!("no tool `{name}`")),
+        }
+    }
+}
+
+/// A tool's answer as its result: the report, or the error (secrets masked) as a tool error.
+fn tool_result(answer: Result<Value, String>) -> CallToolResult {
+    match answer {
+        Ok(report) => CallToolResult::structured(report),
+        Err(message) => {
+            CallToolResult::error(vec![ContentBlock::text(crate::secrets::mask(&message))])
         }
     }
 }
@@ -328,7 +343,31 @@ impl ServerHandler for ProtocolServer {
         let tasks = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
-        let mut answer = if starts_run && tasks {
+        let moves_run = starts_run || request.name == "send_event";
+        let elicits = self.elicitation
+            && moves_run
+            && super::elicitation::client_elicits(context.client_capabilities());
+        // 2026-07-28 forbids server requests: such a client is asked by the call's result.
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let as_task = starts_run && tasks;
+        if elicits && modern && !as_task {
+            let answer = self
+                .answer_with_input(
+                    &request.name,
+                    arguments,
+                    request.input_responses,
+                    request.request_state,
+                )
+                .await;
+            return Ok(match answer {
+                Ok(Answer::InputRequired(input)) => CallToolResponse::InputRequired(input),
+                Ok(Answer::Report(report)) => tool_result(Ok(report)).into(),
+                Err(message) => tool_result(Err(message)).into(),
+            });
+        }
+        let mut answer = if as_task {
             match self.create_task(request.name.to_string(), arguments).await {
                 Ok(task) => return Ok(CallToolResponse::Task(task)),
                 Err(message) => Err(message),
@@ -336,25 +375,10 @@ impl ServerHandler for ProtocolServer {
         } else {
             self.call(&request.name, arguments).await
         };
-        let moves_run = starts_run || request.name == "send_event";
-        if self.elicitation
-            && moves_run
-            && super::elicitation::client_elicits(&context.peer)
-            && let Ok(report) = answer
-        {
+        if elicits && let Ok(report) = answer {
             answer = self.elicit(&context.peer, report).await;
         }
-        let result = match answer {
-            Ok(report) => {
-                let mut result = CallToolResult::structured(report);
-                result.is_error = Some(false);
-                result
-            }
-            Err(message) => {
-                CallToolResult::error(vec![ContentBlock::text(crate::secrets::mask(&message))])
-            }
-        };
-        Ok(result.into())
+        Ok(tool_result(answer).into())
     }
 
     async fn get_task(

@@ -3,8 +3,8 @@
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResult, CreateTaskResult, DetailedTask, ElicitRequest, ElicitResult, ElicitationAction,
-    ErrorCode, InputRequest, InputRequests, JsonObject, Task, TaskPayload, TaskStatus,
-    UpdateTaskParams,
+    ErrorCode, InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload,
+    TaskStatus, UpdateTaskParams,
 };
 use serde_json::{Map, Value, json};
 
@@ -208,39 +208,48 @@ impl ProtocolServer {
     /// waits, and `tasks/cancel` cancels it.
     pub(super) async fn update_task(&self, params: UpdateTaskParams) -> Result<(), ErrorData> {
         let (view, _) = self.task(&params.task_id).await?;
+        self.deliver_answers(&view, params.input_responses)
+            .await
+            .map(|_| ())
+            .map_err(|message| ErrorData::invalid_params(message, None))
+    }
+
+    /// Sends the first accepted answer among `responses` to a request outstanding in `view` (a
+    /// `task_view`) as its event; its report, or `None` when no answer was accepted. Keys not
+    /// outstanding are skipped.
+    pub(super) async fn deliver_answers(
+        &self,
+        view: &Value,
+        responses: InputResponses,
+    ) -> Result<Option<Value>, String> {
         let report = &view["report"];
         let step = view["step"].as_u64().unwrap_or(0);
         let events = report["events"].as_array().cloned().unwrap_or_default();
-        for (key, response) in params.input_responses {
+        for (key, response) in responses {
             let Some(event) = events.iter().find(|event| request_key(event, step) == key) else {
                 continue;
             };
             let answer: ElicitResult = serde_json::from_value(response).map_err(|error| {
-                ErrorData::invalid_params(
-                    format!("inputResponses `{key}` is not an elicitation result: {error}"),
-                    None,
-                )
+                format!("inputResponses `{key}` is not an elicitation result: {error}")
             })?;
             if answer.action != ElicitationAction::Accept {
                 continue;
             }
-            let data = super::elicitation::event_data(event, answer.content.as_ref())
-                .map_err(|message| ErrorData::invalid_params(message, None))?;
-            let run = params.task_id.clone();
+            let data = super::elicitation::event_data(event, answer.content.as_ref())?;
+            let run = report["run"].as_str().unwrap_or_default().to_string();
             let name = event["name"].as_str().unwrap_or_default().to_string();
-            self.ask(|reply| Request::SendEvent {
-                run,
-                event: name,
-                data,
-                reply,
-            })
-            .await
-            .map_err(|message| {
-                ErrorData::invalid_params(crate::secrets::mask(&message).into_owned(), None)
-            })?;
-            return Ok(());
+            let sent = self
+                .ask(|reply| Request::SendEvent {
+                    run,
+                    event: name,
+                    data,
+                    reply,
+                })
+                .await
+                .map_err(|message| crate::secrets::mask(&message).into_owned())?;
+            return Ok(Some(sent));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// `tasks/cancel`: cancels the run as `cancel_run` does (its effects' and children's process

@@ -6,7 +6,9 @@
 // results, so the package dispatches its task requests through `rawDispatch`, which writes them
 // on the client's transport and takes their responses back. SCRIPT is `guidance` (ITTW answered
 // through the package's input handler until it completes) or `cancel` (start `sleeper`, cancel
-// its task, see its process group gone).
+// its task, see its process group gone) or `input_required` (a plain call on a client that
+// answers elicitation: the server answers `input_required`, the SDK asks its handler and
+// retries).
 
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -19,11 +21,20 @@ const say = (fields) => console.log(JSON.stringify(fields));
 const sleep = (milliseconds) => new Promise((resolve) => setTimeout(resolve, milliseconds));
 
 const clientInfo = { name: "protocol-run-tasks-test", version: "1" };
-const capabilities = { extensions: { "io.modelcontextprotocol/tasks": {} } };
+// `input_required` is a plain client that answers elicitation, without the extension.
+const plain = script === "input_required";
+const capabilities = plain ? { elicitation: { form: {} } } : { extensions: { "io.modelcontextprotocol/tasks": {} } };
 const client = new Client(clientInfo, {
   capabilities,
   versionNegotiation: { mode: { pin: "2026-07-28" } },
 });
+const asked = [];
+if (plain) {
+  client.setRequestHandler("elicitation/create", async (request) => {
+    asked.push(request.params);
+    return { action: "accept", content: { data: JSON.stringify({ action: "skip the task" }) } };
+  });
+}
 const transport = new StdioClientTransport({
   command: binary,
   args: ["mcp", "--state-dir", stateDirectory, ...serverArguments],
@@ -51,7 +62,6 @@ const rawDispatch = (request) =>
     transport.send({ jsonrpc: "2.0", id, ...request });
   });
 
-const asked = [];
 const session = createTaskSessionFromClient(client, {
   endpointId: "protocol-run",
   rawDispatch,
@@ -108,8 +118,14 @@ async function cancel() {
   say({ step: "cancelled", outcome: outcome.status, alive });
 }
 
+/** A plain call: the SDK fulfils the `input_required` result with its handler and retries. */
+async function inputRequired() {
+  const result = await client.callTool({ name: "ittw", arguments: { path: "missing/file.txt", timeout: "1s" } });
+  say({ step: "called", report: result.structuredContent ?? null, isError: result.isError ?? false, asked });
+}
+
 try {
-  await { guidance, cancel }[script]();
+  await { guidance, cancel, input_required: inputRequired }[script]();
 } finally {
   await session.close();
   await client.close();
