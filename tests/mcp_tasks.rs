@@ -406,3 +406,45 @@ fn a_2026_client_is_asked_by_an_input_required_result_and_its_retry_finishes_the
         json!({"guidance": {"action": "skip the task"}})
     );
 }
+
+#[test]
+fn a_2026_call_answers_input_required_and_its_retries_deliver_refuse_or_decline() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "retries");
+    let lines = drive(&directory, "input_required", &[events_demo()]);
+    let first = &step(&lines, "first")["result"];
+    assert_eq!(first["resultType"], json!("input_required"));
+    let run = first["requestState"].as_str().unwrap();
+    assert!(run.starts_with("events-demo:mcp-"), "{run}");
+    let requests = first["inputRequests"].as_object().unwrap();
+    let keys: Vec<&str> = requests
+        .keys()
+        .map(|key| key.split('@').next().unwrap())
+        .collect();
+    assert_eq!(keys, ["approve", "cancel"]);
+
+    let forged = &step(&lines, "forged")["result"];
+    assert_eq!(forged["isError"], json!(true));
+    assert_eq!(
+        forged["content"][0]["text"],
+        json!(
+            "requestState `ittw:other` names no run of this `events-demo` call; retry the call \
+             with the requestState its input_required result gave"
+        )
+    );
+    // Declined: the report as it is, the run still waiting.
+    let declined = &step(&lines, "declined")["result"]["structuredContent"];
+    assert_eq!(declined["run"], json!(run));
+    assert_eq!(declined["waiting"], json!("input"));
+    // Data off the event's schema: refused as send_event refuses it.
+    let refused = &step(&lines, "refused")["result"];
+    assert_eq!(refused["isError"], json!(true));
+    assert_eq!(
+        refused["content"][0]["text"],
+        json!(
+            "event `approve` has data that does not conform: at `/by`: \"\" is shorter than 1 character"
+        )
+    );
+    let accepted = &step(&lines, "accepted")["result"]["structuredContent"];
+    assert_eq!(accepted["run"], json!(run), "the retry started no run");
+    assert_eq!(accepted["finished"]["output"], json!({"approver": "ann"}));
+}

@@ -6,6 +6,7 @@ older task dialect of 2025-11-25, so the task scripts declare the extension at i
 send `tools/call`, `tasks/get`, `tasks/update` and `tasks/cancel` as raw JSON-RPC requests
 through the SDK's session. SCRIPT is `task_update`, `task_send_event`, `task_cancel`,
 `task_failed`, `task_unknown`, `task_stored:RUN` (a task an earlier server drove), `plain`,
+`input_required` (raw 2026-07-28 calls),
 `elicit_accept`, `elicit_decline`, `elicit_off` or `elicit_form` (events-demo's `approve`, a
 flat schema, answered as a form).
 """
@@ -168,6 +169,30 @@ async def plain(session):
     say(step="get", result=await call(session, "tasks/get", {"taskId": report(started)["run"]}))
 
 
+# Per-request metadata of a 2026-07-28 request from a client that answers elicitation forms.
+MODERN = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "tasks-client", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+}
+
+
+async def input_required(session):
+    """events-demo on 2026-07-28 requests: asked by the result, answered by retries."""
+    modern_call = lambda params: call(session, "tools/call", {**params, "_meta": MODERN})
+    first = await modern_call({"name": "events-demo", "arguments": {}})
+    say(step="first", result=first)
+    run = first["requestState"]
+    approve = next(key for key in first["inputRequests"] if key.startswith("approve@"))
+    retry = lambda responses, state=run: modern_call(
+        {"name": "events-demo", "arguments": {}, "inputResponses": responses, "requestState": state}
+    )
+    say(step="forged", result=await retry({approve: {"action": "accept", "content": {"by": "x"}}}, "ittw:other"))
+    say(step="declined", result=await retry({approve: {"action": "decline"}}))
+    say(step="refused", result=await retry({approve: {"action": "accept", "content": {"by": ""}}}))
+    say(step="accepted", result=await retry({approve: {"action": "accept", "content": {"by": "ann"}}}))
+
+
 # What each elicitation script answers, and what it was asked.
 ASKED = []
 
@@ -201,6 +226,7 @@ SCRIPTS = {
     "task_failed": (task_failed, True, None),
     "task_unknown": (task_unknown, True, None),
     "plain": (plain, False, None),
+    "input_required": (input_required, False, None),
     "elicit_accept": (elicit_ittw, False, elicitation("accept")),
     "elicit_decline": (elicit_ittw, False, elicitation("decline")),
     "elicit_off": (elicit_ittw, False, elicitation("accept")),
