@@ -155,23 +155,15 @@ impl ProtocolServer {
             let events = report["events"].as_array().cloned().unwrap_or_default();
             let mut sent = None;
             for event in &events {
-                let answer = match ask(peer, request(&report, event)).await {
+                let answer = match ask_client(peer, request(&report, event)).await {
                     Some(answer) => answer,
                     None => return Ok(report),
                 };
                 match answer.action {
                     ElicitationAction::Accept => {
-                        let data = event_data(event, answer.content.as_ref())?;
-                        let name = event["name"].as_str().unwrap_or_default().to_string();
-                        let run = run.clone();
                         sent = Some(
-                            self.ask(|reply| Request::SendEvent {
-                                run,
-                                event: name,
-                                data,
-                                reply,
-                            })
-                            .await?,
+                            self.send_answer(&run, event, answer.content.as_ref())
+                                .await?,
                         );
                         break;
                     }
@@ -185,6 +177,26 @@ impl ProtocolServer {
             }
         }
         Ok(report)
+    }
+
+    /// Sends an accepted answer's `content` to `run` as `event` (an entry of its report's
+    /// `events`), through `send_event`'s admission; the run's report after the step.
+    pub(super) async fn send_answer(
+        &self,
+        run: &str,
+        event: &Value,
+        content: Option<&Value>,
+    ) -> Result<Value, String> {
+        let data = event_data(event, content)?;
+        let run = run.to_string();
+        let name = event["name"].as_str().unwrap_or_default().to_string();
+        self.ask(|reply| Request::SendEvent {
+            run,
+            event: name,
+            data,
+            reply,
+        })
+        .await
     }
 
     /// The run's report once no effect or child of it runs, or as it is after `SETTLE_LIMIT`.
@@ -202,7 +214,7 @@ impl ProtocolServer {
 
 /// Sends one elicitation request; `None` when the client cannot answer it (the revision
 /// forbids server requests, or the connection failed).
-async fn ask(peer: &Peer<RoleServer>, params: ElicitRequestParams) -> Option<ElicitResult> {
+async fn ask_client(peer: &Peer<RoleServer>, params: ElicitRequestParams) -> Option<ElicitResult> {
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
     match peer.send_request(request).await {
         Ok(ClientResult::ElicitResult(result)) => Some(result),

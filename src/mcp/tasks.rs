@@ -235,16 +235,9 @@ impl ProtocolServer {
             if answer.action != ElicitationAction::Accept {
                 continue;
             }
-            let data = super::elicitation::event_data(event, answer.content.as_ref())?;
-            let run = report["run"].as_str().unwrap_or_default().to_string();
-            let name = event["name"].as_str().unwrap_or_default().to_string();
+            let run = report["run"].as_str().unwrap_or_default();
             let sent = self
-                .ask(|reply| Request::SendEvent {
-                    run,
-                    event: name,
-                    data,
-                    reply,
-                })
+                .send_answer(run, event, answer.content.as_ref())
                 .await
                 .map_err(|message| crate::secrets::mask(&message).into_owned())?;
             return Ok(Some(sent));
