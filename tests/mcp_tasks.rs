@@ -181,7 +181,7 @@ fn a_run_that_ends_with_another_exit_code_is_a_failed_task() {
     let directory = crate::support::temporary_directory("mcp-tasks", "failed");
     let failing = directory.join("failing.yaml");
     std::fs::write(&failing, FAILING).unwrap();
-    let lines = drive(&directory, "task_failed", &[&failing]);
+    let lines = drive(&directory, "task_failed:failing", &[&failing]);
     let task = &step(&lines, "ended")["task"];
     assert_eq!(task["status"], json!("failed"));
     let error = &task["error"];
@@ -194,6 +194,43 @@ fn a_run_that_ends_with_another_exit_code_is_a_failed_task() {
     assert_eq!(
         error["data"],
         json!({"state": "broken", "exit_code": 3, "output": {"why": "gave up"}})
+    );
+}
+
+/// A run whose eventless transitions never settle: `--max-microsteps` ends it with an error.
+const LOOPING: &str = "\
+id: looping
+context: { turns: 0 }
+states:
+  a:
+    always:
+      - target: b
+        actions: [{ assign: { turns: \"turns + 1\" } }]
+  b: { always: a }
+";
+
+#[test]
+fn a_run_an_error_ended_is_a_failed_task_carrying_the_error() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "error");
+    let looping = directory.join("looping.yaml");
+    std::fs::write(&looping, LOOPING).unwrap();
+    let arguments = [Path::new("--max-microsteps"), Path::new("10"), &looping];
+    let lines = drive(&directory, "task_failed:looping", &arguments);
+    let task = &step(&lines, "ended")["task"];
+    assert_eq!(task["status"], json!("failed"));
+    let run = task["taskId"].as_str().unwrap();
+    let reason = "the protocol looped: 10 microsteps in one macrostep without settling, through \
+                  the states a, b; give an eventless transition a guard that becomes false, or \
+                  raise the limit with --max-microsteps";
+    let error = &task["error"];
+    assert_eq!(error["code"], json!(-32603));
+    assert_eq!(
+        error["message"],
+        json!(format!("run `{run}` failed: {reason}"))
+    );
+    assert_eq!(
+        error["data"],
+        json!({"state": null, "exit_code": 64, "output": null, "error": reason})
     );
 }
 

@@ -5,7 +5,7 @@ Usage: tasks_client.py BINARY STATE_DIR SCRIPT ARGUMENT...
 older task dialect of 2025-11-25, so the task scripts declare the extension at initialize and
 send `tools/call`, `tasks/get`, `tasks/update` and `tasks/cancel` as raw JSON-RPC requests
 through the SDK's session. SCRIPT is `task_update`, `task_send_event`, `task_cancel`,
-`task_failed`, `task_unknown`, `task_stored:RUN` (a task an earlier server drove), `plain`,
+`task_failed:PROTOCOL`, `task_unknown`, `task_stored:RUN` (a task an earlier server drove), `plain`,
 `input_required` (raw 2026-07-28 calls),
 `elicit_accept`, `elicit_decline`, `elicit_off` or `elicit_form` (events-demo's `approve`, a
 flat schema, answered as a form).
@@ -145,8 +145,8 @@ async def task_cancel(session):
     say(step="again", result=await call(session, "tasks/cancel", {"taskId": task}))
 
 
-async def task_failed(session):
-    created = await call(session, "tools/call", {"name": "failing", "arguments": {}})
+async def task_failed(session, protocol):
+    created = await call(session, "tools/call", {"name": protocol, "arguments": {}})
     done, seen = await poll(session, created["taskId"], ended)
     say(step="ended", task=done, seen=seen)
 
@@ -224,6 +224,7 @@ SCRIPTS = {
     "task_send_event": (task_send_event, True, None),
     "task_cancel": (task_cancel, True, None),
     "task_failed": (task_failed, True, None),
+    "task_stored": (task_stored, True, None),
     "task_unknown": (task_unknown, True, None),
     "plain": (plain, False, None),
     "input_required": (input_required, False, None),
@@ -236,9 +237,10 @@ SCRIPTS = {
 
 async def main():
     binary, state_dir, script, *arguments = sys.argv[1:]
-    if script.startswith("task_stored:"):
-        task = script.removeprefix("task_stored:")
-        body, with_tasks, callback = (lambda session: task_stored(session, task)), True, None
+    if ":" in script:
+        name, argument = script.split(":", 1)
+        body, with_tasks, callback = SCRIPTS[name]
+        body = (lambda run: lambda session: run(session, argument))(body)
     else:
         body, with_tasks, callback = SCRIPTS[script]
     parameters = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state_dir, *arguments])
