@@ -40,6 +40,7 @@ mod mcp_grants;
 mod mcp_inspector;
 mod mcp_limits;
 mod mcp_restart;
+mod mcp_tasks;
 mod mcp_telemetry;
 mod mock_shapes;
 mod ownership;

@@ -31,7 +31,19 @@ pub(crate) fn drive<P: AsRef<std::ffi::OsStr>>(
     script: &str,
     protocols: &[P],
 ) -> (Vec<Value>, String) {
-    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    drive_client("client.py", directory, script, protocols)
+}
+
+/// `drive`, with another client of tests/mcp/.
+pub(crate) fn drive_client<P: AsRef<std::ffi::OsStr>>(
+    client: &str,
+    directory: &Path,
+    script: &str,
+    protocols: &[P],
+) -> (Vec<Value>, String) {
+    let client = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(client);
     let output = Command::new(python())
         .arg(client)
         .arg(env!("CARGO_BIN_EXE_protocol-run"))
@@ -224,7 +236,7 @@ fn an_invalid_protocol_is_not_served_and_its_errors_are_located() {
 }
 
 /// A run whose effect sleeps long enough to be cancelled while it runs.
-const SLEEPER: &str = "\
+pub(crate) const SLEEPER: &str = "\
 id: sleeper
 permissions: { exec: [sleep], write: [], read: [], env: [] }
 states:

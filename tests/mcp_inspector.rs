@@ -174,6 +174,8 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     let directory = directory_with_gate("run");
     let server = stdio_target(&directory);
     // `knocks=2` reaches the engine as the integer the schema says: the Inspector types it.
+    // The Inspector declares the tasks extension at initialize, where it takes it to be
+    // ignored: the call is answered with the report, not a task.
     let started = call(&directory, "gate", &["visitor=ada", "knocks=2"], &server);
     let run = started["run"].as_str().unwrap().to_string();
     assert!(run.starts_with("gate:mcp-"), "{run}");

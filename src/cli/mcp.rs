@@ -30,6 +30,10 @@ pub struct McpArguments {
     /// went) for `resume_run`, instead of resuming them at start.
     #[arg(long)]
     no_resume: bool,
+    /// Never ask the client for an event a run waits on (elicitation): for agents that declare
+    /// elicitation but cannot answer it. Plain calls then return the report as it is.
+    #[arg(long)]
+    no_elicitation: bool,
     /// The client is a model: what it starts runs under these grants, as `run` would.
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
@@ -59,6 +63,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         limits: arguments.limits.limits(),
         notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),
         resume: !arguments.no_resume,
+        elicitation: !arguments.no_elicitation,
     };
     let stop = super::serve::stop_signal();
     match crate::mcp::serve(arguments.paths, settings, arguments.http, stop) {

@@ -25,6 +25,7 @@ impl Host {
     ) -> Fleet {
         let output_view = view.clone();
         let log_view = view.clone();
+        let pending_view = view.clone();
         let notices = self.settings.notices.clone();
         let notice_run = run_id.clone();
         let problem_waiters = self.waiters.clone();
@@ -46,6 +47,8 @@ impl Host {
                 }
             })
             .with_logs(move |line| log_view.borrow_mut().logs.keep(line))
+            // One run per fleet: whatever instance the step was of, it is this run.
+            .with_pending(move |_, pending| pending_view.borrow_mut().pending = pending)
             .with_problem_replies(move |origin, message| {
                 if let Some(waiting) = problem_waiters.borrow_mut().get_mut(&origin.client) {
                     waiting.problems.push(message.to_string());

@@ -58,6 +58,11 @@ pub enum Request {
         run: String,
         reply: oneshot::Sender<Result<Value, String>>,
     },
+    /// A run as a task: its report, and when it started and last changed.
+    GetTask {
+        run: String,
+        reply: oneshot::Sender<Result<Value, String>>,
+    },
 }
 
 /// Where a request's answer goes.
@@ -79,13 +84,16 @@ pub struct HostSettings {
     /// Whether the runs earlier servers left are resumed at start (`--no-resume` leaves them
     /// for `resume_run`).
     pub resume: bool,
+    /// Whether a plain call that leaves a run waiting for input asks the client for the event
+    /// by elicitation, when the client can answer it.
+    pub elicitation: bool,
 }
 
 /// One live run: its fleet's input, and what its output said so far.
-struct LiveRun {
+pub(super) struct LiveRun {
     input: mpsc::Sender<LineBatch>,
-    machine: Arc<Machine>,
-    view: Rc<RefCell<RunView>>,
+    pub(super) machine: Arc<Machine>,
+    pub(super) view: Rc<RefCell<RunView>>,
     /// The instance name inside its fleet (the run id less `<protocol id>:`).
     instance: String,
     /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
@@ -107,7 +115,7 @@ pub(super) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
 pub(super) struct Host {
     pub(super) protocols: Vec<Served>,
     pub(super) settings: HostSettings,
-    runs: HashMap<String, LiveRun>,
+    pub(super) runs: HashMap<String, LiveRun>,
     pub(super) waiters: Waiters,
     pub(super) next_client: u64,
     /// Turns true when the server stops: every fleet parks its run for the next server.
@@ -185,6 +193,9 @@ impl Host {
             }
             Request::GetDiagram { run, reply } => {
                 let _ = reply.send(self.diagram(&run));
+            }
+            Request::GetTask { run, reply } => {
+                let _ = reply.send(self.task_view(&run));
             }
         }
     }
@@ -375,7 +386,7 @@ impl Host {
     }
 
     /// A live run's report, or a recorded one's summary from the store.
-    fn get_run(&self, run: &str) -> Result<Value, String> {
+    pub(super) fn get_run(&self, run: &str) -> Result<Value, String> {
         if let Some(live) = self.runs.get(run) {
             return Ok(report(&live.machine, run, &live.view.borrow()));
         }

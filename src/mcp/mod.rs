@@ -1,9 +1,11 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
 pub mod catalog;
+pub mod elicitation;
 mod fleets;
 pub mod host;
 pub mod http;
+pub mod input_required;
 pub mod input_schema;
 pub mod limits;
 pub mod logs;
@@ -14,6 +16,7 @@ pub mod resources;
 mod resume;
 pub mod server;
 pub mod stdio;
+pub mod tasks;
 pub mod telemetry;
 
 use std::path::PathBuf;
@@ -52,6 +55,7 @@ pub fn serve(
     let limit = settings.narrowing.clone();
     let notices = settings.notices.clone();
     let state_dir = settings.state_dir.clone();
+    let elicitation = settings.elicitation;
     let host_thread = std::thread::spawn(move || {
         let (served, _refused) = catalog::load_all(&paths, &limit);
         let tools: Vec<ProtocolTool> = served
@@ -98,7 +102,7 @@ pub fn serve(
         Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
     };
     let end = runtime.block_on(async {
-        let server = ProtocolServer::new(tools, requests, notices, &state_dir);
+        let server = ProtocolServer::new(tools, requests, notices, &state_dir, elicitation);
         if let Some(address) = http {
             return http::serve(server, address, stop).await;
         }

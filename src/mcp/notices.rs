@@ -31,12 +31,14 @@ impl LeastLevel {
     }
 }
 
-/// The server's capabilities: tools, resources, and log messages for the directives.
+/// The server's capabilities: tools, resources, log messages for the directives, and the
+/// tasks extension (runs as tasks).
 pub fn capabilities() -> ServerCapabilities {
     ServerCapabilities::builder()
         .enable_logging()
         .enable_resources()
         .enable_tools()
+        .enable_tasks()
         .build()
 }
 

@@ -26,6 +26,8 @@ pub struct RunView {
     pub cancelled: bool,
     /// Its latest log lines.
     pub logs: super::logs::KeptLogs,
+    /// What it waited on after its latest step.
+    pub pending: crate::run::fleet::Pending,
 }
 
 impl RunView {
@@ -83,14 +85,23 @@ impl RunView {
 
 /// The report of a run: what every tool that touches a run returns.
 pub fn report(machine: &Machine, run: &str, view: &RunView) -> Value {
+    let running = view.status() == "running";
+    let events = if running {
+        events_now(machine, &view.states)
+    } else {
+        json!([])
+    };
     let mut report = json!({
         "run": run,
         "protocol": machine.id,
         "status": view.status(),
         "states": view.states,
         "directives": view.directives,
-        "events": if view.status() == "running" { events_now(machine, &view.states) } else { json!([]) },
     });
+    if running {
+        report["waiting"] = waiting_on(view.pending, &events).into();
+    }
+    report["events"] = events;
     if let Some(finished) = &view.finished {
         report["finished"] = finished.clone();
     }
@@ -101,6 +112,23 @@ pub fn report(machine: &Machine, run: &str, view: &RunView) -> Value {
         report["dropped_directives"] = view.dropped_directives.into();
     }
     report
+}
+
+/// What a running run waits on, the one predicate behind a report's `waiting` and a task's
+/// status: `effect` while an effect or child protocol runs (its outcome will move the run);
+/// else `input` when it can take an event now, or when nothing at all is pending (only an
+/// event can move it); else `timer`. A timer pending beside events it can take (ITTW's
+/// periodic re-check while it waits for guidance) does not make it `timer`: the client is
+/// still the one the run waits for.
+pub fn waiting_on(pending: crate::run::fleet::Pending, events: &Value) -> &'static str {
+    let takes_events = events.as_array().is_some_and(|events| !events.is_empty());
+    if pending.running {
+        "effect"
+    } else if takes_events || !pending.timers {
+        "input"
+    } else {
+        "timer"
+    }
 }
 
 /// The external events some active state (or an ancestor) has a transition for, in document

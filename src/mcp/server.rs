@@ -4,9 +4,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -14,6 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::host::Request;
+use super::input_required::Answer;
 use super::limits::InFlight;
 use super::resources;
 
@@ -34,6 +36,9 @@ pub struct ProtocolServer {
     state_dir: Arc<Path>,
     /// This session's requests in flight (`for_session` gives each session its own).
     in_flight: InFlight,
+    /// Whether a plain call that leaves a run waiting for input asks a client that can
+    /// answer elicitation for the event (`--no-elicitation` turns it off).
+    elicitation: bool,
 }
 
 /// A protocol as its tool: its id, what it does, the schema of its inputs.
@@ -51,6 +56,7 @@ impl ProtocolServer {
         requests: mpsc::Sender<Request>,
         notices: broadcast::Sender<(String, Value)>,
         state_dir: &Path,
+        elicitation: bool,
     ) -> ProtocolServer {
         let names = protocols
             .iter()
@@ -76,6 +82,7 @@ impl ProtocolServer {
             least_level: super::notices::LeastLevel::default(),
             state_dir: Arc::from(state_dir),
             in_flight: InFlight::default(),
+            elicitation,
         }
     }
 
@@ -102,7 +109,7 @@ impl ProtocolServer {
     }
 
     /// Hands a request to the host and waits for its answer.
-    async fn ask(
+    pub(super) async fn ask(
         &self,
         request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> Request,
     ) -> Result<Value, String> {
@@ -117,7 +124,11 @@ impl ProtocolServer {
             .map_err(|_| "the server is stopping".to_string())?
     }
 
-    async fn call(&self, name: &str, arguments: Map<String, Value>) -> Result<Value, String> {
+    pub(super) async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, String> {
         if self.protocols.iter().any(|protocol| protocol == name) {
             let protocol = name.to_string();
             return self
@@ -171,6 +182,16 @@ impl ProtocolServer {
                 self.ask(|reply| Request::GetDiagram { run, reply }).await
             }
             _ => Err(format!("no tool `{name}`")),
+        }
+    }
+}
+
+/// A tool's answer as its result: the report, or the error (secrets masked) as a tool error.
+fn tool_result(answer: Result<Value, String>) -> CallToolResult {
+    match answer {
+        Ok(report) => CallToolResult::structured(report),
+        Err(message) => {
+            CallToolResult::error(vec![ContentBlock::text(crate::secrets::mask(&message))])
         }
     }
 }
@@ -373,19 +394,80 @@ impl ServerHandler for ProtocolServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        let result = match self.call(&request.name, arguments).await {
-            Ok(report) => {
-                let mut result = CallToolResult::structured(report);
-                result.is_error = Some(false);
-                result
+        let starts_run = self
+            .protocols
+            .iter()
+            .any(|protocol| *protocol == request.name);
+        // Only a request that declares the tasks extension itself (its `_meta`, the 2026-07-28
+        // envelope) gets a task: clients that declare it at initialize of an earlier revision
+        // (the MCP Inspector does, by default) take the extension to be ignored there.
+        let tasks = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        let moves_run = starts_run || request.name == "send_event";
+        let elicits = self.elicitation
+            && moves_run
+            && super::elicitation::client_elicits(context.client_capabilities());
+        // 2026-07-28 forbids server requests: such a client is asked by the call's result.
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let as_task = starts_run && tasks;
+        if elicits && modern && !as_task {
+            let answer = self
+                .answer_with_input(
+                    &request.name,
+                    arguments,
+                    request.input_responses,
+                    request.request_state,
+                )
+                .await;
+            return Ok(match answer {
+                Ok(Answer::InputRequired(input)) => CallToolResponse::InputRequired(input),
+                Ok(Answer::Report(report)) => tool_result(Ok(report)).into(),
+                Err(message) => tool_result(Err(message)).into(),
+            });
+        }
+        let mut answer = if as_task {
+            match self.create_task(request.name.to_string(), arguments).await {
+                Ok(task) => return Ok(CallToolResponse::Task(task)),
+                Err(message) => Err(message),
             }
-            Err(message) => {
-                CallToolResult::error(vec![ContentBlock::text(crate::secrets::mask(&message))])
-            }
+        } else {
+            self.call(&request.name, arguments).await
         };
-        Ok(result.into())
+        if elicits && let Ok(report) = answer {
+            answer = self.elicit(&context.peer, report).await;
+        }
+        Ok(tool_result(answer).into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let (_, task) = self.task(&request.task_id).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_task(request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task(&request.task_id).await
     }
 }

@@ -105,7 +105,22 @@ pub struct Fleet {
     handled_clients: Vec<u64>,
     /// Takes each log line (masked) besides stderr.
     log_sink: Option<LogSink>,
+    /// Told, after each step that leaves an instance live, what it still waits on (`mcp`
+    /// tells a client whether only an event can move the run).
+    pending_sink: Option<PendingSink>,
 }
+
+/// What a live instance waits on after its step: the events it can take aside.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// Effects or child protocols are running: their outcomes will move it.
+    pub running: bool,
+    /// A timer (a delayed send or an `after`) is pending.
+    pub timers: bool,
+}
+
+/// Where a fleet tells what each live instance waits on, by its name.
+pub type PendingSink = Box<dyn FnMut(&str, Pending)>;
 
 /// Where a fleet's log lines go besides stderr.
 pub type LogSink = Box<dyn FnMut(&serde_json::Value)>;
@@ -146,7 +161,14 @@ impl Fleet {
             answer: None,
             handled_clients: Vec::new(),
             log_sink: None,
+            pending_sink: None,
         }
+    }
+
+    /// Tells `sink` what each instance still waits on after each of its steps.
+    pub fn with_pending(mut self, sink: impl FnMut(&str, Pending) + 'static) -> Fleet {
+        self.pending_sink = Some(Box::new(sink));
+        self
     }
 
     /// Hands each log line, masked, to `sink` too (`mcp` keeps them for `get_logs`).
@@ -631,6 +653,13 @@ impl Fleet {
         {
             member.armed = Some(next);
             self.deadlines.push(Reverse((next, slot)));
+        }
+        if let Some(sink) = &mut self.pending_sink {
+            let pending = Pending {
+                running: member.state.has_running(),
+                timers: member.state.next_deadline().is_some(),
+            };
+            sink(&member.name, pending);
         }
     }
 

@@ -357,4 +357,6 @@ async def main():
             raise
 
 
-asyncio.run(main())
+# tasks_client.py imports the helpers above.
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,4 +1,4 @@
-//! A package pinned in a test's own npm directory (`tests/editor`, `tests/inspector`), installed with `npm ci` when missing or not the pinned version.
+//! A package pinned in a test's own npm directory (`tests/editor`, `tests/inspector`, `tests/mcp-tasks`), installed with `npm ci` when missing or not the pinned version.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,0 +1,268 @@
+//! Runs as MCP tasks (the Tasks extension, SEP-2663): a protocol tool called with the extension answers a task whose id is the run id, and `tasks/get`, `tasks/update`, `tasks/cancel` read and drive the run.
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResult, CreateTaskResult, DetailedTask, ElicitRequest, ElicitResult, ElicitationAction,
+    ErrorCode, InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload,
+    TaskStatus, UpdateTaskParams,
+};
+use serde_json::{Map, Value, json};
+
+use super::host::{CANCELLED_EXIT_CODE, Host, Request};
+use super::server::ProtocolServer;
+use crate::store::{SqliteStore, Store};
+
+/// How often a client is asked to poll `tasks/get`: a run's steps take milliseconds, its
+/// waits (effects, timers, the client's own answers) seconds and more.
+pub const POLL_INTERVAL_MILLISECONDS: u64 = 500;
+
+impl Host {
+    /// A run as a task: `{report, created, updated, step, finish}`, its times in Unix
+    /// milliseconds and its latest committed step from the store, so a run this server does
+    /// not drive (recorded by an earlier one) is a task too.
+    pub(super) fn task_view(&self, run: &str) -> Result<Value, String> {
+        let store =
+            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
+        let record = store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no task `{run}`: no run has this id; list_runs lists them"))?;
+        let summary = &record.summary;
+        let updated = summary
+            .finish
+            .as_ref()
+            .map(|finish| finish.unix_milliseconds)
+            .or(summary.last_step_unix_milliseconds)
+            .unwrap_or(summary.started_unix_milliseconds);
+        let finish = summary.finish.as_ref().map(|finish| {
+            json!({
+                "state": finish.final_state,
+                "exit_code": finish.exit_code,
+                "output": finish.output,
+            })
+        });
+        Ok(json!({
+            "report": self.get_run(run)?,
+            "created": summary.started_unix_milliseconds,
+            "updated": updated,
+            "step": summary.last_sequence.unwrap_or(0),
+            "finish": finish,
+        }))
+    }
+}
+
+/// The task a `task_view` describes. Its status comes from the run: `working` while an effect,
+/// a child or a timer will move it; `input_required` while it waits for an event it can take
+/// (one elicitation request per event); `completed` once it finished with exit code 0;
+/// `failed` once an error ended it or it finished with another code; `cancelled` after
+/// `cancel_run` or `tasks/cancel`.
+pub fn detailed(view: &Value) -> DetailedTask {
+    let report = &view["report"];
+    let run = report["run"].as_str().unwrap_or_default();
+    let milliseconds =
+        |field: &str| crate::clock::format_rfc3339(view[field].as_u64().unwrap_or(0));
+    let mut task = Task::new(
+        run,
+        TaskStatus::Working,
+        milliseconds("created"),
+        milliseconds("updated"),
+    )
+    .with_poll_interval_ms(POLL_INTERVAL_MILLISECONDS);
+    let (payload, message) = payload(view);
+    if let Some(message) = message {
+        task = task.with_status_message(message);
+    }
+    DetailedTask::new(task, payload)
+}
+
+/// The task's payload and status message.
+fn payload(view: &Value) -> (TaskPayload, Option<String>) {
+    let report = &view["report"];
+    let finish = &view["finish"];
+    let cancelled = report["status"] == "cancelled"
+        || (finish["state"].is_null() && finish["exit_code"] == CANCELLED_EXIT_CODE);
+    if cancelled {
+        return (TaskPayload::Cancelled, Some("the run was cancelled".into()));
+    }
+    if !finish.is_null() {
+        if finish["exit_code"] == 0 && !finish["state"].is_null() {
+            let result = CallToolResult::structured(report.clone());
+            return (
+                TaskPayload::Completed {
+                    result: object(&result),
+                },
+                None,
+            );
+        }
+        return failed(report, finish);
+    }
+    let message = match report["waiting"].as_str() {
+        Some("input") => {
+            let requests = input_requests(report, view["step"].as_u64().unwrap_or(0));
+            if !requests.is_empty() {
+                return (
+                    TaskPayload::InputRequired {
+                        input_requests: requests,
+                    },
+                    Some("the run waits for one of the events in inputRequests".into()),
+                );
+            }
+            "the run waits for an event it does not list (send_event sends one)"
+        }
+        Some("effect") => "an effect or child protocol of the run is running",
+        Some("timer") => "the run waits for a timer",
+        _ => "the run is not live in this server; resume_run resumes it",
+    };
+    (TaskPayload::Working, Some(message.into()))
+}
+
+/// A run that ended in failure: a JSON-RPC error whose data is its final state, exit code and
+/// output (and the error that ended it, if one did).
+fn failed(report: &Value, finish: &Value) -> (TaskPayload, Option<String>) {
+    let run = report["run"].as_str().unwrap_or_default();
+    let message = match (report["error"].as_str(), finish["state"].as_str()) {
+        (Some(error), _) => format!("run `{run}` failed: {error}"),
+        (None, Some(state)) => format!(
+            "run `{run}` finished in `{state}` with exit code {}",
+            finish["exit_code"]
+        ),
+        (None, None) => format!("run `{run}` failed with exit code {}", finish["exit_code"]),
+    };
+    let mut data = finish.clone();
+    if let Some(error) = report.get("error") {
+        data["error"] = error.clone();
+    }
+    let error = ErrorData::new(ErrorCode::INTERNAL_ERROR, message.clone(), Some(data));
+    (
+        TaskPayload::Failed {
+            error: object(&error),
+        },
+        Some(message),
+    )
+}
+
+/// `value` as a JSON object (what a task carries its result and error as).
+fn object(value: &impl serde::Serialize) -> JsonObject {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => object,
+        _ => Map::new(),
+    }
+}
+
+/// One elicitation request per event the run can take now, keyed `EVENT@STEP`: the key names
+/// the event, and the committed step keeps it unique over the task's life (the same event
+/// asked again after a later step has another key).
+pub fn input_requests(report: &Value, step: u64) -> InputRequests {
+    let events = report["events"].as_array().map_or(&[][..], Vec::as_slice);
+    events
+        .iter()
+        .map(|event| {
+            let request = super::elicitation::request(report, event);
+            (
+                request_key(event, step),
+                InputRequest::Elicitation(ElicitRequest::new(request)),
+            )
+        })
+        .collect()
+}
+
+fn request_key(event: &Value, step: u64) -> String {
+    format!("{}@{step}", event["name"].as_str().unwrap_or_default())
+}
+
+impl ProtocolServer {
+    /// Starts a run of `protocol` and answers it as a task; a refused start (a bad input) is
+    /// the error the plain call would give.
+    pub(super) async fn create_task(
+        &self,
+        protocol: String,
+        inputs: Map<String, Value>,
+    ) -> Result<CreateTaskResult, String> {
+        let report = self
+            .ask(|reply| Request::Start {
+                protocol,
+                inputs,
+                reply,
+            })
+            .await?;
+        let run = report["run"].as_str().unwrap_or_default().to_string();
+        let view = self.ask(|reply| Request::GetTask { run, reply }).await?;
+        Ok(CreateTaskResult::new(detailed(&view).task))
+    }
+
+    /// `tasks/get`: the run as a task; an unknown id is invalid params, as the spec says.
+    pub(super) async fn task(&self, id: &str) -> Result<(Value, DetailedTask), ErrorData> {
+        let run = id.to_string();
+        let view = self
+            .ask(|reply| Request::GetTask { run, reply })
+            .await
+            .map_err(|message| ErrorData::invalid_params(message, None))?;
+        let detailed = detailed(&view);
+        Ok((view, detailed))
+    }
+
+    /// `tasks/update`: the first accepted answer to an outstanding request is sent as its event,
+    /// through the same admission as `send_event`; a refusal (data off the event's schema) is
+    /// invalid params naming why. Keys not outstanding (answered, or stale after a step) are
+    /// ignored, as the spec says, and so are declined and cancelled answers: the run still
+    /// waits, and `tasks/cancel` cancels it.
+    pub(super) async fn update_task(&self, params: UpdateTaskParams) -> Result<(), ErrorData> {
+        let (view, _) = self.task(&params.task_id).await?;
+        self.deliver_answers(&view, params.input_responses)
+            .await
+            .map(|_| ())
+            .map_err(|message| ErrorData::invalid_params(message, None))
+    }
+
+    /// Sends the first accepted answer among `responses` to a request outstanding in `view` (a
+    /// `task_view`) as its event; its report, or `None` when no answer was accepted. Keys not
+    /// outstanding are skipped.
+    pub(super) async fn deliver_answers(
+        &self,
+        view: &Value,
+        responses: InputResponses,
+    ) -> Result<Option<Value>, String> {
+        let report = &view["report"];
+        let step = view["step"].as_u64().unwrap_or(0);
+        let events = report["events"].as_array().cloned().unwrap_or_default();
+        for (key, response) in responses {
+            let Some(event) = events.iter().find(|event| request_key(event, step) == key) else {
+                continue;
+            };
+            let answer: ElicitResult = serde_json::from_value(response).map_err(|error| {
+                format!("inputResponses `{key}` is not an elicitation result: {error}")
+            })?;
+            if answer.action != ElicitationAction::Accept {
+                continue;
+            }
+            let run = report["run"].as_str().unwrap_or_default();
+            let sent = self
+                .send_answer(run, event, answer.content.as_ref())
+                .await
+                .map_err(|message| crate::secrets::mask(&message).into_owned())?;
+            return Ok(Some(sent));
+        }
+        Ok(None)
+    }
+
+    /// `tasks/cancel`: cancels the run as `cancel_run` does (its effects' and children's process
+    /// groups killed); a task already ended is invalid params, as the spec says.
+    pub(super) async fn cancel_task(&self, id: &str) -> Result<(), ErrorData> {
+        let (_, detailed) = self.task(id).await?;
+        if detailed.status().is_terminal() {
+            let status = serde_json::to_value(detailed.status()).unwrap_or_default();
+            let status = status.as_str().unwrap_or_default();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "task `{id}` is already {status}; a task that has ended cannot be cancelled"
+                ),
+                None,
+            ));
+        }
+        let run = id.to_string();
+        self.ask(|reply| Request::CancelRun { run, reply })
+            .await
+            .map(|_| ())
+            .map_err(|message| ErrorData::invalid_params(message, None))
+    }
+}
