@@ -41,12 +41,25 @@ pub(crate) fn drive_client<P: AsRef<std::ffi::OsStr>>(
     script: &str,
     protocols: &[P],
 ) -> (Vec<Value>, String) {
+    let binary = std::ffi::OsStr::new(env!("CARGO_BIN_EXE_protocol-run"));
+    drive_client_of(client, binary, directory, script, protocols)
+}
+
+/// As `drive_client`, the client talking to `server`: the binary it starts over stdio, or the
+/// URL of a server already listening with `mcp --http`.
+pub(crate) fn drive_client_of<P: AsRef<std::ffi::OsStr>>(
+    client: &str,
+    server: &std::ffi::OsStr,
+    directory: &Path,
+    script: &str,
+    protocols: &[P],
+) -> (Vec<Value>, String) {
     let client = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/mcp")
         .join(client);
     let output = Command::new(python())
         .arg(client)
-        .arg(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg(server)
         .arg(directory.join("state"))
         .arg(script)
         .args(protocols)
@@ -411,45 +424,25 @@ fn protocols_and_runs_are_resources() {
 
 #[test]
 fn streamable_http_serves_the_same_tools_and_runs() {
-    use std::io::BufRead;
     let directory = crate::support::temporary_directory("mcp", "http");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["mcp", "--http", "127.0.0.1:0", "--state-dir", "state"])
-        .arg(ittw())
-        .current_dir(&directory)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
-    let url = first
-        .trim()
-        .strip_prefix("mcp: listening on ")
-        .unwrap_or_else(|| panic!("no address on stderr: {first}"))
-        .to_string();
-    // The rest of stderr (the runs' log lines) is drained so the server never blocks on it.
-    let drain = std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-
-    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
-    let output = Command::new(python())
-        .args([
-            client.as_os_str(),
-            url.as_ref(),
-            "-".as_ref(),
-            "ittw".as_ref(),
-        ])
-        .current_dir(&directory)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let lines: Vec<Value> = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let ittw = ittw();
+    let mut server = crate::support::mcp_http_server::McpHttpServer::start(
+        &directory,
+        &[ittw.to_str().unwrap()],
+    );
+    let no_protocols: [&str; 0] = [];
+    let url = std::ffi::OsString::from(&server.url);
+    let (lines, _) = drive_client_of("client.py", &url, &directory, "ittw", &no_protocols);
+    // Only an external event can move it now: a plain client reads that as `waiting: input`.
+    let waiting = &step(&lines, "waiting")["report"];
+    assert_eq!(waiting["waiting"], json!("input"), "{waiting}");
+    assert_eq!(
+        waiting["states"],
+        json!(["waiting_for_guidance"]),
+        "{waiting}"
+    );
     let sent = &step(&lines, "sent")["report"];
-    assert_eq!(sent["status"], json!("finished"), "{stdout}");
+    assert_eq!(sent["status"], json!("finished"), "{lines:?}");
     assert_eq!(
         sent["finished"]["output"],
         json!({"guidance": {"action": "skip the task"}})
@@ -460,9 +453,5 @@ fn streamable_http_serves_the_same_tools_and_runs() {
     );
 
     // SIGTERM ends the server cleanly.
-    let pid = nix::unistd::Pid::from_raw(server.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = server.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
-    drain.join().unwrap().unwrap();
+    assert_eq!(server.stop(), Some(0));
 }

@@ -147,6 +147,37 @@ fn ittw_as_a_task_takes_guidance_by_send_event() {
 }
 
 #[test]
+fn ittw_as_a_task_over_streamable_http_takes_guidance_and_completes() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "http");
+    let ittw = ittw();
+    let mut server = crate::support::mcp_http_server::McpHttpServer::start(
+        &directory,
+        &[ittw.to_str().unwrap()],
+    );
+    let url = std::ffi::OsString::from(&server.url);
+    let no_arguments: [&str; 0] = [];
+    let (lines, _) = crate::mcp::drive_client_of(
+        "tasks_client.py",
+        &url,
+        &directory,
+        "task_send_event",
+        &no_arguments,
+    );
+    let run = assert_created_then_input_required(&lines);
+    assert_eq!(step(&lines, "sent")["report"]["status"], json!("finished"));
+    assert_completed_with_guidance(&step(&lines, "ended")["task"]);
+    // The run is the ordinary durable one: the store saw it finish.
+    assert_eq!(server.stop(), Some(0));
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["status", "--json", "--state-dir", "state", &run])
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["status"], json!("finished"), "{status}");
+}
+
+#[test]
 fn tasks_cancel_kills_the_process_group_and_cancels_the_task() {
     let directory = crate::support::temporary_directory("mcp-tasks", "cancel");
     let sleeper = directory.join("sleeper.yaml");

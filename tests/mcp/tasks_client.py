@@ -1,7 +1,8 @@
 """Drives runs as MCP tasks (the Tasks extension, SEP-2663) and elicitation with the official MCP Python SDK; prints one JSON line per step.
 
 Usage: tasks_client.py BINARY STATE_DIR SCRIPT ARGUMENT...
-(the ARGUMENTs follow `mcp --state-dir STATE_DIR`: protocols and flags). The SDK (1.30) speaks the
+(the ARGUMENTs follow `mcp --state-dir STATE_DIR`: protocols and flags), or
+tasks_client.py URL - SCRIPT (a server already listening with `mcp --http`). The SDK (1.30) speaks the
 older task dialect of 2025-11-25, so the task scripts declare the extension at initialize and
 send `tools/call`, `tasks/get`, `tasks/update` and `tasks/cancel` as raw JSON-RPC requests
 through the SDK's session. SCRIPT is `task_update`, `task_send_event`, `task_cancel`,
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from client import processes, report, say
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamablehttp_client
 from mcp.shared.exceptions import McpError
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -253,18 +255,26 @@ async def main():
         body = (lambda run: lambda session: run(session, argument))(body)
     else:
         body, with_tasks, callback = SCRIPTS[script]
-    parameters = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state_dir, *arguments])
     options = {"elicitation_callback": callback} if callback else {}
+
+    async def drive(read, write):
+        async with ClientSession(read, write, **options) as session:
+            if with_tasks:
+                await initialize_with_tasks(session)
+            else:
+                await session.initialize()
+            await body(session)
+
+    if binary.startswith("http://"):
+        async with streamablehttp_client(binary) as (read, write, _):
+            await drive(read, write)
+        return
+    parameters = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state_dir, *arguments])
     finished = False
     try:
         async with stdio_client(parameters) as (read, write):
-            async with ClientSession(read, write, **options) as session:
-                if with_tasks:
-                    await initialize_with_tasks(session)
-                else:
-                    await session.initialize()
-                await body(session)
-                finished = True
+            await drive(read, write)
+            finished = True
     except BaseExceptionGroup as group:
         # As in client.py: a notice met while the session closes is no failure.
         _, others = group.split((anyio.ClosedResourceError, anyio.BrokenResourceError))
