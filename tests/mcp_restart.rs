@@ -119,10 +119,14 @@ fn a_run_whose_protocol_changed_is_left_and_named_on_stderr() {
             canonical(&protocol)
         )]
     );
+    let got = &step(&lines, "got")["report"];
     assert_eq!(
-        step(&lines, "got")["report"],
-        json!({"run": run, "status": "running", "live": false})
+        (&got["run"], &got["status"], &got["live"]),
+        (&json!(run), &json!("running"), &json!(false)),
+        "{got}"
     );
+    // Not live, yet its journal's directives are read back.
+    assert_eq!(directive_names(got), ["escalate_to_captain"]);
     assert_eq!(status(&directory, &run)["status"], json!("running"));
 }
 
@@ -135,10 +139,14 @@ fn no_resume_leaves_the_runs_for_resume_run_whose_report_keeps_the_directives() 
 
     let (lines, stderr) = drive(&directory, &format!("get:{run}"), &no_resume);
     assert_eq!(notices(&stderr), Vec::<&str>::new());
+    let got = &step(&lines, "got")["report"];
     assert_eq!(
-        step(&lines, "got")["report"],
-        json!({"run": run, "status": "running", "live": false})
+        (&got["run"], &got["status"], &got["live"]),
+        (&json!(run), &json!("running"), &json!(false)),
+        "{got}"
     );
+    // Not live, yet its journal's directives are read back.
+    assert_eq!(directive_names(got), ["escalate_to_captain"]);
     assert_eq!(status(&directory, &run)["status"], json!("running"));
 
     let (lines, stderr) = drive(&directory, &format!("resume:{run}"), &no_resume);

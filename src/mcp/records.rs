@@ -6,18 +6,24 @@ use serde_json::{Value, json};
 
 use crate::store::{SqliteStore, Store};
 
-/// A recorded run's summary: its status and, once finished, how.
+/// A recorded run's summary: its status, the directives its journal holds and, once finished,
+/// how.
 pub fn summary(state_dir: &Path, run: &str) -> Result<Value, String> {
     let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
     let record = store
         .run(run)
         .map_err(|error| error.to_string())?
         .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+    let (directives, dropped_directives) = recorded_directives(&store, run)?;
     let mut summary = json!({
         "run": run,
         "status": record.summary.status.as_str(),
         "live": false,
+        "directives": directives,
     });
+    if dropped_directives > 0 {
+        summary["dropped_directives"] = dropped_directives.into();
+    }
     if let Some(finish) = &record.summary.finish {
         summary["finished"] = json!({
             "state": finish.final_state,
