@@ -13,15 +13,8 @@ pub(crate) fn python() -> PathBuf {
     if let Some(python) = std::env::var_os("PROTOCOL_RUN_MCP_PYTHON") {
         return PathBuf::from(python);
     }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/.venv/bin/python");
-    if !venv.exists() {
-        panic!(
-            "these tests drive the server with the official MCP Python SDK: run \
-             `python3 -m venv tests/mcp/.venv && tests/mcp/.venv/bin/pip install -r \
-             tests/mcp/requirements.txt` (as .ci/run does), or set PROTOCOL_RUN_MCP_PYTHON"
-        );
-    }
-    venv
+    // Made (`python3 -m venv`, `pip install -r`, as .ci/run does) when missing or not pinned.
+    crate::support::python_venv::python()
 }
 
 /// Runs tests/mcp/client.py's `script` against a server of `protocols` (and flags) in

@@ -2,6 +2,7 @@
 
 pub mod mcp_http_server;
 pub mod npm_package;
+pub mod python_venv;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
