@@ -61,8 +61,9 @@ enum Command {
     /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
     /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
     Serve(serve::ServeArguments),
-    /// Serve protocols to MCP clients (agents) over stdio: each protocol a tool that starts a
-    /// durable run; `send_event`, `get_run` and `list_runs` drive and watch runs.
+    /// Serve protocols to MCP clients (agents) over stdio or Streamable HTTP: each protocol a
+    /// tool that starts a durable run (an MCP task for a client that asks for one);
+    /// `send_event`, `get_run` and `list_runs` drive and watch runs.
     Mcp(mcp::McpArguments),
     /// Check protocol files and report every problem with its location.
     Validate {
