@@ -291,3 +291,42 @@ fn a_childs_directives_are_recorded_with_its_parents_and_reported_after_a_restar
         ])
     );
 }
+
+/// Waits for an event that never comes.
+const WAITER: &str = "id: waiter
+permissions: { exec: [], write: [], read: [], env: [] }
+states:
+  waiting:
+    on: { go: gone }
+  gone: { type: final }
+";
+
+#[test]
+fn a_restarted_server_names_twenty_resumed_runs_and_counts_the_rest() {
+    let directory = crate::support::temporary_directory("mcp-restart", "many");
+    let protocol = directory.join("waiter.yaml");
+    std::fs::write(&protocol, WAITER).unwrap();
+    drive(&directory, "start_many:waiter,23", &[&protocol]);
+
+    let (lines, stderr) = drive(&directory, "list", &[&protocol]);
+    let notices = notices(&stderr);
+    assert_eq!(notices.len(), 21, "{stderr}");
+    assert!(
+        notices[..20]
+            .iter()
+            .all(|line| line.starts_with("mcp: resumed waiter:mcp-")
+                && line.ends_with("1 state: waiting)")),
+        "{stderr}"
+    );
+    assert_eq!(
+        notices[20],
+        "mcp: resumed 3 more runs (`protocol-run runs --status running` lists them)"
+    );
+    // Every one of them is live again.
+    let runs = step(&lines, "listed")["runs"].as_array().unwrap().clone();
+    assert_eq!(runs.len(), 23);
+    assert!(
+        runs.iter().all(|run| run["status"] == "running"),
+        "{runs:?}"
+    );
+}

@@ -12,6 +12,10 @@ use super::report::{RunView, report};
 use crate::run::fleet::Recording;
 use crate::store::{RunOrigin, RunRecord, RunStatus, SqliteStore, Store};
 
+/// The runs resumed at start that stderr names one per line; the rest are counted in one line,
+/// so a store of thousands of waiting runs does not flood a client's log.
+const NAMED_RESUMED_RUNS: usize = 20;
+
 impl Host {
     /// Resumes a recorded run that no server drives (stopped, or left running by a server
     /// that died) from its latest snapshot, in a fleet of its own, as `serve` resumes its
@@ -59,12 +63,12 @@ impl Host {
             })
             .map(|run| run.id)
             .collect();
+        let mut named = 0usize;
+        let mut quietly_resumed = 0usize;
+        let mut over_the_limit = 0usize;
         for run in left {
             if self.live_runs() >= MAX_LIVE_RUNS {
-                eprintln!(
-                    "mcp: not resumed {run}: {MAX_LIVE_RUNS} runs are live, the limit \
-                     (MAX_LIVE_RUNS); resume_run resumes it once one ends"
-                );
+                over_the_limit += 1;
                 continue;
             }
             let resumed = SqliteStore::open(&self.settings.state_dir)
@@ -87,15 +91,32 @@ impl Host {
                         1 => "1 state".to_string(),
                         count => format!("{count} states"),
                     };
-                    eprintln!(
-                        "mcp: resumed {run} ({protocol}, {count}: {})",
-                        states.join(", ")
-                    );
+                    if named == NAMED_RESUMED_RUNS {
+                        quietly_resumed += 1;
+                    } else {
+                        named += 1;
+                        eprintln!(
+                            "mcp: resumed {run} ({protocol}, {count}: {})",
+                            states.join(", ")
+                        );
+                    }
                 }
                 Err(message) => {
                     eprintln!("mcp: not resumed {run}: {}", crate::secrets::mask(&message));
                 }
             }
+        }
+        if quietly_resumed > 0 {
+            eprintln!(
+                "mcp: resumed {quietly_resumed} more runs (`protocol-run runs --status running` \
+                 lists them)"
+            );
+        }
+        if over_the_limit > 0 {
+            eprintln!(
+                "mcp: not resumed {over_the_limit} runs: {MAX_LIVE_RUNS} runs are live, the limit \
+                 (MAX_LIVE_RUNS); resume_run resumes one once another ends"
+            );
         }
     }
 

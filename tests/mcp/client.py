@@ -8,7 +8,7 @@ it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL 
 `resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
 left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL[,N]` (start
 PROTOCOL, wait for N directives, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run,
-then send guidance), `finish:RUN` (get_run until it ends on its own). More scripts: `telemetry`
+then send guidance), `finish:RUN` (get_run until it ends on its own), `start_many:PROTOCOL,N` (start N runs, leave), `list` (list_runs). More scripts: `telemetry`
 (read runs' telemetry resources), `grants` (run each protocol tool to its end, with its logs).
 """
 
@@ -228,6 +228,14 @@ async def start_and_kill(session, argument):
     kill_server()
 
 
+async def start_many(session, argument):
+    """PROTOCOL,N: starts N runs of PROTOCOL (no inputs) and leaves: the server stops them."""
+    protocol, _, count = argument.partition(",")
+    for _ in range(int(count)):
+        report(await session.call_tool(protocol, {}))
+    say(step="started", count=int(count))
+
+
 async def get(session, run):
     """The run's report as a restarted server has it, without resume_run."""
     say(step="got", report=report(await session.call_tool("get_run", {"run": run})))
@@ -244,6 +252,11 @@ async def finish(session, run):
     await get(session, run)
     ended = await wait_for(session, run, lambda current: current["status"] != "running")
     say(step="ended", report=ended)
+
+
+async def list_runs(session):
+    """list_runs, as a restarted server answers it."""
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
 
 
 async def leave(session):
@@ -316,12 +329,14 @@ async def run_script(script, session):
         "strict": strict,
         "resources": resources,
         "leave": leave,
+        "list": list_runs,
         "telemetry": telemetry,
         "grants": grants,
     }
     # SCRIPT:ARGUMENT scripts, for a run (or protocol) named by an earlier one.
     with_argument = {
         "start_kill": start_and_kill,
+        "start_many": start_many,
         "get": get,
         "guide": guide,
         "finish": finish,
