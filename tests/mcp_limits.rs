@@ -249,7 +249,7 @@ fn oversized_tool_arguments_are_refused_by_name() {
 }
 
 /// An HTTP/1.1 exchange on a new connection: the status line and headers, and the body.
-fn exchange(address: &str, head: &str, body: &[u8]) -> (String, String) {
+pub(crate) fn exchange(address: &str, head: &str, body: &[u8]) -> (String, String) {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(20)))
@@ -264,7 +264,7 @@ fn exchange(address: &str, head: &str, body: &[u8]) -> (String, String) {
     (head.to_string(), body.to_string())
 }
 
-fn post_head(address: &str, length: Option<usize>, session: Option<&str>) -> String {
+pub(crate) fn post_head(address: &str, length: Option<usize>, session: Option<&str>) -> String {
     let mut head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nConnection: close\r\n"
@@ -282,7 +282,7 @@ fn post_head(address: &str, length: Option<usize>, session: Option<&str>) -> Str
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 
 /// A new session's id, from its `initialize`.
-fn open_session(address: &str) -> Result<String, (String, String)> {
+pub(crate) fn open_session(address: &str) -> Result<String, (String, String)> {
     let (head, body) = exchange(
         address,
         &post_head(address, Some(INITIALIZE.len()), None),

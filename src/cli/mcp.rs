@@ -26,6 +26,11 @@ pub struct McpArguments {
     /// one, said on stderr) instead of stdio, until SIGINT or SIGTERM.
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
+    /// Let --http listen on an address other than loopback. Anyone who reaches it starts runs
+    /// (which may execute programs) without authentication: put a reverse proxy with
+    /// authentication in front of it.
+    #[arg(long, requires = "http")]
+    http_allow_remote: bool,
     /// Leave the runs an earlier server left unfinished (killed, or stopped when its client
     /// went) for `resume_run`, instead of resuming them at start.
     #[arg(long)]
@@ -41,9 +46,16 @@ pub struct McpArguments {
     limits: super::limits::LimitOptions,
 }
 
-/// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 65
-/// when no protocol could be served.
+/// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 64
+/// for a non-loopback --http address without --http-allow-remote; 65 when no protocol could be
+/// served; 75 when the transport failed (a busy port, stdio gone).
 pub fn mcp(arguments: McpArguments) -> u8 {
+    if let Some(address) = arguments.http
+        && let Err(message) = check_exposure(address, arguments.http_allow_remote)
+    {
+        eprintln!("error: {message}");
+        return exit_code::USAGE;
+    }
     let narrowing = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
         Err(code) => return code,
@@ -72,5 +84,24 @@ pub fn mcp(arguments: McpArguments) -> u8 {
             eprintln!("error: {message}");
             exit_code::INVALID
         }
+        McpEnd::TransportFailed(message) => {
+            eprintln!("error: {message}");
+            exit_code::TEMPORARY_FAILURE
+        }
     }
+}
+
+/// An --http address other than loopback is refused unless the operator opted in: the server
+/// has no authentication, and the `Host` check (against DNS rebinding) stops browsers, not a
+/// client that writes its own `Host` header.
+fn check_exposure(address: std::net::SocketAddr, allowed: bool) -> Result<(), String> {
+    if address.ip().is_loopback() || allowed {
+        return Ok(());
+    }
+    Err(format!(
+        "--http {address} is not a loopback address: anyone who reaches it could start runs, \
+         which may execute programs, and the server has no authentication. Listen on \
+         127.0.0.1 (or [::1]) behind a reverse proxy that authenticates, or pass \
+         --http-allow-remote to listen there anyway"
+    ))
 }

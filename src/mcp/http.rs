@@ -8,16 +8,21 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::http_sessions::{BoundedSessions, full_message};
 use super::limits::{MAX_HTTP_SESSIONS, MAX_MESSAGE_BYTES};
 use super::server::ProtocolServer;
 
-type Service = StreamableHttpService<ProtocolServer, LocalSessionManager>;
+type Service = StreamableHttpService<ProtocolServer, BoundedSessions>;
 
 /// The most connections served at once; past it new ones wait to be accepted.
 pub const MAX_HTTP_CONNECTIONS: usize = 256;
+
+/// How long a connection may take to send a request's headers, and how long one may sit idle
+/// between requests (hyper times both as the read of the next request's head): past it the
+/// connection is closed, so idle connections cannot hold `MAX_HTTP_CONNECTIONS` for long.
+pub const HTTP_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Serves `server` on `address` (at `/mcp`, and at every other path alike) until `stop`
 /// resolves. The first line on stderr says the address bound (port 0 takes a free one).
@@ -39,7 +44,7 @@ pub async fn serve(
     config.allowed_hosts.push(bound.to_string());
     // rmcp checks a body's length as it streams in, whatever its headers say.
     config.max_request_body_bytes = MAX_MESSAGE_BYTES;
-    let sessions = Arc::new(LocalSessionManager::default());
+    let sessions = Arc::new(BoundedSessions::default());
     let service: Service =
         StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_CONNECTIONS));
@@ -72,6 +77,8 @@ pub async fn serve(
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HTTP_HEADER_READ_TIMEOUT)
                 .serve_connection(io, service)
                 .await;
             drop(permit);
@@ -80,10 +87,12 @@ pub async fn serve(
 }
 
 /// rmcp's answer to `request`, unless it is refused first: a body whose declared length is past
-/// `MAX_MESSAGE_BYTES` (413), or a new session while `MAX_HTTP_SESSIONS` are open (503).
+/// `MAX_MESSAGE_BYTES` (413), or a new session while `MAX_HTTP_SESSIONS` are open (503). The
+/// session count here is a courtesy (a plain 503 before the body is read); `BoundedSessions`
+/// enforces it where sessions are made, so a race past this check is refused there (500).
 async fn answer(
     service: &Service,
-    sessions: &LocalSessionManager,
+    sessions: &BoundedSessions,
     request: Request<hyper::body::Incoming>,
 ) -> Response<BoxBody<Bytes, Infallible>> {
     let declared = request
@@ -99,14 +108,8 @@ async fn answer(
     }
     let opens_session = request.method() == hyper::Method::POST
         && !request.headers().contains_key("mcp-session-id");
-    if opens_session && sessions.sessions.read().await.len() >= MAX_HTTP_SESSIONS {
-        return refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "{MAX_HTTP_SESSIONS} sessions are open, the limit (MAX_HTTP_SESSIONS); close one \
-                 (DELETE with its Mcp-Session-Id) or wait for an idle one to expire"
-            ),
-        );
+    if opens_session && sessions.open().await >= MAX_HTTP_SESSIONS {
+        return refusal(StatusCode::SERVICE_UNAVAILABLE, full_message());
     }
     service.handle(request).await
 }

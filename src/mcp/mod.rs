@@ -5,6 +5,7 @@ pub mod elicitation;
 mod fleets;
 pub mod host;
 pub mod http;
+pub mod http_sessions;
 pub mod input_required;
 pub mod input_schema;
 pub mod limits;
@@ -36,8 +37,10 @@ pub const MAX_PENDING_NOTICES: usize = 1_024;
 pub enum McpEnd {
     /// The client closed the connection.
     Closed,
-    /// Nothing could be served (every protocol refused), or the transport failed.
+    /// Nothing could be served (every protocol refused), or the runtime did not start.
     Failed(String),
+    /// The transport failed: the address could not be bound, or stdio broke.
+    TransportFailed(String),
 }
 
 /// Loads the protocols under `paths` (an invalid one is reported on stderr and not served),
@@ -101,6 +104,7 @@ pub fn serve(
         Ok(runtime) => runtime,
         Err(error) => return McpEnd::Failed(format!("cannot start the runtime: {error}")),
     };
+    // Past here every failure is the transport's.
     let end = runtime.block_on(async {
         let server = ProtocolServer::new(tools, requests, notices, &state_dir, elicitation);
         if let Some(address) = http {
@@ -120,7 +124,7 @@ pub fn serve(
     let _ = host_thread.join();
     match end {
         Ok(()) => McpEnd::Closed,
-        Err(message) => McpEnd::Failed(message),
+        Err(message) => McpEnd::TransportFailed(message),
     }
 }
 
