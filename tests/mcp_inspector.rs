@@ -197,7 +197,7 @@ fn the_inspector_starts_a_run_and_the_next_servers_read_and_resume_it() {
     let (listed, _) = inspect(&directory, &tool_call("list_runs", &[]), &server);
     let listed: Value =
         serde_json::from_str(listed["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(listed[0]["run"], json!(run), "{listed}");
+    assert_eq!(listed["runs"][0]["run"], json!(run), "{listed}");
     let resumed = call(&directory, "resume_run", &[&format!("run={run}")], &server);
     assert_eq!(resumed["states"], json!(["closed"]), "{resumed}");
     assert_eq!(resumed["events"], json!([{"name": "open"}]));

@@ -11,15 +11,20 @@ use serde_json::{Value, json};
 const WAITER: &str = "id: waiter\ninitial: waiting\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n";
 
 /// A server on stdio spoken to line by line, its stderr kept in a file.
-struct Raw {
+pub(crate) struct Raw {
     child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
-    directory: std::path::PathBuf,
+    pub(crate) directory: std::path::PathBuf,
 }
 
 impl Raw {
-    fn start(name: &str) -> Raw {
+    pub(crate) fn start(name: &str) -> Raw {
+        Raw::start_declaring(name, json!({}))
+    }
+
+    /// A server whose client declared `capabilities` at `initialize`.
+    pub(crate) fn start_declaring(name: &str, capabilities: Value) -> Raw {
         let directory = crate::support::temporary_directory("mcp-limits", name);
         std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
         let stderr = std::fs::File::create(directory.join("stderr.txt")).unwrap();
@@ -42,7 +47,7 @@ impl Raw {
         let initialized = raw.request(
             0,
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
                    "clientInfo": {"name": "raw", "version": "1"}}),
         );
         assert!(
@@ -53,14 +58,14 @@ impl Raw {
         raw
     }
 
-    fn write(&mut self, line: &str) {
+    pub(crate) fn write(&mut self, line: &str) {
         self.input.write_all(line.as_bytes()).unwrap();
         self.input.write_all(b"\n").unwrap();
         self.input.flush().unwrap();
     }
 
     /// The next response (notifications skipped).
-    fn response(&mut self) -> Value {
+    pub(crate) fn response(&mut self) -> Value {
         loop {
             let mut line = String::new();
             assert!(
@@ -74,7 +79,7 @@ impl Raw {
         }
     }
 
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.write(&line.to_string());
         let response = self.response();
@@ -82,7 +87,7 @@ impl Raw {
         response
     }
 
-    fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
         self.request(
             id,
             "tools/call",
@@ -92,7 +97,7 @@ impl Raw {
     }
 
     /// Closes stdin, waits for the server to end; its stderr.
-    fn finish(mut self) -> String {
+    pub(crate) fn finish(mut self) -> String {
         drop(self.input);
         assert!(self.child.wait().unwrap().success());
         std::fs::read_to_string(self.directory.join("stderr.txt")).unwrap()

@@ -37,7 +37,10 @@ pub enum Request {
         run: String,
         reply: oneshot::Sender<Result<Value, String>>,
     },
+    /// A page of runs: at most `count`, after the run `after`.
     ListRuns {
+        after: Option<String>,
+        count: usize,
         reply: oneshot::Sender<Result<Value, String>>,
     },
     CancelRun {
@@ -168,8 +171,12 @@ impl Host {
             Request::GetRun { run, reply } => {
                 let _ = reply.send(self.get_run(&run));
             }
-            Request::ListRuns { reply } => {
-                let _ = reply.send(self.list_runs());
+            Request::ListRuns {
+                after,
+                count,
+                reply,
+            } => {
+                let _ = reply.send(self.list_runs(after.as_deref(), count));
             }
             Request::CancelRun { run, reply } => self.cancel_run(&run, reply),
             Request::ResumeRun { run, reply } => {
@@ -390,7 +397,7 @@ impl Host {
         if let Some(live) = self.runs.get(run) {
             return Ok(report(&live.machine, run, &live.view.borrow()));
         }
-        records::summary(&self.settings.state_dir, run)
+        records::summary(&self.settings.state_dir, &self.served_paths(), run)
     }
 
     /// Cancels a live run: its fleet stops it, its effects and children are dropped (their
@@ -440,15 +447,19 @@ impl Host {
         records::not_live(&self.settings.state_dir, run)
     }
 
-    /// Every run of a served protocol the store holds, newest first, live ones with their
-    /// status here.
-    fn list_runs(&self) -> Result<Value, String> {
-        let paths: Vec<&str> = self
-            .protocols
+    /// The served protocols' files, as runs record them.
+    pub(super) fn served_paths(&self) -> Vec<&str> {
+        self.protocols
             .iter()
             .map(|served| served.path.as_str())
-            .collect();
-        records::list(&self.settings.state_dir, &paths, |run| {
+            .collect()
+    }
+
+    /// A page of the runs of the served protocols the store holds, newest first, live ones
+    /// with their status here.
+    fn list_runs(&self, after: Option<&str>, count: usize) -> Result<Value, String> {
+        let paths = self.served_paths();
+        records::list(&self.settings.state_dir, &paths, after, count, |run| {
             self.runs.get(run).map(|live| live.view.borrow().status())
         })
     }

@@ -4,27 +4,29 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::store::{SqliteStore, Store};
+use crate::store::sqlite::RunCursor;
+use crate::store::{RunSummary, SqliteStore, Store};
+
+/// The most runs one `list_runs` answers; `next` names where the following page starts.
+pub const MAX_RUNS_PER_PAGE: usize = 1_000;
 
 /// A recorded run's summary: its status, the directives its journal holds and, once finished,
-/// how.
-pub fn summary(state_dir: &Path, run: &str) -> Result<Value, String> {
+/// how. A run of a protocol this server does not serve is refused (`not_served`).
+pub fn summary(state_dir: &Path, served: &[&str], run: &str) -> Result<Value, String> {
     let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
-    let record = store
-        .run(run)
-        .map_err(|error| error.to_string())?
+    let record = served_summary(&store, served, run)?
         .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
     let (directives, dropped_directives) = recorded_directives(&store, run)?;
     let mut summary = json!({
         "run": run,
-        "status": record.summary.status.as_str(),
+        "status": record.status.as_str(),
         "live": false,
         "directives": directives,
     });
     if dropped_directives > 0 {
         summary["dropped_directives"] = dropped_directives.into();
     }
-    if let Some(finish) = &record.summary.finish {
+    if let Some(finish) = &record.finish {
         summary["finished"] = json!({
             "state": finish.final_state,
             "exit_code": finish.exit_code,
@@ -34,36 +36,75 @@ pub fn summary(state_dir: &Path, run: &str) -> Result<Value, String> {
     Ok(summary)
 }
 
+/// A recorded run's summary (without its protocol text and inputs), or `None` when there is
+/// none; a run of a protocol not among `served` (canonical paths) is refused: this server
+/// shows only the runs of what it serves.
+pub fn served_summary(
+    store: &SqliteStore,
+    served: &[&str],
+    run: &str,
+) -> Result<Option<RunSummary>, String> {
+    let summary = store.run_summary(run).map_err(|error| error.to_string())?;
+    match summary {
+        Some(summary) if !served.contains(&summary.protocol_path.as_str()) => {
+            Err(not_served(run, &summary.protocol_path))
+        }
+        summary => Ok(summary),
+    }
+}
+
+/// Why a run of another protocol is not shown here, and what shows it.
+pub fn not_served(run: &str, protocol_path: &str) -> String {
+    format!(
+        "run `{run}` runs {protocol_path}, which this server does not serve; \
+         `protocol-run status {run}` reads it"
+    )
+}
+
 /// Why `run` is not live in this server: unknown, or recorded with its status.
 pub fn not_live(state_dir: &Path, run: &str) -> String {
     let recorded = SqliteStore::open(state_dir)
         .ok()
-        .and_then(|store| store.run(run).ok().flatten());
+        .and_then(|store| store.run_summary(run).ok().flatten());
     match recorded {
         Some(record) => format!(
             "run `{run}` is {} and not live in this server",
-            record.summary.status.as_str()
+            record.status.as_str()
         ),
         None => format!("no run `{run}`; list_runs lists them"),
     }
 }
 
-/// Every recorded run of the protocols at `paths`, newest first; `live_status` gives the
-/// status of a run this server drives (`cancelled`, which the store records as finished).
+/// A page of the recorded runs of the protocols at `paths`, newest first, after the run
+/// `after` (a previous page's `next`): `{runs, truncated, next?}`, at most `count` runs.
+/// `live_status` gives the status of a run this server drives (`cancelled`, which the store
+/// records as finished).
 pub fn list(
     state_dir: &Path,
     paths: &[&str],
+    after: Option<&str>,
+    count: usize,
     live_status: impl Fn(&str) -> Option<&'static str>,
 ) -> Result<Value, String> {
     let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
-    let mut runs = store.list_runs().map_err(|error| error.to_string())?;
-    runs.retain(|run| paths.contains(&run.protocol_path.as_str()));
-    runs.sort_by(|left, right| {
-        right
-            .started_unix_milliseconds
-            .cmp(&left.started_unix_milliseconds)
-    });
-    let runs: Vec<Value> = runs
+    let cursor = match after {
+        Some(after) => {
+            let run = served_summary(&store, paths, after)?.ok_or_else(|| {
+                format!("no run `{after}` to list after; `next` of the previous page names one")
+            })?;
+            Some(RunCursor {
+                started_unix_milliseconds: run.started_unix_milliseconds,
+                id: run.id,
+            })
+        }
+        None => None,
+    };
+    let mut runs = store
+        .runs_of_protocols(paths, cursor.as_ref(), count.saturating_add(1))
+        .map_err(|error| error.to_string())?;
+    let truncated = runs.len() > count;
+    runs.truncate(count);
+    let rows: Vec<Value> = runs
         .iter()
         .map(|run| {
             json!({
@@ -74,7 +115,11 @@ pub fn list(
             })
         })
         .collect();
-    Ok(Value::Array(runs))
+    let mut page = json!({"runs": rows, "truncated": truncated});
+    if truncated && let Some(last) = runs.last() {
+        page["next"] = last.id.clone().into();
+    }
+    Ok(page)
 }
 
 /// A new instance name for `protocol`, unused in the store: `mcp-<unix ms>` with a counter
@@ -101,9 +146,10 @@ pub fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
 const JOURNAL_PAGE: usize = 256;
 
 /// The directives a run's journal holds, read back from its end: the latest
-/// `MAX_KEPT_DIRECTIVES` in the order emitted, and how many older ones were left out. A
-/// resumed run's report starts from them.
-pub fn recorded_directives(store: &dyn Store, run: &str) -> Result<(Vec<Value>, usize), String> {
+/// `MAX_KEPT_DIRECTIVES` in the order emitted, and how many older ones were left out (counted
+/// by the store: the entries before the kept ones are not read). A resumed run's report starts
+/// from them.
+pub fn recorded_directives(store: &SqliteStore, run: &str) -> Result<(Vec<Value>, usize), String> {
     let mut newest_first = Vec::new();
     let mut dropped = 0;
     let mut before = u64::MAX;
@@ -125,6 +171,15 @@ pub fn recorded_directives(store: &dyn Store, run: &str) -> Result<(Vec<Value>, 
                 } else {
                     dropped += 1;
                 }
+            }
+            if newest_first.len() == super::report::MAX_KEPT_DIRECTIVES {
+                // Full: the older entries are only counted.
+                let older = store
+                    .directives_before(run, entry.sequence)
+                    .map_err(|error| error.to_string())?;
+                dropped += usize::try_from(older).unwrap_or(usize::MAX);
+                newest_first.reverse();
+                return Ok((newest_first, dropped));
             }
         }
         match page.first() {

@@ -62,7 +62,7 @@ fn forms() -> String {
     )
 }
 
-/// The resources listed: every protocol, then the newest runs of `runs` (`list_runs`' rows).
+/// The resources listed: every protocol, then the runs of `runs` (a page of `list_runs`).
 pub fn list(protocols: &[ProtocolText], runs: &Value) -> Vec<Resource> {
     let protocols = protocols.iter().map(|protocol| {
         let mut resource = Resource::new(format!("{PROTOCOL_SCHEME}{}", protocol.id), &protocol.id)
@@ -73,7 +73,7 @@ pub fn list(protocols: &[ProtocolText], runs: &Value) -> Vec<Resource> {
         }
         resource
     });
-    let runs = runs
+    let runs = runs["runs"]
         .as_array()
         .into_iter()
         .flatten()
@@ -125,4 +125,18 @@ pub fn protocol_contents(
 /// A run's report, or its telemetry, as a resource's contents.
 pub fn run_contents(report: &Value, uri: &str) -> ResourceContents {
     ResourceContents::text(report.to_string(), uri).with_mime_type("application/json")
+}
+
+/// A failed read of a run or its telemetry as its JSON-RPC error: `-32002` (resource not
+/// found) for a run that is not there or not of a served protocol; the in-flight limit,
+/// which the client can wait out, `-32600` (invalid request); anything else (the store
+/// failing, the server stopping) `-32603` (internal error). Each with its text.
+pub fn read_error(message: String) -> rmcp::ErrorData {
+    if message.starts_with("no run `") || message.contains("which this server does not serve") {
+        rmcp::ErrorData::resource_not_found(message, None)
+    } else if message.contains("(MAX_REQUESTS_IN_FLIGHT)") {
+        rmcp::ErrorData::invalid_request(message, None)
+    } else {
+        rmcp::ErrorData::internal_error(message, None)
+    }
 }

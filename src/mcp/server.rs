@@ -156,7 +156,15 @@ impl ProtocolServer {
                 let run = text_argument(&arguments, "run")?;
                 self.ask(|reply| Request::GetRun { run, reply }).await
             }
-            "list_runs" => self.ask(|reply| Request::ListRuns { reply }).await,
+            "list_runs" => {
+                let after = optional_text_argument(&arguments, "after")?;
+                self.ask(|reply| Request::ListRuns {
+                    after,
+                    count: super::records::MAX_RUNS_PER_PAGE,
+                    reply,
+                })
+                .await
+            }
             "cancel_run" => {
                 let run = text_argument(&arguments, "run")?;
                 self.ask(|reply| Request::CancelRun { run, reply }).await
@@ -260,8 +268,17 @@ fn management_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "list_runs",
-            "Every recorded run of the protocols this server serves, newest first",
-            schema(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+            "The recorded runs of the protocols this server serves, newest first, 1000 at a \
+             time: `{runs, truncated, next}`; call again with `after` set to `next` for the \
+             following page",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "after": {"type": "string",
+                              "description": "The `next` of the previous page"},
+                },
+                "additionalProperties": false,
+            })),
         ),
         Tool::new(
             "cancel_run",
@@ -338,7 +355,11 @@ impl ServerHandler for ProtocolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let runs = self
-            .ask(|reply| Request::ListRuns { reply })
+            .ask(|reply| Request::ListRuns {
+                after: None,
+                count: resources::MAX_LISTED_RUNS,
+                reply,
+            })
             .await
             .map_err(|message| ErrorData::internal_error(message, None))?;
         Ok(ListResourcesResult::with_all_items(resources::list(
@@ -363,23 +384,24 @@ impl ServerHandler for ProtocolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        let contents = match resources::parse(&uri) {
-            Ok(resources::Named::Protocol(id)) => {
-                resources::protocol_contents(&self.texts, id, &uri)
+        let not_found = |message| ErrorData::resource_not_found(message, None);
+        let contents = match resources::parse(&uri).map_err(not_found)? {
+            resources::Named::Protocol(id) => {
+                resources::protocol_contents(&self.texts, id, &uri).map_err(not_found)?
             }
-            Ok(resources::Named::Run(run)) => {
+            resources::Named::Run(run) => {
                 let run = run.to_string();
                 self.ask(|reply| Request::GetRun { run, reply })
                     .await
                     .map(|report| resources::run_contents(&report, &uri))
+                    .map_err(resources::read_error)?
             }
-            Ok(resources::Named::Telemetry(run)) => self
+            resources::Named::Telemetry(run) => self
                 .telemetry(run)
                 .await
-                .map(|telemetry| resources::run_contents(&telemetry, &uri)),
-            Err(message) => Err(message),
-        }
-        .map_err(|message| ErrorData::resource_not_found(message, None))?;
+                .map(|telemetry| resources::run_contents(&telemetry, &uri))
+                .map_err(resources::read_error)?,
+        };
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 

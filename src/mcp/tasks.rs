@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::host::{CANCELLED_EXIT_CODE, Host, Request};
 use super::server::ProtocolServer;
-use crate::store::{SqliteStore, Store};
+use crate::store::SqliteStore;
 
 /// How often a client is asked to poll `tasks/get`: a run's steps take milliseconds, its
 /// waits (effects, timers, the client's own answers) seconds and more.
@@ -23,11 +23,9 @@ impl Host {
     pub(super) fn task_view(&self, run: &str) -> Result<Value, String> {
         let store =
             SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let record = store
-            .run(run)
-            .map_err(|error| error.to_string())?
+        let summary = super::records::served_summary(&store, &self.served_paths(), run)?
             .ok_or_else(|| format!("no task `{run}`: no run has this id; list_runs lists them"))?;
-        let summary = &record.summary;
+        let summary = &summary;
         let updated = summary
             .finish
             .as_ref()

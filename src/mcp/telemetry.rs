@@ -20,11 +20,10 @@ pub const MAX_TELEMETRY_BYTES: usize = 512 * 1024;
 /// records were left out, past `MAX_TELEMETRY_RECORDS` or `MAX_TELEMETRY_BYTES`.
 pub fn read(state_dir: &Path, served: &[String], run: &str) -> Result<Value, String> {
     let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
-    let record = store
-        .run(run)
+    let summary = store
+        .run_summary(run)
         .map_err(|error| error.to_string())?
         .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
-    let summary = &record.summary;
     if !served.contains(&summary.protocol_path) {
         return Err(format!(
             "run `{run}` runs {}, which this server does not serve; `protocol-run logs {run}` \
@@ -32,11 +31,7 @@ pub fn read(state_dir: &Path, served: &[String], run: &str) -> Result<Value, Str
             summary.protocol_path
         ));
     }
-    let journal = store
-        .journal_tail(run, MAX_TELEMETRY_RECORDS + 1)
-        .map_err(|error| error.to_string())?;
-    let steps: Vec<Value> = journal.iter().map(step_json).collect();
-    let (steps, mut truncated) = latest_within_budget(steps);
+    let (steps, mut truncated) = latest_steps(&store, run)?;
     let file = crate::telemetry::runs_directory(state_dir)
         .join(run)
         .join("events.jsonl");
@@ -59,6 +54,38 @@ pub fn read(state_dir: &Path, served: &[String], run: &str) -> Result<Value, Str
     });
     crate::secrets::mask_json_in_place(&mut telemetry);
     Ok(telemetry)
+}
+
+/// How many journal entries one read of the steps takes at a time.
+const STEP_PAGE: usize = 64;
+
+/// The latest steps that fit `MAX_TELEMETRY_RECORDS` and `MAX_TELEMETRY_BYTES`, oldest first,
+/// and whether older ones were left out: the journal is read back from its end a page at a
+/// time, and reading stops at the budget.
+fn latest_steps(store: &SqliteStore, run: &str) -> Result<(Vec<Value>, bool), String> {
+    let mut newest_first = Vec::new();
+    let mut bytes = 0usize;
+    let mut before = u64::MAX;
+    loop {
+        let page = store
+            .journal_before(run, before, STEP_PAGE)
+            .map_err(|error| error.to_string())?;
+        for entry in page.iter().rev() {
+            let step = step_json(entry);
+            bytes = bytes.saturating_add(step.to_string().len());
+            if newest_first.len() == MAX_TELEMETRY_RECORDS || bytes > MAX_TELEMETRY_BYTES {
+                newest_first.reverse();
+                return Ok((newest_first, true));
+            }
+            newest_first.push(step);
+        }
+        match page.first() {
+            Some(oldest) if page.len() == STEP_PAGE => before = oldest.sequence,
+            _ => break,
+        }
+    }
+    newest_first.reverse();
+    Ok((newest_first, false))
 }
 
 /// One journal step as `status` shows its last events, with what its actions did.

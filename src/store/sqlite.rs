@@ -11,6 +11,9 @@ use super::{
 };
 use crate::run::snapshot::Snapshot;
 
+mod summaries;
+pub use summaries::RunCursor;
+
 /// How long a write waits for another process's transaction before giving up.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

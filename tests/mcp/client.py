@@ -83,7 +83,7 @@ async def ittw(session):
             break
         await asyncio.sleep(0.1)
     say(step="notices", notices=NOTICES)
-    runs = json.loads((await session.call_tool("list_runs", {})).content[0].text)
+    runs = json.loads((await session.call_tool("list_runs", {})).content[0].text)["runs"]
     say(step="listed", runs=runs)
 
 
@@ -210,7 +210,7 @@ async def kill(session):
 
 
 async def resume(session, run):
-    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text)["runs"])
     resumed = report(await session.call_tool("resume_run", {"run": run}))
     say(step="resumed", report=resumed)
     await send_guidance(session, run)
@@ -256,7 +256,7 @@ async def finish(session, run):
 
 async def list_runs(session):
     """list_runs, as a restarted server answers it."""
-    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text))
+    say(step="listed", runs=json.loads((await session.call_tool("list_runs", {})).content[0].text)["runs"])
 
 
 async def leave(session):

@@ -1,0 +1,99 @@
+//! Reads for a front end that must not load more than it shows: one run's summary without its protocol text and inputs, and runs of some protocols a page at a time.
+
+use rusqlite::OptionalExtension;
+
+use super::{RUN_COLUMNS, RawRun, SqliteStore};
+use crate::store::{RunSummary, StoreError};
+
+/// Where a page of runs starts: after this run, in the order newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCursor {
+    pub started_unix_milliseconds: u64,
+    pub id: String,
+}
+
+impl SqliteStore {
+    /// One run's summary, without reading its protocol text, inputs or grants.
+    pub fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
+        let raw = self
+            .connection
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+                [run],
+                RawRun::read,
+            )
+            .optional()
+            .map_err(self.context.failed(&format!("read run `{run}`")))?;
+        raw.map(|raw| self.summary(raw)).transpose()
+    }
+
+    /// At most `count` runs of the protocols at `paths`, newest first (by start, then id),
+    /// starting after `after`; the limit is applied by the database, so a store of many runs
+    /// is never read whole.
+    pub fn runs_of_protocols(
+        &self,
+        paths: &[&str],
+        after: Option<&RunCursor>,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders = vec!["?"; paths.len()].join(", ");
+        let mut parameters: Vec<rusqlite::types::Value> = paths
+            .iter()
+            .map(|path| rusqlite::types::Value::Text(path.to_string()))
+            .collect();
+        let mut condition = format!("protocol_path IN ({placeholders})");
+        if let Some(after) = after {
+            condition.push_str(" AND (started_at < ? OR (started_at = ? AND id < ?))");
+            let started = self
+                .context
+                .integer("start time", after.started_unix_milliseconds)?;
+            parameters.push(rusqlite::types::Value::Integer(started));
+            parameters.push(rusqlite::types::Value::Integer(started));
+            parameters.push(rusqlite::types::Value::Text(after.id.clone()));
+        }
+        parameters.push(rusqlite::types::Value::Integer(
+            i64::try_from(count).unwrap_or(i64::MAX),
+        ));
+        let failed = self.context.failed("list runs");
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE {condition} \
+                 ORDER BY started_at DESC, id DESC LIMIT ?"
+            ))
+            .map_err(&failed)?;
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(parameters), RawRun::read)
+            .map_err(&failed)?;
+        let mut runs = Vec::new();
+        for row in rows {
+            runs.push(self.summary(row.map_err(&failed)?)?);
+        }
+        Ok(runs)
+    }
+}
+
+impl SqliteStore {
+    /// How many directives the run's journal recorded before step `before`, counted by the
+    /// database: the entries are not read into memory.
+    pub fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        self.connection
+            .query_row(
+                "SELECT COUNT(*) FROM journal, json_each(journal.actions) AS action \
+                 WHERE journal.run_id = ?1 AND journal.step < ?2 \
+                 AND json_type(journal.actions) = 'array' \
+                 AND json_type(action.value, '$.directive') IS NOT NULL",
+                rusqlite::params![run, before],
+                |row| row.get::<_, i64>(0),
+            )
+            .map(|count| count as u64)
+            .map_err(
+                self.context
+                    .failed(&format!("count the directives of run `{run}`")),
+            )
+    }
+}
