@@ -165,7 +165,10 @@ fn the_inspector_lists_the_protocol_and_management_tools_with_their_schemas() {
     assert_eq!(schema("get_run")["required"], json!(["run"]));
     assert_eq!(
         schema("list_runs"),
-        &json!({"type": "object", "properties": {}, "additionalProperties": false})
+        &json!({"type": "object",
+                "properties": {"after": {"type": "string",
+                                         "description": "The `next` of the previous page"}},
+                "additionalProperties": false})
     );
 }
 
