@@ -313,7 +313,7 @@ impl Fleet {
         if record.grants.as_ref() != grants {
             return Err(format!(
                 "it started under the operator's narrowing {}, and this host runs under {}; \
-                 start serve with the same --allow-*/--no-shell flags",
+                 start the server again with the --allow-*/--no-shell flags the run started under",
                 record
                     .grants
                     .as_ref()
