@@ -31,6 +31,10 @@ pub enum Request {
         run: String,
         event: String,
         data: Option<Value>,
+        /// For an answer to the input request keyed `EVENT@STEP`: its step. The event is sent
+        /// only while that request stands (`check_request_stands`), checked here, on the
+        /// host's thread, so no other event slips in between.
+        expected_step: Option<u64>,
         reply: oneshot::Sender<Result<Value, String>>,
     },
     GetRun {
@@ -105,6 +109,8 @@ pub(super) struct LiveRun {
 
 /// A request waiting for its line's output to be committed.
 pub(super) struct Waiting {
+    /// The run the line went to.
+    pub(super) run: String,
     pub(super) reply: oneshot::Sender<Result<Value, String>>,
     pub(super) problems: Vec<String>,
 }
@@ -163,8 +169,20 @@ impl Host {
                 run,
                 event,
                 data,
+                expected_step,
                 reply,
-            } => self.send_event(&run, &event, data, reply).await,
+            } => {
+                let stands = match expected_step {
+                    Some(step) => self.check_request_stands(&run, &event, step),
+                    None => Ok(()),
+                };
+                match stands {
+                    Ok(()) => self.send_event(&run, &event, data, reply).await,
+                    Err(message) => {
+                        let _ = reply.send(Err(message));
+                    }
+                }
+            }
             Request::GetRun { run, reply } => {
                 let _ = reply.send(self.get_run(&run));
             }
@@ -335,6 +353,7 @@ impl Host {
         self.waiters.borrow_mut().insert(
             client,
             Waiting {
+                run: run.to_string(),
                 reply,
                 problems: Vec::new(),
             },
