@@ -172,16 +172,8 @@ impl Host {
                 expected_step,
                 reply,
             } => {
-                let stands = match expected_step {
-                    Some(step) => self.check_request_stands(&run, &event, step),
-                    None => Ok(()),
-                };
-                match stands {
-                    Ok(()) => self.send_event(&run, &event, data, reply).await,
-                    Err(message) => {
-                        let _ = reply.send(Err(message));
-                    }
-                }
+                self.send_event(&run, &event, data, expected_step, reply)
+                    .await
             }
             Request::GetRun { run, reply } => {
                 let _ = reply.send(self.get_run(&run));
@@ -369,14 +361,22 @@ impl Host {
 
     /// Sends `event` to a live run; answered with its report once the step is committed. The
     /// fleet refuses what `serve` refuses (an undeclared event, data off its schema, a
-    /// platform event) with the reason.
+    /// platform event) with the reason. An answer to an input request (`expected_step`) is
+    /// sent only while the request stands.
     async fn send_event(
         &mut self,
         run: &str,
         event: &str,
         data: Option<Value>,
+        expected_step: Option<u64>,
         reply: oneshot::Sender<Result<Value, String>>,
     ) {
+        if let Some(step) = expected_step
+            && let Err(message) = self.check_request_stands(run, event, step)
+        {
+            let _ = reply.send(Err(message));
+            return;
+        }
         let live = match self.running(run) {
             Ok(live) => live,
             Err(message) => {
