@@ -36,6 +36,7 @@ mod map_children;
 mod map_durability;
 mod map_errors;
 mod mcp;
+mod mcp_answers;
 mod mcp_exposure;
 mod mcp_grants;
 mod mcp_inspector;

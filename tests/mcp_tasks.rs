@@ -87,7 +87,7 @@ fn assert_completed_with_guidance(task: &Value) {
 fn ittw_as_a_task_takes_guidance_by_tasks_update() {
     let directory = crate::support::temporary_directory("mcp-tasks", "update");
     let lines = drive(&directory, "task_update", &[ittw()]);
-    assert_created_then_input_required(&lines);
+    let run = assert_created_then_input_required(&lines);
 
     // An answer whose data is no JSON is refused, naming why; the run still waits.
     let bad = &step(&lines, "bad_update")["result"]["error"];
@@ -99,11 +99,18 @@ fn ittw_as_a_task_takes_guidance_by_tasks_update() {
             .starts_with("the answer's `data` for `captain_guidance` is not JSON ("),
         "{bad}"
     );
-    // A key not outstanding is ignored; a declined answer leaves the run waiting.
-    assert_eq!(
-        step(&lines, "stale_update")["result"],
-        json!({"resultType": "complete"})
+    // A key not outstanding is refused, naming the outstanding one: nothing was delivered.
+    let stale = &step(&lines, "stale_update")["result"]["error"];
+    assert_eq!(stale["code"], json!(-32602));
+    let message = stale["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "inputResponses `captain_guidance@0` answers no request task `{run}` has \
+             outstanding (its requests now are `captain_guidance@"
+        )),
+        "{message}"
     );
+    // A declined answer leaves the run waiting.
     let declined = step(&lines, "declined");
     assert_eq!(declined["result"], json!({"resultType": "complete"}));
     assert_eq!(declined["status"], json!("input_required"));

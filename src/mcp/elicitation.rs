@@ -6,9 +6,11 @@ use rmcp::model::{
     ClientCapabilities, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationSchema, ServerRequest,
 };
+use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value, json};
 
+use super::answers::Sent;
 use super::host::Request;
 use super::server::ProtocolServer;
 
@@ -19,6 +21,11 @@ pub const MAX_ELICITATION_ROUNDS: usize = 10;
 /// How long a tool call waits for the run's effects and children to end before it decides
 /// whether to ask; past it the call answers the report as it is.
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a tool call waits for the client's answer to one elicitation request; past it the
+/// request is cancelled and the call answers the run's report as it is. The call holds one of
+/// the session's `MAX_REQUESTS_IN_FLIGHT` places while it waits.
+pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// How often a settling run's report is read again.
 const SETTLE_POLL: Duration = Duration::from_millis(50);
@@ -138,8 +145,9 @@ impl ProtocolServer {
     /// After a plain tool call left a run in `report`: waits for its effects to end (at most
     /// `SETTLE_LIMIT`), and while it then waits for input asks the client for each event it
     /// can take in turn. An accepted answer is sent as the event and the new report is
-    /// considered again; a declined one asks for the next event; a cancelled one, or a client
-    /// that fails to answer, ends the asking with the report as it is.
+    /// considered again; a declined one asks for the next event; a cancelled one, a client
+    /// that fails to answer within `ELICITATION_TIMEOUT`, or an answer that comes after the run
+    /// moved on (nothing sent) ends the asking with the run's report as it is.
     pub(super) async fn elicit(
         &self,
         peer: &Peer<RoleServer>,
@@ -152,6 +160,11 @@ impl ProtocolServer {
                 return Ok(report);
             }
             let run = report["run"].as_str().unwrap_or_default().to_string();
+            let view = self.task_view(&run).await?;
+            report = view["report"].clone();
+            let Some(since) = view["asked_since"].as_u64() else {
+                return Ok(report);
+            };
             let events = report["events"].as_array().cloned().unwrap_or_default();
             let mut sent = None;
             for event in &events {
@@ -162,7 +175,7 @@ impl ProtocolServer {
                 match answer.action {
                     ElicitationAction::Accept => {
                         sent = Some(
-                            self.send_answer(&run, event, answer.content.as_ref())
+                            self.send_answer(&run, event, answer.content.as_ref(), since)
                                 .await?,
                         );
                         break;
@@ -172,31 +185,12 @@ impl ProtocolServer {
                 }
             }
             match sent {
-                Some(next) => report = next,
+                Some(Sent::Taken(next)) => report = next,
+                Some(Sent::MovedOn(now)) => return Ok(now["report"].clone()),
                 None => return Ok(report),
             }
         }
         Ok(report)
-    }
-
-    /// Sends an accepted answer's `content` to `run` as `event` (an entry of its report's
-    /// `events`), through `send_event`'s admission; the run's report after the step.
-    pub(super) async fn send_answer(
-        &self,
-        run: &str,
-        event: &Value,
-        content: Option<&Value>,
-    ) -> Result<Value, String> {
-        let data = event_data(event, content)?;
-        let run = run.to_string();
-        let name = event["name"].as_str().unwrap_or_default().to_string();
-        self.ask(|reply| Request::SendEvent {
-            run,
-            event: name,
-            data,
-            reply,
-        })
-        .await
     }
 
     /// The run's report once no effect or child of it runs, or as it is after `SETTLE_LIMIT`.
@@ -212,11 +206,14 @@ impl ProtocolServer {
     }
 }
 
-/// Sends one elicitation request; `None` when the client cannot answer it (the revision
-/// forbids server requests, or the connection failed).
+/// Sends one elicitation request; `None` when the client does not answer it within
+/// `ELICITATION_TIMEOUT` (the request is then cancelled), or cannot (the revision forbids
+/// server requests, or the connection failed).
 async fn ask_client(peer: &Peer<RoleServer>, params: ElicitRequestParams) -> Option<ElicitResult> {
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-    match peer.send_request(request).await {
+    let options = PeerRequestOptions::with_timeout(ELICITATION_TIMEOUT);
+    let handle = peer.send_request_with_option(request, options).await.ok()?;
+    match handle.await_response().await {
         Ok(ClientResult::ElicitResult(result)) => Some(result),
         _ => None,
     }

@@ -31,6 +31,10 @@ pub enum Request {
         run: String,
         event: String,
         data: Option<Value>,
+        /// For an answer to the input request keyed `EVENT@STEP`: its step. The event is sent
+        /// only while that request stands (`check_request_stands`), checked here, on the
+        /// host's thread, so no other event slips in between.
+        expected_step: Option<u64>,
         reply: oneshot::Sender<Result<Value, String>>,
     },
     GetRun {
@@ -108,6 +112,8 @@ pub(super) struct LiveRun {
 
 /// A request waiting for its line's output to be committed.
 pub(super) struct Waiting {
+    /// The run the line went to.
+    pub(super) run: String,
     pub(super) reply: oneshot::Sender<Result<Value, String>>,
     pub(super) problems: Vec<String>,
 }
@@ -166,8 +172,12 @@ impl Host {
                 run,
                 event,
                 data,
+                expected_step,
                 reply,
-            } => self.send_event(&run, &event, data, reply).await,
+            } => {
+                self.send_event(&run, &event, data, expected_step, reply)
+                    .await
+            }
             Request::GetRun { run, reply } => {
                 let _ = reply.send(self.get_run(&run));
             }
@@ -342,6 +352,7 @@ impl Host {
         self.waiters.borrow_mut().insert(
             client,
             Waiting {
+                run: run.to_string(),
                 reply,
                 problems: Vec::new(),
             },
@@ -357,14 +368,22 @@ impl Host {
 
     /// Sends `event` to a live run; answered with its report once the step is committed. The
     /// fleet refuses what `serve` refuses (an undeclared event, data off its schema, a
-    /// platform event) with the reason.
+    /// platform event) with the reason. An answer to an input request (`expected_step`) is
+    /// sent only while the request stands.
     async fn send_event(
         &mut self,
         run: &str,
         event: &str,
         data: Option<Value>,
+        expected_step: Option<u64>,
         reply: oneshot::Sender<Result<Value, String>>,
     ) {
+        if let Some(step) = expected_step
+            && let Err(message) = self.check_request_stands(run, event, step)
+        {
+            let _ = reply.send(Err(message));
+            return;
+        }
         let live = match self.running(run) {
             Ok(live) => live,
             Err(message) => {

@@ -3,7 +3,7 @@
 use rmcp::model::{InputRequiredResult, InputResponses};
 use serde_json::{Map, Value};
 
-use super::host::Request;
+use super::answers::Delivery;
 use super::server::ProtocolServer;
 
 /// What a plain call that moves a run answers on a 2026-07-28 session.
@@ -20,8 +20,9 @@ impl ProtocolServer {
     /// The first call runs as a plain one; a retry (`request_state` set) instead delivers the
     /// first accepted answer to the run the state names, which must be the call's own (a run
     /// of the protocol, or `send_event`'s `run`). Then, once the run's effects have ended (as
-    /// `elicit` waits), a run waiting for input asks again; a retry whose answers were all
-    /// declined answers the report as it is.
+    /// `elicit` waits), a run waiting for input asks again, with fresh keys where the answers
+    /// came too late (their requests no longer outstanding: nothing was sent); a retry whose
+    /// answers were all declined answers the report as it is.
     pub(super) async fn answer_with_input(
         &self,
         name: &str,
@@ -32,6 +33,7 @@ impl ProtocolServer {
         let report = match request_state {
             None => self.call(name, arguments).await?,
             Some(run) => {
+                super::limits::check_name_argument("requestState", &run)?;
                 let own = match arguments.get("run").and_then(Value::as_str) {
                     Some(argument) if name == "send_event" => argument == run,
                     _ => run.starts_with(&format!("{name}:")),
@@ -43,12 +45,13 @@ impl ProtocolServer {
                     ));
                 }
                 let view = self.task_view(&run).await?;
-                let delivered = self
+                match self
                     .deliver_answers(&view, responses.unwrap_or_default())
-                    .await?;
-                match delivered {
-                    Some(report) => report,
-                    None => return Ok(Answer::Report(view["report"].clone())),
+                    .await?
+                {
+                    Delivery::Sent(report) => report,
+                    Delivery::Declined => return Ok(Answer::Report(view["report"].clone())),
+                    Delivery::NotOutstanding { .. } => self.task_view(&run).await?["report"].take(),
                 }
             }
         };
@@ -58,19 +61,16 @@ impl ProtocolServer {
         }
         let run = report["run"].as_str().unwrap_or_default().to_string();
         let view = self.task_view(&run).await?;
-        let requests = super::tasks::input_requests(&report, view["step"].as_u64().unwrap_or(0));
+        let requests = super::tasks::input_requests(
+            &view["report"],
+            view["asked_since"].as_u64().unwrap_or(0),
+        );
         if requests.is_empty() {
-            return Ok(Answer::Report(report));
+            return Ok(Answer::Report(view["report"].clone()));
         }
         Ok(Answer::InputRequired(InputRequiredResult::new(
             Some(requests),
             Some(run),
         )))
-    }
-
-    /// The run as `tasks/get` reads it.
-    async fn task_view(&self, run: &str) -> Result<Value, String> {
-        let run = run.to_string();
-        self.ask(|reply| Request::GetTask { run, reply }).await
     }
 }

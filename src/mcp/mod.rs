@@ -1,5 +1,6 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
+mod answers;
 pub mod catalog;
 pub mod elicitation;
 mod fleets;
@@ -13,6 +14,7 @@ pub mod logs;
 pub mod notices;
 pub mod records;
 pub mod report;
+pub mod request_keys;
 pub mod resources;
 mod resume;
 pub mod server;

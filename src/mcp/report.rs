@@ -28,6 +28,8 @@ pub struct RunView {
     pub logs: super::logs::KeptLogs,
     /// What it waited on after its latest step.
     pub pending: crate::run::fleet::Pending,
+    /// The input request it makes, as last keyed (see `request_keys`).
+    pub asked: Option<super::request_keys::Asked>,
 }
 
 impl RunView {
@@ -56,6 +58,9 @@ impl RunView {
             }
             self.directives.push(directive.clone());
             return Some(directive);
+        }
+        if let Some(event) = fields.get("event").and_then(Value::as_str) {
+            self.took(event);
         }
         if let Some(states) = fields.get("configuration").and_then(Value::as_array) {
             self.states = states
@@ -133,8 +138,8 @@ pub fn waiting_on(pending: crate::run::fleet::Pending, events: &Value) -> &'stat
 
 /// The external events some active state (or an ancestor) has a transition for, in document
 /// order of their states from the innermost, each with its data schema where `events:`
-/// declares one. Platform events (`done.*`, `error.*`) and wildcards are not the agent's to
-/// send.
+/// declares one. Platform events (`done.*`, `error.*`, `timeout.*`, `after.*`) and wildcards
+/// are not the agent's to send.
 pub fn events_now(machine: &Machine, states: &[String]) -> Value {
     let mut names: Vec<&str> = Vec::new();
     for state in states.iter().filter_map(|id| machine.state_id(id)) {
@@ -145,9 +150,9 @@ pub fn events_now(machine: &Machine, states: &[String]) -> Value {
                 let EventDescriptor::Prefix(name) = descriptor else {
                     continue;
                 };
-                let platform = name.starts_with("done.")
-                    || name.starts_with("error")
-                    || name.starts_with("after.");
+                // What input may not send (`done.*`, `error.*`, `timeout.*`, `after.*`), by the
+                // rule that refuses it: `error_report` or `done_reviewing` is the agent's.
+                let platform = crate::run::event::refuse_platform_event(name).is_some();
                 if !platform && !names.contains(&&**name) {
                     names.push(name);
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::catalog::Served;
 use super::host::{Host, MAX_LIVE_RUNS};
 use super::records;
 use super::report::{RunView, report};
@@ -125,6 +126,42 @@ impl Host {
     /// process holds its run lock.
     fn resume(&mut self, store: SqliteStore, record: &RunRecord) -> Result<Value, String> {
         let run = record.summary.id.as_str();
+        let (served, values) = self.resumable(record)?;
+        let machine = crate::compile::grants::resolve(
+            &served.loaded,
+            &Arc::default(),
+            &self.settings.narrowing,
+            served.machine.clone(),
+            &values,
+        )
+        .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
+        let lock = self.lock_run(run)?;
+        let (directives, dropped) = records::recorded_directives(&store, run)?;
+        let recording = Recording {
+            store: Box::new(store),
+            protocol_path: served.path.clone(),
+            protocol_hash: record.summary.protocol_hash.clone(),
+            protocol_text: served.text.clone(),
+            grants: self.settings.recorded_grants.clone(),
+            origin: RunOrigin::Mcp,
+        };
+        let view = Rc::new(RefCell::new(RunView::resumed(directives, dropped)));
+        let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
+        fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
+        fleet.commit();
+        let report = report(&machine, run, &view.borrow());
+        self.keep_live(run, machine, fleet, view, lock);
+        Ok(report)
+    }
+
+    /// What resuming `record`'s run here takes, or why it cannot resume (its protocol is not
+    /// served here or changed, an input of it cannot be restored), from what this server
+    /// holds: its served protocol and its inputs bound again.
+    pub(super) fn resumable(
+        &self,
+        record: &RunRecord,
+    ) -> Result<(&Served, Vec<crate::value::Value>), String> {
+        let run = record.summary.id.as_str();
         let served = self
             .protocols
             .iter()
@@ -152,31 +189,7 @@ impl Host {
                 let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 messages.join("; ")
             })?;
-        let machine = crate::compile::grants::resolve(
-            &served.loaded,
-            &Arc::default(),
-            &self.settings.narrowing,
-            served.machine.clone(),
-            &values,
-        )
-        .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
-        let lock = self.lock_run(run)?;
-        let (directives, dropped) = records::recorded_directives(&store, run)?;
-        let recording = Recording {
-            store: Box::new(store),
-            protocol_path: served.path.clone(),
-            protocol_hash: record.summary.protocol_hash.clone(),
-            protocol_text: served.text.clone(),
-            grants: self.settings.recorded_grants.clone(),
-            origin: RunOrigin::Mcp,
-        };
-        let view = Rc::new(RefCell::new(RunView::resumed(directives, dropped)));
-        let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
-        fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
-        fleet.commit();
-        let report = report(&machine, run, &view.borrow());
-        self.keep_live(run, machine, fleet, view, lock);
-        Ok(report)
+        Ok((served, values))
     }
 
     /// The run lock of a run this server is about to drive: a run another process drives

@@ -99,7 +99,6 @@ impl ProtocolServer {
     /// A recorded run's telemetry, read from the store and its telemetry file off the
     /// runtime's thread (the host is not asked: a run need not be live to have telemetry).
     async fn telemetry(&self, run: &str) -> Result<Value, String> {
-        let _admitted = self.in_flight.admit()?;
         let state_dir = self.state_dir.clone();
         let served: Vec<String> = self.texts.iter().map(|text| text.path.clone()).collect();
         let run = run.to_string();
@@ -108,12 +107,12 @@ impl ProtocolServer {
             .map_err(|error| format!("the telemetry could not be read: {error}"))?
     }
 
-    /// Hands a request to the host and waits for its answer.
+    /// Hands a request to the host and waits for its answer. The client's request that
+    /// asks was admitted once, by the handler (`admit`), for all the asking it does.
     pub(super) async fn ask(
         &self,
         request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> Request,
     ) -> Result<Value, String> {
-        let _admitted = self.in_flight.admit()?;
         let (reply, answer) = oneshot::channel();
         self.requests
             .send(request(reply))
@@ -122,6 +121,15 @@ impl ProtocolServer {
         answer
             .await
             .map_err(|_| "the server is stopping".to_string())?
+    }
+
+    /// A place for one more request of this session, held while it is answered, or the
+    /// refusal naming `MAX_REQUESTS_IN_FLIGHT`, as a JSON-RPC error: an invalid request, since
+    /// the client sent more than it may at once.
+    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ErrorData> {
+        self.in_flight
+            .admit()
+            .map_err(|message| ErrorData::invalid_request(message, None))
     }
 
     pub(super) async fn call(
@@ -148,6 +156,7 @@ impl ProtocolServer {
                     run,
                     event,
                     data,
+                    expected_step: None,
                     reply,
                 })
                 .await
@@ -354,6 +363,7 @@ impl ServerHandler for ProtocolServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let _admitted = self.admit()?;
         let runs = self
             .ask(|reply| Request::ListRuns {
                 after: None,
@@ -383,6 +393,7 @@ impl ServerHandler for ProtocolServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let _admitted = self.admit()?;
         let uri = request.uri;
         let not_found = |message| ErrorData::resource_not_found(message, None);
         let contents = match resources::parse(&uri).map_err(not_found)? {
@@ -418,6 +429,12 @@ impl ServerHandler for ProtocolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // One place for the whole call: the run it starts or moves, the wait for its effects,
+        // and the elicitation it waits on (at most ELICITATION_TIMEOUT a request).
+        let _admitted = match self.in_flight.admit() {
+            Ok(admitted) => admitted,
+            Err(message) => return Ok(tool_result(Err(message)).into()),
+        };
         let arguments = request.arguments.unwrap_or_default();
         let starts_run = self
             .protocols
@@ -473,6 +490,7 @@ impl ServerHandler for ProtocolServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        let _admitted = self.admit()?;
         let (_, task) = self.task(&request.task_id).await?;
         Ok(GetTaskResult::new(task))
     }
@@ -482,6 +500,7 @@ impl ServerHandler for ProtocolServer {
         request: UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let _admitted = self.admit()?;
         self.update_task(request).await
     }
 
@@ -490,6 +509,7 @@ impl ServerHandler for ProtocolServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        let _admitted = self.admit()?;
         self.cancel_task(&request.task_id).await
     }
 }

@@ -2,24 +2,26 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResult, CreateTaskResult, DetailedTask, ElicitRequest, ElicitResult, ElicitationAction,
-    ErrorCode, InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload,
-    TaskStatus, UpdateTaskParams,
+    CallToolResult, CreateTaskResult, DetailedTask, ElicitRequest, ErrorCode, InputRequest,
+    InputRequests, JsonObject, Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use serde_json::{Map, Value, json};
 
+use super::answers::Delivery;
 use super::host::{CANCELLED_EXIT_CODE, Host, Request};
 use super::server::ProtocolServer;
-use crate::store::SqliteStore;
+use crate::store::{SqliteStore, Store};
 
 /// How often a client is asked to poll `tasks/get`: a run's steps take milliseconds, its
 /// waits (effects, timers, the client's own answers) seconds and more.
 pub const POLL_INTERVAL_MILLISECONDS: u64 = 500;
 
 impl Host {
-    /// A run as a task: `{report, created, updated, step, finish}`, its times in Unix
-    /// milliseconds and its latest committed step from the store, so a run this server does
-    /// not drive (recorded by an earlier one) is a task too.
+    /// A run as a task: `{report, created, updated, step, asked_since, finish, not_live}`, its
+    /// times in Unix milliseconds and its latest committed step from the store, so a run this
+    /// server does not drive (recorded by an earlier one) is a task too. `asked_since` keys a
+    /// live run's input requests; `not_live` says why a run is not live here, and whether
+    /// `resume_run` can resume it.
     pub(super) fn task_view(&self, run: &str) -> Result<Value, String> {
         let store =
             SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
@@ -39,13 +41,48 @@ impl Host {
                 "output": finish.output,
             })
         });
+        let report = self.get_run(run)?;
+        let step = summary.last_sequence.unwrap_or(0);
+        let asked_since = match self.runs.get(run) {
+            Some(live) if report["status"] == "running" => {
+                Some(live.view.borrow_mut().request_step(&report["events"], step))
+            }
+            _ => None,
+        };
+        let not_live = match self.runs.get(run) {
+            // The whole record (protocol text, inputs) only where resuming is in question.
+            None if summary.finish.is_none() => store
+                .run(run)
+                .map_err(|error| error.to_string())?
+                .map(|record| self.not_live_reason(&record)),
+            _ => None,
+        };
         Ok(json!({
-            "report": self.get_run(run)?,
+            "report": report,
             "created": summary.started_unix_milliseconds,
             "updated": updated,
-            "step": summary.last_sequence.unwrap_or(0),
+            "step": step,
+            "asked_since": asked_since,
             "finish": finish,
+            "not_live": not_live,
         }))
+    }
+}
+
+impl Host {
+    /// Why a recorded run that has not finished is not live here, for its task's status
+    /// message: what keeps it from resuming here (as `resume_run` would say), or that
+    /// `resume_run` resumes it.
+    fn not_live_reason(&self, record: &crate::store::RunRecord) -> String {
+        let status = record.summary.status.as_str();
+        let not_live = format!("the run is {status} and not live in this server");
+        match self.resumable(record) {
+            Err(why) => format!("{not_live}: {}", crate::secrets::mask(&why)),
+            Ok(_) if record.summary.status == crate::store::RunStatus::Running => {
+                format!("{not_live}; resume_run resumes it here unless another process drives it")
+            }
+            Ok(_) => format!("{not_live}; resume_run resumes it"),
+        }
     }
 }
 
@@ -96,7 +133,7 @@ fn payload(view: &Value) -> (TaskPayload, Option<String>) {
     }
     let message = match report["waiting"].as_str() {
         Some("input") => {
-            let requests = input_requests(report, view["step"].as_u64().unwrap_or(0));
+            let requests = input_requests(report, view["asked_since"].as_u64().unwrap_or(0));
             if !requests.is_empty() {
                 return (
                     TaskPayload::InputRequired {
@@ -109,7 +146,12 @@ fn payload(view: &Value) -> (TaskPayload, Option<String>) {
         }
         Some("effect") => "an effect or child protocol of the run is running",
         Some("timer") => "the run waits for a timer",
-        _ => "the run is not live in this server; resume_run resumes it",
+        _ => {
+            let why = view["not_live"]
+                .as_str()
+                .unwrap_or("the run is not live in this server");
+            return (TaskPayload::Working, Some(why.into()));
+        }
     };
     (TaskPayload::Working, Some(message.into()))
 }
@@ -139,6 +181,20 @@ fn failed(report: &Value, finish: &Value) -> (TaskPayload, Option<String>) {
     )
 }
 
+/// Why `tasks/update` refused an answer keyed `key`: the requests outstanding now, if any.
+fn not_outstanding(task: &str, key: &str, now: &[String]) -> String {
+    let asks = if now.is_empty() {
+        "it has no request outstanding now".to_string()
+    } else {
+        let keys: Vec<String> = now.iter().map(|key| format!("`{key}`")).collect();
+        format!("its requests now are {}", keys.join(", "))
+    };
+    format!(
+        "inputResponses `{key}` answers no request task `{task}` has outstanding ({asks}); \
+         nothing was delivered: read tasks/get and answer its inputRequests"
+    )
+}
+
 /// `value` as a JSON object (what a task carries its result and error as).
 fn object(value: &impl serde::Serialize) -> JsonObject {
     match serde_json::to_value(value) {
@@ -147,25 +203,21 @@ fn object(value: &impl serde::Serialize) -> JsonObject {
     }
 }
 
-/// One elicitation request per event the run can take now, keyed `EVENT@STEP`: the key names
-/// the event, and the committed step keeps it unique over the task's life (the same event
-/// asked again after a later step has another key).
-pub fn input_requests(report: &Value, step: u64) -> InputRequests {
+/// One elicitation request per event the run can take now, keyed `EVENT@STEP`, `STEP` the
+/// step its requests were keyed at (`RunView::request_step`): the same while the request
+/// stands, so an answer keeps its key over the run's timer steps, and never reused for another.
+pub fn input_requests(report: &Value, since: u64) -> InputRequests {
     let events = report["events"].as_array().map_or(&[][..], Vec::as_slice);
     events
         .iter()
         .map(|event| {
             let request = super::elicitation::request(report, event);
             (
-                request_key(event, step),
+                super::request_keys::request_key(event, since),
                 InputRequest::Elicitation(ElicitRequest::new(request)),
             )
         })
         .collect()
-}
-
-fn request_key(event: &Value, step: u64) -> String {
-    format!("{}@{step}", event["name"].as_str().unwrap_or_default())
 }
 
 impl ProtocolServer {
@@ -184,63 +236,42 @@ impl ProtocolServer {
             })
             .await?;
         let run = report["run"].as_str().unwrap_or_default().to_string();
-        let view = self.ask(|reply| Request::GetTask { run, reply }).await?;
+        let view = self.task_view(&run).await?;
         Ok(CreateTaskResult::new(detailed(&view).task))
     }
 
     /// `tasks/get`: the run as a task; an unknown id is invalid params, as the spec says.
+    /// A task id longer than `MAX_NAME_ARGUMENT_BYTES` is refused, by its length.
     pub(super) async fn task(&self, id: &str) -> Result<(Value, DetailedTask), ErrorData> {
-        let run = id.to_string();
-        let view = self
-            .ask(|reply| Request::GetTask { run, reply })
-            .await
-            .map_err(|message| ErrorData::invalid_params(message, None))?;
+        let view = async {
+            super::limits::check_name_argument("taskId", id)?;
+            self.task_view(id).await
+        }
+        .await
+        .map_err(|message| ErrorData::invalid_params(message, None))?;
         let detailed = detailed(&view);
         Ok((view, detailed))
     }
 
     /// `tasks/update`: the first accepted answer to an outstanding request is sent as its event,
     /// through the same admission as `send_event`; a refusal (data off the event's schema) is
-    /// invalid params naming why. Keys not outstanding (answered, or stale after a step) are
-    /// ignored, as the spec says, and so are declined and cancelled answers: the run still
-    /// waits, and `tasks/cancel` cancels it.
+    /// invalid params naming why. A key that is not outstanding (answered already, or the run
+    /// moved on) is invalid params too, naming the keys outstanding now: the extension requires
+    /// every key to be, and the client must not take its answer for delivered. Declined and
+    /// cancelled answers are taken: the run still waits, and `tasks/cancel` cancels it.
     pub(super) async fn update_task(&self, params: UpdateTaskParams) -> Result<(), ErrorData> {
         let (view, _) = self.task(&params.task_id).await?;
-        self.deliver_answers(&view, params.input_responses)
+        let delivery = self
+            .deliver_answers(&view, params.input_responses)
             .await
-            .map(|_| ())
-            .map_err(|message| ErrorData::invalid_params(message, None))
-    }
-
-    /// Sends the first accepted answer among `responses` to a request outstanding in `view` (a
-    /// `task_view`) as its event; its report, or `None` when no answer was accepted. Keys not
-    /// outstanding are skipped.
-    pub(super) async fn deliver_answers(
-        &self,
-        view: &Value,
-        responses: InputResponses,
-    ) -> Result<Option<Value>, String> {
-        let report = &view["report"];
-        let step = view["step"].as_u64().unwrap_or(0);
-        let events = report["events"].as_array().cloned().unwrap_or_default();
-        for (key, response) in responses {
-            let Some(event) = events.iter().find(|event| request_key(event, step) == key) else {
-                continue;
-            };
-            let answer: ElicitResult = serde_json::from_value(response).map_err(|error| {
-                format!("inputResponses `{key}` is not an elicitation result: {error}")
-            })?;
-            if answer.action != ElicitationAction::Accept {
-                continue;
-            }
-            let run = report["run"].as_str().unwrap_or_default();
-            let sent = self
-                .send_answer(run, event, answer.content.as_ref())
-                .await
-                .map_err(|message| crate::secrets::mask(&message).into_owned())?;
-            return Ok(Some(sent));
+            .map_err(|message| ErrorData::invalid_params(message, None))?;
+        match delivery {
+            Delivery::Sent(_) | Delivery::Declined => Ok(()),
+            Delivery::NotOutstanding { key, now } => Err(ErrorData::invalid_params(
+                not_outstanding(&params.task_id, &key, &now),
+                None,
+            )),
         }
-        Ok(None)
     }
 
     /// `tasks/cancel`: cancels the run as `cancel_run` does (its effects' and children's process

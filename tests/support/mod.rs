@@ -1,6 +1,7 @@
 //! Test support: load YAML text into a running machine, send events, step virtual time, read the trace.
 
 pub mod mcp_http_server;
+pub mod mcp_raw;
 pub mod npm_package;
 pub mod python_venv;
 
