@@ -151,3 +151,31 @@ fn a_resource_read_past_the_limit_in_flight_is_an_invalid_request_naming_it() {
     assert!(limited > 0, "some of the burst are past the limit");
     server.finish();
 }
+
+#[test]
+fn runs_started_at_once_get_names_of_their_own() {
+    let mut server = Raw::start("records-burst");
+    // Thirty starts in one write: most in the same millisecond, none recorded yet when the
+    // next is named.
+    let burst: Vec<String> = (1..=30)
+        .map(|id| {
+            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                                 "params": {"name": "waiter", "arguments": {}}});
+            request.to_string()
+        })
+        .collect();
+    server.write(&burst.join("\n"));
+    let mut runs = std::collections::BTreeSet::new();
+    for _ in 1..=30 {
+        let result = server.response()["result"].clone();
+        assert_eq!(result["isError"], json!(false), "{result}");
+        runs.insert(
+            result["structuredContent"]["run"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(runs.len(), 30, "{runs:?}");
+    server.finish();
+}

@@ -271,7 +271,8 @@ impl Host {
             Ok(store) => store,
             Err(error) => return fail(reply, error.to_string()),
         };
-        let instance = records::new_instance_name(&store, &machine.id);
+        let instance =
+            records::new_instance_name(&store, &machine.id, |run| self.runs.contains_key(run));
         let run_id = format!("{}:{instance}", machine.id);
         let lock = match self.lock_run(&run_id) {
             Ok(lock) => lock,

@@ -122,9 +122,14 @@ pub fn list(
     Ok(page)
 }
 
-/// A new instance name for `protocol`, unused in the store: `mcp-<unix ms>` with a counter
-/// when two start in the same millisecond.
-pub fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
+/// A new instance name for `protocol`, unused in the store and by the runs `live` names (a run
+/// started a moment ago has no record yet): `mcp-<unix ms>` with a counter when two start in the
+/// same millisecond.
+pub fn new_instance_name(
+    store: &SqliteStore,
+    protocol: &str,
+    live: impl Fn(&str) -> bool,
+) -> String {
     let base = format!("mcp-{}", crate::clock::unix_milliseconds_now());
     (0..)
         .map(|count| {
@@ -135,9 +140,8 @@ pub fn new_instance_name(store: &SqliteStore, protocol: &str) -> String {
             }
         })
         .find(|name| {
-            store
-                .run(&format!("{protocol}:{name}"))
-                .is_ok_and(|run| run.is_none())
+            let run = format!("{protocol}:{name}");
+            !live(&run) && store.run(&run).is_ok_and(|record| record.is_none())
         })
         .unwrap_or(base)
 }
