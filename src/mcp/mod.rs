@@ -1,7 +1,9 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
+mod cancel;
 pub mod catalog;
 pub mod elicitation;
+mod ended;
 mod fleets;
 pub mod host;
 pub mod http;
