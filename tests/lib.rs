@@ -38,6 +38,7 @@ mod map_errors;
 mod mcp;
 mod mcp_grants;
 mod mcp_inspector;
+mod mcp_lifecycle;
 mod mcp_limits;
 mod mcp_restart;
 mod mcp_tasks;

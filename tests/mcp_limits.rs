@@ -11,21 +11,42 @@ use serde_json::{Value, json};
 const WAITER: &str = "id: waiter\ninitial: waiting\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n";
 
 /// A server on stdio spoken to line by line, its stderr kept in a file.
-struct Raw {
-    child: Child,
+pub(crate) struct Raw {
+    pub(crate) child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
-    directory: std::path::PathBuf,
+    /// Where its stderr goes: `stderr.txt`, or the next free `stderr-N.txt` for a later server
+    /// over the same directory.
+    stderr: std::path::PathBuf,
 }
 
 impl Raw {
     fn start(name: &str) -> Raw {
         let directory = crate::support::temporary_directory("mcp-limits", name);
+        Raw::start_in(&directory, &[], json!({}))
+    }
+
+    /// A server of `waiter.yaml` over `directory`'s `state`, with `flags` besides, initialized
+    /// by a client of `capabilities`; the directory is kept, so a second server finds what the
+    /// first left.
+    pub(crate) fn start_in(
+        directory: &std::path::Path,
+        flags: &[&str],
+        capabilities: Value,
+    ) -> Raw {
         std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
-        let stderr = std::fs::File::create(directory.join("stderr.txt")).unwrap();
+        let stderr_path = (1..)
+            .map(|count| match count {
+                1 => directory.join("stderr.txt"),
+                count => directory.join(format!("stderr-{count}.txt")),
+            })
+            .find(|path| !path.exists())
+            .unwrap();
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
             .args(["mcp", "--state-dir", "state", "waiter.yaml"])
-            .current_dir(&directory)
+            .args(flags)
+            .current_dir(directory)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -37,12 +58,12 @@ impl Raw {
             child,
             input,
             output,
-            directory,
+            stderr: stderr_path,
         };
         let initialized = raw.request(
             0,
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
                    "clientInfo": {"name": "raw", "version": "1"}}),
         );
         assert!(
@@ -53,14 +74,14 @@ impl Raw {
         raw
     }
 
-    fn write(&mut self, line: &str) {
+    pub(crate) fn write(&mut self, line: &str) {
         self.input.write_all(line.as_bytes()).unwrap();
         self.input.write_all(b"\n").unwrap();
         self.input.flush().unwrap();
     }
 
     /// The next response (notifications skipped).
-    fn response(&mut self) -> Value {
+    pub(crate) fn response(&mut self) -> Value {
         loop {
             let mut line = String::new();
             assert!(
@@ -74,7 +95,7 @@ impl Raw {
         }
     }
 
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.write(&line.to_string());
         let response = self.response();
@@ -82,7 +103,7 @@ impl Raw {
         response
     }
 
-    fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
         self.request(
             id,
             "tools/call",
@@ -92,15 +113,15 @@ impl Raw {
     }
 
     /// Closes stdin, waits for the server to end; its stderr.
-    fn finish(mut self) -> String {
+    pub(crate) fn finish(mut self) -> String {
         drop(self.input);
         assert!(self.child.wait().unwrap().success());
-        std::fs::read_to_string(self.directory.join("stderr.txt")).unwrap()
+        std::fs::read_to_string(&self.stderr).unwrap()
     }
 }
 
 /// A tool result's text, as an error.
-fn tool_error(result: &Value) -> &str {
+pub(crate) fn tool_error(result: &Value) -> &str {
     assert_eq!(result["isError"], json!(true), "{result}");
     result["content"][0]["text"].as_str().unwrap()
 }
