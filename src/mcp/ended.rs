@@ -43,3 +43,28 @@ impl EndedRuns {
         self.runs.get(run)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn past_the_bound_the_oldest_view_is_forgotten() {
+        let yaml = "id: waiter\nstates:\n  waiting: {}\n";
+        let loaded = crate::load::load_text("waiter.yaml", yaml.to_string()).unwrap();
+        let machine = Arc::new(crate::compile::compile(&loaded).unwrap());
+        let mut ended = EndedRuns::default();
+        for index in 0..=MAX_ENDED_VIEWS {
+            let run = EndedRun {
+                machine: machine.clone(),
+                view: Rc::default(),
+            };
+            ended.keep(format!("waiter:{index}"), run);
+        }
+        assert!(ended.get("waiter:0").is_none(), "the oldest is forgotten");
+        assert!(ended.get("waiter:1").is_some());
+        assert!(ended.get(&format!("waiter:{MAX_ENDED_VIEWS}")).is_some());
+        assert_eq!(ended.runs.len(), MAX_ENDED_VIEWS);
+        assert_eq!(ended.order.len(), MAX_ENDED_VIEWS);
+    }
+}
