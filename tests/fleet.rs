@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use protocol_run::compile::machine::Machine;
 use protocol_run::run::fleet::{Fleet, FleetEnd, Recording};
+use protocol_run::run::stop::Stop;
 use protocol_run::store::{SqliteStore, Store, StoreError, Write};
 use tokio::sync::mpsc;
 
@@ -33,11 +34,14 @@ fn run_to_the_end(fleet: Fleet, lines: &[&str], virtual_time: bool) -> Vec<Strin
         .start_paused(virtual_time)
         .build()
         .unwrap();
-    let (sender, receiver) = mpsc::channel(1);
+    let (sender, mut receiver) = mpsc::channel(1);
     sender.try_send(lines.iter().copied().collect()).unwrap();
     drop(sender);
     let local = tokio::task::LocalSet::new();
-    let end = local.block_on(&runtime, fleet.run(receiver, std::future::pending::<()>()));
+    let end = local.block_on(
+        &runtime,
+        fleet.run(&mut receiver, std::future::pending::<Stop>()),
+    );
     assert_eq!(end, FleetEnd::Drained);
     let text = String::from_utf8(output.borrow().clone()).unwrap();
     text.lines().map(String::from).collect()

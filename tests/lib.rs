@@ -40,6 +40,7 @@ mod mcp_answers;
 mod mcp_exposure;
 mod mcp_grants;
 mod mcp_inspector;
+mod mcp_lifecycle;
 mod mcp_limits;
 mod mcp_records;
 mod mcp_restart;

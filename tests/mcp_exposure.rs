@@ -56,9 +56,10 @@ fn a_non_loopback_address_is_served_with_the_flag() {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    BufReader::new(server.stderr.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    stderr.read_line(&mut first).unwrap();
+    // The rest is drained: a closed pipe would fail the server's later lines, SIGTERM's too.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let kill = |server: &mut std::process::Child| {
         let pid = nix::unistd::Pid::from_raw(server.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();

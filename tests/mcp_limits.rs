@@ -12,10 +12,13 @@ const WAITER: &str = "id: waiter\ninitial: waiting\nstates:\n  waiting:\n    on:
 
 /// A server on stdio spoken to line by line, its stderr kept in a file.
 pub(crate) struct Raw {
-    child: Child,
+    pub(crate) child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
     pub(crate) directory: std::path::PathBuf,
+    /// Where its stderr goes: `stderr.txt`, or the next free `stderr-N.txt` for a later server
+    /// over the same directory.
+    stderr: std::path::PathBuf,
 }
 
 impl Raw {
@@ -26,11 +29,30 @@ impl Raw {
     /// A server whose client declared `capabilities` at `initialize`.
     pub(crate) fn start_declaring(name: &str, capabilities: Value) -> Raw {
         let directory = crate::support::temporary_directory("mcp-limits", name);
+        Raw::start_in(&directory, &[], capabilities)
+    }
+
+    /// A server of `waiter.yaml` over `directory`'s `state`, with `flags` besides, initialized
+    /// by a client of `capabilities`; the directory is kept, so a second server finds what the
+    /// first left.
+    pub(crate) fn start_in(
+        directory: &std::path::Path,
+        flags: &[&str],
+        capabilities: Value,
+    ) -> Raw {
         std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
-        let stderr = std::fs::File::create(directory.join("stderr.txt")).unwrap();
+        let stderr_path = (1..)
+            .map(|count| match count {
+                1 => directory.join("stderr.txt"),
+                count => directory.join(format!("stderr-{count}.txt")),
+            })
+            .find(|path| !path.exists())
+            .unwrap();
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
             .args(["mcp", "--state-dir", "state", "waiter.yaml"])
-            .current_dir(&directory)
+            .args(flags)
+            .current_dir(directory)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -42,7 +64,8 @@ impl Raw {
             child,
             input,
             output,
-            directory,
+            directory: directory.to_path_buf(),
+            stderr: stderr_path,
         };
         let initialized = raw.request(
             0,
@@ -100,12 +123,12 @@ impl Raw {
     pub(crate) fn finish(mut self) -> String {
         drop(self.input);
         assert!(self.child.wait().unwrap().success());
-        std::fs::read_to_string(self.directory.join("stderr.txt")).unwrap()
+        std::fs::read_to_string(&self.stderr).unwrap()
     }
 }
 
 /// A tool result's text, as an error.
-fn tool_error(result: &Value) -> &str {
+pub(crate) fn tool_error(result: &Value) -> &str {
     assert_eq!(result["isError"], json!(true), "{result}");
     result["content"][0]["text"].as_str().unwrap()
 }

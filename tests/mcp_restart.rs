@@ -157,21 +157,19 @@ fn no_resume_leaves_the_runs_for_resume_run_whose_report_keeps_the_directives() 
     assert_eq!(step(&lines, "sent")["report"]["status"], json!("finished"));
 }
 
-#[test]
-fn a_run_another_process_drives_is_not_taken_over() {
-    let directory = crate::support::temporary_directory("mcp-restart", "held");
-    let run = ittw_left_by_a_killed_server(&directory, &ittw());
-    // `protocol-run resume` drives the run, waiting for events on a stdin kept open.
-    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["resume", &run, "--events", "-", "--state-dir"])
+/// `protocol-run resume RUN`, driving the run over `directory`'s `state` and waiting for events
+/// on a stdin kept open, once it holds the run's lock.
+pub(crate) fn hold(directory: &Path, run: &str) -> std::process::Child {
+    let holder = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["resume", run, "--events", "-", "--state-dir"])
         .arg(directory.join("state"))
-        .current_dir(&directory)
+        .current_dir(directory)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let lock = directory.join("state/runs").join(&run).join("run.lock");
+    let lock = directory.join("state/runs").join(run).join("run.lock");
     let holding = std::time::Instant::now();
     while std::fs::read_to_string(&lock).unwrap_or_default() != holder.id().to_string() {
         assert!(
@@ -180,6 +178,14 @@ fn a_run_another_process_drives_is_not_taken_over() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    holder
+}
+
+#[test]
+fn a_run_another_process_drives_is_not_taken_over() {
+    let directory = crate::support::temporary_directory("mcp-restart", "held");
+    let run = ittw_left_by_a_killed_server(&directory, &ittw());
+    let mut holder = hold(&directory, &run);
 
     let (lines, stderr) = drive(&directory, &format!("get:{run}"), &[&ittw()]);
     holder.kill().unwrap();

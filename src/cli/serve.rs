@@ -202,7 +202,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     }
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
-        let input = match &arguments.socket {
+        let mut input = match &arguments.socket {
             Some(path) => {
                 match super::socket::listen(path, clients, arguments.max_event_bytes) {
                     Ok(input) => input,
@@ -214,7 +214,11 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             }
             None => spawn_stdin_batches(arguments.max_event_bytes),
         };
-        match fleet.run(input, stop_signal()).await {
+        let stop = async {
+            stop_signal().await;
+            crate::run::stop::Stop::Park
+        };
+        match fleet.run(&mut input, stop).await {
             FleetEnd::Drained => 0,
             FleetEnd::Stopped => {
                 eprintln!(

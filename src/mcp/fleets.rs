@@ -1,4 +1,4 @@
-//! A run's fleet: `serve`'s engine for one run, its output read into the run's view, driven on the host's thread until it ends, the server stops, or the run is cancelled.
+//! A run's fleet: `serve`'s engine for one run, its output read into the run's view, driven on the host's thread until the run ends, the server stops, or the run is cancelled.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -7,12 +7,12 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::host::{CANCELLED_EXIT_CODE, Host, Reply};
+use super::host::{Host, Reply};
 use super::report::{RunView, report};
 use crate::compile::machine::Machine;
 use crate::run::fleet::{Fleet, Recording};
 use crate::run::input::LineBatch;
-use crate::store::{SqliteStore, Store};
+use crate::run::stop::{CANCELLED_EXIT_CODE, Stop};
 
 impl Host {
     /// A fleet for one run, its output read into `view`, its answers to the waiting requests.
@@ -35,6 +35,7 @@ impl Host {
         Fleet::new(machine, Some(recording))
             .with_limits(self.settings.limits)
             .with_max_instances(1)
+            .ending_with_its_instances()
             .with_output(move |bytes| {
                 let mut view = output_view.borrow_mut();
                 for line in bytes.split(|byte| *byte == b'\n') {
@@ -67,20 +68,24 @@ impl Host {
             })
     }
 
-    /// Drives `fleet` on this thread until its input closes and its run is idle, the server
+    /// Drives `fleet` on this thread, holding the run's `lock`, until its run ends, the server
     /// stops (the run parked for the next server), or the run is cancelled: then its effects
-    /// and children are dropped, which kills their process groups, and it is recorded finished.
+    /// and children are dropped, which kills their process groups. Every event still queued
+    /// for it is answered with why it was not taken, and the run is listed as ended for the
+    /// host to forget.
     pub(super) fn drive(
         &mut self,
         mut fleet: Fleet,
         run_id: String,
         view: Rc<RefCell<RunView>>,
+        lock: crate::run_lock::RunLock,
     ) -> (mpsc::Sender<LineBatch>, oneshot::Sender<Reply>) {
-        let (sender, receiver) = mpsc::channel(16);
+        let (sender, mut receiver) = mpsc::channel(16);
         let (cancel, cancelled) = oneshot::channel::<Reply>();
         let mut server_stop = self.stop.subscribe();
-        let state_dir = self.settings.state_dir.clone();
-        self.fleets.push(tokio::task::spawn_local(async move {
+        let waiters = self.waiters.clone();
+        let just_ended = self.just_ended.clone();
+        self.fleets.spawn_local(async move {
             let cancel_reply: RefCell<Option<Reply>> = RefCell::new(None);
             let stop = async {
                 let mut cancelled = cancelled;
@@ -90,41 +95,56 @@ impl Host {
                         reply = &mut cancelled, if cancel_open => match reply {
                             Ok(reply) => {
                                 *cancel_reply.borrow_mut() = Some(reply);
-                                return;
+                                return Stop::Cancel;
                             }
                             Err(_) => cancel_open = false,
                         },
-                        _ = server_stop.wait_for(|stopped| *stopped) => return,
+                        _ = server_stop.wait_for(|stopped| *stopped) => return Stop::Park,
                     }
                 }
             };
-            fleet.run(receiver, stop).await;
-            let Some(reply) = cancel_reply.into_inner() else {
-                return;
-            };
-            // The effects' tasks see their cancellation and kill their process groups when
-            // next polled: let them run before answering.
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
+            fleet.run(&mut receiver, stop).await;
+            // Its store connection goes with it.
+            drop(fleet);
+            let cancel_reply = cancel_reply.into_inner();
+            if cancel_reply.is_some() {
+                view.borrow_mut().cancelled = true;
             }
-            let finish = crate::store::Finish {
-                final_state: None,
-                exit_code: CANCELLED_EXIT_CODE,
-                output: Value::Null,
-                unix_milliseconds: crate::clock::unix_milliseconds_now(),
+            let why = if cancel_reply.is_some() {
+                format!("run `{run_id}` was cancelled before this event was taken")
+            } else if *server_stop.borrow() {
+                format!("the server stopped before run `{run_id}` took this event")
+            } else {
+                let status = view.borrow().status();
+                format!("run `{run_id}` has ended ({status}) before this event was taken")
             };
-            let recorded = SqliteStore::open(&state_dir)
-                .map_err(|error| error.to_string())
-                .and_then(|mut store| {
-                    store
-                        .finish_run(&run_id, &finish)
-                        .map_err(|error| error.to_string())
-                });
-            view.borrow_mut().cancelled = true;
-            let _ = reply.send(recorded.map(|()| {
-                serde_json::json!({"run": run_id, "status": "cancelled", "exit_code": CANCELLED_EXIT_CODE})
-            }));
-        }));
+            receiver.close();
+            while let Ok(batch) = receiver.try_recv() {
+                let waiting = batch
+                    .origin
+                    .and_then(|origin| waiters.borrow_mut().remove(&origin.client));
+                if let Some(waiting) = waiting {
+                    let _ = waiting.reply.send(Err(why.clone()));
+                }
+            }
+            if cancel_reply.is_some() {
+                // The effects' tasks see their cancellation and kill their process groups
+                // when next polled: let them run before answering.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            drop(lock);
+            just_ended.borrow_mut().push(run_id.clone());
+            if let Some(reply) = cancel_reply {
+                let _ = reply.send(Ok(cancelled_report(&run_id)));
+            }
+        });
         (sender, cancel)
     }
+}
+
+/// What `cancel_run` answers once a run is recorded cancelled.
+pub(super) fn cancelled_report(run: &str) -> Value {
+    serde_json::json!({"run": run, "status": "cancelled", "exit_code": CANCELLED_EXIT_CODE})
 }

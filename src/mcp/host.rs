@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::catalog::Served;
+use super::ended::{EndedRun, EndedRuns};
 use super::records;
 use super::report::{RunView, report};
 use crate::compile::machine::Machine;
@@ -17,7 +18,8 @@ use crate::run::fleet::Recording;
 use crate::run::input::{LineBatch, LineOrigin};
 use crate::store::SqliteStore;
 
-/// The most runs one server keeps live at once; a start past it is refused.
+/// The most runs one server drives at once (runs that have ended do not count); a start past
+/// it is refused.
 pub const MAX_LIVE_RUNS: usize = 10_000;
 
 /// A request from a tool, answered with a JSON report or an error the client reads.
@@ -75,9 +77,7 @@ pub enum Request {
 /// Where a request's answer goes.
 pub(super) type Reply = oneshot::Sender<Result<Value, String>>;
 
-/// Exit code recorded for a cancelled run: 128 + SIGINT, as a shell reports an interrupted
-/// command. A cancelled run has finished: it cannot be resumed.
-pub const CANCELLED_EXIT_CODE: i32 = 130;
+pub use crate::run::stop::CANCELLED_EXIT_CODE;
 
 /// What the host runs under: the operator's choices.
 pub struct HostSettings {
@@ -96,7 +96,8 @@ pub struct HostSettings {
     pub elicitation: bool,
 }
 
-/// One live run: its fleet's input, and what its output said so far.
+/// One live run: its fleet's input, and what its output said so far. Its fleet holds its run
+/// lock, released when the run ends.
 pub(super) struct LiveRun {
     input: mpsc::Sender<LineBatch>,
     pub(super) machine: Arc<Machine>,
@@ -105,9 +106,7 @@ pub(super) struct LiveRun {
     instance: String,
     /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
     /// the first `cancel_run`.
-    cancel: Option<oneshot::Sender<Reply>>,
-    /// Held while this server drives the run: `run --resume` of it is refused.
-    _lock: crate::run_lock::RunLock,
+    pub(super) cancel: Option<oneshot::Sender<Reply>>,
 }
 
 /// A request waiting for its line's output to be committed.
@@ -129,7 +128,12 @@ pub(super) struct Host {
     pub(super) next_client: u64,
     /// Turns true when the server stops: every fleet parks its run for the next server.
     pub(super) stop: watch::Sender<bool>,
-    pub(super) fleets: Vec<tokio::task::JoinHandle<()>>,
+    /// The fleets still driving their runs; one that ended is reaped with its run.
+    pub(super) fleets: tokio::task::JoinSet<()>,
+    /// The runs whose fleets ended since the last request, for the host to forget.
+    pub(super) just_ended: Rc<RefCell<Vec<String>>>,
+    /// The views of the runs that ended most recently.
+    pub(super) ended: EndedRuns,
 }
 
 /// Serves `requests` until their senders are gone, then stops every live run (marked stopped
@@ -146,7 +150,9 @@ pub async fn host(
         waiters: Rc::default(),
         next_client: 0,
         stop: watch::Sender::new(false),
-        fleets: Vec::new(),
+        fleets: tokio::task::JoinSet::new(),
+        just_ended: Rc::default(),
+        ended: EndedRuns::default(),
     };
     if host.settings.resume {
         host.resume_recorded();
@@ -155,13 +161,12 @@ pub async fn host(
         host.handle(request).await;
     }
     host.stop.send_replace(true);
-    for fleet in host.fleets.drain(..) {
-        let _ = fleet.await;
-    }
+    while host.fleets.join_next().await.is_some() {}
 }
 
 impl Host {
     async fn handle(&mut self, request: Request) {
+        self.forget_ended();
         match request {
             Request::Start {
                 protocol,
@@ -198,9 +203,8 @@ impl Host {
                 level,
                 reply,
             } => {
-                let answer = match self.runs.get(&run) {
-                    Some(live) => live
-                        .view
+                let answer = match self.view_of(&run) {
+                    Some((_, view)) => view
                         .borrow()
                         .logs
                         .filtered(tag.as_deref(), level.as_deref()),
@@ -235,12 +239,13 @@ impl Host {
         else {
             return fail(reply, format!("no protocol `{protocol}` is served"));
         };
-        self.runs.retain(|_, run| !run.input.is_closed());
+        // `handle` forgot the runs that ended.
         if self.runs.len() >= MAX_LIVE_RUNS {
             return fail(
                 reply,
                 format!(
-                    "{MAX_LIVE_RUNS} runs are live, the limit (MAX_LIVE_RUNS); cancel or finish one first"
+                    "{MAX_LIVE_RUNS} runs are running, the limit (MAX_LIVE_RUNS); cancel one, or \
+                     wait for one to end"
                 ),
             );
         }
@@ -293,10 +298,53 @@ impl Host {
         self.submit(&run_id, &line, reply).await;
     }
 
-    /// How many runs are live, those whose fleet ended forgotten (their locks released).
+    /// How many runs are running here, those whose fleet ended forgotten.
     pub(super) fn live_runs(&mut self) -> usize {
-        self.runs.retain(|_, run| !run.input.is_closed());
+        self.forget_ended();
         self.runs.len()
+    }
+
+    /// Forgets the runs whose fleets ended (their store connections and locks are released):
+    /// their input is dropped, their views kept among the ended ones, their fleets reaped.
+    fn forget_ended(&mut self) {
+        let ended = std::mem::take(&mut *self.just_ended.borrow_mut());
+        if ended.is_empty() {
+            return;
+        }
+        for run in ended {
+            // A run resumed again under the same id has a new, open input: it stays.
+            if !self
+                .runs
+                .get(&run)
+                .is_some_and(|live| live.input.is_closed())
+            {
+                continue;
+            }
+            let Some(live) = self.runs.remove(&run) else {
+                continue;
+            };
+            // A run dropped from its fleet still running (its store refused a step) resumes
+            // from the store: its view would tell a stale story.
+            if live.view.borrow().status() != "running" {
+                let ended = EndedRun {
+                    machine: live.machine,
+                    view: live.view,
+                };
+                self.ended.keep(run, ended);
+            }
+        }
+        while self.fleets.try_join_next().is_some() {}
+    }
+
+    /// The protocol and view of a run live here or ended here recently.
+    fn view_of(&self, run: &str) -> Option<(&Arc<Machine>, &Rc<RefCell<RunView>>)> {
+        match self.runs.get(run) {
+            Some(live) => Some((&live.machine, &live.view)),
+            None => self
+                .ended
+                .get(run)
+                .map(|ended| (&ended.machine, &ended.view)),
+        }
     }
 
     /// A live run's report while it runs.
@@ -306,8 +354,8 @@ impl Host {
         (view.status() == "running").then(|| report(&live.machine, run, &view))
     }
 
-    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`,
-    /// holding its lock.
+    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`, its
+    /// fleet holding its lock.
     pub(super) fn keep_live(
         &mut self,
         run_id: &str,
@@ -316,7 +364,7 @@ impl Host {
         view: Rc<RefCell<RunView>>,
         lock: crate::run_lock::RunLock,
     ) {
-        let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone());
+        let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone(), lock);
         let instance = run_id[machine.id.len() + 1..].to_string();
         self.runs.insert(
             run_id.to_string(),
@@ -326,7 +374,6 @@ impl Host {
                 view,
                 instance,
                 cancel: Some(cancel),
-                _lock: lock,
             },
         );
     }
@@ -400,8 +447,12 @@ impl Host {
     }
 
     /// A live run that has not ended, or why there is none.
-    fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
+    pub(super) fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
         if !self.runs.contains_key(run) {
+            if let Some(ended) = self.ended.get(run) {
+                let status = ended.view.borrow().status();
+                return Err(format!("run `{run}` has ended: {status}"));
+            }
             return Err(self.not_live(run));
         }
         let live = self.runs.get_mut(run).expect("checked above");
@@ -412,43 +463,21 @@ impl Host {
         Ok(live)
     }
 
-    /// A live run's report, or a recorded one's summary from the store.
+    /// The report of a run live or ended here recently, or a recorded one's summary from the
+    /// store.
     pub(super) fn get_run(&self, run: &str) -> Result<Value, String> {
-        if let Some(live) = self.runs.get(run) {
-            return Ok(report(&live.machine, run, &live.view.borrow()));
+        if let Some((machine, view)) = self.view_of(run) {
+            return Ok(report(machine, run, &view.borrow()));
         }
         records::summary(&self.settings.state_dir, &self.served_paths(), run)
     }
 
-    /// Cancels a live run: its fleet stops it, its effects and children are dropped (their
-    /// process groups killed), and it is recorded finished with `CANCELLED_EXIT_CODE`.
-    fn cancel_run(&mut self, run: &str, reply: Reply) {
-        let live = match self.running(run) {
-            Ok(live) => live,
-            Err(message) => {
-                let _ = reply.send(Err(message));
-                return;
-            }
-        };
-        match live.cancel.take() {
-            Some(cancel) => {
-                if let Err(reply) = cancel.send(reply) {
-                    let _ = reply.send(Err(format!("run `{run}` is no longer live")));
-                }
-            }
-            None => {
-                let _ = reply.send(Err(format!("run `{run}` is being cancelled")));
-            }
-        }
-    }
-
-    /// A live run's protocol as a Mermaid diagram, its active states drawn in the `active`
-    /// class.
+    /// The protocol of a run live or ended here recently as a Mermaid diagram, its active
+    /// states drawn in the `active` class.
     fn diagram(&self, run: &str) -> Result<Value, String> {
-        let live = self.runs.get(run).ok_or_else(|| self.not_live(run))?;
-        let machine = &live.machine;
+        let (machine, view) = self.view_of(run).ok_or_else(|| self.not_live(run))?;
         let mut active = Vec::new();
-        for state in live.view.borrow().states.iter() {
+        for state in view.borrow().states.iter() {
             if let Some(state) = machine.state_id(state) {
                 active.push(state);
                 active.extend(machine.state(state).ancestors.iter().copied());
@@ -463,7 +492,7 @@ impl Host {
     }
 
     /// Why `run` is not live here: unknown, or recorded with its status.
-    fn not_live(&self, run: &str) -> String {
+    pub(super) fn not_live(&self, run: &str) -> String {
         records::not_live(&self.settings.state_dir, run)
     }
 
@@ -480,7 +509,7 @@ impl Host {
     fn list_runs(&self, after: Option<&str>, count: usize) -> Result<Value, String> {
         let paths = self.served_paths();
         records::list(&self.settings.state_dir, &paths, after, count, |run| {
-            self.runs.get(run).map(|live| live.view.borrow().status())
+            self.view_of(run).map(|(_, view)| view.borrow().status())
         })
     }
 }

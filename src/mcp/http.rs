@@ -31,6 +31,14 @@ pub async fn serve(
     address: SocketAddr,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
+    // Polled once before anything is announced, so its signal handlers are installed by the
+    // time a caller that read the address sends SIGTERM (else the default action kills us).
+    let mut stop = std::pin::pin!(stop);
+    tokio::select! {
+        biased;
+        () = &mut stop => return Ok(()),
+        () = std::future::ready(()) => {}
+    }
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|error| format!("cannot listen on {address}: {error}"))?;
@@ -48,7 +56,6 @@ pub async fn serve(
     let service: Service =
         StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_CONNECTIONS));
-    let mut stop = std::pin::pin!(stop);
     loop {
         let permit = tokio::select! {
             () = &mut stop => return Ok(()),

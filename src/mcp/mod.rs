@@ -1,8 +1,10 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
 mod answers;
+mod cancel;
 pub mod catalog;
 pub mod elicitation;
+mod ended;
 mod fleets;
 pub mod host;
 pub mod http;

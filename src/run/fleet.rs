@@ -15,6 +15,7 @@ use super::driver::{
 use super::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use super::event::{Event, Origin};
 use super::input::LineOrigin;
+use super::stop::Stop;
 use crate::actions::{Directive, LogRecord};
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
@@ -42,7 +43,8 @@ pub struct Recording {
 pub enum FleetEnd {
     /// Input ended and no instance had a timer or effect left.
     Drained,
-    /// The stop future resolved (a signal): every live instance is marked stopped.
+    /// The stop future resolved (a signal, a cancel): every live instance is stopped as it
+    /// said, parked or finished.
     Stopped,
 }
 
@@ -108,6 +110,9 @@ pub struct Fleet {
     /// Told, after each step that leaves an instance live, what it still waits on (`mcp`
     /// tells a client whether only an event can move the run).
     pending_sink: Option<PendingSink>,
+    /// Ends once every instance it hosted has ended, rather than when its input ends: a fleet
+    /// of one run (`mcp`) releases its store and lock as soon as the run is over.
+    ends_with_its_instances: bool,
 }
 
 /// What a live instance waits on after its step: the events it can take aside.
@@ -162,7 +167,15 @@ impl Fleet {
             handled_clients: Vec::new(),
             log_sink: None,
             pending_sink: None,
+            ends_with_its_instances: false,
         }
+    }
+
+    /// Ends the fleet once it has taken a line or hosted an instance and no instance is live,
+    /// its input still open.
+    pub fn ending_with_its_instances(mut self) -> Fleet {
+        self.ends_with_its_instances = true;
+        self
     }
 
     /// Tells `sink` what each instance still waits on after each of its steps.
@@ -353,12 +366,14 @@ impl Fleet {
     }
 
     /// Runs the fleet: lines from `input`, timers as they fall due, effects as they report,
-    /// committing and writing output after each round. Ends when input has ended and no
-    /// instance is left waiting, or when `stop` resolves.
+    /// committing and writing output after each round. Ends when input has ended (or, if it
+    /// ends with its instances, once they have) and no instance is left waiting, or when `stop`
+    /// resolves, stopping each live instance as it says. Batches still queued in `input` then
+    /// are the caller's.
     pub async fn run(
         &mut self,
-        mut input: InputBatches,
-        stop: impl std::future::Future<Output = ()>,
+        input: &mut InputBatches,
+        stop: impl std::future::Future<Output = Stop>,
     ) -> FleetEnd {
         let mut stop = std::pin::pin!(stop);
         loop {
@@ -370,14 +385,16 @@ impl Fleet {
             // A signal that stopped a busy instance's step may be seen here before `stop`
             // resolves: the host stops, rather than count that instance as drained.
             if crate::compile::budget::stop_requested() {
-                self.stop();
+                self.stop(Stop::Park);
                 return FleetEnd::Stopped;
             }
             // The output just committed goes out before more input is taken: input that is always
             // ready would otherwise keep the socket clients' writers from running until their
             // queues overflow.
             tokio::task::yield_now().await;
-            if self.input_ended && self.by_name.is_empty() {
+            let had_work = self.line_number > 0 || !self.members.is_empty();
+            let ended = self.input_ended || (self.ends_with_its_instances && had_work);
+            if ended && self.by_name.is_empty() {
                 return FleetEnd::Drained;
             }
             let deadline = self
@@ -386,8 +403,8 @@ impl Fleet {
                 .map(|Reverse((deadline, _))| *deadline);
             tokio::select! {
                 biased;
-                () = &mut stop => {
-                    self.stop();
+                how = &mut stop => {
+                    self.stop(how);
                     return FleetEnd::Stopped;
                 }
                 Some((slot, message)) = self.effects.recv() => {
@@ -596,7 +613,7 @@ impl Fleet {
         if let Err(RunError::Interrupted { .. }) = result {
             // A signal stopped its step half-way: kept as its last commit left it, for the
             // next host, like every other instance the signal stops.
-            self.park_for_good(slot);
+            self.park_for_good(slot, Stop::Park);
             return;
         }
         if let Err(error) = result {
@@ -641,7 +658,7 @@ impl Fleet {
             return;
         }
         if self.input_ended && member.state.is_idle() {
-            self.park_for_good(slot);
+            self.park_for_good(slot, Stop::Park);
             return;
         }
         // The heap holds an entry at or before the instance's earliest timer unless `armed`
@@ -674,18 +691,17 @@ impl Fleet {
         }
     }
 
-    /// Input ended and the instance has nothing left to wait for: kept, stopped, for the next
-    /// host.
-    fn park_for_good(&mut self, slot: usize) {
+    /// The instance leaves this host for good, stopped as `how` says: parked for the next host
+    /// (input ended and it has nothing left to wait for, or a signal), or cancelled.
+    fn park_for_good(&mut self, slot: usize, how: Stop) {
         if let Some(member) = self.members[slot].as_deref()
             && self.recording.is_some()
         {
-            self.pending.push(Write::MarkStopped {
-                run: format!("{}{}", self.prefix, member.name),
-                unix_milliseconds: crate::clock::unix_milliseconds_now(),
-            });
+            let run = format!("{}{}", self.prefix, member.name);
+            let writes = how.writes(&run, crate::clock::unix_milliseconds_now());
+            self.pending.extend(writes);
         }
-        self.remove(slot, false);
+        self.remove(slot, how == Stop::Cancel);
     }
 
     /// No more input: instances finish what their timers and effects still hold, then the
@@ -703,7 +719,7 @@ impl Fleet {
             })
             .collect();
         for slot in idle {
-            self.park_for_good(slot);
+            self.park_for_good(slot, Stop::Park);
         }
     }
 
@@ -776,12 +792,12 @@ impl Fleet {
         }
     }
 
-    /// Stopped by a signal between steps: every live instance is marked stopped, to resume with
-    /// the next host.
-    fn stop(&mut self) {
+    /// Stopped between steps: every live instance is parked to resume with the next host (a
+    /// signal), or cancelled, its stop and finish committed in one batch.
+    fn stop(&mut self, how: Stop) {
         let live: Vec<usize> = self.by_name.values().copied().collect();
         for slot in live {
-            self.park_for_good(slot);
+            self.park_for_good(slot, how);
         }
         self.commit();
     }

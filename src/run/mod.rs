@@ -20,6 +20,7 @@ mod map_children;
 mod map_resume;
 pub mod running;
 pub mod session;
+pub mod stop;
 
 use std::cell::Cell;
 use std::sync::Arc;
