@@ -336,3 +336,40 @@ fn a_restarted_server_names_twenty_resumed_runs_and_counts_the_rest() {
         "{runs:?}"
     );
 }
+
+/// Waits for an event, holding a secret input.
+const SECRETIVE: &str = "id: secretive
+inputs:
+  token: { type: string, required: true, secret: true }
+permissions: { exec: [], write: [], read: [], env: [] }
+states:
+  waiting:
+    on: { go: gone }
+  gone: { type: final }
+";
+
+#[test]
+fn a_run_with_a_secret_input_is_left_naming_the_command_that_resumes_it() {
+    use crate::support::mcp_raw::RawMcp;
+    let directory = crate::support::temporary_directory("mcp-restart", "secret");
+    std::fs::write(directory.join("secretive.yaml"), SECRETIVE).unwrap();
+    let mut server = RawMcp::start(&directory, &["secretive.yaml"], json!({}));
+    let started = server.call(1, "secretive", json!({"token": "s3cret-value"}));
+    let run = started["structuredContent"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
+    server.finish();
+
+    let server = RawMcp::start(&directory, &["secretive.yaml"], json!({}));
+    let stderr = server.finish();
+    assert_eq!(
+        notices(&stderr),
+        [format!(
+            "mcp: not resumed {run}: secret input `token` is not stored with the run, and MCP \
+             cannot supply it: `protocol-run resume {run} --input token=VALUE` resumes it \
+             outside this server"
+        )]
+    );
+    assert!(!stderr.contains("s3cret-value"), "{stderr}");
+}

@@ -186,7 +186,19 @@ impl Host {
             .machine
             .bind_recorded_inputs(&record.inputs, &[])
             .map_err(|errors| {
-                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                let messages: Vec<String> = errors
+                    .iter()
+                    .map(|error| match error {
+                        // `--input` is `resume`'s: a client has no way to give a secret here.
+                        crate::compile::inputs::InputError::SecretNotStored { name } => format!(
+                            "secret input `{name}` is not stored with the run, and MCP cannot \
+                             supply it: `protocol-run resume {} --input {name}=VALUE` resumes \
+                             it outside this server",
+                            record.summary.id
+                        ),
+                        other => other.to_string(),
+                    })
+                    .collect();
                 messages.join("; ")
             })?;
         Ok((served, values))
