@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::fleets::cancelled_report;
 use super::host::{Host, Reply};
 use crate::run::stop::Stop;
-use crate::store::{RunStatus, SqliteStore, Store};
+use crate::store::Store;
 
 impl Host {
     /// Cancels a run: a live one's fleet stops it, its effects and children dropped (their
@@ -39,20 +39,10 @@ impl Host {
     /// no fleet here drives (left stopped, or by a server that died, under `--no-resume`):
     /// refused while another process holds its run lock, naming it.
     fn cancel_recorded(&self, run: &str) -> Result<Value, String> {
-        let mut store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let record = store
-            .run(run)
-            .map_err(|error| error.to_string())?
-            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
-        if record.summary.status == RunStatus::Finished {
-            return Err(format!("run `{run}` has finished; get_run tells how"));
-        }
+        let (mut store, record) = self.unfinished_record(run)?;
         let protocol = &record.summary.protocol_path;
         if !self.protocols.iter().any(|served| &served.path == protocol) {
-            return Err(format!(
-                "run `{run}` runs {protocol}, which this server does not serve"
-            ));
+            return Err(super::records::not_served(run, protocol));
         }
         let _lock = self.lock_run(run)?;
         let writes = Stop::Cancel.writes(run, crate::clock::unix_milliseconds_now());

@@ -25,6 +25,13 @@ impl Host {
         if let Some(report) = self.live_report(run) {
             return Ok(report);
         }
+        let (store, record) = self.unfinished_record(run)?;
+        self.resume(store, &record)
+    }
+
+    /// A recorded run that has not finished, with the store it was read from (to resume or
+    /// cancel it); refused when the store has no such run or it has finished.
+    pub(super) fn unfinished_record(&self, run: &str) -> Result<(SqliteStore, RunRecord), String> {
         let store =
             SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
         let record = store
@@ -34,7 +41,7 @@ impl Host {
         if record.summary.status == RunStatus::Finished {
             return Err(format!("run `{run}` has finished; get_run tells how"));
         }
-        self.resume(store, &record)
+        Ok((store, record))
     }
 
     /// At start: resumes every unfinished run an MCP server started of a protocol this one
