@@ -426,6 +426,23 @@ fn streamable_http_serves_the_same_tools_and_runs() {
     let no_protocols: [&str; 0] = [];
     let url = std::ffi::OsString::from(&server.url);
     let (lines, _) = drive_client_of("client.py", &url, &directory, "ittw", &no_protocols);
+    let tools = step(&lines, "tools")["tools"].as_object().unwrap();
+    let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "cancel_run",
+            "get_diagram",
+            "get_logs",
+            "get_run",
+            "ittw",
+            "list_runs",
+            "resume_run",
+            "send_event"
+        ]
+    );
+    assert_eq!(tools["ittw"]["required"], json!(["path"]), "{tools:?}");
     // Only an external event can move it now: a plain client reads that as `waiting: input`.
     let waiting = &step(&lines, "waiting")["report"];
     assert_eq!(waiting["waiting"], json!("input"), "{waiting}");
