@@ -26,9 +26,12 @@ states:
           - write: out/flaky.jsonl
             append: { attempt: "${attempts}" }
             id: ledger
-          - exec: [cat, input.txt]
-            id: reader
         on:
+          # The read starts once the write is done: leaving the state first would cancel it.
+          done.exec.ledger:
+            actions:
+              - exec: [cat, input.txt]
+                id: reader
           done.exec.reader:
             target: finished_reading
             actions: [{ assign: { attempts: "attempts + 1" } }]
