@@ -85,6 +85,7 @@ impl Host {
         let mut server_stop = self.stop.subscribe();
         let waiters = self.waiters.clone();
         let just_ended = self.just_ended.clone();
+        let state_dir = self.settings.state_dir.clone();
         self.fleets.spawn_local(async move {
             let cancel_reply: RefCell<Option<Reply>> = RefCell::new(None);
             let stop = async {
@@ -137,10 +138,29 @@ impl Host {
             drop(lock);
             just_ended.borrow_mut().push(run_id.clone());
             if let Some(reply) = cancel_reply {
-                let _ = reply.send(Ok(cancelled_report(&run_id)));
+                // The stop and the finish were one batch: a store that refused it (full disk)
+                // left the run as it was, and the client hears so rather than "cancelled".
+                let _ = reply.send(recorded_cancelled(&state_dir, &run_id));
             }
         });
         (sender, cancel)
+    }
+}
+
+/// `cancel_run`'s answer once the fleet has stopped a run: cancelled if the store recorded it
+/// finished, else why not (its processes are gone either way).
+fn recorded_cancelled(state_dir: &std::path::Path, run: &str) -> Result<Value, String> {
+    let summary = crate::store::SqliteStore::open(state_dir)
+        .and_then(|store| store.run_summary(run))
+        .map_err(|error| {
+            format!("run `{run}` was stopped, but its cancel was not recorded: {error}")
+        })?;
+    match summary.and_then(|summary| summary.finish) {
+        Some(_) => Ok(cancelled_report(run)),
+        None => Err(format!(
+            "run `{run}` was stopped, its processes killed, but the store did not record its \
+             cancel: it stays resumable from its last committed step"
+        )),
     }
 }
 
