@@ -1,28 +1,37 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
-mod answers;
-mod cancel;
+// What is served: the protocols, loaded once, as tools and resources.
 pub mod catalog;
-pub mod elicitation;
+pub mod input_schema;
+pub mod resources;
+
+// How clients reach it: stdio or Streamable HTTP, bounded, one handler per session.
+pub mod http;
+pub mod http_sessions;
+pub mod limits;
+pub mod server;
+pub mod stdio;
+
+// The runs, on the host's thread: each a fleet of `serve`'s engine, read into a view.
+mod cancel;
 mod ended;
 mod fleets;
 pub mod host;
-pub mod http;
-pub mod http_sessions;
-pub mod input_required;
-pub mod input_schema;
-pub mod limits;
-pub mod logs;
-pub mod notices;
 pub mod records;
 pub mod report;
-pub mod request_keys;
-pub mod resources;
 mod resume;
-pub mod server;
-pub mod stdio;
-pub mod tasks;
+
+// What the client reads of a run besides its report: directives as they come, logs, telemetry.
+pub mod logs;
+pub mod notices;
 pub mod telemetry;
+
+// A run waiting for the client: as a task, by elicitation, by a 2026-07-28 retry.
+mod answers;
+pub mod elicitation;
+pub mod input_required;
+pub mod request_keys;
+pub mod tasks;
 
 use std::path::PathBuf;
 
