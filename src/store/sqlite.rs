@@ -168,6 +168,18 @@ impl SqliteStore {
     fn migrate(&mut self) -> Result<(), StoreError> {
         let failed = self.context.failed("bring the schema up to date");
         let supported = MIGRATIONS.len() as i64;
+        // A store already up to date is seen by a plain read: opening it (every `status`, every
+        // read of a run by `mcp`) then takes no write lock that would wait on a busy writer.
+        let current =
+            self.connection
+                .query_row("SELECT MAX(version) FROM schema_version", [], |row| {
+                    row.get::<_, Option<i64>>(0)
+                });
+        if let Ok(Some(found)) = current
+            && found == supported
+        {
+            return Ok(());
+        }
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
