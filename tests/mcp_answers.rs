@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::mcp_raw::RawMcp;
+use crate::support::mcp_raw::{RawMcp, reported_run};
 
 /// Waits for `answer` (or `again`, which asks anew) while a timer ticks every 100 ms.
 const TICKING: &str = "\
@@ -487,10 +487,7 @@ fn a_task_not_live_here_says_why_and_whether_it_can_resume() {
     std::fs::write(directory.join("ticking.yaml"), TICKING).unwrap();
     let mut server = RawMcp::start(&directory, &["waiter.yaml"], json!({}));
     let started = server.call(1, "waiter", json!({}));
-    let run = started["structuredContent"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = reported_run(&started);
     server.finish();
     let path = directory.join("waiter.yaml").display().to_string();
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::mcp_limits::serve_waiter;
-use crate::support::mcp_raw::{RawMcp, tool_error};
+use crate::support::mcp_raw::{RawMcp, reported_run, tool_error};
 
 /// `status RUN --json`, run from `directory` over its `state`.
 fn status(directory: &Path, run: &str) -> Value {
@@ -22,10 +22,7 @@ fn start(server: &mut RawMcp, id: u64) -> String {
         json!("running"),
         "{started}"
     );
-    started["structuredContent"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    reported_run(&started)
 }
 
 /// The answers to the requests `ids`, in any order, by id.

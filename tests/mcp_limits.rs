@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::support::mcp_raw::{RawMcp, tool_error};
+use crate::support::mcp_raw::{RawMcp, reported_run, tool_error};
 
 /// A protocol that waits for `go`.
 const WAITER: &str = "id: waiter\ninitial: waiting\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n";
@@ -67,14 +67,11 @@ fn an_oversized_stdio_line_is_refused_by_name_and_the_session_goes_on() {
 #[test]
 fn a_burst_of_requests_past_the_limit_in_flight_is_refused_and_answered() {
     let mut server = waiter_server("burst", json!({}));
-    let burst: String = (1..=300)
-        .map(|id| {
-            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                                 "params": {"name": "list_runs", "arguments": {}}});
-            format!("{request}\n")
-        })
-        .collect();
-    server.write(burst.trim_end());
+    server.send_at_once(
+        300,
+        "tools/call",
+        &json!({"name": "list_runs", "arguments": {}}),
+    );
     let mut refused = 0;
     let mut answered = std::collections::BTreeSet::new();
     for _ in 1..=300 {
@@ -119,10 +116,7 @@ fn oversized_tool_arguments_are_refused_by_name() {
     assert_eq!(tool_error(&result), name_refusal("tag"));
 
     let started = server.call(3, "waiter", json!({}));
-    let run = started["structuredContent"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = reported_run(&started);
     let result = server.call(4, "send_event", json!({"run": run, "event": long_name}));
     assert_eq!(tool_error(&result), name_refusal("event"));
     let data = "d".repeat(2 * 1024 * 1024);

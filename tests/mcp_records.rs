@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use protocol_run::store::{NewRun, RunOrigin, SqliteStore, Write};
 
 use crate::mcp_limits::waiter_server;
-use crate::support::mcp_raw::RawMcp;
+use crate::support::mcp_raw::{RawMcp, reported_run};
 
 /// A run `id` of the protocol at `path`, recorded by `run` (so no server resumes it).
 fn recorded(id: &str, path: &str, started: u64) -> Write {
@@ -121,14 +121,11 @@ fn list_runs_answers_a_page_at_a_time_newest_first() {
 #[test]
 fn a_resource_read_past_the_limit_in_flight_is_an_invalid_request_naming_it() {
     let mut server = waiter_server("records-in-flight", json!({}));
-    let burst: String = (1..=200)
-        .map(|id| {
-            let request = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
-                                 "params": {"uri": "protocol-run://run/waiter:nope"}});
-            format!("{request}\n")
-        })
-        .collect();
-    server.write(burst.trim_end());
+    server.send_at_once(
+        200,
+        "resources/read",
+        &json!({"uri": "protocol-run://run/waiter:nope"}),
+    );
     let mut limited = 0;
     for _ in 1..=200 {
         let error = server.next_response()["error"].clone();
@@ -158,24 +155,16 @@ fn runs_started_at_once_get_names_of_their_own() {
     let mut server = waiter_server("records-burst", json!({}));
     // Thirty starts in one write: most in the same millisecond, none recorded yet when the
     // next is named.
-    let burst: Vec<String> = (1..=30)
-        .map(|id| {
-            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                                 "params": {"name": "waiter", "arguments": {}}});
-            request.to_string()
-        })
-        .collect();
-    server.write(&burst.join("\n"));
+    server.send_at_once(
+        30,
+        "tools/call",
+        &json!({"name": "waiter", "arguments": {}}),
+    );
     let mut runs = std::collections::BTreeSet::new();
     for _ in 1..=30 {
         let result = server.next_response()["result"].clone();
         assert_eq!(result["isError"], json!(false), "{result}");
-        runs.insert(
-            result["structuredContent"]["run"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        runs.insert(reported_run(&result));
     }
     assert_eq!(runs.len(), 30, "{runs:?}");
     server.finish();

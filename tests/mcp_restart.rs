@@ -347,15 +347,12 @@ states:
 
 #[test]
 fn a_run_with_a_secret_input_is_left_naming_the_command_that_resumes_it() {
-    use crate::support::mcp_raw::RawMcp;
+    use crate::support::mcp_raw::{RawMcp, reported_run};
     let directory = crate::support::temporary_directory("mcp-restart", "secret");
     std::fs::write(directory.join("secretive.yaml"), SECRETIVE).unwrap();
     let mut server = RawMcp::start(&directory, &["secretive.yaml"], json!({}));
     let started = server.call(1, "secretive", json!({"token": "s3cret-value"}));
-    let run = started["structuredContent"]["run"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{started}"))
-        .to_string();
+    let run = reported_run(&started);
     server.finish();
 
     let server = RawMcp::start(&directory, &["secretive.yaml"], json!({}));

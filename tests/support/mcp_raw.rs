@@ -105,6 +105,17 @@ impl RawMcp {
         self.write(&request.to_string());
     }
 
+    /// Sends requests `1..=count`, each `method` with `params`, in one write: they arrive at
+    /// once.
+    pub fn send_at_once(&mut self, count: u64, method: &str, params: &Value) {
+        let requests: Vec<String> = (1..=count)
+            .map(|id| {
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+            })
+            .collect();
+        self.write(&requests.join("\n"));
+    }
+
     /// The next message, sorted: a server request or a response is kept, a notification
     /// dropped.
     fn read_one(&mut self) {
@@ -231,4 +242,12 @@ impl Drop for RawMcp {
 pub fn tool_error(result: &Value) -> &str {
     assert_eq!(result["isError"], json!(true), "{result}");
     result["content"][0]["text"].as_str().unwrap()
+}
+
+/// The run a tool result reports, such as the one a protocol's tool started.
+pub fn reported_run(result: &Value) -> String {
+    result["structuredContent"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run in {result}"))
+        .to_string()
 }
