@@ -44,7 +44,8 @@ fn an_oversized_stdio_line_is_refused_by_name_and_the_session_goes_on() {
              send less at once"
         )
     );
-    // A line whose id comes after the cut is dropped unanswered: the next request is answered.
+    // A line whose id comes after the cut is dropped unanswered (`finish` fails on a response
+    // left unread): the next request is answered.
     let late =
         format!(r#"{{"jsonrpc":"2.0","method":"tools/list","params":{{"x":"{huge}"}},"id":8}}"#);
     server.write(&late);
