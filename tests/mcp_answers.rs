@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::mcp_raw::RawMcp;
+use crate::support::mcp_raw::{RawMcp, reported_run};
 
 /// Waits for `answer` (or `again`, which asks anew) while a timer ticks every 100 ms.
 const TICKING: &str = "\
@@ -109,6 +109,19 @@ fn update(server: &mut RawMcp, id: u64, task: &str, responses: Value) -> Value {
     )
 }
 
+/// `response` refuses an answer to `key` as no request task `task` has outstanding;
+/// `outstanding` is what the refusal says the task has instead.
+fn assert_refused_as_not_outstanding(response: &Value, key: &str, task: &str, outstanding: &str) {
+    assert_eq!(response["error"]["code"], json!(-32602), "{response}");
+    assert_eq!(
+        response["error"]["message"],
+        json!(format!(
+            "inputResponses `{key}` answers no request task `{task}` has outstanding \
+             ({outstanding}); nothing was delivered: read tasks/get and answer its inputRequests"
+        ))
+    );
+}
+
 #[test]
 fn a_task_keeps_its_request_keys_over_timer_steps_and_takes_the_late_answer() {
     let directory = ticking_directory("stable");
@@ -155,15 +168,11 @@ fn a_task_keeps_its_request_keys_over_timer_steps_and_takes_the_late_answer() {
         &task,
         json!({(&asked[1]): accept(&json!("twice"))}),
     );
-    assert_eq!(again["error"]["code"], json!(-32602), "{again}");
-    assert_eq!(
-        again["error"]["message"],
-        json!(format!(
-            "inputResponses `{}` answers no request task `{task}` has outstanding (it has no \
-             request outstanding now); nothing was delivered: read tasks/get and answer its \
-             inputRequests",
-            asked[1]
-        ))
+    assert_refused_as_not_outstanding(
+        &again,
+        &asked[1],
+        &task,
+        "it has no request outstanding now",
     );
     server.finish();
 }
@@ -189,16 +198,12 @@ fn an_answer_to_a_request_answered_meanwhile_is_refused_and_a_race_delivers_one(
         &task,
         json!({(&first[1]): accept(&json!("late"))}),
     );
-    assert_eq!(stale["error"]["code"], json!(-32602), "{stale}");
     // The requests now, in the order of the run's `events`.
-    assert_eq!(
-        stale["error"]["message"],
-        json!(format!(
-            "inputResponses `{}` answers no request task `{task}` has outstanding (its requests \
-             now are `{}`, `{}`); nothing was delivered: read tasks/get and answer its \
-             inputRequests",
-            first[1], now[1], now[0]
-        ))
+    assert_refused_as_not_outstanding(
+        &stale,
+        &first[1],
+        &task,
+        &format!("its requests now are `{}`, `{}`", now[1], now[0]),
     );
 
     // Two answers to one request at once: the host takes one, and refuses the other.
@@ -460,11 +465,17 @@ fn events_named_like_platform_ones_are_listed_and_taken() {
     server.finish();
 }
 
-/// The status message `tasks/get` gives the run `run` in a server of `arguments`.
-fn not_live_message(directory: &Path, arguments: &[&str], run: &str) -> String {
+/// The answer to `tasks/get` of `run` from a new server of `arguments` over `directory`.
+fn task_from_new_server(directory: &Path, arguments: &[&str], run: &str) -> Value {
     let mut server = RawMcp::start(directory, arguments, tasks_capabilities());
     let got = server.request(1, "tasks/get", json!({"taskId": run}));
     server.finish();
+    got
+}
+
+/// The status message `tasks/get` gives the run `run` in a server of `arguments`.
+fn not_live_message(directory: &Path, arguments: &[&str], run: &str) -> String {
+    let got = task_from_new_server(directory, arguments, run);
     assert_eq!(got["result"]["status"], json!("working"), "{got}");
     got["result"]["statusMessage"].as_str().unwrap().to_string()
 }
@@ -476,10 +487,7 @@ fn a_task_not_live_here_says_why_and_whether_it_can_resume() {
     std::fs::write(directory.join("ticking.yaml"), TICKING).unwrap();
     let mut server = RawMcp::start(&directory, &["waiter.yaml"], json!({}));
     let started = server.call(1, "waiter", json!({}));
-    let run = started["structuredContent"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = reported_run(&started);
     server.finish();
     let path = directory.join("waiter.yaml").display().to_string();
 
@@ -489,9 +497,7 @@ fn a_task_not_live_here_says_why_and_whether_it_can_resume() {
         "the run is stopped and not live in this server; resume_run resumes it"
     );
     // A run of a protocol this server does not serve is no task of it at all.
-    let mut server = RawMcp::start(&directory, &["ticking.yaml"], tasks_capabilities());
-    let got = server.request(1, "tasks/get", json!({"taskId": run}));
-    server.finish();
+    let got = task_from_new_server(&directory, &["ticking.yaml"], &run);
     assert_eq!(
         got["error"]["message"],
         json!(format!(

@@ -47,6 +47,26 @@ fn outcomes(directory: &std::path::Path, flags: &[&str]) -> Vec<(String, Value, 
         .collect()
 }
 
+/// `outcome` ended in `state` with `exit_code`, each of `messages` among its log messages.
+fn assert_outcome(
+    outcome: &(String, Value, Vec<String>),
+    state: &str,
+    exit_code: i64,
+    messages: &[&str],
+) {
+    assert_eq!(
+        (outcome.0.as_str(), &outcome.1),
+        (state, &json!(exit_code)),
+        "{outcome:?}"
+    );
+    for message in messages {
+        assert!(
+            outcome.2.iter().any(|logged| logged == message),
+            "{outcome:?}"
+        );
+    }
+}
+
 #[test]
 fn the_operators_grants_narrow_mcp_runs_and_their_children_as_they_narrow_run() {
     let directory = crate::support::temporary_directory("mcp", "grants");
@@ -89,23 +109,17 @@ fn the_operators_grants_narrow_mcp_runs_and_their_children_as_they_narrow_run() 
     let [exec_cat, write_out, env_show, shell_run, parent] = &narrowed[..] else {
         panic!("{narrowed:?}")
     };
-    assert_eq!((exec_cat.0.as_str(), &exec_cat.1), ("denied", &json!(3)));
-    assert!(
-        exec_cat
-            .2
-            .contains(&"act: running `cat` is not permitted".to_string()),
-        "{exec_cat:?}"
+    assert_outcome(
+        exec_cat,
+        "denied",
+        3,
+        &["act: running `cat` is not permitted", "denied exec cat"],
     );
-    assert!(
-        exec_cat.2.contains(&"denied exec cat".to_string()),
-        "{exec_cat:?}"
-    );
-    assert_eq!((write_out.0.as_str(), &write_out.1), ("denied", &json!(3)));
-    assert!(
-        write_out
-            .2
-            .contains(&"act: write access to `out/written.txt` is not permitted".to_string()),
-        "{write_out:?}"
+    assert_outcome(
+        write_out,
+        "denied",
+        3,
+        &["act: write access to `out/written.txt` is not permitted"],
     );
     assert!(!directory.join("out/written.txt").exists());
     assert_eq!(env_show.0, "done", "{env_show:?}");
@@ -116,23 +130,14 @@ fn the_operators_grants_narrow_mcp_runs_and_their_children_as_they_narrow_run() 
         .unwrap();
     assert!(environment.contains("HOME="), "{environment}");
     assert!(!environment.contains("PATH="), "{environment}");
-    assert_eq!((shell_run.0.as_str(), &shell_run.1), ("denied", &json!(3)));
-    assert!(
-        shell_run
-            .2
-            .contains(&"act: `shell: true` is not permitted".to_string()),
-        "{shell_run:?}"
-    );
-    assert!(
-        shell_run.2.contains(&"denied shell sh".to_string()),
-        "{shell_run:?}"
+    assert_outcome(
+        shell_run,
+        "denied",
+        3,
+        &["act: `shell: true` is not permitted", "denied shell sh"],
     );
     // The child is narrowed with its parent: its `cat` is refused, and the parent sees it end.
-    assert_eq!((parent.0.as_str(), &parent.1), ("refused", &json!(5)));
-    assert!(
-        parent.2.contains(&"child ended denied 3".to_string()),
-        "{parent:?}"
-    );
+    assert_outcome(parent, "refused", 5, &["child ended denied 3"]);
 
     assert_same_as_run(&directory, NARROWED, &narrowed);
 
@@ -143,11 +148,7 @@ fn the_operators_grants_narrow_mcp_runs_and_their_children_as_they_narrow_run() 
     let [exec_cat, write_out, env_show, shell_run, parent] = &granted[..] else {
         panic!("{granted:?}")
     };
-    assert_eq!((exec_cat.0.as_str(), &exec_cat.1), ("done", &json!(0)));
-    assert!(
-        exec_cat.2.contains(&"stdout=hello\n".to_string()),
-        "{exec_cat:?}"
-    );
+    assert_outcome(exec_cat, "done", 0, &["stdout=hello\n"]);
     assert_eq!(write_out.0, "done", "{write_out:?}");
     assert_eq!(
         std::fs::read_to_string(directory.join("out/written.txt")).unwrap(),
@@ -160,7 +161,7 @@ fn the_operators_grants_narrow_mcp_runs_and_their_children_as_they_narrow_run() 
         .unwrap();
     assert!(environment.contains("PATH="), "{environment}");
     assert_eq!(shell_run.0, "denied", "{shell_run:?}");
-    assert_eq!((parent.0.as_str(), &parent.1), ("done", &json!(0)));
+    assert_outcome(parent, "done", 0, &[]);
 
     // Without `--no-shell` and with the programs not narrowed, the shell runs.
     let shell = outcomes(&directory, SHELL_GRANTED);

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::mcp_limits::{Raw, tool_error};
+use crate::mcp_limits::serve_waiter;
+use crate::support::mcp_raw::{RawMcp, reported_run, tool_error};
 
 /// `status RUN --json`, run from `directory` over its `state`.
 fn status(directory: &Path, run: &str) -> Value {
@@ -14,24 +15,21 @@ fn status(directory: &Path, run: &str) -> Value {
 }
 
 /// Starts a run of the waiter; its id.
-fn start(server: &mut Raw, id: u64) -> String {
+fn start(server: &mut RawMcp, id: u64) -> String {
     let started = server.call(id, "waiter", json!({}));
     assert_eq!(
         started["structuredContent"]["status"],
         json!("running"),
         "{started}"
     );
-    started["structuredContent"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    reported_run(&started)
 }
 
 /// The answers to the requests `ids`, in any order, by id.
-fn answers(server: &mut Raw, ids: &[u64]) -> std::collections::HashMap<u64, Value> {
+fn answers(server: &mut RawMcp, ids: &[u64]) -> std::collections::HashMap<u64, Value> {
     let mut answers = std::collections::HashMap::new();
     while answers.len() < ids.len() {
-        let response = server.response();
+        let response = server.next_response();
         let id = response["id"].as_u64().unwrap();
         assert!(ids.contains(&id), "{response}");
         answers.insert(id, response["result"].clone());
@@ -40,7 +38,7 @@ fn answers(server: &mut Raw, ids: &[u64]) -> std::collections::HashMap<u64, Valu
 }
 
 /// `list_runs`'s runs (its first page).
-fn listed_runs(server: &mut Raw, id: u64) -> Vec<Value> {
+fn listed_runs(server: &mut RawMcp, id: u64) -> Vec<Value> {
     let listed = server.call(id, "list_runs", json!({}));
     listed["structuredContent"]["runs"]
         .as_array()
@@ -50,8 +48,8 @@ fn listed_runs(server: &mut Raw, id: u64) -> Vec<Value> {
 
 /// The server's open files, and how many of them are run locks.
 #[cfg(target_os = "linux")]
-fn open_files(server: &Raw) -> (usize, usize) {
-    let entries: Vec<_> = std::fs::read_dir(format!("/proc/{}/fd", server.child.id()))
+fn open_files(server: &RawMcp) -> (usize, usize) {
+    let entries: Vec<_> = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
         .unwrap()
         .filter_map(Result::ok)
         .collect();
@@ -67,7 +65,7 @@ fn open_files(server: &Raw) -> (usize, usize) {
 #[test]
 fn ended_runs_release_their_files_and_locks_and_still_answer() {
     let directory = crate::support::temporary_directory("mcp-lifecycle", "ended");
-    let mut server = Raw::start_in(&directory, &[], json!({}));
+    let mut server = serve_waiter(&directory, &[], json!({}));
     // A first run opens what the server keeps for good (its runtime's handles).
     let mut runs = vec![start(&mut server, 1)];
     let went = server.call(2, "send_event", json!({"run": runs[0], "event": "go"}));
@@ -76,7 +74,7 @@ fn ended_runs_release_their_files_and_locks_and_still_answer() {
         json!("finished"),
         "{went}"
     );
-    let settled = |server: &Raw, done: &dyn Fn((usize, usize)) -> bool| {
+    let settled = |server: &RawMcp, done: &dyn Fn((usize, usize)) -> bool| {
         // A fleet ends just after its last answer: give it a moment.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !done(open_files(server)) && std::time::Instant::now() < deadline {
@@ -136,7 +134,7 @@ fn ended_runs_release_their_files_and_locks_and_still_answer() {
 #[test]
 fn an_event_queued_just_before_a_cancel_is_answered() {
     let directory = crate::support::temporary_directory("mcp-lifecycle", "queued");
-    let mut server = Raw::start_in(&directory, &[], json!({}));
+    let mut server = serve_waiter(&directory, &[], json!({}));
     let mut queued = 0;
     for index in 0..20 {
         let base = 100 + 3 * index;
@@ -181,17 +179,16 @@ fn an_event_queued_just_before_a_cancel_is_answered() {
 #[test]
 fn a_cancelled_run_stays_finished_when_the_server_is_killed_right_after() {
     let directory = crate::support::temporary_directory("mcp-lifecycle", "killed");
-    let mut server = Raw::start_in(&directory, &[], json!({}));
+    let mut server = serve_waiter(&directory, &[], json!({}));
     let run = start(&mut server, 1);
     let cancelled = server.call(2, "cancel_run", json!({"run": run}));
     assert_eq!(cancelled["structuredContent"]["status"], json!("cancelled"));
-    server.child.kill().unwrap();
-    server.child.wait().unwrap();
+    server.kill();
     let recorded = status(&directory, &run);
     assert_eq!(recorded["status"], json!("finished"), "{recorded}");
     assert_eq!(recorded["finish"]["exit_code"], json!(130), "{recorded}");
 
-    let mut restarted = Raw::start_in(&directory, &[], json!({}));
+    let mut restarted = serve_waiter(&directory, &[], json!({}));
     let report = restarted.call(3, "get_run", json!({"run": run}));
     assert_eq!(
         report["structuredContent"]["status"],
@@ -215,15 +212,14 @@ fn a_cancelled_run_stays_finished_when_the_server_is_killed_right_after() {
 #[test]
 fn a_run_recorded_unfinished_but_not_live_is_cancelled_under_its_lock() {
     let directory = crate::support::temporary_directory("mcp-lifecycle", "not-live");
-    let mut first = Raw::start_in(&directory, &[], json!({}));
+    let mut first = serve_waiter(&directory, &[], json!({}));
     let run = start(&mut first, 1);
     let other = start(&mut first, 2);
-    first.child.kill().unwrap();
-    first.child.wait().unwrap();
+    first.kill();
 
     // A client of the tasks extension, for `tasks/cancel`.
     let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
-    let mut server = Raw::start_in(&directory, &["--no-resume"], tasks);
+    let mut server = serve_waiter(&directory, &["--no-resume"], tasks);
     // Another process drives `run`: the cancel is refused, naming it.
     let mut holder = crate::mcp_restart::hold(&directory, &run);
     let refused = server.call(4, "cancel_run", json!({"run": run}));

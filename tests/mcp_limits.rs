@@ -3,144 +3,38 @@
 //! each refused with the limit named, and the server answers the next request.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
+
+use crate::support::mcp_raw::{RawMcp, reported_run, tool_error};
 
 /// A protocol that waits for `go`.
 const WAITER: &str = "id: waiter\ninitial: waiting\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n";
 
-/// A server on stdio spoken to line by line, its stderr kept in a file.
-pub(crate) struct Raw {
-    pub(crate) child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-    pub(crate) directory: std::path::PathBuf,
-    /// Where its stderr goes: `stderr.txt`, or the next free `stderr-N.txt` for a later server
-    /// over the same directory.
-    stderr: std::path::PathBuf,
+/// A server of `waiter.yaml`, written into `directory`, with `flags` besides, initialized by a
+/// client of `capabilities`; the directory is kept, so a second server finds what the first
+/// left.
+pub(crate) fn serve_waiter(directory: &Path, flags: &[&str], capabilities: Value) -> RawMcp {
+    std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
+    RawMcp::start(directory, &[&["waiter.yaml"], flags].concat(), capabilities)
 }
 
-impl Raw {
-    pub(crate) fn start(name: &str) -> Raw {
-        Raw::start_declaring(name, json!({}))
-    }
-
-    /// A server whose client declared `capabilities` at `initialize`.
-    pub(crate) fn start_declaring(name: &str, capabilities: Value) -> Raw {
-        let directory = crate::support::temporary_directory("mcp-limits", name);
-        Raw::start_in(&directory, &[], capabilities)
-    }
-
-    /// A server of `waiter.yaml` over `directory`'s `state`, with `flags` besides, initialized
-    /// by a client of `capabilities`; the directory is kept, so a second server finds what the
-    /// first left.
-    pub(crate) fn start_in(
-        directory: &std::path::Path,
-        flags: &[&str],
-        capabilities: Value,
-    ) -> Raw {
-        std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
-        let stderr_path = (1..)
-            .map(|count| match count {
-                1 => directory.join("stderr.txt"),
-                count => directory.join(format!("stderr-{count}.txt")),
-            })
-            .find(|path| !path.exists())
-            .unwrap();
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args(["mcp", "--state-dir", "state", "waiter.yaml"])
-            .args(flags)
-            .current_dir(directory)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let output = BufReader::new(child.stdout.take().unwrap());
-        let mut raw = Raw {
-            child,
-            input,
-            output,
-            directory: directory.to_path_buf(),
-            stderr: stderr_path,
-        };
-        let initialized = raw.request(
-            0,
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
-                   "clientInfo": {"name": "raw", "version": "1"}}),
-        );
-        assert!(
-            initialized["result"]["serverInfo"].is_object(),
-            "{initialized}"
-        );
-        raw.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        raw
-    }
-
-    pub(crate) fn write(&mut self, line: &str) {
-        self.input.write_all(line.as_bytes()).unwrap();
-        self.input.write_all(b"\n").unwrap();
-        self.input.flush().unwrap();
-    }
-
-    /// The next response (notifications skipped).
-    pub(crate) fn response(&mut self) -> Value {
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.output.read_line(&mut line).unwrap() > 0,
-                "the server closed stdout"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message.get("id").is_some() {
-                return message;
-            }
-        }
-    }
-
-    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.write(&line.to_string());
-        let response = self.response();
-        assert_eq!(response["id"], json!(id), "{response}");
-        response
-    }
-
-    pub(crate) fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
-        self.request(
-            id,
-            "tools/call",
-            json!({"name": tool, "arguments": arguments}),
-        )["result"]
-            .clone()
-    }
-
-    /// Closes stdin, waits for the server to end; its stderr.
-    pub(crate) fn finish(mut self) -> String {
-        drop(self.input);
-        assert!(self.child.wait().unwrap().success());
-        std::fs::read_to_string(&self.stderr).unwrap()
-    }
-}
-
-/// A tool result's text, as an error.
-pub(crate) fn tool_error(result: &Value) -> &str {
-    assert_eq!(result["isError"], json!(true), "{result}");
-    result["content"][0]["text"].as_str().unwrap()
+/// A server of `waiter.yaml` in a new directory `name`, for a client of `capabilities`.
+pub(crate) fn waiter_server(name: &str, capabilities: Value) -> RawMcp {
+    let directory = crate::support::temporary_directory("mcp-limits", name);
+    serve_waiter(&directory, &[], capabilities)
 }
 
 #[test]
 fn an_oversized_stdio_line_is_refused_by_name_and_the_session_goes_on() {
-    let mut server = Raw::start("stdio-line");
+    let mut server = waiter_server("stdio-line", json!({}));
     let huge = "x".repeat(5 * 1024 * 1024);
     let line = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                       "params": {"name": "waiter", "arguments": {"padding": huge}}});
     server.write(&line.to_string());
-    let refused = server.response();
+    let refused = server.next_response();
     assert_eq!(refused["id"], json!(7), "{refused}");
     assert_eq!(refused["error"]["code"], json!(-32600));
     assert_eq!(
@@ -150,7 +44,8 @@ fn an_oversized_stdio_line_is_refused_by_name_and_the_session_goes_on() {
              send less at once"
         )
     );
-    // A line whose id comes after the cut is dropped unanswered: the next request is answered.
+    // A line whose id comes after the cut is dropped unanswered (`finish` fails on a response
+    // left unread): the next request is answered.
     let late =
         format!(r#"{{"jsonrpc":"2.0","method":"tools/list","params":{{"x":"{huge}"}},"id":8}}"#);
     server.write(&late);
@@ -172,20 +67,16 @@ fn an_oversized_stdio_line_is_refused_by_name_and_the_session_goes_on() {
 
 #[test]
 fn a_burst_of_requests_past_the_limit_in_flight_is_refused_and_answered() {
-    let mut server = Raw::start("burst");
-    let burst: String = (1..=300)
-        .map(|id| {
-            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                                 "params": {"name": "list_runs", "arguments": {}}});
-            format!("{request}\n")
-        })
-        .collect();
-    server.input.write_all(burst.as_bytes()).unwrap();
-    server.input.flush().unwrap();
+    let mut server = waiter_server("burst", json!({}));
+    server.send_at_once(
+        300,
+        "tools/call",
+        &json!({"name": "list_runs", "arguments": {}}),
+    );
     let mut refused = 0;
     let mut answered = std::collections::BTreeSet::new();
     for _ in 1..=300 {
-        let response = server.response();
+        let response = server.next_response();
         answered.insert(response["id"].as_u64().unwrap());
         let result = &response["result"];
         if result["isError"] == json!(true) {
@@ -206,7 +97,7 @@ fn a_burst_of_requests_past_the_limit_in_flight_is_refused_and_answered() {
 
 #[test]
 fn oversized_tool_arguments_are_refused_by_name() {
-    let mut server = Raw::start("arguments");
+    let mut server = waiter_server("arguments", json!({}));
     let long_name = "r".repeat(2_000);
     let name_refusal = |argument: &str| {
         format!(
@@ -226,10 +117,7 @@ fn oversized_tool_arguments_are_refused_by_name() {
     assert_eq!(tool_error(&result), name_refusal("tag"));
 
     let started = server.call(3, "waiter", json!({}));
-    let run = started["structuredContent"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let run = reported_run(&started);
     let result = server.call(4, "send_event", json!({"run": run, "event": long_name}));
     assert_eq!(tool_error(&result), name_refusal("event"));
     let data = "d".repeat(2 * 1024 * 1024);

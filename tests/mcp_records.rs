@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use protocol_run::store::{NewRun, RunOrigin, SqliteStore, Write};
 
-use crate::mcp_limits::Raw;
+use crate::mcp_limits::waiter_server;
+use crate::support::mcp_raw::{RawMcp, reported_run};
 
 /// A run `id` of the protocol at `path`, recorded by `run` (so no server resumes it).
 fn recorded(id: &str, path: &str, started: u64) -> Write {
@@ -20,16 +21,16 @@ fn recorded(id: &str, path: &str, started: u64) -> Write {
     })
 }
 
-/// The store of a server started with `Raw`.
-fn store(server: &Raw) -> SqliteStore {
-    SqliteStore::open(server.directory.join("state")).unwrap()
+/// The store of a server started with `waiter_server`.
+fn store(server: &RawMcp) -> SqliteStore {
+    SqliteStore::open(server.directory().join("state")).unwrap()
 }
 
 #[test]
 fn runs_of_a_protocol_not_served_are_refused_everywhere_naming_status() {
     let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
-    let mut server = Raw::start_declaring("records-unserved", tasks);
-    let other = server.directory.join("other.yaml").display().to_string();
+    let mut server = waiter_server("records-unserved", tasks);
+    let other = server.directory().join("other.yaml").display().to_string();
     let mut writes = store(&server);
     use protocol_run::store::Store;
     writes
@@ -62,10 +63,10 @@ fn runs_of_a_protocol_not_served_are_refused_everywhere_naming_status() {
 
 #[test]
 fn list_runs_answers_a_page_at_a_time_newest_first() {
-    let mut server = Raw::start("records-pages");
-    let waiter = std::fs::canonicalize(server.directory.join("waiter.yaml")).unwrap();
+    let mut server = waiter_server("records-pages", json!({}));
+    let waiter = std::fs::canonicalize(server.directory().join("waiter.yaml")).unwrap();
     let waiter = waiter.display().to_string();
-    let other = server.directory.join("other.yaml").display().to_string();
+    let other = server.directory().join("other.yaml").display().to_string();
     let mut writes: Vec<Write> = (0..1_005_u64)
         .map(|index| recorded(&format!("waiter:r-{index:04}"), &waiter, 1_000 + index))
         .collect();
@@ -119,18 +120,15 @@ fn list_runs_answers_a_page_at_a_time_newest_first() {
 
 #[test]
 fn a_resource_read_past_the_limit_in_flight_is_an_invalid_request_naming_it() {
-    let mut server = Raw::start("records-in-flight");
-    let burst: String = (1..=200)
-        .map(|id| {
-            let request = json!({"jsonrpc": "2.0", "id": id, "method": "resources/read",
-                                 "params": {"uri": "protocol-run://run/waiter:nope"}});
-            format!("{request}\n")
-        })
-        .collect();
-    server.write(burst.trim_end());
+    let mut server = waiter_server("records-in-flight", json!({}));
+    server.send_at_once(
+        200,
+        "resources/read",
+        &json!({"uri": "protocol-run://run/waiter:nope"}),
+    );
     let mut limited = 0;
     for _ in 1..=200 {
-        let error = server.response()["error"].clone();
+        let error = server.next_response()["error"].clone();
         if error["code"] == json!(-32600) {
             assert_eq!(
                 error["message"],
@@ -154,27 +152,19 @@ fn a_resource_read_past_the_limit_in_flight_is_an_invalid_request_naming_it() {
 
 #[test]
 fn runs_started_at_once_get_names_of_their_own() {
-    let mut server = Raw::start("records-burst");
+    let mut server = waiter_server("records-burst", json!({}));
     // Thirty starts in one write: most in the same millisecond, none recorded yet when the
     // next is named.
-    let burst: Vec<String> = (1..=30)
-        .map(|id| {
-            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                                 "params": {"name": "waiter", "arguments": {}}});
-            request.to_string()
-        })
-        .collect();
-    server.write(&burst.join("\n"));
+    server.send_at_once(
+        30,
+        "tools/call",
+        &json!({"name": "waiter", "arguments": {}}),
+    );
     let mut runs = std::collections::BTreeSet::new();
     for _ in 1..=30 {
-        let result = server.response()["result"].clone();
+        let result = server.next_response()["result"].clone();
         assert_eq!(result["isError"], json!(false), "{result}");
-        runs.insert(
-            result["structuredContent"]["run"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        runs.insert(reported_run(&result));
     }
     assert_eq!(runs.len(), 30, "{runs:?}");
     server.finish();

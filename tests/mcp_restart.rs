@@ -38,6 +38,19 @@ fn ittw_left_by_a_killed_server(directory: &Path, protocol: &Path) -> String {
     step(&lines, "waiting")["run"].as_str().unwrap().to_string()
 }
 
+/// ITTW's run `run`, left by a restarted server: `got`, its report, has it running but not
+/// live, with the directives its journal kept, and the store still has it running.
+fn assert_left_not_live(directory: &Path, run: &str, got: &Value) {
+    assert_eq!(
+        (&got["run"], &got["status"], &got["live"]),
+        (&json!(run), &json!("running"), &json!(false)),
+        "{got}"
+    );
+    // Not live, yet its journal's directives are read back.
+    assert_eq!(directive_names(got), ["escalate_to_captain"]);
+    assert_eq!(status(directory, run)["status"], json!("running"));
+}
+
 fn canonical(path: &Path) -> String {
     path.canonicalize().unwrap().display().to_string()
 }
@@ -119,15 +132,7 @@ fn a_run_whose_protocol_changed_is_left_and_named_on_stderr() {
             canonical(&protocol)
         )]
     );
-    let got = &step(&lines, "got")["report"];
-    assert_eq!(
-        (&got["run"], &got["status"], &got["live"]),
-        (&json!(run), &json!("running"), &json!(false)),
-        "{got}"
-    );
-    // Not live, yet its journal's directives are read back.
-    assert_eq!(directive_names(got), ["escalate_to_captain"]);
-    assert_eq!(status(&directory, &run)["status"], json!("running"));
+    assert_left_not_live(&directory, &run, &step(&lines, "got")["report"]);
 }
 
 #[test]
@@ -139,15 +144,7 @@ fn no_resume_leaves_the_runs_for_resume_run_whose_report_keeps_the_directives() 
 
     let (lines, stderr) = drive(&directory, &format!("get:{run}"), &no_resume);
     assert_eq!(notices(&stderr), Vec::<&str>::new());
-    let got = &step(&lines, "got")["report"];
-    assert_eq!(
-        (&got["run"], &got["status"], &got["live"]),
-        (&json!(run), &json!("running"), &json!(false)),
-        "{got}"
-    );
-    // Not live, yet its journal's directives are read back.
-    assert_eq!(directive_names(got), ["escalate_to_captain"]);
-    assert_eq!(status(&directory, &run)["status"], json!("running"));
+    assert_left_not_live(&directory, &run, &step(&lines, "got")["report"]);
 
     let (lines, stderr) = drive(&directory, &format!("resume:{run}"), &no_resume);
     assert_eq!(notices(&stderr), Vec::<&str>::new());
@@ -350,15 +347,12 @@ states:
 
 #[test]
 fn a_run_with_a_secret_input_is_left_naming_the_command_that_resumes_it() {
-    use crate::support::mcp_raw::RawMcp;
+    use crate::support::mcp_raw::{RawMcp, reported_run};
     let directory = crate::support::temporary_directory("mcp-restart", "secret");
     std::fs::write(directory.join("secretive.yaml"), SECRETIVE).unwrap();
     let mut server = RawMcp::start(&directory, &["secretive.yaml"], json!({}));
     let started = server.call(1, "secretive", json!({"token": "s3cret-value"}));
-    let run = started["structuredContent"]["run"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{started}"))
-        .to_string();
+    let run = reported_run(&started);
     server.finish();
 
     let server = RawMcp::start(&directory, &["secretive.yaml"], json!({}));

@@ -83,6 +83,25 @@ fn assert_completed_with_guidance(task: &Value) {
     assert_eq!(task["result"]["isError"], json!(false));
 }
 
+/// A plain call of ITTW that asked its client once for guidance, about the run it returns,
+/// and returned that run finished with the guidance.
+fn assert_asked_once_then_finished_with_guidance(called: &Value) {
+    let asked = called["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let run = called["report"]["run"].as_str().unwrap();
+    assert!(
+        asked[0]["message"].as_str().unwrap().starts_with(&format!(
+            "Run `{run}` of protocol `ittw` waits for the event `captain_guidance`."
+        )),
+        "{asked:?}"
+    );
+    assert_eq!(called["report"]["status"], json!("finished"));
+    assert_eq!(
+        called["report"]["finished"]["output"],
+        json!({"guidance": {"action": "skip the task"}})
+    );
+}
+
 #[test]
 fn ittw_as_a_task_takes_guidance_by_tasks_update() {
     let directory = crate::support::temporary_directory("mcp-tasks", "update");
@@ -314,21 +333,7 @@ fn a_client_without_the_extension_gets_a_plain_report() {
 fn an_eliciting_client_is_asked_for_guidance_and_the_call_returns_the_finished_run() {
     let directory = crate::support::temporary_directory("mcp-tasks", "elicit");
     let lines = drive(&directory, "elicit_accept", &[ittw()]);
-    let called = step(&lines, "called");
-    let asked = called["asked"].as_array().unwrap();
-    assert_eq!(asked.len(), 1, "{asked:?}");
-    let run = called["report"]["run"].as_str().unwrap();
-    assert!(
-        asked[0]["message"].as_str().unwrap().starts_with(&format!(
-            "Run `{run}` of protocol `ittw` waits for the event `captain_guidance`."
-        )),
-        "{asked:?}"
-    );
-    assert_eq!(called["report"]["status"], json!("finished"));
-    assert_eq!(
-        called["report"]["finished"]["output"],
-        json!({"guidance": {"action": "skip the task"}})
-    );
+    assert_asked_once_then_finished_with_guidance(step(&lines, "called"));
 }
 
 #[test]
@@ -458,21 +463,8 @@ fn a_2026_client_is_asked_by_an_input_required_result_and_its_retry_finishes_the
     let lines = drive_typescript(&directory, "input_required", &[ittw()]);
     let called = step(&lines, "called");
     assert_eq!(called["isError"], json!(false));
-    let asked = called["asked"].as_array().unwrap();
-    assert_eq!(asked.len(), 1, "{asked:?}");
-    let run = called["report"]["run"].as_str().unwrap();
     // The retry answered the run the first call started: no second run.
-    assert!(
-        asked[0]["message"].as_str().unwrap().starts_with(&format!(
-            "Run `{run}` of protocol `ittw` waits for the event `captain_guidance`."
-        )),
-        "{asked:?}"
-    );
-    assert_eq!(called["report"]["status"], json!("finished"));
-    assert_eq!(
-        called["report"]["finished"]["output"],
-        json!({"guidance": {"action": "skip the task"}})
-    );
+    assert_asked_once_then_finished_with_guidance(called);
 }
 
 #[test]

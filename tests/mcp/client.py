@@ -147,9 +147,9 @@ def processes():
     return found
 
 
-async def cancel(session):
-    started = report(await session.call_tool("sleeper", {}))
-    run = started["run"]
+async def sleeper_group():
+    """The process group of the sleeper's `sleep 31.4159` once it runs; None if it has not
+    started within 10 s."""
     group = None
     for _ in range(100):
         group = next(
@@ -159,16 +159,28 @@ async def cancel(session):
         if group is not None:
             break
         await asyncio.sleep(0.1)
-    say(step="sleeping", group=group)
-    cancelled = await session.call_tool("cancel_run", {"run": run})
-    say(step="cancelled", report=report(cancelled))
+    return group
+
+
+async def group_alive(group):
+    """Whether process group `group` still has a process after up to 5 s of waiting for it to go."""
     alive = True
     for _ in range(50):
         alive = any(pgid == group for _, _, pgid, _ in processes())
         if not alive:
             break
         await asyncio.sleep(0.1)
-    say(step="group", alive=alive)
+    return alive
+
+
+async def cancel(session):
+    started = report(await session.call_tool("sleeper", {}))
+    run = started["run"]
+    group = await sleeper_group()
+    say(step="sleeping", group=group)
+    cancelled = await session.call_tool("cancel_run", {"run": run})
+    say(step="cancelled", report=report(cancelled))
+    say(step="group", alive=await group_alive(group))
     say(step="get_run", report=report(await session.call_tool("get_run", {"run": run})))
     again = await session.call_tool("resume_run", {"run": run})
     say(step="resume_cancelled", error=again.isError, text=again.content[0].text)
@@ -348,21 +360,22 @@ async def run_script(script, session):
     await scripts[script](session)
 
 
-async def main():
-    binary, state_dir, script, *protocols = sys.argv[1:]
+async def drive_server(binary, state_dir, arguments, body, **session_options):
+    """Runs `body(session)` in a session of the server listening at URL `binary`, or of
+    `binary mcp --state-dir STATE_DIR ARGUMENTS...` on stdio."""
     if binary.startswith("http://"):
         async with streamablehttp_client(binary) as (read, write, _):
-            async with ClientSession(read, write, logging_callback=on_log) as session:
-                await run_script(script, session)
+            async with ClientSession(read, write, **session_options) as session:
+                await body(session)
         return
     parameters = StdioServerParameters(
-        command=binary, args=["mcp", "--state-dir", state_dir, *protocols]
+        command=binary, args=["mcp", "--state-dir", state_dir, *arguments]
     )
     finished = False
     try:
         async with stdio_client(parameters) as (read, write):
-            async with ClientSession(read, write, logging_callback=on_log) as session:
-                await run_script(script, session)
+            async with ClientSession(read, write, **session_options) as session:
+                await body(session)
                 finished = True
     except BaseExceptionGroup as group:
         # A notice the server sent while the session was closing (a run still emitting) meets
@@ -370,6 +383,17 @@ async def main():
         _, others = group.split((anyio.ClosedResourceError, anyio.BrokenResourceError))
         if not finished or others is not None:
             raise
+
+
+async def main():
+    binary, state_dir, script, *protocols = sys.argv[1:]
+    await drive_server(
+        binary,
+        state_dir,
+        protocols,
+        lambda session: run_script(script, session),
+        logging_callback=on_log,
+    )
 
 
 # tasks_client.py imports the helpers above.

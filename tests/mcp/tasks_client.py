@@ -17,13 +17,10 @@ import json
 import sys
 from typing import Any
 
-import anyio
 from pydantic import BaseModel, ConfigDict
 
-from client import processes, report, say
-from mcp import ClientSession, StdioServerParameters, types
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from client import drive_server, group_alive, report, say, sleeper_group
+from mcp import types
 from mcp.shared.exceptions import McpError
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -134,25 +131,11 @@ async def task_send_event(session):
 async def task_cancel(session):
     created = await call_as_task(session, "sleeper", {})
     task = created["taskId"]
-    group = None
-    for _ in range(100):
-        group = next(
-            (pgid for _, _, pgid, command in processes() if command[:2] == [b"sleep", b"31.4159"]),
-            None,
-        )
-        if group is not None:
-            break
-        await asyncio.sleep(0.1)
+    group = await sleeper_group()
     working = await call(session, "tasks/get", {"taskId": task})
     say(step="sleeping", group=group, task=working)
     say(step="cancelled", result=await call(session, "tasks/cancel", {"taskId": task}))
-    alive = True
-    for _ in range(50):
-        alive = any(pgid == group for _, _, pgid, _ in processes())
-        if not alive:
-            break
-        await asyncio.sleep(0.1)
-    say(step="group", alive=alive)
+    say(step="group", alive=await group_alive(group))
     say(step="get", task=await call(session, "tasks/get", {"taskId": task}))
     say(step="again", result=await call(session, "tasks/cancel", {"taskId": task}))
 
@@ -257,29 +240,14 @@ async def main():
         body, with_tasks, callback = SCRIPTS[script]
     options = {"elicitation_callback": callback} if callback else {}
 
-    async def drive(read, write):
-        async with ClientSession(read, write, **options) as session:
-            if with_tasks:
-                await initialize_with_tasks(session)
-            else:
-                await session.initialize()
-            await body(session)
+    async def drive(session):
+        if with_tasks:
+            await initialize_with_tasks(session)
+        else:
+            await session.initialize()
+        await body(session)
 
-    if binary.startswith("http://"):
-        async with streamablehttp_client(binary) as (read, write, _):
-            await drive(read, write)
-        return
-    parameters = StdioServerParameters(command=binary, args=["mcp", "--state-dir", state_dir, *arguments])
-    finished = False
-    try:
-        async with stdio_client(parameters) as (read, write):
-            await drive(read, write)
-            finished = True
-    except BaseExceptionGroup as group:
-        # As in client.py: a notice met while the session closes is no failure.
-        _, others = group.split((anyio.ClosedResourceError, anyio.BrokenResourceError))
-        if not finished or others is not None:
-            raise
+    await drive_server(binary, state_dir, arguments, drive, **options)
 
 
 asyncio.run(main())

@@ -1,4 +1,4 @@
-//! A raw JSON-RPC client of `protocol-run mcp` over stdio: any initialize, requests and responses by id, and the server's own requests (elicitation) kept to be answered.
+//! A raw JSON-RPC client of `protocol-run mcp` over stdio: any initialize, raw lines, requests and responses by id or in arrival order, and the server's own requests (elicitation) kept to be answered.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
@@ -12,23 +12,33 @@ use serde_json::{Value, json};
 /// How long a test waits for a message before it fails, rather than hang.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A server on stdio, spoken to line by line; its stderr kept in `stderr.txt`.
+/// A server on stdio, spoken to line by line; its stderr kept in a file of its directory.
 pub struct RawMcp {
     child: Child,
     input: Option<ChildStdin>,
     messages: Receiver<Value>,
     /// Requests from the server not handed out yet.
     server_requests: VecDeque<Value>,
-    /// Responses read while waiting for another one.
-    responses: Vec<Value>,
+    /// Responses read while waiting for another one, in the order they came.
+    responses: VecDeque<Value>,
     directory: PathBuf,
+    /// `stderr.txt`, or the next free `stderr-N.txt` for a later server over the same
+    /// directory, so each server's stderr is its own.
+    stderr: PathBuf,
 }
 
 impl RawMcp {
     /// `protocol-run mcp --state-dir state ARGUMENTS...` in `directory`, initialized with
     /// `capabilities` at revision 2025-11-25.
     pub fn start(directory: &Path, arguments: &[&str], capabilities: Value) -> RawMcp {
-        let stderr = std::fs::File::create(directory.join("stderr.txt")).unwrap();
+        let stderr_path = (1..)
+            .map(|count| match count {
+                1 => directory.join("stderr.txt"),
+                count => directory.join(format!("stderr-{count}.txt")),
+            })
+            .find(|path| !path.exists())
+            .unwrap();
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
             .args(["mcp", "--state-dir", "state"])
             .args(arguments)
@@ -54,8 +64,9 @@ impl RawMcp {
             input,
             messages,
             server_requests: VecDeque::new(),
-            responses: Vec::new(),
+            responses: VecDeque::new(),
             directory: directory.to_path_buf(),
+            stderr: stderr_path,
         };
         let initialized = raw.request(
             0,
@@ -67,19 +78,42 @@ impl RawMcp {
             initialized["result"]["serverInfo"].is_object(),
             "{initialized}"
         );
-        raw.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
         raw
     }
 
-    pub fn write(&mut self, message: &Value) {
+    /// The directory the server runs in.
+    pub fn directory(&self) -> &Path {
+        &self.directory
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes `lines` as they are, with a newline after the last.
+    pub fn write(&mut self, lines: &str) {
         let input = self.input.as_mut().expect("stdin is open");
-        input.write_all(format!("{message}\n").as_bytes()).unwrap();
+        input.write_all(format!("{lines}\n").as_bytes()).unwrap();
         input.flush().unwrap();
     }
 
     /// Sends request `id` without waiting for its response.
     pub fn send(&mut self, id: u64, method: &str, params: Value) {
-        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.write(&request.to_string());
+    }
+
+    /// Sends requests `1..=count`, each `method` with `params`, in one write: they arrive at
+    /// once.
+    pub fn send_at_once(&mut self, count: u64, method: &str, params: &Value) {
+        let requests: Vec<String> = (1..=count)
+            .map(|id| {
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+            })
+            .collect();
+        self.write(&requests.join("\n"));
     }
 
     /// The next message, sorted: a server request or a response is kept, a notification
@@ -92,8 +126,18 @@ impl RawMcp {
         };
         match (message.get("id").is_some(), message.get("method").is_some()) {
             (true, true) => self.server_requests.push_back(message),
-            (true, false) => self.responses.push(message),
+            (true, false) => self.responses.push_back(message),
             _ => {}
+        }
+    }
+
+    /// The next response, whichever request it answers.
+    pub fn next_response(&mut self) -> Value {
+        loop {
+            if let Some(response) = self.responses.pop_front() {
+                return response;
+            }
+            self.read_one();
         }
     }
 
@@ -105,7 +149,7 @@ impl RawMcp {
                 .iter()
                 .position(|response| response["id"] == id)
             {
-                return self.responses.remove(index);
+                return self.responses.remove(index).unwrap();
             }
             self.read_one();
         }
@@ -137,7 +181,7 @@ impl RawMcp {
             self.read_one();
         }
         (
-            std::mem::take(&mut self.responses),
+            self.responses.drain(..).collect(),
             self.server_requests.drain(..).collect(),
         )
     }
@@ -154,14 +198,33 @@ impl RawMcp {
 
     /// Answers the server's request `request` with `result`.
     pub fn answer(&mut self, request: &Value, result: Value) {
-        self.write(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+        self.write(&answer.to_string());
     }
 
-    /// Closes stdin, waits for the server to end; its stderr.
+    /// Kills the server, as a crash would, and waits for it.
+    pub fn kill(mut self) {
+        drop(self.input.take());
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Closes stdin, waits for the server to end; its stderr. Every response must have been
+    /// read: one left over answers a request the test did not expect answered.
     pub fn finish(mut self) -> String {
         drop(self.input.take());
         assert!(self.child.wait().unwrap().success());
-        std::fs::read_to_string(self.directory.join("stderr.txt")).unwrap()
+        while let Ok(message) = self.messages.recv_timeout(PATIENCE) {
+            if message.get("id").is_some() && message.get("method").is_none() {
+                self.responses.push_back(message);
+            }
+        }
+        assert!(
+            self.responses.is_empty(),
+            "responses left unread: {:?}",
+            self.responses
+        );
+        std::fs::read_to_string(&self.stderr).unwrap()
     }
 }
 
@@ -173,4 +236,18 @@ impl Drop for RawMcp {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A tool result's text, as an error.
+pub fn tool_error(result: &Value) -> &str {
+    assert_eq!(result["isError"], json!(true), "{result}");
+    result["content"][0]["text"].as_str().unwrap()
+}
+
+/// The run a tool result reports, such as the one a protocol's tool started.
+pub fn reported_run(result: &Value) -> String {
+    result["structuredContent"]["run"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run in {result}"))
+        .to_string()
 }
