@@ -505,12 +505,13 @@ fn keep_runs_never_prunes_a_live_run() {
     assert_eq!(run_directories(&runs).len(), 1);
 }
 
-#[test]
-fn a_full_disk_exits_74() {
-    let directory = temporary_directory("defaults", "full-disk");
+/// A directory holding `filler.yaml` (each step grows the context by 4 KiB, emitting `grew`;
+/// `send_itself` makes it step on its own) and `disk`, a 160 KiB tmpfs the store fills within a
+/// few steps; `None` where no tmpfs can be mounted (only root, or a user namespace, may).
+fn directory_with_a_small_disk(name: &str, send_itself: bool) -> Option<std::path::PathBuf> {
+    let directory = temporary_directory("defaults", name);
     let disk = directory.join("disk");
     std::fs::create_dir_all(&disk).unwrap();
-    // A tmpfs small enough to fill: only root (or a user namespace) may mount one.
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=160k", "tmpfs"])
         .arg(&disk)
@@ -518,10 +519,9 @@ fn a_full_disk_exits_74() {
         .status()
         .is_ok_and(|status| status.success());
     if !mounted {
-        eprintln!("a_full_disk_exits_74: skipped, cannot mount a small tmpfs here (not root)");
-        return;
+        eprintln!("{name}: skipped, cannot mount a small tmpfs here (not root)");
+        return None;
     }
-    // Every step grows the context by 4 KiB: the store fills the 160 KiB within a few steps.
     let filler = r#"
 id: filler
 permissions: { exec: [] }
@@ -530,19 +530,90 @@ states:
   growing:
     entry:
       - assign: { n: "n + 1", text: "text + chunk" }
-      - send: grow
+      - emit: grew
+        data: { n: "${n}" }
+      SEND
     on: { grow: { target: growing, guard: n < 10000 } }
 "#
-    .replace("KILOBYTES", &"x".repeat(4096));
+    .replace("KILOBYTES", &"x".repeat(4096))
+    .replace("SEND", if send_itself { "- send: grow" } else { "" });
     std::fs::write(directory.join("filler.yaml"), filler).unwrap();
-    let state = disk.join("state");
+    Some(directory)
+}
+
+#[test]
+fn a_full_disk_exits_74() {
+    let Some(directory) = directory_with_a_small_disk("full-disk", true) else {
+        return;
+    };
     let (code, _, stderr) = run_binary(
         &directory,
-        &["run", "filler.yaml", "--state-dir", state.to_str().unwrap()],
+        &["run", "filler.yaml", "--state-dir", "disk/state"],
     );
-    let _ = Command::new("umount").arg(&disk).status();
+    let _ = Command::new("umount").arg(directory.join("disk")).status();
     assert_eq!(code, 74, "{stderr}");
     assert!(stderr.contains("database or disk is full"), "{stderr}");
+}
+
+#[test]
+fn a_full_disk_under_serve_reports_no_step_it_did_not_record_and_exits_74() {
+    let Some(directory) = directory_with_a_small_disk("serve-full-disk", false) else {
+        return;
+    };
+    let lines = "{\"instance\":\"a\",\"event\":\"grow\"}\n".repeat(60);
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["serve", "filler.yaml", "--state-dir", "disk/state"])
+        .current_dir(&directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    serve
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    let output = serve.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(74), "{stdout}{stderr}");
+    // Every step reported is one the store holds: the last `grew` on stdout is at most the
+    // step `status` says was committed.
+    let reported: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let last_grew = reported
+        .iter()
+        .filter_map(|line| line["n"].as_i64())
+        .max()
+        .unwrap_or(0);
+    let error = reported.last().unwrap();
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("database or disk is full")),
+        "{stdout}"
+    );
+    let (code, status, _) = run_binary(
+        &directory,
+        &["status", "filler:a", "--json", "--state-dir", "disk/state"],
+    );
+    let _ = Command::new("umount").arg(directory.join("disk")).status();
+    assert_eq!(code, 0, "{status}");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let committed = status["state"]["context"]["n"].as_i64().unwrap();
+    assert!(
+        last_grew <= committed,
+        "stdout reported step n={last_grew}, the store holds n={committed}:\n{stdout}"
+    );
+    assert!(
+        stderr.contains("the store refused the steps of 1 instance(s)"),
+        "{stderr}"
+    );
 }
 
 #[test]

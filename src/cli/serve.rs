@@ -218,7 +218,16 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             stop_signal().await;
             crate::run::stop::Stop::Park
         };
-        match fleet.run(&mut input, stop).await {
+        let end = fleet.run(&mut input, stop).await;
+        if fleet.store_failures() > 0 {
+            eprintln!(
+                "error: the store refused the steps of {} instance(s), each named with why on \
+                 stdout; they resume from their last committed step",
+                fleet.store_failures()
+            );
+            return exit_code::IO;
+        }
+        match end {
             FleetEnd::Drained => 0,
             FleetEnd::Stopped => {
                 eprintln!(

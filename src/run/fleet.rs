@@ -105,6 +105,8 @@ pub struct Fleet {
     answer: Option<Box<dyn FnMut(u64)>>,
     /// Clients whose lines were handled since the last commit.
     handled_clients: Vec<u64>,
+    /// Instances dropped because the store refused their writes (a full disk).
+    store_failures: usize,
     /// Takes each log line (masked) besides stderr.
     log_sink: Option<LogSink>,
     /// Told, after each step that leaves an instance live, what it still waits on (`mcp`
@@ -165,6 +167,7 @@ impl Fleet {
             max_instances: usize::MAX,
             answer: None,
             handled_clients: Vec::new(),
+            store_failures: 0,
             log_sink: None,
             pending_sink: None,
             ends_with_its_instances: false,
@@ -754,6 +757,11 @@ impl Fleet {
         self.step(slot, |session| session.receive(message));
     }
 
+    /// How many instances this host dropped because the store refused their writes.
+    pub fn store_failures(&self) -> usize {
+        self.store_failures
+    }
+
     /// Commits the batch's writes, then writes its output lines: a step is reported only once
     /// it is durable. If the batch cannot be committed, each write is tried alone, and the
     /// instances whose writes still fail are reported and dropped from this host (their runs
@@ -764,19 +772,28 @@ impl Fleet {
         {
             if recording.store.commit_batch(&self.pending).is_err() {
                 let mut failed = HashSet::new();
+                let mut errors = Vec::new();
                 for write in &self.pending {
                     if failed.contains(write.run()) {
                         continue;
                     }
                     if let Err(error) = write.apply(&mut *recording.store) {
-                        let name = &write.run()[self.prefix.len()..];
-                        write_line(
-                            &mut self.output,
-                            &serde_json::json!({"instance": name, "error": error.to_string()}),
+                        let name = write.run()[self.prefix.len()..].to_string();
+                        errors.push(
+                            serde_json::json!({"instance": name, "error": error.to_string()}),
                         );
                         failed.insert(write.run().to_string());
                     }
                 }
+                // Their steps of this batch were not all recorded: none of them is reported,
+                // only why they stop here.
+                let names: HashSet<&str> =
+                    failed.iter().map(|run| &run[self.prefix.len()..]).collect();
+                self.output = without_instances(&self.output, &names);
+                for error in &errors {
+                    write_line(&mut self.output, error);
+                }
+                self.store_failures += failed.len();
                 for run in failed {
                     if let Some(slot) = self.by_name.get(&run[self.prefix.len()..]).copied() {
                         self.remove(slot, false);
@@ -834,6 +851,20 @@ impl std::ops::Deref for LineText<'_> {
     fn deref(&self) -> &str {
         &self.0
     }
+}
+
+/// `output`'s lines but those of the instances `names`.
+fn without_instances(output: &[u8], names: &HashSet<&str>) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(output.len());
+    for line in output.split_inclusive(|byte| *byte == b'\n') {
+        let instance = serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .and_then(|value| value["instance"].as_str().map(str::to_owned));
+        if !instance.is_some_and(|instance| names.contains(instance.as_str())) {
+            kept.extend_from_slice(line);
+        }
+    }
+    kept
 }
 
 /// One output line, its secrets masked: every client of the host sees it.
