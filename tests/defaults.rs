@@ -808,3 +808,45 @@ states:
     assert!(stderr.contains("Permission denied"), "{stderr}");
     assert!(!directory.join("out/outside").exists());
 }
+
+#[test]
+fn a_child_protocol_runs_under_its_parents_microstep_limit() {
+    let directory = temporary_directory("defaults", "child-microsteps");
+    // 200 eventless microsteps in its first macrostep: under 10,000 (the default), over 50.
+    let spinner = r#"
+id: spinner
+permissions: { exec: [], write: [], read: [], env: [] }
+context: { n: 0 }
+states:
+  spinning:
+    always:
+      - { target: done, guard: "n >= 200" }
+      - { target: spinning, actions: [{ assign: { n: "n + 1" } }] }
+  done: { type: final }
+"#;
+    let parent = r#"
+id: parent
+permissions: { exec: [], write: [], env: [], read: ["spinner.yaml"] }
+states:
+  calling:
+    invoke:
+      - { protocol: spinner.yaml, id: spinner }
+    on:
+      done.invoke.spinner: done
+      error.invoke.spinner:
+        target: stopped
+        actions: [{ log: "spinner: ${event.data.message}" }]
+  done: { type: final }
+  stopped: { type: final, exit_code: 3 }
+"#;
+    std::fs::write(directory.join("spinner.yaml"), spinner).unwrap();
+    std::fs::write(directory.join("parent.yaml"), parent).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["run", "parent.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, stdout, stderr) = run_binary(
+        &directory,
+        &["run", "parent.yaml", "--max-microsteps", "50"],
+    );
+    assert_eq!(code, 3, "{stdout}{stderr}");
+    assert!(stderr.contains("--max-microsteps"), "{stderr}");
+}

@@ -135,10 +135,11 @@ impl DriverHost<'_> {
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
-        // A child runs under its parent's budgets: those of the step that invokes it.
+        // A child runs under its parent's limits: the budgets of the step that invokes it, and
+        // the microstep limit.
         let limits = super::algorithm::Limits {
             budgets: crate::compile::budget::current(),
-            ..super::algorithm::Limits::default()
+            max_microsteps: self.max_microsteps,
         };
         // The child's driver holds borrowed state, so it runs on this thread (a local task).
         let handle = tokio::task::spawn_local(async move {

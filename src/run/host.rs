@@ -165,6 +165,8 @@ pub(super) struct DriverHost<'a> {
     /// Something durable happened between macrosteps (a child's step, a retry plan's next
     /// attempt): the run commits a step for it.
     pub(super) commit_due: bool,
+    /// The run's `--max-microsteps`, which its child protocols run under too.
+    pub(super) max_microsteps: usize,
 }
 
 impl DriverHost<'_> {

@@ -53,7 +53,9 @@ impl<'a> Session<'a> {
         observer: &'a mut dyn Observer,
     ) -> Session<'a> {
         let machine = interpreter.machine().clone();
+        let max_microsteps = interpreter.limits.max_microsteps;
         let host = DriverHost {
+            max_microsteps,
             external_queue: VecDeque::new(),
             state,
             observer,
