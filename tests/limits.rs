@@ -236,3 +236,34 @@ fn an_events_file_follows_the_rules_of_stdin_line_by_line() {
     );
     assert!(stdout.contains("\"output\":{\"n\":2}"), "{stdout}");
 }
+
+#[test]
+fn serve_resumes_no_more_instances_than_its_limit_and_says_how_many_it_left() {
+    let directory = scratch("resume-max-instances");
+    std::fs::write(
+        directory.join("waiter.yaml"),
+        "id: waiter\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n",
+    )
+    .unwrap();
+    let state = directory.join("state");
+    let started = b"{\"instance\":\"a\",\"event\":\"hello\"}\n{\"instance\":\"b\",\"event\":\"hello\"}\n{\"instance\":\"c\",\"event\":\"hello\"}\n";
+    run_with_input(&directory, &["serve", "waiter.yaml"], &state, started);
+    let output = run_with_input(
+        &directory,
+        &["serve", "waiter.yaml", "--max-instances", "2"],
+        &state,
+        b"",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "warning: 1 unfinished instance(s) not resumed: 2 are live, the limit \
+             (--max-instances); they resume with a later `serve` once fewer are"
+        ),
+        "{stderr}"
+    );
+    // The one left still resumes once the limit allows it.
+    let output = run_with_input(&directory, &["serve", "waiter.yaml"], &state, b"");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("not resumed"), "{stderr}");
+}

@@ -367,3 +367,25 @@ fn a_run_with_a_secret_input_is_left_naming_the_command_that_resumes_it() {
     );
     assert!(!stderr.contains("s3cret-value"), "{stderr}");
 }
+
+#[test]
+fn serve_leaves_the_runs_an_mcp_server_started_to_the_next_one() {
+    let directory = crate::support::temporary_directory("mcp-restart", "serve-leaves");
+    let mut server = crate::mcp_limits::serve_waiter(&directory, &[], json!({}));
+    let run = crate::support::mcp_raw::reported_run(&server.call(1, "waiter", json!({})));
+    server.finish();
+
+    let (code, stderr) =
+        crate::support::run_binary_with_state(&directory, &["serve", "waiter.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(
+            "serve: 1 unfinished run(s) of this protocol were started by `protocol-run mcp` and \
+             are left to it (the next `mcp` server resumes them)"
+        ),
+        "{stderr}"
+    );
+    let server = crate::mcp_limits::serve_waiter(&directory, &[], json!({}));
+    let stderr = server.finish();
+    assert!(stderr.contains(&format!("mcp: resumed {run} ")), "{stderr}");
+}

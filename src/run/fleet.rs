@@ -244,14 +244,22 @@ impl Fleet {
             .store
             .list_runs()
             .map_err(|error| error.to_string())?;
-        let recorded: Vec<_> = runs
+        let (recorded, started_by_mcp): (Vec<_>, Vec<_>) = runs
             .into_iter()
             .filter(|run| {
                 run.id.starts_with(&self.prefix)
                     && run.protocol_path == recording.protocol_path
                     && run.status != RunStatus::Finished
             })
-            .collect();
+            .partition(|run| run.origin != Some(crate::store::RunOrigin::Mcp));
+        // An MCP server resumes its own runs (their clients reach them through it, not here).
+        if !started_by_mcp.is_empty() {
+            eprintln!(
+                "serve: {} unfinished run(s) of this protocol were started by `protocol-run mcp` \
+                 and are left to it (the next `mcp` server resumes them)",
+                started_by_mcp.len()
+            );
+        }
         // The protocol, and each library and child protocol its load read: each recorded
         // hash compared once, however many instances share it (reading the files again).
         let mut compared = std::collections::HashSet::new();
@@ -276,7 +284,12 @@ impl Fleet {
                 &run.id[self.prefix.len()..]
             ));
         }
+        let mut over_the_limit = 0usize;
         for run in recorded {
+            if self.by_name.len() >= self.max_instances {
+                over_the_limit += 1;
+                continue;
+            }
             if let Err(message) = self.resume_run(&run.id, timers) {
                 eprintln!(
                     "error: instance `{}` cannot resume: {}",
@@ -284,6 +297,13 @@ impl Fleet {
                     crate::secrets::mask(&message)
                 );
             }
+        }
+        if over_the_limit > 0 {
+            eprintln!(
+                "warning: {over_the_limit} unfinished instance(s) not resumed: {} are live, the \
+                 limit (--max-instances); they resume with a later `serve` once fewer are",
+                self.max_instances
+            );
         }
         self.commit();
         Ok(())
