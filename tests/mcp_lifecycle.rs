@@ -255,3 +255,64 @@ fn a_run_recorded_unfinished_but_not_live_is_cancelled_under_its_lock() {
     assert_eq!(recorded["finish"]["exit_code"], json!(130), "{recorded}");
     server.finish();
 }
+
+/// Sleeps in its first state (an arbitrary length no other test sleeps, so its process is found
+/// by its command line).
+const NAPPER: &str = "id: napper
+permissions: { exec: [sleep], write: [], read: [], env: [] }
+states:
+  napping:
+    entry:
+      - exec: [sleep, \"27.1828\"]
+        id: nap
+    on: { stop: done }
+  done: { type: final }
+";
+
+/// The pids of napper's sleeps (a zombie has no command line, so it is not counted).
+fn naps() -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|cmdline| cmdline == b"sleep\x0027.1828\x00")
+        })
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Polls `naps` for up to 5 s until `done` holds of them.
+fn naps_until(done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    for _ in 0..100 {
+        let found = naps();
+        if done(&found) {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    naps()
+}
+
+#[test]
+fn cancelling_a_run_a_killed_server_left_stops_the_processes_it_left_running() {
+    let directory = crate::support::temporary_directory("mcp-lifecycle", "leftovers");
+    std::fs::write(directory.join("napper.yaml"), NAPPER).unwrap();
+    let mut first = RawMcp::start(&directory, &["napper.yaml"], json!({}));
+    let run = reported_run(&first.call(1, "napper", json!({})));
+    assert_eq!(naps_until(|found| !found.is_empty()).len(), 1);
+    first.kill();
+    // The server is gone; its effect's process is not.
+    assert_eq!(naps().len(), 1, "the sleep outlived its server");
+
+    let mut server = RawMcp::start(&directory, &["--no-resume", "napper.yaml"], json!({}));
+    let cancelled = server.call(2, "cancel_run", json!({"run": run}));
+    assert_eq!(
+        cancelled["structuredContent"],
+        json!({"run": run, "status": "cancelled", "exit_code": 130}),
+        "{cancelled}"
+    );
+    assert_eq!(naps_until(<[String]>::is_empty), Vec::<String>::new());
+    assert_eq!(status(&directory, &run)["finish"]["exit_code"], json!(130));
+    server.finish();
+}

@@ -45,6 +45,10 @@ impl Host {
             return Err(super::records::not_served(run, protocol));
         }
         let _lock = self.lock_run(run)?;
+        // A server that died left its effects' processes running: they go with the run.
+        if let Ok(Some(stored)) = store.latest_snapshot(run) {
+            crate::run::session::stop_processes_left_by(&stored.snapshot);
+        }
         let writes = Stop::Cancel.writes(run, crate::clock::unix_milliseconds_now());
         store
             .commit_batch(&writes)

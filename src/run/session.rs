@@ -211,13 +211,7 @@ impl<'a> Session<'a> {
                 serde_json::from_value(effect.request.clone()).ok();
             // Processes the interrupted effect left running are stopped first, so a retry never
             // runs beside them.
-            if let Some(EffectRequest {
-                kind: crate::effects::EffectKind::Process(process),
-                ..
-            }) = &request
-                && let Some(tag) = &process.tag
-                && crate::effects::process::stop_tagged_and_wait(tag, STOP_PATIENCE)
-            {
+            if request.as_ref().is_some_and(stop_leftover_processes) {
                 let time = self.host.now_text();
                 let fields = serde_json::json!({
                     "id": effect.action,
@@ -594,6 +588,31 @@ impl<'a> Session<'a> {
 
 /// How long a resume waits for an interrupted effect's leftover processes to die.
 pub(super) const STOP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Stops the processes an interrupted effect (`request`) left running, waiting up to
+/// `STOP_PATIENCE`; says whether there were any.
+fn stop_leftover_processes(request: &EffectRequest) -> bool {
+    match &request.kind {
+        crate::effects::EffectKind::Process(process) => process
+            .tag
+            .as_deref()
+            .is_some_and(|tag| crate::effects::process::stop_tagged_and_wait(tag, STOP_PATIENCE)),
+        _ => false,
+    }
+}
+
+/// Stops the processes the effects `snapshot` records as running left behind, its children's
+/// too: a run that ends without being resumed (cancelled while no host drove it) leaves none.
+pub fn stop_processes_left_by(snapshot: &crate::run::snapshot::Snapshot) {
+    for effect in &snapshot.effects {
+        if let Ok(request) = serde_json::from_value::<EffectRequest>(effect.request.clone()) {
+            stop_leftover_processes(&request);
+        }
+    }
+    for child in &snapshot.children {
+        stop_processes_left_by(&child.snapshot);
+    }
+}
 
 /// The failure event of an effect the engine stopped while it ran, with the fields any failure
 /// of that effect has (`attempts`, `timed_out`, `elapsed_ms`, ...) and `interrupted: true`.
