@@ -183,17 +183,9 @@ fn every_shipped_protocol_keeps_its_invariants_under_random_events() {
     // Seed 23 once found agent-recovery reading `event.data.signal` of a `review` sent without
     // data; seed 7 retry-backoff reading `event.data.error` of a bare `fail`.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut protocols: Vec<String> = std::fs::read_dir(root.join("protocols"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".yaml") && !name.ends_with(".scenario.yaml"))
-        .map(|name| format!("protocols/{name}"))
-        .collect();
-    protocols.sort();
-    assert_eq!(protocols.len(), 8, "{protocols:?}");
     for seed in ["7", "23"] {
-        let mut arguments = vec!["test", "--explore", "100", "--seed", seed];
-        arguments.extend(protocols.iter().map(String::as_str));
+        // A directory: its protocols, scenario files left out.
+        let arguments = ["test", "--explore", "100", "--seed", seed, "protocols/"];
         let (code, stdout, stderr) = run_binary(root, &arguments);
         assert_eq!(code, 0, "seed {seed}:\n{stdout}{stderr}");
         assert_eq!(stdout.matches(": 100 random runs").count(), 8, "{stdout}");

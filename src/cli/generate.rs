@@ -19,8 +19,9 @@ pub struct SearchOptions {
     /// Where --generate writes; NAME.generated.scenario.yaml beside the protocol by default.
     #[arg(long, value_name = "PATH", requires = "generate")]
     pub out: Option<PathBuf>,
-    /// Drive N random event sequences through each protocol given (virtual time, mocks) and
-    /// fail on a broken invariant: a loop, an error event nothing handles, a panic.
+    /// Drive N random event sequences through each protocol given, or each protocol of a
+    /// directory given (virtual time, mocks), and fail on a broken invariant: a loop, an error
+    /// event nothing handles, a panic.
     #[arg(long, value_name = "N")]
     pub explore: Option<usize>,
     /// The seed of --explore's sequences, to replay a run (printed on every run).
@@ -160,7 +161,8 @@ fn scenario_yaml(file: &ScenarioFile, out: &Path) -> Result<String, u8> {
     })
 }
 
-/// `test --explore N FILE...`: each protocol in turn; the first broken invariant fails it.
+/// `test --explore N PATH...`: each protocol (a directory's too) in turn; the first broken
+/// invariant fails it.
 pub fn explore_files(paths: &[PathBuf], runs: usize, seed: Option<u64>, limits: Limits) -> u8 {
     if paths.is_empty() {
         eprintln!(
@@ -175,7 +177,21 @@ pub fn explore_files(paths: &[PathBuf], runs: usize, seed: Option<u64>, limits: 
     });
     println!("exploring with --seed {seed}");
     let mut code = 0;
+    let mut files = Vec::new();
     for path in paths {
+        if path.is_dir() {
+            match crate::load::protocol_files(path) {
+                Ok(found) => files.extend(found),
+                Err(message) => {
+                    eprintln!("error: {}: {message}", path.display());
+                    code = exit_code::USAGE;
+                }
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    for path in &files {
         // `protocols/*.yaml` names scenario files and libraries too: nothing to explore there.
         if crate::scenario::check::is_scenario(path)
             || crate::compile::library::is_library_file(path)

@@ -7,7 +7,7 @@ pub mod set_aside;
 pub mod source;
 pub mod yaml;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::diagnostic::Diagnostic;
 use crate::model::Protocol;
@@ -33,6 +33,26 @@ pub enum LoadError {
     Unreadable { path: String, error: std::io::Error },
     #[error("{}", crate::diagnostic::render_all(.0))]
     Invalid(Vec<Diagnostic>),
+}
+
+/// The protocol files directly in `directory` (`*.yaml`, `*.yml`; scenario and library files
+/// left out), sorted: what `mcp` serves and `test --explore` explores of a directory.
+pub fn protocol_files(directory: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries = std::fs::read_dir(directory).map_err(|error| error.to_string())?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| {
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && !name.contains(".scenario.")
+                && !name.contains(".library.")
+        })
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// Reads and loads a protocol file.

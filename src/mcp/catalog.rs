@@ -39,7 +39,7 @@ pub fn load_all(paths: &[PathBuf], limit: &Capabilities) -> (Vec<Served>, bool) 
     let mut refused = false;
     for path in paths {
         if path.is_dir() {
-            match protocol_files(path) {
+            match crate::load::protocol_files(path) {
                 Ok(found) => files.extend(found),
                 Err(message) => {
                     eprintln!("error: {}: {message}", path.display());
@@ -90,25 +90,6 @@ pub fn load_all(paths: &[PathBuf], limit: &Capabilities) -> (Vec<Served>, bool) 
         }
     }
     (served, refused)
-}
-
-/// The protocol files directly in `directory`, sorted.
-fn protocol_files(directory: &Path) -> Result<Vec<PathBuf>, String> {
-    let entries = std::fs::read_dir(directory).map_err(|error| error.to_string())?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| {
-            let name = path
-                .file_name()
-                .and_then(|name| name.to_str())
-                .unwrap_or("");
-            (name.ends_with(".yaml") || name.ends_with(".yml"))
-                && !name.contains(".scenario.")
-                && !name.contains(".library.")
-        })
-        .collect();
-    files.sort();
-    Ok(files)
 }
 
 /// One protocol, or its rendered errors.

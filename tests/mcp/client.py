@@ -52,6 +52,14 @@ async def wait_for(session, run, predicate, seconds=20):
     raise SystemExit(f"timed out; last report: {current}")
 
 
+def waits_for_guidance(current):
+    """The run waits for the captain: only guidance moves it (while ITTW's health check runs,
+    guidance is taken too, but the run waits on the check)."""
+    return current.get("waiting") == "input" and any(
+        event["name"] == "captain_guidance" for event in current["events"]
+    )
+
+
 async def ittw(session):
     started = report(await session.call_tool("ittw", {"path": "missing/file.txt", "timeout": "1s"}))
     say(step="started", report=started)
@@ -59,7 +67,7 @@ async def ittw(session):
     waiting = await wait_for(
         session,
         run,
-        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+        waits_for_guidance,
     )
     say(step="waiting", report=waiting)
     logs = report(
@@ -193,7 +201,7 @@ async def ittw_waiting(session):
     await wait_for(
         session,
         run,
-        lambda current: any(event["name"] == "captain_guidance" for event in current["events"]),
+        waits_for_guidance,
     )
     say(step="waiting", run=run)
     return run
