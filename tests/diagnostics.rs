@@ -211,13 +211,27 @@ fn hostile_and_broken_files_give_a_located_error_fast() {
             "{name}: expected it located at {name}:{location} in {stderr}"
         );
     }
-    // Text that is not UTF-8 has no lines or columns to point at: the error names the byte.
+    // Text that is not UTF-8: the error names the byte and points at it, after the valid text.
     let (code, stderr) = validate_file("binary.yaml", &[0xff, 0xfe, 0x00, 0x01]);
     assert_eq!(code, 65, "{stderr}");
     assert!(
         stderr.starts_with("error: /")
-            && stderr
-                .contains("/binary.yaml: the file is not UTF-8 text (invalid byte at offset 0)\n"),
+            && stderr.contains(
+                "/binary.yaml: the file is not UTF-8 text (invalid byte 0xff at offset 0)\n"
+            )
+            && stderr.contains("/binary.yaml:1:1\n"),
+        "{stderr}"
+    );
+    // Latin-1 saved text: the line and column of the first byte that is not UTF-8.
+    let (code, stderr) = validate_file(
+        "latin1.yaml",
+        b"id: t\nstates:\n  a: { type: final }  # caf\xe9\n",
+    );
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("(invalid byte 0xe9 at offset 41)")
+            && stderr.contains("/latin1.yaml:3:28\n")
+            && stderr.contains("3 |   a: { type: final }  # caf\n"),
         "{stderr}"
     );
 }

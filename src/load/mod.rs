@@ -9,7 +9,7 @@ pub mod yaml;
 
 use std::path::{Path, PathBuf};
 
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Location};
 use crate::model::Protocol;
 use source::{Part, Source};
 use yaml::YamlLimits;
@@ -75,14 +75,38 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
     })?;
     let text = String::from_utf8(bytes).map_err(|error| {
         let offset = error.utf8_error().valid_up_to();
+        let bytes = error.as_bytes();
         LoadError::Invalid(vec![
             Diagnostic::error(format!(
-                "{shown}: the file is not UTF-8 text (invalid byte at offset {offset})"
+                "{shown}: the file is not UTF-8 text (invalid byte 0x{:02x} at offset {offset})",
+                bytes[offset]
             ))
+            .at(invalid_byte_location(&shown, bytes, offset))
+            .with_label("not UTF-8")
             .with_help("save the file as UTF-8"),
         ])
     })?;
     Ok(text)
+}
+
+/// Where the first invalid byte of a file that is not UTF-8 is: its line and column (counted
+/// in the characters of the valid text before it), and that line up to it.
+fn invalid_byte_location(file: &str, bytes: &[u8], offset: usize) -> Location {
+    // Everything before `offset` is valid UTF-8.
+    let before = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let line_before = &before[line_start..];
+    Location {
+        file: file.to_string(),
+        position: yaml::Position {
+            line: before.matches('\n').count() + 1,
+            column: line_before.chars().count() + 1,
+            offset,
+        },
+        source_line: line_before.trim_end_matches('\r').to_string(),
+        first_column: 1,
+        width: 1,
+    }
 }
 
 /// Loads a protocol from text; `path` is used in messages, and a library's name
