@@ -14,14 +14,8 @@ pub struct McpArguments {
     /// library files are skipped). An invalid protocol is reported and not served.
     #[arg(required = true, value_name = "PROTOCOL_OR_DIR")]
     paths: Vec<PathBuf>,
-    /// Where runs are recorded (`state.db`), shared with `run`, `serve` and `status`.
-    #[arg(
-        long,
-        env = "PROTOCOL_RUN_STATE_DIR",
-        default_value = ".protocol-run",
-        value_name = "DIR"
-    )]
-    state_dir: PathBuf,
+    #[command(flatten)]
+    state: super::run_selection::StateDirectory,
     /// Serve over Streamable HTTP on this address (e.g. `127.0.0.1:8080`; port 0 takes a free
     /// one, said on stderr) instead of stdio, until SIGINT or SIGTERM.
     #[arg(long, value_name = "ADDR")]
@@ -61,7 +55,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         Err(code) => return code,
     };
     // One host per state directory: two would drive the same runs.
-    let _host_lock = match crate::files::lock_host(&arguments.state_dir) {
+    let _host_lock = match crate::files::lock_host(&arguments.state.path) {
         Ok(lock) => lock,
         Err(message) => {
             eprintln!("error: {message}");
@@ -69,7 +63,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         }
     };
     let settings = HostSettings {
-        state_dir: arguments.state_dir,
+        state_dir: arguments.state.path,
         narrowing,
         recorded_grants: arguments.narrowing.recorded(),
         limits: arguments.limits.limits(),

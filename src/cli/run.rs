@@ -77,14 +77,8 @@ pub struct RunOptions {
     /// Let delays and timers elapse instantly, in order (deterministic runs and tests).
     #[arg(long)]
     virtual_time: bool,
-    /// Where runs are kept: `state.db` (every step, for resume) and `runs/` (telemetry).
-    #[arg(
-        long,
-        env = "PROTOCOL_RUN_STATE_DIR",
-        default_value = ".protocol-run",
-        value_name = "DIR"
-    )]
-    state_dir: PathBuf,
+    #[command(flatten)]
+    state: super::run_selection::StateDirectory,
     /// How many runs' telemetry to keep (a run a process still drives is never pruned).
     #[arg(long, default_value_t = crate::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
     keep_runs: usize,
@@ -139,7 +133,7 @@ pub fn resume(arguments: ResumeArguments) -> u8 {
     };
     // No id: the latest run that can still be resumed.
     let run_id = match super::run_selection::choose_run(
-        &arguments.options.state_dir,
+        &arguments.options.state.path,
         &arguments.run,
         super::run_selection::Latest::Unfinished,
         true,
@@ -206,7 +200,7 @@ struct Prepared {
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
-    let mut store = SqliteStore::open(&options.state_dir).map_err(|error| {
+    let mut store = SqliteStore::open(&options.state.path).map_err(|error| {
         eprintln!("error: {error}");
         exit_code::IO
     })?;
@@ -217,7 +211,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             inputs,
             run_id,
         } => {
-            let run_id = super::run_id::new_run_id(run_id.as_deref(), &store, &options.state_dir)?;
+            let run_id = super::run_id::new_run_id(run_id.as_deref(), &store, &options.state.path)?;
             new_run(&file, &inputs, &run_id, options, &mut store, lifecycle)?
         }
         Start::Latest(file, secrets) => {
@@ -250,7 +244,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     };
     let subscriber = tracing_subscriber::registry().with(LogLayer { format });
     let _guard = tracing::subscriber::set_default(subscriber);
-    let runs = crate::telemetry::runs_directory(&options.state_dir);
+    let runs = crate::telemetry::runs_directory(&options.state.path);
     let telemetry = match RunLog::create(&runs, &run_id, options.keep_runs) {
         Ok(log) => Some(log),
         Err(error) => {
@@ -606,7 +600,7 @@ fn resolve_grants(
 /// Takes the run's lock: a run another process is driving is refused with 75 (try again once
 /// it ends), naming that process.
 fn lock_run(options: &RunOptions, run_id: &str) -> Result<crate::run_lock::RunLock, u8> {
-    let runs = crate::telemetry::runs_directory(&options.state_dir);
+    let runs = crate::telemetry::runs_directory(&options.state.path);
     crate::run_lock::RunLock::acquire(&runs, run_id).map_err(|error| {
         eprintln!("error: {error}");
         match error {

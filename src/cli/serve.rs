@@ -27,14 +27,8 @@ pub struct ServeArguments {
     /// goes to stdout and to each connected client.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Where instances are recorded (`state.db`).
-    #[arg(
-        long,
-        env = "PROTOCOL_RUN_STATE_DIR",
-        default_value = ".protocol-run",
-        value_name = "DIR"
-    )]
-    state_dir: PathBuf,
+    #[command(flatten)]
+    state: super::run_selection::StateDirectory,
     /// How the timers of instances resumed at start are re-armed.
     #[arg(long, value_enum, default_value = "deadline")]
     timers: TimerPolicy,
@@ -115,7 +109,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     }
     // One host per state directory: two would resume and drive the same instances.
     let _host_lock = if arguments.store == StoreKind::Sqlite {
-        match crate::files::lock_host(&arguments.state_dir) {
+        match crate::files::lock_host(&arguments.state.path) {
             Ok(lock) => Some(lock),
             Err(message) => {
                 eprintln!("error: {message}");
@@ -132,7 +126,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         return exit_code::USAGE;
     }
     let recording = if arguments.store == StoreKind::Sqlite {
-        let store = match SqliteStore::open(&arguments.state_dir) {
+        let store = match SqliteStore::open(&arguments.state.path) {
             Ok(store) => store,
             Err(error) => {
                 eprintln!("error: {error}");
