@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::exit_code;
 use crate::mcp::McpEnd;
-use crate::mcp::host::HostSettings;
+use crate::mcp::runs::host::HostSettings;
 
 #[derive(Debug, Args)]
 pub struct McpArguments {

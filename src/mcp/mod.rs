@@ -1,25 +1,18 @@
 //! `protocol-run mcp`: an MCP server where each protocol is a tool that starts a durable run, and runs are driven by management tools.
 
-// What is served: the protocols, loaded once, as tools and resources.
+// What is served: the protocols, loaded once, as tools and resources, and the handler that
+// answers each client session.
 pub mod catalog;
 pub mod input_schema;
-pub mod resources;
-
-// How clients reach it: stdio or Streamable HTTP, bounded, one handler per session.
-pub mod http;
-pub mod http_sessions;
 pub mod limits;
+pub mod resources;
 pub mod server;
-pub mod stdio;
+
+// How clients reach it: stdio or Streamable HTTP, bounded.
+pub mod transport;
 
 // The runs, on the host's thread: each a fleet of `serve`'s engine, read into a view.
-mod cancel;
-mod ended;
-mod fleets;
-pub mod host;
-pub mod records;
-pub mod report;
-mod resume;
+pub mod runs;
 
 // What the client reads of a run besides its report: directives as they come, logs, telemetry.
 pub mod logs;
@@ -27,18 +20,14 @@ pub mod notices;
 pub mod telemetry;
 
 // A run waiting for the client: as a task, by elicitation, by a 2026-07-28 retry.
-mod answers;
-pub mod elicitation;
-pub mod input_required;
-pub mod request_keys;
-pub mod tasks;
+pub mod waiting;
 
 use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 use tokio::sync::mpsc;
 
-use host::HostSettings;
+use runs::host::{self, HostSettings};
 use server::{ProtocolServer, ProtocolTool};
 
 /// The most directive notices waiting for a slow client; older ones are dropped first (each
@@ -121,10 +110,10 @@ pub fn serve(
     let end = runtime.block_on(async {
         let server = ProtocolServer::new(tools, requests, notices, &state_dir, elicitation);
         if let Some(address) = http {
-            return http::serve(server, address, stop).await;
+            return transport::http::serve(server, address, stop).await;
         }
         let service = server
-            .serve(stdio::BoundedStdio::open())
+            .serve(transport::stdio::BoundedStdio::open())
             .await
             .map_err(|error| error.to_string())?;
         service.waiting().await.map_err(|error| error.to_string())?;

@@ -102,8 +102,8 @@ pub fn templates() -> Vec<ResourceTemplate> {
         .with_description(format!(
             "the run's latest journal steps and telemetry file entries (at most {} of each, \
              {} KiB of each; `truncated` says when older ones were left out)",
-            super::telemetry::MAX_TELEMETRY_RECORDS,
-            super::telemetry::MAX_TELEMETRY_BYTES / 1024
+            crate::mcp::telemetry::MAX_TELEMETRY_RECORDS,
+            crate::mcp::telemetry::MAX_TELEMETRY_BYTES / 1024
         ))
         .with_mime_type("application/json"),
     ]

@@ -14,10 +14,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::host::Request;
-use super::input_required::Answer;
-use super::limits::InFlight;
-use super::resources;
+use crate::mcp::limits::InFlight;
+use crate::mcp::resources;
+use crate::mcp::runs::host::Request;
+use crate::mcp::waiting::input_required::Answer;
 
 /// The server a client talks to: the tools, and the channel to the host that runs them.
 #[derive(Clone)]
@@ -26,12 +26,12 @@ pub struct ProtocolServer {
     /// Names of the tools that start a protocol's run.
     protocols: Arc<Vec<String>>,
     /// Each protocol's YAML, for its resource.
-    texts: Arc<Vec<super::resources::ProtocolText>>,
+    texts: Arc<Vec<crate::mcp::resources::ProtocolText>>,
     requests: mpsc::Sender<Request>,
     /// Directives as they are committed, with their run ids.
     notices: broadcast::Sender<(String, Value)>,
     /// This session's `logging/setLevel`.
-    least_level: super::notices::LeastLevel,
+    least_level: crate::mcp::notices::LeastLevel,
     /// Where runs are recorded, for their telemetry.
     state_dir: Arc<Path>,
     /// This session's requests in flight (`for_session` gives each session its own).
@@ -47,7 +47,7 @@ pub struct ProtocolTool {
     pub description: String,
     pub input_schema: Map<String, Value>,
     /// Its YAML and title, for its resource.
-    pub text: super::resources::ProtocolText,
+    pub text: crate::mcp::resources::ProtocolText,
 }
 
 impl ProtocolServer {
@@ -79,7 +79,7 @@ impl ProtocolServer {
             texts: Arc::new(texts),
             requests,
             notices,
-            least_level: super::notices::LeastLevel::default(),
+            least_level: crate::mcp::notices::LeastLevel::default(),
             state_dir: Arc::from(state_dir),
             in_flight: InFlight::default(),
             elicitation,
@@ -90,7 +90,7 @@ impl ProtocolServer {
     /// and its own count of requests in flight.
     pub fn for_session(&self) -> ProtocolServer {
         ProtocolServer {
-            least_level: super::notices::LeastLevel::default(),
+            least_level: crate::mcp::notices::LeastLevel::default(),
             in_flight: InFlight::default(),
             ..self.clone()
         }
@@ -102,7 +102,7 @@ impl ProtocolServer {
         let state_dir = self.state_dir.clone();
         let served: Vec<String> = self.texts.iter().map(|text| text.path.clone()).collect();
         let run = run.to_string();
-        tokio::task::spawn_blocking(move || super::telemetry::read(&state_dir, &served, &run))
+        tokio::task::spawn_blocking(move || crate::mcp::telemetry::read(&state_dir, &served, &run))
             .await
             .map_err(|error| format!("the telemetry could not be read: {error}"))?
     }
@@ -169,7 +169,7 @@ impl ProtocolServer {
                 let after = optional_text_argument(&arguments, "after")?;
                 self.ask(|reply| Request::ListRuns {
                     after,
-                    count: super::records::MAX_RUNS_PER_PAGE,
+                    count: crate::mcp::runs::records::MAX_RUNS_PER_PAGE,
                     reply,
                 })
                 .await
@@ -217,7 +217,7 @@ fn tool_result(answer: Result<Value, String>) -> CallToolResult {
 fn text_argument(arguments: &Map<String, Value>, name: &str) -> Result<String, String> {
     match arguments.get(name) {
         Some(Value::String(text)) => {
-            super::limits::check_name_argument(name, text)?;
+            crate::mcp::limits::check_name_argument(name, text)?;
             Ok(text.clone())
         }
         // Named by its type: the value itself may be as large as a message.
@@ -328,7 +328,7 @@ fn management_tools() -> Vec<Tool> {
 
 impl ServerHandler for ProtocolServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(super::notices::capabilities()).with_instructions(
+        ServerConfig::new(crate::mcp::notices::capabilities()).with_instructions(
             "Each protocol tool starts a run and returns its id, states, directives and the \
              events it can take now; drive it with send_event and watch it with get_run.",
         )
@@ -337,7 +337,7 @@ impl ServerHandler for ProtocolServer {
     /// From now on, every directive a run emits reaches the client as a log message whose
     /// logger is the run id, as it is committed.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        tokio::spawn(super::notices::forward(
+        tokio::spawn(crate::mcp::notices::forward(
             self.notices.subscribe(),
             context.peer,
             self.least_level.clone(),
@@ -450,7 +450,7 @@ impl ServerHandler for ProtocolServer {
         let moves_run = starts_run || request.name == "send_event";
         let elicits = self.elicitation
             && moves_run
-            && super::elicitation::client_elicits(context.client_capabilities());
+            && crate::mcp::waiting::elicitation::client_elicits(context.client_capabilities());
         // 2026-07-28 forbids server requests: such a client is asked by the call's result.
         let modern = context
             .protocol_version()

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::fleets::cancelled_report;
-use super::host::{Host, Reply};
+use crate::mcp::runs::fleets::cancelled_report;
+use crate::mcp::runs::host::{Host, Reply};
 use crate::run::stop::Stop;
 use crate::store::Store;
 
@@ -11,7 +11,7 @@ impl Host {
     /// Cancels a run: a live one's fleet stops it, its effects and children dropped (their
     /// process groups killed), and records it finished with `CANCELLED_EXIT_CODE`, the stop and
     /// the finish in one commit; one recorded unfinished but not live here is recorded so too.
-    pub(super) fn cancel_run(&mut self, run: &str, reply: Reply) {
+    pub(in crate::mcp) fn cancel_run(&mut self, run: &str, reply: Reply) {
         if !self.runs.contains_key(run) && self.ended.get(run).is_none() {
             let _ = reply.send(self.cancel_recorded(run));
             return;
@@ -42,7 +42,7 @@ impl Host {
         let (mut store, record) = self.unfinished_record(run)?;
         let protocol = &record.summary.protocol_path;
         if !self.protocols.iter().any(|served| &served.path == protocol) {
-            return Err(super::records::not_served(run, protocol));
+            return Err(crate::mcp::runs::records::not_served(run, protocol));
         }
         let _lock = self.lock_run(run)?;
         // A server that died left its effects' processes running: they go with the run.

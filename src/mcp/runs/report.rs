@@ -25,11 +25,11 @@ pub struct RunView {
     /// Whether `cancel_run` ended it.
     pub cancelled: bool,
     /// Its latest log lines.
-    pub logs: super::logs::KeptLogs,
+    pub logs: crate::mcp::logs::KeptLogs,
     /// What it waited on after its latest step.
     pub pending: crate::run::fleet::Pending,
     /// The input request it makes, as last keyed (see `request_keys`).
-    pub asked: Option<super::request_keys::Asked>,
+    pub asked: Option<crate::mcp::waiting::request_keys::Asked>,
 }
 
 impl RunView {

@@ -8,7 +8,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 use rmcp::transport::streamable_http_server::session::{RestoreOutcome, ServerSseMessage};
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
-use super::limits::MAX_HTTP_SESSIONS;
+use crate::mcp::limits::MAX_HTTP_SESSIONS;
 
 /// The sessions of one HTTP server, at most `MAX_HTTP_SESSIONS` of them.
 #[derive(Default)]

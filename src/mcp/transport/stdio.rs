@@ -13,7 +13,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::mpsc;
 
-use super::limits::{MAX_MESSAGE_BYTES, oversized_message};
+use crate::mcp::limits::{MAX_MESSAGE_BYTES, oversized_message};
 
 /// The server's stdio: rmcp's line transport over a reader that keeps oversized lines from it.
 pub struct BoundedStdio {

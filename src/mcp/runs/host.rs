@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use super::catalog::Served;
-use super::ended::{EndedRun, EndedRuns};
-use super::records;
-use super::report::{RunView, report};
 use crate::compile::machine::Machine;
+use crate::mcp::catalog::Served;
+use crate::mcp::runs::ended::{EndedRun, EndedRuns};
+use crate::mcp::runs::records;
+use crate::mcp::runs::report::{RunView, report};
 use crate::run::fleet::Recording;
 use crate::run::input::{LineBatch, LineOrigin};
 use crate::store::SqliteStore;
@@ -75,7 +75,7 @@ pub enum Request {
 }
 
 /// Where a request's answer goes.
-pub(super) type Reply = oneshot::Sender<Result<Value, String>>;
+pub(in crate::mcp) type Reply = oneshot::Sender<Result<Value, String>>;
 
 pub use crate::run::stop::CANCELLED_EXIT_CODE;
 
@@ -98,42 +98,42 @@ pub struct HostSettings {
 
 /// One live run: its fleet's input, and what its output said so far. Its fleet holds its run
 /// lock, released when the run ends.
-pub(super) struct LiveRun {
+pub(in crate::mcp) struct LiveRun {
     input: mpsc::Sender<LineBatch>,
-    pub(super) machine: Arc<Machine>,
-    pub(super) view: Rc<RefCell<RunView>>,
+    pub(in crate::mcp) machine: Arc<Machine>,
+    pub(in crate::mcp) view: Rc<RefCell<RunView>>,
     /// The instance name inside its fleet (the run id less `<protocol id>:`).
     instance: String,
     /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
     /// the first `cancel_run`.
-    pub(super) cancel: Option<oneshot::Sender<Reply>>,
+    pub(in crate::mcp) cancel: Option<oneshot::Sender<Reply>>,
 }
 
 /// A request waiting for its line's output to be committed.
-pub(super) struct Waiting {
+pub(in crate::mcp) struct Waiting {
     /// The run the line went to.
-    pub(super) run: String,
-    pub(super) reply: oneshot::Sender<Result<Value, String>>,
-    pub(super) problems: Vec<String>,
+    pub(in crate::mcp) run: String,
+    pub(in crate::mcp) reply: oneshot::Sender<Result<Value, String>>,
+    pub(in crate::mcp) problems: Vec<String>,
 }
 
-pub(super) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
+pub(in crate::mcp) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
 
 /// The host's state on its thread.
-pub(super) struct Host {
-    pub(super) protocols: Vec<Served>,
-    pub(super) settings: HostSettings,
-    pub(super) runs: HashMap<String, LiveRun>,
-    pub(super) waiters: Waiters,
-    pub(super) next_client: u64,
+pub(in crate::mcp) struct Host {
+    pub(in crate::mcp) protocols: Vec<Served>,
+    pub(in crate::mcp) settings: HostSettings,
+    pub(in crate::mcp) runs: HashMap<String, LiveRun>,
+    pub(in crate::mcp) waiters: Waiters,
+    pub(in crate::mcp) next_client: u64,
     /// Turns true when the server stops: every fleet parks its run for the next server.
-    pub(super) stop: watch::Sender<bool>,
+    pub(in crate::mcp) stop: watch::Sender<bool>,
     /// The fleets still driving their runs; one that ended is reaped with its run.
-    pub(super) fleets: tokio::task::JoinSet<()>,
+    pub(in crate::mcp) fleets: tokio::task::JoinSet<()>,
     /// The runs whose fleets ended since the last request, for the host to forget.
-    pub(super) just_ended: Rc<RefCell<Vec<String>>>,
+    pub(in crate::mcp) just_ended: Rc<RefCell<Vec<String>>>,
     /// The views of the runs that ended most recently.
-    pub(super) ended: EndedRuns,
+    pub(in crate::mcp) ended: EndedRuns,
 }
 
 /// Serves `requests` until their senders are gone, then stops every live run (marked stopped
@@ -299,7 +299,7 @@ impl Host {
     }
 
     /// How many runs are running here, those whose fleet ended forgotten.
-    pub(super) fn live_runs(&mut self) -> usize {
+    pub(in crate::mcp) fn live_runs(&mut self) -> usize {
         self.forget_ended();
         self.runs.len()
     }
@@ -348,7 +348,7 @@ impl Host {
     }
 
     /// A live run's report while it runs.
-    pub(super) fn live_report(&self, run: &str) -> Option<Value> {
+    pub(in crate::mcp) fn live_report(&self, run: &str) -> Option<Value> {
         let live = self.runs.get(run)?;
         let view = live.view.borrow();
         (view.status() == "running").then(|| report(&live.machine, run, &view))
@@ -356,7 +356,7 @@ impl Host {
 
     /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`, its
     /// fleet holding its lock.
-    pub(super) fn keep_live(
+    pub(in crate::mcp) fn keep_live(
         &mut self,
         run_id: &str,
         machine: Arc<Machine>,
@@ -447,7 +447,7 @@ impl Host {
     }
 
     /// A live run that has not ended, or why there is none.
-    pub(super) fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
+    pub(in crate::mcp) fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
         if !self.runs.contains_key(run) {
             if let Some(ended) = self.ended.get(run) {
                 let status = ended.view.borrow().status();
@@ -465,7 +465,7 @@ impl Host {
 
     /// The report of a run live or ended here recently, or a recorded one's summary from the
     /// store.
-    pub(super) fn get_run(&self, run: &str) -> Result<Value, String> {
+    pub(in crate::mcp) fn get_run(&self, run: &str) -> Result<Value, String> {
         if let Some((machine, view)) = self.view_of(run) {
             return Ok(report(machine, run, &view.borrow()));
         }
@@ -492,12 +492,12 @@ impl Host {
     }
 
     /// Why `run` is not live here: unknown, or recorded with its status.
-    pub(super) fn not_live(&self, run: &str) -> String {
+    pub(in crate::mcp) fn not_live(&self, run: &str) -> String {
         records::not_live(&self.settings.state_dir, run)
     }
 
     /// The served protocols' files, as runs record them.
-    pub(super) fn served_paths(&self) -> Vec<&str> {
+    pub(in crate::mcp) fn served_paths(&self) -> Vec<&str> {
         self.protocols
             .iter()
             .map(|served| served.path.as_str())

@@ -10,9 +10,9 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value, json};
 
-use super::answers::Sent;
-use super::host::Request;
-use super::server::ProtocolServer;
+use crate::mcp::runs::host::Request;
+use crate::mcp::server::ProtocolServer;
+use crate::mcp::waiting::answers::Sent;
 
 /// The most events one tool call asks the client for, one after another, while each answer
 /// leaves the run waiting again.
@@ -148,7 +148,7 @@ impl ProtocolServer {
     /// considered again; a declined one asks for the next event; a cancelled one, a client
     /// that fails to answer within `ELICITATION_TIMEOUT`, or an answer that comes after the run
     /// moved on (nothing sent) ends the asking with the run's report as it is.
-    pub(super) async fn elicit(
+    pub(in crate::mcp) async fn elicit(
         &self,
         peer: &Peer<RoleServer>,
         report: Value,
@@ -194,7 +194,7 @@ impl ProtocolServer {
     }
 
     /// The run's report once no effect or child of it runs, or as it is after `SETTLE_LIMIT`.
-    pub(super) async fn settle(&self, report: Value) -> Result<Value, String> {
+    pub(in crate::mcp) async fn settle(&self, report: Value) -> Result<Value, String> {
         let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
         let mut report = report;
         while report["waiting"] == "effect" && tokio::time::Instant::now() < deadline {

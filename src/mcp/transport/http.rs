@@ -10,9 +10,9 @@ use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::http_sessions::{BoundedSessions, full_message};
-use super::limits::{MAX_HTTP_SESSIONS, MAX_MESSAGE_BYTES};
-use super::server::ProtocolServer;
+use crate::mcp::limits::{MAX_HTTP_SESSIONS, MAX_MESSAGE_BYTES};
+use crate::mcp::server::ProtocolServer;
+use crate::mcp::transport::http_sessions::{BoundedSessions, full_message};
 
 type Service = StreamableHttpService<ProtocolServer, BoundedSessions>;
 
@@ -110,7 +110,7 @@ async fn answer(
     if declared.is_some_and(|length| length > MAX_MESSAGE_BYTES as u64) {
         return refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
-            super::limits::oversized_message(),
+            crate::mcp::limits::oversized_message(),
         );
     }
     let opens_session = request.method() == hyper::Method::POST

@@ -7,9 +7,9 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use super::answers::Delivery;
-use super::host::{CANCELLED_EXIT_CODE, Host, Request};
-use super::server::ProtocolServer;
+use crate::mcp::runs::host::{CANCELLED_EXIT_CODE, Host, Request};
+use crate::mcp::server::ProtocolServer;
+use crate::mcp::waiting::answers::Delivery;
 use crate::store::{SqliteStore, Store};
 
 /// How often a client is asked to poll `tasks/get`: a run's steps take milliseconds, its
@@ -22,10 +22,10 @@ impl Host {
     /// server does not drive (recorded by an earlier one) is a task too. `asked_since` keys a
     /// live run's input requests; `not_live` says why a run is not live here, and whether
     /// `resume_run` can resume it.
-    pub(super) fn task_view(&self, run: &str) -> Result<Value, String> {
+    pub(in crate::mcp) fn task_view(&self, run: &str) -> Result<Value, String> {
         let store =
             SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let summary = super::records::served_summary(&store, &self.served_paths(), run)?
+        let summary = crate::mcp::runs::records::served_summary(&store, &self.served_paths(), run)?
             .ok_or_else(|| format!("no task `{run}`: no run has this id; list_runs lists them"))?;
         let summary = &summary;
         let updated = summary
@@ -211,9 +211,9 @@ pub fn input_requests(report: &Value, since: u64) -> InputRequests {
     events
         .iter()
         .map(|event| {
-            let request = super::elicitation::request(report, event);
+            let request = crate::mcp::waiting::elicitation::request(report, event);
             (
-                super::request_keys::request_key(event, since),
+                crate::mcp::waiting::request_keys::request_key(event, since),
                 InputRequest::Elicitation(ElicitRequest::new(request)),
             )
         })
@@ -223,7 +223,7 @@ pub fn input_requests(report: &Value, since: u64) -> InputRequests {
 impl ProtocolServer {
     /// Starts a run of `protocol` and answers it as a task; a refused start (a bad input) is
     /// the error the plain call would give.
-    pub(super) async fn create_task(
+    pub(in crate::mcp) async fn create_task(
         &self,
         protocol: String,
         inputs: Map<String, Value>,
@@ -242,9 +242,9 @@ impl ProtocolServer {
 
     /// `tasks/get`: the run as a task; an unknown id is invalid params, as the spec says.
     /// A task id longer than `MAX_NAME_ARGUMENT_BYTES` is refused, by its length.
-    pub(super) async fn task(&self, id: &str) -> Result<(Value, DetailedTask), ErrorData> {
+    pub(in crate::mcp) async fn task(&self, id: &str) -> Result<(Value, DetailedTask), ErrorData> {
         let view = async {
-            super::limits::check_name_argument("taskId", id)?;
+            crate::mcp::limits::check_name_argument("taskId", id)?;
             self.task_view(id).await
         }
         .await
@@ -259,7 +259,10 @@ impl ProtocolServer {
     /// moved on) is invalid params too, naming the keys outstanding now: the extension requires
     /// every key to be, and the client must not take its answer for delivered. Declined and
     /// cancelled answers are taken: the run still waits, and `tasks/cancel` cancels it.
-    pub(super) async fn update_task(&self, params: UpdateTaskParams) -> Result<(), ErrorData> {
+    pub(in crate::mcp) async fn update_task(
+        &self,
+        params: UpdateTaskParams,
+    ) -> Result<(), ErrorData> {
         let (view, _) = self.task(&params.task_id).await?;
         let delivery = self
             .deliver_answers(&view, params.input_responses)
@@ -276,7 +279,7 @@ impl ProtocolServer {
 
     /// `tasks/cancel`: cancels the run as `cancel_run` does (its effects' and children's process
     /// groups killed); a task already ended is invalid params, as the spec says.
-    pub(super) async fn cancel_task(&self, id: &str) -> Result<(), ErrorData> {
+    pub(in crate::mcp) async fn cancel_task(&self, id: &str) -> Result<(), ErrorData> {
         let (_, detailed) = self.task(id).await?;
         if detailed.status().is_terminal() {
             let status = serde_json::to_value(detailed.status()).unwrap_or_default();

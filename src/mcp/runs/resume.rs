@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::catalog::Served;
-use super::host::{Host, MAX_LIVE_RUNS};
-use super::records;
-use super::report::{RunView, report};
+use crate::mcp::catalog::Served;
+use crate::mcp::runs::host::{Host, MAX_LIVE_RUNS};
+use crate::mcp::runs::records;
+use crate::mcp::runs::report::{RunView, report};
 use crate::run::fleet::Recording;
 use crate::store::{RunOrigin, RunRecord, RunStatus, SqliteStore, Store};
 
@@ -21,7 +21,7 @@ impl Host {
     /// Resumes a recorded run that no server drives (stopped, or left running by a server
     /// that died) from its latest snapshot, in a fleet of its own, as `serve` resumes its
     /// instances; a live run's report is returned as it is.
-    pub(super) fn resume_run(&mut self, run: &str) -> Result<Value, String> {
+    pub(in crate::mcp) fn resume_run(&mut self, run: &str) -> Result<Value, String> {
         if let Some(report) = self.live_report(run) {
             return Ok(report);
         }
@@ -31,7 +31,10 @@ impl Host {
 
     /// A recorded run that has not finished, with the store it was read from (to resume or
     /// cancel it); refused when the store has no such run or it has finished.
-    pub(super) fn unfinished_record(&self, run: &str) -> Result<(SqliteStore, RunRecord), String> {
+    pub(in crate::mcp) fn unfinished_record(
+        &self,
+        run: &str,
+    ) -> Result<(SqliteStore, RunRecord), String> {
         let store =
             SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
         let record = store
@@ -48,7 +51,7 @@ impl Host {
     /// serves, newest first, up to `MAX_LIVE_RUNS`, each named on stderr; one that cannot
     /// resume (its protocol changed, another process drives it) is named with the reason and
     /// left for `resume_run`.
-    pub(super) fn resume_recorded(&mut self) {
+    pub(in crate::mcp) fn resume_recorded(&mut self) {
         let runs = SqliteStore::open(&self.settings.state_dir).and_then(|store| store.list_runs());
         let runs = match runs {
             Ok(runs) => runs,
@@ -164,7 +167,7 @@ impl Host {
     /// What resuming `record`'s run here takes, or why it cannot resume (its protocol is not
     /// served here or changed, an input of it cannot be restored), from what this server
     /// holds: its served protocol and its inputs bound again.
-    pub(super) fn resumable(
+    pub(in crate::mcp) fn resumable(
         &self,
         record: &RunRecord,
     ) -> Result<(&Served, Vec<crate::value::Value>), String> {
@@ -213,7 +216,7 @@ impl Host {
 
     /// The run lock of a run this server is about to drive: a run another process drives
     /// (`run --resume`) is refused, naming that process.
-    pub(super) fn lock_run(&self, run: &str) -> Result<crate::run_lock::RunLock, String> {
+    pub(in crate::mcp) fn lock_run(&self, run: &str) -> Result<crate::run_lock::RunLock, String> {
         let runs = crate::telemetry::runs_directory(&self.settings.state_dir);
         crate::run_lock::RunLock::acquire(&runs, run).map_err(|error| error.to_string())
     }

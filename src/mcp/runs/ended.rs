@@ -5,22 +5,22 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::report::RunView;
 use crate::compile::machine::Machine;
+use crate::mcp::runs::report::RunView;
 
 /// The most ended runs whose views a server keeps: a view holds up to a thousand log lines and
 /// directives, so a server that ran many runs answers the older ones from the store.
 pub const MAX_ENDED_VIEWS: usize = 100;
 
 /// An ended run's protocol and what its output said.
-pub(super) struct EndedRun {
-    pub(super) machine: Arc<Machine>,
-    pub(super) view: Rc<RefCell<RunView>>,
+pub(in crate::mcp) struct EndedRun {
+    pub(in crate::mcp) machine: Arc<Machine>,
+    pub(in crate::mcp) view: Rc<RefCell<RunView>>,
 }
 
 /// The newest ended runs, by run id.
 #[derive(Default)]
-pub(super) struct EndedRuns {
+pub(in crate::mcp) struct EndedRuns {
     /// Oldest first: the one forgotten when the cache is full.
     order: VecDeque<String>,
     runs: HashMap<String, EndedRun>,
@@ -28,7 +28,7 @@ pub(super) struct EndedRuns {
 
 impl EndedRuns {
     /// Keeps `run`'s view, forgetting the oldest past `MAX_ENDED_VIEWS`.
-    pub(super) fn keep(&mut self, run: String, ended: EndedRun) {
+    pub(in crate::mcp) fn keep(&mut self, run: String, ended: EndedRun) {
         if self.runs.insert(run.clone(), ended).is_none() {
             self.order.push_back(run);
         }
@@ -39,7 +39,7 @@ impl EndedRuns {
         }
     }
 
-    pub(super) fn get(&self, run: &str) -> Option<&EndedRun> {
+    pub(in crate::mcp) fn get(&self, run: &str) -> Option<&EndedRun> {
         self.runs.get(run)
     }
 }

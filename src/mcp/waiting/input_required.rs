@@ -3,8 +3,8 @@
 use rmcp::model::{InputRequiredResult, InputResponses};
 use serde_json::{Map, Value};
 
-use super::answers::Delivery;
-use super::server::ProtocolServer;
+use crate::mcp::server::ProtocolServer;
+use crate::mcp::waiting::answers::Delivery;
 
 /// What a plain call that moves a run answers on a 2026-07-28 session.
 pub enum Answer {
@@ -23,7 +23,7 @@ impl ProtocolServer {
     /// `elicit` waits), a run waiting for input asks again, with fresh keys where the answers
     /// came too late (their requests no longer outstanding: nothing was sent); a retry whose
     /// answers were all declined answers the report as it is.
-    pub(super) async fn answer_with_input(
+    pub(in crate::mcp) async fn answer_with_input(
         &self,
         name: &str,
         arguments: Map<String, Value>,
@@ -33,7 +33,7 @@ impl ProtocolServer {
         let report = match request_state {
             None => self.call(name, arguments).await?,
             Some(run) => {
-                super::limits::check_name_argument("requestState", &run)?;
+                crate::mcp::limits::check_name_argument("requestState", &run)?;
                 let own = match arguments.get("run").and_then(Value::as_str) {
                     Some(argument) if name == "send_event" => argument == run,
                     _ => run.starts_with(&format!("{name}:")),
@@ -61,7 +61,7 @@ impl ProtocolServer {
         }
         let run = report["run"].as_str().unwrap_or_default().to_string();
         let view = self.task_view(&run).await?;
-        let requests = super::tasks::input_requests(
+        let requests = crate::mcp::waiting::tasks::input_requests(
             &view["report"],
             view["asked_since"].as_u64().unwrap_or(0),
         );

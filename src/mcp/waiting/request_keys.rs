@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::host::Host;
-use super::report::{RunView, events_now};
+use crate::mcp::runs::host::Host;
+use crate::mcp::runs::report::{RunView, events_now};
 
 /// What a run asked for when its requests were last keyed, and from which step: the request
 /// for each event is keyed `EVENT@since` while the run asks for the same events, quoting the
@@ -55,7 +55,7 @@ impl RunView {
     }
 
     /// A step took `event`: a request for it is answered, so the run asks anew.
-    pub(super) fn took(&mut self, event: &str) {
+    pub(in crate::mcp) fn took(&mut self, event: &str) {
         if self
             .asked
             .as_ref()
@@ -76,7 +76,7 @@ impl Host {
     /// still stands on `run` (a live run that has not ended) now, on the host's thread: no
     /// event sent to the run waits to be committed, and the run asks for the same events,
     /// quoting the same directives, as when the key was made.
-    pub(super) fn check_request_stands(
+    pub(in crate::mcp) fn check_request_stands(
         &self,
         run: &str,
         event: &str,

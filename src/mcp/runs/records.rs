@@ -170,13 +170,13 @@ pub fn recorded_directives(store: &SqliteStore, run: &str) -> Result<(Vec<Value>
                 .rev()
                 .filter_map(|action| action.get("directive"))
             {
-                if newest_first.len() < super::report::MAX_KEPT_DIRECTIVES {
+                if newest_first.len() < crate::mcp::runs::report::MAX_KEPT_DIRECTIVES {
                     newest_first.push(directive.clone());
                 } else {
                     dropped += 1;
                 }
             }
-            if newest_first.len() == super::report::MAX_KEPT_DIRECTIVES {
+            if newest_first.len() == crate::mcp::runs::report::MAX_KEPT_DIRECTIVES {
                 // Full: the older entries are only counted.
                 let older = store
                     .directives_before(run, entry.sequence)

@@ -7,16 +7,16 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::host::{Host, Reply};
-use super::report::{RunView, report};
 use crate::compile::machine::Machine;
+use crate::mcp::runs::host::{Host, Reply};
+use crate::mcp::runs::report::{RunView, report};
 use crate::run::fleet::{Fleet, Recording};
 use crate::run::input::LineBatch;
 use crate::run::stop::{CANCELLED_EXIT_CODE, Stop};
 
 impl Host {
     /// A fleet for one run, its output read into `view`, its answers to the waiting requests.
-    pub(super) fn fleet(
+    pub(in crate::mcp) fn fleet(
         &mut self,
         run_id: String,
         machine: Arc<Machine>,
@@ -73,7 +73,7 @@ impl Host {
     /// and children are dropped, which kills their process groups. Every event still queued
     /// for it is answered with why it was not taken, and the run is listed as ended for the
     /// host to forget.
-    pub(super) fn drive(
+    pub(in crate::mcp) fn drive(
         &mut self,
         mut fleet: Fleet,
         run_id: String,
@@ -165,6 +165,6 @@ fn recorded_cancelled(state_dir: &std::path::Path, run: &str) -> Result<Value, S
 }
 
 /// What `cancel_run` answers once a run is recorded cancelled.
-pub(super) fn cancelled_report(run: &str) -> Value {
+pub(in crate::mcp) fn cancelled_report(run: &str) -> Value {
     serde_json::json!({"run": run, "status": "cancelled", "exit_code": CANCELLED_EXIT_CODE})
 }

@@ -3,9 +3,9 @@
 use rmcp::model::{ElicitResult, ElicitationAction, InputResponses};
 use serde_json::Value;
 
-use super::host::Request;
-use super::request_keys::request_key;
-use super::server::ProtocolServer;
+use crate::mcp::runs::host::Request;
+use crate::mcp::server::ProtocolServer;
+use crate::mcp::waiting::request_keys::request_key;
 
 /// What became of the answers to a run's input requests.
 pub enum Delivery {
@@ -46,7 +46,7 @@ pub fn outstanding(view: &Value) -> Vec<(String, &Value)> {
 impl ProtocolServer {
     /// The run as `tasks/get` reads it: `{report, created, updated, step, asked_since,
     /// finish, not_live}`.
-    pub(super) async fn task_view(&self, run: &str) -> Result<Value, String> {
+    pub(in crate::mcp) async fn task_view(&self, run: &str) -> Result<Value, String> {
         let run = run.to_string();
         self.ask(|reply| Request::GetTask { run, reply }).await
     }
@@ -56,7 +56,7 @@ impl ProtocolServer {
     /// extension requires) or nothing is sent; the answer is taken only if its request still
     /// stands when the host sends it. An answer that is no elicitation result, or whose data
     /// the event refuses, is the error saying why.
-    pub(super) async fn deliver_answers(
+    pub(in crate::mcp) async fn deliver_answers(
         &self,
         view: &Value,
         responses: InputResponses,
@@ -64,7 +64,7 @@ impl ProtocolServer {
         let outstanding = outstanding(view);
         let keys_now = || outstanding.iter().map(|(key, _)| key.clone()).collect();
         for key in responses.keys() {
-            super::limits::check_name_argument("inputResponses key", key)?;
+            crate::mcp::limits::check_name_argument("inputResponses key", key)?;
         }
         if let Some(key) = responses.keys().find(|key| {
             !outstanding
@@ -111,14 +111,14 @@ impl ProtocolServer {
     /// admission. When the host refuses it, the run is read again: a request that no longer
     /// stands is `MovedOn` with the run as it is, any other refusal (data off the event's
     /// schema) the error.
-    pub(super) async fn send_answer(
+    pub(in crate::mcp) async fn send_answer(
         &self,
         run: &str,
         event: &Value,
         content: Option<&Value>,
         since: u64,
     ) -> Result<Sent, String> {
-        let data = super::elicitation::event_data(event, content)?;
+        let data = crate::mcp::waiting::elicitation::event_data(event, content)?;
         let name = event["name"].as_str().unwrap_or_default().to_string();
         let key = request_key(event, since);
         let sent = {
