@@ -561,22 +561,11 @@ fn a_full_disk_under_serve_reports_no_step_it_did_not_record_and_exits_74() {
         return;
     };
     let lines = "{\"instance\":\"a\",\"event\":\"grow\"}\n".repeat(60);
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["serve", "filler.yaml", "--state-dir", "disk/state"])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    serve
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(lines.as_bytes())
-        .unwrap();
-    let output = serve.wait_with_output().unwrap();
+    let output = crate::support::run_binary_with_input(
+        &directory,
+        &["serve", "filler.yaml", "--state-dir", "disk/state"],
+        lines.as_bytes(),
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(74), "{stdout}{stderr}");

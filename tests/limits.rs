@@ -1,8 +1,7 @@
 //! Every limit is hit on purpose and its message checked: file size, states, expression length,
 //! event line size, waiting events per `serve` instance.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn scratch(name: &str) -> std::path::PathBuf {
     let directory =
@@ -19,17 +18,9 @@ fn run_with_input(
     state: &std::path::Path,
     input: &[u8],
 ) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(arguments)
-        .args(["--state-dir", state.to_str().unwrap()])
-        .current_dir(directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    child.wait_with_output().unwrap()
+    let state = state.to_str().unwrap();
+    let arguments = [arguments, &["--state-dir", state]].concat();
+    crate::support::run_binary_with_input(directory, &arguments, input)
 }
 
 fn validate(name: &str, text: &str) -> String {

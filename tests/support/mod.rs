@@ -312,6 +312,27 @@ pub fn run_binary(directory: &std::path::Path, arguments: &[&str]) -> (i32, Stri
     )
 }
 
+/// Runs the built `protocol-run` in `directory` with `arguments`, `input` written to its stdin
+/// (then closed); returns its output.
+pub fn run_binary_with_input(
+    directory: &std::path::Path,
+    arguments: &[&str],
+    input: &[u8],
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .current_dir(directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Runs the built `protocol-run` in `directory` with `arguments`, `--state-dir DIRECTORY/state`
 /// and stdin closed; returns (exit code, stdout then stderr), for a test that checks both.
 pub fn run_binary_with_state(directory: &std::path::Path, arguments: &[&str]) -> (i32, String) {
