@@ -27,7 +27,7 @@ pub enum Request {
     Start {
         protocol: String,
         inputs: Map<String, Value>,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     SendEvent {
         run: String,
@@ -37,40 +37,40 @@ pub enum Request {
         /// only while that request stands (`check_request_stands`), checked here, on the
         /// host's thread, so no other event slips in between.
         expected_step: Option<u64>,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     GetRun {
         run: String,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     /// A page of runs: at most `count`, after the run `after`.
     ListRuns {
         after: Option<String>,
         count: usize,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     CancelRun {
         run: String,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     ResumeRun {
         run: String,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     GetLogs {
         run: String,
         tag: Option<String>,
         level: Option<String>,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     GetDiagram {
         run: String,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
     /// A run as a task: its report, and when it started and last changed.
     GetTask {
         run: String,
-        reply: oneshot::Sender<Result<Value, String>>,
+        reply: Reply,
     },
 }
 
