@@ -1,6 +1,5 @@
 //! `protocol-run mcp --http` exposure and transport failures: a non-loopback address refused without `--http-allow-remote`, a busy port exiting 75, and the session limit held under a burst of concurrent `initialize` requests.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use crate::mcp_limits::{exchange, post_head};
@@ -47,27 +46,13 @@ fn a_non_loopback_address_is_refused_without_the_flag_that_allows_it() {
 fn a_non_loopback_address_is_served_with_the_flag() {
     let directory = crate::support::temporary_directory("mcp-exposure", "remote-allowed");
     std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(["mcp", "--http", "0.0.0.0:0", "--http-allow-remote"])
-        .args(["--state-dir", "state", "waiter.yaml"])
-        .current_dir(&directory)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    let mut stderr = BufReader::new(server.stderr.take().unwrap());
-    stderr.read_line(&mut first).unwrap();
-    // The rest is drained: a closed pipe would fail the server's later lines, SIGTERM's too.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let kill = |server: &mut std::process::Child| {
-        let pid = nix::unistd::Pid::from_raw(server.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        server.wait().unwrap().code()
-    };
-    let listening = first.starts_with("mcp: listening on http://0.0.0.0:");
-    assert_eq!(kill(&mut server), Some(0));
-    assert!(listening, "{first}");
+    let mut server = crate::support::mcp_http_server::McpHttpServer::start_with(
+        &directory,
+        &["--http", "0.0.0.0:0", "--http-allow-remote"],
+        &["waiter.yaml"],
+    );
+    assert!(server.url.starts_with("http://0.0.0.0:"), "{}", server.url);
+    assert_eq!(server.stop(), Some(0));
 }
 
 #[test]

@@ -16,8 +16,15 @@ impl McpHttpServer {
     /// Starts it in `directory` serving `protocols`, its runs in `directory/state`; its URL is
     /// on its first stderr line.
     pub fn start(directory: &Path, protocols: &[&str]) -> McpHttpServer {
+        McpHttpServer::start_with(directory, &["--http", "127.0.0.1:0"], protocols)
+    }
+
+    /// As `start`, with the `--http` arguments given (another address, `--http-allow-remote`).
+    pub fn start_with(directory: &Path, http: &[&str], protocols: &[&str]) -> McpHttpServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args(["mcp", "--http", "127.0.0.1:0", "--state-dir", "state"])
+            .arg("mcp")
+            .args(http)
+            .args(["--state-dir", "state"])
             .args(protocols)
             .current_dir(directory)
             .stdin(Stdio::null())
