@@ -1615,22 +1615,39 @@ struct EventStatistics {
 }
 
 impl EventStatistics {
-    /// Whether every feature `non_vacuous` needs in at least one case was reached: those a
-    /// round of random cases can miss by chance.
+    /// The features `non_vacuous` needs in at least one case, each with the message it fails
+    /// with: those a round of random cases can miss by chance.
+    fn rare_features(&self) -> [(bool, &'static str); 9] {
+        [
+            (self.finished > 0, "no run finishes"),
+            (
+                self.into_history > 0,
+                "no run takes a transition to a history state",
+            ),
+            (
+                self.data_guards_passed > 0,
+                "no transition whose guard reads the event's data is taken",
+            ),
+            (self.data_errors > 0, "no run reads data that is not there"),
+            (
+                self.delayed_delivered > 0 && self.delayed_cancelled > 0,
+                "delayed sends with an id are never delivered or never cancelled",
+            ),
+            (
+                self.then_runs > 0 && self.elif_runs > 0 && self.else_runs > 0,
+                "some branch of `if` never runs",
+            ),
+            (self.loop_runs > 0, "no `foreach` body runs"),
+            (self.map_items > 0, "no `map` item starts"),
+            (
+                self.effects_started > 0 && self.outcomes_reported > 0,
+                "effects never start, or no outcome is reported",
+            ),
+        ]
+    }
+
     fn rare_features_reached(&self) -> bool {
-        self.finished > 0
-            && self.into_history > 0
-            && self.data_guards_passed > 0
-            && self.data_errors > 0
-            && self.delayed_delivered > 0
-            && self.delayed_cancelled > 0
-            && self.then_runs > 0
-            && self.elif_runs > 0
-            && self.else_runs > 0
-            && self.loop_runs > 0
-            && self.map_items > 0
-            && self.effects_started > 0
-            && self.outcomes_reported > 0
+        self.rare_features().iter().all(|(reached, _)| *reached)
     }
 
     fn add(&mut self, machine: &Machine, trace: &Trace) {
@@ -1808,7 +1825,6 @@ fn non_vacuous(statistics: &EventStatistics) {
     let cases = statistics.cases;
     // Loose bounds (the expected shares are about 15%, 45%, 40% and 20%): the random cases
     // must reach these features without the test failing by chance.
-    assert!(statistics.finished > 0, "no run finishes");
     assert!(
         statistics.with_parallel * 10 >= cases,
         "few runs enter a parallel state"
@@ -1817,35 +1833,11 @@ fn non_vacuous(statistics: &EventStatistics) {
         statistics.with_history * 10 >= cases,
         "few runs record history"
     );
-    assert!(
-        statistics.into_history > 0,
-        "no run takes a transition to a history state"
-    );
-    assert!(
-        statistics.data_guards_passed > 0,
-        "no transition whose guard reads the event's data is taken"
-    );
-    assert!(
-        statistics.data_errors > 0,
-        "no run reads data that is not there"
-    );
-    assert!(
-        statistics.delayed_delivered > 0 && statistics.delayed_cancelled > 0,
-        "delayed sends with an id are never delivered or never cancelled"
-    );
-    assert!(
-        statistics.then_runs > 0 && statistics.elif_runs > 0 && statistics.else_runs > 0,
-        "some branch of `if` never runs"
-    );
-    // Loops refused are fewer (a few in 64 cases), so they are printed, not asserted.
-    assert!(statistics.loop_runs > 0, "no `foreach` body runs");
-    assert!(statistics.map_items > 0, "no `map` item starts");
-    // Outcomes that take a transition are fewer (a few in 64 cases, rarely none), so they
-    // are printed, not asserted.
-    assert!(
-        statistics.effects_started > 0 && statistics.outcomes_reported > 0,
-        "effects never start, or no outcome is reported"
-    );
+    // Loops refused and outcomes that take a transition are fewer (a few in 64 cases, rarely
+    // none), so they are printed, not asserted.
+    for (reached, message) in statistics.rare_features() {
+        assert!(reached, "{message}");
+    }
     assert!(
         statistics.livelocked * 4 <= cases,
         "too many runs loop: {} of {cases}",
