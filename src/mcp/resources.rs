@@ -128,14 +128,12 @@ pub fn run_contents(report: &Value, uri: &str) -> ResourceContents {
 }
 
 /// A failed read of a run or its telemetry as its JSON-RPC error: `-32002` (resource not
-/// found) for a run that is not there or not of a served protocol; the in-flight limit,
-/// which the client can wait out, `-32600` (invalid request); anything else (the store
-/// failing, the server stopping) `-32603` (internal error). Each with its text.
+/// found) for a run that is not there or not of a served protocol; anything else (the store
+/// failing, the server stopping) `-32603` (internal error). Each with its text. (The in-flight
+/// limit refuses a read before it starts, with `-32600`: `ProtocolServer::admit`.)
 pub fn read_error(message: String) -> rmcp::ErrorData {
     if message.starts_with("no run `") || message.contains("which this server does not serve") {
         rmcp::ErrorData::resource_not_found(message, None)
-    } else if message.contains("(MAX_REQUESTS_IN_FLIGHT)") {
-        rmcp::ErrorData::invalid_request(message, None)
     } else {
         rmcp::ErrorData::internal_error(message, None)
     }
