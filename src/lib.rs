@@ -48,6 +48,7 @@ pub mod mcp;
 pub mod model;
 pub mod output;
 pub mod run;
+pub mod runs;
 pub mod run_lock;
 pub mod sandbox;
 pub mod scenario;
