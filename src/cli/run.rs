@@ -755,6 +755,48 @@ impl Observer for RunObserver {
 
     fn input_error(&mut self, error: &crate::run::driver::InputLineError) {
         self.printer.input_error(error);
+        // An agent reads stdout: every events line gets its outcome there, a refusal too.
+        let line = serde_json::json!({
+            "input_line": error.line,
+            "event": error.event,
+            "outcome": "refused",
+            "reason": crate::secrets::mask(&error.message),
+        });
+        println!("{line}");
+    }
+
+    fn event_outcome(&mut self, time: &str, report: &crate::runs::admission::EventReport) {
+        use crate::runs::admission::EventOutcome;
+        let Some(line_number) = report.ticket else {
+            // Not an events line (a `send`, a child's event): telemetry only.
+            let mut fields = report.to_json();
+            fields["from"] = "protocol".into();
+            if report.outcome != EventOutcome::Taken || report.waited {
+                self.write(time, "event", fields);
+            }
+            return;
+        };
+        let mut line = serde_json::json!({"input_line": line_number});
+        if let (Some(object), serde_json::Value::Object(fields)) =
+            (line.as_object_mut(), report.to_json())
+        {
+            object.extend(fields);
+        }
+        if matches!(
+            report.outcome,
+            EventOutcome::Discarded | EventOutcome::Refused
+        ) {
+            eprintln!(
+                "warning: events line {line_number}: `{}` {}: {}",
+                crate::output::escape_controls(&report.event),
+                report.outcome.name(),
+                crate::output::escape_controls(&crate::secrets::mask(
+                    report.reason.as_deref().unwrap_or_default()
+                ))
+            );
+        }
+        println!("{}", crate::secrets::mask_json(&line));
+        self.write(time, "event", line);
     }
 
     fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {

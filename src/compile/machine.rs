@@ -72,6 +72,8 @@ pub struct StateNode {
     pub exit: Vec<Action>,
     /// Timers started on entry and cancelled on exit, one per `after` transition.
     pub timers: Vec<Timer>,
+    /// The external events that wait while this state is active and no transition takes them.
+    pub defer: Vec<EventDescriptor>,
     /// Child protocols started on entry and cancelled on exit.
     pub invokes: Vec<InvokeNode>,
     /// For final states: the exit code of a run that ends here.
@@ -274,6 +276,8 @@ pub struct Machine {
     pub error_execution: EventType,
     /// Whether any state has eventless transitions (if none, the algorithm skips selecting them).
     pub has_eventless: bool,
+    /// Whether some state (or the protocol) defers events.
+    pub has_defer: bool,
     /// Whether no state is parallel: the configuration is then one atomic state and its
     /// ancestors, and a macrostep can select and take transitions from that leaf alone.
     pub single_leaf: bool,

@@ -7,6 +7,7 @@ pub mod budget;
 pub mod context_types;
 pub mod data_schema;
 pub mod declared_events;
+mod deferral;
 pub(crate) mod definitions;
 mod event_data_reads;
 mod event_index;
@@ -203,6 +204,7 @@ fn compile_nested(
     let has_eventless = states.iter().any(|state| !state.eventless.is_empty());
     let single_leaf = states.iter().all(|state| state.kind != StateKind::Parallel);
     let has_history = states.iter().any(StateNode::is_history);
+    let has_defer = states.iter().any(|state| !state.defer.is_empty());
     let error_types: Vec<bool> = compiler
         .event_names
         .iter()
@@ -228,6 +230,7 @@ fn compile_nested(
         done_events,
         error_execution,
         has_eventless,
+        has_defer,
         single_leaf,
         has_history,
         candidates,
@@ -437,6 +440,17 @@ impl Compiler<'_> {
     /// The declared type of the context variable in `slot`, if `types:` gives one.
     pub fn context_type(&self, slot: usize) -> Option<&data_schema::DataSchema> {
         self.context_types.get(slot)?.as_ref()
+    }
+
+    /// The names `events:` declares, when it declares any.
+    pub fn declared_event_names(&self) -> Option<Vec<String>> {
+        Some(
+            self.declared_events
+                .as_ref()?
+                .names()
+                .map(String::from)
+                .collect(),
+        )
     }
 
     /// The declared data schema of event `name`, if `events:` declares it.
@@ -1200,6 +1214,7 @@ impl Builder<'_, '_> {
             entry: Vec::new(),
             exit: Vec::new(),
             timers: Vec::new(),
+            defer: Vec::new(),
             invokes: Vec::new(),
             exit_code: 0,
             output: None,
@@ -1217,6 +1232,7 @@ impl Builder<'_, '_> {
             "/initial",
             first_child,
         );
+        root.defer = deferral::compile(compiler, &protocol.defer, "/defer");
         if protocol.states.is_empty() {
             compiler.value_error(
                 "/states",
@@ -1255,6 +1271,7 @@ impl Builder<'_, '_> {
         node.exit = compiler
             .actions(&state.exit, &format!("{pointer}/exit"))
             .unwrap_or_default();
+        node.defer = deferral::compile(compiler, &state.defer, &format!("{pointer}/defer"));
         match kind {
             StateKind::Compound => {
                 let first_child = self.first_child(index);

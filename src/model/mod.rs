@@ -72,6 +72,10 @@ pub struct Protocol {
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     #[schemars(schema_with = "data_schemas")]
     pub events: IndexMap<String, serde_json::Value>,
+    /// External events that wait while the run is in any state and no transition takes them:
+    /// `defer:` of every state (see a state's `defer`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defer: Vec<String>,
     /// Library files whose blocks and retry policies this protocol uses, relative to this
     /// file, e.g. `[common/tools.yaml]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

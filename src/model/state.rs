@@ -38,6 +38,12 @@ pub struct State {
     /// Eventless transitions, taken as soon as their guard holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always: Option<Transitions>,
+    /// External events that wait while this state is active and no transition takes them
+    /// (event descriptors, as `on:` keys): each is kept in the run's inbox and offered again,
+    /// in arrival order, after the configuration changes. Engine events (`done.*`, `error.*`,
+    /// `after.*`, `timeout.*`) cannot be deferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defer: Vec<String>,
     /// Delayed transitions: each is taken `delay` after the state is entered (or at the
     /// instant `until` gives), unless the state was left first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -236,10 +236,10 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     /// Handles one external event: its microstep, then eventless and internal events until
-    /// stable (one iteration of SCXML's `mainEventLoop`).
-    pub fn process_external_event(&mut self, event: &'e Event) -> Result<(), RunError> {
+    /// stable (one iteration of SCXML's `mainEventLoop`). Says whether a transition took it.
+    pub fn process_external_event(&mut self, event: &'e Event) -> Result<bool, RunError> {
         if !self.instance.running {
-            return Ok(());
+            return Ok(false);
         }
         self.event = CurrentEvent::External(event);
         if let (true, Some(index), Some(event_type)) = (
@@ -249,6 +249,7 @@ impl<'e> Algorithm<'_, 'e> {
         ) && let Some(leaf) = self.instance.configuration.last()
         {
             let taken = self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
+            let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
             if self.instance.running
@@ -256,7 +257,7 @@ impl<'e> Algorithm<'_, 'e> {
                 && self.instance.internal_queue.is_empty()
             {
                 return match budget::step_must_stop(1) {
-                    None => Ok(()),
+                    None => Ok(took),
                     Some(why) => Err(self.stop_step(why)),
                 };
             }
@@ -269,15 +270,17 @@ impl<'e> Algorithm<'_, 'e> {
                     enter.iter().for_each(|state| looping.insert(*state));
                 }
             }
+            self.run_to_completion().map(|()| took)
         } else {
             self.select_transitions(false);
-            if self.workspace().enabled.is_empty() {
-                self.report_unhandled_error();
-            } else {
+            let took = !self.workspace().enabled.is_empty();
+            if took {
                 self.microstep();
+            } else {
+                self.report_unhandled_error();
             }
+            self.run_to_completion().map(|()| took)
         }
-        self.run_to_completion()
     }
 
     /// `selectTransitions` and `microstep` for a machine without parallel states, whose
@@ -320,8 +323,9 @@ impl<'e> Algorithm<'_, 'e> {
                 workspace.enabled.clear();
                 workspace.enabled.push(transition_id);
                 self.microstep();
-                // Its states are already recorded in the workspace, as a general step's are.
-                return None;
+                // Its states are already recorded in the workspace, as a general step's are:
+                // recording its source again below changes nothing.
+                return Some(transition_id);
             }
         };
         self.host.transition_taken(transition_id);

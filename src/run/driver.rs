@@ -75,6 +75,8 @@ pub struct RunReport {
     /// Effects that were still running when the run reached its final state, each awaited:
     /// `{"id", "invocation", "outcome", "event", ...}` (`outcome`: `completed` or `failed`).
     pub effects: Vec<serde_json::Value>,
+    /// Deferred events still waiting when the run ended, each reported `discarded`.
+    pub discarded: Vec<serde_json::Value>,
 }
 
 impl RunReport {
@@ -125,6 +127,17 @@ pub trait Observer {
             "at": node.pointer,
         });
         self.record(&clock::format_rfc3339(now()), "transition", fields);
+    }
+    /// What became of an external event (taken, deferred, discarded, refused); by default an
+    /// `event` telemetry entry for every outcome but one taken at once.
+    fn event_outcome(&mut self, time: &str, report: &crate::runs::admission::EventReport) {
+        if report.outcome != crate::runs::admission::EventOutcome::Taken || report.waited {
+            let mut fields = report.to_json();
+            if let Some(ticket) = report.ticket {
+                fields["ticket"] = ticket.into();
+            }
+            self.record(time, "event", fields);
+        }
     }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
@@ -345,31 +358,31 @@ pub(super) async fn drive_async(
         match waited {
             Waited::Line(Some(Err(message))) => {
                 line_number += 1;
-                session.host.observer.input_error(&InputLineError {
-                    line: line_number,
-                    message,
-                });
+                let error = InputLineError::new(line_number, message, None);
+                session.host.observer.input_error(&error);
             }
             Waited::Line(Some(Ok(line))) => {
                 line_number += 1;
                 match parse_input_line(&session.host.machine, &line) {
-                    Ok(InputLine::Event(event)) => session.host.external_queue.push_back(event),
+                    Ok(InputLine::Event(event)) => {
+                        // Its outcome goes to the observer, numbered by its line.
+                        if interrupted(session.offer(event, Some(line_number as u64)))? {
+                            stopped_by_signal = true;
+                            break;
+                        }
+                    }
                     Ok(InputLine::Advance(duration)) if virtual_time => {
                         session.timers_held = false;
                         session.advance(duration).await?;
                     }
                     Ok(InputLine::Advance(_)) => {
-                        session.host.observer.input_error(&InputLineError {
-                            line: line_number,
-                            message: "`advance` moves the virtual clock: run with --virtual-time"
-                                .into(),
-                        })
+                        let message = "`advance` moves the virtual clock: run with --virtual-time";
+                        let error = InputLineError::new(line_number, message.into(), None);
+                        session.host.observer.input_error(&error)
                     }
                     Err(message) if !line.trim().is_empty() => {
-                        session.host.observer.input_error(&InputLineError {
-                            line: line_number,
-                            message,
-                        })
+                        let error = InputLineError::new(line_number, message, Some(&line));
+                        session.host.observer.input_error(&error)
                     }
                     Err(_) => {}
                 }

@@ -82,6 +82,23 @@ pub struct DriverState {
     /// Set when a timer is added, cancelled or fired: a host that keeps its own index of
     /// deadlines reads the deque only then (reading it for every event costs a cache miss).
     pub(super) timers_changed: bool,
+    /// The run's inbox, once an event was deferred: boxed, since most instances never defer.
+    pub(super) inbox: Option<Box<Inbox>>,
+}
+
+/// The events an active state defers, waiting in arrival order, and those the end of the run
+/// discarded while they waited (for the finished line).
+#[derive(Debug, Default)]
+pub(super) struct Inbox {
+    pub(super) waiting: Vec<Waiting>,
+    pub(super) discarded: Vec<serde_json::Value>,
+}
+
+/// One deferred event, with its sender's number for it.
+#[derive(Debug, Clone)]
+pub(super) struct Waiting {
+    pub(super) event: Event,
+    pub(super) ticket: Option<u64>,
 }
 
 impl Default for DriverState {
@@ -108,6 +125,7 @@ impl DriverState {
             after_finish: Vec::new(),
             step: 0,
             timers_changed: false,
+            inbox: None,
         }
     }
 
@@ -141,6 +159,29 @@ impl DriverState {
     /// What the effects that ended after the run's final state did (see `RunReport::effects`).
     pub fn effects_after_finish(&self) -> &[serde_json::Value] {
         &self.after_finish
+    }
+
+    /// The deferred events the end of the run discarded (see `RunReport::discarded`).
+    pub fn discarded_at_finish(&self) -> &[serde_json::Value] {
+        self.inbox.as_deref().map_or(&[], |inbox| &inbox.discarded)
+    }
+
+    /// The events waiting in the inbox, in arrival order.
+    pub(super) fn waiting(&self) -> &[Waiting] {
+        self.inbox.as_deref().map_or(&[], |inbox| &inbox.waiting)
+    }
+
+    /// The bytes of data the run holds in events: pending delayed sends and deferred events.
+    pub(super) fn held_event_bytes(&self) -> usize {
+        self.timers
+            .iter()
+            .map(|(_, (_, event, ..))| event.data.size_in_bytes())
+            .chain(
+                self.waiting()
+                    .iter()
+                    .map(|waiting| waiting.event.data.size_in_bytes()),
+            )
+            .fold(0, usize::saturating_add)
     }
 }
 
@@ -452,20 +493,19 @@ impl Host for DriverHost<'_> {
         // Counted on demand: the timers are at most `max_pending_sends`, the queue at most
         // what one macrostep sent.
         let held = self
-            .state
-            .timers
+            .external_queue
             .iter()
-            .map(|(_, (_, event, ..))| event.data.size_in_bytes())
-            .chain(
-                self.external_queue
-                    .iter()
-                    .map(|event| event.data.size_in_bytes()),
-            )
-            .fold(request.event.data.size_in_bytes(), usize::saturating_add);
+            .map(|event| event.data.size_in_bytes())
+            .fold(
+                self.state
+                    .held_event_bytes()
+                    .saturating_add(request.event.data.size_in_bytes()),
+                usize::saturating_add,
+            );
         let limit = budgets.max_context_bytes();
         (held > limit).then(|| {
             format!(
-                "the data of the events this run holds (pending delayed sends and queued events) would total {held} bytes, more than {limit} ({} times --max-value-bytes); raise it with --max-value-bytes",
+                "the data of the events this run holds (pending delayed sends, deferred and queued events) would total {held} bytes, more than {limit} ({} times --max-value-bytes); raise it with --max-value-bytes",
                 crate::compile::budget::CONTEXT_VALUES
             )
         })

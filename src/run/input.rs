@@ -19,6 +19,22 @@ pub const MAX_EVENT_LINE_BYTES: usize = 1 << 20;
 pub struct InputLineError {
     pub line: usize,
     pub message: String,
+    /// The event the line names, when it names one.
+    pub event: Option<String>,
+}
+
+impl InputLineError {
+    /// The problem with line `line` (whose text is `text`, when it was read).
+    pub fn new(line: usize, message: String, text: Option<&str>) -> InputLineError {
+        let event = text
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .and_then(|json| json.get("event")?.as_str().map(String::from));
+        InputLineError {
+            line,
+            message,
+            event,
+        }
+    }
 }
 
 /// Parses one JSON line `{"event": "name", "data": {...}}`.

@@ -118,16 +118,44 @@ impl Interpreter {
     /// Processes one external event as one macrostep.
     #[inline]
     pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
+        self.take(event, host).map(|_| ())
+    }
+
+    /// Processes one external event as one macrostep, and says whether a transition took it.
+    #[inline]
+    pub fn take(&mut self, event: &Event, host: &mut dyn Host) -> Result<bool, RunError> {
         if self.instance.ignores(event) {
-            return Ok(());
+            return Ok(false);
         }
         self.macrostep(event, host)
     }
 
-    // Kept apart from `handle`, so that an ignored event does not pay for this one's frame.
+    // Kept apart from `take`, so that an ignored event does not pay for this one's frame.
     #[inline(never)]
-    fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
+    fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<bool, RunError> {
         self.step(host, |algorithm| algorithm.process_external_event(event))
+    }
+
+    /// The active state that defers `event`, an external event no transition took (the root
+    /// for the protocol's own `defer:`), if one does: engine events are never deferred.
+    pub fn deferred_by(&self, event: &Event) -> Option<StateId> {
+        if !self.machine.has_defer
+            || !self.instance.running
+            || event::refuse_platform_event(&event.name).is_some()
+        {
+            return None;
+        }
+        // The innermost first; the protocol's own `defer:` is the root's, never active.
+        let mut active: Vec<StateId> = self.configuration().collect();
+        active.reverse();
+        active.push(StateId::ROOT);
+        active.into_iter().find(|state| {
+            self.machine
+                .state(*state)
+                .defer
+                .iter()
+                .any(|descriptor| descriptor.matches(&event.name))
+        })
     }
 
     pub fn machine(&self) -> &Arc<Machine> {

@@ -4,13 +4,14 @@ use super::Interpreter;
 use super::algorithm::RunError;
 use super::driver::{Observer, RunReport};
 use super::event::{Event, Origin};
-use super::host::{DriverHost, DriverState, EffectMessage};
+use super::host::{DriverHost, DriverState, EffectMessage, Waiting};
 use super::input::{InputLineError, InputLines, parse_event_line};
 use crate::compile::machine::Machine;
 use crate::effects::EffectRequest;
 use crate::effects::mock::Mocks;
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::run::snapshot::{InFlightEffect, PendingTimer};
+use crate::runs::admission::{EventOutcome, EventReport};
 use crate::value::Value;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -148,6 +149,18 @@ impl<'a> Session<'a> {
             .iter()
             .filter_map(|map| serde_json::to_value(map).ok())
             .collect();
+        snapshot.deferred = self
+            .host
+            .state
+            .waiting()
+            .iter()
+            .map(|waiting| crate::run::snapshot::DeferredEvent {
+                event: waiting.event.name.to_string(),
+                data: waiting.event.data.to_stored_json(),
+                from_child: waiting.event.invoke_id.as_deref().map(String::from),
+                ticket: waiting.ticket,
+            })
+            .collect();
         let step = CheckpointStep {
             sequence: self.host.state.step,
             event: event.map(|event| (event.name.to_string(), event.data.to_json())),
@@ -200,6 +213,28 @@ impl<'a> Session<'a> {
                     timer.absolute,
                 ),
             );
+        }
+        for deferred in &resume.snapshot.deferred {
+            let origin = match deferred.from_child {
+                Some(_) => Origin::Child,
+                None => Origin::External,
+            };
+            let mut event = Event::named(
+                &machine,
+                &deferred.event,
+                Value::from_stored_json(&deferred.data),
+                origin,
+            );
+            event.invoke_id = deferred.from_child.as_deref().map(Arc::from);
+            self.host
+                .state
+                .inbox
+                .get_or_insert_default()
+                .waiting
+                .push(Waiting {
+                    event,
+                    ticket: deferred.ticket,
+                });
         }
         self.host
             .state
@@ -384,6 +419,36 @@ impl<'a> Session<'a> {
             self.host.outcomes_after_the_run();
         }
         self.host.maps_after_the_run();
+        self.discard_waiting();
+    }
+
+    /// The run ended: every event still waiting in its inbox is discarded, and said so.
+    fn discard_waiting(&mut self) {
+        let Some(inbox) = self.host.state.inbox.as_deref_mut() else {
+            return;
+        };
+        let waiting = std::mem::take(&mut inbox.waiting);
+        let time = self.host.now_text();
+        for entry in waiting {
+            let report = EventReport {
+                event: entry.event.name.clone(),
+                outcome: EventOutcome::Discarded,
+                reason: Some(
+                    "the run ended while it waited in the inbox (deferred), before a state took it"
+                        .into(),
+                ),
+                ticket: entry.ticket,
+                waited: true,
+            };
+            let mut line = report.to_json();
+            if let Some(ticket) = entry.ticket {
+                line["ticket"] = ticket.into();
+            }
+            if let Some(inbox) = self.host.state.inbox.as_deref_mut() {
+                inbox.discarded.push(line);
+            }
+            self.host.observer.event_outcome(&time, &report);
+        }
     }
 
     /// Parses and queues one input line; a bad line is reported and skipped.
@@ -410,16 +475,26 @@ impl<'a> Session<'a> {
     /// Sends `event` and handles the queue: when nothing waits before it, it is handled at
     /// once, without passing through the queue (which would allocate it, in a fresh session).
     pub fn send_and_handle(&mut self, event: Event) -> Result<(), RunError> {
-        if self.host.external_queue.is_empty() && self.interpreter.is_running() {
-            self.handle_one(&event)?;
-        } else {
-            self.send(event);
-        }
+        self.offer(event, None)
+    }
+
+    /// Offers an input event (an `--events` line, a `serve` line, an MCP `send_event`) after
+    /// what is queued before it, and handles the queue. What became of it (taken, deferred,
+    /// discarded) goes to the observer with `ticket`, the sender's number for it.
+    pub fn offer(&mut self, event: Event, ticket: Option<u64>) -> Result<(), RunError> {
+        self.handle_queued()?;
+        self.handle_event(&event, ticket)?;
         self.handle_queued()
     }
 
     /// One external event's macrostep, observed and committed.
     fn handle_one(&mut self, event: &Event) -> Result<(), RunError> {
+        self.handle_event(event, None)
+    }
+
+    /// One external event's macrostep, observed and committed, then the deferred events
+    /// offered again if the configuration changed. An input event's outcome is reported.
+    fn handle_event(&mut self, event: &Event, ticket: Option<u64>) -> Result<(), RunError> {
         if event.origin == Origin::Outcome {
             self.host.delivered(event);
         }
@@ -429,10 +504,159 @@ impl<'a> Session<'a> {
         }
         let now = self.host.now_milliseconds();
         self.interpreter.set_clock(now);
-        self.interpreter.handle(event, &mut self.host)?;
+        let before = (!self.host.state.waiting().is_empty())
+            .then(|| self.interpreter.instance.configuration.clone());
+        let taken = self.interpreter.take(event, &mut self.host)?;
+        let report = is_input(event).then(|| self.settle(event, taken, ticket));
         self.after_step();
         self.host.observer.step(now, event, self.interpreter);
-        self.commit(Some(event))
+        self.commit(Some(event))?;
+        if let Some(report) = report {
+            let time = self.host.now_text();
+            self.host.observer.event_outcome(&time, &report);
+        }
+        if before.is_some_and(|before| before != self.interpreter.instance.configuration) {
+            self.offer_waiting()?;
+        }
+        Ok(())
+    }
+
+    /// What becomes of an input event its macrostep did or did not take: taken, or deferred
+    /// into the inbox (refused past its bound), or discarded.
+    fn settle(&mut self, event: &Event, taken: bool, ticket: Option<u64>) -> EventReport {
+        let (outcome, reason) = if taken {
+            (EventOutcome::Taken, None)
+        } else if let Some(state) = self.interpreter.deferred_by(event) {
+            match self.defer(event, ticket) {
+                Ok(waiting) => (
+                    EventOutcome::Deferred,
+                    Some(format!(
+                        "{} defers it: it waits in the inbox ({waiting} waiting) and is offered \
+                         again when the active states change",
+                        self.deferring_name(state)
+                    )),
+                ),
+                Err(limit) => (EventOutcome::Refused, Some(limit)),
+            }
+        } else {
+            (EventOutcome::Discarded, Some(self.discarded_reason(event)))
+        };
+        EventReport {
+            event: event.name.clone(),
+            outcome,
+            reason,
+            ticket,
+            waited: false,
+        }
+    }
+
+    /// `state `x`` for a state that defers, `the protocol` for the top level's `defer:`.
+    fn deferring_name(&self, state: crate::compile::machine::StateId) -> String {
+        if state == crate::compile::machine::StateId::ROOT {
+            "the protocol's `defer:`".to_string()
+        } else {
+            format!("state `{}`", self.host.machine.state(state).id)
+        }
+    }
+
+    fn discarded_reason(&self, event: &Event) -> String {
+        let states = if self.interpreter.is_running() {
+            self.interpreter.active_leaves()
+        } else {
+            Vec::new()
+        };
+        crate::runs::admission::discarded_reason(&self.host.machine, &event.name, &states)
+    }
+
+    /// Puts `event` in the inbox, within the bounds the run's pending events share: at most
+    /// `--max-pending-sends` events waiting, their data within the pending-data limit. Returns
+    /// how many wait now, or why it cannot wait.
+    fn defer(&mut self, event: &Event, ticket: Option<u64>) -> Result<usize, String> {
+        let budgets = self.interpreter.limits.budgets;
+        let count = self.host.state.waiting().len();
+        if count >= budgets.max_pending_sends {
+            return Err(format!(
+                "the run's inbox already holds {count} deferred events, the limit; raise it \
+                 with --max-pending-sends"
+            ));
+        }
+        let held = self
+            .host
+            .state
+            .held_event_bytes()
+            .saturating_add(event.data.size_in_bytes());
+        let limit = budgets.max_context_bytes();
+        if held > limit {
+            return Err(format!(
+                "deferring it would make the data of the events this run holds (pending \
+                 delayed sends and deferred events) {held} bytes, more than {limit} ({} times \
+                 --max-value-bytes); raise it with --max-value-bytes",
+                crate::compile::budget::CONTEXT_VALUES
+            ));
+        }
+        let inbox = self.host.state.inbox.get_or_insert_default();
+        inbox.waiting.push(Waiting {
+            event: event.clone(),
+            ticket,
+        });
+        Ok(inbox.waiting.len())
+    }
+
+    /// Offers the deferred events again, oldest first, after the configuration changed: each
+    /// one a transition takes now leaves the inbox (and the scan starts again from the oldest,
+    /// the configuration having changed again); one no state defers any more is discarded.
+    fn offer_waiting(&mut self) -> Result<(), RunError> {
+        let mut index = 0;
+        while self.interpreter.is_running() {
+            let Some(waiting) = self.host.state.waiting().get(index).cloned() else {
+                break;
+            };
+            let now = self.host.now_milliseconds();
+            self.interpreter.set_clock(now);
+            let before = self.interpreter.instance.configuration.clone();
+            let taken = self.interpreter.take(&waiting.event, &mut self.host)?;
+            let changed = before != self.interpreter.instance.configuration;
+            let still_deferred = !taken && self.interpreter.deferred_by(&waiting.event).is_some();
+            if still_deferred && !changed {
+                index += 1;
+                continue;
+            }
+            let report = (!still_deferred).then(|| {
+                let (outcome, reason) = if taken {
+                    (EventOutcome::Taken, None)
+                } else {
+                    let reason = self.discarded_reason(&waiting.event);
+                    (EventOutcome::Discarded, Some(reason))
+                };
+                EventReport {
+                    event: waiting.event.name.clone(),
+                    outcome,
+                    reason,
+                    ticket: waiting.ticket,
+                    waited: true,
+                }
+            });
+            if report.is_some()
+                && let Some(inbox) = self.host.state.inbox.as_deref_mut()
+            {
+                inbox.waiting.remove(index);
+            }
+            self.after_step();
+            self.host
+                .observer
+                .step(now, &waiting.event, self.interpreter);
+            self.commit(Some(&waiting.event))?;
+            if let Some(report) = report {
+                let time = self.host.now_text();
+                self.host.observer.event_outcome(&time, &report);
+            }
+            if taken {
+                index = 0;
+            } else if still_deferred {
+                index += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Sets what the run's clock reads now (Unix milliseconds): a scenario's fixed start, so
@@ -574,6 +798,7 @@ impl<'a> Session<'a> {
         RunReport {
             stopped_by_signal: false,
             effects: self.host.state.after_finish.clone(),
+            discarded: self.host.state.discarded_at_finish().to_vec(),
             outcome,
             active_states: self
                 .interpreter
@@ -663,9 +888,16 @@ pub(super) fn accept_line(
     }
     match parse_event_line(machine, line) {
         Ok(event) => host.external_queue.push_back(event),
-        Err(message) => host.observer.input_error(&InputLineError {
-            line: line_number,
-            message,
-        }),
+        Err(message) => {
+            let error = InputLineError::new(line_number, message, Some(line));
+            host.observer.input_error(&error)
+        }
     }
+}
+
+/// Whether `event` is input to the run, whose outcome its sender is told: sent from outside,
+/// by `send`, or by a child protocol; not the engine's own.
+fn is_input(event: &Event) -> bool {
+    matches!(event.origin, Origin::External | Origin::Child)
+        && super::event::refuse_platform_event(&event.name).is_none()
 }

@@ -57,6 +57,25 @@ pub struct Snapshot {
     /// running (among `effects`), opaque to the store (filled by the driver).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub maps: Vec<serde_json::Value>,
+    /// External events waiting in the run's inbox because an active state defers them, in
+    /// arrival order (filled by the driver).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<DeferredEvent>,
+}
+
+/// An event waiting in the inbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeferredEvent {
+    pub event: String,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+    /// The child protocol that sent it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_child: Option<String>,
+    /// Its sender's number for it (`--events`: the input line), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<u64>,
 }
 
 /// A running child protocol in its parent's snapshot.
@@ -239,6 +258,7 @@ impl Interpreter {
             invocations: 0,
             children: Vec::new(),
             maps: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 

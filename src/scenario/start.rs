@@ -139,5 +139,6 @@ pub fn start_snapshot(machine: &Machine, start: &Start) -> Result<Snapshot, Stri
         invocations: 0,
         children: Vec::new(),
         maps: Vec::new(),
+        deferred: Vec::new(),
     })
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::compile::machine::{EventDescriptor, Machine};
+use crate::compile::machine::Machine;
 
 /// The most directives one run's view keeps; older ones are dropped first (the journal keeps
 /// them all).
@@ -136,40 +136,4 @@ pub fn waiting_on(pending: crate::run::fleet::Pending, events: &Value) -> &'stat
     }
 }
 
-/// The external events some active state (or an ancestor) has a transition for, in document
-/// order of their states from the innermost, each with its data schema where `events:`
-/// declares one. Platform events (`done.*`, `error.*`, `timeout.*`, `after.*`) and wildcards
-/// are not the agent's to send.
-pub fn events_now(machine: &Machine, states: &[String]) -> Value {
-    let mut names: Vec<&str> = Vec::new();
-    for state in states.iter().filter_map(|id| machine.state_id(id)) {
-        let node = machine.state(state);
-        let lineage = std::iter::once(state).chain(node.ancestors.iter().copied());
-        for transition in lineage.flat_map(|state| machine.state(state).transitions.iter()) {
-            for descriptor in &machine.transition(*transition).events {
-                let EventDescriptor::Prefix(name) = descriptor else {
-                    continue;
-                };
-                // What input may not send (`done.*`, `error.*`, `timeout.*`, `after.*`), by the
-                // rule that refuses it: `error_report` or `done_reviewing` is the agent's.
-                let platform = crate::run::event::refuse_platform_event(name).is_some();
-                if !platform && !names.contains(&&**name) {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    let declared = machine.declared_events.as_deref();
-    let events: Vec<Value> = names
-        .into_iter()
-        .filter(|name| declared.is_none_or(|declared| declared.names().any(|known| known == *name)))
-        .map(|name| {
-            let mut event = json!({ "name": name });
-            if let Some(schema) = declared.and_then(|declared| declared.schema(name)) {
-                event["data_schema"] = (*schema.schema).clone();
-            }
-            event
-        })
-        .collect();
-    Value::Array(events)
-}
+pub use crate::runs::admission::events_now;
