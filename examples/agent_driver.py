@@ -207,11 +207,19 @@ class Conversation:
                     raw_stderr.append(line)
                     print(f"   stderr {line}")
                 continue
-            # stdout: a directive or the final result
+            # stdout: a directive, what became of an event we sent, or the final result
             try:
                 message = json.loads(line)
             except ValueError:
                 raise ConversationFailed(f"stdout line is not JSON: {line!r}")
+            if "input_line" in message:
+                outcome = message.get("outcome")
+                print(f"   {outcome} {message.get('event')} (line {message['input_line']})")
+                # An agent that is told its event was lost knows at once, instead of waiting.
+                if outcome in ("discarded", "refused"):
+                    raise ConversationFailed(f"event {message.get('event')} {outcome}: "
+                                             f"{message.get('reason')}")
+                continue
             if "finished" in message:
                 finished = message["finished"]
                 print(f"   finished in state {finished.get('state')} with exit code "

@@ -477,7 +477,13 @@ impl Observer for LedgerObserver {
         }
     }
 
-    fn step(&mut self, _unix_milliseconds: u64, event: &Event, interpreter: &Interpreter) {
+    fn step(
+        &mut self,
+        _unix_milliseconds: u64,
+        event: &Event,
+        interpreter: &Interpreter,
+        _outcome: Option<&protocol_run::runs::admission::EventReport>,
+    ) {
         let mut ledger = self.ledger.borrow_mut();
         ledger.macrosteps += 1;
         if let Some(Value::Int(invocation)) = event.data.get("invocation")

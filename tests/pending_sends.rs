@@ -1,4 +1,4 @@
-//! What a run holds in pending delayed sends and queued events is bounded: their number by --max-pending-sends, their data by 16 × --max-value-bytes, in `run` and `serve` alike.
+//! What a run holds in pending delayed sends, deferred and queued events is bounded: their number by --max-pending-sends, their data by 16 × --max-value-bytes, in `run` and `serve` alike.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -60,7 +60,7 @@ fn the_data_of_pending_sends_is_bounded() {
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("REFUSED")
-            && stderr.contains("pending delayed sends and queued events")
+            && stderr.contains("pending delayed sends, deferred and queued events")
             && stderr.contains("16777216")
             && stderr.contains("--max-value-bytes"),
         "{stderr}"

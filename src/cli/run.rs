@@ -22,6 +22,7 @@ use crate::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::runs::admission::{EventOutcome, EventReport};
 use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint};
 use crate::telemetry::RunLog;
 
@@ -310,12 +311,16 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             advance(lifecycle, LifecycleEvent::Finished)?;
             let state = &machine.state(outcome.final_state).id;
             // The commit that left no effect running finished the run in the store.
-            let finished = serde_json::json!({"finished": {
+            let mut finished = serde_json::json!({"finished": {
                 "state": &**state,
                 "exit_code": outcome.exit_code,
                 "output": outcome.output.to_json(),
                 "effects": &report.effects,
             }});
+            // Deferred events the end of the run discarded, each said once more here.
+            if !report.discarded.is_empty() {
+                finished["finished"]["discarded"] = report.discarded.clone().into();
+            }
             println!("{}", crate::secrets::mask_json(&finished));
             if options.strict_effects && report.an_effect_failed_after_finish() {
                 eprintln!(
@@ -765,41 +770,57 @@ impl Observer for RunObserver {
         println!("{line}");
     }
 
-    fn event_outcome(&mut self, time: &str, report: &crate::runs::admission::EventReport) {
-        use crate::runs::admission::EventOutcome;
-        let Some(line_number) = report.ticket else {
-            // Not an events line (a `send`, a child's event): telemetry only.
-            let mut fields = report.to_json();
-            fields["from"] = "protocol".into();
-            if report.outcome != EventOutcome::Taken || report.waited {
-                self.write(time, "event", fields);
-            }
-            return;
-        };
-        let mut line = serde_json::json!({"input_line": line_number});
-        if let (Some(object), serde_json::Value::Object(fields)) =
-            (line.as_object_mut(), report.to_json())
-        {
-            object.extend(fields);
+    fn step(
+        &mut self,
+        unix_milliseconds: u64,
+        event: &crate::run::event::Event,
+        interpreter: &crate::run::Interpreter,
+        outcome: Option<&EventReport>,
+    ) {
+        if let Some(report) = outcome {
+            tell_events_line(report);
         }
-        if matches!(
-            report.outcome,
-            EventOutcome::Discarded | EventOutcome::Refused
-        ) {
-            eprintln!(
-                "warning: events line {line_number}: `{}` {}: {}",
-                crate::output::escape_controls(&report.event),
-                report.outcome.name(),
-                crate::output::escape_controls(&crate::secrets::mask(
-                    report.reason.as_deref().unwrap_or_default()
-                ))
-            );
-        }
-        println!("{}", crate::secrets::mask_json(&line));
-        self.write(time, "event", line);
+        let fields = crate::run::driver::step_fields(event, interpreter, outcome);
+        let time = crate::clock::format_rfc3339(unix_milliseconds);
+        self.write(&time, "step", fields);
+    }
+
+    fn event_outcome(&mut self, time: &str, report: &EventReport) {
+        tell_events_line(report);
+        self.write(time, "event", report.to_json());
     }
 
     fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
         self.write(time, kind, fields);
     }
+}
+
+/// Tells an events line's sender what became of its event: one JSON line on stdout (an agent
+/// reads stdout), and a warning on stderr when it was discarded or refused. Events that came
+/// from no line (a `send`, a child's) are in the telemetry only.
+fn tell_events_line(report: &EventReport) {
+    let Some(line_number) = report.ticket else {
+        return;
+    };
+    if matches!(
+        report.outcome,
+        EventOutcome::Discarded | EventOutcome::Refused
+    ) {
+        eprintln!(
+            "warning: events line {line_number}: `{}` {}: {}",
+            crate::output::escape_controls(&report.event),
+            report.outcome.name(),
+            crate::output::escape_controls(&crate::secrets::mask(
+                report.reason.as_deref().unwrap_or_default()
+            ))
+        );
+    }
+    let mut line = serde_json::json!({"input_line": line_number});
+    if let (Some(object), serde_json::Value::Object(mut fields)) =
+        (line.as_object_mut(), report.to_json())
+    {
+        fields.remove("ticket");
+        object.extend(fields);
+    }
+    println!("{}", crate::secrets::mask_json(&line));
 }

@@ -8,6 +8,7 @@ use crate::clock;
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
 use crate::run::durable::{Checkpoint, Resume};
+use crate::runs::admission::EventReport;
 use std::io::Write;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -97,14 +98,17 @@ pub trait Observer {
     /// A telemetry entry: `start`, `step` (after each event), `effect` (an outcome arrived) or
     /// `finish`, with its fields.
     fn record(&mut self, _time: &str, _kind: &str, _fields: serde_json::Value) {}
-    /// After each external event's macrostep; by default the `step` telemetry entry. An
-    /// observer that keeps no telemetry overrides it to skip building the entry.
-    fn step(&mut self, unix_milliseconds: u64, event: &Event, interpreter: &Interpreter) {
-        let fields = serde_json::json!({
-            "event": &*event.name,
-            "data": event.data.to_json(),
-            "configuration": interpreter.active_leaves(),
-        });
+    /// After each external event's macrostep, with what became of the event when it was
+    /// input (taken, deferred, discarded: see `EventReport`); by default the `step` telemetry
+    /// entry. An observer that keeps no telemetry overrides it to skip building the entry.
+    fn step(
+        &mut self,
+        unix_milliseconds: u64,
+        event: &Event,
+        interpreter: &Interpreter,
+        outcome: Option<&EventReport>,
+    ) {
+        let fields = step_fields(event, interpreter, outcome);
         self.record(&clock::format_rfc3339(unix_milliseconds), "step", fields);
     }
     /// A transition was taken; by default the `transition` telemetry entry, stamped with
@@ -128,22 +132,43 @@ pub trait Observer {
         });
         self.record(&clock::format_rfc3339(now()), "transition", fields);
     }
-    /// What became of an external event (taken, deferred, discarded, refused); by default an
-    /// `event` telemetry entry for every outcome but one taken at once.
-    fn event_outcome(&mut self, time: &str, report: &crate::runs::admission::EventReport) {
-        if report.outcome != crate::runs::admission::EventOutcome::Taken || report.waited {
-            let mut fields = report.to_json();
-            if let Some(ticket) = report.ticket {
-                fields["ticket"] = ticket.into();
-            }
-            self.record(time, "event", fields);
-        }
+    /// What became of an external event that had no macrostep of its own: refused at the door,
+    /// or still deferred when the run ended; by default an `event` telemetry entry.
+    fn event_outcome(&mut self, time: &str, report: &EventReport) {
+        self.record(time, "event", report.to_json());
     }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
     /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
     /// most observers ignore it.
     fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
+}
+
+/// The `step` telemetry entry: the event, its data, the configuration reached, and the event's
+/// outcome when it was input (`outcome`, `reason`, `waited`, `ticket`).
+pub fn step_fields(
+    event: &Event,
+    interpreter: &Interpreter,
+    outcome: Option<&EventReport>,
+) -> serde_json::Value {
+    let mut fields = serde_json::json!({
+        "event": &*event.name,
+        "data": event.data.to_json(),
+        "configuration": interpreter.active_leaves(),
+    });
+    if let Some(report) = outcome {
+        fields["outcome"] = report.outcome.name().into();
+        if let Some(reason) = &report.reason {
+            fields["reason"] = reason.as_str().into();
+        }
+        if report.waited {
+            fields["waited"] = true.into();
+        }
+        if let Some(ticket) = report.ticket {
+            fields["ticket"] = ticket.into();
+        }
+    }
+    fields
 }
 
 /// Prints through `tracing` (logs) and stderr (input problems).

@@ -19,6 +19,7 @@ use super::stop::Stop;
 use crate::actions::{Directive, LogRecord};
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
+use crate::runs::admission::EventReport;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
 use crate::value::Value;
 
@@ -665,18 +666,22 @@ impl Fleet {
                 return;
             }
             let state = self.machine.state(outcome.final_state).id.to_string();
-            write_line(
-                &mut self.output,
-                &serde_json::json!({
-                    "instance": &*member.name,
-                    "finished": {
-                        "state": state,
-                        "exit_code": outcome.exit_code,
-                        "output": outcome.output.to_json(),
-                        "effects": member.state.effects_after_finish(),
-                    },
-                }),
-            );
+            let mut finished = serde_json::json!({
+                "instance": &*member.name,
+                "finished": {
+                    "state": state,
+                    "exit_code": outcome.exit_code,
+                    "output": outcome.output.to_json(),
+                    "effects": member.state.effects_after_finish(),
+                },
+            });
+            // Deferred events the end of the run discarded, each said once more here.
+            let discarded = member.state.discarded_at_finish();
+            if !discarded.is_empty() {
+                finished["finished"]["discarded"] = discarded.to_vec().into();
+            }
+            write_line(&mut self.output, &finished);
+
             self.remove(slot, true);
             return;
         }
@@ -955,6 +960,18 @@ impl Observer for MemberObserver<'_> {
         );
     }
 
+    /// An outcome without a step of its own (a deferred event the end of the run discarded):
+    /// a line of its own.
+    fn event_outcome(&mut self, _time: &str, report: &EventReport) {
+        let mut line = serde_json::json!({"instance": self.name});
+        if let (Some(object), serde_json::Value::Object(fields)) =
+            (line.as_object_mut(), report.to_json())
+        {
+            object.extend(fields);
+        }
+        write_line(self.output, &crate::secrets::mask_json(&line));
+    }
+
     fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
         let line = match kind {
             "start" => serde_json::json!({
@@ -972,13 +989,33 @@ impl Observer for MemberObserver<'_> {
         write_line(self.output, &line);
     }
 
-    /// `{"instance", "event", "configuration"}`, written straight into the batch's output.
-    fn step(&mut self, _unix_milliseconds: u64, event: &Event, interpreter: &Interpreter) {
+    /// `{"instance", "event", "outcome"?, "reason"?, "configuration"}`, written straight
+    /// into the batch's output: an input event's outcome (taken, deferred, discarded) rides on
+    /// the line of its step.
+    fn step(
+        &mut self,
+        _unix_milliseconds: u64,
+        event: &Event,
+        interpreter: &Interpreter,
+        outcome: Option<&EventReport>,
+    ) {
         let output = &mut *self.output;
         output.extend_from_slice(b"{\"instance\":");
         let _ = serde_json::to_writer(&mut *output, self.name);
         output.extend_from_slice(b",\"event\":");
         let _ = serde_json::to_writer(&mut *output, &*event.name);
+        if let Some(report) = outcome {
+            output.extend_from_slice(b",\"outcome\":\"");
+            output.extend_from_slice(report.outcome.name().as_bytes());
+            output.push(b'"');
+            if let Some(reason) = &report.reason {
+                output.extend_from_slice(b",\"reason\":");
+                let _ = serde_json::to_writer(&mut *output, &crate::secrets::mask(reason));
+            }
+            if report.waited {
+                output.extend_from_slice(b",\"waited\":true");
+            }
+        }
         output.extend_from_slice(b",\"configuration\":[");
         let machine = interpreter.machine();
         let mut first = true;

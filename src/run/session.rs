@@ -440,10 +440,7 @@ impl<'a> Session<'a> {
                 ticket: entry.ticket,
                 waited: true,
             };
-            let mut line = report.to_json();
-            if let Some(ticket) = entry.ticket {
-                line["ticket"] = ticket.into();
-            }
+            let line = report.to_json();
             if let Some(inbox) = self.host.state.inbox.as_deref_mut() {
                 inbox.discarded.push(line);
             }
@@ -509,12 +506,9 @@ impl<'a> Session<'a> {
         let taken = self.interpreter.take(event, &mut self.host)?;
         let report = is_input(event).then(|| self.settle(event, taken, ticket));
         self.after_step();
-        self.host.observer.step(now, event, self.interpreter);
+        let observer = &mut self.host.observer;
+        observer.step(now, event, self.interpreter, report.as_ref());
         self.commit(Some(event))?;
-        if let Some(report) = report {
-            let time = self.host.now_text();
-            self.host.observer.event_outcome(&time, &report);
-        }
         if before.is_some_and(|before| before != self.interpreter.instance.configuration) {
             self.offer_waiting()?;
         }
@@ -642,14 +636,9 @@ impl<'a> Session<'a> {
                 inbox.waiting.remove(index);
             }
             self.after_step();
-            self.host
-                .observer
-                .step(now, &waiting.event, self.interpreter);
+            let observer = &mut self.host.observer;
+            observer.step(now, &waiting.event, self.interpreter, report.as_ref());
             self.commit(Some(&waiting.event))?;
-            if let Some(report) = report {
-                let time = self.host.now_text();
-                self.host.observer.event_outcome(&time, &report);
-            }
             if taken {
                 index = 0;
             } else if still_deferred {

@@ -120,7 +120,14 @@ impl Observer for Watcher {
 
     fn input_error(&mut self, _error: &InputLineError) {}
 
-    fn step(&mut self, _unix_milliseconds: u64, _event: &Event, _interpreter: &Interpreter) {}
+    fn step(
+        &mut self,
+        _unix_milliseconds: u64,
+        _event: &Event,
+        _interpreter: &Interpreter,
+        _outcome: Option<&crate::runs::admission::EventReport>,
+    ) {
+    }
 
     fn transition(
         &mut self,
