@@ -22,7 +22,7 @@ use crate::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
-use crate::runs::admission::{EventOutcome, EventReport};
+use crate::runs::admission::{EventOutcome, EventReport, discarded_reason};
 use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint};
 use crate::telemetry::RunLog;
 
@@ -778,7 +778,15 @@ impl Observer for RunObserver {
         outcome: Option<&EventReport>,
     ) {
         if let Some(report) = outcome {
-            tell_events_line(report);
+            // Spelled out for a reader: the states the event met, and what they take.
+            let mut report = report.clone();
+            if report.outcome == EventOutcome::Discarded && interpreter.is_running() {
+                let states = interpreter.active_leaves();
+                let machine = interpreter.machine();
+                let reason = discarded_reason(machine, &event.name, &states);
+                report.reason = Some(reason.into());
+            }
+            tell_events_line(&report);
         }
         let fields = crate::run::driver::step_fields(event, interpreter, outcome);
         let time = crate::clock::format_rfc3339(unix_milliseconds);

@@ -159,7 +159,7 @@ pub fn step_fields(
     if let Some(report) = outcome {
         fields["outcome"] = report.outcome.name().into();
         if let Some(reason) = &report.reason {
-            fields["reason"] = reason.as_str().into();
+            fields["reason"] = reason.as_ref().into();
         }
         if report.waited {
             fields["waited"] = true.into();

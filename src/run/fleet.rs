@@ -99,6 +99,8 @@ pub struct Fleet {
     line_origin: Option<LineOrigin>,
     /// Answers a bad line to the client it came from (besides the warning on stderr).
     problem_reply: Option<ProblemReply>,
+    /// Tells the client a line came from what became of its event (`mcp`'s `send_event`).
+    outcome_reply: Option<OutcomeReply>,
     /// The most instances alive at once; a line that would create one more is refused.
     max_instances: usize,
     /// Told each client whose lines were handled, once their output is committed (`mcp`
@@ -136,6 +138,9 @@ pub type LogSink = Box<dyn FnMut(&serde_json::Value)>;
 /// Answers a bad line to its socket client: where it came from, and the problem.
 pub type ProblemReply = Box<dyn FnMut(LineOrigin, &str)>;
 
+/// Tells a line's client what became of its event: taken, deferred, discarded or refused.
+pub type OutcomeReply = Box<dyn FnMut(LineOrigin, &EventReport)>;
+
 impl Fleet {
     /// A fleet writing its output lines to stdout; `recording` makes it durable.
     pub fn new(machine: Arc<Machine>, recording: Option<Recording>) -> Fleet {
@@ -165,6 +170,7 @@ impl Fleet {
             secret_inputs: Vec::new(),
             line_origin: None,
             problem_reply: None,
+            outcome_reply: None,
             max_instances: usize::MAX,
             answer: None,
             handled_clients: Vec::new(),
@@ -212,6 +218,16 @@ impl Fleet {
     }
 
     /// Answers each bad line that came from a socket client to that client too.
+    /// Tells each line's client what became of its event, a refusal included (instead of
+    /// the problem reply).
+    pub fn with_outcome_replies(
+        mut self,
+        reply: impl FnMut(LineOrigin, &EventReport) + 'static,
+    ) -> Fleet {
+        self.outcome_reply = Some(Box::new(reply));
+        self
+    }
+
     pub fn with_problem_replies(mut self, reply: impl FnMut(LineOrigin, &str) + 'static) -> Fleet {
         self.problem_reply = Some(Box::new(reply));
         self
@@ -495,12 +511,10 @@ impl Fleet {
             return self.line_problem("missing `instance` (a non-empty string)");
         };
         // Refused before anything happens, even the instance's creation.
-        if let Some(refusal) = parsed
-            .event
-            .as_deref()
-            .and_then(crate::run::event::refuse_platform_event)
+        if let Some(event) = parsed.event.as_deref()
+            && let Some(refusal) = crate::run::event::refuse_platform_event(event)
         {
-            return self.line_problem(&refusal);
+            return self.refuse_event(&name, event, &refusal);
         }
         let slot = match self.by_name.get(&*name) {
             Some(slot) => *slot,
@@ -514,7 +528,7 @@ impl Fleet {
         };
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
         if let Err(refusal) = self.machine.admit_external(&event, data) {
-            return self.line_problem(&refusal);
+            return self.refuse_event(&name, &event, &refusal);
         }
 
         let event = Event::named(
@@ -523,7 +537,38 @@ impl Fleet {
             parsed.data.as_ref().map_or(Value::Null, Value::from_json),
             Origin::External,
         );
-        self.step_as(slot, Some(&name), |session| session.send_and_handle(event));
+        let ticket = Some(self.line_number as u64);
+        self.step_as(slot, Some(&name), |session| session.offer(event, ticket));
+    }
+
+    /// An event the line may not send: said on the output (`outcome: refused`, its reason),
+    /// warned on stderr, and answered to the client the line came from.
+    fn refuse_event(&mut self, instance: &str, event: &str, refusal: &str) {
+        let report = EventReport {
+            event: event.into(),
+            outcome: crate::runs::admission::EventOutcome::Refused,
+            reason: Some(refusal.to_string().into()),
+            ticket: Some(self.line_number as u64),
+            waited: false,
+        };
+        let mut line = serde_json::json!({"instance": instance});
+        if let (Some(object), serde_json::Value::Object(fields)) =
+            (line.as_object_mut(), report.to_json())
+        {
+            object.extend(fields);
+        }
+        write_line(&mut self.output, &crate::secrets::mask_json(&line));
+        match (self.line_origin, &mut self.outcome_reply) {
+            (Some(origin), Some(reply)) => {
+                eprintln!(
+                    "warning: input line {}: {}; line skipped",
+                    self.line_number,
+                    crate::secrets::mask(refusal)
+                );
+                reply(origin, &report);
+            }
+            _ => self.line_problem(refusal),
+        }
     }
 
     /// Starts a new instance with the inputs of its first line.
@@ -618,6 +663,7 @@ impl Fleet {
             name: name.unwrap_or(&member.name),
             output: &mut self.output,
             log_sink: self.log_sink.as_mut(),
+            line_outcome: None,
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -634,6 +680,14 @@ impl Fleet {
         }
         let result = body(&mut session).and_then(|()| session.handle_queued());
         drop(session);
+        if let (Some(report), Some(origin), Some(reply)) = (
+            observer.line_outcome.take(),
+            self.line_origin,
+            &mut self.outcome_reply,
+        ) && report.ticket == Some(self.line_number as u64)
+        {
+            reply(origin, &report);
+        }
         if let Err(RunError::Interrupted { .. }) = result {
             // A signal stopped its step half-way: kept as its last commit left it, for the
             // next host, like every other instance the signal stops.
@@ -918,6 +972,8 @@ struct MemberObserver<'o> {
     name: &'o str,
     output: &'o mut Vec<u8>,
     log_sink: Option<&'o mut LogSink>,
+    /// The outcome of the event the line being handled sent, once its step reported it.
+    line_outcome: Option<EventReport>,
 }
 
 impl Observer for MemberObserver<'_> {
@@ -999,6 +1055,9 @@ impl Observer for MemberObserver<'_> {
         interpreter: &Interpreter,
         outcome: Option<&EventReport>,
     ) {
+        if let Some(report) = outcome.filter(|report| report.ticket.is_some() && !report.waited) {
+            self.line_outcome = Some(report.clone());
+        }
         let output = &mut *self.output;
         output.extend_from_slice(b"{\"instance\":");
         let _ = serde_json::to_writer(&mut *output, self.name);

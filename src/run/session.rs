@@ -524,16 +524,19 @@ impl<'a> Session<'a> {
             match self.defer(event, ticket) {
                 Ok(waiting) => (
                     EventOutcome::Deferred,
-                    Some(format!(
-                        "{} defers it: it waits in the inbox ({waiting} waiting) and is offered \
-                         again when the active states change",
-                        self.deferring_name(state)
-                    )),
+                    Some(
+                        format!(
+                            "{} defers it: it waits in the inbox ({waiting} waiting) and is \
+                             offered again when the active states change",
+                            self.deferring_name(state)
+                        )
+                        .into(),
+                    ),
                 ),
-                Err(limit) => (EventOutcome::Refused, Some(limit)),
+                Err(limit) => (EventOutcome::Refused, Some(limit.into())),
             }
         } else {
-            (EventOutcome::Discarded, Some(self.discarded_reason(event)))
+            (EventOutcome::Discarded, Some(self.discarded_reason()))
         };
         EventReport {
             event: event.name.clone(),
@@ -553,13 +556,15 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn discarded_reason(&self, event: &Event) -> String {
-        let states = if self.interpreter.is_running() {
-            self.interpreter.active_leaves()
+    /// Why an event is discarded now: the fixed text (an observer that prints for a reader
+    /// spells it out with `admission::discarded_reason`).
+    fn discarded_reason(&self) -> std::borrow::Cow<'static, str> {
+        let reason = if self.interpreter.is_running() {
+            crate::runs::admission::DISCARDED
         } else {
-            Vec::new()
+            crate::runs::admission::AFTER_THE_END
         };
-        crate::runs::admission::discarded_reason(&self.host.machine, &event.name, &states)
+        reason.into()
     }
 
     /// Puts `event` in the inbox, within the bounds the run's pending events share: at most
@@ -619,8 +624,7 @@ impl<'a> Session<'a> {
                 let (outcome, reason) = if taken {
                     (EventOutcome::Taken, None)
                 } else {
-                    let reason = self.discarded_reason(&waiting.event);
-                    (EventOutcome::Discarded, Some(reason))
+                    (EventOutcome::Discarded, Some(self.discarded_reason()))
                 };
                 EventReport {
                     event: waiting.event.name.clone(),

@@ -1,5 +1,6 @@
 //! What happens to an event sent to a run: taken, deferred, discarded or refused, and why, told to whoever sent it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -38,8 +39,9 @@ impl EventOutcome {
 pub struct EventReport {
     pub event: Arc<str>,
     pub outcome: EventOutcome,
-    /// Why, for every outcome but `taken`.
-    pub reason: Option<String>,
+    /// Why, for every outcome but `taken`: most are fixed texts, so a host discarding many
+    /// events builds no string for each.
+    pub reason: Option<Cow<'static, str>>,
     /// Who sent it, in the front end's numbering (`--events`: the input line), when known.
     pub ticket: Option<u64>,
     /// It had waited in the inbox (deferred) before this outcome.
@@ -51,7 +53,7 @@ impl EventReport {
     pub fn to_json(&self) -> Value {
         let mut report = json!({"event": &*self.event, "outcome": self.outcome.name()});
         if let Some(reason) = &self.reason {
-            report["reason"] = reason.as_str().into();
+            report["reason"] = reason.as_ref().into();
         }
         if self.waited {
             report["waited"] = true.into();
@@ -60,8 +62,13 @@ impl EventReport {
     }
 }
 
-/// Why an event no transition took and no state defers is discarded: the states it met, and
-/// the events they take.
+/// Why an event no transition took and no state defers is discarded, as a run reports it.
+pub const DISCARDED: &str = "no transition of the active states takes it now and none of them defers it (SCXML discards such an event)";
+
+/// Why an event that came after the run ended is discarded.
+pub const AFTER_THE_END: &str = "the run has ended";
+
+/// `DISCARDED` spelled out for a reader: the states it met, and the events they take.
 pub fn discarded_reason(machine: &Machine, event: &str, states: &[&str]) -> String {
     if states.is_empty() {
         return format!("the run has ended; `{event}` came too late");

@@ -29,6 +29,9 @@ impl Host {
         let notices = self.settings.notices.clone();
         let notice_run = run_id.clone();
         let problem_waiters = self.waiters.clone();
+        let outcome_waiters = self.waiters.clone();
+        let outcome_machine = machine.clone();
+        let outcome_view = view.clone();
         let answer_waiters = self.waiters.clone();
         let answer_machine = machine.clone();
         let answer_view = view;
@@ -55,12 +58,37 @@ impl Host {
                     waiting.problems.push(message.to_string());
                 }
             })
+            // The sender is told what became of its event in the report, not as a tool error:
+            // refused, discarded and deferred are answers an agent acts on.
+            .with_outcome_replies(move |origin, outcome| {
+                if let Some(waiting) = outcome_waiters.borrow_mut().get_mut(&origin.client) {
+                    let mut told = outcome.to_json();
+                    if let Some(fields) = told.as_object_mut() {
+                        fields.remove("ticket");
+                    }
+                    if outcome.outcome == crate::runs::admission::EventOutcome::Discarded {
+                        let view = outcome_view.borrow();
+                        let states: Vec<&str> = view.states.iter().map(String::as_str).collect();
+                        told["reason"] = crate::runs::admission::discarded_reason(
+                            &outcome_machine,
+                            &outcome.event,
+                            &states,
+                        )
+                        .into();
+                    }
+                    waiting.outcome = Some(told);
+                }
+            })
             .with_answers(move |client| {
                 let Some(waiting) = answer_waiters.borrow_mut().remove(&client) else {
                     return;
                 };
                 let answer = if waiting.problems.is_empty() {
-                    Ok(report(&answer_machine, &run_id, &answer_view.borrow()))
+                    let mut report = report(&answer_machine, &run_id, &answer_view.borrow());
+                    if let Some(outcome) = waiting.outcome {
+                        report["sent"] = outcome;
+                    }
+                    Ok(report)
                 } else {
                     Err(waiting.problems.join("; "))
                 };

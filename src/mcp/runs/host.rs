@@ -115,6 +115,8 @@ pub(in crate::mcp) struct Waiting {
     pub(in crate::mcp) run: String,
     pub(in crate::mcp) reply: oneshot::Sender<Result<Value, String>>,
     pub(in crate::mcp) problems: Vec<String>,
+    /// What became of the event the line sent, once the fleet said.
+    pub(in crate::mcp) outcome: Option<Value>,
 }
 
 pub(in crate::mcp) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
@@ -403,6 +405,7 @@ impl Host {
                 run: run.to_string(),
                 reply,
                 problems: Vec::new(),
+                outcome: None,
             },
         );
         if live.input.send(batch).await.is_err()

@@ -132,6 +132,14 @@ impl ProtocolServer {
             })
             .await
         };
+        // An answer the run refused (data off the event's schema) was not delivered.
+        let sent = sent.and_then(|report| match report["sent"]["outcome"].as_str() {
+            Some("refused") => Err(report["sent"]["reason"]
+                .as_str()
+                .unwrap_or("refused")
+                .to_string()),
+            _ => Ok(report),
+        });
         match sent {
             Ok(report) => Ok(Sent::Taken(report)),
             Err(message) => {
