@@ -66,7 +66,7 @@ states:
       - log: "attempt ${attempts}"
         tags: [{tag}_attempt]
     on:
-      done: finished
+      succeed: finished
       fail:
         - { target: working, guard: attempts < 3 }
         - failed
@@ -81,7 +81,7 @@ protocol: {name}.yaml
 scenarios:
   - name: finishes on the first attempt
     steps:
-      - send: done
+      - send: succeed
       - expect: { finished: { exit_code: 0, output: { attempts: 1 } } }
   - name: gives up after three failures
     steps:

@@ -1,5 +1,6 @@
 //! What an `expect` step checks, and the one matching rule for the values it compares.
 
+use crate::runs::admission::EventOutcome;
 use std::collections::BTreeSet;
 
 use super::model::{EffectExpectation, Expectation};
@@ -14,6 +15,8 @@ pub struct SinceLast<'a> {
     pub logs: &'a [LogRecord],
     pub directives: &'a [serde_json::Value],
     pub effects: &'a [StartedEffect],
+    /// What became of the events sent (event name, outcome), in order.
+    pub outcomes: &'a [(String, EventOutcome)],
 }
 
 /// An effect as it started: its id and its arguments.
@@ -126,6 +129,25 @@ pub fn check(expect: &Expectation, interpreter: &Interpreter, since: SinceLast) 
     }
     if let Some(finished) = &expect.finished {
         check_finished(finished, interpreter, &mut problems);
+    }
+    for (expected, outcome) in [
+        (&expect.discarded, EventOutcome::Discarded),
+        (&expect.deferred, EventOutcome::Deferred),
+        (&expect.refused, EventOutcome::Refused),
+    ] {
+        let Some(event) = expected else { continue };
+        if !since.outcomes.contains(&(event.clone(), outcome)) {
+            let seen: Vec<String> = since
+                .outcomes
+                .iter()
+                .map(|(event, outcome)| format!("{event} {}", outcome.name()))
+                .collect();
+            problems.push(format!(
+                "{}: expected `{event}` {}, seen {seen:?}",
+                outcome.name(),
+                outcome.name()
+            ));
+        }
     }
     problems
 }

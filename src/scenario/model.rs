@@ -162,6 +162,17 @@ pub struct Expectation {
     /// The run has ended in a top-level final state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<Finished>,
+    /// An event of this name was discarded since the previous `expect`: admitted, but no
+    /// transition took it and no active state deferred it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
+    /// An event of this name was deferred since the previous `expect`: it waits in the inbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<String>,
+    /// The event the step before sent was refused (undeclared, data off its schema, an engine
+    /// name). Without it, a refused `send` fails its step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// One effect that must have started, with the arguments it got.

@@ -1,6 +1,7 @@
 //! Runs scenario files against the real protocol: virtual time, mocks, real effects otherwise,
 //! and a report of what was expected and what was seen, with the event trace leading there.
 
+use crate::runs::admission::{EventOutcome, EventReport};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -206,6 +207,8 @@ struct Seen {
     reached_states: BTreeSet<String>,
     taken_transitions: BTreeSet<String>,
     input_errors: Vec<String>,
+    /// What became of each event sent, in order.
+    outcomes: Vec<(String, EventOutcome)>,
 }
 
 struct Collector {
@@ -226,6 +229,26 @@ impl Observer for Collector {
             .borrow_mut()
             .input_errors
             .push(error.message.clone());
+    }
+
+    fn step(
+        &mut self,
+        unix_milliseconds: u64,
+        event: &Event,
+        interpreter: &crate::run::Interpreter,
+        outcome: Option<&EventReport>,
+    ) {
+        if let Some(report) = outcome {
+            self.event_outcome("", report);
+        }
+        let fields = crate::run::driver::step_fields(event, interpreter, outcome);
+        let time = crate::clock::format_rfc3339(unix_milliseconds);
+        self.record(&time, "step", fields);
+    }
+
+    fn event_outcome(&mut self, _time: &str, report: &EventReport) {
+        let outcome = (report.event.to_string(), report.outcome);
+        self.seen.borrow_mut().outcomes.push(outcome);
     }
 
     fn effect_started(&mut self, request: &crate::effects::EffectRequest) {
@@ -428,18 +451,28 @@ fn run_scenario(
             failures.push(format!("start: {error}"));
             return failures;
         }
-        let mut since = (0, 0, 0);
+        let mut since = (0, 0, 0, 0);
         for (index, step) in scenario.steps.iter().enumerate() {
             let number = index + 1;
             let outcome = match step {
                 Step::Send(send) => {
                     let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
-                    // Refused as an events line would be: not delivered, and the step fails.
-                    match machine.admit_external(&send.send, data_json) {
+                    // Refused as an events line would be: not delivered, and the step fails
+                    // unless the next step expects the refusal.
+                    let admitted = match crate::run::event::refuse_platform_event(&send.send) {
+                        Some(refusal) => Err(refusal),
+                        None => machine.admit_external(&send.send, data_json),
+                    };
+                    match admitted {
                         Ok(()) => {
                             let data = Value::from_json(data_json);
                             session.send(Event::named(machine, &send.send, data, Origin::External));
                             settle(&mut session).await
+                        }
+                        Err(_) if expects_refusal(scenario.steps.get(index + 1), &send.send) => {
+                            let refused = (send.send.clone(), EventOutcome::Refused);
+                            seen.borrow_mut().outcomes.push(refused);
+                            Ok(())
                         }
                         Err(refusal) => Err(format!("the event is refused: {refusal}")),
                     }
@@ -460,9 +493,15 @@ fn run_scenario(
                             logs: &seen.logs[since.0..],
                             directives: &seen.directives[since.1..],
                             effects: &seen.effects[since.2..],
+                            outcomes: &seen.outcomes[since.3..],
                         },
                     );
-                    since = (seen.logs.len(), seen.directives.len(), seen.effects.len());
+                    since = (
+                        seen.logs.len(),
+                        seen.directives.len(),
+                        seen.effects.len(),
+                        seen.outcomes.len(),
+                    );
                     if problems.is_empty() {
                         Ok(())
                     } else {
@@ -568,4 +607,9 @@ pub(super) fn virtual_time_runtime() -> Result<tokio::runtime::Runtime, String> 
         .start_paused(true)
         .build()
         .map_err(|error| format!("cannot start the runtime: {error}"))
+}
+
+/// Whether `next` is an `expect` of `event`'s refusal.
+fn expects_refusal(next: Option<&Step>, event: &str) -> bool {
+    matches!(next, Some(Step::Expect(expect)) if expect.expect.refused.as_deref() == Some(event))
 }
