@@ -793,6 +793,29 @@ impl Observer for RunObserver {
         self.write(&time, "step", fields);
     }
 
+    fn awaited(
+        &mut self,
+        line: usize,
+        awaited: &crate::run::input::Await,
+        end: crate::run::awaiting::AwaitEnd,
+    ) {
+        let mut report = serde_json::json!({
+            "input_line": line,
+            "await": awaited.state,
+            "outcome": end.name(),
+        });
+        if end == crate::run::awaiting::AwaitEnd::TimedOut {
+            report["timeout_ms"] = (awaited.timeout.as_millis() as u64).into();
+            eprintln!(
+                "warning: events line {line}: `{}` was not reached within its timeout; the events go on",
+                crate::output::escape_controls(&awaited.state)
+            );
+        }
+        println!("{report}");
+        let time = crate::clock::format_rfc3339(crate::clock::unix_milliseconds_now());
+        self.write(&time, "await", report);
+    }
+
     fn event_outcome(&mut self, time: &str, report: &EventReport) {
         tell_events_line(report);
         self.write(time, "event", report.to_json());

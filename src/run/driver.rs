@@ -137,6 +137,14 @@ pub trait Observer {
     fn event_outcome(&mut self, time: &str, report: &EventReport) {
         self.record(time, "event", report.to_json());
     }
+    /// How an `await` line (`line`) ended; `run` tells its sender on stdout.
+    fn awaited(
+        &mut self,
+        _line: usize,
+        _awaited: &super::input::Await,
+        _end: super::awaiting::AwaitEnd,
+    ) {
+    }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
     /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
@@ -266,7 +274,7 @@ pub(super) struct ChildLink {
 }
 
 /// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
-struct StopSignals {
+pub(super) struct StopSignals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
@@ -282,7 +290,7 @@ impl StopSignals {
         })
     }
 
-    async fn next(&mut self) {
+    pub(super) async fn next(&mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}
@@ -392,6 +400,22 @@ pub(super) async fn drive_async(
                     Ok(InputLine::Event(event)) => {
                         // Its outcome goes to the observer, numbered by its line.
                         if interrupted(session.offer(event, Some(line_number as u64)))? {
+                            stopped_by_signal = true;
+                            break;
+                        }
+                    }
+                    Ok(InputLine::Await(awaited)) => {
+                        let waiting = signals.as_mut();
+                        let end = super::awaiting::await_state(
+                            &mut session,
+                            &awaited,
+                            virtual_time,
+                            waiting,
+                        )
+                        .await?;
+                        session.host.observer.awaited(line_number, &awaited, end);
+                        if end == super::awaiting::AwaitEnd::Stopped {
+                            StopSignals::let_the_next_one_kill();
                             stopped_by_signal = true;
                             break;
                         }

@@ -42,6 +42,7 @@ pub fn parse_event_line(machine: &Machine, text: &str) -> Result<Event, String> 
     match parse_input_line(machine, text)? {
         InputLine::Event(event) => Ok(event),
         InputLine::Advance(_) => Err("expected an event, not `advance`".into()),
+        InputLine::Await(_) => Err("expected an event, not `await`".into()),
     }
 }
 
@@ -50,6 +51,57 @@ pub enum InputLine {
     Event(Event),
     /// `{"advance": "1m"}`: let this much virtual time pass, firing what falls due.
     Advance(std::time::Duration),
+    /// `{"await": STATE, "timeout": "30s"}`: read no more lines until STATE is active.
+    Await(Await),
+}
+
+/// An `await` line: the state waited for, and for how long at most (wall-clock time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Await {
+    pub state: String,
+    pub timeout: std::time::Duration,
+}
+
+/// How long an `await` line waits when it names no `timeout`.
+pub const DEFAULT_AWAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The longest `timeout` an `await` line may give (a day): a longer wait is a mistake.
+pub const MAX_AWAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// Parses the fields of an `await` line (`await`, optional `timeout`), the state checked
+/// against the protocol's.
+pub fn parse_await(
+    machine: &Machine,
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Await, String> {
+    let state = object["await"]
+        .as_str()
+        .ok_or("`await` takes a state id, such as \"waiting\"")?;
+    if machine.state_id(state).is_none() {
+        let known = machine.states.iter().skip(1).map(|state| &*state.id);
+        let help = crate::diagnostic::did_you_mean(state, known)
+            .unwrap_or_else(|| "name one of the protocol's states".into());
+        return Err(format!(
+            "`await` names no state of this protocol: `{state}`; {help}"
+        ));
+    }
+    let timeout = match object.get("timeout") {
+        None => DEFAULT_AWAIT_TIMEOUT,
+        Some(timeout) => timeout
+            .as_str()
+            .and_then(crate::model::Duration::parse)
+            .map(|duration| duration.as_std())
+            .filter(|duration| *duration <= MAX_AWAIT_TIMEOUT)
+            .ok_or_else(|| {
+                format!(
+                    "`timeout` takes a duration such as \"30s\" of at most a day, not {timeout}"
+                )
+            })?,
+    };
+    Ok(Await {
+        state: state.to_string(),
+        timeout,
+    })
 }
 
 /// Parses one JSON line of the event stream.
@@ -68,6 +120,17 @@ pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, Stri
             .and_then(crate::model::Duration::parse)
             .map(|duration| InputLine::Advance(duration.as_std()))
             .ok_or_else(|| format!("`advance` takes a duration such as \"30s\", not {advance}"));
+    }
+    if object.contains_key("await") {
+        if let Some(key) = object
+            .keys()
+            .find(|key| !matches!(key.as_str(), "await" | "timeout"))
+        {
+            return Err(format!(
+                "unknown key `{key}`; an `await` line has `await` and optional `timeout`"
+            ));
+        }
+        return parse_await(machine, object).map(InputLine::Await);
     }
     if let Some(key) = object
         .keys()

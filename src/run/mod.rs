@@ -9,6 +9,7 @@ pub mod state_set;
 // The runtime every mode shares (`run`, `serve`, `test`): a session steps one instance; its
 // host keeps the instance's timers, its running effects and children (`running`, `children`);
 // `driver` is the loop of a single run, `fleet` the scheduler of many; `input` reads events.
+pub mod awaiting;
 mod children;
 pub mod driver;
 pub mod durable;
