@@ -14,6 +14,7 @@ mod defaults;
 mod diagnostics;
 mod durability;
 mod effects;
+mod event_outcomes;
 mod examples;
 mod fast_path;
 mod file_functions;

@@ -85,6 +85,12 @@ pub fn check_scenario_text(path: &Path, text: String) -> Result<CheckedScenarios
         for (number, step) in scenario.steps.iter().enumerate() {
             let pointer = format!("{at}/steps/{number}");
             match step {
+                // A send the next step expects refused is meant to be refused.
+                Step::Send(send)
+                    if super::runner::expects_refusal(
+                        scenario.steps.get(number + 1),
+                        &send.send,
+                    ) => {}
                 Step::Send(send) => check_send(&machine, &source, &pointer, send, &mut errors)
                     .into_iter()
                     .for_each(|warning| warnings.push(warning)),
@@ -340,6 +346,17 @@ fn check_send(
     errors: &mut Vec<Diagnostic>,
 ) -> Option<Diagnostic> {
     let name = send.send.as_str();
+    if let Some(refusal) = crate::run::event::refuse_platform_event(name) {
+        errors.push(
+            Diagnostic::error(format!("the protocol refuses event `{name}`: {refusal}"))
+                .at(source.location(&format!("{pointer}/send"), Part::Value))
+                .with_help(
+                    "to test how the protocol handles an outcome, mock the effect (`mocks:`); \
+                     to test the refusal, follow the send with `expect: { refused: NAME }`",
+                ),
+        );
+        return None;
+    }
     let data = send.data.clone().unwrap_or(serde_json::Value::Null);
     if machine.declared_events.is_some() {
         if let Err(refusal) = machine.admit_external(name, &data) {

@@ -610,6 +610,6 @@ pub(super) fn virtual_time_runtime() -> Result<tokio::runtime::Runtime, String> 
 }
 
 /// Whether `next` is an `expect` of `event`'s refusal.
-fn expects_refusal(next: Option<&Step>, event: &str) -> bool {
+pub(super) fn expects_refusal(next: Option<&Step>, event: &str) -> bool {
     matches!(next, Some(Step::Expect(expect)) if expect.expect.refused.as_deref() == Some(event))
 }
