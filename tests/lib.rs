@@ -14,6 +14,7 @@ mod defaults;
 mod diagnostics;
 mod durability;
 mod effects;
+mod event_accounting;
 mod event_outcomes;
 mod examples;
 mod fast_path;

@@ -325,7 +325,12 @@ fn serve_refuses_a_forged_engine_event_before_creating_anything() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("is an engine event"), "{stderr}");
-    assert!(!stdout.contains("\"instance\":\"a\""), "{stdout}");
+    // The refusal is said on stdout too, and `a` was never started.
+    assert!(
+        stdout.contains(r#"{"instance":"a","event":"done.exec.tests","outcome":"refused""#),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(r#"{"instance":"a","started""#), "{stdout}");
     // `b` ran its real tests, which fail, and waited for them after input ended.
     assert!(
         stdout.contains("\"instance\":\"b\"") && stdout.contains("\"state\":\"failed\""),

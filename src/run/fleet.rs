@@ -1046,8 +1046,8 @@ impl Observer for MemberObserver<'_> {
     }
 
     /// `{"instance", "event", "outcome"?, "reason"?, "configuration"}`, written straight
-    /// into the batch's output: an input event's outcome (taken, deferred, discarded) rides on
-    /// the line of its step.
+    /// into the batch's output: an input event's outcome rides on the line of its step (none
+    /// for an event taken at once).
     fn step(
         &mut self,
         _unix_milliseconds: u64,
@@ -1063,7 +1063,11 @@ impl Observer for MemberObserver<'_> {
         let _ = serde_json::to_writer(&mut *output, self.name);
         output.extend_from_slice(b",\"event\":");
         let _ = serde_json::to_writer(&mut *output, &*event.name);
-        if let Some(report) = outcome {
+        // Taken at once is what a step line says without an `outcome` (the common case costs
+        // no bytes); every other outcome is named.
+        if let Some(report) = outcome.filter(|report| {
+            report.outcome != crate::runs::admission::EventOutcome::Taken || report.waited
+        }) {
             output.extend_from_slice(b",\"outcome\":\"");
             output.extend_from_slice(report.outcome.name().as_bytes());
             output.push(b'"');

@@ -41,6 +41,8 @@ pub struct Session<'a> {
     checkpoint: Option<&'a mut dyn Checkpoint>,
     /// A child protocol's queue, which its parent sends to.
     pub(super) inbox: Option<mpsc::UnboundedReceiver<Event>>,
+    /// Outcomes to tell once the step that decided them is committed.
+    untold: Vec<EventReport>,
 }
 
 impl<'a> Session<'a> {
@@ -76,6 +78,7 @@ impl<'a> Session<'a> {
             timers_held: false,
             checkpoint: None,
             inbox: None,
+            untold: Vec::new(),
         }
     }
 
@@ -86,8 +89,20 @@ impl<'a> Session<'a> {
         self
     }
 
-    /// Commits the step just taken, with the state after it.
+    /// Commits the step just taken, with the state after it, then tells what became of the
+    /// events the step discarded (a sender is told only what the journal holds).
     fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
+        self.commit_step(event)?;
+        if !self.untold.is_empty() {
+            let time = self.host.now_text();
+            for report in std::mem::take(&mut self.untold) {
+                self.host.observer.event_outcome(&time, &report);
+            }
+        }
+        Ok(())
+    }
+
+    fn commit_step(&mut self, event: Option<&Event>) -> Result<(), RunError> {
         self.host.commit_due = false;
         let taken = std::mem::take(&mut self.host.taken);
         let actions = std::mem::take(&mut self.host.step_actions);
@@ -428,7 +443,6 @@ impl<'a> Session<'a> {
             return;
         };
         let waiting = std::mem::take(&mut inbox.waiting);
-        let time = self.host.now_text();
         for entry in waiting {
             let report = EventReport {
                 event: entry.event.name.clone(),
@@ -444,7 +458,7 @@ impl<'a> Session<'a> {
             if let Some(inbox) = self.host.state.inbox.as_deref_mut() {
                 inbox.discarded.push(line);
             }
-            self.host.observer.event_outcome(&time, &report);
+            self.untold.push(report);
         }
     }
 
@@ -506,9 +520,10 @@ impl<'a> Session<'a> {
         let taken = self.interpreter.take(event, &mut self.host)?;
         let report = is_input(event).then(|| self.settle(event, taken, ticket));
         self.after_step();
+        // Committed before it is told: a sender told `deferred` finds its event in the journal.
+        self.commit(Some(event))?;
         let observer = &mut self.host.observer;
         observer.step(now, event, self.interpreter, report.as_ref());
-        self.commit(Some(event))?;
         if before.is_some_and(|before| before != self.interpreter.instance.configuration) {
             self.offer_waiting()?;
         }
@@ -640,9 +655,9 @@ impl<'a> Session<'a> {
                 inbox.waiting.remove(index);
             }
             self.after_step();
+            self.commit(Some(&waiting.event))?;
             let observer = &mut self.host.observer;
             observer.step(now, &waiting.event, self.interpreter, report.as_ref());
-            self.commit(Some(&waiting.event))?;
             if taken {
                 index = 0;
             } else if still_deferred {
