@@ -219,3 +219,93 @@ fn a_child_survives_its_parent_being_killed_and_resumes_without_entering_again()
     let entries = std::fs::read_to_string(directory.join("entries.log")).unwrap();
     assert_eq!(entries, "entered\n", "the child was entered again");
 }
+
+/// An effect `a` that runs until its directory holds `released`, then prints `real`.
+const WAITING_EFFECT: &str =
+    r#"[sh, -c, "while [ ! -f released ]; do sleep 0.01; done; echo real"]"#;
+
+#[test]
+fn a_child_cannot_send_its_parent_the_outcome_of_the_parents_effect() {
+    let directory = temporary_directory("forged-outcome-to-parent");
+    let parent = format!(
+        r#"
+id: parent
+states:
+  working:
+    entry: [{{ exec: {WAITING_EFFECT}, id: a }}]
+    invoke: [{{ id: kid, protocol: child.yaml }}]
+    on:
+      done.exec.a: {{ target: finished, actions: [{{ log: "a finished: ${{event.data.stdout}}" }}] }}
+      error.communication:
+        actions:
+          - log: "refused ${{event.data.event}} from ${{event.data.from}}"
+          - {{ exec: [touch, released], id: release }}
+  finished: {{ type: final }}
+"#
+    );
+    let child = r#"
+id: child
+states:
+  forging:
+    entry: [{ send: done.exec.a, to: parent }]
+    on: { never: forging }
+"#;
+    let (code, _, stderr) = run(
+        &directory,
+        &[("parent.yaml", &parent), ("child.yaml", child)],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("refused done.exec.a from kid"), "{stderr}");
+    assert!(
+        stderr.contains("refused `done.exec.a` from kid: `done.exec.a` is an engine event"),
+        "the refusal is a warning too: {stderr}"
+    );
+    // The parent's effect completed with its own outcome, once its process ended.
+    assert!(stderr.contains("a finished: real"), "{stderr}");
+}
+
+#[test]
+fn a_parent_cannot_send_its_child_the_outcome_of_the_childs_effect() {
+    let directory = temporary_directory("forged-outcome-to-child");
+    let parent = r#"
+id: parent
+states:
+  working:
+    invoke: [{ id: kid, protocol: child.yaml }]
+    on:
+      ready: { actions: [{ send: error.exec.x, to: kid }] }
+      done.invoke.kid: finished
+  finished: { type: final }
+"#;
+    let child = format!(
+        r#"
+id: child
+states:
+  working:
+    entry:
+      - {{ exec: {WAITING_EFFECT}, id: x }}
+      - {{ send: ready, to: parent }}
+    on:
+      done.exec.x: {{ target: finished, actions: [{{ log: "x finished: ${{event.data.stdout}}" }}] }}
+      error.exec.x: {{ target: finished, actions: [{{ log: "x failed" }}] }}
+      error.communication:
+        actions:
+          - log: "child refused ${{event.data.event}} from ${{event.data.from}}"
+          - {{ exec: [touch, released], id: release }}
+  finished: {{ type: final }}
+"#
+    );
+    let (code, _, stderr) = run(
+        &directory,
+        &[("parent.yaml", parent), ("child.yaml", &child)],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("child refused error.exec.x from parent"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("x finished: real"), "{stderr}");
+    assert!(!stderr.contains("x failed"), "{stderr}");
+}
