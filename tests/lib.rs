@@ -21,6 +21,7 @@ mod first_steps;
 mod fleet;
 mod foreach;
 mod fuzz_regressions;
+mod host_grants;
 mod generate;
 mod graph_svg;
 mod imports;
