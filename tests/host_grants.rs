@@ -76,6 +76,49 @@ fn finished(server: &mut RawMcp, mut id: u64, started: &Value) -> (Value, Value)
     panic!("run {run} never finished: {report}");
 }
 
+/// A protocol that grants nothing and waits: served beside one that is not.
+const WAITER: &str = "id: waiter\npermissions: { exec: [], write: [], read: [], env: [] }\n\
+                      states:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n";
+
+#[test]
+fn an_mcp_client_cannot_choose_grants_by_its_inputs() {
+    let (directory, outside) = writer_directory("mcp-unpinned");
+    std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
+    let mut server = RawMcp::start(&directory, &["writer.yaml", "waiter.yaml"], json!({}));
+    let listed = server.request(1, "tools/list", json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"waiter") && !names.contains(&"writer"),
+        "{names:?}"
+    );
+    let refused = server.request(
+        2,
+        "tools/call",
+        json!({"name": "writer", "arguments": {"directory": outside}}),
+    );
+    assert!(
+        refused
+            .get("result")
+            .is_none_or(|result| result["isError"] == json!(true)),
+        "{refused}"
+    );
+    let stderr = server.finish();
+    assert!(
+        stderr.contains(
+            "writer.yaml: not served: `permissions.write` names the input `directory`, which each \
+             client would choose; pin it with --input directory=VALUE, or narrow `write` with \
+             --allow-write (or --sandbox strict)"
+        ),
+        "{stderr}"
+    );
+    assert!(!outside.join("report.md").exists());
+}
+
 #[test]
 fn an_mcp_client_cannot_write_outside_what_the_operator_narrowed() {
     let (directory, outside) = writer_directory("mcp-narrowed");
@@ -90,7 +133,10 @@ fn an_mcp_client_cannot_write_outside_what_the_operator_narrowed() {
         (json!("denied"), json!(3))
     );
     let within = server.call(2, "writer", json!({"directory": "inside"}));
-    assert_eq!(finished(&mut server, 20_000, &within), (json!("done"), json!(0)));
+    assert_eq!(
+        finished(&mut server, 20_000, &within),
+        (json!("done"), json!(0))
+    );
     server.finish();
     assert!(!outside.join("report.md").exists());
     assert_eq!(
@@ -140,10 +186,8 @@ fn resilience_tool_failure_is_served_only_pinned_or_narrowed() {
          it with --input tasks_dir=VALUE, or narrow `write` with --allow-write",
     ];
     for command in ["mcp", "serve"] {
-        let (code, _, stderr) = run_binary(
-            &directory,
-            &[command, &protocol, "--state-dir", "state"],
-        );
+        let (code, _, stderr) =
+            run_binary(&directory, &[command, &protocol, "--state-dir", "state"]);
         assert_eq!(code, 65, "{command}: {stderr}");
         for refusal in refusals {
             assert!(

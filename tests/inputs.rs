@@ -331,7 +331,8 @@ states:
 "#;
 
 #[test]
-fn a_resume_takes_secret_inputs_from_a_file_and_serve_pins_inputs_refusing_unknown_ones_at_their_entry() {
+fn a_resume_takes_secret_inputs_from_a_file_and_serve_pins_inputs_refusing_unknown_ones_at_their_entry()
+ {
     let directory = temporary_directory("inputs", "resume");
     std::fs::write(directory.join("waits.yaml"), WAITS).unwrap();
     let token = format!("tok-{}-resume", std::process::id());
