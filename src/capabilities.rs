@@ -26,7 +26,7 @@ pub struct Capabilities {
     /// its inputs are bound): such a grant allows nothing until the run resolves it.
     unresolved: bool,
     /// Whether the next declaration `narrowed` applies leaves a kind whose grant names an input
-    /// without a value to the layers above it (`for_child`, `for_host`).
+    /// without a value to the layers above it (`bounding_unbound_grants`).
     bounded_above: bool,
 }
 
@@ -195,17 +195,12 @@ impl Capabilities {
         self
     }
 
-    /// These capabilities as the limit of an invoked protocol: a kind its grant names an input
-    /// in is left to these (its inputs are bound only when it is invoked).
-    pub fn for_child(mut self) -> Capabilities {
-        self.bounded_above = true;
-        self
-    }
-
-    /// These capabilities (the operator's narrowing) as the limit of a protocol a host serves:
-    /// a kind whose grant names an input the operator did not pin (`with_grant_inputs`) is left
-    /// to these, so no client's input chooses it (see `crate::runs::grants`).
-    pub fn for_host(mut self) -> Capabilities {
+    /// These capabilities as the limit of a protocol whose inputs must not choose its grants: a
+    /// kind whose grant names an input without a value here (`with_grant_inputs`) is left to
+    /// these. For an invoked protocol (its inputs are bound only when it is invoked; these are
+    /// its parent's grants), and for a protocol a host serves (a client gives its inputs; these
+    /// are the operator's narrowing, with the values it pinned: see `crate::runs::grants`).
+    pub fn bounding_unbound_grants(mut self) -> Capabilities {
         self.bounded_above = true;
         self
     }

@@ -195,7 +195,10 @@ pub fn for_host(
     crate::compile::compile_limited(
         loaded,
         &Arc::default(),
-        &limit.clone().with_grant_inputs(values).for_host(),
+        &limit
+            .clone()
+            .with_grant_inputs(values)
+            .bounding_unbound_grants(),
     )
     .map_err(NotServed::Invalid)
 }
