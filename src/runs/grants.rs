@@ -128,7 +128,7 @@ impl NotServed {
             NotServed::Invalid(diagnostics) => render_all(diagnostics),
             NotServed::Pinned(errors) => errors
                 .iter()
-                .map(|error| format!("error: {file}: not served: --input {error}\n"))
+                .map(|error| format!("error: {file}: not served: the pinned {error}\n"))
                 .collect(),
         }
     }
