@@ -97,7 +97,10 @@ async def main():
     state_dir = arguments.state_dir or tempfile.mkdtemp(prefix="mcp-agent-")
     parameters = StdioServerParameters(
         command=arguments.binary,
-        args=["mcp", "--state-dir", state_dir, str(ROOT / "protocols/ittw.yaml")],
+        # ITTW reads the `path` a client gives: the operator narrows reads to the working
+        # directory, so no client reads outside it (docs/mcp.md).
+        args=["mcp", "--state-dir", state_dir, "--allow-read", "**",
+              str(ROOT / "protocols/ittw.yaml")],
     )
     async with stdio_client(parameters) as (read, write):
         async with ClientSession(read, write, logging_callback=on_log) as session:

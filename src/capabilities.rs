@@ -25,8 +25,9 @@ pub struct Capabilities {
     /// Whether a grant names an input that no value was given for (a protocol compiled before
     /// its inputs are bound): such a grant allows nothing until the run resolves it.
     unresolved: bool,
-    /// Whether the next declaration `narrowed` applies is an invoked protocol's (`for_child`).
-    for_child: bool,
+    /// Whether the next declaration `narrowed` applies leaves a kind whose grant names an input
+    /// without a value to the layers above it (`bounding_unbound_grants`).
+    bounded_above: bool,
 }
 
 /// An effect the capabilities do not allow.
@@ -96,10 +97,12 @@ impl Capabilities {
         let mut narrowed = self.clone();
         let inputs = narrowed.grant_inputs.take();
         let inputs = inputs.as_deref();
-        // An invoked protocol's inputs are bound after its grants are fixed: a kind whose grant
-        // names one is bounded by the parent's grants alone (never more than the parent's).
-        let for_child = std::mem::take(&mut narrowed.for_child);
-        if let Some(programs) = declared(&permissions.exec, for_child) {
+        // An invoked protocol's inputs are bound after its grants are fixed, and a host's clients
+        // must not choose its grants: a kind whose grant names an input without a value here is
+        // bounded by the layers above alone (the parent's grants, the operator's narrowing).
+        let bounded_above = std::mem::take(&mut narrowed.bounded_above);
+        let declared = |grants| declared(grants, bounded_above, inputs);
+        if let Some(programs) = declared(&permissions.exec) {
             let mut layer = Vec::with_capacity(programs.len());
             for written in programs {
                 match entries(written, inputs, GrantKind::Path)? {
@@ -120,13 +123,17 @@ impl Capabilities {
                 }
             }
             narrowed.exec.push(layer);
+        }
+        // Declaring `exec` withholds the shell unless `shell: true` says otherwise, whether or
+        // not the `exec` grant itself is left to the layers above.
+        if permissions.exec.is_some() {
             narrowed.shell.push(permissions.shell.unwrap_or(false));
         } else if let Some(shell) = permissions.shell {
             narrowed.shell.push(shell);
         }
         for (globs, layers) in [
-            (declared(&permissions.write, for_child), &mut narrowed.write),
-            (declared(&permissions.read, for_child), &mut narrowed.read),
+            (declared(&permissions.write), &mut narrowed.write),
+            (declared(&permissions.read), &mut narrowed.read),
         ] {
             if let Some(globs) = globs {
                 let mut layer = Vec::with_capacity(globs.len());
@@ -151,7 +158,7 @@ impl Capabilities {
                 layers.push(layer);
             }
         }
-        if let Some(names) = declared(&permissions.env, for_child) {
+        if let Some(names) = declared(&permissions.env) {
             let mut layer = Vec::with_capacity(names.len());
             for written in names {
                 match entries(written, inputs, GrantKind::Variable)? {
@@ -188,10 +195,13 @@ impl Capabilities {
         self
     }
 
-    /// These capabilities as the limit of an invoked protocol: a kind its grant names an input
-    /// in is left to these (its inputs are bound only when it is invoked).
-    pub fn for_child(mut self) -> Capabilities {
-        self.for_child = true;
+    /// These capabilities as the limit of a protocol whose inputs must not choose its grants: a
+    /// kind whose grant names an input without a value here (`with_grant_inputs`) is left to
+    /// these. For an invoked protocol (its inputs are bound only when it is invoked; these are
+    /// its parent's grants), and for a protocol a host serves (a client gives its inputs; these
+    /// are the operator's narrowing, with the values it pinned: see `crate::runs::grants`).
+    pub fn bounding_unbound_grants(mut self) -> Capabilities {
+        self.bounded_above = true;
         self
     }
 
@@ -592,12 +602,21 @@ impl Glob {
     }
 }
 
-/// A kind's declared grant, unless it is an invoked protocol's (`for_child`) and names an
-/// input: then the parent's grants alone bound that kind.
-fn declared(grants: &Option<Vec<String>>, for_child: bool) -> Option<&Vec<String>> {
+/// A kind's declared grant, unless it is left to the layers above (`bounded_above`) and names
+/// an input `inputs` has no value for: then those layers alone bound that kind.
+fn declared<'a>(
+    grants: &'a Option<Vec<String>>,
+    bounded_above: bool,
+    inputs: Option<&GrantInputs>,
+) -> Option<&'a Vec<String>> {
+    let unbound = |grant: &String| {
+        crate::grant_inputs::named_inputs(grant)
+            .iter()
+            .any(|name| inputs.is_none_or(|inputs| !inputs.has_value(name)))
+    };
     grants
         .as_ref()
-        .filter(|written| !(for_child && written.iter().any(|grant| names_inputs(grant))))
+        .filter(|written| !(bounded_above && written.iter().any(unbound)))
 }
 
 /// The entries a written grant stands for: itself when it names no input, its expansions

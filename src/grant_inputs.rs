@@ -83,14 +83,27 @@ pub fn grant_pieces(grant: &str) -> Result<Vec<GrantPiece<'_>>, String> {
 
 /// Whether a grant names an input.
 pub fn names_inputs(grant: &str) -> bool {
-    grant_pieces(grant).is_ok_and(|pieces| {
-        pieces
-            .iter()
-            .any(|piece| matches!(piece, GrantPiece::Input(_)))
-    })
+    !named_inputs(grant).is_empty()
+}
+
+/// The names of the inputs a grant names (none when it is malformed: compiling reports that).
+pub fn named_inputs(grant: &str) -> Vec<&str> {
+    grant_pieces(grant)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|piece| match piece {
+            GrantPiece::Input(placeholder) => Some(placeholder.name),
+            GrantPiece::Text(_) => None,
+        })
+        .collect()
 }
 
 impl GrantInputs {
+    /// Whether `name` has a value here.
+    pub fn has_value(&self, name: &str) -> bool {
+        self.0.get(name).is_some_and(Option::is_some)
+    }
+
     /// From inputs by name and their bound values.
     pub fn new<'a>(bound: impl IntoIterator<Item = (&'a str, &'a Value)>) -> GrantInputs {
         GrantInputs(

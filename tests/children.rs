@@ -219,3 +219,214 @@ fn a_child_survives_its_parent_being_killed_and_resumes_without_entering_again()
     let entries = std::fs::read_to_string(directory.join("entries.log")).unwrap();
     assert_eq!(entries, "entered\n", "the child was entered again");
 }
+
+/// An effect `a` that runs until its directory holds `released`, then prints `real`.
+const WAITING_EFFECT: &str =
+    r#"[sh, -c, "while [ ! -f released ]; do sleep 0.01; done; echo real"]"#;
+
+#[test]
+fn a_child_cannot_send_its_parent_the_outcome_of_the_parents_effect() {
+    let directory = temporary_directory("forged-outcome-to-parent");
+    let parent = format!(
+        r#"
+id: parent
+states:
+  working:
+    entry: [{{ exec: {WAITING_EFFECT}, id: a }}]
+    invoke: [{{ id: kid, protocol: child.yaml }}]
+    on:
+      done.exec.a: {{ target: finished, actions: [{{ log: "a finished: ${{event.data.stdout}}" }}] }}
+      error.communication:
+        actions:
+          - log: "refused ${{event.data.event}} from ${{event.data.from}}"
+          - {{ exec: [touch, released], id: release }}
+  finished: {{ type: final }}
+"#
+    );
+    let child = r#"
+id: child
+states:
+  forging:
+    entry: [{ send: done.exec.a, to: parent }]
+    on: { never: forging }
+"#;
+    let (code, _, stderr) = run(
+        &directory,
+        &[("parent.yaml", &parent), ("child.yaml", child)],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("refused done.exec.a from kid"), "{stderr}");
+    assert!(
+        stderr.contains("refused `done.exec.a` from kid: `done.exec.a` is an engine event"),
+        "the refusal is a warning too: {stderr}"
+    );
+    // The parent's effect completed with its own outcome, once its process ended.
+    assert!(stderr.contains("a finished: real"), "{stderr}");
+}
+
+#[test]
+fn a_parent_cannot_send_its_child_the_outcome_of_the_childs_effect() {
+    let directory = temporary_directory("forged-outcome-to-child");
+    let parent = r#"
+id: parent
+states:
+  working:
+    invoke: [{ id: kid, protocol: child.yaml }]
+    on:
+      ready: { actions: [{ send: error.exec.x, to: kid }] }
+      done.invoke.kid: finished
+  finished: { type: final }
+"#;
+    let child = format!(
+        r#"
+id: child
+states:
+  working:
+    entry:
+      - {{ exec: {WAITING_EFFECT}, id: x }}
+      - {{ send: ready, to: parent }}
+    on:
+      done.exec.x: {{ target: finished, actions: [{{ log: "x finished: ${{event.data.stdout}}" }}] }}
+      error.exec.x: {{ target: finished, actions: [{{ log: "x failed" }}] }}
+      error.communication:
+        actions:
+          - log: "child refused ${{event.data.event}} from ${{event.data.from}}"
+          - {{ exec: [touch, released], id: release }}
+  finished: {{ type: final }}
+"#
+    );
+    let (code, _, stderr) = run(
+        &directory,
+        &[("parent.yaml", parent), ("child.yaml", &child)],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("child refused error.exec.x from parent"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("x finished: real"), "{stderr}");
+    assert!(!stderr.contains("x failed"), "{stderr}");
+}
+
+/// Reads `${dir}/secret.txt`, then writes `${dir}/planted.txt`: granted exactly `dir`, which its
+/// parent passes.
+const PATH_CHILD: &str = r#"
+id: child
+inputs:
+  dir: { type: string, required: true }
+permissions: { write: ["${dir}/**"], read: ["${dir}/**"], exec: [] }
+states:
+  reading:
+    entry: [{ read_file: "${dir}/secret.txt", id: peek }]
+    on:
+      done.exec.peek: { target: writing, actions: [{ log: "child read ${event.data.stdout}" }] }
+      error.permission.peek: { target: writing, actions: [{ log: "child denied reading ${event.data.subject}" }] }
+  writing:
+    entry: [{ write: "${dir}/planted.txt", content: planted, id: plant }]
+    on:
+      done.exec.plant: { target: done, actions: [{ log: "child wrote" }] }
+      error.permission.plant: { target: denied, actions: [{ log: "child denied writing ${event.data.subject}" }] }
+  done: { type: final }
+  denied: { type: final, exit_code: 3 }
+"#;
+
+/// Granted its input `area` (and the child's file), it invokes the child, and maps it, on
+/// `target`.
+const PATH_PARENT: &str = r#"
+id: parent
+inputs:
+  area: { type: string, required: true }
+  target: { type: string, required: true }
+permissions: { write: ["${area}/**"], read: ["${area}/**", "child.yaml"], exec: [] }
+context: { item: null }
+states:
+  invoking:
+    invoke: [{ id: kid, protocol: child.yaml, inputs: { dir: "${target}" } }]
+    on:
+      done.invoke.kid: mapping
+      error.invoke.kid: { target: mapping, actions: [{ log: "invoked child failed" }] }
+  mapping:
+    entry:
+      - map: "[target]"
+        id: each
+        item: item
+        invoke: { protocol: child.yaml, inputs: { dir: "${item}" } }
+    on:
+      done.map.each: done
+      error.map.each: { target: failed, actions: [{ log: "mapped child failed" }] }
+  done: { type: final }
+  failed: { type: final, exit_code: 4 }
+"#;
+
+#[test]
+fn a_child_never_reads_or_writes_beyond_its_parents_grants_whatever_path_its_parent_passes() {
+    let directory = temporary_directory("child-path-grants");
+    let outside = crate::support::temporary_directory("children", "child-path-grants-outside");
+    std::fs::write(outside.join("secret.txt"), "outside-secret").unwrap();
+    let files = [("parent.yaml", PATH_PARENT), ("child.yaml", PATH_CHILD)];
+    let target = format!("target={}", outside.display());
+    let (code, _, stderr) = run(&directory, &files, &["-i", "area=inside", "-i", &target]);
+    assert_eq!(code, 4, "{stderr}");
+    let denied_reading = format!("child denied reading {}/secret.txt", outside.display());
+    let denied_writing = format!("child denied writing {}/planted.txt", outside.display());
+    assert_eq!(stderr.matches(&denied_reading).count(), 2, "{stderr}");
+    assert_eq!(stderr.matches(&denied_writing).count(), 2, "{stderr}");
+    assert!(stderr.contains("invoked child failed") && stderr.contains("mapped child failed"));
+    assert!(!stderr.contains("outside-secret"), "{stderr}");
+    assert!(!outside.join("planted.txt").exists());
+    // Within the parent's grants, the child's own grant is its input.
+    std::fs::create_dir_all(directory.join("inside/work")).unwrap();
+    std::fs::write(directory.join("inside/work/secret.txt"), "inside-secret").unwrap();
+    let (code, _, stderr) = run(
+        &directory,
+        &files,
+        &["-i", "area=inside", "-i", "target=inside/work"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr.matches("child read inside-secret").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(directory.join("inside/work/planted.txt").exists());
+}
+
+#[test]
+fn a_child_whose_exec_grant_names_an_input_still_withholds_the_shell() {
+    let directory = temporary_directory("child-shell");
+    let parent = r#"
+id: parent
+permissions: { exec: [sh, echo], shell: true }
+states:
+  calling:
+    invoke: [{ id: kid, protocol: child.yaml, inputs: { program: echo } }]
+    on:
+      done.invoke.kid: done
+      error.invoke.kid: { target: failed, actions: [{ log: "child failed" }] }
+  done: { type: final }
+  failed: { type: final, exit_code: 4 }
+"#;
+    // Declaring `exec` without `shell: true` withholds the shell, whatever the parent allows.
+    let child = r#"
+id: child
+inputs: { program: { type: string, required: true } }
+permissions: { exec: ["${program}"] }
+states:
+  running:
+    entry: [{ exec: "echo shell-ran", shell: true, id: act }]
+    on:
+      done.exec.act: done
+      error.permission.act: { target: denied, actions: [{ log: "child denied the shell" }] }
+  done: { type: final }
+  denied: { type: final, exit_code: 3 }
+"#;
+    let (code, _, stderr) = run(
+        &directory,
+        &[("parent.yaml", parent), ("child.yaml", child)],
+        &[],
+    );
+    assert_eq!(code, 4, "{stderr}");
+    assert!(stderr.contains("child denied the shell"), "{stderr}");
+}

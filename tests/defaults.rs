@@ -664,14 +664,17 @@ states:
 }
 
 #[test]
-fn serve_refuses_a_protocol_whose_grants_name_inputs() {
+fn serve_refuses_a_protocol_whose_grants_name_an_input_a_client_would_choose() {
     let directory = temporary_directory("defaults", "serve-grants");
     std::fs::write(directory.join("writer.yaml"), WRITER).unwrap();
     let (code, _, stderr) = run(&directory, &["serve", "writer.yaml", "--store", "memory"]);
     assert_eq!(code, 65, "{stderr}");
     assert!(
-        stderr.contains("which `serve` cannot resolve")
-            && stderr.contains("a client's input must not choose them"),
+        stderr.contains(
+            "error: writer.yaml: not served: `permissions.write` names the input `state_dir`, \
+             which each client would choose; pin it with --input state_dir=VALUE, or narrow \
+             `write` with --allow-write (or --sandbox strict)"
+        ),
         "{stderr}"
     );
 }

@@ -331,7 +331,8 @@ states:
 "#;
 
 #[test]
-fn a_resume_and_serve_take_secret_inputs_from_a_file_and_refuse_others_at_their_entry() {
+fn a_resume_takes_secret_inputs_from_a_file_and_serve_pins_inputs_refusing_unknown_ones_at_their_entry()
+ {
     let directory = temporary_directory("inputs", "resume");
     std::fs::write(directory.join("waits.yaml"), WAITS).unwrap();
     let token = format!("tok-{}-resume", std::process::id());
@@ -341,6 +342,7 @@ fn a_resume_and_serve_take_secret_inputs_from_a_file_and_refuse_others_at_their_
     )
     .unwrap();
     std::fs::write(directory.join("secrets.yaml"), format!("token: {token}\n")).unwrap();
+    std::fs::write(directory.join("unknown.yaml"), "name: y\ncolour: red\n").unwrap();
     std::fs::write(directory.join("go.jsonl"), "{\"event\": \"go\"}\n").unwrap();
     let run = |arguments: &[&str]| {
         let mut all = vec!["run", "waits.yaml", "--state-dir", "state"];
@@ -365,13 +367,13 @@ fn a_resume_and_serve_take_secret_inputs_from_a_file_and_refuse_others_at_their_
             "--state-dir",
             "state",
             "--inputs",
-            "all.yaml",
+            "unknown.yaml",
         ],
     );
     assert_eq!(code, 64, "{stderr}");
     assert!(
-        stderr.contains("error: input `name`: serve takes only secret inputs")
-            && stderr.contains(" --> all.yaml:2:1"),
+        stderr.contains("error: input `colour`: `waits` takes no input `colour`")
+            && stderr.contains(" --> unknown.yaml:2:1"),
         "{stderr}"
     );
     let (code, stdout, stderr) = run(&[

@@ -25,6 +25,7 @@ mod foreach;
 mod fuzz_regressions;
 mod generate;
 mod graph_svg;
+mod host_grants;
 mod imports;
 mod inputs;
 mod library_files;

@@ -83,10 +83,21 @@ pub(crate) fn ittw() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml")
 }
 
+/// The arguments that serve ITTW as docs/mcp.md serves it: its reads (of the `path` a client
+/// gives) narrowed to the working directory.
+pub(crate) fn served_ittw() -> Vec<std::ffi::OsString> {
+    served_ittw_from(&ittw())
+}
+
+/// `served_ittw` with ITTW at `protocol`.
+pub(crate) fn served_ittw_from(protocol: &Path) -> Vec<std::ffi::OsString> {
+    vec!["--allow-read".into(), "**".into(), protocol.into()]
+}
+
 #[test]
 fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
     let directory = crate::support::temporary_directory("mcp", "schema");
-    let (lines, _) = drive(&directory, "errors", &[&ittw()]);
+    let (lines, _) = drive(&directory, "errors", &served_ittw());
     let tools = &step(&lines, "tools")["tools"];
     let names: Vec<&String> = tools.as_object().unwrap().keys().collect();
     assert_eq!(
@@ -121,7 +132,7 @@ fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
 #[test]
 fn a_bad_input_is_a_tool_error_naming_it() {
     let directory = crate::support::temporary_directory("mcp", "bad-input");
-    let (lines, _) = drive(&directory, "errors", &[&ittw()]);
+    let (lines, _) = drive(&directory, "errors", &served_ittw());
     let bad = step(&lines, "bad_input");
     assert_eq!(bad["error"], json!(true));
     assert_eq!(
@@ -147,7 +158,7 @@ fn a_bad_input_is_a_tool_error_naming_it() {
 #[test]
 fn ittw_escalates_takes_guidance_and_finishes_as_a_stored_run() {
     let directory = crate::support::temporary_directory("mcp", "ittw");
-    let (lines, _) = drive(&directory, "ittw", &[&ittw()]);
+    let (lines, _) = drive(&directory, "ittw", &served_ittw());
     let started = &step(&lines, "started")["report"];
     let run = started["run"].as_str().unwrap();
     assert!(run.starts_with("ittw:mcp-"), "{run}");
@@ -234,7 +245,11 @@ fn an_invalid_protocol_is_not_served_and_its_errors_are_located() {
     assert!(stderr.contains("no protocol to serve"), "{stderr}");
 
     // Beside a valid one, the valid one is served and the invalid one reported.
-    let (lines, stderr) = drive(&directory, "errors", &[&broken, &ittw()]);
+    let (lines, stderr) = drive(
+        &directory,
+        "errors",
+        &[&[broken.into()], &served_ittw()[..]].concat(),
+    );
     let tools = &step(&lines, "tools")["tools"];
     assert!(tools.get("broken").is_none(), "{tools}");
     assert!(tools.get("ittw").is_some(), "{tools}");
@@ -294,10 +309,10 @@ fn cancel_run_kills_the_process_group_and_finishes_the_run() {
 #[test]
 fn a_run_outlives_a_killed_server_and_resumes_in_the_next() {
     let directory = crate::support::temporary_directory("mcp", "resume");
-    let (lines, _) = drive(&directory, "kill", &[&ittw()]);
+    let (lines, _) = drive(&directory, "kill", &served_ittw());
     let run = step(&lines, "waiting")["run"].as_str().unwrap().to_string();
 
-    let (lines, _) = drive(&directory, &format!("resume:{run}"), &[&ittw()]);
+    let (lines, _) = drive(&directory, &format!("resume:{run}"), &served_ittw());
     let listed = &step(&lines, "listed")["runs"];
     assert_eq!(listed[0]["run"], json!(run), "{listed}");
     assert_eq!(
@@ -350,7 +365,7 @@ fn the_operators_sandbox_limits_what_a_run_may_do() {
     let directory = crate::support::temporary_directory("mcp", "strict");
     std::fs::write(directory.join("present.txt"), "hello\n").unwrap();
     // The protocol grants reading `path`: the file is read, and the run ends at once.
-    let (lines, _) = drive(&directory, "strict", &[ittw()]);
+    let (lines, _) = drive(&directory, "strict", &served_ittw());
     let outcome = step(&lines, "outcome");
     assert_eq!(
         outcome["report"]["finished"]["state"],
@@ -386,7 +401,7 @@ fn the_operators_sandbox_limits_what_a_run_may_do() {
 #[test]
 fn protocols_and_runs_are_resources() {
     let directory = crate::support::temporary_directory("mcp", "resources");
-    let (lines, _) = drive(&directory, "resources", &[ittw()]);
+    let (lines, _) = drive(&directory, "resources", &served_ittw());
     let run = step(&lines, "run")["run"].as_str().unwrap().to_string();
     assert_eq!(
         step(&lines, "resources")["resources"],
@@ -421,7 +436,7 @@ fn streamable_http_serves_the_same_tools_and_runs() {
     let ittw = ittw();
     let mut server = crate::support::mcp_http_server::McpHttpServer::start(
         &directory,
-        &[ittw.to_str().unwrap()],
+        &["--allow-read", "**", ittw.to_str().unwrap()],
     );
     let no_protocols: [&str; 0] = [];
     let url = std::ffi::OsString::from(&server.url);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::mcp::{drive, ittw, step};
+use crate::mcp::{drive, ittw, served_ittw, served_ittw_from, step};
 
 /// `status RUN --json`, run from `directory` over its `state`.
 fn status(directory: &Path, run: &str) -> Value {
@@ -34,7 +34,7 @@ fn notices(stderr: &str) -> Vec<&str> {
 /// Starts ITTW case B (a missing file) in a server that is killed once the run waits for
 /// `captain_guidance`; returns the run id.
 fn ittw_left_by_a_killed_server(directory: &Path, protocol: &Path) -> String {
-    let (lines, _) = drive(directory, "kill", &[protocol]);
+    let (lines, _) = drive(directory, "kill", &served_ittw_from(protocol));
     step(&lines, "waiting")["run"].as_str().unwrap().to_string()
 }
 
@@ -63,7 +63,7 @@ fn a_restarted_server_resumes_a_killed_servers_run_with_its_directives() {
     assert_eq!(left["status"], json!("running"), "{left}");
     assert_eq!(left["origin"], json!("mcp"), "{left}");
 
-    let (lines, stderr) = drive(&directory, &format!("guide:{run}"), &[&ittw()]);
+    let (lines, stderr) = drive(&directory, &format!("guide:{run}"), &served_ittw());
     assert_eq!(
         notices(&stderr),
         [format!(
@@ -98,12 +98,12 @@ fn a_restarted_server_resumes_a_killed_servers_run_with_its_directives() {
 #[test]
 fn a_run_stopped_when_its_client_went_is_resumed_by_the_next_server() {
     let directory = crate::support::temporary_directory("mcp-restart", "closed");
-    let (lines, _) = drive(&directory, "leave", &[&ittw()]);
+    let (lines, _) = drive(&directory, "leave", &served_ittw());
     let run = step(&lines, "waiting")["run"].as_str().unwrap().to_string();
     let left = status(&directory, &run);
     assert_eq!(left["status"], json!("stopped"), "{left}");
 
-    let (lines, stderr) = drive(&directory, &format!("guide:{run}"), &[&ittw()]);
+    let (lines, stderr) = drive(&directory, &format!("guide:{run}"), &served_ittw());
     assert_eq!(notices(&stderr).len(), 1, "{stderr}");
     assert!(notices(&stderr)[0].starts_with(&format!("mcp: resumed {run} (")));
     let got = &step(&lines, "got")["report"];
@@ -123,7 +123,11 @@ fn a_run_whose_protocol_changed_is_left_and_named_on_stderr() {
     text.push_str("# edited while the run waited\n");
     std::fs::write(&protocol, text).unwrap();
 
-    let (lines, stderr) = drive(&directory, &format!("get:{run}"), &[&protocol]);
+    let (lines, stderr) = drive(
+        &directory,
+        &format!("get:{run}"),
+        &served_ittw_from(&protocol),
+    );
     assert_eq!(
         notices(&stderr),
         [format!(
@@ -140,7 +144,7 @@ fn no_resume_leaves_the_runs_for_resume_run_whose_report_keeps_the_directives() 
     let directory = crate::support::temporary_directory("mcp-restart", "no-resume");
     let run = ittw_left_by_a_killed_server(&directory, &ittw());
     let protocol = ittw();
-    let no_resume: [&std::ffi::OsStr; 2] = ["--no-resume".as_ref(), protocol.as_os_str()];
+    let no_resume = [&["--no-resume".into()], &served_ittw_from(&protocol)[..]].concat();
 
     let (lines, stderr) = drive(&directory, &format!("get:{run}"), &no_resume);
     assert_eq!(notices(&stderr), Vec::<&str>::new());
@@ -184,7 +188,7 @@ fn a_run_another_process_drives_is_not_taken_over() {
     let run = ittw_left_by_a_killed_server(&directory, &ittw());
     let mut holder = hold(&directory, &run);
 
-    let (lines, stderr) = drive(&directory, &format!("get:{run}"), &[&ittw()]);
+    let (lines, stderr) = drive(&directory, &format!("get:{run}"), &served_ittw());
     holder.kill().unwrap();
     holder.wait().unwrap();
     let notices = notices(&stderr);
@@ -282,7 +286,11 @@ fn a_childs_directives_are_recorded_with_its_parents_and_reported_after_a_restar
     let before = &step(&lines, "started")["report"];
     let run = before["run"].as_str().unwrap().to_string();
 
-    let (lines, stderr) = drive(&directory, &format!("get:{run}"), &[&protocol]);
+    let (lines, stderr) = drive(
+        &directory,
+        &format!("get:{run}"),
+        &served_ittw_from(&protocol),
+    );
     assert_eq!(notices(&stderr).len(), 1, "{stderr}");
     let after = &step(&lines, "got")["report"];
     assert_eq!(after["directives"], before["directives"]);
@@ -360,9 +368,22 @@ fn a_run_with_a_secret_input_is_left_naming_the_command_that_resumes_it() {
     assert_eq!(
         notices(&stderr),
         [format!(
-            "mcp: not resumed {run}: secret input `token` is not stored with the run, and MCP \
-             cannot supply it: `protocol-run resume {run} --input token=VALUE` resumes it \
-             outside this server"
+            "mcp: not resumed {run}: secret input `token` is not stored with the run, and a \
+             client cannot supply it: start the server with --input token=VALUE, or \
+             `protocol-run resume {run} --input token=VALUE` resumes it outside this server"
+        )]
+    );
+    assert!(!stderr.contains("s3cret-value"), "{stderr}");
+
+    // The operator pins it: the run resumes with it.
+    let pinned = ["--input", "token=s3cret-value", "secretive.yaml"];
+    let server = RawMcp::start(&directory, &pinned, json!({}));
+    let stderr = server.finish();
+    assert_eq!(
+        notices(&stderr),
+        [format!(
+            "mcp: resumed {run} ({}, 1 state: waiting)",
+            canonical(&directory.join("secretive.yaml"))
         )]
     );
     assert!(!stderr.contains("s3cret-value"), "{stderr}");

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::mcp::{SLEEPER, drive_client, ittw, step};
+use crate::mcp::{SLEEPER, drive_client, ittw, served_ittw, step};
 
 fn drive<P: AsRef<std::ffi::OsStr>>(directory: &Path, script: &str, arguments: &[P]) -> Vec<Value> {
     drive_client("tasks_client.py", directory, script, arguments).0
@@ -105,7 +105,7 @@ fn assert_asked_once_then_finished_with_guidance(called: &Value) {
 #[test]
 fn ittw_as_a_task_takes_guidance_by_tasks_update() {
     let directory = crate::support::temporary_directory("mcp-tasks", "update");
-    let lines = drive(&directory, "task_update", &[ittw()]);
+    let lines = drive(&directory, "task_update", &served_ittw());
     let run = assert_created_then_input_required(&lines);
 
     // An answer whose data is no JSON is refused, naming why; the run still waits.
@@ -144,12 +144,12 @@ fn ittw_as_a_task_takes_guidance_by_tasks_update() {
 #[test]
 fn a_finished_task_is_answered_from_the_store_by_the_next_server() {
     let directory = crate::support::temporary_directory("mcp-tasks", "stored");
-    let lines = drive(&directory, "task_update", &[ittw()]);
+    let lines = drive(&directory, "task_update", &served_ittw());
     let run = step(&lines, "created")["result"]["taskId"]
         .as_str()
         .unwrap()
         .to_string();
-    let lines = drive(&directory, &format!("task_stored:{run}"), &[ittw()]);
+    let lines = drive(&directory, &format!("task_stored:{run}"), &served_ittw());
     let task = &step(&lines, "stored")["task"];
     assert_eq!(task["status"], json!("completed"), "{task}");
     assert_eq!(task["taskId"], json!(run));
@@ -164,7 +164,7 @@ fn a_finished_task_is_answered_from_the_store_by_the_next_server() {
 #[test]
 fn ittw_as_a_task_takes_guidance_by_send_event() {
     let directory = crate::support::temporary_directory("mcp-tasks", "send-event");
-    let lines = drive(&directory, "task_send_event", &[ittw()]);
+    let lines = drive(&directory, "task_send_event", &served_ittw());
     let run = assert_created_then_input_required(&lines);
     let sent = &step(&lines, "sent")["report"];
     assert_eq!(sent["run"], json!(run));
@@ -178,7 +178,7 @@ fn ittw_as_a_task_over_streamable_http_takes_guidance_and_completes() {
     let ittw = ittw();
     let mut server = crate::support::mcp_http_server::McpHttpServer::start(
         &directory,
-        &[ittw.to_str().unwrap()],
+        &["--allow-read", "**", ittw.to_str().unwrap()],
     );
     let url = std::ffi::OsString::from(&server.url);
     let no_arguments: [&str; 0] = [];
@@ -294,7 +294,7 @@ fn a_run_an_error_ended_is_a_failed_task_carrying_the_error() {
 #[test]
 fn an_unknown_task_is_invalid_params_and_a_bad_input_a_tool_error() {
     let directory = crate::support::temporary_directory("mcp-tasks", "unknown");
-    let lines = drive(&directory, "task_unknown", &[ittw()]);
+    let lines = drive(&directory, "task_unknown", &served_ittw());
     for name in ["get", "cancel"] {
         assert_eq!(
             step(&lines, name)["result"]["error"],
@@ -316,7 +316,7 @@ fn an_unknown_task_is_invalid_params_and_a_bad_input_a_tool_error() {
 #[test]
 fn a_client_without_the_extension_gets_a_plain_report() {
     let directory = crate::support::temporary_directory("mcp-tasks", "plain");
-    let lines = drive(&directory, "plain", &[ittw()]);
+    let lines = drive(&directory, "plain", &served_ittw());
     let report = &step(&lines, "started")["report"];
     assert_eq!(report["status"], json!("running"));
     assert!(report["run"].as_str().unwrap().starts_with("ittw:mcp-"));
@@ -332,14 +332,14 @@ fn a_client_without_the_extension_gets_a_plain_report() {
 #[test]
 fn an_eliciting_client_is_asked_for_guidance_and_the_call_returns_the_finished_run() {
     let directory = crate::support::temporary_directory("mcp-tasks", "elicit");
-    let lines = drive(&directory, "elicit_accept", &[ittw()]);
+    let lines = drive(&directory, "elicit_accept", &served_ittw());
     assert_asked_once_then_finished_with_guidance(step(&lines, "called"));
 }
 
 #[test]
 fn a_declined_elicitation_returns_the_waiting_report() {
     let directory = crate::support::temporary_directory("mcp-tasks", "decline");
-    let lines = drive(&directory, "elicit_decline", &[ittw()]);
+    let lines = drive(&directory, "elicit_decline", &served_ittw());
     let called = step(&lines, "called");
     assert_eq!(called["asked"].as_array().unwrap().len(), 1);
     let report = &called["report"];
@@ -355,7 +355,7 @@ fn no_elicitation_leaves_the_plain_call_as_it_was() {
     let lines = drive(
         &directory,
         "elicit_off",
-        &[Path::new("--no-elicitation"), &ittw()],
+        &[&["--no-elicitation".into()], &served_ittw()[..]].concat(),
     );
     let called = step(&lines, "called");
     assert_eq!(called["asked"], json!([]));
@@ -416,7 +416,7 @@ fn drive_typescript<P: AsRef<std::ffi::OsStr>>(
 #[test]
 fn the_typescript_tasks_extension_walks_ittw_to_completion() {
     let directory = crate::support::temporary_directory("mcp-tasks", "typescript");
-    let lines = drive_typescript(&directory, "guidance", &[ittw()]);
+    let lines = drive_typescript(&directory, "guidance", &served_ittw());
     let settled = step(&lines, "settled");
     assert_eq!(settled["kind"], json!("task"));
     assert!(
@@ -460,7 +460,7 @@ fn the_typescript_tasks_extension_cancels_a_run_and_its_process_group() {
 #[test]
 fn a_2026_client_is_asked_by_an_input_required_result_and_its_retry_finishes_the_run() {
     let directory = crate::support::temporary_directory("mcp-tasks", "input-required");
-    let lines = drive_typescript(&directory, "input_required", &[ittw()]);
+    let lines = drive_typescript(&directory, "input_required", &served_ittw());
     let called = step(&lines, "called");
     assert_eq!(called["isError"], json!(false));
     // The retry answered the run the first call started: no second run.

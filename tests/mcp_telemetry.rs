@@ -41,7 +41,11 @@ fn a_runs_telemetry_is_a_resource_bounded_to_its_latest_records() {
         let (code, text) = crate::support::run_binary_with_state(&directory, &arguments);
         assert_eq!(code, 0, "{arguments:?}: {text}");
     }
-    let (lines, _) = drive(&directory, "telemetry", &[ittw.as_str(), "ticker.yaml"]);
+    let (lines, _) = drive(
+        &directory,
+        "telemetry",
+        &["--allow-read", "**", ittw.as_str(), "ticker.yaml"],
+    );
     let templates = &step(&lines, "templates")["templates"];
     assert_eq!(
         templates[1],

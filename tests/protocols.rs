@@ -230,7 +230,7 @@ states:
     invoke:
       - protocol: {wrapper}
         id: wrapped
-        inputs: {{ command: "[sh, -c, 'echo built']", base_timeout: 5s, telemetry_prefix: build }}
+        inputs: {{ command: "[echo, built]", base_timeout: 5s, telemetry_prefix: build }}
     on:
       done.invoke.wrapped:
         target: done

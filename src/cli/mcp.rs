@@ -33,9 +33,16 @@ pub struct McpArguments {
     /// elicitation but cannot answer it. Plain calls then return the report as it is.
     #[arg(long)]
     no_elicitation: bool,
-    /// The client is a model: what it starts runs under these grants, as `run` would.
+    /// The client is a model: what it starts runs under these grants, as `run` would. A
+    /// protocol whose grants name an input is served only when each such input is pinned
+    /// (--input) or its kind of grant narrowed here; else it is not served, and says which.
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
+    /// Pins an input for every run of each protocol that declares it: `NAME=VALUE`; repeat for
+    /// several. A pinned input leaves the tool's input schema (a client may not give it), and
+    /// only pinned inputs resolve the grants that name them.
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    pinned_inputs: Vec<String>,
     #[command(flatten)]
     limits: super::limits::LimitOptions,
 }
@@ -54,6 +61,16 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         Ok(limit) => limit,
         Err(code) => return code,
     };
+    let mut pins = Vec::new();
+    for text in &arguments.pinned_inputs {
+        match crate::compile::inputs::split_assignment(text) {
+            Ok((name, value)) => pins.push((name, serde_json::Value::String(value))),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return exit_code::USAGE;
+            }
+        }
+    }
     // One host per state directory: two would drive the same runs.
     let _host_lock = match crate::files::lock_host(&arguments.state.path) {
         Ok(lock) => lock,
@@ -65,6 +82,8 @@ pub fn mcp(arguments: McpArguments) -> u8 {
     let settings = HostSettings {
         state_dir: arguments.state.path,
         narrowing,
+        narrowing_permissions: arguments.narrowing.permissions(),
+        pinned: crate::runs::grants::PinnedInputs::new(pins),
         recorded_grants: arguments.narrowing.recorded(),
         limits: arguments.limits.limits(),
         notices: tokio::sync::broadcast::Sender::new(crate::mcp::MAX_PENDING_NOTICES),

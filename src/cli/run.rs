@@ -569,11 +569,12 @@ fn resolve_grants(
     inputs: &[crate::value::Value],
     narrowing: &super::narrowing::Narrowing,
 ) -> Result<(Arc<crate::compile::machine::Machine>, Vec<LogRecord>), u8> {
-    let machine = crate::compile::grants::resolve(loaded, &Arc::default(), limit, machine, inputs)
-        .map_err(|diagnostics| {
+    let machine = crate::runs::grants::for_operator(loaded, limit, machine, inputs).map_err(
+        |diagnostics| {
             eprint!("{}", render_all(&diagnostics));
             exit_code::INVALID
-        })?;
+        },
+    )?;
     let record = |level: LogLevel, message: String, tag: &str| LogRecord {
         level,
         message,

@@ -53,14 +53,15 @@ pub struct ServeArguments {
     max_client_queue_bytes: usize,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
-    /// A secret input of the instances resumed at start (secret inputs are never stored):
-    /// `NAME=VALUE`; repeat for several.
+    /// Pins an input for every instance: `NAME=VALUE`; repeat for several. A new instance takes
+    /// it (its first line may not give it), a grant naming it is resolved from it, and a pinned
+    /// secret input supplies the instances resumed at start (secrets are never stored).
     #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
-    secret_inputs: Vec<String>,
-    /// Secret inputs of the instances resumed at start, from a YAML or JSON mapping of input
-    /// name to value; an --input replaces the file's entry of the same name.
+    pinned_inputs: Vec<String>,
+    /// Pins inputs from a YAML or JSON mapping of input name to value; an --input replaces the
+    /// file's entry of the same name.
     #[arg(long = "inputs", value_name = "FILE")]
-    secret_inputs_file: Option<PathBuf>,
+    pinned_inputs_file: Option<PathBuf>,
     #[command(flatten)]
     limits: super::limits::LimitOptions,
 }
@@ -90,23 +91,31 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         Err(code) => return code,
     };
     let machine = match crate::compile::compile_limited(&loaded, &Arc::default(), &limit) {
-        Ok(machine) => Arc::new(machine),
+        Ok(machine) => machine,
         Err(diagnostics) => {
             eprint!("{}", render_all(&diagnostics));
             return exit_code::INVALID;
         }
     };
+    let pinned = match pinned_inputs(
+        &machine,
+        &arguments.pinned_inputs,
+        arguments.pinned_inputs_file.as_deref(),
+    ) {
+        Ok(pinned) => pinned,
+        Err(code) => return code,
+    };
     // One machine serves every instance, and a client's inputs must not choose what the host
-    // grants: a grant naming an input is refused here rather than left to deny everything.
-    if !machine.capabilities.is_resolved() {
-        eprintln!(
-            "error: {}: its `permissions` name inputs (`${{...}}`), which `serve` cannot resolve: \
-             every instance shares one set of grants, and a client's input must not choose them; \
-             write the paths in the grants, or start each run with `protocol-run run`",
-            arguments.file.display()
-        );
-        return exit_code::INVALID;
-    }
+    // grants: only pinned inputs resolve grants.
+    let narrowing = arguments.narrowing.permissions();
+    let machine = match crate::runs::grants::for_host(&loaded, &limit, &narrowing, machine, &pinned)
+    {
+        Ok(machine) => Arc::new(machine),
+        Err(refusal) => {
+            eprint!("{}", refusal.render(&arguments.file.display().to_string()));
+            return exit_code::INVALID;
+        }
+    };
     // One host per state directory: two would resume and drive the same instances.
     let _host_lock = if arguments.store == StoreKind::Sqlite {
         match crate::files::lock_host(&arguments.state.path) {
@@ -162,14 +171,6 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             return exit_code::INTERNAL;
         }
     };
-    let secret_inputs = match secret_inputs(
-        &machine,
-        &arguments.secret_inputs,
-        arguments.secret_inputs_file.as_deref(),
-    ) {
-        Ok(secret_inputs) => secret_inputs,
-        Err(code) => return code,
-    };
     let clients = super::socket::Clients::new(arguments.max_client_queue_bytes);
     let output_clients = clients.clone();
     let reply_clients = clients.clone();
@@ -189,7 +190,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             });
             reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
-    fleet.set_secret_inputs(secret_inputs);
+    fleet.set_pinned_inputs(pinned);
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;
@@ -236,15 +237,13 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     })
 }
 
-/// `--input NAME=VALUE` and `--inputs FILE` of `serve`: secret inputs (of the protocol or a
-/// child it invokes) for the instances it resumes; any other input comes with an instance's
-/// first line.
-fn secret_inputs(
+/// `--input NAME=VALUE` and `--inputs FILE` of `serve`: inputs pinned for every instance (the
+/// protocol's, or a secret input of a child it invokes, for the instances it resumes).
+fn pinned_inputs(
     machine: &crate::compile::machine::Machine,
     texts: &[String],
     file: Option<&std::path::Path>,
-) -> Result<Vec<(String, String)>, u8> {
-    let names = machine.secret_input_names();
+) -> Result<crate::runs::grants::PinnedInputs, u8> {
     let mut assignments = Vec::new();
     for text in texts {
         let pair = crate::compile::inputs::split_assignment(text).map_err(|error| {
@@ -254,15 +253,16 @@ fn secret_inputs(
         assignments.push(pair);
     }
     let supplied = super::inputs_file::SuppliedInputs::gather(machine, file, assignments)?;
-    let secret_inputs = supplied.texts();
+    let pinned = crate::runs::grants::PinnedInputs::new(supplied.values.clone());
+    let taken = pinned.taken_by(machine);
     let mut refused = false;
-    for (name, _) in secret_inputs
-        .iter()
-        .filter(|(name, _)| !names.contains(&name.as_str()))
-    {
+    for name in pinned.names().filter(|name| !taken.is_pinned(name)) {
         refused = true;
-        let message = "serve takes only secret inputs, for the instances it resumes; an \
-                       instance's other inputs come with its first line";
+        let message = format!(
+            "`{}` takes no input `{name}` (nor does a child it invokes take a secret one of \
+             that name)",
+            machine.id
+        );
         let diagnostic = crate::diagnostic::Diagnostic::error(format!("input `{name}`: {message}"))
             .with_help(format!("remove `{name}` from this file"));
         let part = crate::load::source::Part::Key;
@@ -274,7 +274,7 @@ fn secret_inputs(
     if refused {
         return Err(exit_code::USAGE);
     }
-    Ok(secret_inputs)
+    Ok(pinned)
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.

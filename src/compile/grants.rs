@@ -88,15 +88,34 @@ pub fn resolve(
     }
     let names = machine.inputs.iter().map(|input| input.name.as_str());
     let values = GrantInputs::new(names.zip(inputs));
-    let refused: Vec<Diagnostic> = kinds(loaded.protocol.permissions.as_ref())
+    let refused = refused_values(loaded, &values, |_| true);
+    if !refused.is_empty() {
+        return Err(refused);
+    }
+    super::compile_limited(loaded, extensions, &limit.clone().with_grant_inputs(values))
+        .map(Arc::new)
+}
+
+/// Each grant that `values` would widen (a path climbing with `..`, a variable that is not a
+/// name) or that names an input without a value, located at the grant; only the grants
+/// `applies` keeps are looked at.
+pub fn refused_values(
+    loaded: &Loaded,
+    values: &GrantInputs,
+    applies: impl Fn(&str) -> bool,
+) -> Vec<Diagnostic> {
+    kinds(loaded.protocol.permissions.as_ref())
         .flat_map(|(kind, grants)| {
             let grant_kind = if kind == "env" {
                 GrantKind::Variable
             } else {
                 GrantKind::Path
             };
-            let values = &values;
+            let applies = &applies;
             grants.iter().enumerate().filter_map(move |(index, grant)| {
+                if !applies(grant) {
+                    return None;
+                }
                 let message = values.expand(grant, grant_kind).err()?;
                 let pointer = format!("/permissions/{kind}/{index}");
                 Some(
@@ -106,16 +125,13 @@ pub fn resolve(
                 )
             })
         })
-        .collect();
-    if !refused.is_empty() {
-        return Err(refused);
-    }
-    super::compile_limited(loaded, extensions, &limit.clone().with_grant_inputs(values))
-        .map(Arc::new)
+        .collect()
 }
 
 /// The kinds of grants that may name inputs, by name, with their entries.
-fn kinds(permissions: Option<&Permissions>) -> impl Iterator<Item = (&'static str, &Vec<String>)> {
+pub fn kinds(
+    permissions: Option<&Permissions>,
+) -> impl Iterator<Item = (&'static str, &Vec<String>)> {
     permissions.into_iter().flat_map(|permissions| {
         [
             ("exec", &permissions.exec),

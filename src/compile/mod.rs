@@ -942,7 +942,7 @@ impl Compiler<'_> {
         let mut ancestry = self.ancestry.clone();
         ancestry.push(canonical.to_path_buf());
         let extensions = self.extensions.clone();
-        let limit = self.capabilities.clone().for_child();
+        let limit = self.capabilities.clone().bounding_unbound_grants();
         match compile_nested(&loaded, ancestry, &extensions, &limit, self.children) {
             Ok(child) => Some(Arc::new(child)),
             Err(diagnostics) => {

@@ -1,4 +1,4 @@
-//! The protocols an MCP server serves: each file or directory given, loaded and compiled; an invalid one is reported with its located errors and left out.
+//! The protocols an MCP server serves: each file or directory given, loaded and compiled under the operator's grants; an invalid one, or one whose grants a client would choose, is reported and left out.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,6 +7,8 @@ use crate::capabilities::Capabilities;
 use crate::compile::machine::Machine;
 use crate::diagnostic::render_all;
 use crate::load::Loaded;
+use crate::model::Permissions;
+use crate::runs::grants::PinnedInputs;
 
 /// The most protocols one server serves: each is a tool every client lists.
 pub const MAX_SERVED_PROTOCOLS: usize = 1_000;
@@ -29,12 +31,24 @@ pub struct Served {
     /// The file, canonicalized: recorded with each run, as `serve` records it.
     pub path: String,
     pub text: String,
+    /// The operator's pinned inputs this protocol takes: every run takes them, and they leave
+    /// its tool's input schema.
+    pub pinned: PinnedInputs,
+}
+
+/// What the operator serves protocols under: its narrowing, as capabilities and as the flags
+/// gave it, and its pinned inputs.
+pub struct Operator<'a> {
+    pub limit: &'a Capabilities,
+    pub narrowing: &'a Permissions,
+    pub pinned: &'a PinnedInputs,
 }
 
 /// Loads every protocol under `paths` (files, or directories searched for `*.yaml` other than
 /// scenario and library files). Returns the valid ones and whether any was refused; each
-/// refusal is on stderr with its location.
-pub fn load_all(paths: &[PathBuf], limit: &Capabilities) -> (Vec<Served>, bool) {
+/// refusal is on stderr with its location, or with the flag that would serve it. A pinned input
+/// no served protocol takes is said on stderr too.
+pub fn load_all(paths: &[PathBuf], operator: &Operator) -> (Vec<Served>, bool) {
     let mut files = Vec::new();
     let mut refused = false;
     for path in paths {
@@ -61,7 +75,7 @@ pub fn load_all(paths: &[PathBuf], limit: &Capabilities) -> (Vec<Served>, bool) 
             refused = true;
             continue;
         }
-        match load_one(&file, limit) {
+        match load_one(&file, operator) {
             Ok(protocol) => {
                 let id = &protocol.machine.id;
                 if MANAGEMENT_TOOLS.contains(&id.as_str()) {
@@ -89,17 +103,36 @@ pub fn load_all(paths: &[PathBuf], limit: &Capabilities) -> (Vec<Served>, bool) 
             }
         }
     }
+    for name in operator.pinned.names() {
+        if !served.iter().any(|served| served.pinned.is_pinned(name)) {
+            eprintln!(
+                "error: --input {name}: no protocol served here takes an input `{name}`; check \
+                 its name"
+            );
+            refused = true;
+        }
+    }
     (served, refused)
 }
 
 /// One protocol, or its rendered errors.
-fn load_one(file: &Path, limit: &Capabilities) -> Result<Served, String> {
+fn load_one(file: &Path, operator: &Operator) -> Result<Served, String> {
     let text = crate::load::read_text(file).map_err(|error| error.to_string())?;
     let loaded = crate::load::load_text(&file.display().to_string(), text.clone())
         .map_err(|diagnostics| render_all(&diagnostics))?;
-    let machine = crate::compile::compile_limited(&loaded, &Arc::default(), limit)
+    let machine = crate::compile::compile_limited(&loaded, &Arc::default(), operator.limit)
         .map_err(|diagnostics| render_all(&diagnostics))?;
+    let pinned = operator.pinned.taken_by(&machine);
+    let machine = crate::runs::grants::for_host(
+        &loaded,
+        operator.limit,
+        operator.narrowing,
+        machine,
+        &pinned,
+    )
+    .map_err(|refusal| refusal.render(&file.display().to_string()))?;
     Ok(Served {
+        pinned,
         loaded: Arc::new(loaded),
         machine: Arc::new(machine),
         path: file

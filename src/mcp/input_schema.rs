@@ -4,18 +4,22 @@ use serde_json::{Map, Value, json};
 
 use crate::compile::machine::{InputNode, Machine};
 use crate::model::input::InputType;
+use crate::runs::grants::PinnedInputs;
 
-/// The input schema of the tool that starts `machine`: one property per input, the required
-/// ones listed, nothing else taken (an unknown input is refused, as `run` refuses it).
-pub fn tool_input_schema(machine: &Machine) -> Map<String, Value> {
-    let properties: Map<String, Value> = machine
-        .inputs
-        .iter()
+/// The input schema of the tool that starts `machine`: one property per input the operator did
+/// not pin, the required ones listed, nothing else taken (an unknown or pinned input is
+/// refused, as `run` refuses an unknown one).
+pub fn tool_input_schema(machine: &Machine, pinned: &PinnedInputs) -> Map<String, Value> {
+    let open = || {
+        machine
+            .inputs
+            .iter()
+            .filter(|input| !pinned.is_pinned(&input.name))
+    };
+    let properties: Map<String, Value> = open()
         .map(|input| (input.name.clone(), Value::Object(property(input))))
         .collect();
-    let required: Vec<&str> = machine
-        .inputs
-        .iter()
+    let required: Vec<&str> = open()
         .filter(|input| input.required)
         .map(|input| input.name.as_str())
         .collect();

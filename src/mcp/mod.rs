@@ -58,17 +58,24 @@ pub fn serve(
     let (tools_sender, tools_receiver) = std::sync::mpsc::channel();
     let (requests, request_receiver) = mpsc::channel(64);
     let limit = settings.narrowing.clone();
+    let narrowing = settings.narrowing_permissions.clone();
+    let pinned = settings.pinned.clone();
     let notices = settings.notices.clone();
     let state_dir = settings.state_dir.clone();
     let elicitation = settings.elicitation;
     let host_thread = std::thread::spawn(move || {
-        let (served, _refused) = catalog::load_all(&paths, &limit);
+        let operator = catalog::Operator {
+            limit: &limit,
+            narrowing: &narrowing,
+            pinned: &pinned,
+        };
+        let (served, _refused) = catalog::load_all(&paths, &operator);
         let tools: Vec<ProtocolTool> = served
             .iter()
             .map(|served| ProtocolTool {
                 id: served.machine.id.clone(),
                 description: describe(served),
-                input_schema: input_schema::tool_input_schema(&served.machine),
+                input_schema: input_schema::tool_input_schema(&served.machine, &served.pinned),
                 text: resources::ProtocolText {
                     id: served.machine.id.clone(),
                     title: served.machine.title.clone(),

@@ -93,8 +93,10 @@ pub struct Fleet {
     line_number: usize,
     /// Every instance's limits (`--max-microsteps`, the budgets).
     limits: super::algorithm::Limits,
-    /// Secret inputs for the instances resumed from the store, which never holds them.
-    secret_inputs: Vec<(String, String)>,
+    /// The operator's pinned inputs: every new instance takes them (no line may give them),
+    /// and they supply the secret inputs of the instances resumed from the store, which never
+    /// holds them.
+    pinned: crate::runs::grants::PinnedInputs,
     /// The socket client the line being handled came from, if it did.
     line_origin: Option<LineOrigin>,
     /// Answers a bad line to the client it came from (besides the warning on stderr).
@@ -167,7 +169,7 @@ impl Fleet {
             input_ended: false,
             line_number: 0,
             limits: super::algorithm::Limits::default(),
-            secret_inputs: Vec::new(),
+            pinned: crate::runs::grants::PinnedInputs::default(),
             line_origin: None,
             problem_reply: None,
             outcome_reply: None,
@@ -212,9 +214,10 @@ impl Fleet {
         self
     }
 
-    /// Supplies the secret inputs of the instances `resume_recorded` resumes (`NAME`, value).
-    pub fn set_secret_inputs(&mut self, secret_inputs: Vec<(String, String)>) {
-        self.secret_inputs = secret_inputs;
+    /// Pins inputs for every instance: a new one takes them, and they supply the secret inputs
+    /// of the instances `resume_recorded` resumes.
+    pub fn set_pinned_inputs(&mut self, pinned: crate::runs::grants::PinnedInputs) {
+        self.pinned = pinned;
     }
 
     /// Answers each bad line that came from a socket client to that client too.
@@ -374,9 +377,10 @@ impl Fleet {
                 grants.map_or("none".to_string(), serde_json::Value::to_string)
             ));
         }
+        let secret_inputs = self.pinned.texts_of(&self.machine.secret_input_names());
         let values = self
             .machine
-            .bind_recorded_inputs(&record.inputs, &self.secret_inputs)
+            .bind_recorded_inputs(&record.inputs, &secret_inputs)
             .map_err(|errors| {
                 let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 messages.join("; ")
@@ -389,7 +393,7 @@ impl Fleet {
             Some(stored) => {
                 let snapshot = stored
                     .snapshot
-                    .with_secrets(&stored.secrets, &self.secret_inputs)?;
+                    .with_secrets(&stored.secrets, &secret_inputs)?;
                 let interpreter = Interpreter::restore(self.machine.clone(), values, &snapshot)
                     .map_err(|error| error.to_string())?;
                 Ok((
@@ -603,6 +607,10 @@ impl Fleet {
                 .collect(),
             Some(other) => return Err(format!("`inputs` must be an object, not {other}")),
         };
+        let supplied = self
+            .pinned
+            .with_client_inputs(&supplied)
+            .map_err(|message| format!("instance `{name}`: {message}"))?;
         let values = self
             .machine
             .bind_input_values(&supplied)

@@ -7,6 +7,7 @@ use crate::clock;
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
 use crate::effects::{EffectRequest, run_effect, run_with_plan};
+use crate::model::action::LogLevel;
 use crate::run::durable::CheckpointStep;
 use crate::run::snapshot::InFlightEffect;
 use crate::value::Value;
@@ -447,6 +448,21 @@ impl DriverHost<'_> {
     }
 }
 
+impl DriverHost<'_> {
+    /// An event from a parent or a child that admission refused: not delivered; the protocol
+    /// gets `error.communication` saying so, and the log a warning.
+    pub(super) fn refuse_event(&mut self, name: &str, from: &str, message: String) {
+        self.log(LogRecord {
+            level: LogLevel::Warn,
+            message: format!("refused `{name}` from {from}: {message}"),
+            tags: Arc::from([Arc::from("event_refused")]),
+            fields: Vec::new(),
+        });
+        let refused = Event::refused_message(&self.machine, name, from, message);
+        self.external_queue.push_back(refused);
+    }
+}
+
 impl Host for DriverHost<'_> {
     fn log(&mut self, record: LogRecord) {
         let time = self.now_text();
@@ -589,14 +605,11 @@ impl DriverHost<'_> {
             EffectMessage::ChildEvent(id, event) => {
                 // A cancelled child's events are dropped with it.
                 if self.state.running.has_child(&id) {
-                    // A child's events are input to this protocol, checked like any other.
+                    // A child's events are input to this protocol, admitted like any other.
                     if let Err(message) =
-                        self.machine.admit_external_value(&event.name, &event.data)
+                        crate::runs::admission::admit(&self.machine, &event.name, &event.data)
                     {
-                        let refused =
-                            Event::refused_message(&self.machine, &event.name, &id, message);
-                        self.external_queue.push_back(refused);
-                        return;
+                        return self.refuse_event(&event.name, &id, message);
                     }
                     // Event types are the child's machine's: the parent names them anew.
                     let mut event =

@@ -759,19 +759,15 @@ impl<'a> Session<'a> {
             event = from_parent, if inbox_open => {
                 match event {
                     Some(event) => {
-                        // The parent's events are input to this protocol, checked like any other.
-                        let machine = &self.host.machine;
-                        let event = match machine.admit_external_value(&event.name, &event.data) {
-                            Err(message) => Event::refused_message(machine, &event.name, "parent", message),
+                        // The parent's events are input to this protocol, admitted like any other.
+                        match crate::runs::admission::admit(&self.host.machine, &event.name, &event.data) {
+                            Err(message) => self.host.refuse_event(&event.name, "parent", message),
                             // Event types are the sender's machine's: this one names them anew.
-                            Ok(()) => Event::named(
-                            &self.host.machine,
-                            &event.name,
-                            event.data,
-                            Origin::External,
-                        ),
-                        };
-                        self.host.external_queue.push_back(event);
+                            Ok(()) => {
+                                let event = Event::named(&self.host.machine, &event.name, event.data, Origin::External);
+                                self.host.external_queue.push_back(event);
+                            }
+                        }
                     }
                     // The parent is gone: nothing more will come.
                     None => self.inbox = None,

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::compile::machine::{EventDescriptor, Machine};
+use crate::run::event::refuse_platform_event;
 
 /// The end of one external event, as its sender is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,4 +135,16 @@ fn event_names_now<'m, 's>(
         declared.is_none_or(|declared| declared.names().any(|known| known == *name))
     });
     names
+}
+
+/// Whether an event from outside a run (a parent, a child, an events line, a client) may enter
+/// it: never an engine name (`done.*`, `error.*`, `timeout.*`, `after.*`: only the engine
+/// reports outcomes, so no sender can forge one, even to a protocol that declares no
+/// `events:`), and with `events:` declared, only a declared event whose data conforms. The
+/// refusal says why.
+pub fn admit(machine: &Machine, name: &str, data: &crate::value::Value) -> Result<(), String> {
+    if let Some(refusal) = refuse_platform_event(name) {
+        return Err(refusal);
+    }
+    machine.admit_external_value(name, data)
 }

@@ -83,6 +83,10 @@ pub use crate::run::stop::CANCELLED_EXIT_CODE;
 pub struct HostSettings {
     pub state_dir: PathBuf,
     pub narrowing: crate::capabilities::Capabilities,
+    /// The operator's narrowing as its flags gave it: which kinds of grant it narrows.
+    pub narrowing_permissions: crate::model::Permissions,
+    /// The inputs the operator pinned (`--input`): each protocol takes those it declares.
+    pub pinned: crate::runs::grants::PinnedInputs,
     pub recorded_grants: Option<Value>,
     pub limits: crate::run::algorithm::Limits,
     /// Where each directive goes as it is committed, with its run id: the server turns them
@@ -223,8 +227,8 @@ impl Host {
         }
     }
 
-    /// Starts a run of `protocol` with `inputs`: its grants resolved from them as `run`
-    /// resolves them, its own fleet, its first line creating it.
+    /// Starts a run of `protocol` with `inputs` and the pinned ones: its grants the operator's
+    /// (resolved when the protocol was served), its own fleet, its first line creating it.
     async fn start(
         &mut self,
         protocol: &str,
@@ -255,25 +259,17 @@ impl Host {
             return fail(reply, message);
         }
         let supplied: Vec<(String, Value)> = inputs.clone().into_iter().collect();
-        let values = match served.machine.bind_input_values(&supplied) {
-            Ok(values) => values,
-            Err(errors) => {
-                let messages: Vec<String> = errors.iter().map(tool_input_error).collect();
-                return fail(reply, messages.join("; "));
-            }
+        let supplied = match served.pinned.with_client_inputs(&supplied) {
+            Ok(supplied) => supplied,
+            Err(message) => return fail(reply, message),
         };
-        let machine = match crate::compile::grants::resolve(
-            &served.loaded,
-            &Arc::default(),
-            &self.settings.narrowing,
-            served.machine.clone(),
-            &values,
-        ) {
-            Ok(machine) => machine,
-            Err(diagnostics) => {
-                return fail(reply, crate::diagnostic::render_all(&diagnostics));
-            }
-        };
+        // Checked here, so a bad input is the call's error rather than a line the fleet skips.
+        if let Err(errors) = served.machine.bind_input_values(&supplied) {
+            let messages: Vec<String> = errors.iter().map(tool_input_error).collect();
+            return fail(reply, messages.join("; "));
+        }
+        let machine = served.machine.clone();
+        let pinned = served.pinned.clone();
         let store = match SqliteStore::open(&self.settings.state_dir) {
             Ok(store) => store,
             Err(error) => return fail(reply, error.to_string()),
@@ -294,7 +290,8 @@ impl Host {
             origin: crate::store::RunOrigin::Mcp,
         };
         let view = Rc::new(RefCell::new(RunView::default()));
-        let fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
+        let mut fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
+        fleet.set_pinned_inputs(pinned);
         self.keep_live(&run_id, machine, fleet, view, lock);
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
         self.submit(&run_id, &line, reply).await;

@@ -2,7 +2,6 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -136,15 +135,10 @@ impl Host {
     /// process holds its run lock.
     fn resume(&mut self, store: SqliteStore, record: &RunRecord) -> Result<Value, String> {
         let run = record.summary.id.as_str();
-        let (served, values) = self.resumable(record)?;
-        let machine = crate::compile::grants::resolve(
-            &served.loaded,
-            &Arc::default(),
-            &self.settings.narrowing,
-            served.machine.clone(),
-            &values,
-        )
-        .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
+        // The served machine's grants are the operator's (`crate::runs::grants::for_host`).
+        let (served, _) = self.resumable(record)?;
+        let machine = served.machine.clone();
+        let pinned = served.pinned.clone();
         let lock = self.lock_run(run)?;
         let (directives, dropped) = records::recorded_directives(&store, run)?;
         let recording = Recording {
@@ -157,6 +151,7 @@ impl Host {
         };
         let view = Rc::new(RefCell::new(RunView::resumed(directives, dropped)));
         let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
+        fleet.set_pinned_inputs(pinned);
         fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
         fleet.commit();
         let report = report(&machine, run, &view.borrow());
@@ -192,18 +187,20 @@ impl Host {
                 changed.path
             ));
         }
+        let secret_inputs = served.pinned.texts_of(&served.machine.secret_input_names());
         let values = served
             .machine
-            .bind_recorded_inputs(&record.inputs, &[])
+            .bind_recorded_inputs(&record.inputs, &secret_inputs)
             .map_err(|errors| {
                 let messages: Vec<String> = errors
                     .iter()
                     .map(|error| match error {
-                        // `--input` is `resume`'s: a client has no way to give a secret here.
+                        // A client has no way to give a secret here; the operator pins it.
                         crate::compile::inputs::InputError::SecretNotStored { name } => format!(
-                            "secret input `{name}` is not stored with the run, and MCP cannot \
-                             supply it: `protocol-run resume {} --input {name}=VALUE` resumes \
-                             it outside this server",
+                            "secret input `{name}` is not stored with the run, and a client \
+                             cannot supply it: start the server with --input {name}=VALUE, or \
+                             `protocol-run resume {} --input {name}=VALUE` resumes it outside \
+                             this server",
                             record.summary.id
                         ),
                         other => other.to_string(),
