@@ -515,8 +515,9 @@ impl Fleet {
             return self.line_problem("missing `instance` (a non-empty string)");
         };
         // Refused before anything happens, even the instance's creation.
+        let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
         if let Some(event) = parsed.event.as_deref()
-            && let Some(refusal) = crate::run::event::refuse_platform_event(event)
+            && let Err(refusal) = crate::runs::admission::admit_json(&self.machine, event, data)
         {
             return self.refuse_event(&name, event, &refusal);
         }
@@ -530,11 +531,6 @@ impl Fleet {
         let Some(event) = parsed.event else {
             return;
         };
-        let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
-        if let Err(refusal) = self.machine.admit_external(&event, data) {
-            return self.refuse_event(&name, &event, &refusal);
-        }
-
         let event = Event::named(
             &self.machine,
             &event,

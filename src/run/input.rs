@@ -145,11 +145,8 @@ pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, Stri
         .and_then(serde_json::Value::as_str)
         .filter(|name| !name.is_empty())
         .ok_or("missing `event` (a non-empty string)")?;
-    if let Some(refusal) = super::event::refuse_platform_event(name) {
-        return Err(refusal);
-    }
     let data_json = object.get("data").unwrap_or(&serde_json::Value::Null);
-    machine.admit_external(name, data_json)?;
+    crate::runs::admission::admit_json(machine, name, data_json)?;
     let data = Value::from_json(data_json);
     Ok(InputLine::Event(Event::named(
         machine,

@@ -148,3 +148,12 @@ pub fn admit(machine: &Machine, name: &str, data: &crate::value::Value) -> Resul
     }
     machine.admit_external_value(name, data)
 }
+
+/// `admit` for data as JSON (an events line, a `serve` line, a tool's arguments, a scenario's
+/// `send`).
+pub fn admit_json(machine: &Machine, name: &str, data: &serde_json::Value) -> Result<(), String> {
+    if let Some(refusal) = refuse_platform_event(name) {
+        return Err(refusal);
+    }
+    machine.admit_external(name, data)
+}

@@ -297,11 +297,9 @@ async fn run_step(session: &mut Session<'_>, machine: &Machine, step: &Step) -> 
     match step {
         Step::Send(send) => {
             let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
-            machine
-                .admit_external(&send.send, data_json)
-                .map_err(|refusal| {
-                    format!("send {}: the event is refused: {refusal}", send.send)
-                })?;
+            crate::runs::admission::admit_json(machine, &send.send, data_json).map_err(
+                |refusal| format!("send {}: the event is refused: {refusal}", send.send),
+            )?;
             let data = Value::from_json(data_json);
             session.send(Event::named(machine, &send.send, data, Origin::External));
             settle(session)

@@ -459,11 +459,7 @@ fn run_scenario(
                     let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
                     // Refused as an events line would be: not delivered, and the step fails
                     // unless the next step expects the refusal.
-                    let admitted = match crate::run::event::refuse_platform_event(&send.send) {
-                        Some(refusal) => Err(refusal),
-                        None => machine.admit_external(&send.send, data_json),
-                    };
-                    match admitted {
+                    match crate::runs::admission::admit_json(machine, &send.send, data_json) {
                         Ok(()) => {
                             let data = Value::from_json(data_json);
                             session.send(Event::named(machine, &send.send, data, Origin::External));
