@@ -469,3 +469,82 @@ fn defer_refuses_engine_events_and_undeclared_names_where_they_are_written() {
         ],
     );
 }
+
+#[test]
+fn a_serve_await_line_holds_the_input_until_its_state_or_its_timeout() {
+    let directory = temporary_directory("event-outcomes", "serve-await");
+    write_busy(&directory, false, "0.2");
+    let input = concat!(
+        "{\"instance\":\"a\"}\n",
+        "{\"instance\":\"a\",\"await\":\"waiting\",\"timeout\":\"20s\"}\n",
+        "{\"instance\":\"a\",\"event\":\"confirm\"}\n",
+        "{\"instance\":\"b\"}\n",
+        "{\"instance\":\"b\",\"await\":\"confirmed\",\"timeout\":\"50ms\"}\n",
+        "{\"instance\":\"b\",\"event\":\"other\"}\n",
+    );
+    let output = run_binary_with_input(
+        &directory,
+        &["serve", "busy.yaml", "--store", "memory"],
+        input.as_bytes(),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let position = |wanted: &dyn Fn(&Value) -> bool| {
+        lines
+            .iter()
+            .position(wanted)
+            .unwrap_or_else(|| panic!("{stdout}"))
+    };
+    let reached = position(&|line| line["instance"] == "a" && line["await"] == "waiting");
+    assert_eq!(lines[reached]["outcome"], json!("reached"), "{stdout}");
+    // The confirm waited for the state: taken (no outcome named), the run finished.
+    let confirm = position(&|line| line["instance"] == "a" && line["event"] == "confirm");
+    assert!(confirm > reached, "{stdout}");
+    assert!(lines[confirm].get("outcome").is_none(), "{stdout}");
+    assert_eq!(
+        lines[confirm + 1]["finished"]["exit_code"],
+        json!(0),
+        "{stdout}"
+    );
+    let late = position(&|line| line["instance"] == "b" && line["await"] == "confirmed");
+    assert_eq!(lines[late]["outcome"], json!("timed_out"), "{stdout}");
+    let other = position(&|line| line["instance"] == "b" && line["event"] == "other");
+    assert!(
+        other > late,
+        "the input went on after the timeout: {stdout}"
+    );
+}
+
+#[test]
+fn mcp_wait_for_state_answers_once_the_run_is_there() {
+    let directory = temporary_directory("event-outcomes", "mcp-wait");
+    write_busy(&directory, false, "0.3");
+    let mut server = RawMcp::start(&directory, &["busy.yaml"], json!({}));
+    let run = reported_run(&server.call(1, "busy", json!({})));
+    let waited = server.call(
+        2,
+        "wait_for_state",
+        json!({"run": run, "state": "waiting", "timeout": "20s"}),
+    );
+    let report = &waited["structuredContent"];
+    assert_eq!(report["awaited"], json!("reached"), "{waited}");
+    assert_eq!(report["states"], json!(["waiting"]), "{waited}");
+    assert_eq!(report["waiting"], json!("input"));
+    let sent = server.call(3, "send_event", json!({"run": run, "event": "confirm"}));
+    assert_eq!(
+        sent["structuredContent"]["sent"]["outcome"],
+        json!("taken"),
+        "{sent}"
+    );
+    assert_eq!(
+        sent["structuredContent"]["status"],
+        json!("finished"),
+        "{sent}"
+    );
+    let unknown = server.call(4, "wait_for_state", json!({"run": run, "state": "waiting"}));
+    assert_eq!(unknown["isError"], json!(true), "{unknown}");
+    server.finish();
+}

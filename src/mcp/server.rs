@@ -161,6 +161,18 @@ impl ProtocolServer {
                 })
                 .await
             }
+            "wait_for_state" => {
+                let run = text_argument(&arguments, "run")?;
+                let state = text_argument(&arguments, "state")?;
+                let timeout = arguments.get("timeout").cloned();
+                self.ask(|reply| Request::WaitForState {
+                    run,
+                    state,
+                    timeout,
+                    reply,
+                })
+                .await
+            }
             "get_run" => {
                 let run = text_argument(&arguments, "run")?;
                 self.ask(|reply| Request::GetRun { run, reply }).await
@@ -267,6 +279,23 @@ fn management_tools() -> Vec<Tool> {
                     "data": {"description": "The event's data, as its data_schema says"},
                 },
                 "required": ["run", "event"],
+                "additionalProperties": false,
+            })),
+        ),
+        Tool::new(
+            "wait_for_state",
+            "Wait until a run is in a state (or has ended, or the timeout passed); returns its \
+             report with `awaited`: reached, ended or timed_out. Events sent to the run meanwhile \
+             wait their turn",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "run": run,
+                    "state": {"type": "string", "description": "A state id of the run's protocol"},
+                    "timeout": {"type": "string",
+                                "description": "At most this long (wall clock), e.g. \"30s\"; 60s by default, a day at most"},
+                },
+                "required": ["run", "state"],
                 "additionalProperties": false,
             })),
         ),

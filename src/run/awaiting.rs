@@ -20,6 +20,19 @@ pub enum AwaitEnd {
 }
 
 impl AwaitEnd {
+    /// The end `name` names, as `name` spells it.
+    pub fn named(name: &str) -> Option<&'static str> {
+        [
+            AwaitEnd::Reached,
+            AwaitEnd::Ended,
+            AwaitEnd::TimedOut,
+            AwaitEnd::Stopped,
+        ]
+        .into_iter()
+        .map(AwaitEnd::name)
+        .find(|known| *known == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             AwaitEnd::Reached => "reached",

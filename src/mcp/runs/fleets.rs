@@ -30,6 +30,7 @@ impl Host {
         let notice_run = run_id.clone();
         let problem_waiters = self.waiters.clone();
         let outcome_waiters = self.waiters.clone();
+        let await_waiters = self.waiters.clone();
         let outcome_machine = machine.clone();
         let outcome_view = view.clone();
         let answer_waiters = self.waiters.clone();
@@ -79,6 +80,11 @@ impl Host {
                     waiting.outcome = Some(told);
                 }
             })
+            .with_await_replies(move |origin, end| {
+                if let Some(waiting) = await_waiters.borrow_mut().get_mut(&origin.client) {
+                    waiting.awaited = crate::run::awaiting::AwaitEnd::named(end);
+                }
+            })
             .with_answers(move |client| {
                 let Some(waiting) = answer_waiters.borrow_mut().remove(&client) else {
                     return;
@@ -87,6 +93,9 @@ impl Host {
                     let mut report = report(&answer_machine, &run_id, &answer_view.borrow());
                     if let Some(outcome) = waiting.outcome {
                         report["sent"] = outcome;
+                    }
+                    if let Some(end) = waiting.awaited {
+                        report["awaited"] = end.into();
                     }
                     Ok(report)
                 } else {
@@ -148,6 +157,18 @@ impl Host {
                 format!("run `{run_id}` has ended ({status}) before this event was taken")
             };
             receiver.close();
+            // A wait the run's end cut short is answered with why, as a queued line is.
+            let cut_short: Vec<u64> = waiters
+                .borrow()
+                .iter()
+                .filter(|(_, waiting)| waiting.run == run_id)
+                .map(|(client, _)| *client)
+                .collect();
+            for client in cut_short {
+                if let Some(waiting) = waiters.borrow_mut().remove(&client) {
+                    let _ = waiting.reply.send(Err(why.clone()));
+                }
+            }
             while let Ok(batch) = receiver.try_recv() {
                 let waiting = batch
                     .origin

@@ -39,6 +39,14 @@ pub enum Request {
         expected_step: Option<u64>,
         reply: Reply,
     },
+    /// Waits until the run is in `state` (or ended, or `timeout` passed), then answers its
+    /// report with how the wait ended.
+    WaitForState {
+        run: String,
+        state: String,
+        timeout: Option<Value>,
+        reply: Reply,
+    },
     GetRun {
         run: String,
         reply: Reply,
@@ -121,6 +129,8 @@ pub(in crate::mcp) struct Waiting {
     pub(in crate::mcp) problems: Vec<String>,
     /// What became of the event the line sent, once the fleet said.
     pub(in crate::mcp) outcome: Option<Value>,
+    /// How the wait of an `await` line ended.
+    pub(in crate::mcp) awaited: Option<&'static str>,
 }
 
 pub(in crate::mcp) type Waiters = Rc<RefCell<HashMap<u64, Waiting>>>;
@@ -189,6 +199,12 @@ impl Host {
                 self.send_event(&run, &event, data, expected_step, reply)
                     .await
             }
+            Request::WaitForState {
+                run,
+                state,
+                timeout,
+                reply,
+            } => self.wait_for_state(&run, &state, timeout, reply).await,
             Request::GetRun { run, reply } => {
                 let _ = reply.send(self.get_run(&run));
             }
@@ -403,6 +419,7 @@ impl Host {
                 reply,
                 problems: Vec::new(),
                 outcome: None,
+                awaited: None,
             },
         );
         if live.input.send(batch).await.is_err()
@@ -442,6 +459,29 @@ impl Host {
         let mut line = serde_json::json!({"instance": live.instance, "event": event});
         if let Some(data) = data {
             line["data"] = data;
+        }
+        self.submit(run, &line.to_string(), reply).await;
+    }
+
+    /// Hands the run's fleet an `await` line, answered once the wait ends (the fleet holds the
+    /// run's other input meanwhile, as `serve` does).
+    async fn wait_for_state(
+        &mut self,
+        run: &str,
+        state: &str,
+        timeout: Option<Value>,
+        reply: oneshot::Sender<Result<Value, String>>,
+    ) {
+        let live = match self.running(run) {
+            Ok(live) => live,
+            Err(message) => {
+                let _ = reply.send(Err(message));
+                return;
+            }
+        };
+        let mut line = serde_json::json!({"instance": live.instance, "await": state});
+        if let Some(timeout) = timeout {
+            line["timeout"] = timeout;
         }
         self.submit(run, &line.to_string(), reply).await;
     }

@@ -20,6 +20,8 @@ use crate::actions::{Directive, LogRecord};
 use crate::compile::machine::Machine;
 use crate::effects::mock::Mocks;
 use crate::runs::admission::EventReport;
+
+mod awaiting;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
 use crate::value::Value;
 
@@ -103,6 +105,9 @@ pub struct Fleet {
     problem_reply: Option<ProblemReply>,
     /// Tells the client a line came from what became of its event (`mcp`'s `send_event`).
     outcome_reply: Option<OutcomeReply>,
+    /// Tells the client an `await` line came from how the wait ended (`mcp`'s
+    /// `wait_for_state`).
+    await_reply: Option<ProblemReply>,
     /// The most instances alive at once; a line that would create one more is refused.
     max_instances: usize,
     /// Told each client whose lines were handled, once their output is committed (`mcp`
@@ -120,6 +125,10 @@ pub struct Fleet {
     /// Ends once every instance it hosted has ended, rather than when its input ends: a fleet
     /// of one run (`mcp`) releases its store and lock as soon as the run is over.
     ends_with_its_instances: bool,
+    /// The `await` line input waits on, if one does.
+    awaiting: Option<awaiting::Awaiting>,
+    /// Lines read after an `await` line, handled once it ends.
+    held: std::collections::VecDeque<(Result<String, String>, Option<LineOrigin>)>,
 }
 
 /// What a live instance waits on after its step: the events it can take aside.
@@ -173,6 +182,9 @@ impl Fleet {
             line_origin: None,
             problem_reply: None,
             outcome_reply: None,
+            await_reply: None,
+            awaiting: None,
+            held: std::collections::VecDeque::new(),
             max_instances: usize::MAX,
             answer: None,
             handled_clients: Vec::new(),
@@ -228,6 +240,13 @@ impl Fleet {
         reply: impl FnMut(LineOrigin, &EventReport) + 'static,
     ) -> Fleet {
         self.outcome_reply = Some(Box::new(reply));
+        self
+    }
+
+    /// Tells each `await` line's client how its wait ended (`reached`, `timed_out`, `ended`),
+    /// and answers it only then.
+    pub fn with_await_replies(mut self, reply: impl FnMut(LineOrigin, &str) + 'static) -> Fleet {
+        self.await_reply = Some(Box::new(reply));
         self
     }
 
@@ -422,6 +441,7 @@ impl Fleet {
         let mut stop = std::pin::pin!(stop);
         loop {
             self.fire_due_timers();
+            self.settle_await();
             self.commit();
             if let Some(answer) = &mut self.answer {
                 self.handled_clients.drain(..).for_each(&mut *answer);
@@ -445,6 +465,7 @@ impl Fleet {
                 .deadlines
                 .peek()
                 .map(|Reverse((deadline, _))| *deadline);
+            let await_deadline = self.awaiting.as_ref().map(awaiting::Awaiting::deadline);
             tokio::select! {
                 biased;
                 how = &mut stop => {
@@ -457,25 +478,37 @@ impl Fleet {
                         self.deliver(slot, message);
                     }
                 }
-                batch = input.recv(), if !self.input_ended => match batch {
+                // Input waits while an `await` line does.
+                batch = input.recv(), if !self.input_ended && self.awaiting.is_none() => match batch {
                     Some(batch) => {
                         for (index, line) in batch.lines().enumerate() {
-                            self.line_number += 1;
-                            self.line_origin = batch.origin.map(|first| LineOrigin {
+                            let origin = batch.origin.map(|first| LineOrigin {
                                 client: first.client,
                                 line: first.line + index,
                             });
+                            if self.awaiting.is_some() {
+                                self.held.push_back((line.map(String::from), origin));
+                                continue;
+                            }
+                            self.line_number += 1;
+                            self.line_origin = origin;
                             match line {
                                 Ok(line) => self.accept_line(line),
                                 Err(message) => self.line_problem(&message),
                             }
                         }
-                        if let Some(origin) = batch.origin {
+                        // A client whose `await` still waits is answered when it ends.
+                        if let Some(origin) = batch.origin
+                            && !self.awaiting.as_ref().is_some_and(|awaiting| awaiting.is_from(origin.client))
+                        {
                             self.handled_clients.push(origin.client);
                         }
                     }
                     None => self.end_input(),
                 },
+                () = sleep_until(await_deadline), if await_deadline.is_some() => {
+                    self.await_timed_out();
+                }
                 () = sleep_until(deadline) => {}
             }
         }
@@ -514,6 +547,14 @@ impl Fleet {
         let Some(name) = parsed.instance.filter(|name| !name.is_empty()) else {
             return self.line_problem("missing `instance` (a non-empty string)");
         };
+        if let Some(state) = parsed.await_state {
+            if parsed.event.is_some() || parsed.inputs.is_some() || parsed.data.is_some() {
+                return self.line_problem(
+                    "an `await` line has `instance`, `await` and optional `timeout`, nothing else",
+                );
+            }
+            return self.accept_await(&name, &state, parsed.timeout.as_ref());
+        }
         // Refused before anything happens, even the instance's creation.
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
         if let Some(event) = parsed.event.as_deref()
@@ -724,6 +765,7 @@ impl Fleet {
                 return;
             }
             let state = self.machine.state(outcome.final_state).id.to_string();
+            awaiting::note_finished(self.awaiting.as_mut(), slot, &state);
             let mut finished = serde_json::json!({
                 "instance": &*member.name,
                 "finished": {
@@ -921,6 +963,10 @@ struct ServeLine<'a> {
     #[serde(borrow)]
     event: Option<LineText<'a>>,
     data: Option<serde_json::Value>,
+    /// `await`: a state the input waits for, and its `timeout`.
+    #[serde(rename = "await")]
+    await_state: Option<String>,
+    timeout: Option<serde_json::Value>,
 }
 
 /// A string of an input line, borrowed unless it has escapes. (Serde borrows a `Cow` only as
