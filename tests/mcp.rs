@@ -105,6 +105,7 @@ fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
         [
             "ittw",
             "send_event",
+            "wait_for_state",
             "get_run",
             "list_runs",
             "cancel_run",
@@ -454,7 +455,8 @@ fn streamable_http_serves_the_same_tools_and_runs() {
             "ittw",
             "list_runs",
             "resume_run",
-            "send_event"
+            "send_event",
+            "wait_for_state"
         ]
     );
     assert_eq!(tools["ittw"]["required"], json!(["path"]), "{tools:?}");

@@ -139,6 +139,7 @@ fn the_inspector_lists_the_protocol_and_management_tools_with_their_schemas() {
         [
             "gate",
             "send_event",
+            "wait_for_state",
             "get_run",
             "list_runs",
             "cancel_run",

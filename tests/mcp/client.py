@@ -316,7 +316,8 @@ async def grants(session):
     """Starts each protocol tool in turn with no arguments and waits for its run to end; its
     report and its log lines."""
     management = {
-        "send_event", "get_run", "list_runs", "cancel_run", "resume_run", "get_logs", "get_diagram"
+        "send_event", "wait_for_state", "get_run", "list_runs", "cancel_run", "resume_run",
+        "get_logs", "get_diagram"
     }
     for tool in (await session.list_tools()).tools:
         if tool.name in management:
