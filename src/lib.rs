@@ -49,7 +49,6 @@ pub mod model;
 pub mod output;
 pub mod run;
 pub mod runs;
-pub mod run_lock;
 pub mod sandbox;
 pub mod scenario;
 pub mod secrets;

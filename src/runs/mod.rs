@@ -4,3 +4,5 @@
 //! run: each lives here once, below the front ends, so no mode keeps a copy of its own.
 
 pub mod admission;
+pub mod claims;
+pub mod live_runs;

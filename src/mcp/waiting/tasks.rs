@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::mcp::runs::host::{CANCELLED_EXIT_CODE, Host, Request};
 use crate::mcp::server::ProtocolServer;
 use crate::mcp::waiting::answers::Delivery;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 /// How often a client is asked to poll `tasks/get`: a run's steps take milliseconds, its
 /// waits (effects, timers, the client's own answers) seconds and more.
@@ -23,8 +23,7 @@ impl Host {
     /// live run's input requests; `not_live` says why a run is not live here, and whether
     /// `resume_run` can resume it.
     pub(in crate::mcp) fn task_view(&self, run: &str) -> Result<Value, String> {
-        let store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
+        let store = self.settings.store.lock();
         let summary = crate::mcp::runs::records::served_summary(&store, &self.served_paths(), run)?
             .ok_or_else(|| format!("no task `{run}`: no run has this id; list_runs lists them"))?;
         let summary = &summary;
