@@ -7,6 +7,7 @@ mod blocks_alone;
 mod budgets;
 mod capabilities;
 mod children;
+mod claims;
 mod cli;
 mod cli_conventions;
 mod declared_events;

@@ -166,9 +166,12 @@ impl HolderLock {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(directory) = path.parent() {
-            std::fs::create_dir_all(directory).map_err(failed)?;
-        }
+        let (Some(directory), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(failed(std::io::Error::other("not a file's path")));
+        };
+        std::fs::create_dir_all(directory).map_err(failed)?;
+        // Recorded absolute: another process, in another working directory, probes it.
+        let path = &directory.canonicalize().map_err(failed)?.join(name);
         let file = open(path, true).map_err(failed)?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(mut lock) => {

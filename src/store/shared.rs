@@ -18,7 +18,9 @@ impl SharedStore {
         SharedStore(Arc::new(Mutex::new(store)))
     }
 
-    /// The connection, for the reads `SqliteStore` has beyond the `Store` trait. A call that
+    /// The connection, for the reads `SqliteStore` has beyond the `Store` trait; held for one
+    /// read, never across another call that takes it (a thread taking it twice waits on
+    /// itself for good). A call that
     /// panicked while holding it left no transaction open (SQLite rolls back an unfinished one
     /// as it is dropped), so the connection is used on rather than refused for good.
     pub fn lock(&self) -> MutexGuard<'_, SqliteStore> {
