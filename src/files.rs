@@ -133,7 +133,6 @@ pub fn lock_exclusively(path: &Path, wait: Duration) -> std::io::Result<FileLock
     }
 }
 
-
 /// Fills a fresh temporary file next to `path`, fsyncs it, renames it over `path` and fsyncs the
 /// directory, so the rename itself survives a crash.
 fn replace_atomically(

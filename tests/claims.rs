@@ -90,7 +90,9 @@ fn a_resume_of_a_live_serve_instance_exits_75_naming_the_host_and_its_effect_run
     });
     let effect = starts(&directory)[0].clone();
 
-    let mut resume = binary(&directory, &["resume", "appender:a"]).spawn().unwrap();
+    let mut resume = binary(&directory, &["resume", "appender:a"])
+        .spawn()
+        .unwrap();
     // A resume not refused would kill the effect and start it again: wait for either.
     wait_until("the resume ended or started the effect again", || {
         resume.try_wait().unwrap().is_some() || starts(&directory).len() > 1
@@ -111,7 +113,11 @@ fn a_resume_of_a_live_serve_instance_exits_75_naming_the_host_and_its_effect_run
     );
     // The host's effect was left running: it ends when told, and the instance with it.
     let shell = nix::unistd::Pid::from_raw(effect.parse().unwrap());
-    assert_eq!(nix::sys::signal::kill(shell, None), Ok(()), "the effect was killed");
+    assert_eq!(
+        nix::sys::signal::kill(shell, None),
+        Ok(()),
+        "the effect was killed"
+    );
     std::fs::write(directory.join("go"), "").unwrap();
     let finished = lines
         .iter()

@@ -43,6 +43,7 @@ mod mcp_grants;
 mod mcp_inspector;
 mod mcp_lifecycle;
 mod mcp_limits;
+mod mcp_live_runs;
 mod mcp_records;
 mod mcp_restart;
 mod mcp_tasks;

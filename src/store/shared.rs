@@ -24,7 +24,9 @@ impl SharedStore {
     /// panicked while holding it left no transaction open (SQLite rolls back an unfinished one
     /// as it is dropped), so the connection is used on rather than refused for good.
     pub fn lock(&self) -> MutexGuard<'_, SqliteStore> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
-    Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus, RunSummary,
-    Store, StoreError, StoredSnapshot, Write,
+    Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
+    RunSummary, Store, StoreError, StoredSnapshot, Write,
 };
 use crate::run::snapshot::Snapshot;
 

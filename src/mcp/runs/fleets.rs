@@ -148,12 +148,9 @@ impl Host {
 /// `cancel_run`'s answer once the fleet has stopped a run: cancelled if the store recorded it
 /// finished, else why not (its processes are gone either way).
 fn recorded_cancelled(store: &crate::store::SharedStore, run: &str) -> Result<Value, String> {
-    let summary = store
-        .lock()
-        .run_summary(run)
-        .map_err(|error| {
-            format!("run `{run}` was stopped, but its cancel was not recorded: {error}")
-        })?;
+    let summary = store.lock().run_summary(run).map_err(|error| {
+        format!("run `{run}` was stopped, but its cancel was not recorded: {error}")
+    })?;
     match summary.and_then(|summary| summary.finish) {
         Some(_) => Ok(cancelled_report(run)),
         None => Err(format!(

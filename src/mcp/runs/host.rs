@@ -268,9 +268,10 @@ impl Host {
                 return fail(reply, crate::diagnostic::render_all(&diagnostics));
             }
         };
-        let instance = records::new_instance_name(&self.settings.store.lock(), &machine.id, |run| {
-            self.runs.contains_key(run)
-        });
+        let instance =
+            records::new_instance_name(&self.settings.store.lock(), &machine.id, |run| {
+                self.runs.contains_key(run)
+            });
         let run_id = format!("{}:{instance}", machine.id);
         // The run is created holding this server's claim (`Recording::holder`).
         let recording = Recording {

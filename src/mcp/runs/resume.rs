@@ -37,7 +37,11 @@ impl Host {
         let resumed = self.resume(record);
         if resumed.is_err() {
             let run = [record.summary.id.clone()];
-            if let Err(error) = self.settings.store.release_runs(&run, &self.settings.holder) {
+            if let Err(error) = self
+                .settings
+                .store
+                .release_runs(&run, &self.settings.holder)
+            {
                 eprintln!("mcp: {error}");
             }
         }
@@ -47,11 +51,12 @@ impl Host {
     /// Claims `run` for this server (`runs::claims`): a run another live process holds (a
     /// `resume`, or a `run` still driving it) is refused, naming it.
     pub(in crate::mcp) fn claim(&mut self, run: &str) -> Result<(), String> {
-        let claimed =
-            crate::runs::claims::claim(&mut self.settings.store, &self.settings.holder, &[
-                run.to_string(),
-            ])
-            .map_err(|error| error.to_string())?;
+        let claimed = crate::runs::claims::claim(
+            &mut self.settings.store,
+            &self.settings.holder,
+            &[run.to_string()],
+        )
+        .map_err(|error| error.to_string())?;
         claimed
             .into_iter()
             .next()
@@ -106,15 +111,17 @@ impl Host {
         let over_the_limit = left.len().saturating_sub(room);
         left.truncate(room);
         // One transaction claims them all; a run another live process holds is left to it.
-        let claims =
-            match crate::runs::claims::claim(&mut self.settings.store, &self.settings.holder, &left)
-            {
-                Ok(claims) => claims,
-                Err(error) => {
-                    eprintln!("mcp: cannot resume the runs left by an earlier server: {error}");
-                    return;
-                }
-            };
+        let claims = match crate::runs::claims::claim(
+            &mut self.settings.store,
+            &self.settings.holder,
+            &left,
+        ) {
+            Ok(claims) => claims,
+            Err(error) => {
+                eprintln!("mcp: cannot resume the runs left by an earlier server: {error}");
+                return;
+            }
+        };
         let mut named = 0usize;
         let mut quietly_resumed = 0usize;
         for (run, claimed) in left.into_iter().zip(claims) {
@@ -128,7 +135,8 @@ impl Host {
                         .map_err(|error| error.to_string())?
                         .ok_or_else(|| format!("no run `{run}`"))?;
                     let protocol = record.summary.protocol_path.clone();
-                    self.resume_claimed(&record).map(|report| (protocol, report))
+                    self.resume_claimed(&record)
+                        .map(|report| (protocol, report))
                 });
             match resumed {
                 Ok((protocol, report)) => {
@@ -183,8 +191,7 @@ impl Host {
             &values,
         )
         .map_err(|diagnostics| crate::diagnostic::render_all(&diagnostics))?;
-        let (directives, dropped) =
-            records::recorded_directives(&self.settings.store.lock(), run)?;
+        let (directives, dropped) = records::recorded_directives(&self.settings.store.lock(), run)?;
         let recording = Recording {
             store: Box::new(self.settings.store.clone()),
             protocol_path: served.path.clone(),
