@@ -100,7 +100,11 @@ fn a_resume_of_a_live_serve_instance_exits_75_naming_the_host_and_its_effect_run
     let _ = resume.kill();
     let output = resume.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(starts(&directory), [effect.clone()], "{stderr}");
+    assert_eq!(
+        starts(&directory),
+        std::slice::from_ref(&effect),
+        "{stderr}"
+    );
     assert_eq!(output.status.code(), Some(75), "{stderr}");
     let expected = format!(
         "error: run `appender:a` is being run by another process (pid {}, holding ",

@@ -68,11 +68,6 @@ impl McpHttpServer {
         McpHttpServer { child, url }
     }
 
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Sends SIGTERM; returns the exit code.
     pub fn stop(&mut self) -> Option<i32> {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
