@@ -76,6 +76,7 @@ fn commit_step(bencher: Bencher) {
             started_unix_milliseconds: 1,
             grants: None,
             origin: protocol_run::store::RunOrigin::Run,
+            holder: None,
         })
         .expect("the run is created");
     // The store refuses a sequence not above the last one, so each commit takes the next.

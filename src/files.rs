@@ -133,61 +133,6 @@ pub fn lock_exclusively(path: &Path, wait: Duration) -> std::io::Result<FileLock
     }
 }
 
-/// The lock file of the host serving a state directory, holding its pid.
-pub const HOST_LOCK: &str = "host.lock";
-
-/// The exclusive claim of one host (`serve`) on a state directory, released when dropped or
-/// when the process dies (a `flock`).
-#[derive(Debug)]
-pub struct HostLock {
-    _lock: Flock<File>,
-}
-
-/// Claims `directory` for this process, or says which process holds it. The lock file is opened
-/// without following a link (a planted one is refused) and holds the holder's pid, for the
-/// message a second host gets.
-pub fn lock_host(directory: &Path) -> Result<HostLock, String> {
-    use std::io::{Read, Seek};
-    use std::os::unix::fs::OpenOptionsExt;
-    let lock_path = directory.join(HOST_LOCK);
-    let shown = lock_path.display();
-    std::fs::create_dir_all(directory)
-        .map_err(|error| format!("cannot create {}: {error}", directory.display()))?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(&lock_path)
-        .map_err(|error| format!("cannot open the host lock {shown}: {error}"))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(mut lock) => {
-            let written = lock
-                .set_len(0)
-                .and_then(|()| lock.rewind())
-                .and_then(|()| write!(lock, "{}", std::process::id()));
-            written.map_err(|error| format!("cannot write the host lock {shown}: {error}"))?;
-            Ok(HostLock { _lock: lock })
-        }
-        Err((mut file, Errno::EWOULDBLOCK)) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = match holder.trim().parse::<u32>() {
-                Ok(pid) => format!("another host (pid {pid})"),
-                Err(_) => "another host".to_string(),
-            };
-            Err(format!(
-                "{holder} serves the state directory {}: stop it first, or give this one \
-                 another --state-dir",
-                directory.display()
-            ))
-        }
-        Err((_, errno)) => Err(format!("cannot lock {shown}: {errno}")),
-    }
-}
-
 /// Fills a fresh temporary file next to `path`, fsyncs it, renames it over `path` and fsyncs the
 /// directory, so the rename itself survives a crash.
 fn replace_atomically(

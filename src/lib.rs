@@ -48,7 +48,6 @@ pub mod mcp;
 pub mod model;
 pub mod output;
 pub mod run;
-pub mod run_lock;
 pub mod runs;
 pub mod sandbox;
 pub mod scenario;

@@ -74,7 +74,7 @@ fn prune(runs: &Path, keep: usize) -> std::io::Result<()> {
         for name in names {
             let directory = runs.join(name);
             // Held while the directory goes, so a resume starting now waits for the next try.
-            let Ok(_lock) = crate::run_lock::RunLock::unless_live(&directory) else {
+            let Ok(_lock) = crate::runs::claims::unless_live(&directory) else {
                 continue;
             };
             // Another run may be pruning at the same moment: a directory already gone is fine.

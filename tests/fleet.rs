@@ -232,6 +232,21 @@ impl Store for CountingStore {
     ) -> Result<(), StoreError> {
         self.inner.finish_run(run, finish)
     }
+    fn claim_runs(
+        &mut self,
+        runs: &[String],
+        holder: &protocol_run::store::Holder,
+        holds: &mut dyn FnMut(&protocol_run::store::Holder) -> bool,
+    ) -> Result<Vec<Option<protocol_run::store::Holder>>, StoreError> {
+        self.inner.claim_runs(runs, holder, holds)
+    }
+    fn release_runs(
+        &mut self,
+        runs: &[String],
+        holder: &protocol_run::store::Holder,
+    ) -> Result<(), StoreError> {
+        self.inner.release_runs(runs, holder)
+    }
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.inner.commit_batch(writes)?;
         self.batches.fetch_add(1, Ordering::SeqCst);
@@ -267,6 +282,11 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
             protocol_text: yaml.into(),
             grants: None,
             origin: protocol_run::store::RunOrigin::Serve,
+            holder: protocol_run::store::Holder {
+                process: "serve".into(),
+                pid: std::process::id(),
+                lock: directory.join("host.lock").display().to_string(),
+            },
         }),
     )
     .with_output(move |bytes| {

@@ -18,6 +18,7 @@ fn recorded(id: &str, path: &str, started: u64) -> Write {
         started_unix_milliseconds: started,
         grants: None,
         origin: RunOrigin::Run,
+        holder: None,
     })
 }
 

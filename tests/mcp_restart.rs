@@ -159,7 +159,8 @@ fn no_resume_leaves_the_runs_for_resume_run_whose_report_keeps_the_directives() 
 }
 
 /// `protocol-run resume RUN`, driving the run over `directory`'s `state` and waiting for events
-/// on a stdin kept open, once it holds the run's lock.
+/// on a stdin kept open, once it holds the run: its lock taken, and the store naming it the
+/// run's holder.
 pub(crate) fn hold(directory: &Path, run: &str) -> std::process::Child {
     let holder = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .args(["resume", run, "--events", "-", "--state-dir"])
@@ -172,7 +173,16 @@ pub(crate) fn hold(directory: &Path, run: &str) -> std::process::Child {
         .unwrap();
     let lock = directory.join("state/runs").join(run).join("run.lock");
     let holding = std::time::Instant::now();
-    while std::fs::read_to_string(&lock).unwrap_or_default() != holder.id().to_string() {
+    let recorded = || {
+        protocol_run::store::SqliteStore::open(directory.join("state"))
+            .ok()
+            .and_then(|store| store.run_summary(run).ok().flatten())
+            .and_then(|summary| summary.holder)
+            .is_some_and(|recorded| recorded.pid == holder.id())
+    };
+    while std::fs::read_to_string(&lock).unwrap_or_default() != holder.id().to_string()
+        || !recorded()
+    {
         assert!(
             holding.elapsed() < std::time::Duration::from_secs(20),
             "`resume` never took the run's lock"

@@ -98,6 +98,7 @@ fn new_run(id: &str, path: &str, started: u64) -> NewRun {
         started_unix_milliseconds: started,
         grants: None,
         origin: protocol_run::store::RunOrigin::Run,
+        holder: None,
     }
 }
 

@@ -33,6 +33,12 @@ pub struct McpArguments {
     /// elicitation but cannot answer it. Plain calls then return the report as it is.
     #[arg(long)]
     no_elicitation: bool,
+    /// The most runs driven at once (runs that have ended do not count); a start past it, and a
+    /// resume, is refused with a tool error naming the limit. By default it follows from the
+    /// limit on open files, raised from soft to hard at start: (limit - 128) / 8, at most
+    /// 10,000 (docs/limits.md has the arithmetic).
+    #[arg(long, value_name = "N")]
+    max_live_runs: Option<usize>,
     /// The client is a model: what it starts runs under these grants, as `run` would. A
     /// protocol whose grants name an input is served only when each such input is pinned
     /// (--input) or its kind of grant narrowed here; else it is not served, and says which.
@@ -71,15 +77,37 @@ pub fn mcp(arguments: McpArguments) -> u8 {
             }
         }
     }
-    // One host per state directory: two would drive the same runs.
-    let _host_lock = match crate::files::lock_host(&arguments.state.path) {
+    // One host per state directory: two would drive the same runs. Its lock is the holder
+    // every run it drives records (`runs::claims`).
+    let host_lock = match crate::runs::claims::HolderLock::host(&arguments.state.path, "mcp") {
         Ok(lock) => lock,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return error.exit_code();
+        }
+    };
+    let descriptors = match crate::runs::live_runs::raise_descriptor_limit() {
+        Ok(descriptors) => descriptors,
         Err(message) => {
             eprintln!("error: {message}");
-            return exit_code::TEMPORARY_FAILURE;
+            return exit_code::IO;
+        }
+    };
+    let max_live_runs = arguments
+        .max_live_runs
+        .unwrap_or_else(|| crate::runs::live_runs::default_max_live_runs(descriptors));
+    // Every run's steps and every read go through this one connection.
+    let store = match crate::store::SqliteStore::open(&arguments.state.path) {
+        Ok(store) => crate::store::SharedStore::new(store),
+        Err(error) => {
+            eprintln!("error: {error}");
+            return exit_code::IO;
         }
     };
     let settings = HostSettings {
+        store,
+        holder: host_lock.holder().clone(),
+        max_live_runs,
         state_dir: arguments.state.path,
         narrowing,
         narrowing_permissions: arguments.narrowing.permissions(),

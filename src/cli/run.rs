@@ -23,6 +23,7 @@ use crate::run::driver::{
 };
 use crate::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::runs::admission::{EventOutcome, EventReport, discarded_reason};
+use crate::runs::claims::HolderLock;
 use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint};
 use crate::telemetry::RunLog;
 
@@ -195,7 +196,7 @@ struct Prepared {
     run_id: String,
     resume: Option<Resume>,
     /// Held until the run's process ends: no other process drives the run meanwhile.
-    _lock: crate::run_lock::RunLock,
+    _lock: HolderLock,
     /// What the run may do, logged before anything runs.
     grants: Vec<crate::actions::LogRecord>,
 }
@@ -384,7 +385,7 @@ fn new_run(
     let inputs = bind_inputs(&machine, inputs)?;
     let (machine, grants) = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
     let run_id = run_id.to_string();
-    let lock = lock_run(options, &run_id)?;
+    let lock = claim_run(options, store, &run_id, "run")?;
     store
         .create_run(&NewRun {
             id: run_id.clone(),
@@ -395,6 +396,7 @@ fn new_run(
             started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
             grants: options.narrowing.recorded_with(Some(&machine.capabilities)),
             origin: crate::store::RunOrigin::Run,
+            holder: Some(lock.holder().clone()),
         })
         .map_err(store_error)?;
     let interpreter = Interpreter::new(machine.clone(), inputs);
@@ -422,7 +424,7 @@ fn restored_run(
         eprintln!("error: no run `{run_id}` in {}", store.location());
         return Err(exit_code::NO_INPUT_FILE);
     }
-    let lock = lock_run(options, run_id)?;
+    let lock = claim_run(options, store, run_id, "resume")?;
     // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = store.run(run_id).map_err(store_error)? else {
         eprintln!("error: no run `{run_id}` in {}", store.location());
@@ -603,16 +605,17 @@ fn resolve_grants(
     Ok((machine, records))
 }
 
-/// Takes the run's lock: a run another process is driving is refused with 75 (try again once
-/// it ends), naming that process.
-fn lock_run(options: &RunOptions, run_id: &str) -> Result<crate::run_lock::RunLock, u8> {
-    let runs = crate::telemetry::runs_directory(&options.state.path);
-    crate::run_lock::RunLock::acquire(&runs, run_id).map_err(|error| {
+/// Claims the run for this process (`runs::claims`): a run another process holds (another
+/// `resume`, a `serve` or `mcp` host) is refused with 75 (try again once it ends), naming it.
+fn claim_run(
+    options: &RunOptions,
+    store: &mut SqliteStore,
+    run_id: &str,
+    process: &str,
+) -> Result<HolderLock, u8> {
+    HolderLock::run(store, &options.state.path, run_id, process).map_err(|error| {
         eprintln!("error: {error}");
-        match error {
-            crate::run_lock::RunLockError::Held { .. } => exit_code::TEMPORARY_FAILURE,
-            crate::run_lock::RunLockError::Io { .. } => exit_code::IO,
-        }
+        error.exit_code()
     })
 }
 

@@ -117,12 +117,13 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         }
     };
     // One host per state directory: two would resume and drive the same instances.
-    let _host_lock = if arguments.store == StoreKind::Sqlite {
-        match crate::files::lock_host(&arguments.state.path) {
+    // Its lock is the holder every instance records (`runs::claims`).
+    let host_lock = if arguments.store == StoreKind::Sqlite {
+        match crate::runs::claims::HolderLock::host(&arguments.state.path, "serve") {
             Ok(lock) => Some(lock),
-            Err(message) => {
-                eprintln!("error: {message}");
-                return exit_code::UNFINISHED;
+            Err(error) => {
+                eprintln!("error: {error}");
+                return error.exit_code();
             }
         }
     } else {
@@ -134,7 +135,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         eprintln!("error: {message}");
         return exit_code::USAGE;
     }
-    let recording = if arguments.store == StoreKind::Sqlite {
+    let recording = if let Some(host_lock) = &host_lock {
         let store = match SqliteStore::open(&arguments.state.path) {
             Ok(store) => store,
             Err(error) => {
@@ -154,6 +155,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             protocol_text: text,
             grants: arguments.narrowing.recorded(),
             origin: crate::store::RunOrigin::Serve,
+            holder: host_lock.holder().clone(),
         })
     } else {
         None

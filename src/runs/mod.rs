@@ -4,4 +4,6 @@
 //! run: each lives here once, below the front ends, so no mode keeps a copy of its own.
 
 pub mod admission;
+pub mod claims;
 pub mod grants;
+pub mod live_runs;

@@ -2,8 +2,10 @@
 
 pub mod read_files;
 pub mod run_filter;
+pub mod shared;
 pub mod sqlite;
 
+pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
 
 use crate::run::snapshot::Snapshot;
@@ -28,6 +30,21 @@ pub struct NewRun {
     pub grants: Option<serde_json::Value>,
     /// The front end that started it, so that the next one of its kind resumes it.
     pub origin: RunOrigin,
+    /// Who drives it from its start (`runs::claims`); `None` leaves it unclaimed.
+    pub holder: Option<Holder>,
+}
+
+/// Who holds a run, that is drives it: a process, by the lock file it holds while it lives and
+/// the pid that lock file names. Recorded with the run so that every process sees it; whether
+/// it still holds the run is `runs::claims`'s to say. A lease with an expiry (a database
+/// backend) is one more field.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Holder {
+    /// The front end: `run`, `resume`, `serve` or `mcp`.
+    pub process: String,
+    pub pid: u32,
+    /// The lock file it holds: its host's (`host.lock`) or its run's (`run.lock`).
+    pub lock: String,
 }
 
 /// The front end that started a run: a restarted `mcp` server resumes the runs an `mcp`
@@ -117,6 +134,9 @@ pub struct RunSummary {
     pub finish: Option<Finish>,
     /// The front end that started it; `None` for a run recorded before origins were.
     pub origin: Option<RunOrigin>,
+    /// The process recorded as driving it, if any (it may have died since: `runs::claims`).
+    /// Cleared when its holder stops or finishes it.
+    pub holder: Option<Holder>,
 }
 
 /// One run with everything recorded when it started.
@@ -301,7 +321,7 @@ pub trait Store: Send {
         count: usize,
     ) -> Result<Vec<JournalEntry>, StoreError>;
 
-    /// A graceful stop: the run can be resumed.
+    /// A graceful stop: the run can be resumed; its holder is released.
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError>;
 
     /// A run resumed: `running` again.
@@ -310,6 +330,22 @@ pub trait Store: Send {
     /// Ends a run without a step (an error ended it, or its last step was committed without
     /// `finish`). A finished run is refused.
     fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError>;
+
+    /// Records `holder` as the holder of each of `runs` in one transaction, so that no other
+    /// claim slips in between reading a run's holder and replacing it: a run whose recorded
+    /// holder is another one that `holds` says still holds it is left to it. Returns, for each
+    /// run in order, that other holder (`None`: claimed, or no such run). The rule of who may
+    /// take a run is `runs::claims`'s; the store only applies it atomically.
+    fn claim_runs(
+        &mut self,
+        runs: &[String],
+        holder: &Holder,
+        holds: &mut dyn FnMut(&Holder) -> bool,
+    ) -> Result<Vec<Option<Holder>>, StoreError>;
+
+    /// Clears the holder of each of `runs` that `holder` holds: a run claimed, then found unable
+    /// to resume, is left for another process to take.
+    fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError>;
 
     /// Commits many writes at once: one transaction (and one sync to disk) for all of them in a
     /// store that can, so a host of many instances pays one commit per batch of steps. Each

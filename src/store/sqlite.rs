@@ -6,8 +6,8 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
-    Cause, Finish, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus, RunSummary,
-    Store, StoreError, StoredSnapshot, Write,
+    Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
+    RunSummary, Store, StoreError, StoredSnapshot, Write,
 };
 use crate::run::snapshot::Snapshot;
 
@@ -67,10 +67,15 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN origin TEXT;
 ",
+    // The process driving the run (`Holder` as JSON), NULL when none: released on a stop or
+    // a finish. A lease's expiry would be a column beside it.
+    "
+    ALTER TABLE runs ADD COLUMN holder TEXT;
+",
 ];
 
 const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
-     last_step_at, final_state, exit_code, output, finished_at, origin";
+     last_step_at, final_state, exit_code, output, finished_at, origin, holder";
 
 /// The key under which a stored snapshot lists the labels of its secret placeholders.
 const SNAPSHOT_SECRETS: &str = "secrets";
@@ -254,6 +259,10 @@ impl SqliteStore {
             }),
             _ => None,
         };
+        let holder = raw
+            .holder
+            .map(|holder| self.context.decode(&raw.id, "holder", &holder))
+            .transpose()?;
         Ok(RunSummary {
             id: raw.id,
             protocol_path: raw.protocol_path,
@@ -265,6 +274,7 @@ impl SqliteStore {
             finish,
             // An origin this build does not know reads as none: no front end claims the run.
             origin: raw.origin.as_deref().and_then(RunOrigin::parse),
+            holder,
         })
     }
 
@@ -466,6 +476,11 @@ impl Context {
             .map(|grants| self.encode(&run.id, "grants", grants))
             .transpose()?;
         let inputs = self.encode(&run.id, "inputs", &run.inputs)?;
+        let holder = run
+            .holder
+            .as_ref()
+            .map(|holder| self.encode(&run.id, "holder", holder))
+            .transpose()?;
         let failed = self.failed(&format!("create run `{}`", run.id));
         let exists = connection
             .query_row("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
@@ -481,8 +496,8 @@ impl Context {
         connection
             .execute(
                 "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at, grants, origin) VALUES (?1, ?2, ?3, ?4, ?5, 'running', \
-                 ?6, ?6, ?7, ?8)",
+                 started_at, updated_at, grants, origin, holder) VALUES (?1, ?2, ?3, ?4, ?5, \
+                 'running', ?6, ?6, ?7, ?8, ?9)",
                 rusqlite::params![
                     run.id,
                     run.protocol_path,
@@ -491,7 +506,8 @@ impl Context {
                     inputs,
                     started,
                     grants,
-                    run.origin.as_str()
+                    run.origin.as_str(),
+                    holder
                 ],
             )
             .map_err(&failed)?;
@@ -597,8 +613,8 @@ impl Context {
                 rusqlite::params![step, time, run],
             ),
             Some((final_state, exit_code, output, finished_at)) => connection.execute(
-                "UPDATE runs SET status = 'finished', last_step = ?1, last_step_at = ?2, \
-                 updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
+                "UPDATE runs SET status = 'finished', holder = NULL, last_step = ?1, \
+                 last_step_at = ?2, updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
                  WHERE id = ?3 AND status <> 'finished' AND (last_step IS NULL OR last_step < ?1)",
                 rusqlite::params![step, time, run, final_state, exit_code, output, finished_at],
             ),
@@ -610,7 +626,7 @@ impl Context {
         Ok(())
     }
 
-    /// A status change for a run that has not finished.
+    /// A status change for a run that has not finished; a stop releases its holder.
     fn update_status(
         &self,
         connection: &Connection,
@@ -622,7 +638,9 @@ impl Context {
         let operation = format!("mark run `{run}` {}", status.as_str());
         let changed = connection
             .execute(
-                "UPDATE runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status <> 'finished'",
+                "UPDATE runs SET status = ?1, updated_at = ?2, \
+                 holder = CASE WHEN ?1 = 'stopped' THEN NULL ELSE holder END \
+                 WHERE id = ?3 AND status <> 'finished'",
                 rusqlite::params![status.as_str(), time, run],
             )
             .map_err(self.failed(&operation))?;
@@ -644,8 +662,8 @@ impl Context {
         let operation = format!("finish run `{run}`");
         let changed = connection
             .execute(
-                "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = ?2, \
-                 output = ?3, finished_at = ?4, updated_at = ?4 \
+                "UPDATE runs SET status = 'finished', holder = NULL, final_state = ?1, \
+                 exit_code = ?2, output = ?3, finished_at = ?4, updated_at = ?4 \
                  WHERE id = ?5 AND status <> 'finished'",
                 rusqlite::params![finish.final_state, finish.exit_code, output, time, run],
             )
@@ -715,6 +733,7 @@ struct RawRun {
     output: Option<String>,
     finished_at: Option<i64>,
     origin: Option<String>,
+    holder: Option<String>,
 }
 
 impl RawRun {
@@ -733,6 +752,7 @@ impl RawRun {
             output: row.get(9)?,
             finished_at: row.get(10)?,
             origin: row.get(11)?,
+            holder: row.get(12)?,
         })
     }
 }
@@ -839,9 +859,9 @@ impl Store for SqliteStore {
                 |row| {
                     Ok((
                         RawRun::read(row)?,
-                        row.get::<_, Option<String>>(12)?,
-                        row.get::<_, String>(13)?,
-                        row.get::<_, Option<String>>(14)?,
+                        row.get::<_, Option<String>>(13)?,
+                        row.get::<_, String>(14)?,
+                        row.get::<_, Option<String>>(15)?,
                     ))
                 },
             )
@@ -945,6 +965,71 @@ impl Store for SqliteStore {
         })
     }
 
+    fn claim_runs(
+        &mut self,
+        runs: &[String],
+        holder: &Holder,
+        holds: &mut dyn FnMut(&Holder) -> bool,
+    ) -> Result<Vec<Option<Holder>>, StoreError> {
+        // Plain JSON: a holder holds no secret, and a masked lock path would name no lock.
+        let encoded = serde_json::to_string(holder)
+            .map_err(|source| self.context.encode_failed("", "holder", source))?;
+        let mut others = Vec::with_capacity(runs.len());
+        // An immediate transaction: a second claimant waits for this one to commit, then reads
+        // the holder it recorded.
+        self.write(
+            &format!("claim {} run(s)", runs.len()),
+            |context, connection| {
+                let failed = context.failed("claim runs");
+                let mut read = connection
+                    .prepare("SELECT holder FROM runs WHERE id = ?1")
+                    .map_err(&failed)?;
+                let mut record = connection
+                    .prepare("UPDATE runs SET holder = ?1 WHERE id = ?2")
+                    .map_err(&failed)?;
+                for run in runs {
+                    let recorded: Option<Option<String>> = read
+                        .query_row([run], |row| row.get(0))
+                        .optional()
+                        .map_err(&failed)?;
+                    let other = match recorded.flatten() {
+                        Some(text) => Some(context.decode::<Holder>(run, "holder", &text)?),
+                        None => None,
+                    };
+                    match other {
+                        Some(other) if other != *holder && holds(&other) => {
+                            others.push(Some(other));
+                        }
+                        _ => {
+                            record.execute([&encoded, run]).map_err(&failed)?;
+                            others.push(None);
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Ok(others)
+    }
+
+    fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError> {
+        let encoded = serde_json::to_string(holder)
+            .map_err(|source| self.context.encode_failed("", "holder", source))?;
+        self.write(
+            &format!("release {} run(s)", runs.len()),
+            |context, connection| {
+                let failed = context.failed("release runs");
+                let mut release = connection
+                    .prepare("UPDATE runs SET holder = NULL WHERE id = ?1 AND holder = ?2")
+                    .map_err(&failed)?;
+                for run in runs {
+                    release.execute([run, &encoded]).map_err(&failed)?;
+                }
+                Ok(())
+            },
+        )
+    }
+
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         // A snapshot that a later step of the same run replaces in this transaction is never
         // read: it is neither encoded nor written.
@@ -1042,6 +1127,7 @@ mod tests {
             started_unix_milliseconds: 1_000,
             grants: None,
             origin: super::super::RunOrigin::Run,
+            holder: None,
         }
     }
 

@@ -8,7 +8,8 @@ it, see its process group gone), `kill` (start ITTW, wait for guidance, SIGKILL 
 `resume:RUN` (resume RUN, send it guidance); for a server restarted over runs an earlier one
 left: `leave` (start ITTW, wait for guidance, close the session), `start_kill:PROTOCOL[,N]` (start
 PROTOCOL, wait for N directives, SIGKILL the server), `get:RUN` (get_run), `guide:RUN` (get_run,
-then send guidance), `finish:RUN` (get_run until it ends on its own), `start_many:PROTOCOL,N` (start N runs, leave), `list` (list_runs). More scripts: `telemetry`
+then send guidance), `finish:RUN` (get_run until it ends on its own), `start_many:PROTOCOL,N` (start N runs, leave), `flood:PROTOCOL,N` (over HTTP: start N runs, list_runs from
+this client and a new one every 100), `list` (list_runs). More scripts: `telemetry`
 (read runs' telemetry resources), `grants` (run each protocol tool to its end, with its logs).
 """
 
@@ -256,6 +257,35 @@ async def start_many(session, argument):
     say(step="started", count=int(count))
 
 
+async def flood(session, argument):
+    """PROTOCOL,N, over HTTP: starts N runs of PROTOCOL (no inputs) in this session, one after
+    another, each answered with its report or a tool error; after every 100th, list_runs answers
+    in this session and in a new client's. Says how many starts got each answer (`running`, or
+    the error's text), and how many times the other requests answered."""
+    protocol, _, count = argument.partition(",")
+    url = sys.argv[1]
+    outcomes = {}
+    answered = 0
+
+    async def newcomer(other):
+        await other.initialize()
+        listed = await other.call_tool("list_runs", {})
+        if listed.isError:
+            raise SystemExit(f"a new client's list_runs failed: {listed.content[0].text}")
+
+    for index in range(int(count)):
+        started = report(await session.call_tool(protocol, {}))
+        outcome = started.get("error") or started["status"]
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if index % 100 == 99:
+            listed = await session.call_tool("list_runs", {})
+            if listed.isError:
+                raise SystemExit(f"list_runs failed after {index + 1} starts: {listed.content[0].text}")
+            await drive_server(url, "-", [], newcomer)
+            answered += 1
+    say(step="flooded", outcomes=outcomes, answered=answered)
+
+
 async def get(session, run):
     """The run's report as a restarted server has it, without resume_run."""
     say(step="got", report=report(await session.call_tool("get_run", {"run": run})))
@@ -358,6 +388,7 @@ async def run_script(script, session):
     with_argument = {
         "start_kill": start_and_kill,
         "start_many": start_many,
+        "flood": flood,
         "get": get,
         "guide": guide,
         "finish": finish,

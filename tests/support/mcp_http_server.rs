@@ -21,9 +21,33 @@ impl McpHttpServer {
 
     /// As `start`, with the `--http` arguments given (another address, `--http-allow-remote`).
     pub fn start_with(directory: &Path, http: &[&str], protocols: &[&str]) -> McpHttpServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .arg("mcp")
-            .args(http)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
+        command.arg("mcp").args(http);
+        McpHttpServer::spawn(command, directory, protocols)
+    }
+
+    /// As `start`, the server's limit on open files (soft and hard) set to `descriptors` by the
+    /// shell that then becomes it.
+    pub fn start_under_descriptor_limit(
+        directory: &Path,
+        descriptors: u64,
+        protocols: &[&str],
+    ) -> McpHttpServer {
+        let mut command = Command::new("sh");
+        command
+            .args([
+                "-c",
+                &format!("ulimit -n {descriptors} && exec \"$0\" \"$@\""),
+            ])
+            .arg(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["mcp", "--http", "127.0.0.1:0"]);
+        McpHttpServer::spawn(command, directory, protocols)
+    }
+
+    /// Starts `command` (`mcp` and its arguments so far) over `directory/state` serving
+    /// `protocols`, and reads its URL.
+    fn spawn(mut command: Command, directory: &Path, protocols: &[&str]) -> McpHttpServer {
+        let mut child = command
             .args(["--state-dir", "state"])
             .args(protocols)
             .current_dir(directory)

@@ -37,22 +37,25 @@ impl Host {
 
     /// Records cancelled a run of a protocol served here that the store holds unfinished and
     /// no fleet here drives (left stopped, or by a server that died, under `--no-resume`):
-    /// refused while another process holds its run lock, naming it.
-    fn cancel_recorded(&self, run: &str) -> Result<Value, String> {
-        let (mut store, record) = self.unfinished_record(run)?;
+    /// refused while another process holds it (`runs::claims`), naming it.
+    fn cancel_recorded(&mut self, run: &str) -> Result<Value, String> {
+        let record = self.unfinished_record(run)?;
         let protocol = &record.summary.protocol_path;
         if !self.protocols.iter().any(|served| &served.path == protocol) {
             return Err(crate::mcp::runs::records::not_served(run, protocol));
         }
-        let _lock = self.lock_run(run)?;
+        self.claim(run)?;
+        let store = &mut self.settings.store;
         // A server that died left its effects' processes running: they go with the run.
         if let Ok(Some(stored)) = store.latest_snapshot(run) {
             crate::run::session::stop_processes_left_by(&stored.snapshot);
         }
+        // The finish releases the claim; a store that refused it is released here.
         let writes = Stop::Cancel.writes(run, crate::clock::unix_milliseconds_now());
-        store
-            .commit_batch(&writes)
-            .map_err(|error| error.to_string())?;
+        if let Err(error) = store.commit_batch(&writes) {
+            let _ = store.release_runs(&[run.to_string()], &self.settings.holder);
+            return Err(error.to_string());
+        }
         Ok(cancelled_report(run))
     }
 }

@@ -105,7 +105,7 @@ impl Host {
             })
     }
 
-    /// Drives `fleet` on this thread, holding the run's `lock`, until its run ends, the server
+    /// Drives `fleet` on this thread until its run ends, the server
     /// stops (the run parked for the next server), or the run is cancelled: then its effects
     /// and children are dropped, which kills their process groups. Every event still queued
     /// for it is answered with why it was not taken, and the run is listed as ended for the
@@ -115,14 +115,13 @@ impl Host {
         mut fleet: Fleet,
         run_id: String,
         view: Rc<RefCell<RunView>>,
-        lock: crate::run_lock::RunLock,
     ) -> (mpsc::Sender<LineBatch>, oneshot::Sender<Reply>) {
         let (sender, mut receiver) = mpsc::channel(16);
         let (cancel, cancelled) = oneshot::channel::<Reply>();
         let mut server_stop = self.stop.subscribe();
         let waiters = self.waiters.clone();
         let just_ended = self.just_ended.clone();
-        let state_dir = self.settings.state_dir.clone();
+        let store = self.settings.store.clone();
         self.fleets.spawn_local(async move {
             let cancel_reply: RefCell<Option<Reply>> = RefCell::new(None);
             let stop = async {
@@ -184,12 +183,11 @@ impl Host {
                     tokio::task::yield_now().await;
                 }
             }
-            drop(lock);
             just_ended.borrow_mut().push(run_id.clone());
             if let Some(reply) = cancel_reply {
                 // The stop and the finish were one batch: a store that refused it (full disk)
                 // left the run as it was, and the client hears so rather than "cancelled".
-                let _ = reply.send(recorded_cancelled(&state_dir, &run_id));
+                let _ = reply.send(recorded_cancelled(&store, &run_id));
             }
         });
         (sender, cancel)
@@ -198,12 +196,10 @@ impl Host {
 
 /// `cancel_run`'s answer once the fleet has stopped a run: cancelled if the store recorded it
 /// finished, else why not (its processes are gone either way).
-fn recorded_cancelled(state_dir: &std::path::Path, run: &str) -> Result<Value, String> {
-    let summary = crate::store::SqliteStore::open(state_dir)
-        .and_then(|store| store.run_summary(run))
-        .map_err(|error| {
-            format!("run `{run}` was stopped, but its cancel was not recorded: {error}")
-        })?;
+fn recorded_cancelled(store: &crate::store::SharedStore, run: &str) -> Result<Value, String> {
+    let summary = store.lock().run_summary(run).map_err(|error| {
+        format!("run `{run}` was stopped, but its cancel was not recorded: {error}")
+    })?;
     match summary.and_then(|summary| summary.finish) {
         Some(_) => Ok(cancelled_report(run)),
         None => Err(format!(

@@ -16,11 +16,7 @@ use crate::mcp::runs::records;
 use crate::mcp::runs::report::{RunView, report};
 use crate::run::fleet::Recording;
 use crate::run::input::{LineBatch, LineOrigin};
-use crate::store::SqliteStore;
-
-/// The most runs one server drives at once (runs that have ended do not count); a start past
-/// it is refused.
-pub const MAX_LIVE_RUNS: usize = 10_000;
+use crate::store::SharedStore;
 
 /// A request from a tool, answered with a JSON report or an error the client reads.
 pub enum Request {
@@ -90,6 +86,13 @@ pub use crate::run::stop::CANCELLED_EXIT_CODE;
 /// What the host runs under: the operator's choices.
 pub struct HostSettings {
     pub state_dir: PathBuf,
+    /// The server's one store connection, which every run and every read shares.
+    pub store: SharedStore,
+    /// What each run this server drives records as its holder: the server, by its host lock.
+    pub holder: crate::store::Holder,
+    /// The most runs driven at once (`--max-live-runs`): a start or a resume past it is
+    /// refused, naming it.
+    pub max_live_runs: usize,
     pub narrowing: crate::capabilities::Capabilities,
     /// The operator's narrowing as its flags gave it: which kinds of grant it narrows.
     pub narrowing_permissions: crate::model::Permissions,
@@ -108,8 +111,8 @@ pub struct HostSettings {
     pub elicitation: bool,
 }
 
-/// One live run: its fleet's input, and what its output said so far. Its fleet holds its run
-/// lock, released when the run ends.
+/// One live run: its fleet's input, and what its output said so far. The server holds it (its
+/// host lock, recorded as the run's holder) until it ends.
 pub(in crate::mcp) struct LiveRun {
     input: mpsc::Sender<LineBatch>,
     pub(in crate::mcp) machine: Arc<Machine>,
@@ -254,6 +257,9 @@ impl Host {
         let fail = |reply: oneshot::Sender<Result<Value, String>>, message: String| {
             let _ = reply.send(Err(message));
         };
+        if let Err(message) = self.check_room() {
+            return fail(reply, message);
+        }
         let Some(served) = self
             .protocols
             .iter()
@@ -261,16 +267,6 @@ impl Host {
         else {
             return fail(reply, format!("no protocol `{protocol}` is served"));
         };
-        // `handle` forgot the runs that ended.
-        if self.runs.len() >= MAX_LIVE_RUNS {
-            return fail(
-                reply,
-                format!(
-                    "{MAX_LIVE_RUNS} runs are running, the limit (MAX_LIVE_RUNS); cancel one, or \
-                     wait for one to end"
-                ),
-            );
-        }
         if let Err(message) = check_line_length(&Value::Object(inputs.clone()).to_string()) {
             return fail(reply, message);
         }
@@ -286,40 +282,45 @@ impl Host {
         }
         let machine = served.machine.clone();
         let pinned = served.pinned.clone();
-        let store = match SqliteStore::open(&self.settings.state_dir) {
-            Ok(store) => store,
-            Err(error) => return fail(reply, error.to_string()),
-        };
         let instance =
-            records::new_instance_name(&store, &machine.id, |run| self.runs.contains_key(run));
+            records::new_instance_name(&self.settings.store.lock(), &machine.id, |run| {
+                self.runs.contains_key(run)
+            });
         let run_id = format!("{}:{instance}", machine.id);
-        let lock = match self.lock_run(&run_id) {
-            Ok(lock) => lock,
-            Err(message) => return fail(reply, message),
-        };
+        // The run is created holding this server's claim (`Recording::holder`).
         let recording = Recording {
-            store: Box::new(store),
+            store: Box::new(self.settings.store.clone()),
             protocol_path: served.path.clone(),
             protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: served.text.clone(),
             grants: self.settings.recorded_grants.clone(),
             origin: crate::store::RunOrigin::Mcp,
+            holder: self.settings.holder.clone(),
         };
         let view = Rc::new(RefCell::new(RunView::default()));
         let mut fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
         fleet.set_pinned_inputs(pinned);
-        self.keep_live(&run_id, machine, fleet, view, lock);
+        self.keep_live(&run_id, machine, fleet, view);
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
         self.submit(&run_id, &line, reply).await;
     }
 
-    /// How many runs are running here, those whose fleet ended forgotten.
-    pub(in crate::mcp) fn live_runs(&mut self) -> usize {
+    /// Whether one more run may be driven here, or why not: `--max-live-runs` are, the runs
+    /// whose fleets ended forgotten.
+    pub(in crate::mcp) fn check_room(&mut self) -> Result<(), String> {
         self.forget_ended();
-        self.runs.len()
+        let limit = self.settings.max_live_runs;
+        if self.runs.len() < limit {
+            return Ok(());
+        }
+        Err(format!(
+            "{limit} runs are live here, the limit (--max-live-runs, by default what the limit \
+             on open files leaves); cancel one, wait for one to end, or start the server with a \
+             higher --max-live-runs"
+        ))
     }
 
-    /// Forgets the runs whose fleets ended (their store connections and locks are released):
+    /// Forgets the runs whose fleets ended:
     /// their input is dropped, their views kept among the ended ones, their fleets reaped.
     fn forget_ended(&mut self) {
         let ended = std::mem::take(&mut *self.just_ended.borrow_mut());
@@ -369,17 +370,15 @@ impl Host {
         (view.status() == "running").then(|| report(&live.machine, run, &view))
     }
 
-    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`, its
-    /// fleet holding its lock.
+    /// Drives `fleet` and keeps its run, `<protocol id>:<instance>`, live under `run_id`.
     pub(in crate::mcp) fn keep_live(
         &mut self,
         run_id: &str,
         machine: Arc<Machine>,
         fleet: crate::run::fleet::Fleet,
         view: Rc<RefCell<RunView>>,
-        lock: crate::run_lock::RunLock,
     ) {
-        let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone(), lock);
+        let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone());
         let instance = run_id[machine.id.len() + 1..].to_string();
         self.runs.insert(
             run_id.to_string(),
@@ -509,7 +508,7 @@ impl Host {
         if let Some((machine, view)) = self.view_of(run) {
             return Ok(report(machine, run, &view.borrow()));
         }
-        records::summary(&self.settings.state_dir, &self.served_paths(), run)
+        records::summary(&self.settings.store.lock(), &self.served_paths(), run)
     }
 
     /// The protocol of a run live or ended here recently as a Mermaid diagram, its active
@@ -533,7 +532,7 @@ impl Host {
 
     /// Why `run` is not live here: unknown, or recorded with its status.
     pub(in crate::mcp) fn not_live(&self, run: &str) -> String {
-        records::not_live(&self.settings.state_dir, run)
+        records::not_live(&self.settings.store.lock(), run)
     }
 
     /// The served protocols' files, as runs record them.
@@ -548,7 +547,7 @@ impl Host {
     /// with their status here.
     fn list_runs(&self, after: Option<&str>, count: usize) -> Result<Value, String> {
         let paths = self.served_paths();
-        records::list(&self.settings.state_dir, &paths, after, count, |run| {
+        records::list(&self.settings.store.lock(), &paths, after, count, |run| {
             self.view_of(run).map(|(_, view)| view.borrow().status())
         })
     }

@@ -1,7 +1,5 @@
 //! What the store says of runs no fleet of this server drives: summaries, listings, why a run is not live, fresh run names.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
 use crate::store::sqlite::RunCursor;
@@ -12,11 +10,10 @@ pub const MAX_RUNS_PER_PAGE: usize = 1_000;
 
 /// A recorded run's summary: its status, the directives its journal holds and, once finished,
 /// how. A run of a protocol this server does not serve is refused (`not_served`).
-pub fn summary(state_dir: &Path, served: &[&str], run: &str) -> Result<Value, String> {
-    let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
-    let record = served_summary(&store, served, run)?
+pub fn summary(store: &SqliteStore, served: &[&str], run: &str) -> Result<Value, String> {
+    let record = served_summary(store, served, run)?
         .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
-    let (directives, dropped_directives) = recorded_directives(&store, run)?;
+    let (directives, dropped_directives) = recorded_directives(store, run)?;
     let mut summary = json!({
         "run": run,
         "status": record.status.as_str(),
@@ -62,10 +59,8 @@ pub fn not_served(run: &str, protocol_path: &str) -> String {
 }
 
 /// Why `run` is not live in this server: unknown, or recorded with its status.
-pub fn not_live(state_dir: &Path, run: &str) -> String {
-    let recorded = SqliteStore::open(state_dir)
-        .ok()
-        .and_then(|store| store.run_summary(run).ok().flatten());
+pub fn not_live(store: &SqliteStore, run: &str) -> String {
+    let recorded = store.run_summary(run).ok().flatten();
     match recorded {
         Some(record) => format!(
             "run `{run}` is {} and not live in this server",
@@ -80,16 +75,15 @@ pub fn not_live(state_dir: &Path, run: &str) -> String {
 /// `live_status` gives the status of a run this server drives (`cancelled`, which the store
 /// records as finished).
 pub fn list(
-    state_dir: &Path,
+    store: &SqliteStore,
     paths: &[&str],
     after: Option<&str>,
     count: usize,
     live_status: impl Fn(&str) -> Option<&'static str>,
 ) -> Result<Value, String> {
-    let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
     let cursor = match after {
         Some(after) => {
-            let run = served_summary(&store, paths, after)?.ok_or_else(|| {
+            let run = served_summary(store, paths, after)?.ok_or_else(|| {
                 format!("no run `{after}` to list after; `next` of the previous page names one")
             })?;
             Some(RunCursor {
@@ -219,6 +213,7 @@ mod tests {
             started_unix_milliseconds: 1,
             grants: None,
             origin: RunOrigin::Mcp,
+            holder: None,
         })];
         let snapshot: crate::run::snapshot::Snapshot = serde_json::from_value(json!({
             "format": 1, "protocol": "p", "configuration": ["a"], "context": {}, "running": true

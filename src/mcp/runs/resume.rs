@@ -6,11 +6,11 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use crate::mcp::catalog::Served;
-use crate::mcp::runs::host::{Host, MAX_LIVE_RUNS};
+use crate::mcp::runs::host::Host;
 use crate::mcp::runs::records;
 use crate::mcp::runs::report::{RunView, report};
 use crate::run::fleet::Recording;
-use crate::store::{RunOrigin, RunRecord, RunStatus, SqliteStore, Store};
+use crate::store::{RunOrigin, RunRecord, RunStatus, Store};
 
 /// The runs resumed at start that stderr names one per line; the rest are counted in one line,
 /// so a store of thousands of waiting runs does not flood a client's log.
@@ -24,34 +24,66 @@ impl Host {
         if let Some(report) = self.live_report(run) {
             return Ok(report);
         }
-        let (store, record) = self.unfinished_record(run)?;
-        self.resume(store, &record)
+        self.check_room()?;
+        let record = self.unfinished_record(run)?;
+        self.claim(run)?;
+        self.resume_claimed(&record)
     }
 
-    /// A recorded run that has not finished, with the store it was read from (to resume or
-    /// cancel it); refused when the store has no such run or it has finished.
-    pub(in crate::mcp) fn unfinished_record(
-        &self,
-        run: &str,
-    ) -> Result<(SqliteStore, RunRecord), String> {
-        let store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let record = store
+    /// Resumes `record`'s run once this server claimed it; a run that cannot resume is
+    /// released at once, so that another process may take it.
+    fn resume_claimed(&mut self, record: &RunRecord) -> Result<Value, String> {
+        let resumed = self.resume(record);
+        if resumed.is_err() {
+            let run = [record.summary.id.clone()];
+            if let Err(error) = self
+                .settings
+                .store
+                .release_runs(&run, &self.settings.holder)
+            {
+                eprintln!("mcp: {error}");
+            }
+        }
+        resumed
+    }
+
+    /// Claims `run` for this server (`runs::claims`): a run another live process holds (a
+    /// `resume`, or a `run` still driving it) is refused, naming it.
+    pub(in crate::mcp) fn claim(&mut self, run: &str) -> Result<(), String> {
+        let claimed = crate::runs::claims::claim(
+            &mut self.settings.store,
+            &self.settings.holder,
+            &[run.to_string()],
+        )
+        .map_err(|error| error.to_string())?;
+        claimed
+            .into_iter()
+            .next()
+            .unwrap_or(Ok(()))
+            .map_err(|refused| refused.to_string())
+    }
+
+    /// A recorded run that has not finished (to resume or cancel it); refused when the store
+    /// has no such run or it has finished.
+    pub(in crate::mcp) fn unfinished_record(&self, run: &str) -> Result<RunRecord, String> {
+        let record = self
+            .settings
+            .store
             .run(run)
             .map_err(|error| error.to_string())?
             .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
         if record.summary.status == RunStatus::Finished {
             return Err(format!("run `{run}` has finished; get_run tells how"));
         }
-        Ok((store, record))
+        Ok(record)
     }
 
     /// At start: resumes every unfinished run an MCP server started of a protocol this one
-    /// serves, newest first, up to `MAX_LIVE_RUNS`, each named on stderr; one that cannot
-    /// resume (its protocol changed, another process drives it) is named with the reason and
+    /// serves, newest first, up to `--max-live-runs`, each named on stderr; one that cannot
+    /// resume (its protocol changed, another process holds it) is named with the reason and
     /// left for `resume_run`.
     pub(in crate::mcp) fn resume_recorded(&mut self) {
-        let runs = SqliteStore::open(&self.settings.state_dir).and_then(|store| store.list_runs());
+        let runs = self.settings.store.list_runs();
         let runs = match runs {
             Ok(runs) => runs,
             Err(error) => {
@@ -64,7 +96,7 @@ impl Host {
             .iter()
             .map(|served| served.path.as_str())
             .collect();
-        let left: Vec<String> = runs
+        let mut left: Vec<String> = runs
             .into_iter()
             .filter(|run| {
                 run.origin == Some(RunOrigin::Mcp)
@@ -73,23 +105,37 @@ impl Host {
             })
             .map(|run| run.id)
             .collect();
+        let limit = self.settings.max_live_runs;
+        let room = limit.saturating_sub(self.runs.len());
+        let over_the_limit = left.len().saturating_sub(room);
+        left.truncate(room);
+        // One transaction claims them all; a run another live process holds is left to it.
+        let claims = match crate::runs::claims::claim(
+            &mut self.settings.store,
+            &self.settings.holder,
+            &left,
+        ) {
+            Ok(claims) => claims,
+            Err(error) => {
+                eprintln!("mcp: cannot resume the runs left by an earlier server: {error}");
+                return;
+            }
+        };
         let mut named = 0usize;
         let mut quietly_resumed = 0usize;
-        let mut over_the_limit = 0usize;
-        for run in left {
-            if self.live_runs() >= MAX_LIVE_RUNS {
-                over_the_limit += 1;
-                continue;
-            }
-            let resumed = SqliteStore::open(&self.settings.state_dir)
-                .map_err(|error| error.to_string())
-                .and_then(|store| {
-                    let record = store
+        for (run, claimed) in left.into_iter().zip(claims) {
+            let resumed = claimed
+                .map_err(|refused| refused.to_string())
+                .and_then(|()| {
+                    let record = self
+                        .settings
+                        .store
                         .run(&run)
                         .map_err(|error| error.to_string())?
                         .ok_or_else(|| format!("no run `{run}`"))?;
                     let protocol = record.summary.protocol_path.clone();
-                    self.resume(store, &record).map(|report| (protocol, report))
+                    self.resume_claimed(&record)
+                        .map(|report| (protocol, report))
                 });
             match resumed {
                 Ok((protocol, report)) => {
@@ -124,30 +170,30 @@ impl Host {
         }
         if over_the_limit > 0 {
             eprintln!(
-                "mcp: not resumed {over_the_limit} runs: {MAX_LIVE_RUNS} runs are live, the limit \
-                 (MAX_LIVE_RUNS); resume_run resumes one once another ends"
+                "mcp: not resumed {over_the_limit} runs: {limit} runs are live, the limit \
+                 (--max-live-runs); resume_run resumes one once another ends"
             );
         }
     }
 
-    /// Resumes `record`'s run in a fleet of its own, its report starting with the directives
-    /// its journal holds; refused when its protocol is not served here or changed, or another
-    /// process holds its run lock.
-    fn resume(&mut self, store: SqliteStore, record: &RunRecord) -> Result<Value, String> {
+    /// Resumes `record`'s run, claimed by this server, in a fleet of its own, its report
+    /// starting with the directives its journal holds; refused when its protocol is not served
+    /// here or changed.
+    fn resume(&mut self, record: &RunRecord) -> Result<Value, String> {
         let run = record.summary.id.as_str();
         // The served machine's grants are the operator's (`crate::runs::grants::for_host`).
         let (served, _) = self.resumable(record)?;
         let machine = served.machine.clone();
         let pinned = served.pinned.clone();
-        let lock = self.lock_run(run)?;
-        let (directives, dropped) = records::recorded_directives(&store, run)?;
+        let (directives, dropped) = records::recorded_directives(&self.settings.store.lock(), run)?;
         let recording = Recording {
-            store: Box::new(store),
+            store: Box::new(self.settings.store.clone()),
             protocol_path: served.path.clone(),
             protocol_hash: record.summary.protocol_hash.clone(),
             protocol_text: served.text.clone(),
             grants: self.settings.recorded_grants.clone(),
             origin: RunOrigin::Mcp,
+            holder: self.settings.holder.clone(),
         };
         let view = Rc::new(RefCell::new(RunView::resumed(directives, dropped)));
         let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
@@ -155,7 +201,7 @@ impl Host {
         fleet.resume_run(run, crate::run::durable::TimerPolicy::Deadline)?;
         fleet.commit();
         let report = report(&machine, run, &view.borrow());
-        self.keep_live(run, machine, fleet, view, lock);
+        self.keep_live(run, machine, fleet, view);
         Ok(report)
     }
 
@@ -209,12 +255,5 @@ impl Host {
                 messages.join("; ")
             })?;
         Ok((served, values))
-    }
-
-    /// The run lock of a run this server is about to drive: a run another process drives
-    /// (`run --resume`) is refused, naming that process.
-    pub(in crate::mcp) fn lock_run(&self, run: &str) -> Result<crate::run_lock::RunLock, String> {
-        let runs = crate::telemetry::runs_directory(&self.settings.state_dir);
-        crate::run_lock::RunLock::acquire(&runs, run).map_err(|error| error.to_string())
     }
 }

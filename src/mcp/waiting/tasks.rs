@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::mcp::runs::host::{CANCELLED_EXIT_CODE, Host, Request};
 use crate::mcp::server::ProtocolServer;
 use crate::mcp::waiting::answers::Delivery;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 /// How often a client is asked to poll `tasks/get`: a run's steps take milliseconds, its
 /// waits (effects, timers, the client's own answers) seconds and more.
@@ -23,10 +23,13 @@ impl Host {
     /// live run's input requests; `not_live` says why a run is not live here, and whether
     /// `resume_run` can resume it.
     pub(in crate::mcp) fn task_view(&self, run: &str) -> Result<Value, String> {
-        let store =
-            SqliteStore::open(&self.settings.state_dir).map_err(|error| error.to_string())?;
-        let summary = crate::mcp::runs::records::served_summary(&store, &self.served_paths(), run)?
-            .ok_or_else(|| format!("no task `{run}`: no run has this id; list_runs lists them"))?;
+        // The connection is taken for each read alone: `get_run` below takes it too.
+        let summary = crate::mcp::runs::records::served_summary(
+            &self.settings.store.lock(),
+            &self.served_paths(),
+            run,
+        )?
+        .ok_or_else(|| format!("no task `{run}`: no run has this id; list_runs lists them"))?;
         let summary = &summary;
         let updated = summary
             .finish
@@ -51,7 +54,9 @@ impl Host {
         };
         let not_live = match self.runs.get(run) {
             // The whole record (protocol text, inputs) only where resuming is in question.
-            None if summary.finish.is_none() => store
+            None if summary.finish.is_none() => self
+                .settings
+                .store
                 .run(run)
                 .map_err(|error| error.to_string())?
                 .map(|record| self.not_live_reason(&record)),

@@ -39,6 +39,9 @@ pub struct Recording {
     pub grants: Option<serde_json::Value>,
     /// The front end hosting the fleet (`serve`, or `mcp`), recorded with each instance.
     pub origin: crate::store::RunOrigin,
+    /// The host, recorded as the holder of each instance it starts or resumes
+    /// (`runs::claims`): its lock is held for as long as the fleet runs.
+    pub holder: crate::store::Holder,
 }
 
 /// How a fleet's `run` ended.
@@ -324,15 +327,42 @@ impl Fleet {
             ));
         }
         let mut over_the_limit = 0usize;
-        for run in recorded {
-            if self.by_name.len() >= self.max_instances {
-                over_the_limit += 1;
+        let room = self.max_instances.saturating_sub(self.by_name.len());
+        if recorded.len() > room {
+            over_the_limit = recorded.len() - room;
+        }
+        let resumable: Vec<String> = recorded.into_iter().take(room).map(|run| run.id).collect();
+        // One transaction claims them all: an instance another live process drives (a
+        // `resume`) is left to it.
+        let Some(recording) = &mut self.recording else {
+            return Ok(());
+        };
+        let claims = crate::runs::claims::claim(
+            &mut *recording.store,
+            &recording.holder.clone(),
+            &resumable,
+        )
+        .map_err(|error| error.to_string())?;
+        for (run, claimed) in resumable.iter().zip(claims) {
+            if let Err(refused) = claimed {
+                eprintln!(
+                    "error: instance `{}` not resumed: {refused}",
+                    &run[self.prefix.len()..]
+                );
                 continue;
             }
-            if let Err(message) = self.resume_run(&run.id, timers) {
+            if let Err(message) = self.resume_run(run, timers) {
+                // Left for another process (a `resume` that can supply what is missing).
+                if let Some(recording) = &mut self.recording
+                    && let Err(error) = recording
+                        .store
+                        .release_runs(std::slice::from_ref(run), &recording.holder)
+                {
+                    eprintln!("error: {error}");
+                }
                 eprintln!(
                     "error: instance `{}` cannot resume: {}",
-                    &run.id[self.prefix.len()..],
+                    &run[self.prefix.len()..],
                     crate::secrets::mask(&message)
                 );
             }
@@ -665,6 +695,7 @@ impl Fleet {
                 started_unix_milliseconds: crate::clock::unix_milliseconds_now(),
                 grants: recording.grants.clone(),
                 origin: recording.origin,
+                holder: Some(recording.holder.clone()),
             }));
         }
         let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));
