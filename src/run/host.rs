@@ -93,6 +93,8 @@ pub struct DriverState {
 pub(super) struct Inbox {
     pub(super) waiting: Vec<Waiting>,
     pub(super) discarded: Vec<serde_json::Value>,
+    /// The discards of the step being taken, told once it is committed.
+    pub(super) untold: Vec<crate::runs::admission::EventReport>,
 }
 
 /// One deferred event, with its sender's number for it.

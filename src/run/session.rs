@@ -41,8 +41,6 @@ pub struct Session<'a> {
     checkpoint: Option<&'a mut dyn Checkpoint>,
     /// A child protocol's queue, which its parent sends to.
     pub(super) inbox: Option<mpsc::UnboundedReceiver<Event>>,
-    /// Outcomes to tell once the step that decided them is committed.
-    untold: Vec<EventReport>,
 }
 
 impl<'a> Session<'a> {
@@ -78,7 +76,6 @@ impl<'a> Session<'a> {
             timers_held: false,
             checkpoint: None,
             inbox: None,
-            untold: Vec::new(),
         }
     }
 
@@ -93,11 +90,13 @@ impl<'a> Session<'a> {
     /// events the step discarded (a sender is told only what the journal holds).
     fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
         self.commit_step(event)?;
-        if !self.untold.is_empty() {
-            let time = self.host.now_text();
-            for report in std::mem::take(&mut self.untold) {
-                self.host.observer.event_outcome(&time, &report);
-            }
+        let untold = match self.host.state.inbox.as_deref_mut() {
+            Some(inbox) if !inbox.untold.is_empty() => std::mem::take(&mut inbox.untold),
+            _ => return Ok(()),
+        };
+        let time = self.host.now_text();
+        for report in untold {
+            self.host.observer.event_outcome(&time, &report);
         }
         Ok(())
     }
@@ -457,8 +456,8 @@ impl<'a> Session<'a> {
             let line = report.to_json();
             if let Some(inbox) = self.host.state.inbox.as_deref_mut() {
                 inbox.discarded.push(line);
+                inbox.untold.push(report);
             }
-            self.untold.push(report);
         }
     }
 

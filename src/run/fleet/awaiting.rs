@@ -34,16 +34,11 @@ impl Awaiting {
 impl Fleet {
     /// `{"instance": ID, "await": STATE, "timeout": "30s"}`: input waits until the live
     /// instance `ID` is in `STATE` (answered at once when it is already).
-    pub(super) fn accept_await(
-        &mut self,
-        instance: &str,
-        state: &str,
-        timeout: Option<&serde_json::Value>,
-    ) {
+    pub(super) fn accept_await(&mut self, instance: &str, state: &str, timeout: Option<&str>) {
         let mut fields = serde_json::Map::new();
         fields.insert("await".into(), state.into());
         if let Some(timeout) = timeout {
-            fields.insert("timeout".into(), timeout.clone());
+            fields.insert("timeout".into(), timeout.into());
         }
         let awaited = match parse_await(&self.machine, &fields) {
             Ok(awaited) => awaited,

@@ -583,7 +583,7 @@ impl Fleet {
                     "an `await` line has `instance`, `await` and optional `timeout`, nothing else",
                 );
             }
-            return self.accept_await(&name, &state, parsed.timeout.as_ref());
+            return self.accept_await(&name, &state, parsed.timeout.as_deref());
         }
         // Refused before anything happens, even the instance's creation.
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
@@ -740,6 +740,7 @@ impl Fleet {
             output: &mut self.output,
             log_sink: self.log_sink.as_mut(),
             line_outcome: None,
+            keeps_line_outcome: self.outcome_reply.is_some(),
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -994,10 +995,11 @@ struct ServeLine<'a> {
     #[serde(borrow)]
     event: Option<LineText<'a>>,
     data: Option<serde_json::Value>,
-    /// `await`: a state the input waits for, and its `timeout`.
-    #[serde(rename = "await")]
-    await_state: Option<String>,
-    timeout: Option<serde_json::Value>,
+    /// `await`: a state the input waits for, and its `timeout` (a duration such as "30s").
+    #[serde(rename = "await", borrow)]
+    await_state: Option<LineText<'a>>,
+    #[serde(borrow)]
+    timeout: Option<LineText<'a>>,
 }
 
 /// A string of an input line, borrowed unless it has escapes. (Serde borrows a `Cow` only as
@@ -1053,8 +1055,10 @@ struct MemberObserver<'o> {
     name: &'o str,
     output: &'o mut Vec<u8>,
     log_sink: Option<&'o mut LogSink>,
-    /// The outcome of the event the line being handled sent, once its step reported it.
-    line_outcome: Option<EventReport>,
+    /// The outcome of the event the line being handled sent, once its step reported it, kept
+    /// only for a fleet that answers it (`keeps_line_outcome`).
+    line_outcome: Option<Box<EventReport>>,
+    keeps_line_outcome: bool,
 }
 
 impl Observer for MemberObserver<'_> {
@@ -1136,8 +1140,10 @@ impl Observer for MemberObserver<'_> {
         interpreter: &Interpreter,
         outcome: Option<&EventReport>,
     ) {
-        if let Some(report) = outcome.filter(|report| report.ticket.is_some() && !report.waited) {
-            self.line_outcome = Some(report.clone());
+        if self.keeps_line_outcome
+            && let Some(report) = outcome.filter(|report| report.ticket.is_some() && !report.waited)
+        {
+            self.line_outcome = Some(Box::new(report.clone()));
         }
         let output = &mut *self.output;
         output.extend_from_slice(b"{\"instance\":");
