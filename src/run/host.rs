@@ -75,26 +75,28 @@ pub struct DriverState {
     pub(super) completions: Option<EffectSink>,
     /// Effects and child protocols started whose outcome has not arrived yet.
     pub(super) running: super::running::Running,
-    /// Outcomes of effects that ended after the run reached its final state (telemetry
-    /// summaries with their `outcome`), for the `finished` line.
-    pub(super) after_finish: Vec<serde_json::Value>,
     /// The sequence number of the next committed step.
     pub(super) step: u64,
     /// Set when a timer is added, cancelled or fired: a host that keeps its own index of
     /// deadlines reads the deque only then (reading it for every event costs a cache miss).
     pub(super) timers_changed: bool,
-    /// The run's inbox, once an event was deferred: boxed, since most instances never defer.
-    pub(super) inbox: Option<Box<Inbox>>,
+    /// What few instances need, made when first needed: boxed, so that the many that never
+    /// defer an event or outlive an effect carry one pointer for it.
+    pub(super) extras: Option<Box<Extras>>,
 }
 
 /// The events an active state defers, waiting in arrival order, and those the end of the run
-/// discarded while they waited (for the finished line).
+/// discarded while they waited (for the finished line); what effects that ended after the
+/// final state did.
 #[derive(Debug, Default)]
-pub(super) struct Inbox {
+pub(super) struct Extras {
     pub(super) waiting: Vec<Waiting>,
     pub(super) discarded: Vec<serde_json::Value>,
     /// The discards of the step being taken, told once it is committed.
     pub(super) untold: Vec<crate::runs::admission::EventReport>,
+    /// Outcomes of effects that ended after the run reached its final state (telemetry
+    /// summaries with their `outcome`), for the `finished` line.
+    pub(super) after_finish: Vec<serde_json::Value>,
 }
 
 /// One deferred event, with its sender's number for it.
@@ -125,10 +127,9 @@ impl DriverState {
             started_unix_milliseconds: clock::unix_milliseconds_now(),
             completions,
             running: super::running::Running::default(),
-            after_finish: Vec::new(),
             step: 0,
             timers_changed: false,
-            inbox: None,
+            extras: None,
         }
     }
 
@@ -161,17 +162,21 @@ impl DriverState {
 
     /// What the effects that ended after the run's final state did (see `RunReport::effects`).
     pub fn effects_after_finish(&self) -> &[serde_json::Value] {
-        &self.after_finish
+        self.extras
+            .as_deref()
+            .map_or(&[], |extras| &extras.after_finish)
     }
 
     /// The deferred events the end of the run discarded (see `RunReport::discarded`).
     pub fn discarded_at_finish(&self) -> &[serde_json::Value] {
-        self.inbox.as_deref().map_or(&[], |inbox| &inbox.discarded)
+        self.extras
+            .as_deref()
+            .map_or(&[], |extras| &extras.discarded)
     }
 
     /// The events waiting in the inbox, in arrival order.
     pub(super) fn waiting(&self) -> &[Waiting] {
-        self.inbox.as_deref().map_or(&[], |inbox| &inbox.waiting)
+        self.extras.as_deref().map_or(&[], |extras| &extras.waiting)
     }
 
     /// The bytes of data the run holds in events: pending delayed sends and deferred events.
@@ -750,7 +755,11 @@ impl DriverHost<'_> {
         if outcome != "completed" {
             self.warn_failed_after_finish(id, event);
         }
-        self.state.after_finish.push(summary);
+        self.state
+            .extras
+            .get_or_insert_default()
+            .after_finish
+            .push(summary);
     }
 
     /// Says once per engine process, when the run starts or resumes, that the kernel cannot

@@ -90,7 +90,7 @@ impl<'a> Session<'a> {
     /// events the step discarded (a sender is told only what the journal holds).
     fn commit(&mut self, event: Option<&Event>) -> Result<(), RunError> {
         self.commit_step(event)?;
-        let untold = match self.host.state.inbox.as_deref_mut() {
+        let untold = match self.host.state.extras.as_deref_mut() {
             Some(inbox) if !inbox.untold.is_empty() => std::mem::take(&mut inbox.untold),
             _ => return Ok(()),
         };
@@ -242,7 +242,7 @@ impl<'a> Session<'a> {
             event.invoke_id = deferred.from_child.as_deref().map(Arc::from);
             self.host
                 .state
-                .inbox
+                .extras
                 .get_or_insert_default()
                 .waiting
                 .push(Waiting {
@@ -438,7 +438,7 @@ impl<'a> Session<'a> {
 
     /// The run ended: every event still waiting in its inbox is discarded, and said so.
     fn discard_waiting(&mut self) {
-        let Some(inbox) = self.host.state.inbox.as_deref_mut() else {
+        let Some(inbox) = self.host.state.extras.as_deref_mut() else {
             return;
         };
         let waiting = std::mem::take(&mut inbox.waiting);
@@ -454,7 +454,7 @@ impl<'a> Session<'a> {
                 waited: true,
             };
             let line = report.to_json();
-            if let Some(inbox) = self.host.state.inbox.as_deref_mut() {
+            if let Some(inbox) = self.host.state.extras.as_deref_mut() {
                 inbox.discarded.push(line);
                 inbox.untold.push(report);
             }
@@ -607,7 +607,7 @@ impl<'a> Session<'a> {
                 crate::compile::budget::CONTEXT_VALUES
             ));
         }
-        let inbox = self.host.state.inbox.get_or_insert_default();
+        let inbox = self.host.state.extras.get_or_insert_default();
         inbox.waiting.push(Waiting {
             event: event.clone(),
             ticket,
@@ -649,7 +649,7 @@ impl<'a> Session<'a> {
                 }
             });
             if report.is_some()
-                && let Some(inbox) = self.host.state.inbox.as_deref_mut()
+                && let Some(inbox) = self.host.state.extras.as_deref_mut()
             {
                 inbox.waiting.remove(index);
             }
@@ -800,7 +800,7 @@ impl<'a> Session<'a> {
         self.host.observer.record(&time, "finish", finish);
         RunReport {
             stopped_by_signal: false,
-            effects: self.host.state.after_finish.clone(),
+            effects: self.host.state.effects_after_finish().to_vec(),
             discarded: self.host.state.discarded_at_finish().to_vec(),
             outcome,
             active_states: self
