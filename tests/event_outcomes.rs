@@ -58,6 +58,19 @@ fn run_events(directory: &Path, file: &str, events: &str, extra: &[&str]) -> (i3
     run_binary(directory, &arguments)
 }
 
+/// Runs `serve busy.yaml` with `extra` arguments over `input`; its stdout and the JSON lines in it.
+fn serve_lines(directory: &Path, extra: &[&str], input: &str) -> (String, Vec<Value>) {
+    let mut arguments = vec!["serve", "busy.yaml"];
+    arguments.extend_from_slice(extra);
+    let output = run_binary_with_input(directory, &arguments, input.as_bytes());
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let lines = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    (stdout, lines)
+}
+
 /// The `finished` object of `stdout`'s last line.
 fn finished(stdout: &str) -> Value {
     let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
@@ -293,16 +306,10 @@ fn a_serve_line_is_answered_with_its_events_outcome() {
         "{\"instance\":\"a\",\"event\":\"nope\"}\n",
         "{\"instance\":\"a\",\"event\":\"done.exec.nap\"}\n",
     );
-    let output = run_binary_with_input(
-        &directory,
-        &["serve", "busy.yaml", "--state-dir", "state"],
-        input.as_bytes(),
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let lines: Vec<Value> = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .filter(|line: &Value| line.get("outcome").is_some())
+    let (stdout, lines) = serve_lines(&directory, &["--state-dir", "state"], input);
+    let lines: Vec<Value> = lines
+        .into_iter()
+        .filter(|line| line.get("outcome").is_some())
         .collect();
     let outcomes: Vec<(&str, &str)> = lines
         .iter()
@@ -454,16 +461,7 @@ fn a_serve_await_line_holds_the_input_until_its_state_or_its_timeout() {
         "{\"instance\":\"b\",\"await\":\"confirmed\",\"timeout\":\"50ms\"}\n",
         "{\"instance\":\"b\",\"event\":\"other\"}\n",
     );
-    let output = run_binary_with_input(
-        &directory,
-        &["serve", "busy.yaml", "--store", "memory"],
-        input.as_bytes(),
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let lines: Vec<Value> = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let (stdout, lines) = serve_lines(&directory, &["--store", "memory"], input);
     let position = |wanted: &dyn Fn(&Value) -> bool| {
         lines
             .iter()
