@@ -62,13 +62,7 @@ impl SuppliedInputs {
     pub fn texts(&self) -> Vec<(String, String)> {
         self.values
             .iter()
-            .map(|(name, value)| {
-                let text = match value {
-                    serde_json::Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
-                (name.clone(), text)
-            })
+            .map(|(name, value)| (name.clone(), crate::runs::grants::input_text(value)))
             .collect()
     }
 

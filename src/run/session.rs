@@ -5,7 +5,7 @@ use super::algorithm::RunError;
 use super::driver::{Observer, RunReport};
 use super::event::{Event, Origin};
 use super::host::{DriverHost, DriverState, EffectMessage, Waiting};
-use super::input::{InputLineError, InputLines, parse_event_line};
+use super::input::InputLines;
 use crate::compile::machine::Machine;
 use crate::effects::EffectRequest;
 use crate::effects::mock::Mocks;
@@ -461,16 +461,6 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Parses and queues one input line; a bad line is reported and skipped.
-    pub fn accept_line(&mut self, line_number: usize, line: &str) {
-        accept_line(
-            &self.host.machine.clone(),
-            &mut self.host,
-            line_number,
-            line,
-        );
-    }
-
     /// Handles every queued external event, one macrostep each.
     pub fn handle_queued(&mut self) -> Result<(), RunError> {
         while self.interpreter.is_running() {
@@ -480,12 +470,6 @@ impl<'a> Session<'a> {
             self.handle_one(&event)?;
         }
         Ok(())
-    }
-
-    /// Sends `event` and handles the queue: when nothing waits before it, it is handled at
-    /// once, without passing through the queue (which would allocate it, in a fresh session).
-    pub fn send_and_handle(&mut self, event: Event) -> Result<(), RunError> {
-        self.offer(event, None)
     }
 
     /// Offers an input event (an `--events` line, a `serve` line, an MCP `send_event`) after
@@ -877,24 +861,6 @@ pub(super) fn interrupted_failure(
             Value::Map(Arc::new(outcome.data)),
             Origin::Outcome,
         ),
-    }
-}
-
-pub(super) fn accept_line(
-    machine: &Machine,
-    host: &mut DriverHost,
-    line_number: usize,
-    line: &str,
-) {
-    if line.trim().is_empty() {
-        return;
-    }
-    match parse_event_line(machine, line) {
-        Ok(event) => host.external_queue.push_back(event),
-        Err(message) => {
-            let error = InputLineError::new(line_number, message, Some(line));
-            host.observer.input_error(&error)
-        }
     }
 }
 

@@ -74,14 +74,17 @@ impl PinnedInputs {
         self.0
             .iter()
             .filter(|(name, _)| names.contains(&name.as_str()))
-            .map(|(name, value)| {
-                let text = match value {
-                    serde_json::Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
-                (name.clone(), text)
-            })
+            .map(|(name, value)| (name.clone(), input_text(value)))
             .collect()
+    }
+}
+
+/// An input's value as the text a secret input takes: a string as it is, any other value as
+/// JSON (a number written unquoted is read as its text).
+pub fn input_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
     }
 }
 
