@@ -9,11 +9,11 @@ use std::sync::{Arc, LazyLock};
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use protocol_run::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
-use protocol_run::compile::machine::{Machine, StateId};
+use protocol_run::base::event::{Event, Origin};
 use protocol_run::effects::EffectRequest;
-use protocol_run::run::Interpreter;
-use protocol_run::run::event::{Event, Origin};
+use protocol_run::pipeline::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
+use protocol_run::pipeline::compile::machine::{Machine, StateId};
+use protocol_run::runtime::run::Interpreter;
 
 fn main() {
     divan::main();
@@ -30,34 +30,38 @@ struct Workload {
     sequence: Vec<u8>,
 }
 
-static WORKLOAD: LazyLock<Workload> =
-    LazyLock::new(|| {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
-        let loaded = protocol_run::load::load_file(std::path::Path::new(path))
-            .unwrap_or_else(|error| panic!("{error}"));
-        let machine = Arc::new(protocol_run::compile::compile(&loaded).unwrap_or_else(
-            |diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)),
-        ));
-        let events = EVENT_NAMES
-            .iter()
-            .map(|name| {
-                let event_type = machine.event_type(name).expect("a workload event");
-                Event::of_type(&machine, event_type, Origin::External)
-            })
-            .collect();
-        let mut seed: u32 = 42;
-        let sequence = (0..1_000_000)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                ((seed >> 16) % 5) as u8
-            })
-            .collect();
-        Workload {
-            machine,
-            events,
-            sequence,
-        }
-    });
+static WORKLOAD: LazyLock<Workload> = LazyLock::new(|| {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
+    let loaded = protocol_run::pipeline::load::load_file(std::path::Path::new(path))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let machine = Arc::new(
+        protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
+        }),
+    );
+    let events = EVENT_NAMES
+        .iter()
+        .map(|name| {
+            let event_type = machine.event_type(name).expect("a workload event");
+            Event::of_type(&machine, event_type, Origin::External)
+        })
+        .collect();
+    let mut seed: u32 = 42;
+    let sequence = (0..1_000_000)
+        .map(|_| {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((seed >> 16) % 5) as u8
+        })
+        .collect();
+    Workload {
+        machine,
+        events,
+        sequence,
+    }
+});
 
 /// Counts entries per state, like the workload's instrumentation.
 struct EntryCounter {

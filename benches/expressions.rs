@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use divan::Bencher;
-use protocol_run::compile::expression::{Expression, Names, Scope};
-use protocol_run::value::Value;
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::compile::expression::{Expression, Names, Scope};
 
 fn main() {
     divan::main();

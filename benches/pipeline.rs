@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use divan::Bencher;
-use protocol_run::load::Loaded;
+use protocol_run::pipeline::load::Loaded;
 
 fn main() {
     cold_report();
@@ -24,7 +24,7 @@ fn cold_report() {
     for timing in &mut timings {
         let started = std::time::Instant::now();
         let loaded = load(&path);
-        protocol_run::compile::compile(&loaded).expect("the protocol compiles");
+        protocol_run::pipeline::compile::compile(&loaded).expect("the protocol compiles");
         *timing = started.elapsed().as_nanos();
     }
     println!(
@@ -57,7 +57,7 @@ fn path(name: &str) -> PathBuf {
 }
 
 fn load(path: &Path) -> Loaded {
-    protocol_run::load::load_file(path).unwrap_or_else(|error| panic!("{error}"))
+    protocol_run::pipeline::load::load_file(path).unwrap_or_else(|error| panic!("{error}"))
 }
 
 #[divan::bench(args = protocols())]
@@ -67,7 +67,7 @@ fn load_and_compile(bencher: Bencher, name: &str) {
     load(&path);
     bencher.bench(|| {
         let loaded = load(divan::black_box(&path));
-        protocol_run::compile::compile(&loaded).expect("the protocol compiles")
+        protocol_run::pipeline::compile::compile(&loaded).expect("the protocol compiles")
     });
 }
 
@@ -82,6 +82,7 @@ fn load_only(bencher: Bencher, name: &str) {
 fn compile_only(bencher: Bencher, name: &str) {
     let loaded = load(&path(name));
     bencher.bench(|| {
-        protocol_run::compile::compile(divan::black_box(&loaded)).expect("the protocol compiles")
+        protocol_run::pipeline::compile::compile(divan::black_box(&loaded))
+            .expect("the protocol compiles")
     });
 }

@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use protocol_run::compile::machine::Machine;
-use protocol_run::run::Interpreter;
-use protocol_run::run::fleet::Fleet;
+use protocol_run::pipeline::compile::machine::Machine;
+use protocol_run::runtime::run::Interpreter;
+use protocol_run::runtime::run::fleet::Fleet;
 
 const INSTANCES: usize = 100_000;
 /// Events per instance in `events`: 1,000,000 in total.
@@ -44,13 +44,19 @@ states:
 "#;
 
 static MACHINE: LazyLock<Arc<Machine>> = LazyLock::new(|| {
-    let loaded = protocol_run::load::load_text("serve-bench.yaml", PROTOCOL.to_string())
+    let loaded = protocol_run::pipeline::load::load_text("serve-bench.yaml", PROTOCOL.to_string())
         .unwrap_or_else(|diagnostics| {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
         });
     Arc::new(
-        protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+        protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
         }),
     )
 });

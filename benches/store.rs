@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use divan::Bencher;
-use protocol_run::run::{Interpreter, RecordingHost};
+use protocol_run::runtime::run::{Interpreter, RecordingHost};
 use protocol_run::store::{JournalEntry, JournalEvent, NewRun, SqliteStore, Store, content_hash};
 
 fn main() {
@@ -51,11 +51,14 @@ fn step(sequence: u64) -> JournalEntry {
 fn commit_step(bencher: Bencher) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
     let text = std::fs::read_to_string(path).expect("the workload is readable");
-    let loaded = protocol_run::load::load_file(std::path::Path::new(path))
+    let loaded = protocol_run::pipeline::load::load_file(std::path::Path::new(path))
         .unwrap_or_else(|error| panic!("{error}"));
     let machine = Arc::new(
-        protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+        protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
         }),
     );
     let mut interpreter = Interpreter::new(machine.clone(), Vec::new());

@@ -2,12 +2,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use protocol_run::compile::compile_with;
-use protocol_run::extensions::Extensions;
-use protocol_run::load::load_text;
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::run::{Interpreter, Record, RecordingHost};
-use protocol_run::value::Value;
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::compile::compile_with;
+use protocol_run::pipeline::extensions::Extensions;
+use protocol_run::pipeline::load::load_text;
+use protocol_run::runtime::run::{Interpreter, Record, RecordingHost};
 
 /// A deployment watcher: failures are tolerated until `should_page` (Rust) says a human must
 /// look; then `page_oncall` (Rust) pages and raises `page.sent`.
@@ -78,10 +78,10 @@ pub fn run(service: &str, events: &[(&str, serde_json::Value)]) -> Result<Vec<St
         .map_err(|error| error.to_string())?;
 
     let loaded = load_text("deploy-watch.yaml", PROTOCOL.to_string())
-        .map_err(|diagnostics| protocol_run::diagnostic::render_all(&diagnostics))?;
+        .map_err(|diagnostics| protocol_run::base::diagnostic::render_all(&diagnostics))?;
     let machine = Arc::new(
         compile_with(&loaded, &Arc::new(extensions))
-            .map_err(|diagnostics| protocol_run::diagnostic::render_all(&diagnostics))?,
+            .map_err(|diagnostics| protocol_run::base::diagnostic::render_all(&diagnostics))?,
     );
     let inputs = machine
         .bind_inputs(&[("service".to_string(), service.to_string())])

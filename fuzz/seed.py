@@ -51,7 +51,7 @@ def main():
 
     documents = [path.read_text() for path in files(
         "tests/fixtures/**/*.scxml", "tests/fixtures/fuzz/scxml_import/*")]
-    for text in RAW_STRING.findall((ROOT / "src/import/tests.rs").read_text()):
+    for text in RAW_STRING.findall((ROOT / "src/tooling/import/tests.rs").read_text()):
         if "<scxml" in text:
             documents.append(text)
     for text in documents:

@@ -5,7 +5,9 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use protocol_run::{compile, load, run};
+//! use protocol_run::base::event::{Event, Origin};
+//! use protocol_run::pipeline::{compile, load};
+//! use protocol_run::runtime::run;
 //!
 //! let yaml = r#"
 //! id: greeter
@@ -23,38 +25,15 @@
 //! let mut interpreter = run::Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
 //! let mut host = run::RecordingHost::default();
 //! interpreter.start(&mut host).unwrap();
-//! let hello = run::event::Event::named(&machine, "hello", Default::default(), run::event::Origin::External);
+//! let hello = Event::named(&machine, "hello", Default::default(), Origin::External);
 //! interpreter.handle(&hello, &mut host).unwrap();
 //! assert_eq!(interpreter.outcome().unwrap().output.to_json(), serde_json::json!({"count": 1}));
 //! ```
 
-pub mod actions;
-pub mod capabilities;
-pub mod cli;
-pub mod clock;
-pub mod compile;
-pub mod diagnostic;
+pub mod base;
 pub mod effects;
-pub mod extensions;
-pub mod files;
-pub mod grant_inputs;
-pub mod graph;
-pub mod import;
-pub mod lifecycle;
-pub mod lint;
-pub mod load;
-pub mod lsp;
-pub mod mcp;
-pub mod model;
-pub mod output;
-pub mod run;
-pub mod runs;
-pub mod sandbox;
-pub mod scenario;
-pub mod secrets;
-pub mod statistics;
+pub mod frontends;
+pub mod pipeline;
+pub mod runtime;
 pub mod store;
-pub mod stored_value;
-pub mod telemetry;
-pub mod time;
-pub mod value;
+pub mod tooling;

@@ -1,5 +1,7 @@
 //! The `protocol-run` binary: one call into the CLI.
 
 fn main() -> std::process::ExitCode {
-    std::process::ExitCode::from(protocol_run::cli::main(std::env::args().collect()))
+    std::process::ExitCode::from(protocol_run::frontends::cli::main(
+        std::env::args().collect(),
+    ))
 }

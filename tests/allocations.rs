@@ -6,9 +6,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
 
-use protocol_run::actions::{Host, LogRecord, SendRequest};
-use protocol_run::run::Interpreter;
-use protocol_run::run::event::{Event, Origin};
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::pipeline::actions::{Host, LogRecord, SendRequest};
+use protocol_run::runtime::run::Interpreter;
 
 struct CountingAllocator;
 
@@ -48,11 +48,11 @@ impl Host for CountingHost {
     fn log(&mut self, _record: LogRecord) {}
     fn send(&mut self, _request: SendRequest) {}
     fn cancel(&mut self, _send_id: &str) {}
-    fn start_invoke(&mut self, request: protocol_run::actions::InvokeRequest) {
+    fn start_invoke(&mut self, request: protocol_run::pipeline::actions::InvokeRequest) {
         panic!("the workload invokes nothing, but invoked {}", request.id);
     }
     fn cancel_invoke(&mut self, _id: &str) {}
-    fn emit(&mut self, directive: protocol_run::actions::Directive) {
+    fn emit(&mut self, directive: protocol_run::pipeline::actions::Directive) {
         panic!(
             "the workload emits no directives, but emitted {}",
             directive.name
@@ -61,7 +61,7 @@ impl Host for CountingHost {
     fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
         panic!("the workload starts no effects, but started {}", request.id);
     }
-    fn state_entered(&mut self, state: protocol_run::compile::machine::StateId) {
+    fn state_entered(&mut self, state: protocol_run::pipeline::compile::machine::StateId) {
         self.entries[state.index()] += 1;
     }
 }
@@ -119,8 +119,8 @@ const MEASURED_EVENTS: usize = 100_000;
 #[test]
 fn the_reference_workload_allocates_nothing_per_event() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
-    let loaded = protocol_run::load::load_file(std::path::Path::new(path)).unwrap();
-    let machine = Arc::new(protocol_run::compile::compile(&loaded).unwrap());
+    let loaded = protocol_run::pipeline::load::load_file(std::path::Path::new(path)).unwrap();
+    let machine = Arc::new(protocol_run::pipeline::compile::compile(&loaded).unwrap());
     let names = ["call", "ok", "fail", "ack", "healthy"];
     let events: Vec<Event> = names
         .iter()

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use protocol_run::compile::budget::{Budgets, StepBudgets};
-use protocol_run::compile::expression::{Expression, Names, Scope, Template};
-use protocol_run::value::Value;
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::compile::budget::{Budgets, StepBudgets};
+use protocol_run::pipeline::compile::expression::{Expression, Names, Scope, Template};
 
 use crate::support::run_binary;
 

@@ -48,7 +48,11 @@ fn every_argument_of_every_command_has_help() {
         }
     }
     let mut missing = Vec::new();
-    walk(&protocol_run::cli::command(), "protocol-run", &mut missing);
+    walk(
+        &protocol_run::frontends::cli::command(),
+        "protocol-run",
+        &mut missing,
+    );
     assert!(missing.is_empty(), "without help: {missing:#?}");
 }
 

@@ -30,11 +30,16 @@ states:
 "#;
 
 fn warnings(yaml: &str) -> String {
-    let loaded = protocol_run::load::load_text("test.yaml", yaml.to_string()).unwrap();
-    let machine = protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-        panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+    let loaded = protocol_run::pipeline::load::load_text("test.yaml", yaml.to_string()).unwrap();
+    let machine = protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+        panic!(
+            "{}",
+            protocol_run::base::diagnostic::render_all(&diagnostics)
+        )
     });
-    protocol_run::diagnostic::render_all(&protocol_run::lint::check(&loaded, &machine))
+    protocol_run::base::diagnostic::render_all(&protocol_run::tooling::lint::check(
+        &loaded, &machine,
+    ))
 }
 
 #[test]
@@ -93,10 +98,10 @@ states:
     let compile = |handler: &str| {
         let path = directory.join("engine.yaml");
         std::fs::write(&path, protocol(handler)).unwrap();
-        let loaded = protocol_run::load::load_file(&path).unwrap();
-        protocol_run::compile::compile(&loaded)
+        let loaded = protocol_run::pipeline::load::load_file(&path).unwrap();
+        protocol_run::pipeline::compile::compile(&loaded)
             .err()
-            .map(|diagnostics| protocol_run::diagnostic::render_all(&diagnostics))
+            .map(|diagnostics| protocol_run::base::diagnostic::render_all(&diagnostics))
     };
     for fine in [
         "go",
@@ -326,7 +331,7 @@ fn a_scenario_send_that_is_refused_fails_its_step() {
         "protocol: gate.yaml\nscenarios:\n  - name: bad data\n    steps:\n      - send: verdict\n        data: { verdict: maybe }\n",
     )
     .unwrap();
-    let report = protocol_run::scenario::runner::run_file(&scenario);
+    let report = protocol_run::tooling::scenario::runner::run_file(&scenario);
     let text = format!("{report:?}");
     assert!(
         text.contains(
@@ -416,7 +421,9 @@ fn the_review_gate_refuses_a_bad_verdict_at_run_time_and_goes_on() {
 #[test]
 fn the_feature_example_admits_declared_data_only() {
     let machine = crate::support::machine(include_str!("../examples/features/events.yaml"));
-    let parse = |line: &str| protocol_run::run::input::parse_event_line(&machine, line).map(|_| ());
+    let parse = |line: &str| {
+        protocol_run::runtime::run::input::parse_event_line(&machine, line).map(|_| ())
+    };
     assert_eq!(
         parse(r#"{"event": "approve", "data": {"by": "ana"}}"#),
         Ok(())

@@ -744,7 +744,9 @@ states:
 
 #[test]
 fn the_kernel_grants_an_input_with_wildcards_as_the_literal_path() {
-    if let protocol_run::sandbox::Support::Unavailable(reason) = protocol_run::sandbox::support() {
+    if let protocol_run::effects::sandbox::Support::Unavailable(reason) =
+        protocol_run::effects::sandbox::support()
+    {
         eprintln!(
             "the_kernel_grants_an_input_with_wildcards_as_the_literal_path: skipped: {reason}"
         );

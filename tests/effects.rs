@@ -553,7 +553,7 @@ scenarios:
     let scenario_path = directory.join("protocol.scenario.yaml");
     std::fs::write(&scenario_path, scenario).unwrap();
     let started = std::time::Instant::now();
-    let report = protocol_run::scenario::runner::run_file(&scenario_path);
+    let report = protocol_run::tooling::scenario::runner::run_file(&scenario_path);
     for result in &report.results {
         assert!(
             result.failures.is_empty(),

@@ -5,16 +5,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use protocol_run::actions::{Directive, LogRecord};
+use protocol_run::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use protocol_run::base::event::Event;
 use protocol_run::effects::mock::Mocks;
-use protocol_run::run::Interpreter;
-use protocol_run::run::driver::{
+use protocol_run::pipeline::actions::{Directive, LogRecord};
+use protocol_run::runtime::run::Interpreter;
+use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, TimeMode, drive_durable,
 };
-use protocol_run::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
-use protocol_run::run::event::Event;
-use protocol_run::run::snapshot::Snapshot;
-use protocol_run::runs::admission::{EventOutcome, EventReport};
+use protocol_run::runtime::run::snapshot::Snapshot;
+use protocol_run::runtime::runs::admission::{EventOutcome, EventReport};
 
 /// Random cases run; each is a protocol, its input lines and a crash point.
 const CASES: u64 = 400;
@@ -167,7 +167,7 @@ impl Checkpoint for Recorder {
 /// Drives `machine` over `lines` (from a snapshot when `resume` is given) on virtual time,
 /// each effect's outcome scripted by `mocks`; the ledger of what it told and committed.
 fn drive(
-    machine: &Arc<protocol_run::compile::machine::Machine>,
+    machine: &Arc<protocol_run::pipeline::compile::machine::Machine>,
     lines: &[String],
     mocks: &[String],
     resume: Option<&Resume>,
@@ -227,10 +227,10 @@ fn every_external_event_is_taken_deferred_discarded_or_refused_across_a_crash() 
             "seed {seed}\n{text}\nlines:\n{}\nmocks: {mocks:?}",
             lines.join("\n")
         );
-        let loaded = protocol_run::load::load_text("accounting.yaml", text.clone())
+        let loaded = protocol_run::pipeline::load::load_text("accounting.yaml", text.clone())
             .unwrap_or_else(|error| panic!("{case}\n{error:?}"));
         let machine = Arc::new(
-            protocol_run::compile::compile(&loaded)
+            protocol_run::pipeline::compile::compile(&loaded)
                 .unwrap_or_else(|errors| panic!("{case}\n{errors:?}")),
         );
         let first = drive(&machine, &lines, &mocks, None);

@@ -77,8 +77,8 @@ states:
 
 #[test]
 fn host_functions_cannot_shadow_builtins() {
-    let error = protocol_run::extensions::Extensions::new()
-        .function("size", |_| Ok(protocol_run::value::Value::Null))
+    let error = protocol_run::pipeline::extensions::Extensions::new()
+        .function("size", |_| Ok(protocol_run::base::value::Value::Null))
         .unwrap_err();
     assert_eq!(
         error.to_string(),

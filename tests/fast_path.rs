@@ -14,8 +14,8 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use protocol_run::compile::expression::{EvaluationError, Expression, Names, Scope};
-use protocol_run::value::Value;
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::compile::expression::{EvaluationError, Expression, Names, Scope};
 
 /// Generated cases, each evaluated in `SCOPES` scopes: under a second in a debug build, most
 /// of it in CEL's parser (compiling is dear, evaluating cheap, hence several scopes per case).

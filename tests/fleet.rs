@@ -6,19 +6,26 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use protocol_run::compile::machine::Machine;
-use protocol_run::run::fleet::{Fleet, FleetEnd, Recording};
-use protocol_run::run::stop::Stop;
+use protocol_run::pipeline::compile::machine::Machine;
+use protocol_run::runtime::run::fleet::{Fleet, FleetEnd, Recording};
+use protocol_run::runtime::run::stop::Stop;
 use protocol_run::store::{SqliteStore, Store, StoreError, Write};
 use tokio::sync::mpsc;
 
 fn machine(yaml: &str) -> Arc<Machine> {
-    let loaded = protocol_run::load::load_text("fleet.yaml", yaml.to_string()).unwrap_or_else(
-        |diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)),
-    );
+    let loaded = protocol_run::pipeline::load::load_text("fleet.yaml", yaml.to_string())
+        .unwrap_or_else(|diagnostics| {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
+        });
     Arc::new(
-        protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+        protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
         }),
     )
 }
@@ -178,7 +185,7 @@ impl Store for CountingStore {
         &mut self,
         run: &str,
         entry: &protocol_run::store::JournalEntry,
-        snapshot: &protocol_run::run::snapshot::Snapshot,
+        snapshot: &protocol_run::runtime::run::snapshot::Snapshot,
         finish: Option<&protocol_run::store::Finish>,
     ) -> Result<(), StoreError> {
         self.inner.commit_step(run, entry, snapshot, finish)

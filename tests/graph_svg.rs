@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use protocol_run::compile::machine::Machine;
-use protocol_run::graph::{SvgOptions, svg};
+use protocol_run::pipeline::compile::machine::Machine;
+use protocol_run::tooling::graph::{SvgOptions, svg};
 
 use crate::support::machine;
 
@@ -285,8 +285,8 @@ fn detail_adds_entry_exit_and_transition_actions() {
 fn detail_names_effects_by_kind_and_id() {
     let root = env!("CARGO_MANIFEST_DIR");
     let path = std::path::Path::new(root).join("examples/features/files.yaml");
-    let loaded = protocol_run::load::load_file(&path).expect("loads");
-    let machine = protocol_run::compile::compile(&loaded).expect("compiles");
+    let loaded = protocol_run::pipeline::load::load_file(&path).expect("loads");
+    let machine = protocol_run::pipeline::compile::compile(&loaded).expect("compiles");
     let text = svg(&machine, &SvgOptions { detail: true });
     for expected in [
         "entry / write report",
@@ -327,9 +327,9 @@ fn every_shipped_protocol_renders() {
     let paths = shipped_protocols();
     assert!(paths.len() > 15, "only {paths:?}");
     for path in paths {
-        let loaded = protocol_run::load::load_file(&path)
+        let loaded = protocol_run::pipeline::load::load_file(&path)
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-        let machine = protocol_run::compile::compile(&loaded)
+        let machine = protocol_run::pipeline::compile::compile(&loaded)
             .unwrap_or_else(|_| panic!("{} does not compile", path.display()));
         for detail in [false, true] {
             check_drawing(&machine, &svg(&machine, &SvgOptions { detail }));
@@ -366,7 +366,7 @@ fn the_cli_draws_svg_without_graphviz() {
 #[test]
 fn mermaid_and_dot_take_detail_too() {
     let machine = machine(EVERYTHING);
-    let mermaid = protocol_run::graph::mermaid_with_detail(&machine);
+    let mermaid = protocol_run::tooling::graph::mermaid_with_detail(&machine);
     assert!(
         mermaid.contains("note right of working : entry / log"),
         "{mermaid}"
@@ -375,21 +375,22 @@ fn mermaid_and_dot_take_detail_too() {
         mermaid.contains("failed [attempts #lt; 3] / log"),
         "{mermaid}"
     );
-    assert!(!protocol_run::graph::mermaid(&machine).contains("entry / log"));
-    let dot = protocol_run::graph::dot_with_detail(&machine);
+    assert!(!protocol_run::tooling::graph::mermaid(&machine).contains("entry / log"));
+    let dot = protocol_run::tooling::graph::dot_with_detail(&machine);
     assert!(
         dot.contains("working\\nentry / log\\nexit / assign"),
         "{dot}"
     );
-    assert!(!protocol_run::graph::dot(&machine).contains("entry / log"));
+    assert!(!protocol_run::tooling::graph::dot(&machine).contains("entry / log"));
 }
 
 /// The guide shows `docs/diagrams/ittw.svg`: it is what `graph --format svg` draws today.
 #[test]
 fn the_diagram_in_the_guide_is_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let loaded = protocol_run::load::load_file(&root.join("protocols/ittw.yaml")).expect("loads");
-    let machine = protocol_run::compile::compile(&loaded).expect("compiles");
+    let loaded =
+        protocol_run::pipeline::load::load_file(&root.join("protocols/ittw.yaml")).expect("loads");
+    let machine = protocol_run::pipeline::compile::compile(&loaded).expect("compiles");
     let committed =
         std::fs::read_to_string(root.join("docs/diagrams/ittw.svg")).expect("committed diagram");
     assert!(

@@ -179,7 +179,7 @@ fn a_serve_host_handles_each_line_in_order_and_reports_bad_ones() {
     }
 }
 
-// The YAML node limit (200,000) is hit in `src/load/yaml.rs`'s unit tests with a small limit:
+// The YAML node limit (200,000) is hit in `src/pipeline/load/yaml.rs`'s unit tests with a small limit:
 // a file that hits the real one takes seconds to parse in a debug build.
 
 #[test]

@@ -240,7 +240,7 @@ fn a_resumed_runs_timer_fires_at_its_original_deadline() {
         .as_str()
         .unwrap()
         .to_string();
-    let restarted = protocol_run::clock::unix_milliseconds_now();
+    let restarted = protocol_run::base::clock::unix_milliseconds_now();
 
     let (lines, stderr) = drive(&directory, &format!("finish:{run}"), &[&protocol]);
     assert_eq!(notices(&stderr).len(), 1, "{stderr}");
@@ -256,7 +256,7 @@ fn a_resumed_runs_timer_fires_at_its_original_deadline() {
     // RFC 3339 at a fixed width, all UTC: the text orders as the instants do. Not before its
     // deadline, and before a timer restarted at the resume could have fired.
     assert!(fired >= due, "fired at {fired}, due at {due}");
-    let restarted_deadline = protocol_run::clock::format_rfc3339(restarted + 3_000);
+    let restarted_deadline = protocol_run::base::clock::format_rfc3339(restarted + 3_000);
     assert!(
         fired < restarted_deadline,
         "fired at {fired}: restarted at the resume, not kept at {due}"

@@ -28,14 +28,14 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use protocol_run::actions::{Directive, LogRecord};
-use protocol_run::compile::machine::StateId;
+use protocol_run::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
 use protocol_run::effects::mock::Mocks;
-use protocol_run::run::Interpreter;
-use protocol_run::run::driver::{DriverState, InputLineError, Observer, Session, Waited};
-use protocol_run::run::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::value::Value;
+use protocol_run::pipeline::actions::{Directive, LogRecord};
+use protocol_run::pipeline::compile::machine::StateId;
+use protocol_run::runtime::run::Interpreter;
+use protocol_run::runtime::run::driver::{DriverState, InputLineError, Observer, Session, Waited};
 
 const CASES: u32 = 48;
 /// Effect actions a machine may have, `e0` … (each action has its own id).
@@ -482,7 +482,7 @@ impl Observer for LedgerObserver {
         _unix_milliseconds: u64,
         event: &Event,
         interpreter: &Interpreter,
-        _outcome: Option<&protocol_run::runs::admission::EventReport>,
+        _outcome: Option<&protocol_run::runtime::runs::admission::EventReport>,
     ) {
         let mut ledger = self.ledger.borrow_mut();
         ledger.macrosteps += 1;
@@ -516,10 +516,19 @@ const MAX_WAITS: usize = 300;
 /// Runs one case; the ledger says whether it was cut short as endless.
 fn run_case(case: &Case) -> Result<Ledger, String> {
     let (yaml, mock_arguments) = render(case);
-    let loaded = protocol_run::load::load_text("owned.yaml", yaml.clone())
-        .map_err(|errors| format!("{}\n{yaml}", protocol_run::diagnostic::render_all(&errors)))?;
-    let machine = protocol_run::compile::compile(&loaded)
-        .map_err(|errors| format!("{}\n{yaml}", protocol_run::diagnostic::render_all(&errors)))?;
+    let loaded =
+        protocol_run::pipeline::load::load_text("owned.yaml", yaml.clone()).map_err(|errors| {
+            format!(
+                "{}\n{yaml}",
+                protocol_run::base::diagnostic::render_all(&errors)
+            )
+        })?;
+    let machine = protocol_run::pipeline::compile::compile(&loaded).map_err(|errors| {
+        format!(
+            "{}\n{yaml}",
+            protocol_run::base::diagnostic::render_all(&errors)
+        )
+    })?;
     let machine = Arc::new(machine);
     let mocks = Mocks::parse(&mock_arguments).map_err(|error| error.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -48,17 +48,17 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 use serde_json::{Map, Value as Json, json};
 use tokio::time::Instant;
 
-use protocol_run::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
-use protocol_run::compile::machine::{Machine, Reach, StateId, StateKind, TransitionId};
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
 use protocol_run::effects::EffectRequest;
-use protocol_run::run::algorithm::{Limits, RunError};
-use protocol_run::run::driver::{
+use protocol_run::pipeline::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
+use protocol_run::pipeline::compile::machine::{Machine, Reach, StateId, StateKind, TransitionId};
+use protocol_run::runtime::run::algorithm::{Limits, RunError};
+use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, RunReport, TimeMode, drive,
 };
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::run::snapshot::Snapshot;
-use protocol_run::run::{Interpreter, Record, RecordingHost};
-use protocol_run::value::Value;
+use protocol_run::runtime::run::snapshot::Snapshot;
+use protocol_run::runtime::run::{Interpreter, Record, RecordingHost};
 
 /// Cases of properties 1, 2 and 4 (each a machine and up to `MAX_INPUTS` inputs), not counting
 /// the seeds replayed from `EVENT_REGRESSIONS`.
@@ -1202,10 +1202,10 @@ fn write_block(value: &Json, indent: usize, block: Block, out: &mut String) {
 // Running
 
 fn compile(yaml: &str) -> Result<Arc<Machine>, String> {
-    let render = protocol_run::diagnostic::render_all;
-    let loaded = protocol_run::load::load_text("random.yaml", yaml.to_string())
+    let render = protocol_run::base::diagnostic::render_all;
+    let loaded = protocol_run::pipeline::load::load_text("random.yaml", yaml.to_string())
         .map_err(|diagnostics| render(&diagnostics))?;
-    protocol_run::compile::compile(&loaded)
+    protocol_run::pipeline::compile::compile(&loaded)
         .map(Arc::new)
         .map_err(|diagnostics| render(&diagnostics))
 }

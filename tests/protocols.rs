@@ -74,9 +74,13 @@ fn check_directory(directory: &str) {
             path.display(),
             schema_path.display()
         );
-        let loaded = protocol_run::load::load_file(&path).unwrap_or_else(|error| panic!("{error}"));
-        if let Err(diagnostics) = protocol_run::compile::compile(&loaded) {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics));
+        let loaded = protocol_run::pipeline::load::load_file(&path)
+            .unwrap_or_else(|error| panic!("{error}"));
+        if let Err(diagnostics) = protocol_run::pipeline::compile::compile(&loaded) {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            );
         }
     }
 }
@@ -126,15 +130,20 @@ fn format_guide_shows_the_examples_as_they_are() {
 #[test]
 fn protocols_pass_the_lint() {
     for path in yaml_files("protocols") {
-        let loaded = protocol_run::load::load_file(&path).unwrap_or_else(|error| panic!("{error}"));
-        let machine = protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-            panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
-        });
-        let warnings = protocol_run::lint::check(&loaded, &machine);
+        let loaded = protocol_run::pipeline::load::load_file(&path)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let machine =
+            protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+                panic!(
+                    "{}",
+                    protocol_run::base::diagnostic::render_all(&diagnostics)
+                )
+            });
+        let warnings = protocol_run::tooling::lint::check(&loaded, &machine);
         assert!(
             warnings.is_empty(),
             "{}",
-            protocol_run::diagnostic::render_all(&warnings)
+            protocol_run::base::diagnostic::render_all(&warnings)
         );
     }
 }
@@ -317,9 +326,9 @@ fn the_protocols_guide_shows_current_diagrams() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let guide = std::fs::read_to_string(root.join("docs/protocols.md")).unwrap();
     for path in yaml_files("protocols") {
-        let loaded = protocol_run::load::load_file(&path).unwrap();
-        let machine = protocol_run::compile::compile(&loaded).unwrap();
-        let diagram = protocol_run::graph::mermaid(&machine);
+        let loaded = protocol_run::pipeline::load::load_file(&path).unwrap();
+        let machine = protocol_run::pipeline::compile::compile(&loaded).unwrap();
+        let diagram = protocol_run::tooling::graph::mermaid(&machine);
         let block = format!("```mermaid\n{}\n```", diagram.trim_end());
         assert!(
             guide.contains(&block),

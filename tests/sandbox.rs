@@ -7,8 +7,8 @@ use crate::support::{run_binary, temporary_directory};
 /// Whether this kernel has Landlock; when it does not, the kernel's part of a test is skipped,
 /// and the test says so.
 fn kernel_confines(test: &str) -> bool {
-    match protocol_run::sandbox::support() {
-        protocol_run::sandbox::Support::Unavailable(reason) => {
+    match protocol_run::effects::sandbox::support() {
+        protocol_run::effects::sandbox::Support::Unavailable(reason) => {
             eprintln!("{test}: skipping the kernel's part: {reason}");
             false
         }
@@ -322,8 +322,8 @@ states:
         stdout.contains("execute: only the granted programs"),
         "{stdout}"
     );
-    match protocol_run::sandbox::support() {
-        protocol_run::sandbox::Support::Unavailable(_) => {
+    match protocol_run::effects::sandbox::support() {
+        protocol_run::effects::sandbox::Support::Unavailable(_) => {
             assert!(stdout.contains("NOT enforced"), "{stdout}")
         }
         _ => assert!(stdout.contains("sandbox: Landlock"), "{stdout}"),

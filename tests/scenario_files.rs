@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::support::{assert_diagnostic, run_binary, temporary_directory};
-use protocol_run::scenario::runner::run_file;
+use protocol_run::tooling::scenario::runner::run_file;
 
 /// A protocol with a compound state, a parallel one, a file write and a program run.
 const WORKER: &str = r#"
@@ -65,7 +65,7 @@ fn worker_with(group: &str, name: &str, text: &str) -> std::path::PathBuf {
 }
 
 /// The scenario at `index` of the report passed.
-fn assert_passed(report: &protocol_run::scenario::runner::FileReport, index: usize) {
+fn assert_passed(report: &protocol_run::tooling::scenario::runner::FileReport, index: usize) {
     let result = &report.results[index];
     assert!(result.failures.is_empty(), "{result:?}");
 }

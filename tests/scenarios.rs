@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use protocol_run::scenario::runner::{find_scenario_files, run_file};
+use protocol_run::tooling::scenario::runner::{find_scenario_files, run_file};
 
 /// The scenario files the repository holds; a file that is not found (moved, renamed, or
 /// skipped by the walk) would otherwise pass by not running.

@@ -7,7 +7,7 @@ fn committed_schema_equals_the_generated_one() {
         "/schemas/protocol.schema.json"
     ))
     .expect("schemas/protocol.schema.json is committed");
-    let generated = protocol_run::load::schema::protocol_schema_text();
+    let generated = protocol_run::pipeline::load::schema::protocol_schema_text();
     assert!(
         committed == generated,
         "schemas/protocol.schema.json is stale: run `cargo run -- schema --out schemas` and commit it"
@@ -21,7 +21,7 @@ fn committed_scenario_schema_equals_the_generated_one() {
         "/schemas/scenario.schema.json"
     ))
     .expect("schemas/scenario.schema.json is committed");
-    let generated = protocol_run::load::schema::DocumentKind::Scenario.schema_text();
+    let generated = protocol_run::pipeline::load::schema::DocumentKind::Scenario.schema_text();
     assert!(
         committed == generated,
         "schemas/scenario.schema.json is stale: run `cargo run -- schema --out schemas`"
@@ -35,7 +35,7 @@ fn committed_library_schema_equals_the_generated_one() {
         "/schemas/library.schema.json"
     ))
     .expect("schemas/library.schema.json is committed");
-    let generated = protocol_run::load::schema::DocumentKind::Library.schema_text();
+    let generated = protocol_run::pipeline::load::schema::DocumentKind::Library.schema_text();
     assert!(
         committed == generated,
         "schemas/library.schema.json is stale: run `cargo run -- schema --out schemas`"
@@ -51,6 +51,6 @@ fn schema_command_prints_the_same_schema() {
     assert!(output.status.success());
     assert_eq!(
         String::from_utf8(output.stdout).unwrap(),
-        protocol_run::load::schema::protocol_schema_text()
+        protocol_run::pipeline::load::schema::protocol_schema_text()
     );
 }

@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use protocol_run::compile::machine::Machine;
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::run::snapshot::{RestoreError, Snapshot};
-use protocol_run::run::{Interpreter, Record, RecordingHost};
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::pipeline::compile::machine::Machine;
+use protocol_run::runtime::run::snapshot::{RestoreError, Snapshot};
+use protocol_run::runtime::run::{Interpreter, Record, RecordingHost};
 use protocol_run::store::{
     Finish, JournalEntry, JournalEvent, NewRun, RunStatus, SqliteStore, Store, StoreError,
     content_hash,

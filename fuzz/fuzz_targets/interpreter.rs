@@ -54,7 +54,7 @@ impl<'a> Arbitrary<'a> for Case {
         };
         let protocol = generator.protocol()?;
         Ok(Case {
-            yaml: protocol_run::import::to_yaml(&protocol),
+            yaml: protocol_run::tooling::import::to_yaml(&protocol),
             events,
         })
     }

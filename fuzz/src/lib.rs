@@ -8,15 +8,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use protocol_run::compile::budget::{Budgets, StepBudgets};
-use protocol_run::compile::expression::{Expression, Names, Scope, Template};
-use protocol_run::compile::machine::{Machine, StateId, StateKind};
-use protocol_run::diagnostic::Diagnostic;
-use protocol_run::load::yaml::YamlLimits;
-use protocol_run::run::algorithm::Limits;
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::run::{Interpreter, RecordingHost};
-use protocol_run::value::Value;
+use protocol_run::base::diagnostic::Diagnostic;
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::compile::budget::{Budgets, StepBudgets};
+use protocol_run::pipeline::compile::expression::{Expression, Names, Scope, Template};
+use protocol_run::pipeline::compile::machine::{Machine, StateId, StateKind};
+use protocol_run::pipeline::load::yaml::YamlLimits;
+use protocol_run::runtime::run::algorithm::Limits;
+use protocol_run::runtime::run::{Interpreter, RecordingHost};
 
 /// The name protocols are loaded under; only used in messages.
 pub const FILE: &str = "fuzz.yaml";
@@ -35,7 +35,7 @@ pub const TIMER_EVENT: &str = "@timer";
 
 /// `yaml_loader`: the raw YAML reader, then the whole loader (reader, schema, model).
 pub fn yaml_loader(text: &str) {
-    if let Err(errors) = protocol_run::load::yaml::parse(text, &YamlLimits::default()) {
+    if let Err(errors) = protocol_run::pipeline::load::yaml::parse(text, &YamlLimits::default()) {
         assert!(
             !errors.is_empty(),
             "the YAML reader failed without an error"
@@ -47,7 +47,7 @@ pub fn yaml_loader(text: &str) {
             );
         }
     }
-    if let Err(diagnostics) = protocol_run::load::load_text(FILE, text.to_string()) {
+    if let Err(diagnostics) = protocol_run::pipeline::load::load_text(FILE, text.to_string()) {
         assert_located(&diagnostics);
     }
 }
@@ -55,18 +55,18 @@ pub fn yaml_loader(text: &str) {
 /// `pipeline`: load, validate and compile as `protocol-run validate` does, then lint as
 /// `protocol-run check` does. Returns the machine when the protocol compiled.
 pub fn pipeline(text: &str) -> Option<Machine> {
-    let loaded = match protocol_run::load::load_text(FILE, text.to_string()) {
+    let loaded = match protocol_run::pipeline::load::load_text(FILE, text.to_string()) {
         Ok(loaded) => loaded,
         Err(diagnostics) => {
             assert_located(&diagnostics);
             return None;
         }
     };
-    match protocol_run::compile::compile(&loaded) {
+    match protocol_run::pipeline::compile::compile(&loaded) {
         Ok(machine) => {
-            let warnings = protocol_run::lint::check(&loaded, &machine);
+            let warnings = protocol_run::tooling::lint::check(&loaded, &machine);
             // Rendering is what the CLI does with them; it must not panic either.
-            let _ = protocol_run::diagnostic::render_all(&warnings);
+            let _ = protocol_run::base::diagnostic::render_all(&warnings);
             Some(machine)
         }
         Err(diagnostics) => {
@@ -74,7 +74,7 @@ pub fn pipeline(text: &str) -> Option<Machine> {
                 !diagnostics.is_empty(),
                 "compiling failed without a diagnostic"
             );
-            let _ = protocol_run::diagnostic::render_all(&diagnostics);
+            let _ = protocol_run::base::diagnostic::render_all(&diagnostics);
             None
         }
     }
@@ -96,7 +96,7 @@ fn assert_located(diagnostics: &[Diagnostic]) {
             "a load error without a location: {diagnostic:?}"
         );
     }
-    let _ = protocol_run::diagnostic::render_all(diagnostics);
+    let _ = protocol_run::base::diagnostic::render_all(diagnostics);
 }
 
 /// Context variables the `expressions` target's names know, by slot.
@@ -254,9 +254,9 @@ fn same_value(left: &Value, right: &Value) -> bool {
 /// `scxml_import`: import the document as `protocol-run import scxml` does; a document that
 /// imports gives YAML that must load and compile (or be refused with located diagnostics).
 pub fn scxml_import(text: &str) {
-    match protocol_run::import::scxml_to_protocol(text) {
+    match protocol_run::tooling::import::scxml_to_protocol(text) {
         Ok(protocol) => {
-            let yaml = protocol_run::import::to_yaml(&protocol);
+            let yaml = protocol_run::tooling::import::to_yaml(&protocol);
             pipeline(&yaml);
         }
         Err(errors) => {
@@ -273,10 +273,10 @@ pub fn scxml_import(text: &str) {
 /// is skipped), run it over `events`, and check the configuration after every macrostep.
 /// Returns whether the protocol compiled.
 pub fn interpreter(yaml: &str, events: &[&str]) -> bool {
-    let Ok(loaded) = protocol_run::load::load_text(FILE, yaml.to_string()) else {
+    let Ok(loaded) = protocol_run::pipeline::load::load_text(FILE, yaml.to_string()) else {
         return false;
     };
-    let Ok(machine) = protocol_run::compile::compile(&loaded) else {
+    let Ok(machine) = protocol_run::pipeline::compile::compile(&loaded) else {
         return false;
     };
     let machine = Arc::new(machine);

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use protocol_run::actions::{Host, LogRecord, SendRequest};
-use protocol_run::compile::machine::{Machine, StateId};
-use protocol_run::run::Interpreter;
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::value::Value;
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::actions::{Host, LogRecord, SendRequest};
+use protocol_run::pipeline::compile::machine::{Machine, StateId};
+use protocol_run::runtime::run::Interpreter;
 
 const EVENTS: usize = 1_000_000;
 const WARM_PASSES: usize = 25;
@@ -48,11 +48,11 @@ impl Host for EntryCounter {
     fn log(&mut self, _record: LogRecord) {}
     fn send(&mut self, _request: SendRequest) {}
     fn cancel(&mut self, _send_id: &str) {}
-    fn start_invoke(&mut self, request: protocol_run::actions::InvokeRequest) {
+    fn start_invoke(&mut self, request: protocol_run::pipeline::actions::InvokeRequest) {
         panic!("the workload invokes nothing, but invoked {}", request.id);
     }
     fn cancel_invoke(&mut self, _id: &str) {}
-    fn emit(&mut self, directive: protocol_run::actions::Directive) {
+    fn emit(&mut self, directive: protocol_run::pipeline::actions::Directive) {
         panic!(
             "the workload emits no directives, but emitted {}",
             directive.name
@@ -81,10 +81,16 @@ impl Workload {
     fn define() -> (Workload, u128) {
         let started = Instant::now();
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/workload.yaml");
-        let loaded = protocol_run::load::load_file(&path).unwrap_or_else(|error| panic!("{error}"));
-        let machine = Arc::new(protocol_run::compile::compile(&loaded).unwrap_or_else(
-            |diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)),
-        ));
+        let loaded = protocol_run::pipeline::load::load_file(&path)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let machine = Arc::new(
+            protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+                panic!(
+                    "{}",
+                    protocol_run::base::diagnostic::render_all(&diagnostics)
+                )
+            }),
+        );
         let define_ns = started.elapsed().as_nanos();
         let events = EVENT_NAMES
             .iter()

@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use tokio::time::Instant;
 
 use super::EffectOutcome;
-use crate::files::{append_line, copy_atomically, lock_exclusively, write_atomically};
-use crate::value::Value;
+use crate::base::files::{append_line, copy_atomically, lock_exclusively, write_atomically};
+use crate::base::value::Value;
 
 /// What to do to which file.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -104,12 +104,12 @@ pub enum FileError {
 /// is what keeps every file either old or new.
 ///
 /// Under a grant, each attempt checks its paths again where they lead now, then works on a
-/// thread the kernel confines to the grant (`crate::sandbox`): a link swapped in between
+/// thread the kernel confines to the grant (`crate::effects::sandbox`): a link swapped in between
 /// attempts, or during this one, cannot carry the work out of `read` or `write`.
 pub async fn run_file_effect(
     id: &str,
     request: &FileRequest,
-    grant: Option<&crate::sandbox::Grant>,
+    grant: Option<&crate::effects::sandbox::Grant>,
 ) -> EffectOutcome {
     let started = Instant::now();
     if let Some(grant) = grant {
@@ -124,20 +124,20 @@ pub async fn run_file_effect(
         // directory that does not exist yet would have no rule.
         let prepared = checked.and_then(|()| {
             let written = request.written_path();
-            std::fs::create_dir_all(crate::files::parent_directory(written)).map_err(|error| {
-                FileError::Io {
+            std::fs::create_dir_all(crate::base::files::parent_directory(written)).map_err(
+                |error| FileError::Io {
                     action: "create the directory of",
                     path: written.to_path_buf(),
                     error,
-                }
-            })
+                },
+            )
         });
         if let Err(error) = prepared {
             return outcome(id, request, Err(error), started.elapsed());
         }
     }
     let owned = request.clone();
-    let result = crate::sandbox::run_blocking(grant.cloned(), move || perform(&owned))
+    let result = crate::effects::sandbox::run_blocking(grant.cloned(), move || perform(&owned))
         .await
         .unwrap_or_else(|reason| {
             Err(FileError::Interrupted {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::files::FileRequest;
 use super::tools::ToolRequest;
 use super::{EffectKind, EffectOutcome, EffectRequest};
-use crate::value::Value;
+use crate::base::value::Value;
 
 /// Adds to a process-shaped mocked `outcome` the keys the real effect of `request` reports, so
 /// a protocol reading `event.data.bytes` after a mocked `write` sees what it would after a

@@ -1,22 +1,24 @@
-//! Effects: the I/O behind effectful actions (processes, files), run by the driver on tokio, each
-//! reporting its outcome back to the machine as an event.
+//! Effects and the sandbox: the I/O behind effectful actions (processes, files, tools), the grants that bound it and the kernel sandbox that enforces them.
 
 pub mod arguments;
+pub mod capabilities;
 pub mod files;
+pub mod grant_inputs;
 pub mod mock;
 pub mod mock_arguments;
 mod mock_shape;
 pub mod process;
 pub mod retry;
+pub mod sandbox;
 pub mod tools;
 
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use crate::compile::machine::{EventType, Machine, StateId};
-use crate::run::event::{Event, Origin};
-use crate::value::Value;
+use crate::base::event::{Event, Origin};
+use crate::base::value::Value;
+use crate::pipeline::compile::machine::{EventType, Machine, StateId};
 
 /// The three outcome events of an effect, known at compile time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -48,17 +50,17 @@ pub struct EffectRequest {
     #[serde(default = "root_state")]
     pub owner: StateId,
     /// The capabilities it was admitted under, when they restrict anything: checked again and
-    /// enforced by the kernel at every attempt (`crate::sandbox`). Set by every admission,
+    /// enforced by the kernel at every attempt (`crate::effects::sandbox`). Set by every admission,
     /// a resumed run's included, so it is never stored.
     #[serde(skip)]
-    pub grant: Option<crate::sandbox::Grant>,
+    pub grant: Option<crate::effects::sandbox::Grant>,
 }
 
 fn root_state() -> StateId {
     StateId::ROOT
 }
 
-pub use crate::model::effect::{EffectScope, InterruptPolicy};
+pub use crate::base::model::effect::{EffectScope, InterruptPolicy};
 
 /// How attempts are timed, retried and reported.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
@@ -306,7 +308,7 @@ pub struct PlanProgress {
 pub async fn run_with_plan<F, Fut>(
     request: &EffectRequest,
     mut attempt: F,
-    report: &mut (dyn FnMut(crate::actions::LogRecord) + Send),
+    report: &mut (dyn FnMut(crate::pipeline::actions::LogRecord) + Send),
     progress: &mut (dyn FnMut(&PlanProgress) + Send),
     from: Option<&PlanProgress>,
     cancellation: &mut Cancellation,
@@ -352,7 +354,7 @@ where
             report(telemetry(
                 plan,
                 "timeout_attempt",
-                crate::model::action::LogLevel::Info,
+                crate::base::model::action::LogLevel::Info,
                 format!("{} attempt {number}/{max_attempts}", request.id),
                 &[
                     ("attempt", Value::Int(number.into())),
@@ -375,7 +377,7 @@ where
             report(telemetry(
                 plan,
                 "incomplete_output",
-                crate::model::action::LogLevel::Warn,
+                crate::base::model::action::LogLevel::Warn,
                 format!("{} output is incomplete: `{marker}`", request.id),
                 &[
                     ("attempt", Value::Int(number.into())),
@@ -405,7 +407,7 @@ where
                 report(telemetry(
                     plan,
                     "timeout_success",
-                    crate::model::action::LogLevel::Info,
+                    crate::base::model::action::LogLevel::Info,
                     format!("{} succeeded on attempt {number}", request.id),
                     &[
                         ("attempts", Value::Int(number.into())),
@@ -441,7 +443,7 @@ where
                 report(telemetry(
                     plan,
                     "timeout_retry",
-                    crate::model::action::LogLevel::Warn,
+                    crate::base::model::action::LogLevel::Warn,
                     format!(
                         "{} attempt {number} failed ({error}); retrying in {} ms",
                         request.id,
@@ -467,7 +469,7 @@ where
                     report(telemetry(
                         plan,
                         "timeout_exhausted",
-                        crate::model::action::LogLevel::Error,
+                        crate::base::model::action::LogLevel::Error,
                         format!("{} gave up after {number} attempts ({error})", request.id),
                         &[
                             ("attempts", Value::Int(number.into())),
@@ -485,12 +487,12 @@ where
 fn telemetry(
     plan: &RetryPlan,
     name: &str,
-    level: crate::model::action::LogLevel,
+    level: crate::base::model::action::LogLevel,
     message: String,
     fields: &[(&str, Value)],
-) -> crate::actions::LogRecord {
+) -> crate::pipeline::actions::LogRecord {
     let tag: Arc<str> = Arc::from(format!("{}_{name}", plan.telemetry));
-    crate::actions::LogRecord {
+    crate::pipeline::actions::LogRecord {
         level,
         message,
         tags: Arc::from([tag]),

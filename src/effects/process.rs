@@ -52,7 +52,7 @@ pub fn new_tag() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static STARTED: OnceLock<u64> = OnceLock::new();
     static COUNT: AtomicU64 = AtomicU64::new(0);
-    let started = STARTED.get_or_init(crate::clock::unix_milliseconds_now);
+    let started = STARTED.get_or_init(crate::base::clock::unix_milliseconds_now);
     let count = COUNT.fetch_add(1, Ordering::Relaxed);
     format!("{}-{started}-{count}", std::process::id())
 }
@@ -186,7 +186,7 @@ impl Drop for GroupGuard {
 /// Runs the process to completion, timeout or cancellation.
 pub async fn run_process(
     request: &ProcessRequest,
-    grant: Option<&crate::sandbox::Grant>,
+    grant: Option<&crate::effects::sandbox::Grant>,
     cancellation: &mut super::Cancellation,
 ) -> Result<ProcessOutcome, ProcessError> {
     let program = request.argv.first().ok_or(ProcessError::EmptyArgv)?.clone();
@@ -203,7 +203,7 @@ pub async fn run_process(
                 .rev()
                 .find(|(name, _)| name == "PATH")
                 .map(|(_, value)| std::ffi::OsString::from(value));
-            crate::capabilities::resolve_program_on(&program, search).ok_or_else(|| {
+            crate::effects::capabilities::resolve_program_on(&program, search).ok_or_else(|| {
                 ProcessError::Spawn {
                     program: program.clone(),
                     error: std::io::Error::new(
@@ -253,7 +253,7 @@ pub async fn run_process(
         };
         let program_file = program_file.canonicalize().unwrap_or(program_file);
         let mut confinement = grant
-            .confinement(crate::sandbox::Confined::Process {
+            .confinement(crate::effects::sandbox::Confined::Process {
                 program: &program_file,
             })
             .map_err(|error| ProcessError::Spawn {
@@ -290,7 +290,8 @@ pub async fn run_process(
     let (status, timed_out) =
         wait_or_kill(&mut child, &guard, request, &program, cancellation).await?;
     // Leftover members of the group may hold the pipes open: give them a moment, then kill them.
-    let output = crate::clock::real_timeout(LINGER, async { (stdout.await, stderr.await) }).await;
+    let output =
+        crate::base::clock::real_timeout(LINGER, async { (stdout.await, stderr.await) }).await;
     // Whatever the effect started is stopped with it, in its group or not.
     guard.signal(Signal::SIGKILL);
     guard.group = None;
@@ -327,7 +328,7 @@ async fn wait_or_kill(
     // Real time: a real process runs on the wall clock even when the run's clock is virtual.
     let waited = async {
         match request.timeout {
-            Some(timeout) => crate::clock::real_timeout(timeout, child.wait()).await,
+            Some(timeout) => crate::base::clock::real_timeout(timeout, child.wait()).await,
             None => Some(child.wait().await),
         }
     };
@@ -340,7 +341,7 @@ async fn wait_or_kill(
         () = cancellation.cancelled() => false,
     };
     guard.signal(Signal::SIGTERM);
-    let status = match crate::clock::real_timeout(request.kill_grace, child.wait()).await {
+    let status = match crate::base::clock::real_timeout(request.kill_grace, child.wait()).await {
         Some(status) => status.map_err(wait_error)?,
         None => {
             guard.signal(Signal::SIGKILL);

@@ -12,8 +12,8 @@ use regex::Regex;
 use tokio::time::Instant;
 
 use super::EffectOutcome;
-use crate::sandbox::Grant;
-use crate::value::Value;
+use crate::base::value::Value;
+use crate::effects::sandbox::Grant;
 
 /// Which tool to run, and on what.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -75,7 +75,7 @@ pub const GREP_MAX_LINE_BYTES: usize = 1 << 20;
 /// when this future ends or is dropped, so a long listing or search stops early.
 ///
 /// Under a grant that restricts reading, the work runs on a thread of its own that the kernel
-/// confines to the grant (`crate::sandbox`), and every file it opens is checked by the engine
+/// confines to the grant (`crate::effects::sandbox`), and every file it opens is checked by the engine
 /// too, at this attempt: a link planted since the effect was admitted leads nowhere.
 pub async fn run_tool(id: &str, call: &ToolCall, grant: Option<&Grant>) -> EffectOutcome {
     let started = Instant::now();
@@ -84,13 +84,13 @@ pub async fn run_tool(id: &str, call: &ToolCall, grant: Option<&Grant>) -> Effec
     let tool = call.tool.clone();
     let output_limit = call.output_limit;
     let readable = grant.filter(|grant| grant.0.restricts_reads()).cloned();
-    let work = crate::sandbox::run_blocking(readable.clone(), move || {
+    let work = crate::effects::sandbox::run_blocking(readable.clone(), move || {
         perform(&tool, output_limit, &cancelled, readable.as_ref())
     });
     let joined = match call.timeout {
         None => work.await,
         // Real time, as for processes: the filesystem does not run on the virtual clock.
-        Some(timeout) => match crate::clock::real_timeout(timeout, work).await {
+        Some(timeout) => match crate::base::clock::real_timeout(timeout, work).await {
             Some(joined) => joined,
             None => return timed_out_outcome(id, call, timeout, started.elapsed()),
         },
@@ -467,9 +467,11 @@ impl Search<'_> {
                 return Err(cancelled_error());
             }
             bytes.clear();
-            let Some(read) =
-                crate::run::input::read_limited_line(&mut reader, GREP_MAX_LINE_BYTES, &mut bytes)
-            else {
+            let Some(read) = crate::runtime::run::input::read_limited_line(
+                &mut reader,
+                GREP_MAX_LINE_BYTES,
+                &mut bytes,
+            ) else {
                 break;
             };
             line_number += 1;

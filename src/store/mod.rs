@@ -8,7 +8,7 @@ pub mod sqlite;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
 
-use crate::run::snapshot::Snapshot;
+use crate::runtime::run::snapshot::Snapshot;
 
 /// A run about to start.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +176,7 @@ pub struct StoredSnapshot {
     pub sequence: u64,
     pub unix_milliseconds: u64,
     pub snapshot: Snapshot,
-    /// Labels of the secrets the snapshot holds as placeholders (`crate::secrets`): a resume
+    /// Labels of the secrets the snapshot holds as placeholders (`crate::base::secrets`): a resume
     /// puts their values back (`Snapshot::with_secrets`).
     pub secrets: Vec<String>,
 }
@@ -186,7 +186,7 @@ pub struct StoredSnapshot {
 pub fn commit_checkpoint(
     store: &mut dyn Store,
     run: &str,
-    step: crate::run::durable::CheckpointStep,
+    step: crate::base::durable::CheckpointStep,
 ) -> Result<(), StoreError> {
     Write::step(run.to_string(), step).apply(store)
 }
@@ -258,7 +258,7 @@ pub enum StoreError {
         database: String,
         run: String,
         what: &'static str,
-        source: crate::secrets::AmbiguousPlaceholder,
+        source: crate::base::secrets::AmbiguousPlaceholder,
     },
     #[error("{database}: the stored {what} of run `{run}` is damaged: {source}")]
     Corrupt {
@@ -379,7 +379,7 @@ pub enum Write {
 
 impl Write {
     /// The write of one macrostep a driver handed over.
-    pub fn step(run: String, step: crate::run::durable::CheckpointStep) -> Write {
+    pub fn step(run: String, step: crate::base::durable::CheckpointStep) -> Write {
         // A run that reached its final state finishes once the effects it left running ended.
         let finished = step.snapshot.effects.is_empty();
         let finish = step

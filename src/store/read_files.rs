@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use super::content_hash;
-use crate::compile::machine::Machine;
+use crate::pipeline::compile::machine::Machine;
 
 /// One file a load read (the protocol's own, or a library it imports), by canonical path,
 /// with the `content_hash` of its text.
@@ -103,9 +103,9 @@ pub fn changed_file(
     }
     lines.find_map(|line| {
         let (hash, path) = line.split_once(' ')?;
-        let now = match crate::load::read_text(std::path::Path::new(path)) {
+        let now = match crate::pipeline::load::read_text(std::path::Path::new(path)) {
             Ok(text) => content_hash(&text),
-            Err(crate::load::LoadError::NotFound { .. }) => "no such file".to_string(),
+            Err(crate::pipeline::load::LoadError::NotFound { .. }) => "no such file".to_string(),
             Err(_) => "unreadable".to_string(),
         };
         (now != hash).then(|| ChangedFile {

@@ -9,7 +9,7 @@ use super::{
     Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
     RunSummary, Store, StoreError, StoredSnapshot, Write,
 };
-use crate::run::snapshot::Snapshot;
+use crate::runtime::run::snapshot::Snapshot;
 
 mod summaries;
 pub use summaries::RunCursor;
@@ -369,7 +369,7 @@ impl Context {
         })
     }
 
-    /// `value` as stored: JSON with every secret masked (`crate::secrets`). Only the snapshot
+    /// `value` as stored: JSON with every secret masked (`crate::base::secrets`). Only the snapshot
     /// is ever read back with its secrets restored (`encode_snapshot`); the rest keeps the
     /// placeholders for good.
     fn encode<T: serde::Serialize>(
@@ -379,11 +379,11 @@ impl Context {
         value: &T,
     ) -> Result<String, StoreError> {
         let failed = |source| self.encode_failed(run, what, source);
-        if !crate::secrets::active() {
+        if !crate::base::secrets::active() {
             return serde_json::to_string(value).map_err(failed);
         }
         let mut json = serde_json::to_value(value).map_err(failed)?;
-        crate::secrets::mask_json_in_place(&mut json);
+        crate::base::secrets::mask_json_in_place(&mut json);
         Ok(json.to_string())
     }
 
@@ -392,17 +392,18 @@ impl Context {
     /// whole (one spelling a placeholder) is refused.
     fn encode_snapshot(&self, run: &str, snapshot: &Snapshot) -> Result<String, StoreError> {
         let failed = |source| self.encode_failed(run, "snapshot", source);
-        if !crate::secrets::active() {
+        if !crate::base::secrets::active() {
             return serde_json::to_string(snapshot).map_err(failed);
         }
         let mut json = serde_json::to_value(snapshot).map_err(failed)?;
-        let labels =
-            crate::secrets::mask_for_store(&mut json).map_err(|source| StoreError::Secret {
+        let labels = crate::base::secrets::mask_for_store(&mut json).map_err(|source| {
+            StoreError::Secret {
                 database: self.location(),
                 run: run.to_string(),
                 what: "snapshot",
                 source,
-            })?;
+            }
+        })?;
         if !labels.is_empty()
             && let serde_json::Value::Object(fields) = &mut json
         {

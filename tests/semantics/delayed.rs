@@ -1,9 +1,9 @@
 //! Delayed transitions and sends, on the test host's clock and on the runtime's virtual time.
 
-use protocol_run::actions::{Directive, LogRecord};
-use protocol_run::compile::machine::{Machine, TransitionId};
-use protocol_run::run::Interpreter;
-use protocol_run::run::driver::{
+use protocol_run::pipeline::actions::{Directive, LogRecord};
+use protocol_run::pipeline::compile::machine::{Machine, TransitionId};
+use protocol_run::runtime::run::Interpreter;
+use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, TimeMode, drive,
 };
 
@@ -358,7 +358,7 @@ struct Steps {
 
 impl Observer for Steps {
     fn log(&mut self, record: &LogRecord, time: &str) {
-        let now = protocol_run::clock::parse_rfc3339(time).expect("an RFC 3339 time");
+        let now = protocol_run::base::clock::parse_rfc3339(time).expect("an RFC 3339 time");
         self.now = Some(now);
         self.steps
             .push((Some(now), format!("log:{}", record.message)));
@@ -372,7 +372,7 @@ impl Observer for Steps {
 
     fn record(&mut self, time: &str, kind: &str, _fields: serde_json::Value) {
         if kind == "start" {
-            self.start = protocol_run::clock::parse_rfc3339(time);
+            self.start = protocol_run::base::clock::parse_rfc3339(time);
         }
     }
 

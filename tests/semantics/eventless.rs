@@ -1,9 +1,9 @@
 //! Eventless (`always`) transitions and the internal queue: the inner loop of `mainEventLoop`.
 
-use protocol_run::run::algorithm::{Limits, RunError};
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::run::{Interpreter, RecordingHost};
-use protocol_run::value::Value;
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
+use protocol_run::runtime::run::algorithm::{Limits, RunError};
+use protocol_run::runtime::run::{Interpreter, RecordingHost};
 
 use crate::support::{self, Run};
 

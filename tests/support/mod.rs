@@ -8,12 +8,12 @@ pub mod python_venv;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use protocol_run::actions::{Host, LogRecord, SendRequest};
-use protocol_run::compile::machine::{Machine, StateId, TransitionId};
+use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::value::Value;
 use protocol_run::effects::EffectRequest;
-use protocol_run::run::Interpreter;
-use protocol_run::run::event::{Event, Origin};
-use protocol_run::value::Value;
+use protocol_run::pipeline::actions::{Host, LogRecord, SendRequest};
+use protocol_run::pipeline::compile::machine::{Machine, StateId, TransitionId};
+use protocol_run::runtime::run::Interpreter;
 
 /// One observable step, in the order the engine did it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,11 +28,18 @@ pub enum Step {
 
 /// Compiles YAML (panicking with the rendered diagnostics if it is invalid).
 pub fn machine(yaml: &str) -> Arc<Machine> {
-    let loaded = protocol_run::load::load_text("test.yaml", yaml.to_string()).unwrap_or_else(
-        |diagnostics| panic!("{}", protocol_run::diagnostic::render_all(&diagnostics)),
-    );
-    let machine = protocol_run::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
-        panic!("{}", protocol_run::diagnostic::render_all(&diagnostics))
+    let loaded = protocol_run::pipeline::load::load_text("test.yaml", yaml.to_string())
+        .unwrap_or_else(|diagnostics| {
+            panic!(
+                "{}",
+                protocol_run::base::diagnostic::render_all(&diagnostics)
+            )
+        });
+    let machine = protocol_run::pipeline::compile::compile(&loaded).unwrap_or_else(|diagnostics| {
+        panic!(
+            "{}",
+            protocol_run::base::diagnostic::render_all(&diagnostics)
+        )
     });
     Arc::new(machine)
 }
@@ -53,8 +60,11 @@ pub fn assert_located(rendered: &str, message: &str, location: &str) {
 /// The diagnostics of an invalid protocol, rendered.
 pub fn errors(yaml: &str) -> String {
     // As `validate` reads it: schema, structure and expression problems together.
-    match protocol_run::load::set_aside::load_and_compile_text("test.yaml", yaml.to_string()) {
-        Err(diagnostics) => protocol_run::diagnostic::render_all(&diagnostics),
+    match protocol_run::pipeline::load::set_aside::load_and_compile_text(
+        "test.yaml",
+        yaml.to_string(),
+    ) {
+        Err(diagnostics) => protocol_run::base::diagnostic::render_all(&diagnostics),
         Ok(_) => panic!("expected the protocol to be invalid"),
     }
 }
@@ -112,7 +122,7 @@ impl Host for TestHost {
         self.effects.push(request);
     }
 
-    fn start_invoke(&mut self, request: protocol_run::actions::InvokeRequest) {
+    fn start_invoke(&mut self, request: protocol_run::pipeline::actions::InvokeRequest) {
         self.invoked.push(request.id.to_string());
     }
 
@@ -120,7 +130,7 @@ impl Host for TestHost {
         self.cancelled_invokes.push(id.to_string());
     }
 
-    fn emit(&mut self, directive: protocol_run::actions::Directive) {
+    fn emit(&mut self, directive: protocol_run::pipeline::actions::Directive) {
         self.directives.push(directive.to_json());
     }
 

@@ -1,0 +1,13 @@
+//! The types every stage shares, below all of them: values and time, diagnostics, the protocol's document model, events, state sets, snapshots and journal steps, secrets.
+
+pub mod clock;
+pub mod diagnostic;
+pub mod durable;
+pub mod event;
+pub mod files;
+pub mod model;
+pub mod secrets;
+pub mod state_set;
+pub mod stored_value;
+pub mod time;
+pub mod value;

@@ -1,0 +1,262 @@
+//! The command line: parse arguments, call the library, map the result to an exit code.
+
+mod check;
+mod generate;
+mod graph;
+mod import;
+mod inputs_file;
+mod limits;
+mod logs;
+mod mcp;
+mod narrowing;
+mod run;
+mod run_id;
+mod run_selection;
+mod runs;
+mod scaffold;
+mod scenario_file;
+mod schema;
+mod serve;
+mod socket;
+mod stats_table;
+mod test;
+mod transition_names;
+mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Exit codes of the engine itself (sysexits); a protocol's own codes are 0–63.
+pub mod exit_code {
+    pub const USAGE: u8 = 64;
+    pub const INVALID: u8 = 65;
+    pub const NO_INPUT_FILE: u8 = 66;
+    pub const INTERNAL: u8 = 70;
+    pub const IO: u8 = 74;
+    /// The run stopped before reaching a final state: no events left and no timer pending.
+    pub const UNFINISHED: u8 = 75;
+    /// Another process holds what this one needs (a run it is driving): try again later.
+    pub const TEMPORARY_FAILURE: u8 = 75;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "protocol-run",
+    version,
+    about = "Run declarative YAML statechart protocols with SCXML semantics",
+    after_help = "`protocol-run FILE.yaml ...` is short for `protocol-run run FILE.yaml ...`."
+)]
+struct Arguments {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a protocol until it reaches a final state, or until events run out and no timer is pending.
+    Run(run::RunArguments),
+    /// Continue a run from its last committed step (entry actions do not run again).
+    Resume(run::ResumeArguments),
+    /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
+    /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
+    Serve(serve::ServeArguments),
+    /// Serve protocols to MCP clients (agents) over stdio or Streamable HTTP: each protocol a
+    /// tool that starts a durable run (an MCP task for a client that asks for one);
+    /// `send_event`, `get_run` and `list_runs` drive and watch runs.
+    Mcp(mcp::McpArguments),
+    /// Check protocol files and report every problem with its location.
+    Validate {
+        /// Protocol files; scenario files (`*.scenario.yaml`) and library files
+        /// (`*.library.yaml`) are checked as what they are.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run scenario files (or every `*.scenario.yaml` under the directories given; `.` by default).
+    Test {
+        /// Scenario files, or directories searched for `*.scenario.yaml` (`.` when none).
+        paths: Vec<PathBuf>,
+        /// Report the states and transitions no scenario reached.
+        #[arg(long)]
+        coverage: bool,
+        /// Real (unmocked) effects run under the same grants as `run`.
+        #[command(flatten)]
+        narrowing: narrowing::Narrowing,
+        #[command(flatten)]
+        limits: limits::LimitOptions,
+        #[command(flatten)]
+        search: generate::SearchOptions,
+    },
+    /// Scaffold NAME.yaml and NAME.scenario.yaml with schema modelines.
+    New {
+        /// The protocol's id and file name: letters, digits, `-` and `_`.
+        name: String,
+        /// Where to write them (created when missing); the modeline points at a schema that
+        /// exists from there.
+        #[arg(long, default_value = "protocols", value_name = "DIR")]
+        directory: PathBuf,
+    },
+    /// Print shell completions.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Show a run's log lines (the latest run unless RUN_ID is given).
+    Logs(logs::LogsArguments),
+    /// List the recorded runs, newest first: id, status, start, last step, protocol.
+    Runs(runs::RunsArguments),
+    /// Show a run (the latest unless RUN_ID is given): protocol, states, context, pending timers,
+    /// running effects, last steps with the transitions they took, and how it finished.
+    Status(runs::StatusArguments),
+    /// Retry success rate, attempts to success, outcomes and timeouts per action, time in each
+    /// state, tag counts: of one run (the latest unless RUN_ID is given) or of every run of a
+    /// protocol (--protocol).
+    Stats(logs::StatsArguments),
+    /// Lint protocols: unreachable or dead-end states, shadowed transitions, eventless loops,
+    /// unused data, unhandled events, suspicious delays, unused blocks and parameters (a library
+    /// file: its blocks' unread parameters).
+    Check {
+        /// Protocol, scenario or library files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Exit with 65 when any warning is found.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Draw a protocol: Mermaid `stateDiagram-v2`, Graphviz DOT, or SVG (laid out here).
+    Graph {
+        /// The protocol file.
+        file: PathBuf,
+        /// The drawing's format.
+        #[arg(long, value_enum, default_value = "mermaid")]
+        format: graph::GraphFormat,
+        /// Show entry and exit actions in each state and each transition's actions on its
+        /// arrow, by kind and id (`entry / exec build`).
+        #[arg(long)]
+        detail: bool,
+    },
+    /// Convert another format into a protocol, printed as YAML on stdout (or written to --out).
+    Import {
+        #[command(subcommand)]
+        source: ImportSource,
+    },
+    /// A language server over stdio for editors: diagnostics as `validate` and `check` give
+    /// them, completion, hover and go to definition (see docs/editor.md).
+    Lsp,
+    /// Print the protocol JSON Schema (or the scenario one), or write all three to DIR.
+    Schema {
+        /// Write `protocol.schema.json`, `scenario.schema.json` and `library.schema.json` into DIR.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print the scenario schema instead of the protocol one.
+        #[arg(long)]
+        scenario: bool,
+    },
+}
+
+/// Formats `import` reads.
+#[derive(Debug, Subcommand)]
+enum ImportSource {
+    /// An SCXML document.
+    Scxml {
+        /// The SCXML file.
+        file: PathBuf,
+        /// Write `<name>.yaml` into DIR, and a `<name>.<invoke id>.yaml` for each child
+        /// document its `<invoke>`s run (needed when there are any).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// How log lines are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormatArgument {
+    Human,
+    Json,
+}
+
+/// A reader that goes away (`protocol-run runs | head -1`) ends the process quietly, as it
+/// ends `cat` or `grep`, instead of a panic in `println!`. Rust ignores SIGPIPE by default so that
+/// a write fails instead; every command but `serve` gets the usual disposition back. `serve`
+/// keeps it ignored: a client that hangs up must cost it a failed write, not its life.
+fn end_quietly_on_a_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: the default disposition runs no code of ours.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
+/// The command tree clap builds from the arguments, for tests that walk it (every flag has help).
+pub fn command() -> clap::Command {
+    <Arguments as clap::CommandFactory>::command()
+}
+
+/// Runs the CLI with these arguments (the first is the program name); returns the exit code.
+pub fn main(arguments: Vec<String>) -> u8 {
+    let arguments = with_default_subcommand(arguments);
+    let parsed = match Arguments::try_parse_from(&arguments) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            let _ = error.print();
+            return match error.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => exit_code::USAGE,
+            };
+        }
+    };
+    if !matches!(parsed.command, Command::Serve(_) | Command::Mcp(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
+    match parsed.command {
+        Command::Run(run_arguments) => run::run(run_arguments),
+        Command::Resume(resume_arguments) => run::resume(resume_arguments),
+        Command::Serve(serve_arguments) => serve::serve(serve_arguments),
+        Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),
+        Command::Validate { files } => validate::validate(&files),
+        Command::Lsp => {
+            crate::tooling::lsp::serve(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())
+        }
+        Command::Schema { out, scenario } => schema::schema(out.as_deref(), scenario),
+        Command::Test {
+            paths,
+            coverage,
+            narrowing,
+            limits,
+            search,
+        } => test::test(&paths, coverage, &narrowing, limits.limits(), &search),
+        Command::Check {
+            files,
+            deny_warnings,
+        } => check::check(&files, deny_warnings),
+        Command::Graph {
+            file,
+            format,
+            detail,
+        } => graph::graph(&file, format, detail),
+        Command::Import {
+            source: ImportSource::Scxml { file, out },
+        } => import::import_scxml(&file, out.as_deref()),
+        Command::New { name, directory } => scaffold::new_protocol(&name, &directory),
+        Command::Completions { shell } => {
+            let mut command = <Arguments as clap::CommandFactory>::command();
+            scaffold::completions(shell, &mut command)
+        }
+        Command::Logs(arguments) => logs::logs(&arguments),
+        Command::Stats(arguments) => logs::stats(&arguments),
+        Command::Runs(arguments) => runs::runs(&arguments),
+        Command::Status(arguments) => runs::status(&arguments),
+    }
+}
+
+/// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`.
+fn with_default_subcommand(mut arguments: Vec<String>) -> Vec<String> {
+    if let Some(first) = arguments.get(1)
+        && !first.starts_with('-')
+        && first != "help"
+        && !<Arguments as clap::CommandFactory>::command()
+            .get_subcommands()
+            .any(|subcommand| subcommand.get_name() == first)
+    {
+        arguments.insert(1, "run".into());
+    }
+    arguments
+}

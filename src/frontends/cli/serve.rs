@@ -1,0 +1,302 @@
+//! `protocol-run serve FILE.yaml`: many instances of one protocol in one process, fed JSON lines tagged with an instance id, each recorded and resumed with the host.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::exit_code;
+use crate::base::diagnostic::render_all;
+use crate::base::durable::TimerPolicy;
+use crate::runtime::run::driver::spawn_stdin_batches;
+use crate::runtime::run::fleet::{Fleet, FleetEnd, Recording};
+use crate::store::SqliteStore;
+
+/// Where `serve` records its instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    Sqlite,
+    Memory,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArguments {
+    /// The protocol every instance runs.
+    file: PathBuf,
+    /// Read event lines from clients of this Unix socket instead of stdin; every output line
+    /// goes to stdout and to each connected client.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    #[command(flatten)]
+    state: super::run_selection::StateDirectory,
+    /// How the timers of instances resumed at start are re-armed.
+    #[arg(long, value_enum, default_value = "deadline")]
+    timers: TimerPolicy,
+    /// Resume instances although the protocol changed, if their states still exist.
+    #[arg(long)]
+    force: bool,
+    /// Where instances are recorded: `sqlite` (durable: steps committed in batches, output
+    /// lines written once their batch is committed) or `memory` (nothing recorded: instances
+    /// end with the process, like Step Functions' Express workflows).
+    #[arg(long, value_enum, default_value = "sqlite")]
+    store: StoreKind,
+    /// The longest input line; a longer one is reported and skipped.
+    #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
+    max_event_bytes: usize,
+    /// The most instances alive at once (each takes about 1 KB); a line that would create one
+    /// more is refused.
+    #[arg(long, default_value_t = DEFAULT_MAX_INSTANCES, value_name = "N")]
+    max_instances: usize,
+    /// With --socket: the most output bytes waiting for one client; a client that does not read
+    /// is disconnected past it.
+    #[arg(long, default_value_t = super::socket::MAX_CLIENT_QUEUE_BYTES, value_name = "BYTES")]
+    max_client_queue_bytes: usize,
+    #[command(flatten)]
+    narrowing: super::narrowing::Narrowing,
+    /// Pins an input for every instance: `NAME=VALUE`; repeat for several. A new instance takes
+    /// it (its first line may not give it), a grant naming it is resolved from it, and a pinned
+    /// secret input supplies the instances resumed at start (secrets are never stored).
+    #[arg(long = "input", short = 'i', value_name = "NAME=VALUE")]
+    pinned_inputs: Vec<String>,
+    /// Pins inputs from a YAML or JSON mapping of input name to value; an --input replaces the
+    /// file's entry of the same name.
+    #[arg(long = "inputs", value_name = "FILE")]
+    pinned_inputs_file: Option<PathBuf>,
+    #[command(flatten)]
+    limits: super::limits::LimitOptions,
+}
+
+/// The most instances one host keeps alive by default: about 1 GB of them.
+const DEFAULT_MAX_INSTANCES: usize = 1_000_000;
+
+/// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
+/// SIGTERM (exit 75, every instance kept for the next start).
+pub fn serve(arguments: ServeArguments) -> u8 {
+    let text = match crate::pipeline::load::read_text(&arguments.file) {
+        Ok(text) => text,
+        Err(error) => {
+            eprint!("{error}");
+            return super::validate::load_error_code(&error);
+        }
+    };
+    let loaded =
+        match crate::pipeline::load::load_text(&arguments.file.display().to_string(), text.clone())
+        {
+            Ok(loaded) => loaded,
+            Err(diagnostics) => {
+                eprint!("{}", render_all(&diagnostics));
+                return exit_code::INVALID;
+            }
+        };
+    let limit = match arguments.narrowing.limit(None) {
+        Ok(limit) => limit,
+        Err(code) => return code,
+    };
+    let machine = match crate::pipeline::compile::compile_limited(&loaded, &Arc::default(), &limit)
+    {
+        Ok(machine) => machine,
+        Err(diagnostics) => {
+            eprint!("{}", render_all(&diagnostics));
+            return exit_code::INVALID;
+        }
+    };
+    let pinned = match pinned_inputs(
+        &machine,
+        &arguments.pinned_inputs,
+        arguments.pinned_inputs_file.as_deref(),
+    ) {
+        Ok(pinned) => pinned,
+        Err(code) => return code,
+    };
+    // One machine serves every instance, and a client's inputs must not choose what the host
+    // grants: only pinned inputs resolve grants.
+    let narrowing = arguments.narrowing.permissions();
+    let machine =
+        match crate::runtime::runs::grants::for_host(&loaded, &limit, &narrowing, machine, &pinned)
+        {
+            Ok(machine) => Arc::new(machine),
+            Err(refusal) => {
+                eprint!("{}", refusal.render(&arguments.file.display().to_string()));
+                return exit_code::INVALID;
+            }
+        };
+    // One host per state directory: two would resume and drive the same instances.
+    // Its lock is the holder every instance records (`runs::claims`).
+    let host_lock = if arguments.store == StoreKind::Sqlite {
+        match crate::runtime::runs::claims::HolderLock::host(&arguments.state.path, "serve") {
+            Ok(lock) => Some(lock),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return error.exit_code();
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(path) = &arguments.socket
+        && let Err(message) = super::socket::claim_socket_path(path)
+    {
+        eprintln!("error: {message}");
+        return exit_code::USAGE;
+    }
+    let recording = if let Some(host_lock) = &host_lock {
+        let store = match SqliteStore::open(&arguments.state.path) {
+            Ok(store) => store,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return exit_code::IO;
+            }
+        };
+        Some(Recording {
+            store: Box::new(store),
+            protocol_path: arguments
+                .file
+                .canonicalize()
+                .unwrap_or_else(|_| arguments.file.clone())
+                .display()
+                .to_string(),
+            protocol_hash: crate::store::read_files::recorded_hash(&machine),
+            protocol_text: text,
+            grants: arguments.narrowing.recorded(),
+            origin: crate::store::RunOrigin::Serve,
+            holder: host_lock.holder().clone(),
+        })
+    } else {
+        None
+    };
+    let location = recording
+        .as_ref()
+        .map(|recording| recording.store.location());
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let clients = super::socket::Clients::new(arguments.max_client_queue_bytes);
+    let output_clients = clients.clone();
+    let reply_clients = clients.clone();
+    let mut fleet = Fleet::new(machine, recording)
+        .with_limits(arguments.limits.limits())
+        .with_max_instances(arguments.max_instances)
+        .with_output(move |bytes| {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(bytes);
+            let _ = stdout.flush();
+            output_clients.broadcast(&String::from_utf8_lossy(bytes));
+        })
+        .with_problem_replies(move |origin, message| {
+            let reply = serde_json::json!({
+                "error": { "line": origin.line, "message": format!("{message}; line skipped") }
+            });
+            reply_clients.reply(origin.client, &format!("{reply}\n"));
+        });
+    fleet.set_pinned_inputs(pinned);
+    if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
+        eprintln!("error: {message}");
+        return exit_code::INVALID;
+    }
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let mut input = match &arguments.socket {
+            Some(path) => {
+                match super::socket::listen(path, clients, arguments.max_event_bytes) {
+                    Ok(input) => input,
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return exit_code::IO;
+                    }
+                }
+            }
+            None => spawn_stdin_batches(arguments.max_event_bytes),
+        };
+        let stop = async {
+            stop_signal().await;
+            crate::runtime::run::stop::Stop::Park
+        };
+        let end = fleet.run(&mut input, stop).await;
+        if fleet.store_failures() > 0 {
+            eprintln!(
+                "error: the store refused the steps of {} instance(s), each named with why on \
+                 stdout; they resume from their last committed step",
+                fleet.store_failures()
+            );
+            return exit_code::IO;
+        }
+        match end {
+            FleetEnd::Drained => 0,
+            FleetEnd::Stopped => {
+                eprintln!(
+                    "serve stopped by a signal; unfinished instances{} resume with the next `serve`",
+                    location
+                        .map(|location| format!(" kept in {location}"))
+                        .unwrap_or_default()
+                );
+                exit_code::UNFINISHED
+            }
+        }
+    })
+}
+
+/// `--input NAME=VALUE` and `--inputs FILE` of `serve`: inputs pinned for every instance (the
+/// protocol's, or a secret input of a child it invokes, for the instances it resumes).
+fn pinned_inputs(
+    machine: &crate::pipeline::compile::machine::Machine,
+    texts: &[String],
+    file: Option<&std::path::Path>,
+) -> Result<crate::runtime::runs::grants::PinnedInputs, u8> {
+    let mut assignments = Vec::new();
+    for text in texts {
+        let pair = crate::pipeline::compile::inputs::split_assignment(text).map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::USAGE
+        })?;
+        assignments.push(pair);
+    }
+    let supplied = super::inputs_file::SuppliedInputs::gather(machine, file, assignments)?;
+    let pinned = crate::runtime::runs::grants::PinnedInputs::new(supplied.values.clone());
+    let taken = pinned.taken_by(machine);
+    let mut refused = false;
+    for name in pinned.names().filter(|name| !taken.is_pinned(name)) {
+        refused = true;
+        let message = format!(
+            "`{}` takes no input `{name}` (nor does a child it invokes take a secret one of \
+             that name)",
+            machine.id
+        );
+        let diagnostic =
+            crate::base::diagnostic::Diagnostic::error(format!("input `{name}`: {message}"))
+                .with_help(format!("remove `{name}` from this file"));
+        let part = crate::pipeline::load::source::Part::Key;
+        match supplied.located(name, None, part, diagnostic) {
+            Some(located) => eprintln!("{located}"),
+            None => eprintln!("error: --input {name}: {message}"),
+        }
+    }
+    if refused {
+        return Err(exit_code::USAGE);
+    }
+    Ok(pinned)
+}
+
+/// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
+pub(super) async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    // A busy instance's step does not yield to this task: it sees the flag, and parks.
+    crate::pipeline::compile::budget::watch_stop_signals();
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        },
+        _ => std::future::pending().await,
+    }
+}

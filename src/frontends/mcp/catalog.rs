@@ -1,0 +1,146 @@
+//! The protocols an MCP server serves: each file or directory given, loaded and compiled under the operator's grants; an invalid one, or one whose grants a client would choose, is reported and left out.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::base::diagnostic::render_all;
+use crate::base::model::Permissions;
+use crate::effects::capabilities::Capabilities;
+use crate::pipeline::compile::machine::Machine;
+use crate::pipeline::load::Loaded;
+use crate::runtime::runs::grants::PinnedInputs;
+
+/// The most protocols one server serves: each is a tool every client lists.
+pub const MAX_SERVED_PROTOCOLS: usize = 1_000;
+
+/// The names of the management tools, which no protocol may take.
+pub const MANAGEMENT_TOOLS: &[&str] = &[
+    "send_event",
+    "get_run",
+    "list_runs",
+    "cancel_run",
+    "resume_run",
+    "get_logs",
+    "get_diagram",
+];
+
+/// One protocol served as a tool.
+pub struct Served {
+    pub loaded: Arc<Loaded>,
+    pub machine: Arc<Machine>,
+    /// The file, canonicalized: recorded with each run, as `serve` records it.
+    pub path: String,
+    pub text: String,
+    /// The operator's pinned inputs this protocol takes: every run takes them, and they leave
+    /// its tool's input schema.
+    pub pinned: PinnedInputs,
+}
+
+/// What the operator serves protocols under: its narrowing, as capabilities and as the flags
+/// gave it, and its pinned inputs.
+pub struct Operator<'a> {
+    pub limit: &'a Capabilities,
+    pub narrowing: &'a Permissions,
+    pub pinned: &'a PinnedInputs,
+}
+
+/// Loads every protocol under `paths` (files, or directories searched for `*.yaml` other than
+/// scenario and library files). Returns the valid ones and whether any was refused; each
+/// refusal is on stderr with its location, or with the flag that would serve it. A pinned input
+/// no served protocol takes is said on stderr too.
+pub fn load_all(paths: &[PathBuf], operator: &Operator) -> (Vec<Served>, bool) {
+    let mut files = Vec::new();
+    let mut refused = false;
+    for path in paths {
+        if path.is_dir() {
+            match crate::pipeline::load::protocol_files(path) {
+                Ok(found) => files.extend(found),
+                Err(message) => {
+                    eprintln!("error: {}: {message}", path.display());
+                    refused = true;
+                }
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut served: Vec<Served> = Vec::new();
+    for file in files {
+        if served.len() == MAX_SERVED_PROTOCOLS {
+            eprintln!(
+                "error: {}: not served: a server serves at most {MAX_SERVED_PROTOCOLS} protocols \
+                 (MAX_SERVED_PROTOCOLS); start another server for the rest",
+                file.display()
+            );
+            refused = true;
+            continue;
+        }
+        match load_one(&file, operator) {
+            Ok(protocol) => {
+                let id = &protocol.machine.id;
+                if MANAGEMENT_TOOLS.contains(&id.as_str()) {
+                    eprintln!(
+                        "error: {}: not served: its id `{id}` is the name of a management tool; \
+                         rename the protocol",
+                        file.display()
+                    );
+                    refused = true;
+                } else if let Some(other) = served.iter().find(|other| &other.machine.id == id) {
+                    eprintln!(
+                        "error: {}: not served: {} has the same id `{id}`, and a tool has one \
+                         name; give one of them another id",
+                        file.display(),
+                        other.path
+                    );
+                    refused = true;
+                } else {
+                    served.push(protocol);
+                }
+            }
+            Err(message) => {
+                eprint!("{message}");
+                refused = true;
+            }
+        }
+    }
+    for name in operator.pinned.names() {
+        if !served.iter().any(|served| served.pinned.is_pinned(name)) {
+            eprintln!(
+                "error: --input {name}: no protocol served here takes an input `{name}`; check \
+                 its name"
+            );
+            refused = true;
+        }
+    }
+    (served, refused)
+}
+
+/// One protocol, or its rendered errors.
+fn load_one(file: &Path, operator: &Operator) -> Result<Served, String> {
+    let text = crate::pipeline::load::read_text(file).map_err(|error| error.to_string())?;
+    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text.clone())
+        .map_err(|diagnostics| render_all(&diagnostics))?;
+    let machine =
+        crate::pipeline::compile::compile_limited(&loaded, &Arc::default(), operator.limit)
+            .map_err(|diagnostics| render_all(&diagnostics))?;
+    let pinned = operator.pinned.taken_by(&machine);
+    let machine = crate::runtime::runs::grants::for_host(
+        &loaded,
+        operator.limit,
+        operator.narrowing,
+        machine,
+        &pinned,
+    )
+    .map_err(|refusal| refusal.render(&file.display().to_string()))?;
+    Ok(Served {
+        pinned,
+        loaded: Arc::new(loaded),
+        machine: Arc::new(machine),
+        path: file
+            .canonicalize()
+            .unwrap_or_else(|_| file.to_path_buf())
+            .display()
+            .to_string(),
+        text,
+    })
+}

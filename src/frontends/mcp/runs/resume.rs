@@ -1,0 +1,267 @@
+//! Resuming the runs MCP servers started: one on `resume_run`, and at start every one a server left behind (killed, or stopped when its client went).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::frontends::mcp::catalog::Served;
+use crate::frontends::mcp::runs::host::Host;
+use crate::frontends::mcp::runs::records;
+use crate::frontends::mcp::runs::report::{RunView, report};
+use crate::runtime::run::fleet::Recording;
+use crate::store::{RunOrigin, RunRecord, RunStatus, Store};
+
+/// The runs resumed at start that stderr names one per line; the rest are counted in one line,
+/// so a store of thousands of waiting runs does not flood a client's log.
+const NAMED_RESUMED_RUNS: usize = 20;
+
+impl Host {
+    /// Resumes a recorded run that no server drives (stopped, or left running by a server
+    /// that died) from its latest snapshot, in a fleet of its own, as `serve` resumes its
+    /// instances; a live run's report is returned as it is.
+    pub(in crate::frontends::mcp) fn resume_run(&mut self, run: &str) -> Result<Value, String> {
+        if let Some(report) = self.live_report(run) {
+            return Ok(report);
+        }
+        self.check_room()?;
+        let record = self.unfinished_record(run)?;
+        self.claim(run)?;
+        self.resume_claimed(&record)
+    }
+
+    /// Resumes `record`'s run once this server claimed it; a run that cannot resume is
+    /// released at once, so that another process may take it.
+    fn resume_claimed(&mut self, record: &RunRecord) -> Result<Value, String> {
+        let resumed = self.resume(record);
+        if resumed.is_err() {
+            let run = [record.summary.id.clone()];
+            if let Err(error) = self
+                .settings
+                .store
+                .release_runs(&run, &self.settings.holder)
+            {
+                eprintln!("mcp: {error}");
+            }
+        }
+        resumed
+    }
+
+    /// Claims `run` for this server (`runs::claims`): a run another live process holds (a
+    /// `resume`, or a `run` still driving it) is refused, naming it.
+    pub(in crate::frontends::mcp) fn claim(&mut self, run: &str) -> Result<(), String> {
+        let claimed = crate::runtime::runs::claims::claim(
+            &mut self.settings.store,
+            &self.settings.holder,
+            &[run.to_string()],
+        )
+        .map_err(|error| error.to_string())?;
+        claimed
+            .into_iter()
+            .next()
+            .unwrap_or(Ok(()))
+            .map_err(|refused| refused.to_string())
+    }
+
+    /// A recorded run that has not finished (to resume or cancel it); refused when the store
+    /// has no such run or it has finished.
+    pub(in crate::frontends::mcp) fn unfinished_record(
+        &self,
+        run: &str,
+    ) -> Result<RunRecord, String> {
+        let record = self
+            .settings
+            .store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        if record.summary.status == RunStatus::Finished {
+            return Err(format!("run `{run}` has finished; get_run tells how"));
+        }
+        Ok(record)
+    }
+
+    /// At start: resumes every unfinished run an MCP server started of a protocol this one
+    /// serves, newest first, up to `--max-live-runs`, each named on stderr; one that cannot
+    /// resume (its protocol changed, another process holds it) is named with the reason and
+    /// left for `resume_run`.
+    pub(in crate::frontends::mcp) fn resume_recorded(&mut self) {
+        let runs = self.settings.store.list_runs();
+        let runs = match runs {
+            Ok(runs) => runs,
+            Err(error) => {
+                eprintln!("mcp: cannot resume the runs left by an earlier server: {error}");
+                return;
+            }
+        };
+        let served: Vec<&str> = self
+            .protocols
+            .iter()
+            .map(|served| served.path.as_str())
+            .collect();
+        let mut left: Vec<String> = runs
+            .into_iter()
+            .filter(|run| {
+                run.origin == Some(RunOrigin::Mcp)
+                    && run.status != RunStatus::Finished
+                    && served.contains(&run.protocol_path.as_str())
+            })
+            .map(|run| run.id)
+            .collect();
+        let limit = self.settings.max_live_runs;
+        let room = limit.saturating_sub(self.runs.len());
+        let over_the_limit = left.len().saturating_sub(room);
+        left.truncate(room);
+        // One transaction claims them all; a run another live process holds is left to it.
+        let claims = match crate::runtime::runs::claims::claim(
+            &mut self.settings.store,
+            &self.settings.holder,
+            &left,
+        ) {
+            Ok(claims) => claims,
+            Err(error) => {
+                eprintln!("mcp: cannot resume the runs left by an earlier server: {error}");
+                return;
+            }
+        };
+        let mut named = 0usize;
+        let mut quietly_resumed = 0usize;
+        for (run, claimed) in left.into_iter().zip(claims) {
+            let resumed = claimed
+                .map_err(|refused| refused.to_string())
+                .and_then(|()| {
+                    let record = self
+                        .settings
+                        .store
+                        .run(&run)
+                        .map_err(|error| error.to_string())?
+                        .ok_or_else(|| format!("no run `{run}`"))?;
+                    let protocol = record.summary.protocol_path.clone();
+                    self.resume_claimed(&record)
+                        .map(|report| (protocol, report))
+                });
+            match resumed {
+                Ok((protocol, report)) => {
+                    let states: Vec<&str> = report["states"]
+                        .as_array()
+                        .map(|states| states.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    let count = match states.len() {
+                        1 => "1 state".to_string(),
+                        count => format!("{count} states"),
+                    };
+                    if named == NAMED_RESUMED_RUNS {
+                        quietly_resumed += 1;
+                    } else {
+                        named += 1;
+                        eprintln!(
+                            "mcp: resumed {run} ({protocol}, {count}: {})",
+                            states.join(", ")
+                        );
+                    }
+                }
+                Err(message) => {
+                    eprintln!(
+                        "mcp: not resumed {run}: {}",
+                        crate::base::secrets::mask(&message)
+                    );
+                }
+            }
+        }
+        if quietly_resumed > 0 {
+            eprintln!(
+                "mcp: resumed {quietly_resumed} more runs (`protocol-run runs --status running` \
+                 lists them)"
+            );
+        }
+        if over_the_limit > 0 {
+            eprintln!(
+                "mcp: not resumed {over_the_limit} runs: {limit} runs are live, the limit \
+                 (--max-live-runs); resume_run resumes one once another ends"
+            );
+        }
+    }
+
+    /// Resumes `record`'s run, claimed by this server, in a fleet of its own, its report
+    /// starting with the directives its journal holds; refused when its protocol is not served
+    /// here or changed.
+    fn resume(&mut self, record: &RunRecord) -> Result<Value, String> {
+        let run = record.summary.id.as_str();
+        // The served machine's grants are the operator's (`crate::runtime::runs::grants::for_host`).
+        let (served, _) = self.resumable(record)?;
+        let machine = served.machine.clone();
+        let pinned = served.pinned.clone();
+        let (directives, dropped) = records::recorded_directives(&self.settings.store.lock(), run)?;
+        let recording = Recording {
+            store: Box::new(self.settings.store.clone()),
+            protocol_path: served.path.clone(),
+            protocol_hash: record.summary.protocol_hash.clone(),
+            protocol_text: served.text.clone(),
+            grants: self.settings.recorded_grants.clone(),
+            origin: RunOrigin::Mcp,
+            holder: self.settings.holder.clone(),
+        };
+        let view = Rc::new(RefCell::new(RunView::resumed(directives, dropped)));
+        let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
+        fleet.set_pinned_inputs(pinned);
+        fleet.resume_run(run, crate::base::durable::TimerPolicy::Deadline)?;
+        fleet.commit();
+        let report = report(&machine, run, &view.borrow());
+        self.keep_live(run, machine, fleet, view);
+        Ok(report)
+    }
+
+    /// What resuming `record`'s run here takes, or why it cannot resume (its protocol is not
+    /// served here or changed, an input of it cannot be restored), from what this server
+    /// holds: its served protocol and its inputs bound again.
+    pub(in crate::frontends::mcp) fn resumable(
+        &self,
+        record: &RunRecord,
+    ) -> Result<(&Served, Vec<crate::base::value::Value>), String> {
+        let run = record.summary.id.as_str();
+        let served = self
+            .protocols
+            .iter()
+            .find(|served| served.path == record.summary.protocol_path)
+            .ok_or_else(|| {
+                format!(
+                    "run `{run}` runs {}, which this server does not serve",
+                    record.summary.protocol_path
+                )
+            })?;
+        if let Some(changed) = crate::store::read_files::changed_file(
+            &served.path,
+            &record.summary.protocol_hash,
+            &served.text,
+        ) {
+            return Err(format!(
+                "{} changed since run `{run}` started; restore the file to resume it",
+                changed.path
+            ));
+        }
+        let secret_inputs = served.pinned.texts_of(&served.machine.secret_input_names());
+        let values = served
+            .machine
+            .bind_recorded_inputs(&record.inputs, &secret_inputs)
+            .map_err(|errors| {
+                let messages: Vec<String> = errors
+                    .iter()
+                    .map(|error| match error {
+                        // A client has no way to give a secret here; the operator pins it.
+                        crate::pipeline::compile::inputs::InputError::SecretNotStored { name } => {
+                            format!(
+                                "secret input `{name}` is not stored with the run, and a client \
+                             cannot supply it: start the server with --input {name}=VALUE, or \
+                             `protocol-run resume {} --input {name}=VALUE` resumes it outside \
+                             this server",
+                                record.summary.id
+                            )
+                        }
+                        other => other.to_string(),
+                    })
+                    .collect();
+                messages.join("; ")
+            })?;
+        Ok((served, values))
+    }
+}

@@ -1,9 +1,0 @@
-//! The runs an MCP server hosts, on the host thread: each a fleet of `serve`'s engine read into a view; started, resumed, cancelled, reported, and read back from the store.
-
-pub(in crate::mcp) mod cancel;
-pub(in crate::mcp) mod ended;
-pub(in crate::mcp) mod fleets;
-pub mod host;
-pub mod records;
-pub mod report;
-pub(in crate::mcp) mod resume;

@@ -1,0 +1,299 @@
+//! `assign`: evaluates each new value and stores it in its context slot (or one key of a map in it, by path), in order, checking the variable's declared type.
+
+use std::sync::Arc;
+
+use crate::base::model::action::AssignAction;
+use crate::base::value::Value;
+use crate::pipeline::compile::Compiler;
+use crate::pipeline::compile::context_types;
+use crate::pipeline::compile::expression::{EvaluationError, Expression};
+use crate::pipeline::load::source::Part;
+
+use super::{Execution, StepView};
+
+#[derive(Debug)]
+pub struct Assign {
+    assignments: Vec<Assignment>,
+}
+
+#[derive(Debug)]
+struct Assignment {
+    slot: usize,
+    /// The keys below the variable a path assignment sets (`verdicts.critic`: `[critic]`);
+    /// empty when it sets the whole variable.
+    path: Vec<Arc<str>>,
+    /// Whether the new value is checked when it is stored (a path, or a typed variable): such
+    /// an assignment never takes the raw int shortcut.
+    checked: bool,
+    /// As written (`verdicts.critic`), for messages.
+    target: Arc<str>,
+    value: NewValue,
+}
+
+#[derive(Debug)]
+enum NewValue {
+    Literal(Value),
+    Expression(Expression),
+}
+
+impl Assign {
+    pub fn compile(
+        action: &AssignAction,
+        compiler: &mut Compiler,
+        pointer: &str,
+    ) -> Option<Assign> {
+        let mut assignments = Vec::with_capacity(action.assign.len());
+        let mut ok = true;
+        for (target, value) in &action.assign {
+            let entry = format!(
+                "{pointer}/assign/{}",
+                crate::pipeline::load::yaml::escape_pointer_token(target)
+            );
+            let place = compile_target(target, compiler, &entry);
+            let raw = value;
+            let value = match value {
+                serde_json::Value::String(text) => {
+                    compiler.expression(text, &entry).map(NewValue::Expression)
+                }
+                literal => Some(NewValue::Literal(Value::from_json(literal))),
+            };
+            match (place, value) {
+                (Some((slot, path)), Some(value)) => {
+                    let typed = compiler.context_type(slot).is_some();
+                    check_known_value(compiler, slot, &path, raw, target, &entry);
+                    assignments.push(Assignment {
+                        slot,
+                        checked: typed || !path.is_empty(),
+                        path,
+                        target: Arc::from(target.as_str()),
+                        value,
+                    })
+                }
+                _ => ok = false,
+            }
+        }
+        ok.then_some(Assign { assignments })
+    }
+
+    pub fn execute(&self, execution: &mut Execution) -> Result<(), EvaluationError> {
+        let mut next = self.apply_integers(execution.context, 0);
+        while let Some(index) = next {
+            let view = StepView {
+                machine: execution.machine,
+                configuration: execution.configuration,
+                inputs: execution.inputs,
+                event: execution.event,
+                clock: execution.clock,
+            };
+            self.apply_evaluated(index, execution.context, view)?;
+            next = self.apply_integers(execution.context, index + 1);
+        }
+        Ok(())
+    }
+
+    /// Applies the assignments from `first` on while each has a raw int form (an int literal,
+    /// or `attempts + 1` over an int), storing the `i64` in place: no `Value` is built or
+    /// moved, and an int slot needs nothing dropped. Returns the index of the first assignment
+    /// that needs evaluating, for `apply_evaluated`, or None when all are done.
+    #[inline(always)]
+    pub fn apply_integers(&self, context: &mut [Value], first: usize) -> Option<usize> {
+        for (index, assignment) in self.assignments.iter().enumerate().skip(first) {
+            if assignment.checked {
+                return Some(index);
+            }
+            let integer = match &assignment.value {
+                NewValue::Literal(Value::Int(integer)) => Some(*integer),
+                NewValue::Literal(_) => None,
+                NewValue::Expression(expression) => expression.integer_over(context),
+            };
+            let Some(integer) = integer else {
+                return Some(index);
+            };
+            match &mut context[assignment.slot] {
+                Value::Int(slot) => *slot = integer,
+                other => *other = Value::Int(integer),
+            }
+        }
+        None
+    }
+
+    /// Applies assignment `index` in full, its expression evaluated over `view` and the context
+    /// as the assignments before it left it.
+    pub fn apply_evaluated(
+        &self,
+        index: usize,
+        context: &mut [Value],
+        view: StepView,
+    ) -> Result<(), EvaluationError> {
+        let assignment = &self.assignments[index];
+        let value = match &assignment.value {
+            NewValue::Literal(value) => value.clone(),
+            NewValue::Expression(expression) => {
+                view.with_scope(context, |scope| expression.evaluate(scope))?
+            }
+        };
+        let failure = |message: String| EvaluationError {
+            expression: match &assignment.value {
+                NewValue::Expression(expression) => expression.text.clone(),
+                NewValue::Literal(_) => Arc::from("a literal"),
+            },
+            message,
+        };
+        let value = if assignment.path.is_empty() {
+            value
+        } else {
+            let variable = &view.machine.context[assignment.slot].0;
+            set_path(&context[assignment.slot], variable, &assignment.path, value).map_err(
+                |problem| failure(format!("cannot set `{}`: {problem}", assignment.target)),
+            )?
+        };
+        if assignment.checked {
+            let name = &view.machine.context[assignment.slot].0;
+            context_types::check_assignment(
+                &view.machine.context_types,
+                assignment.slot,
+                name,
+                &value,
+            )
+            .map_err(failure)?;
+        }
+        if matches!(value, Value::String(_) | Value::List(_) | Value::Map(_)) {
+            check_context_size(context, assignment.slot, &value).map_err(failure)?;
+        }
+        context[assignment.slot] = value;
+        Ok(())
+    }
+}
+
+/// The slot of the variable an assignment's key names and the map keys below it
+/// (`verdicts.critic`), or a located error saying why the key cannot be assigned.
+fn compile_target(
+    target: &str,
+    compiler: &mut Compiler,
+    pointer: &str,
+) -> Option<(usize, Vec<Arc<str>>)> {
+    if target.contains('[') {
+        compiler.key_error(
+            pointer,
+            format!("`{target}` indexes a list, and a path names only map keys"),
+            Some(
+                "to change one element, assign the whole list (e.g. with `map` or a list \
+                 literal); a path like `verdicts.critic` sets one key of a map"
+                    .into(),
+            ),
+        );
+        return None;
+    }
+    let mut segments = target.split('.');
+    let variable = segments.next().unwrap_or_default();
+    let slot = compiler.writable_context_slot(variable, pointer, Part::Key)?;
+    let mut path = Vec::new();
+    for key in segments {
+        let valid = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            compiler.key_error(
+                pointer,
+                if key.is_empty() {
+                    format!("`{target}` is not a path: it has an empty key")
+                } else {
+                    format!("`{target}` is not a path: `{key}` is not a map key")
+                },
+                Some(
+                    "write the variable, then its keys, separated by `.` (letters, digits, `_` \
+                     and `-`), e.g. `verdicts.critic`"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        path.push(Arc::from(key));
+    }
+    Some((slot, path))
+}
+
+/// When the variable has a type and the new value is known at load (a YAML literal, or an
+/// expression that is a literal), checks it now: the whole value against the type, or a
+/// path's value against what the type says of that key.
+fn check_known_value(
+    compiler: &mut Compiler,
+    slot: usize,
+    path: &[Arc<str>],
+    raw: &serde_json::Value,
+    target: &str,
+    pointer: &str,
+) {
+    let Some(schema) = compiler.context_type(slot).cloned() else {
+        return;
+    };
+    let known = match raw {
+        serde_json::Value::String(text) => context_types::constant_value(text),
+        literal => Some(literal.clone()),
+    };
+    let Some(known) = known else { return };
+    let keys: Vec<String> = path.iter().map(|key| key.to_string()).collect();
+    let Some(expected) = context_types::schema_at(&schema.schema, &keys) else {
+        return;
+    };
+    let Ok(expected) = crate::pipeline::compile::data_schema::DataSchema::compile(expected) else {
+        return;
+    };
+    if let Err(problem) = expected.check(&known) {
+        let variable = target.split('.').next().unwrap_or_default();
+        compiler.value_error(
+            pointer,
+            format!("`{target}` cannot hold this value: {problem}"),
+            Some(format!(
+                "the type of `{variable}` is declared under `types:`; assign a value of that type"
+            )),
+        );
+    }
+}
+
+/// `current` (the value at `walked`, e.g. `verdicts`) with the value at `path` (map keys
+/// below it) replaced by `value`. A missing key or a `null` on the way becomes an empty map;
+/// any other value that is not a map is an error naming where it is.
+fn set_path(
+    current: &Value,
+    walked: &str,
+    path: &[Arc<str>],
+    value: Value,
+) -> Result<Value, String> {
+    let Some((key, rest)) = path.split_first() else {
+        return Ok(value);
+    };
+    let mut map = match current {
+        Value::Map(map) => map.as_ref().clone(),
+        Value::Null => indexmap::IndexMap::new(),
+        other => return Err(format!("`{walked}` is a {}, not a map", other.type_name())),
+    };
+    let inner = map.get(key).cloned().unwrap_or(Value::Null);
+    let walked = format!("{walked}.{key}");
+    map.insert(key.clone(), set_path(&inner, &walked, rest, value)?);
+    Ok(Value::Map(Arc::new(map)))
+}
+
+/// Whether the context, with `value` in `slot`, stays within its bound (16 times
+/// `--max-value-bytes`). Only an assignment of a string, list or map is checked: the rest
+/// cannot grow it much.
+fn check_context_size(context: &[Value], slot: usize, value: &Value) -> Result<(), String> {
+    let budgets = crate::pipeline::compile::budget::current();
+    let limit = budgets.max_context_bytes();
+    let others: usize = context
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| *index != slot)
+        .map(|(_, other)| other.size_in_bytes())
+        .fold(0, usize::saturating_add);
+    let total = others.saturating_add(value.size_in_bytes());
+    if total > limit {
+        return Err(format!(
+            "the context would hold {total} bytes, more than its limit of {limit} bytes \
+             ({} times --max-value-bytes); raise it with --max-value-bytes",
+            crate::pipeline::compile::budget::CONTEXT_VALUES
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! The fast path for common expressions: int, bool and string operations over context and input
+//! slots, evaluated with no allocation. Anything unusual defers to full CEL, so results agree.
+
+use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
+
+use super::expression::{NameBinding, Names, Scope};
+use crate::base::value::Value;
+
+/// A compiled fast-path expression tree.
+#[derive(Debug)]
+pub enum Fast {
+    Literal(Value),
+    /// A context variable or input, by slot.
+    Slot(NameBinding),
+    Not(Box<Fast>),
+    Negate(Box<Fast>),
+    And(Box<Fast>, Box<Fast>),
+    Or(Box<Fast>, Box<Fast>),
+    Conditional(Box<Fast>, Box<Fast>, Box<Fast>),
+    Binary(Operator, Box<Fast>, Box<Fast>),
+    /// `slot <operator> literal int` (`attempts < 3`, `attempts + 1`): the commonest guard and
+    /// assignment, read in place without cloning or recursing.
+    SlotWithInt(Operator, NameBinding, i64),
+    /// `event.<field>.<key>...` (`event.data.stdout`): read in place, without building the
+    /// event's map; a path that does not lead to a value defers, so CEL reports it.
+    EventField(Box<[Box<str>]>),
+}
+
+/// The fields `event` has (`Scope::event_value`); a path must start with one of them.
+pub const EVENT_FIELDS: [&str; 6] = ["name", "type", "origin", "invokeid", "sendid", "data"];
+
+/// Binary operators the fast path evaluates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Remainder,
+    Equal,
+    NotEqual,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+impl Operator {
+    fn from_function(name: &str) -> Option<Operator> {
+        Some(match name {
+            operators::ADD => Operator::Add,
+            operators::SUBSTRACT => Operator::Subtract,
+            operators::MULTIPLY => Operator::Multiply,
+            operators::DIVIDE => Operator::Divide,
+            operators::MODULO => Operator::Remainder,
+            operators::EQUALS => Operator::Equal,
+            operators::NOT_EQUALS => Operator::NotEqual,
+            operators::LESS => Operator::Less,
+            operators::LESS_EQUALS => Operator::LessOrEqual,
+            operators::GREATER => Operator::Greater,
+            operators::GREATER_EQUALS => Operator::GreaterOrEqual,
+            _ => return None,
+        })
+    }
+}
+
+impl Fast {
+    /// The fast form of an expression, if every part of it has one.
+    pub fn compile(expression: &IdedExpr, names: &Names) -> Option<Fast> {
+        match &expression.expr {
+            Expr::Literal(literal) => Some(Fast::Literal(match literal {
+                LiteralValue::Int(integer) => Value::Int(*integer.inner()),
+                LiteralValue::Boolean(flag) => Value::Bool(*flag.inner()),
+                LiteralValue::String(text) => Value::string(text.inner()),
+                _ => return None,
+            })),
+            Expr::Ident(name) => match names.binding(name)? {
+                binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
+                    Some(Fast::Slot(binding))
+                }
+                NameBinding::Event => None,
+            },
+            Expr::Select(_) => {
+                let mut path = Vec::new();
+                let mut current = expression;
+                while let Expr::Select(select) = &current.expr {
+                    if select.test {
+                        return None;
+                    }
+                    path.push(select.field.clone().into_boxed_str());
+                    current = &select.operand;
+                }
+                match &current.expr {
+                    Expr::Ident(name) if names.binding(name) == Some(NameBinding::Event) => {
+                        path.reverse();
+                        Fast::event_field(path)
+                    }
+                    _ => None,
+                }
+            }
+            Expr::Call(call) if call.target.is_none() => {
+                let argument = |index: usize| -> Option<Box<Fast>> {
+                    Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
+                };
+                match (call.func_name.as_str(), call.args.len()) {
+                    (operators::LOGICAL_NOT, 1) => Some(Fast::Not(argument(0)?)),
+                    (operators::NEGATE, 1) => Some(Fast::Negate(argument(0)?)),
+                    (operators::LOGICAL_AND, 2) => Some(Fast::And(argument(0)?, argument(1)?)),
+                    (operators::LOGICAL_OR, 2) => Some(Fast::Or(argument(0)?, argument(1)?)),
+                    (operators::CONDITIONAL, 3) => {
+                        Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
+                    }
+                    (name, 2) => Some(Fast::binary(
+                        Operator::from_function(name)?,
+                        *argument(0)?,
+                        *argument(1)?,
+                    )),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// A path below `event`, if it starts with one of the event's fields.
+    pub fn event_field(path: Vec<Box<str>>) -> Option<Fast> {
+        let first = path.first()?;
+        EVENT_FIELDS
+            .contains(&&**first)
+            .then(|| Fast::EventField(path.into_boxed_slice()))
+    }
+
+    /// A binary operation, as one node when it is `slot <operator> int`.
+    pub fn binary(operator: Operator, left: Fast, right: Fast) -> Fast {
+        match (left, right) {
+            (Fast::Slot(binding), Fast::Literal(Value::Int(literal)))
+                if !matches!(binding, NameBinding::Event) =>
+            {
+                Fast::SlotWithInt(operator, binding, literal)
+            }
+            (left, right) => Fast::Binary(operator, Box::new(left), Box::new(right)),
+        }
+    }
+
+    /// The value, or None when full CEL must decide (a type it does not handle, or an error
+    /// such as overflow, which CEL then reports in its own words).
+    #[inline(always)]
+    pub fn evaluate(&self, scope: &Scope) -> Option<Value> {
+        // The commonest form, `context_slot <operator> int` on an int, is worked out where the
+        // expression is evaluated, so that the caller's scope need not even be built for it.
+        if let Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) = self
+            && let Some(Value::Int(integer)) = scope.context.get(*slot)
+        {
+            return int_binary(*operator, *integer, *literal);
+        }
+        self.evaluate_node(scope)
+    }
+
+    /// The int an expression of the commonest assignment form gives over the context alone (an
+    /// int literal, or `context_slot <arithmetic> int` on an int), as a raw `i64`: the caller
+    /// stores it without a `Value` passing through. None means: evaluate it as usual.
+    #[inline(always)]
+    pub fn integer(&self, context: &[Value]) -> Option<i64> {
+        match self {
+            Fast::Literal(Value::Int(integer)) => Some(*integer),
+            Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) => {
+                match context.get(*slot) {
+                    Some(Value::Int(integer)) => int_arithmetic(*operator, *integer, *literal),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The outcome of the commonest guard form (`context_slot <comparison> int` on an int), as
+    /// a raw `bool`. None means: evaluate it as usual.
+    #[inline(always)]
+    pub fn condition(&self, context: &[Value]) -> Option<bool> {
+        match self {
+            Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) => {
+                match context.get(*slot) {
+                    Some(Value::Int(integer)) => int_comparison(*operator, *integer, *literal),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn evaluate_node(&self, scope: &Scope) -> Option<Value> {
+        match self {
+            Fast::Literal(value) => Some(value.clone()),
+            Fast::Slot(binding) => Some(scope.read(*binding)),
+            Fast::Not(operand) => match operand.evaluate(scope)? {
+                Value::Bool(flag) => Some(Value::Bool(!flag)),
+                _ => None,
+            },
+            Fast::Negate(operand) => match operand.evaluate(scope)? {
+                Value::Int(integer) => integer.checked_neg().map(Value::Int),
+                _ => None,
+            },
+            // CEL's `&&` and `||` are commutative about errors; on the fast path the left side
+            // is evaluated first and anything but a bool defers, which gives the same results.
+            Fast::And(left, right) => match left.evaluate(scope)? {
+                Value::Bool(false) => Some(Value::Bool(false)),
+                Value::Bool(true) => match right.evaluate(scope)? {
+                    Value::Bool(flag) => Some(Value::Bool(flag)),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Fast::Or(left, right) => match left.evaluate(scope)? {
+                Value::Bool(true) => Some(Value::Bool(true)),
+                Value::Bool(false) => match right.evaluate(scope)? {
+                    Value::Bool(flag) => Some(Value::Bool(flag)),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Fast::Conditional(condition, then, otherwise) => match condition.evaluate(scope)? {
+                Value::Bool(true) => then.evaluate(scope),
+                Value::Bool(false) => otherwise.evaluate(scope),
+                _ => None,
+            },
+            Fast::Binary(operator, left, right) => {
+                binary(*operator, &left.evaluate(scope)?, &right.evaluate(scope)?)
+            }
+            Fast::EventField(path) => {
+                let event = scope.event?;
+                let (first, rest) = path.split_first()?;
+                let mut value = match &**first {
+                    "name" => return rest.is_empty().then(|| Value::String(event.name.clone())),
+                    "type" => return rest.is_empty().then(|| Value::string(event.origin.name())),
+                    "origin" => return rest.is_empty().then(|| event.origin_value()),
+                    "invokeid" => {
+                        return rest
+                            .is_empty()
+                            .then(|| event.invoke_id.clone().map_or(Value::Null, Value::String));
+                    }
+                    "sendid" => {
+                        return rest
+                            .is_empty()
+                            .then(|| event.send_id.clone().map_or(Value::Null, Value::String));
+                    }
+                    _ => &event.data,
+                };
+                for key in rest {
+                    let Value::Map(map) = value else { return None };
+                    value = map.get(&**key)?;
+                }
+                Some(value.clone())
+            }
+            Fast::SlotWithInt(operator, binding, literal) => {
+                let slots = match binding {
+                    NameBinding::Context(_) => scope.context,
+                    _ => scope.inputs,
+                };
+                let (NameBinding::Context(slot) | NameBinding::Input(slot)) = *binding else {
+                    return None;
+                };
+                match slots.get(slot) {
+                    Some(Value::Int(integer)) => int_binary(*operator, *integer, *literal),
+                    other => binary(
+                        *operator,
+                        other.unwrap_or(&Value::Null),
+                        &Value::Int(*literal),
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn binary(operator: Operator, left: &Value, right: &Value) -> Option<Value> {
+    use Operator::*;
+    match (left, right) {
+        (Value::Int(left), Value::Int(right)) => int_binary(operator, *left, *right),
+        (Value::Bool(left), Value::Bool(right)) => match operator {
+            Equal => Some(Value::Bool(left == right)),
+            NotEqual => Some(Value::Bool(left != right)),
+            _ => None,
+        },
+        (Value::String(left), Value::String(right)) => match operator {
+            Equal => Some(Value::Bool(left == right)),
+            NotEqual => Some(Value::Bool(left != right)),
+            // Byte order of UTF-8 is code point order, which is how CEL orders strings.
+            Less => Some(Value::Bool(left < right)),
+            LessOrEqual => Some(Value::Bool(left <= right)),
+            Greater => Some(Value::Bool(left > right)),
+            GreaterOrEqual => Some(Value::Bool(left >= right)),
+            _ => None,
+        },
+        // Time values read from context compare in place; their arithmetic is CEL's.
+        (Value::Timestamp(left), Value::Timestamp(right)) => ordering(operator, left.cmp(right)),
+        (Value::Duration(left), Value::Duration(right)) => ordering(operator, left.cmp(right)),
+        _ => None,
+    }
+}
+
+/// A comparison's outcome from an ordering; None for an arithmetic operator.
+fn ordering(operator: Operator, order: std::cmp::Ordering) -> Option<Value> {
+    let holds = match operator {
+        Operator::Equal => order.is_eq(),
+        Operator::NotEqual => order.is_ne(),
+        Operator::Less => order.is_lt(),
+        Operator::LessOrEqual => order.is_le(),
+        Operator::Greater => order.is_gt(),
+        Operator::GreaterOrEqual => order.is_ge(),
+        _ => return None,
+    };
+    Some(Value::Bool(holds))
+}
+
+/// Integer arithmetic and comparison; overflow and division by zero defer to CEL's error.
+#[inline(always)]
+fn int_binary(operator: Operator, left: i64, right: i64) -> Option<Value> {
+    match int_comparison(operator, left, right) {
+        Some(holds) => Some(Value::Bool(holds)),
+        None => int_arithmetic(operator, left, right).map(Value::Int),
+    }
+}
+
+/// An arithmetic operator over two ints; None for overflow, division by zero, or a comparison.
+#[inline(always)]
+fn int_arithmetic(operator: Operator, left: i64, right: i64) -> Option<i64> {
+    use Operator::*;
+    match operator {
+        Add => left.checked_add(right),
+        Subtract => left.checked_sub(right),
+        Multiply => left.checked_mul(right),
+        Divide => left.checked_div(right),
+        Remainder => left.checked_rem(right),
+        Equal | NotEqual | Less | LessOrEqual | Greater | GreaterOrEqual => None,
+    }
+}
+
+/// A comparison operator over two ints; None for an arithmetic one.
+#[inline(always)]
+fn int_comparison(operator: Operator, left: i64, right: i64) -> Option<bool> {
+    use Operator::*;
+    match operator {
+        Equal => Some(left == right),
+        NotEqual => Some(left != right),
+        Less => Some(left < right),
+        LessOrEqual => Some(left <= right),
+        Greater => Some(left > right),
+        GreaterOrEqual => Some(left >= right),
+        Add | Subtract | Multiply | Divide | Remainder => None,
+    }
+}

@@ -1,0 +1,301 @@
+//! Load-time checks of time arithmetic where the types are known: `now() + 5` is refused with what to write instead.
+
+use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
+
+use super::expression::ExpressionProblem;
+
+/// What the checker knows of a sub-expression's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    Timestamp,
+    Duration,
+    Number,
+    Text,
+    Bool,
+    /// A variable, a field, a call whose result depends on its arguments: not checked.
+    Unknown,
+}
+
+impl Known {
+    fn is_time(self) -> bool {
+        matches!(self, Known::Timestamp | Known::Duration)
+    }
+
+    fn article(self) -> &'static str {
+        match self {
+            Known::Timestamp => "a timestamp",
+            Known::Duration => "a duration",
+            Known::Number => "a number",
+            Known::Text => "a text",
+            Known::Bool => "a bool",
+            Known::Unknown => "a value",
+        }
+    }
+}
+
+/// The operators whose operands are checked: arithmetic and comparison. (A host function of
+/// two arguments, `in`, `&&` and indexing are not time arithmetic.)
+const ARITHMETIC: [&str; 5] = [
+    operators::ADD,
+    operators::SUBSTRACT,
+    operators::MULTIPLY,
+    operators::DIVIDE,
+    operators::MODULO,
+];
+const COMPARISONS: [&str; 6] = [
+    operators::LESS,
+    operators::LESS_EQUALS,
+    operators::GREATER,
+    operators::GREATER_EQUALS,
+    operators::EQUALS,
+    operators::NOT_EQUALS,
+];
+
+/// The problems of time arithmetic in `expression`; `offset` locates a node in the text.
+pub fn check(expression: &IdedExpr, offset: &dyn Fn(&IdedExpr) -> usize) -> Vec<ExpressionProblem> {
+    let mut checker = Checker {
+        offset,
+        problems: Vec::new(),
+    };
+    checker.infer(expression);
+    checker.problems
+}
+
+struct Checker<'a> {
+    offset: &'a dyn Fn(&IdedExpr) -> usize,
+    problems: Vec<ExpressionProblem>,
+}
+
+impl Checker<'_> {
+    fn infer(&mut self, expression: &IdedExpr) -> Known {
+        match &expression.expr {
+            Expr::Literal(literal) => match literal {
+                LiteralValue::Int(_) | LiteralValue::UInt(_) | LiteralValue::Double(_) => {
+                    Known::Number
+                }
+                LiteralValue::String(_) => Known::Text,
+                LiteralValue::Boolean(_) => Known::Bool,
+                _ => Known::Unknown,
+            },
+            Expr::Call(call) => {
+                let arguments: Vec<Known> = call
+                    .args
+                    .iter()
+                    .map(|argument| self.infer(argument))
+                    .collect();
+                if let Some(target) = &call.target {
+                    let target = self.infer(target);
+                    return match (target, call.func_name.as_str()) {
+                        (Known::Timestamp | Known::Duration, name) if name.starts_with("get") => {
+                            Known::Number
+                        }
+                        _ => Known::Unknown,
+                    };
+                }
+                match (call.func_name.as_str(), arguments.as_slice()) {
+                    ("now" | "timestamp", _) => Known::Timestamp,
+                    ("duration", _) => Known::Duration,
+                    ("now_ms" | "int" | "uint" | "double" | "size", _) => Known::Number,
+                    ("string", _) => Known::Text,
+                    (operator, [left, right])
+                        if ARITHMETIC.contains(&operator) || COMPARISONS.contains(&operator) =>
+                    {
+                        self.binary(operator, *left, *right, &call.args, expression)
+                    }
+                    _ => Known::Unknown,
+                }
+            }
+            Expr::List(list) => {
+                list.elements.iter().for_each(|element| {
+                    self.infer(element);
+                });
+                Known::Unknown
+            }
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let cel::common::ast::EntryExpr::MapEntry(entry) = &entry.expr {
+                        self.infer(&entry.key);
+                        self.infer(&entry.value);
+                    }
+                }
+                Known::Unknown
+            }
+            Expr::Comprehension(comprehension) => {
+                self.infer(&comprehension.iter_range);
+                self.infer(&comprehension.loop_step);
+                self.infer(&comprehension.result);
+                Known::Unknown
+            }
+            Expr::Select(select) => {
+                self.infer(&select.operand);
+                Known::Unknown
+            }
+            _ => Known::Unknown,
+        }
+    }
+
+    /// The type of `left <operator> right`, reporting a combination that always fails.
+    fn binary(
+        &mut self,
+        operator: &str,
+        left: Known,
+        right: Known,
+        arguments: &[IdedExpr],
+        expression: &IdedExpr,
+    ) -> Known {
+        use Known::*;
+        let comparison = COMPARISONS.contains(&operator);
+        if !(left.is_time() || right.is_time()) || left == Unknown || right == Unknown {
+            return if comparison { Bool } else { Unknown };
+        }
+        let outcome = match operator {
+            operators::ADD => match (left, right) {
+                (Timestamp, Duration) | (Duration, Timestamp) => Ok(Timestamp),
+                // Joined as text: `'report-' + now()`.
+                (Text, _) | (_, Text) => Ok(Text),
+                (Duration, Duration) => Ok(Duration),
+                (Timestamp, Timestamp) => Err(
+                    "two timestamps do not add up: subtract them for the duration between (`t2 - t1`), or add a duration to one"
+                        .to_string(),
+                ),
+                _ => Err(number_help(left, right, arguments, "+")),
+            },
+            operators::SUBSTRACT => match (left, right) {
+                (Timestamp, Timestamp) | (Duration, Duration) => Ok(Duration),
+                (Timestamp, Duration) => Ok(Timestamp),
+                (Duration, Timestamp) => Err(
+                    "a duration minus a timestamp means nothing: write `timestamp - duration`"
+                        .to_string(),
+                ),
+                _ => Err(number_help(left, right, arguments, "-")),
+            },
+            operators::MULTIPLY => match (left, right) {
+                (Duration, Number) | (Number, Duration) => Ok(Duration),
+                _ => Err(
+                    "only a duration and a number multiply: `duration('5m') * 3`".to_string(),
+                ),
+            },
+            _ if comparison => {
+                if left == right {
+                    Ok(Bool)
+                } else {
+                    Err(format!(
+                        "{} and {} never compare: compare a timestamp with a timestamp (`now() > timestamp('2026-01-01T09:00:00Z')`) and a duration with a duration (`now() - started < duration('5m')`)",
+                        left.article(),
+                        right.article()
+                    ))
+                }
+            }
+            _ => Err(format!(
+                "{} and {} have no `{}`: time values add, subtract, multiply (a duration by a number) and compare",
+                left.article(),
+                right.article(),
+                operator.trim_matches('_')
+            )),
+        };
+        match outcome {
+            Ok(known) => known,
+            Err(help) => {
+                self.problems.push(ExpressionProblem {
+                    offset: (self.offset)(expression),
+                    message: format!(
+                        "`{}` between {} and {} fails when it runs",
+                        operator.trim_matches('_'),
+                        left.article(),
+                        right.article()
+                    ),
+                    help: Some(help),
+                });
+                Unknown
+            }
+        }
+    }
+}
+
+/// What to write for a number or a text beside a time value.
+fn number_help(left: Known, right: Known, arguments: &[IdedExpr], operator: &str) -> String {
+    let number = match (left, right) {
+        (_, Known::Number) => arguments.get(1),
+        (Known::Number, _) => arguments.first(),
+        _ => {
+            return "turn the text into a time value first: `timestamp('2026-01-01T09:00:00Z')`, `duration('90s')`".into();
+        }
+    };
+    let amount = match number.map(|argument| &argument.expr) {
+        Some(Expr::Literal(LiteralValue::Int(amount))) => amount.to_string(),
+        _ => "5".into(),
+    };
+    format!(
+        "a number has no unit, so it is not a duration: write `duration('{amount}s')` for {amount} seconds (e.g. `now() {operator} duration('{amount}s')`), or `duration('1s') * n` for a number of seconds `n`"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::pipeline::compile::expression::{Expression, Names};
+
+    fn problems(text: &str) -> Vec<String> {
+        let names = Names::new(["x".to_string()], [], HashMap::new());
+        match Expression::compile(text, &names) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems
+                .into_iter()
+                .map(|problem| format!("{}: {}", problem.offset, problem.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn refuses_only_what_always_fails() {
+        for fine in [
+            "now() + duration('5s')",
+            "duration('5s') + now()",
+            "now() - now() < duration('1s')",
+            "duration('1s') * 2.5 == 2 * duration('1s')",
+            "'at ' + now()",
+            "now() in [now()]",
+            "now() + x",
+            "x * 5 + now()",
+            "now().getHours() + 1",
+            "matches(string(now()), '2026')",
+        ] {
+            assert_eq!(problems(fine), Vec::<String>::new(), "{fine}");
+        }
+        for (bad, says) in [
+            ("now() + 5", "6: `+` between a timestamp and a number"),
+            (
+                "5 - duration('1s')",
+                "2: `-` between a number and a duration",
+            ),
+            (
+                "now() + now()",
+                "6: `+` between a timestamp and a timestamp",
+            ),
+            (
+                "duration('1s') - now()",
+                "15: `-` between a duration and a timestamp",
+            ),
+            ("now() * 2", "6: `*` between a timestamp and a number"),
+            (
+                "duration('1m') / 2",
+                "15: `/` between a duration and a number",
+            ),
+            (
+                "now() == duration('1s')",
+                "6: `==` between a timestamp and a duration",
+            ),
+            (
+                "(now() + 1).getHours()",
+                "7: `+` between a timestamp and a number",
+            ),
+        ] {
+            let found = problems(bad);
+            assert!(
+                found.iter().any(|problem| problem.starts_with(says)),
+                "{bad}: {found:?}"
+            );
+        }
+    }
+}

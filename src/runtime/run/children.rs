@@ -1,0 +1,205 @@
+//! Child protocols: each runs on a local task of its parent's host, reports through it, and (for a durable parent) commits its steps through it.
+
+use super::Interpreter;
+use super::algorithm::RunError;
+use super::driver::{ChildLink, EventSource, Hosting, Observer, RunReport, drive_async};
+use super::host::{DriverHost, EffectMessage, EffectSink};
+use super::input::{InputLineError, MAX_EVENT_LINE_BYTES};
+use crate::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::base::event::{Event, Origin};
+use crate::base::value::Value;
+use crate::pipeline::actions::{Directive, LogRecord};
+use crate::pipeline::compile::machine::Machine;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Forwards a child protocol's logs and directives to its parent's driver; a directive says
+/// which child it is from (`from`: the invoke ids down to it, `kid/grandkid`).
+struct ChildObserver {
+    parent: EffectSink,
+    id: Arc<str>,
+}
+
+impl Observer for ChildObserver {
+    fn log(&mut self, record: &LogRecord, _time: &str) {
+        self.parent.send(EffectMessage::Log(record.clone()));
+    }
+
+    fn directive(&mut self, directive: &Directive) {
+        let mut directive = directive.clone();
+        directive.from = Some(match &directive.from {
+            Some(below) => Arc::from(format!("{}/{below}", self.id)),
+            None => self.id.clone(),
+        });
+        self.parent.send(EffectMessage::Directive(directive));
+    }
+
+    fn input_error(&mut self, _error: &InputLineError) {}
+}
+
+/// A child protocol's checkpoint: each of its steps goes to its parent, which records it with
+/// its own (the child's snapshot inside the parent's).
+struct ParentCheckpoint {
+    parent: EffectSink,
+    id: Arc<str>,
+}
+
+impl Checkpoint for ParentCheckpoint {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        // A parent gone meanwhile has cancelled this child: nothing is left to record.
+        self.parent
+            .send(EffectMessage::ChildStep(self.id.clone(), Box::new(step)));
+        Ok(())
+    }
+}
+
+/// The event reporting how a child protocol ended: its output on `done.invoke.<id>` when it
+/// reached a final state with exit code 0, otherwise `error.invoke.<id>` with a message.
+fn invoke_outcome(
+    parent: &Machine,
+    request: &crate::pipeline::actions::InvokeRequest,
+    result: Result<RunReport, RunError>,
+) -> Event {
+    let failure = |message: String, report: Option<&RunReport>| {
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("id"), Value::String(request.id.clone()));
+        data.insert(Arc::from("message"), Value::string(message));
+        if let Some(outcome) = report.and_then(|report| report.outcome.as_ref()) {
+            data.insert(Arc::from("exit_code"), Value::Int(outcome.exit_code.into()));
+            data.insert(
+                Arc::from("state"),
+                Value::String(request.machine.state(outcome.final_state).id.clone()),
+            );
+            data.insert(Arc::from("output"), outcome.output.clone());
+        }
+        Event::of_type(parent, request.failed, Origin::Outcome)
+            .with_data(Value::Map(Arc::new(data)))
+    };
+    match result {
+        Ok(report) => match &report.outcome {
+            Some(outcome) if outcome.exit_code == 0 => {
+                Event::of_type(parent, request.done, Origin::Outcome)
+                    .with_data(outcome.output.clone())
+            }
+            Some(outcome) => {
+                let state = &request.machine.state(outcome.final_state).id;
+                failure(
+                    format!(
+                        "the child protocol ended in `{state}` with exit code {}",
+                        outcome.exit_code
+                    ),
+                    Some(&report),
+                )
+            }
+            None => failure(
+                format!(
+                    "the child protocol stopped unfinished in {}",
+                    report.active_states.join(", ")
+                ),
+                Some(&report),
+            ),
+        },
+        Err(error) => failure(error.to_string(), None),
+    }
+}
+
+impl DriverHost<'_> {
+    /// Runs a child protocol on a local task: a new one, or (`resumed`) one continuing from
+    /// the step its parent's snapshot recorded, its timers re-armed by the given policy.
+    pub(super) fn spawn_child(
+        &mut self,
+        request: crate::pipeline::actions::InvokeRequest,
+        resumed: Option<(crate::runtime::run::snapshot::ChildSnapshot, TimerPolicy)>,
+    ) {
+        let parent = self.completions();
+        let machine = self.machine.clone();
+        let mocks = self.mocks.clone();
+        let id = request.id.clone();
+        let (inbox, link_inbox) = if request.takes_events {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            (Some(sender), Some(receiver))
+        } else {
+            (None, None)
+        };
+        let queue = super::running::ChildQueue {
+            inbox,
+            autoforward: request.autoforward,
+            declared_events: request.machine.declared_events.clone(),
+            inputs: request.inputs.iter().map(Value::to_stored_json).collect(),
+            last_step: resumed.as_ref().map(|(child, _)| child.clone()),
+        };
+        let link = ChildLink {
+            parent: parent.clone(),
+            id: id.clone(),
+            inbox: link_inbox,
+        };
+        // A durable parent records its children's steps with its own.
+        let recording = self.recording;
+        // A child runs under its parent's limits: the budgets of the step that invokes it, and
+        // the microstep limit.
+        let limits = super::algorithm::Limits {
+            budgets: crate::pipeline::compile::budget::current(),
+            max_microsteps: self.max_microsteps,
+        };
+        // The child's driver holds borrowed state, so it runs on this thread (a local task).
+        let handle = tokio::task::spawn_local(async move {
+            let resume = resumed.as_ref().map(|(child, timers)| Resume {
+                snapshot: (*child.snapshot).clone(),
+                sequence: child.sequence,
+                committed_unix_milliseconds: child.committed_unix_milliseconds,
+                timers: *timers,
+            });
+            let restored = match &resume {
+                Some(resume) => Interpreter::restore(
+                    request.machine.clone(),
+                    request.inputs.clone(),
+                    &resume.snapshot,
+                )
+                .map_err(|error| RunError::Checkpoint {
+                    message: format!("the child cannot be resumed: {error}"),
+                }),
+                None => Ok(Interpreter::new(
+                    request.machine.clone(),
+                    request.inputs.clone(),
+                )),
+            }
+            .map(|child| child.with_limits(limits));
+            let mut observer = ChildObserver {
+                parent: parent.clone(),
+                id: request.id.clone(),
+            };
+            let mut checkpoint = ParentCheckpoint {
+                parent: parent.clone(),
+                id: request.id.clone(),
+            };
+            let result = match restored {
+                Ok(mut child) => {
+                    Box::pin(drive_async(
+                        &mut child,
+                        EventSource::None,
+                        false,
+                        MAX_EVENT_LINE_BYTES,
+                        mocks,
+                        &mut observer,
+                        Hosting {
+                            checkpoint: recording.then_some(&mut checkpoint as &mut dyn Checkpoint),
+                            resume: resume.as_ref(),
+                            signals: false,
+                            child: Some(link),
+                        },
+                    ))
+                    .await
+                }
+                Err(error) => Err(error),
+            };
+            let event = invoke_outcome(&machine, &request, result);
+            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
+        });
+        if self.state.running.start_child(id.clone(), handle, queue) {
+            // The same invoke started again before its state exited: the old child is gone.
+            let time = self.now_text();
+            let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
+            self.observer.record(&time, "invoke", fields);
+        }
+    }
+}

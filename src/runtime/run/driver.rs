@@ -1,0 +1,481 @@
+//! Driving a run: its options and report, the observer of what it does, and the loop that feeds it input, timers and signals.
+
+use super::Interpreter;
+use super::algorithm::{Outcome, RunError};
+use crate::base::clock;
+use crate::base::durable::{Checkpoint, Resume};
+use crate::base::event::Event;
+use crate::effects::mock::Mocks;
+use crate::pipeline::actions::{Directive, LogRecord};
+use crate::pipeline::compile::machine::Machine;
+use crate::runtime::runs::admission::EventReport;
+use std::io::Write;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+// What callers name through `run::driver`, wherever it now lives.
+pub use super::host::DriverState;
+pub(crate) use super::host::{EffectMessage, EffectSink};
+pub use super::input::{
+    InputBatches, InputLine, InputLineError, InputLines, LineBatch, MAX_EVENT_LINE_BYTES,
+    parse_event_line, parse_input_line,
+};
+pub(crate) use super::input::{spawn_stdin_batches, spawn_stdin_reader};
+pub use super::session::{Session, Waited};
+
+/// Where external events come from.
+pub enum EventSource {
+    /// No external events.
+    None,
+    /// JSON lines known in advance (a file's content), delivered in order.
+    Lines(String),
+    /// JSON lines read from stdin as they arrive.
+    Stdin,
+    /// JSON lines read from a file, under the same per-line rules as stdin.
+    File(std::fs::File),
+}
+
+/// How the driver keeps time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeMode {
+    #[default]
+    Real,
+    /// Delays elapse instantly, in order, on tokio's paused clock.
+    Virtual,
+}
+
+/// How the driver runs: its clock, any scripted effect outcomes, and its input limit.
+#[derive(Debug, Clone)]
+pub struct DriveOptions {
+    pub time_mode: TimeMode,
+    pub mocks: Mocks,
+    /// The longest event line read from stdin.
+    pub max_event_bytes: usize,
+}
+
+impl Default for DriveOptions {
+    fn default() -> Self {
+        DriveOptions {
+            time_mode: TimeMode::default(),
+            mocks: Mocks::default(),
+            max_event_bytes: MAX_EVENT_LINE_BYTES,
+        }
+    }
+}
+
+/// How a driven run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Set when a top-level final state was reached.
+    pub outcome: Option<Outcome>,
+    /// Active atomic states when the run stopped.
+    pub active_states: Vec<String>,
+    pub context: serde_json::Value,
+    /// SIGINT or SIGTERM stopped the run between macrosteps.
+    pub stopped_by_signal: bool,
+    /// Effects that were still running when the run reached its final state, each awaited:
+    /// `{"id", "invocation", "outcome", "event", ...}` (`outcome`: `completed` or `failed`).
+    pub effects: Vec<serde_json::Value>,
+    /// Deferred events still waiting when the run ended, each reported `discarded`.
+    pub discarded: Vec<serde_json::Value>,
+}
+
+impl RunReport {
+    /// Whether an effect awaited after the final state failed.
+    pub fn an_effect_failed_after_finish(&self) -> bool {
+        self.effects
+            .iter()
+            .any(|effect| effect["outcome"] != "completed")
+    }
+}
+
+/// Receives log records and input problems as the run goes.
+pub trait Observer {
+    fn log(&mut self, record: &LogRecord, time: &str);
+    /// A directive for the driving program.
+    fn directive(&mut self, directive: &Directive);
+    fn input_error(&mut self, error: &InputLineError);
+    /// A telemetry entry: `start`, `step` (after each event), `effect` (an outcome arrived) or
+    /// `finish`, with its fields.
+    fn record(&mut self, _time: &str, _kind: &str, _fields: serde_json::Value) {}
+    /// After each external event's macrostep, with what became of the event when it was
+    /// input (taken, deferred, discarded: see `EventReport`); by default the `step` telemetry
+    /// entry. An observer that keeps no telemetry overrides it to skip building the entry.
+    fn step(
+        &mut self,
+        unix_milliseconds: u64,
+        event: &Event,
+        interpreter: &Interpreter,
+        outcome: Option<&EventReport>,
+    ) {
+        let fields = step_fields(event, interpreter, outcome);
+        self.record(&clock::format_rfc3339(unix_milliseconds), "step", fields);
+    }
+    /// A transition was taken; by default the `transition` telemetry entry, stamped with
+    /// `now()` (Unix milliseconds on the run's clock).
+    fn transition(
+        &mut self,
+        now: &dyn Fn() -> u64,
+        machine: &Machine,
+        transition: crate::pipeline::compile::machine::TransitionId,
+    ) {
+        let node = machine.transition(transition);
+        let targets: Vec<&str> = node
+            .targets
+            .iter()
+            .map(|target| &*machine.state(*target).id)
+            .collect();
+        let fields = serde_json::json!({
+            "source": &*machine.state(node.source).id,
+            "targets": targets,
+            "at": node.pointer,
+        });
+        self.record(&clock::format_rfc3339(now()), "transition", fields);
+    }
+    /// What became of an external event that had no macrostep of its own: refused at the door,
+    /// or still deferred when the run ended; by default an `event` telemetry entry.
+    fn event_outcome(&mut self, time: &str, report: &EventReport) {
+        self.record(time, "event", report.to_json());
+    }
+    /// How an `await` line (`line`) ended; `run` tells its sender on stdout.
+    fn awaited(
+        &mut self,
+        _line: usize,
+        _awaited: &super::input::Await,
+        _end: super::awaiting::AwaitEnd,
+    ) {
+    }
+    /// A state was entered (coverage); most observers ignore it.
+    fn state_entered(&mut self, _state: &str) {}
+    /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
+    /// most observers ignore it.
+    fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
+}
+
+/// The `step` telemetry entry: the event, its data, the configuration reached, and the event's
+/// outcome when it was input (`outcome`, `reason`, `waited`, `ticket`).
+pub fn step_fields(
+    event: &Event,
+    interpreter: &Interpreter,
+    outcome: Option<&EventReport>,
+) -> serde_json::Value {
+    let mut fields = serde_json::json!({
+        "event": &*event.name,
+        "data": event.data.to_json(),
+        "configuration": interpreter.active_leaves(),
+    });
+    if let Some(report) = outcome {
+        fields["outcome"] = report.outcome.name().into();
+        if let Some(reason) = &report.reason {
+            fields["reason"] = reason.as_ref().into();
+        }
+        if report.waited {
+            fields["waited"] = true.into();
+        }
+        if let Some(ticket) = report.ticket {
+            fields["ticket"] = ticket.into();
+        }
+    }
+    fields
+}
+
+/// Prints through `tracing` (logs) and stderr (input problems).
+pub struct TracingObserver {
+    pub run_id: String,
+}
+
+impl Observer for TracingObserver {
+    fn log(&mut self, record: &LogRecord, time: &str) {
+        crate::runtime::output::emit(record, time, &self.run_id);
+    }
+
+    fn directive(&mut self, directive: &Directive) {
+        // One whole line per directive, flushed at once: the driving program reads line by line.
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(
+            stdout,
+            "{}",
+            crate::base::secrets::mask_json(&directive.to_json())
+        );
+        let _ = stdout.flush();
+    }
+
+    fn input_error(&mut self, error: &InputLineError) {
+        eprintln!(
+            "warning: events line {}: {}; line skipped",
+            error.line,
+            crate::runtime::output::escape_controls(&crate::base::secrets::mask(&error.message))
+        );
+    }
+}
+
+/// Runs a started-or-not interpreter until it reaches a top-level final state, or until the
+/// events are used up and no timer is pending.
+pub fn drive(
+    interpreter: &mut Interpreter,
+    source: EventSource,
+    options: DriveOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, RunError> {
+    drive_durable(interpreter, source, options, observer, None, None)
+}
+
+/// `drive`, committing every macrostep to `checkpoint`, and continuing a restored run when
+/// `resume` is given. SIGINT or SIGTERM stops it gracefully between macrosteps (the report says
+/// so); a second signal ends the process at once.
+pub fn drive_durable(
+    interpreter: &mut Interpreter,
+    source: EventSource,
+    options: DriveOptions,
+    observer: &mut dyn Observer,
+    checkpoint: Option<&mut dyn Checkpoint>,
+    resume: Option<&Resume>,
+) -> Result<RunReport, RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .start_paused(options.time_mode == TimeMode::Virtual)
+        .build()
+        .expect("a current-thread tokio runtime with timers always builds");
+    let mocks = Arc::new(std::sync::Mutex::new(options.mocks));
+    let local = tokio::task::LocalSet::new();
+    let virtual_time = options.time_mode == TimeMode::Virtual;
+    runtime.block_on(local.run_until(drive_async(
+        interpreter,
+        source,
+        virtual_time,
+        options.max_event_bytes,
+        mocks,
+        observer,
+        Hosting {
+            checkpoint,
+            resume,
+            signals: true,
+            child: None,
+        },
+    )))
+}
+
+/// How a driven run is hosted: whether it is durable, whether it stops on signals (top-level
+/// runs only), and for a child protocol, its link to its parent.
+pub(super) struct Hosting<'checkpoint, 'resume> {
+    pub(super) checkpoint: Option<&'checkpoint mut dyn Checkpoint>,
+    pub(super) resume: Option<&'resume Resume>,
+    pub(super) signals: bool,
+    pub(super) child: Option<ChildLink>,
+}
+
+/// A child protocol's link to its parent: where its `send ... to: parent` goes, tagged with
+/// its invoke id, and the queue its parent sends to (when it takes events).
+pub(super) struct ChildLink {
+    pub(super) parent: EffectSink,
+    pub(super) id: Arc<str>,
+    pub(super) inbox: Option<mpsc::UnboundedReceiver<Event>>,
+}
+
+/// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
+pub(super) struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn watch() -> Option<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        // A busy macrostep does not yield to the task that reads these: it sees the flag.
+        crate::pipeline::compile::budget::watch_stop_signals();
+        Some(StopSignals {
+            interrupt: signal(SignalKind::interrupt()).ok()?,
+            terminate: signal(SignalKind::terminate()).ok()?,
+        })
+    }
+
+    pub(super) async fn next(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+
+    /// After the first signal, the next one gets the default action: the process ends at once.
+    /// Everything committed stays committed.
+    fn let_the_next_one_kill() {
+        use nix::sys::signal::{SigHandler, Signal, signal};
+        for stop in [Signal::SIGINT, Signal::SIGTERM] {
+            // SAFETY: installing the default disposition runs no handler code of ours.
+            let _ = unsafe { signal(stop, SigHandler::SigDfl) };
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn drive_async(
+    interpreter: &mut Interpreter,
+    source: EventSource,
+    virtual_time: bool,
+    max_event_bytes: usize,
+    mocks: Arc<std::sync::Mutex<Mocks>>,
+    observer: &mut dyn Observer,
+    hosting: Hosting<'_, '_>,
+) -> Result<RunReport, RunError> {
+    let mut state = DriverState::new();
+    let mut session = Session::new(interpreter, &mut state, mocks, observer);
+    if let Some(checkpoint) = hosting.checkpoint {
+        session = session.with_checkpoint(checkpoint);
+    }
+    if let Some(link) = hosting.child {
+        session.host.parent = Some((link.parent, link.id));
+        session.inbox = link.inbox;
+    }
+    let mut signals = if hosting.signals {
+        StopSignals::watch()
+    } else {
+        None
+    };
+    let mut lines = match source {
+        EventSource::None => None,
+        EventSource::Lines(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            let (sender, receiver) = mpsc::channel(lines.len().max(1));
+            for line in lines {
+                let _ = sender.try_send(Ok(line.to_string()));
+            }
+            // Dropping the sender ends the stream after the last line.
+            Some(receiver)
+        }
+        EventSource::Stdin => Some(spawn_stdin_reader(max_event_bytes)),
+        EventSource::File(file) => Some(super::input::spawn_line_reader(
+            Box::new(file),
+            max_event_bytes,
+        )),
+    };
+    let mut line_number = 0;
+    let started = match hosting.resume {
+        Some(resume) => session.resume(resume),
+        None => session.start(),
+    };
+    // A signal that stopped a busy step: that step is not committed, the one before it stands.
+    let mut stopped_by_signal = interrupted(started)?;
+    while !stopped_by_signal {
+        if interrupted(session.handle_queued())? {
+            stopped_by_signal = true;
+            break;
+        }
+        if !session.interpreter.is_running() {
+            break;
+        }
+        if !session.interpreter.is_running() {
+            break;
+        }
+        // On the virtual clock a pending timer is always "due": while the event stream is
+        // open, time moves only on `advance` lines, so the run waits for the next event
+        // instead of racing ahead of whoever writes them.
+        session.timers_held = virtual_time && lines.is_some();
+        let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
+        // A child its parent sends to waits for its events until it is cancelled.
+        if idle && lines.is_none() && session.inbox.is_none() {
+            break;
+        }
+        let waited = match signals.as_mut() {
+            Some(signals) => tokio::select! {
+                waited = session.wait(None, lines.as_mut()) => waited,
+                () = signals.next() => {
+                    // Between macrosteps: the last one is committed, so this is the checkpoint.
+                    StopSignals::let_the_next_one_kill();
+                    stopped_by_signal = true;
+                    break;
+                }
+            },
+            None => session.wait(None, lines.as_mut()).await,
+        };
+        match waited {
+            Waited::Line(Some(Err(message))) => {
+                line_number += 1;
+                let error = InputLineError::new(line_number, message, None);
+                session.host.observer.input_error(&error);
+            }
+            Waited::Line(Some(Ok(line))) => {
+                line_number += 1;
+                match parse_input_line(&session.host.machine, &line) {
+                    Ok(InputLine::Event(event)) => {
+                        // Its outcome goes to the observer, numbered by its line.
+                        if interrupted(session.offer(event, Some(line_number as u64)))? {
+                            stopped_by_signal = true;
+                            break;
+                        }
+                    }
+                    Ok(InputLine::Await(awaited)) => {
+                        let waiting = signals.as_mut();
+                        let end = super::awaiting::await_state(
+                            &mut session,
+                            &awaited,
+                            virtual_time,
+                            waiting,
+                        )
+                        .await?;
+                        session.host.observer.awaited(line_number, &awaited, end);
+                        if end == super::awaiting::AwaitEnd::Stopped {
+                            StopSignals::let_the_next_one_kill();
+                            stopped_by_signal = true;
+                            break;
+                        }
+                    }
+                    Ok(InputLine::Advance(duration)) if virtual_time => {
+                        session.timers_held = false;
+                        session.advance(duration).await?;
+                    }
+                    Ok(InputLine::Advance(_)) => {
+                        let message = "`advance` moves the virtual clock: run with --virtual-time";
+                        let error = InputLineError::new(line_number, message.into(), None);
+                        session.host.observer.input_error(&error)
+                    }
+                    Err(message) if !line.trim().is_empty() => {
+                        let error = InputLineError::new(line_number, message, Some(&line));
+                        session.host.observer.input_error(&error)
+                    }
+                    Err(_) => {}
+                }
+            }
+            Waited::Line(None) => {
+                lines = None;
+                session.timers_held = false;
+            }
+            Waited::Progress | Waited::Deadline => {}
+        }
+        session.commit_between_steps()?;
+    }
+    // The run reached its final state: what it started is let finish, each effect within its
+    // own timeout, and recorded; a signal still stops it at once.
+    while !stopped_by_signal && session.effects_running() {
+        match signals.as_mut() {
+            Some(signals) => tokio::select! {
+                _ = session.wait(None, None) => {}
+                () = signals.next() => {
+                    StopSignals::let_the_next_one_kill();
+                    stopped_by_signal = true;
+                }
+            },
+            None => {
+                session.wait(None, None).await;
+            }
+        }
+        session.commit_between_steps()?;
+    }
+    if stopped_by_signal {
+        StopSignals::let_the_next_one_kill();
+        // Its effects die with the process; the checkpoint keeps them for `on_interrupt`.
+        session.record_interrupted();
+    }
+    let mut report = session.finish();
+    report.stopped_by_signal = stopped_by_signal;
+    Ok(report)
+}
+
+/// Whether a step ended because a signal interrupted it (any other failure is returned).
+fn interrupted(step: Result<(), RunError>) -> Result<bool, RunError> {
+    match step {
+        Ok(()) => Ok(false),
+        Err(RunError::Interrupted { .. }) => Ok(true),
+        Err(error) => Err(error),
+    }
+}

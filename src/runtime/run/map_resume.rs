@@ -1,0 +1,75 @@
+//! Maps across the run's end and a resume: a map the final state leaves cannot report; a resumed run restores each map, resumes its interrupted items and lets it go on.
+
+use std::sync::Arc;
+
+use super::fan_out::{ItemStatus, RunningMap};
+use super::host::DriverHost;
+use crate::base::value::Value;
+
+impl DriverHost<'_> {
+    /// The run reached its final state: no map can report any more. Its items still running
+    /// are awaited like any effect; those not started never start.
+    pub(super) fn maps_after_the_run(&mut self) {
+        for map in std::mem::take(&mut self.state.running.maps) {
+            let fields = serde_json::json!({
+                "id": &*map.request.id,
+                "invocation": map.invocation,
+                "outcome": "unreported",
+                "after_finish": true,
+            });
+            let time = self.now_text();
+            self.observer.record(&time, "map", fields);
+        }
+    }
+
+    /// A resumed run: the maps that were running, before their items are resumed.
+    pub(super) fn restore_maps(&mut self, maps: &[serde_json::Value]) {
+        for stored in maps {
+            match serde_json::from_value::<RunningMap>(stored.clone()) {
+                Ok(map) => self.state.running.maps.push(map),
+                Err(error) => {
+                    let time = self.now_text();
+                    let fields = serde_json::json!({"outcome": "unknown_on_resume", "message": error.to_string()});
+                    self.observer.record(&time, "map", fields);
+                }
+            }
+        }
+        self.relink_map_children();
+    }
+
+    /// A resumed run restarts an interrupted item (its `on_interrupt` is `retry`): the map
+    /// follows its new invocation.
+    pub(super) fn restart_map_item(
+        &mut self,
+        item_invocation: u64,
+        request: crate::effects::EffectRequest,
+        from: Option<crate::effects::PlanProgress>,
+    ) {
+        let restarted = self.spawn_effect(request, from);
+        let Some((map, position)) = self.item_place(item_invocation) else {
+            return;
+        };
+        match restarted {
+            Ok(invocation) => self.state.running.maps[map].running[position].1 = invocation,
+            Err(refused) => {
+                let data = Value::Map(Arc::new(self.refusal(&refused.0, &refused.1)));
+                self.record_item(item_invocation, ItemStatus::Error, &data);
+            }
+        }
+    }
+
+    /// After a resume has dealt with the interrupted items: every map goes on (starting the
+    /// items not started, or ending).
+    pub(super) fn resume_maps(&mut self) {
+        let invocations: Vec<u64> = self
+            .state
+            .running
+            .maps
+            .iter()
+            .map(|map| map.invocation)
+            .collect();
+        for invocation in invocations {
+            self.advance_map(invocation);
+        }
+    }
+}

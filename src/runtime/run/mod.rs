@@ -1,0 +1,333 @@
+//! Running a machine: the pure SCXML algorithm and its instance, and the one runtime that hosts instances with their timers, effects and children.
+
+// The algorithm and the instance it steps.
+pub mod algorithm;
+pub mod snapshot;
+
+// The runtime every mode shares (`run`, `serve`, `test`): a session steps one instance; its
+// host keeps the instance's timers, its running effects and children (`running`, `children`);
+// `driver` is the loop of a single run, `fleet` the scheduler of many; `input` reads events.
+pub mod awaiting;
+mod children;
+pub mod driver;
+mod fan_out;
+pub mod fleet;
+mod host;
+pub mod input;
+mod map_children;
+mod map_resume;
+pub mod running;
+pub mod session;
+pub mod stop;
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use crate::base::event::{self, Event};
+use crate::base::value::Value;
+use crate::pipeline::actions::Host;
+use crate::pipeline::compile::machine::{Machine, StateId};
+use algorithm::{Algorithm, CurrentEvent, Instance, Limits, Outcome, RunError, Workspace};
+
+/// One instance of a machine: start it, then hand it events.
+pub struct Interpreter {
+    machine: Arc<Machine>,
+    instance: Instance,
+    limits: Limits,
+}
+
+thread_local! {
+    /// The scratch space of a macrostep, one per thread and lent to whichever instance steps:
+    /// an idle instance then carries none of it (a `serve` host keeps 100,000 of them).
+    static WORKSPACE: Cell<Option<Box<Workspace>>> = const { Cell::new(None) };
+}
+
+/// This thread's workspace, lent to a step until `give_back_workspace`. A step that starts
+/// another instance's step inside it (a host running a child synchronously) finds the
+/// workspace lent out and gets a new one.
+fn lend_workspace() -> Box<Workspace> {
+    WORKSPACE.take().unwrap_or_default()
+}
+
+fn give_back_workspace(workspace: Box<Workspace>) {
+    WORKSPACE.set(Some(workspace));
+}
+
+impl Interpreter {
+    /// A new, not yet started instance; `inputs` come from `Machine::bind_inputs`.
+    pub fn new(machine: Arc<Machine>, inputs: Vec<Value>) -> Interpreter {
+        let instance = Instance::new(&machine, inputs.into());
+        Interpreter {
+            machine,
+            instance,
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Interpreter {
+        self.limits = limits;
+        self
+    }
+
+    /// Runs one entry point of the algorithm over this instance.
+    fn step<'e, T>(
+        &mut self,
+        host: &mut dyn Host,
+        body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
+    ) -> T {
+        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(self.limits.budgets);
+        let mut algorithm = Algorithm {
+            machine: &self.machine,
+            instance: &mut self.instance,
+            workspace: None,
+            host,
+            limits: self.limits,
+            event: CurrentEvent::None,
+            owner: StateId::ROOT,
+        };
+        let result = body(&mut algorithm);
+        if let Some(workspace) = algorithm.workspace.take() {
+            give_back_workspace(workspace);
+        }
+        self.instance.note_quiet_events(&self.machine);
+        result
+    }
+
+    /// Sets the clock `now()` reads (Unix milliseconds); hosts set it before each step.
+    pub fn set_clock(&mut self, unix_milliseconds: u64) {
+        self.instance.clock = unix_milliseconds;
+    }
+
+    /// Enters the initial configuration and runs to completion.
+    pub fn start(&mut self, host: &mut dyn Host) -> Result<(), RunError> {
+        self.step(host, |algorithm| algorithm.start())
+    }
+
+    /// Enters `states` of a restored configuration and runs to completion (a scenario's
+    /// `start:`).
+    pub fn start_in(
+        &mut self,
+        host: &mut dyn Host,
+        states: &[crate::pipeline::compile::machine::StateId],
+    ) -> Result<(), RunError> {
+        self.step(host, |algorithm| algorithm.start_in(states))
+    }
+
+    /// Processes one external event as one macrostep.
+    #[inline]
+    pub fn handle(&mut self, event: &Event, host: &mut dyn Host) -> Result<(), RunError> {
+        self.take(event, host).map(|_| ())
+    }
+
+    /// Processes one external event as one macrostep, and says whether a transition took it.
+    #[inline]
+    pub fn take(&mut self, event: &Event, host: &mut dyn Host) -> Result<bool, RunError> {
+        if self.instance.ignores(event) {
+            return Ok(false);
+        }
+        self.macrostep(event, host)
+    }
+
+    // Kept apart from `take`, so that an ignored event does not pay for this one's frame.
+    #[inline(never)]
+    fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<bool, RunError> {
+        self.step(host, |algorithm| algorithm.process_external_event(event))
+    }
+
+    /// The active state that defers `event`, an external event no transition took (the root
+    /// for the protocol's own `defer:`), if one does: engine events are never deferred.
+    pub fn deferred_by(&self, event: &Event) -> Option<StateId> {
+        if !self.machine.has_defer
+            || !self.instance.running
+            || event::refuse_platform_event(&event.name).is_some()
+        {
+            return None;
+        }
+        // The innermost first; the protocol's own `defer:` is the root's, never active.
+        let mut active: Vec<StateId> = self.configuration().collect();
+        active.reverse();
+        active.push(StateId::ROOT);
+        active.into_iter().find(|state| {
+            self.machine
+                .state(*state)
+                .defer
+                .iter()
+                .any(|descriptor| descriptor.matches(&event.name))
+        })
+    }
+
+    pub fn machine(&self) -> &Arc<Machine> {
+        &self.machine
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.instance.running
+    }
+
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.instance.outcome.as_ref()
+    }
+
+    /// Active states in document order.
+    pub fn configuration(&self) -> impl Iterator<Item = StateId> + '_ {
+        self.instance.configuration.iter()
+    }
+
+    /// Ids of the active atomic states, in document order.
+    pub fn active_leaves(&self) -> Vec<&str> {
+        self.configuration()
+            .filter(|state| self.machine.state(*state).is_atomic())
+            .map(|state| &*self.machine.state(state).id)
+            .collect()
+    }
+
+    pub fn is_active(&self, id: &str) -> bool {
+        self.machine
+            .state_id(id)
+            .is_some_and(|state| self.instance.configuration.contains(state))
+    }
+
+    /// A context variable's current value.
+    pub fn context_value(&self, name: &str) -> Option<&Value> {
+        let slot = self
+            .machine
+            .context
+            .iter()
+            .position(|(variable, _)| variable == name)?;
+        self.instance.context.get(slot)
+    }
+
+    /// A context variable's value by slot (no name lookup).
+    pub fn context_slot(&self, slot: usize) -> Option<&Value> {
+        self.instance.context.get(slot)
+    }
+
+    /// The whole context as a JSON object, in declaration order.
+    pub fn context_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.machine
+                .context
+                .iter()
+                .zip(&self.instance.context)
+                .map(|((name, _), value)| (name.clone(), value.to_json()))
+                .collect(),
+        )
+    }
+}
+
+/// What the algorithm did, step by step: for tests and embedding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Entered(String),
+    Exited(String),
+    Transition(String),
+    Log(String),
+    Send {
+        event: String,
+        delay_milliseconds: u64,
+        id: Option<String>,
+    },
+    Cancel(String),
+    Effect {
+        id: String,
+    },
+    Directive(serde_json::Value),
+    Invoke(String),
+    CancelInvoke(String),
+}
+
+/// A host that keeps every request in order instead of acting on it. Sends without delay are
+/// also queued in `external_queue`, so a caller can deliver them.
+#[derive(Debug, Default)]
+pub struct RecordingHost {
+    pub records: Vec<Record>,
+    pub logs: Vec<crate::pipeline::actions::LogRecord>,
+    pub external_queue: std::collections::VecDeque<Event>,
+    /// Delayed sends not cancelled yet: (delay in ms, id, event).
+    pub delayed: Vec<(u64, Option<String>, Event)>,
+    /// Effects started and not yet reported back; the caller decides their outcomes.
+    pub effects: Vec<crate::effects::EffectRequest>,
+    machine: Option<Arc<Machine>>,
+}
+
+impl RecordingHost {
+    /// A host that names states and transitions in its records.
+    pub fn for_machine(machine: Arc<Machine>) -> RecordingHost {
+        RecordingHost {
+            machine: Some(machine),
+            ..RecordingHost::default()
+        }
+    }
+
+    fn state_name(&self, state: StateId) -> String {
+        match &self.machine {
+            Some(machine) => machine.state(state).id.to_string(),
+            None => format!("#{}", state.0),
+        }
+    }
+}
+
+impl Host for RecordingHost {
+    fn log(&mut self, record: crate::pipeline::actions::LogRecord) {
+        self.records.push(Record::Log(record.message.clone()));
+        self.logs.push(record);
+    }
+
+    fn send(&mut self, request: crate::pipeline::actions::SendRequest) {
+        self.records.push(Record::Send {
+            event: request.event.name.to_string(),
+            delay_milliseconds: request.delay_milliseconds,
+            id: request.id.as_deref().map(String::from),
+        });
+        if request.delay_milliseconds == 0 {
+            self.external_queue.push_back(request.event);
+        } else {
+            let id = request.id.as_deref().map(String::from);
+            self.delayed
+                .push((request.delay_milliseconds, id, request.event));
+        }
+    }
+
+    fn cancel(&mut self, send_id: &str) {
+        self.records.push(Record::Cancel(send_id.to_string()));
+        self.delayed
+            .retain(|(_, id, _)| id.as_deref() != Some(send_id));
+    }
+
+    fn start_invoke(&mut self, request: crate::pipeline::actions::InvokeRequest) {
+        self.records.push(Record::Invoke(request.id.to_string()));
+    }
+
+    fn cancel_invoke(&mut self, id: &str) {
+        self.records.push(Record::CancelInvoke(id.to_string()));
+    }
+
+    fn emit(&mut self, directive: crate::pipeline::actions::Directive) {
+        self.records.push(Record::Directive(directive.to_json()));
+    }
+
+    fn start_effect(&mut self, request: crate::effects::EffectRequest) {
+        self.records.push(Record::Effect {
+            id: request.id.to_string(),
+        });
+        self.effects.push(request);
+    }
+
+    fn state_entered(&mut self, state: StateId) {
+        let name = self.state_name(state);
+        self.records.push(Record::Entered(name));
+    }
+
+    fn state_exited(&mut self, state: StateId) {
+        let name = self.state_name(state);
+        self.records.push(Record::Exited(name));
+    }
+
+    fn transition_taken(&mut self, transition: crate::pipeline::compile::machine::TransitionId) {
+        let name = match &self.machine {
+            Some(machine) => machine.transition(transition).pointer.clone(),
+            None => format!("#{}", transition.0),
+        };
+        self.records.push(Record::Transition(name));
+    }
+}

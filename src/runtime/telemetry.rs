@@ -1,0 +1,247 @@
+//! Telemetry: each run's `events.jsonl` in its run directory, pruned to the last N runs, and the
+//! queries behind `protocol-run logs` and `protocol-run stats`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+#[cfg(test)]
+use serde_json::json;
+
+/// Runs kept by default (ADR-018).
+pub const DEFAULT_RUNS_KEPT: usize = 10;
+
+/// The directory holding run directories: `<state dir>/runs`.
+pub fn runs_directory(state_directory: &Path) -> PathBuf {
+    state_directory.join("runs")
+}
+
+/// One run's telemetry file. Every entry is written through before the call returns (a plain
+/// unbuffered file: a line is never held in memory where a crash could lose it).
+pub struct RunLog {
+    run_id: String,
+    file: File,
+    path: PathBuf,
+}
+
+impl RunLog {
+    /// Creates `<runs>/<run_id>/events.jsonl`, then removes the oldest runs beyond `keep`.
+    pub fn create(runs: &Path, run_id: &str, keep: usize) -> std::io::Result<RunLog> {
+        let directory = runs.join(run_id);
+        std::fs::create_dir_all(&directory)?;
+        let path = directory.join("events.jsonl");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        prune(runs, keep.max(1))?;
+        Ok(RunLog {
+            run_id: run_id.to_string(),
+            file,
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one entry; `time`, `run` and `kind` are added to `fields`.
+    pub fn record(&mut self, time: &str, kind: &str, fields: Value) -> std::io::Result<()> {
+        let mut entry = serde_json::Map::new();
+        entry.insert("time".into(), Value::String(time.to_string()));
+        entry.insert("run".into(), Value::String(self.run_id.clone()));
+        entry.insert("kind".into(), Value::String(kind.to_string()));
+        if let Value::Object(fields) = fields {
+            entry.extend(fields);
+        }
+        let mut entry = Value::Object(entry);
+        crate::base::secrets::mask_json_in_place(&mut entry);
+        let mut line = entry.to_string();
+        line.push('\n');
+        // One write call per line, so concurrent readers never see half a line appended.
+        self.file.write_all(line.as_bytes())
+    }
+}
+
+/// Keeps the `keep` most recently created run directories, and every run a process is still
+/// driving, however old.
+fn prune(runs: &Path, keep: usize) -> std::io::Result<()> {
+    let mut names = run_ids(runs)?;
+    if names.len() > keep {
+        names.truncate(names.len() - keep);
+        for name in names {
+            let directory = runs.join(name);
+            // Held while the directory goes, so a resume starting now waits for the next try.
+            let Ok(_lock) = crate::runtime::runs::claims::unless_live(&directory) else {
+                continue;
+            };
+            // Another run may be pruning at the same moment: a directory already gone is fine.
+            match std::fs::remove_dir_all(&directory) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run ids, oldest first: by when their directory was created, then by name. Not by name alone,
+/// since an id chosen with `--run-id` does not start with a timestamp.
+pub fn run_ids(runs: &Path) -> std::io::Result<Vec<String>> {
+    let mut runs: Vec<(Option<std::time::SystemTime>, String)> = match std::fs::read_dir(runs) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| {
+                let metadata = entry.metadata().ok();
+                // A file system without creation times falls back to the last change.
+                let created = metadata
+                    .and_then(|metadata| metadata.created().or_else(|_| metadata.modified()).ok());
+                Some((created, entry.file_name().into_string().ok()?))
+            })
+            .collect(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(error) => return Err(error),
+    };
+    runs.sort();
+    Ok(runs.into_iter().map(|(_, name)| name).collect())
+}
+
+/// A new run id: sortable by start time, unique per process.
+pub fn new_run_id() -> String {
+    let now = crate::base::clock::unix_milliseconds_now();
+    format!(
+        "{}-{}",
+        crate::base::clock::format_rfc3339(now).replace([':', '.'], "-"),
+        std::process::id()
+    )
+}
+
+/// The entries of one run, in order; a malformed line is skipped with its number reported.
+pub fn read_run(runs: &Path, run_id: &str) -> std::io::Result<(Vec<Value>, Vec<usize>)> {
+    let file = File::open(runs.join(run_id).join("events.jsonl"))?;
+    let mut entries = Vec::new();
+    let mut malformed = Vec::new();
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        match serde_json::from_str(&line) {
+            Ok(entry) => entries.push(entry),
+            Err(_) => malformed.push(index + 1),
+        }
+    }
+    Ok((entries, malformed))
+}
+
+/// Filters for `protocol-run logs`.
+#[derive(Debug, Default, Clone)]
+pub struct LogFilter {
+    pub tag: Option<String>,
+    /// The least severe level shown.
+    pub level: Option<String>,
+}
+
+fn level_rank(level: &str) -> u8 {
+    match level.to_ascii_lowercase().as_str() {
+        "trace" => 0,
+        "debug" => 1,
+        "info" => 2,
+        "warn" => 3,
+        _ => 4,
+    }
+}
+
+/// The log entries of a run that pass the filter.
+pub fn filter_logs<'a>(entries: &'a [Value], filter: &LogFilter) -> Vec<&'a Value> {
+    entries
+        .iter()
+        .filter(|entry| entry["kind"] == "log")
+        .filter(|entry| match &filter.tag {
+            Some(tag) => entry["tags"]
+                .as_array()
+                .is_some_and(|tags| tags.iter().any(|t| t == tag.as_str())),
+            None => true,
+        })
+        .filter(|entry| match &filter.level {
+            Some(level) => {
+                level_rank(entry["level"].as_str().unwrap_or("info")) >= level_rank(level)
+            }
+            None => true,
+        })
+        .collect()
+}
+
+/// ADR-018's secondary metrics for one run (`statistics::Statistics` sums several).
+pub fn statistics(entries: &[Value]) -> Value {
+    let mut statistics = crate::runtime::statistics::Statistics::default();
+    statistics.add_run(entries);
+    statistics.to_json()
+}
+
+/// Milliseconds since the epoch of a `YYYY-MM-DDTHH:MM:SS.mmmZ` timestamp.
+pub(crate) fn parse_rfc3339_milliseconds(text: &str) -> Option<u64> {
+    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second, milli) = (
+        number(11..13)?,
+        number(14..16)?,
+        number(17..19)?,
+        number(20..23)?,
+    );
+    // Days from civil (Howard Hinnant), the inverse of `clock::format_rfc3339`.
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let total = ((days * 24 + hour) * 60 + minute) * 60 + second;
+    u64::try_from(total * 1000 + milli).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip() {
+        for milliseconds in [0, 951_782_400_000, 1_795_318_800_123] {
+            let text = crate::base::clock::format_rfc3339(milliseconds);
+            assert_eq!(
+                parse_rfc3339_milliseconds(&text),
+                Some(milliseconds),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn keeps_only_the_last_runs() {
+        let runs =
+            std::env::temp_dir().join(format!("protocol-run-telemetry-{}", std::process::id()));
+        for index in 0..5 {
+            let mut log = RunLog::create(&runs, &format!("run-{index}"), 3).unwrap();
+            log.record("2026-01-01T00:00:00.000Z", "start", json!({}))
+                .unwrap();
+        }
+        assert_eq!(run_ids(&runs).unwrap(), ["run-2", "run-3", "run-4"]);
+        std::fs::remove_dir_all(&runs).unwrap();
+    }
+
+    #[test]
+    fn statistics_sum_time_in_state_and_tags() {
+        let entries = vec![
+            json!({"kind": "start", "time": "2026-01-01T00:00:00.000Z", "configuration": ["a"]}),
+            json!({"kind": "log", "time": "2026-01-01T00:00:01.000Z", "tags": ["x", "y"]}),
+            json!({"kind": "effect", "time": "2026-01-01T00:00:01.000Z", "id": "op", "succeeded": false, "timed_out": true}),
+            json!({"kind": "step", "time": "2026-01-01T00:00:02.500Z", "configuration": ["b"]}),
+            json!({"kind": "finish", "time": "2026-01-01T00:00:03.000Z", "configuration": []}),
+        ];
+        let stats = statistics(&entries);
+        assert_eq!(stats["time_in_state_ms"], json!({"a": 2500, "b": 500}));
+        assert_eq!(stats["tags"], json!({"x": 1, "y": 1}));
+        assert_eq!(stats["timeouts_per_action"], json!({"op": 1}));
+    }
+}
