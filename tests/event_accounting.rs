@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use protocol_run::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use protocol_run::base::event::Event;
+use protocol_run::base::snapshot::Snapshot;
 use protocol_run::effects::mock::Mocks;
 use protocol_run::pipeline::actions::{Directive, LogRecord};
 use protocol_run::runtime::run::Interpreter;
 use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, TimeMode, drive_durable,
 };
-use protocol_run::runtime::run::snapshot::Snapshot;
 use protocol_run::runtime::runs::admission::{EventOutcome, EventReport};
 
 /// Random cases run; each is a protocol, its input lines and a crash point.

@@ -185,7 +185,7 @@ impl Store for CountingStore {
         &mut self,
         run: &str,
         entry: &protocol_run::store::JournalEntry,
-        snapshot: &protocol_run::runtime::run::snapshot::Snapshot,
+        snapshot: &protocol_run::base::snapshot::Snapshot,
         finish: Option<&protocol_run::store::Finish>,
     ) -> Result<(), StoreError> {
         self.inner.commit_step(run, entry, snapshot, finish)

@@ -49,6 +49,7 @@ use serde_json::{Map, Value as Json, json};
 use tokio::time::Instant;
 
 use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::snapshot::Snapshot;
 use protocol_run::base::value::Value;
 use protocol_run::effects::EffectRequest;
 use protocol_run::pipeline::actions::{Directive, Host, InvokeRequest, LogRecord, SendRequest};
@@ -57,7 +58,6 @@ use protocol_run::runtime::run::algorithm::{Limits, RunError};
 use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, RunReport, TimeMode, drive,
 };
-use protocol_run::runtime::run::snapshot::Snapshot;
 use protocol_run::runtime::run::{Interpreter, Record, RecordingHost};
 
 /// Cases of properties 1, 2 and 4 (each a machine and up to `MAX_INPUTS` inputs), not counting

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use protocol_run::base::event::{Event, Origin};
+use protocol_run::base::snapshot::Snapshot;
 use protocol_run::pipeline::compile::machine::Machine;
-use protocol_run::runtime::run::snapshot::{RestoreError, Snapshot};
+use protocol_run::runtime::run::restore::RestoreError;
 use protocol_run::runtime::run::{Interpreter, Record, RecordingHost};
 use protocol_run::store::{
     Finish, JournalEntry, JournalEvent, NewRun, RunStatus, SqliteStore, Store, StoreError,

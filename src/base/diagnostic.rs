@@ -2,7 +2,13 @@
 
 use std::fmt;
 
-use crate::pipeline::load::yaml::Position;
+/// A place in the source: 1-based line, 1-based column counted in characters, and the byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+    pub offset: usize,
+}
 
 /// How serious a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! What the driver hands a durable store after each macrostep, and what it needs to resume a run.
 
-use crate::runtime::run::snapshot::Snapshot;
+use crate::base::snapshot::Snapshot;
 
 /// One committed macrostep: the step's journal entry and the state after it.
 #[derive(Debug, Clone)]

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::base::ids::EventType;
 use crate::base::value::Value;
-use crate::pipeline::compile::machine::{EventType, Machine};
 
 /// Where an event came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,34 +77,6 @@ pub struct Event {
 }
 
 impl Event {
-    /// An event of a type known to the machine (no string work when it is handled).
-    pub fn of_type(machine: &Machine, event_type: EventType, origin: Origin) -> Event {
-        Event {
-            name: machine.event_name(event_type).clone(),
-            event_type: Some(event_type),
-            data: Value::Null,
-            origin,
-            send_id: None,
-            invoke_id: None,
-        }
-    }
-
-    /// An event by name: its type is looked up once here.
-    pub fn named(machine: &Machine, name: &str, data: Value, origin: Origin) -> Event {
-        let event_type = machine.event_type(name);
-        Event {
-            name: match event_type {
-                Some(known) => machine.event_name(known).clone(),
-                None => Arc::from(name),
-            },
-            event_type,
-            data,
-            origin,
-            send_id: None,
-            invoke_id: None,
-        }
-    }
-
     /// What `event.origin` reads: `external`, `internal`, `platform`, or the id of the child
     /// protocol that sent it.
     pub fn origin_value(&self) -> crate::base::value::Value {
@@ -114,39 +86,46 @@ impl Event {
         }
     }
 
-    /// `error.execution` for a failed expression, with `message` and `expression` as data.
-    pub fn execution_error(
-        machine: &Machine,
-        error: &crate::pipeline::compile::expression::EvaluationError,
-    ) -> Event {
-        let mut data = indexmap::IndexMap::new();
-        data.insert(Arc::from("message"), Value::string(error.message.as_str()));
-        data.insert(
-            Arc::from("expression"),
-            Value::String(error.expression.clone()),
-        );
-        Event::of_type(machine, machine.error_execution, Origin::Platform)
-            .with_data(Value::Map(Arc::new(data)))
-    }
-
-    /// `error.communication` for an event from a parent or child protocol that this protocol's
-    /// `events:` refuses (undeclared, or data that does not conform): the event is not
-    /// delivered, and this says so, with `event`, `from` and `message` as data.
-    pub fn refused_message(machine: &Machine, event: &str, from: &str, message: String) -> Event {
-        let mut data = indexmap::IndexMap::new();
-        data.insert(Arc::from("event"), Value::string(event));
-        data.insert(Arc::from("from"), Value::string(from));
-        data.insert(Arc::from("message"), Value::string(message));
-        Event::named(
-            machine,
-            "error.communication",
-            Value::Map(Arc::new(data)),
-            Origin::Platform,
-        )
-    }
-
     pub fn with_data(mut self, data: Value) -> Event {
         self.data = data;
         self
+    }
+}
+
+/// One event descriptor of a transition: `*`, or a dot-separated prefix.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum EventDescriptor {
+    Any,
+    Prefix(Arc<str>),
+}
+
+impl EventDescriptor {
+    pub fn parse(text: &str) -> EventDescriptor {
+        // SCXML allows a trailing `.*` (`error.*`), meaning the same as `error`.
+        match text.trim_end_matches(".*") {
+            "*" | "" => EventDescriptor::Any,
+            prefix => EventDescriptor::Prefix(Arc::from(prefix)),
+        }
+    }
+
+    /// The prefixes of the descriptors other than `*` that match an event called `event`: each
+    /// of its dot-separated prefixes (`a`, `a.b`), then the whole name, so matching is a lookup.
+    pub fn prefixes_matching(event: &str) -> impl Iterator<Item = &str> {
+        event
+            .match_indices('.')
+            .map(|(end, _)| &event[..end])
+            .chain(std::iter::once(event))
+    }
+
+    /// SCXML matching: the descriptor's tokens are a prefix of the event name's tokens.
+    pub fn matches(&self, event: &str) -> bool {
+        match self {
+            EventDescriptor::Any => true,
+            EventDescriptor::Prefix(prefix) => {
+                event == &**prefix
+                    || (event.starts_with(&**prefix)
+                        && event.as_bytes().get(prefix.len()) == Some(&b'.'))
+            }
+        }
     }
 }

@@ -53,7 +53,7 @@ fn escape(encoding: &str, text: &str) -> Option<String> {
     let quoted = match encoding {
         "json" => serde_json::to_string(text).ok()?,
         "debug" => format!("{text:?}"),
-        "controls" => return Some(crate::runtime::output::escape_controls(text).into_owned()),
+        "controls" => return Some(crate::base::text::escape_controls(text).into_owned()),
         _ => return None,
     };
     Some(quoted[1..quoted.len() - 1].to_string())
@@ -465,7 +465,7 @@ mod tests {
         let json = serde_json::to_string(&[value]).unwrap();
         let debug = format!("{:?}", format!("Bearer {value}"));
         let twice = serde_json::to_string(&debug).unwrap();
-        let controls = crate::runtime::output::escape_controls(value).into_owned();
+        let controls = crate::base::text::escape_controls(value).into_owned();
         for text in [&json, &debug, &twice, &controls] {
             let masked = mask(text);
             assert!(

@@ -1,6 +1,6 @@
 //! A set of states as a bit set over state indices: iteration is document order for free.
 
-use crate::pipeline::compile::machine::StateId;
+use crate::base::ids::StateId;
 
 /// A set of states. Ascending iteration is entry order; descending is exit order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -158,16 +158,6 @@ impl Mocks {
     }
 }
 
-/// Whether `id` names a map of child protocols or one of its items (`review`, `review[1]`):
-/// mockable like an effect (its scripted outcome stands for the child's ending), but no effect.
-pub fn is_child_map_item(machine: &crate::pipeline::compile::machine::Machine, id: &str) -> bool {
-    let map = map_of_item(id).unwrap_or(id);
-    machine
-        .map_children
-        .iter()
-        .any(|(known, _)| **known == *map)
-}
-
 /// The map an item id such as `check[3]` belongs to (`check`), if it is one.
 pub fn map_of_item(id: &str) -> Option<&str> {
     let (map, rest) = id.split_once('[')?;

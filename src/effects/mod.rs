@@ -16,9 +16,8 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use crate::base::event::{Event, Origin};
+use crate::base::ids::{EventType, StateId};
 use crate::base::value::Value;
-use crate::pipeline::compile::machine::{EventType, Machine, StateId};
 
 /// The three outcome events of an effect, known at compile time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -218,13 +217,6 @@ impl EffectOutcome {
             .find(|marker| output.contains(marker.as_str()))
             .map(String::as_str)
     }
-
-    /// The event that reports this outcome to the machine.
-    pub fn into_event(self, machine: &Machine, events: &OutcomeEvents) -> Event {
-        let event_type = self.event_type(events);
-        Event::of_type(machine, event_type, Origin::Outcome)
-            .with_data(Value::Map(Arc::new(self.data)))
-    }
 }
 
 /// Tells a running effect that it is no longer wanted (its owner state exited, its run
@@ -308,7 +300,7 @@ pub struct PlanProgress {
 pub async fn run_with_plan<F, Fut>(
     request: &EffectRequest,
     mut attempt: F,
-    report: &mut (dyn FnMut(crate::pipeline::actions::LogRecord) + Send),
+    report: &mut (dyn FnMut(crate::base::log_record::LogRecord) + Send),
     progress: &mut (dyn FnMut(&PlanProgress) + Send),
     from: Option<&PlanProgress>,
     cancellation: &mut Cancellation,
@@ -490,9 +482,9 @@ fn telemetry(
     level: crate::base::model::action::LogLevel,
     message: String,
     fields: &[(&str, Value)],
-) -> crate::pipeline::actions::LogRecord {
+) -> crate::base::log_record::LogRecord {
     let tag: Arc<str> = Arc::from(format!("{}_{name}", plan.telemetry));
-    crate::pipeline::actions::LogRecord {
+    crate::base::log_record::LogRecord {
         level,
         message,
         tags: Arc::from([tag]),

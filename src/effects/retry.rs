@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use statig::prelude::*;
 
-use crate::pipeline::compile::machine::EventDescriptor;
+use crate::base::event::EventDescriptor;
 
 /// The timeout ladder of ADR-018 (1x, 2x, 3x, 5x, 10x the base timeout).
 pub const ADR_018_MULTIPLIERS: [f64; 5] = [1.0, 2.0, 3.0, 5.0, 10.0];

@@ -467,11 +467,9 @@ impl Search<'_> {
                 return Err(cancelled_error());
             }
             bytes.clear();
-            let Some(read) = crate::runtime::run::input::read_limited_line(
-                &mut reader,
-                GREP_MAX_LINE_BYTES,
-                &mut bytes,
-            ) else {
+            let Some(read) =
+                crate::base::text::read_limited_line(&mut reader, GREP_MAX_LINE_BYTES, &mut bytes)
+            else {
                 break;
             };
             line_number += 1;

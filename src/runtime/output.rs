@@ -7,8 +7,9 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 
+use crate::base::log_record::LogRecord;
 use crate::base::model::action::LogLevel;
-use crate::pipeline::actions::LogRecord;
+use crate::base::text::escape_controls;
 
 /// The `tracing` target of protocol log lines.
 pub const LOG_TARGET: &str = "protocol_run::log";
@@ -47,23 +48,6 @@ pub fn emit(record: &LogRecord, time: &str, run_id: &str) {
         LogLevel::Warn => event_at!(tracing::Level::WARN),
         LogLevel::Error => event_at!(tracing::Level::ERROR),
     }
-}
-
-/// `text` with every control character (newline, carriage return, escape, ...) written as an
-/// escape sequence (`\n`, `\u{1b}`), so one log record stays one plain line.
-pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut escaped = String::with_capacity(text.len() + 8);
-    for character in text.chars() {
-        if character.is_control() {
-            escaped.extend(character.escape_default());
-        } else {
-            escaped.push(character);
-        }
-    }
-    std::borrow::Cow::Owned(escaped)
 }
 
 /// Prints protocol log events on stderr in the chosen format.

@@ -8,7 +8,7 @@ pub mod sqlite;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
 
-use crate::runtime::run::snapshot::Snapshot;
+use crate::base::snapshot::Snapshot;
 
 /// A run about to start.
 #[derive(Debug, Clone, PartialEq)]

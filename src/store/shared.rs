@@ -6,7 +6,7 @@ use super::{
     Finish, Holder, JournalEntry, NewRun, RunRecord, RunSummary, SqliteStore, Store, StoreError,
     StoredSnapshot, Write,
 };
-use crate::runtime::run::snapshot::Snapshot;
+use crate::base::snapshot::Snapshot;
 
 /// A handle on one `SqliteStore`; clones share its connection. Each call takes the connection
 /// for its own length, so a transaction is never interleaved with another driver's.

@@ -9,7 +9,7 @@ use super::{
     Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
     RunSummary, Store, StoreError, StoredSnapshot, Write,
 };
-use crate::runtime::run::snapshot::Snapshot;
+use crate::base::snapshot::Snapshot;
 
 mod summaries;
 pub use summaries::RunCursor;

@@ -708,7 +708,7 @@ fn parse_mocks(
     for id in mocks.ids() {
         // A map's item `check[3]` is mocked under the map's id.
         let named = crate::effects::mock::map_of_item(id).unwrap_or(id);
-        if crate::effects::mock::is_child_map_item(machine, id) {
+        if machine.is_child_map_item(id) {
             continue;
         }
         if !machine.action_ids.iter().any(|known| known == named) {
@@ -820,7 +820,7 @@ impl Observer for RunObserver {
             report["timeout_ms"] = (awaited.timeout.as_millis() as u64).into();
             eprintln!(
                 "warning: events line {line}: `{}` was not reached within its timeout; the events go on",
-                crate::runtime::output::escape_controls(&awaited.state)
+                crate::base::text::escape_controls(&awaited.state)
             );
         }
         println!("{report}");
@@ -851,9 +851,9 @@ fn tell_events_line(report: &EventReport) {
     ) {
         eprintln!(
             "warning: events line {line_number}: `{}` {}: {}",
-            crate::runtime::output::escape_controls(&report.event),
+            crate::base::text::escape_controls(&report.event),
             report.outcome.name(),
-            crate::runtime::output::escape_controls(&crate::base::secrets::mask(
+            crate::base::text::escape_controls(&crate::base::secrets::mask(
                 report.reason.as_deref().unwrap_or_default()
             ))
         );

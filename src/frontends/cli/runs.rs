@@ -305,7 +305,7 @@ fn print_human(description: &serde_json::Value) {
 
 /// The running child protocols of a snapshot, as a tree: each with its states, running effects
 /// and its own children.
-fn children_json(children: &[crate::runtime::run::snapshot::ChildSnapshot]) -> serde_json::Value {
+fn children_json(children: &[crate::base::snapshot::ChildSnapshot]) -> serde_json::Value {
     children
         .iter()
         .map(|child| {

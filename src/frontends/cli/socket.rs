@@ -9,8 +9,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::base::text::LimitedLine;
 use crate::runtime::run::driver::{InputBatches, LineBatch};
-use crate::runtime::run::input::{LimitedLine, LineOrigin};
+use crate::runtime::run::input::LineOrigin;
 
 /// The most bytes of output waiting for one client by default: past it, a client that does not
 /// read is disconnected rather than buffered without end.

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use crate::base::model::action::{LogAction, LogLevel};
-use crate::base::value::Value;
 use crate::pipeline::compile::Compiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template, ValueTemplate};
 
 use super::Execution;
+use crate::base::log_record::LogRecord;
 
 #[derive(Debug)]
 pub struct Log {
@@ -22,15 +22,6 @@ pub struct Log {
 enum Tags {
     Fixed(Arc<[Arc<str>]>),
     Rendered(Vec<Template>),
-}
-
-/// A resolved log line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogRecord {
-    pub level: LogLevel,
-    pub message: String,
-    pub tags: Arc<[Arc<str>]>,
-    pub fields: Vec<(Arc<str>, Value)>,
 }
 
 impl Log {

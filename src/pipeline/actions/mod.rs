@@ -25,8 +25,8 @@ use crate::base::value::Value;
 use crate::pipeline::compile::expression::{EvaluationError, Scope};
 use crate::pipeline::compile::machine::{Machine, StateId, TransitionId};
 
+pub use crate::base::log_record::LogRecord;
 pub use emit::Directive;
-pub use log::LogRecord;
 pub use send::SendRequest;
 
 /// A compiled action.

@@ -5,35 +5,11 @@ use std::sync::Arc;
 
 pub use super::event_index::{CandidateIndex, KnownMatches};
 use super::expression::{Expression, Names, ValueTemplate};
+pub use crate::base::event::EventDescriptor;
+pub use crate::base::ids::{EventType, StateId, TransitionId};
 use crate::base::model::{Duration, InputType};
 use crate::base::value::Value;
 use crate::pipeline::actions::Action;
-
-/// A state's index. States are numbered in document order (pre-order), with the root at 0,
-/// so `a < b` means `a` comes first in the document and descendants form a contiguous range.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct StateId(pub u32);
-
-impl StateId {
-    pub const ROOT: StateId = StateId(0);
-
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// A transition's index, in document order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TransitionId(pub u32);
-
-impl TransitionId {
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
 
 /// The kind of a compiled state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,49 +120,6 @@ pub struct InvokeNode {
     /// such a child waits for events instead of ending when it has nothing else to wait for.
     pub takes_events: bool,
 }
-
-/// One event descriptor of a transition: `*`, or a dot-separated prefix.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum EventDescriptor {
-    Any,
-    Prefix(Arc<str>),
-}
-
-impl EventDescriptor {
-    pub fn parse(text: &str) -> EventDescriptor {
-        // SCXML allows a trailing `.*` (`error.*`), meaning the same as `error`.
-        match text.trim_end_matches(".*") {
-            "*" | "" => EventDescriptor::Any,
-            prefix => EventDescriptor::Prefix(Arc::from(prefix)),
-        }
-    }
-
-    /// The prefixes of the descriptors other than `*` that match an event called `event`: each
-    /// of its dot-separated prefixes (`a`, `a.b`), then the whole name, so matching is a lookup.
-    pub fn prefixes_matching(event: &str) -> impl Iterator<Item = &str> {
-        event
-            .match_indices('.')
-            .map(|(end, _)| &event[..end])
-            .chain(std::iter::once(event))
-    }
-
-    /// SCXML matching: the descriptor's tokens are a prefix of the event name's tokens.
-    pub fn matches(&self, event: &str) -> bool {
-        match self {
-            EventDescriptor::Any => true,
-            EventDescriptor::Prefix(prefix) => {
-                event == &**prefix
-                    || (event.starts_with(&**prefix)
-                        && event.as_bytes().get(prefix.len()) == Some(&b'.'))
-            }
-        }
-    }
-}
-
-/// An event name known when the machine was compiled, as an index. Events with other names
-/// are matched by string (slower, still correct).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct EventType(pub u32);
 
 /// A compiled transition.
 #[derive(Debug)]
@@ -309,6 +242,13 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// Whether `id` names a map of child protocols or one of its items (`review`, `review[1]`):
+    /// mockable like an effect (its scripted outcome stands for the child's ending), but no effect.
+    pub fn is_child_map_item(&self, id: &str) -> bool {
+        let map = crate::effects::mock::map_of_item(id).unwrap_or(id);
+        self.map_children.iter().any(|(known, _)| **known == *map)
+    }
+
     pub fn state(&self, id: StateId) -> &StateNode {
         &self.states[id.index()]
     }

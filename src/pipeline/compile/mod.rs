@@ -11,6 +11,7 @@ mod deferral;
 pub(crate) mod definitions;
 mod event_data_reads;
 mod event_index;
+pub mod events;
 pub mod expression;
 mod fast;
 mod fast_syntax;

@@ -6,13 +6,7 @@ use std::ops::ControlFlow;
 use saphyr_parser::{Event, Marker, Parser, ScalarStyle, ScanError, Tag};
 use serde_json::{Map, Number, Value};
 
-/// A place in the source: 1-based line, 1-based column counted in characters, and the byte offset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Position {
-    pub line: usize,
-    pub column: usize,
-    pub offset: usize,
-}
+pub use crate::base::diagnostic::Position;
 
 /// Where a node's value starts and, for a mapping entry, where its key starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

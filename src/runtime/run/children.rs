@@ -109,7 +109,7 @@ impl DriverHost<'_> {
     pub(super) fn spawn_child(
         &mut self,
         request: crate::pipeline::actions::InvokeRequest,
-        resumed: Option<(crate::runtime::run::snapshot::ChildSnapshot, TimerPolicy)>,
+        resumed: Option<(crate::base::snapshot::ChildSnapshot, TimerPolicy)>,
     ) {
         let parent = self.completions();
         let machine = self.machine.clone();

@@ -204,7 +204,7 @@ impl Observer for TracingObserver {
         eprintln!(
             "warning: events line {}: {}; line skipped",
             error.line,
-            crate::runtime::output::escape_controls(&crate::base::secrets::mask(&error.message))
+            crate::base::text::escape_controls(&crate::base::secrets::mask(&error.message))
         );
     }
 }

@@ -5,12 +5,12 @@ use crate::base::clock;
 use crate::base::durable::CheckpointStep;
 use crate::base::event::{Event, Origin};
 use crate::base::model::action::LogLevel;
+use crate::base::snapshot::InFlightEffect;
 use crate::base::value::Value;
 use crate::effects::mock::Mocks;
 use crate::effects::{EffectRequest, run_effect, run_with_plan};
 use crate::pipeline::actions::{Directive, Host, LogRecord, SendRequest};
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::run::snapshot::InFlightEffect;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -359,7 +359,7 @@ impl DriverHost<'_> {
                 // Its end was recorded when it was cancelled; nobody waits for this outcome.
                 return;
             }
-            let mut event = outcome.into_event(&machine, &request.events);
+            let mut event = Event::of_outcome(&machine, outcome, &request.events);
             if let Value::Map(data) = &mut event.data {
                 Arc::make_mut(data).insert(Arc::from("invocation"), Value::Int(invocation as i64));
             }

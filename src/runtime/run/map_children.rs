@@ -6,9 +6,9 @@ use super::fan_out::{ItemOutcome, ItemStatus};
 use super::host::DriverHost;
 use crate::base::durable::TimerPolicy;
 use crate::base::event::Event;
+use crate::base::snapshot::ChildSnapshot;
 use crate::base::value::Value;
 use crate::effects::mock::MockOutcome;
-use crate::runtime::run::snapshot::ChildSnapshot;
 
 impl DriverHost<'_> {
     /// Starts item `index` of the map of `invocation`: its effect or its child protocol, whose

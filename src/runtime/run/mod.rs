@@ -2,7 +2,7 @@
 
 // The algorithm and the instance it steps.
 pub mod algorithm;
-pub mod snapshot;
+pub mod restore;
 
 // The runtime every mode shares (`run`, `serve`, `test`): a session steps one instance; its
 // host keeps the instance's timers, its running effects and children (`running`, `children`);

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::base::event::Event;
+use crate::base::snapshot::ChildSnapshot;
 use crate::effects::{Cancellation, EffectRequest, EffectScope};
 use crate::pipeline::compile::declared_events::DeclaredEvents;
 use crate::pipeline::compile::machine::StateId;
-use crate::runtime::run::snapshot::ChildSnapshot;
 
 /// One start of an effect: cancelled when its owner exits, its outcome delivered at most once.
 pub(crate) struct RunningEffect {
@@ -197,7 +197,7 @@ impl Running {
         id: &str,
         sequence: u64,
         committed_unix_milliseconds: u64,
-        snapshot: crate::runtime::run::snapshot::Snapshot,
+        snapshot: crate::base::snapshot::Snapshot,
     ) -> bool {
         let Some(child) = self.children.iter_mut().find(|child| &*child.id == id) else {
             return false;

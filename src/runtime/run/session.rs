@@ -7,11 +7,11 @@ use super::host::{DriverHost, DriverState, EffectMessage, Waiting};
 use super::input::InputLines;
 use crate::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::base::event::{Event, Origin};
+use crate::base::snapshot::{InFlightEffect, PendingTimer};
 use crate::base::value::Value;
 use crate::effects::EffectRequest;
 use crate::effects::mock::Mocks;
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::run::snapshot::{InFlightEffect, PendingTimer};
 use crate::runtime::runs::admission::{EventOutcome, EventReport};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -168,7 +168,7 @@ impl<'a> Session<'a> {
             .state
             .waiting()
             .iter()
-            .map(|waiting| crate::runtime::run::snapshot::DeferredEvent {
+            .map(|waiting| crate::base::snapshot::DeferredEvent {
                 event: waiting.event.name.to_string(),
                 data: waiting.event.data.to_stored_json(),
                 from_child: waiting.event.invoke_id.as_deref().map(String::from),
@@ -815,7 +815,7 @@ fn stop_leftover_processes(request: &EffectRequest) -> bool {
 
 /// Stops the processes the effects `snapshot` records as running left behind, its children's
 /// too: a run that ends without being resumed (cancelled while no host drove it) leaves none.
-pub fn stop_processes_left_by(snapshot: &crate::runtime::run::snapshot::Snapshot) {
+pub fn stop_processes_left_by(snapshot: &crate::base::snapshot::Snapshot) {
     for effect in &snapshot.effects {
         if let Ok(request) = serde_json::from_value::<EffectRequest>(effect.request.clone()) {
             stop_leftover_processes(&request);
@@ -854,7 +854,7 @@ pub(super) fn interrupted_failure(
         outcome.data.insert(Arc::from(key), value);
     }
     match request {
-        Some(request) => outcome.into_event(machine, &request.events),
+        Some(request) => Event::of_outcome(machine, outcome, &request.events),
         None => Event::named(
             machine,
             &format!("error.exec.{}", effect.action),

@@ -286,7 +286,7 @@ fn check_mocks<'a>(
 ) {
     for id in ids {
         // A map's child item is scripted like an effect (see `map_children`).
-        if crate::effects::mock::is_child_map_item(machine, id) {
+        if machine.is_child_map_item(id) {
             continue;
         }
         if let Some(problem) = unknown_effect(machine, id) {
@@ -313,7 +313,7 @@ fn check_effect_ids<'a>(
 
 /// Why `id` names no effect of the protocol, if it does not.
 fn unknown_effect(machine: &Machine, id: &str) -> Option<Diagnostic> {
-    if crate::effects::mock::is_child_map_item(machine, id) {
+    if machine.is_child_map_item(id) {
         return Some(Diagnostic::error(format!(
             "`{id}` is a map's child protocol, not an effect: `effects:` lists effects only"
         )));

@@ -1,7 +1,7 @@
 //! `start:` of a scenario: a legal configuration and a context, as the snapshot a resume restores.
 
+use crate::base::snapshot::{SNAPSHOT_FORMAT, Snapshot};
 use crate::pipeline::compile::machine::{Machine, StateId, StateKind};
-use crate::runtime::run::snapshot::{SNAPSHOT_FORMAT, Snapshot};
 
 use super::model::Start;
 

@@ -215,7 +215,7 @@ mod tests {
             origin: RunOrigin::Mcp,
             holder: None,
         })];
-        let snapshot: crate::runtime::run::snapshot::Snapshot = serde_json::from_value(json!({
+        let snapshot: crate::base::snapshot::Snapshot = serde_json::from_value(json!({
             "format": 1, "protocol": "p", "configuration": ["a"], "context": {}, "running": true
         }))
         .unwrap();
