@@ -103,7 +103,7 @@ fn the_repository_s_libraries_validate() {
     for directory in ["examples/features", "protocols"] {
         for entry in std::fs::read_dir(root.join(directory)).unwrap() {
             let path = entry.unwrap().path();
-            if protocol_run::pipeline::compile::library::is_library_file(&path) {
+            if protocol_run::pipeline::load::is_library_file(&path) {
                 protocol_run::pipeline::compile::library::check_library(&path)
                     .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
                 libraries += 1;

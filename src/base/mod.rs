@@ -8,6 +8,7 @@ pub mod files;
 pub mod ids;
 pub mod log_record;
 pub mod model;
+pub mod read_file;
 pub mod secrets;
 pub mod snapshot;
 pub mod state_set;

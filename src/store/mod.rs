@@ -437,16 +437,7 @@ impl Write {
     }
 }
 
-/// A stable fingerprint of a protocol's text: `fnv1a64:` and 16 hex digits. Not cryptographic:
-/// it detects edits, not tampering; the text itself is stored too.
-pub fn content_hash(text: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("fnv1a64:{hash:016x}")
-}
+pub use crate::base::read_file::content_hash;
 
 #[cfg(test)]
 mod tests {

@@ -2,28 +2,10 @@
 
 use std::collections::HashSet;
 
-use super::content_hash;
 use crate::pipeline::compile::machine::Machine;
 
-/// One file a load read (the protocol's own, or a library it imports), by canonical path,
-/// with the `content_hash` of its text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadFile {
-    pub path: String,
-    pub hash: String,
-}
-
-impl ReadFile {
-    /// The file shown as `path` (relative to the working directory), whose text is `text`.
-    pub fn new(path: &str, text: &str) -> ReadFile {
-        let shown = std::path::Path::new(path);
-        let canonical = shown.canonicalize().unwrap_or_else(|_| shown.to_path_buf());
-        ReadFile {
-            path: canonical.display().to_string(),
-            hash: content_hash(text),
-        }
-    }
-}
+pub use crate::base::read_file::ReadFile;
+use crate::base::read_file::content_hash;
 
 /// A file a run was loaded from that is not as it was: where, and its hash then and now.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -60,7 +60,7 @@ pub fn assert_located(rendered: &str, message: &str, location: &str) {
 /// The diagnostics of an invalid protocol, rendered.
 pub fn errors(yaml: &str) -> String {
     // As `validate` reads it: schema, structure and expression problems together.
-    match protocol_run::pipeline::load::set_aside::load_and_compile_text(
+    match protocol_run::pipeline::compile::set_aside::load_and_compile_text(
         "test.yaml",
         yaml.to_string(),
     ) {

@@ -9,6 +9,7 @@ pub mod map;
 pub mod map_invoke;
 pub mod permissions;
 pub mod reuse;
+pub mod scenario;
 pub mod state;
 mod state_kinds;
 pub mod timeout;

@@ -13,23 +13,23 @@ pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
             worst = worst.max(super::scenario_file::check(file, deny_warnings));
             continue;
         }
-        if crate::pipeline::compile::library::is_library_file(file) {
+        if crate::pipeline::load::is_library_file(file) {
             worst = worst.max(check_library(file, deny_warnings));
             continue;
         }
-        let (loaded, machine) = match crate::pipeline::load::set_aside::load_and_compile_file(file)
-        {
-            Ok(compiled) => compiled,
-            Err(crate::pipeline::load::LoadError::Invalid(_)) if is_library_text(file) => {
-                worst = worst.max(check_library(file, deny_warnings));
-                continue;
-            }
-            Err(error) => {
-                eprint!("{error}");
-                worst = worst.max(load_error_code(&error));
-                continue;
-            }
-        };
+        let (loaded, machine) =
+            match crate::pipeline::compile::set_aside::load_and_compile_file(file) {
+                Ok(compiled) => compiled,
+                Err(crate::pipeline::load::LoadError::Invalid(_)) if is_library_text(file) => {
+                    worst = worst.max(check_library(file, deny_warnings));
+                    continue;
+                }
+                Err(error) => {
+                    eprint!("{error}");
+                    worst = worst.max(load_error_code(&error));
+                    continue;
+                }
+            };
         let warnings = crate::tooling::lint::check(&loaded, &machine);
         if warnings.is_empty() {
             println!("ok: {} (no warnings)", file.display());

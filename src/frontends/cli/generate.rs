@@ -1,10 +1,10 @@
 //! `test --generate` and `test --explore`: scenarios found by search, invariants checked at random.
 
 use super::exit_code;
+use crate::base::model::scenario::ScenarioFile;
 use crate::runtime::run::algorithm::Limits;
 use crate::tooling::scenario::explore::explore;
 use crate::tooling::scenario::generate::{Bounds, generate};
-use crate::tooling::scenario::model::ScenarioFile;
 use crate::tooling::scenario::probe::Target;
 use crate::tooling::scenario::runner::run_file_in_scratch;
 use std::path::{Path, PathBuf};
@@ -194,7 +194,7 @@ pub fn explore_files(paths: &[PathBuf], runs: usize, seed: Option<u64>, limits: 
     for path in &files {
         // `protocols/*.yaml` names scenario files and libraries too: nothing to explore there.
         if crate::tooling::scenario::check::is_scenario(path)
-            || crate::pipeline::compile::library::is_library_file(path)
+            || crate::pipeline::load::is_library_file(path)
         {
             println!("skipped {}: not a protocol", path.display());
             continue;

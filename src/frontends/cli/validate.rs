@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::exit_code;
+use crate::pipeline::compile::set_aside::load_and_compile_file;
 use crate::pipeline::load::LoadError;
-use crate::pipeline::load::set_aside::load_and_compile_file;
 
 pub fn validate(files: &[PathBuf]) -> u8 {
     let mut worst = 0;
@@ -14,7 +14,7 @@ pub fn validate(files: &[PathBuf]) -> u8 {
             worst = worst.max(super::scenario_file::validate(file));
             continue;
         }
-        if crate::pipeline::compile::library::is_library_file(file) {
+        if crate::pipeline::load::is_library_file(file) {
             worst = worst.max(validate_library(file));
             continue;
         }

@@ -24,14 +24,6 @@ pub struct CheckedLibrary {
     pub imported_files: usize,
 }
 
-/// Whether `path` names a library file (`*.library.yaml`), which `validate` and `check` read
-/// as a library rather than a protocol.
-pub fn is_library_file(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|name| name.to_str())
-        .is_some_and(|name| name.ends_with(".library.yaml") || name.ends_with(".library.yml"))
-}
-
 /// Whether a YAML document that is not a valid protocol reads as a library: a mapping with
 /// `blocks` or `retry_policies` and no `states`.
 pub fn looks_like_library(text: &str) -> bool {

@@ -135,8 +135,10 @@ pub struct TransitionNode {
     pub internal: bool,
     pub actions: Vec<Action>,
     pub pointer: String,
-    /// What taking it exits and enters, worked out once when that does not depend on history.
-    pub reach: Reach,
+    /// What taking it exits and enters, worked out by the runtime's algorithm the first time
+    /// it is asked (the compiler does not run the algorithm); `Reach::Dynamic` when history
+    /// plays a part.
+    pub reach: std::sync::OnceLock<Reach>,
 }
 
 /// What a transition exits and enters, when recorded history plays no part in it (no history
@@ -229,7 +231,7 @@ pub struct Machine {
     pub capabilities: crate::effects::capabilities::Capabilities,
     /// The files its load read: its own first, then the libraries it imports (its children
     /// list theirs), for the hash a resume compares.
-    pub read_files: Vec<crate::store::read_files::ReadFile>,
+    pub read_files: Vec<crate::base::read_file::ReadFile>,
     /// `events:`: the external events the protocol takes; `None` takes any.
     pub declared_events: Option<Arc<super::declared_events::DeclaredEvents>>,
     /// The declared type of each context variable, by slot (`types:`).

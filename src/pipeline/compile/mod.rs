@@ -24,6 +24,7 @@ pub mod machine;
 mod matching;
 pub mod parameters;
 pub mod policies;
+pub mod set_aside;
 mod time_check;
 mod time_functions;
 
@@ -33,6 +34,7 @@ use std::sync::Arc;
 
 use crate::base::diagnostic::{Diagnostic, did_you_mean};
 use crate::base::model::{self, StateType, Targets, TransitionType};
+use crate::base::read_file::ReadFile;
 use crate::base::value::Value;
 use crate::effects::capabilities::Capabilities;
 use crate::pipeline::actions::{self, Action};
@@ -40,11 +42,10 @@ use crate::pipeline::extensions::Extensions;
 use crate::pipeline::load::Loaded;
 use crate::pipeline::load::source::{Part, Source};
 use crate::pipeline::load::yaml::escape_pointer_token;
-use crate::store::read_files::ReadFile;
 use expression::{Expression, ExpressionProblem, Names, Template, ValueTemplate};
 use machine::{
-    CandidateIndex, Delay, EventDescriptor, EventType, Machine, Reach, StateId, StateKind,
-    StateNode, Timer, TransitionId, TransitionNode,
+    CandidateIndex, Delay, EventDescriptor, EventType, Machine, StateId, StateKind, StateNode,
+    Timer, TransitionId, TransitionNode,
 };
 
 /// The largest exit code a protocol may declare: 64 and above belong to the engine.
@@ -216,7 +217,7 @@ fn compile_nested(
     if compiler.diagnostics.iter().any(Diagnostic::is_error) {
         return Err(blocks::merge_repeated(compiler.diagnostics));
     }
-    let mut machine = Machine {
+    let machine = Machine {
         id: protocol.id.clone(),
         version: protocol.version.clone(),
         title: protocol.title.clone(),
@@ -248,14 +249,6 @@ fn compile_nested(
         unmatched_handlers,
         map_children: compiler.map_children,
     };
-    let reaches: Vec<Reach> = (0..machine.transitions.len())
-        .map(|index| {
-            crate::runtime::run::algorithm::fixed_reach(&machine, TransitionId(index as u32))
-        })
-        .collect();
-    for (transition, reach) in machine.transitions.iter_mut().zip(reaches) {
-        transition.reach = reach;
-    }
     Ok(machine)
 }
 
@@ -1656,7 +1649,7 @@ impl Builder<'_, '_> {
             internal,
             actions: actions?,
             pointer: pointer.to_string(),
-            reach: Reach::Dynamic,
+            reach: std::sync::OnceLock::new(),
         });
         Some(id)
     }
@@ -1831,7 +1824,7 @@ impl Builder<'_, '_> {
             internal: false,
             actions: Vec::new(),
             pointer: pointer.to_string(),
-            reach: Reach::Dynamic,
+            reach: std::sync::OnceLock::new(),
         });
         Some(id)
     }

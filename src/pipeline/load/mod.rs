@@ -15,7 +15,7 @@ use source::{Part, Source};
 use yaml::YamlLimits;
 
 /// How many diagnostics with the same message are shown before the rest are summarised.
-const REPEATS_SHOWN: usize = 3;
+pub(crate) const REPEATS_SHOWN: usize = 3;
 
 /// A protocol read and validated, with its source kept for later diagnostics.
 #[derive(Debug, Clone)]
@@ -53,6 +53,14 @@ pub fn protocol_files(directory: &Path) -> Result<Vec<PathBuf>, String> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// Whether `path` names a library file (`*.library.yaml`), which `validate` and `check` read
+/// as a library rather than a protocol.
+pub fn is_library_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(".library.yaml") || name.ends_with(".library.yml"))
 }
 
 /// Reads and loads a protocol file.
@@ -120,9 +128,9 @@ pub fn load_text(path: &str, text: String) -> Result<Loaded, Vec<Diagnostic>> {
 }
 
 /// A library's name (`*.library.yaml`) given as a protocol: what to do with it.
-fn refuse_library(path: &str) -> Option<Vec<Diagnostic>> {
+pub(crate) fn refuse_library(path: &str) -> Option<Vec<Diagnostic>> {
     // Its schema errors as a protocol (no `id`, no `states`) would hide what it is.
-    crate::pipeline::compile::library::is_library_file(Path::new(path)).then(|| {
+    is_library_file(Path::new(path)).then(|| {
         vec![
             Diagnostic::error(format!(
                 "{path}: a library file (`*.library.yaml`), not a protocol"
@@ -136,7 +144,10 @@ fn refuse_library(path: &str) -> Option<Vec<Diagnostic>> {
 }
 
 /// A schema-valid document as the typed model.
-fn into_loaded(source: Source, value: serde_json::Value) -> Result<Loaded, Vec<Diagnostic>> {
+pub(crate) fn into_loaded(
+    source: Source,
+    value: serde_json::Value,
+) -> Result<Loaded, Vec<Diagnostic>> {
     match serde_json::from_value::<Protocol>(value) {
         Ok(protocol) => Ok(Loaded { source, protocol }),
         Err(error) => Err(vec![
@@ -164,7 +175,7 @@ pub fn parse_document(
 }
 
 /// YAML text → value with positions and its schema violations; YAML errors are the `Err`.
-fn parse_checked(
+pub(crate) fn parse_checked(
     kind: schema::DocumentKind,
     path: &str,
     text: String,

@@ -28,7 +28,7 @@ impl DocumentKind {
         match self {
             DocumentKind::Protocol => generate::<Protocol>("Protocol"),
             DocumentKind::Scenario => {
-                generate::<crate::tooling::scenario::model::ScenarioFile>("Scenario")
+                generate::<crate::base::model::scenario::ScenarioFile>("Scenario")
             }
             DocumentKind::Library => generate::<crate::base::model::Library>("Library"),
         }

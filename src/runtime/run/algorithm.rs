@@ -268,7 +268,7 @@ impl<'e> Algorithm<'_, 'e> {
             if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
                 let looping = &mut self.workspace().looping_states;
                 looping.insert(transition.source);
-                if let Reach::Fixed { enter, .. } = &transition.reach {
+                if let Some(Reach::Fixed { enter, .. }) = transition.reach.get() {
                     enter.iter().for_each(|state| looping.insert(*state));
                 }
             }
@@ -313,7 +313,7 @@ impl<'e> Algorithm<'_, 'e> {
             return None;
         };
         let transition = machine.transition(transition_id);
-        let (domain, enter, default_entry) = match &transition.reach {
+        let (domain, enter, default_entry) = match reach(machine, transition_id) {
             Reach::Fixed {
                 domain,
                 enter,
@@ -735,7 +735,7 @@ impl<'e> Algorithm<'_, 'e> {
     fn transition_owner(&mut self, transition_id: TransitionId) -> StateId {
         let machine = self.machine;
         let transition = machine.transition(transition_id);
-        match &transition.reach {
+        match reach(machine, transition_id) {
             Reach::Fixed { domain, .. } => *domain,
             Reach::Targetless => transition.source,
             Reach::Dynamic => {
@@ -1060,11 +1060,13 @@ fn compute_entry_set(machine: &Machine, instance: &Instance, workspace: &mut Wor
         let transition_id = workspace.enabled[index];
         // Enabled transitions have disjoint domains, so each one's fixed entry set adds to the
         // others' exactly as computing it here would.
-        if let Reach::Fixed {
+        // Read without working it out: `fixed_reach` itself comes here for the transition whose
+        // reach it is working out.
+        if let Some(Reach::Fixed {
             enter,
             default_entry,
             ..
-        } = &machine.transition(transition_id).reach
+        }) = machine.transition(transition_id).reach.get()
         {
             enter
                 .iter()
@@ -1184,13 +1186,15 @@ fn compute_exit_set(
 ) {
     exit_set.clear();
     for &transition_id in transitions {
-        let domain = match &machine.transition(transition_id).reach {
-            Reach::Fixed { domain, .. } => *domain,
-            Reach::Targetless => continue,
-            Reach::Dynamic => match transition_domain(machine, instance, transition_id, scratch) {
-                Some(domain) => domain,
-                None => continue,
-            },
+        let domain = match machine.transition(transition_id).reach.get() {
+            Some(Reach::Fixed { domain, .. }) => *domain,
+            Some(Reach::Targetless) => continue,
+            Some(Reach::Dynamic) | None => {
+                match transition_domain(machine, instance, transition_id, scratch) {
+                    Some(domain) => domain,
+                    None => continue,
+                }
+            }
         };
         for state in instance.configuration.iter() {
             if machine.is_descendant(state, domain) {
@@ -1198,6 +1202,14 @@ fn compute_exit_set(
             }
         }
     }
+}
+
+/// A transition's reach, worked out the first time it is asked and kept in the machine.
+fn reach(machine: &Machine, transition_id: TransitionId) -> &Reach {
+    machine
+        .transition(transition_id)
+        .reach
+        .get_or_init(|| fixed_reach(machine, transition_id))
 }
 
 /// What a transition exits and enters when history plays no part in it, computed by the

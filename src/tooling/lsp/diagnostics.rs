@@ -16,7 +16,7 @@ const SOURCE: &str = "protocol-run";
 pub fn analyse(path: &Path, text: &str) -> Vec<lsp_types::Diagnostic> {
     let problems = if super::scenario::is_scenario_buffer(path, text) {
         scenario_problems(path, text)
-    } else if crate::pipeline::compile::library::is_library_file(path)
+    } else if crate::pipeline::load::is_library_file(path)
         || crate::pipeline::compile::library::looks_like_library(text)
     {
         library_problems(path, text)
@@ -32,7 +32,7 @@ pub fn analyse(path: &Path, text: &str) -> Vec<lsp_types::Diagnostic> {
 
 /// `validate`'s errors, or when there are none, `check`'s warnings.
 fn protocol_problems(path: &Path, text: &str) -> Vec<Diagnostic> {
-    match crate::pipeline::load::set_aside::load_and_compile_text(
+    match crate::pipeline::compile::set_aside::load_and_compile_text(
         &path.display().to_string(),
         text.to_string(),
     ) {

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::model::SendStep;
 use super::probe::Setup;
 use crate::base::model::input::InputType;
+use crate::base::model::scenario::SendStep;
 use crate::pipeline::compile::machine::{EventDescriptor, Machine};
 
 /// Most data values tried for one event, input values for one input, outcomes for one effect.

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::model::{ScenarioFile, Step};
 use crate::base::diagnostic::{Diagnostic, did_you_mean};
+use crate::base::model::scenario::{ScenarioFile, Step};
 use crate::effects::mock::Mocks;
 use crate::pipeline::compile::machine::{EventDescriptor, Machine};
 use crate::pipeline::load::LoadError;
@@ -190,7 +190,7 @@ fn check_start(
     machine: &Machine,
     source: &Source,
     pointer: &str,
-    start: &super::model::Start,
+    start: &crate::base::model::scenario::Start,
     errors: &mut Vec<Diagnostic>,
 ) {
     let configuration = format!("{pointer}/configuration");
@@ -345,7 +345,7 @@ fn check_send(
     machine: &Machine,
     source: &Source,
     pointer: &str,
-    send: &super::model::SendStep,
+    send: &crate::base::model::scenario::SendStep,
     errors: &mut Vec<Diagnostic>,
 ) -> Option<Diagnostic> {
     let name = send.send.as_str();
@@ -411,7 +411,7 @@ fn check_inputs(
     machine: &Machine,
     source: &Source,
     at: &str,
-    scenario: &super::model::Scenario,
+    scenario: &crate::base::model::scenario::Scenario,
     errors: &mut Vec<Diagnostic>,
 ) {
     let supplied: Vec<(String, serde_json::Value)> = scenario

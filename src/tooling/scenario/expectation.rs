@@ -3,7 +3,7 @@
 use crate::runtime::runs::admission::EventOutcome;
 use std::collections::BTreeSet;
 
-use super::model::{EffectExpectation, Expectation};
+use crate::base::model::scenario::{EffectExpectation, Expectation};
 use crate::base::value::Value;
 use crate::effects::EffectRequest;
 use crate::effects::arguments::EffectArguments;
@@ -218,7 +218,7 @@ fn check_files(files: &indexmap::IndexMap<String, String>, problems: &mut Vec<St
 }
 
 fn check_finished(
-    finished: &super::model::Finished,
+    finished: &crate::base::model::scenario::Finished,
     interpreter: &Interpreter,
     problems: &mut Vec<String>,
 ) {

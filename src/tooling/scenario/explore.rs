@@ -2,8 +2,8 @@
 //! invariants, the failing one shrunk to a scenario the author can paste.
 
 use super::candidates::Alphabet;
-use super::model::{AfterStep, Scenario, Step};
 use super::probe::{Setup, Target, probe};
+use crate::base::model::scenario::{AfterStep, Scenario, Step};
 use crate::pipeline::compile::machine::Delay;
 use crate::runtime::run::algorithm::Limits;
 

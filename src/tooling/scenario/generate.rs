@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::candidates::{Alphabet, combine};
 use super::coverage::{coverable, label, label_of};
-use super::model::{AfterStep, ExpectStep, Expectation, Finished, Scenario, Step};
 use super::probe::{Probe, Setup, Target, probe};
+use crate::base::model::scenario::{AfterStep, ExpectStep, Expectation, Finished, Scenario, Step};
 use crate::pipeline::compile::machine::{EventDescriptor, Machine, StateId};
 use crate::runtime::run::algorithm::Limits;
 

@@ -1,6 +1,6 @@
 //! A scenario's `mocks:` as the engine's `Mocks`: strings as for `--mock`, lists by arguments.
 
-use super::model::{MockScript, Scenario};
+use crate::base::model::scenario::{MockScript, Scenario};
 use crate::effects::mock::{MockError, Mocks};
 
 /// The scenario's mocks, or the first outcome that does not parse.

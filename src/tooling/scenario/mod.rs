@@ -7,7 +7,6 @@ pub mod expectation;
 pub mod explore;
 pub mod generate;
 pub mod mocks;
-pub mod model;
 pub mod probe;
 pub mod runner;
 pub mod scratch;

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 
-use super::model::Step;
 use super::runner::{DEFAULT_CLOCK, advance, settle};
 use crate::base::event::{Event, Origin};
 use crate::base::model::Duration;
+use crate::base::model::scenario::Step;
 use crate::base::value::Value;
 use crate::effects::capabilities::Capabilities;
 use crate::effects::mock::Mocks;
@@ -64,7 +64,7 @@ impl Setup {
             .collect()
     }
 
-    pub fn mocks_map(&self) -> IndexMap<String, super::model::MockScript> {
+    pub fn mocks_map(&self) -> IndexMap<String, crate::base::model::scenario::MockScript> {
         self.mocks
             .iter()
             .map(|(id, script)| (id.clone(), script.clone().into()))

@@ -9,11 +9,11 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use super::expectation::{SinceLast, StartedEffect};
-use super::model::{Scenario, ScenarioFile, Step};
 use super::scratch::Scratch;
 use crate::base::diagnostic::render_all;
 use crate::base::event::{Event, Origin};
 use crate::base::model::Duration;
+use crate::base::model::scenario::{Scenario, ScenarioFile, Step};
 use crate::base::value::Value;
 use crate::effects::capabilities::Capabilities;
 use crate::pipeline::actions::{Directive, LogRecord};

@@ -3,7 +3,7 @@
 use crate::base::snapshot::{SNAPSHOT_FORMAT, Snapshot};
 use crate::pipeline::compile::machine::{Machine, StateId, StateKind};
 
-use super::model::Start;
+use crate::base::model::scenario::Start;
 
 /// The states `start.configuration` names with their ancestors, in document order, or why
 /// that is not a configuration the protocol can be in (each problem once).
