@@ -18,7 +18,7 @@ use divan::Bencher;
 use divan::counter::ItemsCount;
 use protocol_run::pipeline::compile::machine::Machine;
 use protocol_run::runtime::run::Interpreter;
-use protocol_run::runtime::run::fleet::Fleet;
+use protocol_run::runtime::runs::fleet::Fleet;
 
 const INSTANCES: usize = 100_000;
 /// Events per instance in `events`: 1,000,000 in total.

@@ -11,10 +11,10 @@ use protocol_run::base::snapshot::Snapshot;
 use protocol_run::effects::mock::Mocks;
 use protocol_run::pipeline::actions::{Directive, LogRecord};
 use protocol_run::runtime::run::Interpreter;
+use protocol_run::runtime::run::admission::{EventOutcome, EventReport};
 use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, TimeMode, drive_durable,
 };
-use protocol_run::runtime::runs::admission::{EventOutcome, EventReport};
 
 /// Random cases run; each is a protocol, its input lines and a crash point.
 const CASES: u64 = 400;

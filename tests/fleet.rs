@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use protocol_run::pipeline::compile::machine::Machine;
-use protocol_run::runtime::run::fleet::{Fleet, FleetEnd, Recording};
 use protocol_run::runtime::run::stop::Stop;
+use protocol_run::runtime::runs::fleet::{Fleet, FleetEnd, Recording};
 use protocol_run::store::{SqliteStore, Store, StoreError, Write};
 use tokio::sync::mpsc;
 

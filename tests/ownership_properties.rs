@@ -482,7 +482,7 @@ impl Observer for LedgerObserver {
         _unix_milliseconds: u64,
         event: &Event,
         interpreter: &Interpreter,
-        _outcome: Option<&protocol_run::runtime::runs::admission::EventReport>,
+        _outcome: Option<&protocol_run::runtime::run::admission::EventReport>,
     ) {
         let mut ledger = self.ledger.borrow_mut();
         ledger.macrosteps += 1;

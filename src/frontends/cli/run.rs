@@ -19,10 +19,10 @@ use crate::pipeline::compile::inputs::{InputError, split_assignment};
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::output::{LogFormat, LogLayer};
 use crate::runtime::run::Interpreter;
+use crate::runtime::run::admission::{EventOutcome, EventReport, discarded_reason};
 use crate::runtime::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
-use crate::runtime::runs::admission::{EventOutcome, EventReport, discarded_reason};
 use crate::runtime::runs::claims::HolderLock;
 use crate::runtime::telemetry::RunLog;
 use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint};

@@ -9,7 +9,7 @@ use super::exit_code;
 use crate::base::diagnostic::render_all;
 use crate::base::durable::TimerPolicy;
 use crate::runtime::run::driver::spawn_stdin_batches;
-use crate::runtime::run::fleet::{Fleet, FleetEnd, Recording};
+use crate::runtime::runs::fleet::{Fleet, FleetEnd, Recording};
 use crate::store::SqliteStore;
 
 /// Where `serve` records its instances.

@@ -8,7 +8,7 @@ use crate::base::event::Event;
 use crate::effects::mock::Mocks;
 use crate::pipeline::actions::{Directive, LogRecord};
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::runs::admission::EventReport;
+use crate::runtime::run::admission::EventReport;
 use std::io::Write;
 use std::sync::Arc;
 use tokio::sync::mpsc;

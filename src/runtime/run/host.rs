@@ -93,7 +93,7 @@ pub(super) struct Extras {
     pub(super) waiting: Vec<Waiting>,
     pub(super) discarded: Vec<serde_json::Value>,
     /// The discards of the step being taken, told once it is committed.
-    pub(super) untold: Vec<crate::runtime::runs::admission::EventReport>,
+    pub(super) untold: Vec<crate::runtime::run::admission::EventReport>,
     /// Outcomes of effects that ended after the run reached its final state (telemetry
     /// summaries with their `outcome`), for the `finished` line.
     pub(super) after_finish: Vec<serde_json::Value>,
@@ -613,7 +613,7 @@ impl DriverHost<'_> {
                 // A cancelled child's events are dropped with it.
                 if self.state.running.has_child(&id) {
                     // A child's events are input to this protocol, admitted like any other.
-                    if let Err(message) = crate::runtime::runs::admission::admit(
+                    if let Err(message) = crate::runtime::run::admission::admit(
                         &self.machine,
                         &event.name,
                         &event.data,

@@ -146,7 +146,7 @@ pub fn parse_input_line(machine: &Machine, text: &str) -> Result<InputLine, Stri
         .filter(|name| !name.is_empty())
         .ok_or("missing `event` (a non-empty string)")?;
     let data_json = object.get("data").unwrap_or(&serde_json::Value::Null);
-    crate::runtime::runs::admission::admit_json(machine, name, data_json)?;
+    crate::runtime::run::admission::admit_json(machine, name, data_json)?;
     let data = Value::from_json(data_json);
     Ok(InputLine::Event(Event::named(
         machine,

@@ -7,11 +7,11 @@ pub mod restore;
 // The runtime every mode shares (`run`, `serve`, `test`): a session steps one instance; its
 // host keeps the instance's timers, its running effects and children (`running`, `children`);
 // `driver` is the loop of a single run, `fleet` the scheduler of many; `input` reads events.
+pub mod admission;
 pub mod awaiting;
 mod children;
 pub mod driver;
 mod fan_out;
-pub mod fleet;
 mod host;
 pub mod input;
 mod map_children;

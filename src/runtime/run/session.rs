@@ -12,7 +12,7 @@ use crate::base::value::Value;
 use crate::effects::EffectRequest;
 use crate::effects::mock::Mocks;
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::runs::admission::{EventOutcome, EventReport};
+use crate::runtime::run::admission::{EventOutcome, EventReport};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -558,9 +558,9 @@ impl<'a> Session<'a> {
     /// spells it out with `admission::discarded_reason`).
     fn discarded_reason(&self) -> std::borrow::Cow<'static, str> {
         let reason = if self.interpreter.is_running() {
-            crate::runtime::runs::admission::DISCARDED
+            crate::runtime::run::admission::DISCARDED
         } else {
-            crate::runtime::runs::admission::AFTER_THE_END
+            crate::runtime::run::admission::AFTER_THE_END
         };
         reason.into()
     }
@@ -743,7 +743,7 @@ impl<'a> Session<'a> {
                 match event {
                     Some(event) => {
                         // The parent's events are input to this protocol, admitted like any other.
-                        match crate::runtime::runs::admission::admit(&self.host.machine, &event.name, &event.data) {
+                        match crate::runtime::run::admission::admit(&self.host.machine, &event.name, &event.data) {
                             Err(message) => self.host.refuse_event(&event.name, "parent", message),
                             // Event types are the sender's machine's: this one names them anew.
                             Ok(()) => {

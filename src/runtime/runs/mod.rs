@@ -1,9 +1,11 @@
 //! The runs service: the one set of rules every front end (`run`, `resume`, `serve`, `mcp`, `test`, a parent's children) drives runs by.
 //!
-//! What an incoming event may do (`admission`), which grants an input may choose, who holds a
-//! run: each lives here once, below the front ends, so no mode keeps a copy of its own.
+//! Which grants an input may choose (`grants`), who holds a run (`claims`), how many runs a
+//! server drives (`live_runs`) and the host of many instances `serve` runs (`fleet`): each lives
+//! here once, below the front ends, so no mode keeps a copy of its own. What an incoming event
+//! may do is the engine's own rule (`run::admission`), applied by every session.
 
-pub mod admission;
 pub mod claims;
+pub mod fleet;
 pub mod grants;
 pub mod live_runs;

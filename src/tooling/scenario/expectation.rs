@@ -1,6 +1,6 @@
 //! What an `expect` step checks, and the one matching rule for the values it compares.
 
-use crate::runtime::runs::admission::EventOutcome;
+use crate::runtime::run::admission::EventOutcome;
 use std::collections::BTreeSet;
 
 use crate::base::model::scenario::{EffectExpectation, Expectation};

@@ -45,7 +45,7 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
         .iter()
         .filter(|send| {
             let data = send.data.clone().unwrap_or(serde_json::Value::Null);
-            crate::runtime::runs::admission::admit_json(machine, &send.send, &data).is_ok()
+            crate::runtime::run::admission::admit_json(machine, &send.send, &data).is_ok()
         })
         .cloned()
         .map(Step::Send)

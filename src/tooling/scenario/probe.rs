@@ -125,7 +125,7 @@ impl Observer for Watcher {
         _unix_milliseconds: u64,
         _event: &Event,
         _interpreter: &Interpreter,
-        _outcome: Option<&crate::runtime::runs::admission::EventReport>,
+        _outcome: Option<&crate::runtime::run::admission::EventReport>,
     ) {
     }
 
@@ -300,7 +300,7 @@ async fn run_step(session: &mut Session<'_>, machine: &Machine, step: &Step) -> 
     match step {
         Step::Send(send) => {
             let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
-            crate::runtime::runs::admission::admit_json(machine, &send.send, data_json).map_err(
+            crate::runtime::run::admission::admit_json(machine, &send.send, data_json).map_err(
                 |refusal| format!("send {}: the event is refused: {refusal}", send.send),
             )?;
             let data = Value::from_json(data_json);

@@ -1,7 +1,7 @@
 //! Runs scenario files against the real protocol: virtual time, mocks, real effects otherwise,
 //! and a report of what was expected and what was seen, with the event trace leading there.
 
-use crate::runtime::runs::admission::{EventOutcome, EventReport};
+use crate::runtime::run::admission::{EventOutcome, EventReport};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -466,9 +466,8 @@ fn run_scenario(
                     let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
                     // Refused as an events line would be: not delivered, and the step fails
                     // unless the next step expects the refusal.
-                    match crate::runtime::runs::admission::admit_json(
-                        machine, &send.send, data_json,
-                    ) {
+                    match crate::runtime::run::admission::admit_json(machine, &send.send, data_json)
+                    {
                         Ok(()) => {
                             let data = Value::from_json(data_json);
                             session.send(Event::named(machine, &send.send, data, Origin::External));

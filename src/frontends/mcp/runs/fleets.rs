@@ -10,9 +10,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::frontends::mcp::runs::host::{Host, Reply};
 use crate::frontends::mcp::runs::report::{RunView, report};
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::run::fleet::{Fleet, Recording};
 use crate::runtime::run::input::LineBatch;
 use crate::runtime::run::stop::{CANCELLED_EXIT_CODE, Stop};
+use crate::runtime::runs::fleet::{Fleet, Recording};
 
 impl Host {
     /// A fleet for one run, its output read into `view`, its answers to the waiting requests.
@@ -67,10 +67,10 @@ impl Host {
                     if let Some(fields) = told.as_object_mut() {
                         fields.remove("ticket");
                     }
-                    if outcome.outcome == crate::runtime::runs::admission::EventOutcome::Discarded {
+                    if outcome.outcome == crate::runtime::run::admission::EventOutcome::Discarded {
                         let view = outcome_view.borrow();
                         let states: Vec<&str> = view.states.iter().map(String::as_str).collect();
-                        told["reason"] = crate::runtime::runs::admission::discarded_reason(
+                        told["reason"] = crate::runtime::run::admission::discarded_reason(
                             &outcome_machine,
                             &outcome.event,
                             &states,

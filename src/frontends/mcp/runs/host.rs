@@ -14,8 +14,8 @@ use crate::frontends::mcp::runs::ended::{EndedRun, EndedRuns};
 use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::run::fleet::Recording;
 use crate::runtime::run::input::{LineBatch, LineOrigin};
+use crate::runtime::runs::fleet::Recording;
 use crate::store::SharedStore;
 
 /// A request from a tool, answered with a JSON report or an error the client reads.
@@ -375,7 +375,7 @@ impl Host {
         &mut self,
         run_id: &str,
         machine: Arc<Machine>,
-        fleet: crate::runtime::run::fleet::Fleet,
+        fleet: crate::runtime::runs::fleet::Fleet,
         view: Rc<RefCell<RunView>>,
     ) {
         let (input, cancel) = self.drive(fleet, run_id.to_string(), view.clone());

@@ -27,7 +27,7 @@ pub struct RunView {
     /// Its latest log lines.
     pub logs: crate::frontends::mcp::logs::KeptLogs,
     /// What it waited on after its latest step.
-    pub pending: crate::runtime::run::fleet::Pending,
+    pub pending: crate::runtime::runs::fleet::Pending,
     /// The input request it makes, as last keyed (see `request_keys`).
     pub asked: Option<crate::frontends::mcp::waiting::request_keys::Asked>,
 }
@@ -125,7 +125,7 @@ pub fn report(machine: &Machine, run: &str, view: &RunView) -> Value {
 /// event can move it); else `timer`. A timer pending beside events it can take (ITTW's
 /// periodic re-check while it waits for guidance) does not make it `timer`: the client is
 /// still the one the run waits for.
-pub fn waiting_on(pending: crate::runtime::run::fleet::Pending, events: &Value) -> &'static str {
+pub fn waiting_on(pending: crate::runtime::runs::fleet::Pending, events: &Value) -> &'static str {
     let takes_events = events.as_array().is_some_and(|events| !events.is_empty());
     if pending.running {
         "effect"
@@ -136,4 +136,4 @@ pub fn waiting_on(pending: crate::runtime::run::fleet::Pending, events: &Value) 
     }
 }
 
-pub use crate::runtime::runs::admission::events_now;
+pub use crate::runtime::run::admission::events_now;

@@ -9,7 +9,7 @@ use crate::frontends::mcp::catalog::Served;
 use crate::frontends::mcp::runs::host::Host;
 use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
-use crate::runtime::run::fleet::Recording;
+use crate::runtime::runs::fleet::Recording;
 use crate::store::{RunOrigin, RunRecord, RunStatus, Store};
 
 /// The runs resumed at start that stderr names one per line; the rest are counted in one line,

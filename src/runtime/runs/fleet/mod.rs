@@ -7,19 +7,19 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::Interpreter;
-use super::algorithm::RunError;
-use super::driver::{
-    DriverState, EffectMessage, EffectSink, InputBatches, InputLineError, Observer, Session,
-};
-use super::input::LineOrigin;
-use super::stop::Stop;
 use crate::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
 use crate::base::event::{Event, Origin};
 use crate::effects::mock::Mocks;
 use crate::pipeline::actions::{Directive, LogRecord};
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::runs::admission::EventReport;
+use crate::runtime::run::Interpreter;
+use crate::runtime::run::admission::EventReport;
+use crate::runtime::run::algorithm::RunError;
+use crate::runtime::run::driver::{
+    DriverState, EffectMessage, EffectSink, InputBatches, InputLineError, Observer, Session,
+};
+use crate::runtime::run::input::LineOrigin;
+use crate::runtime::run::stop::Stop;
 
 mod awaiting;
 use crate::base::value::Value;
@@ -97,7 +97,7 @@ pub struct Fleet {
     input_ended: bool,
     line_number: usize,
     /// Every instance's limits (`--max-microsteps`, the budgets).
-    limits: super::algorithm::Limits,
+    limits: crate::runtime::run::algorithm::Limits,
     /// The operator's pinned inputs: every new instance takes them (no line may give them),
     /// and they supply the secret inputs of the instances resumed from the store, which never
     /// holds them.
@@ -180,7 +180,7 @@ impl Fleet {
             }),
             input_ended: false,
             line_number: 0,
-            limits: super::algorithm::Limits::default(),
+            limits: crate::runtime::run::algorithm::Limits::default(),
             pinned: crate::runtime::runs::grants::PinnedInputs::default(),
             line_origin: None,
             problem_reply: None,
@@ -224,7 +224,7 @@ impl Fleet {
     }
 
     /// Runs every instance under `limits`.
-    pub fn with_limits(mut self, limits: super::algorithm::Limits) -> Fleet {
+    pub fn with_limits(mut self, limits: crate::runtime::run::algorithm::Limits) -> Fleet {
         self.limits = limits;
         self
     }
@@ -589,7 +589,7 @@ impl Fleet {
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
         if let Some(event) = parsed.event.as_deref()
             && let Err(refusal) =
-                crate::runtime::runs::admission::admit_json(&self.machine, event, data)
+                crate::runtime::run::admission::admit_json(&self.machine, event, data)
         {
             return self.refuse_event(&name, event, &refusal);
         }
@@ -618,7 +618,7 @@ impl Fleet {
     fn refuse_event(&mut self, instance: &str, event: &str, refusal: &str) {
         let report = EventReport {
             event: event.into(),
-            outcome: crate::runtime::runs::admission::EventOutcome::Refused,
+            outcome: crate::runtime::run::admission::EventOutcome::Refused,
             reason: Some(refusal.to_string().into()),
             ticket: Some(self.line_number as u64),
             waited: false,
@@ -1154,7 +1154,7 @@ impl Observer for MemberObserver<'_> {
         // Taken at once is what a step line says without an `outcome` (the common case costs
         // no bytes); every other outcome is named.
         if let Some(report) = outcome.filter(|report| {
-            report.outcome != crate::runtime::runs::admission::EventOutcome::Taken || report.waited
+            report.outcome != crate::runtime::run::admission::EventOutcome::Taken || report.waited
         }) {
             output.extend_from_slice(b",\"outcome\":\"");
             output.extend_from_slice(report.outcome.name().as_bytes());
