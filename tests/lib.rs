@@ -29,6 +29,7 @@ mod graph_svg;
 mod host_grants;
 mod imports;
 mod inputs;
+mod layers;
 mod library_files;
 mod limits;
 mod loading_limits;
