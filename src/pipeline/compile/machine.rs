@@ -143,7 +143,8 @@ pub struct TransitionNode {
 
 /// What a transition exits and enters, when recorded history plays no part in it (no history
 /// state among its targets or in what entering them enters by default): then its domain and
-/// entry set are the same every time, and are computed when the machine is compiled.
+/// entry set are the same every time, and are worked out once, the first
+/// time the transition is taken (`runtime::run::algorithm::fixed_reach`).
 #[derive(Debug, Default)]
 pub enum Reach {
     /// History is involved: worked out when the transition is taken.
