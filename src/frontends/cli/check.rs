@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::exit_code;
-use super::validate::{checked_library, is_library_text, load_error_code};
+use super::validate::{checked_library, is_library_text};
 use crate::base::diagnostic::render_all;
 
 pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
@@ -26,7 +26,7 @@ pub fn check(files: &[PathBuf], deny_warnings: bool) -> u8 {
                 }
                 Err(error) => {
                     eprint!("{error}");
-                    worst = worst.max(load_error_code(&error));
+                    worst = worst.max(super::exit_code::of_load_error(&error));
                     continue;
                 }
             };

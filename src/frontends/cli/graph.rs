@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::Path;
 
 use super::exit_code;
-use super::validate::load_error_code;
 use crate::base::diagnostic::render_all;
 
 /// Diagram formats.
@@ -22,7 +21,7 @@ pub fn graph(file: &Path, format: GraphFormat, detail: bool) -> u8 {
         Ok(loaded) => loaded,
         Err(error) => {
             eprint!("{error}");
-            return load_error_code(&error);
+            return super::exit_code::of_load_error(&error);
         }
     };
     let machine = match crate::pipeline::compile::compile(&loaded) {

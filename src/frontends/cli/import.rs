@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::Path;
 
 use super::exit_code;
-use super::validate::load_error_code;
 use crate::base::diagnostic::render_all;
 use crate::tooling::import::{ImportError, Imported};
 
@@ -13,7 +12,7 @@ pub fn import_scxml(file: &Path, out: Option<&Path>) -> u8 {
         Ok(text) => text,
         Err(error) => {
             eprint!("{error}");
-            return load_error_code(&error);
+            return super::exit_code::of_load_error(&error);
         }
     };
     match crate::tooling::import::import_file(&text, file) {

@@ -65,7 +65,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
     }
     let narrowing = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
-        Err(code) => return code,
+        Err(refusal) => return refusal.report(),
     };
     let mut pins = Vec::new();
     for text in &arguments.pinned_inputs {

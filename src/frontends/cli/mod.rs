@@ -27,18 +27,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Exit codes of the engine itself (sysexits); a protocol's own codes are 0–63.
-pub mod exit_code {
-    pub const USAGE: u8 = 64;
-    pub const INVALID: u8 = 65;
-    pub const NO_INPUT_FILE: u8 = 66;
-    pub const INTERNAL: u8 = 70;
-    pub const IO: u8 = 74;
-    /// The run stopped before reaching a final state: no events left and no timer pending.
-    pub const UNFINISHED: u8 = 75;
-    /// Another process holds what this one needs (a run it is driving): try again later.
-    pub const TEMPORARY_FAILURE: u8 = 75;
-}
+pub use crate::runtime::runs::exit_code;
 
 #[derive(Debug, Parser)]
 #[command(

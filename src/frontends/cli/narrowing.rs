@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::exit_code;
 use crate::base::model::permissions::Permissions;
 use crate::effects::capabilities::Capabilities;
+use crate::runtime::runs::start::Refusal;
 
 /// Flags that narrow what a protocol may do; its own `permissions` still apply.
 #[derive(Debug, Args, Default)]
@@ -98,26 +99,41 @@ impl Narrowing {
     /// The limit on what the protocol may do: these flags, after the narrowing recorded when
     /// the run started (`recorded`, on resume), so a resume never forgets what the operator
     /// withheld.
-    pub fn limit(&self, recorded: Option<&serde_json::Value>) -> Result<Capabilities, u8> {
+    pub fn limit(&self, recorded: Option<&serde_json::Value>) -> Result<Capabilities, Refusal> {
         let base = std::env::current_dir().unwrap_or_default();
         let mut limit = Capabilities::unrestricted();
         if let Some(recorded) = recorded {
             let recorded: Recorded = serde_json::from_value(recorded.clone()).map_err(|error| {
-                eprintln!("error: the run's recorded grants cannot be read: {error}");
-                exit_code::IO
+                Refusal::error(
+                    format!("the run's recorded grants cannot be read: {error}"),
+                    exit_code::IO,
+                )
             })?;
             limit = limit
                 .narrowed(&recorded.narrowing, &base)
                 .map_err(|message| {
-                    eprintln!("error: the run's recorded grants: {message}");
-                    exit_code::IO
+                    Refusal::error(
+                        format!("the run's recorded grants: {message}"),
+                        exit_code::IO,
+                    )
                 })?;
         }
         limit
             .narrowed(&self.permissions(), &base)
-            .map_err(|message| {
-                eprintln!("error: {message}");
-                exit_code::USAGE
-            })
+            .map_err(|message| Refusal::error(message, exit_code::USAGE))
+    }
+}
+
+impl crate::runtime::runs::start::Operator for Narrowing {
+    fn limit(&self, recorded: Option<&serde_json::Value>) -> Result<Capabilities, Refusal> {
+        Narrowing::limit(self, recorded)
+    }
+
+    fn recorded(&self, granted: &Capabilities) -> Option<serde_json::Value> {
+        self.recorded_with(Some(granted))
+    }
+
+    fn is_strict(&self) -> bool {
+        Narrowing::is_strict(self)
     }
 }

@@ -1,31 +1,27 @@
 //! `protocol-run run FILE.yaml`: bind inputs, drive the machine, exit with its final state's code.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::inputs_file::SuppliedInputs;
-use super::validate::load_error_code;
 use super::{LogFormatArgument, exit_code};
-use crate::base::diagnostic::render_all;
-use crate::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
-use crate::base::model::action::LogLevel;
+use crate::base::durable::TimerPolicy;
 use crate::effects::mock::Mocks;
-use crate::pipeline::actions::LogRecord;
-use crate::pipeline::compile::compile_limited;
 use crate::pipeline::compile::inputs::{InputError, split_assignment};
+use crate::pipeline::compile::machine::Machine;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::output::{LogFormat, LogLayer};
-use crate::runtime::run::Interpreter;
 use crate::runtime::run::admission::{EventOutcome, EventReport, discarded_reason};
 use crate::runtime::run::driver::{
     DriveOptions, EventSource, Observer, TimeMode, TracingObserver, drive_durable,
 };
-use crate::runtime::runs::claims::HolderLock;
+use crate::runtime::runs::start::{
+    self, Place, Prepared, Refusal, Resumption, Resupplied, StoreCheckpoint,
+};
 use crate::runtime::telemetry::RunLog;
-use crate::store::{NewRun, RunStatus, SqliteStore, Store, commit_checkpoint};
+use crate::store::{SqliteStore, Store};
 
 #[derive(Debug, Args)]
 pub struct RunArguments {
@@ -181,24 +177,9 @@ fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
     }
 }
 
-/// Applies a lifecycle move, or turns a refused one into exit code 70.
+/// Applies a lifecycle move (`start::advance`), or exits 70 when the lifecycle refuses it.
 fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8> {
-    lifecycle.advance(event).map_err(|refused| {
-        eprintln!("internal error: {refused}");
-        exit_code::INTERNAL
-    })
-}
-
-/// A run ready to drive: new, or restored from the store.
-struct Prepared {
-    machine: Arc<crate::pipeline::compile::machine::Machine>,
-    interpreter: Interpreter,
-    run_id: String,
-    resume: Option<Resume>,
-    /// Held until the run's process ends: no other process drives the run meanwhile.
-    _lock: HolderLock,
-    /// What the run may do, logged before anything runs.
-    grants: Vec<crate::pipeline::actions::LogRecord>,
+    start::advance(lifecycle, event).map_err(Refusal::report)
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
@@ -214,26 +195,35 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             run_id,
         } => {
             let run_id = super::run_id::new_run_id(run_id.as_deref(), &store, &options.state.path)?;
-            new_run(&file, &inputs, &run_id, options, &mut store, lifecycle)?
+            let place = Place {
+                store: &mut store,
+                state_path: &options.state.path,
+                operator: &options.narrowing,
+                lifecycle,
+            };
+            start::new_run(place, &file, &run_id, &mut |machine| {
+                bind_inputs(machine, &inputs)
+            })
         }
         Start::Latest(file, secrets) => {
-            let path = canonical(&file);
+            let path = start::canonical(&file);
             let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
                 eprintln!("error: no unfinished run of {path} in {}", store.location());
                 return Err(exit_code::NO_INPUT_FILE);
             };
-            restored_run(&run.id, &secrets, options, &mut store, lifecycle)?
+            resume_run(&run.id, &secrets, options, &mut store, lifecycle)
         }
         Start::Run(run_id, secrets) => {
-            restored_run(&run_id, &secrets, options, &mut store, lifecycle)?
+            resume_run(&run_id, &secrets, options, &mut store, lifecycle)
         }
-    };
+    }
+    .map_err(Refusal::report)?;
     let Prepared {
         machine,
         interpreter,
         run_id,
         resume,
-        _lock,
+        lock: _lock,
         grants,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
@@ -355,131 +345,45 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     }
 }
 
-/// Loads, compiles and records a new run.
-fn new_run(
-    file: &std::path::Path,
-    inputs: &GivenInputs,
-    run_id: &str,
-    options: &RunOptions,
-    store: &mut SqliteStore,
-    lifecycle: &mut RunLifecycle,
-) -> Result<Prepared, u8> {
-    let limit = &options.narrowing.limit(None)?;
-    let text = crate::pipeline::load::read_text(file).map_err(|error| {
-        eprint!("{error}");
-        load_error_code(&error)
-    })?;
-    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text.clone())
-        .map_err(|diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        })?;
-    advance(lifecycle, LifecycleEvent::Loaded)?;
-    let machine = compile_limited(&loaded, &Arc::default(), limit)
-        .map(Arc::new)
-        .map_err(|diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        })?;
-    let inputs = bind_inputs(&machine, inputs)?;
-    let (machine, grants) = resolve_grants(&loaded, limit, machine, &inputs, &options.narrowing)?;
-    let run_id = run_id.to_string();
-    let lock = claim_run(options, store, &run_id, "run")?;
-    store
-        .create_run(&NewRun {
-            id: run_id.clone(),
-            protocol_path: canonical(file),
-            protocol_hash: crate::store::read_files::recorded_hash(&machine),
-            protocol_text: Some(text),
-            inputs: machine.recorded_inputs(&inputs),
-            started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
-            grants: options.narrowing.recorded_with(Some(&machine.capabilities)),
-            origin: crate::store::RunOrigin::Run,
-            holder: Some(lock.holder().clone()),
-        })
-        .map_err(store_error)?;
-    let interpreter = Interpreter::new(machine.clone(), inputs);
-    Ok(Prepared {
-        machine,
-        interpreter,
-        run_id,
-        resume: None,
-        _lock: lock,
-        grants,
-    })
-}
-
-/// Restores a recorded run from its last committed step, refusing a changed protocol unless
-/// `--force` is given and every recorded state and variable still exists. `secret_inputs` are
-/// the `--input`s supplying its secret inputs again.
-fn restored_run(
+/// Resumes `run_id` with its secret inputs supplied again from `secret_inputs`.
+fn resume_run(
     run_id: &str,
     secret_inputs: &GivenInputs,
     options: &RunOptions,
     store: &mut SqliteStore,
     lifecycle: &mut RunLifecycle,
-) -> Result<Prepared, u8> {
-    if store.run(run_id).map_err(store_error)?.is_none() {
-        eprintln!("error: no run `{run_id}` in {}", store.location());
-        return Err(exit_code::NO_INPUT_FILE);
-    }
-    let lock = claim_run(options, store, run_id, "resume")?;
-    // Read again under the lock: a process that held it may have finished the run meanwhile.
-    let Some(record) = store.run(run_id).map_err(store_error)? else {
-        eprintln!("error: no run `{run_id}` in {}", store.location());
-        return Err(exit_code::NO_INPUT_FILE);
+) -> Result<Prepared, Refusal> {
+    let place = Place {
+        store,
+        state_path: &options.state.path,
+        operator: &options.narrowing,
+        lifecycle,
     };
-    let summary = &record.summary;
-    if summary.status == RunStatus::Finished {
-        eprintln!("error: run `{run_id}` has finished; there is nothing to resume");
-        return Err(exit_code::USAGE);
-    }
-    let file = PathBuf::from(&summary.protocol_path);
-    let text = crate::pipeline::load::read_text(&file).map_err(|error| {
-        eprint!("{error}");
-        load_error_code(&error)
-    })?;
-    // The protocol, and each library and child protocol its load read.
-    let changed = crate::store::read_files::changed_file(
-        &file.display().to_string(),
-        &summary.protocol_hash,
-        &text,
-    );
-    if let Some(changed) = changed
-        && !options.force
-    {
-        eprintln!(
-            "error: {} changed since run `{run_id}` started (recorded {}, now {}); \
-             resuming would mix two protocols. Restore the file, or pass --force to continue \
-             as long as every state and variable the run recorded still exists",
-            changed.path, changed.recorded, changed.now
-        );
-        return Err(exit_code::INVALID);
-    }
-    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text).map_err(
-        |diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        },
-    )?;
-    advance(lifecycle, LifecycleEvent::Loaded)?;
-    let limit = options.narrowing.limit(record.grants.as_ref())?;
-    let machine = compile_limited(&loaded, &Arc::default(), &limit)
-        .map(Arc::new)
-        .map_err(|diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        })?;
+    let resumption = Resumption {
+        run_id,
+        force: options.force,
+        timers: options.timers,
+        resupply: &mut |machine, record| resupply(machine, record, secret_inputs),
+    };
+    start::restored_run(place, resumption)
+}
+
+/// The run's recorded inputs bound again, with its secret inputs from `--input` and `--inputs`
+/// (and those secrets by name); a problem is reported here, located in the inputs file.
+fn resupply(
+    machine: &Machine,
+    record: &crate::store::RunRecord,
+    secret_inputs: &GivenInputs,
+) -> Result<Resupplied, Refusal> {
+    let run_id = &record.summary.id;
     let assignments = secret_inputs
         .assignments
         .iter()
         .map(|text| split_assignment(text))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| {
-            eprintln!("error: {error}");
-            exit_code::USAGE
-        })?;
-    let supplied = SuppliedInputs::gather(&machine, secret_inputs.file.as_deref(), assignments)?;
+        .map_err(|error| Refusal::error(error, exit_code::USAGE))?;
+    let supplied = SuppliedInputs::gather(machine, secret_inputs.file.as_deref(), assignments)
+        .map_err(Refusal::reported)?;
     let secrets = supplied.texts();
     let inputs = machine
         .bind_recorded_inputs(&record.inputs, &secrets)
@@ -511,125 +415,13 @@ fn restored_run(
                     InputError::SecretNotStored { .. } | InputError::NotSecret { .. }
                 )
             });
-            if resupply {
+            Refusal::reported(if resupply {
                 exit_code::USAGE
             } else {
                 exit_code::INVALID
-            }
+            })
         })?;
-    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, &options.narrowing)?;
-    store
-        .mark_running(run_id, crate::base::clock::unix_milliseconds_now())
-        .map_err(store_error)?;
-    let Some(stored) = store.latest_snapshot(run_id).map_err(store_error)? else {
-        // The engine stopped before the start was committed: nothing of the run took effect,
-        // so it starts again from the beginning, under the same id.
-        return Ok(Prepared {
-            interpreter: Interpreter::new(machine.clone(), inputs),
-            machine,
-            run_id: run_id.to_string(),
-            resume: None,
-            _lock: lock,
-            grants,
-        });
-    };
-    let cannot_resume = |error: String| {
-        eprintln!(
-            "error: run `{run_id}` cannot resume: {}",
-            crate::base::secrets::mask(&error)
-        );
-        exit_code::INVALID
-    };
-    let snapshot = stored
-        .snapshot
-        .with_secrets(&stored.secrets, &secrets)
-        .map_err(cannot_resume)?;
-    let interpreter = Interpreter::restore(machine.clone(), inputs, &snapshot)
-        .map_err(|error| cannot_resume(error.to_string()))?;
-    Ok(Prepared {
-        machine,
-        interpreter,
-        run_id: run_id.to_string(),
-        resume: Some(Resume {
-            snapshot,
-            sequence: stored.sequence,
-            committed_unix_milliseconds: stored.unix_milliseconds,
-            timers: options.timers,
-        }),
-        _lock: lock,
-        grants,
-    })
-}
-
-/// Resolves the grants that name inputs from the bound `inputs`, before anything runs, and
-/// says what the run may do: its grants (`#grants`), and a warning when the protocol declares
-/// none (`#permissions_undeclared`), as log lines for the start of the run.
-fn resolve_grants(
-    loaded: &crate::pipeline::load::Loaded,
-    limit: &crate::effects::capabilities::Capabilities,
-    machine: Arc<crate::pipeline::compile::machine::Machine>,
-    inputs: &[crate::base::value::Value],
-    narrowing: &super::narrowing::Narrowing,
-) -> Result<
-    (
-        Arc<crate::pipeline::compile::machine::Machine>,
-        Vec<LogRecord>,
-    ),
-    u8,
-> {
-    let machine = crate::runtime::runs::grants::for_operator(loaded, limit, machine, inputs)
-        .map_err(|diagnostics| {
-            eprint!("{}", render_all(&diagnostics));
-            exit_code::INVALID
-        })?;
-    let record = |level: LogLevel, message: String, tag: &str| LogRecord {
-        level,
-        message,
-        tags: Arc::from([Arc::from(tag)]),
-        fields: Vec::new(),
-    };
-    let mut records = Vec::new();
-    if loaded.protocol.permissions.is_none() && !narrowing.is_strict() {
-        records.push(record(
-            LogLevel::Warn,
-            format!(
-                "{} declares no `permissions`: it may run any program and read and write any \
-                 file; declare `permissions:` in it, or run it with --sandbox strict",
-                loaded.source.path
-            ),
-            "permissions_undeclared",
-        ));
-    }
-    if !machine.capabilities.is_unrestricted() {
-        records.push(record(
-            LogLevel::Info,
-            format!("grants: {}", machine.capabilities.summary()),
-            "grants",
-        ));
-    }
-    Ok((machine, records))
-}
-
-/// Claims the run for this process (`runs::claims`): a run another process holds (another
-/// `resume`, a `serve` or `mcp` host) is refused with 75 (try again once it ends), naming it.
-fn claim_run(
-    options: &RunOptions,
-    store: &mut SqliteStore,
-    run_id: &str,
-    process: &str,
-) -> Result<HolderLock, u8> {
-    HolderLock::run(store, &options.state.path, run_id, process).map_err(|error| {
-        eprintln!("error: {error}");
-        error.exit_code()
-    })
-}
-
-/// The path runs are recorded under, so `--resume` finds them from any working directory.
-fn canonical(file: &std::path::Path) -> String {
-    file.canonicalize()
-        .unwrap_or_else(|_| file.to_path_buf())
-        .display()
-        .to_string()
+    Ok(Resupplied { inputs, secrets })
 }
 
 fn store_error(error: crate::store::StoreError) -> u8 {
@@ -637,23 +429,11 @@ fn store_error(error: crate::store::StoreError) -> u8 {
     exit_code::IO
 }
 
-/// Commits each macrostep to the store.
-struct StoreCheckpoint<'a> {
-    store: &'a mut SqliteStore,
-    run_id: String,
-}
-
-impl Checkpoint for StoreCheckpoint<'_> {
-    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
-        commit_checkpoint(self.store, &self.run_id, step).map_err(|error| error.to_string())
-    }
-}
-
 /// Checks every `--input` and the `--inputs` file's entries, reporting all problems at once.
 fn bind_inputs(
-    machine: &crate::pipeline::compile::machine::Machine,
+    machine: &Machine,
     given: &GivenInputs,
-) -> Result<Vec<crate::base::value::Value>, u8> {
+) -> Result<Vec<crate::base::value::Value>, Refusal> {
     let mut assignments = Vec::new();
     let mut problems = Vec::new();
     for text in &given.assignments {
@@ -662,14 +442,17 @@ fn bind_inputs(
             Err(error) => problems.push(error),
         }
     }
-    let supplied = SuppliedInputs::gather(machine, given.file.as_deref(), assignments)?;
+    let supplied = SuppliedInputs::gather(machine, given.file.as_deref(), assignments)
+        .map_err(Refusal::reported)?;
     match machine.bind_input_values(&supplied.values) {
         Ok(inputs) if problems.is_empty() => return Ok(inputs),
         Ok(_) => {}
         Err(errors) => problems.extend(errors),
     }
-    eprint!("{}", supplied.report(&problems));
-    Err(exit_code::INVALID)
+    Err(Refusal::rendered(
+        supplied.report(&problems),
+        exit_code::INVALID,
+    ))
 }
 
 fn event_source(events: Option<&str>) -> Result<EventSource, u8> {

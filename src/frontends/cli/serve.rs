@@ -76,7 +76,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         Ok(text) => text,
         Err(error) => {
             eprint!("{error}");
-            return super::validate::load_error_code(&error);
+            return super::exit_code::of_load_error(&error);
         }
     };
     let loaded =
@@ -90,7 +90,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         };
     let limit = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
-        Err(code) => return code,
+        Err(refusal) => return refusal.report(),
     };
     let machine = match crate::pipeline::compile::compile_limited(&loaded, &Arc::default(), &limit)
     {

@@ -27,7 +27,7 @@ pub fn test(
     }
     let limit = match narrowing.limit(None) {
         Ok(limit) => limit,
-        Err(code) => return code,
+        Err(refusal) => return refusal.report(),
     };
     let paths = if paths.is_empty() {
         vec![PathBuf::from(".")]

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use super::exit_code;
 use crate::pipeline::compile::set_aside::load_and_compile_file;
 use crate::pipeline::load::LoadError;
 
@@ -52,7 +51,7 @@ pub fn validate(files: &[PathBuf]) -> u8 {
                 if !matches!(error, LoadError::Invalid(_)) {
                     eprintln!();
                 }
-                load_error_code(&error)
+                super::exit_code::of_load_error(&error)
             }
         };
         worst = worst.max(code);
@@ -100,7 +99,7 @@ pub fn checked_library(
         if !matches!(error, LoadError::Invalid(_)) {
             eprintln!();
         }
-        load_error_code(&error)
+        super::exit_code::of_load_error(&error)
     })
 }
 
@@ -118,13 +117,5 @@ fn print_secret_inputs(machine: &crate::pipeline::compile::machine::Machine) {
              never stored: a resume needs them again, e.g. --input {first}=VALUE)",
             secrets.join(", ")
         );
-    }
-}
-
-pub fn load_error_code(error: &LoadError) -> u8 {
-    match error {
-        LoadError::NotFound { .. } => exit_code::NO_INPUT_FILE,
-        LoadError::Unreadable { .. } => exit_code::IO,
-        LoadError::Invalid(_) => exit_code::INVALID,
     }
 }

@@ -6,6 +6,8 @@
 //! may do is the engine's own rule (`run::admission`), applied by every session.
 
 pub mod claims;
+pub mod exit_code;
 pub mod fleet;
 pub mod grants;
 pub mod live_runs;
+pub mod start;

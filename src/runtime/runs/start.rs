@@ -1,0 +1,345 @@
+//! Starting and resuming a run in this process: the protocol loaded and compiled within the operator's limit, its inputs bound, its grants resolved, the run claimed, then recorded or restored; each refusal says what to print and its exit code.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::claims::HolderLock;
+use super::exit_code;
+use crate::base::diagnostic::render_all;
+use crate::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::base::log_record::LogRecord;
+use crate::base::model::action::LogLevel;
+use crate::base::value::Value;
+use crate::effects::capabilities::Capabilities;
+use crate::pipeline::compile::compile_limited;
+use crate::pipeline::compile::machine::Machine;
+use crate::pipeline::load::Loaded;
+use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
+use crate::runtime::run::Interpreter;
+use crate::store::{
+    NewRun, RunOrigin, RunRecord, RunStatus, SqliteStore, Store, commit_checkpoint,
+};
+
+/// Why a run cannot start or resume: the text to print on stderr, and the exit code.
+#[derive(Debug)]
+pub struct Refusal {
+    pub text: String,
+    pub exit_code: u8,
+}
+
+impl Refusal {
+    /// `error: MESSAGE`, on a line of its own.
+    pub fn error(message: impl std::fmt::Display, exit_code: u8) -> Refusal {
+        Refusal {
+            text: format!("error: {message}\n"),
+            exit_code,
+        }
+    }
+
+    /// Text already rendered (located diagnostics, a load error).
+    pub fn rendered(text: impl std::fmt::Display, exit_code: u8) -> Refusal {
+        Refusal {
+            text: text.to_string(),
+            exit_code,
+        }
+    }
+
+    /// A refusal the front end has already printed (its own report of the inputs it read).
+    pub fn reported(exit_code: u8) -> Refusal {
+        Refusal {
+            text: String::new(),
+            exit_code,
+        }
+    }
+
+    /// Prints the refusal on stderr and gives its exit code, for a front end that exits with it.
+    pub fn report(self) -> u8 {
+        eprint!("{}", self.text);
+        self.exit_code
+    }
+}
+
+fn store_refusal(error: crate::store::StoreError) -> Refusal {
+    Refusal::error(error, exit_code::IO)
+}
+
+/// What the operator decided about grants, as the front end holds it (`--allow-*`,
+/// `--sandbox strict`): the rules below apply it the same for a new run and a resumed one.
+pub trait Operator {
+    /// The limit on what the protocol may do: the operator's narrowing, after the one
+    /// `recorded` when the run started, so a resume never forgets what was withheld.
+    fn limit(&self, recorded: Option<&serde_json::Value>) -> Result<Capabilities, Refusal>;
+    /// What the run records of the narrowing, with the grants it starts with (`granted`).
+    fn recorded(&self, granted: &Capabilities) -> Option<serde_json::Value>;
+    /// Whether every kind of grant is narrowed, so a protocol without `permissions` is bounded.
+    fn is_strict(&self) -> bool;
+}
+
+/// Where a run is kept and who decides its grants: what starting and resuming share.
+pub struct Place<'a> {
+    pub store: &'a mut SqliteStore,
+    /// The store's path, where the run's claim is taken.
+    pub state_path: &'a Path,
+    pub operator: &'a dyn Operator,
+    pub lifecycle: &'a mut RunLifecycle,
+}
+
+/// A run ready to drive: new, or restored from the store.
+pub struct Prepared {
+    pub machine: Arc<Machine>,
+    pub interpreter: Interpreter,
+    pub run_id: String,
+    pub resume: Option<Resume>,
+    /// Held until the run's process ends: no other process drives the run meanwhile.
+    pub lock: HolderLock,
+    /// What the run may do, to log before anything runs.
+    pub grants: Vec<LogRecord>,
+}
+
+/// Loads, compiles and records a new run of `file` as `run_id`; `bind` binds the inputs the
+/// front end was given against the compiled machine.
+pub fn new_run(
+    place: Place,
+    file: &Path,
+    run_id: &str,
+    bind: &mut dyn FnMut(&Machine) -> Result<Vec<Value>, Refusal>,
+) -> Result<Prepared, Refusal> {
+    let limit = place.operator.limit(None)?;
+    let text = crate::pipeline::load::read_text(file)
+        .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
+    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text.clone())
+        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
+    advance(place.lifecycle, LifecycleEvent::Loaded)?;
+    let machine = compile(&loaded, &limit)?;
+    let inputs = bind(&machine)?;
+    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
+    let lock = claim(place.store, place.state_path, run_id, "run")?;
+    place
+        .store
+        .create_run(&NewRun {
+            id: run_id.to_string(),
+            protocol_path: canonical(file),
+            protocol_hash: crate::store::read_files::recorded_hash(&machine),
+            protocol_text: Some(text),
+            inputs: machine.recorded_inputs(&inputs),
+            started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
+            grants: place.operator.recorded(&machine.capabilities),
+            origin: RunOrigin::Run,
+            holder: Some(lock.holder().clone()),
+        })
+        .map_err(store_refusal)?;
+    Ok(Prepared {
+        interpreter: Interpreter::new(machine.clone(), inputs),
+        machine,
+        run_id: run_id.to_string(),
+        resume: None,
+        lock,
+        grants,
+    })
+}
+
+/// How a recorded run is resumed.
+pub struct Resumption<'a> {
+    pub run_id: &'a str,
+    /// Go on although the protocol changed, as long as every recorded state and variable exists.
+    pub force: bool,
+    pub timers: TimerPolicy,
+    /// Binds the run's recorded inputs with its secret inputs supplied again, and gives those
+    /// secrets (by name) for the snapshot's masked values.
+    pub resupply: &'a mut dyn FnMut(&Machine, &RunRecord) -> Result<Resupplied, Refusal>,
+}
+
+/// A resumed run's inputs: the recorded ones bound again, and the secrets supplied again (by
+/// name), which also fill the snapshot's masked values.
+pub struct Resupplied {
+    pub inputs: Vec<Value>,
+    pub secrets: Vec<(String, String)>,
+}
+
+/// Restores a recorded run from its last committed step, refusing a changed protocol unless
+/// `force` is given and every recorded state and variable still exists.
+pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Refusal> {
+    let run_id = resumption.run_id;
+    let location = place.store.location().to_string();
+    let missing = || {
+        Refusal::error(
+            format!("no run `{run_id}` in {location}"),
+            exit_code::NO_INPUT_FILE,
+        )
+    };
+    if place.store.run(run_id).map_err(store_refusal)?.is_none() {
+        return Err(missing());
+    }
+    let lock = claim(place.store, place.state_path, run_id, "resume")?;
+    // Read again under the lock: a process that held it may have finished the run meanwhile.
+    let Some(record) = place.store.run(run_id).map_err(store_refusal)? else {
+        return Err(missing());
+    };
+    let summary = &record.summary;
+    if summary.status == RunStatus::Finished {
+        return Err(Refusal::error(
+            format!("run `{run_id}` has finished; there is nothing to resume"),
+            exit_code::USAGE,
+        ));
+    }
+    let file = PathBuf::from(&summary.protocol_path);
+    let text = crate::pipeline::load::read_text(&file)
+        .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
+    // The protocol, and each library and child protocol its load read.
+    let changed = crate::store::read_files::changed_file(
+        &file.display().to_string(),
+        &summary.protocol_hash,
+        &text,
+    );
+    if let Some(changed) = changed
+        && !resumption.force
+    {
+        return Err(Refusal::error(
+            format!(
+                "{} changed since run `{run_id}` started (recorded {}, now {}); resuming would \
+                 mix two protocols. Restore the file, or pass --force to continue as long as \
+                 every state and variable the run recorded still exists",
+                changed.path, changed.recorded, changed.now
+            ),
+            exit_code::INVALID,
+        ));
+    }
+    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text)
+        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
+    advance(place.lifecycle, LifecycleEvent::Loaded)?;
+    let limit = place.operator.limit(record.grants.as_ref())?;
+    let machine = compile(&loaded, &limit)?;
+    let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
+    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
+    place
+        .store
+        .mark_running(run_id, crate::base::clock::unix_milliseconds_now())
+        .map_err(store_refusal)?;
+    let Some(stored) = place.store.latest_snapshot(run_id).map_err(store_refusal)? else {
+        // The engine stopped before the start was committed: nothing of the run took effect,
+        // so it starts again from the beginning, under the same id.
+        return Ok(Prepared {
+            interpreter: Interpreter::new(machine.clone(), inputs),
+            machine,
+            run_id: run_id.to_string(),
+            resume: None,
+            lock,
+            grants,
+        });
+    };
+    let cannot_resume = |error: String| {
+        Refusal::error(
+            format!(
+                "run `{run_id}` cannot resume: {}",
+                crate::base::secrets::mask(&error)
+            ),
+            exit_code::INVALID,
+        )
+    };
+    let snapshot = stored
+        .snapshot
+        .with_secrets(&stored.secrets, &secrets)
+        .map_err(cannot_resume)?;
+    let interpreter = Interpreter::restore(machine.clone(), inputs, &snapshot)
+        .map_err(|error| cannot_resume(error.to_string()))?;
+    Ok(Prepared {
+        machine,
+        interpreter,
+        run_id: run_id.to_string(),
+        resume: Some(Resume {
+            snapshot,
+            sequence: stored.sequence,
+            committed_unix_milliseconds: stored.unix_milliseconds,
+            timers: resumption.timers,
+        }),
+        lock,
+        grants,
+    })
+}
+
+fn compile(loaded: &Loaded, limit: &Capabilities) -> Result<Arc<Machine>, Refusal> {
+    compile_limited(loaded, &Arc::default(), limit)
+        .map(Arc::new)
+        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))
+}
+
+/// Applies a lifecycle move; a move the lifecycle refuses is an internal error (exit 70)
+/// rather than a silently wrong state.
+pub fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), Refusal> {
+    lifecycle.advance(event).map_err(|refused| Refusal {
+        text: format!("internal error: {refused}\n"),
+        exit_code: exit_code::INTERNAL,
+    })
+}
+
+/// Resolves the grants that name inputs from the bound `inputs` (`grants::for_operator`),
+/// before anything runs, and says what the run may do: its grants (`#grants`), and a warning
+/// when the protocol declares none (`#permissions_undeclared`), as log lines for its start.
+fn resolve_grants(
+    loaded: &Loaded,
+    limit: &Capabilities,
+    machine: Arc<Machine>,
+    inputs: &[Value],
+    operator: &dyn Operator,
+) -> Result<(Arc<Machine>, Vec<LogRecord>), Refusal> {
+    let machine = super::grants::for_operator(loaded, limit, machine, inputs)
+        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
+    let record = |level: LogLevel, message: String, tag: &str| LogRecord {
+        level,
+        message,
+        tags: Arc::from([Arc::from(tag)]),
+        fields: Vec::new(),
+    };
+    let mut records = Vec::new();
+    if loaded.protocol.permissions.is_none() && !operator.is_strict() {
+        records.push(record(
+            LogLevel::Warn,
+            format!(
+                "{} declares no `permissions`: it may run any program and read and write any \
+                 file; declare `permissions:` in it, or run it with --sandbox strict",
+                loaded.source.path
+            ),
+            "permissions_undeclared",
+        ));
+    }
+    if !machine.capabilities.is_unrestricted() {
+        records.push(record(
+            LogLevel::Info,
+            format!("grants: {}", machine.capabilities.summary()),
+            "grants",
+        ));
+    }
+    Ok((machine, records))
+}
+
+/// Claims the run for this process (`claims`): a run another process holds (another `resume`,
+/// a `serve` or `mcp` host) is refused with 75 (try again once it ends), naming it.
+fn claim(
+    store: &mut SqliteStore,
+    state_path: &Path,
+    run_id: &str,
+    process: &str,
+) -> Result<HolderLock, Refusal> {
+    HolderLock::run(store, state_path, run_id, process)
+        .map_err(|error| Refusal::error(&error, error.exit_code()))
+}
+
+/// The path runs are recorded under, so a resume finds them from any working directory.
+pub fn canonical(file: &Path) -> String {
+    file.canonicalize()
+        .unwrap_or_else(|_| file.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Commits each macrostep of a run to the store.
+pub struct StoreCheckpoint<'a> {
+    pub store: &'a mut SqliteStore,
+    pub run_id: String,
+}
+
+impl Checkpoint for StoreCheckpoint<'_> {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        commit_checkpoint(self.store, &self.run_id, step).map_err(|error| error.to_string())
+    }
+}
