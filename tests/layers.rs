@@ -22,14 +22,11 @@ const LAYERS: &[(&str, u32)] = &[
     ("pipeline::compile", 3),
     // The store keeps runs: it may read machines, never the runtime.
     ("store", 4),
-    // The engine: the SCXML algorithm, sessions, the single-run loop, log output.
+    // The engine: the SCXML algorithm, sessions, the single-run loop (with its log output and
+    // lifecycle, `SAME_UNIT`).
     ("runtime::run", 5),
-    ("runtime::output", 5),
-    ("runtime::lifecycle", 5),
-    // The runs service every front end drives runs through, and the records it keeps.
+    // The runs service every front end drives runs through (with the records it keeps).
     ("runtime::runs", 6),
-    ("runtime::telemetry", 6),
-    ("runtime::statistics", 6),
     // Tooling over protocols.
     ("tooling::graph", 7),
     ("tooling::import", 7),

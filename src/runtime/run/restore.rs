@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::Interpreter;
 use super::algorithm::{Instance, Outcome};
-use crate::base::snapshot::*;
+use crate::base::snapshot::{SNAPSHOT_FORMAT, Snapshot, SnapshotOutcome};
 use crate::base::state_set::StateSet;
 use crate::base::value::Value;
 use crate::pipeline::compile::machine::{Machine, StateId, StateKind};
