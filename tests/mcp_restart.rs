@@ -128,13 +128,18 @@ fn a_run_whose_protocol_changed_is_left_and_named_on_stderr() {
         &format!("get:{run}"),
         &served_ittw_from(&protocol),
     );
-    assert_eq!(
-        notices(&stderr),
-        [format!(
-            "mcp: not resumed {run}: {} changed since run `{run}` started; restore the file to \
-             resume it",
-            canonical(&protocol)
-        )]
+    // The notice names the file and both hashes, then what to do.
+    let notices = notices(&stderr);
+    let prefix = format!(
+        "mcp: not resumed {run}: {} changed since run `{run}` started (recorded ",
+        canonical(&protocol)
+    );
+    assert!(
+        notices.len() == 1
+            && notices[0].starts_with(&prefix)
+            && notices[0]
+                .ends_with("; resuming would mix two protocols. Restore the file to resume it"),
+        "{stderr}"
     );
     assert_left_not_live(&directory, &run, &step(&lines, "got")["report"]);
 }
@@ -378,8 +383,8 @@ fn a_run_with_a_secret_input_is_left_naming_the_command_that_resumes_it() {
     assert_eq!(
         notices(&stderr),
         [format!(
-            "mcp: not resumed {run}: secret input `token` is not stored with the run, and a \
-             client cannot supply it: start the server with --input token=VALUE, or \
+            "mcp: not resumed {run}: secret input `token` is not stored with the run: a client \
+             cannot supply it; start the server with --input token=VALUE, or \
              `protocol-run resume {run} --input token=VALUE` resumes it outside this server"
         )]
     );

@@ -1,15 +1,15 @@
 //! `protocol-run serve FILE.yaml`: many instances of one protocol in one process, fed JSON lines tagged with an instance id, each recorded and resumed with the host.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 
 use super::exit_code;
-use crate::base::diagnostic::render_all;
 use crate::base::durable::TimerPolicy;
 use crate::runtime::run::driver::spawn_stdin_batches;
-use crate::runtime::runs::fleet::{Fleet, FleetEnd, Recording};
+use crate::runtime::runs::fleet::{Fleet, FleetEnd};
+use crate::runtime::runs::served::HostOperator;
+use crate::runtime::runs::start::Refusal;
 use crate::store::SqliteStore;
 
 /// Where `serve` records its instances.
@@ -72,54 +72,29 @@ const DEFAULT_MAX_INSTANCES: usize = 1_000_000;
 /// Runs the host until its input ends and every instance is idle (exit 0), or until SIGINT or
 /// SIGTERM (exit 75, every instance kept for the next start).
 pub fn serve(arguments: ServeArguments) -> u8 {
-    let text = match crate::pipeline::load::read_text(&arguments.file) {
-        Ok(text) => text,
-        Err(error) => {
-            eprint!("{error}");
-            return super::exit_code::of_load_error(&error);
-        }
-    };
-    let loaded =
-        match crate::pipeline::load::load_text(&arguments.file.display().to_string(), text.clone())
-        {
-            Ok(loaded) => loaded,
-            Err(diagnostics) => {
-                eprint!("{}", render_all(&diagnostics));
-                return exit_code::INVALID;
-            }
-        };
     let limit = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
         Err(refusal) => return refusal.report(),
     };
-    let machine = match crate::pipeline::compile::compile_limited(&loaded, &Arc::default(), &limit)
-    {
-        Ok(machine) => machine,
-        Err(diagnostics) => {
-            eprint!("{}", render_all(&diagnostics));
-            return exit_code::INVALID;
-        }
-    };
-    let pinned = match pinned_inputs(
-        &machine,
-        &arguments.pinned_inputs,
-        arguments.pinned_inputs_file.as_deref(),
-    ) {
-        Ok(pinned) => pinned,
-        Err(code) => return code,
-    };
     // One machine serves every instance, and a client's inputs must not choose what the host
     // grants: only pinned inputs resolve grants.
     let narrowing = arguments.narrowing.permissions();
-    let machine =
-        match crate::runtime::runs::grants::for_host(&loaded, &limit, &narrowing, machine, &pinned)
-        {
-            Ok(machine) => Arc::new(machine),
-            Err(refusal) => {
-                eprint!("{}", refusal.render(&arguments.file.display().to_string()));
-                return exit_code::INVALID;
-            }
-        };
+    let operator = HostOperator {
+        limit: &limit,
+        narrowing: &narrowing,
+    };
+    let served = crate::runtime::runs::served::serve(&arguments.file, &operator, &mut |machine| {
+        pinned_inputs(
+            machine,
+            &arguments.pinned_inputs,
+            arguments.pinned_inputs_file.as_deref(),
+        )
+        .map_err(Refusal::reported)
+    });
+    let served = match served {
+        Ok(served) => served,
+        Err(refusal) => return refusal.report(),
+    };
     // One host per state directory: two would resume and drive the same instances.
     // Its lock is the holder every instance records (`runs::claims`).
     let host_lock = if arguments.store == StoreKind::Sqlite {
@@ -147,20 +122,12 @@ pub fn serve(arguments: ServeArguments) -> u8 {
                 return exit_code::IO;
             }
         };
-        Some(Recording {
-            store: Box::new(store),
-            protocol_path: arguments
-                .file
-                .canonicalize()
-                .unwrap_or_else(|_| arguments.file.clone())
-                .display()
-                .to_string(),
-            protocol_hash: crate::store::read_files::recorded_hash(&machine),
-            protocol_text: text,
-            grants: arguments.narrowing.recorded(),
-            origin: crate::store::RunOrigin::Serve,
-            holder: host_lock.holder().clone(),
-        })
+        Some(served.recording(
+            Box::new(store),
+            arguments.narrowing.recorded(),
+            crate::store::RunOrigin::Serve,
+            host_lock.holder().clone(),
+        ))
     } else {
         None
     };
@@ -180,7 +147,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let clients = super::socket::Clients::new(arguments.max_client_queue_bytes);
     let output_clients = clients.clone();
     let reply_clients = clients.clone();
-    let mut fleet = Fleet::new(machine, recording)
+    let mut fleet = Fleet::new(served.machine.clone(), recording)
         .with_limits(arguments.limits.limits())
         .with_max_instances(arguments.max_instances)
         .with_output(move |bytes| {
@@ -196,7 +163,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             });
             reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
-    fleet.set_pinned_inputs(pinned);
+    fleet.set_pinned_inputs(served.pinned.clone());
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;

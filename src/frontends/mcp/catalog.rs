@@ -1,14 +1,12 @@
 //! The protocols an MCP server serves: each file or directory given, loaded and compiled under the operator's grants; an invalid one, or one whose grants a client would choose, is reported and left out.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use crate::base::diagnostic::render_all;
 use crate::base::model::Permissions;
 use crate::effects::capabilities::Capabilities;
-use crate::pipeline::compile::machine::Machine;
-use crate::pipeline::load::Loaded;
 use crate::runtime::runs::grants::PinnedInputs;
+use crate::runtime::runs::served::HostOperator;
+pub use crate::runtime::runs::served::Served;
 
 /// The most protocols one server serves: each is a tool every client lists.
 pub const MAX_SERVED_PROTOCOLS: usize = 1_000;
@@ -23,18 +21,6 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "get_logs",
     "get_diagram",
 ];
-
-/// One protocol served as a tool.
-pub struct Served {
-    pub loaded: Arc<Loaded>,
-    pub machine: Arc<Machine>,
-    /// The file, canonicalized: recorded with each run, as `serve` records it.
-    pub path: String,
-    pub text: String,
-    /// The operator's pinned inputs this protocol takes: every run takes them, and they leave
-    /// its tool's input schema.
-    pub pinned: PinnedInputs,
-}
 
 /// What the operator serves protocols under: its narrowing, as capabilities and as the flags
 /// gave it, and its pinned inputs.
@@ -117,30 +103,12 @@ pub fn load_all(paths: &[PathBuf], operator: &Operator) -> (Vec<Served>, bool) {
 
 /// One protocol, or its rendered errors.
 fn load_one(file: &Path, operator: &Operator) -> Result<Served, String> {
-    let text = crate::pipeline::load::read_text(file).map_err(|error| error.to_string())?;
-    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text.clone())
-        .map_err(|diagnostics| render_all(&diagnostics))?;
-    let machine =
-        crate::pipeline::compile::compile_limited(&loaded, &Arc::default(), operator.limit)
-            .map_err(|diagnostics| render_all(&diagnostics))?;
-    let pinned = operator.pinned.taken_by(&machine);
-    let machine = crate::runtime::runs::grants::for_host(
-        &loaded,
-        operator.limit,
-        operator.narrowing,
-        machine,
-        &pinned,
-    )
-    .map_err(|refusal| refusal.render(&file.display().to_string()))?;
-    Ok(Served {
-        pinned,
-        loaded: Arc::new(loaded),
-        machine: Arc::new(machine),
-        path: file
-            .canonicalize()
-            .unwrap_or_else(|_| file.to_path_buf())
-            .display()
-            .to_string(),
-        text,
+    let host = HostOperator {
+        limit: operator.limit,
+        narrowing: operator.narrowing,
+    };
+    crate::runtime::runs::served::serve(file, &host, &mut |machine| {
+        Ok(operator.pinned.taken_by(machine))
     })
+    .map_err(|refusal| refusal.text)
 }

@@ -10,4 +10,6 @@ pub mod exit_code;
 pub mod fleet;
 pub mod grants;
 pub mod live_runs;
+pub mod resume;
+pub mod served;
 pub mod start;

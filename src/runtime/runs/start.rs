@@ -186,20 +186,19 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
     let text = crate::pipeline::load::read_text(&file)
         .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
     // The protocol, and each library and child protocol its load read.
-    let changed = crate::store::read_files::changed_file(
-        &file.display().to_string(),
-        &summary.protocol_hash,
+    let unchanged = super::resume::unchanged(
+        &summary.protocol_path,
         &text,
+        &summary.protocol_hash,
+        || format!("run `{run_id}`"),
     );
-    if let Some(changed) = changed
+    if let Err(changed) = unchanged
         && !resumption.force
     {
         return Err(Refusal::error(
-            format!(
-                "{} changed since run `{run_id}` started (recorded {}, now {}); resuming would \
-                 mix two protocols. Restore the file, or pass --force to continue as long as \
-                 every state and variable the run recorded still exists",
-                changed.path, changed.recorded, changed.now
+            changed.message(
+                "Restore the file, or pass --force to continue as long as every state and \
+                 variable the run recorded still exists",
             ),
             exit_code::INVALID,
         ));
@@ -215,19 +214,15 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         .store
         .mark_running(run_id, crate::base::clock::unix_milliseconds_now())
         .map_err(store_refusal)?;
-    let Some(stored) = place.store.latest_snapshot(run_id).map_err(store_refusal)? else {
-        // The engine stopped before the start was committed: nothing of the run took effect,
-        // so it starts again from the beginning, under the same id.
-        return Ok(Prepared {
-            interpreter: Interpreter::new(machine.clone(), inputs),
-            machine,
-            run_id: run_id.to_string(),
-            resume: None,
-            lock,
-            grants,
-        });
-    };
-    let cannot_resume = |error: String| {
+    let (interpreter, resume) = super::resume::restore_latest(
+        &*place.store,
+        run_id,
+        machine.clone(),
+        inputs,
+        &secrets,
+        resumption.timers,
+    )
+    .map_err(|error| {
         Refusal::error(
             format!(
                 "run `{run_id}` cannot resume: {}",
@@ -235,23 +230,12 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
             ),
             exit_code::INVALID,
         )
-    };
-    let snapshot = stored
-        .snapshot
-        .with_secrets(&stored.secrets, &secrets)
-        .map_err(cannot_resume)?;
-    let interpreter = Interpreter::restore(machine.clone(), inputs, &snapshot)
-        .map_err(|error| cannot_resume(error.to_string()))?;
+    })?;
     Ok(Prepared {
         machine,
         interpreter,
         run_id: run_id.to_string(),
-        resume: Some(Resume {
-            snapshot,
-            sequence: stored.sequence,
-            committed_unix_milliseconds: stored.unix_milliseconds,
-            timers: resumption.timers,
-        }),
+        resume,
         lock,
         grants,
     })

@@ -15,7 +15,6 @@ use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
 use crate::pipeline::compile::machine::Machine;
 use crate::runtime::run::input::{LineBatch, LineOrigin};
-use crate::runtime::runs::fleet::Recording;
 use crate::store::SharedStore;
 
 /// A request from a tool, answered with a JSON report or an error the client reads.
@@ -288,15 +287,12 @@ impl Host {
             });
         let run_id = format!("{}:{instance}", machine.id);
         // The run is created holding this server's claim (`Recording::holder`).
-        let recording = Recording {
-            store: Box::new(self.settings.store.clone()),
-            protocol_path: served.path.clone(),
-            protocol_hash: crate::store::read_files::recorded_hash(&machine),
-            protocol_text: served.text.clone(),
-            grants: self.settings.recorded_grants.clone(),
-            origin: crate::store::RunOrigin::Mcp,
-            holder: self.settings.holder.clone(),
-        };
+        let recording = served.recording(
+            Box::new(self.settings.store.clone()),
+            self.settings.recorded_grants.clone(),
+            crate::store::RunOrigin::Mcp,
+            self.settings.holder.clone(),
+        );
         let view = Rc::new(RefCell::new(RunView::default()));
         let mut fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
         fleet.set_pinned_inputs(pinned);

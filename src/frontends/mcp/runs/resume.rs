@@ -9,7 +9,6 @@ use crate::frontends::mcp::catalog::Served;
 use crate::frontends::mcp::runs::host::Host;
 use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
-use crate::runtime::runs::fleet::Recording;
 use crate::store::{RunOrigin, RunRecord, RunStatus, Store};
 
 /// The runs resumed at start that stderr names one per line; the rest are counted in one line,
@@ -192,15 +191,12 @@ impl Host {
         let machine = served.machine.clone();
         let pinned = served.pinned.clone();
         let (directives, dropped) = records::recorded_directives(&self.settings.store.lock(), run)?;
-        let recording = Recording {
-            store: Box::new(self.settings.store.clone()),
-            protocol_path: served.path.clone(),
-            protocol_hash: record.summary.protocol_hash.clone(),
-            protocol_text: served.text.clone(),
-            grants: self.settings.recorded_grants.clone(),
-            origin: RunOrigin::Mcp,
-            holder: self.settings.holder.clone(),
-        };
+        let recording = served.recording(
+            Box::new(self.settings.store.clone()),
+            self.settings.recorded_grants.clone(),
+            RunOrigin::Mcp,
+            self.settings.holder.clone(),
+        );
         let view = Rc::new(RefCell::new(RunView::resumed(directives, dropped)));
         let mut fleet = self.fleet(run.to_string(), machine.clone(), recording, view.clone());
         fleet.set_pinned_inputs(pinned);
@@ -229,39 +225,27 @@ impl Host {
                     record.summary.protocol_path
                 )
             })?;
-        if let Some(changed) = crate::store::read_files::changed_file(
+        crate::runtime::runs::resume::unchanged(
             &served.path,
-            &record.summary.protocol_hash,
             &served.text,
-        ) {
-            return Err(format!(
-                "{} changed since run `{run}` started; restore the file to resume it",
-                changed.path
-            ));
-        }
+            &record.summary.protocol_hash,
+            || format!("run `{run}`"),
+        )
+        .map_err(|changed| changed.message("Restore the file to resume it"))?;
         let secret_inputs = served.pinned.texts_of(&served.machine.secret_input_names());
-        let values = served
-            .machine
-            .bind_recorded_inputs(&record.inputs, &secret_inputs)
-            .map_err(|errors| {
-                let messages: Vec<String> = errors
-                    .iter()
-                    .map(|error| match error {
-                        // A client has no way to give a secret here; the operator pins it.
-                        crate::pipeline::compile::inputs::InputError::SecretNotStored { name } => {
-                            format!(
-                                "secret input `{name}` is not stored with the run, and a client \
-                             cannot supply it: start the server with --input {name}=VALUE, or \
-                             `protocol-run resume {} --input {name}=VALUE` resumes it outside \
-                             this server",
-                                record.summary.id
-                            )
-                        }
-                        other => other.to_string(),
-                    })
-                    .collect();
-                messages.join("; ")
-            })?;
+        // A client has no way to give a secret here; the operator pins it.
+        let values = crate::runtime::runs::resume::bind_recorded(
+            &served.machine,
+            record,
+            &secret_inputs,
+            |name| {
+                format!(
+                    "a client cannot supply it; start the server with --input {name}=VALUE, or \
+                     `protocol-run resume {run} --input {name}=VALUE` resumes it outside this \
+                     server"
+                )
+            },
+        )?;
         Ok((served, values))
     }
 }

@@ -309,21 +309,20 @@ impl Fleet {
             .iter()
             .filter(|run| compared.insert(run.protocol_hash.as_str()))
             .find_map(|run| {
-                crate::store::read_files::changed_file(
+                super::resume::unchanged(
                     &recording.protocol_path,
-                    &run.protocol_hash,
                     &recording.protocol_text,
+                    &run.protocol_hash,
+                    || format!("instance `{}`", &run.id[self.prefix.len()..]),
                 )
-                .map(|file| (run, file))
+                .err()
             });
-        if let Some((run, file)) = changed
+        if let Some(changed) = changed
             && !force
         {
-            return Err(format!(
-                "{} changed since instance `{}` started; restore the file, or pass --force to \
-                 resume instances whose states still exist",
-                file.path,
-                &run.id[self.prefix.len()..]
+            return Err(changed.message(
+                "Restore the file, or pass --force to resume the instances whose states still \
+                 exist",
             ));
         }
         let mut over_the_limit = 0usize;
@@ -427,35 +426,21 @@ impl Fleet {
             ));
         }
         let secret_inputs = self.pinned.texts_of(&self.machine.secret_input_names());
-        let values = self
-            .machine
-            .bind_recorded_inputs(&record.inputs, &secret_inputs)
-            .map_err(|errors| {
-                let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                messages.join("; ")
+        let values =
+            super::resume::bind_recorded(&self.machine, &record, &secret_inputs, |name| {
+                format!(
+                    "start the host again with --input {name}=VALUE, or `protocol-run resume \
+                 {run_id} --input {name}=VALUE` resumes it outside this host"
+                )
             })?;
-        match store
-            .latest_snapshot(run_id)
-            .map_err(|error| error.to_string())?
-        {
-            None => Ok((Interpreter::new(self.machine.clone(), values), None)),
-            Some(stored) => {
-                let snapshot = stored
-                    .snapshot
-                    .with_secrets(&stored.secrets, &secret_inputs)?;
-                let interpreter = Interpreter::restore(self.machine.clone(), values, &snapshot)
-                    .map_err(|error| error.to_string())?;
-                Ok((
-                    interpreter,
-                    Some(Resume {
-                        snapshot,
-                        sequence: stored.sequence,
-                        committed_unix_milliseconds: stored.unix_milliseconds,
-                        timers,
-                    }),
-                ))
-            }
-        }
+        super::resume::restore_latest(
+            &**store,
+            run_id,
+            self.machine.clone(),
+            values,
+            &secret_inputs,
+            timers,
+        )
     }
 
     /// Runs the fleet: lines from `input`, timers as they fall due, effects as they report,
