@@ -174,9 +174,9 @@ impl Target {
         if let Some(machine) = self.resolved.borrow().get(&setup.inputs) {
             return Ok((machine.clone(), inputs));
         }
-        let machine = crate::pipeline::compile::grants::resolve(
+        // Generated tests run as the author would run the protocol (`run`'s rule).
+        let machine = crate::runtime::runs::grants::for_operator(
             &self.loaded,
-            &Arc::default(),
             &Capabilities::unrestricted(),
             self.machine.clone(),
             &inputs,

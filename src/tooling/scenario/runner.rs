@@ -367,10 +367,10 @@ fn run_scenario(
             return result;
         }
     };
-    // The same grants `run` would resolve from these inputs, before anything runs.
-    let machine = match crate::pipeline::compile::grants::resolve(
+    // The author running `test` is the operator: the grants `run` would resolve from these
+    // inputs, by the same rule, before anything runs.
+    let machine = match crate::runtime::runs::grants::for_operator(
         subject.protocol,
-        &Arc::default(),
         subject.limit,
         compiled,
         &inputs,

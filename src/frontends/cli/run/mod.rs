@@ -1,0 +1,314 @@
+//! `protocol-run run FILE.yaml`: bind inputs, drive the machine, exit with its final state's code.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tracing_subscriber::layer::SubscriberExt;
+
+mod finish;
+mod inputs;
+mod observer;
+
+use inputs::{GivenInputs, bind_inputs, event_source, parse_mocks, resupply};
+use observer::RunObserver;
+
+use super::{LogFormatArgument, exit_code};
+use crate::base::durable::TimerPolicy;
+use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
+use crate::runtime::output::{LogFormat, LogLayer};
+use crate::runtime::run::driver::{
+    DriveOptions, Observer, TimeMode, TracingObserver, drive_durable,
+};
+use crate::runtime::runs::start::{self, Place, Prepared, Refusal, Resumption, StoreCheckpoint};
+use crate::runtime::telemetry::RunLog;
+use crate::store::{SqliteStore, Store};
+
+#[derive(Debug, Args)]
+pub struct RunArguments {
+    /// The protocol file.
+    file: PathBuf,
+    /// An input value; repeat for several. A bare KEY reads the variable KEY from the
+    /// environment. With --resume, only the run's secret inputs, which are never stored.
+    #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
+    inputs: Vec<String>,
+    /// Input values from a YAML or JSON mapping of input name to value; an --input replaces
+    /// the file's entry of the same name. With --resume, only secret inputs.
+    #[arg(long = "inputs", value_name = "FILE")]
+    inputs_file: Option<PathBuf>,
+    /// Continue the latest unfinished run of this protocol instead of starting a new one.
+    #[arg(long)]
+    resume: bool,
+    /// The new run's id (letters, digits, `-`, `_`, `.`; at most 64), instead of a timestamp;
+    /// an id already used is refused.
+    #[arg(long, value_name = "ID", conflicts_with = "resume")]
+    run_id: Option<String>,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// `protocol-run resume RUN_ID`: continue a run from its last committed step.
+#[derive(Debug, Args)]
+pub struct ResumeArguments {
+    #[command(flatten)]
+    run: super::run_selection::RunSelection,
+    /// A secret input of the run, supplied again (secret inputs are never stored); repeat for
+    /// several.
+    #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
+    secrets: Vec<String>,
+    /// The run's secret inputs from a YAML or JSON mapping of input name to value; an
+    /// --input replaces the file's entry of the same name.
+    #[arg(long = "inputs", value_name = "FILE")]
+    secrets_file: Option<PathBuf>,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// What a new run and a resumed run share.
+#[derive(Debug, Args)]
+pub struct RunOptions {
+    /// External events as JSON lines `{"event": "name", "data": {...}}`, from a file or `-` (stdin).
+    #[arg(long, value_name = "FILE|-")]
+    events: Option<String>,
+    /// How log lines are printed on stderr.
+    #[arg(long, value_enum, default_value = "human")]
+    log_format: LogFormatArgument,
+    /// Let delays and timers elapse instantly, in order (deterministic runs and tests).
+    #[arg(long)]
+    virtual_time: bool,
+    #[command(flatten)]
+    state: super::run_selection::StateDirectory,
+    /// How many runs' telemetry to keep (a run a process still drives is never pruned).
+    #[arg(long, default_value_t = crate::runtime::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
+    keep_runs: usize,
+    /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
+    /// `ID=ok:STDOUT`, or a sequence such as `ID=timeout,timeout,ok:done`.
+    #[arg(long = "mock", value_name = "ID=OUTCOME")]
+    mocks: Vec<String>,
+    #[command(flatten)]
+    limits: super::limits::LimitOptions,
+    /// Exit with 70 when an effect that was still running at the final state failed (by
+    /// default that is a warning, `#effect_failed_after_finish`, and the state's exit code).
+    #[arg(long)]
+    strict_effects: bool,
+    /// On resume: how the run's pending timers are re-armed.
+    #[arg(long, value_enum, default_value = "deadline")]
+    timers: TimerPolicy,
+    /// On resume: continue although the protocol file changed since the run started, as long
+    /// as every state and variable the run recorded still exists.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    narrowing: super::narrowing::Narrowing,
+    /// The longest event line read; a longer one is reported and skipped.
+    #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
+    max_event_bytes: usize,
+}
+
+/// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
+/// an internal error (exit 70) rather than a silently wrong state.
+pub fn run(arguments: RunArguments) -> u8 {
+    let given = GivenInputs {
+        assignments: arguments.inputs.clone(),
+        file: arguments.inputs_file.clone(),
+    };
+    let start = if arguments.resume {
+        Start::Latest(arguments.file.clone(), given)
+    } else {
+        Start::New {
+            file: arguments.file.clone(),
+            inputs: given,
+            run_id: arguments.run_id.clone(),
+        }
+    };
+    run_with_lifecycle(start, &arguments.options)
+}
+
+/// Continues a run by id.
+pub fn resume(arguments: ResumeArguments) -> u8 {
+    let given = GivenInputs {
+        assignments: arguments.secrets.clone(),
+        file: arguments.secrets_file.clone(),
+    };
+    // No id: the latest run that can still be resumed.
+    let run_id = match super::run_selection::choose_run(
+        &arguments.options.state.path,
+        &arguments.run,
+        super::run_selection::Latest::Unfinished,
+        true,
+    ) {
+        Ok(run_id) => run_id,
+        Err(code) => return code,
+    };
+    run_with_lifecycle(Start::Run(run_id, given), &arguments.options)
+}
+
+/// Where a run comes from.
+enum Start {
+    New {
+        file: PathBuf,
+        inputs: GivenInputs,
+        /// Chosen with `--run-id`.
+        run_id: Option<String>,
+    },
+    /// The latest unfinished run of this protocol file, with its secret inputs supplied again.
+    Latest(PathBuf, GivenInputs),
+    /// A run by id, with its secret inputs supplied again.
+    Run(String, GivenInputs),
+}
+
+fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
+    let mut lifecycle = RunLifecycle::default();
+    match run_phases(start, options, &mut lifecycle) {
+        Ok(code) => code,
+        Err(code) => {
+            if lifecycle.state_name() != "failed"
+                && lifecycle.advance(LifecycleEvent::Failed).is_err()
+            {
+                return exit_code::INTERNAL;
+            }
+            code
+        }
+    }
+}
+
+/// Applies a lifecycle move (`start::advance`), or exits 70 when the lifecycle refuses it.
+fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8> {
+    start::advance(lifecycle, event).map_err(Refusal::report)
+}
+
+fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
+    let mut store = SqliteStore::open(&options.state.path).map_err(|error| {
+        eprintln!("error: {error}");
+        exit_code::IO
+    })?;
+    let limits = options.limits.limits();
+    let prepared = match start {
+        Start::New {
+            file,
+            inputs,
+            run_id,
+        } => {
+            let run_id = super::run_id::new_run_id(run_id.as_deref(), &store, &options.state.path)?;
+            let place = Place {
+                store: &mut store,
+                state_path: &options.state.path,
+                operator: &options.narrowing,
+                lifecycle,
+            };
+            start::new_run(place, &file, &run_id, &mut |machine| {
+                bind_inputs(machine, &inputs)
+            })
+        }
+        Start::Latest(file, secrets) => {
+            let path = start::canonical(&file);
+            let Some(run) = store.latest_unfinished_run(&path).map_err(store_error)? else {
+                eprintln!("error: no unfinished run of {path} in {}", store.location());
+                return Err(exit_code::NO_INPUT_FILE);
+            };
+            resume_run(&run.id, &secrets, options, &mut store, lifecycle)
+        }
+        Start::Run(run_id, secrets) => {
+            resume_run(&run_id, &secrets, options, &mut store, lifecycle)
+        }
+    }
+    .map_err(Refusal::report)?;
+    let Prepared {
+        machine,
+        interpreter,
+        run_id,
+        resume,
+        lock: _lock,
+        grants,
+    } = prepared;
+    let mut interpreter = interpreter.with_limits(limits);
+    let source = event_source(options.events.as_deref())?;
+    let mocks = parse_mocks(&machine, &options.mocks)?;
+    advance(lifecycle, LifecycleEvent::Validated)?;
+    let format = match options.log_format {
+        LogFormatArgument::Human => LogFormat::Human,
+        LogFormatArgument::Json => LogFormat::Json,
+    };
+    let subscriber = tracing_subscriber::registry().with(LogLayer { format });
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let runs = crate::runtime::telemetry::runs_directory(&options.state.path);
+    let telemetry = match RunLog::create(&runs, &run_id, options.keep_runs) {
+        Ok(log) => Some(log),
+        Err(error) => {
+            eprintln!(
+                "warning: no telemetry for this run: cannot write {}: {error}",
+                runs.display()
+            );
+            None
+        }
+    };
+    let mut observer = RunObserver {
+        printer: TracingObserver {
+            run_id: run_id.clone(),
+        },
+        telemetry,
+    };
+    let started = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
+    for record in &grants {
+        observer.log(record, &started);
+    }
+    let time_mode = if options.virtual_time {
+        TimeMode::Virtual
+    } else {
+        TimeMode::Real
+    };
+    let drive_options = DriveOptions {
+        time_mode,
+        mocks,
+        max_event_bytes: options.max_event_bytes,
+    };
+    let mut checkpoint = StoreCheckpoint {
+        store: &mut store,
+        run_id: run_id.clone(),
+    };
+    let report = drive_durable(
+        &mut interpreter,
+        source,
+        drive_options,
+        &mut observer,
+        Some(&mut checkpoint),
+        resume.as_ref(),
+    )
+    .map_err(|error| {
+        eprintln!("error: {}", crate::base::secrets::mask(&error.to_string()));
+        exit_code::of_run_error(&error)
+    })?;
+    let ended = finish::Ended {
+        machine: &machine,
+        run_id: &run_id,
+        strict_effects: options.strict_effects,
+    };
+    ended.report(&report, &mut store, lifecycle)
+}
+
+/// Resumes `run_id` with its secret inputs supplied again from `secret_inputs`.
+fn resume_run(
+    run_id: &str,
+    secret_inputs: &GivenInputs,
+    options: &RunOptions,
+    store: &mut SqliteStore,
+    lifecycle: &mut RunLifecycle,
+) -> Result<Prepared, Refusal> {
+    let place = Place {
+        store,
+        state_path: &options.state.path,
+        operator: &options.narrowing,
+        lifecycle,
+    };
+    let resumption = Resumption {
+        run_id,
+        force: options.force,
+        timers: options.timers,
+        resupply: &mut |machine, record| resupply(machine, record, secret_inputs),
+    };
+    start::restored_run(place, resumption)
+}
+
+fn store_error(error: crate::store::StoreError) -> u8 {
+    eprintln!("error: {error}");
+    exit_code::IO
+}

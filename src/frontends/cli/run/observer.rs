@@ -1,0 +1,142 @@
+//! What `run` and `resume` print while a run goes (logs, directives, each events line's outcome on stdout) and write to its telemetry.
+
+use crate::runtime::run::admission::{EventOutcome, EventReport, discarded_reason};
+use crate::runtime::run::driver::{Observer, TracingObserver};
+use crate::runtime::telemetry::RunLog;
+
+/// Prints logs and directives, and writes every entry to the run's telemetry.
+pub(super) struct RunObserver {
+    pub(super) printer: TracingObserver,
+    pub(super) telemetry: Option<RunLog>,
+}
+
+impl RunObserver {
+    fn write(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        if let Some(log) = &mut self.telemetry
+            && let Err(error) = log.record(time, kind, fields)
+        {
+            eprintln!(
+                "warning: telemetry stopped: cannot write {}: {error}",
+                log.path().display()
+            );
+            self.telemetry = None;
+        }
+    }
+}
+
+impl Observer for RunObserver {
+    fn log(&mut self, record: &crate::pipeline::actions::LogRecord, time: &str) {
+        self.printer.log(record, time);
+        let fields: serde_json::Map<String, serde_json::Value> = record
+            .fields
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_json()))
+            .collect();
+        let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
+        let level = format!("{:?}", record.level).to_lowercase();
+        self.write(time, "log", serde_json::json!({"level": level, "message": record.message, "tags": tags, "fields": fields}));
+    }
+
+    fn directive(&mut self, directive: &crate::pipeline::actions::Directive) {
+        self.printer.directive(directive);
+        let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
+        self.write(&time, "directive", directive.to_json());
+    }
+
+    fn input_error(&mut self, error: &crate::runtime::run::driver::InputLineError) {
+        self.printer.input_error(error);
+        // An agent reads stdout: every events line gets its outcome there, a refusal too.
+        let line = serde_json::json!({
+            "input_line": error.line,
+            "event": error.event,
+            "outcome": "refused",
+            "reason": crate::base::secrets::mask(&error.message),
+        });
+        println!("{line}");
+    }
+
+    fn step(
+        &mut self,
+        unix_milliseconds: u64,
+        event: &crate::base::event::Event,
+        interpreter: &crate::runtime::run::Interpreter,
+        outcome: Option<&EventReport>,
+    ) {
+        if let Some(report) = outcome {
+            // Spelled out for a reader: the states the event met, and what they take.
+            let mut report = report.clone();
+            if report.outcome == EventOutcome::Discarded && interpreter.is_running() {
+                let states = interpreter.active_leaves();
+                let machine = interpreter.machine();
+                let reason = discarded_reason(machine, &event.name, &states);
+                report.reason = Some(reason.into());
+            }
+            tell_events_line(&report);
+        }
+        let fields = crate::runtime::run::driver::step_fields(event, interpreter, outcome);
+        let time = crate::base::clock::format_rfc3339(unix_milliseconds);
+        self.write(&time, "step", fields);
+    }
+
+    fn awaited(
+        &mut self,
+        line: usize,
+        awaited: &crate::runtime::run::input::Await,
+        end: crate::runtime::run::awaiting::AwaitEnd,
+    ) {
+        let mut report = serde_json::json!({
+            "input_line": line,
+            "await": awaited.state,
+            "outcome": end.name(),
+        });
+        if end == crate::runtime::run::awaiting::AwaitEnd::TimedOut {
+            report["timeout_ms"] = (awaited.timeout.as_millis() as u64).into();
+            eprintln!(
+                "warning: events line {line}: `{}` was not reached within its timeout; the events go on",
+                crate::base::text::escape_controls(&awaited.state)
+            );
+        }
+        println!("{report}");
+        let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
+        self.write(&time, "await", report);
+    }
+
+    fn event_outcome(&mut self, time: &str, report: &EventReport) {
+        tell_events_line(report);
+        self.write(time, "event", report.to_json());
+    }
+
+    fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        self.write(time, kind, fields);
+    }
+}
+
+/// Tells an events line's sender what became of its event: one JSON line on stdout (an agent
+/// reads stdout), and a warning on stderr when it was discarded or refused. Events that came
+/// from no line (a `send`, a child's) are in the telemetry only.
+fn tell_events_line(report: &EventReport) {
+    let Some(line_number) = report.ticket else {
+        return;
+    };
+    if matches!(
+        report.outcome,
+        EventOutcome::Discarded | EventOutcome::Refused
+    ) {
+        eprintln!(
+            "warning: events line {line_number}: `{}` {}: {}",
+            crate::base::text::escape_controls(&report.event),
+            report.outcome.name(),
+            crate::base::text::escape_controls(&crate::base::secrets::mask(
+                report.reason.as_deref().unwrap_or_default()
+            ))
+        );
+    }
+    let mut line = serde_json::json!({"input_line": line_number});
+    if let (Some(object), serde_json::Value::Object(mut fields)) =
+        (line.as_object_mut(), report.to_json())
+    {
+        fields.remove("ticket");
+        object.extend(fields);
+    }
+    println!("{}", crate::base::secrets::mask_json(&line));
+}
