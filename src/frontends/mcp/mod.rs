@@ -7,6 +7,7 @@ pub mod input_schema;
 pub mod limits;
 pub mod resources;
 pub mod server;
+pub mod tools;
 
 // How clients reach it: stdio or Streamable HTTP, bounded.
 pub mod transport;

@@ -2,122 +2,29 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::frontends::mcp::catalog::Served;
 use crate::frontends::mcp::runs::ended::{EndedRun, EndedRuns};
 use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
+pub(in crate::frontends::mcp) use crate::frontends::mcp::runs::requests::Reply;
+pub use crate::frontends::mcp::runs::requests::{CANCELLED_EXIT_CODE, HostSettings, Request};
 use crate::pipeline::compile::machine::Machine;
-use crate::runtime::run::input::{LineBatch, LineOrigin};
-use crate::store::SharedStore;
-
-/// A request from a tool, answered with a JSON report or an error the client reads.
-pub enum Request {
-    Start {
-        protocol: String,
-        inputs: Map<String, Value>,
-        reply: Reply,
-    },
-    SendEvent {
-        run: String,
-        event: String,
-        data: Option<Value>,
-        /// For an answer to the input request keyed `EVENT@STEP`: its step. The event is sent
-        /// only while that request stands (`check_request_stands`), checked here, on the
-        /// host's thread, so no other event slips in between.
-        expected_step: Option<u64>,
-        reply: Reply,
-    },
-    /// Waits until the run is in `state` (or ended, or `timeout` passed), then answers its
-    /// report with how the wait ended.
-    WaitForState {
-        run: String,
-        state: String,
-        timeout: Option<Value>,
-        reply: Reply,
-    },
-    GetRun {
-        run: String,
-        reply: Reply,
-    },
-    /// A page of runs: at most `count`, after the run `after`.
-    ListRuns {
-        after: Option<String>,
-        count: usize,
-        reply: Reply,
-    },
-    CancelRun {
-        run: String,
-        reply: Reply,
-    },
-    ResumeRun {
-        run: String,
-        reply: Reply,
-    },
-    GetLogs {
-        run: String,
-        tag: Option<String>,
-        level: Option<String>,
-        reply: Reply,
-    },
-    GetDiagram {
-        run: String,
-        reply: Reply,
-    },
-    /// A run as a task: its report, and when it started and last changed.
-    GetTask {
-        run: String,
-        reply: Reply,
-    },
-}
-
-/// Where a request's answer goes.
-pub(in crate::frontends::mcp) type Reply = oneshot::Sender<Result<Value, String>>;
-
-pub use crate::runtime::run::stop::CANCELLED_EXIT_CODE;
-
-/// What the host runs under: the operator's choices.
-pub struct HostSettings {
-    pub state_dir: PathBuf,
-    /// The server's one store connection, which every run and every read shares.
-    pub store: SharedStore,
-    /// What each run this server drives records as its holder: the server, by its host lock.
-    pub holder: crate::store::Holder,
-    /// The most runs driven at once (`--max-live-runs`): a start or a resume past it is
-    /// refused, naming it.
-    pub max_live_runs: usize,
-    pub narrowing: crate::effects::capabilities::Capabilities,
-    /// The operator's narrowing as its flags gave it: which kinds of grant it narrows.
-    pub narrowing_permissions: crate::base::model::Permissions,
-    /// The inputs the operator pinned (`--input`): each protocol takes those it declares.
-    pub pinned: crate::runtime::runs::grants::PinnedInputs,
-    pub recorded_grants: Option<Value>,
-    pub limits: crate::runtime::run::algorithm::Limits,
-    /// Where each directive goes as it is committed, with its run id: the server turns them
-    /// into notifications for the client.
-    pub notices: broadcast::Sender<(String, Value)>,
-    /// Whether the runs earlier servers left are resumed at start (`--no-resume` leaves them
-    /// for `resume_run`).
-    pub resume: bool,
-    /// Whether a plain call that leaves a run waiting for input asks the client for the event
-    /// by elicitation, when the client can answer it.
-    pub elicitation: bool,
-}
+use crate::runtime::run::input::LineBatch;
 
 /// One live run: its fleet's input, and what its output said so far. The server holds it (its
 /// host lock, recorded as the run's holder) until it ends.
 pub(in crate::frontends::mcp) struct LiveRun {
-    input: mpsc::Sender<LineBatch>,
+    pub(in crate::frontends::mcp) input: mpsc::Sender<LineBatch>,
     pub(in crate::frontends::mcp) machine: Arc<Machine>,
     pub(in crate::frontends::mcp) view: Rc<RefCell<RunView>>,
     /// The instance name inside its fleet (the run id less `<protocol id>:`).
-    instance: String,
+    pub(in crate::frontends::mcp) instance: String,
     /// Cancels the run; the fleet answers the reply once its effects are stopped. Taken by
     /// the first `cancel_run`.
     pub(in crate::frontends::mcp) cancel: Option<oneshot::Sender<Reply>>,
@@ -245,62 +152,6 @@ impl Host {
         }
     }
 
-    /// Starts a run of `protocol` with `inputs` and the pinned ones: its grants the operator's
-    /// (resolved when the protocol was served), its own fleet, its first line creating it.
-    async fn start(
-        &mut self,
-        protocol: &str,
-        inputs: Map<String, Value>,
-        reply: oneshot::Sender<Result<Value, String>>,
-    ) {
-        let fail = |reply: oneshot::Sender<Result<Value, String>>, message: String| {
-            let _ = reply.send(Err(message));
-        };
-        if let Err(message) = self.check_room() {
-            return fail(reply, message);
-        }
-        let Some(served) = self
-            .protocols
-            .iter()
-            .find(|served| served.machine.id == protocol)
-        else {
-            return fail(reply, format!("no protocol `{protocol}` is served"));
-        };
-        if let Err(message) = check_line_length(&Value::Object(inputs.clone()).to_string()) {
-            return fail(reply, message);
-        }
-        let supplied: Vec<(String, Value)> = inputs.clone().into_iter().collect();
-        let supplied = match served.pinned.with_client_inputs(&supplied) {
-            Ok(supplied) => supplied,
-            Err(message) => return fail(reply, message),
-        };
-        // Checked here, so a bad input is the call's error rather than a line the fleet skips.
-        if let Err(errors) = served.machine.bind_input_values(&supplied) {
-            let messages: Vec<String> = errors.iter().map(tool_input_error).collect();
-            return fail(reply, messages.join("; "));
-        }
-        let machine = served.machine.clone();
-        let pinned = served.pinned.clone();
-        let instance =
-            records::new_instance_name(&self.settings.store.lock(), &machine.id, |run| {
-                self.runs.contains_key(run)
-            });
-        let run_id = format!("{}:{instance}", machine.id);
-        // The run is created holding this server's claim (`Recording::holder`).
-        let recording = served.recording(
-            Box::new(self.settings.store.clone()),
-            self.settings.recorded_grants.clone(),
-            crate::store::RunOrigin::Mcp,
-            self.settings.holder.clone(),
-        );
-        let view = Rc::new(RefCell::new(RunView::default()));
-        let mut fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
-        fleet.set_pinned_inputs(pinned);
-        self.keep_live(&run_id, machine, fleet, view);
-        let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
-        self.submit(&run_id, &line, reply).await;
-    }
-
     /// Whether one more run may be driven here, or why not: `--max-live-runs` are, the runs
     /// whose fleets ended forgotten.
     pub(in crate::frontends::mcp) fn check_room(&mut self) -> Result<(), String> {
@@ -388,116 +239,6 @@ impl Host {
         );
     }
 
-    /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.
-    async fn submit(
-        &mut self,
-        run: &str,
-        line: &str,
-        reply: oneshot::Sender<Result<Value, String>>,
-    ) {
-        let Some(live) = self.runs.get(run) else {
-            let _ = reply.send(Err(format!("no live run `{run}`")));
-            return;
-        };
-        if let Err(message) = check_line_length(line) {
-            let _ = reply.send(Err(message));
-            return;
-        }
-        self.next_client += 1;
-        let client = self.next_client;
-        let mut batch = LineBatch::from_client(LineOrigin { client, line: 1 });
-        batch.push(line);
-        self.waiters.borrow_mut().insert(
-            client,
-            Waiting {
-                run: run.to_string(),
-                reply,
-                problems: Vec::new(),
-                outcome: None,
-                awaited: None,
-            },
-        );
-        if live.input.send(batch).await.is_err()
-            && let Some(waiting) = self.waiters.borrow_mut().remove(&client)
-        {
-            let _ = waiting
-                .reply
-                .send(Err(format!("run `{run}` is no longer live")));
-        }
-    }
-
-    /// Sends `event` to a live run; answered with its report once the step is committed. The
-    /// fleet refuses what `serve` refuses (an undeclared event, data off its schema, a
-    /// platform event) with the reason. An answer to an input request (`expected_step`) is
-    /// sent only while the request stands.
-    async fn send_event(
-        &mut self,
-        run: &str,
-        event: &str,
-        data: Option<Value>,
-        expected_step: Option<u64>,
-        reply: oneshot::Sender<Result<Value, String>>,
-    ) {
-        if let Some(step) = expected_step
-            && let Err(message) = self.check_request_stands(run, event, step)
-        {
-            let _ = reply.send(Err(message));
-            return;
-        }
-        let live = match self.running(run) {
-            Ok(live) => live,
-            Err(message) => {
-                let _ = reply.send(Err(message));
-                return;
-            }
-        };
-        let mut line = serde_json::json!({"instance": live.instance, "event": event});
-        if let Some(data) = data {
-            line["data"] = data;
-        }
-        self.submit(run, &line.to_string(), reply).await;
-    }
-
-    /// Hands the run's fleet an `await` line, answered once the wait ends (the fleet holds the
-    /// run's other input meanwhile, as `serve` does).
-    async fn wait_for_state(
-        &mut self,
-        run: &str,
-        state: &str,
-        timeout: Option<Value>,
-        reply: oneshot::Sender<Result<Value, String>>,
-    ) {
-        let live = match self.running(run) {
-            Ok(live) => live,
-            Err(message) => {
-                let _ = reply.send(Err(message));
-                return;
-            }
-        };
-        let mut line = serde_json::json!({"instance": live.instance, "await": state});
-        if let Some(timeout) = timeout {
-            line["timeout"] = timeout;
-        }
-        self.submit(run, &line.to_string(), reply).await;
-    }
-
-    /// A live run that has not ended, or why there is none.
-    pub(in crate::frontends::mcp) fn running(&mut self, run: &str) -> Result<&mut LiveRun, String> {
-        if !self.runs.contains_key(run) {
-            if let Some(ended) = self.ended.get(run) {
-                let status = ended.view.borrow().status();
-                return Err(format!("run `{run}` has ended: {status}"));
-            }
-            return Err(self.not_live(run));
-        }
-        let live = self.runs.get_mut(run).expect("checked above");
-        let status = live.view.borrow().status();
-        if status != "running" {
-            return Err(format!("run `{run}` has ended: {status}"));
-        }
-        Ok(live)
-    }
-
     /// The report of a run live or ended here recently, or a recorded one's summary from the
     /// store.
     pub(in crate::frontends::mcp) fn get_run(&self, run: &str) -> Result<Value, String> {
@@ -546,31 +287,5 @@ impl Host {
         records::list(&self.settings.store.lock(), &paths, after, count, |run| {
             self.view_of(run).map(|(_, view)| view.borrow().status())
         })
-    }
-}
-
-/// The bound `serve` puts on each of its input lines, held for a tool's line too: the run's
-/// inputs, or an event with its data.
-fn check_line_length(line: &str) -> Result<(), String> {
-    let limit = crate::runtime::run::input::MAX_EVENT_LINE_BYTES;
-    if line.len() > limit {
-        return Err(format!(
-            "the run's input (the event's data, or the inputs) is {} bytes as JSON, more than \
-             the limit of {limit} bytes (MAX_EVENT_LINE_BYTES, `serve`'s --max-event-bytes)",
-            line.len()
-        ));
-    }
-    Ok(())
-}
-
-/// An input problem as the client should read it: a missing input is an argument of the tool,
-/// not a `--input` flag.
-fn tool_input_error(error: &crate::pipeline::compile::inputs::InputError) -> String {
-    use crate::pipeline::compile::inputs::InputError;
-    match error {
-        InputError::Missing { name, description } => format!(
-            "missing required input `{name}`{description}; give the tool its `{name}` argument"
-        ),
-        other => other.to_string(),
     }
 }

@@ -2,8 +2,11 @@
 
 pub(in crate::frontends::mcp) mod cancel;
 pub(in crate::frontends::mcp) mod ended;
+pub(in crate::frontends::mcp) mod events;
 pub(in crate::frontends::mcp) mod fleets;
 pub mod host;
 pub mod records;
 pub mod report;
+pub mod requests;
 pub(in crate::frontends::mcp) mod resume;
+pub(in crate::frontends::mcp) mod start;
