@@ -19,6 +19,7 @@ mod schema;
 mod serve;
 mod socket;
 mod stats_table;
+mod status;
 mod test;
 mod transition_names;
 mod validate;
@@ -96,7 +97,7 @@ enum Command {
     Runs(runs::RunsArguments),
     /// Show a run (the latest unless RUN_ID is given): protocol, states, context, pending timers,
     /// running effects, last steps with the transitions they took, and how it finished.
-    Status(runs::StatusArguments),
+    Status(status::StatusArguments),
     /// Retry success rate, attempts to success, outcomes and timeouts per action, time in each
     /// state, tag counts: of one run (the latest unless RUN_ID is given) or of every run of a
     /// protocol (--protocol).
@@ -232,7 +233,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Logs(arguments) => logs::logs(&arguments),
         Command::Stats(arguments) => logs::stats(&arguments),
         Command::Runs(arguments) => runs::runs(&arguments),
-        Command::Status(arguments) => runs::status(&arguments),
+        Command::Status(arguments) => status::status(&arguments),
     }
 }
 
