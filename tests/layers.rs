@@ -276,3 +276,31 @@ fn the_check_finds_an_edge_that_points_up() {
     );
     assert_eq!(unit_of("store::sqlite"), Some(("store", 4)));
 }
+
+/// Actions and the compiler are one unit (each action's compiled form is part of the machine),
+/// but an action compiles itself through `ActionCompiler`, the narrow view of the compiler it
+/// needs, never the whole `Compiler`.
+#[test]
+fn actions_compile_through_the_narrow_trait() {
+    let actions = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/pipeline/actions");
+    let mut files = Vec::new();
+    rust_files(&actions, &mut files);
+    let mut through_the_trait = 0;
+    let mut whole = Vec::new();
+    for file in &files {
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        through_the_trait += code.matches("&mut dyn ActionCompiler").count();
+        if named_paths(&code)
+            .iter()
+            .any(|named| named == "pipeline::compile::Compiler")
+        {
+            whole.push(file.display().to_string());
+        }
+    }
+    // Not vacuous: every action's `compile` takes the trait.
+    assert!(through_the_trait > 20, "{through_the_trait}");
+    assert!(
+        whole.is_empty(),
+        "actions naming the whole Compiler: {whole:?}"
+    );
+}

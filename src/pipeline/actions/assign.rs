@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::base::model::action::AssignAction;
 use crate::base::value::Value;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::context_types;
 use crate::pipeline::compile::expression::{EvaluationError, Expression};
 use crate::pipeline::load::source::Part;
@@ -39,7 +39,7 @@ enum NewValue {
 impl Assign {
     pub fn compile(
         action: &AssignAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Assign> {
         let mut assignments = Vec::with_capacity(action.assign.len());
@@ -169,7 +169,7 @@ impl Assign {
 /// (`verdicts.critic`), or a located error saying why the key cannot be assigned.
 fn compile_target(
     target: &str,
-    compiler: &mut Compiler,
+    compiler: &mut dyn ActionCompiler,
     pointer: &str,
 ) -> Option<(usize, Vec<Arc<str>>)> {
     if target.contains('[') {
@@ -218,7 +218,7 @@ fn compile_target(
 /// expression that is a literal), checks it now: the whole value against the type, or a
 /// path's value against what the type says of that key.
 fn check_known_value(
-    compiler: &mut Compiler,
+    compiler: &mut dyn ActionCompiler,
     slot: usize,
     path: &[Arc<str>],
     raw: &serde_json::Value,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::base::event::{Event, Origin};
 use crate::base::model::action::CallAction;
 use crate::base::value::Value;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, ValueTemplate};
 use crate::pipeline::extensions::{ActionHandler, CallContext};
 
@@ -32,7 +32,11 @@ impl Call {
         &self.name
     }
 
-    pub fn compile(action: &CallAction, compiler: &mut Compiler, pointer: &str) -> Option<Call> {
+    pub fn compile(
+        action: &CallAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Call> {
         let arguments = match &action.args {
             Some(arguments) => {
                 Some(compiler.value_template(arguments, &format!("{pointer}/args"))?)

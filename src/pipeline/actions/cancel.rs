@@ -1,7 +1,7 @@
 //! `cancel`: withdraws a delayed send by its id.
 
 use crate::base::model::action::CancelAction;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template};
 
 use super::Execution;
@@ -14,7 +14,7 @@ pub struct Cancel {
 impl Cancel {
     pub fn compile(
         action: &CancelAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Cancel> {
         Some(Cancel {

@@ -1,7 +1,7 @@
 //! `if` / `elif` / `else`: runs the first branch whose condition holds.
 
 use crate::base::model::action::IfAction;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Expression};
 
 use super::{Action, Execution, execute_block};
@@ -23,7 +23,7 @@ impl Conditional {
 
     pub fn compile(
         action: &IfAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Conditional> {
         let mut ok = true;

@@ -15,7 +15,7 @@ use crate::effects::{
     EffectKind, EffectRequest, InterruptPolicy, OutcomeEvents, RetryPlan,
     STANDARD_INCOMPLETE_MARKERS,
 };
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Expression, Scope, Template};
 use crate::pipeline::compile::machine::StateId;
 use crate::pipeline::compile::machine::{Delay, EventDescriptor};
@@ -52,7 +52,7 @@ enum CompiledCount {
 /// A retrier whose interval, maximum delay and attempt count may be expressions: the policy
 /// itself is built when the action runs.
 #[derive(Debug)]
-struct CompiledRetrier {
+pub struct CompiledRetrier {
     error_equals: Vec<EventDescriptor>,
     interval: Delay,
     max_attempts: CompiledCount,
@@ -72,7 +72,7 @@ pub enum CompiledMarkers {
 impl CompiledMarkers {
     pub fn compile(
         markers: Option<&IncompleteMarkers>,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<CompiledMarkers> {
         Some(match markers {
@@ -134,7 +134,7 @@ impl EffectPolicy {
     /// (`done.exec.<id>`, ...), so tools and files are caught like processes.
     pub fn compile(
         options: &EffectOptions,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<EffectPolicy> {
         let id_pointer = format!("{pointer}/id");
@@ -171,16 +171,7 @@ impl EffectPolicy {
                 .expression(text, &multipliers_pointer)
                 .map(CompiledMultipliers::Computed),
         };
-        let retriers: Vec<Option<CompiledRetrier>> = compiler
-            .retriers(options.retry.as_ref(), &format!("{pointer}/retry"))
-            .into_iter()
-            .map(|site| {
-                let site = site?;
-                compiler.in_source(site.source, |compiler| {
-                    compile_retrier(&site.retrier, compiler, &site.pointer)
-                })
-            })
-            .collect();
+        let retriers = compiler.retriers(options.retry.as_ref(), &format!("{pointer}/retry"));
         let telemetry = compiler.template(
             options.telemetry.as_deref().unwrap_or(&id),
             &format!("{pointer}/telemetry"),
@@ -190,7 +181,7 @@ impl EffectPolicy {
             events,
             timeout: crate::pipeline::compile::optional(timeout)?,
             multipliers: multipliers?,
-            retriers: retriers.into_iter().collect::<Option<_>>()?,
+            retriers: retriers?,
             telemetry: telemetry?,
             on_interrupt: options.on_interrupt,
             scope: options.scope.unwrap_or_default(),
@@ -341,13 +332,13 @@ impl CompiledRetrier {
 }
 
 /// Checks a retrier that no effect names (a retry policy on its own): its problems only.
-pub(crate) fn check_retrier(retrier: &Retrier, compiler: &mut Compiler, pointer: &str) {
+pub(crate) fn check_retrier(retrier: &Retrier, compiler: &mut dyn ActionCompiler, pointer: &str) {
     compile_retrier(retrier, compiler, pointer);
 }
 
-fn compile_retrier(
+pub(crate) fn compile_retrier(
     retrier: &Retrier,
-    compiler: &mut Compiler,
+    compiler: &mut dyn ActionCompiler,
     pointer: &str,
 ) -> Option<CompiledRetrier> {
     for (index, descriptor) in retrier.error_equals.iter().enumerate() {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::base::model::action::EmitAction;
 use crate::base::value::Value;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template, ValueTemplate};
 
 use super::Execution;
@@ -45,7 +45,11 @@ impl Directive {
 }
 
 impl Emit {
-    pub fn compile(action: &EmitAction, compiler: &mut Compiler, pointer: &str) -> Option<Emit> {
+    pub fn compile(
+        action: &EmitAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Emit> {
         let name = compiler.template(&action.emit, &format!("{pointer}/emit"));
         let mut data = Vec::with_capacity(action.data.len());
         let mut ok = true;

@@ -9,7 +9,7 @@ use crate::base::model::effect::{ExecAction, ExecCommand};
 use crate::base::value::Value;
 use crate::effects::EffectKind;
 use crate::effects::process::ProcessRequest;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Expression, Scope, Template};
 
 #[derive(Debug)]
@@ -80,7 +80,11 @@ impl Exec {
         &self.policy.id
     }
 
-    pub fn compile(action: &ExecAction, compiler: &mut Compiler, pointer: &str) -> Option<Exec> {
+    pub fn compile(
+        action: &ExecAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Exec> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let command_pointer = format!("{pointer}/exec");
         let argv = match (&action.exec, action.shell) {

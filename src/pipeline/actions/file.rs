@@ -8,7 +8,7 @@ use super::effect::EffectPolicy;
 use crate::base::model::effect::{BackupAction, RestoreAction, WriteAction};
 use crate::effects::files::FileRequest;
 use crate::effects::{EffectKind, EffectRequest};
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template, ValueTemplate};
 
 #[derive(Debug)]
@@ -57,7 +57,11 @@ impl File {
         (kind, &self.policy.id)
     }
 
-    pub fn write(action: &WriteAction, compiler: &mut Compiler, pointer: &str) -> Option<File> {
+    pub fn write(
+        action: &WriteAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<File> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let path = compiler.template(&action.write, &format!("{pointer}/write"));
         let given = [
@@ -112,7 +116,11 @@ impl File {
         })
     }
 
-    pub fn backup(action: &BackupAction, compiler: &mut Compiler, pointer: &str) -> Option<File> {
+    pub fn backup(
+        action: &BackupAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<File> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let path = compiler.template(&action.backup, &format!("{pointer}/backup"));
         let backup = compiler.template(&action.to, &format!("{pointer}/to"));
@@ -125,7 +133,11 @@ impl File {
         })
     }
 
-    pub fn restore(action: &RestoreAction, compiler: &mut Compiler, pointer: &str) -> Option<File> {
+    pub fn restore(
+        action: &RestoreAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<File> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
         let path = compiler.template(&action.restore, &format!("{pointer}/restore"));
         let backup = compiler.template(&action.from, &format!("{pointer}/from"));

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::base::model::action::{ForeachAction, LoopArray};
 use crate::base::value::Value;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::budget::LoopBudget;
 use crate::pipeline::compile::expression::{EvaluationError, Expression};
 use crate::pipeline::load::source::Part;
@@ -30,7 +30,7 @@ impl Array {
     /// Compiles the list at `pointer`.
     pub(crate) fn compile(
         array: &LoopArray,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Array> {
         match array {
@@ -78,7 +78,7 @@ impl Foreach {
 
     pub fn compile(
         action: &ForeachAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Foreach> {
         let array = Array::compile(&action.foreach, compiler, &format!("{pointer}/foreach"));

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::base::model::action::{LogAction, LogLevel};
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template, ValueTemplate};
 
 use super::Execution;
@@ -25,7 +25,11 @@ enum Tags {
 }
 
 impl Log {
-    pub fn compile(action: &LogAction, compiler: &mut Compiler, pointer: &str) -> Option<Log> {
+    pub fn compile(
+        action: &LogAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Log> {
         let message = compiler.template(&action.log, &format!("{pointer}/log"));
         let mut fields = Vec::with_capacity(action.fields.len());
         let mut fields_ok = true;

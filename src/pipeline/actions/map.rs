@@ -7,7 +7,7 @@ use super::{Action, Execution, InvokeRequest};
 use crate::base::model::map::{MapAction, MapBody, Tolerance};
 use crate::base::value::Value;
 use crate::effects::{EffectRequest, EffectScope};
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, ValueTemplate};
 use crate::pipeline::compile::machine::{EventType, Machine, StateId};
 use crate::pipeline::load::source::Part;
@@ -154,29 +154,35 @@ impl Map {
         }
     }
 
-    pub fn compile(action: &MapAction, compiler: &mut Compiler, pointer: &str) -> Option<Map> {
+    pub fn compile(
+        action: &MapAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Map> {
         let fan_out = &action.fan_out;
         // The model admits only effect kinds and `invoke` as the body, each with its id.
         let id = action.body.id()?.to_string();
-        let body = compiler.claim_map_id(&id, &format!("{pointer}/id"), |compiler| {
-            match &action.body {
-                MapBody::Effect(effect) => compiler
-                    .action(effect, pointer)
-                    .map(|action| ItemBody::Effect(Box::new(action))),
-                MapBody::Child(child) => {
-                    compiler.check_action_id(&child.id, &format!("{pointer}/id"));
-                    let (machine, inputs) = compiler.child_protocol(
+        compiler.claim_map_id(&id, &format!("{pointer}/id"));
+        let body = match &action.body {
+            MapBody::Effect(effect) => compiler
+                .action(effect, pointer)
+                .map(|action| ItemBody::Effect(Box::new(action))),
+            MapBody::Child(child) => {
+                compiler.check_action_id(&child.id, &format!("{pointer}/id"));
+                compiler
+                    .child_protocol(
                         &child.invoke.protocol,
                         &child.invoke.inputs,
                         &format!("{pointer}/invoke"),
-                    )?;
-                    compiler
-                        .map_children
-                        .push((Arc::from(child.id.as_str()), machine.clone()));
-                    Some(ItemBody::Child { machine, inputs })
-                }
+                    )
+                    .map(|(machine, inputs)| ItemBody::Child { machine, inputs })
             }
-        });
+        };
+        let child = match &body {
+            Some(ItemBody::Child { machine, .. }) => Some(machine.clone()),
+            _ => None,
+        };
+        compiler.map_compiled(&id, child);
         let array = Array::compile(&fan_out.map, compiler, &format!("{pointer}/map"));
         let item =
             compiler.writable_context_slot(&fan_out.item, &format!("{pointer}/item"), Part::Value);

@@ -4,6 +4,7 @@ pub mod assign;
 pub mod call;
 pub mod cancel;
 pub mod child_inputs;
+mod compiler;
 pub mod conditional;
 pub mod effect;
 pub mod emit;
@@ -26,6 +27,7 @@ use crate::pipeline::compile::expression::{EvaluationError, Scope};
 use crate::pipeline::compile::machine::{Machine, StateId, TransitionId};
 
 pub use crate::base::log_record::LogRecord;
+pub use compiler::ActionCompiler;
 pub use emit::Directive;
 pub use send::SendRequest;
 

@@ -3,7 +3,7 @@
 use crate::base::event::{Event, Origin};
 use crate::base::model::action::RaiseAction;
 use crate::base::value::Value;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, ValueTemplate};
 
 use super::Execution;
@@ -16,7 +16,11 @@ pub struct Raise {
 }
 
 impl Raise {
-    pub fn compile(action: &RaiseAction, compiler: &mut Compiler, pointer: &str) -> Option<Raise> {
+    pub fn compile(
+        action: &RaiseAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Raise> {
         let event = EventName::compile(&action.raise, compiler, &format!("{pointer}/raise"));
         let data = match &action.data {
             Some(data) => Some(compiler.value_template(data, &format!("{pointer}/data"))?),

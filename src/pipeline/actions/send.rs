@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::base::event::{Event, Origin};
 use crate::base::model::action::SendAction;
 use crate::base::value::Value;
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template, ValueTemplate};
 use crate::pipeline::compile::machine::{Delay, EventType};
 
@@ -43,7 +43,11 @@ pub enum EventName {
 }
 
 impl EventName {
-    pub fn compile(text: &str, compiler: &mut Compiler, pointer: &str) -> Option<EventName> {
+    pub fn compile(
+        text: &str,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<EventName> {
         let template = compiler.template(text, pointer)?;
         compiler.produced_event(text, template.is_literal());
         if template.is_literal() {
@@ -66,7 +70,11 @@ impl EventName {
 }
 
 impl Send {
-    pub fn compile(action: &SendAction, compiler: &mut Compiler, pointer: &str) -> Option<Send> {
+    pub fn compile(
+        action: &SendAction,
+        compiler: &mut dyn ActionCompiler,
+        pointer: &str,
+    ) -> Option<Send> {
         let event = EventName::compile(&action.send, compiler, &format!("{pointer}/send"));
         let data = action
             .data

@@ -7,7 +7,7 @@ use crate::base::model::effect::{GrepSearchAction, ListDirAction, ReadFileAction
 use crate::effects::process::DEFAULT_OUTPUT_LIMIT;
 use crate::effects::tools::{ToolCall, ToolRequest};
 use crate::effects::{EffectKind, EffectRequest};
-use crate::pipeline::compile::Compiler;
+use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::expression::{EvaluationError, Template};
 
 /// Matches reported by `grep_search` when the action sets no `limit`.
@@ -47,7 +47,7 @@ impl Tool {
 
     pub fn read_file(
         action: &ReadFileAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Tool> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
@@ -60,7 +60,7 @@ impl Tool {
 
     pub fn list_dir(
         action: &ListDirAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Tool> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);
@@ -73,7 +73,7 @@ impl Tool {
 
     pub fn grep_search(
         action: &GrepSearchAction,
-        compiler: &mut Compiler,
+        compiler: &mut dyn ActionCompiler,
         pointer: &str,
     ) -> Option<Tool> {
         let policy = EffectPolicy::compile(&action.options, compiler, pointer);

@@ -1,5 +1,6 @@
 //! Model → machine: names become indices, every check runs, all problems are reported at once.
 
+mod action_compiler;
 mod block_check;
 mod blocks;
 mod bounded;
@@ -767,23 +768,15 @@ impl Compiler<'_> {
     }
 
     /// Claims `id` for a map, whose items alone use it: any other action with that id (a map
-    /// included) is refused, wherever it is written.
-    /// `body` compiles the map's effect, which registers the id as usual.
-    pub fn claim_map_id<T>(
-        &mut self,
-        id: &str,
-        pointer: &str,
-        body: impl FnOnce(&mut Self) -> T,
-    ) -> T {
+    /// included) is refused, wherever it is written. The map's body, compiled next, registers
+    /// the id as usual; `map_compiled` then makes it a map's.
+    pub fn claim_map_id(&mut self, id: &str, pointer: &str) {
         // Another map's id is refused by the body's own id check, once.
         let taken = self.action_ids.iter().any(|known| known == id)
             && !self.map_ids.iter().any(|known| known == id);
         if taken {
             self.duplicate_map_id(id, pointer);
         }
-        let compiled = body(self);
-        self.map_ids.push(id.to_string());
-        compiled
     }
 
     fn duplicate_map_id(&mut self, id: &str, pointer: &str) {
