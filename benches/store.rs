@@ -40,6 +40,7 @@ fn step(sequence: u64) -> JournalEntry {
         transitions: vec!["/states/counting/on/tick/0".to_string()],
         actions: serde_json::json!({ "logs": [format!("tick {sequence}")] }),
         unix_milliseconds: 10_000 + sequence,
+        children: Vec::new(),
     }
 }
 

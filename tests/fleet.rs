@@ -244,7 +244,7 @@ impl Store for CountingStore {
         runs: &[String],
         holder: &protocol_run::store::Holder,
         holds: &mut dyn FnMut(&protocol_run::store::Holder) -> bool,
-    ) -> Result<Vec<Option<protocol_run::store::Holder>>, StoreError> {
+    ) -> Result<Vec<Option<protocol_run::store::Unclaimed>>, StoreError> {
         self.inner.claim_runs(runs, holder, holds)
     }
     fn release_runs(

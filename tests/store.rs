@@ -121,6 +121,7 @@ fn tick(sequence: u64) -> JournalEntry {
         transitions: vec!["/states/counting/on/tick/0".to_string()],
         actions: serde_json::json!({"logs": [format!("tick {sequence}")]}),
         unix_milliseconds: 10_000 + sequence,
+        children: Vec::new(),
     }
 }
 
@@ -145,6 +146,7 @@ fn runs_steps_and_snapshots_round_trip_through_the_file() {
             transitions: vec![],
             actions: serde_json::json!(null),
             unix_milliseconds: 200,
+            children: Vec::new(),
         };
         store
             .commit_step("new", &start, &counter_snapshot(0), None)

@@ -17,6 +17,70 @@ pub struct CheckpointStep {
     /// The instance after the step, with the driver's timers and running effects.
     pub snapshot: Snapshot,
     pub unix_milliseconds: u64,
+    /// What became of the run's child protocols in the step, theirs included: each child keeps
+    /// a row of its own in the store, written with its parent's step.
+    pub children: Vec<ChildChange>,
+}
+
+/// A child protocol (an `invoke`, a map's item) started, stepped or ended in its parent's step.
+/// `path` names it below the run that records it: its invoke id (`review`, `check[3]`), then its
+/// own children's below it (`review/lint`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ChildChange {
+    /// The child started (again, if its invoke ran before): its protocol file and recorded
+    /// hash, and its inputs as recorded (secret ones masked).
+    Started {
+        path: String,
+        protocol_path: String,
+        protocol_hash: String,
+        inputs: serde_json::Value,
+    },
+    /// The child committed its step `sequence`.
+    Stepped { path: String, sequence: u64 },
+    /// The child ended: in its final state with its exit code and output, or with no final
+    /// state (stopped unfinished, ended by an error, or cancelled when its invoking state exited)
+    /// and the exit code saying which.
+    Ended {
+        path: String,
+        final_state: Option<String>,
+        exit_code: i32,
+        output: serde_json::Value,
+    },
+}
+
+impl ChildChange {
+    /// The exit code of a child stopped before it ended (its invoking state exited, or another
+    /// start of the same invoke replaced it), as of a run cancelled on purpose.
+    pub const CANCELLED_EXIT_CODE: i32 = 130;
+
+    /// The child of invoke `path` stopped before it ended.
+    pub fn cancelled(path: &str) -> ChildChange {
+        ChildChange::Ended {
+            path: path.to_string(),
+            final_state: None,
+            exit_code: Self::CANCELLED_EXIT_CODE,
+            output: serde_json::Value::Null,
+        }
+    }
+
+    /// The child it is about, below the run that records it.
+    pub fn path(&self) -> &str {
+        match self {
+            ChildChange::Started { path, .. }
+            | ChildChange::Stepped { path, .. }
+            | ChildChange::Ended { path, .. } => path,
+        }
+    }
+
+    /// The same change seen from the parent of the run it was made in: `below/path`.
+    pub fn below(mut self, parent_path: &str) -> ChildChange {
+        let (ChildChange::Started { path, .. }
+        | ChildChange::Stepped { path, .. }
+        | ChildChange::Ended { path, .. }) = &mut self;
+        *path = format!("{parent_path}/{path}");
+        self
+    }
 }
 
 /// Where each macrostep goes before the next begins. A failure stops the run: a durable run that

@@ -4,6 +4,7 @@ pub mod clock;
 pub mod diagnostic;
 pub mod durable;
 pub mod event;
+pub mod exit_code;
 pub mod files;
 pub mod ids;
 pub mod log_record;

@@ -8,6 +8,7 @@ pub mod sqlite;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
 
+pub use crate::base::durable::ChildChange;
 use crate::base::snapshot::Snapshot;
 
 /// A run about to start.
@@ -57,6 +58,9 @@ pub enum RunOrigin {
     Serve,
     /// A protocol tool of `protocol-run mcp`.
     Mcp,
+    /// A child protocol (an `invoke`, a map's item): its row is written with its parent's
+    /// steps, and it runs, stops and resumes with its parent.
+    Child,
 }
 
 impl RunOrigin {
@@ -65,6 +69,7 @@ impl RunOrigin {
             RunOrigin::Run => "run",
             RunOrigin::Serve => "serve",
             RunOrigin::Mcp => "mcp",
+            RunOrigin::Child => "child",
         }
     }
 
@@ -73,6 +78,7 @@ impl RunOrigin {
             "run" => Some(RunOrigin::Run),
             "serve" => Some(RunOrigin::Serve),
             "mcp" => Some(RunOrigin::Mcp),
+            "child" => Some(RunOrigin::Child),
             _ => None,
         }
     }
@@ -137,6 +143,8 @@ pub struct RunSummary {
     /// The process recorded as driving it, if any (it may have died since: `runs::claims`).
     /// Cleared when its holder stops or finishes it.
     pub holder: Option<Holder>,
+    /// For a child protocol's row: the run that invoked it (held with it, by its holder).
+    pub parent: Option<String>,
 }
 
 /// One run with everything recorded when it started.
@@ -168,6 +176,9 @@ pub struct JournalEntry {
     /// What the actions did: outcomes, logs, directives; a summary the driver chooses.
     pub actions: serde_json::Value,
     pub unix_milliseconds: u64,
+    /// What became of the run's child protocols in the step; each change is also applied to
+    /// the child's own row (`<run id>/<path>`), in the same transaction.
+    pub children: Vec<ChildChange>,
 }
 
 /// The latest snapshot of a run and the step it was taken after.
@@ -333,15 +344,16 @@ pub trait Store: Send {
 
     /// Records `holder` as the holder of each of `runs` in one transaction, so that no other
     /// claim slips in between reading a run's holder and replacing it: a run whose recorded
-    /// holder is another one that `holds` says still holds it is left to it. Returns, for each
-    /// run in order, that other holder (`None`: claimed, or no such run). The rule of who may
-    /// take a run is `runs::claims`'s; the store only applies it atomically.
+    /// holder is another one that `holds` says still holds it is left to it, and a child
+    /// protocol's row is never claimed (it is held with its parent). Returns, for each run in
+    /// order, why it was not claimed (`None`: claimed, or no such run). The rule of who may take
+    /// a run is `runs::claims`'s; the store only applies it atomically.
     fn claim_runs(
         &mut self,
         runs: &[String],
         holder: &Holder,
         holds: &mut dyn FnMut(&Holder) -> bool,
-    ) -> Result<Vec<Option<Holder>>, StoreError>;
+    ) -> Result<Vec<Option<Unclaimed>>, StoreError>;
 
     /// Clears the holder of each of `runs` that `holder` holds: a run claimed, then found unable
     /// to resume, is left for another process to take.
@@ -354,6 +366,15 @@ pub trait Store: Send {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         writes.iter().try_for_each(|write| write.apply(self))
     }
+}
+
+/// Why `Store::claim_runs` left a run unclaimed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unclaimed {
+    /// Another holder, still live, holds it.
+    Held(Holder),
+    /// It is a child protocol of `parent`, held with it.
+    Child { parent: String },
 }
 
 /// One write of a batch (`Store::commit_batch`).
@@ -399,6 +420,7 @@ impl Write {
             transitions: step.transitions,
             actions: step.actions,
             unix_milliseconds: step.unix_milliseconds,
+            children: step.children,
         };
         Write::Step {
             run,
@@ -461,7 +483,12 @@ mod tests {
 
     #[test]
     fn origins_round_trip_through_their_names() {
-        for origin in [RunOrigin::Run, RunOrigin::Serve, RunOrigin::Mcp] {
+        for origin in [
+            RunOrigin::Run,
+            RunOrigin::Serve,
+            RunOrigin::Mcp,
+            RunOrigin::Child,
+        ] {
             assert_eq!(RunOrigin::parse(origin.as_str()), Some(origin));
         }
         assert_eq!(RunOrigin::parse("lsp"), None);

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
     Finish, Holder, JournalEntry, NewRun, RunRecord, RunSummary, SqliteStore, Store, StoreError,
-    StoredSnapshot, Write,
+    StoredSnapshot, Unclaimed, Write,
 };
 use crate::base::snapshot::Snapshot;
 
@@ -99,7 +99,7 @@ impl Store for SharedStore {
         runs: &[String],
         holder: &Holder,
         holds: &mut dyn FnMut(&Holder) -> bool,
-    ) -> Result<Vec<Option<Holder>>, StoreError> {
+    ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
         self.lock().claim_runs(runs, holder, holds)
     }
 

@@ -94,9 +94,11 @@ fn latest_in_store(state_directory: &Path, latest: Latest) -> Result<Option<Stri
         eprintln!("error: {error}");
         exit_code::IO
     })?;
-    // `list_runs` gives the most recently started first.
+    // `list_runs` gives the most recently started first; a child protocol's run is named
+    // through its parent's.
     Ok(runs
         .into_iter()
+        .filter(|run| run.parent.is_none())
         .find(|run| latest == Latest::Any || run.status != RunStatus::Finished)
         .map(|run| run.id))
 }

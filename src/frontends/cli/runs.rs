@@ -85,6 +85,7 @@ fn run_json(run: &RunSummary, status: &str) -> serde_json::Value {
         "step": run.last_sequence,
         "protocol": run.protocol_path,
         "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
+        "parent": run.parent,
     })
 }
 

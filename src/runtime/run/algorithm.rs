@@ -101,6 +101,22 @@ pub enum RunError {
     Checkpoint { message: String },
 }
 
+impl RunError {
+    /// The exit code a run stopped by this error ends with.
+    pub fn exit_code(&self) -> u8 {
+        use crate::base::exit_code::{INVALID, IO, UNFINISHED};
+        match self {
+            // The store could not take a step (a full disk, a broken database): an I/O failure,
+            // not a fault of the protocol.
+            RunError::Checkpoint { .. } => IO,
+            // A step past its limits stops as a looping protocol does.
+            RunError::MicrostepLimit { .. } | RunError::StepTime { .. } => INVALID,
+            // The driver reports a step interrupted as a run stopped by a signal.
+            RunError::Interrupted { .. } => UNFINISHED,
+        }
+    }
+}
+
 impl Instance {
     pub fn new(machine: &Machine, inputs: Arc<[Value]>) -> Instance {
         Instance {

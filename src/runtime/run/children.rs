@@ -5,7 +5,7 @@ use super::algorithm::RunError;
 use super::driver::{ChildLink, EventSource, Hosting, Observer, RunReport, drive_async};
 use super::host::{DriverHost, EffectMessage, EffectSink};
 use super::input::{InputLineError, MAX_EVENT_LINE_BYTES};
-use crate::base::durable::{Checkpoint, CheckpointStep, Resume, TimerPolicy};
+use crate::base::durable::{Checkpoint, CheckpointStep, ChildChange, Resume, TimerPolicy};
 use crate::base::event::{Event, Origin};
 use crate::base::value::Value;
 use crate::pipeline::actions::{Directive, LogRecord};
@@ -54,12 +54,27 @@ impl Checkpoint for ParentCheckpoint {
 }
 
 /// The event reporting how a child protocol ended: its output on `done.invoke.<id>` when it
-/// reached a final state with exit code 0, otherwise `error.invoke.<id>` with a message.
+/// reached a final state with exit code 0, otherwise `error.invoke.<id>` with a message; and how
+/// it ended for its row.
 fn invoke_outcome(
     parent: &Machine,
     request: &crate::pipeline::actions::InvokeRequest,
     result: Result<RunReport, RunError>,
-) -> Event {
+) -> (Event, ChildChange) {
+    let final_state = |report: &RunReport| {
+        report
+            .outcome
+            .as_ref()
+            .map(|outcome| request.machine.state(outcome.final_state).id.to_string())
+    };
+    let ended = |final_state: Option<String>, exit_code: i32, output: serde_json::Value| {
+        ChildChange::Ended {
+            path: request.id.to_string(),
+            final_state,
+            exit_code,
+            output,
+        }
+    };
     let failure = |message: String, report: Option<&RunReport>| {
         let mut data = indexmap::IndexMap::new();
         data.insert(Arc::from("id"), Value::String(request.id.clone()));
@@ -77,29 +92,47 @@ fn invoke_outcome(
     };
     match result {
         Ok(report) => match &report.outcome {
-            Some(outcome) if outcome.exit_code == 0 => {
+            Some(outcome) if outcome.exit_code == 0 => (
                 Event::of_type(parent, request.done, Origin::Outcome)
-                    .with_data(outcome.output.clone())
-            }
+                    .with_data(outcome.output.clone()),
+                ended(final_state(&report), 0, outcome.output.to_stored_json()),
+            ),
             Some(outcome) => {
                 let state = &request.machine.state(outcome.final_state).id;
-                failure(
-                    format!(
-                        "the child protocol ended in `{state}` with exit code {}",
-                        outcome.exit_code
+                (
+                    failure(
+                        format!(
+                            "the child protocol ended in `{state}` with exit code {}",
+                            outcome.exit_code
+                        ),
+                        Some(&report),
                     ),
-                    Some(&report),
+                    ended(
+                        final_state(&report),
+                        outcome.exit_code.into(),
+                        outcome.output.to_stored_json(),
+                    ),
                 )
             }
-            None => failure(
-                format!(
-                    "the child protocol stopped unfinished in {}",
-                    report.active_states.join(", ")
+            None => (
+                failure(
+                    format!(
+                        "the child protocol stopped unfinished in {}",
+                        report.active_states.join(", ")
+                    ),
+                    Some(&report),
                 ),
-                Some(&report),
+                ended(
+                    None,
+                    crate::base::exit_code::UNFINISHED.into(),
+                    serde_json::Value::Null,
+                ),
             ),
         },
-        Err(error) => failure(error.to_string(), None),
+        Err(error) => (
+            failure(error.to_string(), None),
+            ended(None, error.exit_code().into(), serde_json::Value::Null),
+        ),
     }
 }
 
@@ -111,6 +144,19 @@ impl DriverHost<'_> {
         request: crate::pipeline::actions::InvokeRequest,
         resumed: Option<(crate::base::snapshot::ChildSnapshot, TimerPolicy)>,
     ) {
+        if resumed.is_none() {
+            // Started anew (a resumed child's row is there): its row tells of this start.
+            if self.state.running.has_child(&request.id) {
+                // The same invoke started again before its state exited: the old child is gone.
+                self.child_changed(ChildChange::cancelled(&request.id));
+            }
+            self.child_changed(ChildChange::Started {
+                path: request.id.to_string(),
+                protocol_path: request.machine.source_path.clone(),
+                protocol_hash: crate::store::read_files::recorded_hash(&request.machine),
+                inputs: request.machine.recorded_inputs(&request.inputs),
+            });
+        }
         let parent = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
@@ -192,8 +238,8 @@ impl DriverHost<'_> {
                 }
                 Err(error) => Err(error),
             };
-            let event = invoke_outcome(&machine, &request, result);
-            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event));
+            let (event, ended) = invoke_outcome(&machine, &request, result);
+            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event, ended));
         });
         if self.state.running.start_child(id.clone(), handle, queue) {
             // The same invoke started again before its state exited: the old child is gone.

@@ -2,7 +2,7 @@
 
 use super::driver::Observer;
 use crate::base::clock;
-use crate::base::durable::CheckpointStep;
+use crate::base::durable::{CheckpointStep, ChildChange};
 use crate::base::event::{Event, Origin};
 use crate::base::model::action::LogLevel;
 use crate::base::snapshot::InFlightEffect;
@@ -29,8 +29,9 @@ pub(crate) enum EffectMessage {
     Directive(Directive),
     /// An effect's outcome, for its invocation; dropped if that invocation was cancelled.
     Outcome(u64, Event),
-    /// A child protocol's outcome; dropped if the invoke was cancelled meanwhile.
-    InvokeOutcome(Arc<str>, Event),
+    /// A child protocol's outcome, and how it ended for its row; dropped if the invoke was
+    /// cancelled meanwhile.
+    InvokeOutcome(Arc<str>, Event, ChildChange),
     /// An event a child protocol sent its parent (`send ... to: parent`), with its invoke id.
     ChildEvent(Arc<str>, Event),
     /// A durable parent's child committed a step.
@@ -209,6 +210,9 @@ pub(super) struct DriverHost<'a> {
     pub(super) step_actions: Vec<serde_json::Value>,
     /// Whether steps are recorded for a checkpoint.
     pub(super) recording: bool,
+    /// What became of the run's children since the last commit, theirs included, for their
+    /// rows (durable runs only).
+    pub(super) child_changes: Vec<ChildChange>,
     /// For a child protocol: where `send ... to: parent` goes, and its invoke id.
     pub(super) parent: Option<(EffectSink, Arc<str>)>,
     /// Something durable happened between macrosteps (a child's step, a retry plan's next
@@ -219,6 +223,15 @@ pub(super) struct DriverHost<'a> {
 }
 
 impl DriverHost<'_> {
+    /// Records what became of a child for its row, committed with the next step (at once when
+    /// no macrostep is under way): durable runs only.
+    pub(super) fn child_changed(&mut self, change: ChildChange) {
+        if self.recording {
+            self.child_changes.push(change);
+            self.commit_due = true;
+        }
+    }
+
     /// An effect beyond the run's capabilities: logged, and answered with
     /// `error.permission.<id>` instead of running.
     fn refuse(&mut self, request: &EffectRequest, denied: &crate::effects::capabilities::Denied) {
@@ -565,6 +578,7 @@ impl Host for DriverHost<'_> {
             let time = self.now_text();
             let fields = serde_json::json!({"id": id, "outcome": "cancelled"});
             self.observer.record(&time, "invoke", fields);
+            self.child_changed(ChildChange::cancelled(id));
         }
     }
 
@@ -641,6 +655,7 @@ impl DriverHost<'_> {
                     transitions,
                     snapshot,
                     unix_milliseconds,
+                    children,
                     ..
                 } = *step;
                 if self
@@ -655,12 +670,20 @@ impl DriverHost<'_> {
                         "event": event.map(|(name, _)| name),
                         "transitions": transitions,
                     }));
-                    self.commit_due = true;
+                    self.child_changed(ChildChange::Stepped {
+                        path: id.to_string(),
+                        sequence,
+                    });
+                    // The child's own children, seen from here.
+                    for change in children {
+                        self.child_changed(change.below(&id));
+                    }
                 }
             }
-            EffectMessage::InvokeOutcome(id, event) => {
+            EffectMessage::InvokeOutcome(id, event, ended) => {
                 // A cancelled invoke's outcome is dropped: its state is gone.
                 if self.state.running.child_finished(&id) {
+                    self.child_changed(ended);
                     // A map's item: its map keeps the outcome.
                     if running && self.map_child_finished(&id, &event) {
                         return;

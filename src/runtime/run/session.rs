@@ -66,6 +66,7 @@ impl<'a> Session<'a> {
             taken: Vec::new(),
             step_actions: Vec::new(),
             recording: false,
+            child_changes: Vec::new(),
             parent: None,
             commit_due: false,
         };
@@ -105,6 +106,7 @@ impl<'a> Session<'a> {
         self.host.commit_due = false;
         let taken = std::mem::take(&mut self.host.taken);
         let actions = std::mem::take(&mut self.host.step_actions);
+        let children = std::mem::take(&mut self.host.child_changes);
         let Some(checkpoint) = self.checkpoint.as_deref_mut() else {
             return Ok(());
         };
@@ -182,6 +184,7 @@ impl<'a> Session<'a> {
             actions: serde_json::Value::Array(actions),
             snapshot,
             unix_milliseconds: now_unix,
+            children,
         };
         self.host.state.step += 1;
         checkpoint

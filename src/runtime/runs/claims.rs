@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::store::{Holder, Store, StoreError};
+use crate::store::{Holder, Store, StoreError, Unclaimed};
 
 /// The lock file of the host serving a state directory (`serve`, `mcp`).
 pub const HOST_LOCK: &str = "host.lock";
@@ -35,7 +35,8 @@ pub const HOST_LOCK: &str = "host.lock";
 pub const RUN_LOCK: &str = "run.lock";
 
 /// The exit code of a driver refused because another holds the run or the state directory:
-/// try again once it ends.
+/// try again once it ends. (A child protocol's run is refused with 64: it is the wrong run to
+/// name.)
 pub const HELD_EXIT_CODE: u8 = 75;
 
 /// The exit code of a claim the file system or the store failed.
@@ -61,6 +62,11 @@ pub enum ClaimError {
     )]
     Held { run: String, holder: Holder },
     #[error(
+        "run `{run}` is a child protocol of run `{parent}`: it runs, stops and resumes with it \
+         (and is held with it); resume `{parent}`"
+    )]
+    Child { run: String, parent: String },
+    #[error(
         "another host (pid {pid}) serves the state directory {}: stop it first, or give this one \
          another --state-dir",
         directory.display()
@@ -81,6 +87,7 @@ impl ClaimError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ClaimError::Held { .. } | ClaimError::HostHeld { .. } => HELD_EXIT_CODE,
+            ClaimError::Child { .. } => crate::base::exit_code::USAGE,
             ClaimError::Lock { .. } | ClaimError::Store(_) => FAILED_EXIT_CODE,
         }
     }
@@ -230,9 +237,13 @@ pub fn claim(
         .zip(others)
         .map(|(run, other)| match other {
             None => Ok(()),
-            Some(holder) => Err(ClaimError::Held {
+            Some(Unclaimed::Held(holder)) => Err(ClaimError::Held {
                 run: run.clone(),
                 holder,
+            }),
+            Some(Unclaimed::Child { parent }) => Err(ClaimError::Child {
+                run: run.clone(),
+                parent,
             }),
         })
         .collect())

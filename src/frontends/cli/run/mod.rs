@@ -275,7 +275,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     )
     .map_err(|error| {
         eprintln!("error: {}", crate::base::secrets::mask(&error.to_string()));
-        exit_code::of_run_error(&error)
+        error.exit_code()
     })?;
     let ended = finish::Ended {
         machine: &machine,

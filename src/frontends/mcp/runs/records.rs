@@ -236,6 +236,7 @@ mod tests {
                     transitions: Vec::new(),
                     actions: Value::Array(actions),
                     unix_milliseconds: sequence,
+                    children: Vec::new(),
                 },
                 snapshot: Box::new(snapshot.clone()),
                 finish: None,

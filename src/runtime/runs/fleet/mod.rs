@@ -292,6 +292,8 @@ impl Fleet {
                 run.id.starts_with(&self.prefix)
                     && run.protocol_path == recording.protocol_path
                     && run.status != RunStatus::Finished
+                    // A child protocol resumes with its parent.
+                    && run.parent.is_none()
             })
             .partition(|run| run.origin != Some(crate::store::RunOrigin::Mcp));
         // An MCP server resumes its own runs (their clients reach them through it, not here).
@@ -640,6 +642,13 @@ impl Fleet {
         }
         if self.finished.contains(name) {
             return Err(format!("instance `{name}` has finished"));
+        }
+        if name.contains('/') {
+            // `/` separates a run from its child protocols' runs (`<run>/<invoke id>`).
+            return Err(format!(
+                "instance `{name}` not created: an instance name may not contain `/`, which \
+                 names a run's child protocols"
+            ));
         }
         if let Some(recording) = &self.recording
             && let Some(run) = recording

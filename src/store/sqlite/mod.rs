@@ -3,11 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod children;
+
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
     Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
-    RunSummary, Store, StoreError, StoredSnapshot, Write,
+    RunSummary, Store, StoreError, StoredSnapshot, Unclaimed, Write,
 };
 use crate::base::snapshot::Snapshot;
 
@@ -72,15 +74,24 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN holder TEXT;
 ",
+    // A child protocol's row (origin `child`): `parent` is the run that invoked it, `root` the
+    // run whose steps record it. Each step's child changes are kept with its journal entry.
+    "
+    ALTER TABLE runs ADD COLUMN parent TEXT;
+    ALTER TABLE runs ADD COLUMN root TEXT;
+    CREATE INDEX runs_by_root ON runs (root, status);
+    ALTER TABLE journal ADD COLUMN children TEXT;
+",
 ];
 
 const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
-     last_step_at, final_state, exit_code, output, finished_at, origin, holder";
+     last_step_at, final_state, exit_code, output, finished_at, origin, holder, parent";
 
 /// The key under which a stored snapshot lists the labels of its secret placeholders.
 const SNAPSHOT_SECRETS: &str = "secrets";
 
-const JOURNAL_COLUMNS: &str = "step, event_name, event_data, transitions, actions, recorded_at";
+const JOURNAL_COLUMNS: &str =
+    "step, event_name, event_data, transitions, actions, recorded_at, children";
 
 /// Runs, journal and snapshots in `<dir>/state.db`.
 pub struct SqliteStore {
@@ -275,6 +286,7 @@ impl SqliteStore {
             // An origin this build does not know reads as none: no front end claims the run.
             origin: raw.origin.as_deref().and_then(RunOrigin::parse),
             holder,
+            parent: raw.parent,
         })
     }
 
@@ -325,6 +337,10 @@ impl SqliteStore {
                     .decode(run, "journal transitions", &raw.transitions)?,
                 actions: self.context.decode(run, "journal actions", &raw.actions)?,
                 unix_milliseconds: raw.recorded_at as u64,
+                children: match &raw.children {
+                    Some(text) => self.context.decode(run, "journal children", text)?,
+                    None => Vec::new(),
+                },
             });
         }
         Ok(entries)
@@ -534,6 +550,10 @@ impl Context {
             },
             transitions: self.encode(run, "journal transitions", &entry.transitions)?,
             actions: self.encode(run, "journal actions", &entry.actions)?,
+            children: match entry.children.is_empty() {
+                true => None,
+                false => Some(self.encode(run, "journal children", &entry.children)?),
+            },
             snapshot: match snapshot {
                 Some(snapshot) => Some(self.encode_snapshot(run, snapshot)?),
                 None => None,
@@ -557,9 +577,10 @@ impl Context {
         &self,
         connection: &Connection,
         run: &str,
-        sequence: u64,
+        entry: &JournalEntry,
         encoded: &EncodedStep,
     ) -> Result<(), StoreError> {
+        let sequence = entry.sequence;
         let operation = format!("commit step {sequence} of run `{run}`");
         let failed = self.failed(&operation);
         let EncodedStep {
@@ -569,13 +590,14 @@ impl Context {
             event_data,
             transitions,
             actions,
+            children,
             snapshot,
             finish,
         } = encoded;
         // 1. The journal entry. A duplicate step or an unknown run violates a constraint.
         let inserted = connection.execute(
             "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
-             recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             recorded_at, children) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             rusqlite::params![
                 run,
                 step,
@@ -583,7 +605,8 @@ impl Context {
                 event_data,
                 transitions,
                 actions,
-                time
+                time,
+                children
             ],
         );
         match inserted {
@@ -624,6 +647,11 @@ impl Context {
         if changed == 0 {
             return Err(self.refusal(connection, run, Some(sequence), &operation, None));
         }
+        // 4. Its children's rows, and with its end, the end of the children it left.
+        self.apply_child_changes(connection, run, entry)?;
+        if finish.is_some() {
+            self.end_children(connection, run, entry.unix_milliseconds)?;
+        }
         Ok(())
     }
 
@@ -648,7 +676,7 @@ impl Context {
         if changed == 0 {
             return Err(self.refusal(connection, run, None, &operation, None));
         }
-        Ok(())
+        self.children_follow(connection, run, status, time)
     }
 
     /// Ends a run that has not finished.
@@ -672,7 +700,7 @@ impl Context {
         if changed == 0 {
             return Err(self.refusal(connection, run, None, &operation, None));
         }
-        Ok(())
+        self.end_children(connection, run, finish.unix_milliseconds)
     }
 
     /// Why a write to `run` changed nothing (or violated a constraint, `cause`): the run is
@@ -735,6 +763,7 @@ struct RawRun {
     finished_at: Option<i64>,
     origin: Option<String>,
     holder: Option<String>,
+    parent: Option<String>,
 }
 
 impl RawRun {
@@ -754,6 +783,7 @@ impl RawRun {
             finished_at: row.get(10)?,
             origin: row.get(11)?,
             holder: row.get(12)?,
+            parent: row.get(13)?,
         })
     }
 }
@@ -766,6 +796,8 @@ struct EncodedStep {
     event_data: Option<String>,
     transitions: String,
     actions: String,
+    /// The step's child changes, `None` when there are none.
+    children: Option<String>,
     snapshot: Option<String>,
     /// Final state, exit code, output, finish time.
     finish: Option<(Option<String>, i32, String, i64)>,
@@ -779,6 +811,7 @@ struct RawEntry {
     transitions: String,
     actions: String,
     recorded_at: i64,
+    children: Option<String>,
 }
 
 impl RawEntry {
@@ -791,6 +824,7 @@ impl RawEntry {
             transitions: row.get(3)?,
             actions: row.get(4)?,
             recorded_at: row.get(5)?,
+            children: row.get(6)?,
         })
     }
 }
@@ -820,7 +854,7 @@ impl Store for SqliteStore {
             .encode_step(run, entry, Some(snapshot), finish)?;
         self.write(
             &format!("commit step {} of run `{run}`", entry.sequence),
-            |context, connection| context.insert_step(connection, run, entry.sequence, &encoded),
+            |context, connection| context.insert_step(connection, run, entry, &encoded),
         )
     }
 
@@ -838,7 +872,8 @@ impl Store for SqliteStore {
                     .failed(&format!("read the snapshot of run `{run}`")),
             )?;
         let Some((step, text, taken_at)) = row else {
-            return Ok(None);
+            // A child's state is in the snapshot of the run that records it.
+            return self.child_snapshot(run);
         };
         let (snapshot, secrets) = self.context.decode_snapshot(run, &text)?;
         Ok(Some(StoredSnapshot {
@@ -860,9 +895,9 @@ impl Store for SqliteStore {
                 |row| {
                     Ok((
                         RawRun::read(row)?,
-                        row.get::<_, Option<String>>(13)?,
-                        row.get::<_, String>(14)?,
-                        row.get::<_, Option<String>>(15)?,
+                        row.get::<_, Option<String>>(14)?,
+                        row.get::<_, String>(15)?,
+                        row.get::<_, Option<String>>(16)?,
                     ))
                 },
             )
@@ -894,7 +929,7 @@ impl Store for SqliteStore {
         let mut runs = self.summaries(
             &format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE protocol_path = ?1 AND status <> 'finished' \
-                 ORDER BY started_at DESC, id DESC LIMIT 1"
+                 AND root IS NULL ORDER BY started_at DESC, id DESC LIMIT 1"
             ),
             &[protocol_path],
         )?;
@@ -971,7 +1006,7 @@ impl Store for SqliteStore {
         runs: &[String],
         holder: &Holder,
         holds: &mut dyn FnMut(&Holder) -> bool,
-    ) -> Result<Vec<Option<Holder>>, StoreError> {
+    ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
         // Plain JSON: a holder holds no secret, and a masked lock path would name no lock.
         let encoded = serde_json::to_string(holder)
             .map_err(|source| self.context.encode_failed("", "holder", source))?;
@@ -983,23 +1018,28 @@ impl Store for SqliteStore {
             |context, connection| {
                 let failed = context.failed("claim runs");
                 let mut read = connection
-                    .prepare("SELECT holder FROM runs WHERE id = ?1")
+                    .prepare("SELECT holder, parent FROM runs WHERE id = ?1")
                     .map_err(&failed)?;
                 let mut record = connection
                     .prepare("UPDATE runs SET holder = ?1 WHERE id = ?2")
                     .map_err(&failed)?;
                 for run in runs {
-                    let recorded: Option<Option<String>> = read
-                        .query_row([run], |row| row.get(0))
+                    let recorded: Option<(Option<String>, Option<String>)> = read
+                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?)))
                         .optional()
                         .map_err(&failed)?;
-                    let other = match recorded.flatten() {
+                    let (other, parent) = recorded.unwrap_or_default();
+                    if let Some(parent) = parent {
+                        others.push(Some(Unclaimed::Child { parent }));
+                        continue;
+                    }
+                    let other = match other {
                         Some(text) => Some(context.decode::<Holder>(run, "holder", &text)?),
                         None => None,
                     };
                     match other {
                         Some(other) if other != *holder && holds(&other) => {
-                            others.push(Some(other));
+                            others.push(Some(Unclaimed::Held(other)));
                         }
                         _ => {
                             record.execute([&encoded, run]).map_err(&failed)?;
@@ -1069,7 +1109,7 @@ impl Store for SqliteStore {
                         Write::CreateRun(run) => context.insert_run(connection, run)?,
                         Write::Step { run, entry, .. } => {
                             let step = steps.next().expect("one encoding per step");
-                            context.insert_step(connection, run, entry.sequence, step)?;
+                            context.insert_step(connection, run, entry, step)?;
                         }
                         Write::MarkStopped {
                             run,
@@ -1150,6 +1190,7 @@ mod tests {
             transitions: vec!["/states/a/on/tick/0".to_string()],
             actions: serde_json::json!([]),
             unix_milliseconds: sequence.saturating_add(1_000),
+            children: Vec::new(),
         }
     }
 

@@ -1,0 +1,186 @@
+//! Child protocols' rows: written from their parent's steps (started, stepped, ended), stopped and resumed with it, and read through the snapshot of the run that records them.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::{Context, SqliteStore};
+use crate::base::durable::ChildChange;
+use crate::store::{JournalEntry, RunStatus, Store, StoreError, StoredSnapshot};
+
+impl Context {
+    /// Applies a step's child changes to the children's rows (`<run>/<path>`), `run` being the
+    /// run that records them.
+    pub(super) fn apply_child_changes(
+        &self,
+        connection: &Connection,
+        run: &str,
+        entry: &JournalEntry,
+    ) -> Result<(), StoreError> {
+        if entry.children.is_empty() {
+            return Ok(());
+        }
+        let time = self.integer("a step time", entry.unix_milliseconds)?;
+        let failed = self.failed(&format!(
+            "record the children of run `{run}` at step {}",
+            entry.sequence
+        ));
+        for change in &entry.children {
+            let id = format!("{run}/{}", change.path());
+            match change {
+                ChildChange::Started {
+                    path,
+                    protocol_path,
+                    protocol_hash,
+                    inputs,
+                } => {
+                    let parent = match path.rsplit_once('/') {
+                        Some((above, _)) => format!("{run}/{above}"),
+                        None => run.to_string(),
+                    };
+                    let inputs = self.encode(&id, "inputs", inputs)?;
+                    // The same invoke started again: its row tells of the latest start. A row of
+                    // that id that is not this run's child is never taken over.
+                    let written = connection
+                        .execute(
+                            "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, \
+                             started_at, updated_at, origin, parent, root) VALUES (?1, ?2, ?3, \
+                             ?4, 'running', ?5, ?5, 'child', ?6, ?7) ON CONFLICT (id) DO UPDATE \
+                             SET protocol_path = excluded.protocol_path, protocol_hash = \
+                             excluded.protocol_hash, inputs = excluded.inputs, status = \
+                             'running', started_at = excluded.started_at, updated_at = \
+                             excluded.updated_at, last_step = NULL, last_step_at = NULL, \
+                             final_state = NULL, exit_code = NULL, output = NULL, finished_at = \
+                             NULL WHERE runs.origin = 'child' AND runs.root = excluded.root",
+                            rusqlite::params![
+                                id,
+                                protocol_path,
+                                protocol_hash,
+                                inputs,
+                                time,
+                                parent,
+                                run
+                            ],
+                        )
+                        .map_err(&failed)?;
+                    if written == 0 {
+                        return Err(StoreError::RunExists {
+                            database: self.location(),
+                            run: id,
+                        });
+                    }
+                }
+                ChildChange::Stepped { sequence, .. } => {
+                    let sequence = self.integer("a step number", *sequence)?;
+                    connection
+                        .execute(
+                            "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = \
+                             ?2, updated_at = ?2 WHERE id = ?3 AND root = ?4 AND status <> \
+                             'finished'",
+                            rusqlite::params![sequence, time, id, run],
+                        )
+                        .map_err(&failed)?;
+                }
+                ChildChange::Ended {
+                    final_state,
+                    exit_code,
+                    output,
+                    ..
+                } => {
+                    let output = self.encode(&id, "output", output)?;
+                    connection
+                        .execute(
+                            "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = \
+                             ?2, output = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?5 \
+                             AND root = ?6 AND status <> 'finished'",
+                            rusqlite::params![final_state, exit_code, output, time, id, run],
+                        )
+                        .map_err(&failed)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The run that records children ended: the children it left running ended with it.
+    pub(super) fn end_children(
+        &self,
+        connection: &Connection,
+        run: &str,
+        unix_milliseconds: u64,
+    ) -> Result<(), StoreError> {
+        let time = self.integer("a finish time", unix_milliseconds)?;
+        connection
+            .execute(
+                "UPDATE runs SET status = 'finished', exit_code = ?1, output = 'null', \
+                 finished_at = ?2, updated_at = ?2 WHERE root = ?3 AND status <> 'finished'",
+                rusqlite::params![ChildChange::CANCELLED_EXIT_CODE, time, run],
+            )
+            .map_err(self.failed(&format!("end the children of run `{run}`")))?;
+        Ok(())
+    }
+
+    /// The run that records children stopped or was resumed: its live children did too.
+    pub(super) fn children_follow(
+        &self,
+        connection: &Connection,
+        run: &str,
+        status: RunStatus,
+        time: i64,
+    ) -> Result<(), StoreError> {
+        let from = match status {
+            RunStatus::Stopped => RunStatus::Running,
+            RunStatus::Running => RunStatus::Stopped,
+            RunStatus::Finished => return Ok(()),
+        };
+        connection
+            .execute(
+                "UPDATE runs SET status = ?1, updated_at = ?2 WHERE root = ?3 AND status = ?4",
+                rusqlite::params![status.as_str(), time, run, from.as_str()],
+            )
+            .map_err(self.failed(&format!(
+                "mark the children of run `{run}` {}",
+                status.as_str()
+            )))?;
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// A child's state as the latest snapshot of the run that records it holds it; `None` when
+    /// `run` is no child, or the child is no longer in that snapshot (it ended).
+    pub(super) fn child_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
+        let root: Option<Option<String>> = self
+            .connection
+            .query_row("SELECT root FROM runs WHERE id = ?1", [run], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(self.context.failed(&format!("read run `{run}`")))?;
+        let Some(root) = root.flatten() else {
+            return Ok(None);
+        };
+        let Some(path) = run
+            .strip_prefix(root.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+        else {
+            return Ok(None);
+        };
+        let Some(recording) = self.latest_snapshot(&root)? else {
+            return Ok(None);
+        };
+        let mut children = recording.snapshot.children;
+        let mut found = None;
+        for id in path.split('/') {
+            let Some(child) = children.into_iter().find(|child| child.id == id) else {
+                return Ok(None);
+            };
+            children = child.snapshot.children.clone();
+            found = Some(child);
+        }
+        Ok(found.map(|child| StoredSnapshot {
+            sequence: child.sequence,
+            unix_milliseconds: child.committed_unix_milliseconds,
+            snapshot: *child.snapshot,
+            secrets: recording.secrets,
+        }))
+    }
+}
