@@ -6,6 +6,7 @@ mod bisect;
 mod blocks_alone;
 mod budgets;
 mod capabilities;
+mod child_runs;
 mod children;
 mod claims;
 mod cli;

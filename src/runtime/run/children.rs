@@ -152,7 +152,13 @@ impl DriverHost<'_> {
             }
             self.child_changed(ChildChange::Started {
                 path: request.id.to_string(),
-                protocol_path: request.machine.source_path.clone(),
+                // As runs record theirs, so its row names the file from any directory.
+                protocol_path: std::path::Path::new(&request.machine.source_path)
+                    .canonicalize()
+                    .map_or_else(
+                        |_| request.machine.source_path.clone(),
+                        |path| path.display().to_string(),
+                    ),
                 protocol_hash: crate::store::read_files::recorded_hash(&request.machine),
                 inputs: request.machine.recorded_inputs(&request.inputs),
             });
@@ -239,7 +245,11 @@ impl DriverHost<'_> {
                 Err(error) => Err(error),
             };
             let (event, ended) = invoke_outcome(&machine, &request, result);
-            parent.send(EffectMessage::InvokeOutcome(request.id.clone(), event, ended));
+            parent.send(EffectMessage::InvokeOutcome(
+                request.id.clone(),
+                event,
+                ended,
+            ));
         });
         if self.state.running.start_child(id.clone(), handle, queue) {
             // The same invoke started again before its state exited: the old child is gone.

@@ -13,7 +13,7 @@
 //!   one that died.
 //! - Stopping or finishing a run releases its holder (the store clears it).
 //! - A child runs inside its parent's session: it is held with its parent, by its parent's
-//!   holder, and keeps only rows of its own.
+//!   holder; its own row (`<run>/<invoke id>`) is never claimed.
 //!
 //! A database lease with an expiry is the same rule with one more field on the holder.
 

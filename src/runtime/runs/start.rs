@@ -167,8 +167,17 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
             exit_code::NO_INPUT_FILE,
         )
     };
-    if place.store.run(run_id).map_err(store_refusal)?.is_none() {
-        return Err(missing());
+    match place.store.run(run_id).map_err(store_refusal)? {
+        None => return Err(missing()),
+        // Refused before its lock is taken: a child's run has no lock of its own.
+        Some(record) if record.summary.parent.is_some() => {
+            let error = super::claims::ClaimError::Child {
+                run: run_id.to_string(),
+                parent: record.summary.parent.unwrap_or_default(),
+            };
+            return Err(Refusal::error(&error, error.exit_code()));
+        }
+        Some(_) => {}
     }
     let lock = claim(place.store, place.state_path, run_id, "resume")?;
     // Read again under the lock: a process that held it may have finished the run meanwhile.

@@ -94,6 +94,16 @@ impl Context {
                             rusqlite::params![final_state, exit_code, output, time, id, run],
                         )
                         .map_err(&failed)?;
+                    // Its own children ended with it (a cancelled child's never said so).
+                    let below = format!("{id}/");
+                    connection
+                        .execute(
+                            "UPDATE runs SET status = 'finished', exit_code = ?1, output = \
+                             'null', finished_at = ?2, updated_at = ?2 WHERE root = ?3 AND \
+                             substr(id, 1, length(?4)) = ?4 AND status <> 'finished'",
+                            rusqlite::params![ChildChange::CANCELLED_EXIT_CODE, time, run, below],
+                        )
+                        .map_err(&failed)?;
                 }
             }
         }

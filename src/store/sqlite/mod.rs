@@ -1134,6 +1134,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ChildChange;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A directory of its own under the system's temporary directory, removed afterwards.
@@ -1366,5 +1367,112 @@ mod tests {
             message.contains("state.db") && message.contains("snapshot of run `r` is damaged"),
             "{message}"
         );
+    }
+
+    /// A step's child changes: `r/kid` and `r/kid/grand` started, stepped and ended, each in
+    /// the transaction of the step that made it.
+    #[test]
+    fn children_keep_rows_of_their_own_written_with_their_parents_steps() {
+        let scratch = Scratch::new("children");
+        let mut store = SqliteStore::open(&scratch.0).unwrap();
+        store.create_run(&new_run("r")).unwrap();
+        let started = |path: &str| ChildChange::Started {
+            path: path.to_string(),
+            protocol_path: format!("/protocols/{path}.yaml"),
+            protocol_hash: "h".to_string(),
+            inputs: serde_json::json!({}),
+        };
+        let mut step = entry(0);
+        step.children = vec![started("kid"), started("kid/grand")];
+        store.commit_step("r", &step, &snapshot(0), None).unwrap();
+        let run = |store: &SqliteStore, id: &str| store.run(id).unwrap().unwrap().summary;
+        let kid = run(&store, "r/kid");
+        assert_eq!(kid.parent.as_deref(), Some("r"));
+        assert_eq!(kid.origin, Some(RunOrigin::Child));
+        assert_eq!(kid.status, RunStatus::Running);
+        assert_eq!(kid.started_unix_milliseconds, 1_000);
+        assert_eq!(run(&store, "r/kid/grand").parent.as_deref(), Some("r/kid"));
+        // A child is held with its parent: never claimed on its own.
+        let holder = Holder {
+            process: "resume".to_string(),
+            pid: 1,
+            lock: "/nowhere".to_string(),
+        };
+        let claimed = store
+            .claim_runs(&["r/kid".to_string()], &holder, &mut |_| true)
+            .unwrap();
+        assert_eq!(
+            claimed,
+            [Some(Unclaimed::Child {
+                parent: "r".to_string()
+            })]
+        );
+        // Stopping the parent stops its children; resuming it resumes them.
+        store.mark_stopped("r", 1_500).unwrap();
+        assert_eq!(run(&store, "r/kid/grand").status, RunStatus::Stopped);
+        store.mark_running("r", 1_600).unwrap();
+        assert_eq!(run(&store, "r/kid/grand").status, RunStatus::Running);
+        let mut step = entry(1);
+        step.children = vec![
+            ChildChange::Stepped {
+                path: "kid/grand".to_string(),
+                sequence: 1,
+            },
+            ChildChange::Ended {
+                path: "kid/grand".to_string(),
+                final_state: Some("done".to_string()),
+                exit_code: 0,
+                output: serde_json::json!({"said": "went"}),
+            },
+        ];
+        store.commit_step("r", &step, &snapshot(1), None).unwrap();
+        let grand = run(&store, "r/kid/grand");
+        assert_eq!(grand.last_sequence, Some(1));
+        let finish = grand.finish.unwrap();
+        assert_eq!(finish.final_state.as_deref(), Some("done"));
+        assert_eq!(finish.output, serde_json::json!({"said": "went"}));
+        // The journal keeps what the step did to them.
+        assert_eq!(store.journal("r").unwrap()[1].children, step.children);
+        // The parent's end ends the children it left, as cancelled.
+        let finish = Finish {
+            final_state: Some("a".to_string()),
+            exit_code: 0,
+            output: serde_json::Value::Null,
+            unix_milliseconds: 2_000,
+        };
+        store
+            .commit_step("r", &entry(2), &snapshot(2), Some(&finish))
+            .unwrap();
+        let kid = run(&store, "r/kid").finish.unwrap();
+        assert_eq!(kid.exit_code, ChildChange::CANCELLED_EXIT_CODE);
+        assert_eq!(kid.final_state, None);
+    }
+
+    /// A row of a child's name that is not the run's child is never taken over: the step that
+    /// would is refused whole.
+    #[test]
+    fn a_child_row_never_takes_over_another_run() {
+        let scratch = Scratch::new("children-clash");
+        let mut store = SqliteStore::open(&scratch.0).unwrap();
+        store.create_run(&new_run("r")).unwrap();
+        store.create_run(&new_run("r/kid")).unwrap();
+        let mut step = entry(0);
+        step.children = vec![ChildChange::Started {
+            path: "kid".to_string(),
+            protocol_path: "/protocols/kid.yaml".to_string(),
+            protocol_hash: "h".to_string(),
+            inputs: serde_json::json!({}),
+        }];
+        let error = store
+            .commit_step("r", &step, &snapshot(0), None)
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("a run `r/kid` already exists"),
+            "{error}"
+        );
+        assert_eq!(count(&store, "journal"), 0);
+        let other = store.run("r/kid").unwrap().unwrap().summary;
+        assert_eq!(other.origin, Some(RunOrigin::Run));
+        assert_eq!(other.protocol_path, "/protocols/p.yaml");
     }
 }
