@@ -523,3 +523,84 @@ fn a_task_not_live_here_says_why_and_whether_it_can_resume() {
         "{message}"
     );
 }
+
+/// Takes `answer` only when it says `yes`: any other answer is admitted and discarded.
+const PICKY: &str = "\
+id: picky
+states:
+  waiting:
+    on:
+      answer: { target: done, guard: \"event.data == 'yes'\" }
+  done: { type: final }
+";
+
+#[test]
+fn an_answer_no_transition_takes_is_told_discarded_by_its_task_and_by_elicitation() {
+    let directory = crate::support::temporary_directory("mcp-answers", "picky");
+    std::fs::write(directory.join("picky.yaml"), PICKY).unwrap();
+
+    // `tasks/update`'s result carries nothing: the task's next status says it.
+    let mut server = RawMcp::start(&directory, &["picky.yaml"], tasks_capabilities());
+    let created = server.request(
+        1,
+        "tools/call",
+        json!({"name": "picky", "arguments": {}, "_meta": task_meta()}),
+    );
+    let task = created["result"]["taskId"].as_str().unwrap().to_string();
+    let waiting = poll(&mut server, 2, &task, |task| {
+        task["status"] == "input_required"
+    });
+    let asked = keys(&waiting);
+    let updated = update(
+        &mut server,
+        200,
+        &task,
+        json!({(&asked[0]): accept(&json!("no"))}),
+    );
+    assert_eq!(
+        updated["result"],
+        json!({"resultType": "complete"}),
+        "{updated}"
+    );
+    let told = poll(&mut server, 300, &task, |task| {
+        task["statusMessage"]
+            .as_str()
+            .is_some_and(|message| message.contains("discarded"))
+    });
+    assert_eq!(told["status"], json!("input_required"), "{told}");
+    let message = told["statusMessage"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "the run waits for one of the events in inputRequests; the last event sent, \
+             `answer`, was discarded: "
+        ),
+        "{message}"
+    );
+    server.finish();
+
+    // An elicited answer: the call's report says what became of it.
+    let mut server = RawMcp::start(&directory, &["picky.yaml"], json!({"elicitation": {}}));
+    server.send(1, "tools/call", json!({"name": "picky", "arguments": {}}));
+    let asked = server.server_request();
+    server.answer(&asked, accept(&json!("no")));
+    // Still waiting, the run is asked for again; declined, the call answers the report.
+    let again = server.server_request();
+    assert_eq!(again["method"], json!("elicitation/create"), "{again}");
+    server.answer(&again, json!({"action": "decline"}));
+    let called = server.response(1)["result"].clone();
+    let report = &called["structuredContent"];
+    assert_eq!(report["status"], json!("running"), "{called}");
+    assert_eq!(report["last_event"]["event"], json!("answer"), "{called}");
+    assert_eq!(
+        report["last_event"]["outcome"],
+        json!("discarded"),
+        "{called}"
+    );
+    assert!(
+        report["last_event"]["reason"]
+            .as_str()
+            .is_some_and(|reason| !reason.is_empty()),
+        "{called}"
+    );
+    server.finish();
+}

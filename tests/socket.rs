@@ -452,3 +452,23 @@ fn a_client_that_only_stops_sending_still_gets_its_output() {
     let answer = client.read_until("\"finished\"");
     assert!(answer.contains("\"state\":\"b\""), "{answer}");
 }
+
+#[test]
+fn a_socket_client_is_told_its_event_was_discarded() {
+    let directory = temporary_directory("socket", "discarded");
+    let _host = Host::listening(&directory, &[], "s.sock", &["--store", "memory"]);
+    let mut client = Client::connect(&directory.join("s.sock"));
+    client.send("{\"instance\": \"t1\"}");
+    client.send("{\"instance\": \"t1\", \"event\": \"nothing\"}");
+    let told: serde_json::Value = serde_json::from_str(&client.read_until("\"outcome\"")).unwrap();
+    assert_eq!(told["instance"], "t1", "{told}");
+    assert_eq!(told["event"], "nothing", "{told}");
+    assert_eq!(told["outcome"], "discarded", "{told}");
+    assert!(
+        told["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("no transition of the active states")),
+        "{told}"
+    );
+    assert_eq!(told["configuration"], serde_json::json!(["a"]), "{told}");
+}

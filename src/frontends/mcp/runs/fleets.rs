@@ -77,6 +77,7 @@ impl Host {
                         )
                         .into();
                     }
+                    outcome_view.borrow_mut().last_event = Some(told.clone());
                     waiting.outcome = Some(told);
                 }
             })

@@ -30,6 +30,10 @@ pub struct RunView {
     pub pending: crate::runtime::runs::fleet::Pending,
     /// The input request it makes, as last keyed (see `request_keys`).
     pub asked: Option<crate::frontends::mcp::waiting::request_keys::Asked>,
+    /// What became of the latest event a client sent (`{event, outcome, reason}`), in every
+    /// report until another is sent: the outcome of an answer given by `tasks/update`, whose
+    /// result carries nothing, is read there.
+    pub last_event: Option<Value>,
 }
 
 impl RunView {
@@ -115,6 +119,9 @@ pub fn report(machine: &Machine, run: &str, view: &RunView) -> Value {
     }
     if view.dropped_directives > 0 {
         report["dropped_directives"] = view.dropped_directives.into();
+    }
+    if let Some(last) = &view.last_event {
+        report["last_event"] = last.clone();
     }
     report
 }

@@ -136,6 +136,17 @@ fn payload(view: &Value) -> (TaskPayload, Option<String>) {
         }
         return failed(report, finish);
     }
+    // An answer `tasks/update` delivered that no transition took is said here: its result
+    // carries nothing.
+    let last = &report["last_event"];
+    let untaken = match last["outcome"].as_str() {
+        Some(outcome @ ("discarded" | "refused")) => format!(
+            "; the last event sent, `{}`, was {outcome}: {}",
+            last["event"].as_str().unwrap_or_default(),
+            last["reason"].as_str().unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
     let message = match report["waiting"].as_str() {
         Some("input") => {
             let requests = input_requests(report, view["asked_since"].as_u64().unwrap_or(0));
@@ -144,7 +155,9 @@ fn payload(view: &Value) -> (TaskPayload, Option<String>) {
                     TaskPayload::InputRequired {
                         input_requests: requests,
                     },
-                    Some("the run waits for one of the events in inputRequests".into()),
+                    Some(format!(
+                        "the run waits for one of the events in inputRequests{untaken}"
+                    )),
                 );
             }
             "the run waits for an event it does not list (send_event sends one)"
@@ -158,7 +171,7 @@ fn payload(view: &Value) -> (TaskPayload, Option<String>) {
             return (TaskPayload::Working, Some(why.into()));
         }
     };
-    (TaskPayload::Working, Some(message.into()))
+    (TaskPayload::Working, Some(format!("{message}{untaken}")))
 }
 
 /// A run that ended in failure: a JSON-RPC error whose data is its final state, exit code and
