@@ -75,6 +75,13 @@ pub fn discarded_reason(machine: &Machine, event: &str, states: &[&str]) -> Stri
         return format!("the run has ended; `{event}` came too late");
     }
     let takeable = event_names_now(machine, states.iter().copied());
+    if takeable.contains(&event) {
+        return format!(
+            "the active states ({}) take `{event}` only where a guard holds, and none held; none \
+             of them defers it (SCXML discards such an event)",
+            states.join(", ")
+        );
+    }
     let takes = if takeable.is_empty() {
         "they take no external event now".to_string()
     } else {
