@@ -155,7 +155,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             let mut stdout = std::io::stdout().lock();
             let _ = stdout.write_all(bytes);
             let _ = stdout.flush();
-            output_clients.broadcast(&String::from_utf8_lossy(bytes));
+            output_clients.broadcast(bytes);
         })
         .with_problem_replies(move |origin, message| {
             let reply = serde_json::json!({

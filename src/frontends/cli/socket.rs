@@ -44,12 +44,13 @@ impl Clients {
         }
     }
 
-    /// Queues `text` for every client.
-    pub fn broadcast(&self, text: &str) {
+    /// Queues `bytes` (output lines) for every client; decoded only when one is connected, so
+    /// a host without clients pays nothing per line.
+    pub fn broadcast(&self, bytes: &[u8]) {
         if self.connected.borrow().is_empty() {
             return;
         }
-        let text: Rc<str> = Rc::from(text);
+        let text: Rc<str> = Rc::from(String::from_utf8_lossy(bytes));
         self.connected
             .borrow_mut()
             .retain(|client| self.queue(client, &text));

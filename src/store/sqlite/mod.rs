@@ -79,7 +79,7 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN parent TEXT;
     ALTER TABLE runs ADD COLUMN root TEXT;
-    CREATE INDEX runs_by_root ON runs (root, status);
+    CREATE INDEX runs_by_root ON runs (root);
     ALTER TABLE journal ADD COLUMN children TEXT;
 ",
 ];
