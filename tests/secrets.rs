@@ -497,3 +497,76 @@ states:
     case.assert_views_hidden(&STORE_VIEWS);
     case.assert_views_hidden(&TELEMETRY_VIEWS);
 }
+
+/// Prints `PADDING` bytes of `x` lines, then the secret input: the output cap (1 MiB) cuts the
+/// secret after its 14th character. The output goes into the context and the finished line.
+const CUT_BY_THE_CAP: &str = r#"
+id: cut-by-the-cap
+inputs:
+  token: { type: string, required: true, secret: true }
+context: { seen: "" }
+states:
+  printing:
+    entry:
+      - exec: [sh, -c, 'yes x | head -c PADDING; printf %s "$1"', sh, "${token}"]
+        id: print
+    on:
+      done.exec.print:
+        target: done
+        actions: [{ assign: { seen: "event.data.stdout.substring(1048000)" } }]
+  done: { type: final, output: { tail: "${seen}" } }
+"#;
+
+#[test]
+fn a_secret_cut_by_the_output_cap_leaves_no_part_of_it() {
+    let directory = crate::support::temporary_directory("secrets", "cut-by-the-cap");
+    // 15 characters, no four of them in a row in the padding (`x\n`).
+    let token = "Zq7Kw9Mv2Lp5Xr8";
+    let padding = 1_048_576 - 14;
+    std::fs::write(
+        directory.join("cut.yaml"),
+        CUT_BY_THE_CAP.replace("PADDING", &padding.to_string()),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["cut.yaml", "--state-dir", "state", "-i"])
+        .arg(format!("token={token}"))
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    // Not vacuous: the cut output reached the run (its last bytes are padding).
+    assert!(stdout.contains(r#""tail":"#), "{stdout}");
+    let parts: Vec<&str> = (0..=token.len() - 4)
+        .map(|start| &token[start..start + 4])
+        .collect();
+    let mut texts = vec![("stdout".to_string(), stdout.to_string())];
+    texts.push(("stderr".to_string(), stderr.to_string()));
+    let mut files = vec![directory.join("state")];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(
+                std::fs::read_dir(&path)
+                    .unwrap()
+                    .map(|entry| entry.unwrap().path()),
+            );
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            texts.push((
+                path.display().to_string(),
+                String::from_utf8_lossy(&bytes).into(),
+            ));
+        }
+    }
+    assert!(
+        texts.len() > 3,
+        "no files under the state directory: {texts:?}"
+    );
+    for (place, text) in &texts {
+        for part in &parts {
+            assert!(!text.contains(part), "`{part}` of the secret is in {place}");
+        }
+    }
+}

@@ -196,6 +196,30 @@ pub fn mask(text: &str) -> Cow<'_, str> {
     mask_with(&registry, text, false)
 }
 
+/// How many bytes at the end of `kept`, a window of output cut there, begin a spelling of a
+/// known secret, at least `MIN_SECRET_CHARACTERS` bytes of it: the caller cuts them too, so no
+/// part of a secret long enough to tell leaves with the window (masking only knows whole
+/// spellings). 0 when none does.
+pub fn secret_begun_at_end(kept: &[u8]) -> usize {
+    if !active() {
+        return 0;
+    }
+    let registry = registry().read().unwrap_or_else(PoisonError::into_inner);
+    registry
+        .variants
+        .iter()
+        .filter_map(|variant| {
+            let spelling = variant.text.as_bytes();
+            // A whole spelling at the end is masked as usual; a longer part is no prefix.
+            let longest = spelling.len().saturating_sub(1).min(kept.len());
+            (MIN_SECRET_CHARACTERS..=longest)
+                .rev()
+                .find(|&length| kept.ends_with(&spelling[..length]))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// `text` masked; `for_store` names in each placeholder the escapings its value went through
 /// (`***token~json***`), so that a resume puts back exactly the text that was there.
 fn mask_with<'t>(registry: &Registry, text: &'t str, for_store: bool) -> Cow<'t, str> {
@@ -416,6 +440,21 @@ mod tests {
     use super::*;
 
     // The registry is process-wide: each test uses values no other test registers.
+
+    #[test]
+    fn a_window_cut_inside_a_secret_gives_back_its_first_characters() {
+        register_input("unit_cut_token", Some("Zq7-cut-S3cr3t!"));
+        assert_eq!(secret_begun_at_end(b"padding Zq7-cut-S3cr3t"), 14);
+        assert_eq!(secret_begun_at_end(b"padding Zq7-"), 4);
+        // Fewer than `MIN_SECRET_CHARACTERS` tell nothing, and the whole value is masked as usual.
+        assert_eq!(secret_begun_at_end(b"padding Zq7"), 0);
+        assert_eq!(secret_begun_at_end(b"padding Zq7-cut-S3cr3t!"), 0);
+        assert_eq!(secret_begun_at_end(b"Zq7-cut"), 7);
+        assert_eq!(secret_begun_at_end(b""), 0);
+        // Its JSON spelling too (`!` needs no escape; a quote would): a cut inside `\"` counts.
+        register_input("unit_cut_quoted", Some("Qv\"cut-quoted"));
+        assert_eq!(secret_begun_at_end(b"x Qv\\\"cut"), 7);
+    }
 
     #[test]
     fn masks_every_occurrence_longest_value_first() {

@@ -369,6 +369,10 @@ async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, limit: usize) -> (Str
             }
         }
     }
+    if truncated {
+        // A secret cut by the limit would leave its first characters, which masking cannot tell.
+        kept.truncate(kept.len() - crate::base::secrets::secret_begun_at_end(&kept));
+    }
     (String::from_utf8_lossy(&kept).into_owned(), truncated)
 }
 

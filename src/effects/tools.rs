@@ -302,6 +302,10 @@ fn read_file(path: &Path, output_limit: usize) -> io::Result<ToolReport> {
     file.take(wanted).read_to_end(&mut content)?;
     let truncated = content.len() > output_limit;
     content.truncate(output_limit);
+    if truncated {
+        // A secret cut by the limit would leave its first characters, which masking cannot tell.
+        content.truncate(content.len() - crate::base::secrets::secret_begun_at_end(&content));
+    }
     Ok(ToolReport::success(
         lossy_text(&content, truncated),
         truncated,
@@ -511,7 +515,13 @@ impl Search<'_> {
             return true;
         }
         // The part that fits is still worth showing: one huge line should not hide its match.
-        let end = (0..=room)
+        let mut end = (0..=room)
+            .rev()
+            .find(|&index| line.is_char_boundary(index))
+            .unwrap_or(0);
+        // Less any first characters of a secret the cut left, which masking cannot tell.
+        end -= crate::base::secrets::secret_begun_at_end(line[..end].as_bytes());
+        end = (0..=end)
             .rev()
             .find(|&index| line.is_char_boundary(index))
             .unwrap_or(0);
