@@ -520,7 +520,7 @@ impl Search<'_> {
             .find(|&index| line.is_char_boundary(index))
             .unwrap_or(0);
         // Less any first characters of a secret the cut left, which masking cannot tell.
-        end -= crate::base::secrets::secret_begun_at_end(line[..end].as_bytes());
+        end -= crate::base::secrets::secret_begun_at_end(&line.as_bytes()[..end]);
         end = (0..=end)
             .rev()
             .find(|&index| line.is_char_boundary(index))
