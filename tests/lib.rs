@@ -16,6 +16,7 @@ mod defaults;
 mod diagnostics;
 mod durability;
 mod effects;
+mod engine_death;
 mod event_accounting;
 mod event_outcomes;
 mod examples;

@@ -282,6 +282,26 @@ fn naps() -> Vec<String> {
         .collect()
 }
 
+/// Kills the effect watchdog of the engine `pid` (`protocol-run __effect-watchdog PID-...`).
+fn kill_watchdog_of(pid: u32) {
+    let wanted = format!("__effect-watchdog\0{pid}-");
+    let watchdogs: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(&wanted))
+        })
+        .filter_map(|entry| entry.file_name().to_string_lossy().parse().ok())
+        .collect();
+    assert_eq!(watchdogs.len(), 1, "the server's watchdog: {watchdogs:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watchdogs[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}
+
 /// Polls `naps` for up to 5 s until `done` holds of them.
 fn naps_until(done: impl Fn(&[String]) -> bool) -> Vec<String> {
     for _ in 0..100 {
@@ -301,8 +321,10 @@ fn cancelling_a_run_a_killed_server_left_stops_the_processes_it_left_running() {
     let mut first = RawMcp::start(&directory, &["napper.yaml"], json!({}));
     let run = reported_run(&first.call(1, "napper", json!({})));
     assert_eq!(naps_until(|found| !found.is_empty()).len(), 1);
+    // Its watchdog killed first (as a machine's crash would take both), the server is gone and
+    // its effect's process is not.
+    kill_watchdog_of(first.pid());
     first.kill();
-    // The server is gone; its effect's process is not.
     assert_eq!(naps().len(), 1, "the sleep outlived its server");
 
     let mut server = RawMcp::start(&directory, &["--no-resume", "napper.yaml"], json!({}));

@@ -11,6 +11,7 @@ pub mod process;
 pub mod retry;
 pub mod sandbox;
 pub mod tools;
+pub mod watchdog;
 
 use std::sync::Arc;
 

@@ -48,13 +48,18 @@ pub const EFFECT_TAG_VARIABLE: &str = "PROTOCOL_RUN_EFFECT";
 /// A tag no other effect of any engine process on this machine has: this process's id, when
 /// it started, and a count.
 pub fn new_tag() -> String {
-    use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
-    static STARTED: OnceLock<u64> = OnceLock::new();
     static COUNT: AtomicU64 = AtomicU64::new(0);
-    let started = STARTED.get_or_init(crate::base::clock::unix_milliseconds_now);
     let count = COUNT.fetch_add(1, Ordering::Relaxed);
-    format!("{}-{started}-{count}", std::process::id())
+    format!("{}{count}", tag_prefix())
+}
+
+/// What every tag of this engine process starts with: its id and when it started.
+pub fn tag_prefix() -> String {
+    use std::sync::OnceLock;
+    static STARTED: OnceLock<u64> = OnceLock::new();
+    let started = STARTED.get_or_init(crate::base::clock::unix_milliseconds_now);
+    format!("{}-{started}-", std::process::id())
 }
 
 /// Sends `signal` to every process whose environment carries `tag` (an effect's processes and
@@ -62,6 +67,19 @@ pub fn new_tag() -> String {
 /// fork); returns how many were found. Reads `/proc`; elsewhere it finds none.
 pub fn stop_tagged(tag: &str, signal: Signal) -> usize {
     let marker = format!("{EFFECT_TAG_VARIABLE}={tag}");
+    stop_marked(signal, |variable| variable == marker.as_bytes())
+}
+
+/// `stop_tagged` for every tag that starts with `prefix` (`tag_prefix`: every effect of one
+/// engine process).
+pub fn stop_tagged_with_prefix(prefix: &str, signal: Signal) -> usize {
+    let marker = format!("{EFFECT_TAG_VARIABLE}={prefix}");
+    stop_marked(signal, |variable| variable.starts_with(marker.as_bytes()))
+}
+
+/// Sends `signal` to every process one of whose environment variables (`NAME=VALUE`) is
+/// `marked`; returns how many were found.
+fn stop_marked(signal: Signal, marked: impl Fn(&[u8]) -> bool) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -78,10 +96,7 @@ pub fn stop_tagged(tag: &str, signal: Signal) -> usize {
         let Ok(environment) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        if environment
-            .split(|byte| *byte == 0)
-            .any(|variable| variable == marker.as_bytes())
-        {
+        if environment.split(|byte| *byte == 0).any(&marked) {
             found += 1;
             let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
         }
@@ -177,9 +192,20 @@ impl GroupGuard {
     }
 }
 
+impl GroupGuard {
+    /// Kills whatever is left of the effect, and stops watching it: the watchdog need not.
+    fn release(&mut self) {
+        self.signal(Signal::SIGKILL);
+        if let Some(group) = self.group.take() {
+            crate::effects::watchdog::forget(group);
+        }
+        self.tag = None;
+    }
+}
+
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.signal(Signal::SIGKILL);
+        self.release();
     }
 }
 
@@ -266,6 +292,7 @@ pub async fn run_process(
             command.pre_exec(move || confinement.enforce());
         }
     }
+    crate::effects::watchdog::ready();
     let started = Instant::now();
     let mut child = command.spawn().map_err(|error| ProcessError::Spawn {
         program: program.clone(),
@@ -278,6 +305,10 @@ pub async fn run_process(
             .map(Pid::from_raw),
         tag: request.tag.clone(),
     };
+    // Should this engine be killed, its watchdog stops the group (and the tagged processes).
+    if let Some(group) = guard.group {
+        crate::effects::watchdog::watch(group);
+    }
     if let (Some(input), Some(mut stdin)) = (&request.stdin, child.stdin.take()) {
         let input = input.clone().into_bytes();
         tokio::spawn(async move {
@@ -293,9 +324,7 @@ pub async fn run_process(
     let output =
         crate::base::clock::real_timeout(LINGER, async { (stdout.await, stderr.await) }).await;
     // Whatever the effect started is stopped with it, in its group or not.
-    guard.signal(Signal::SIGKILL);
-    guard.group = None;
-    guard.tag = None;
+    guard.release();
     let ((stdout, stdout_truncated), (stderr, stderr_truncated)) = match output {
         Some((Ok(stdout), Ok(stderr))) => (stdout, stderr),
         _ => ((String::new(), true), (String::new(), true)),

@@ -202,11 +202,12 @@ impl RawMcp {
         self.write(&answer.to_string());
     }
 
-    /// Kills the server, as a crash would, and waits for it.
+    /// Kills the server, as a crash would, and waits for it: SIGKILL before its input closes,
+    /// so that it never sees its client go and stops on its own.
     pub fn kill(mut self) {
-        drop(self.input.take());
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+        drop(self.input.take());
     }
 
     /// Closes stdin, waits for the server to end; its stderr. Every response must have been
