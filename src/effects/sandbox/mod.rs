@@ -10,6 +10,10 @@ use landlock::{
 };
 
 use crate::effects::capabilities::{Capabilities, GrantAnchor};
+use elf::with_interpreters;
+
+mod elf;
+mod granted_code;
 
 /// The newest rights asked for. An older kernel applies those it has (best effort, the
 /// crate's default), and `support` says which.
@@ -87,12 +91,18 @@ pub struct SandboxError(String);
 /// when every layer does, as the engine does).
 pub struct Confinement {
     rulesets: Vec<RulesetCreated>,
+    /// For a process whose programs are restricted: the namespace where only their code maps.
+    granted_code: Option<granted_code::GrantedCode>,
 }
 
 impl Confinement {
     /// Restricts the calling thread, for good. Only system calls, no allocation on success:
     /// this runs in a forked child before `exec`.
     pub fn enforce(&mut self) -> std::io::Result<()> {
+        // First: once Landlock confines the process, it may not mount.
+        if let Some(granted_code) = &self.granted_code {
+            granted_code.enforce()?;
+        }
         for ruleset in self.rulesets.drain(..) {
             if ruleset.restrict_self().is_err() {
                 return Err(std::io::Error::last_os_error());
@@ -141,7 +151,19 @@ impl Grant {
                 rules.ruleset(confined, layer == 0)
             })
             .collect::<Result<_, _>>()?;
-        Ok(Confinement { rulesets })
+        // Landlock decides what may be executed, not what a granted loader may map: where
+        // programs are restricted, only their own code can be mapped at all.
+        let granted_code = match confined {
+            Confined::Process { program } if !exec.is_empty() => {
+                let programs = exec.iter().flatten().chain(shell.as_ref());
+                granted_code::GrantedCode::prepare(programs.map(PathBuf::as_path).chain([program]))?
+            }
+            _ => None,
+        };
+        Ok(Confinement {
+            rulesets,
+            granted_code,
+        })
     }
 }
 
@@ -304,79 +326,6 @@ impl LayerRules<'_> {
         }
         Ok(created)
     }
-}
-
-/// A program's file and what the kernel opens to execute it: the ELF interpreter it names
-/// (`PT_INTERP`, the dynamic loader), or for a script the interpreter of its `#!` line (and that
-/// one's loader). Links are resolved; what cannot be read adds nothing.
-fn with_interpreters(program: &Path) -> Vec<PathBuf> {
-    let mut files = vec![program.to_path_buf()];
-    let mut current = program.to_path_buf();
-    // A script's interpreter, then the interpreter's loader: two steps at most.
-    for _ in 0..2 {
-        let Some(next) = interpreter_of(&current) else {
-            break;
-        };
-        let next = next.canonicalize().unwrap_or(next);
-        if files.contains(&next) {
-            break;
-        }
-        files.push(next.clone());
-        current = next;
-    }
-    files
-}
-
-/// The file the kernel opens to execute `program`, if any: the path after `#!`, or an ELF
-/// file's `PT_INTERP`.
-fn interpreter_of(program: &Path) -> Option<PathBuf> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(4096);
-    std::fs::File::open(program)
-        .ok()?
-        .take(4096)
-        .read_to_end(&mut head)
-        .ok()?;
-    if let Some(line) = head.strip_prefix(b"#!") {
-        let line = line.split(|byte| *byte == b'\n').next()?;
-        let text = std::str::from_utf8(line).ok()?.trim_start();
-        let path = text.split_whitespace().next()?;
-        return Path::new(path).is_absolute().then(|| PathBuf::from(path));
-    }
-    elf_interpreter(program)
-}
-
-/// `PT_INTERP` of a 64-bit little-endian ELF file (the machines this runs on).
-fn elf_interpreter(program: &Path) -> Option<PathBuf> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(program).ok()?;
-    let mut header = [0u8; 64];
-    file.read_exact(&mut header).ok()?;
-    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
-        return None;
-    }
-    let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
-    let half = |bytes: &[u8]| u64::from(u16::from_le_bytes(bytes.try_into().unwrap_or([0; 2])));
-    let table = word(&header[32..40]);
-    let entry_size = half(&header[54..56]);
-    let entries = half(&header[56..58]).min(256);
-    for index in 0..entries {
-        let mut entry = [0u8; 56];
-        file.seek(SeekFrom::Start(table + index * entry_size))
-            .ok()?;
-        file.read_exact(&mut entry).ok()?;
-        // Type 3 is PT_INTERP: its bytes are the loader's path, NUL-terminated.
-        if u32::from_le_bytes(entry[..4].try_into().ok()?) == 3 {
-            let offset = word(&entry[8..16]);
-            let size = word(&entry[32..40]).min(4096);
-            let mut path = vec![0u8; usize::try_from(size).ok()?];
-            file.seek(SeekFrom::Start(offset)).ok()?;
-            file.read_exact(&mut path).ok()?;
-            let path = path.split(|byte| *byte == 0).next()?;
-            return Some(PathBuf::from(std::str::from_utf8(path).ok()?));
-        }
-    }
-    None
 }
 
 /// The rule a write grant becomes. A grant's directory that does not exist yet is made first
