@@ -20,6 +20,7 @@ mod engine_death;
 mod event_accounting;
 mod event_outcomes;
 mod examples;
+mod exec_routes;
 mod fast_path;
 mod file_functions;
 mod first_steps;

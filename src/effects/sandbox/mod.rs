@@ -583,11 +583,31 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
     if !exec.is_empty() {
         lines.push(
             "  execute: only the granted programs (with their loader or `#!` interpreter; the \
-             shell when `shell: true` is allowed): a granted program cannot start another"
+             shell when `shell: true` is allowed)"
                 .into(),
         );
+        lines.push(match granted_code::namespaces() {
+            granted_code::Namespaces::Unavailable => "  warning: code mapped: anything readable. \
+                 This machine cannot make a mount namespace for an effect (no CAP_SYS_ADMIN, and \
+                 no user namespaces), so a granted program that can start the ELF loader (`env`, \
+                 `find -exec`, `xargs`, a shell, `git` through its hooks and aliases) can run any \
+                 program it can read by having the loader map it; grant no launcher, or run where \
+                 namespaces are allowed"
+                .into(),
+            _ => "  code mapped: only the granted programs' own (program, interpreters, shared \
+                 libraries), in a mount namespace where every other file is noexec: a granted \
+                 loader or launcher cannot run a program that was not granted, nor a library it \
+                 loads at run time (`dlopen`) that is not one of theirs"
+                .into(),
+        });
     }
     lines
+}
+
+/// Whether processes whose programs are restricted can map only the granted programs' code
+/// here (a mount namespace can be made): where not, the ELF loader route stays open.
+pub fn maps_only_granted_code() -> bool {
+    granted_code::namespaces() != granted_code::Namespaces::Unavailable
 }
 
 fn describe_anchor(anchor: &GrantAnchor, kind: &str) -> String {
