@@ -100,7 +100,7 @@ fn a_granted_launcher_cannot_start_a_program_that_was_not_granted_by_any_route()
             "{{ exec: [find, /usr/bin/python3, -maxdepth, '0', -exec, {loader}, '{{}}', -c, {print}, ';'], id: act }}"
         ),
         format!("{{ exec: [xargs, -a, w/args, {loader}], id: act }}"),
-        format!("{{ exec: [xargs, -a, w/args], id: act }}"),
+        "{ exec: [xargs, -a, w/args], id: act }".to_string(),
         format!("{{ exec: [env, w/python3, -c, {print}], id: act }}"),
         format!("{{ exec: [env, {loader}, w/python3, -c, {print}], id: act }}"),
         "{ exec: [env, w/script], id: act }".to_string(),
