@@ -8,19 +8,9 @@ use crate::support::{run_binary, temporary_directory};
 const MARKER: &str = "python ran";
 
 /// Whether this machine confines programs (Landlock) and maps only their code (a mount
-/// namespace); says so when it does not.
+/// namespace); the test says so when it does not (or fails, where every test must run).
 fn confines(test: &str) -> bool {
-    if let protocol_run::effects::sandbox::Support::Unavailable(reason) =
-        protocol_run::effects::sandbox::support()
-    {
-        eprintln!("{test}: skipping: {reason}");
-        return false;
-    }
-    if !protocol_run::effects::sandbox::maps_only_granted_code() {
-        eprintln!("{test}: skipping: this machine cannot make mount namespaces");
-        return false;
-    }
-    true
+    crate::support::requirement::landlock_and_namespaces(test)
 }
 
 /// The ELF loader `env` names (`PT_INTERP`), read from the file's bytes.

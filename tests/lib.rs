@@ -75,3 +75,4 @@ mod socket;
 mod store;
 mod time;
 mod typed_context;
+mod without_landlock;

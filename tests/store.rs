@@ -492,8 +492,10 @@ fn restore_refuses_a_machine_without_the_snapshots_states_or_variables() {
 
 const CHILD_DIRECTORY: &str = "PROTOCOL_RUN_STORE_CRASH_DIRECTORY";
 
-/// Not a test on its own: the child process of the SIGKILL test commits steps until killed.
+/// Not a test on its own: the child process of the SIGKILL test, which starts it (`--ignored`)
+/// and kills it while it commits steps. Ignored, so it never counts as a test that passed.
 #[test]
+#[ignore = "the child process of a_process_killed_while_committing_leaves_every_committed_step_whole"]
 fn commit_loop_child() {
     let Some(directory) = std::env::var_os(CHILD_DIRECTORY) else {
         return;
@@ -525,6 +527,7 @@ fn a_process_killed_while_committing_leaves_every_committed_step_whole() {
             .args([
                 "store::commit_loop_child",
                 "--exact",
+                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -4,6 +4,8 @@ pub mod mcp_http_server;
 pub mod mcp_raw;
 pub mod npm_package;
 pub mod python_venv;
+pub mod requirement;
+pub mod timing;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
