@@ -186,8 +186,8 @@ states:
       done.map.check: too_late
       error.map.check: too_late
   stopped:
-    after: [{ delay: 1500ms, target: done }]
     on:
+      finish: done
       done.map.check: too_late
       error.map.check: too_late
   done: { type: final }
@@ -215,12 +215,11 @@ states:
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    {
-        use std::io::Write;
-        let mut stdin = engine.stdin.take().unwrap();
-        stdin.write_all(b"{\"event\":\"stop\"}\n").unwrap();
-    }
-    // Killed when the state exits, while the run goes on (`stopped` waits 1.5 s): not at its end.
+    use std::io::Write;
+    let mut stdin = engine.stdin.take().unwrap();
+    stdin.write_all(b"{\"event\":\"stop\"}\n").unwrap();
+    // Killed when the state exits, while the run goes on (`stopped` waits for `finish`, which
+    // is sent only once they are gone): not at its end.
     let stopped = Instant::now();
     let alive = |file: &PathBuf| {
         let pid: i32 = std::fs::read_to_string(file)
@@ -232,12 +231,14 @@ states:
     };
     while pid_files.iter().any(alive) {
         assert!(
-            stopped.elapsed() < Duration::from_secs(1),
+            stopped.elapsed() < Duration::from_secs(20),
             "a child's process survived its state"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(engine.try_wait().unwrap().is_none(), "the run ended first");
+    stdin.write_all(b"{\"event\":\"finish\"}\n").unwrap();
+    drop(stdin);
     let output = engine.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
