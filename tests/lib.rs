@@ -63,6 +63,7 @@ mod properties;
 mod protocols;
 mod resume_files;
 mod reuse;
+mod run_tree;
 mod sandbox;
 mod scenario_files;
 mod scenarios;

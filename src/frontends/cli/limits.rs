@@ -1,4 +1,4 @@
-//! The limits `run`, `resume`, `serve` and `test` share: microsteps, value size, evaluation steps, step time and pending sends.
+//! The limits `run`, `resume`, `serve`, `mcp` and `test` share: microsteps, value size, evaluation steps, step time, pending sends and live children.
 
 use std::time::Duration;
 
@@ -30,6 +30,10 @@ pub struct LimitOptions {
     /// events queued, may total 16 times --max-value-bytes.
     #[arg(long, default_value_t = Budgets::default().max_pending_sends, value_name = "N")]
     max_pending_sends: usize,
+    /// Child protocols one run and all its children (`invoke`s, maps' items, theirs) may have
+    /// alive at once; one more fails with `error.invoke.ID` naming the limit.
+    #[arg(long, default_value_t = Limits::default().max_children, value_name = "N")]
+    max_children: usize,
 }
 
 /// `--max-step-time`: a duration, or none.
@@ -59,6 +63,7 @@ impl LimitOptions {
                 max_step_time: self.max_step_time.0,
                 max_pending_sends: self.max_pending_sends,
             },
+            max_children: self.max_children,
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct Limits {
     pub max_microsteps: usize,
     /// Value size, evaluation work and wall clock of the macrostep.
     pub budgets: Budgets,
+    /// Child protocols one run tree (a run, its children, theirs) may have alive at once;
+    /// `--max-children`.
+    pub max_children: usize,
 }
 
 impl Default for Limits {
@@ -75,6 +78,7 @@ impl Default for Limits {
         Limits {
             max_microsteps: 10_000,
             budgets: Budgets::default(),
+            max_children: 128,
         }
     }
 }

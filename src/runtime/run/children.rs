@@ -144,6 +144,11 @@ impl DriverHost<'_> {
         request: crate::pipeline::actions::InvokeRequest,
         resumed: Option<(crate::base::snapshot::ChildSnapshot, TimerPolicy)>,
     ) {
+        let tree = self.state.tree();
+        let slot = match tree.take(self.max_children) {
+            Ok(slot) => slot,
+            Err(live) => return self.refuse_child(&request, live),
+        };
         if resumed.is_none() {
             // Started anew (a resumed child's row is there): its row tells of this start.
             if self.state.running.has_child(&request.id) {
@@ -179,11 +184,13 @@ impl DriverHost<'_> {
             declared_events: request.machine.declared_events.clone(),
             inputs: request.inputs.iter().map(Value::to_stored_json).collect(),
             last_step: resumed.as_ref().map(|(child, _)| child.clone()),
+            slot,
         };
         let link = ChildLink {
             parent: parent.clone(),
             id: id.clone(),
             inbox: link_inbox,
+            tree,
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
@@ -192,6 +199,7 @@ impl DriverHost<'_> {
         let limits = super::algorithm::Limits {
             budgets: crate::pipeline::compile::budget::current(),
             max_microsteps: self.max_microsteps,
+            max_children: self.max_children,
         };
         // The child's driver holds borrowed state, so it runs on this thread (a local task).
         let handle = tokio::task::spawn_local(async move {
@@ -257,5 +265,24 @@ impl DriverHost<'_> {
             let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
             self.observer.record(&time, "invoke", fields);
         }
+    }
+
+    /// A child not started because its tree has `--max-children` alive: its invoke (or its
+    /// map's item) fails with `error.invoke.<id>`, delivered as any child's outcome.
+    fn refuse_child(&mut self, request: &crate::pipeline::actions::InvokeRequest, live: usize) {
+        let message = format!(
+            "the child protocol `{}` was not started: its run tree has {live} child protocols \
+             alive, the limit (--max-children); one starts once another ends",
+            request.id
+        );
+        let mut data = indexmap::IndexMap::new();
+        data.insert(Arc::from("id"), Value::String(request.id.clone()));
+        data.insert(Arc::from("message"), Value::string(message));
+        data.insert(Arc::from("limit"), Value::string("max_children"));
+        let event = Event::of_type(&self.machine, request.failed, Origin::Outcome)
+            .with_data(Value::Map(Arc::new(data)));
+        self.state.extras_mut().refused_children += 1;
+        self.completions()
+            .send(EffectMessage::InvokeRefused(request.id.clone(), event));
     }
 }

@@ -271,6 +271,8 @@ pub(super) struct ChildLink {
     pub(super) parent: EffectSink,
     pub(super) id: Arc<str>,
     pub(super) inbox: Option<mpsc::UnboundedReceiver<Event>>,
+    /// The live children of its tree, which its own children count in too.
+    pub(super) tree: Arc<super::tree::TreeChildren>,
 }
 
 /// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
@@ -319,6 +321,9 @@ pub(super) async fn drive_async(
     hosting: Hosting<'_, '_>,
 ) -> Result<RunReport, RunError> {
     let mut state = DriverState::new();
+    if let Some(link) = &hosting.child {
+        state.extras_mut().tree = Some(link.tree.clone());
+    }
     let mut session = Session::new(interpreter, &mut state, mocks, observer);
     if let Some(checkpoint) = hosting.checkpoint {
         session = session.with_checkpoint(checkpoint);

@@ -32,6 +32,9 @@ pub(crate) enum EffectMessage {
     /// A child protocol's outcome, and how it ended for its row; dropped if the invoke was
     /// cancelled meanwhile.
     InvokeOutcome(Arc<str>, Event, ChildChange),
+    /// A child protocol that was not started (its tree has `--max-children` alive): its
+    /// `error.invoke` event.
+    InvokeRefused(Arc<str>, Event),
     /// An event a child protocol sent its parent (`send ... to: parent`), with its invoke id.
     ChildEvent(Arc<str>, Event),
     /// A durable parent's child committed a step.
@@ -98,6 +101,11 @@ pub(super) struct Extras {
     /// Outcomes of effects that ended after the run reached its final state (telemetry
     /// summaries with their `outcome`), for the `finished` line.
     pub(super) after_finish: Vec<serde_json::Value>,
+    /// The live children of the run tree this instance belongs to: made by the tree's root
+    /// when it starts its first child, handed down to each child.
+    pub(super) tree: Option<Arc<super::tree::TreeChildren>>,
+    /// Children refused whose `error.invoke` is on its way: the run waits for it.
+    pub(super) refused_children: usize,
 }
 
 /// One deferred event, with its sender's number for it.
@@ -114,6 +122,17 @@ impl Default for DriverState {
 }
 
 impl DriverState {
+    /// What few instances need, made now if it was not.
+    pub(super) fn extras_mut(&mut self) -> &mut Extras {
+        self.extras.get_or_insert_default()
+    }
+
+    /// The live children of this instance's run tree: its own count if it is the tree's root
+    /// and has started none yet.
+    pub(super) fn tree(&mut self) -> Arc<super::tree::TreeChildren> {
+        self.extras_mut().tree.get_or_insert_default().clone()
+    }
+
     /// A state whose clock starts now; its effects report on a channel of its own.
     pub fn new() -> DriverState {
         DriverState::reporting_to(None)
@@ -151,14 +170,22 @@ impl DriverState {
     }
 
     /// Whether nothing can happen to the instance unless an event arrives: no timer pending,
-    /// no effect or child protocol running.
+    /// no effect or child protocol running (or refused, its outcome not delivered yet).
     pub fn is_idle(&self) -> bool {
-        self.timers.is_empty() && self.running.is_empty()
+        self.timers.is_empty() && !self.has_running()
     }
 
-    /// Whether effects or child protocols are running.
+    /// Whether effects or child protocols are running, or a refused child's outcome is on its
+    /// way.
     pub fn has_running(&self) -> bool {
-        !self.running.is_empty()
+        !self.running.is_empty() || self.refused_children() > 0
+    }
+
+    /// Children refused (`--max-children`) whose `error.invoke` is not delivered yet.
+    fn refused_children(&self) -> usize {
+        self.extras
+            .as_deref()
+            .map_or(0, |extras| extras.refused_children)
     }
 
     /// What the effects that ended after the run's final state did (see `RunReport::effects`).
@@ -220,6 +247,8 @@ pub(super) struct DriverHost<'a> {
     pub(super) commit_due: bool,
     /// The run's `--max-microsteps`, which its child protocols run under too.
     pub(super) max_microsteps: usize,
+    /// The run tree's `--max-children`, which its child protocols share.
+    pub(super) max_children: usize,
 }
 
 impl DriverHost<'_> {
@@ -693,6 +722,18 @@ impl DriverHost<'_> {
                     self.observer.record(&time, "invoke", fields);
                     self.external_queue.push_back(event);
                 }
+            }
+            EffectMessage::InvokeRefused(id, event) => {
+                let extras = self.state.extras_mut();
+                extras.refused_children = extras.refused_children.saturating_sub(1);
+                // A map's item: its map keeps the outcome.
+                if running && self.map_child_finished(&id, &event) {
+                    return;
+                }
+                let time = self.now_text();
+                let fields = serde_json::json!({"id": &*id, "event": &*event.name});
+                self.observer.record(&time, "invoke", fields);
+                self.external_queue.push_back(event);
             }
             EffectMessage::MapCompleted(invocation, event) => {
                 if running {

@@ -19,6 +19,7 @@ mod map_resume;
 pub mod running;
 pub mod session;
 pub mod stop;
+mod tree;
 
 use std::cell::Cell;
 use std::sync::Arc;

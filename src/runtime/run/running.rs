@@ -46,6 +46,8 @@ struct RunningChild {
     /// snapshot.
     inputs: Vec<serde_json::Value>,
     last_step: Option<ChildSnapshot>,
+    /// Its place in its tree's count of live children, given back when it is dropped.
+    _slot: super::tree::ChildSlot,
 }
 
 /// What the parent keeps of a child it starts: its queue, whether it gets the parent's
@@ -56,6 +58,8 @@ pub(crate) struct ChildQueue {
     pub declared_events: Option<Arc<DeclaredEvents>>,
     pub inputs: Vec<serde_json::Value>,
     pub last_step: Option<ChildSnapshot>,
+    /// Its place among its tree's live children.
+    pub slot: super::tree::ChildSlot,
 }
 
 /// The effects and children an instance has running. Small: most instances have none.
@@ -187,6 +191,7 @@ impl Running {
             declared_events: queue.declared_events,
             inputs: queue.inputs,
             last_step: queue.last_step,
+            _slot: queue.slot,
         });
         superseded
     }

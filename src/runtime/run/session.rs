@@ -55,8 +55,10 @@ impl<'a> Session<'a> {
     ) -> Session<'a> {
         let machine = interpreter.machine().clone();
         let max_microsteps = interpreter.limits.max_microsteps;
+        let max_children = interpreter.limits.max_children;
         let host = DriverHost {
             max_microsteps,
+            max_children,
             external_queue: VecDeque::new(),
             state,
             observer,
