@@ -60,7 +60,8 @@ pub struct GrantedCode {
     user: Option<(CString, CString)>,
     /// Every mount point, with the flags it keeps when it is made `noexec`.
     mounts: Vec<(CString, libc::c_ulong)>,
-    /// The files whose code may be mapped, with their mount's flags less `noexec`.
+    /// The files whose code may be mapped, with their mount's flags as they were (without the
+    /// `noexec` every other file gets).
     files: Vec<(CString, libc::c_ulong)>,
 }
 
@@ -101,8 +102,10 @@ impl GrantedCode {
                 if seen.contains(&file) || !file.is_file() {
                     continue;
                 }
+                // Its mount's own flags as they were: a file on a mount the operator made
+                // `noexec` stays so.
                 let flags = match kept_flags(&file) {
-                    Ok(flags) => flags & !libc::MS_NOEXEC,
+                    Ok(flags) => flags,
                     Err(Unreadable::Unreachable) => continue,
                     Err(Unreadable::Failed(error)) => return Err(error),
                 };
