@@ -98,7 +98,9 @@ fn a_granted_launcher_cannot_start_a_program_that_was_not_granted_by_any_route()
         "{ exec: [find, w/script, -exec, '{}', ';'], id: act }".to_string(),
     ];
     for (variant, read) in [
-        ("read-restricted", r#", read: ["data/**", "w/**"]"#),
+        ("read-data", r#", read: ["data/**"]"#),
+        // The copies in the write grant readable too: the loader could open them.
+        ("read-data-and-copies", r#", read: ["data/**", "w/**"]"#),
         ("read-anything", ""),
     ] {
         let directory = prepared(variant);
