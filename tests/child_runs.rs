@@ -106,16 +106,32 @@ fn root(runs: &std::collections::BTreeMap<String, Value>) -> String {
     roots[0].clone()
 }
 
-#[test]
-fn a_child_keeps_a_row_of_its_own_held_with_its_parent_through_a_kill_and_a_resume() {
-    let directory = protocols("kill");
-    let mut parent = start_parent(&directory);
-    let runs = wait_for_runs(&directory, "the grandchild's row", |runs| {
+/// The parent started in `directory`, once its grandchild's row is there: the parent's
+/// process, the runs, and the ids of the run, its kid and its grandchild.
+type Tree = (
+    Child,
+    std::collections::BTreeMap<String, Value>,
+    [String; 3],
+);
+
+fn started_tree(directory: &Path) -> Tree {
+    let parent = start_parent(directory);
+    let runs = wait_for_runs(directory, "the grandchild's row", |runs| {
         runs.keys().any(|id| id.ends_with("/kid/grand"))
     });
     let run = root(&runs);
-    let kid = format!("{run}/kid");
-    let grand = format!("{run}/kid/grand");
+    let ids = [
+        run.clone(),
+        format!("{run}/kid"),
+        format!("{run}/kid/grand"),
+    ];
+    (parent, runs, ids)
+}
+
+#[test]
+fn a_child_keeps_a_row_of_its_own_held_with_its_parent_through_a_kill_and_a_resume() {
+    let directory = protocols("kill");
+    let (mut parent, runs, [run, kid, grand]) = started_tree(&directory);
     assert_eq!(runs[&kid]["parent"], json!(run), "{runs:?}");
     assert_eq!(runs[&kid]["status"], json!("running"));
     let child_file = directory.join("child.yaml").canonicalize().unwrap();
@@ -198,13 +214,7 @@ fn runs_status(directory: &Path, id: &str) -> String {
 #[test]
 fn a_stopped_parent_stops_its_children_and_a_child_left_behind_is_cancelled() {
     let directory = protocols("stop");
-    let mut parent = start_parent(&directory);
-    let runs = wait_for_runs(&directory, "the grandchild's row", |runs| {
-        runs.keys().any(|id| id.ends_with("/kid/grand"))
-    });
-    let run = root(&runs);
-    let kid = format!("{run}/kid");
-    let grand = format!("{run}/kid/grand");
+    let (mut parent, _, [run, kid, grand]) = started_tree(&directory);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(parent.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

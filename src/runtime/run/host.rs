@@ -252,6 +252,18 @@ pub(super) struct DriverHost<'a> {
 }
 
 impl DriverHost<'_> {
+    /// A child's outcome event (it ended, or was refused): a map's item is its map's to keep;
+    /// an invoke's goes on the external queue, recorded.
+    fn deliver_child_outcome(&mut self, id: &str, event: Event, running: bool) {
+        if running && self.map_child_finished(id, &event) {
+            return;
+        }
+        let time = self.now_text();
+        let fields = serde_json::json!({"id": id, "event": &*event.name});
+        self.observer.record(&time, "invoke", fields);
+        self.external_queue.push_back(event);
+    }
+
     /// Records what became of a child for its row, committed with the next step (at once when
     /// no macrostep is under way): durable runs only.
     pub(super) fn child_changed(&mut self, change: ChildChange) {
@@ -713,27 +725,13 @@ impl DriverHost<'_> {
                 // A cancelled invoke's outcome is dropped: its state is gone.
                 if self.state.running.child_finished(&id) {
                     self.child_changed(ended);
-                    // A map's item: its map keeps the outcome.
-                    if running && self.map_child_finished(&id, &event) {
-                        return;
-                    }
-                    let time = self.now_text();
-                    let fields = serde_json::json!({"id": &*id, "event": &*event.name});
-                    self.observer.record(&time, "invoke", fields);
-                    self.external_queue.push_back(event);
+                    self.deliver_child_outcome(&id, event, running);
                 }
             }
             EffectMessage::InvokeRefused(id, event) => {
                 let extras = self.state.extras_mut();
                 extras.refused_children = extras.refused_children.saturating_sub(1);
-                // A map's item: its map keeps the outcome.
-                if running && self.map_child_finished(&id, &event) {
-                    return;
-                }
-                let time = self.now_text();
-                let fields = serde_json::json!({"id": &*id, "event": &*event.name});
-                self.observer.record(&time, "invoke", fields);
-                self.external_queue.push_back(event);
+                self.deliver_child_outcome(&id, event, running);
             }
             EffectMessage::MapCompleted(invocation, event) => {
                 if running {
