@@ -129,3 +129,68 @@ fn killing_mcp_stops_its_runs_effects() {
     server.kill();
     assert_stopped(pids, "mcp");
 }
+
+/// Two effects in a row; the first waits for `go` to exist.
+const TWO_EFFECTS: &str = r#"
+id: two
+states:
+  first:
+    entry:
+      - exec: [sh, -c, 'echo $$ > pids/direct; while [ ! -e go ]; do sleep 0.01; done']
+        id: wait
+    on: { done.exec.wait: second }
+  second:
+    entry: [{ exec: ["true"], id: after }]
+    on: { done.exec.after: done }
+  done: { type: final }
+"#;
+
+#[test]
+fn an_engine_whose_watchdog_died_says_so_and_goes_on() {
+    let directory = temporary_directory("engine-death", "watchdog-gone");
+    std::fs::write(directory.join("two.yaml"), TWO_EFFECTS).unwrap();
+    std::fs::create_dir_all(directory.join("pids")).unwrap();
+    let engine = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["two.yaml", "--state-dir", "state"])
+        .current_dir(&directory)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !directory.join("pids/direct").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the effect never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The engine's watchdog: `protocol-run __effect-watchdog PID-...`.
+    let wanted = format!("__effect-watchdog\0{}-", engine.id());
+    let watchdog: i32 = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(&wanted))
+        })
+        .and_then(|entry| entry.file_name().to_string_lossy().parse().ok())
+        .expect("the engine's watchdog runs");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watchdog),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    while running(watchdog) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::write(directory.join("go"), "").unwrap();
+    let output = engine.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // No SIGPIPE ended it: the run finished, and said its watchdog was gone.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: the effect watchdog ended"),
+        "{stderr}"
+    );
+}

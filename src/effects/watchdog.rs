@@ -1,9 +1,11 @@
-//! A watchdog process that outlives a killed engine just long enough to stop its effects: it holds a pipe from the engine, and when the pipe closes (the engine exited or was killed, even with SIGKILL) it kills every effect group the engine told it of and every process carrying the engine's effect tags.
+//! A watchdog process that outlives a killed engine just long enough to stop its effects: it holds one end of a socket pair whose other end only the engine has, and when that closes (the engine exited or was killed, even with SIGKILL) it kills every effect group the engine told it of and every process carrying the engine's effect tags.
 
 use std::collections::HashSet;
-use std::io::{BufRead, Write};
+use std::io::BufRead;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use nix::sys::signal::{SigHandler, Signal, killpg, signal};
@@ -21,9 +23,10 @@ const TAG_ROUNDS: usize = 50;
 /// not enable it (the library in a test, which stops its effects itself).
 static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
 
-/// The pipe to the watchdog, started with the first effect process; `None` if it could not
-/// start (said once on stderr).
-static PIPE: OnceLock<Mutex<Option<ChildStdin>>> = OnceLock::new();
+/// This engine's end of the watchdog's input (a socket pair, which a write to a gone watchdog
+/// answers with `EPIPE` rather than a SIGPIPE that would end the engine), made with the first
+/// effect process; `None` if it could not start (said once on stderr).
+static PIPE: OnceLock<Mutex<Option<UnixStream>>> = OnceLock::new();
 
 /// Makes this process start a watchdog (this same binary, `ARGUMENT`) with its first effect
 /// process. Called by the `protocol-run` binary at start.
@@ -57,8 +60,8 @@ fn tell(line: &str) {
     };
     let pipe = PIPE.get_or_init(|| Mutex::new(start(program)));
     let mut pipe = pipe.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(stdin) = pipe.as_mut()
-        && stdin.write_all(line.as_bytes()).is_err()
+    if let Some(stream) = pipe.as_ref()
+        && !send_all(stream, line.as_bytes())
     {
         eprintln!(
             "warning: the effect watchdog ended: effect processes may outlive this engine if it \
@@ -68,29 +71,64 @@ fn tell(line: &str) {
     }
 }
 
+/// Writes all of `bytes` with `MSG_NOSIGNAL`; false when the watchdog is gone.
+fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> bool {
+    use nix::libc;
+    while !bytes.is_empty() {
+        // SAFETY: a write of a live buffer to a descriptor this process owns.
+        let sent = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if sent < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        bytes = &bytes[sent as usize..];
+    }
+    true
+}
+
 /// Starts the watchdog: its own process group (a signal to the engine's group does not reach
-/// it), no output (it must not hold the engine's output open), the engine's tag prefix as its
-/// argument.
-fn start(program: &PathBuf) -> Option<ChildStdin> {
+/// it), its input the other end of a socket pair, no output (it must not hold the engine's
+/// output open), the engine's tag prefix as its argument.
+fn start(program: &PathBuf) -> Option<UnixStream> {
     use std::os::unix::process::CommandExt;
+    let failed = |error: std::io::Error| {
+        eprintln!(
+            "warning: cannot start the effect watchdog ({}: {error}): effect processes may \
+             outlive this engine if it is killed",
+            program.display()
+        );
+    };
+    // Both ends close on exec: the watchdog's is made its stdin, and no effect inherits either.
+    let (engine_end, watchdog_end) = match UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(error) => {
+            failed(error);
+            return None;
+        }
+    };
     let started = Command::new(program)
         .arg(ARGUMENT)
         .arg(crate::effects::process::tag_prefix())
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(watchdog_end)))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn();
     match started {
-        // Never waited for: it exits when this process's end closes its pipe, and is then
-        // reaped by init.
-        Ok(mut child) => child.stdin.take(),
+        // Never waited for: it exits when this process's end closes, and is then reaped by
+        // init.
+        Ok(_) => Some(engine_end),
         Err(error) => {
-            eprintln!(
-                "warning: cannot start the effect watchdog ({}: {error}): effect processes may \
-                 outlive this engine if it is killed",
-                program.display()
-            );
+            failed(error);
             None
         }
     }
