@@ -155,6 +155,33 @@ fn a_child_keeps_a_row_of_its_own_held_with_its_parent_through_a_kill_and_a_resu
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 
+    // Each child's state is in its own row: the parent's snapshot names its kid without it,
+    // so a child's step does not rewrite the tree.
+    let database = rusqlite::Connection::open(directory.join("state/state.db")).unwrap();
+    let stored = |id: &str| -> Value {
+        let text: String = database
+            .query_row(
+                "SELECT snapshot FROM snapshots WHERE run_id = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let parent_state = stored(&run);
+    assert_eq!(
+        parent_state["children"][0]["id"],
+        json!("kid"),
+        "{parent_state}"
+    );
+    assert!(
+        parent_state["children"][0].get("snapshot").is_none(),
+        "{parent_state}"
+    );
+    assert!(stored(&kid)["children"][0].get("snapshot").is_none());
+    assert_eq!(stored(&grand)["configuration"], json!(["waiting"]));
+    drop(database);
+
     // Held with its parent: the child is never resumed on its own, while its parent runs or
     // after it died; its parent, while live, is refused to a second driver.
     let (code, text) = run_binary_with_state(&directory, &["resume", &kid]);

@@ -190,6 +190,13 @@ impl Store for CountingStore {
     ) -> Result<(), StoreError> {
         self.inner.commit_step(run, entry, snapshot, finish)
     }
+    fn commit_child_states(
+        &mut self,
+        run: &str,
+        states: &[protocol_run::store::ChildState],
+    ) -> Result<(), StoreError> {
+        self.inner.commit_child_states(run, states)
+    }
     fn latest_snapshot(
         &self,
         run: &str,

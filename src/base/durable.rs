@@ -20,6 +20,28 @@ pub struct CheckpointStep {
     /// What became of the run's child protocols in the step, theirs included: each child keeps
     /// a row of its own in the store, written with its parent's step.
     pub children: Vec<ChildChange>,
+    /// The children (theirs included) that committed a step since the run's last commit, as
+    /// they are now: each is kept in its own row, so a child's step costs its parent the size
+    /// of that child, not of the whole tree. The snapshot above names them without their state.
+    pub child_states: Vec<ChildState>,
+}
+
+/// A child protocol's state after a step of its own, for its row (`path` as in `ChildChange`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildState {
+    pub path: String,
+    pub sequence: u64,
+    pub committed_unix_milliseconds: u64,
+    /// Its own children named without their state, as its parent's are.
+    pub snapshot: crate::base::snapshot::Snapshot,
+}
+
+impl ChildState {
+    /// The same state seen from the parent of the run it was made in: `below/path`.
+    pub fn below(mut self, parent_path: &str) -> ChildState {
+        self.path = format!("{parent_path}/{}", self.path);
+        self
+    }
 }
 
 /// A child protocol (an `invoke`, a map's item) started, stepped or ended in its parent's step.
@@ -31,6 +53,14 @@ pub enum ChildChange {
     /// The child started (again, if its invoke ran before): its protocol file and recorded
     /// hash, and its inputs as recorded (secret ones masked).
     Started {
+        path: String,
+        protocol_path: String,
+        protocol_hash: String,
+        inputs: serde_json::Value,
+    },
+    /// The child was resumed with its parent: its row is made if it has none (a run recorded
+    /// before children had rows), and left as it is otherwise.
+    Resumed {
         path: String,
         protocol_path: String,
         protocol_hash: String,
@@ -68,6 +98,7 @@ impl ChildChange {
     pub fn path(&self) -> &str {
         match self {
             ChildChange::Started { path, .. }
+            | ChildChange::Resumed { path, .. }
             | ChildChange::Stepped { path, .. }
             | ChildChange::Ended { path, .. } => path,
         }
@@ -76,6 +107,7 @@ impl ChildChange {
     /// The same change seen from the parent of the run it was made in: `below/path`.
     pub fn below(mut self, parent_path: &str) -> ChildChange {
         let (ChildChange::Started { path, .. }
+        | ChildChange::Resumed { path, .. }
         | ChildChange::Stepped { path, .. }
         | ChildChange::Ended { path, .. }) = &mut self;
         *path = format!("{parent_path}/{path}");

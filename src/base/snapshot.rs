@@ -82,8 +82,10 @@ pub struct ChildSnapshot {
     pub sequence: u64,
     /// When that step was committed (Unix milliseconds).
     pub committed_unix_milliseconds: u64,
-    /// The child as it was (its own children inside).
-    pub snapshot: Box<Snapshot>,
+    /// The child as it was (its own children inside). A durable parent's snapshot leaves it
+    /// out: the store keeps it in the child's own row, and puts it back when it is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Box<Snapshot>>,
 }
 
 /// How the run ended, by name.

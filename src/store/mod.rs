@@ -8,7 +8,7 @@ pub mod sqlite;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
 
-pub use crate::base::durable::ChildChange;
+pub use crate::base::durable::{ChildChange, ChildState};
 use crate::base::snapshot::Snapshot;
 
 /// A run about to start.
@@ -199,7 +199,8 @@ pub fn commit_checkpoint(
     run: &str,
     step: crate::base::durable::CheckpointStep,
 ) -> Result<(), StoreError> {
-    Write::step(run.to_string(), step).apply(store)
+    // One batch: the step and its children's states in one transaction where the store has them.
+    store.commit_batch(&[Write::step(run.to_string(), step)])
 }
 
 /// Boxed causes, so that a store over another database can report its own.
@@ -305,7 +306,12 @@ pub trait Store: Send {
         finish: Option<&Finish>,
     ) -> Result<(), StoreError>;
 
-    /// The snapshot after the run's last committed step; `None` before its first.
+    /// Keeps each child's state in its own row (`<run>/<path>`): what a step's `child_states`
+    /// say. A child with no row is kept in none (a run recorded before children had rows).
+    fn commit_child_states(&mut self, run: &str, states: &[ChildState]) -> Result<(), StoreError>;
+
+    /// The snapshot after the run's last committed step, its children's states put back from
+    /// their own rows; `None` before its first.
     fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError>;
 
     /// One run, with its protocol text and inputs.
@@ -387,6 +393,8 @@ pub enum Write {
         /// Boxed: a snapshot is large, and a batch holds many writes.
         snapshot: Box<Snapshot>,
         finish: Option<Finish>,
+        /// The states of the children that stepped, each for its own row.
+        child_states: Vec<ChildState>,
     },
     MarkStopped {
         run: String,
@@ -427,6 +435,7 @@ impl Write {
             entry,
             snapshot: Box::new(step.snapshot),
             finish,
+            child_states: step.child_states,
         }
     }
 
@@ -439,7 +448,14 @@ impl Write {
                 entry,
                 snapshot,
                 finish,
-            } => store.commit_step(run, entry, snapshot, finish.as_ref()),
+                child_states,
+            } => {
+                store.commit_step(run, entry, snapshot, finish.as_ref())?;
+                if child_states.is_empty() {
+                    return Ok(());
+                }
+                store.commit_child_states(run, child_states)
+            }
             Write::MarkStopped {
                 run,
                 unix_milliseconds,

@@ -49,6 +49,14 @@ impl Store for SharedStore {
         self.lock().commit_step(run, entry, snapshot, finish)
     }
 
+    fn commit_child_states(
+        &mut self,
+        run: &str,
+        states: &[crate::base::durable::ChildState],
+    ) -> Result<(), StoreError> {
+        self.lock().commit_child_states(run, states)
+    }
+
     fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
         self.lock().latest_snapshot(run)
     }

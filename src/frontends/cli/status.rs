@@ -194,12 +194,14 @@ fn children_json(children: &[crate::base::snapshot::ChildSnapshot]) -> serde_jso
     children
         .iter()
         .map(|child| {
+            // A child whose state the store did not find is shown by its id and step alone.
+            let state = child.snapshot.as_deref();
             serde_json::json!({
                 "id": child.id,
                 "step": child.sequence,
-                "configuration": child.snapshot.configuration,
-                "running_effects": child.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
-                "children": children_json(&child.snapshot.children),
+                "configuration": state.map(|state| &state.configuration),
+                "running_effects": state.map(|state| state.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>()),
+                "children": state.map_or(serde_json::json!([]), |state| children_json(&state.children)),
             })
         })
         .collect()

@@ -7,6 +7,7 @@ use super::host::{DriverHost, EffectMessage, EffectSink};
 use super::input::{InputLineError, MAX_EVENT_LINE_BYTES};
 use crate::base::durable::{Checkpoint, CheckpointStep, ChildChange, Resume, TimerPolicy};
 use crate::base::event::{Event, Origin};
+use crate::base::snapshot::ChildSnapshot;
 use crate::base::value::Value;
 use crate::pipeline::actions::{Directive, LogRecord};
 use crate::pipeline::compile::machine::Machine;
@@ -149,23 +150,35 @@ impl DriverHost<'_> {
             Ok(slot) => slot,
             Err(live) => return self.refuse_child(&request, live),
         };
-        if resumed.is_none() {
-            // Started anew (a resumed child's row is there): its row tells of this start.
+        // As runs record theirs, so its row names the file from any directory.
+        let protocol_path = std::path::Path::new(&request.machine.source_path)
+            .canonicalize()
+            .map_or_else(
+                |_| request.machine.source_path.clone(),
+                |path| path.display().to_string(),
+            );
+        let path = request.id.to_string();
+        let protocol_hash = crate::store::read_files::recorded_hash(&request.machine);
+        let inputs = request.machine.recorded_inputs(&request.inputs);
+        if resumed.is_some() {
+            // Its row is there, unless its parent was recorded before children had rows.
+            self.child_changed(ChildChange::Resumed {
+                path,
+                protocol_path,
+                protocol_hash,
+                inputs,
+            });
+        } else {
+            // Started anew: its row tells of this start.
             if self.state.running.has_child(&request.id) {
                 // The same invoke started again before its state exited: the old child is gone.
                 self.child_changed(ChildChange::cancelled(&request.id));
             }
             self.child_changed(ChildChange::Started {
-                path: request.id.to_string(),
-                // As runs record theirs, so its row names the file from any directory.
-                protocol_path: std::path::Path::new(&request.machine.source_path)
-                    .canonicalize()
-                    .map_or_else(
-                        |_| request.machine.source_path.clone(),
-                        |path| path.display().to_string(),
-                    ),
-                protocol_hash: crate::store::read_files::recorded_hash(&request.machine),
-                inputs: request.machine.recorded_inputs(&request.inputs),
+                path,
+                protocol_path,
+                protocol_hash,
+                inputs,
             });
         }
         let parent = self.completions();
@@ -183,7 +196,11 @@ impl DriverHost<'_> {
             autoforward: request.autoforward,
             declared_events: request.machine.declared_events.clone(),
             inputs: request.inputs.iter().map(Value::to_stored_json).collect(),
-            last_step: resumed.as_ref().map(|(child, _)| child.clone()),
+            // Named without its state, which the child itself now holds.
+            last_step: resumed.as_ref().map(|(child, _)| ChildSnapshot {
+                snapshot: None,
+                ..child.clone()
+            }),
             slot,
         };
         let link = ChildLink {
@@ -203,12 +220,31 @@ impl DriverHost<'_> {
         };
         // The child's driver holds borrowed state, so it runs on this thread (a local task).
         let handle = tokio::task::spawn_local(async move {
-            let resume = resumed.as_ref().map(|(child, timers)| Resume {
-                snapshot: (*child.snapshot).clone(),
-                sequence: child.sequence,
-                committed_unix_milliseconds: child.committed_unix_milliseconds,
-                timers: *timers,
-            });
+            let resume = match &resumed {
+                None => Ok(None),
+                Some((ChildSnapshot { snapshot: None, .. }, _)) => Err(RunError::Checkpoint {
+                    message: "the child cannot be resumed: its state was not found in the store"
+                        .into(),
+                }),
+                Some((child, timers)) => Ok(child.snapshot.as_deref().map(|snapshot| Resume {
+                    snapshot: snapshot.clone(),
+                    sequence: child.sequence,
+                    committed_unix_milliseconds: child.committed_unix_milliseconds,
+                    timers: *timers,
+                })),
+            };
+            let resume = match resume {
+                Ok(resume) => resume,
+                Err(error) => {
+                    let (event, ended) = invoke_outcome(&machine, &request, Err(error));
+                    parent.send(EffectMessage::InvokeOutcome(
+                        request.id.clone(),
+                        event,
+                        ended,
+                    ));
+                    return;
+                }
+            };
             let restored = match &resume {
                 Some(resume) => Interpreter::restore(
                     request.machine.clone(),

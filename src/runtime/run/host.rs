@@ -2,7 +2,7 @@
 
 use super::driver::Observer;
 use crate::base::clock;
-use crate::base::durable::{CheckpointStep, ChildChange};
+use crate::base::durable::{CheckpointStep, ChildChange, ChildState};
 use crate::base::event::{Event, Origin};
 use crate::base::model::action::LogLevel;
 use crate::base::snapshot::InFlightEffect;
@@ -240,6 +240,9 @@ pub(super) struct DriverHost<'a> {
     /// What became of the run's children since the last commit, theirs included, for their
     /// rows (durable runs only).
     pub(super) child_changes: Vec<ChildChange>,
+    /// The states of the children that stepped since the last commit, theirs included, for
+    /// their rows (durable runs only).
+    pub(super) child_states: Vec<ChildState>,
     /// For a child protocol: where `send ... to: parent` goes, and its invoke id.
     pub(super) parent: Option<(EffectSink, Arc<str>)>,
     /// Something durable happened between macrosteps (a child's step, a retry plan's next
@@ -697,14 +700,24 @@ impl DriverHost<'_> {
                     snapshot,
                     unix_milliseconds,
                     children,
+                    child_states,
                     ..
                 } = *step;
                 if self
                     .state
                     .running
-                    .child_stepped(&id, sequence, unix_milliseconds, snapshot)
+                    .child_stepped(&id, sequence, unix_milliseconds)
                     && self.recording
                 {
+                    // Its state, and its own children's, each for its own row.
+                    self.child_states.push(ChildState {
+                        path: id.to_string(),
+                        sequence,
+                        committed_unix_milliseconds: unix_milliseconds,
+                        snapshot,
+                    });
+                    self.child_states
+                        .extend(child_states.into_iter().map(|state| state.below(&id)));
                     self.step_actions.push(serde_json::json!({
                         "child": &*id,
                         "step": sequence,

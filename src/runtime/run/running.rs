@@ -196,13 +196,13 @@ impl Running {
         superseded
     }
 
-    /// Records a running child's committed step; false when no such child runs.
+    /// Records a running child's committed step (its state is its own row's, not kept here);
+    /// false when no such child runs.
     pub fn child_stepped(
         &mut self,
         id: &str,
         sequence: u64,
         committed_unix_milliseconds: u64,
-        snapshot: crate::base::snapshot::Snapshot,
     ) -> bool {
         let Some(child) = self.children.iter_mut().find(|child| &*child.id == id) else {
             return false;
@@ -212,16 +212,24 @@ impl Running {
             inputs: child.inputs.clone(),
             sequence,
             committed_unix_milliseconds,
-            snapshot: Box::new(snapshot),
+            snapshot: None,
         });
         true
     }
 
-    /// The children's last committed steps, for the parent's snapshot.
+    /// The children's last committed steps, for the parent's snapshot: each named without its
+    /// state, which its own row keeps.
     pub fn child_snapshots(&self) -> Vec<ChildSnapshot> {
         self.children
             .iter()
-            .filter_map(|child| child.last_step.clone())
+            .filter_map(|child| child.last_step.as_ref())
+            .map(|step| ChildSnapshot {
+                id: step.id.clone(),
+                inputs: step.inputs.clone(),
+                sequence: step.sequence,
+                committed_unix_milliseconds: step.committed_unix_milliseconds,
+                snapshot: None,
+            })
             .collect()
     }
 

@@ -69,6 +69,7 @@ impl<'a> Session<'a> {
             step_actions: Vec::new(),
             recording: false,
             child_changes: Vec::new(),
+            child_states: Vec::new(),
             parent: None,
             commit_due: false,
         };
@@ -109,6 +110,7 @@ impl<'a> Session<'a> {
         let taken = std::mem::take(&mut self.host.taken);
         let actions = std::mem::take(&mut self.host.step_actions);
         let children = std::mem::take(&mut self.host.child_changes);
+        let child_states = std::mem::take(&mut self.host.child_states);
         let Some(checkpoint) = self.checkpoint.as_deref_mut() else {
             return Ok(());
         };
@@ -187,6 +189,7 @@ impl<'a> Session<'a> {
             snapshot,
             unix_milliseconds: now_unix,
             children,
+            child_states,
         };
         self.host.state.step += 1;
         checkpoint
@@ -827,7 +830,9 @@ pub fn stop_processes_left_by(snapshot: &crate::base::snapshot::Snapshot) {
         }
     }
     for child in &snapshot.children {
-        stop_processes_left_by(&child.snapshot);
+        if let Some(state) = &child.snapshot {
+            stop_processes_left_by(state);
+        }
     }
 }
 

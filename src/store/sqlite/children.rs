@@ -3,10 +3,64 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use super::{Context, SqliteStore};
-use crate::base::durable::ChildChange;
+use crate::base::durable::{ChildChange, ChildState};
+use crate::base::snapshot::Snapshot;
 use crate::store::{JournalEntry, RunStatus, Store, StoreError, StoredSnapshot};
 
+/// A child's state encoded for its row (`<run>/<path>`), before the write lock is taken.
+pub(super) struct EncodedChildState {
+    id: String,
+    step: i64,
+    snapshot: String,
+    taken_at: i64,
+}
+
+/// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
+/// protocol cannot invoke itself), and a damaged store must not recurse without end.
+const MAX_CHILD_DEPTH: usize = 64;
+
 impl Context {
+    /// Each child's state as its row keeps it: masked, with its secrets' labels.
+    pub(super) fn encode_child_states(
+        &self,
+        run: &str,
+        states: &[ChildState],
+    ) -> Result<Vec<EncodedChildState>, StoreError> {
+        states
+            .iter()
+            .map(|state| {
+                let id = format!("{run}/{}", state.path);
+                Ok(EncodedChildState {
+                    snapshot: self.encode_snapshot(&id, &state.snapshot)?,
+                    step: self.integer("a step number", state.sequence)?,
+                    taken_at: self.integer("a step time", state.committed_unix_milliseconds)?,
+                    id,
+                })
+            })
+            .collect()
+    }
+
+    /// Writes each child's state to its row's snapshot, replacing the one before; a child with
+    /// no row (a run recorded before children had rows) keeps none.
+    pub(super) fn insert_child_states(
+        &self,
+        connection: &Connection,
+        states: &[EncodedChildState],
+    ) -> Result<(), StoreError> {
+        for state in states {
+            connection
+                .execute(
+                    "INSERT INTO snapshots (run_id, step, snapshot, taken_at) SELECT ?1, ?2, ?3, \
+                     ?4 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1) ON CONFLICT (run_id) DO \
+                     UPDATE SET step = excluded.step, snapshot = excluded.snapshot, taken_at = \
+                     excluded.taken_at",
+                    rusqlite::params![state.id, state.step, state.snapshot, state.taken_at],
+                )
+                .map_err(self.failed(&format!("keep the state of child run `{}`", state.id)))?;
+        }
+        Ok(())
+    }
+
     /// Applies a step's child changes to the children's rows (`<run>/<path>`), `run` being the
     /// run that records them.
     pub(super) fn apply_child_changes(
@@ -32,10 +86,7 @@ impl Context {
                     protocol_hash,
                     inputs,
                 } => {
-                    let parent = match path.rsplit_once('/') {
-                        Some((above, _)) => format!("{run}/{above}"),
-                        None => run.to_string(),
-                    };
+                    let parent = parent_of(run, path);
                     let inputs = self.encode(&id, "inputs", inputs)?;
                     // The same invoke started again: its row tells of the latest start. A row of
                     // that id that is not this run's child is never taken over.
@@ -67,6 +118,31 @@ impl Context {
                             run: id,
                         });
                     }
+                }
+                ChildChange::Resumed {
+                    path,
+                    protocol_path,
+                    protocol_hash,
+                    inputs,
+                } => {
+                    let parent = parent_of(run, path);
+                    let inputs = self.encode(&id, "inputs", inputs)?;
+                    connection
+                        .execute(
+                            "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, \
+                             started_at, updated_at, origin, parent, root) VALUES (?1, ?2, ?3, \
+                             ?4, 'running', ?5, ?5, 'child', ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                            rusqlite::params![
+                                id,
+                                protocol_path,
+                                protocol_hash,
+                                inputs,
+                                time,
+                                parent,
+                                run
+                            ],
+                        )
+                        .map_err(&failed)?;
                 }
                 ChildChange::Stepped { sequence, .. } => {
                     let sequence = self.integer("a step number", *sequence)?;
@@ -155,6 +231,61 @@ impl Context {
 }
 
 impl SqliteStore {
+    /// Puts back in `snapshot` (of the run `run`) the state of each child it names without one,
+    /// from the child's own row, its own children's too; their secrets' labels join `secrets`.
+    /// A child whose row holds no state is left without one (a resume then says so).
+    pub(super) fn fill_child_states(
+        &self,
+        run: &str,
+        snapshot: &mut Snapshot,
+        secrets: &mut Vec<String>,
+    ) -> Result<(), StoreError> {
+        self.fill_below(run, snapshot, secrets, 0)
+    }
+
+    fn fill_below(
+        &self,
+        run: &str,
+        snapshot: &mut Snapshot,
+        secrets: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<(), StoreError> {
+        if depth == MAX_CHILD_DEPTH {
+            return Ok(());
+        }
+        for child in snapshot
+            .children
+            .iter_mut()
+            .filter(|child| child.snapshot.is_none())
+        {
+            let id = format!("{run}/{}", child.id);
+            let row: Option<String> = self
+                .connection
+                .query_row(
+                    "SELECT snapshot FROM snapshots WHERE run_id = ?1",
+                    [&id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(
+                    self.context
+                        .failed(&format!("read the state of child run `{id}`")),
+                )?;
+            let Some(text) = row else {
+                continue;
+            };
+            let (mut state, labels) = self.context.decode_snapshot(&id, &text)?;
+            for label in labels {
+                if !secrets.contains(&label) {
+                    secrets.push(label);
+                }
+            }
+            self.fill_below(&id, &mut state, secrets, depth + 1)?;
+            child.snapshot = Some(Box::new(state));
+        }
+        Ok(())
+    }
+
     /// A child's state as the latest snapshot of the run that records it holds it; `None` when
     /// `run` is no child, or the child is no longer in that snapshot (it ended).
     pub(super) fn child_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
@@ -177,20 +308,36 @@ impl SqliteStore {
         let Some(recording) = self.latest_snapshot(&root)? else {
             return Ok(None);
         };
+        // Children kept inline in their parent's snapshot (as runs recorded before children had
+        // rows of their own were): found by their path.
         let mut children = recording.snapshot.children;
         let mut found = None;
         for id in path.split('/') {
             let Some(child) = children.into_iter().find(|child| child.id == id) else {
                 return Ok(None);
             };
-            children = child.snapshot.children.clone();
+            children = child
+                .snapshot
+                .as_ref()
+                .map(|state| state.children.clone())
+                .unwrap_or_default();
             found = Some(child);
         }
-        Ok(found.map(|child| StoredSnapshot {
-            sequence: child.sequence,
-            unix_milliseconds: child.committed_unix_milliseconds,
-            snapshot: *child.snapshot,
-            secrets: recording.secrets,
+        Ok(found.and_then(|child| {
+            Some(StoredSnapshot {
+                sequence: child.sequence,
+                unix_milliseconds: child.committed_unix_milliseconds,
+                snapshot: *child.snapshot?,
+                secrets: recording.secrets,
+            })
         }))
+    }
+}
+
+/// The run a child at `path` below `run` belongs to: `run` itself, or the child above it.
+fn parent_of(run: &str, path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((above, _)) => format!("{run}/{above}"),
+        None => run.to_string(),
     }
 }

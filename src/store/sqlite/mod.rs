@@ -11,6 +11,7 @@ use super::{
     Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
     RunSummary, Store, StoreError, StoredSnapshot, Unclaimed, Write,
 };
+use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
 
 mod summaries;
@@ -539,8 +540,10 @@ impl Context {
         entry: &JournalEntry,
         snapshot: Option<&Snapshot>,
         finish: Option<&Finish>,
+        child_states: &[ChildState],
     ) -> Result<EncodedStep, StoreError> {
         Ok(EncodedStep {
+            child_states: self.encode_child_states(run, child_states)?,
             step: self.integer("a step number", entry.sequence)?,
             time: self.integer("a step time", entry.unix_milliseconds)?,
             event_name: entry.event.as_ref().map(|event| event.name.clone()),
@@ -593,6 +596,7 @@ impl Context {
             children,
             snapshot,
             finish,
+            child_states,
         } = encoded;
         // 1. The journal entry. A duplicate step or an unknown run violates a constraint.
         let inserted = connection.execute(
@@ -647,8 +651,10 @@ impl Context {
         if changed == 0 {
             return Err(self.refusal(connection, run, Some(sequence), &operation, None));
         }
-        // 4. Its children's rows, and with its end, the end of the children it left.
+        // 4. Its children's rows, their states, and with its end, the end of the children it
+        // left.
         self.apply_child_changes(connection, run, entry)?;
+        self.insert_child_states(connection, child_states)?;
         if finish.is_some() {
             self.end_children(connection, run, entry.unix_milliseconds)?;
         }
@@ -801,6 +807,8 @@ struct EncodedStep {
     snapshot: Option<String>,
     /// Final state, exit code, output, finish time.
     finish: Option<(Option<String>, i32, String, i64)>,
+    /// The states of the children that stepped, for their own rows.
+    child_states: Vec<children::EncodedChildState>,
 }
 
 /// A `journal` row as stored.
@@ -851,10 +859,18 @@ impl Store for SqliteStore {
         // Everything is encoded before the write lock is taken, to hold it briefly.
         let encoded = self
             .context
-            .encode_step(run, entry, Some(snapshot), finish)?;
+            .encode_step(run, entry, Some(snapshot), finish, &[])?;
         self.write(
             &format!("commit step {} of run `{run}`", entry.sequence),
             |context, connection| context.insert_step(connection, run, entry, &encoded),
+        )
+    }
+
+    fn commit_child_states(&mut self, run: &str, states: &[ChildState]) -> Result<(), StoreError> {
+        let encoded = self.context.encode_child_states(run, states)?;
+        self.write(
+            &format!("keep the states of the children of run `{run}`"),
+            |context, connection| context.insert_child_states(connection, &encoded),
         )
     }
 
@@ -875,7 +891,8 @@ impl Store for SqliteStore {
             // A child's state is in the snapshot of the run that records it.
             return self.child_snapshot(run);
         };
-        let (snapshot, secrets) = self.context.decode_snapshot(run, &text)?;
+        let (mut snapshot, mut secrets) = self.context.decode_snapshot(run, &text)?;
+        self.fill_child_states(run, &mut snapshot, &mut secrets)?;
         Ok(Some(StoredSnapshot {
             sequence: step as u64,
             unix_milliseconds: taken_at as u64,
@@ -1088,6 +1105,7 @@ impl Store for SqliteStore {
                 entry,
                 snapshot,
                 finish,
+                child_states,
             } = write
             {
                 let latest = last_step_of_run.get(run.as_str()) == Some(&index);
@@ -1097,6 +1115,7 @@ impl Store for SqliteStore {
                     entry,
                     snapshot.map(|snapshot| &**snapshot),
                     finish.as_ref(),
+                    child_states,
                 )?);
             }
         }

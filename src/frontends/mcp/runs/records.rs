@@ -240,6 +240,7 @@ mod tests {
                 },
                 snapshot: Box::new(snapshot.clone()),
                 finish: None,
+                child_states: Vec::new(),
             });
         }
         store.commit_batch(&writes).unwrap();
