@@ -146,6 +146,10 @@ fn big_tree(name: &str) -> std::path::PathBuf {
 
 /// Runs the binary in `directory` and waits for it with `wait4`: its exit code, its stderr, and
 /// its own peak resident memory in KiB.
+#[expect(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its resource use"
+)]
 fn run_measured(directory: &std::path::Path, arguments: &[&str]) -> (Option<i32>, String, i64) {
     use std::io::Read;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
