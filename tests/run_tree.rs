@@ -209,3 +209,27 @@ fn a_serve_host_keeps_serving_its_other_instances_beside_a_tree_past_its_limit()
         );
     }
 }
+
+#[test]
+fn a_tree_past_its_data_bound_stops_the_child_that_grew_it_naming_the_limit() {
+    let directory = big_tree("bytes");
+    // Room for every child, but not for a second 512 KiB leaf.
+    let (code, stderr, peak) = run_measured(
+        &directory,
+        &[
+            "top.yaml",
+            "--state-dir",
+            "state",
+            "--max-children",
+            "2000",
+            "--max-tree-bytes",
+            "800000",
+        ],
+    );
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("more than its limit of 800000 bytes (--max-tree-bytes)"),
+        "{stderr}"
+    );
+    assert!(peak < 512 * 1024, "the engine peaked at {peak} KiB");
+}

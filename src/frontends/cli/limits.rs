@@ -34,6 +34,10 @@ pub struct LimitOptions {
     /// alive at once; one more fails with `error.invoke.ID` naming the limit.
     #[arg(long, default_value_t = Limits::default().max_children, value_name = "N")]
     max_children: usize,
+    /// The context and pending event data a run and all its child protocols may hold together;
+    /// the instance that grows it past stops with an error naming the limit.
+    #[arg(long, default_value_t = Limits::default().max_tree_bytes, value_name = "BYTES")]
+    max_tree_bytes: usize,
 }
 
 /// `--max-step-time`: a duration, or none.
@@ -64,6 +68,7 @@ impl LimitOptions {
                 max_pending_sends: self.max_pending_sends,
             },
             max_children: self.max_children,
+            max_tree_bytes: self.max_tree_bytes,
         }
     }
 }

@@ -71,6 +71,9 @@ pub struct Limits {
     /// Child protocols one run tree (a run, its children, theirs) may have alive at once;
     /// `--max-children`.
     pub max_children: usize,
+    /// The context and pending event data one run tree may hold, all its instances together;
+    /// `--max-tree-bytes`.
+    pub max_tree_bytes: usize,
 }
 
 impl Default for Limits {
@@ -79,6 +82,7 @@ impl Default for Limits {
             max_microsteps: 10_000,
             budgets: Budgets::default(),
             max_children: 128,
+            max_tree_bytes: 256 << 20,
         }
     }
 }
@@ -100,6 +104,13 @@ pub enum RunError {
     /// not committed.
     #[error("stopped by a signal in the middle of a step, in the states {states}")]
     Interrupted { states: String },
+    /// The run tree (a run and all its child protocols) holds more context and pending event
+    /// data than its bound; the instance that grew it past stops.
+    #[error(
+        "the run tree holds {total} bytes of context and pending event data, more than its \
+         limit of {limit} bytes (--max-tree-bytes); hold less in the children, or raise it"
+    )]
+    TreeBytes { total: usize, limit: usize },
     /// A durable run could not record a step; it stops rather than go on unrecorded.
     #[error("the run's step could not be recorded: {message}")]
     Checkpoint { message: String },
@@ -114,7 +125,9 @@ impl RunError {
             // not a fault of the protocol.
             RunError::Checkpoint { .. } => IO,
             // A step past its limits stops as a looping protocol does.
-            RunError::MicrostepLimit { .. } | RunError::StepTime { .. } => INVALID,
+            RunError::MicrostepLimit { .. }
+            | RunError::StepTime { .. }
+            | RunError::TreeBytes { .. } => INVALID,
             // The driver reports a step interrupted as a run stopped by a signal.
             RunError::Interrupted { .. } => UNFINISHED,
         }

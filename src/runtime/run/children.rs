@@ -217,6 +217,7 @@ impl DriverHost<'_> {
             budgets: crate::pipeline::compile::budget::current(),
             max_microsteps: self.max_microsteps,
             max_children: self.max_children,
+            max_tree_bytes: self.max_tree_bytes,
         };
         // The child's driver holds borrowed state, so it runs on this thread (a local task).
         let handle = tokio::task::spawn_local(async move {

@@ -106,6 +106,17 @@ pub(super) struct Extras {
     pub(super) tree: Option<Arc<super::tree::TreeChildren>>,
     /// Children refused whose `error.invoke` is on its way: the run waits for it.
     pub(super) refused_children: usize,
+    /// This instance's share of its tree's data (`tree`), as last reported.
+    pub(super) tree_bytes: usize,
+}
+
+impl Drop for Extras {
+    /// An instance that ends gives back its share of its tree's data.
+    fn drop(&mut self) {
+        if let Some(tree) = &self.tree {
+            tree.hold(self.tree_bytes, 0);
+        }
+    }
 }
 
 /// One deferred event, with its sender's number for it.
@@ -252,6 +263,8 @@ pub(super) struct DriverHost<'a> {
     pub(super) max_microsteps: usize,
     /// The run tree's `--max-children`, which its child protocols share.
     pub(super) max_children: usize,
+    /// The run tree's `--max-tree-bytes`, which its child protocols share.
+    pub(super) max_tree_bytes: usize,
 }
 
 impl DriverHost<'_> {

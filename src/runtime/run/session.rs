@@ -56,9 +56,11 @@ impl<'a> Session<'a> {
         let machine = interpreter.machine().clone();
         let max_microsteps = interpreter.limits.max_microsteps;
         let max_children = interpreter.limits.max_children;
+        let max_tree_bytes = interpreter.limits.max_tree_bytes;
         let host = DriverHost {
             max_microsteps,
             max_children,
+            max_tree_bytes,
             external_queue: VecDeque::new(),
             state,
             observer,
@@ -384,7 +386,7 @@ impl<'a> Session<'a> {
             None => self.interpreter.start(&mut self.host)?,
             Some(states) => self.interpreter.start_in(&mut self.host, states)?,
         }
-        self.after_step();
+        self.after_step()?;
         let time = self.host.now_text();
         let start = serde_json::json!({
             "protocol": self.host.machine.id,
@@ -427,11 +429,13 @@ impl<'a> Session<'a> {
         self.commit(None)
     }
 
-    /// After a step: a run that reached its final state fires no more timers, and the outcomes
-    /// waiting on its queue are recorded as ended after it.
-    fn after_step(&mut self) {
+    /// After a step: the run tree's data accounted for; a run that reached its final state
+    /// fires no more timers, and the outcomes waiting on its queue are recorded as ended after
+    /// it.
+    fn after_step(&mut self) -> Result<(), RunError> {
+        self.account_tree_data()?;
         if self.interpreter.is_running() {
-            return;
+            return Ok(());
         }
         if !self.host.state.timers.is_empty() {
             self.host.state.timers.clear();
@@ -442,6 +446,34 @@ impl<'a> Session<'a> {
         }
         self.host.maps_after_the_run();
         self.discard_waiting();
+        Ok(())
+    }
+
+    /// Reports this instance's context and pending event data to its run tree, if it belongs
+    /// to one (it has, or is, a child protocol): past `--max-tree-bytes` for the whole tree, this
+    /// instance, which grew it, stops. A run with no children pays nothing.
+    fn account_tree_data(&mut self) -> Result<(), RunError> {
+        let Some(extras) = self.host.state.extras.as_deref() else {
+            return Ok(());
+        };
+        let Some(tree) = extras.tree.clone() else {
+            return Ok(());
+        };
+        let before = extras.tree_bytes;
+        let now = self
+            .interpreter
+            .instance
+            .context
+            .iter()
+            .map(crate::base::value::Value::size_in_bytes)
+            .fold(self.host.state.held_event_bytes(), usize::saturating_add);
+        let total = tree.hold(before, now);
+        self.host.state.extras_mut().tree_bytes = now;
+        let limit = self.host.max_tree_bytes;
+        if now > before && total > limit {
+            return Err(RunError::TreeBytes { total, limit });
+        }
+        Ok(())
     }
 
     /// The run ended: every event still waiting in its inbox is discarded, and said so.
@@ -510,7 +542,7 @@ impl<'a> Session<'a> {
             .then(|| self.interpreter.instance.configuration.clone());
         let taken = self.interpreter.take(event, &mut self.host)?;
         let report = is_input(event).then(|| self.settle(event, taken, ticket));
-        self.after_step();
+        self.after_step()?;
         // Committed before it is told: a sender told `deferred` finds its event in the journal.
         self.commit(Some(event))?;
         let observer = &mut self.host.observer;
@@ -645,7 +677,7 @@ impl<'a> Session<'a> {
             {
                 inbox.waiting.remove(index);
             }
-            self.after_step();
+            self.after_step()?;
             self.commit(Some(&waiting.event))?;
             let observer = &mut self.host.observer;
             observer.step(now, &waiting.event, self.interpreter, report.as_ref());

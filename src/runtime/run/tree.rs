@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[derive(Debug, Default)]
 pub(crate) struct TreeChildren {
     live: AtomicUsize,
+    /// The context and pending event data its instances hold, as each last reported it.
+    held: AtomicUsize,
 }
 
 /// One live child's place in its tree's count, given back when it is dropped (the child ended,
@@ -31,6 +33,17 @@ impl TreeChildren {
                 Ok(_) => return Ok(ChildSlot(self.clone())),
                 Err(now) => live = now,
             }
+        }
+    }
+}
+
+impl TreeChildren {
+    /// Replaces an instance's share of the tree's data, `before`, by `now`; the tree's total.
+    pub(crate) fn hold(&self, before: usize, now: usize) -> usize {
+        if now >= before {
+            self.held.fetch_add(now - before, Ordering::AcqRel) + (now - before)
+        } else {
+            self.held.fetch_sub(before - now, Ordering::AcqRel) - (before - now)
         }
     }
 }
