@@ -169,3 +169,26 @@ fn git_runs_under_its_grants() {
         }
     }
 }
+
+#[test]
+fn validate_names_the_routes_the_granted_programs_leave_open() {
+    let directory = temporary_directory("exec-routes", "validate");
+    std::fs::write(
+        directory.join("routes.yaml"),
+        "id: routes\npermissions: { exec: [env, echo, python3] }\nstates:\n  only: { type: final }\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["validate", "routes.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(
+            "route: env starts other programs: the other granted programs (echo, python3)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("warning: python3 runs any code it is given"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("route: echo"), "{stdout}");
+}

@@ -600,6 +600,55 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
                  loads at run time (`dlopen`) that is not one of theirs"
                 .into(),
         });
+        lines.extend(open_routes(exec.iter().flatten()));
+    }
+    lines
+}
+
+/// Programs that start other programs named in their arguments or input.
+const LAUNCHERS: [&str; 14] = [
+    "env", "find", "xargs", "nice", "nohup", "timeout", "stdbuf", "setsid", "flock", "git", "make",
+    "watch", "parallel", "chrt",
+];
+
+/// Programs that run any code they are given: granting one grants what that code can do.
+const INTERPRETERS: [&str; 16] = [
+    "sh", "bash", "dash", "zsh", "ksh", "fish", "python", "python3", "perl", "ruby", "node", "lua",
+    "php", "awk", "gawk", "tclsh",
+];
+
+/// The routes to other programs, and to arbitrary code, that the granted programs leave open:
+/// a launcher starts the other granted programs, an interpreter runs whatever it is given.
+fn open_routes<'a>(programs: impl Iterator<Item = &'a PathBuf>) -> Vec<String> {
+    let programs: Vec<&PathBuf> = programs.collect();
+    let name = |program: &PathBuf| {
+        program
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let names: Vec<String> = programs.iter().map(|program| name(program)).collect();
+    let mut lines = Vec::new();
+    for program in &names {
+        if LAUNCHERS.contains(&program.as_str()) {
+            let others: Vec<&str> = names
+                .iter()
+                .filter(|other| *other != program)
+                .map(String::as_str)
+                .collect();
+            let reach = if others.is_empty() {
+                "no other program (none else is granted)".to_string()
+            } else {
+                format!("the other granted programs ({})", others.join(", "))
+            };
+            lines.push(format!("  route: {program} starts other programs: {reach}"));
+        }
+        if INTERPRETERS.contains(&program.as_str()) {
+            lines.push(format!(
+                "  warning: {program} runs any code it is given: granting it grants whatever that \
+                 code can do within the read and write grants"
+            ));
+        }
     }
     lines
 }
