@@ -80,8 +80,21 @@ fn a_granted_launcher_cannot_start_a_program_that_was_not_granted_by_any_route()
     }
     let loader = loader();
     let print = format!("\"print('{MARKER}')\"");
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
     let routes = [
         format!("{{ exec: [env, python3, -c, {print}], id: act }}"),
+        format!("{{ exec: [env, /proc/self/exe, python3, -c, {print}], id: act }}"),
+        format!("{{ exec: [env, {loader}, /usr/bin/id, -un], id: act }}"),
+        "{ exec: [env, id, -un], id: act }".to_string(),
         format!("{{ exec: [env, {loader}, /usr/bin/python3, -c, {print}], id: act }}"),
         format!(
             "{{ exec: [env, /proc/self/root{loader}, /usr/bin/python3, -c, {print}], id: act }}"
@@ -107,9 +120,11 @@ fn a_granted_launcher_cannot_start_a_program_that_was_not_granted_by_any_route()
         let permissions = format!(r#"{{ exec: [env, find, xargs, echo], write: ["w/**"]{read} }}"#);
         for route in &routes {
             let output = run(&directory, &permissions, route);
+            // python3 prints the marker, `id -un` the user's name.
             assert!(
-                !output.contains(&format!("out={MARKER}")),
-                "{variant}: {route} ran python3:\n{output}"
+                !output.contains(&format!("out={MARKER}"))
+                    && !output.contains(&format!("out={user}")),
+                "{variant}: {route} ran a program that was not granted:\n{output}"
             );
         }
         // Granted programs still run, one started by another included.
