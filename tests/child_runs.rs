@@ -71,28 +71,20 @@ fn runs(directory: &Path) -> std::collections::BTreeMap<String, Value> {
         .collect()
 }
 
-/// Polls `runs --json` until `ready` holds of the runs; fails naming `what` after 20 s.
+/// Polls `runs --json` until `ready` holds of the runs (`support::eventually`).
 fn wait_for_runs(
     directory: &Path,
     what: &str,
     ready: impl Fn(&std::collections::BTreeMap<String, Value>) -> bool,
 ) -> std::collections::BTreeMap<String, Value> {
-    let started = std::time::Instant::now();
-    loop {
+    crate::support::eventually(what, || {
         let runs = if directory.join("state/state.db").exists() {
             runs(directory)
         } else {
             Default::default()
         };
-        if ready(&runs) {
-            return runs;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "{what} never happened: {runs:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        ready(&runs).then_some(runs)
+    })
 }
 
 /// The one run with no parent.
@@ -141,19 +133,14 @@ fn a_child_keeps_a_row_of_its_own_held_with_its_parent_through_a_kill_and_a_resu
     );
     assert_eq!(runs[&grand]["parent"], json!(kid), "{runs:?}");
 
-    // A child's state is read through its parent's snapshot, once its start is committed.
-    let started = std::time::Instant::now();
-    loop {
+    // A child's state is read from its row, once its start is committed.
+    let status = crate::support::eventually("the grandchild's committed start", || {
         let (code, text) = run_binary_with_state(&directory, &["status", &grand, "--json"]);
         assert_eq!(code, 0, "{text}");
         let status: Value = serde_json::from_str(&text).unwrap();
-        if status["state"]["configuration"] == json!(["waiting"]) {
-            assert_eq!(status["origin"], json!("child"), "{status}");
-            break;
-        }
-        assert!(started.elapsed().as_secs() < 20, "{status}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        (status["state"]["configuration"] == json!(["waiting"])).then_some(status)
+    });
+    assert_eq!(status["origin"], json!("child"), "{status}");
 
     // Each child's state is in its own row: the parent's snapshot names its kid without it,
     // so a child's step does not rewrite the tree.

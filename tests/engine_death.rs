@@ -36,24 +36,16 @@ fn sleeper(name: &str) -> std::path::PathBuf {
     directory
 }
 
-/// The pids the effect wrote, once both are there (20 s at most).
+/// The pids the effect wrote, once both are there.
 fn effect_pids(directory: &Path) -> [i32; 2] {
-    let started = Instant::now();
-    loop {
+    crate::support::eventually("the effect writing its pids", || {
         let read = |name: &str| {
             std::fs::read_to_string(directory.join("pids").join(name))
                 .ok()
                 .and_then(|text| text.trim().parse::<i32>().ok())
         };
-        if let (Some(direct), Some(detached)) = (read("direct"), read("detached")) {
-            return [direct, detached];
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the effect never wrote its pids"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        Some([read("direct")?, read("detached")?])
+    })
 }
 
 /// Whether `pid` still runs: it exists and is no zombie (a container's init may not reap).
@@ -157,14 +149,9 @@ fn an_engine_whose_watchdog_died_says_so_and_goes_on() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while !directory.join("pids/direct").exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the effect never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::support::eventually("the effect starting", || {
+        directory.join("pids/direct").exists().then_some(())
+    });
     // The engine's watchdog: `protocol-run __effect-watchdog PID-...`.
     let wanted = format!("__effect-watchdog\0{}-", engine.id());
     let watchdog: i32 = std::fs::read_dir("/proc")

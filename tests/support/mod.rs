@@ -364,6 +364,22 @@ pub fn run_binary_with_state(directory: &std::path::Path, arguments: &[&str]) ->
     (output.status.code().unwrap_or(-1), text)
 }
 
+/// How long `eventually` waits before it calls a wait a hang: a guard for a condition that holds
+/// within milliseconds, not a bound on how fast it must hold.
+pub const HANG: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Polls `probe` every 10 ms until it gives a value; fails, naming `what`, only past `HANG`.
+pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(started.elapsed() < HANG, "{what} never happened");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Polls `status --json` of the one run in `state` (run from `directory`) until `ready` holds
 /// of it; fails, naming `what`, after 20 s (a loaded machine's worst case).
 pub fn wait_for_status(

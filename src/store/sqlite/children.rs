@@ -85,64 +85,54 @@ impl Context {
                     protocol_path,
                     protocol_hash,
                     inputs,
-                } => {
-                    let parent = parent_of(run, path);
-                    let inputs = self.encode(&id, "inputs", inputs)?;
-                    // The same invoke started again: its row tells of the latest start. A row of
-                    // that id that is not this run's child is never taken over.
-                    let written = connection
-                        .execute(
-                            "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, \
-                             started_at, updated_at, origin, parent, root) VALUES (?1, ?2, ?3, \
-                             ?4, 'running', ?5, ?5, 'child', ?6, ?7) ON CONFLICT (id) DO UPDATE \
-                             SET protocol_path = excluded.protocol_path, protocol_hash = \
-                             excluded.protocol_hash, inputs = excluded.inputs, status = \
-                             'running', started_at = excluded.started_at, updated_at = \
-                             excluded.updated_at, last_step = NULL, last_step_at = NULL, \
-                             final_state = NULL, exit_code = NULL, output = NULL, finished_at = \
-                             NULL WHERE runs.origin = 'child' AND runs.root = excluded.root",
-                            rusqlite::params![
-                                id,
-                                protocol_path,
-                                protocol_hash,
-                                inputs,
-                                time,
-                                parent,
-                                run
-                            ],
-                        )
-                        .map_err(&failed)?;
-                    if written == 0 {
-                        return Err(StoreError::RunExists {
-                            database: self.location(),
-                            run: id,
-                        });
-                    }
                 }
-                ChildChange::Resumed {
+                | ChildChange::Resumed {
                     path,
                     protocol_path,
                     protocol_hash,
                     inputs,
                 } => {
-                    let parent = parent_of(run, path);
+                    let started = matches!(change, ChildChange::Started { .. });
+                    // The same invoke started again: its row tells of the latest start, and a
+                    // row of that id that is not this run's child is never taken over. A resumed
+                    // child's row is made only where it has none (a run recorded before
+                    // children had rows).
+                    let on_conflict = if started {
+                        "DO UPDATE SET protocol_path = excluded.protocol_path, protocol_hash = \
+                         excluded.protocol_hash, inputs = excluded.inputs, status = 'running', \
+                         started_at = excluded.started_at, updated_at = excluded.updated_at, \
+                         last_step = NULL, last_step_at = NULL, final_state = NULL, exit_code = \
+                         NULL, output = NULL, finished_at = NULL WHERE runs.origin = 'child' AND \
+                         runs.root = excluded.root"
+                    } else {
+                        "DO NOTHING"
+                    };
                     let inputs = self.encode(&id, "inputs", inputs)?;
-                    connection
+                    let written = connection
                         .execute(
-                            "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, \
-                             started_at, updated_at, origin, parent, root) VALUES (?1, ?2, ?3, \
-                             ?4, 'running', ?5, ?5, 'child', ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                            &format!(
+                                "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, \
+                                 status, started_at, updated_at, origin, parent, root) VALUES \
+                                 (?1, ?2, ?3, ?4, 'running', ?5, ?5, 'child', ?6, ?7) ON \
+                                 CONFLICT (id) {on_conflict}"
+                            ),
                             rusqlite::params![
                                 id,
                                 protocol_path,
                                 protocol_hash,
                                 inputs,
                                 time,
-                                parent,
+                                parent_of(run, path),
                                 run
                             ],
                         )
                         .map_err(&failed)?;
+                    if started && written == 0 {
+                        return Err(StoreError::RunExists {
+                            database: self.location(),
+                            run: id,
+                        });
+                    }
                 }
                 ChildChange::Stepped { sequence, .. } => {
                     let sequence = self.integer("a step number", *sequence)?;
