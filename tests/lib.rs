@@ -21,6 +21,7 @@ mod event_accounting;
 mod event_outcomes;
 mod examples;
 mod exec_routes;
+mod execution_errors;
 mod fast_path;
 mod file_functions;
 mod first_steps;

@@ -1,5 +1,6 @@
 //! `protocol-run check`: warnings beyond the schema and the compiler, each located in the source.
 
+mod fallible_writes;
 mod library;
 mod unused_definitions;
 
@@ -47,6 +48,7 @@ enum Rule {
     Event,
     Delay,
     UnusedDefinition,
+    FallibleWrite,
 }
 
 /// Every warning about `loaded` (compiled as `machine`): first a missing `permissions`, then
@@ -89,6 +91,7 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.dead_ends();
     lint.shadowed_transitions();
     lint.eventless_loops();
+    lint.guards_after_fallible_writes();
     lint.effects_cancelled_at_once();
     lint.context_variables(&usage);
     lint.events(&usage);

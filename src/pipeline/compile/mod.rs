@@ -232,6 +232,7 @@ fn compile_nested(
         event_types: compiler.event_types,
         done_events,
         error_execution,
+        strict_errors: protocol.errors == crate::base::model::ErrorMode::Strict,
         has_eventless,
         has_defer,
         single_leaf,

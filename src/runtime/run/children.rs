@@ -66,7 +66,8 @@ fn invoke_outcome(
         report
             .outcome
             .as_ref()
-            .map(|outcome| request.machine.state(outcome.final_state).id.to_string())
+            .and_then(|outcome| outcome.state_name(&request.machine))
+            .map(|state| state.to_string())
     };
     let ended = |final_state: Option<String>, exit_code: i32, output: serde_json::Value| {
         ChildChange::Ended {
@@ -82,10 +83,9 @@ fn invoke_outcome(
         data.insert(Arc::from("message"), Value::string(message));
         if let Some(outcome) = report.and_then(|report| report.outcome.as_ref()) {
             data.insert(Arc::from("exit_code"), Value::Int(outcome.exit_code.into()));
-            data.insert(
-                Arc::from("state"),
-                Value::String(request.machine.state(outcome.final_state).id.clone()),
-            );
+            if let Some(state) = outcome.state_name(&request.machine) {
+                data.insert(Arc::from("state"), Value::String(state.clone()));
+            }
             data.insert(Arc::from("output"), outcome.output.clone());
         }
         Event::of_type(parent, request.failed, Origin::Outcome)
@@ -99,15 +99,19 @@ fn invoke_outcome(
                 ended(final_state(&report), 0, outcome.output.to_stored_json()),
             ),
             Some(outcome) => {
-                let state = &request.machine.state(outcome.final_state).id;
-                (
-                    failure(
-                        format!(
-                            "the child protocol ended in `{state}` with exit code {}",
-                            outcome.exit_code
-                        ),
-                        Some(&report),
+                let message = match (&outcome.failure, outcome.state_name(&request.machine)) {
+                    (Some(failure), _) => format!(
+                        "the child protocol failed with exit code {}: {} was not handled: {}",
+                        outcome.exit_code, failure.event, failure.message
                     ),
+                    (None, state) => format!(
+                        "the child protocol ended in `{}` with exit code {}",
+                        state.map_or("?", |state| &**state),
+                        outcome.exit_code
+                    ),
+                };
+                (
+                    failure(message, Some(&report)),
                     ended(
                         final_state(&report),
                         outcome.exit_code.into(),

@@ -816,11 +816,17 @@ impl<'a> Session<'a> {
         let time = self.host.now_text();
         let machine = self.host.machine.clone();
         let outcome = self.interpreter.outcome().cloned();
-        let finish = serde_json::json!({
+        let mut finish = serde_json::json!({
             "configuration": self.interpreter.active_leaves(),
-            "state": outcome.as_ref().map(|outcome| machine.state(outcome.final_state).id.to_string()),
+            "state": outcome.as_ref().and_then(|outcome| outcome.state_name(&machine)).map(|state| state.to_string()),
             "exit_code": outcome.as_ref().map(|outcome| outcome.exit_code),
         });
+        if let Some(failure) = outcome
+            .as_ref()
+            .and_then(|outcome| outcome.failure.as_ref())
+        {
+            finish["error"] = failure.to_json();
+        }
         self.host.observer.record(&time, "finish", finish);
         RunReport {
             stopped_by_signal: false,

@@ -791,8 +791,10 @@ impl Fleet {
             if member.state.has_running() {
                 return;
             }
-            let state = self.machine.state(outcome.final_state).id.to_string();
-            awaiting::note_finished(self.awaiting.as_mut(), slot, &state);
+            let state = outcome
+                .state_name(&self.machine)
+                .map(|state| state.to_string());
+            awaiting::note_finished(self.awaiting.as_mut(), slot, state.as_deref());
             let mut finished = serde_json::json!({
                 "instance": &*member.name,
                 "finished": {
@@ -802,6 +804,9 @@ impl Fleet {
                     "effects": member.state.effects_after_finish(),
                 },
             });
+            if let Some(failure) = &outcome.failure {
+                finished["finished"]["error"] = failure.to_json();
+            }
             // Deferred events the end of the run discarded, each said once more here.
             let discarded = member.state.discarded_at_finish();
             if !discarded.is_empty() {
