@@ -61,6 +61,7 @@ mod ownership;
 mod ownership_properties;
 mod pending_sends;
 mod properties;
+mod protocol_files;
 mod protocols;
 mod resume_files;
 mod reuse;
