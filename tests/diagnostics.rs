@@ -544,3 +544,21 @@ fn the_actions_beside_one_that_is_no_action_are_still_checked() {
         "{text}"
     );
 }
+
+#[test]
+fn a_comma_in_unquoted_flow_text_is_told_to_be_quoted() {
+    let (code, stderr) = validate_file(
+        "flow-comma.yaml",
+        b"id: flow\ninputs:\n  path: { type: string, description: relative to repo, absolute otherwise }\nstates:\n  a: { type: final }\n",
+    );
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("unknown key `absolute otherwise`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("flow-comma.yaml:3:56"), "{stderr}");
+    assert!(
+        stderr.contains("quote that text: `description: \"relative to repo, absolute otherwise\"`"),
+        "{stderr}"
+    );
+}
