@@ -71,6 +71,7 @@ mod schema;
 mod scxml_import;
 mod secret_spellings;
 mod secrets;
+mod seeing_failures;
 mod semantics;
 mod socket;
 mod store;

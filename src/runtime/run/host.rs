@@ -949,7 +949,9 @@ fn outcome_name(event: &Event) -> &'static str {
     }
 }
 
-/// The telemetry of an effect outcome: which action, how it ended, how long it took.
+/// The telemetry of an effect outcome: which action, how it ended, how long it took; a failure
+/// also says why (its message and the tail of its error output, masked), so `logs` and `status`
+/// can show it without the event's data.
 fn effect_summary(event: &Event) -> serde_json::Value {
     let field = |name: &str| {
         event
@@ -957,12 +959,24 @@ fn effect_summary(event: &Event) -> serde_json::Value {
             .get(name)
             .map_or(serde_json::Value::Null, Value::to_json)
     };
-    serde_json::json!({
+    let succeeded = event.name.starts_with("done.");
+    let mut summary = serde_json::json!({
         "id": field("id"),
         "event": &*event.name,
-        "succeeded": event.name.starts_with("done."),
+        "succeeded": succeeded,
         "timed_out": field("timed_out"),
         "exit_code": field("exit_code"),
         "duration_ms": field("duration_ms"),
-    })
+    });
+    if !succeeded {
+        summary["message"] = field("message");
+        let stderr = event.data.get("stderr").and_then(Value::as_str);
+        if let Some(tail) = stderr
+            .map(crate::base::text::masked_tail)
+            .filter(|tail| !tail.is_empty())
+        {
+            summary["stderr"] = tail.into();
+        }
+    }
+    summary
 }
