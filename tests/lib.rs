@@ -71,7 +71,7 @@ mod schema;
 mod scxml_import;
 mod secret_spellings;
 mod secrets;
-mod seeing_failures;
+mod seeing_what_happened;
 mod semantics;
 mod socket;
 mod store;

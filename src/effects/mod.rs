@@ -493,5 +493,6 @@ fn telemetry(
             .iter()
             .map(|(key, value)| (Arc::from(*key), value.clone()))
             .collect(),
+        from: None,
     }
 }

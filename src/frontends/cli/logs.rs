@@ -112,7 +112,11 @@ pub fn logs(arguments: &LogsArguments) -> u8 {
             let why = entry["message"].as_str().unwrap_or("failed");
             format!("{} failed: {why}", entry["id"].as_str().unwrap_or("?"))
         } else {
-            entry["message"].as_str().unwrap_or_default().to_string()
+            format!(
+                "{}{}",
+                crate::runtime::output::from_prefix(entry["from"].as_str().unwrap_or_default()),
+                entry["message"].as_str().unwrap_or_default()
+            )
         };
         println!(
             "{} {:<5} {message}{tags}",

@@ -318,6 +318,7 @@ impl DriverHost<'_> {
                 (Arc::from("capability"), Value::string(denied.capability)),
                 (Arc::from("subject"), Value::string(denied.subject.as_str())),
             ],
+            from: None,
         };
         self.log(record);
         let mut data = indexmap::IndexMap::new();
@@ -534,6 +535,7 @@ impl DriverHost<'_> {
             message: format!("refused `{name}` from {from}: {message}"),
             tags: Arc::from([Arc::from("event_refused")]),
             fields: Vec::new(),
+            from: None,
         });
         let refused = Event::refused_message(&self.machine, name, from, message);
         self.external_queue.push_back(refused);
@@ -545,8 +547,11 @@ impl Host for DriverHost<'_> {
         let time = self.now_text();
         if self.recording {
             let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
-            self.step_actions
-                .push(serde_json::json!({"log": record.message, "tags": tags}));
+            let mut action = serde_json::json!({"log": record.message, "tags": tags});
+            if let Some(from) = &record.from {
+                action["from"] = (**from).into();
+            }
+            self.step_actions.push(action);
         }
         self.observer.log(&record, &time);
     }
@@ -863,6 +868,7 @@ impl DriverHost<'_> {
                 message: warning,
                 tags: Arc::from([Arc::from("sandbox_unenforced")]),
                 fields: Vec::new(),
+                from: None,
             });
         }
     }
@@ -884,6 +890,7 @@ impl DriverHost<'_> {
                 (Arc::from("id"), Value::string(id)),
                 (Arc::from("event"), Value::String(event.name.clone())),
             ],
+            from: None,
         });
     }
 

@@ -34,7 +34,11 @@ impl Observer for RunObserver {
             .collect();
         let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
         let level = format!("{:?}", record.level).to_lowercase();
-        self.write(time, "log", serde_json::json!({"level": level, "message": record.message, "tags": tags, "fields": fields}));
+        let mut entry = serde_json::json!({"level": level, "message": record.message, "tags": tags, "fields": fields});
+        if let Some(from) = &record.from {
+            entry["from"] = (**from).into();
+        }
+        self.write(time, "log", entry);
     }
 
     fn directive(&mut self, directive: &crate::pipeline::actions::Directive) {

@@ -1064,7 +1064,7 @@ impl Observer for MemberObserver<'_> {
             .iter()
             .map(|(name, value)| (name.to_string(), value.to_json()))
             .collect();
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "instance": self.name,
             "time": time,
             "level": format!("{:?}", record.level).to_lowercase(),
@@ -1072,6 +1072,9 @@ impl Observer for MemberObserver<'_> {
             "tags": tags,
             "fields": fields,
         });
+        if let Some(from) = &record.from {
+            line["from"] = (**from).into();
+        }
         let masked = crate::base::secrets::mask_json(&line);
         eprintln!("{masked}");
         if let Some(sink) = self.log_sink.as_mut() {

@@ -1,4 +1,4 @@
-//! What a run shows of what went wrong: a failed effect's error output (its tail, masked) in its telemetry line, `logs` and `status`.
+//! What a run shows of what happened: a failed effect's error output (its tail, masked) in its telemetry line, `logs` and `status`; which map item a child's log line comes from.
 
 use crate::support::{run_binary, temporary_directory};
 
@@ -20,7 +20,7 @@ states:
 
 #[test]
 fn a_failed_effects_error_output_is_in_its_telemetry_logs_and_status() {
-    let directory = temporary_directory("seeing_failures", "stderr");
+    let directory = temporary_directory("seeing", "stderr");
     std::fs::write(directory.join("failing.yaml"), FAILING).unwrap();
     let token = format!("secret{}token", std::process::id());
     let input = format!("token={token}");
@@ -114,4 +114,91 @@ fn a_failed_effects_error_output_is_in_its_telemetry_logs_and_status() {
         .expect("a failure among the last events");
     assert_eq!(failure["exit_code"], 3);
     assert_eq!(failure["stderr"].as_str().unwrap().lines().count(), 10);
+}
+
+/// Each item's child logs the same words; only where they come from tells the lines apart.
+const REVIEWER: &str = r#"
+id: reviewer
+inputs:
+  path: { type: string, required: true }
+states:
+  reviewing:
+    entry:
+      - log: style attempt 1/2
+    always: done
+  done: { type: final }
+"#;
+
+const GATE: &str = r#"
+id: gate
+context: { file: null }
+states:
+  fanning:
+    entry:
+      - map: [a.rs, b.rs, c.rs]
+        id: review
+        item: file
+        invoke: { protocol: reviewer.yaml, inputs: { path: "${file}" } }
+    on:
+      done.map.review: done
+  done: { type: final }
+"#;
+
+#[test]
+fn a_map_items_log_lines_name_the_item() {
+    let directory = temporary_directory("seeing", "map_items");
+    std::fs::write(directory.join("reviewer.yaml"), REVIEWER).unwrap();
+    std::fs::write(directory.join("gate.yaml"), GATE).unwrap();
+    let expected = ["review[0]", "review[1]", "review[2]"];
+
+    let (code, _, stderr) = run_binary(
+        &directory,
+        &[
+            "gate.yaml",
+            "--virtual-time",
+            "--state-dir",
+            "state",
+            "--run-id",
+            "gate-1",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let mut human: Vec<&str> = stderr
+        .lines()
+        .filter_map(|line| line.split_once("INFO  "))
+        .filter_map(|(_, rest)| rest.strip_suffix(": style attempt 1/2"))
+        .collect();
+    human.sort();
+    assert_eq!(human, expected, "{stderr}");
+
+    let (code, _, stderr) = run_binary(
+        &directory,
+        &[
+            "gate.yaml",
+            "--virtual-time",
+            "--log-format",
+            "json",
+            "--state-dir",
+            "state",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let mut json: Vec<String> = stderr
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["message"] == "style attempt 1/2")
+        .map(|line| line["from"].as_str().unwrap_or("(none)").to_string())
+        .collect();
+    json.sort();
+    assert_eq!(json, expected, "{stderr}");
+
+    // The run's telemetry keeps it, and `logs` shows it as the run did.
+    let (_, logs, _) = run_binary(&directory, &["logs", "gate-1", "--state-dir", "state"]);
+    let mut shown: Vec<&str> = logs
+        .lines()
+        .filter_map(|line| line.split_once("INFO  "))
+        .filter_map(|(_, rest)| rest.strip_suffix(": style attempt 1/2"))
+        .collect();
+    shown.sort();
+    assert_eq!(shown, expected, "{logs}");
 }
