@@ -47,6 +47,7 @@ mod mcp;
 mod mcp_answers;
 mod mcp_exposure;
 mod mcp_grants;
+mod mcp_identity;
 mod mcp_inspector;
 mod mcp_lifecycle;
 mod mcp_limits;
