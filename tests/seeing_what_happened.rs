@@ -1,6 +1,6 @@
-//! What a run shows of what happened: a failed effect's error output (its tail, masked) in its telemetry line, `logs` and `status`; which map item a child's log line comes from.
+//! What a run shows of what happened: a failed effect's error output (its tail, masked) in its telemetry line, `logs` and `status`; which map item a child's log line comes from; a deadline timer due at the deadline it was given.
 
-use crate::support::{run_binary, temporary_directory};
+use crate::support::{run_binary, temporary_directory, wait_for_status};
 
 /// A program that writes fifteen lines and a secret to its error output, then exits 3; the
 /// protocol handles the failure and finishes.
@@ -201,4 +201,55 @@ fn a_map_items_log_lines_name_the_item() {
         .collect();
     shown.sort();
     assert_eq!(shown, expected, "{logs}");
+}
+
+/// A deadline an hour away, kept in the context: `status` shows both.
+const DEADLINE: &str = r#"
+id: deadline
+context: { due: null }
+states:
+  waiting:
+    entry:
+      - assign: { due: "now() + duration('1h')" }
+    after:
+      - until: due
+        target: late
+  late: { type: final }
+"#;
+
+/// The docs promise a deadline fires at its instant, to the millisecond, never before: the
+/// timer `status` shows is due at that instant, not a millisecond earlier. On a real clock, so
+/// that the run's start, the deadline's evaluation and the commit fall between milliseconds;
+/// several runs, since which side of a millisecond each falls on is chance.
+#[test]
+fn a_deadline_timer_is_due_at_its_deadline() {
+    let directory = temporary_directory("seeing", "deadline");
+    std::fs::write(directory.join("deadline.yaml"), DEADLINE).unwrap();
+    for attempt in 0..8 {
+        let state = directory.join(format!("state-{attempt}"));
+        let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["deadline.yaml", "--state-dir", state.to_str().unwrap()])
+            .current_dir(&directory)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_status(&directory, &state, "the deadline's timer", |status| {
+            status["state"]["timers"]
+                .as_array()
+                .is_some_and(|timers| !timers.is_empty())
+        });
+        let (_, text, _) = run_binary(
+            &directory,
+            &["status", "--json", "--state-dir", state.to_str().unwrap()],
+        );
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let status: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let due = &status["state"]["context"]["due"];
+        let timer = &status["state"]["timers"][0];
+        assert_eq!(timer["deadline"], true, "{status}");
+        assert_eq!(&timer["due"], due, "run {attempt}: {status}");
+    }
 }

@@ -166,7 +166,15 @@ impl DriverState {
 
     /// Unix milliseconds on this instance's clock (virtual under virtual time).
     pub(super) fn now_milliseconds(&self) -> u64 {
-        let elapsed = Instant::now().saturating_duration_since(self.started_at);
+        self.unix_milliseconds_at(Instant::now())
+    }
+
+    /// The Unix millisecond `instant` falls in on this instance's clock. A timer's deadline is
+    /// recorded this way, in one step from the clock's start: now's millisecond plus the
+    /// whole milliseconds left would drop up to one (each part rounded down), and show a
+    /// deadline due a millisecond before the instant it was given.
+    pub(super) fn unix_milliseconds_at(&self, instant: Instant) -> u64 {
+        let elapsed = instant.saturating_duration_since(self.started_at);
         self.started_unix_milliseconds + elapsed.as_millis() as u64
     }
 

@@ -117,7 +117,6 @@ impl<'a> Session<'a> {
             return Ok(());
         };
         let mut snapshot = self.interpreter.snapshot();
-        let now = Instant::now();
         let now_unix = self.host.now_milliseconds();
         snapshot.timers = self
             .host
@@ -128,8 +127,7 @@ impl<'a> Session<'a> {
                 |((deadline, _), (id, event, delay, absolute))| PendingTimer {
                     event: event.name.to_string(),
                     send_id: id.as_deref().map(String::from),
-                    deadline_unix_milliseconds: now_unix
-                        + deadline.saturating_duration_since(now).as_millis() as u64,
+                    deadline_unix_milliseconds: self.host.state.unix_milliseconds_at(*deadline),
                     delay_milliseconds: *delay,
                     // `after` timers are named `after.<state>.<index>`, a reserved prefix.
                     private: event.name.starts_with("after."),
