@@ -75,6 +75,7 @@ mod secrets;
 mod seeing_what_happened;
 mod semantics;
 mod socket;
+mod statistics;
 mod store;
 mod time;
 mod typed_context;

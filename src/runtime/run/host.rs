@@ -919,14 +919,21 @@ impl DriverHost<'_> {
         }
     }
 
-    /// The telemetry of an effect that ended without an outcome of its own.
+    /// The telemetry of an effect that ended without an outcome of its own; one with a retry
+    /// plan also says how many attempts it began, under its telemetry name, so `stats` counts
+    /// a call cancelled while it was being retried among the retried calls.
     fn ending(&self, effect: &super::running::RunningEffect, outcome: &str) -> serde_json::Value {
-        serde_json::json!({
+        let mut fields = serde_json::json!({
             "id": &*effect.request.id,
             "invocation": effect.invocation,
             "owner": &*self.machine.state(effect.request.owner).id,
             "outcome": outcome,
-        })
+        });
+        if let Some(progress) = &effect.progress {
+            fields["attempts"] = progress.attempt.into();
+            fields["telemetry"] = (*effect.request.plan.telemetry).into();
+        }
+        fields
     }
 
     pub(super) fn record_cancelled(

@@ -346,6 +346,7 @@ impl<'a> Session<'a> {
         let fields = serde_json::json!({
             "protocol": machine.id,
             "configuration": self.interpreter.active_leaves(),
+            "states": self.interpreter.active_states(),
             "step": resume.sequence,
             "children": resume.snapshot.children.iter().map(|child| &child.id).collect::<Vec<_>>(),
         });
@@ -389,6 +390,7 @@ impl<'a> Session<'a> {
         let start = serde_json::json!({
             "protocol": self.host.machine.id,
             "configuration": self.interpreter.active_leaves(),
+            "states": self.interpreter.active_states(),
         });
         self.host.observer.record(&time, "start", start);
         self.commit(None)
@@ -816,6 +818,7 @@ impl<'a> Session<'a> {
         let outcome = self.interpreter.outcome().cloned();
         let finish = serde_json::json!({
             "configuration": self.interpreter.active_leaves(),
+            "states": self.interpreter.active_states(),
             "state": outcome.as_ref().map(|outcome| machine.state(outcome.final_state).id.to_string()),
             "exit_code": outcome.as_ref().map(|outcome| outcome.exit_code),
         });
