@@ -572,6 +572,7 @@ impl<'e> Algorithm<'_, 'e> {
             ),
             tags: Arc::from([Arc::from("unhandled_error")]),
             fields: vec![(Arc::from("event"), Value::String(failure.event.clone()))],
+            from: None,
         };
         self.host.log(record);
         self.instance.running = false;
@@ -617,6 +618,7 @@ impl<'e> Algorithm<'_, 'e> {
             message: format!("{} was not handled by any transition{detail}", event.name),
             tags: Arc::from([Arc::from("unhandled_error")]),
             fields: vec![(Arc::from("event"), Value::String(event.name.clone()))],
+            from: None,
         };
         self.host.log(record);
     }

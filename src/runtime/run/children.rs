@@ -23,19 +23,27 @@ struct ChildObserver {
 
 impl Observer for ChildObserver {
     fn log(&mut self, record: &LogRecord, _time: &str) {
-        self.parent.send(EffectMessage::Log(record.clone()));
+        let mut record = record.clone();
+        record.from = Some(below(&self.id, record.from.as_deref()));
+        self.parent.send(EffectMessage::Log(record));
     }
 
     fn directive(&mut self, directive: &Directive) {
         let mut directive = directive.clone();
-        directive.from = Some(match &directive.from {
-            Some(below) => Arc::from(format!("{}/{below}", self.id)),
-            None => self.id.clone(),
-        });
+        directive.from = Some(below(&self.id, directive.from.as_deref()));
         self.parent.send(EffectMessage::Directive(directive));
     }
 
     fn input_error(&mut self, _error: &InputLineError) {}
+}
+
+/// Where a line or directive of child `id` comes from, seen from its parent: `id` itself, or
+/// `id/below` when one of its own children sent it.
+fn below(id: &Arc<str>, from: Option<&str>) -> Arc<str> {
+    match from {
+        Some(below) => Arc::from(format!("{id}/{below}")),
+        None => id.clone(),
+    }
 }
 
 /// A child protocol's checkpoint: each of its steps goes to its parent, which records it with
