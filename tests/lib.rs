@@ -37,6 +37,7 @@ mod library_files;
 mod limits;
 mod loading_limits;
 mod lsp;
+mod lsp_declared;
 mod lsp_neovim;
 mod lsp_scenarios;
 mod map;

@@ -12,6 +12,7 @@ mod hover;
 pub mod outline;
 pub mod positions;
 mod scenario;
+mod schemas;
 pub mod transport;
 
 use std::io::{BufRead, Write};
