@@ -7,6 +7,7 @@ mod blocks_alone;
 mod budgets;
 mod capabilities;
 mod child_runs;
+mod child_sends;
 mod children;
 mod claims;
 mod cli;
