@@ -82,6 +82,23 @@ fn a_send_the_child_does_not_take_is_a_warning_naming_the_child() {
     );
 }
 
+/// An engine event is never delivered between parent and child, whatever the child handles.
+#[test]
+fn an_engine_event_sent_to_a_child_is_a_warning() {
+    let forged = PARENT.replace("send: go, to: kid", "send: done.invoke.other, to: kid");
+    let directory = project("engine-event", CHILD, &forged);
+    let (_, _, stderr) = run_binary(&directory, &["check", "parent.yaml"]);
+    assert_diagnostic(
+        &stderr,
+        &[
+            "warning: event `done.invoke.other` is sent to `kid`, but an engine event is never \
+             delivered between parent and child: this protocol gets `error.communication` instead",
+            "parent.yaml:8:27",
+            "help: send an event of your own; the child takes `go`",
+        ],
+    );
+}
+
 /// A state's invokes start after its entry actions: a send there to its own child finds no
 /// child, as the run shows.
 #[test]

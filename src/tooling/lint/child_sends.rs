@@ -10,6 +10,7 @@ use crate::pipeline::load::source::Part;
 const MAX_NAMES_LISTED: usize = 12;
 
 /// Why a child does not take an event its parent sends it.
+#[derive(Clone, Copy)]
 enum Refusal {
     /// An engine event: never delivered between parent and child.
     EngineEvent,
@@ -39,12 +40,6 @@ impl Lint<'_> {
         let Some(refusal) = refusal(child, event) else {
             return;
         };
-        let handled = handled_names(child);
-        let declared: Vec<&str> = child
-            .declared_events
-            .as_ref()
-            .map(|declared| declared.names().collect())
-            .unwrap_or_default();
         let child_name = format!("`{}` ({})", child.id, child.source_path);
         let (message, known) = match refusal {
             Refusal::EngineEvent => (
@@ -52,7 +47,7 @@ impl Lint<'_> {
                     "event `{event}` is sent to `{to}`, but an engine event is never delivered \
                      between parent and child: this protocol gets `error.communication` instead"
                 ),
-                Vec::new(),
+                handled_names(child),
             ),
             Refusal::NotDeclared => (
                 format!(
@@ -60,34 +55,44 @@ impl Lint<'_> {
                      declare it under `events:`: the child refuses it, and this protocol gets \
                      `error.communication`"
                 ),
-                declared,
+                child
+                    .declared_events
+                    .as_ref()
+                    .map(|declared| declared.names().collect())
+                    .unwrap_or_default(),
             ),
             Refusal::NotHandled => (
                 format!(
                     "event `{event}` is sent to `{to}`, but no transition of its protocol \
                      {child_name} handles it"
                 ),
-                handled,
+                handled_names(child),
             ),
         };
-        let help = did_you_mean(event, known.iter().copied()).unwrap_or_else(|| {
+        let suggestion = match refusal {
+            // An engine event's name is no typo of the child's events.
+            Refusal::EngineEvent => None,
+            _ => did_you_mean(event, known.iter().copied()),
+        };
+        let help = suggestion.unwrap_or_else(|| {
+            let remedy = match refusal {
+                Refusal::EngineEvent => "send an event of your own".to_string(),
+                _ => format!("send an event the child takes, or make {child_name} take `{event}`"),
+            };
             if known.is_empty() {
-                format!(
-                    "send an event the child handles under `on:`, or handle `{event}` in {child_name}"
-                )
-            } else {
-                let more = known.len().saturating_sub(MAX_NAMES_LISTED);
-                let mut listed = known
-                    .iter()
-                    .take(MAX_NAMES_LISTED)
-                    .map(|name| format!("`{name}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                if more > 0 {
-                    listed.push_str(&format!(" and {more} more"));
-                }
-                format!("the child takes {listed}; send one of them, or handle `{event}` there")
+                return remedy;
             }
+            let more = known.len().saturating_sub(MAX_NAMES_LISTED);
+            let mut listed = known
+                .iter()
+                .take(MAX_NAMES_LISTED)
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if more > 0 {
+                listed.push_str(&format!(" and {more} more"));
+            }
+            format!("{remedy}; the child takes {listed}")
         });
         self.warn(Rule::Event, &produced.pointer, Part::Value, message, help);
     }
