@@ -1,6 +1,4 @@
-//! `protocol-run check` on `send ... to:`: a send to a child is judged by the child's protocol
-//! (which handles, or declares, the event), a send to the parent by nobody here, and a send in
-//! the entry of the state that invokes the child is found to come before the child starts.
+//! `protocol-run check` on `send ... to:`: judged by the child's protocol, left to the parent for `to: parent`, and found too early in the invoking state's entry.
 
 use std::path::PathBuf;
 

@@ -1,6 +1,4 @@
-//! `protocol-run lsp` on what a protocol declares about data: `event.data.` completed with the
-//! fields of the transition's declared event, a declared event's enums and a typed context
-//! variable's type on hover, and an unknown function underlined at its name.
+//! `protocol-run lsp` on declared data: `event.data.` completion, a declared event's enums and a typed variable's type on hover, an unknown function's range.
 
 use serde_json::{Value, json};
 

@@ -1,5 +1,4 @@
-//! `send ... to: <invoke id>`: checked against the child's protocol (compiled with the parent),
-//! and against when the child runs (a state's invokes start after its entry actions).
+//! `check` of `send ... to: <invoke id>`: judged by the child's protocol, and by when the child runs (after its state's entry actions).
 
 use super::{Lint, ProducedEvent, Rule, Usage, states_in_document_order};
 use crate::base::diagnostic::did_you_mean;

@@ -1,5 +1,4 @@
-//! What hover and completion say of a JSON Schema (a declared event's data, a typed context
-//! variable): its type and the values its `enum` or `const` allows, in one line.
+//! What hover and completion say of a JSON Schema (a declared event's data, a typed context variable): its type and allowed values, in one line.
 
 use serde_json::{Map, Value};
 
