@@ -268,6 +268,50 @@ states:
     );
 }
 
+/// An unknown function is underlined at its name, where the author misspelled it, not at the
+/// parentheses CEL places the call at: in an assigned value, a template (after a non-ASCII
+/// character, whose bytes once shifted the place) and a guard alike; so is an unknown method
+/// and a namespaced function.
+#[test]
+fn an_unknown_function_is_underlined_at_its_name() {
+    let protocol = r#"id: unknown-function
+context: { t: 0 }
+states:
+  a:
+    entry:
+      - assign: { t: "noww()" }
+      - log: "é at ${ 'é' + noww()}"
+    always: { target: b, guard: "'é' == 'x' || noww () > 1 || t.frob() || math.gretest(1, 2)" }
+  b: { type: final }
+"#;
+    let (code, text) = validate_file("unknown-function.yaml", protocol.as_bytes());
+    assert_eq!(code, 65, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    // (what, line, column, how many characters are underlined)
+    for (what, line, column, width) in [
+        ("assign", 6, 23, 4),
+        ("template", 7, 29, 4),
+        ("guard", 8, 48, 4),
+        ("method", 8, 65, 4),
+        ("namespaced", 8, 75, 12),
+    ] {
+        let location = format!("/unknown-function.yaml:{line}:{column}");
+        // Under the location: a bar, the source line, then the marker (its column counted
+        // after `|`).
+        let marker = format!("|{}{}", " ".repeat(column), "^".repeat(width));
+        let found = lines.iter().enumerate().any(|(index, shown)| {
+            shown.ends_with(&location)
+                && lines
+                    .get(index + 3)
+                    .is_some_and(|under| under.trim_start() == marker)
+        });
+        assert!(
+            found,
+            "{what}: `{location}` not underlined `{marker}` in\n{text}"
+        );
+    }
+}
+
 /// The CLI explains the branch named by the action's kind key, as the editor does: an `exec`
 /// with a wrong `timeout` and a misspelt retrier key gets exactly those two errors.
 #[test]
