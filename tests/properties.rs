@@ -611,9 +611,23 @@ fn input() -> impl Strategy<Value = Input> {
     ]
 }
 
+/// A random chart and inputs. One case in five keeps the default `errors: strict`, where an
+/// unhandled error ends the run; the rest say `errors: scxml`, so most runs go on past the errors
+/// the random data raises and reach the features `non_vacuous` counts.
 fn event_case() -> impl Strategy<Value = Case> {
-    (chart(Mode::Events), vec(input(), 0..=MAX_INPUTS))
-        .prop_map(|(yaml, inputs)| Case { yaml, inputs })
+    (
+        chart(Mode::Events),
+        vec(input(), 0..=MAX_INPUTS),
+        proptest::bool::weighted(0.2),
+    )
+        .prop_map(|(yaml, inputs, strict)| Case {
+            yaml: if strict {
+                yaml
+            } else {
+                yaml.replacen("id: random\n", "id: random\nerrors: scxml\n", 1)
+            },
+            inputs,
+        })
 }
 
 // ---------------------------------------------------------------------------------------------

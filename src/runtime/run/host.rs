@@ -178,6 +178,13 @@ impl DriverState {
         self.started_unix_milliseconds + elapsed.as_millis() as u64
     }
 
+    /// The instant of Unix millisecond `unix_milliseconds` on this instance's clock (its start,
+    /// if that is earlier): `unix_milliseconds_at` of it gives the millisecond back.
+    pub(super) fn instant_at(&self, unix_milliseconds: u64) -> Instant {
+        let after_start = unix_milliseconds.saturating_sub(self.started_unix_milliseconds);
+        self.started_at + std::time::Duration::from_millis(after_start)
+    }
+
     /// The earliest pending timer.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.timers.front().map(|((deadline, _), _)| *deadline)
@@ -572,15 +579,19 @@ impl Host for DriverHost<'_> {
             self.external_queue.push_back(request.event);
             return;
         }
-        let deadline =
-            Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
+        // A deadline is armed at its own instant on this run's clock, so the timer is recorded
+        // due at exactly the millisecond it was given; a span counts from now.
+        let deadline = match request.deadline {
+            Some(unix_milliseconds) => self.state.instant_at(unix_milliseconds),
+            None => Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds),
+        };
         self.add_timer(
             deadline,
             (
                 request.id,
                 request.event,
                 request.delay_milliseconds,
-                request.deadline,
+                request.deadline.is_some(),
             ),
         );
     }

@@ -206,13 +206,19 @@ impl<'a> Session<'a> {
         let now_unix = self.host.now_milliseconds();
         let machine = self.host.machine.clone();
         for timer in &resume.snapshot.timers {
-            let wait = match resume.timers {
-                _ if timer.absolute => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
-                TimerPolicy::Deadline => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
-                TimerPolicy::Remaining => timer
-                    .deadline_unix_milliseconds
-                    .saturating_sub(resume.committed_unix_milliseconds),
-                TimerPolicy::Restart => timer.delay_milliseconds,
+            // A deadline keeps its own instant on this run's clock (a past one is due at once).
+            let after = |milliseconds| now + std::time::Duration::from_millis(milliseconds);
+            let due = match resume.timers {
+                _ if timer.absolute => self.host.state.instant_at(timer.deadline_unix_milliseconds),
+                TimerPolicy::Deadline => {
+                    self.host.state.instant_at(timer.deadline_unix_milliseconds)
+                }
+                TimerPolicy::Remaining => after(
+                    timer
+                        .deadline_unix_milliseconds
+                        .saturating_sub(resume.committed_unix_milliseconds),
+                ),
+                TimerPolicy::Restart => after(timer.delay_milliseconds),
             };
             // A delayed send's event is external, as when it was sent; a timer's is the engine's.
             let origin = if timer.private {
@@ -227,7 +233,7 @@ impl<'a> Session<'a> {
                 origin,
             );
             self.host.add_timer(
-                now + std::time::Duration::from_millis(wait),
+                due,
                 (
                     timer.send_id.as_deref().map(Arc::from),
                     event,
