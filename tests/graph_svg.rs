@@ -398,3 +398,68 @@ fn the_diagram_in_the_guide_is_current() {
         "docs/diagrams/ittw.svg is stale: protocol-run graph protocols/ittw.yaml --format svg > docs/diagrams/ittw.svg"
     );
 }
+
+/// The SVG the binary draws of a shipped protocol, with `--detail` or not.
+fn drawn_by_the_binary(path: &str, detail: bool) -> String {
+    let mut arguments = vec!["graph", path, "--format", "svg"];
+    if detail {
+        arguments.push("--detail");
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, stdout, stderr) = crate::support::run_binary(root, &arguments);
+    assert_eq!(code, 0, "{stderr}");
+    stdout
+}
+
+/// The text drawn in one state's box.
+fn state_text(text: &str, state: &str) -> String {
+    let document = roxmltree::Document::parse(text).expect("XML");
+    let id = format!("state-{state}");
+    let group = document
+        .descendants()
+        .find(|node| node.attribute("id") == Some(id.as_str()))
+        .unwrap_or_else(|| panic!("no {id}"));
+    group
+        .descendants()
+        .filter(|node| node.has_tag_name("tspan"))
+        .filter_map(|node| node.text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_map_of_child_protocols_is_named_without_detail() {
+    let text = drawn_by_the_binary("examples/features/map-invoke.yaml", false);
+    let reviewing = state_text(&text, "reviewing");
+    assert!(
+        reviewing.contains("map review (invoke map-review)"),
+        "{reviewing}"
+    );
+    // A map of effects is an action like any other: only `--detail` shows it.
+    let text = drawn_by_the_binary("examples/features/map.yaml", false);
+    assert_eq!(state_text(&text, "checking"), "checking");
+}
+
+#[test]
+fn detail_names_what_an_emit_emits_and_the_program_an_exec_runs() {
+    for (path, state, expected) in [
+        (
+            "examples/features/emit.yaml",
+            "asking",
+            "entry / emit use_alternative_tool",
+        ),
+        (
+            "examples/features/exec.yaml",
+            "reading",
+            "entry / exec head (head)",
+        ),
+        (
+            "examples/features/map.yaml",
+            "checking",
+            "entry / map check (exec check (printf))",
+        ),
+    ] {
+        let text = state_text(&drawn_by_the_binary(path, true), state);
+        assert!(text.contains(expected), "{path}: {text}");
+    }
+}
