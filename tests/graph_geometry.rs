@@ -2,7 +2,7 @@
 
 use protocol_run::pipeline::compile::machine::{Machine, StateId};
 
-use crate::support::{run_binary, temporary_directory};
+use crate::support::{compiled_file, run_binary, shipped_protocols, temporary_directory};
 
 /// The SVG's own estimate of its monospaced 12px font (`text.rs`): a character's advance and
 /// a line's height.
@@ -316,13 +316,6 @@ fn faults(machine: &Machine, text: &str) -> Vec<String> {
     faults
 }
 
-fn compiled(path: &std::path::Path) -> Machine {
-    let loaded = protocol_run::pipeline::load::load_file(path)
-        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    protocol_run::pipeline::compile::compile(&loaded)
-        .unwrap_or_else(|_| panic!("{} does not compile", path.display()))
-}
-
 /// The SVG the real binary draws of `path`.
 fn drawn(directory: &std::path::Path, path: &std::path::Path, detail: bool) -> String {
     let path = path.to_string_lossy();
@@ -335,36 +328,13 @@ fn drawn(directory: &std::path::Path, path: &std::path::Path, detail: bool) -> S
     stdout
 }
 
-/// Every protocol shipped in `protocols/` and under `examples/` (not scenarios, libraries).
-fn shipped_protocols(root: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut pending = vec![root.join("protocols"), root.join("examples")];
-    let mut paths = Vec::new();
-    while let Some(directory) = pending.pop() {
-        for entry in std::fs::read_dir(&directory).expect("a directory") {
-            let path = entry.expect("an entry").path();
-            let name = path.to_string_lossy().to_string();
-            if path.is_dir() {
-                pending.push(path);
-            } else if name.ends_with(".yaml")
-                && !name.ends_with(".scenario.yaml")
-                && !name.ends_with(".library.yaml")
-            {
-                paths.push(path);
-            }
-        }
-    }
-    paths.sort();
-    paths
-}
-
 #[test]
 fn every_shipped_diagram_keeps_edges_off_boxes_and_labels_beside_their_edges() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let paths = shipped_protocols(root);
-    assert!(paths.len() > 30, "only {paths:?}");
+    let paths = shipped_protocols();
     let mut all = Vec::new();
     for path in paths {
-        let machine = compiled(&path);
+        let machine = compiled_file(&path);
         for detail in [false, true] {
             let text = drawn(root, &path, detail);
             let relative = path.strip_prefix(root).expect("under the root").display();
@@ -385,7 +355,7 @@ fn every_shipped_diagram_keeps_edges_off_boxes_and_labels_beside_their_edges() {
 fn escalation_lines_go_around_the_boxes_they_used_to_cross() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = root.join("protocols/escalation.yaml");
-    let faults = faults(&compiled(&path), &drawn(root, &path, false));
+    let faults = faults(&compiled_file(&path), &drawn(root, &path, false));
     let crossings: Vec<&String> = faults
         .iter()
         .filter(|fault| fault.contains(" crosses state "))
@@ -440,13 +410,16 @@ states:
 "#;
 
 #[test]
-fn a_tangled_protocol_is_drawn_without_crossings() {
-    let directory = temporary_directory("graph-geometry", "tangled");
-    let path = directory.join("tangled.yaml");
-    std::fs::write(&path, TANGLED).expect("written");
-    let machine = compiled(&path);
-    for detail in [false, true] {
-        let faults = faults(&machine, &drawn(&directory, &path, detail));
-        assert!(faults.is_empty(), "{faults:#?}");
+fn tangled_protocols_are_drawn_without_crossings() {
+    let everything = crate::graph_svg::EVERYTHING;
+    for (name, yaml) in [("tangled", TANGLED), ("everything", everything)] {
+        let directory = temporary_directory("graph-geometry", name);
+        let path = directory.join(format!("{name}.yaml"));
+        std::fs::write(&path, yaml).expect("written");
+        let machine = compiled_file(&path);
+        for detail in [false, true] {
+            let faults = faults(&machine, &drawn(&directory, &path, detail));
+            assert!(faults.is_empty(), "{name}: {faults:#?}");
+        }
     }
 }

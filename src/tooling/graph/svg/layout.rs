@@ -57,6 +57,13 @@ pub(super) struct Content<'a> {
     pub loops: &'a [Vec<String>],
 }
 
+/// What every container's layout reads: the machine, its planned lines, its states' text.
+pub(super) struct Scene<'a> {
+    pub machine: &'a Machine,
+    pub plans: &'a Plans,
+    pub content: &'a Content<'a>,
+}
+
 /// What containers hand to the one holding them, all relative to their own box.
 pub(super) struct Work {
     pub sizes: Vec<Size>,
@@ -81,6 +88,11 @@ pub(super) fn layout(machine: &Machine, plans: &Plans, content: &Content, top: f
         ports: HashMap::new(),
         labels: vec![None; plans.lines.len()],
     };
+    let scene = Scene {
+        machine,
+        plans,
+        content,
+    };
     // Document order puts descendants after their ancestors: walking backwards sizes every
     // child before its parent, without recursion (documents may nest deeply).
     for index in (0..count).rev() {
@@ -96,10 +108,8 @@ pub(super) fn layout(machine: &Machine, plans: &Plans, content: &Content, top: f
                 width: header.width + 2.0 * PADDING,
                 height: header.height + PADDING,
             },
-            StateKind::Parallel => parallel::arrange(machine, id, plans, content, &mut work),
-            StateKind::Compound | StateKind::Root => {
-                layered(machine, id, plans, content, &mut work)
-            }
+            StateKind::Parallel => parallel::arrange(&scene, id, &mut work),
+            StateKind::Compound | StateKind::Root => layered(&scene, id, &mut work),
         };
     }
     let mut boxes = vec![Rect::default(); count];
@@ -164,13 +174,8 @@ pub(super) fn layout(machine: &Machine, plans: &Plans, content: &Content, top: f
 /// A compound state (or the machine): its children in ranks under its header, with its
 /// initial marker, the labels of the lines between them, and the points where lines leave or
 /// enter it.
-fn layered(
-    machine: &Machine,
-    container: StateId,
-    plans: &Plans,
-    content: &Content,
-    work: &mut Work,
-) -> Size {
+fn layered(scene: &Scene, container: StateId, work: &mut Work) -> Size {
+    let (machine, plans, content) = (scene.machine, scene.plans, scene.content);
     let index = container.index();
     let state = machine.state(container);
     let header = block_size(&content.lines[index]);

@@ -1,10 +1,10 @@
 //! A parallel state: its regions side by side, and bands above and below them for its lines.
 
 use super::layers::Size;
-use super::layout::{Content, PADDING, Work, attachment, block_size, footprint, lift};
+use super::layout::{PADDING, Scene, Work, attachment, block_size, footprint, lift};
 use super::plan::{Plans, Shape, Side, child_towards};
 use super::routes::LABEL_GAP;
-use crate::pipeline::compile::machine::{Machine, StateId};
+use crate::pipeline::compile::machine::StateId;
 
 /// Space between parallel regions (the dashed separator runs in its middle).
 const REGION_GAP: f64 = 2.0 * PADDING;
@@ -19,13 +19,8 @@ struct Band {
 }
 
 /// Lays out a parallel state's regions and the lines drawn in it; returns its size.
-pub(super) fn arrange(
-    machine: &Machine,
-    container: StateId,
-    plans: &Plans,
-    content: &Content,
-    work: &mut Work,
-) -> Size {
+pub(super) fn arrange(scene: &Scene, container: StateId, work: &mut Work) -> Size {
+    let (machine, plans, content) = (scene.machine, scene.plans, scene.content);
     let index = container.index();
     let state = machine.state(container);
     let header = block_size(&content.lines[index]);
