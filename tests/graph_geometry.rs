@@ -255,7 +255,7 @@ fn holds_all(machine: &Machine, edge: &Edge, state: StateId) -> bool {
 }
 
 /// What is wrong with a drawing's geometry, one line per fault.
-fn faults(machine: &Machine, text: &str) -> Vec<String> {
+pub(crate) fn faults(machine: &Machine, text: &str) -> Vec<String> {
     let document = roxmltree::Document::parse(text).expect("XML");
     let areas = state_areas(machine, &document);
     let edges = edges(machine, &document);
@@ -317,7 +317,7 @@ fn faults(machine: &Machine, text: &str) -> Vec<String> {
 }
 
 /// The SVG the real binary draws of `path`.
-fn drawn(directory: &std::path::Path, path: &std::path::Path, detail: bool) -> String {
+pub(crate) fn drawn(directory: &std::path::Path, path: &std::path::Path, detail: bool) -> String {
     let path = path.to_string_lossy();
     let mut arguments = vec!["graph", &*path, "--format", "svg"];
     if detail {

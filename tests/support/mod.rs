@@ -464,3 +464,19 @@ pub fn compiled_file(path: &std::path::Path) -> Machine {
     protocol_run::pipeline::compile::compile(&loaded)
         .unwrap_or_else(|_| panic!("{} does not compile", path.display()))
 }
+
+/// A small deterministic generator (xorshift), so a failing case is named by its seed.
+pub struct Random(pub u64);
+
+impl Random {
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
