@@ -1,4 +1,4 @@
-//! A standalone SVG of a compiled machine, laid out here: nested boxes, straight arrows.
+//! A standalone SVG of a compiled machine, laid out here: nested boxes, arrows routed around them.
 
 mod edges;
 mod layers;
