@@ -30,6 +30,8 @@ mod fleet;
 mod foreach;
 mod fuzz_regressions;
 mod generate;
+mod graph_generated;
+mod graph_geometry;
 mod graph_svg;
 mod host_grants;
 mod imports;

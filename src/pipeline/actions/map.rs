@@ -146,6 +146,14 @@ impl Map {
         &self.id
     }
 
+    /// The id of the child protocol each item runs, if items run one.
+    pub fn child_protocol(&self) -> Option<&str> {
+        match &self.body {
+            ItemBody::Effect(_) => None,
+            ItemBody::Child { machine, .. } => Some(&machine.id),
+        }
+    }
+
     /// What each item runs, in a line: the effect, or the child protocol.
     pub fn body_summary(&self) -> String {
         match &self.body {

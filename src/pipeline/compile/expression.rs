@@ -1053,6 +1053,17 @@ impl Template {
         }
     }
 
+    /// The template as written (`${...}` around each expression), for diagrams.
+    pub fn source_text(&self) -> String {
+        self.parts
+            .iter()
+            .map(|part| match part {
+                TemplatePart::Text(text) => text.replace("${", "$${"),
+                TemplatePart::Expression(expression) => format!("${{{}}}", expression.text),
+            })
+            .collect()
+    }
+
     pub fn is_literal(&self) -> bool {
         self.parts
             .iter()
