@@ -15,6 +15,7 @@ mod declared_events;
 mod defaults;
 mod diagnostics;
 mod durability;
+mod duration_inputs;
 mod effects;
 mod engine_death;
 mod event_accounting;

@@ -48,6 +48,9 @@ pub struct Names {
     /// While a library's block is checked on its own: any bare name and state is accepted,
     /// since the protocol that imports the library gives them.
     open: bool,
+    /// The declared type of each input, by slot (empty when unknown): what the time check
+    /// reads a bare input name as.
+    input_types: Vec<crate::base::model::InputType>,
 }
 
 /// The embedding program's functions, by name.
@@ -83,6 +86,7 @@ impl Names {
             parameters: Vec::new(),
             unbound_parameters: Vec::new(),
             open: false,
+            input_types: Vec::new(),
         }
     }
 
@@ -148,6 +152,20 @@ impl Names {
     ) -> Names {
         self.host_functions = HostFunctions(extensions.functions.clone());
         self
+    }
+
+    /// The same names, with the declared type of each input (by slot).
+    pub fn with_input_types(mut self, types: Vec<crate::base::model::InputType>) -> Names {
+        self.input_types = types;
+        self
+    }
+
+    /// The declared type of the input a bare name reads, if it reads one.
+    pub fn input_type(&self, name: &str) -> Option<crate::base::model::InputType> {
+        match self.binding(name)? {
+            NameBinding::Input(slot) => self.input_types.get(slot).copied(),
+            _ => None,
+        }
     }
 
     pub fn binding(&self, name: &str) -> Option<NameBinding> {
@@ -491,19 +509,33 @@ impl Expression {
         };
         checker.visit(program.expression());
         let offset = |node: &IdedExpr| checker.offset(node);
-        let time_problems = super::time_check::check(program.expression(), &offset);
-        checker.problems.extend(time_problems);
+        let time = super::time_check::check(program.expression(), &offset, names);
+        checker.problems.extend(time.problems);
         let uses_engine_functions = checker.uses_engine_functions;
         let host_functions = std::mem::take(&mut checker.host_functions);
         let host_functions = (!host_functions.0.is_empty()).then(|| Box::new(host_functions));
         if !checker.problems.is_empty() {
             return Err(checker.problems);
         }
-        let fast = super::fast::Fast::compile(program.expression(), names);
+        // A `duration` input beside a time value is read as a duration: the expression
+        // evaluated is then not the text's own, so it is made now and has no fast form.
+        let (fast, bounded) = if time.read_as_durations.is_empty() {
+            (
+                super::fast::Fast::compile(program.expression(), names),
+                OnceLock::new(),
+            )
+        } else {
+            let converted =
+                super::time_check::read_as_durations(program.expression(), &time.read_as_durations);
+            (
+                None,
+                OnceLock::from(Box::new(super::bounded::rewrite(&converted))),
+            )
+        };
         Ok(Expression {
             text: Arc::from(text),
             program: OnceLock::from(program),
-            bounded: OnceLock::new(),
+            bounded,
             uses_engine_functions,
             host_functions,
             fast,
@@ -665,6 +697,10 @@ fn describe_execution_error(error: &ExecutionError) -> String {
     match error {
         ExecutionError::UndeclaredReference(name) => format!("`{name}` is not defined"),
         ExecutionError::NoSuchKey(key) => format!("no key `{key}`"),
+        ExecutionError::UnsupportedBinaryOperator(operator, left, right) => {
+            super::time_functions::number_subtracted(operator, left, right)
+                .unwrap_or_else(|| error.to_string())
+        }
         ExecutionError::Overflow(operation, left, right) => {
             let shown = |value: &cel::Value| {
                 Value::from_cel(value)

@@ -147,6 +147,7 @@ fn compile_nested(
         protocol.inputs.keys().cloned(),
         state_indices,
     )
+    .with_input_types(protocol.inputs.values().map(|input| input.kind).collect())
     .with_host_functions(extensions)
     // A grant naming an input is checked once it is resolved (the run compiles again then).
     .with_environment_grant(

@@ -11,6 +11,8 @@ use crate::base::time;
 const DURATION: &str = "@duration";
 const TIMESTAMP: &str = "@timestamp";
 const MULTIPLY: &str = "@multiply";
+/// A `duration` input read as a duration where it meets a time value (`time_check`).
+pub const MILLISECONDS: &str = "@milliseconds";
 
 /// Adds the engine's time functions to the environment.
 pub fn register(environment: &mut cel::Env) -> Result<(), cel::DeclarationError> {
@@ -18,6 +20,7 @@ pub fn register(environment: &mut cel::Env) -> Result<(), cel::DeclarationError>
     environment.add_overload(DURATION, "@duration_1", vec![any()], duration)?;
     environment.add_overload(TIMESTAMP, "@timestamp_1", vec![any()], timestamp)?;
     environment.add_overload(MULTIPLY, "@multiply_2", vec![any(), any()], multiply)?;
+    environment.add_overload(MILLISECONDS, "@milliseconds_1", vec![any()], milliseconds)?;
     Ok(())
 }
 
@@ -87,6 +90,31 @@ fn duration<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
     Ok(CowVal::Owned(Box::new(CelDuration::from(parsed))))
 }
 
+/// A `duration` input's milliseconds as a duration (`now() - window`); a duration is itself.
+fn milliseconds<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let argument = one("duration", arguments)?;
+    if argument.downcast_ref::<CelDuration>().is_some() {
+        return Ok(argument);
+    }
+    let Some(milliseconds) = argument.downcast_ref::<CelInt>() else {
+        return Err(ExecutionError::function_error(
+            "duration",
+            format!(
+                "a `duration` input holds milliseconds, but this one holds {}: is it given?",
+                type_name(argument.as_ref())
+            ),
+        ));
+    };
+    let nanoseconds = i128::from(*milliseconds.inner()) * 1_000_000;
+    let duration = time::from_nanoseconds(nanoseconds).ok_or_else(|| {
+        ExecutionError::function_error(
+            "duration",
+            time::duration_out_of_range_message(&format!("{} ms", milliseconds.inner())),
+        )
+    })?;
+    Ok(CowVal::Owned(Box::new(CelDuration::from(duration))))
+}
+
 /// `timestamp('2026-01-01T09:00:00Z')`, `timestamp(unix_seconds)`; a timestamp is itself.
 fn timestamp<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let argument = one("timestamp", arguments)?;
@@ -142,15 +170,30 @@ pub fn number_beside_time(left: &dyn Val, right: &dyn Val) -> Option<ExecutionEr
     };
     let is_number = |value: &dyn Val| factor(value).is_some();
     ((is_time(left) && is_number(right)) || (is_number(left) && is_time(right))).then(|| {
-        ExecutionError::function_error(
-            "_+_",
-            format!(
-                "{} + {} is not defined: a number has no unit; write `duration('1ms') * n` for `n` milliseconds (a `duration` input is milliseconds), `duration('1s') * n` for seconds",
-                type_name(left),
-                type_name(right)
-            ),
-        )
+        ExecutionError::function_error("_+_", no_unit(&type_name(left), "+", &type_name(right)))
     })
+}
+
+/// Why `left - right` (CEL's `sub`) failed, when it is a time value and a number: the same
+/// words as `number_beside_time` for `+`. `None` for any other failure.
+pub fn number_subtracted(operator: &str, left: &cel::Value, right: &cel::Value) -> Option<String> {
+    let kind = |value: &cel::Value| match value {
+        cel::Value::Timestamp(_) => Some(("timestamp", true)),
+        cel::Value::Duration(_) => Some(("duration", true)),
+        cel::Value::Int(_) => Some(("int", false)),
+        cel::Value::UInt(_) => Some(("uint", false)),
+        cel::Value::Float(_) => Some(("double", false)),
+        _ => None,
+    };
+    let ((left_name, left_time), (right_name, right_time)) = (kind(left)?, kind(right)?);
+    (operator == "sub" && left_time != right_time).then(|| no_unit(left_name, "-", right_name))
+}
+
+/// `timestamp + int is not defined: ...`, with what to write instead.
+fn no_unit(left: &str, operator: &str, right: &str) -> String {
+    format!(
+        "{left} {operator} {right} is not defined: a number has no unit; write `duration('1ms') * n` for `n` milliseconds (a `duration` input is milliseconds), `duration('1s') * n` for seconds"
+    )
 }
 
 /// A number as a multiplier of a duration: exact for ints, rounded to the nanosecond for doubles.
