@@ -19,13 +19,9 @@ fn run(name: &str, files: &[(&str, &str)], arguments: &[&str]) -> (i32, String, 
     run_binary(Path::new(&directory), &all)
 }
 
-/// The `log` lines a run printed, without their time, level and tags.
+/// The `log` lines a run printed.
 fn logged(stderr: &str) -> Vec<String> {
-    stderr
-        .lines()
-        .filter_map(|line| line.split_once("INFO  ").map(|(_, rest)| rest))
-        .map(|rest| rest.split(" #").next().unwrap_or(rest).trim().to_string())
-        .collect()
+    crate::support::logged(stderr, "INFO  ")
 }
 
 /// Waits its `wait` on the clock and says how long that was.

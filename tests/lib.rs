@@ -11,6 +11,7 @@ mod children;
 mod claims;
 mod cli;
 mod cli_conventions;
+mod computed_keys;
 mod declared_events;
 mod defaults;
 mod diagnostics;

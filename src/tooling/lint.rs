@@ -1095,9 +1095,21 @@ impl Usage {
             }
             Action::Assign(assign) => {
                 for (name, value) in &assign.assign {
-                    // A path (`verdicts.critic`) sets its variable.
-                    let variable = name.split('.').next().unwrap_or_default();
+                    // A path (`verdicts.critic`, `verdicts[r.path]`) sets its variable, and
+                    // reads what its computed keys read.
+                    let variable = name.split(['.', '[']).next().unwrap_or_default();
                     self.assigned.insert(variable.to_string());
+                    if let Ok(target) = crate::pipeline::actions::assign_target::parse(name) {
+                        for key in target.keys {
+                            if let crate::pipeline::actions::assign_target::WrittenKey::Computed {
+                                text,
+                                ..
+                            } = key
+                            {
+                                self.expression(text);
+                            }
+                        }
+                    }
                     // Strings are expressions; other values are literals.
                     if let serde_json::Value::String(text) = value {
                         self.expression(text);

@@ -431,3 +431,13 @@ pub fn read_telemetry(directory: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
 }
+
+/// The `log` lines a run printed on `stderr`, each after `prefix` (`"INFO  "`, or a level and
+/// the message's start), without their time, level and tags.
+pub fn logged(stderr: &str, prefix: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|line| line.split_once(prefix).map(|(_, rest)| rest))
+        .map(|rest| rest.split(" #").next().unwrap_or(rest).trim().to_string())
+        .collect()
+}

@@ -20,6 +20,8 @@ use crate::pipeline::load::source::Part;
 pub trait ActionCompiler {
     /// An expression (`${...}` already stripped) in the protocol's names.
     fn expression(&mut self, text: &str, pointer: &str) -> Option<Expression>;
+    /// An expression written inside a key, `lead` bytes into it (`verdicts[r.path]`).
+    fn key_expression(&mut self, text: &str, lead: usize, pointer: &str) -> Option<Expression>;
     /// A string with `${...}` parts.
     fn template(&mut self, text: &str, pointer: &str) -> Option<Template>;
     /// A JSON value whose strings are templates.

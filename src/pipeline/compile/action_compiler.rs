@@ -19,6 +19,10 @@ impl ActionCompiler for Compiler<'_> {
         Compiler::expression(self, text, pointer)
     }
 
+    fn key_expression(&mut self, text: &str, lead: usize, pointer: &str) -> Option<Expression> {
+        Compiler::key_expression(self, text, lead, pointer)
+    }
+
     fn template(&mut self, text: &str, pointer: &str) -> Option<Template> {
         Compiler::template(self, text, pointer)
     }

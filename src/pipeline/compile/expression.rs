@@ -315,6 +315,7 @@ const KNOWN_FUNCTIONS: &[&str] = &[
     "In",
     "timestamp",
     "duration",
+    "merge",
 ];
 
 /// What to write instead of a function CEL defines elsewhere but this engine does not have.
@@ -408,6 +409,7 @@ fn environment() -> &'static Arc<cel::Env> {
         // Likewise: the bounded functions' names start with `@`, which nothing else uses.
         let _ = super::bounded::register(&mut environment);
         let _ = super::time_functions::register(&mut environment);
+        let _ = super::map_functions::register(&mut environment);
         Arc::new(environment)
     })
 }
@@ -958,6 +960,21 @@ impl<'a> NameChecker<'a> {
             }
             return;
         }
+        if name == "merge" && arguments.len() != 2 {
+            self.problems.push(ExpressionProblem {
+                offset: self.offset(expression),
+                message: format!(
+                    "`merge` takes two maps; this call gives it {} argument(s)",
+                    arguments.len()
+                ),
+                help: Some(
+                    "write `merge(verdicts, {r.path: r.verdict})`: the keys of the second set \
+                     over the first's"
+                        .into(),
+                ),
+            });
+            return;
+        }
         if let Some(handler) = self.names.host_functions.0.get(name) {
             self.host_functions
                 .0
@@ -1125,6 +1142,12 @@ fn leading_spaces(text: &str) -> usize {
 /// The index of the `}` closing an expression that starts at `start`, skipping braces inside
 /// nested maps and string literals.
 pub(crate) fn closing_brace(characters: &[char], start: usize) -> Option<usize> {
+    closing(characters, start, '{', '}')
+}
+
+/// The index of the `close` ending an expression that starts at `start`, skipping the pairs
+/// of `open` and `close` nested in it and what string literals hold.
+pub(crate) fn closing(characters: &[char], start: usize, open: char, close: char) -> Option<usize> {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     let mut index = start;
@@ -1136,9 +1159,9 @@ pub(crate) fn closing_brace(characters: &[char], start: usize) -> Option<usize> 
             Some(_) => {}
             None => match character {
                 '\'' | '"' => quote = Some(character),
-                '{' => depth += 1,
-                '}' if depth == 0 => return Some(index),
-                '}' => depth -= 1,
+                _ if character == open => depth += 1,
+                _ if character == close && depth == 0 => return Some(index),
+                _ if character == close => depth -= 1,
                 _ => {}
             },
         }
@@ -1286,7 +1309,10 @@ mod tests {
         let mut calls: Vec<String> = KNOWN_FUNCTIONS
             .iter()
             .filter(|name| !matches!(**name, "In" | "has"))
-            .map(|name| format!("{name}('1')"))
+            .map(|name| match *name {
+                "merge" => "merge({}, {'a': 1})".to_string(),
+                _ => format!("{name}('1')"),
+            })
             .collect();
         calls.extend(KNOWN_METHODS.iter().map(|name| format!("'ab'.{name}('a')")));
         // The time getters on the values that have them, with and without a time zone.
