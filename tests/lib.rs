@@ -45,6 +45,7 @@ mod map;
 mod map_children;
 mod map_durability;
 mod map_errors;
+mod map_tolerance;
 mod mcp;
 mod mcp_answers;
 mod mcp_exposure;

@@ -51,6 +51,8 @@ pub trait ActionCompiler {
     fn check_action_id(&mut self, id: &str, pointer: &str);
     /// The slot of the context variable `name` the action sets, or why it cannot.
     fn writable_context_slot(&mut self, name: &str, pointer: &str, part: Part) -> Option<usize>;
+    /// The declared type of the input a bare name reads, if it reads one.
+    fn input_type(&self, name: &str) -> Option<model::InputType>;
     /// The declared type of the context variable in `slot`, if it has one.
     fn context_type(&self, slot: usize) -> Option<&DataSchema>;
     /// What the protocol may do, the operator's narrowing included.

@@ -17,6 +17,7 @@ pub mod map;
 pub mod raise;
 pub mod send;
 mod summary;
+pub mod tolerance;
 pub mod tool;
 
 use std::collections::VecDeque;

@@ -79,6 +79,10 @@ impl ActionCompiler for Compiler<'_> {
         Compiler::writable_context_slot(self, name, pointer, part)
     }
 
+    fn input_type(&self, name: &str) -> Option<model::InputType> {
+        self.names.input_type(name)
+    }
+
     fn context_type(&self, slot: usize) -> Option<&DataSchema> {
         Compiler::context_type(self, slot)
     }
