@@ -38,17 +38,20 @@ states:
 "#;
 
 /// Gives its own `duration` input to a child, then to map items beside a duration value and a
-/// literal, and moves the clock's time by it both ways.
+/// literal, and moves a timestamp by it both ways: one the load knows (`now()`), and one only
+/// the run does (a context variable).
 const PARENT: &str = r#"
 id: parent
 inputs:
   wait: { type: duration, default: 10s }
-context: { since: null, until: null, span: null }
+context: { since: null, until: null, span: null, started: null }
 states:
   single:
     entry:
-      - assign: { since: "now() - wait", until: "wait + now()" }
+      - assign: { since: "now() - wait", until: "wait + now()", started: now() }
       - log: "window ${until - since}, delay ${wait * 2}"
+      - log: "around the start ${(started + wait) - (started - wait)}, a number ${1 + wait}"
+      - log: "compared ${now() - since == wait} ${now() - since < wait} ${started - since >= wait}"
     invoke: [{ id: kid, protocol: child.yaml, inputs: { wait: "${wait}" } }]
     on:
       done.invoke.kid:
@@ -81,6 +84,8 @@ fn a_duration_input_reaches_a_child_and_moves_a_timestamp() {
         logged(&stderr),
         [
             "window 20s, delay 20000",
+            "around the start 20s, a number 10001",
+            "compared true false true",
             "child waited 10s",
             r#"items waited ["10s","1.5s","2m"]"#,
         ],

@@ -284,7 +284,9 @@ pub(super) fn string_argument<'a>(
 }
 
 /// `a + b`: strings and lists are checked before they are joined; numbers add as CEL adds them.
-fn add<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn add<'b, 'v>(
+    arguments: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let [left, right] = arguments.as_slice() else {
         return Err(argument_count(2, &arguments));
     };

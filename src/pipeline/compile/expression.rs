@@ -168,6 +168,15 @@ impl Names {
         }
     }
 
+    /// Whether `text` names a `duration` input (as a word; conservatively, strings included):
+    /// such an expression is checked, and may be converted (`time_check`), through CEL's parse.
+    fn names_duration_input(&self, text: &str) -> bool {
+        !self.input_types.is_empty()
+            && text
+                .split(|character: char| !(character.is_alphanumeric() || character == '_'))
+                .any(|word| self.input_type(word) == Some(crate::base::model::InputType::Duration))
+    }
+
     pub fn binding(&self, name: &str) -> Option<NameBinding> {
         self.bindings.get(name).copied()
     }
@@ -409,6 +418,7 @@ fn environment() -> &'static Arc<cel::Env> {
         // Likewise: the bounded functions' names start with `@`, which nothing else uses.
         let _ = super::bounded::register(&mut environment);
         let _ = super::time_functions::register(&mut environment);
+        let _ = super::duration_inputs::register(&mut environment);
         let _ = super::map_functions::register(&mut environment);
         Arc::new(environment)
     })
@@ -471,7 +481,9 @@ impl Expression {
                 help: Some("write a CEL expression, e.g. `attempts < 3`".into()),
             }]);
         }
-        if let Some(fast) = super::fast_syntax::parse(text, names) {
+        if let Some(fast) = super::fast_syntax::parse(text, names)
+            && !names.names_duration_input(text)
+        {
             return Ok(Expression {
                 text: Arc::from(text),
                 program: OnceLock::new(),
@@ -527,8 +539,10 @@ impl Expression {
                 OnceLock::new(),
             )
         } else {
-            let converted =
-                super::time_check::read_as_durations(program.expression(), &time.read_as_durations);
+            let converted = super::duration_inputs::read_as_durations(
+                program.expression(),
+                &time.read_as_durations,
+            );
             (
                 None,
                 OnceLock::from(Box::new(super::bounded::rewrite(&converted))),

@@ -10,6 +10,7 @@ pub mod data_schema;
 pub mod declared_events;
 mod deferral;
 pub(crate) mod definitions;
+mod duration_inputs;
 mod event_data_reads;
 mod event_index;
 pub mod events;

@@ -56,8 +56,9 @@ const COMPARISONS: [&str; 6] = [
     operators::NOT_EQUALS,
 ];
 
-/// What the check found: the problems, and the nodes (bare names of `duration` inputs) that
-/// are read as durations where they are evaluated.
+/// What the check found: the problems, and the nodes that read a `duration` input as a
+/// duration where they are evaluated: its bare name beside a known time value, or a `+`, `-`
+/// or comparison of it whose other side only the run can tell (`started + window`).
 #[derive(Debug, Default)]
 pub struct TimeCheck {
     pub problems: Vec<ExpressionProblem>,
@@ -181,7 +182,7 @@ impl Checker<'_> {
     ) -> Known {
         use Known::*;
         let comparison = COMPARISONS.contains(&operator);
-        let (left, right) = self.read_duration_inputs(operator, left, right, arguments);
+        let (left, right) = self.read_duration_inputs(operator, left, right, arguments, expression);
         if !(left.is_time() || right.is_time()) || left == Unknown || right == Unknown {
             // Numbers give a number (`wait * 2`), which a time value beside it then refuses.
             return match (left, right) {
@@ -267,12 +268,15 @@ impl Checker<'_> {
     /// The operands of `left <operator> right` with each `duration` input read: as a duration
     /// (recorded, to be converted where it is evaluated) when the operator adds, subtracts or
     /// compares it with a time value, as its milliseconds otherwise (`duration('1ms') * wait`).
+    /// Added to, subtracted from or compared with a value of unknown type, it is read as the
+    /// run finds that value: the operation is recorded, to decide when it is evaluated.
     fn read_duration_inputs(
         &mut self,
         operator: &str,
         left: Known,
         right: Known,
         arguments: &[IdedExpr],
+        operation: &IdedExpr,
     ) -> (Known, Known) {
         let with_time = operator == operators::ADD
             || operator == operators::SUBSTRACT
@@ -286,6 +290,10 @@ impl Checker<'_> {
                     self.found.read_as_durations.push(argument.id);
                     Known::Duration
                 }
+                _ if with_time && other == Known::Unknown => {
+                    self.found.read_as_durations.push(operation.id);
+                    Known::Unknown
+                }
                 _ => Known::Number,
             }
         };
@@ -293,59 +301,6 @@ impl Checker<'_> {
         let read_right = read(right, left, arguments.get(1));
         (read_left, read_right)
     }
-}
-
-/// The expression with each node `ids` names (a `duration` input's bare name) read as the
-/// duration of its milliseconds, through `time_functions::MILLISECONDS`.
-pub fn read_as_durations(expression: &IdedExpr, ids: &[u64]) -> IdedExpr {
-    fn visit(expression: &mut IdedExpr, ids: &[u64]) {
-        if ids.contains(&expression.id) && matches!(expression.expr, Expr::Ident(_)) {
-            let inner = std::mem::take(expression);
-            *expression = IdedExpr {
-                id: inner.id,
-                expr: Expr::Call(cel::common::ast::CallExpr {
-                    func_name: super::time_functions::MILLISECONDS.to_string(),
-                    target: None,
-                    args: vec![inner],
-                }),
-            };
-            return;
-        }
-        match &mut expression.expr {
-            Expr::Call(call) => {
-                if let Some(target) = call.target.as_deref_mut() {
-                    visit(target, ids);
-                }
-                call.args
-                    .iter_mut()
-                    .for_each(|argument| visit(argument, ids));
-            }
-            Expr::List(list) => list
-                .elements
-                .iter_mut()
-                .for_each(|element| visit(element, ids)),
-            Expr::Map(map) => {
-                for entry in &mut map.entries {
-                    if let cel::common::ast::EntryExpr::MapEntry(entry) = &mut entry.expr {
-                        visit(&mut entry.key, ids);
-                        visit(&mut entry.value, ids);
-                    }
-                }
-            }
-            Expr::Comprehension(comprehension) => {
-                visit(&mut comprehension.iter_range, ids);
-                visit(&mut comprehension.accu_init, ids);
-                visit(&mut comprehension.loop_cond, ids);
-                visit(&mut comprehension.loop_step, ids);
-                visit(&mut comprehension.result, ids);
-            }
-            Expr::Select(select) => visit(&mut select.operand, ids),
-            _ => {}
-        }
-    }
-    let mut converted = expression.clone();
-    visit(&mut converted, ids);
-    converted
 }
 
 /// What to write for a number or a text beside a time value.

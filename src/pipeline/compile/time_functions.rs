@@ -11,16 +11,12 @@ use crate::base::time;
 const DURATION: &str = "@duration";
 const TIMESTAMP: &str = "@timestamp";
 const MULTIPLY: &str = "@multiply";
-/// A `duration` input read as a duration where it meets a time value (`time_check`).
-pub const MILLISECONDS: &str = "@milliseconds";
-
 /// Adds the engine's time functions to the environment.
 pub fn register(environment: &mut cel::Env) -> Result<(), cel::DeclarationError> {
     let any = || types::DYN_TYPE;
     environment.add_overload(DURATION, "@duration_1", vec![any()], duration)?;
     environment.add_overload(TIMESTAMP, "@timestamp_1", vec![any()], timestamp)?;
     environment.add_overload(MULTIPLY, "@multiply_2", vec![any(), any()], multiply)?;
-    environment.add_overload(MILLISECONDS, "@milliseconds_1", vec![any()], milliseconds)?;
     Ok(())
 }
 
@@ -46,7 +42,7 @@ pub fn rewritten(call: &CallExpr) -> Option<&'static str> {
     }
 }
 
-fn one<'b, 'v>(
+pub(super) fn one<'b, 'v>(
     function: &str,
     mut arguments: Vec<CowVal<'b, 'v>>,
 ) -> Result<CowVal<'b, 'v>, ExecutionError> {
@@ -60,7 +56,7 @@ fn one<'b, 'v>(
 }
 
 /// A value's type as the engine's messages name it (`timestamp`, not `google.protobuf.Timestamp`).
-fn type_name(value: &dyn Val) -> String {
+pub(super) fn type_name(value: &dyn Val) -> String {
     if value.downcast_ref::<CelTimestamp>().is_some() {
         return "timestamp".into();
     }
@@ -88,31 +84,6 @@ fn duration<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
     let parsed = time::parse_duration(text.inner())
         .map_err(|message| ExecutionError::function_error("duration", message))?;
     Ok(CowVal::Owned(Box::new(CelDuration::from(parsed))))
-}
-
-/// A `duration` input's milliseconds as a duration (`now() - window`); a duration is itself.
-fn milliseconds<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let argument = one("duration", arguments)?;
-    if argument.downcast_ref::<CelDuration>().is_some() {
-        return Ok(argument);
-    }
-    let Some(milliseconds) = argument.downcast_ref::<CelInt>() else {
-        return Err(ExecutionError::function_error(
-            "duration",
-            format!(
-                "a `duration` input holds milliseconds, but this one holds {}: is it given?",
-                type_name(argument.as_ref())
-            ),
-        ));
-    };
-    let nanoseconds = i128::from(*milliseconds.inner()) * 1_000_000;
-    let duration = time::from_nanoseconds(nanoseconds).ok_or_else(|| {
-        ExecutionError::function_error(
-            "duration",
-            time::duration_out_of_range_message(&format!("{} ms", milliseconds.inner())),
-        )
-    })?;
-    Ok(CowVal::Owned(Box::new(CelDuration::from(duration))))
 }
 
 /// `timestamp('2026-01-01T09:00:00Z')`, `timestamp(unix_seconds)`; a timestamp is itself.
