@@ -129,3 +129,34 @@ fn a_tolerance_the_load_can_tell_is_wrong_is_a_located_error() {
         );
     }
 }
+
+/// `check` sees what a computed tolerance reads: a context variable read only there is read.
+#[test]
+fn check_counts_what_a_tolerance_reads() {
+    let protocol = r#"
+id: limited
+permissions: { exec: [sh], write: [], read: [], env: [] }
+context: { code: null, limit: 0 }
+states:
+  checking:
+    entry:
+      - assign: { limit: 1 }
+      - map: [0, 3]
+        id: check
+        item: code
+        tolerated_failures: limit
+        exec: [sh, -c, 'exit $0', "${code}"]
+    on:
+      done.map.check: done
+      error.map.check: done
+  done: { type: final }
+"#;
+    let directory = temporary_directory("map-tolerance", "check");
+    std::fs::write(directory.join("protocol.yaml"), protocol).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["check", "protocol.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        format!("{stdout}{stderr}").contains("(no warnings)"),
+        "{stdout}{stderr}"
+    );
+}

@@ -1158,6 +1158,16 @@ impl Usage {
                 }
                 self.assigned.insert(map.fan_out.item.clone());
                 self.assigned.extend(map.fan_out.index.clone());
+                // A computed tolerance reads what its expression or template reads.
+                if let Some(crate::base::model::map::Tolerance::Text(text)) =
+                    &map.fan_out.tolerated_failures
+                {
+                    if text.contains("${") {
+                        self.template(text);
+                    } else {
+                        self.expression(text);
+                    }
+                }
                 match &map.body {
                     // The effect is written in the same mapping.
                     crate::base::model::map::MapBody::Effect(body) => self.action(body, &pointer),
