@@ -1248,7 +1248,16 @@ fn check_legal(interpreter: &Interpreter) -> Result<(), String> {
                 names()
             ));
         }
-        let final_state = machine.state(outcome.final_state);
+        // An unhandled `error.execution` ends a run with no final state, failed.
+        let Some(final_state) = outcome.final_state else {
+            return match &outcome.failure {
+                Some(_) if outcome.exit_code == 76 => Ok(()),
+                _ => Err(format!(
+                    "the run ended with no final state and no failure: {outcome:?}"
+                )),
+            };
+        };
+        let final_state = machine.state(final_state);
         if final_state.kind != StateKind::Final || final_state.parent != Some(StateId::ROOT) {
             return Err(format!(
                 "the run ended in `{}`, not a top-level final state",

@@ -1,5 +1,7 @@
 //! `protocol-run check`: warnings beyond the schema and the compiler, each located in the source.
 
+mod child_sends;
+mod fallible_writes;
 mod library;
 mod unused_definitions;
 
@@ -47,6 +49,7 @@ enum Rule {
     Event,
     Delay,
     UnusedDefinition,
+    FallibleWrite,
 }
 
 /// Every warning about `loaded` (compiled as `machine`): first a missing `permissions`, then
@@ -89,9 +92,11 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.dead_ends();
     lint.shadowed_transitions();
     lint.eventless_loops();
+    lint.guards_after_fallible_writes();
     lint.effects_cancelled_at_once();
     lint.context_variables(&usage);
     lint.events(&usage);
+    lint.sends_to_children(&usage);
     lint.unmatched_engine_events();
     lint.delays(&usage);
     lint.unused_definitions(&usage);
@@ -416,8 +421,14 @@ impl Lint<'_> {
                 EventDescriptor::Any => None,
             })
             .collect();
-        let produced_prefixes: HashSet<&str> = usage
+        // A send to a child is the child's to handle (`child_sends` checks it), and one to the
+        // parent the parent's, which this file does not know.
+        let own: Vec<&ProducedEvent> = usage
             .produced
+            .iter()
+            .filter(|produced| produced.to.is_none())
+            .collect();
+        let produced_prefixes: HashSet<&str> = own
             .iter()
             .flat_map(|produced| EventDescriptor::prefixes_matching(&produced.name))
             .collect();
@@ -429,7 +440,7 @@ impl Lint<'_> {
             comparisons_left = comparisons_left.saturating_sub(count);
             allowed
         };
-        for produced in &usage.produced {
+        for produced in &own {
             if handles_everything
                 || EventDescriptor::prefixes_matching(&produced.name)
                     .any(|prefix| handled_prefixes.contains(prefix))
@@ -484,11 +495,10 @@ impl Lint<'_> {
                     .iter()
                     .any(|start| prefix.starts_with(start.as_str()) || start.starts_with(&*prefix));
             let declared = declared_prefixes.contains(&*prefix);
-            if built_in || produced || declared || !may_compare(usage.produced.len()) {
+            if built_in || produced || declared || !may_compare(own.len()) {
                 continue;
             }
-            let Some(similar) = usage
-                .produced
+            let Some(similar) = own
                 .iter()
                 .map(|produced| produced.name.as_str())
                 .find(|name| one_edit_apart(&prefix, name))
@@ -977,6 +987,8 @@ struct ProducedEvent {
     /// `raise` or `send`.
     verb: &'static str,
     pointer: String,
+    /// A send's `to:`: `parent` or an invoke id; `None` for this run's own queue.
+    to: Option<String>,
 }
 
 /// One event descriptor under `on`.
@@ -1117,13 +1129,18 @@ impl Usage {
                 }
             }
             Action::Raise(raise) => {
-                self.event(&raise.raise, "raise", &format!("{pointer}/raise"));
+                self.event(&raise.raise, "raise", &format!("{pointer}/raise"), None);
                 if let Some(data) = &raise.data {
                     self.value_template(data);
                 }
             }
             Action::Send(send) => {
-                self.event(&send.send, "send", &format!("{pointer}/send"));
+                self.event(
+                    &send.send,
+                    "send",
+                    &format!("{pointer}/send"),
+                    send.to.as_deref(),
+                );
                 if let Some(data) = &send.data {
                     self.value_template(data);
                 }
@@ -1317,12 +1334,13 @@ impl Usage {
     }
 
     /// An event name: literal, or a template whose literal start is kept.
-    fn event(&mut self, text: &str, verb: &'static str, pointer: &str) {
+    fn event(&mut self, text: &str, verb: &'static str, pointer: &str, to: Option<&str>) {
         match text.find("${") {
             None => self.produced.push(ProducedEvent {
                 name: text.to_string(),
                 verb,
                 pointer: pointer.to_string(),
+                to: to.map(str::to_string),
             }),
             Some(start) => {
                 self.produced_prefixes

@@ -516,6 +516,7 @@ impl Expression {
         let mut checker = NameChecker {
             names,
             program: &program,
+            text,
             bound: Vec::new(),
             problems: Vec::new(),
             uses_engine_functions: false,
@@ -779,6 +780,8 @@ fn line_column_to_offset(text: &str, (line, column): (isize, isize)) -> usize {
 struct NameChecker<'a> {
     names: &'a Names,
     program: &'a Program,
+    /// The expression's text, for the places of names CEL does not record.
+    text: &'a str,
     bound: Vec<&'a str>,
     problems: Vec<ExpressionProblem>,
     uses_engine_functions: bool,
@@ -791,6 +794,14 @@ impl<'a> NameChecker<'a> {
             .source_info()
             .offset_for(expression.id)
             .map_or(0, |(start, _)| start as usize)
+    }
+
+    /// Where the function or method name of the call `expression` starts: CEL places a call
+    /// at its `(`, and the name is what an author misspelled and an editor should underline.
+    fn name_offset(&self, expression: &IdedExpr, name: &str) -> usize {
+        let parenthesis = self.offset(expression);
+        let before = self.text.get(..parenthesis).unwrap_or_default().trim_end();
+        before.strip_suffix(name).map_or(parenthesis, str::len)
     }
 
     fn visit(&mut self, expression: &'a IdedExpr) {
@@ -806,7 +817,7 @@ impl<'a> NameChecker<'a> {
                             NAMESPACES.iter().find(|(name, _)| name == namespace)
                         && self.names.binding(namespace).is_none()
                     {
-                        self.check_namespaced(namespace, functions, &call.func_name, expression);
+                        self.check_namespaced(namespace, functions, &call.func_name, target);
                     } else {
                         self.check_method(&call.func_name, expression);
                         self.visit(target);
@@ -882,7 +893,7 @@ impl<'a> NameChecker<'a> {
             return;
         }
         self.problems.push(ExpressionProblem {
-            offset: self.offset(expression),
+            offset: self.name_offset(expression, name),
             message: format!("unknown method `{name}`"),
             help: did_you_mean(name, KNOWN_METHODS.iter().copied())
                 .or_else(|| Some(format!("the methods are {}", KNOWN_METHODS.join(", ")))),
@@ -894,14 +905,14 @@ impl<'a> NameChecker<'a> {
         namespace: &str,
         functions: &[&str],
         name: &str,
-        expression: &IdedExpr,
+        namespace_expression: &IdedExpr,
     ) {
         // Macros such as `math.greatest` expand to internal `@` functions.
         if functions.contains(&name) || is_operator(name) {
             return;
         }
         self.problems.push(ExpressionProblem {
-            offset: self.offset(expression),
+            offset: self.offset(namespace_expression),
             message: format!("unknown function `{namespace}.{name}`"),
             help: did_you_mean(name, functions.iter().copied()),
         });
@@ -1004,7 +1015,7 @@ impl<'a> NameChecker<'a> {
         }
         if !KNOWN_FUNCTIONS.contains(&name) {
             self.problems.push(ExpressionProblem {
-                offset: self.offset(expression),
+                offset: self.name_offset(expression, name),
                 message: format!("unknown function `{name}`"),
                 help: missing_function_help(name).or_else(|| {
                     did_you_mean(
@@ -1059,7 +1070,7 @@ impl Template {
                 let start = index + 2;
                 let Some(end) = closing_brace(&characters, start) else {
                     problems.push(ExpressionProblem {
-                        offset: index,
+                        offset: byte_offset(&characters, index),
                         message: "`${` is not closed by `}`".into(),
                         help: Some(
                             "close the expression with `}`, or write `$${` for a literal `${`"
@@ -1076,7 +1087,9 @@ impl Template {
                     Ok(expression) => parts.push(TemplatePart::Expression(expression)),
                     Err(inner) => {
                         problems.extend(inner.into_iter().map(|problem| ExpressionProblem {
-                            offset: start + leading_spaces(&source) + problem.offset,
+                            offset: byte_offset(&characters, start)
+                                + leading_spaces(&source)
+                                + problem.offset,
                             help: Some(with_literal_hint(problem.help)),
                             message: problem.message,
                         }))
@@ -1149,8 +1162,18 @@ fn with_literal_hint(help: Option<String>) -> String {
     }
 }
 
+/// The bytes of whitespace `text` starts with (problem offsets count bytes).
 fn leading_spaces(text: &str) -> usize {
-    text.chars().take_while(|c| c.is_whitespace()).count()
+    text.len() - text.trim_start().len()
+}
+
+/// The byte offset of the character at `index`: a template is walked by characters, and a
+/// problem's offset counts bytes, as an expression's do.
+fn byte_offset(characters: &[char], index: usize) -> usize {
+    characters[..index]
+        .iter()
+        .map(|character| character.len_utf8())
+        .sum()
 }
 
 /// The index of the `}` closing an expression that starts at `start`, skipping braces inside

@@ -210,6 +210,9 @@ pub struct Machine {
     /// `done.state.<id>` event type of each state (compound and parallel ones are used).
     pub done_events: Vec<EventType>,
     pub error_execution: EventType,
+    /// `errors: strict`: an `error.execution` is processed before eventless transitions, and
+    /// one no transition takes ends the run (see `ErrorMode`).
+    pub strict_errors: bool,
     /// Whether any state has eventless transitions (if none, the algorithm skips selecting them).
     pub has_eventless: bool,
     /// Whether some state (or the protocol) defers events.

@@ -107,7 +107,7 @@ fn compile_nested(
         None => Ok(limit.clone()),
     };
     let granted = capabilities.clone().unwrap_or_default();
-    let definitions = definitions::Definitions::gather(loaded, &granted);
+    let definitions = definitions::Definitions::gather(loaded);
     let mut compiler = Compiler::new(
         &loaded.source,
         &definitions,
@@ -235,6 +235,7 @@ fn compile_nested(
         event_types: compiler.event_types,
         done_events,
         error_execution,
+        strict_errors: protocol.errors == crate::base::model::ErrorMode::Strict,
         has_eventless,
         has_defer,
         single_leaf,
@@ -875,8 +876,10 @@ impl Compiler<'_> {
             );
             return None;
         }
-        // A child is read only if it may be, and only if it is a protocol file: a load error
-        // would otherwise print lines of any file the path names (`/etc/shadow`).
+        // A child's file is the operator's to load, as the parent's is: its path is fixed in
+        // the protocol, no input chooses it, so `read` (the protocol's data access) does not
+        // apply. It must still be a protocol file: a load error would otherwise print lines of
+        // any file the path names (`/etc/shadow`).
         let is_protocol_file = path
             .extension()
             .is_some_and(|extension| extension == "yaml" || extension == "yml");
@@ -885,16 +888,6 @@ impl Compiler<'_> {
                 &protocol_pointer,
                 format!("`{}` is not a protocol file", invoke.protocol),
                 Some("a child protocol is a `.yaml` (or `.yml`) file".into()),
-            );
-            return None;
-        }
-        if self.capabilities.is_resolved()
-            && let Err(denied) = self.capabilities.may_read(&path)
-        {
-            self.value_error(
-                &protocol_pointer,
-                format!("the child protocol `{}`: {denied}", invoke.protocol),
-                Some("add its path to `permissions.read`, or invoke a protocol inside it".into()),
             );
             return None;
         }
