@@ -219,9 +219,8 @@ states:
             "`verdicts[r.path` is not a path: a `[` is not closed",
         ),
         ("protocol.yaml:12:29", "unknown name `rr`"),
-        // The line only: where a call's error points inside it is another change's.
         (
-            "protocol.yaml:13:",
+            "protocol.yaml:13:25",
             "`merge` takes two maps; this call gives it 1 argument(s)",
         ),
     ] {

@@ -987,7 +987,7 @@ impl<'a> NameChecker<'a> {
         }
         if name == "merge" && arguments.len() != 2 {
             self.problems.push(ExpressionProblem {
-                offset: self.offset(expression),
+                offset: self.name_offset(expression, name),
                 message: format!(
                     "`merge` takes two maps; this call gives it {} argument(s)",
                     arguments.len()
