@@ -1107,9 +1107,21 @@ impl Usage {
             }
             Action::Assign(assign) => {
                 for (name, value) in &assign.assign {
-                    // A path (`verdicts.critic`) sets its variable.
-                    let variable = name.split('.').next().unwrap_or_default();
+                    // A path (`verdicts.critic`, `verdicts[r.path]`) sets its variable, and
+                    // reads what its computed keys read.
+                    let variable = name.split(['.', '[']).next().unwrap_or_default();
                     self.assigned.insert(variable.to_string());
+                    if let Ok(target) = crate::pipeline::actions::assign_target::parse(name) {
+                        for key in target.keys {
+                            if let crate::pipeline::actions::assign_target::WrittenKey::Computed {
+                                text,
+                                ..
+                            } = key
+                            {
+                                self.expression(text);
+                            }
+                        }
+                    }
                     // Strings are expressions; other values are literals.
                     if let serde_json::Value::String(text) = value {
                         self.expression(text);
@@ -1163,6 +1175,16 @@ impl Usage {
                 }
                 self.assigned.insert(map.fan_out.item.clone());
                 self.assigned.extend(map.fan_out.index.clone());
+                // A computed tolerance reads what its expression or template reads.
+                if let Some(crate::base::model::map::Tolerance::Text(text)) =
+                    &map.fan_out.tolerated_failures
+                {
+                    if text.contains("${") {
+                        self.template(text);
+                    } else {
+                        self.expression(text);
+                    }
+                }
                 match &map.body {
                     // The effect is written in the same mapping.
                     crate::base::model::map::MapBody::Effect(body) => self.action(body, &pointer),

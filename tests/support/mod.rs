@@ -480,3 +480,13 @@ impl Random {
         self.below(100) < percent
     }
 }
+
+/// The `log` lines a run printed on `stderr`, each after `prefix` (`"INFO  "`, or a level and
+/// the message's start), without their time, level and tags.
+pub fn logged(stderr: &str, prefix: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|line| line.split_once(prefix).map(|(_, rest)| rest))
+        .map(|rest| rest.split(" #").next().unwrap_or(rest).trim().to_string())
+        .collect()
+}

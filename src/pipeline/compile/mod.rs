@@ -10,6 +10,7 @@ pub mod data_schema;
 pub mod declared_events;
 mod deferral;
 pub(crate) mod definitions;
+mod duration_inputs;
 mod event_data_reads;
 mod event_index;
 pub mod events;
@@ -22,6 +23,7 @@ pub mod handled_events;
 pub mod inputs;
 pub mod library;
 pub mod machine;
+mod map_functions;
 mod matching;
 pub mod parameters;
 pub mod policies;
@@ -147,6 +149,7 @@ fn compile_nested(
         protocol.inputs.keys().cloned(),
         state_indices,
     )
+    .with_input_types(protocol.inputs.values().map(|input| input.kind).collect())
     .with_host_functions(extensions)
     // A grant naming an input is checked once it is resolved (the run compiles again then).
     .with_environment_grant(
@@ -554,8 +557,23 @@ impl Compiler<'_> {
 
     /// Reports expression problems at their place inside the string at `pointer`.
     fn expression_problems(&mut self, pointer: &str, problems: Vec<ExpressionProblem>) {
+        self.expression_problems_in(pointer, Part::Value, 0, problems);
+    }
+
+    /// Reports expression problems of an expression that starts `lead` bytes into the key or
+    /// the value (`part`) at `pointer`.
+    fn expression_problems_in(
+        &mut self,
+        pointer: &str,
+        part: Part,
+        lead: usize,
+        problems: Vec<ExpressionProblem>,
+    ) {
         let node = self.source.positions.nearest(pointer);
-        let start = node.value;
+        let start = match part {
+            Part::Key => node.key.unwrap_or(node.value),
+            Part::Value => node.value,
+        };
         let quoted = self
             .source
             .text
@@ -563,9 +581,18 @@ impl Compiler<'_> {
             .and_then(|rest| rest.chars().next())
             .is_some_and(|first| first == '"' || first == '\'');
         let text = &self.source.text;
-        let expression_start = (start.offset + usize::from(quoted)).min(text.len());
+        let mut expression_start = (start.offset + usize::from(quoted)).min(text.len());
+        let lead_start = expression_start;
+        expression_start = (expression_start + lead).min(text.len());
+        while !text.is_char_boundary(expression_start) {
+            expression_start -= 1;
+        }
+        let lead_characters = text
+            .get(lead_start..expression_start)
+            .map_or(lead, |before| before.chars().count());
         for problem in problems {
             let mut position = start;
+            position.column += lead_characters;
             // The problem's offset counts bytes of the expression; the column counts characters.
             let mut end = (expression_start + problem.offset).min(text.len());
             while !text.is_char_boundary(end) {
@@ -594,6 +621,14 @@ impl Compiler<'_> {
     pub fn expression(&mut self, text: &str, pointer: &str) -> Option<Expression> {
         Expression::compile(text, &self.names)
             .map_err(|problems| self.expression_problems(pointer, problems))
+            .ok()
+    }
+
+    /// An expression written inside the key at `pointer`, `lead` bytes into it (an `assign`
+    /// key's `[r.path]`): its problems are located there.
+    pub fn key_expression(&mut self, text: &str, lead: usize, pointer: &str) -> Option<Expression> {
+        Expression::compile(text, &self.names)
+            .map_err(|problems| self.expression_problems_in(pointer, Part::Key, lead, problems))
             .ok()
     }
 
