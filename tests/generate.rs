@@ -127,12 +127,54 @@ fn explore_finds_an_unhandled_error_and_its_seed_replays_it() {
     );
     // Shrunk to the one event and the one mock that matter.
     assert!(
-        stdout.contains("      steps:\n        - send: go\n"),
+        stdout.contains("    steps:\n      - send: go\n"),
         "{stdout}"
     );
-    assert!(stdout.contains("      mocks:\n        job: "), "{stdout}");
+    assert!(stdout.contains("    mocks:\n      job: "), "{stdout}");
     let (_, replayed, _) = run_binary(&directory, &arguments);
     assert_eq!(replayed, stdout);
+}
+
+/// What `--explore` prints for a broken invariant is a whole scenario file: saved as printed,
+/// `protocol-run test` on it fails the same way (the run ends as usual, so its `expect` says
+/// what must not happen).
+#[test]
+fn explore_prints_a_scenario_file_that_fails_the_same_way() {
+    let directory = temporary_directory("generate", "explore-file");
+    std::fs::write(directory.join("planted.yaml"), PLANTED).unwrap();
+    let arguments = ["test", "--explore", "20", "--seed", "7", "planted.yaml"];
+    let (code, stdout, _) = run_binary(&directory, &arguments);
+    assert_eq!(code, 1, "{stdout}");
+    let printed = &stdout[stdout.find("# A scenario file").expect(&stdout)..];
+    assert!(printed.contains("\nprotocol: planted.yaml\n"), "{printed}");
+    assert!(printed.contains("unhandled_errors: []"), "{printed}");
+    std::fs::write(directory.join("planted.explore.scenario.yaml"), printed).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["test", "planted.explore.scenario.yaml"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "unhandled_errors: expected none, seen [\"error.exec.job was not handled by any transition: failed\"]"
+        ),
+        "{stdout}{stderr}"
+    );
+    assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
+
+    // The loop: its step stops the run under `test` as under `--explore`.
+    std::fs::write(
+        directory.join("loop.yaml"),
+        "id: looping\nstates:\n  idle:\n    on:\n      spin: ping\n  ping:\n    always: pong\n  pong:\n    always: ping\n",
+    )
+    .unwrap();
+    let (_, stdout, _) = run_binary(
+        &directory,
+        &["test", "--explore", "3", "--seed", "1", "loop.yaml"],
+    );
+    let printed = &stdout[stdout.find("# A scenario file").expect(&stdout)..];
+    std::fs::write(directory.join("loop.explore.scenario.yaml"), printed).unwrap();
+    let (code, stdout, _) = run_binary(&directory, &["test", "loop.explore.scenario.yaml"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("step 1 (send spin)"), "{stdout}");
+    assert!(stdout.contains("the protocol looped"), "{stdout}");
 }
 
 #[test]
@@ -153,7 +195,7 @@ fn explore_reports_a_run_that_loops() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("      steps:\n        - send: spin\n"),
+        stdout.contains("    steps:\n      - send: spin\n"),
         "{stdout}"
     );
 }

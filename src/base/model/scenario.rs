@@ -173,6 +173,11 @@ pub struct Expectation {
     /// name). Without it, a refused `send` fails its step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Error events no transition handled since the previous `expect` (the engine's
+    /// `unhandled_error` warning), by name, in this order (others may come between); `[]`
+    /// asserts that none was: the invariant `test --explore` checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhandled_errors: Option<Vec<String>>,
 }
 
 /// One effect that must have started, with the arguments it got.

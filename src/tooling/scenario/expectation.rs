@@ -124,6 +124,9 @@ pub fn check(expect: &Expectation, interpreter: &Interpreter, since: SinceLast) 
             }
         }
     }
+    if let Some(expected) = &expect.unhandled_errors {
+        check_unhandled_errors(expected, since.logs, &mut problems);
+    }
     if let Some(files) = &expect.files {
         check_files(files, &mut problems);
     }
@@ -197,6 +200,41 @@ fn effect_matches(started: &StartedEffect, expected: &EffectExpectation) -> bool
             let content = arguments.content.as_deref().unwrap_or_default();
             regex::Regex::new(pattern).is_ok_and(|pattern| pattern.is_match(content))
         })
+}
+
+/// The error events no transition handled, read from the engine's `unhandled_error` warnings:
+/// the names expected in order, or none for `[]`.
+fn check_unhandled_errors(expected: &[String], logs: &[LogRecord], problems: &mut Vec<String>) {
+    let warnings: Vec<&LogRecord> = logs
+        .iter()
+        .filter(|record| record.tags.iter().any(|tag| &**tag == "unhandled_error"))
+        .collect();
+    let names: Vec<&str> = warnings
+        .iter()
+        .filter_map(|record| {
+            record
+                .fields
+                .iter()
+                .find(|(key, _)| &**key == "event")
+                .and_then(|(_, value)| match value {
+                    Value::String(name) => Some(&**name),
+                    _ => None,
+                })
+        })
+        .collect();
+    let messages: Vec<&str> = warnings
+        .iter()
+        .map(|record| record.message.as_str())
+        .collect();
+    if expected.is_empty() && !warnings.is_empty() {
+        problems.push(format!(
+            "unhandled_errors: expected none, seen {messages:?}"
+        ));
+    } else if !is_subsequence(expected.iter().map(String::as_str), &names) {
+        problems.push(format!(
+            "unhandled_errors: expected {expected:?} in this order, seen {messages:?}"
+        ));
+    }
 }
 
 fn check_files(files: &indexmap::IndexMap<String, String>, problems: &mut Vec<String>) {

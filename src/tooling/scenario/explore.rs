@@ -3,7 +3,7 @@
 
 use super::candidates::Alphabet;
 use super::probe::{Setup, Target, probe};
-use crate::base::model::scenario::{AfterStep, Scenario, Step};
+use crate::base::model::scenario::{AfterStep, ExpectStep, Expectation, Scenario, Step};
 use crate::pipeline::compile::machine::Delay;
 use crate::runtime::run::algorithm::Limits;
 
@@ -90,8 +90,18 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
             })
             .collect();
         if let Some(problem) = broken(target, &setup, &steps, limits) {
-            let (setup, steps) = shrink(target, setup, steps, limits);
+            let (setup, mut steps) = shrink(target, setup, steps, limits);
             let problem = broken(target, &setup, &steps, limits).unwrap_or(problem);
+            // A run that stops fails its step; an error nothing handles ends the run as usual,
+            // so the scenario says what must not happen, and fails as the run did.
+            if problem.starts_with(UNHANDLED) {
+                steps.push(Step::Expect(ExpectStep {
+                    expect: Box::new(Expectation {
+                        unhandled_errors: Some(Vec::new()),
+                        ..Expectation::default()
+                    }),
+                }));
+            }
             return Some(Finding {
                 run,
                 problem,
@@ -108,6 +118,9 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
     }
     None
 }
+
+/// How a finding of an error event nothing handles begins.
+const UNHANDLED: &str = "an error event no transition handles";
 
 /// The invariant the run breaks, if any: a panic, a limit of the engine (a loop), an effect
 /// lost, an error event nothing handles.
@@ -137,7 +150,7 @@ fn broken(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> Opt
     result
         .unhandled_errors
         .first()
-        .map(|message| format!("an error event no transition handles: {message}"))
+        .map(|message| format!("{UNHANDLED}: {message}"))
 }
 
 /// Drops steps and mocks while the run still breaks an invariant.
