@@ -114,6 +114,25 @@ pub struct SendStep {
     /// The event's data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
+    /// What must become of the event, in the words the engine tells a sender: a `refused` event
+    /// (undeclared, data off its schema) is expected, not a mistake in the file. Without it,
+    /// a refused event fails the step and any other outcome passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<SendOutcome>,
+}
+
+/// What becomes of a sent event, as the engine tells its sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SendOutcome {
+    /// A transition took it.
+    Taken,
+    /// An active state defers it: it waits in the inbox.
+    Deferred,
+    /// Admitted, but no transition took it and no active state deferred it.
+    Discarded,
+    /// Not admitted: undeclared, data off its schema, an engine name, or a limit.
+    Refused,
 }
 
 /// Lets virtual time pass: timers and mocked effects due meanwhile happen, in order.

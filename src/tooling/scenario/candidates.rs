@@ -165,10 +165,12 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
         sends.push(SendStep {
             send: name.to_string(),
             data: None,
+            outcome: None,
         });
         sends.extend(payloads.into_iter().map(|data| SendStep {
             send: name.to_string(),
             data: Some(data),
+            outcome: None,
         }));
     }
     sends

@@ -307,6 +307,26 @@ pub fn matches(actual: &serde_json::Value, expected: &serde_json::Value) -> bool
         (serde_json::Value::Object(actual), serde_json::Value::Object(expected)) => expected
             .iter()
             .all(|(key, value)| actual.get(key).is_some_and(|found| matches(found, value))),
+        (serde_json::Value::String(actual), serde_json::Value::String(expected)) => {
+            actual == expected || same_time(actual, expected)
+        }
         _ => actual == expected,
     }
+}
+
+/// Whether two texts are the same instant (`…00:20Z` and `…00:20.000+00:00`) or the same span
+/// (`90s` and `1m30s`): time values compare as what they mean, not as how they are written.
+fn same_time(actual: &str, expected: &str) -> bool {
+    use crate::base::time::{parse_duration, parse_timestamp};
+    if let (Ok(actual), Ok(expected)) = (parse_timestamp(actual), parse_timestamp(expected)) {
+        return actual == expected;
+    }
+    // A bare number (`0`) is not taken for a duration: only a text with a unit.
+    let has_unit = |text: &str| text.chars().any(char::is_alphabetic);
+    has_unit(actual)
+        && has_unit(expected)
+        && matches!(
+            (parse_duration(actual), parse_duration(expected)),
+            (Ok(actual), Ok(expected)) if actual == expected
+        )
 }
