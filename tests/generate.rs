@@ -283,3 +283,80 @@ fn explore_skips_scenario_files() {
     );
     assert!(!stderr.contains("missing required key"), "{stderr}");
 }
+
+/// An effect without `timeout:` cannot time out: neither `--explore` nor `--generate` mocks a
+/// timeout for it (once "timed out after 0 ms", an error nothing could handle).
+#[test]
+fn search_mocks_only_the_outcomes_an_effect_can_have() {
+    let directory = temporary_directory("generate", "outcomes");
+    std::fs::write(
+        directory.join("untimed.yaml"),
+        r#"
+id: untimed
+permissions: { exec: [job], write: [], read: [], env: [] }
+states:
+  idle:
+    on:
+      go: working
+  working:
+    entry:
+      - exec: [job]
+        id: job
+    on:
+      done.exec.job: done
+      error.exec.job: failed
+  done: { type: final }
+  failed: { type: final, exit_code: 1 }
+"#,
+    )
+    .unwrap();
+    let (code, stdout, _) = run_binary(
+        &directory,
+        &["test", "--explore", "50", "--seed", "1", "untimed.yaml"],
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("ok     untimed.yaml: 50 random runs"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run_binary(&directory, &["test", "--generate", "untimed.yaml"]);
+    assert_eq!(code, 0, "{stdout}");
+    let written =
+        std::fs::read_to_string(directory.join("untimed.generated.scenario.yaml")).unwrap();
+    assert!(!written.contains("timeout"), "{written}");
+    assert!(written.contains("state: failed"), "{written}");
+}
+
+/// The schemas `--generate` writes beside a protocol with no `schemas/` above are written when
+/// missing or stale, not on every run.
+#[test]
+fn generate_writes_the_schemas_only_when_missing_or_stale() {
+    let directory = temporary_directory("generate", "schemas-once");
+    std::fs::copy(fixture(), directory.join("generate.yaml")).unwrap();
+    let arguments = ["test", "--generate", "generate.yaml"];
+    let (code, stdout, _) = run_binary(&directory, &arguments);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("scenario.schema.json (no schemas/ above it)"),
+        "{stdout}"
+    );
+    let schema = directory.join("scenario.schema.json");
+    let written = std::fs::metadata(&schema).unwrap().modified().unwrap();
+    let (code, stdout, _) = run_binary(&directory, &arguments);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(!stdout.contains("schema.json"), "{stdout}");
+    assert_eq!(
+        std::fs::metadata(&schema).unwrap().modified().unwrap(),
+        written
+    );
+    // A stale one is written again.
+    std::fs::write(&schema, "{}").unwrap();
+    let (_, stdout, _) = run_binary(&directory, &arguments);
+    assert!(stdout.contains("wrote "), "{stdout}");
+    assert!(
+        stdout.contains("scenario.schema.json (no schemas/ above it)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("protocol.schema.json"), "{stdout}");
+    assert_ne!(std::fs::read_to_string(&schema).unwrap(), "{}");
+}

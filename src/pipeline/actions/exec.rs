@@ -80,6 +80,11 @@ impl Exec {
         &self.policy.id
     }
 
+    /// Its shared options: id, timeout, retries.
+    pub fn policy(&self) -> &EffectPolicy {
+        &self.policy
+    }
+
     pub fn compile(
         action: &ExecAction,
         compiler: &mut dyn ActionCompiler,

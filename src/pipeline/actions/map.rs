@@ -146,6 +146,14 @@ impl Map {
         &self.id
     }
 
+    /// The effect each item runs, when the items are effects rather than child protocols.
+    pub fn effect_body(&self) -> Option<&Action> {
+        match &self.body {
+            ItemBody::Effect(action) => Some(action),
+            ItemBody::Child { .. } => None,
+        }
+    }
+
     /// What each item runs, in a line: the effect, or the child protocol.
     pub fn body_summary(&self) -> String {
         match &self.body {

@@ -15,6 +15,7 @@ pub mod log;
 pub mod map;
 pub mod raise;
 pub mod send;
+pub mod shape;
 mod summary;
 pub mod tool;
 

@@ -281,8 +281,14 @@ fn variants(machine: &Machine, guards: &[&str]) -> Vec<Setup> {
             }
         }
     }
+    let shapes = crate::pipeline::actions::shape::effect_shapes(machine);
     for id in &machine.action_ids {
-        let mut tried = outcomes.clone();
+        let shape = shapes.iter().find(|shape| shape.id == *id);
+        let mut tried: Vec<String> = outcomes
+            .iter()
+            .filter(|outcome| can_have(shape, outcome, &incomplete))
+            .cloned()
+            .collect();
         tried.extend(texts.iter().map(|text| format!("error:{text}")));
         tried.extend(texts.iter().map(|text| format!("ok:{text}")));
         for outcome in tried {
@@ -296,6 +302,22 @@ fn variants(machine: &Machine, guards: &[&str]) -> Vec<Setup> {
         }
     }
     variants
+}
+
+/// Whether an effect of this shape can have the mocked `outcome`: a timeout only with a
+/// `timeout`, an exit code and cut-off output only from a program (`exec`).
+fn can_have(
+    shape: Option<&crate::pipeline::actions::shape::EffectShape>,
+    outcome: &str,
+    incomplete: &str,
+) -> bool {
+    let times_out = shape.is_some_and(|shape| shape.can_time_out);
+    let runs_a_program = shape.is_some_and(|shape| shape.runs_a_program);
+    outcome.split(',').all(|part| match part {
+        "timeout" => times_out,
+        part if part.starts_with("exit:") || part == incomplete => runs_a_program,
+        _ => true,
+    })
 }
 
 /// `setup` with the one change `variant` makes to `base` as well, or None when `setup` already
