@@ -48,7 +48,8 @@ pub struct Scenario {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum MockScript {
-    /// Every call, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`, `ok:STDOUT`, or a
+    /// Every call, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`, `ok:STDOUT`,
+    /// `truncated:STDOUT` (output cut at its limit), or a
     /// sequence `timeout,timeout,ok:done` (one per call, the last repeating).
     Outcomes(String),
     /// By the call's arguments: the first entry whose `when` matches scripts the call; a call

@@ -9,6 +9,8 @@ pub struct EffectShape {
     pub id: String,
     /// An `exec`: it has an exit code and output an incompleteness check reads.
     pub runs_a_program: bool,
+    /// A built-in tool (`read_file`, `list_dir`, `grep_search`): output that may be cut.
+    pub is_tool: bool,
     /// It has a `timeout`, so an attempt can time out.
     pub can_time_out: bool,
 }
@@ -35,10 +37,10 @@ pub fn effect_shapes(machine: &Machine) -> Vec<EffectShape> {
 
 fn collect(actions: &[Action], shapes: &mut Vec<EffectShape>) {
     for action in actions {
-        let (policy, runs_a_program) = match action {
-            Action::Exec(exec) => (exec.policy(), true),
-            Action::Tool(tool) => (tool.policy(), false),
-            Action::File(file) => (file.policy(), false),
+        let (policy, runs_a_program, is_tool) = match action {
+            Action::Exec(exec) => (exec.policy(), true, false),
+            Action::Tool(tool) => (tool.policy(), false, true),
+            Action::File(file) => (file.policy(), false, false),
             Action::If(conditional) => {
                 conditional
                     .blocks()
@@ -61,6 +63,7 @@ fn collect(actions: &[Action], shapes: &mut Vec<EffectShape>) {
             shapes.push(EffectShape {
                 id: policy.id.to_string(),
                 runs_a_program,
+                is_tool,
                 can_time_out: policy.can_time_out(),
             });
         }

@@ -124,22 +124,25 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
             }
         }
     }
-    let comparison = regex::Regex::new(r#"\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*'([^']*)'"#)
-        .expect("the comparison pattern is valid");
-    let compared_fields: Vec<(String, String)> = machine
-        .transitions
-        .iter()
-        .filter_map(|transition| transition.guard.as_ref())
-        .flat_map(|guard| {
-            comparison
-                .captures_iter(&guard.text)
-                .map(|found| (found[1].to_string(), found[2].to_string()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let compared_fields = compared_fields(machine);
     let mut sends = Vec::new();
     for name in names {
+        // Declared data: one that fits its schema, and that with one property changed; what
+        // the guards try goes over the fitting one, so a required field stays given.
+        let schema = machine
+            .declared_events
+            .as_ref()
+            .and_then(|declared| declared.schema(name))
+            .map(|schema| &*schema.schema);
+        let fitting = schema.map_or(serde_json::Value::Null, super::sample::instance);
         let mut payloads: Vec<serde_json::Value> = Vec::new();
+        if !fitting.is_null() {
+            push_unique(&mut payloads, fitting.clone());
+        }
+        for variant in schema.map(super::sample::variants).unwrap_or_default() {
+            push_unique(&mut payloads, variant);
+        }
+        let mut guarded: Vec<serde_json::Value> = Vec::new();
         let guards = machine.transitions.iter().filter(|transition| {
             transition
                 .events
@@ -153,14 +156,21 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
                 let mut values: Vec<serde_json::Value> = found.iter().flat_map(values_of).collect();
                 values.extend([serde_json::json!(true), serde_json::json!("x")]);
                 for value in values {
-                    push_unique(&mut payloads, serde_json::json!({ key.clone(): value }));
+                    push_unique(&mut guarded, serde_json::json!({ key.clone(): value }));
                 }
             }
         }
         // Data kept in context and tested later (`assign: { review: event.data }`, then
         // `review.signal == 'PASSED'`): each field compared with a literal anywhere.
         for (key, value) in &compared_fields {
-            push_unique(&mut payloads, serde_json::json!({ key.clone(): value }));
+            push_unique(&mut guarded, serde_json::json!({ key.clone(): value }));
+        }
+        let room = MAX_CANDIDATES.saturating_sub(payloads.len().min(MAX_CANDIDATES / 2));
+        for data in guarded.into_iter().take(room) {
+            let data = super::sample::over(&fitting, &data);
+            if !payloads.contains(&data) {
+                payloads.push(data);
+            }
         }
         sends.push(SendStep {
             send: name.to_string(),
@@ -176,7 +186,45 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
     sends
 }
 
-/// A first value for each required input without a default, and `ok:` for every effect.
+/// Each field any guard compares with quoted text (`review.signal == 'PASSED'`), with that text.
+fn compared_fields(machine: &Machine) -> Vec<(String, String)> {
+    let comparison = regex::Regex::new(r#"\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*'([^']*)'"#)
+        .expect("the comparison pattern is valid");
+    machine
+        .transitions
+        .iter()
+        .filter_map(|transition| transition.guard.as_ref())
+        .flat_map(|guard| {
+            comparison
+                .captures_iter(&guard.text)
+                .map(|found| (found[1].to_string(), found[2].to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The outcomes a map's items of child protocol `id` are mocked with, if `id` is such a map:
+/// each ending of the child (`ok:` its declared output, `exit:N` a failing final state), the
+/// first successful one first.
+fn child_outcomes(machine: &Machine, id: &str) -> Option<Vec<String>> {
+    let (_, child) = machine.map_children.iter().find(|(map, _)| &**map == id)?;
+    let mut endings = super::sample::child_endings(child, &compared_fields(machine));
+    endings.sort_by_key(|(exit_code, _)| *exit_code != 0);
+    let mut outcomes: Vec<String> = endings
+        .into_iter()
+        .map(|(exit_code, output)| match (exit_code, output) {
+            (0, serde_json::Value::Null) => "ok:".to_string(),
+            (0, output) => format!("ok:{output}"),
+            (code, _) => format!("exit:{code}"),
+        })
+        .collect();
+    outcomes.dedup();
+    outcomes.push("error:failed".to_string());
+    Some(outcomes)
+}
+
+/// A first value for each required input without a default, and `ok:` for every effect (a
+/// child's declared output for a map's child items).
 fn base(machine: &Machine) -> Setup {
     let inputs = machine
         .inputs
@@ -201,7 +249,11 @@ fn base(machine: &Machine) -> Setup {
     let mocks = machine
         .action_ids
         .iter()
-        .map(|id| (id.clone(), "ok:".to_string()))
+        .map(|id| {
+            let first =
+                child_outcomes(machine, id).and_then(|outcomes| outcomes.into_iter().next());
+            (id.clone(), first.unwrap_or_else(|| "ok:".to_string()))
+        })
         .collect();
     Setup { inputs, mocks }
 }
@@ -281,14 +333,42 @@ fn variants(machine: &Machine, guards: &[&str]) -> Vec<Setup> {
             }
         }
     }
+    // Outcome data guards read: output cut at its limit, the exit codes they compare.
+    let outcome_guards: Vec<&str> = guards
+        .iter()
+        .copied()
+        .filter(|guard| guard.contains("event.data."))
+        .collect();
+    if outcome_guards
+        .iter()
+        .any(|guard| guard.contains("event.data.truncated"))
+    {
+        push_unique(&mut outcomes, "truncated:".to_string());
+    }
+    for guard in outcome_guards
+        .iter()
+        .filter(|guard| guard.contains("event.data.exit_code"))
+    {
+        for literal in literals(guard) {
+            if let Literal::Number(code) = literal
+                && code.fract() == 0.0
+                && code > 0.0
+            {
+                push_unique(&mut outcomes, format!("exit:{}", code as i64));
+            }
+        }
+    }
     let shapes = crate::pipeline::actions::shape::effect_shapes(machine);
     for id in &machine.action_ids {
         let shape = shapes.iter().find(|shape| shape.id == *id);
-        let mut tried: Vec<String> = outcomes
-            .iter()
-            .filter(|outcome| can_have(shape, outcome, &incomplete))
-            .cloned()
-            .collect();
+        let mut tried: Vec<String> = match child_outcomes(machine, id) {
+            Some(endings) => endings.into_iter().skip(1).collect(),
+            None => outcomes
+                .iter()
+                .filter(|outcome| can_have(shape, outcome, &incomplete))
+                .cloned()
+                .collect(),
+        };
         tried.extend(texts.iter().map(|text| format!("error:{text}")));
         tried.extend(texts.iter().map(|text| format!("ok:{text}")));
         for outcome in tried {
@@ -313,11 +393,34 @@ fn can_have(
 ) -> bool {
     let times_out = shape.is_some_and(|shape| shape.can_time_out);
     let runs_a_program = shape.is_some_and(|shape| shape.runs_a_program);
+    // Output cut at its limit: a program's, or a tool's (a search's matches).
+    let has_output = shape.is_some_and(|shape| shape.runs_a_program || shape.is_tool);
     outcome.split(',').all(|part| match part {
         "timeout" => times_out,
         part if part.starts_with("exit:") || part == incomplete => runs_a_program,
+        part if part.starts_with("truncated:") => has_output,
         _ => true,
     })
+}
+
+/// `setup` with one mock that fails (`timeout`, `error:...`, `exit:N`) changed to fail the same
+/// way once or twice and then work, one setup each: a call made again later (a retry, a
+/// re-check) succeeds, with whatever else the setup changed still in place.
+pub fn recoveries(setup: &Setup) -> Vec<Setup> {
+    let mut found = Vec::new();
+    for (position, (_, outcome)) in setup.mocks.iter().enumerate() {
+        let fails =
+            outcome == "timeout" || outcome.starts_with("error:") || outcome.starts_with("exit:");
+        if !fails || outcome.contains(',') {
+            continue;
+        }
+        for recovering in [format!("{outcome},ok:"), format!("{outcome},{outcome},ok:")] {
+            let mut changed = setup.clone();
+            changed.mocks[position].1 = recovering;
+            found.push(changed);
+        }
+    }
+    found
 }
 
 /// `setup` with the one change `variant` makes to `base` as well, or None when `setup` already

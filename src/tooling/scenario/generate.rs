@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::candidates::{Alphabet, combine};
+use super::candidates::{Alphabet, combine, recoveries};
 use super::coverage::{coverable, label, label_of};
 use super::probe::{Probe, Setup, Target, probe};
 use crate::base::model::scenario::{AfterStep, ExpectStep, Expectation, Finished, Scenario, Step};
@@ -154,6 +154,7 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
                     setups.push_back(child);
                 }
             }
+            setups.extend(recoveries(&setup));
         }
     }
     let scenarios = keep(machine, found);
@@ -183,11 +184,12 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
     }
 }
 
-/// A reached configuration with its context: two paths reaching the same one go on alike.
+/// A reached configuration with its context and pending timers: two paths reaching the same
+/// one go on alike.
 fn key(probe: &Probe) -> String {
     format!(
-        "{:?} {:?} {}",
-        probe.configuration, probe.finished, probe.context
+        "{:?} {:?} {} {:?}",
+        probe.configuration, probe.finished, probe.context, probe.timers
     )
 }
 

@@ -9,5 +9,6 @@ pub mod generate;
 pub mod mocks;
 pub mod probe;
 pub mod runner;
+pub mod sample;
 pub mod scratch;
 pub mod start;
