@@ -360,3 +360,136 @@ fn generate_writes_the_schemas_only_when_missing_or_stale() {
     assert!(!stdout.contains("protocol.schema.json"), "{stdout}");
     assert_ne!(std::fs::read_to_string(&schema).unwrap(), "{}");
 }
+
+/// Runs `--generate` on the protocol `name` in `directory`: what it printed and the file it
+/// wrote, which passes.
+fn generated(directory: &Path, name: &str) -> (String, String) {
+    let (code, stdout, stderr) = run_binary(directory, &["test", "--generate", name]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("the generated scenarios pass"), "{stdout}");
+    let stem = name.trim_end_matches(".yaml");
+    let written =
+        std::fs::read_to_string(directory.join(format!("{stem}.generated.scenario.yaml"))).unwrap();
+    (stdout, written)
+}
+
+/// Copies the shipped file at `path` (from the repository's root) into `directory`; its name.
+fn shipped(directory: &Path, path: &str) -> String {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let name = from.file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::copy(&from, directory.join(&name)).unwrap();
+    name
+}
+
+/// A declared event whose data must carry a field is sent with data that fits its schema; a
+/// guard on one of its fields is tried over that data.
+#[test]
+fn generate_sends_declared_events_with_data_that_fits_their_schema() {
+    let directory = temporary_directory("generate", "declared");
+    std::fs::write(
+        directory.join("revising.yaml"),
+        r#"
+id: revising
+events:
+  revise:
+    type: object
+    properties:
+      content: { type: string, minLength: 2 }
+      urgency: { enum: [low, high] }
+    required: [content, urgency]
+states:
+  drafting:
+    on:
+      revise:
+        - guard: event.data.urgency == 'high'
+          target: rushed
+        - target: revised
+  revised: { type: final }
+  rushed: { type: final, exit_code: 3 }
+"#,
+    )
+    .unwrap();
+    let (stdout, written) = generated(&directory, "revising.yaml");
+    assert!(stdout.contains(": 2/2 transitions taken"), "{stdout}");
+    assert!(written.contains("content: xx"), "{written}");
+    assert!(written.contains("urgency: high"), "{written}");
+}
+
+/// ITTW's grep output cut at its limit leads to the fallback task, and its re-check works on a
+/// later call: every transition is taken (12 of 16 before).
+#[test]
+fn generate_mocks_output_cut_at_its_limit_and_a_call_that_works_later() {
+    let directory = temporary_directory("generate", "ittw");
+    let name = shipped(&directory, "protocols/ittw.yaml");
+    let (stdout, written) = generated(&directory, &name);
+    assert!(stdout.contains(": 16/16 transitions taken"), "{stdout}");
+    assert!(written.contains("grep_search: \"truncated:\""), "{written}");
+    assert!(
+        written.contains("tool_call: \"timeout,timeout,ok:\""),
+        "{written}"
+    );
+    assert!(written.contains("state: resolved"), "{written}");
+}
+
+/// A deadline computed at entry (`until: deadline`) after a reminder of the same state: the
+/// search lets time pass to each, though the configuration and context stay the same.
+#[test]
+fn generate_reaches_a_computed_deadline() {
+    let directory = temporary_directory("generate", "until");
+    let name = shipped(&directory, "examples/features/time.yaml");
+    let (stdout, written) = generated(&directory, &name);
+    assert!(stdout.contains(": 3/3 transitions taken"), "{stdout}");
+    assert!(written.contains("state: overdue"), "{written}");
+}
+
+/// A map's child items are mocked with the output their protocol declares, the text a parent's
+/// guard compares with filled in, so the parent's verdict over the results is reached.
+#[test]
+fn generate_mocks_child_items_with_their_declared_output() {
+    let directory = temporary_directory("generate", "children");
+    std::fs::write(
+        directory.join("reviewer.yaml"),
+        r#"
+id: reviewer
+inputs: { who: { type: string, required: true } }
+states:
+  reviewing:
+    on:
+      approve: approved
+      reject: rejected
+  approved: { type: final, output: { who: "${who}", verdict: approve } }
+  rejected: { type: final, exit_code: 2, output: { who: "${who}", verdict: reject } }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        directory.join("gate.yaml"),
+        r#"
+id: gate
+inputs:
+  reviewers: { type: list, default: [ada, grace] }
+context: { reviewer: null }
+states:
+  reviewing:
+    entry:
+      - map: reviewers
+        id: review
+        item: reviewer
+        invoke: { protocol: reviewer.yaml, inputs: { who: "${reviewer}" } }
+    on:
+      done.map.review:
+        - guard: event.data.results.all(r, r.verdict == 'approve')
+          target: approved
+        - target: undecided
+      error.map.review: rejected
+  approved: { type: final }
+  undecided: { type: final, exit_code: 1 }
+  rejected: { type: final, exit_code: 2 }
+"#,
+    )
+    .unwrap();
+    let (stdout, written) = generated(&directory, "gate.yaml");
+    assert!(stdout.contains(": 3/3 transitions taken"), "{stdout}");
+    assert!(written.contains("verdict"), "{written}");
+    assert!(written.contains("state: approved"), "{written}");
+}
