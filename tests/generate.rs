@@ -289,27 +289,15 @@ fn explore_skips_scenario_files() {
 #[test]
 fn search_mocks_only_the_outcomes_an_effect_can_have() {
     let directory = temporary_directory("generate", "outcomes");
-    std::fs::write(
-        directory.join("untimed.yaml"),
-        r#"
-id: untimed
-permissions: { exec: [job], write: [], read: [], env: [] }
-states:
-  idle:
-    on:
-      go: working
-  working:
-    entry:
-      - exec: [job]
-        id: job
-    on:
-      done.exec.job: done
-      error.exec.job: failed
-  done: { type: final }
-  failed: { type: final, exit_code: 1 }
-"#,
-    )
-    .unwrap();
+    // PLANTED without its timeout, its errors handled.
+    let untimed = PLANTED
+        .replace("        timeout: 5s\n", "")
+        .replace("error.exec.timeout.job: done", "error.exec.job: failed")
+        .replace(
+            "{ type: final }",
+            "{ type: final }\n  failed: { type: final, exit_code: 1 }",
+        );
+    std::fs::write(directory.join("untimed.yaml"), untimed).unwrap();
     let (code, stdout, _) = run_binary(
         &directory,
         &["test", "--explore", "50", "--seed", "1", "untimed.yaml"],
@@ -415,31 +403,46 @@ states:
     assert!(written.contains("urgency: high"), "{written}");
 }
 
+/// `--generate` on the shipped file `path` takes `taken` transitions and writes each of `lines`.
+fn assert_shipped_generates(name: &str, path: &str, taken: &str, lines: &[&str]) {
+    let directory = temporary_directory("generate", name);
+    let name = shipped(&directory, path);
+    let (stdout, written) = generated(&directory, &name);
+    assert!(
+        stdout.contains(&format!(": {taken} transitions taken")),
+        "{stdout}"
+    );
+    for line in lines {
+        assert!(written.contains(line), "{line} in\n{written}");
+    }
+}
+
 /// ITTW's grep output cut at its limit leads to the fallback task, and its re-check works on a
 /// later call: every transition is taken (12 of 16 before).
 #[test]
 fn generate_mocks_output_cut_at_its_limit_and_a_call_that_works_later() {
-    let directory = temporary_directory("generate", "ittw");
-    let name = shipped(&directory, "protocols/ittw.yaml");
-    let (stdout, written) = generated(&directory, &name);
-    assert!(stdout.contains(": 16/16 transitions taken"), "{stdout}");
-    assert!(written.contains("grep_search: \"truncated:\""), "{written}");
-    assert!(
-        written.contains("tool_call: \"timeout,timeout,ok:\""),
-        "{written}"
+    assert_shipped_generates(
+        "ittw",
+        "protocols/ittw.yaml",
+        "16/16",
+        &[
+            "grep_search: \"truncated:\"",
+            "tool_call: \"timeout,timeout,ok:\"",
+            "state: resolved",
+        ],
     );
-    assert!(written.contains("state: resolved"), "{written}");
 }
 
 /// A deadline computed at entry (`until: deadline`) after a reminder of the same state: the
 /// search lets time pass to each, though the configuration and context stay the same.
 #[test]
 fn generate_reaches_a_computed_deadline() {
-    let directory = temporary_directory("generate", "until");
-    let name = shipped(&directory, "examples/features/time.yaml");
-    let (stdout, written) = generated(&directory, &name);
-    assert!(stdout.contains(": 3/3 transitions taken"), "{stdout}");
-    assert!(written.contains("state: overdue"), "{written}");
+    assert_shipped_generates(
+        "until",
+        "examples/features/time.yaml",
+        "3/3",
+        &["state: overdue"],
+    );
 }
 
 /// A map's child items are mocked with the output their protocol declares, the text a parent's
