@@ -231,6 +231,12 @@ mod tests {
         assert_eq!(bare.next("operation"), Some(MockOutcome::Ok(String::new())));
         assert_eq!(mocks.next("grep"), Some(MockOutcome::Exit(2)));
         assert_eq!(mocks.next("other"), None);
+        let mut cut = Mocks::parse(&["search=timeout,truncated:a,b".to_string()]).unwrap();
+        assert_eq!(cut.next("search"), Some(MockOutcome::Timeout));
+        assert_eq!(
+            cut.next("search"),
+            Some(MockOutcome::Truncated("a,b".into()))
+        );
     }
 
     #[test]
