@@ -156,22 +156,26 @@ pub fn over(base: &Value, data: &Value) -> Value {
 
 /// What a child protocol's run ends with, by final state: (its exit code, the output it
 /// declares, each computed part standing as `"x"` unless a guard compares that field with
-/// text: then that text, so a parent reading `r.verdict == 'approve'` sees one that passes).
+/// text: then that text, so a parent reading `r.verdict == 'approve'` sees one that passes;
+/// and once more all `"x"`, so it sees one that does not).
 pub fn child_endings(child: &Machine, compared: &[(String, String)]) -> Vec<(u8, Value)> {
-    child
-        .states
-        .iter()
-        .filter(|state| {
-            state.kind == StateKind::Final && state.parent.is_some_and(|parent| parent.index() == 0)
-        })
-        .map(|state| {
-            let output = state
-                .output
-                .as_ref()
-                .map_or(Value::Null, |output| sample_of(output, None, compared));
-            (state.exit_code, output)
-        })
-        .collect()
+    let mut endings = Vec::new();
+    let finals = child.states.iter().filter(|state| {
+        state.kind == StateKind::Final && state.parent.is_some_and(|parent| parent.index() == 0)
+    });
+    for state in finals {
+        let Some(output) = &state.output else {
+            endings.push((state.exit_code, Value::Null));
+            continue;
+        };
+        for compared in [compared, &[]] {
+            let ending = (state.exit_code, sample_of(output, None, compared));
+            if !endings.contains(&ending) {
+                endings.push(ending);
+            }
+        }
+    }
+    endings
 }
 
 fn sample_of(template: &ValueTemplate, key: Option<&str>, compared: &[(String, String)]) -> Value {
