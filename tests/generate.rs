@@ -446,7 +446,8 @@ fn generate_reaches_a_computed_deadline() {
 }
 
 /// A map's child items are mocked with the output their protocol declares, the text a parent's
-/// guard compares with filled in, so the parent's verdict over the results is reached.
+/// guard compares with filled in and not, so the parent's verdict over the results is reached
+/// either way (items mocked `ok:` with empty output reached only the other).
 #[test]
 fn generate_mocks_child_items_with_their_declared_output() {
     let directory = temporary_directory("generate", "children");
@@ -455,13 +456,16 @@ fn generate_mocks_child_items_with_their_declared_output() {
         r#"
 id: reviewer
 inputs: { who: { type: string, required: true } }
+context: { verdict: "" }
 states:
   reviewing:
     on:
-      approve: approved
-      reject: rejected
-  approved: { type: final, output: { who: "${who}", verdict: approve } }
-  rejected: { type: final, exit_code: 2, output: { who: "${who}", verdict: reject } }
+      decide:
+        target: decided
+        actions: [{ assign: { verdict: event.data.verdict } }]
+      withdraw: withdrawn
+  decided: { type: final, output: { who: "${who}", verdict: "${verdict}" } }
+  withdrawn: { type: final, exit_code: 2 }
 "#,
     )
     .unwrap();
