@@ -4,8 +4,9 @@
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::candidates::{Alphabet, combine, recoveries};
+use super::candidates::{Alphabet, combine};
 use super::coverage::{coverable, label, label_of};
+use super::outcomes::recoveries;
 use super::probe::{Probe, Setup, Target, probe};
 use crate::base::model::scenario::{AfterStep, ExpectStep, Expectation, Finished, Scenario, Step};
 use crate::pipeline::compile::machine::{EventDescriptor, Machine, StateId};

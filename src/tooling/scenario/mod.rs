@@ -7,6 +7,7 @@ pub mod expectation;
 pub mod explore;
 pub mod generate;
 pub mod mocks;
+pub mod outcomes;
 pub mod probe;
 pub mod runner;
 pub mod sample;
