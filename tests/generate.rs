@@ -500,3 +500,45 @@ states:
     assert!(written.contains("verdict"), "{written}");
     assert!(written.contains("state: approved"), "{written}");
 }
+
+/// `--explore` waits for the deadlines a run computes when it starts, not only for fixed delays:
+/// an error nothing handles past a deadline 90 minutes away is found.
+#[test]
+fn explore_reaches_a_deadline_computed_at_start() {
+    let directory = temporary_directory("generate", "explore-deadline");
+    std::fs::write(
+        directory.join("late.yaml"),
+        r#"
+id: late
+permissions: { exec: [job], write: [], read: [], env: [] }
+inputs:
+  budget: { type: string, default: 1h30m }
+context: { deadline: null }
+states:
+  waiting:
+    entry:
+      - assign: { deadline: "now() + duration(budget)" }
+    on:
+      done: finished
+    after:
+      - until: deadline
+        target: overdue
+  overdue:
+    entry:
+      - exec: [job]
+        id: job
+    on:
+      done.exec.job: finished
+  finished: { type: final }
+"#,
+    )
+    .unwrap();
+    let arguments = ["test", "--explore", "20", "--seed", "5", "late.yaml"];
+    let (code, stdout, _) = run_binary(&directory, &arguments);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("error.exec.job was not handled"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("- after: 5400000ms"), "{stdout}");
+}

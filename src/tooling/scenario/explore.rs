@@ -60,8 +60,6 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
         })
         .collect();
     waits.push(1000);
-    waits.sort_unstable();
-    waits.dedup();
     let setups: Vec<Setup> = std::iter::once(alphabet.base.clone())
         .chain(alphabet.variants.iter().cloned())
         // Inputs the machine refuses are the search's mistake, not the protocol's.
@@ -74,6 +72,11 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
     if setups.is_empty() {
         return None;
     }
+    // Delays computed when the run starts (`until: deadline`, `delay: budget / 2`): the waits
+    // its first setup leaves pending, so a deadline no fixed wait adds up to is reached too.
+    waits.extend(probe(target, &setups[0], &[], limits).timers);
+    waits.sort_unstable();
+    waits.dedup();
     let mut random = Random(seed);
     for run in 1..=runs {
         let setup = setups[random.below(setups.len())].clone();
