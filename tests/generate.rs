@@ -540,5 +540,5 @@ states:
         stdout.contains("error.exec.job was not handled"),
         "{stdout}"
     );
-    assert!(stdout.contains("- after: 5400000ms"), "{stdout}");
+    assert!(stdout.contains("- after: 90m"), "{stdout}");
 }

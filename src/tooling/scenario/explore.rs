@@ -87,7 +87,7 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
                 match sends.get(choice) {
                     Some(send) => send.clone(),
                     None => Step::After(AfterStep {
-                        after: format!("{}ms", waits[choice - sends.len()]),
+                        after: super::generate::duration_text(waits[choice - sends.len()]),
                     }),
                 }
             })

@@ -367,7 +367,7 @@ fn reason(
 }
 
 /// `600000` → `10m`: the largest unit that writes the span exactly.
-fn duration_text(milliseconds: u64) -> String {
+pub(super) fn duration_text(milliseconds: u64) -> String {
     match milliseconds {
         value if value % 3_600_000 == 0 => format!("{}h", value / 3_600_000),
         value if value % 60_000 == 0 => format!("{}m", value / 60_000),
