@@ -274,13 +274,13 @@ fn stats_prints_a_table_and_sums_the_runs_of_a_protocol() {
         stdout,
         "run second-time\n\
          retry success     100% of 1 retried calls\n\
-         attempts          2.0 on average to succeed\n\
+         attempts          2.0 on average for a retried call to succeed\n\
          \n\
-         retried           succeeded  exhausted   attempts\n\
-         operation                 1          0          2\n\
+         retried           succeeded  exhausted  cancelled   attempts\n\
+         operation                 1          0          0          2\n\
          \n\
-         action            succeeded     failed  timed out\n\
-         operation                 1          0          0\n\
+         action            succeeded     failed   timeouts\n\
+         operation                 1          0          1\n\
          \n\
          state               entered       time    per run\n\
          calling                   1   122.000s   122.000s\n\
@@ -303,9 +303,10 @@ fn stats_prints_a_table_and_sums_the_runs_of_a_protocol() {
     assert_eq!(stats["average_attempts_to_success"], 2.0);
     assert_eq!(
         stats["retries_per_action"]["operation"],
-        serde_json::json!({"succeeded": 1, "exhausted": 1, "attempts": 7})
+        serde_json::json!({"succeeded": 1, "exhausted": 1, "cancelled": 0, "attempts": 7})
     );
-    assert_eq!(stats["timeouts_per_action"]["operation"], 1);
+    // Every attempt that timed out: one of `second-time`'s, five of `never`'s.
+    assert_eq!(stats["timeouts_per_action"]["operation"], 6);
     assert_eq!(
         stats["entries_per_state"],
         serde_json::json!({"calling": 2, "succeeded": 1, "exhausted": 1})

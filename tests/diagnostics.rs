@@ -268,6 +268,50 @@ states:
     );
 }
 
+/// An unknown function is underlined at its name, where the author misspelled it, not at the
+/// parentheses CEL places the call at: in an assigned value, a template (after a non-ASCII
+/// character, whose bytes once shifted the place) and a guard alike; so is an unknown method
+/// and a namespaced function.
+#[test]
+fn an_unknown_function_is_underlined_at_its_name() {
+    let protocol = r#"id: unknown-function
+context: { t: 0 }
+states:
+  a:
+    entry:
+      - assign: { t: "noww()" }
+      - log: "é at ${ 'é' + noww()}"
+    always: { target: b, guard: "'é' == 'x' || noww () > 1 || t.frob() || math.gretest(1, 2)" }
+  b: { type: final }
+"#;
+    let (code, text) = validate_file("unknown-function.yaml", protocol.as_bytes());
+    assert_eq!(code, 65, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    // (what, line, column, how many characters are underlined)
+    for (what, line, column, width) in [
+        ("assign", 6, 23, 4),
+        ("template", 7, 29, 4),
+        ("guard", 8, 48, 4),
+        ("method", 8, 65, 4),
+        ("namespaced", 8, 75, 12),
+    ] {
+        let location = format!("/unknown-function.yaml:{line}:{column}");
+        // Under the location: a bar, the source line, then the marker (its column counted
+        // after `|`).
+        let marker = format!("|{}{}", " ".repeat(column), "^".repeat(width));
+        let found = lines.iter().enumerate().any(|(index, shown)| {
+            shown.ends_with(&location)
+                && lines
+                    .get(index + 3)
+                    .is_some_and(|under| under.trim_start() == marker)
+        });
+        assert!(
+            found,
+            "{what}: `{location}` not underlined `{marker}` in\n{text}"
+        );
+    }
+}
+
 /// The CLI explains the branch named by the action's kind key, as the editor does: an `exec`
 /// with a wrong `timeout` and a misspelt retrier key gets exactly those two errors.
 #[test]
@@ -542,5 +586,23 @@ fn the_actions_beside_one_that_is_no_action_are_still_checked() {
             "--> test.yaml:8:17",
         ],
         "{text}"
+    );
+}
+
+#[test]
+fn a_comma_in_unquoted_flow_text_is_told_to_be_quoted() {
+    let (code, stderr) = validate_file(
+        "flow-comma.yaml",
+        b"id: flow\ninputs:\n  path: { type: string, description: relative to repo, absolute otherwise }\nstates:\n  a: { type: final }\n",
+    );
+    assert_eq!(code, 65, "{stderr}");
+    assert!(
+        stderr.contains("unknown key `absolute otherwise`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("flow-comma.yaml:3:56"), "{stderr}");
+    assert!(
+        stderr.contains("quote that text: `description: \"relative to repo, absolute otherwise\"`"),
+        "{stderr}"
     );
 }

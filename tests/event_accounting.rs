@@ -16,24 +16,10 @@ use protocol_run::runtime::run::driver::{
     DriveOptions, EventSource, InputLineError, Observer, TimeMode, drive_durable,
 };
 
+use crate::support::Random;
+
 /// Random cases run; each is a protocol, its input lines and a crash point.
 const CASES: u64 = 400;
-
-/// A small deterministic generator (xorshift), so a failing case is named by its seed.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 const EVENTS: [&str; 3] = ["e0", "e1", "e2"];
 

@@ -58,6 +58,9 @@ states:
       - assign: {{ n: "n + 1" }}
       - assign: {{ size: "file_size('data/l')" }}
       - assign: {{ valid: "json_valid('data/l')" }}
+    # A denied look fails its assignment; the run notes it and goes on looking.
+    on:
+      error.execution: {{ actions: [{{ log: "denied: ${{event.data.message}}" }}] }}
     always:
       - {{ target: leaked, guard: "size == {OUTSIDE_SIZE} || valid" }}
       - {{ target: done, guard: "n >= 1000" }}

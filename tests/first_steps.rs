@@ -135,3 +135,26 @@ fn the_readme_first_run_commands_exit_0_as_shown() {
     }
     std::fs::remove_dir_all(&state).unwrap();
 }
+
+/// "Using it" calls `protocol-run`: before its first command it says how to get one.
+#[test]
+fn the_readme_says_how_to_install_protocol_run_before_using_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let using = readme
+        .split("## Using it")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README.md has a `## Using it` section");
+    let install = using
+        .find("\ncargo install --path .\n")
+        .unwrap_or_else(|| panic!("no install step in:\n{using}"));
+    let first_use = using.find("\nprotocol-run ").expect("a command");
+    assert!(install < first_use, "{using}");
+    // What it installs is the binary these commands call.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("name = \"protocol-run\""), "{manifest}");
+    let (code, version, _) = run_binary(root, &["--version"]);
+    assert_eq!(code, 0);
+    assert!(version.starts_with("protocol-run "), "{version}");
+}

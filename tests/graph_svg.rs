@@ -8,7 +8,7 @@ use protocol_run::tooling::graph::{SvgOptions, svg};
 use crate::support::machine;
 
 /// Compound, parallel, both histories, finals, a guard, a timer, a self-loop, two targets.
-const EVERYTHING: &str = r#"
+pub(crate) const EVERYTHING: &str = r#"
 id: everything
 title: All "kinds" <of> states & arrows
 context: { attempts: 0 }
@@ -304,33 +304,10 @@ fn the_same_machine_gives_the_same_bytes() {
     assert_eq!(first, second);
 }
 
-/// The protocols in `protocols/` and `examples/features/` (not scenarios, not libraries).
-fn shipped_protocols() -> Vec<std::path::PathBuf> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let is_protocol = |name: &str| {
-        name.ends_with(".yaml")
-            && !name.ends_with(".scenario.yaml")
-            && !name.ends_with(".library.yaml")
-    };
-    let mut paths: Vec<_> = ["protocols", "examples/features"]
-        .iter()
-        .flat_map(|directory| std::fs::read_dir(root.join(directory)).expect("a directory"))
-        .map(|entry| entry.expect("an entry").path())
-        .filter(|path| is_protocol(&path.to_string_lossy()))
-        .collect();
-    paths.sort();
-    paths
-}
-
 #[test]
 fn every_shipped_protocol_renders() {
-    let paths = shipped_protocols();
-    assert!(paths.len() > 15, "only {paths:?}");
-    for path in paths {
-        let loaded = protocol_run::pipeline::load::load_file(&path)
-            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-        let machine = protocol_run::pipeline::compile::compile(&loaded)
-            .unwrap_or_else(|_| panic!("{} does not compile", path.display()));
+    for path in crate::support::shipped_protocols() {
+        let machine = crate::support::compiled_file(&path);
         for detail in [false, true] {
             check_drawing(&machine, &svg(&machine, &SvgOptions { detail }));
         }
@@ -397,4 +374,115 @@ fn the_diagram_in_the_guide_is_current() {
         committed == svg(&machine, &SvgOptions::default()),
         "docs/diagrams/ittw.svg is stale: protocol-run graph protocols/ittw.yaml --format svg > docs/diagrams/ittw.svg"
     );
+}
+
+/// The SVG the binary draws of a shipped protocol, with `--detail` or not.
+fn drawn_by_the_binary(path: &str, detail: bool) -> String {
+    let mut arguments = vec!["graph", path, "--format", "svg"];
+    if detail {
+        arguments.push("--detail");
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, stdout, stderr) = crate::support::run_binary(root, &arguments);
+    assert_eq!(code, 0, "{stderr}");
+    stdout
+}
+
+/// The text drawn in one state's box.
+fn state_text(text: &str, state: &str) -> String {
+    let document = roxmltree::Document::parse(text).expect("XML");
+    let id = format!("state-{state}");
+    let group = document
+        .descendants()
+        .find(|node| node.attribute("id") == Some(id.as_str()))
+        .unwrap_or_else(|| panic!("no {id}"));
+    group
+        .descendants()
+        .filter(|node| node.has_tag_name("tspan"))
+        .filter_map(|node| node.text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_map_of_child_protocols_is_named_without_detail() {
+    let text = drawn_by_the_binary("examples/features/map-invoke.yaml", false);
+    let reviewing = state_text(&text, "reviewing");
+    assert!(
+        reviewing.contains("map review (invoke map-review)"),
+        "{reviewing}"
+    );
+    // A map of effects is an action like any other: only `--detail` shows it.
+    let text = drawn_by_the_binary("examples/features/map.yaml", false);
+    assert_eq!(state_text(&text, "checking"), "checking");
+}
+
+#[test]
+fn detail_names_what_an_emit_emits_and_the_program_an_exec_runs() {
+    for (path, state, expected) in [
+        (
+            "examples/features/emit.yaml",
+            "asking",
+            "entry / emit use_alternative_tool",
+        ),
+        (
+            "examples/features/exec.yaml",
+            "reading",
+            "entry / exec head (head)",
+        ),
+        (
+            "examples/features/map.yaml",
+            "checking",
+            "entry / map check (exec check (printf))",
+        ),
+    ] {
+        let text = state_text(&drawn_by_the_binary(path, true), state);
+        assert!(text.contains(expected), "{path}: {text}");
+    }
+}
+
+#[test]
+fn every_shipped_protocol_renders_as_mermaid_and_dot() {
+    use protocol_run::tooling::graph::{dot, mermaid};
+    for path in crate::support::shipped_protocols() {
+        let machine = crate::support::compiled_file(&path);
+        let name = path.display();
+        let diagram = mermaid(&machine);
+        assert!(
+            diagram.starts_with("stateDiagram-v2\n"),
+            "{name}:\n{diagram}"
+        );
+        let opened = diagram.lines().filter(|line| line.ends_with(" {")).count();
+        let closed = diagram.lines().filter(|line| line.trim() == "}").count();
+        assert_eq!(opened, closed, "{name}:\n{diagram}");
+        let graph = dot(&machine);
+        assert!(graph.starts_with("digraph "), "{name}:\n{graph}");
+        assert!(balanced_braces(&graph), "{name}:\n{graph}");
+        // Deterministic: a second rendering is the same text.
+        assert_eq!(diagram, mermaid(&machine), "{name}");
+        assert_eq!(graph, dot(&machine), "{name}");
+    }
+}
+
+/// Braces outside quoted strings open and close in order.
+fn balanced_braces(dot: &str) -> bool {
+    let mut depth = 0i64;
+    let mut quoted = false;
+    let mut escaped = false;
+    for character in dot.chars() {
+        match character {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '{' if !quoted => depth += 1,
+            '}' if !quoted => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    depth == 0 && !quoted
 }

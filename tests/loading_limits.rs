@@ -299,7 +299,7 @@ fn fifteen_thousand_raised_and_fifteen_thousand_handled_events_check_quickly() {
 #[test]
 fn a_shared_child_is_compiled_again_under_narrower_capabilities() {
     // `child.yaml` is compiled first for `open.yaml`, which grants everything; under
-    // `narrow.yaml`, which may read only `child.yaml`, it must not reach `grand.yaml`.
+    // `narrow.yaml`, which passes on no environment, its child `grand.yaml` may not read HOME.
     let directory = temporary_directory("loading", "capabilities");
     let files = [
         (
@@ -312,13 +312,16 @@ fn a_shared_child_is_compiled_again_under_narrower_capabilities() {
         ),
         (
             "narrow.yaml",
-            "id: narrow\npermissions: { read: [child.yaml] }\nstates:\n  a:\n    invoke: [{ id: x, protocol: child.yaml }]\n",
+            "id: narrow\npermissions: { env: [] }\nstates:\n  a:\n    invoke: [{ id: x, protocol: child.yaml }]\n",
         ),
         (
             "child.yaml",
             "id: child\nstates:\n  a:\n    invoke: [{ id: x, protocol: grand.yaml }]\n",
         ),
-        ("grand.yaml", "id: grand\nstates:\n  a: { type: final }\n"),
+        (
+            "grand.yaml",
+            "id: grand\ncontext: { home: \"\" }\nstates:\n  a:\n    entry: [{ assign: { home: \"env('HOME')\" } }]\n",
+        ),
     ];
     for (name, text) in files {
         std::fs::write(directory.join(name), text).unwrap();
@@ -329,7 +332,7 @@ fn a_shared_child_is_compiled_again_under_narrower_capabilities() {
     assert_eq!(code, 65, "{stderr}");
     assert_eq!(
         stderr
-            .matches("the child protocol `grand.yaml`: read")
+            .matches("reads a variable `permissions.env` does not grant")
             .count(),
         1,
         "{stderr}"

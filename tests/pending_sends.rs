@@ -33,6 +33,9 @@ states:
             delay: 1h
             data: {{ blob: "${{s}}" }}
       - target: wait
+    # A refused send fails its action: the error is handled here, before the next selection.
+    on:
+      error.execution: {{ target: done, actions: [{{ log: "REFUSED ${{event.data.message}}" }}] }}
   wait:
     on:
       error.execution: {{ target: done, actions: [{{ log: "REFUSED ${{event.data.message}}" }}] }}

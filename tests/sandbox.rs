@@ -324,6 +324,30 @@ states:
     }
 }
 
+/// A grant list that is empty says `none`, as `validate`'s other empty lines do: never a line
+/// ending in its colon.
+#[test]
+fn validate_says_none_for_an_empty_grant() {
+    let directory = temporary_directory("sandbox", "validate-none");
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        "id: bare\npermissions: { exec: [cat], read: [], write: [], env: [] }\nstates:\n  only: { type: final }\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["validate", "protocol.yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("  read beneath: none\n"), "{stdout}");
+    assert!(stdout.contains("  write beneath: none\n"), "{stdout}");
+    let empty: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.trim_end().ends_with(':') && !line.contains("sandbox"))
+        .collect();
+    assert!(
+        empty.is_empty(),
+        "lines saying nothing: {empty:?}\n{stdout}"
+    );
+}
+
 /// Runs `protocol.yaml` in `directory` with `WITHHELD_TOKEN` in the engine's environment; returns
 /// the exit code and stderr.
 fn run_withholding(directory: &Path) -> (Option<i32>, String) {

@@ -231,9 +231,7 @@ fn a_bad_deadline_or_an_overflow_at_run_time_is_error_execution() {
     let mut run = Run::start_at(
         r#"
 id: runtime
-inputs:
-  patience: { type: duration, default: 2s }
-context: { span: null, late: null }
+context: { span: null, late: null, count: 2000 }
 states:
   a:
     entry:
@@ -259,7 +257,7 @@ states:
       error.execution: { target: e, actions: [{ log: "${event.data.message}" }] }
   e:
     entry:
-      - assign: { late: "now() + patience" }
+      - assign: { late: "now() + count" }
     on:
       error.execution: { target: f, actions: [{ log: "${event.data.message}" }] }
   f: { type: final }

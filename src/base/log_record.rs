@@ -12,4 +12,8 @@ pub struct LogRecord {
     pub message: String,
     pub tags: Arc<[Arc<str>]>,
     pub fields: Vec<(Arc<str>, Value)>,
+    /// The child protocol the line comes from, as the invoke ids down to it (`review[3]`,
+    /// `kid/grandkid`); `None` for the run's own: several children of one map log the same
+    /// words, and only this tells them apart.
+    pub from: Option<Arc<str>>,
 }

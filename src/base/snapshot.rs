@@ -92,9 +92,23 @@ pub struct ChildSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotOutcome {
-    pub final_state: String,
+    /// The top-level final state; absent when an unhandled error failed the run.
+    #[serde(default)]
+    pub final_state: Option<String>,
     pub exit_code: u8,
     pub output: serde_json::Value,
+    /// The error that failed the run (`errors: strict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<SnapshotFailure>,
+}
+
+/// An unhandled `error.execution` that ended a run, by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotFailure {
+    pub event: String,
+    pub message: String,
+    pub states: Vec<String>,
 }
 
 /// A timer waiting for its deadline.

@@ -1,4 +1,4 @@
-//! Text from outside, made safe: lines read with a bound on their length, control characters escaped before printing.
+//! Text from outside, made safe: lines read with a bound on their length, control characters escaped before printing, a failure's error output cut to its tail.
 
 use std::io::BufRead;
 
@@ -96,5 +96,54 @@ impl LimitedLine {
             )));
         }
         Some(Ok(()))
+    }
+}
+
+/// At most this many lines of a failed effect's error output are kept where it is reported.
+pub const ERROR_TAIL_LINES: usize = 10;
+/// ... and at most this many characters of them.
+pub const ERROR_TAIL_CHARACTERS: usize = 1000;
+
+/// The end of a failed effect's error output as telemetry, `logs` and `status` show it: its last
+/// `ERROR_TAIL_LINES` non-empty lines, at most `ERROR_TAIL_CHARACTERS` characters (the end is
+/// what says why a program failed), with every known secret masked. Masked before it is cut, so
+/// a cut never leaves part of a secret that masking would no longer recognise.
+pub fn masked_tail(text: &str) -> String {
+    let masked = crate::base::secrets::mask(text);
+    let lines: Vec<&str> = masked
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let kept = lines[lines.len().saturating_sub(ERROR_TAIL_LINES)..].join("\n");
+    let characters = kept.chars().count();
+    if characters <= ERROR_TAIL_CHARACTERS {
+        return kept;
+    }
+    let cut: String = kept
+        .chars()
+        .skip(characters - ERROR_TAIL_CHARACTERS)
+        .collect();
+    format!("…{cut}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_and_characters() {
+        let many: String = (1..=30).map(|line| format!("line {line}\n")).collect();
+        let tail = masked_tail(&many);
+        assert_eq!(tail.lines().count(), ERROR_TAIL_LINES);
+        assert!(
+            tail.starts_with("line 21\n") && tail.ends_with("line 30"),
+            "{tail}"
+        );
+        let long = "x".repeat(5000) + "END";
+        let tail = masked_tail(&long);
+        assert_eq!(tail.chars().count(), ERROR_TAIL_CHARACTERS + 1);
+        assert!(tail.starts_with('…') && tail.ends_with("END"));
+        assert_eq!(masked_tail("\n\n"), "");
     }
 }

@@ -458,7 +458,10 @@ where
                 number += 1;
             }
             _ => {
-                if retrying {
+                // Only a call that was retried gave up: a failure its policy does not retry
+                // (or a first attempt with nothing left) is the effect's failure, which its
+                // outcome and telemetry line report, not an exhausted plan.
+                if retrying && number > 1 {
                     report(telemetry(
                         plan,
                         "timeout_exhausted",
@@ -493,5 +496,6 @@ fn telemetry(
             .iter()
             .map(|(key, value)| (Arc::from(*key), value.clone()))
             .collect(),
+        from: None,
     }
 }

@@ -36,9 +36,10 @@ pub fn emit(record: &LogRecord, time: &str, run_id: &str) {
             .collect(),
     )
     .to_string();
+    let from = record.from.as_deref().unwrap_or_default();
     macro_rules! event_at {
         ($level:expr) => {
-            tracing::event!(target: LOG_TARGET, $level, message = %record.message, tags = %tags, fields = %fields, time = %time, run = %run_id)
+            tracing::event!(target: LOG_TARGET, $level, message = %record.message, tags = %tags, fields = %fields, time = %time, run = %run_id, from = %from)
         };
     }
     match record.level {
@@ -62,6 +63,8 @@ struct Collected {
     fields: serde_json::Map<String, serde_json::Value>,
     time: String,
     run: String,
+    /// The child protocol the line comes from; empty for the run's own.
+    from: String,
 }
 
 impl Visit for Collected {
@@ -77,6 +80,7 @@ impl Visit for Collected {
             }
             "time" => self.time = text,
             "run" => self.run = text,
+            "from" => self.from = text,
             _ => {}
         }
     }
@@ -106,8 +110,9 @@ impl<S: tracing::Subscriber> Layer<S> for LogLayer {
             LogFormat::Human => {
                 // Text from event data must not forge a line or drive the terminal.
                 let mut line = format!(
-                    "{} {level:<5} {}",
+                    "{} {level:<5} {}{}",
                     collected.time,
+                    from_prefix(&collected.from),
                     escape_controls(&collected.message)
                 );
                 for tag in &collected.tags {
@@ -125,17 +130,32 @@ impl<S: tracing::Subscriber> Layer<S> for LogLayer {
                 }
                 line
             }
-            LogFormat::Json => serde_json::json!({
-                "time": collected.time,
-                "level": level,
-                "run": collected.run,
-                "message": collected.message,
-                "tags": collected.tags,
-                "fields": collected.fields,
-            })
-            .to_string(),
+            LogFormat::Json => {
+                let mut line = serde_json::json!({
+                    "time": collected.time,
+                    "level": level,
+                    "run": collected.run,
+                    "message": collected.message,
+                    "tags": collected.tags,
+                    "fields": collected.fields,
+                });
+                if !collected.from.is_empty() {
+                    line["from"] = collected.from.into();
+                }
+                line.to_string()
+            }
         };
         let mut stderr = std::io::stderr().lock();
         let _ = writeln!(stderr, "{line}");
+    }
+}
+
+/// What a human log line says before its message of where it comes from: `review[3]: ` for a
+/// child protocol's line (the invoke ids down to it), nothing for the run's own.
+pub fn from_prefix(from: &str) -> String {
+    if from.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", escape_controls(from))
     }
 }

@@ -152,21 +152,48 @@ fn level_rank(level: &str) -> u8 {
     }
 }
 
-/// The log entries of a run that pass the filter.
+/// The tag a failed effect's entry is shown under among the log lines.
+pub const EFFECT_FAILED_TAG: &str = "effect_failed";
+
+/// Whether an entry is a failed effect's outcome: `logs` shows it among the log lines, since why
+/// the effect failed (its message, its error output's tail) is there and in no log line.
+pub fn is_failed_effect(entry: &Value) -> bool {
+    entry["kind"] == "effect" && entry["succeeded"] == false
+}
+
+/// An entry's level as `logs` filters it: a failed effect's is `warn` (the protocol may handle
+/// the failure; what it does then logs at its own level).
+pub fn entry_level(entry: &Value) -> &str {
+    if is_failed_effect(entry) {
+        return "warn";
+    }
+    entry["level"].as_str().unwrap_or("info")
+}
+
+/// An entry's tags as `logs` shows and filters them.
+pub fn entry_tags(entry: &Value) -> Vec<&str> {
+    if is_failed_effect(entry) {
+        return vec![EFFECT_FAILED_TAG];
+    }
+    entry["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// The log entries of a run that pass the filter, with the failed effects' outcomes among them.
 pub fn filter_logs<'a>(entries: &'a [Value], filter: &LogFilter) -> Vec<&'a Value> {
     entries
         .iter()
-        .filter(|entry| entry["kind"] == "log")
+        .filter(|entry| entry["kind"] == "log" || is_failed_effect(entry))
         .filter(|entry| match &filter.tag {
-            Some(tag) => entry["tags"]
-                .as_array()
-                .is_some_and(|tags| tags.iter().any(|t| t == tag.as_str())),
+            Some(tag) => entry_tags(entry).contains(&tag.as_str()),
             None => true,
         })
         .filter(|entry| match &filter.level {
-            Some(level) => {
-                level_rank(entry["level"].as_str().unwrap_or("info")) >= level_rank(level)
-            }
+            Some(level) => level_rank(entry_level(entry)) >= level_rank(level),
             None => true,
         })
         .collect()

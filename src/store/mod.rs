@@ -417,9 +417,13 @@ impl Write {
             .as_ref()
             .filter(|_| finished)
             .map(|outcome| Finish {
-                final_state: Some(outcome.final_state.clone()),
+                final_state: outcome.final_state.clone(),
                 exit_code: outcome.exit_code.into(),
-                output: outcome.output.clone(),
+                // A failed run's output is the error that failed it.
+                output: match &outcome.failure {
+                    Some(failure) => serde_json::json!({"error": failure}),
+                    None => outcome.output.clone(),
+                },
                 unix_milliseconds: step.unix_milliseconds,
             });
         let entry = JournalEntry {

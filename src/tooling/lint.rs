@@ -1,5 +1,7 @@
 //! `protocol-run check`: warnings beyond the schema and the compiler, each located in the source.
 
+mod child_sends;
+mod fallible_writes;
 mod library;
 mod unused_definitions;
 
@@ -47,6 +49,7 @@ enum Rule {
     Event,
     Delay,
     UnusedDefinition,
+    FallibleWrite,
 }
 
 /// Every warning about `loaded` (compiled as `machine`): first a missing `permissions`, then
@@ -89,9 +92,11 @@ fn lint(loaded: &Loaded, machine: &Machine) -> Vec<(Rule, Diagnostic)> {
     lint.dead_ends();
     lint.shadowed_transitions();
     lint.eventless_loops();
+    lint.guards_after_fallible_writes();
     lint.effects_cancelled_at_once();
     lint.context_variables(&usage);
     lint.events(&usage);
+    lint.sends_to_children(&usage);
     lint.unmatched_engine_events();
     lint.delays(&usage);
     lint.unused_definitions(&usage);
@@ -416,8 +421,14 @@ impl Lint<'_> {
                 EventDescriptor::Any => None,
             })
             .collect();
-        let produced_prefixes: HashSet<&str> = usage
+        // A send to a child is the child's to handle (`child_sends` checks it), and one to the
+        // parent the parent's, which this file does not know.
+        let own: Vec<&ProducedEvent> = usage
             .produced
+            .iter()
+            .filter(|produced| produced.to.is_none())
+            .collect();
+        let produced_prefixes: HashSet<&str> = own
             .iter()
             .flat_map(|produced| EventDescriptor::prefixes_matching(&produced.name))
             .collect();
@@ -429,7 +440,7 @@ impl Lint<'_> {
             comparisons_left = comparisons_left.saturating_sub(count);
             allowed
         };
-        for produced in &usage.produced {
+        for produced in &own {
             if handles_everything
                 || EventDescriptor::prefixes_matching(&produced.name)
                     .any(|prefix| handled_prefixes.contains(prefix))
@@ -467,11 +478,10 @@ impl Lint<'_> {
                     .iter()
                     .any(|start| prefix.starts_with(start.as_str()) || start.starts_with(&*prefix));
             let declared = declared_prefixes.contains(&*prefix);
-            if built_in || produced || declared || !may_compare(usage.produced.len()) {
+            if built_in || produced || declared || !may_compare(own.len()) {
                 continue;
             }
-            let Some(similar) = usage
-                .produced
+            let Some(similar) = own
                 .iter()
                 .map(|produced| produced.name.as_str())
                 .find(|name| one_edit_apart(&prefix, name))
@@ -983,6 +993,8 @@ struct ProducedEvent {
     /// `raise` or `send`.
     verb: &'static str,
     pointer: String,
+    /// A send's `to:`: `parent` or an invoke id; `None` for this run's own queue.
+    to: Option<String>,
 }
 
 /// One event descriptor under `on`.
@@ -1101,9 +1113,21 @@ impl Usage {
             }
             Action::Assign(assign) => {
                 for (name, value) in &assign.assign {
-                    // A path (`verdicts.critic`) sets its variable.
-                    let variable = name.split('.').next().unwrap_or_default();
+                    // A path (`verdicts.critic`, `verdicts[r.path]`) sets its variable, and
+                    // reads what its computed keys read.
+                    let variable = name.split(['.', '[']).next().unwrap_or_default();
                     self.assigned.insert(variable.to_string());
+                    if let Ok(target) = crate::pipeline::actions::assign_target::parse(name) {
+                        for key in target.keys {
+                            if let crate::pipeline::actions::assign_target::WrittenKey::Computed {
+                                text,
+                                ..
+                            } = key
+                            {
+                                self.expression(text);
+                            }
+                        }
+                    }
                     // Strings are expressions; other values are literals.
                     if let serde_json::Value::String(text) = value {
                         self.expression(text);
@@ -1111,13 +1135,18 @@ impl Usage {
                 }
             }
             Action::Raise(raise) => {
-                self.event(&raise.raise, "raise", &format!("{pointer}/raise"));
+                self.event(&raise.raise, "raise", &format!("{pointer}/raise"), None);
                 if let Some(data) = &raise.data {
                     self.value_template(data);
                 }
             }
             Action::Send(send) => {
-                self.event(&send.send, "send", &format!("{pointer}/send"));
+                self.event(
+                    &send.send,
+                    "send",
+                    &format!("{pointer}/send"),
+                    send.to.as_deref(),
+                );
                 if let Some(data) = &send.data {
                     self.value_template(data);
                 }
@@ -1152,6 +1181,16 @@ impl Usage {
                 }
                 self.assigned.insert(map.fan_out.item.clone());
                 self.assigned.extend(map.fan_out.index.clone());
+                // A computed tolerance reads what its expression or template reads.
+                if let Some(crate::base::model::map::Tolerance::Text(text)) =
+                    &map.fan_out.tolerated_failures
+                {
+                    if text.contains("${") {
+                        self.template(text);
+                    } else {
+                        self.expression(text);
+                    }
+                }
                 match &map.body {
                     // The effect is written in the same mapping.
                     crate::base::model::map::MapBody::Effect(body) => self.action(body, &pointer),
@@ -1301,12 +1340,13 @@ impl Usage {
     }
 
     /// An event name: literal, or a template whose literal start is kept.
-    fn event(&mut self, text: &str, verb: &'static str, pointer: &str) {
+    fn event(&mut self, text: &str, verb: &'static str, pointer: &str, to: Option<&str>) {
         match text.find("${") {
             None => self.produced.push(ProducedEvent {
                 name: text.to_string(),
                 verb,
                 pointer: pointer.to_string(),
+                to: to.map(str::to_string),
             }),
             Some(start) => {
                 self.produced_prefixes

@@ -163,7 +163,7 @@ fn top_level_final_state_ends_the_run_with_its_exit_code_and_output() {
     );
     assert!(!run.interpreter.is_running());
     let outcome = run.interpreter.outcome().expect("an outcome").clone();
-    assert_eq!(&*run.machine.state(outcome.final_state).id, "end");
+    assert_eq!(&*run.machine.state(outcome.final_state.unwrap()).id, "end");
     assert_eq!(outcome.exit_code, 3);
     assert_eq!(
         outcome.output.to_json(),

@@ -33,7 +33,8 @@ states:
 /// Assignments of ints, which the interpreter stores in place without building a value, fail
 /// as every other action does: an overflow raises `error.execution` with CEL's message, keeps
 /// the assignments before it and skips the rest; an int replaces a value of another type; a
-/// comparison with an int over a text is CEL's error, and the guard counts as false.
+/// comparison with an int over a text is CEL's error, and (under `errors: scxml`, W3C's rule)
+/// the guard counts as false.
 #[test]
 fn int_assignments_and_guards_fail_like_any_other_action() {
     let mut run = Run::start(
@@ -73,6 +74,7 @@ states:
     let mut run = Run::start(
         r#"
 id: text-guard
+errors: scxml
 context: { n: "text", count: 0 }
 states:
   a:
@@ -194,10 +196,94 @@ states:
 }
 
 #[test]
+fn under_errors_strict_a_failed_guard_takes_nothing_and_its_error_is_handled_first() {
+    let mut run = Run::start(
+        r#"
+id: guard
+context: { m: {} }
+states:
+  a:
+    exit: [{ log: "exit a" }]
+    on:
+      go:
+        - { target: b, guard: "m.flag == true" }
+        - { target: c }
+      error.execution: { target: d, actions: [{ log: "guard error in a: ${event.data.expression}" }] }
+  b: {}
+  c: {}
+  d:
+    always: { target: e, guard: "true" }
+  e: {}
+"#,
+    );
+    run.take_steps();
+    run.send("go");
+    // No fallback to `c`: the failed guard voids the selection, and `a`'s handler goes first.
+    assert_eq!(
+        run.take_steps(),
+        [
+            "log:exit a",
+            "exit:a",
+            "log:guard error in a: m.flag == true",
+            "enter:d",
+            "exit:d",
+            "enter:e"
+        ]
+    );
+}
+
+#[test]
+fn under_errors_strict_an_error_goes_before_eventless_transitions_and_earlier_raised_events() {
+    let mut run = Run::start(
+        r#"
+id: order
+context: { n: 0 }
+states:
+  a:
+    on:
+      go:
+        target: b
+        actions:
+          - raise: earlier
+          - assign: { n: "1 / n" }
+  b:
+    entry: [{ log: "enter b" }]
+    always: { target: eventless, guard: "n == 0" }
+    on:
+      error.execution: { target: handled, actions: [{ log: "handled" }] }
+      earlier: { target: raised }
+  eventless: {}
+  raised: {}
+  handled:
+    on:
+      earlier: { target: raised_after, actions: [{ log: "earlier, after the error" }] }
+  raised_after: {}
+"#,
+    );
+    run.take_steps();
+    run.send("go");
+    assert_eq!(
+        run.take_steps(),
+        [
+            "exit:a",
+            "enter:b",
+            "log:enter b",
+            "exit:b",
+            "log:handled",
+            "enter:handled",
+            "exit:handled",
+            "log:earlier, after the error",
+            "enter:raised_after"
+        ]
+    );
+}
+
+#[test]
 fn a_guard_that_fails_counts_as_false_and_raises_error_execution() {
     let mut run = Run::start(
         r#"
 id: guard
+errors: scxml
 context: { m: {} }
 states:
   a:

@@ -313,11 +313,13 @@ states:
 
 #[test]
 fn a_failing_eventless_guard_without_a_handler_is_stopped_as_a_loop() {
-    // Each eventless selection raises `error.execution`, which enables nothing, and the next
-    // selection raises it again: internal events that enable nothing count towards the limit.
+    // Under `errors: scxml`, each eventless selection raises `error.execution`, which enables
+    // nothing, and the next selection raises it again: internal events that enable nothing count
+    // towards the limit. (By default the first such error fails the run: `execution_errors`.)
     let machine = support::machine(
         r#"
 id: error-loop
+errors: scxml
 context: { m: {} }
 states:
   waiting:

@@ -25,6 +25,8 @@ pub struct RawMcp {
     /// `stderr.txt`, or the next free `stderr-N.txt` for a later server over the same
     /// directory, so each server's stderr is its own.
     stderr: PathBuf,
+    /// The server's answer to `initialize`.
+    pub initialized: Value,
 }
 
 impl RawMcp {
@@ -67,6 +69,7 @@ impl RawMcp {
             responses: VecDeque::new(),
             directory: directory.to_path_buf(),
             stderr: stderr_path,
+            initialized: Value::Null,
         };
         let initialized = raw.request(
             0,
@@ -78,6 +81,7 @@ impl RawMcp {
             initialized["result"]["serverInfo"].is_object(),
             "{initialized}"
         );
+        raw.initialized = initialized;
         raw.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
         raw
     }

@@ -431,3 +431,62 @@ pub fn read_telemetry(directory: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
 }
+
+/// Every protocol shipped in `protocols/` and anywhere under `examples/`, sorted (not
+/// scenarios, not libraries).
+pub fn shipped_protocols() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pending = vec![root.join("protocols"), root.join("examples")];
+    let mut paths = Vec::new();
+    while let Some(directory) = pending.pop() {
+        for entry in std::fs::read_dir(&directory).expect("a directory") {
+            let path = entry.expect("an entry").path();
+            let name = path.to_string_lossy().to_string();
+            if path.is_dir() {
+                pending.push(path);
+            } else if name.ends_with(".yaml")
+                && !name.ends_with(".scenario.yaml")
+                && !name.ends_with(".library.yaml")
+            {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    assert!(paths.len() > 30, "found only {paths:?}");
+    paths
+}
+
+/// A protocol file compiled (panicking with the file's name if it does not load or compile).
+pub fn compiled_file(path: &std::path::Path) -> Machine {
+    let loaded = protocol_run::pipeline::load::load_file(path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    protocol_run::pipeline::compile::compile(&loaded)
+        .unwrap_or_else(|_| panic!("{} does not compile", path.display()))
+}
+
+/// A small deterministic generator (xorshift), so a failing case is named by its seed.
+pub struct Random(pub u64);
+
+impl Random {
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// The `log` lines a run printed on `stderr`, each after `prefix` (`"INFO  "`, or a level and
+/// the message's start), without their time, level and tags.
+pub fn logged(stderr: &str, prefix: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|line| line.split_once(prefix).map(|(_, rest)| rest))
+        .map(|rest| rest.split(" #").next().unwrap_or(rest).trim().to_string())
+        .collect()
+}

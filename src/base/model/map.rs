@@ -79,8 +79,10 @@ pub struct FanOut {
     /// engine's limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
-    /// Failed items (error, timeout) the map tolerates: a count such as `1`, or a percentage of
-    /// the items such as `"25%"`. Default 0: the first failure fails the map.
+    /// Failed items (error, timeout) the map tolerates: a count such as `1`, a percentage of
+    /// the items such as `"25%"`, or an expression giving either (`max_failures`,
+    /// `"${max_failures}"`), evaluated when the map starts. Default 0: the first failure fails
+    /// the map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerated_failures: Option<Tolerance>,
 }
@@ -91,8 +93,9 @@ pub struct FanOut {
 pub enum Tolerance {
     /// At most this many items may fail.
     Count(u32),
-    /// At most this share of the items may fail, e.g. `"25%"` (from 0% to 100%).
-    Percentage(String),
+    /// At most this share of the items may fail, e.g. `"25%"` (from 0% to 100%), or an
+    /// expression giving a count or a percentage when the map starts.
+    Text(String),
 }
 
 impl Serialize for MapAction {

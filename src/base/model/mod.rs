@@ -88,11 +88,37 @@ pub struct Protocol {
     /// `retry: NAME`, or puts the name in its `retry:` list.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub retry_policies: IndexMap<String, Vec<effect::Retrier>>,
+    /// How an `error.execution` (an expression, assignment or child's inputs that failed) is
+    /// processed. `strict` (the default): before any eventless transition, and one that no
+    /// transition handles ends the run at once with exit code 76. `scxml`: W3C's order and
+    /// leniency (queued behind eventless transitions, discarded with a warning when unhandled).
+    #[serde(default, skip_serializing_if = "ErrorMode::is_default")]
+    pub errors: ErrorMode,
     /// The state (or states, in parallel regions) entered first. Defaults to the first state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub initial: Option<Targets>,
     /// The top-level states, in document order. Each key is the state's id, unique in the file.
     pub states: IndexMap<String, State>,
+}
+
+/// How a protocol processes the errors its executable content raises (`errors:`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorMode {
+    /// An `error.execution` is processed before eventless transitions, and one that no
+    /// transition handles fails the run (exit code 76): a failed assignment never lets a guard
+    /// decide on the data it did not write.
+    #[default]
+    Strict,
+    /// The W3C SCXML order and leniency: the error waits behind eventless transitions and is
+    /// discarded with a warning when no transition handles it (what `import scxml` writes).
+    Scxml,
+}
+
+impl ErrorMode {
+    fn is_default(&self) -> bool {
+        *self == ErrorMode::Strict
+    }
 }
 
 /// `events:` and `types:`: names mapped to JSON Schemas, each an object (`{}` takes anything)

@@ -230,4 +230,8 @@ pub struct Finished {
     /// be there too), lists and other values exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
+    /// Text the message of the unhandled error that failed the run contains (`errors:
+    /// strict`; the run ends with exit code 76 and no final state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

@@ -552,7 +552,13 @@ pub fn describe(capabilities: &Capabilities) -> Vec<String> {
                 .iter()
                 .map(|anchor| describe_anchor(anchor, kind))
                 .collect();
-            lines.push(format!("  {kind} beneath: {}", shown.join(", ")));
+            // A layer granting nothing says so, as `validate`'s other empty lines do.
+            let shown = if shown.is_empty() {
+                "none".to_string()
+            } else {
+                shown.join(", ")
+            };
+            lines.push(format!("  {kind} beneath: {shown}"));
         }
     }
     if capabilities.restricts_environment() {

@@ -7,7 +7,9 @@ use clap::Args;
 use super::exit_code;
 use super::run_selection::{Latest, RunSelection, StateDirectory, choose_run};
 use crate::runtime::statistics::Statistics;
-use crate::runtime::telemetry::{LogFilter, filter_logs, read_run, runs_directory};
+use crate::runtime::telemetry::{
+    LogFilter, entry_level, entry_tags, filter_logs, is_failed_effect, read_run, runs_directory,
+};
 use crate::store::run_filter::RunFilter;
 
 /// `protocol-run logs [RUN_ID]`.
@@ -102,19 +104,26 @@ pub fn logs(arguments: &LogsArguments) -> u8 {
             println!("{entry}");
             continue;
         }
-        let tags: String = entry["tags"]
-            .as_array()
+        let tags: String = entry_tags(entry)
             .into_iter()
-            .flatten()
-            .filter_map(|tag| tag.as_str())
             .map(|tag| format!(" #{tag}"))
             .collect();
+        let message = if is_failed_effect(entry) {
+            let why = entry["message"].as_str().unwrap_or("failed");
+            format!("{} failed: {why}", entry["id"].as_str().unwrap_or("?"))
+        } else {
+            format!(
+                "{}{}",
+                crate::runtime::output::from_prefix(entry["from"].as_str().unwrap_or_default()),
+                entry["message"].as_str().unwrap_or_default()
+            )
+        };
         println!(
-            "{} {:<5} {}{tags}",
+            "{} {:<5} {message}{tags}",
             entry["time"].as_str().unwrap_or_default(),
-            entry["level"].as_str().unwrap_or_default().to_uppercase(),
-            entry["message"].as_str().unwrap_or_default()
+            entry_level(entry).to_uppercase(),
         );
+        print_stderr_tail(entry["stderr"].as_str().unwrap_or_default(), "    ");
     }
     0
 }
@@ -186,4 +195,15 @@ fn add_protocol_runs(
         return Err(exit_code::NO_INPUT_FILE);
     }
     Ok(added)
+}
+
+/// A failed effect's error output (its tail, as telemetry keeps it), one `stderr |` line per line
+/// under the line that reports the failure, `indent` before each; nothing when there is none.
+pub(super) fn print_stderr_tail(tail: &str, indent: &str) {
+    for line in tail.lines() {
+        println!(
+            "{indent}stderr | {}",
+            crate::base::text::escape_controls(line)
+        );
+    }
 }

@@ -121,7 +121,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "mermaid")]
         format: graph::GraphFormat,
         /// Show entry and exit actions in each state and each transition's actions on its
-        /// arrow, by kind and id (`entry / exec build`).
+        /// arrow, by kind and id, with the program an exec runs and the directive an emit
+        /// sends (`entry / exec build (cargo)`, `entry / emit ask`).
         #[arg(long)]
         detail: bool,
     },

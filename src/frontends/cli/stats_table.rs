@@ -5,40 +5,53 @@ use serde_json::Value;
 /// Prints the statistics (`Statistics::to_json`) under `heading`.
 pub fn print(heading: &str, statistics: &Value) {
     println!("{heading}");
+    // A retried call made a second attempt; a first attempt that succeeded, or a failure
+    // its policy does not retry, is no retry.
     let retried = statistics["retry_sequences"].as_u64().unwrap_or(0);
     match statistics["retry_success_rate"].as_f64() {
         Some(rate) => println!(
             "retry success     {:.0}% of {retried} retried calls",
             rate * 100.0
         ),
-        None => println!("retry success     - (no call with a retry policy ended)"),
+        None => println!("retry success     - (no call was retried)"),
     }
     if let Some(attempts) = statistics["average_attempts_to_success"].as_f64() {
-        println!("attempts          {attempts:.1} on average to succeed");
+        println!("attempts          {attempts:.1} on average for a retried call to succeed");
     }
     let count = |value: &Value| value.as_u64().unwrap_or(0).to_string();
     table(
-        &["retried", "succeeded", "exhausted", "attempts"],
+        &["retried", "succeeded", "exhausted", "cancelled", "attempts"],
         rows(&statistics["retries_per_action"], |row| {
             vec![
                 count(&row["succeeded"]),
                 count(&row["exhausted"]),
+                count(&row["cancelled"]),
                 count(&row["attempts"]),
             ]
         }),
     );
+    // Calls that succeeded or failed (a cancelled one did neither), and every attempt that
+    // timed out, a retried one's included.
     let timeouts = &statistics["timeouts_per_action"];
+    let mut actions = rows(&statistics["outcomes_per_action"], |row| {
+        vec![count(&row["succeeded"]), count(&row["failed"])]
+    });
+    // An action whose every call was cancelled may still have timed out.
+    for id in object_keys(timeouts) {
+        if !actions.iter().any(|(name, _)| name == id) {
+            actions.push((id.clone(), vec!["0".into(), "0".into()]));
+        }
+    }
+    actions.sort();
     table(
-        &["action", "succeeded", "failed", "timed out"],
-        rows(&statistics["outcomes_per_action"], |row| {
-            vec![count(&row["succeeded"]), count(&row["failed"])]
-        })
-        .into_iter()
-        .map(|(id, mut cells)| {
-            cells.push(count(&timeouts[&id]));
-            (id, cells)
-        })
-        .collect(),
+        &["action", "succeeded", "failed", "timeouts"],
+        actions
+            .into_iter()
+            .map(|(id, mut cells)| {
+                cells.push(count(&timeouts[&id]));
+                (id, cells)
+            })
+            .collect(),
     );
     // Every state entered or with time spent, in name order.
     let mut states = object_keys(&statistics["entries_per_state"]);

@@ -118,6 +118,7 @@ fn describe(store: &SqliteStore, run_id: &str) -> Result<serde_json::Value, (Str
             "transitions": entry.transitions.iter().map(|pointer| names.name(pointer)).collect::<Vec<_>>(),
             "transition_pointers": entry.transitions,
             "what": step_kind(entry),
+            "failure": entry.event.as_ref().and_then(|event| failure(&event.data)),
         })).collect::<Vec<_>>(),
     }))
 }
@@ -185,7 +186,30 @@ fn print_human(description: &serde_json::Value) {
             if transitions.is_empty() { "" } else { ": " },
             transitions.join("; ")
         );
+        let failure = &entry["failure"];
+        if !failure.is_null() {
+            println!(
+                "          {}",
+                failure["message"].as_str().unwrap_or("failed")
+            );
+            super::logs::print_stderr_tail(
+                failure["stderr"].as_str().unwrap_or_default(),
+                "          ",
+            );
+        }
     }
+}
+
+/// Why an effect failed, when `data` is a failed outcome's (it has a `message` and the output
+/// keys): its message, exit code and the tail of its error output, masked as telemetry keeps it.
+fn failure(data: &serde_json::Value) -> Option<serde_json::Value> {
+    let message = data.get("message")?.as_str()?;
+    let stderr = data.get("stderr")?.as_str()?;
+    Some(serde_json::json!({
+        "message": message,
+        "exit_code": data.get("exit_code"),
+        "stderr": crate::base::text::masked_tail(stderr),
+    }))
 }
 
 /// The running child protocols of a snapshot, as a tree: each with its states, running effects

@@ -1,4 +1,4 @@
-//! `assign`: evaluates each new value and stores it in its context slot (or one key of a map in it, by path), in order, checking the variable's declared type.
+//! `assign`: evaluates each new value and stores it in its context slot (or one key of a map in it, by path, the keys fixed or computed), in order, checking the variable's declared type.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use crate::pipeline::compile::context_types;
 use crate::pipeline::compile::expression::{EvaluationError, Expression};
 use crate::pipeline::load::source::Part;
 
+use super::assign_target::{self, WrittenKey};
 use super::{Execution, StepView};
 
 #[derive(Debug)]
@@ -19,15 +20,22 @@ pub struct Assign {
 #[derive(Debug)]
 struct Assignment {
     slot: usize,
-    /// The keys below the variable a path assignment sets (`verdicts.critic`: `[critic]`);
-    /// empty when it sets the whole variable.
-    path: Vec<Arc<str>>,
+    /// The keys below the variable a path assignment sets (`verdicts.critic`: `[critic]`,
+    /// `verdicts[r.path]`: the key `r.path` gives); empty when it sets the whole variable.
+    path: Vec<PathKey>,
     /// Whether the new value is checked when it is stored (a path, or a typed variable): such
     /// an assignment never takes the raw int shortcut.
     checked: bool,
     /// As written (`verdicts.critic`), for messages.
     target: Arc<str>,
     value: NewValue,
+}
+
+/// A map key of a path: as written, or computed when the assignment runs.
+#[derive(Debug)]
+enum PathKey {
+    Fixed(Arc<str>),
+    Computed(Expression),
 }
 
 #[derive(Debug)]
@@ -142,10 +150,20 @@ impl Assign {
         let value = if assignment.path.is_empty() {
             value
         } else {
+            let keys = assignment
+                .path
+                .iter()
+                .map(|key| match key {
+                    PathKey::Fixed(key) => Ok(key.clone()),
+                    PathKey::Computed(expression) => {
+                        computed_key(expression, &assignment.target, context, view)
+                    }
+                })
+                .collect::<Result<Vec<Arc<str>>, EvaluationError>>()?;
             let variable = &view.machine.context[assignment.slot].0;
-            set_path(&context[assignment.slot], variable, &assignment.path, value).map_err(
-                |problem| failure(format!("cannot set `{}`: {problem}", assignment.target)),
-            )?
+            set_path(&context[assignment.slot], variable, &keys, value).map_err(|problem| {
+                failure(format!("cannot set `{}`: {problem}", assignment.target))
+            })?
         };
         if assignment.checked {
             let name = &view.machine.context[assignment.slot].0;
@@ -165,51 +183,77 @@ impl Assign {
     }
 }
 
+/// The key a computed path key (`r.path` of `verdicts[r.path]`) gives now: a text.
+fn computed_key(
+    expression: &Expression,
+    target: &str,
+    context: &[Value],
+    view: StepView,
+) -> Result<Arc<str>, EvaluationError> {
+    match view.with_scope(context, |scope| expression.evaluate(scope))? {
+        Value::String(key) => Ok(key),
+        other => Err(EvaluationError {
+            expression: expression.text.clone(),
+            message: format!(
+                "cannot set `{target}`: a map key is a text, and `{}` gave {} `{other}`; \
+                 write `string({})` for its text",
+                expression.text,
+                other.type_name(),
+                expression.text
+            ),
+        }),
+    }
+}
+
 /// The slot of the variable an assignment's key names and the map keys below it
-/// (`verdicts.critic`), or a located error saying why the key cannot be assigned.
+/// (`verdicts.critic`, `verdicts[r.path]`), or a located error saying why the key cannot be
+/// assigned.
 fn compile_target(
     target: &str,
     compiler: &mut dyn ActionCompiler,
     pointer: &str,
-) -> Option<(usize, Vec<Arc<str>>)> {
-    if target.contains('[') {
-        compiler.key_error(
-            pointer,
-            format!("`{target}` indexes a list, and a path names only map keys"),
-            Some(
-                "to change one element, assign the whole list (e.g. with `map` or a list \
-                 literal); a path like `verdicts.critic` sets one key of a map"
-                    .into(),
-            ),
-        );
-        return None;
-    }
-    let mut segments = target.split('.');
-    let variable = segments.next().unwrap_or_default();
-    let slot = compiler.writable_context_slot(variable, pointer, Part::Key)?;
-    let mut path = Vec::new();
-    for key in segments {
-        let valid = !key.is_empty()
-            && key
-                .chars()
-                .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
-        if !valid {
-            compiler.key_error(
-                pointer,
-                if key.is_empty() {
-                    format!("`{target}` is not a path: it has an empty key")
-                } else {
-                    format!("`{target}` is not a path: `{key}` is not a map key")
-                },
-                Some(
-                    "write the variable, then its keys, separated by `.` (letters, digits, `_` \
-                     and `-`), e.g. `verdicts.critic`"
-                        .into(),
-                ),
-            );
+) -> Option<(usize, Vec<PathKey>)> {
+    let written = match assign_target::parse(target) {
+        Ok(written) => written,
+        Err(malformed) => {
+            compiler.key_error(pointer, malformed.message, Some(malformed.help));
             return None;
         }
-        path.push(Arc::from(key));
+    };
+    let slot = compiler.writable_context_slot(written.variable, pointer, Part::Key)?;
+    let mut path = Vec::with_capacity(written.keys.len());
+    for key in written.keys {
+        path.push(match key {
+            WrittenKey::Fixed(key) => PathKey::Fixed(Arc::from(key)),
+            WrittenKey::Computed { text, offset } => {
+                match context_types::constant_value(text) {
+                    // A text written in brackets is a fixed key (`['src/a.rs']`).
+                    Some(serde_json::Value::String(key)) => PathKey::Fixed(Arc::from(key)),
+                    Some(serde_json::Value::Number(_)) => {
+                        compiler.key_error(
+                            pointer,
+                            format!("`{target}` indexes a list, and a path names only map keys"),
+                            Some(
+                                "to change one element, assign the whole list (e.g. with `map` \
+                                 or a list literal); `verdicts[r.path]` sets the key that \
+                                 `r.path` gives"
+                                    .into(),
+                            ),
+                        );
+                        return None;
+                    }
+                    Some(other) => {
+                        compiler.key_error(
+                            pointer,
+                            format!("`{target}`: `{other}` is not a map key"),
+                            Some("a map key is a text: `verdicts['critic']`".into()),
+                        );
+                        return None;
+                    }
+                    None => PathKey::Computed(compiler.key_expression(text, offset, pointer)?),
+                }
+            }
+        });
     }
     Some((slot, path))
 }
@@ -220,7 +264,7 @@ fn compile_target(
 fn check_known_value(
     compiler: &mut dyn ActionCompiler,
     slot: usize,
-    path: &[Arc<str>],
+    path: &[PathKey],
     raw: &serde_json::Value,
     target: &str,
     pointer: &str,
@@ -233,7 +277,13 @@ fn check_known_value(
         literal => Some(literal.clone()),
     };
     let Some(known) = known else { return };
-    let keys: Vec<String> = path.iter().map(|key| key.to_string()).collect();
+    let keys: Vec<Option<String>> = path
+        .iter()
+        .map(|key| match key {
+            PathKey::Fixed(key) => Some(key.to_string()),
+            PathKey::Computed(_) => None,
+        })
+        .collect();
     let Some(expected) = context_types::schema_at(&schema.schema, &keys) else {
         return;
     };
@@ -241,7 +291,7 @@ fn check_known_value(
         return;
     };
     if let Err(problem) = expected.check(&known) {
-        let variable = target.split('.').next().unwrap_or_default();
+        let variable = target.split(['.', '[']).next().unwrap_or_default();
         compiler.value_error(
             pointer,
             format!("`{target}` cannot hold this value: {problem}"),
@@ -270,7 +320,11 @@ fn set_path(
         other => return Err(format!("`{walked}` is a {}, not a map", other.type_name())),
     };
     let inner = map.get(key).cloned().unwrap_or(Value::Null);
-    let walked = format!("{walked}.{key}");
+    let walked = if assign_target::is_plain_key(key) {
+        format!("{walked}.{key}")
+    } else {
+        format!("{walked}[{}]", serde_json::Value::String(key.to_string()))
+    };
     map.insert(key.clone(), set_path(&inner, &walked, rest, value)?);
     Ok(Value::Map(Arc::new(map)))
 }

@@ -20,6 +20,8 @@ use crate::pipeline::load::source::Part;
 pub trait ActionCompiler {
     /// An expression (`${...}` already stripped) in the protocol's names.
     fn expression(&mut self, text: &str, pointer: &str) -> Option<Expression>;
+    /// An expression written inside a key, `lead` bytes into it (`verdicts[r.path]`).
+    fn key_expression(&mut self, text: &str, lead: usize, pointer: &str) -> Option<Expression>;
     /// A string with `${...}` parts.
     fn template(&mut self, text: &str, pointer: &str) -> Option<Template>;
     /// A JSON value whose strings are templates.
@@ -49,6 +51,8 @@ pub trait ActionCompiler {
     fn check_action_id(&mut self, id: &str, pointer: &str);
     /// The slot of the context variable `name` the action sets, or why it cannot.
     fn writable_context_slot(&mut self, name: &str, pointer: &str, part: Part) -> Option<usize>;
+    /// The declared type of the input a bare name reads, if it reads one.
+    fn input_type(&self, name: &str) -> Option<model::InputType>;
     /// The declared type of the context variable in `slot`, if it has one.
     fn context_type(&self, slot: usize) -> Option<&DataSchema>;
     /// What the protocol may do, the operator's narrowing included.

@@ -45,6 +45,11 @@ impl Directive {
 }
 
 impl Emit {
+    /// The directive's name as written, for diagrams.
+    pub fn name_text(&self) -> String {
+        self.name.source_text()
+    }
+
     pub fn compile(
         action: &EmitAction,
         compiler: &mut dyn ActionCompiler,

@@ -85,6 +85,19 @@ impl Exec {
         &self.policy
     }
 
+    /// The program it runs as written, for diagrams: the first argument, the expression that
+    /// computes the list, or `sh -c` for a shell line.
+    pub fn program(&self) -> String {
+        match &self.argv {
+            Argv::Listed(arguments) => arguments
+                .first()
+                .map(Template::source_text)
+                .unwrap_or_default(),
+            Argv::Computed(expression) => format!("${{{}}}", expression.text),
+            Argv::Shell(_) => "sh -c".to_string(),
+        }
+    }
+
     pub fn compile(
         action: &ExecAction,
         compiler: &mut dyn ActionCompiler,

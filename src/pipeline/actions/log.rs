@@ -91,6 +91,7 @@ impl Log {
                     .iter()
                     .map(|(name, value)| Ok((name.clone(), value.render(scope)?)))
                     .collect::<Result<_, EvaluationError>>()?,
+                from: None,
             })
         })
     }

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use super::foreach::Array;
+use super::tolerance::CompiledTolerance;
 use super::{Action, Execution, InvokeRequest};
-use crate::base::model::map::{MapAction, MapBody, Tolerance};
+use crate::base::model::map::{MapAction, MapBody};
 use crate::base::value::Value;
 use crate::effects::{EffectRequest, EffectScope};
 use crate::pipeline::actions::ActionCompiler;
@@ -43,13 +44,6 @@ enum ItemBody {
         machine: Arc<Machine>,
         inputs: Vec<(usize, ValueTemplate)>,
     },
-}
-
-/// Failed items tolerated: a count, or hundredths of a percent of the items.
-#[derive(Debug, Clone, Copy)]
-enum CompiledTolerance {
-    Count(u32),
-    BasisPoints(u32),
 }
 
 /// A map to run: every item's request, resolved when the map started, and how they are run.
@@ -154,6 +148,14 @@ impl Map {
         }
     }
 
+    /// The id of the child protocol each item runs, if items run one.
+    pub fn child_protocol(&self) -> Option<&str> {
+        match &self.body {
+            ItemBody::Effect(_) => None,
+            ItemBody::Child { machine, .. } => Some(&machine.id),
+        }
+    }
+
     /// What each item runs, in a line: the effect, or the child protocol.
     pub fn body_summary(&self) -> String {
         match &self.body {
@@ -230,21 +232,11 @@ impl Map {
             }
             Some(count) => Some(count),
         };
-        let tolerance = match &fan_out.tolerated_failures {
-            None => Some(CompiledTolerance::Count(0)),
-            Some(Tolerance::Count(count)) => Some(CompiledTolerance::Count(*count)),
-            Some(Tolerance::Percentage(text)) => match parse_percentage(text) {
-                Some(basis_points) => Some(CompiledTolerance::BasisPoints(basis_points)),
-                None => {
-                    compiler.value_error(
-                        &format!("{pointer}/tolerated_failures"),
-                        format!("`{text}` is not a count or a percentage"),
-                        Some("write a count such as `2`, or a percentage from 0% to 100% such as `25%`".into()),
-                    );
-                    None
-                }
-            },
-        };
+        let tolerance = CompiledTolerance::compile(
+            fan_out.tolerated_failures.as_ref(),
+            compiler,
+            &format!("{pointer}/tolerated_failures"),
+        );
         let done = compiler.intern_event(&format!("done.map.{id}"));
         let failed = compiler.intern_event(&format!("error.map.{id}"));
         Some(Map {
@@ -264,6 +256,7 @@ impl Map {
     /// are restored afterwards, so no item sees another's and nothing leaks into the context).
     pub fn resolve(&self, execution: &mut Execution) -> Result<MapRequest, EvaluationError> {
         let items = self.array.evaluate(execution, "map")?;
+        let tolerated_failures = self.tolerance.resolve(execution, items.len())?;
         if items.len() > MAP_MAX_ITEMS {
             return Err(EvaluationError {
                 expression: self.array.text(),
@@ -340,10 +333,6 @@ impl Map {
             request.owner = owner;
         }
         let count = items.len();
-        let tolerated_failures = match self.tolerance {
-            CompiledTolerance::Count(count) => count as usize,
-            CompiledTolerance::BasisPoints(basis_points) => count * basis_points as usize / 10_000,
-        };
         Ok(MapRequest {
             id: self.id.clone(),
             max_concurrency: (self.max_concurrency as usize).min(count).max(1),
@@ -371,33 +360,4 @@ impl Map {
 
 fn default_outcome_bytes() -> usize {
     crate::pipeline::compile::budget::Budgets::default().max_context_bytes()
-}
-
-/// `25%`, `12.5%`: hundredths of a percent, from 0 to 100%.
-fn parse_percentage(text: &str) -> Option<u32> {
-    let number = text.trim().strip_suffix('%')?.trim();
-    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return None;
-    }
-    let percent: f64 = number.parse().ok()?;
-    (0.0..=100.0)
-        .contains(&percent)
-        .then(|| (percent * 100.0).round() as u32)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_percentage;
-
-    #[test]
-    fn percentages_are_read_in_hundredths() {
-        assert_eq!(parse_percentage("25%"), Some(2500));
-        assert_eq!(parse_percentage("12.5%"), Some(1250));
-        assert_eq!(parse_percentage("100%"), Some(10_000));
-        assert_eq!(parse_percentage("0%"), Some(0));
-        assert_eq!(parse_percentage("101%"), None);
-        assert_eq!(parse_percentage("25"), None);
-        assert_eq!(parse_percentage("-5%"), None);
-        assert_eq!(parse_percentage("%"), None);
-    }
 }

@@ -1,6 +1,7 @@
 //! Executable content: one file per action, each compiled once, then resolved (pure) and executed.
 
 pub mod assign;
+pub mod assign_target;
 pub mod call;
 pub mod cancel;
 pub mod child_inputs;
@@ -17,6 +18,7 @@ pub mod raise;
 pub mod send;
 pub mod shape;
 mod summary;
+pub mod tolerance;
 pub mod tool;
 
 use std::collections::VecDeque;

@@ -25,8 +25,9 @@ pub struct Send {
 pub struct SendRequest {
     pub event: Event,
     pub delay_milliseconds: u64,
-    /// The delay came from a deadline (a timestamp): a resumed run keeps its instant.
-    pub deadline: bool,
+    /// The deadline (Unix milliseconds) the delay came from, if it came from a timestamp: a
+    /// resumed run keeps that instant, and a host arms the timer for it exactly.
+    pub deadline: Option<u64>,
     pub id: Option<Arc<str>>,
     /// `None`: this run's own external queue; `parent`, or a child's invoke id.
     pub to: Option<Arc<str>>,
@@ -118,7 +119,7 @@ impl Send {
             Some(delay) => execution.with_scope(|scope| delay.wait(scope))?,
             None => crate::pipeline::compile::machine::Wait {
                 milliseconds: 0,
-                deadline: false,
+                deadline: None,
             },
         };
         let id = match &self.id {

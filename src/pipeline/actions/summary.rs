@@ -3,9 +3,9 @@
 use super::Action;
 
 impl Action {
-    /// `exec tool_call`, `read_file check`, `call notify`, `log`, `map check (exec check)`; an `if`
-    /// or `foreach` lists
-    /// what it runs in parentheses, as what matters in a diagram is the effects a state starts.
+    /// `exec tool_call (curl)`, `read_file check`, `call notify`, `emit use_tool`, `log`,
+    /// `map check (exec check (printf))`; an `if` or `foreach` lists what it runs in
+    /// parentheses, as what matters in a diagram is the effects a state starts.
     pub fn summary(&self) -> String {
         match self {
             Action::Log(_) => "log".to_string(),
@@ -13,8 +13,8 @@ impl Action {
             Action::Raise(_) => "raise".to_string(),
             Action::Send(_) => "send".to_string(),
             Action::Cancel(_) => "cancel".to_string(),
-            Action::Emit(_) => "emit".to_string(),
-            Action::Exec(exec) => format!("exec {}", exec.id()),
+            Action::Emit(emit) => format!("emit {}", emit.name_text()),
+            Action::Exec(exec) => format!("exec {} ({})", exec.id(), exec.program()),
             Action::Tool(tool) => pair(tool.kind_and_id()),
             Action::File(file) => pair(file.kind_and_id()),
             Action::Call(call) => format!("call {}", call.name()),

@@ -19,6 +19,10 @@ impl ActionCompiler for Compiler<'_> {
         Compiler::expression(self, text, pointer)
     }
 
+    fn key_expression(&mut self, text: &str, lead: usize, pointer: &str) -> Option<Expression> {
+        Compiler::key_expression(self, text, lead, pointer)
+    }
+
     fn template(&mut self, text: &str, pointer: &str) -> Option<Template> {
         Compiler::template(self, text, pointer)
     }
@@ -73,6 +77,10 @@ impl ActionCompiler for Compiler<'_> {
 
     fn writable_context_slot(&mut self, name: &str, pointer: &str, part: Part) -> Option<usize> {
         Compiler::writable_context_slot(self, name, pointer, part)
+    }
+
+    fn input_type(&self, name: &str) -> Option<model::InputType> {
+        self.names.input_type(name)
     }
 
     fn context_type(&self, slot: usize) -> Option<&DataSchema> {

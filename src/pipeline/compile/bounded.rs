@@ -59,13 +59,13 @@ pub(super) fn refuse(why: Exceeded) -> ExecutionError {
 }
 
 /// Checks, before it is built, a value of about `bytes`, and spends one step on building it.
-fn about_to_build(bytes: usize) -> Result<(), ExecutionError> {
+pub(super) fn about_to_build(bytes: usize) -> Result<(), ExecutionError> {
     budget::spend(1).map_err(refuse)?;
     budget::build(bytes).map_err(refuse)
 }
 
 /// The size a value may have, and a little more: what `measure` needs to tell it is too large.
-fn measuring_limit() -> usize {
+pub(super) fn measuring_limit() -> usize {
     budget::current().max_context_bytes().saturating_add(1)
 }
 
@@ -284,7 +284,9 @@ pub(super) fn string_argument<'a>(
 }
 
 /// `a + b`: strings and lists are checked before they are joined; numbers add as CEL adds them.
-fn add<'b, 'v>(arguments: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn add<'b, 'v>(
+    arguments: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let [left, right] = arguments.as_slice() else {
         return Err(argument_count(2, &arguments));
     };

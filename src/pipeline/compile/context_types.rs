@@ -71,20 +71,29 @@ pub fn check_assignment(
 }
 
 /// The schema the value at `path` inside a variable of type `schema` must conform to, when
-/// the type says (through `properties`, or an object `additionalProperties`).
+/// the type says (through `properties`, or an object `additionalProperties`). A key known only
+/// when it runs (`None`) is under `additionalProperties` only where no `properties` are named.
 pub fn schema_at<'a>(
     schema: &'a serde_json::Value,
-    path: &[String],
+    path: &[Option<String>],
 ) -> Option<&'a serde_json::Value> {
     path.iter().try_fold(schema, |schema, key| {
-        schema
-            .get("properties")
-            .and_then(|properties| properties.get(key))
-            .or_else(|| {
-                schema
-                    .get("additionalProperties")
-                    .filter(|more| more.is_object())
-            })
+        let properties = schema.get("properties");
+        let named = match key {
+            Some(key) => properties.and_then(|properties| properties.get(key)),
+            None if properties.is_some_and(|properties| {
+                properties.as_object().is_none_or(|named| !named.is_empty())
+            }) =>
+            {
+                return None;
+            }
+            None => None,
+        };
+        named.or_else(|| {
+            schema
+                .get("additionalProperties")
+                .filter(|more| more.is_object())
+        })
     })
 }
 
@@ -135,7 +144,11 @@ mod tests {
             "properties": { "critic": { "enum": ["approved"] } },
             "additionalProperties": { "type": "string" }
         });
-        let path = |keys: &[&str]| keys.iter().map(|key| key.to_string()).collect::<Vec<_>>();
+        let path = |keys: &[&str]| {
+            keys.iter()
+                .map(|key| Some(key.to_string()))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
             schema_at(&schema, &path(&["critic"])),
             Some(&json!({ "enum": ["approved"] }))
@@ -145,5 +158,12 @@ mod tests {
             Some(&json!({ "type": "string" }))
         );
         assert_eq!(schema_at(&json!({}), &path(&["x"])), None);
+        // A computed key: under `additionalProperties` only when no key is named.
+        let open = json!({ "type": "object", "additionalProperties": { "type": "string" } });
+        assert_eq!(
+            schema_at(&open, &[None]),
+            Some(&json!({ "type": "string" }))
+        );
+        assert_eq!(schema_at(&schema, &[None]), None);
     }
 }

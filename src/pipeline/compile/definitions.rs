@@ -7,7 +7,6 @@ use indexmap::IndexMap;
 
 use crate::base::diagnostic::Diagnostic;
 use crate::base::model::{Block, Library, effect::Retrier};
-use crate::effects::capabilities::Capabilities;
 use crate::pipeline::load::schema::DocumentKind;
 use crate::pipeline::load::source::{Part, Source};
 use crate::pipeline::load::yaml::escape_pointer_token;
@@ -50,8 +49,8 @@ pub struct Definitions {
 
 impl Definitions {
     /// The protocol's own definitions, then those of its imports (read relative to its file,
-    /// each once, under `capabilities`' read grant).
-    pub fn gather(loaded: &Loaded, capabilities: &Capabilities) -> Definitions {
+    /// each once).
+    pub fn gather(loaded: &Loaded) -> Definitions {
         let protocol = &loaded.protocol;
         let own = Library {
             description: None,
@@ -59,19 +58,18 @@ impl Definitions {
             blocks: protocol.blocks.clone(),
             retry_policies: protocol.retry_policies.clone(),
         };
-        Definitions::gather_file(&loaded.source, own, capabilities)
+        Definitions::gather_file(&loaded.source, own)
     }
 
     /// The definitions of the file `source` (a protocol's, or a library checked on its own),
     /// `own` being what it defines and imports, then those of its imports.
-    pub fn gather_file(source: &Source, own: Library, capabilities: &Capabilities) -> Definitions {
+    pub fn gather_file(source: &Source, own: Library) -> Definitions {
         let mut definitions = Definitions::default();
         definitions.add(Origin::Protocol, source, own.blocks, own.retry_policies);
         let path = Path::new(&source.path);
         let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let mut reading = Reading {
             protocol: source,
-            capabilities,
             chain: vec![(canonical, source.path.clone())],
             read: HashSet::new(),
         };
@@ -171,7 +169,6 @@ fn insert_new<T>(
 /// The state of reading imports: what is being read (for cycles) and what was read.
 struct Reading<'a> {
     protocol: &'a Source,
-    capabilities: &'a Capabilities,
     /// The files importing the one being read, by canonical path and as shown, outermost first.
     chain: Vec<(PathBuf, String)>,
     /// Files already read in this load: a file imported twice is read once.
@@ -220,15 +217,8 @@ impl Reading<'_> {
                 "an imported file is a `.yaml` (or `.yml`) file of `blocks:` and `retry_policies:`",
             ));
         }
-        if self.capabilities.is_resolved()
-            && let Err(denied) = self.capabilities.may_read(&path)
-        {
-            return Err(problem(
-                definitions,
-                format!("the import `{import}`: {denied}"),
-                "add its path to `permissions.read`",
-            ));
-        }
+        // Like a child protocol, a library is the operator's to load: its path is fixed in the
+        // file, so the protocol's `read` grant does not apply to it.
         let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
         if let Some(start) = self.chain.iter().position(|(known, _)| *known == canonical) {
             let cycle: Vec<&str> = self.chain[start..]

@@ -48,6 +48,9 @@ pub struct Names {
     /// While a library's block is checked on its own: any bare name and state is accepted,
     /// since the protocol that imports the library gives them.
     open: bool,
+    /// The declared type of each input, by slot (empty when unknown): what the time check
+    /// reads a bare input name as.
+    input_types: Vec<crate::base::model::InputType>,
 }
 
 /// The embedding program's functions, by name.
@@ -83,6 +86,7 @@ impl Names {
             parameters: Vec::new(),
             unbound_parameters: Vec::new(),
             open: false,
+            input_types: Vec::new(),
         }
     }
 
@@ -148,6 +152,29 @@ impl Names {
     ) -> Names {
         self.host_functions = HostFunctions(extensions.functions.clone());
         self
+    }
+
+    /// The same names, with the declared type of each input (by slot).
+    pub fn with_input_types(mut self, types: Vec<crate::base::model::InputType>) -> Names {
+        self.input_types = types;
+        self
+    }
+
+    /// The declared type of the input a bare name reads, if it reads one.
+    pub fn input_type(&self, name: &str) -> Option<crate::base::model::InputType> {
+        match self.binding(name)? {
+            NameBinding::Input(slot) => self.input_types.get(slot).copied(),
+            _ => None,
+        }
+    }
+
+    /// Whether `text` names a `duration` input (as a word; conservatively, strings included):
+    /// such an expression is checked, and may be converted (`time_check`), through CEL's parse.
+    fn names_duration_input(&self, text: &str) -> bool {
+        !self.input_types.is_empty()
+            && text
+                .split(|character: char| !(character.is_alphanumeric() || character == '_'))
+                .any(|word| self.input_type(word) == Some(crate::base::model::InputType::Duration))
     }
 
     pub fn binding(&self, name: &str) -> Option<NameBinding> {
@@ -297,6 +324,7 @@ const KNOWN_FUNCTIONS: &[&str] = &[
     "In",
     "timestamp",
     "duration",
+    "merge",
 ];
 
 /// What to write instead of a function CEL defines elsewhere but this engine does not have.
@@ -390,6 +418,8 @@ fn environment() -> &'static Arc<cel::Env> {
         // Likewise: the bounded functions' names start with `@`, which nothing else uses.
         let _ = super::bounded::register(&mut environment);
         let _ = super::time_functions::register(&mut environment);
+        let _ = super::duration_inputs::register(&mut environment);
+        let _ = super::map_functions::register(&mut environment);
         Arc::new(environment)
     })
 }
@@ -451,7 +481,9 @@ impl Expression {
                 help: Some("write a CEL expression, e.g. `attempts < 3`".into()),
             }]);
         }
-        if let Some(fast) = super::fast_syntax::parse(text, names) {
+        if let Some(fast) = super::fast_syntax::parse(text, names)
+            && !names.names_duration_input(text)
+        {
             return Ok(Expression {
                 text: Arc::from(text),
                 program: OnceLock::new(),
@@ -484,6 +516,7 @@ impl Expression {
         let mut checker = NameChecker {
             names,
             program: &program,
+            text,
             bound: Vec::new(),
             problems: Vec::new(),
             uses_engine_functions: false,
@@ -491,19 +524,35 @@ impl Expression {
         };
         checker.visit(program.expression());
         let offset = |node: &IdedExpr| checker.offset(node);
-        let time_problems = super::time_check::check(program.expression(), &offset);
-        checker.problems.extend(time_problems);
+        let time = super::time_check::check(program.expression(), &offset, names);
+        checker.problems.extend(time.problems);
         let uses_engine_functions = checker.uses_engine_functions;
         let host_functions = std::mem::take(&mut checker.host_functions);
         let host_functions = (!host_functions.0.is_empty()).then(|| Box::new(host_functions));
         if !checker.problems.is_empty() {
             return Err(checker.problems);
         }
-        let fast = super::fast::Fast::compile(program.expression(), names);
+        // A `duration` input beside a time value is read as a duration: the expression
+        // evaluated is then not the text's own, so it is made now and has no fast form.
+        let (fast, bounded) = if time.read_as_durations.is_empty() {
+            (
+                super::fast::Fast::compile(program.expression(), names),
+                OnceLock::new(),
+            )
+        } else {
+            let converted = super::duration_inputs::read_as_durations(
+                program.expression(),
+                &time.read_as_durations,
+            );
+            (
+                None,
+                OnceLock::from(Box::new(super::bounded::rewrite(&converted))),
+            )
+        };
         Ok(Expression {
             text: Arc::from(text),
             program: OnceLock::from(program),
-            bounded: OnceLock::new(),
+            bounded,
             uses_engine_functions,
             host_functions,
             fast,
@@ -665,6 +714,10 @@ fn describe_execution_error(error: &ExecutionError) -> String {
     match error {
         ExecutionError::UndeclaredReference(name) => format!("`{name}` is not defined"),
         ExecutionError::NoSuchKey(key) => format!("no key `{key}`"),
+        ExecutionError::UnsupportedBinaryOperator(operator, left, right) => {
+            super::time_functions::number_subtracted(operator, left, right)
+                .unwrap_or_else(|| error.to_string())
+        }
         ExecutionError::Overflow(operation, left, right) => {
             let shown = |value: &cel::Value| {
                 Value::from_cel(value)
@@ -727,6 +780,8 @@ fn line_column_to_offset(text: &str, (line, column): (isize, isize)) -> usize {
 struct NameChecker<'a> {
     names: &'a Names,
     program: &'a Program,
+    /// The expression's text, for the places of names CEL does not record.
+    text: &'a str,
     bound: Vec<&'a str>,
     problems: Vec<ExpressionProblem>,
     uses_engine_functions: bool,
@@ -739,6 +794,14 @@ impl<'a> NameChecker<'a> {
             .source_info()
             .offset_for(expression.id)
             .map_or(0, |(start, _)| start as usize)
+    }
+
+    /// Where the function or method name of the call `expression` starts: CEL places a call
+    /// at its `(`, and the name is what an author misspelled and an editor should underline.
+    fn name_offset(&self, expression: &IdedExpr, name: &str) -> usize {
+        let parenthesis = self.offset(expression);
+        let before = self.text.get(..parenthesis).unwrap_or_default().trim_end();
+        before.strip_suffix(name).map_or(parenthesis, str::len)
     }
 
     fn visit(&mut self, expression: &'a IdedExpr) {
@@ -754,7 +817,7 @@ impl<'a> NameChecker<'a> {
                             NAMESPACES.iter().find(|(name, _)| name == namespace)
                         && self.names.binding(namespace).is_none()
                     {
-                        self.check_namespaced(namespace, functions, &call.func_name, expression);
+                        self.check_namespaced(namespace, functions, &call.func_name, target);
                     } else {
                         self.check_method(&call.func_name, expression);
                         self.visit(target);
@@ -830,7 +893,7 @@ impl<'a> NameChecker<'a> {
             return;
         }
         self.problems.push(ExpressionProblem {
-            offset: self.offset(expression),
+            offset: self.name_offset(expression, name),
             message: format!("unknown method `{name}`"),
             help: did_you_mean(name, KNOWN_METHODS.iter().copied())
                 .or_else(|| Some(format!("the methods are {}", KNOWN_METHODS.join(", ")))),
@@ -842,14 +905,14 @@ impl<'a> NameChecker<'a> {
         namespace: &str,
         functions: &[&str],
         name: &str,
-        expression: &IdedExpr,
+        namespace_expression: &IdedExpr,
     ) {
         // Macros such as `math.greatest` expand to internal `@` functions.
         if functions.contains(&name) || is_operator(name) {
             return;
         }
         self.problems.push(ExpressionProblem {
-            offset: self.offset(expression),
+            offset: self.offset(namespace_expression),
             message: format!("unknown function `{namespace}.{name}`"),
             help: did_you_mean(name, functions.iter().copied()),
         });
@@ -922,6 +985,21 @@ impl<'a> NameChecker<'a> {
             }
             return;
         }
+        if name == "merge" && arguments.len() != 2 {
+            self.problems.push(ExpressionProblem {
+                offset: self.name_offset(expression, name),
+                message: format!(
+                    "`merge` takes two maps; this call gives it {} argument(s)",
+                    arguments.len()
+                ),
+                help: Some(
+                    "write `merge(verdicts, {r.path: r.verdict})`: the keys of the second set \
+                     over the first's"
+                        .into(),
+                ),
+            });
+            return;
+        }
         if let Some(handler) = self.names.host_functions.0.get(name) {
             self.host_functions
                 .0
@@ -937,7 +1015,7 @@ impl<'a> NameChecker<'a> {
         }
         if !KNOWN_FUNCTIONS.contains(&name) {
             self.problems.push(ExpressionProblem {
-                offset: self.offset(expression),
+                offset: self.name_offset(expression, name),
                 message: format!("unknown function `{name}`"),
                 help: missing_function_help(name).or_else(|| {
                     did_you_mean(
@@ -992,7 +1070,7 @@ impl Template {
                 let start = index + 2;
                 let Some(end) = closing_brace(&characters, start) else {
                     problems.push(ExpressionProblem {
-                        offset: index,
+                        offset: byte_offset(&characters, index),
                         message: "`${` is not closed by `}`".into(),
                         help: Some(
                             "close the expression with `}`, or write `$${` for a literal `${`"
@@ -1009,7 +1087,9 @@ impl Template {
                     Ok(expression) => parts.push(TemplatePart::Expression(expression)),
                     Err(inner) => {
                         problems.extend(inner.into_iter().map(|problem| ExpressionProblem {
-                            offset: start + leading_spaces(&source) + problem.offset,
+                            offset: byte_offset(&characters, start)
+                                + leading_spaces(&source)
+                                + problem.offset,
                             help: Some(with_literal_hint(problem.help)),
                             message: problem.message,
                         }))
@@ -1038,6 +1118,17 @@ impl Template {
             Ok([text]) => Err(Template { parts: vec![text] }),
             Err(parts) => Err(Template { parts }),
         }
+    }
+
+    /// The template as written (`${...}` around each expression), for diagrams.
+    pub fn source_text(&self) -> String {
+        self.parts
+            .iter()
+            .map(|part| match part {
+                TemplatePart::Text(text) => text.replace("${", "$${"),
+                TemplatePart::Expression(expression) => format!("${{{}}}", expression.text),
+            })
+            .collect()
     }
 
     pub fn is_literal(&self) -> bool {
@@ -1082,13 +1173,29 @@ fn with_literal_hint(help: Option<String>) -> String {
     }
 }
 
+/// The bytes of whitespace `text` starts with (problem offsets count bytes).
 fn leading_spaces(text: &str) -> usize {
-    text.chars().take_while(|c| c.is_whitespace()).count()
+    text.len() - text.trim_start().len()
+}
+
+/// The byte offset of the character at `index`: a template is walked by characters, and a
+/// problem's offset counts bytes, as an expression's do.
+fn byte_offset(characters: &[char], index: usize) -> usize {
+    characters[..index]
+        .iter()
+        .map(|character| character.len_utf8())
+        .sum()
 }
 
 /// The index of the `}` closing an expression that starts at `start`, skipping braces inside
 /// nested maps and string literals.
 pub(crate) fn closing_brace(characters: &[char], start: usize) -> Option<usize> {
+    closing(characters, start, '{', '}')
+}
+
+/// The index of the `close` ending an expression that starts at `start`, skipping the pairs
+/// of `open` and `close` nested in it and what string literals hold.
+pub(crate) fn closing(characters: &[char], start: usize, open: char, close: char) -> Option<usize> {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     let mut index = start;
@@ -1100,9 +1207,9 @@ pub(crate) fn closing_brace(characters: &[char], start: usize) -> Option<usize> 
             Some(_) => {}
             None => match character {
                 '\'' | '"' => quote = Some(character),
-                '{' => depth += 1,
-                '}' if depth == 0 => return Some(index),
-                '}' => depth -= 1,
+                _ if character == open => depth += 1,
+                _ if character == close && depth == 0 => return Some(index),
+                _ if character == close => depth -= 1,
                 _ => {}
             },
         }
@@ -1250,7 +1357,10 @@ mod tests {
         let mut calls: Vec<String> = KNOWN_FUNCTIONS
             .iter()
             .filter(|name| !matches!(**name, "In" | "has"))
-            .map(|name| format!("{name}('1')"))
+            .map(|name| match *name {
+                "merge" => "merge({}, {'a': 1})".to_string(),
+                _ => format!("{name}('1')"),
+            })
             .collect();
         calls.extend(KNOWN_METHODS.iter().map(|name| format!("'ab'.{name}('a')")));
         // The time getters on the values that have them, with and without a time zone.

@@ -188,6 +188,56 @@ fn coerced(kind: InputType, value: &serde_json::Value) -> std::borrow::Cow<'_, s
     converted.map_or(Cow::Borrowed(value), Cow::Owned)
 }
 
+/// The milliseconds a `duration` input takes from `value`: a literal (`30s`, `1h30m`), CEL's
+/// spelling of a duration value (`1.5s`, as a parent's `duration()` writes it), or a whole
+/// number of milliseconds (what a parent's own `duration` input holds).
+fn duration_milliseconds(value: &serde_json::Value) -> Result<u64, InputMismatch> {
+    let refused = |shown: &str, why: &str| {
+        InputMismatch::from(format!(
+            "`{shown}` {why}; write e.g. `30s`, `2m`, `1h30m`, or a whole number of milliseconds"
+        ))
+    };
+    let nanoseconds: i128 = match value {
+        serde_json::Value::Number(number) => match (number.as_i64(), number.as_f64()) {
+            (Some(milliseconds), _) => i128::from(milliseconds) * 1_000_000,
+            // A whole float (`1500.0`, as arithmetic on numbers may give) is its milliseconds.
+            (None, Some(float)) if float.fract() == 0.0 && float.abs() < 9.0e15 => {
+                float as i128 * 1_000_000
+            }
+            _ => {
+                return Err(refused(
+                    &number.to_string(),
+                    "is not a whole number of milliseconds",
+                ));
+            }
+        },
+        serde_json::Value::String(text) => match Duration::parse(text) {
+            Some(duration) => i128::from(duration.milliseconds) * 1_000_000,
+            None => crate::base::time::parse_duration(text)
+                .map(|parsed| crate::base::time::nanoseconds(&parsed))
+                .map_err(|_| refused(text, "is not a duration"))?,
+        },
+        other => return Err(format!("expected duration, got {other}").into()),
+    };
+    let shown = match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if nanoseconds < 0 {
+        return Err(refused(
+            &shown,
+            "is negative, and a duration input is a span of time",
+        ));
+    }
+    if nanoseconds % 1_000_000 != 0 {
+        return Err(refused(
+            &shown,
+            "is finer than a millisecond, which a duration input counts",
+        ));
+    }
+    u64::try_from(nanoseconds / 1_000_000).map_err(|_| refused(&shown, "is too long"))
+}
+
 impl InputNode {
     /// Checks a value (from YAML or parsed from the command line) against the declaration,
     /// after reading a scalar as the declared type (`coerced`); a list's items are read as
@@ -206,21 +256,16 @@ impl InputNode {
             }
             (InputType::Number, Json::Number(number)) => (Value::from_json(value), number.as_f64()),
             (InputType::Boolean, Json::Bool(flag)) => (Value::Bool(*flag), None),
-            (InputType::Duration, Json::String(text)) => match Duration::parse(text) {
-                Some(duration) => (
+            (InputType::Duration, Json::String(_) | Json::Number(_)) => {
+                let milliseconds = duration_milliseconds(value)?;
+                (
                     Value::Int(
-                        i64::try_from(duration.milliseconds)
+                        i64::try_from(milliseconds)
                             .map_err(|_| InputMismatch::from("duration too long".to_string()))?,
                     ),
-                    Some(duration.milliseconds as f64),
-                ),
-                None => {
-                    return Err(format!(
-                        "`{text}` is not a duration; write e.g. `30s`, `2m`, `1h30m`"
-                    )
-                    .into());
-                }
-            },
+                    Some(milliseconds as f64),
+                )
+            }
             (InputType::List, Json::Array(items)) => {
                 let checked_items = match self.items {
                     Some(item_type) => {

@@ -58,8 +58,7 @@ pub fn check_library_text(path: &Path, text: String) -> Result<CheckedLibrary, V
                 .at(source.location("", Part::Value)),
         ]
     })?;
-    let definitions =
-        Definitions::gather_file(&source, library.clone(), &Capabilities::unrestricted());
+    let definitions = Definitions::gather_file(&source, library.clone());
     let extensions = Arc::new(Extensions::default());
     let children = RefCell::default();
     let file = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());

@@ -84,12 +84,13 @@ pub enum Delay {
     Until(Expression),
 }
 
-/// How long a timer waits from now, and whether that came from a deadline (an instant, which a
+/// How long a timer waits from now, and the deadline it came from, if any (an instant, which a
 /// resumed run keeps whatever its timer policy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {
     pub milliseconds: u64,
-    pub deadline: bool,
+    /// The deadline's Unix millisecond (rounded up, as the wait is).
+    pub deadline: Option<u64>,
 }
 
 /// A timer a state starts on entry: the event it sends itself after the delay.
@@ -210,6 +211,9 @@ pub struct Machine {
     /// `done.state.<id>` event type of each state (compound and parallel ones are used).
     pub done_events: Vec<EventType>,
     pub error_execution: EventType,
+    /// `errors: strict`: an `error.execution` is processed before eventless transitions, and
+    /// one no transition takes ends the run (see `ErrorMode`).
+    pub strict_errors: bool,
     /// Whether any state has eventless transitions (if none, the algorithm skips selecting them).
     pub has_eventless: bool,
     /// Whether some state (or the protocol) defers events.
@@ -353,7 +357,7 @@ impl Delay {
             Delay::Fixed(duration) => {
                 return Ok(Wait {
                     milliseconds: duration.milliseconds,
-                    deadline: false,
+                    deadline: None,
                 });
             }
             Delay::Computed(expression) => (expression, false),
@@ -366,14 +370,17 @@ impl Delay {
         let span = |milliseconds| {
             Ok(Wait {
                 milliseconds,
-                deadline: false,
+                deadline: None,
             })
         };
         match expression.evaluate(scope)? {
-            Value::Timestamp(deadline) => Ok(Wait {
-                milliseconds: crate::base::time::milliseconds_until(&deadline, scope.clock),
-                deadline: true,
-            }),
+            Value::Timestamp(deadline) => {
+                let milliseconds = crate::base::time::milliseconds_until(&deadline, scope.clock);
+                Ok(Wait {
+                    milliseconds,
+                    deadline: Some(scope.clock + milliseconds),
+                })
+            }
             other if until => Err(failure(format!(
                 "`until` takes a timestamp (e.g. `timestamp('2026-01-01T09:00:00Z')` or `started + duration('1h')`), not {} `{other}`; for a span of time write `delay:`",
                 other.type_name()

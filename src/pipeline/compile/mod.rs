@@ -10,6 +10,7 @@ pub mod data_schema;
 pub mod declared_events;
 mod deferral;
 pub(crate) mod definitions;
+mod duration_inputs;
 mod event_data_reads;
 mod event_index;
 pub mod events;
@@ -22,6 +23,7 @@ pub mod handled_events;
 pub mod inputs;
 pub mod library;
 pub mod machine;
+mod map_functions;
 mod matching;
 pub mod parameters;
 pub mod policies;
@@ -105,7 +107,7 @@ fn compile_nested(
         None => Ok(limit.clone()),
     };
     let granted = capabilities.clone().unwrap_or_default();
-    let definitions = definitions::Definitions::gather(loaded, &granted);
+    let definitions = definitions::Definitions::gather(loaded);
     let mut compiler = Compiler::new(
         &loaded.source,
         &definitions,
@@ -147,6 +149,7 @@ fn compile_nested(
         protocol.inputs.keys().cloned(),
         state_indices,
     )
+    .with_input_types(protocol.inputs.values().map(|input| input.kind).collect())
     .with_host_functions(extensions)
     // A grant naming an input is checked once it is resolved (the run compiles again then).
     .with_environment_grant(
@@ -232,6 +235,7 @@ fn compile_nested(
         event_types: compiler.event_types,
         done_events,
         error_execution,
+        strict_errors: protocol.errors == crate::base::model::ErrorMode::Strict,
         has_eventless,
         has_defer,
         single_leaf,
@@ -553,8 +557,23 @@ impl Compiler<'_> {
 
     /// Reports expression problems at their place inside the string at `pointer`.
     fn expression_problems(&mut self, pointer: &str, problems: Vec<ExpressionProblem>) {
+        self.expression_problems_in(pointer, Part::Value, 0, problems);
+    }
+
+    /// Reports expression problems of an expression that starts `lead` bytes into the key or
+    /// the value (`part`) at `pointer`.
+    fn expression_problems_in(
+        &mut self,
+        pointer: &str,
+        part: Part,
+        lead: usize,
+        problems: Vec<ExpressionProblem>,
+    ) {
         let node = self.source.positions.nearest(pointer);
-        let start = node.value;
+        let start = match part {
+            Part::Key => node.key.unwrap_or(node.value),
+            Part::Value => node.value,
+        };
         let quoted = self
             .source
             .text
@@ -562,9 +581,18 @@ impl Compiler<'_> {
             .and_then(|rest| rest.chars().next())
             .is_some_and(|first| first == '"' || first == '\'');
         let text = &self.source.text;
-        let expression_start = (start.offset + usize::from(quoted)).min(text.len());
+        let mut expression_start = (start.offset + usize::from(quoted)).min(text.len());
+        let lead_start = expression_start;
+        expression_start = (expression_start + lead).min(text.len());
+        while !text.is_char_boundary(expression_start) {
+            expression_start -= 1;
+        }
+        let lead_characters = text
+            .get(lead_start..expression_start)
+            .map_or(lead, |before| before.chars().count());
         for problem in problems {
             let mut position = start;
+            position.column += lead_characters;
             // The problem's offset counts bytes of the expression; the column counts characters.
             let mut end = (expression_start + problem.offset).min(text.len());
             while !text.is_char_boundary(end) {
@@ -593,6 +621,14 @@ impl Compiler<'_> {
     pub fn expression(&mut self, text: &str, pointer: &str) -> Option<Expression> {
         Expression::compile(text, &self.names)
             .map_err(|problems| self.expression_problems(pointer, problems))
+            .ok()
+    }
+
+    /// An expression written inside the key at `pointer`, `lead` bytes into it (an `assign`
+    /// key's `[r.path]`): its problems are located there.
+    pub fn key_expression(&mut self, text: &str, lead: usize, pointer: &str) -> Option<Expression> {
+        Expression::compile(text, &self.names)
+            .map_err(|problems| self.expression_problems_in(pointer, Part::Key, lead, problems))
             .ok()
     }
 
@@ -840,8 +876,10 @@ impl Compiler<'_> {
             );
             return None;
         }
-        // A child is read only if it may be, and only if it is a protocol file: a load error
-        // would otherwise print lines of any file the path names (`/etc/shadow`).
+        // A child's file is the operator's to load, as the parent's is: its path is fixed in
+        // the protocol, no input chooses it, so `read` (the protocol's data access) does not
+        // apply. It must still be a protocol file: a load error would otherwise print lines of
+        // any file the path names (`/etc/shadow`).
         let is_protocol_file = path
             .extension()
             .is_some_and(|extension| extension == "yaml" || extension == "yml");
@@ -850,16 +888,6 @@ impl Compiler<'_> {
                 &protocol_pointer,
                 format!("`{}` is not a protocol file", invoke.protocol),
                 Some("a child protocol is a `.yaml` (or `.yml`) file".into()),
-            );
-            return None;
-        }
-        if self.capabilities.is_resolved()
-            && let Err(denied) = self.capabilities.may_read(&path)
-        {
-            self.value_error(
-                &protocol_pointer,
-                format!("the child protocol `{}`: {denied}", invoke.protocol),
-                Some("add its path to `permissions.read`, or invoke a protocol inside it".into()),
             );
             return None;
         }

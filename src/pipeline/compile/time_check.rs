@@ -1,8 +1,9 @@
-//! Load-time checks of time arithmetic where the types are known: `now() + 5` is refused with what to write instead.
+//! Load-time checks of time arithmetic where the types are known: `now() + 5` is refused with what to write instead, and a `duration` input beside a time value is read as a duration.
 
 use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
 
-use super::expression::ExpressionProblem;
+use super::expression::{ExpressionProblem, Names};
+use crate::base::model::InputType;
 
 /// What the checker knows of a sub-expression's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +13,9 @@ enum Known {
     Number,
     Text,
     Bool,
+    /// A `duration` input: milliseconds (an int), read as a duration beside a time value
+    /// (`now() - window`), as a number anywhere else (`base_timeout * attempt`).
+    DurationInput,
     /// A variable, a field, a call whose result depends on its arguments: not checked.
     Unknown,
 }
@@ -28,6 +32,7 @@ impl Known {
             Known::Number => "a number",
             Known::Text => "a text",
             Known::Bool => "a bool",
+            Known::DurationInput => "a duration input",
             Known::Unknown => "a value",
         }
     }
@@ -51,19 +56,38 @@ const COMPARISONS: [&str; 6] = [
     operators::NOT_EQUALS,
 ];
 
-/// The problems of time arithmetic in `expression`; `offset` locates a node in the text.
-pub fn check(expression: &IdedExpr, offset: &dyn Fn(&IdedExpr) -> usize) -> Vec<ExpressionProblem> {
+/// What the check found: the problems, and the nodes that read a `duration` input as a
+/// duration where they are evaluated: its bare name beside a known time value, or a `+`, `-`
+/// or comparison of it whose other side only the run can tell (`started + window`).
+#[derive(Debug, Default)]
+pub struct TimeCheck {
+    pub problems: Vec<ExpressionProblem>,
+    pub read_as_durations: Vec<u64>,
+}
+
+/// The problems of time arithmetic in `expression`; `offset` locates a node in the text, and
+/// `names` tells the declared type of each input.
+pub fn check(
+    expression: &IdedExpr,
+    offset: &dyn Fn(&IdedExpr) -> usize,
+    names: &Names,
+) -> TimeCheck {
     let mut checker = Checker {
         offset,
-        problems: Vec::new(),
+        names,
+        bound: Vec::new(),
+        found: TimeCheck::default(),
     };
     checker.infer(expression);
-    checker.problems
+    checker.found
 }
 
 struct Checker<'a> {
     offset: &'a dyn Fn(&IdedExpr) -> usize,
-    problems: Vec<ExpressionProblem>,
+    names: &'a Names,
+    /// The variables of the comprehensions around the node: they hide inputs of their name.
+    bound: Vec<String>,
+    found: TimeCheck,
 }
 
 impl Checker<'_> {
@@ -77,6 +101,13 @@ impl Checker<'_> {
                 LiteralValue::Boolean(_) => Known::Bool,
                 _ => Known::Unknown,
             },
+            Expr::Ident(name) if !self.bound.contains(name) => match self.names.input_type(name) {
+                Some(InputType::Duration) => Known::DurationInput,
+                Some(InputType::Integer | InputType::Number) => Known::Number,
+                Some(InputType::String | InputType::Enum) => Known::Text,
+                Some(InputType::Boolean) => Known::Bool,
+                _ => Known::Unknown,
+            },
             Expr::Call(call) => {
                 let arguments: Vec<Known> = call
                     .args
@@ -85,7 +116,7 @@ impl Checker<'_> {
                     .collect();
                 if let Some(target) = &call.target {
                     let target = self.infer(target);
-                    return match (target, call.func_name.as_str()) {
+                    return match (self.as_number(target), call.func_name.as_str()) {
                         (Known::Timestamp | Known::Duration, name) if name.starts_with("get") => {
                             Known::Number
                         }
@@ -122,8 +153,14 @@ impl Checker<'_> {
             }
             Expr::Comprehension(comprehension) => {
                 self.infer(&comprehension.iter_range);
+                let outer = self.bound.len();
+                self.bound.push(comprehension.iter_var.clone());
+                self.bound.push(comprehension.accu_var.clone());
+                self.infer(&comprehension.accu_init);
+                self.infer(&comprehension.loop_cond);
                 self.infer(&comprehension.loop_step);
                 self.infer(&comprehension.result);
+                self.bound.truncate(outer);
                 Known::Unknown
             }
             Expr::Select(select) => {
@@ -145,8 +182,14 @@ impl Checker<'_> {
     ) -> Known {
         use Known::*;
         let comparison = COMPARISONS.contains(&operator);
+        let (left, right) = self.read_duration_inputs(operator, left, right, arguments, expression);
         if !(left.is_time() || right.is_time()) || left == Unknown || right == Unknown {
-            return if comparison { Bool } else { Unknown };
+            // Numbers give a number (`wait * 2`), which a time value beside it then refuses.
+            return match (left, right) {
+                _ if comparison => Bool,
+                (Number, Number) => Number,
+                _ => Unknown,
+            };
         }
         let outcome = match operator {
             operators::ADD => match (left, right) {
@@ -196,7 +239,7 @@ impl Checker<'_> {
         match outcome {
             Ok(known) => known,
             Err(help) => {
-                self.problems.push(ExpressionProblem {
+                self.found.problems.push(ExpressionProblem {
                     offset: (self.offset)(expression),
                     message: format!(
                         "`{}` between {} and {} fails when it runs",
@@ -209,6 +252,54 @@ impl Checker<'_> {
                 Unknown
             }
         }
+    }
+}
+
+impl Checker<'_> {
+    /// A `duration` input where it is not beside a time value: the number it holds.
+    fn as_number(&self, known: Known) -> Known {
+        if known == Known::DurationInput {
+            Known::Number
+        } else {
+            known
+        }
+    }
+
+    /// The operands of `left <operator> right` with each `duration` input read: as a duration
+    /// (recorded, to be converted where it is evaluated) when the operator adds, subtracts or
+    /// compares it with a time value, as its milliseconds otherwise (`duration('1ms') * wait`).
+    /// Added to, subtracted from or compared with a value of unknown type, it is read as the
+    /// run finds that value: the operation is recorded, to decide when it is evaluated.
+    fn read_duration_inputs(
+        &mut self,
+        operator: &str,
+        left: Known,
+        right: Known,
+        arguments: &[IdedExpr],
+        operation: &IdedExpr,
+    ) -> (Known, Known) {
+        let with_time = operator == operators::ADD
+            || operator == operators::SUBSTRACT
+            || COMPARISONS.contains(&operator);
+        let mut read = |known: Known, other: Known, argument: Option<&IdedExpr>| {
+            if known != Known::DurationInput {
+                return known;
+            }
+            match argument {
+                Some(argument) if with_time && other.is_time() => {
+                    self.found.read_as_durations.push(argument.id);
+                    Known::Duration
+                }
+                _ if with_time && other == Known::Unknown => {
+                    self.found.read_as_durations.push(operation.id);
+                    Known::Unknown
+                }
+                _ => Known::Number,
+            }
+        };
+        let read_left = read(left, right, arguments.first());
+        let read_right = read(right, left, arguments.get(1));
+        (read_left, read_right)
     }
 }
 
@@ -226,7 +317,7 @@ fn number_help(left: Known, right: Known, arguments: &[IdedExpr], operator: &str
         _ => "5".into(),
     };
     format!(
-        "a number has no unit, so it is not a duration: write `duration('{amount}s')` for {amount} seconds (e.g. `now() {operator} duration('{amount}s')`), or `duration('1s') * n` for a number of seconds `n`"
+        "a number has no unit, so it is not a duration: write `duration('{amount}s')` for {amount} seconds (e.g. `now() {operator} duration('{amount}s')`), or `duration('1s') * n` for a number of seconds `n` (a `duration` input is milliseconds: `duration('1ms') * n`)"
     )
 }
 

@@ -11,7 +11,6 @@ use crate::base::time;
 const DURATION: &str = "@duration";
 const TIMESTAMP: &str = "@timestamp";
 const MULTIPLY: &str = "@multiply";
-
 /// Adds the engine's time functions to the environment.
 pub fn register(environment: &mut cel::Env) -> Result<(), cel::DeclarationError> {
     let any = || types::DYN_TYPE;
@@ -43,7 +42,7 @@ pub fn rewritten(call: &CallExpr) -> Option<&'static str> {
     }
 }
 
-fn one<'b, 'v>(
+pub(super) fn one<'b, 'v>(
     function: &str,
     mut arguments: Vec<CowVal<'b, 'v>>,
 ) -> Result<CowVal<'b, 'v>, ExecutionError> {
@@ -57,7 +56,7 @@ fn one<'b, 'v>(
 }
 
 /// A value's type as the engine's messages name it (`timestamp`, not `google.protobuf.Timestamp`).
-fn type_name(value: &dyn Val) -> String {
+pub(super) fn type_name(value: &dyn Val) -> String {
     if value.downcast_ref::<CelTimestamp>().is_some() {
         return "timestamp".into();
     }
@@ -142,15 +141,30 @@ pub fn number_beside_time(left: &dyn Val, right: &dyn Val) -> Option<ExecutionEr
     };
     let is_number = |value: &dyn Val| factor(value).is_some();
     ((is_time(left) && is_number(right)) || (is_number(left) && is_time(right))).then(|| {
-        ExecutionError::function_error(
-            "_+_",
-            format!(
-                "{} + {} is not defined: a number has no unit; write `duration('1ms') * n` for `n` milliseconds (a `duration` input is milliseconds), `duration('1s') * n` for seconds",
-                type_name(left),
-                type_name(right)
-            ),
-        )
+        ExecutionError::function_error("_+_", no_unit(&type_name(left), "+", &type_name(right)))
     })
+}
+
+/// Why `left - right` (CEL's `sub`) failed, when it is a time value and a number: the same
+/// words as `number_beside_time` for `+`. `None` for any other failure.
+pub fn number_subtracted(operator: &str, left: &cel::Value, right: &cel::Value) -> Option<String> {
+    let kind = |value: &cel::Value| match value {
+        cel::Value::Timestamp(_) => Some(("timestamp", true)),
+        cel::Value::Duration(_) => Some(("duration", true)),
+        cel::Value::Int(_) => Some(("int", false)),
+        cel::Value::UInt(_) => Some(("uint", false)),
+        cel::Value::Float(_) => Some(("double", false)),
+        _ => None,
+    };
+    let ((left_name, left_time), (right_name, right_time)) = (kind(left)?, kind(right)?);
+    (operator == "sub" && left_time != right_time).then(|| no_unit(left_name, "-", right_name))
+}
+
+/// `timestamp + int is not defined: ...`, with what to write instead.
+fn no_unit(left: &str, operator: &str, right: &str) -> String {
+    format!(
+        "{left} {operator} {right} is not defined: a number has no unit; write `duration('1ms') * n` for `n` milliseconds (a `duration` input is milliseconds), `duration('1s') * n` for seconds"
+    )
 }
 
 /// A number as a multiplier of a duration: exact for ints, rounded to the nanosecond for doubles.

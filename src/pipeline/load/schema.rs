@@ -220,6 +220,26 @@ pub fn violations(kind: DocumentKind, source: &Source, document: &Value) -> Vec<
     violations
 }
 
+/// A key with no value right after a comma in a flow mapping (`{ description: relative to repo,
+/// absolute otherwise }`) is most likely the rest of the text before it: the help says to quote
+/// that text.
+fn text_split_by_comma(source: &Source, offset: usize, key: &str) -> Option<String> {
+    let line_start = source.text[..offset].rfind('\n').map_or(0, |at| at + 1);
+    let before = source.text[line_start..offset].trim_end();
+    let before = before.strip_suffix(',')?;
+    // The entry before the comma, back to the separator that began it.
+    let entry = before[before.rfind([',', '{'])? + 1..].trim();
+    let (previous_key, text) = entry.split_once(": ")?;
+    let text = text.trim();
+    if text.starts_with(['"', '\'', '{', '[']) {
+        return None;
+    }
+    Some(format!(
+        "in a `{{ ... }}` mapping a comma ends a value, so `{key}` was read as a key of its own; if \
+         it belongs to the text before it, quote that text: `{previous_key}: \"{text}, {key}\"`"
+    ))
+}
+
 /// Turns one validation error into diagnostics, descending into the `oneOf`/`anyOf` branch
 /// the author most likely meant.
 fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut Vec<Violation>) {
@@ -230,14 +250,21 @@ fn explain(source: &Source, schema: &Value, error: &ValidationError, out: &mut V
             let allowed = allowed_properties(schema, error.schema_path().as_str());
             for key in unexpected {
                 let key_pointer = format!("{pointer}/{}", super::yaml::escape_pointer_token(key));
+                let location = source.location(&key_pointer, Part::Key);
                 let help = misplaced_timing(key, &allowed)
+                    .or_else(|| {
+                        let valueless = instance.get(key).is_some_and(Value::is_null);
+                        valueless
+                            .then(|| text_split_by_comma(source, location.position.offset, key))
+                            .flatten()
+                    })
                     .or_else(|| did_you_mean(key, allowed.iter().map(String::as_str)))
                     .or_else(|| {
                         (!allowed.is_empty())
                             .then(|| format!("allowed keys here: {}", allowed.join(", ")))
                     });
                 let diagnostic = Diagnostic::error(format!("unknown key `{key}`"))
-                    .at(source.location(&key_pointer, Part::Key))
+                    .at(location)
                     .with_label("not allowed here")
                     .with_optional_help(help);
                 out.push(Violation::node(key_pointer, diagnostic));

@@ -14,12 +14,44 @@ use crate::pipeline::compile::machine::{
     EventDescriptor, Machine, Reach, StateId, StateKind, TransitionId,
 };
 
-/// How a run ended: the top-level final state reached, its exit code and output.
+/// How a run ended: the top-level final state reached, its exit code and output; or the
+/// error that failed it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    pub final_state: StateId,
+    /// `None` when an unhandled error ended the run instead (see `failure`).
+    pub final_state: Option<StateId>,
     pub exit_code: u8,
     pub output: Value,
+    pub failure: Option<Arc<Failure>>,
+}
+
+impl Outcome {
+    /// The id of the final state reached, if the run reached one.
+    pub fn state_name<'m>(&self, machine: &'m Machine) -> Option<&'m Arc<str>> {
+        self.final_state.map(|state| &machine.state(state).id)
+    }
+}
+
+/// An `error.execution` no transition handled, which ended a run under `errors: strict`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The error event's name.
+    pub event: Arc<str>,
+    /// What failed, as the event's `message` says.
+    pub message: String,
+    /// The atomic states the run was in.
+    pub states: Vec<Arc<str>>,
+}
+
+impl Failure {
+    /// The failure as the `error` of a finished line: `{event, message, states}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "event": &*self.event,
+            "message": crate::base::secrets::mask(&self.message),
+            "states": self.states.iter().map(|state| &**state).collect::<Vec<_>>(),
+        })
+    }
 }
 
 /// The data of one running instance. Small: a configuration, context and queues.
@@ -307,7 +339,7 @@ impl<'e> Algorithm<'_, 'e> {
             }
             self.run_to_completion().map(|()| took)
         } else {
-            self.select_transitions(false);
+            self.select_transitions_strictly(false);
             let took = !self.workspace().enabled.is_empty();
             if took {
                 self.microstep();
@@ -337,8 +369,14 @@ impl<'e> Algorithm<'_, 'e> {
                     break;
                 }
                 Ok(false) => {}
-                // Raised in selection order before the microstep, as `select_transitions` does.
-                Err(error) => self.raise_execution_error(error),
+                // Raised in selection order before the microstep, as `select_transitions` does;
+                // under `errors: strict` the selection stops there and the error goes first.
+                Err(error) => {
+                    self.raise_execution_error(error);
+                    if machine.strict_errors {
+                        return None;
+                    }
+                }
             }
         }
         let Some(transition_id) = taken else {
@@ -402,20 +440,30 @@ impl<'e> Algorithm<'_, 'e> {
             if let Some(why) = budget::step_must_stop(steps + 1) {
                 return Err(self.stop_step(why));
             }
-            if self.machine.has_eventless {
-                self.select_transitions(true);
-            } else {
-                // No state has eventless transitions: selecting them would find none.
-                self.workspace().enabled.clear();
-            }
-            if self.workspace().enabled.is_empty() {
-                let Some(event) = self.instance.internal_queue.pop_front() else {
-                    break;
-                };
-                self.event = CurrentEvent::Internal(event);
-                self.select_transitions(false);
+            if let Some(error) = self.take_execution_error() {
+                // `errors: strict`: the error before anything that could read what failed.
+                self.event = CurrentEvent::Internal(error);
+                self.select_transitions_strictly(false);
                 if self.workspace().enabled.is_empty() {
-                    self.report_unhandled_error();
+                    self.fail_on_unhandled_error();
+                    break;
+                }
+            } else {
+                if self.machine.has_eventless {
+                    self.select_transitions_strictly(true);
+                } else {
+                    // No state has eventless transitions: selecting them would find none.
+                    self.workspace().enabled.clear();
+                }
+                if self.workspace().enabled.is_empty() && !self.execution_error_waits() {
+                    let Some(event) = self.instance.internal_queue.pop_front() else {
+                        break;
+                    };
+                    self.event = CurrentEvent::Internal(event);
+                    self.select_transitions_strictly(false);
+                    if self.workspace().enabled.is_empty() {
+                        self.report_unhandled_error();
+                    }
                 }
             }
             steps += 1;
@@ -436,14 +484,104 @@ impl<'e> Algorithm<'_, 'e> {
             return Err(self.stop_step(why));
         }
         if !self.instance.running {
-            // Errors still queued when the run ends would be discarded unseen.
+            // Errors still queued when the run ends would be discarded unseen; under
+            // `errors: strict` an execution error among them fails the run it would have ended.
             while let Some(event) = self.instance.internal_queue.pop_front() {
+                let fails = self.machine.strict_errors
+                    && event.event_type == Some(self.machine.error_execution)
+                    && self
+                        .instance
+                        .outcome
+                        .as_ref()
+                        .is_none_or(|outcome| outcome.failure.is_none());
                 self.event = CurrentEvent::Internal(event);
-                self.report_unhandled_error();
+                if fails {
+                    self.fail_on_unhandled_error();
+                } else {
+                    self.report_unhandled_error();
+                }
             }
             self.exit_interpreter();
         }
         Ok(())
+    }
+
+    /// `errors: strict`: the first `error.execution` waiting in the internal queue, taken out
+    /// of it to be processed next, ahead of eventless transitions and of events raised before it.
+    fn take_execution_error(&mut self) -> Option<Event> {
+        if !self.machine.strict_errors || self.instance.internal_queue.is_empty() {
+            return None;
+        }
+        let error = self.machine.error_execution;
+        let queue = &mut self.instance.internal_queue;
+        let position = queue
+            .iter()
+            .position(|event| event.event_type == Some(error))?;
+        queue.remove(position)
+    }
+
+    /// Whether an `error.execution` waits to be processed first (`errors: strict`).
+    fn execution_error_waits(&self) -> bool {
+        self.machine.strict_errors
+            && self
+                .instance
+                .internal_queue
+                .iter()
+                .any(|event| event.event_type == Some(self.machine.error_execution))
+    }
+
+    /// `select_transitions`; under `errors: strict`, a guard that failed voids the selection:
+    /// no transition is taken on a guess, and the error is processed next.
+    fn select_transitions_strictly(&mut self, eventless: bool) {
+        let queued = self.instance.internal_queue.len();
+        self.select_transitions(eventless);
+        // Guards raise nothing but their errors: a longer queue means one of them failed.
+        if self.machine.strict_errors && self.instance.internal_queue.len() > queued {
+            self.workspace().enabled.clear();
+        }
+    }
+
+    /// `errors: strict`: the current event, an `error.execution`, was handled by no transition.
+    /// The run ends at once, failed, with the error as its outcome.
+    #[cold]
+    fn fail_on_unhandled_error(&mut self) {
+        let Some(event) = self.event.get() else {
+            return;
+        };
+        let machine = self.machine;
+        let failure = Failure {
+            event: event.name.clone(),
+            message: error_message(event).unwrap_or_default(),
+            states: self
+                .instance
+                .configuration
+                .iter()
+                .filter(|state| machine.state(*state).is_atomic())
+                .map(|state| machine.state(state).id.clone())
+                .collect(),
+        };
+        let record = crate::pipeline::actions::LogRecord {
+            level: crate::base::model::action::LogLevel::Error,
+            message: format!(
+                "{} was not handled by any transition: {}; the run fails (exit code {}; \
+                 handle it with `on: {{ error.execution: ... }}`, or say `errors: scxml` to \
+                 discard it as SCXML does)",
+                failure.event,
+                failure.message,
+                crate::base::exit_code::UNHANDLED_ERROR
+            ),
+            tags: Arc::from([Arc::from("unhandled_error")]),
+            fields: vec![(Arc::from("event"), Value::String(failure.event.clone()))],
+            from: None,
+        };
+        self.host.log(record);
+        self.instance.running = false;
+        self.instance.outcome = Some(Outcome {
+            final_state: None,
+            exit_code: crate::base::exit_code::UNHANDLED_ERROR,
+            output: Value::Null,
+            failure: Some(Arc::new(failure)),
+        });
     }
 
     /// SCXML discards an event no transition takes; for an error that would hide why a run
@@ -472,21 +610,15 @@ impl<'e> Algorithm<'_, 'e> {
         let Some(event) = self.event.get() else {
             return;
         };
-        let detail = match &event.data {
-            Value::Map(entries) => entries
-                .get("message")
-                .map(|message| match message {
-                    Value::String(text) => format!(": {text}"),
-                    other => format!(": {}", other.to_json()),
-                })
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
+        let detail = error_message(event)
+            .map(|message| format!(": {message}"))
+            .unwrap_or_default();
         let record = crate::pipeline::actions::LogRecord {
             level: crate::base::model::action::LogLevel::Warn,
             message: format!("{} was not handled by any transition{detail}", event.name),
             tags: Arc::from([Arc::from("unhandled_error")]),
             fields: vec![(Arc::from("event"), Value::String(event.name.clone()))],
+            from: None,
         };
         self.host.log(record);
     }
@@ -858,9 +990,10 @@ impl<'e> Algorithm<'_, 'e> {
         if parent == StateId::ROOT {
             self.instance.running = false;
             self.instance.outcome = Some(Outcome {
-                final_state: state,
+                final_state: Some(state),
                 exit_code: node.exit_code,
                 output,
+                failure: None,
             });
             return;
         }
@@ -1079,6 +1212,17 @@ impl<'e> Algorithm<'_, 'e> {
         }
         let event = Event::execution_error(self.machine, &error);
         self.instance.internal_queue.push_back(event);
+    }
+}
+
+/// The `message` an error event carries, as text.
+fn error_message(event: &Event) -> Option<String> {
+    match &event.data {
+        Value::Map(entries) => entries.get("message").map(|message| match message {
+            Value::String(text) => text.to_string(),
+            other => other.to_json().to_string(),
+        }),
+        _ => None,
     }
 }
 

@@ -90,5 +90,6 @@ fn is_at(session: &Session<'_>, state: &str) -> bool {
     interpreter.is_active(state)
         || interpreter
             .outcome()
-            .is_some_and(|outcome| *interpreter.machine().state(outcome.final_state).id == *state)
+            .and_then(|outcome| outcome.state_name(interpreter.machine()))
+            .is_some_and(|final_state| **final_state == *state)
 }

@@ -23,19 +23,27 @@ struct ChildObserver {
 
 impl Observer for ChildObserver {
     fn log(&mut self, record: &LogRecord, _time: &str) {
-        self.parent.send(EffectMessage::Log(record.clone()));
+        let mut record = record.clone();
+        record.from = Some(below(&self.id, record.from.as_deref()));
+        self.parent.send(EffectMessage::Log(record));
     }
 
     fn directive(&mut self, directive: &Directive) {
         let mut directive = directive.clone();
-        directive.from = Some(match &directive.from {
-            Some(below) => Arc::from(format!("{}/{below}", self.id)),
-            None => self.id.clone(),
-        });
+        directive.from = Some(below(&self.id, directive.from.as_deref()));
         self.parent.send(EffectMessage::Directive(directive));
     }
 
     fn input_error(&mut self, _error: &InputLineError) {}
+}
+
+/// Where a line or directive of child `id` comes from, seen from its parent: `id` itself, or
+/// `id/below` when one of its own children sent it.
+fn below(id: &Arc<str>, from: Option<&str>) -> Arc<str> {
+    match from {
+        Some(below) => Arc::from(format!("{id}/{below}")),
+        None => id.clone(),
+    }
 }
 
 /// A child protocol's checkpoint: each of its steps goes to its parent, which records it with
@@ -66,7 +74,8 @@ fn invoke_outcome(
         report
             .outcome
             .as_ref()
-            .map(|outcome| request.machine.state(outcome.final_state).id.to_string())
+            .and_then(|outcome| outcome.state_name(&request.machine))
+            .map(|state| state.to_string())
     };
     let ended = |final_state: Option<String>, exit_code: i32, output: serde_json::Value| {
         ChildChange::Ended {
@@ -82,10 +91,9 @@ fn invoke_outcome(
         data.insert(Arc::from("message"), Value::string(message));
         if let Some(outcome) = report.and_then(|report| report.outcome.as_ref()) {
             data.insert(Arc::from("exit_code"), Value::Int(outcome.exit_code.into()));
-            data.insert(
-                Arc::from("state"),
-                Value::String(request.machine.state(outcome.final_state).id.clone()),
-            );
+            if let Some(state) = outcome.state_name(&request.machine) {
+                data.insert(Arc::from("state"), Value::String(state.clone()));
+            }
             data.insert(Arc::from("output"), outcome.output.clone());
         }
         Event::of_type(parent, request.failed, Origin::Outcome)
@@ -99,15 +107,19 @@ fn invoke_outcome(
                 ended(final_state(&report), 0, outcome.output.to_stored_json()),
             ),
             Some(outcome) => {
-                let state = &request.machine.state(outcome.final_state).id;
-                (
-                    failure(
-                        format!(
-                            "the child protocol ended in `{state}` with exit code {}",
-                            outcome.exit_code
-                        ),
-                        Some(&report),
+                let message = match (&outcome.failure, outcome.state_name(&request.machine)) {
+                    (Some(failure), _) => format!(
+                        "the child protocol failed with exit code {}: {} was not handled: {}",
+                        outcome.exit_code, failure.event, failure.message
                     ),
+                    (None, state) => format!(
+                        "the child protocol ended in `{}` with exit code {}",
+                        state.map_or("?", |state| &**state),
+                        outcome.exit_code
+                    ),
+                };
+                (
+                    failure(message, Some(&report)),
                     ended(
                         final_state(&report),
                         outcome.exit_code.into(),

@@ -163,6 +163,7 @@ pub fn step_fields(
         "event": &*event.name,
         "data": event.data.to_json(),
         "configuration": interpreter.active_leaves(),
+        "states": interpreter.active_states(),
     });
     if let Some(report) = outcome {
         fields["outcome"] = report.outcome.name().into();

@@ -166,8 +166,23 @@ impl DriverState {
 
     /// Unix milliseconds on this instance's clock (virtual under virtual time).
     pub(super) fn now_milliseconds(&self) -> u64 {
-        let elapsed = Instant::now().saturating_duration_since(self.started_at);
+        self.unix_milliseconds_at(Instant::now())
+    }
+
+    /// The Unix millisecond `instant` falls in on this instance's clock. A timer's deadline is
+    /// recorded this way, in one step from the clock's start: now's millisecond plus the
+    /// whole milliseconds left would drop up to one (each part rounded down), and show a
+    /// deadline due a millisecond before the instant it was given.
+    pub(super) fn unix_milliseconds_at(&self, instant: Instant) -> u64 {
+        let elapsed = instant.saturating_duration_since(self.started_at);
         self.started_unix_milliseconds + elapsed.as_millis() as u64
+    }
+
+    /// The instant of Unix millisecond `unix_milliseconds` on this instance's clock (its start,
+    /// if that is earlier): `unix_milliseconds_at` of it gives the millisecond back.
+    pub(super) fn instant_at(&self, unix_milliseconds: u64) -> Instant {
+        let after_start = unix_milliseconds.saturating_sub(self.started_unix_milliseconds);
+        self.started_at + std::time::Duration::from_millis(after_start)
     }
 
     /// The earliest pending timer.
@@ -318,6 +333,7 @@ impl DriverHost<'_> {
                 (Arc::from("capability"), Value::string(denied.capability)),
                 (Arc::from("subject"), Value::string(denied.subject.as_str())),
             ],
+            from: None,
         };
         self.log(record);
         let mut data = indexmap::IndexMap::new();
@@ -534,6 +550,7 @@ impl DriverHost<'_> {
             message: format!("refused `{name}` from {from}: {message}"),
             tags: Arc::from([Arc::from("event_refused")]),
             fields: Vec::new(),
+            from: None,
         });
         let refused = Event::refused_message(&self.machine, name, from, message);
         self.external_queue.push_back(refused);
@@ -545,8 +562,11 @@ impl Host for DriverHost<'_> {
         let time = self.now_text();
         if self.recording {
             let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
-            self.step_actions
-                .push(serde_json::json!({"log": record.message, "tags": tags}));
+            let mut action = serde_json::json!({"log": record.message, "tags": tags});
+            if let Some(from) = &record.from {
+                action["from"] = (**from).into();
+            }
+            self.step_actions.push(action);
         }
         self.observer.log(&record, &time);
     }
@@ -559,15 +579,19 @@ impl Host for DriverHost<'_> {
             self.external_queue.push_back(request.event);
             return;
         }
-        let deadline =
-            Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds);
+        // A deadline is armed at its own instant on this run's clock, so the timer is recorded
+        // due at exactly the millisecond it was given; a span counts from now.
+        let deadline = match request.deadline {
+            Some(unix_milliseconds) => self.state.instant_at(unix_milliseconds),
+            None => Instant::now() + std::time::Duration::from_millis(request.delay_milliseconds),
+        };
         self.add_timer(
             deadline,
             (
                 request.id,
                 request.event,
                 request.delay_milliseconds,
-                request.deadline,
+                request.deadline.is_some(),
             ),
         );
     }
@@ -863,6 +887,7 @@ impl DriverHost<'_> {
                 message: warning,
                 tags: Arc::from([Arc::from("sandbox_unenforced")]),
                 fields: Vec::new(),
+                from: None,
             });
         }
     }
@@ -884,6 +909,7 @@ impl DriverHost<'_> {
                 (Arc::from("id"), Value::string(id)),
                 (Arc::from("event"), Value::String(event.name.clone())),
             ],
+            from: None,
         });
     }
 
@@ -904,14 +930,21 @@ impl DriverHost<'_> {
         }
     }
 
-    /// The telemetry of an effect that ended without an outcome of its own.
+    /// The telemetry of an effect that ended without an outcome of its own; one with a retry
+    /// plan also says how many attempts it began, under its telemetry name, so `stats` counts
+    /// a call cancelled while it was being retried among the retried calls.
     fn ending(&self, effect: &super::running::RunningEffect, outcome: &str) -> serde_json::Value {
-        serde_json::json!({
+        let mut fields = serde_json::json!({
             "id": &*effect.request.id,
             "invocation": effect.invocation,
             "owner": &*self.machine.state(effect.request.owner).id,
             "outcome": outcome,
-        })
+        });
+        if let Some(progress) = &effect.progress {
+            fields["attempts"] = progress.attempt.into();
+            fields["telemetry"] = (*effect.request.plan.telemetry).into();
+        }
+        fields
     }
 
     pub(super) fn record_cancelled(
@@ -949,7 +982,9 @@ fn outcome_name(event: &Event) -> &'static str {
     }
 }
 
-/// The telemetry of an effect outcome: which action, how it ended, how long it took.
+/// The telemetry of an effect outcome: which action, how it ended, how long it took; a failure
+/// also says why (its message and the tail of its error output, masked), so `logs` and `status`
+/// can show it without the event's data.
 fn effect_summary(event: &Event) -> serde_json::Value {
     let field = |name: &str| {
         event
@@ -957,12 +992,24 @@ fn effect_summary(event: &Event) -> serde_json::Value {
             .get(name)
             .map_or(serde_json::Value::Null, Value::to_json)
     };
-    serde_json::json!({
+    let succeeded = event.name.starts_with("done.");
+    let mut summary = serde_json::json!({
         "id": field("id"),
         "event": &*event.name,
-        "succeeded": event.name.starts_with("done."),
+        "succeeded": succeeded,
         "timed_out": field("timed_out"),
         "exit_code": field("exit_code"),
         "duration_ms": field("duration_ms"),
-    })
+    });
+    if !succeeded {
+        summary["message"] = field("message");
+        let stderr = event.data.get("stderr").and_then(Value::as_str);
+        if let Some(tail) = stderr
+            .map(crate::base::text::masked_tail)
+            .filter(|tail| !tail.is_empty())
+        {
+            summary["stderr"] = tail.into();
+        }
+    }
+    summary
 }

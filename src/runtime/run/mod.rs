@@ -182,6 +182,14 @@ impl Interpreter {
             .collect()
     }
 
+    /// Every active state, compound and parallel ones with their descendants, in document
+    /// order: time spent in a compound state is time spent in one of its children.
+    pub fn active_states(&self) -> Vec<&str> {
+        self.configuration()
+            .map(|state| &*self.machine.state(state).id)
+            .collect()
+    }
+
     pub fn is_active(&self, id: &str) -> bool {
         self.machine
             .state_id(id)

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::Interpreter;
-use super::algorithm::{Instance, Outcome};
-use crate::base::snapshot::{SNAPSHOT_FORMAT, Snapshot, SnapshotOutcome};
+use super::algorithm::{Failure, Instance, Outcome};
+use crate::base::snapshot::{SNAPSHOT_FORMAT, Snapshot, SnapshotFailure, SnapshotOutcome};
 use crate::base::state_set::StateSet;
 use crate::base::value::Value;
 use crate::pipeline::compile::machine::{Machine, StateId, StateKind};
@@ -74,9 +74,18 @@ impl Interpreter {
                 .collect(),
             running: instance.running,
             outcome: instance.outcome.as_ref().map(|outcome| SnapshotOutcome {
-                final_state: machine.state(outcome.final_state).id.to_string(),
+                final_state: outcome.state_name(machine).map(|state| state.to_string()),
                 exit_code: outcome.exit_code,
                 output: outcome.output.to_stored_json(),
+                failure: outcome.failure.as_ref().map(|failure| SnapshotFailure {
+                    event: failure.event.to_string(),
+                    message: failure.message.clone(),
+                    states: failure
+                        .states
+                        .iter()
+                        .map(|state| state.to_string())
+                        .collect(),
+                }),
             }),
             timers: Vec::new(),
             effects: Vec::new(),
@@ -183,9 +192,23 @@ fn restore_instance(
     instance.running = snapshot.running;
     instance.outcome = match &snapshot.outcome {
         Some(outcome) => Some(Outcome {
-            final_state: state("outcome", &outcome.final_state)?,
+            final_state: match &outcome.final_state {
+                Some(final_state) => Some(state("outcome", final_state)?),
+                None => None,
+            },
             exit_code: outcome.exit_code,
             output: Value::from_stored_json(&outcome.output),
+            failure: outcome.failure.as_ref().map(|failure| {
+                Arc::new(Failure {
+                    event: Arc::from(failure.event.as_str()),
+                    message: failure.message.clone(),
+                    states: failure
+                        .states
+                        .iter()
+                        .map(|state| Arc::from(state.as_str()))
+                        .collect(),
+                })
+            }),
         }),
         None => None,
     };

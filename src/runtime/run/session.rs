@@ -117,7 +117,6 @@ impl<'a> Session<'a> {
             return Ok(());
         };
         let mut snapshot = self.interpreter.snapshot();
-        let now = Instant::now();
         let now_unix = self.host.now_milliseconds();
         snapshot.timers = self
             .host
@@ -128,8 +127,7 @@ impl<'a> Session<'a> {
                 |((deadline, _), (id, event, delay, absolute))| PendingTimer {
                     event: event.name.to_string(),
                     send_id: id.as_deref().map(String::from),
-                    deadline_unix_milliseconds: now_unix
-                        + deadline.saturating_duration_since(now).as_millis() as u64,
+                    deadline_unix_milliseconds: self.host.state.unix_milliseconds_at(*deadline),
                     delay_milliseconds: *delay,
                     // `after` timers are named `after.<state>.<index>`, a reserved prefix.
                     private: event.name.starts_with("after."),
@@ -208,13 +206,19 @@ impl<'a> Session<'a> {
         let now_unix = self.host.now_milliseconds();
         let machine = self.host.machine.clone();
         for timer in &resume.snapshot.timers {
-            let wait = match resume.timers {
-                _ if timer.absolute => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
-                TimerPolicy::Deadline => timer.deadline_unix_milliseconds.saturating_sub(now_unix),
-                TimerPolicy::Remaining => timer
-                    .deadline_unix_milliseconds
-                    .saturating_sub(resume.committed_unix_milliseconds),
-                TimerPolicy::Restart => timer.delay_milliseconds,
+            // A deadline keeps its own instant on this run's clock (a past one is due at once).
+            let after = |milliseconds| now + std::time::Duration::from_millis(milliseconds);
+            let due = match resume.timers {
+                _ if timer.absolute => self.host.state.instant_at(timer.deadline_unix_milliseconds),
+                TimerPolicy::Deadline => {
+                    self.host.state.instant_at(timer.deadline_unix_milliseconds)
+                }
+                TimerPolicy::Remaining => after(
+                    timer
+                        .deadline_unix_milliseconds
+                        .saturating_sub(resume.committed_unix_milliseconds),
+                ),
+                TimerPolicy::Restart => after(timer.delay_milliseconds),
             };
             // A delayed send's event is external, as when it was sent; a timer's is the engine's.
             let origin = if timer.private {
@@ -229,7 +233,7 @@ impl<'a> Session<'a> {
                 origin,
             );
             self.host.add_timer(
-                now + std::time::Duration::from_millis(wait),
+                due,
                 (
                     timer.send_id.as_deref().map(Arc::from),
                     event,
@@ -348,6 +352,7 @@ impl<'a> Session<'a> {
         let fields = serde_json::json!({
             "protocol": machine.id,
             "configuration": self.interpreter.active_leaves(),
+            "states": self.interpreter.active_states(),
             "step": resume.sequence,
             "children": resume.snapshot.children.iter().map(|child| &child.id).collect::<Vec<_>>(),
         });
@@ -391,6 +396,7 @@ impl<'a> Session<'a> {
         let start = serde_json::json!({
             "protocol": self.host.machine.id,
             "configuration": self.interpreter.active_leaves(),
+            "states": self.interpreter.active_states(),
         });
         self.host.observer.record(&time, "start", start);
         self.commit(None)
@@ -825,11 +831,18 @@ impl<'a> Session<'a> {
         let time = self.host.now_text();
         let machine = self.host.machine.clone();
         let outcome = self.interpreter.outcome().cloned();
-        let finish = serde_json::json!({
+        let mut finish = serde_json::json!({
             "configuration": self.interpreter.active_leaves(),
-            "state": outcome.as_ref().map(|outcome| machine.state(outcome.final_state).id.to_string()),
+            "states": self.interpreter.active_states(),
+            "state": outcome.as_ref().and_then(|outcome| outcome.state_name(&machine)).map(|state| state.to_string()),
             "exit_code": outcome.as_ref().map(|outcome| outcome.exit_code),
         });
+        if let Some(failure) = outcome
+            .as_ref()
+            .and_then(|outcome| outcome.failure.as_ref())
+        {
+            finish["error"] = failure.to_json();
+        }
         self.host.observer.record(&time, "finish", finish);
         RunReport {
             stopped_by_signal: false,

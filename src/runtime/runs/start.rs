@@ -282,6 +282,7 @@ fn resolve_grants(
         message,
         tags: Arc::from([Arc::from(tag)]),
         fields: Vec::new(),
+        from: None,
     };
     let mut records = Vec::new();
     if loaded.protocol.permissions.is_none() && !operator.is_strict() {

@@ -784,6 +784,8 @@ impl<'a, 'input> Converter<'a, 'input> {
         if !context.is_empty() {
             protocol.insert("context".into(), Value::Object(context));
         }
+        // SCXML documents rely on W3C's order of errors and its leniency, not on ours.
+        protocol.insert("errors".into(), Value::String("scxml".into()));
         if let Some(targets) = self.initial_attribute(root) {
             protocol.insert("initial".into(), targets);
         }

@@ -208,7 +208,10 @@ impl Run {
     fn outcome(&self) -> (String, serde_json::Value) {
         let outcome = self.interpreter.outcome().expect("the run has ended");
         (
-            self.machine.state(outcome.final_state).id.to_string(),
+            outcome
+                .state_name(&self.machine)
+                .expect("a final state")
+                .to_string(),
             outcome.output.to_json(),
         )
     }
@@ -383,6 +386,7 @@ id: small
 context:
   n: 1
   label: "on"
+errors: scxml
 initial: b
 states:
   a:

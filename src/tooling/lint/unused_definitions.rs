@@ -2,7 +2,6 @@
 
 use super::{Lint, Rule, Usage};
 use crate::base::model;
-use crate::effects::capabilities::Capabilities;
 use crate::pipeline::compile::definitions::{Definitions, Origin};
 use crate::pipeline::load::Loaded;
 use crate::pipeline::load::source::Part;
@@ -20,7 +19,7 @@ impl Usage {
         for retrier in protocol.retry_policies.values().flatten() {
             self.retrier(retrier);
         }
-        let definitions = Definitions::gather(loaded, &Capabilities::unrestricted());
+        let definitions = Definitions::gather(loaded);
         let mut imported = Usage::default();
         for definition in definitions.blocks.values() {
             if definition.origin != Origin::Protocol {

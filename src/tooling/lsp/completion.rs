@@ -5,11 +5,12 @@ use lsp_types::{
     CompletionItem, CompletionItemKind, CompletionTextEdit, Documentation, Range, TextEdit,
 };
 
-use super::cursor::{Slot, cursor_at};
+use super::cursor::{Slot, cursor_at, transition_event};
 use super::functions::FUNCTIONS;
 use super::outline::{Named, Outline};
 use super::positions::position_of;
 use super::scenario;
+use super::schemas::Property;
 
 /// The most items one answer holds: a protocol may name thousands of states and events.
 pub const MAX_COMPLETION_ITEMS: usize = 500;
@@ -48,6 +49,21 @@ pub fn complete(text: &str, offset: usize, outline: &Outline) -> Vec<CompletionI
             .collect(),
         Slot::Block => named(&outline.blocks, CompletionItemKind::MODULE),
         Slot::Policy => named(&outline.policies, CompletionItemKind::CONSTANT),
+        // `event.data.`: the fields of the transition's declared events.
+        Slot::Expression if reads_event_data(&text[..cursor.word_start]) => {
+            data_fields(text, cursor.offset, outline)
+                .into_iter()
+                .map(|field| {
+                    let mut completion = item(
+                        &field.name,
+                        CompletionItemKind::FIELD,
+                        field.description.clone(),
+                    );
+                    completion.detail = Some(field.summary.clone());
+                    completion
+                })
+                .collect()
+        }
         Slot::Expression => {
             let mut items = named(&outline.inputs, CompletionItemKind::VARIABLE);
             items.extend(named(&outline.context, CompletionItemKind::FIELD));
@@ -72,6 +88,42 @@ pub fn complete(text: &str, offset: usize, outline: &Outline) -> Vec<CompletionI
     items.retain(|item| item.label.starts_with(typed));
     items.truncate(MAX_COMPLETION_ITEMS);
     items
+}
+
+/// Where completion offers a declared event's fields.
+const EVENT_DATA: &str = "event.data.";
+
+/// Whether `before` ends in `event.data.` (not some other name's, `myevent.data.`).
+fn reads_event_data(before: &str) -> bool {
+    before.strip_suffix(EVENT_DATA).is_some_and(|rest| {
+        !rest
+            .chars()
+            .next_back()
+            .is_some_and(|character| character.is_alphanumeric() || "_.".contains(character))
+    })
+}
+
+/// The fields of the declared events the transition at `offset` is on (each of them, when its
+/// `on:` key names several); none outside a transition, or for an event not declared.
+fn data_fields<'a>(text: &str, offset: usize, outline: &'a Outline) -> Vec<&'a Property> {
+    let Some(key) = transition_event(text, offset) else {
+        return Vec::new();
+    };
+    let mut fields: Vec<&Property> = Vec::new();
+    for event in key.split_whitespace() {
+        for field in outline
+            .event_outline
+            .data_fields
+            .get(event)
+            .into_iter()
+            .flatten()
+        {
+            if !fields.iter().any(|known| known.name == field.name) {
+                fields.push(field);
+            }
+        }
+    }
+    fields
 }
 
 /// The items for the cursor at byte `offset` of a scenario buffer, from the outline of the

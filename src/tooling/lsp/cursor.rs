@@ -171,6 +171,109 @@ pub(super) fn parent_key(text: &str, line_start: usize, column: usize) -> Option
     None
 }
 
+/// The `on:` key of the transition the cursor at byte `offset` is in (`approve` in
+/// `on: { approve: { guard: "event.data.` or on the lines below `approve:`); `None` outside
+/// a transition on an event (entry actions, `always`).
+pub fn transition_event(text: &str, offset: usize) -> Option<String> {
+    let keys = enclosing_keys(text, offset);
+    let on = keys.iter().rposition(|key| key == "on")?;
+    keys.get(on + 1).cloned()
+}
+
+/// The keys whose values hold the cursor, outermost first: those of the lines above it, each
+/// indented less than the one below, then those open on its own line (flow mappings
+/// included).
+fn enclosing_keys(text: &str, offset: usize) -> Vec<String> {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let line_start = text[..offset].rfind('\n').map_or(0, |newline| newline + 1);
+    let before = &text[line_start..offset];
+    let mut column = indentation(before);
+    let mut above = Vec::new();
+    for line in text[..line_start].lines().rev() {
+        if column == 0 {
+            break;
+        }
+        let content = line.trim_start_matches([' ', '-']);
+        if content.is_empty() || content.starts_with('#') || indentation(line) >= column {
+            continue;
+        }
+        column = indentation(line);
+        if let Some(key) = line_keys(line).into_iter().next() {
+            above.push(key);
+        }
+    }
+    above.reverse();
+    above.extend(line_keys(before));
+    above
+}
+
+/// The keys open at the end of `line`: its block key, then the key of each flow mapping or
+/// list still open (`a: { b: [{ c: "x` gives `a`, `b`, `c`). Quoted text is skipped.
+fn line_keys(line: &str) -> Vec<String> {
+    // One entry per nesting level: the key whose value is being written there.
+    let mut levels: Vec<Option<String>> = vec![None];
+    let mut entry_start = 0;
+    let mut quote: Option<char> = None;
+    let mut previous = ' ';
+    let characters: Vec<(usize, char)> = line.char_indices().collect();
+    for (position, &(index, character)) in characters.iter().enumerate() {
+        let next = characters.get(position + 1).map(|(_, next)| *next);
+        if let Some(open) = quote {
+            let escaped = open == '"' && previous == '\\';
+            if character == open && !escaped {
+                quote = None;
+            }
+            previous = character;
+            continue;
+        }
+        match character {
+            // A quote opens a scalar only where one starts (`'` inside `In('x')` does not).
+            '"' | '\''
+                if line[entry_start..index]
+                    .trim()
+                    .trim_start_matches('-')
+                    .trim()
+                    .is_empty() =>
+            {
+                quote = Some(character);
+            }
+            '{' | '[' => {
+                levels.push(None);
+                entry_start = index + 1;
+            }
+            '}' | ']' => {
+                if levels.len() > 1 {
+                    levels.pop();
+                }
+                entry_start = index + 1;
+            }
+            ',' => {
+                if let Some(level) = levels.last_mut() {
+                    *level = None;
+                }
+                entry_start = index + 1;
+            }
+            ':' if next.is_none_or(char::is_whitespace) => {
+                let key = line[entry_start..index]
+                    .trim()
+                    .trim_start_matches(['-', ' '])
+                    .trim_matches(['"', '\'']);
+                if let Some(level) = levels.last_mut() {
+                    *level = Some(key.to_string());
+                }
+                entry_start = index + 1;
+            }
+            '#' if previous.is_whitespace() => break,
+            _ => {}
+        }
+        previous = character;
+    }
+    levels.into_iter().flatten().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +305,21 @@ mod tests {
         assert_eq!(slot("    on: { go: { target: do"), Slot::State);
         let text = "      do";
         assert_eq!(cursor_at(text, text.len()).word_start, 6);
+    }
+
+    #[test]
+    fn finds_the_event_of_the_transition_around_the_cursor() {
+        let event = |text: &str| transition_event(text, text.len());
+        let flow = "states:\n  a:\n    on: { approve: { target: b, guard: \"event.data.";
+        assert_eq!(event(flow).as_deref(), Some("approve"));
+        let block = "states:\n  a:\n    on:\n      \"approve cancel\":\n        - guard: x\n          \
+                     actions:\n            - assign: { note: \"'a: b' + event.data.";
+        assert_eq!(event(block).as_deref(), Some("approve cancel"));
+        let list = "    on:\n      approve:\n        actions: [{ log: \"${event.data.";
+        assert_eq!(event(list).as_deref(), Some("approve"));
+        // Entry actions are on no event, even below a state whose `on:` is written first.
+        let entry = "  a:\n    on: { go: b }\n    entry:\n      - log: \"${event.data.";
+        assert_eq!(event(entry), None);
+        assert_eq!(event("    always: { guard: \"event.data."), None);
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::outline::{Named, key_offset};
+use super::schemas::{Property, properties};
 use crate::pipeline::load::yaml::{Positions, escape_pointer_token};
 
 /// The action kinds that start an effect, and so report `done.exec.<id>` (a map,
@@ -48,6 +49,8 @@ pub struct EventOutline {
     pub maps: BTreeSet<String>,
     /// `events:` entries; the documentation is the schema's description and properties.
     pub declared: Vec<Named>,
+    /// The properties each declared event's data schema lists, by event name.
+    pub data_fields: BTreeMap<String, Vec<Property>>,
     /// Every `on:` key's event names.
     pub handled: BTreeSet<String>,
     /// Raised or sent events: where (`raise` or `send` in state `x`).
@@ -60,6 +63,7 @@ impl EventOutline {
         let mut outline = EventOutline::default();
         if let Some(events) = top.get("events").and_then(Value::as_object) {
             for (name, schema) in events {
+                let fields = properties(schema);
                 outline.declared.push(Named {
                     name: name.clone(),
                     file: file.to_path_buf(),
@@ -67,8 +71,9 @@ impl EventOutline {
                         positions,
                         &format!("/events/{}", escape_pointer_token(name)),
                     ),
-                    documentation: declared_documentation(name, schema),
+                    documentation: declared_documentation(name, schema, &fields),
                 });
+                outline.data_fields.insert(name.clone(), fields);
             }
         }
         let mut walker = Walker {
@@ -264,30 +269,18 @@ impl Walker<'_> {
     }
 }
 
-/// A declared event's hover: its description and the properties its data has.
-fn declared_documentation(name: &str, schema: &Value) -> String {
+/// A declared event's hover: its description and the properties its data has, each with its
+/// type and the values its `enum` allows.
+fn declared_documentation(name: &str, schema: &Value, fields: &[Property]) -> String {
     let mut text = format!("declared event `{name}`");
     if let Some(description) = schema.get("description").and_then(Value::as_str) {
         text.push_str(&format!("\n\n{description}"));
     }
-    let required: BTreeSet<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+    if !fields.is_empty() {
         text.push_str("\n\ndata:");
-        for (property, rule) in properties {
-            let kind = rule.get("type").and_then(Value::as_str).unwrap_or("any");
-            let needed = if required.contains(property.as_str()) {
-                ", required"
-            } else {
-                ""
-            };
-            text.push_str(&format!("\n- `{property}`: {kind}{needed}"));
-            if let Some(description) = rule.get("description").and_then(Value::as_str) {
+        for field in fields {
+            text.push_str(&format!("\n- `{}`: {}", field.name, field.summary));
+            if let Some(description) = &field.description {
                 text.push_str(&format!(" — {description}"));
             }
         }

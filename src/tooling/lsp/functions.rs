@@ -68,6 +68,11 @@ pub const FUNCTIONS: &[Function] = &[
         "The environment variable's value, or `null`.",
     ),
     function(
+        "merge",
+        "merge(a: map | null, b: map | null) -> map",
+        "`a` with `b`'s keys set over it (one level deep): `merge(verdicts, {r.path: r.verdict})`.",
+    ),
+    function(
         "size",
         "size(value: string | list | map) -> int",
         "The length of a string, list or map.",

@@ -1,5 +1,5 @@
-//! Hover: what the word under the cursor names: a state, an input or context variable, a
-//! function, a block, a retry policy, or an event handled under `on:`.
+//! Hover: what the word under the cursor names: a state, an input or context variable (with
+//! its type), a function, a block, a retry policy, or an event (a declared one's data).
 
 use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind};
 
@@ -36,7 +36,9 @@ pub fn hover(text: &str, offset: usize, outline: &Outline) -> Option<Hover> {
             .or_else(|| found(&outline.context))
             .or_else(function)
             .or_else(|| found(&outline.blocks))
-            .or_else(|| found(&outline.policies)),
+            .or_else(|| found(&outline.policies))
+            // A declared event named elsewhere: its `events:` key, a `send:` or `raise:`.
+            .or_else(|| found(&outline.event_outline.declared)),
     }?;
     Some(Hover {
         contents: HoverContents::Markup(MarkupContent {

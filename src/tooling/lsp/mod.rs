@@ -12,6 +12,7 @@ mod hover;
 pub mod outline;
 pub mod positions;
 mod scenario;
+mod schemas;
 pub mod transport;
 
 use std::io::{BufRead, Write};
@@ -306,7 +307,9 @@ mod tests {
     #[test]
     fn half_typed_documents_never_break_the_handlers() {
         let text = "id: demo\ninputs: { n: { type: integer, default: 1 } }\ncontext: { é: 0 }\n\
-                    states:\n  a:\n    on:\n      go: { target: b, guard: \"In('b') && n > ${é}\" }\n      \
+                    types: { é: { enum: [0, 1] } }\nevents: { go: { properties: { é: {} } } }\n\
+                    states:\n  a:\n    on:\n      go: { target: b, guard: \"In('b') && n > ${é} \
+                    && event.data.é\" }\n      \
                     stop: b\n    entry: [{ use: x }, { exec: [true], id: run, retry: [p] }]\n  \
                     b: { type: final }\n";
         let file = std::path::Path::new("/nonexistent/demo.yaml");

@@ -53,12 +53,21 @@ impl Outline {
                 documentation: input_documentation(name, value),
             });
         }
+        let types = top.get("types").and_then(Value::as_object);
         for (name, value) in mapping(top, "context") {
+            let typed = types
+                .and_then(|types| types.get(name))
+                .map_or(String::new(), |schema| {
+                    format!(": {} (from `types:`)", super::schemas::describe(schema))
+                });
             outline.context.push(Named {
                 name: name.clone(),
                 file: file.to_path_buf(),
                 offset: at(&format!("/context/{}", escape_pointer_token(name))),
-                documentation: format!("context `{name}`, initially {}", serde_yaml_like(value)),
+                documentation: format!(
+                    "context `{name}`{typed}, initially {}",
+                    serde_yaml_like(value)
+                ),
             });
         }
         outline

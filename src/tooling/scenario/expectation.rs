@@ -52,10 +52,12 @@ pub fn check(expect: &Expectation, interpreter: &Interpreter, since: SinceLast) 
     if let Some(expected) = &expect.configuration {
         let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
         // A finished run is in its final state (the configuration itself is empty by then).
+        // A failed one is where it failed.
         let actual: BTreeSet<&str> = match interpreter.outcome() {
-            Some(outcome) => {
-                BTreeSet::from([&*interpreter.machine().state(outcome.final_state).id])
-            }
+            Some(outcome) => match (&outcome.failure, outcome.state_name(interpreter.machine())) {
+                (Some(failure), _) => failure.states.iter().map(|state| &**state).collect(),
+                (None, state) => state.map(|state| &**state).into_iter().collect(),
+            },
             None => interpreter.active_leaves().into_iter().collect(),
         };
         if expected != actual {
@@ -267,7 +269,22 @@ fn check_finished(
         ));
         return;
     };
-    let state = &*interpreter.machine().state(outcome.final_state).id;
+    let state = match (&outcome.failure, outcome.state_name(interpreter.machine())) {
+        (Some(failure), _) => format!("failed by {}: {}", failure.event, failure.message),
+        (None, state) => state.map_or_else(String::new, |state| state.to_string()),
+    };
+    if let Some(expected) = &finished.error {
+        match &outcome.failure {
+            Some(failure) if failure.message.contains(expected.as_str()) => {}
+            Some(failure) => problems.push(format!(
+                "finished: expected an error saying `{expected}`, seen `{}`",
+                failure.message
+            )),
+            None => problems.push(format!(
+                "finished: expected an error saying `{expected}`, but the run ended in `{state}`"
+            )),
+        }
+    }
     if let Some(code) = finished.exit_code
         && code != outcome.exit_code
     {

@@ -276,7 +276,7 @@ fn scenario(machine: &Machine, found: &Found) -> Scenario {
             context,
             finished: Some(Finished {
                 exit_code: Some(*exit_code),
-                state: Some(state.clone()),
+                state: state.clone(),
                 ..Finished::default()
             }),
             ..Expectation::default()

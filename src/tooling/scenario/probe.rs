@@ -31,8 +31,9 @@ pub struct Probe {
     /// Every state entered on the way, for the reasons of the unreached.
     pub entered: Vec<String>,
     pub context: serde_json::Value,
-    /// The final state and exit code, when the run finished.
-    pub finished: Option<(String, u8)>,
+    /// The final state (none when an unhandled error failed the run) and exit code, when the
+    /// run finished.
+    pub finished: Option<(Option<String>, u8)>,
     /// Milliseconds until the next pending timer after the last step.
     pub next_timer: Option<u64>,
     /// Milliseconds until each pending timer, earliest first: two runs in the same
@@ -269,12 +270,8 @@ pub fn probe(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> 
             .collect();
         result.context = interpreter.context_json();
         result.finished = interpreter.outcome().map(|outcome| {
-            let state = interpreter
-                .machine()
-                .state(outcome.final_state)
-                .id
-                .to_string();
-            (state, outcome.exit_code)
+            let state = outcome.state_name(interpreter.machine());
+            (state.map(|state| state.to_string()), outcome.exit_code)
         });
         let now = tokio::time::Instant::now();
         let left = |deadline: tokio::time::Instant| {

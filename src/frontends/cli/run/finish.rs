@@ -36,14 +36,16 @@ impl Ended<'_> {
         {
             Some(outcome) => {
                 advance(lifecycle, LifecycleEvent::Finished)?;
-                let state = &machine.state(outcome.final_state).id;
                 // The commit that left no effect running finished the run in the store.
                 let mut finished = serde_json::json!({"finished": {
-                    "state": &**state,
+                    "state": outcome.state_name(machine).map(|state| &**state),
                     "exit_code": outcome.exit_code,
                     "output": outcome.output.to_json(),
                     "effects": &report.effects,
                 }});
+                if let Some(failure) = &outcome.failure {
+                    finished["finished"]["error"] = failure.to_json();
+                }
                 // Deferred events the end of the run discarded, each said once more here.
                 if !report.discarded.is_empty() {
                     finished["finished"]["discarded"] = report.discarded.clone().into();

@@ -247,6 +247,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             run_id: run_id.clone(),
         },
         telemetry,
+        entered: Vec::new(),
     };
     let started = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
     for record in &grants {

@@ -8,9 +8,20 @@ use crate::runtime::telemetry::RunLog;
 pub(super) struct RunObserver {
     pub(super) printer: TracingObserver,
     pub(super) telemetry: Option<RunLog>,
+    /// The states entered since the last step, start or finish entry, which says them
+    /// (`entered`): every entry, a compound state's, an initial child's and a re-entry's
+    /// included, which a transition's targets do not tell.
+    pub(super) entered: Vec<String>,
 }
 
 impl RunObserver {
+    /// Writes `fields` of a `start`, `step`, `resume` or `finish` entry with the states entered
+    /// since the last one.
+    fn write_step(&mut self, time: &str, kind: &str, mut fields: serde_json::Value) {
+        fields["entered"] = std::mem::take(&mut self.entered).into();
+        self.write(time, kind, fields);
+    }
+
     fn write(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
         if let Some(log) = &mut self.telemetry
             && let Err(error) = log.record(time, kind, fields)
@@ -34,7 +45,11 @@ impl Observer for RunObserver {
             .collect();
         let tags: Vec<&str> = record.tags.iter().map(|tag| &**tag).collect();
         let level = format!("{:?}", record.level).to_lowercase();
-        self.write(time, "log", serde_json::json!({"level": level, "message": record.message, "tags": tags, "fields": fields}));
+        let mut entry = serde_json::json!({"level": level, "message": record.message, "tags": tags, "fields": fields});
+        if let Some(from) = &record.from {
+            entry["from"] = (**from).into();
+        }
+        self.write(time, "log", entry);
     }
 
     fn directive(&mut self, directive: &crate::pipeline::actions::Directive) {
@@ -75,7 +90,13 @@ impl Observer for RunObserver {
         }
         let fields = crate::runtime::run::driver::step_fields(event, interpreter, outcome);
         let time = crate::base::clock::format_rfc3339(unix_milliseconds);
-        self.write(&time, "step", fields);
+        self.write_step(&time, "step", fields);
+    }
+
+    fn state_entered(&mut self, state: &str) {
+        if self.telemetry.is_some() {
+            self.entered.push(state.to_string());
+        }
     }
 
     fn awaited(
@@ -107,7 +128,10 @@ impl Observer for RunObserver {
     }
 
     fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
-        self.write(time, kind, fields);
+        match kind {
+            "start" | "resume" | "finish" => self.write_step(time, kind, fields),
+            _ => self.write(time, kind, fields),
+        }
     }
 }
 

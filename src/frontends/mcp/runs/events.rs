@@ -36,7 +36,8 @@ impl Host {
         if let Some(data) = data {
             line["data"] = data;
         }
-        self.submit(run, &line.to_string(), reply).await;
+        let call = format!("MCP call send_event to run `{run}`");
+        self.submit(run, &line.to_string(), &call, reply).await;
     }
     /// Hands the run's fleet an `await` line, answered once the wait ends (the fleet holds the
     /// run's other input meanwhile, as `serve` does).
@@ -58,13 +59,16 @@ impl Host {
         if let Some(timeout) = timeout {
             line["timeout"] = timeout;
         }
-        self.submit(run, &line.to_string(), reply).await;
+        let call = format!("MCP call wait_for_state on run `{run}`");
+        self.submit(run, &line.to_string(), &call, reply).await;
     }
-    /// Hands `line` to the run's fleet; `reply` is answered once its output is committed.
+    /// Hands `line` to the run's fleet, sent by the tool call `call`; `reply` is answered once
+    /// its output is committed.
     pub(in crate::frontends::mcp) async fn submit(
         &mut self,
         run: &str,
         line: &str,
+        call: &str,
         reply: oneshot::Sender<Result<Value, String>>,
     ) {
         let Some(live) = self.runs.get(run) else {
@@ -83,6 +87,7 @@ impl Host {
             client,
             Waiting {
                 run: run.to_string(),
+                call: call.to_string(),
                 reply,
                 problems: Vec::new(),
                 outcome: None,

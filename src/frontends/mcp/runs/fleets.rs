@@ -29,6 +29,7 @@ impl Host {
         let notices = self.settings.notices.clone();
         let notice_run = run_id.clone();
         let problem_waiters = self.waiters.clone();
+        let naming_waiters = self.waiters.clone();
         let outcome_waiters = self.waiters.clone();
         let await_waiters = self.waiters.clone();
         let outcome_machine = machine.clone();
@@ -54,6 +55,13 @@ impl Host {
             .with_logs(move |line| log_view.borrow_mut().logs.keep(line))
             // One run per fleet: whatever instance the step was of, it is this run.
             .with_pending(move |_, pending| pending_view.borrow_mut().pending = pending)
+            // A line is a tool call's: warnings name the call, not an input line.
+            .with_line_names(move |origin| {
+                naming_waiters
+                    .borrow()
+                    .get(&origin.client)
+                    .map(|waiting| waiting.call.clone())
+            })
             .with_problem_replies(move |origin, message| {
                 if let Some(waiting) = problem_waiters.borrow_mut().get_mut(&origin.client) {
                     waiting.problems.push(message.to_string());

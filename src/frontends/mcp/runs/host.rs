@@ -34,6 +34,9 @@ pub(in crate::frontends::mcp) struct LiveRun {
 pub(in crate::frontends::mcp) struct Waiting {
     /// The run the line went to.
     pub(in crate::frontends::mcp) run: String,
+    /// The tool call that sent the line, as warnings about it name it (`MCP call send_event
+    /// to run `r``): it came from no input line.
+    pub(in crate::frontends::mcp) call: String,
     pub(in crate::frontends::mcp) reply: oneshot::Sender<Result<Value, String>>,
     pub(in crate::frontends::mcp) problems: Vec<String>,
     /// What became of the event the line sent, once the fleet said.

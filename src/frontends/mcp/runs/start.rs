@@ -65,7 +65,8 @@ impl Host {
         fleet.set_pinned_inputs(pinned);
         self.keep_live(&run_id, machine, fleet, view);
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
-        self.submit(&run_id, &line, reply).await;
+        let call = format!("MCP call {protocol} starting run `{run_id}`");
+        self.submit(&run_id, &line, &call, reply).await;
     }
 }
 

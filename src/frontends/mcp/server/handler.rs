@@ -2,9 +2,9 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ServerConfig, UpdateTaskParams,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -18,10 +18,17 @@ use super::ProtocolServer;
 
 impl ServerHandler for ProtocolServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(crate::frontends::mcp::notices::capabilities()).with_instructions(
-            "Each protocol tool starts a run and returns its id, states, directives and the \
-             events it can take now; drive it with send_event and watch it with get_run.",
-        )
+        // rmcp names itself by default (`Implementation::from_build_env` is built in rmcp's
+        // crate): a client must see this program, and its version.
+        ServerConfig::new(crate::frontends::mcp::notices::capabilities())
+            .with_server_info(Implementation::new(
+                env!("CARGO_PKG_NAME"),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Each protocol tool starts a run and returns its id, states, directives and the \
+                 events it can take now; drive it with send_event and watch it with get_run.",
+            )
     }
 
     /// From now on, every directive a run emits reaches the client as a log message whose

@@ -122,9 +122,9 @@ impl Fleet {
 
 /// The instance in `slot` finished in `state`, before the fleet forgets it: the wait on it, if
 /// any, ends `Reached` when it finished in the awaited state, else `Ended`.
-pub(super) fn note_finished(awaiting: Option<&mut Awaiting>, slot: usize, state: &str) {
+pub(super) fn note_finished(awaiting: Option<&mut Awaiting>, slot: usize, state: Option<&str>) {
     if let Some(awaiting) = awaiting.filter(|awaiting| awaiting.slot == slot) {
-        awaiting.end = Some(if awaiting.state == state {
+        awaiting.end = Some(if state == Some(awaiting.state.as_str()) {
             AwaitEnd::Reached
         } else {
             AwaitEnd::Ended

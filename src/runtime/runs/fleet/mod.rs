@@ -118,6 +118,9 @@ pub struct Fleet {
     answer: Option<Box<dyn FnMut(u64)>>,
     /// Clients whose lines were handled since the last commit.
     handled_clients: Vec<u64>,
+    /// Names the line a client sent, for the warnings about it (`mcp` names the tool call);
+    /// `input line N` when it has no name.
+    line_names: Option<LineNames>,
     /// Instances dropped because the store refused their writes (a full disk).
     store_failures: usize,
     /// Takes each log line (masked) besides stderr.
@@ -152,6 +155,9 @@ pub type LogSink = Box<dyn FnMut(&serde_json::Value)>;
 /// Answers a bad line to its socket client: where it came from, and the problem.
 pub type ProblemReply = Box<dyn FnMut(LineOrigin, &str)>;
 
+/// What a front end calls the line a client sent (`MCP call send_event to run `r``).
+pub type LineNames = Box<dyn Fn(LineOrigin) -> Option<String>>;
+
 /// Tells a line's client what became of its event: taken, deferred, discarded or refused.
 pub type OutcomeReply = Box<dyn FnMut(LineOrigin, &EventReport)>;
 
@@ -183,6 +189,7 @@ impl Fleet {
             limits: crate::runtime::run::algorithm::Limits::default(),
             pinned: crate::runtime::runs::grants::PinnedInputs::default(),
             line_origin: None,
+            line_names: None,
             problem_reply: None,
             outcome_reply: None,
             await_reply: None,
@@ -251,6 +258,32 @@ impl Fleet {
     pub fn with_await_replies(mut self, reply: impl FnMut(LineOrigin, &str) + 'static) -> Fleet {
         self.await_reply = Some(Box::new(reply));
         self
+    }
+
+    /// Names each client's line in the warnings about it, instead of its input line number.
+    pub fn with_line_names(
+        mut self,
+        names: impl Fn(LineOrigin) -> Option<String> + 'static,
+    ) -> Fleet {
+        self.line_names = Some(Box::new(names));
+        self
+    }
+
+    /// Warns on stderr that the line being handled was not taken, and why, naming it as its
+    /// sender knows it: `input line N`, or what the front end that sent it calls it.
+    fn warn_line_skipped(&self, why: &str) {
+        let why = crate::base::secrets::mask(why);
+        match self
+            .line_origin
+            .zip(self.line_names.as_ref())
+            .and_then(|(origin, names)| names(origin))
+        {
+            Some(name) => eprintln!("warning: {name}: {why}; not taken"),
+            None => eprintln!(
+                "warning: input line {}: {why}; line skipped",
+                self.line_number
+            ),
+        }
     }
 
     pub fn with_problem_replies(mut self, reply: impl FnMut(LineOrigin, &str) + 'static) -> Fleet {
@@ -532,11 +565,7 @@ impl Fleet {
     }
 
     fn line_problem(&mut self, message: &str) {
-        eprintln!(
-            "warning: input line {}: {}; line skipped",
-            self.line_number,
-            crate::base::secrets::mask(message)
-        );
+        self.warn_line_skipped(message);
         if let (Some(origin), Some(reply)) = (self.line_origin, &mut self.problem_reply) {
             reply(origin, message);
         }
@@ -617,14 +646,12 @@ impl Fleet {
             object.extend(fields);
         }
         write_line(&mut self.output, &crate::base::secrets::mask_json(&line));
-        match (self.line_origin, &mut self.outcome_reply) {
-            (Some(origin), Some(reply)) => {
-                eprintln!(
-                    "warning: input line {}: {}; line skipped",
-                    self.line_number,
-                    crate::base::secrets::mask(refusal)
-                );
-                reply(origin, &report);
+        match (self.line_origin, self.outcome_reply.is_some()) {
+            (Some(origin), true) => {
+                self.warn_line_skipped(refusal);
+                if let Some(reply) = &mut self.outcome_reply {
+                    reply(origin, &report);
+                }
             }
             _ => self.line_problem(refusal),
         }
@@ -791,8 +818,10 @@ impl Fleet {
             if member.state.has_running() {
                 return;
             }
-            let state = self.machine.state(outcome.final_state).id.to_string();
-            awaiting::note_finished(self.awaiting.as_mut(), slot, &state);
+            let state = outcome
+                .state_name(&self.machine)
+                .map(|state| state.to_string());
+            awaiting::note_finished(self.awaiting.as_mut(), slot, state.as_deref());
             let mut finished = serde_json::json!({
                 "instance": &*member.name,
                 "finished": {
@@ -802,6 +831,9 @@ impl Fleet {
                     "effects": member.state.effects_after_finish(),
                 },
             });
+            if let Some(failure) = &outcome.failure {
+                finished["finished"]["error"] = failure.to_json();
+            }
             // Deferred events the end of the run discarded, each said once more here.
             let discarded = member.state.discarded_at_finish();
             if !discarded.is_empty() {
@@ -1064,7 +1096,7 @@ impl Observer for MemberObserver<'_> {
             .iter()
             .map(|(name, value)| (name.to_string(), value.to_json()))
             .collect();
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "instance": self.name,
             "time": time,
             "level": format!("{:?}", record.level).to_lowercase(),
@@ -1072,6 +1104,9 @@ impl Observer for MemberObserver<'_> {
             "tags": tags,
             "fields": fields,
         });
+        if let Some(from) = &record.from {
+            line["from"] = (**from).into();
+        }
         let masked = crate::base::secrets::mask_json(&line);
         eprintln!("{masked}");
         if let Some(sink) = self.log_sink.as_mut() {

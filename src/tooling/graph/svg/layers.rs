@@ -1,5 +1,8 @@
 //! Layered (Sugiyama-style) placement of sibling boxes: ranks, barycenter ordering, coordinates.
 
+/// A point in SVG user units.
+pub(super) type Point = (f64, f64);
+
 /// Width and height of a box, in SVG user units.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Size {
@@ -7,7 +10,24 @@ pub(super) struct Size {
     pub height: f64,
 }
 
-/// An edge between two sibling boxes, with the size of its label if it has one.
+/// Where a box must go: anywhere (a state, the initial marker), or in a rank of its own above
+/// or below all others (the point where a line leaves or enters the container).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Pin {
+    #[default]
+    Free,
+    Top,
+    Bottom,
+}
+
+/// A box to place.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Node {
+    pub size: Size,
+    pub pin: Pin,
+}
+
+/// An edge between two boxes, with the size of its label if it has one.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Link {
     pub from: usize,
@@ -15,20 +35,32 @@ pub(super) struct Link {
     pub label: Option<Size>,
 }
 
-/// Where everything went: each box's top-left corner; for each link, its label's top-left
-/// corner and the points its line passes through, from its `from` end to its `to` end; and the
-/// size of the whole.
+/// The boxes one link passes, from its upper end to its lower end.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Chain {
+    pub nodes: Vec<usize>,
+    /// The link runs from the lower end to the upper one.
+    pub backwards: bool,
+    /// Its label's box, one of `nodes`.
+    pub label: Option<usize>,
+}
+
+/// Where everything went: every box's top-left corner and size (labels and the narrow boxes of
+/// passing lines after the given ones), its rank, each rank's top and bottom, each link's
+/// chain, and the size of the whole.
 pub(super) struct Placement {
     pub corners: Vec<(f64, f64)>,
-    pub labels: Vec<Option<(f64, f64)>>,
-    pub waypoints: Vec<Vec<(f64, f64)>>,
+    pub sizes: Vec<Size>,
+    pub ranks: Vec<usize>,
+    pub rows: Vec<(f64, f64)>,
+    pub chains: Vec<Chain>,
     pub size: Size,
 }
 
 /// Horizontal space between boxes of one rank.
 const COLUMN_GAP: f64 = 20.0;
-/// Vertical space between ranks.
-const RANK_GAP: f64 = 16.0;
+/// Vertical space between ranks, where lines turn towards their next box.
+const RANK_GAP: f64 = 20.0;
 /// The width a line passing through a rank takes there, so lines keep apart from boxes.
 const PASSING_WIDTH: f64 = 6.0;
 /// Passing boxes allowed per box and label: enough for any drawing a reader can follow.
@@ -41,41 +73,44 @@ const PASSES: usize = 4;
 /// link's ends (as Graphviz does), so labels neither overlap boxes nor each other, and a line
 /// crossing several ranks gets a narrow box in each, so it goes around the boxes there.
 /// Deterministic: ties are broken by index (document order).
-pub(super) fn place(boxes: &[Size], links: &[Link]) -> Placement {
-    let mut nodes = boxes.to_vec();
-    // Each link's nodes from its upper end to its lower end, and whether that is backwards.
-    let mut chains: Vec<(Vec<usize>, bool)> = Vec::with_capacity(links.len());
-    let mut label_nodes = vec![None; links.len()];
+pub(super) fn place(boxes: &[Node], links: &[Link]) -> Placement {
+    let mut nodes: Vec<Size> = boxes.iter().map(|node| node.size).collect();
+    let pins: Vec<Pin> = boxes.iter().map(|node| node.pin).collect();
+    let mut chains: Vec<Chain> = Vec::with_capacity(links.len());
     let mut edges = Vec::with_capacity(2 * links.len());
-    for (index, (upper, lower)) in acyclic(boxes.len(), links).into_iter().enumerate() {
+    for (index, (upper, lower)) in orient(&pins, links).into_iter().enumerate() {
         let Some((upper, lower)) = upper.zip(lower) else {
-            chains.push((Vec::new(), false));
+            chains.push(Chain::default());
             continue;
         };
-        let mut chain = vec![upper];
+        let mut chain = Chain {
+            nodes: vec![upper],
+            backwards: upper != links[index].from,
+            label: None,
+        };
         if let Some(size) = links[index].label {
-            label_nodes[index] = Some(nodes.len());
-            chain.push(nodes.len());
+            chain.label = Some(nodes.len());
+            chain.nodes.push(nodes.len());
             nodes.push(size);
         }
-        chain.push(lower);
-        edges.extend(chain.windows(2).map(|pair| (pair[0], pair[1])));
-        chains.push((chain, upper != links[index].from));
+        chain.nodes.push(lower);
+        edges.extend(chain.nodes.windows(2).map(|pair| (pair[0], pair[1])));
+        chains.push(chain);
     }
-    let mut ranks = rank(nodes.len(), &edges);
+    let mut ranks = pinned_ranks(&pins, nodes.len(), &edges);
     // Long edges become chains of one-rank edges through passing boxes, the shortest first,
     // as far as the budget goes: beyond it a line is drawn straight, which it would rather
     // not be than have the drawing grow with the square of the protocol.
-    let span = |chain: &Vec<usize>| match (chain.first(), chain.last()) {
+    let span = |chain: &Chain| match (chain.nodes.first(), chain.nodes.last()) {
         (Some(upper), Some(lower)) => ranks[*lower] - ranks[*upper],
         _ => 0,
     };
     let mut by_span: Vec<usize> = (0..chains.len()).collect();
-    by_span.sort_by_key(|index| (span(&chains[*index].0), *index));
+    by_span.sort_by_key(|index| (span(&chains[*index]), *index));
     let mut budget = PASSING_PER_BOX * nodes.len();
     edges.clear();
     for index in by_span {
-        let chain = &mut chains[index].0;
+        let chain = &mut chains[index].nodes;
         let passing: usize = chain
             .windows(2)
             .map(|pair| ranks[pair[1]] - ranks[pair[0]] - 1)
@@ -104,33 +139,81 @@ pub(super) fn place(boxes: &[Size], links: &[Link]) -> Placement {
         layers[*rank].push(index);
     }
     order(&mut layers, &ranks, &edges);
-    let (corners, size) = coordinates(&nodes, &layers, &edges);
-    let center = |node: usize| {
-        let (x, y) = corners[node];
-        (x + nodes[node].width / 2.0, y + nodes[node].height / 2.0)
-    };
-    let waypoints = chains
-        .iter()
-        .map(|(chain, backwards)| {
-            let inner = chain
-                .get(1..chain.len().saturating_sub(1))
-                .unwrap_or_default();
-            let mut points: Vec<(f64, f64)> = inner.iter().map(|node| center(*node)).collect();
-            if *backwards {
-                points.reverse();
-            }
-            points
-        })
-        .collect();
+    let (corners, rows, size) = coordinates(&nodes, &layers, &edges);
     Placement {
-        labels: label_nodes
-            .iter()
-            .map(|node| node.map(|node| corners[node]))
-            .collect(),
-        corners: corners[..boxes.len()].to_vec(),
-        waypoints,
+        corners,
+        sizes: nodes,
+        ranks,
+        rows,
+        chains,
         size,
     }
+}
+
+/// Each link as `(upper, lower)`: one with a pinned end points away from the pin; the others
+/// without cycles among themselves (see `acyclic`).
+fn orient(pins: &[Pin], links: &[Link]) -> Vec<(Option<usize>, Option<usize>)> {
+    let free: Vec<(usize, Link)> = links
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, link)| pins[link.from] == Pin::Free && pins[link.to] == Pin::Free)
+        .collect();
+    let free_links: Vec<Link> = free.iter().map(|(_, link)| *link).collect();
+    let mut oriented: Vec<(Option<usize>, Option<usize>)> = links
+        .iter()
+        .map(|link| {
+            if pins[link.from] == Pin::Top || pins[link.to] == Pin::Bottom {
+                (Some(link.from), Some(link.to))
+            } else {
+                (Some(link.to), Some(link.from))
+            }
+        })
+        .collect();
+    for ((index, _), pair) in free.iter().zip(acyclic(pins.len(), &free_links)) {
+        oriented[*index] = pair;
+    }
+    oriented
+}
+
+/// Ranks by longest path over the links between free boxes; boxes pinned to the top get a
+/// rank of their own above, those pinned to the bottom one below.
+fn pinned_ranks(pins: &[Pin], count: usize, edges: &[(usize, usize)]) -> Vec<usize> {
+    let pin = |node: usize| pins.get(node).copied().unwrap_or_default();
+    let free: Vec<(usize, usize)> = edges
+        .iter()
+        .copied()
+        .filter(|(from, to)| pin(*from) == Pin::Free && pin(*to) == Pin::Free)
+        .collect();
+    let mut ranks = rank(count, &free);
+    let shift = usize::from(pins.contains(&Pin::Top));
+    for (node, rank) in ranks.iter_mut().enumerate() {
+        *rank = if pin(node) == Pin::Top {
+            0
+        } else {
+            *rank + shift
+        };
+    }
+    let deepest = (0..count)
+        .filter(|node| pin(*node) != Pin::Bottom)
+        .map(|node| ranks[node])
+        .max()
+        .unwrap_or(0);
+    for (node, rank) in ranks.iter_mut().enumerate() {
+        if pin(node) == Pin::Bottom {
+            *rank = deepest + 1;
+        }
+    }
+    ranks
+}
+
+/// Whether each link between free boxes runs up once `place` breaks cycles.
+pub(super) fn upward(count: usize, links: &[Link]) -> Vec<bool> {
+    acyclic(count, links)
+        .into_iter()
+        .zip(links)
+        .map(|((upper, _), link)| upper.is_some_and(|upper| upper != link.from))
+        .collect()
 }
 
 /// Each link as `(upper, lower)` in a graph without cycles: a DFS in index order turns around
@@ -271,7 +354,7 @@ fn coordinates(
     boxes: &[Size],
     layers: &[Vec<usize>],
     edges: &[(usize, usize)],
-) -> (Vec<(f64, f64)>, Size) {
+) -> (Vec<Point>, Vec<(f64, f64)>, Size) {
     let (above, below) = neighbours(boxes.len(), edges);
     // Left edges, first packed from 0.
     let mut left = vec![0.0f64; boxes.len()];
@@ -288,6 +371,7 @@ fn coordinates(
     }
     let lowest = left.iter().copied().fold(f64::INFINITY, f64::min);
     let mut corners = vec![(0.0, 0.0); boxes.len()];
+    let mut rows = Vec::with_capacity(layers.len());
     let mut width: f64 = 0.0;
     let mut top = 0.0;
     for (index, layer) in layers.iter().enumerate() {
@@ -301,12 +385,13 @@ fn coordinates(
             corners[*node] = (x, top + (height - boxes[*node].height) / 2.0);
             width = width.max(x + boxes[*node].width);
         }
+        rows.push((top, top + height));
         top += height;
         if index + 1 < layers.len() {
             top += RANK_GAP;
         }
     }
-    (corners, Size { width, height: top })
+    (corners, rows, Size { width, height: top })
 }
 
 /// Moves one row's boxes towards the middle of their neighbours, keeping order and gaps.
@@ -346,10 +431,13 @@ fn straighten(layer: &[usize], boxes: &[Size], neighbours: &[Vec<usize>], left: 
 mod tests {
     use super::*;
 
-    fn square() -> Size {
-        Size {
-            width: 10.0,
-            height: 10.0,
+    fn square() -> Node {
+        Node {
+            size: Size {
+                width: 10.0,
+                height: 10.0,
+            },
+            pin: Pin::Free,
         }
     }
 
@@ -357,17 +445,19 @@ mod tests {
         Link {
             from,
             to,
-            label: Some(square()),
+            label: Some(square().size),
         }
     }
 
     #[test]
     fn a_cycle_is_ranked_in_index_order() {
         let placement = place(&[square(); 3], &[link(0, 1), link(1, 2), link(2, 0)]);
-        let corners = placement.corners;
+        let corners = &placement.corners;
         assert!(corners[0].1 < corners[1].1 && corners[1].1 < corners[2].1);
         // The label of the link that closes the cycle sits between its ends too.
-        let label = placement.labels[2].expect("label");
+        let chain = &placement.chains[2];
+        assert!(chain.backwards);
+        let label = corners[chain.label.expect("label")];
         assert!(corners[0].1 < label.1 && label.1 < corners[2].1);
     }
 
@@ -380,14 +470,33 @@ mod tests {
 
     #[test]
     fn a_long_link_passes_each_rank_between_its_ends() {
-        // 0 → 1 → 2 and 0 → 2: the long link's line has a point in every rank it crosses
-        // (its label's rank, box 1's, the next label rank), from its `from` end down.
+        // 0 → 1 → 2 and 0 → 2: the long link's chain has a box in every rank it crosses
+        // (its label's rank, box 1's, the next label rank), from its upper end down.
         let placement = place(&[square(); 3], &[link(0, 1), link(1, 2), link(0, 2)]);
-        let route = &placement.waypoints[2];
-        assert_eq!(route.len(), 3, "{route:?}");
-        assert!(route.windows(2).all(|pair| pair[0].1 < pair[1].1));
-        // A link turned around to break a cycle still runs from its `from` end.
-        let placement = place(&[square(); 2], &[link(0, 1), link(1, 0)]);
-        assert_eq!(placement.waypoints[1].len(), 1);
+        let chain = &placement.chains[2].nodes;
+        assert_eq!(chain.len(), 5, "{chain:?}");
+        let ranks: Vec<usize> = chain.iter().map(|node| placement.ranks[*node]).collect();
+        assert_eq!(ranks, [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn pinned_boxes_take_the_top_and_bottom_ranks() {
+        // 0 → 1, with a port above 1 and one below 0.
+        let mut nodes = vec![square(); 4];
+        nodes[2].pin = Pin::Top;
+        nodes[3].pin = Pin::Bottom;
+        let unlabelled = |from, to| Link {
+            from,
+            to,
+            label: None,
+        };
+        let links = [link(0, 1), unlabelled(2, 1), unlabelled(0, 3)];
+        let placement = place(&nodes, &links);
+        let ranks = &placement.ranks;
+        assert_eq!(ranks[2], 0);
+        assert!(ranks[0] > ranks[2] && ranks[1] > ranks[0]);
+        assert_eq!(ranks[3], ranks.iter().max().copied().unwrap_or_default());
+        // The link from the box to the port below is not turned around.
+        assert!(!placement.chains[2].backwards);
     }
 }
