@@ -399,7 +399,7 @@ fn a_scenario_step_is_explained_by_its_kind_key() {
         stderr.starts_with("error: unknown key `state`\n")
             && stderr.contains("/steps.scenario.yaml:5:19\n")
             && stderr.contains(
-                "= help: allowed keys here: configuration, context, tags, directives, effects, files, finished, discarded, deferred, refused\n"
+                "= help: allowed keys here: configuration, context, tags, directives, effects, files, finished, discarded, deferred, refused, unhandled_errors\n"
             ),
         "{stderr}"
     );

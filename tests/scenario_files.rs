@@ -467,7 +467,8 @@ fn sent_events_are_checked_against_what_the_protocol_takes() {
     assert_diagnostic(
         &stderr,
         &[
-            "warning: no `on:` of protocol `worker` handles event `og`",
+            // `check`'s own warning for a protocol's `send`, with its suggestion.
+            "warning: event `og` is sent but no transition handles it",
             "cases.yaml:5:15",
             "did you mean `go`?",
         ],
@@ -533,5 +534,87 @@ scenarios:
             "bad.scenario.yaml:5:26",
         ],
     );
+    std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// A protocol whose `revise` must carry `content`, and that keeps the time it finished.
+const REVISING: &str = r#"
+id: revising
+events:
+  revise:
+    type: object
+    properties: { content: { type: string } }
+    required: [content]
+  note: {}
+  hold: {}
+context: { stamp: null }
+states:
+  drafting:
+    defer: [hold]
+    on:
+      revise: waiting
+  waiting:
+    after:
+      - delay: 20s
+        target: done
+        actions: [{ assign: { stamp: "now()" } }]
+  done: { type: final, output: { stamp: "${stamp}" } }
+"#;
+
+/// A `send` expects what becomes of it in the words the engine tells a sender: a refusal
+/// (data off the schema) is expected rather than a mistake of the file, and time values
+/// compare as instants however they are written.
+#[test]
+fn a_send_expects_its_outcome_and_times_compare_as_instants() {
+    let directory = temporary_directory("scenario-files", "outcomes");
+    std::fs::write(directory.join("revising.yaml"), REVISING).unwrap();
+    let scenarios = r#"protocol: revising.yaml
+scenarios:
+  - name: each outcome in the engine's words
+    steps:
+      - { send: revise, data: {}, outcome: refused }
+      - { send: hold, outcome: deferred }
+      - { send: note, outcome: discarded }
+      - { send: revise, data: { content: new text }, outcome: taken }
+      - after: 20s
+      - expect:
+          context: { stamp: "2026-01-01T00:00:20Z" }
+          finished: { output: { stamp: "2026-01-01T00:00:20+00:00" } }
+"#;
+    std::fs::write(directory.join("revising.scenario.yaml"), scenarios).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["check", "revising.scenario.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // Meant to be discarded: no warning that nothing handles `note`.
+    assert!(!stderr.contains("`note`"), "{stderr}");
+    let (code, stdout, stderr) = run_binary(&directory, &["test", "revising.scenario.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
+
+    // An outcome other than the one expected fails the step, naming both.
+    let wrong = r#"protocol: revising.yaml
+scenarios:
+  - name: expects a refusal of what is taken
+    steps:
+      - { send: revise, data: { content: x }, outcome: refused }
+  - name: expects taken what is discarded
+    steps:
+      - { send: note, outcome: taken }
+  - name: another instant
+    steps:
+      - { send: revise, data: { content: x } }
+      - after: 20s
+      - expect: { context: { stamp: "2026-01-01T00:00:21Z" } }
+"#;
+    std::fs::write(directory.join("wrong.scenario.yaml"), wrong).unwrap();
+    let (code, stdout, stderr) = run_binary(&directory, &["test", "wrong.scenario.yaml"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    for failure in [
+        "step 1 (send revise): outcome: expected the event refused, it was taken",
+        "step 1 (send note): outcome: expected the event taken, it was discarded",
+        "context `stamp`: expected \"2026-01-01T00:00:21Z\", seen \"2026-01-01T00:00:20.000Z\"",
+        "0 passed, 3 failed",
+    ] {
+        assert!(stdout.contains(failure), "{failure} in\n{stdout}");
+    }
     std::fs::remove_dir_all(&directory).unwrap();
 }

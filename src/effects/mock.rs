@@ -17,6 +17,8 @@ pub enum MockOutcome {
     Exit(i32),
     /// Succeeds with this standard output.
     Ok(String),
+    /// Succeeds with this standard output, cut at its limit (`truncated: true`).
+    Truncated(String),
 }
 
 /// A problem in a `--mock` argument.
@@ -34,12 +36,14 @@ impl MockOutcome {
             "timeout" if rest.is_empty() => Ok(MockOutcome::Timeout),
             "error" => Ok(MockOutcome::Error(rest.to_string())),
             "ok" => Ok(MockOutcome::Ok(rest.to_string())),
+            "truncated" => Ok(MockOutcome::Truncated(rest.to_string())),
             "exit" => rest
                 .parse()
                 .map(MockOutcome::Exit)
                 .map_err(|_| format!("`{text}`: exit takes a number, e.g. exit:2")),
             _ => Err(format!(
-                "`{text}` is not an outcome; use timeout, error:MESSAGE, exit:N or ok:STDOUT"
+                "`{text}` is not an outcome; use timeout, error:MESSAGE, exit:N, ok:STDOUT or \
+                 truncated:STDOUT"
             )),
         }
     }
@@ -64,7 +68,7 @@ impl MockOutcome {
             signal: None,
             stdout: stdout.to_string(),
             stderr: String::new(),
-            truncated: false,
+            truncated: matches!(self, MockOutcome::Truncated(_)),
             duration,
             timed_out,
         };
@@ -84,7 +88,7 @@ impl MockOutcome {
                 ),
                 Duration::ZERO,
             ),
-            MockOutcome::Ok(stdout) => (
+            MockOutcome::Ok(stdout) | MockOutcome::Truncated(stdout) => (
                 EffectOutcome::from_process(
                     &request.id,
                     &process(Some(0), stdout, false, Duration::ZERO),
@@ -189,8 +193,8 @@ fn split_outcomes(text: &str) -> Vec<String> {
     let mut outcomes: Vec<String> = Vec::new();
     for piece in text.split(',') {
         // Bare `timeout`, `ok` and `error` are outcomes too (`ok` with empty output).
-        let starts_outcome = matches!(piece, "timeout" | "ok" | "error")
-            || ["error:", "exit:", "ok:"]
+        let starts_outcome = matches!(piece, "timeout" | "ok" | "error" | "truncated")
+            || ["error:", "exit:", "ok:", "truncated:"]
                 .iter()
                 .any(|kind| piece.starts_with(kind));
         match outcomes.last_mut() {
@@ -227,6 +231,12 @@ mod tests {
         assert_eq!(bare.next("operation"), Some(MockOutcome::Ok(String::new())));
         assert_eq!(mocks.next("grep"), Some(MockOutcome::Exit(2)));
         assert_eq!(mocks.next("other"), None);
+        let mut cut = Mocks::parse(&["search=timeout,truncated:a,b".to_string()]).unwrap();
+        assert_eq!(cut.next("search"), Some(MockOutcome::Timeout));
+        assert_eq!(
+            cut.next("search"),
+            Some(MockOutcome::Truncated("a,b".into()))
+        );
     }
 
     #[test]

@@ -453,26 +453,9 @@ impl Lint<'_> {
                     EventDescriptor::Prefix(_) => Some(*token),
                     EventDescriptor::Any => None,
                 });
-            let suggestion = may_compare(handled.len())
-                .then(|| did_you_mean(&produced.name, candidates))
-                .flatten();
-            let help = suggestion.unwrap_or_else(|| {
-                format!(
-                    "handle `{}` under `on:` in a state that is active when it arrives, or remove the `{}`",
-                    produced.name, produced.verb
-                )
-            });
-            self.warn(
-                Rule::Event,
-                &produced.pointer,
-                Part::Value,
-                format!(
-                    "event `{}` is {} but no transition handles it",
-                    produced.name,
-                    participle(produced.verb)
-                ),
-                help,
-            );
+            let candidates = may_compare(handled.len()).then_some(candidates);
+            let (message, help) = unhandled_event(&produced.name, produced.verb, candidates);
+            self.warn(Rule::Event, &produced.pointer, Part::Value, message, help);
         }
         // A declared event comes from outside: it need not be raised or sent.
         let declared_prefixes: HashSet<&str> = self
@@ -959,6 +942,29 @@ fn one_edit_apart(left: &str, right: &str) -> bool {
 }
 
 /// "raised" for `raise`, "sent" for `send`.
+/// What `check` says of an event raised or sent (by the protocol, or by a scenario's `send`)
+/// that no transition handles: the message, and as help the nearest of the `handled` names
+/// (`None` when there are too many to compare) or how to handle it.
+pub fn unhandled_event<'a>(
+    name: &str,
+    verb: &str,
+    handled: Option<impl Iterator<Item = &'a str>>,
+) -> (String, String) {
+    let help = handled
+        .and_then(|candidates| did_you_mean(name, candidates))
+        .unwrap_or_else(|| {
+            format!(
+                "handle `{name}` under `on:` in a state that is active when it arrives, or remove \
+                 the `{verb}`"
+            )
+        });
+    let message = format!(
+        "event `{name}` is {} but no transition handles it",
+        participle(verb)
+    );
+    (message, help)
+}
+
 fn participle(verb: &str) -> &'static str {
     if verb == "raise" { "raised" } else { "sent" }
 }

@@ -48,7 +48,8 @@ pub struct Scenario {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum MockScript {
-    /// Every call, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`, `ok:STDOUT`, or a
+    /// Every call, as for `--mock`: `timeout`, `error:MESSAGE`, `exit:N`, `ok:STDOUT`,
+    /// `truncated:STDOUT` (output cut at its limit), or a
     /// sequence `timeout,timeout,ok:done` (one per call, the last repeating).
     Outcomes(String),
     /// By the call's arguments: the first entry whose `when` matches scripts the call; a call
@@ -114,6 +115,25 @@ pub struct SendStep {
     /// The event's data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
+    /// What must become of the event, in the words the engine tells a sender: a `refused` event
+    /// (undeclared, data off its schema) is expected, not a mistake in the file. Without it,
+    /// a refused event fails the step and any other outcome passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<SendOutcome>,
+}
+
+/// What becomes of a sent event, as the engine tells its sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SendOutcome {
+    /// A transition took it.
+    Taken,
+    /// An active state defers it: it waits in the inbox.
+    Deferred,
+    /// Admitted, but no transition took it and no active state deferred it.
+    Discarded,
+    /// Not admitted: undeclared, data off its schema, an engine name, or a limit.
+    Refused,
 }
 
 /// Lets virtual time pass: timers and mocked effects due meanwhile happen, in order.
@@ -173,6 +193,11 @@ pub struct Expectation {
     /// name). Without it, a refused `send` fails its step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Error events no transition handled since the previous `expect` (the engine's
+    /// `unhandled_error` warning), by name, in this order (others may come between); `[]`
+    /// asserts that none was: the invariant `test --explore` checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhandled_errors: Option<Vec<String>>,
 }
 
 /// One effect that must have started, with the arguments it got.

@@ -216,14 +216,36 @@ pub fn explore_files(paths: &[PathBuf], runs: usize, seed: Option<u64>, limits: 
                     finding.run,
                     finding.problem
                 );
-                println!("    a scenario that shows it (paste under `scenarios:`):");
-                let value = serde_json::to_value(vec![&finding.scenario]).unwrap_or_default();
-                let text = crate::tooling::import::yaml_writer::to_yaml(&value);
-                for line in text.lines().skip(1) {
-                    println!("    {line}");
-                }
+                print!("{}", finding_file(path, &finding.scenario));
             }
         }
     }
     code
+}
+
+/// A whole scenario file that shows a finding, to save beside the protocol: `protocol-run test`
+/// on it fails as the exploring run did (its steps stop the run, or its `expect` fails).
+fn finding_file(protocol: &Path, scenario: &crate::base::model::scenario::Scenario) -> String {
+    let name = protocol
+        .file_name()
+        .map(|name| name.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let stem = protocol
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let file = ScenarioFile {
+        protocol: name.clone(),
+        scenarios: vec![scenario.clone()],
+    };
+    let value = serde_json::to_value(&file).unwrap_or_default();
+    let text = crate::tooling::import::yaml_writer::to_yaml(&value);
+    // The writer's first line is the protocol schema's modeline: not this file's.
+    let text = text
+        .split_once('\n')
+        .map_or(text.as_str(), |(_, rest)| rest);
+    format!(
+        "# A scenario file that shows it: save it beside {name} (as {stem}.explore.scenario.yaml);\n\
+         # `protocol-run test` on it fails the same way until the protocol is fixed.\n{text}"
+    )
 }

@@ -39,7 +39,7 @@ pub fn schema(out: Option<&Path>, scenario: bool) -> u8 {
 /// The modeline's path to the schemas, relative to `directory`: the `schemas/` of the nearest
 /// enclosing directory that has one (the project the files go into), else schemas written into
 /// `directory` itself, so that the modeline resolves wherever the files go (`new`, and the
-/// scenario file `test --generate` writes).
+/// scenario file `test --generate` writes). Those are written only when missing or stale.
 pub fn schemas_seen_from(directory: &Path) -> Result<String, u8> {
     let directory = directory.canonicalize().map_err(|error| {
         eprintln!("error: cannot resolve {}: {error}", directory.display());
@@ -54,9 +54,12 @@ pub fn schemas_seen_from(directory: &Path) -> Result<String, u8> {
     }
     for kind in [DocumentKind::Protocol, DocumentKind::Scenario] {
         let path = directory.join(kind.schema_file_name());
-        if let Err(error) =
-            crate::base::files::write_atomically(&path, kind.schema_text().as_bytes())
-        {
+        let text = kind.schema_text();
+        // Written when missing or stale only: a run that changes nothing leaves them alone.
+        if std::fs::read_to_string(&path).is_ok_and(|written| written == text) {
+            continue;
+        }
+        if let Err(error) = crate::base::files::write_atomically(&path, text.as_bytes()) {
             eprintln!("error: cannot write {}: {error}", path.display());
             return Err(exit_code::IO);
         }

@@ -130,6 +130,11 @@ fn failure(expression: &Expression, message: String) -> EvaluationError {
 }
 
 impl EffectPolicy {
+    /// Whether an attempt can time out: only with a `timeout`.
+    pub fn can_time_out(&self) -> bool {
+        self.timeout.is_some()
+    }
+
     /// Compiles the options of the action at `pointer`; every outcome event is `<family>`-named
     /// (`done.exec.<id>`, ...), so tools and files are caught like processes.
     pub fn compile(

@@ -80,6 +80,11 @@ impl Exec {
         &self.policy.id
     }
 
+    /// Its shared options: id, timeout, retries.
+    pub fn policy(&self) -> &EffectPolicy {
+        &self.policy
+    }
+
     /// The program it runs as written, for diagrams: the first argument, the expression that
     /// computes the list, or `sh -c` for a shell line.
     pub fn program(&self) -> String {

@@ -47,6 +47,11 @@ enum Operation {
 }
 
 impl File {
+    /// Its shared options: id, timeout, retries.
+    pub fn policy(&self) -> &EffectPolicy {
+        &self.policy
+    }
+
     /// The action's key and id (`write report`), for diagrams.
     pub fn kind_and_id(&self) -> (&'static str, &str) {
         let kind = match self.operation {

@@ -140,6 +140,14 @@ impl Map {
         &self.id
     }
 
+    /// The effect each item runs, when the items are effects rather than child protocols.
+    pub fn effect_body(&self) -> Option<&Action> {
+        match &self.body {
+            ItemBody::Effect(action) => Some(action),
+            ItemBody::Child { .. } => None,
+        }
+    }
+
     /// The id of the child protocol each item runs, if items run one.
     pub fn child_protocol(&self) -> Option<&str> {
         match &self.body {

@@ -16,6 +16,7 @@ pub mod log;
 pub mod map;
 pub mod raise;
 pub mod send;
+pub mod shape;
 mod summary;
 pub mod tolerance;
 pub mod tool;

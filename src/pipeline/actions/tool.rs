@@ -35,6 +35,11 @@ enum Operation {
 }
 
 impl Tool {
+    /// Its shared options: id, timeout, retries.
+    pub fn policy(&self) -> &EffectPolicy {
+        &self.policy
+    }
+
     /// The action's key and id (`read_file check`), for diagrams.
     pub fn kind_and_id(&self) -> (&'static str, &str) {
         let kind = match self.operation {

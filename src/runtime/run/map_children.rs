@@ -166,7 +166,7 @@ impl DriverHost<'_> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .next(id)?;
         let (status, data) = match mocked {
-            MockOutcome::Ok(text) => (
+            MockOutcome::Ok(text) | MockOutcome::Truncated(text) => (
                 ItemStatus::Ok,
                 serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
             ),

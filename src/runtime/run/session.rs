@@ -736,6 +736,15 @@ impl<'a> Session<'a> {
         self.host.next_deadline()
     }
 
+    /// When each pending timer is due, earliest first.
+    pub fn timer_deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
+        self.host
+            .state
+            .timers
+            .iter()
+            .map(|((deadline, _), _)| *deadline)
+    }
+
     /// Waits for the next thing to happen: an effect's message, a due timer, `until`, or an input
     /// line. On the virtual clock, the wait jumps straight to the earliest of them.
     pub async fn wait(&mut self, until: Option<Instant>, input: Option<&mut InputLines>) -> Waited {

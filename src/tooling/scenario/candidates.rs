@@ -24,13 +24,13 @@ pub struct Alphabet {
 
 /// A literal written in a guard: quoted text, a number, or a boolean.
 #[derive(Debug, Clone, PartialEq)]
-enum Literal {
+pub(super) enum Literal {
     Text(String),
     Number(f64),
     Boolean(bool),
 }
 
-fn literals(text: &str) -> Vec<Literal> {
+pub(super) fn literals(text: &str) -> Vec<Literal> {
     let pattern = regex::Regex::new(
         r#"'([^']*)'|"([^"]*)"|(?:^|[^\w.])(-?\d+(?:\.\d+)?)\b|\b(true|false)\b"#,
     )
@@ -73,17 +73,7 @@ fn values_of(literal: &Literal) -> Vec<serde_json::Value> {
     }
 }
 
-/// The words a `matches('(?i)a|b c')` pattern accepts, roughly: each alternative's text.
-fn alternatives(text: &str) -> Vec<String> {
-    text.trim_start_matches("(?i)")
-        .split('|')
-        .map(|part| part.trim_matches(|c: char| !c.is_alphanumeric() && c != ' '))
-        .filter(|part| !part.is_empty())
-        .map(String::from)
-        .collect()
-}
-
-fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
+pub(super) fn push_unique<T: PartialEq>(list: &mut Vec<T>, item: T) {
     if list.len() < MAX_CANDIDATES && !list.contains(&item) {
         list.push(item);
     }
@@ -124,22 +114,25 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
             }
         }
     }
-    let comparison = regex::Regex::new(r#"\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*'([^']*)'"#)
-        .expect("the comparison pattern is valid");
-    let compared_fields: Vec<(String, String)> = machine
-        .transitions
-        .iter()
-        .filter_map(|transition| transition.guard.as_ref())
-        .flat_map(|guard| {
-            comparison
-                .captures_iter(&guard.text)
-                .map(|found| (found[1].to_string(), found[2].to_string()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let compared_fields = compared_fields(machine);
     let mut sends = Vec::new();
     for name in names {
+        // Declared data: one that fits its schema, and that with one property changed; what
+        // the guards try goes over the fitting one, so a required field stays given.
+        let schema = machine
+            .declared_events
+            .as_ref()
+            .and_then(|declared| declared.schema(name))
+            .map(|schema| &*schema.schema);
+        let fitting = schema.map_or(serde_json::Value::Null, super::sample::instance);
         let mut payloads: Vec<serde_json::Value> = Vec::new();
+        if !fitting.is_null() {
+            push_unique(&mut payloads, fitting.clone());
+        }
+        for variant in schema.map(super::sample::variants).unwrap_or_default() {
+            push_unique(&mut payloads, variant);
+        }
+        let mut guarded: Vec<serde_json::Value> = Vec::new();
         let guards = machine.transitions.iter().filter(|transition| {
             transition
                 .events
@@ -153,28 +146,55 @@ fn sends(machine: &Machine) -> Vec<SendStep> {
                 let mut values: Vec<serde_json::Value> = found.iter().flat_map(values_of).collect();
                 values.extend([serde_json::json!(true), serde_json::json!("x")]);
                 for value in values {
-                    push_unique(&mut payloads, serde_json::json!({ key.clone(): value }));
+                    push_unique(&mut guarded, serde_json::json!({ key.clone(): value }));
                 }
             }
         }
         // Data kept in context and tested later (`assign: { review: event.data }`, then
         // `review.signal == 'PASSED'`): each field compared with a literal anywhere.
         for (key, value) in &compared_fields {
-            push_unique(&mut payloads, serde_json::json!({ key.clone(): value }));
+            push_unique(&mut guarded, serde_json::json!({ key.clone(): value }));
+        }
+        let room = MAX_CANDIDATES.saturating_sub(payloads.len().min(MAX_CANDIDATES / 2));
+        for data in guarded.into_iter().take(room) {
+            let data = super::sample::over(&fitting, &data);
+            if !payloads.contains(&data) {
+                payloads.push(data);
+            }
         }
         sends.push(SendStep {
             send: name.to_string(),
             data: None,
+            outcome: None,
         });
         sends.extend(payloads.into_iter().map(|data| SendStep {
             send: name.to_string(),
             data: Some(data),
+            outcome: None,
         }));
     }
     sends
 }
 
-/// A first value for each required input without a default, and `ok:` for every effect.
+/// Each field any guard compares with quoted text (`review.signal == 'PASSED'`), with that text.
+pub(super) fn compared_fields(machine: &Machine) -> Vec<(String, String)> {
+    let comparison = regex::Regex::new(r#"\.([A-Za-z_][A-Za-z0-9_]*)\s*==\s*'([^']*)'"#)
+        .expect("the comparison pattern is valid");
+    machine
+        .transitions
+        .iter()
+        .filter_map(|transition| transition.guard.as_ref())
+        .flat_map(|guard| {
+            comparison
+                .captures_iter(&guard.text)
+                .map(|found| (found[1].to_string(), found[2].to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A first value for each required input without a default, and `ok:` for every effect (a
+/// child's declared output for a map's child items).
 fn base(machine: &Machine) -> Setup {
     let inputs = machine
         .inputs
@@ -199,7 +219,11 @@ fn base(machine: &Machine) -> Setup {
     let mocks = machine
         .action_ids
         .iter()
-        .map(|id| (id.clone(), "ok:".to_string()))
+        .map(|id| {
+            let first = super::outcomes::child_outcomes(machine, id)
+                .and_then(|outcomes| outcomes.into_iter().next());
+            (id.clone(), first.unwrap_or_else(|| "ok:".to_string()))
+        })
         .collect();
     Setup { inputs, mocks }
 }
@@ -253,46 +277,7 @@ fn variants(machine: &Machine, guards: &[&str]) -> Vec<Setup> {
             }
         }
     }
-    let mut outcomes: Vec<String> = Vec::new();
-    // Output an incompleteness check catches (`Terminated`) stands for a cut-off success.
-    let incomplete = format!("ok:{}", crate::effects::STANDARD_INCOMPLETE_MARKERS[0]);
-    for outcome in [
-        "timeout",
-        "error:failed",
-        "exit:1",
-        "timeout,ok:",
-        "exit:1,ok:",
-        &incomplete,
-    ] {
-        push_unique(&mut outcomes, outcome.to_string());
-    }
-    let mut texts: Vec<String> = Vec::new();
-    for guard in guards {
-        for literal in literals(guard) {
-            if let Literal::Text(text) = literal {
-                for word in alternatives(&text)
-                    .into_iter()
-                    .filter(|word| !word.contains(','))
-                {
-                    push_unique(&mut texts, word);
-                }
-            }
-        }
-    }
-    for id in &machine.action_ids {
-        let mut tried = outcomes.clone();
-        tried.extend(texts.iter().map(|text| format!("error:{text}")));
-        tried.extend(texts.iter().map(|text| format!("ok:{text}")));
-        for outcome in tried {
-            let mut setup = base.clone();
-            for (mocked, value) in &mut setup.mocks {
-                if mocked == id {
-                    *value = outcome.clone();
-                }
-            }
-            variants.push(setup);
-        }
-    }
+    variants.extend(super::outcomes::mock_variants(machine, guards, &base));
     variants
 }
 
@@ -338,10 +323,6 @@ mod tests {
                 Literal::Number(3.0),
                 Literal::Boolean(true)
             ]
-        );
-        assert_eq!(
-            alternatives("(?i)timeout|timed out"),
-            vec!["timeout", "timed out"]
         );
     }
 

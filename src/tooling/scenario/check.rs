@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::base::diagnostic::{Diagnostic, did_you_mean};
-use crate::base::model::scenario::{ScenarioFile, Step};
+use crate::base::model::scenario::{ScenarioFile, SendOutcome, Step};
 use crate::effects::mock::Mocks;
 use crate::pipeline::compile::machine::{EventDescriptor, Machine};
 use crate::pipeline::load::LoadError;
@@ -88,13 +88,24 @@ pub fn check_scenario_text(path: &Path, text: String) -> Result<CheckedScenarios
         for (number, step) in scenario.steps.iter().enumerate() {
             let pointer = format!("{at}/steps/{number}");
             match step {
-                // A send the next step expects refused is meant to be refused.
+                // A send that expects its refusal (or whose next step does) is meant to be
+                // refused.
                 Step::Send(send)
-                    if super::runner::expects_refusal(
-                        scenario.steps.get(number + 1),
-                        &send.send,
-                    ) => {}
+                    if send.outcome == Some(SendOutcome::Refused)
+                        || super::runner::expects_refusal(
+                            scenario.steps.get(number + 1),
+                            &send.send,
+                        ) => {}
+                // A send meant to be discarded need not be handled.
                 Step::Send(send) => check_send(&machine, &source, &pointer, send, &mut errors)
+                    .filter(|_| {
+                        send.outcome != Some(SendOutcome::Discarded)
+                            && !matches!(
+                                scenario.steps.get(number + 1),
+                                Some(Step::Expect(next))
+                                    if next.expect.discarded.as_ref() == Some(&send.send)
+                            )
+                    })
                     .into_iter()
                     .for_each(|warning| warnings.push(warning)),
                 Step::Expect(expect) => {
@@ -340,7 +351,8 @@ fn unknown_effect(machine: &Machine, id: &str) -> Option<Diagnostic> {
 }
 
 /// A sent event the protocol refuses is an error (with `events:` declared, the step would
-/// fail); one no `on:` handles is a warning: it would be delivered and change nothing.
+/// fail); one no `on:` handles is a warning, `check`'s own for a protocol's `send`: it would be
+/// delivered and change nothing.
 fn check_send(
     machine: &Machine,
     source: &Source,
@@ -349,28 +361,30 @@ fn check_send(
     errors: &mut Vec<Diagnostic>,
 ) -> Option<Diagnostic> {
     let name = send.send.as_str();
+    let at = source.location(&format!("{pointer}/send"), Part::Value);
     if let Some(refusal) = crate::base::event::refuse_platform_event(name) {
         errors.push(
             Diagnostic::error(format!("the protocol refuses event `{name}`: {refusal}"))
-                .at(source.location(&format!("{pointer}/send"), Part::Value))
+                .at(at)
                 .with_help(
                     "to test how the protocol handles an outcome, mock the effect (`mocks:`); \
-                     to test the refusal, follow the send with `expect: { refused: NAME }`",
+                     to test the refusal, give the send `outcome: refused`",
                 ),
         );
         return None;
     }
     let data = send.data.clone().unwrap_or(serde_json::Value::Null);
-    if machine.declared_events.is_some() {
-        if let Err(refusal) = machine.admit_external(name, &data) {
-            errors.push(
-                Diagnostic::error(format!("the protocol refuses event `{name}`: {refusal}"))
-                    .at(source.location(&format!("{pointer}/send"), Part::Value))
-                    .with_help(
-                        "send an event the protocol's `events:` declares, with data that fits it",
-                    ),
-            );
-        }
+    if machine.declared_events.is_some()
+        && let Err(refusal) = machine.admit_external(name, &data)
+    {
+        errors.push(
+            Diagnostic::error(format!("the protocol refuses event `{name}`: {refusal}"))
+                .at(at)
+                .with_help(
+                    "send an event the protocol's `events:` declares, with data that fits it; \
+                     to test the refusal, give the send `outcome: refused`",
+                ),
+        );
         return None;
     }
     let handled = machine
@@ -386,23 +400,11 @@ fn check_send(
         .iter()
         .flat_map(|transition| &transition.events)
         .filter_map(|descriptor| match descriptor {
-            EventDescriptor::Prefix(prefix) => Some(prefix.to_string()),
+            EventDescriptor::Prefix(prefix) => Some(&**prefix),
             EventDescriptor::Any => None,
-        })
-        .collect::<Vec<_>>();
-    Some(
-        Diagnostic::warning(format!(
-            "no `on:` of protocol `{}` handles event `{name}`",
-            machine.id
-        ))
-        .at(source.location(&format!("{pointer}/send"), Part::Value))
-        .with_help(
-            did_you_mean(name, handled_names.iter().map(String::as_str)).unwrap_or_else(|| {
-                "the event would be delivered and change nothing; send one a transition takes"
-                    .to_string()
-            }),
-        ),
-    )
+        });
+    let (message, help) = crate::tooling::lint::unhandled_event(name, "send", Some(handled_names));
+    Some(Diagnostic::warning(message).at(at).with_help(help))
 }
 
 /// The scenario's inputs bind as a run's would: each known, of its type, every required one

@@ -126,6 +126,9 @@ pub fn check(expect: &Expectation, interpreter: &Interpreter, since: SinceLast) 
             }
         }
     }
+    if let Some(expected) = &expect.unhandled_errors {
+        check_unhandled_errors(expected, since.logs, &mut problems);
+    }
     if let Some(files) = &expect.files {
         check_files(files, &mut problems);
     }
@@ -199,6 +202,41 @@ fn effect_matches(started: &StartedEffect, expected: &EffectExpectation) -> bool
             let content = arguments.content.as_deref().unwrap_or_default();
             regex::Regex::new(pattern).is_ok_and(|pattern| pattern.is_match(content))
         })
+}
+
+/// The error events no transition handled, read from the engine's `unhandled_error` warnings:
+/// the names expected in order, or none for `[]`.
+fn check_unhandled_errors(expected: &[String], logs: &[LogRecord], problems: &mut Vec<String>) {
+    let warnings: Vec<&LogRecord> = logs
+        .iter()
+        .filter(|record| record.tags.iter().any(|tag| &**tag == "unhandled_error"))
+        .collect();
+    let names: Vec<&str> = warnings
+        .iter()
+        .filter_map(|record| {
+            record
+                .fields
+                .iter()
+                .find(|(key, _)| &**key == "event")
+                .and_then(|(_, value)| match value {
+                    Value::String(name) => Some(&**name),
+                    _ => None,
+                })
+        })
+        .collect();
+    let messages: Vec<&str> = warnings
+        .iter()
+        .map(|record| record.message.as_str())
+        .collect();
+    if expected.is_empty() && !warnings.is_empty() {
+        problems.push(format!(
+            "unhandled_errors: expected none, seen {messages:?}"
+        ));
+    } else if !is_subsequence(expected.iter().map(String::as_str), &names) {
+        problems.push(format!(
+            "unhandled_errors: expected {expected:?} in this order, seen {messages:?}"
+        ));
+    }
 }
 
 fn check_files(files: &indexmap::IndexMap<String, String>, problems: &mut Vec<String>) {
@@ -286,6 +324,26 @@ pub fn matches(actual: &serde_json::Value, expected: &serde_json::Value) -> bool
         (serde_json::Value::Object(actual), serde_json::Value::Object(expected)) => expected
             .iter()
             .all(|(key, value)| actual.get(key).is_some_and(|found| matches(found, value))),
+        (serde_json::Value::String(actual), serde_json::Value::String(expected)) => {
+            actual == expected || same_time(actual, expected)
+        }
         _ => actual == expected,
     }
+}
+
+/// Whether two texts are the same instant (`…00:20Z` and `…00:20.000+00:00`) or the same span
+/// (`90s` and `1m30s`): time values compare as what they mean, not as how they are written.
+fn same_time(actual: &str, expected: &str) -> bool {
+    use crate::base::time::{parse_duration, parse_timestamp};
+    if let (Ok(actual), Ok(expected)) = (parse_timestamp(actual), parse_timestamp(expected)) {
+        return actual == expected;
+    }
+    // A bare number (`0`) is not taken for a duration: only a text with a unit.
+    let has_unit = |text: &str| text.chars().any(char::is_alphabetic);
+    has_unit(actual)
+        && has_unit(expected)
+        && matches!(
+            (parse_duration(actual), parse_duration(expected)),
+            (Ok(actual), Ok(expected)) if actual == expected
+        )
 }

@@ -3,7 +3,7 @@
 
 use super::candidates::Alphabet;
 use super::probe::{Setup, Target, probe};
-use crate::base::model::scenario::{AfterStep, Scenario, Step};
+use crate::base::model::scenario::{AfterStep, ExpectStep, Expectation, Scenario, Step};
 use crate::pipeline::compile::machine::Delay;
 use crate::runtime::run::algorithm::Limits;
 
@@ -60,8 +60,6 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
         })
         .collect();
     waits.push(1000);
-    waits.sort_unstable();
-    waits.dedup();
     let setups: Vec<Setup> = std::iter::once(alphabet.base.clone())
         .chain(alphabet.variants.iter().cloned())
         // Inputs the machine refuses are the search's mistake, not the protocol's.
@@ -74,6 +72,11 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
     if setups.is_empty() {
         return None;
     }
+    // Delays computed when the run starts (`until: deadline`, `delay: budget / 2`): the waits
+    // its first setup leaves pending, so a deadline no fixed wait adds up to is reached too.
+    waits.extend(probe(target, &setups[0], &[], limits).timers);
+    waits.sort_unstable();
+    waits.dedup();
     let mut random = Random(seed);
     for run in 1..=runs {
         let setup = setups[random.below(setups.len())].clone();
@@ -84,14 +87,24 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
                 match sends.get(choice) {
                     Some(send) => send.clone(),
                     None => Step::After(AfterStep {
-                        after: format!("{}ms", waits[choice - sends.len()]),
+                        after: super::generate::duration_text(waits[choice - sends.len()]),
                     }),
                 }
             })
             .collect();
         if let Some(problem) = broken(target, &setup, &steps, limits) {
-            let (setup, steps) = shrink(target, setup, steps, limits);
+            let (setup, mut steps) = shrink(target, setup, steps, limits);
             let problem = broken(target, &setup, &steps, limits).unwrap_or(problem);
+            // A run that stops fails its step; an error nothing handles ends the run as usual,
+            // so the scenario says what must not happen, and fails as the run did.
+            if problem.starts_with(UNHANDLED) {
+                steps.push(Step::Expect(ExpectStep {
+                    expect: Box::new(Expectation {
+                        unhandled_errors: Some(Vec::new()),
+                        ..Expectation::default()
+                    }),
+                }));
+            }
             return Some(Finding {
                 run,
                 problem,
@@ -108,6 +121,9 @@ pub fn explore(target: &Target, runs: usize, seed: u64, limits: Limits) -> Optio
     }
     None
 }
+
+/// How a finding of an error event nothing handles begins.
+const UNHANDLED: &str = "an error event no transition handles";
 
 /// The invariant the run breaks, if any: a panic, a limit of the engine (a loop), an effect
 /// lost, an error event nothing handles.
@@ -137,7 +153,7 @@ fn broken(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> Opt
     result
         .unhandled_errors
         .first()
-        .map(|message| format!("an error event no transition handles: {message}"))
+        .map(|message| format!("{UNHANDLED}: {message}"))
 }
 
 /// Drops steps and mocks while the run still breaks an invariant.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::candidates::{Alphabet, combine};
 use super::coverage::{coverable, label, label_of};
+use super::outcomes::recoveries;
 use super::probe::{Probe, Setup, Target, probe};
 use crate::base::model::scenario::{AfterStep, ExpectStep, Expectation, Finished, Scenario, Step};
 use crate::pipeline::compile::machine::{EventDescriptor, Machine, StateId};
@@ -154,6 +155,7 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
                     setups.push_back(child);
                 }
             }
+            setups.extend(recoveries(&setup));
         }
     }
     let scenarios = keep(machine, found);
@@ -183,11 +185,12 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
     }
 }
 
-/// A reached configuration with its context: two paths reaching the same one go on alike.
+/// A reached configuration with its context and pending timers: two paths reaching the same
+/// one go on alike.
 fn key(probe: &Probe) -> String {
     format!(
-        "{:?} {:?} {}",
-        probe.configuration, probe.finished, probe.context
+        "{:?} {:?} {} {:?}",
+        probe.configuration, probe.finished, probe.context, probe.timers
     )
 }
 
@@ -364,7 +367,7 @@ fn reason(
 }
 
 /// `600000` → `10m`: the largest unit that writes the span exactly.
-fn duration_text(milliseconds: u64) -> String {
+pub(super) fn duration_text(milliseconds: u64) -> String {
     match milliseconds {
         value if value % 3_600_000 == 0 => format!("{}h", value / 3_600_000),
         value if value % 60_000 == 0 => format!("{}m", value / 60_000),

@@ -36,6 +36,10 @@ pub struct Probe {
     pub finished: Option<(Option<String>, u8)>,
     /// Milliseconds until the next pending timer after the last step.
     pub next_timer: Option<u64>,
+    /// Milliseconds until each pending timer, earliest first: two runs in the same
+    /// configuration and context with other timers pending go on differently (the deadline
+    /// after a reminder of the same state).
+    pub timers: Vec<u64>,
     /// Error events no transition handled (the engine's `unhandled_error` warning).
     pub unhandled_errors: Vec<String>,
     /// Effects started whose ending (outcome, cancellation) was never recorded, by id.
@@ -269,10 +273,13 @@ pub fn probe(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> 
             let state = outcome.state_name(interpreter.machine());
             (state.map(|state| state.to_string()), outcome.exit_code)
         });
-        result.next_timer = session.next_deadline().map(|deadline| {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let now = tokio::time::Instant::now();
+        let left = |deadline: tokio::time::Instant| {
+            let left = deadline.saturating_duration_since(now);
             u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
-        });
+        };
+        result.timers = session.timer_deadlines().map(left).collect();
+        result.next_timer = result.timers.first().copied();
         // Effects still running after the last step are not lost: the run was left there.
         let settled = !session.effects_running();
         session.finish();

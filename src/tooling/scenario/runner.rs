@@ -13,7 +13,7 @@ use super::scratch::Scratch;
 use crate::base::diagnostic::render_all;
 use crate::base::event::{Event, Origin};
 use crate::base::model::Duration;
-use crate::base::model::scenario::{Scenario, ScenarioFile, Step};
+use crate::base::model::scenario::{Scenario, ScenarioFile, SendOutcome, Step};
 use crate::base::value::Value;
 use crate::effects::capabilities::Capabilities;
 use crate::pipeline::actions::{Directive, LogRecord};
@@ -463,17 +463,28 @@ fn run_scenario(
             let number = index + 1;
             let outcome = match step {
                 Step::Send(send) => {
+                    let expects_refusal = send.outcome == Some(SendOutcome::Refused)
+                        || expects_refusal(scenario.steps.get(index + 1), &send.send);
                     let data_json = send.data.as_ref().unwrap_or(&serde_json::Value::Null);
                     // Refused as an events line would be: not delivered, and the step fails
-                    // unless the next step expects the refusal.
+                    // unless it (or the next step) expects the refusal.
                     match crate::runtime::run::admission::admit_json(machine, &send.send, data_json)
                     {
                         Ok(()) => {
+                            let before = seen.borrow().outcomes.len();
                             let data = Value::from_json(data_json);
                             session.send(Event::named(machine, &send.send, data, Origin::External));
-                            settle(&mut session).await
+                            let settled = settle(&mut session).await;
+                            settled.and_then(|()| {
+                                let seen = seen.borrow();
+                                let told = seen.outcomes[before..]
+                                    .iter()
+                                    .find(|(event, _)| *event == send.send)
+                                    .map(|(_, outcome)| *outcome);
+                                expected_outcome(send.outcome, told)
+                            })
                         }
-                        Err(_) if expects_refusal(scenario.steps.get(index + 1), &send.send) => {
+                        Err(_) if expects_refusal => {
                             let refused = (send.send.clone(), EventOutcome::Refused);
                             seen.borrow_mut().outcomes.push(refused);
                             Ok(())
@@ -611,6 +622,34 @@ pub(super) fn virtual_time_runtime() -> Result<tokio::runtime::Runtime, String> 
         .start_paused(true)
         .build()
         .map_err(|error| format!("cannot start the runtime: {error}"))
+}
+
+/// Whether the outcome the engine told the sender (`told`) is the one the `send` expects.
+fn expected_outcome(
+    expected: Option<SendOutcome>,
+    told: Option<EventOutcome>,
+) -> Result<(), String> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let expected = match expected {
+        SendOutcome::Taken => EventOutcome::Taken,
+        SendOutcome::Deferred => EventOutcome::Deferred,
+        SendOutcome::Discarded => EventOutcome::Discarded,
+        SendOutcome::Refused => EventOutcome::Refused,
+    };
+    match told {
+        Some(told) if told == expected => Ok(()),
+        Some(told) => Err(format!(
+            "outcome: expected the event {}, it was {}",
+            expected.name(),
+            told.name()
+        )),
+        None => Err(format!(
+            "outcome: expected the event {}, the engine told nothing of it",
+            expected.name()
+        )),
+    }
 }
 
 /// Whether `next` is an `expect` of `event`'s refusal.

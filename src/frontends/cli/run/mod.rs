@@ -81,7 +81,8 @@ pub struct RunOptions {
     #[arg(long, default_value_t = crate::runtime::telemetry::DEFAULT_RUNS_KEPT, value_name = "N")]
     keep_runs: usize,
     /// Replace an effectful action's outcome: `ID=timeout`, `ID=error:MESSAGE`, `ID=exit:N`,
-    /// `ID=ok:STDOUT`, or a sequence such as `ID=timeout,timeout,ok:done`.
+    /// `ID=ok:STDOUT`, `ID=truncated:STDOUT` (output cut at its limit), or a sequence such as
+    /// `ID=timeout,timeout,ok:done`.
     #[arg(long = "mock", value_name = "ID=OUTCOME")]
     mocks: Vec<String>,
     #[command(flatten)]
