@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
-use crate::base::diagnostic::{Diagnostic, did_you_mean};
+use crate::base::diagnostic::Diagnostic;
 use crate::base::model::action::{Action, ExecCommand, LoopArray};
 use crate::base::model::effect::{Count, EffectOptions, IncompleteMarkers, Multipliers};
 use crate::base::model::transition::TransitionSpec;
@@ -454,7 +454,11 @@ impl Lint<'_> {
                     EventDescriptor::Any => None,
                 });
             let candidates = may_compare(handled.len()).then_some(candidates);
-            let (message, help) = unhandled_event(&produced.name, produced.verb, candidates);
+            let (message, help) = crate::pipeline::compile::handled_events::unhandled_event(
+                &produced.name,
+                produced.verb,
+                candidates,
+            );
             self.warn(Rule::Event, &produced.pointer, Part::Value, message, help);
         }
         // A declared event comes from outside: it need not be raised or sent.
@@ -939,34 +943,6 @@ fn one_edit_apart(left: &str, right: &str) -> bool {
     } else {
         false
     }
-}
-
-/// "raised" for `raise`, "sent" for `send`.
-/// What `check` says of an event raised or sent (by the protocol, or by a scenario's `send`)
-/// that no transition handles: the message, and as help the nearest of the `handled` names
-/// (`None` when there are too many to compare) or how to handle it.
-pub fn unhandled_event<'a>(
-    name: &str,
-    verb: &str,
-    handled: Option<impl Iterator<Item = &'a str>>,
-) -> (String, String) {
-    let help = handled
-        .and_then(|candidates| did_you_mean(name, candidates))
-        .unwrap_or_else(|| {
-            format!(
-                "handle `{name}` under `on:` in a state that is active when it arrives, or remove \
-                 the `{verb}`"
-            )
-        });
-    let message = format!(
-        "event `{name}` is {} but no transition handles it",
-        participle(verb)
-    );
-    (message, help)
-}
-
-fn participle(verb: &str) -> &'static str {
-    if verb == "raise" { "raised" } else { "sent" }
 }
 
 /// Where a literal delay is written.

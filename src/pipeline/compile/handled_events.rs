@@ -144,6 +144,34 @@ fn may_be_templated(prefix: &str, starts: &[&str]) -> bool {
             .is_some_and(|start| start.starts_with(prefix))
 }
 
+/// What `check` says of an event raised or sent (by the protocol, or by a scenario's `send`)
+/// that no transition handles: the message, and as help the nearest of the `handled` names
+/// (`None` when there are too many to compare) or how to handle it.
+pub fn unhandled_event<'a>(
+    name: &str,
+    verb: &str,
+    handled: Option<impl Iterator<Item = &'a str>>,
+) -> (String, String) {
+    let help = handled
+        .and_then(|candidates| did_you_mean(name, candidates))
+        .unwrap_or_else(|| {
+            format!(
+                "handle `{name}` under `on:` in a state that is active when it arrives, or remove \
+                 the `{verb}`"
+            )
+        });
+    let message = format!(
+        "event `{name}` is {} but no transition handles it",
+        participle(verb)
+    );
+    (message, help)
+}
+
+/// "raised" for `raise`, "sent" for `send`.
+fn participle(verb: &str) -> &'static str {
+    if verb == "raise" { "raised" } else { "sent" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -403,7 +403,11 @@ fn check_send(
             EventDescriptor::Prefix(prefix) => Some(&**prefix),
             EventDescriptor::Any => None,
         });
-    let (message, help) = crate::tooling::lint::unhandled_event(name, "send", Some(handled_names));
+    let (message, help) = crate::pipeline::compile::handled_events::unhandled_event(
+        name,
+        "send",
+        Some(handled_names),
+    );
     Some(Diagnostic::warning(message).at(at).with_help(help))
 }
 
