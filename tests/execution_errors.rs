@@ -65,7 +65,7 @@ fn run_gate(name: &str, errors: &str, handler: &str) -> (i32, String, String) {
 }
 
 /// The `finished` object of a run's stdout.
-fn finished(stdout: &str) -> Value {
+pub(crate) fn finished(stdout: &str) -> Value {
     stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())

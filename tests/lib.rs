@@ -25,6 +25,7 @@ mod event_outcomes;
 mod examples;
 mod exec_routes;
 mod execution_errors;
+mod execution_errors_edges;
 mod fast_path;
 mod file_functions;
 mod first_steps;

@@ -508,3 +508,32 @@ fn a_2026_call_answers_input_required_and_its_retries_deliver_refuse_or_decline(
     assert_eq!(accepted["run"], json!(run), "the retry started no run");
     assert_eq!(accepted["finished"]["output"], json!({"approver": "ann"}));
 }
+
+/// A run that an unhandled `error.execution` fails (`errors: strict`, exit 76): the failed
+/// task's message says which error, as a looping run's says why, not only the exit code.
+const UNHANDLED: &str = "\
+id: unhandled
+context: { n: 0 }
+states:
+  start:
+    entry: [{ assign: { n: \"1 / n\" } }]
+    always: done
+  done: { type: final }
+";
+
+#[test]
+fn a_run_an_unhandled_error_failed_is_a_failed_task_naming_the_error() {
+    let directory = crate::support::temporary_directory("mcp-tasks", "unhandled");
+    let unhandled = directory.join("unhandled.yaml");
+    std::fs::write(&unhandled, UNHANDLED).unwrap();
+    let lines = drive(&directory, "task_failed:unhandled", &[&unhandled]);
+    let task = &step(&lines, "ended")["task"];
+    assert_eq!(task["status"], json!("failed"), "{task}");
+    let error = &task["error"];
+    assert_eq!(error["data"]["exit_code"], json!(76), "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("error.execution") && message.contains("Division by zero"),
+        "the failed task does not say which error failed the run: {error}"
+    );
+}

@@ -125,6 +125,16 @@ pub struct Finish {
     pub unix_milliseconds: u64,
 }
 
+impl Finish {
+    /// The `{event, message, states}` of the unhandled `error.execution` that failed the run
+    /// (`errors: strict`), which the store keeps as the output of a run with no final state.
+    pub fn unhandled_error(&self) -> Option<&serde_json::Value> {
+        let error = self.output.get("error")?;
+        (self.final_state.is_none() && error.get("event").is_some_and(|event| event.is_string()))
+            .then_some(error)
+    }
+}
+
 /// One run as `list_runs` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {

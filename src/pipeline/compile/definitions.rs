@@ -10,7 +10,7 @@ use crate::base::model::{Block, Library, effect::Retrier};
 use crate::pipeline::load::schema::DocumentKind;
 use crate::pipeline::load::source::{Part, Source};
 use crate::pipeline::load::yaml::escape_pointer_token;
-use crate::pipeline::load::{LoadError, Loaded};
+use crate::pipeline::load::{Loaded, OwnFileError};
 
 /// The most library files one protocol's imports may read, all levels together.
 pub const MAX_IMPORTED_FILES: usize = 64;
@@ -246,9 +246,19 @@ impl Reading<'_> {
         }
         self.read.insert(canonical.clone());
         let shown = path.display().to_string();
-        let text = crate::pipeline::load::read_text(&path).map_err(|error| match error {
-            LoadError::Invalid(mut diagnostics) => Box::new(diagnostics.remove(0)),
-            other => {
+        let keys = ["blocks", "retry_policies", "imports"];
+        let text = crate::pipeline::load::read_own_file(&path, &keys).map_err(|error| match error {
+            OwnFileError::NotOfKind(reason) => problem(
+                definitions,
+                format!("the import `{import}` is not a library: {reason}"),
+                &format!(
+                    "a library is a file of `blocks:` and `retry_policies:`; none of this file's \
+                     lines are shown, as the path may name any file (`protocol-run validate {}` \
+                     shows its problems)",
+                    path.display()
+                ),
+            ),
+            OwnFileError::Unloadable(other) => {
                 let message = other.to_string();
                 let message = message.trim_start_matches("error: ").trim_end().to_string();
                 problem(

@@ -934,9 +934,32 @@ impl Compiler<'_> {
         canonical: &std::path::Path,
         protocol_pointer: &str,
     ) -> Option<Arc<Machine>> {
-        let loaded = match crate::pipeline::load::load_file(path) {
+        use crate::pipeline::load::{LoadError, OwnFileError};
+        let text = match crate::pipeline::load::read_own_file(path, &["states"]) {
+            // `load_text` refuses a library by its name, saying what to do with it instead.
+            _ if crate::pipeline::load::is_library_file(path) => Ok(String::new()),
+            Ok(text) => Ok(text),
+            Err(OwnFileError::NotOfKind(reason)) => {
+                self.value_error(
+                    protocol_pointer,
+                    format!("`{}` is not a protocol: {reason}", invoke.protocol),
+                    Some(format!(
+                        "a child protocol is a protocol file (`id:`, `states:`); none of this \
+                         file's lines are shown, as the path may name any file (`protocol-run \
+                         validate {}` shows its problems)",
+                        path.display()
+                    )),
+                );
+                return None;
+            }
+            Err(OwnFileError::Unloadable(error)) => Err(error),
+        };
+        let loaded = match text.and_then(|text| {
+            crate::pipeline::load::load_text(&path.display().to_string(), text)
+                .map_err(LoadError::Invalid)
+        }) {
             Ok(loaded) => loaded,
-            Err(crate::pipeline::load::LoadError::Invalid(diagnostics)) => {
+            Err(LoadError::Invalid(diagnostics)) => {
                 self.value_error(
                     protocol_pointer,
                     format!("the child protocol `{}` is invalid", invoke.protocol),

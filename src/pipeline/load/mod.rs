@@ -69,6 +69,54 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
     load_text(&path.display().to_string(), text).map_err(LoadError::Invalid)
 }
 
+/// Reads a file a protocol names as its own (a child protocol, an imported library) and makes
+/// sure it is at least of that kind: UTF-8 YAML whose top level has one of `keys`. Its path is the
+/// protocol's choice and `read` does not govern it, so it may name any `.yaml` on the machine
+/// (`secrets.yaml`): one of another kind is refused with a reason that quotes none of its lines.
+pub fn read_own_file(path: &Path, keys: &[&str]) -> Result<String, OwnFileError> {
+    let text = read_text(path).map_err(|error| match error {
+        // Its diagnostic shows the line before the bad byte.
+        LoadError::Invalid(_) => OwnFileError::NotOfKind("it is not UTF-8 text".to_string()),
+        other => OwnFileError::Unloadable(other),
+    })?;
+    let value = match yaml::parse(&text, &YamlLimits::default()) {
+        Ok(document) => document.value,
+        Err(errors) => {
+            let reason = errors.first().map_or_else(
+                || "it is not valid YAML".to_string(),
+                |error| {
+                    format!(
+                        "it is not valid YAML (line {}, column {})",
+                        error.position.line, error.position.column
+                    )
+                },
+            );
+            return Err(OwnFileError::NotOfKind(reason));
+        }
+    };
+    let has_key = value
+        .as_object()
+        .is_some_and(|entries| keys.iter().any(|key| entries.contains_key(*key)));
+    if !has_key {
+        let keys: Vec<String> = keys.iter().map(|key| format!("`{key}:`")).collect();
+        let reason = match keys.as_slice() {
+            [key] => format!("its top level has no {key}"),
+            _ => format!("its top level has none of {}", keys.join(", ")),
+        };
+        return Err(OwnFileError::NotOfKind(reason));
+    }
+    Ok(text)
+}
+
+/// Why a protocol's own file (a child, a library) was not loaded.
+#[derive(Debug)]
+pub enum OwnFileError {
+    /// It is missing or unreadable.
+    Unloadable(LoadError),
+    /// It is not of its kind: the reason, which shows none of its lines.
+    NotOfKind(String),
+}
+
 /// Reads a UTF-8 text file, telling a missing file from an unreadable or non-UTF-8 one.
 pub fn read_text(path: &Path) -> Result<String, LoadError> {
     let shown = path.display().to_string();

@@ -484,26 +484,32 @@ impl<'e> Algorithm<'_, 'e> {
             return Err(self.stop_step(why));
         }
         if !self.instance.running {
-            // Errors still queued when the run ends would be discarded unseen; under
-            // `errors: strict` an execution error among them fails the run it would have ended.
-            while let Some(event) = self.instance.internal_queue.pop_front() {
-                let fails = self.machine.strict_errors
-                    && event.event_type == Some(self.machine.error_execution)
-                    && self
-                        .instance
-                        .outcome
-                        .as_ref()
-                        .is_none_or(|outcome| outcome.failure.is_none());
-                self.event = CurrentEvent::Internal(event);
-                if fails {
-                    self.fail_on_unhandled_error();
-                } else {
-                    self.report_unhandled_error();
-                }
-            }
+            self.settle_queued_errors();
             self.exit_interpreter();
+            // The exit actions `exitInterpreter` ran may have failed too.
+            self.settle_queued_errors();
         }
         Ok(())
+    }
+
+    /// The run has ended: errors still queued would be discarded unseen, so each is reported;
+    /// under `errors: strict` an execution error among them fails the run it would have ended.
+    fn settle_queued_errors(&mut self) {
+        while let Some(event) = self.instance.internal_queue.pop_front() {
+            let fails = self.machine.strict_errors
+                && event.event_type == Some(self.machine.error_execution)
+                && self
+                    .instance
+                    .outcome
+                    .as_ref()
+                    .is_none_or(|outcome| outcome.failure.is_none());
+            self.event = CurrentEvent::Internal(event);
+            if fails {
+                self.fail_on_unhandled_error();
+            } else {
+                self.report_unhandled_error();
+            }
+        }
     }
 
     /// `errors: strict`: the first `error.execution` waiting in the internal queue, taken out
@@ -1133,7 +1139,6 @@ impl<'e> Algorithm<'_, 'e> {
             };
             self.exit_state(state);
         }
-        self.instance.internal_queue.clear();
     }
 
     /// Runs a block; a failure stops the block and raises `error.execution`.

@@ -84,8 +84,9 @@ impl Lint<'_> {
                         ),
                         format!(
                             "remove `errors: scxml` (by default the error is processed first, and \
-                             fails the run when nothing handles it), or handle `error.execution` \
-                             in `{id}` with a transition that leaves it"
+                             fails the run when nothing handles it), or guard on a value only a \
+                             successful assignment sets (a handler of `error.execution` in `{id}` \
+                             does not help here: the guard is taken before it runs)"
                         ),
                     ),
                     Some(handler) => (

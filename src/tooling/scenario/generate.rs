@@ -75,6 +75,8 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
         .collect();
     let mut covered: BTreeSet<String> = BTreeSet::new();
     let mut reached: HashSet<String> = HashSet::new();
+    // States a run failed in (an unhandled `error.execution`): their transitions never ran.
+    let mut failed_in: HashSet<String> = HashSet::new();
     let mut found: Vec<Found> = Vec::new();
     let mut configurations = 0usize;
     let mut stopped_by = None;
@@ -103,7 +105,14 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
             start_failure.get_or_insert_with(|| failure.clone());
             continue;
         }
-        note(&first, &setup, &[], &mut covered, &mut reached, &mut found);
+        note(
+            &first,
+            &setup,
+            &[],
+            &mut covered,
+            (&mut reached, &mut failed_in),
+            &mut found,
+        );
         seen.insert(key(&first));
         configurations += 1;
         queue.push_back((Vec::new(), first));
@@ -140,7 +149,7 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
                     &setup,
                     &path,
                     &mut covered,
-                    &mut reached,
+                    (&mut reached, &mut failed_in),
                     &mut found,
                 );
                 if seen.len() < setup_limit && seen.insert(key(&result)) {
@@ -166,7 +175,7 @@ pub fn generate(target: &Target, bounds: Bounds, limits: Limits) -> Generated {
             let transition = machine.transitions.iter().find(|t| &t.pointer == pointer)?;
             let reason = match (&start_failure, reached.is_empty()) {
                 (Some(failure), true) => format!("no run could start: {failure}"),
-                _ => reason(machine, transition, &reached),
+                _ => reason(machine, transition, &reached, &failed_in),
             };
             Some(Unreached {
                 transition: label(machine, transition),
@@ -200,10 +209,11 @@ fn note(
     setup: &Setup,
     steps: &[Step],
     covered: &mut BTreeSet<String>,
-    reached: &mut HashSet<String>,
+    (reached, failed_in): (&mut HashSet<String>, &mut HashSet<String>),
     found: &mut Vec<Found>,
 ) {
     reached.extend(result.entered.iter().cloned());
+    failed_in.extend(result.failed_in.iter().cloned());
     let new: Vec<String> = result
         .taken
         .iter()
@@ -306,9 +316,21 @@ fn reason(
     machine: &Machine,
     transition: &crate::pipeline::compile::machine::TransitionNode,
     reached: &HashSet<String>,
+    failed_in: &HashSet<String>,
 ) -> String {
     let source = transition.source;
     let source_id = &machine.state(source).id;
+    // A run that failed in the state (or one inside it) tried none of its transitions there.
+    let failed_there = failed_in.iter().any(|state| {
+        machine
+            .state_id(state)
+            .is_some_and(|id| id == source || machine.is_descendant(id, source))
+    });
+    let or_failed = if failed_there {
+        format!(", or the run failed in `{source_id}` (an `error.execution` nothing handled)")
+    } else {
+        String::new()
+    };
     let source_reached = reached.iter().any(|state| {
         machine
             .states
@@ -342,7 +364,8 @@ fn reason(
             )
         };
         return format!(
-            "guard `{}` was never true in `{source_id}` with the event data, inputs and mocks tried{needs}",
+            "guard `{}` was never true in `{source_id}` with the event data, inputs and mocks \
+             tried{needs}{or_failed}",
             guard.text
         );
     }
@@ -356,12 +379,13 @@ fn reason(
         .collect();
     if events.is_empty() {
         return format!(
-            "an earlier transition of `{source_id}` was taken each time `{source_id}` was active"
+            "an earlier transition of `{source_id}` was taken{or_failed}, each time \
+             `{source_id}` was active"
         );
     }
     format!(
         "`{}` never occurred while `{source_id}` was active, or an earlier transition of \
-         `{source_id}` took it",
+         `{source_id}` took it{or_failed}",
         events.join(" ")
     )
 }

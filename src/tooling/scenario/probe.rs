@@ -34,6 +34,8 @@ pub struct Probe {
     /// The final state (none when an unhandled error failed the run) and exit code, when the
     /// run finished.
     pub finished: Option<(Option<String>, u8)>,
+    /// The states an unhandled `error.execution` failed the run in (`errors: strict`).
+    pub failed_in: Vec<String>,
     /// Milliseconds until the next pending timer after the last step.
     pub next_timer: Option<u64>,
     /// Milliseconds until each pending timer, earliest first: two runs in the same
@@ -273,6 +275,17 @@ pub fn probe(target: &Target, setup: &Setup, steps: &[Step], limits: Limits) -> 
             let state = outcome.state_name(interpreter.machine());
             (state.map(|state| state.to_string()), outcome.exit_code)
         });
+        result.failed_in = interpreter
+            .outcome()
+            .and_then(|outcome| outcome.failure.as_ref())
+            .map(|failure| {
+                failure
+                    .states
+                    .iter()
+                    .map(|state| state.to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
         let now = tokio::time::Instant::now();
         let left = |deadline: tokio::time::Instant| {
             let left = deadline.saturating_duration_since(now);

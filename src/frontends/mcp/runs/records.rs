@@ -24,11 +24,20 @@ pub fn summary(store: &SqliteStore, served: &[&str], run: &str) -> Result<Value,
         summary["dropped_directives"] = dropped_directives.into();
     }
     if let Some(finish) = &record.finish {
-        summary["finished"] = json!({
-            "state": finish.final_state,
-            "exit_code": finish.exit_code,
-            "output": finish.output,
-        });
+        // A failed run's error where a live report has it, beside an output it never had.
+        summary["finished"] = match finish.unhandled_error() {
+            Some(error) => json!({
+                "state": finish.final_state,
+                "exit_code": finish.exit_code,
+                "output": null,
+                "error": error,
+            }),
+            None => json!({
+                "state": finish.final_state,
+                "exit_code": finish.exit_code,
+                "output": finish.output,
+            }),
+        };
     }
     Ok(summary)
 }

@@ -178,8 +178,18 @@ fn payload(view: &Value) -> (TaskPayload, Option<String>) {
 /// output (and the error that ended it, if one did).
 fn failed(report: &Value, finish: &Value) -> (TaskPayload, Option<String>) {
     let run = report["run"].as_str().unwrap_or_default();
+    // An unhandled `error.execution` (`errors: strict`): the finish names it, or, read from
+    // the store, its output is it; either way the run has no final state.
+    let unhandled = finish
+        .get("error")
+        .or_else(|| finish["output"].get("error"))
+        .filter(|_| finish["state"].is_null())
+        .and_then(|error| Some((error["event"].as_str()?, error["message"].as_str()?)));
     let message = match (report["error"].as_str(), finish["state"].as_str()) {
         (Some(error), _) => format!("run `{run}` failed: {error}"),
+        (None, None) if let Some((event, error)) = unhandled => {
+            format!("run `{run}` failed: {event} was not handled: {error}")
+        }
         (None, Some(state)) => format!(
             "run `{run}` finished in `{state}` with exit code {}",
             finish["exit_code"]
