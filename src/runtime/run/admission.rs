@@ -66,6 +66,11 @@ impl EventReport {
 /// Why an event no transition took and no state defers is discarded, as a run reports it.
 pub const DISCARDED: &str = "no transition of the active states takes it now and none of them defers it (SCXML discards such an event)";
 
+/// Why an event is discarded when a guard failed on it under `errors: strict`.
+pub const GUARD_FAILED: &str = "a guard of a transition that takes it failed (`error.execution`): \
+     under `errors: strict` no transition takes an event whose guards could not be decided, and \
+     the error is processed instead";
+
 /// Why an event that came after the run ended is discarded.
 pub const AFTER_THE_END: &str = "the run has ended";
 

@@ -247,6 +247,18 @@ impl CurrentEvent<'_> {
     }
 }
 
+/// What became of an external event in its macrostep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// A transition took it.
+    Taken,
+    /// No transition took it.
+    NotTaken,
+    /// A guard failed while transitions were selected for it (`errors: strict`): none took it,
+    /// and the error was processed instead.
+    GuardFailed,
+}
+
 /// One run of the algorithm over an instance: the procedures of Appendix D.
 pub struct Algorithm<'a, 'e> {
     pub machine: &'a Machine,
@@ -259,6 +271,8 @@ pub struct Algorithm<'a, 'e> {
     pub event: CurrentEvent<'e>,
     /// The state the actions running now belong to (see `Execution::owner`).
     pub owner: StateId,
+    /// A guard failed while selecting for the external event (`errors: strict`).
+    pub guard_failed: bool,
 }
 
 /// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
@@ -304,9 +318,9 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// Handles one external event: its microstep, then eventless and internal events until
     /// stable (one iteration of SCXML's `mainEventLoop`). Says whether a transition took it.
-    pub fn process_external_event(&mut self, event: &'e Event) -> Result<bool, RunError> {
+    pub fn process_external_event(&mut self, event: &'e Event) -> Result<Selection, RunError> {
         if !self.instance.running {
-            return Ok(false);
+            return Ok(Selection::NotTaken);
         }
         self.event = CurrentEvent::External(event);
         if let (true, Some(index), Some(event_type)) = (
@@ -324,7 +338,7 @@ impl<'e> Algorithm<'_, 'e> {
                 && self.instance.internal_queue.is_empty()
             {
                 return match budget::step_must_stop(1) {
-                    None => Ok(took),
+                    None => Ok(self.selection(took)),
                     Some(why) => Err(self.stop_step(why)),
                 };
             }
@@ -337,16 +351,26 @@ impl<'e> Algorithm<'_, 'e> {
                     enter.iter().for_each(|state| looping.insert(*state));
                 }
             }
-            self.run_to_completion().map(|()| took)
+            self.run_to_completion().map(|()| self.selection(took))
         } else {
             self.select_transitions_strictly(false);
+            self.guard_failed = self.workspace().enabled.is_empty() && self.execution_error_waits();
             let took = !self.workspace().enabled.is_empty();
             if took {
                 self.microstep();
             } else {
                 self.report_unhandled_error();
             }
-            self.run_to_completion().map(|()| took)
+            self.run_to_completion().map(|()| self.selection(took))
+        }
+    }
+
+    /// The external event's `Selection`, from whether a transition took it.
+    fn selection(&self, took: bool) -> Selection {
+        match (took, self.guard_failed) {
+            (true, _) => Selection::Taken,
+            (false, true) => Selection::GuardFailed,
+            (false, false) => Selection::NotTaken,
         }
     }
 
@@ -374,6 +398,7 @@ impl<'e> Algorithm<'_, 'e> {
                 Err(error) => {
                     self.raise_execution_error(error);
                     if machine.strict_errors {
+                        self.guard_failed = true;
                         return None;
                     }
                 }

@@ -28,7 +28,9 @@ use crate::base::event::{self, Event};
 use crate::base::value::Value;
 use crate::pipeline::actions::Host;
 use crate::pipeline::compile::machine::{Machine, StateId};
-use algorithm::{Algorithm, CurrentEvent, Instance, Limits, Outcome, RunError, Workspace};
+use algorithm::{
+    Algorithm, CurrentEvent, Instance, Limits, Outcome, RunError, Selection, Workspace,
+};
 
 /// One instance of a machine: start it, then hand it events.
 pub struct Interpreter {
@@ -85,6 +87,7 @@ impl Interpreter {
             limits: self.limits,
             event: CurrentEvent::None,
             owner: StateId::ROOT,
+            guard_failed: false,
         };
         let result = body(&mut algorithm);
         if let Some(workspace) = algorithm.workspace.take() {
@@ -120,18 +123,19 @@ impl Interpreter {
         self.take(event, host).map(|_| ())
     }
 
-    /// Processes one external event as one macrostep, and says whether a transition took it.
+    /// Processes one external event as one macrostep, and says whether a transition took it
+    /// (or a guard failed on it).
     #[inline]
-    pub fn take(&mut self, event: &Event, host: &mut dyn Host) -> Result<bool, RunError> {
+    pub fn take(&mut self, event: &Event, host: &mut dyn Host) -> Result<Selection, RunError> {
         if self.instance.ignores(event) {
-            return Ok(false);
+            return Ok(Selection::NotTaken);
         }
         self.macrostep(event, host)
     }
 
     // Kept apart from `take`, so that an ignored event does not pay for this one's frame.
     #[inline(never)]
-    fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<bool, RunError> {
+    fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<Selection, RunError> {
         self.step(host, |algorithm| algorithm.process_external_event(event))
     }
 

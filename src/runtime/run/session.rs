@@ -1,7 +1,7 @@
 //! A session: one instance with its queue, timers and running work, stepped an event at a time by the run loop, a `serve` fleet or a scenario.
 
 use super::Interpreter;
-use super::algorithm::RunError;
+use super::algorithm::{RunError, Selection};
 use super::driver::{Observer, RunReport};
 use super::host::{DriverHost, DriverState, EffectMessage, Waiting};
 use super::input::InputLines;
@@ -546,8 +546,8 @@ impl<'a> Session<'a> {
         self.interpreter.set_clock(now);
         let before = (!self.host.state.waiting().is_empty())
             .then(|| self.interpreter.instance.configuration.clone());
-        let taken = self.interpreter.take(event, &mut self.host)?;
-        let report = is_input(event).then(|| self.settle(event, taken, ticket));
+        let selection = self.interpreter.take(event, &mut self.host)?;
+        let report = is_input(event).then(|| self.settle(event, selection, ticket));
         self.after_step()?;
         // Committed before it is told: a sender told `deferred` finds its event in the journal.
         self.commit(Some(event))?;
@@ -561,9 +561,12 @@ impl<'a> Session<'a> {
 
     /// What becomes of an input event its macrostep did or did not take: taken, or deferred
     /// into the inbox (refused past its bound), or discarded.
-    fn settle(&mut self, event: &Event, taken: bool, ticket: Option<u64>) -> EventReport {
-        let (outcome, reason) = if taken {
+    fn settle(&mut self, event: &Event, selection: Selection, ticket: Option<u64>) -> EventReport {
+        let (outcome, reason) = if selection == Selection::Taken {
             (EventOutcome::Taken, None)
+        } else if selection == Selection::GuardFailed {
+            let reason = crate::runtime::run::admission::GUARD_FAILED;
+            (EventOutcome::Discarded, Some(reason.into()))
         } else if let Some(state) = self.interpreter.deferred_by(event) {
             match self.defer(event, ticket) {
                 Ok(waiting) => (
@@ -657,7 +660,8 @@ impl<'a> Session<'a> {
             let now = self.host.now_milliseconds();
             self.interpreter.set_clock(now);
             let before = self.interpreter.instance.configuration.clone();
-            let taken = self.interpreter.take(&waiting.event, &mut self.host)?;
+            let selection = self.interpreter.take(&waiting.event, &mut self.host)?;
+            let taken = selection == Selection::Taken;
             let changed = before != self.interpreter.instance.configuration;
             let still_deferred = !taken && self.interpreter.deferred_by(&waiting.event).is_some();
             if still_deferred && !changed {
@@ -665,10 +669,13 @@ impl<'a> Session<'a> {
                 continue;
             }
             let report = (!still_deferred).then(|| {
-                let (outcome, reason) = if taken {
-                    (EventOutcome::Taken, None)
-                } else {
-                    (EventOutcome::Discarded, Some(self.discarded_reason()))
+                let (outcome, reason) = match selection {
+                    Selection::Taken => (EventOutcome::Taken, None),
+                    Selection::GuardFailed => (
+                        EventOutcome::Discarded,
+                        Some(crate::runtime::run::admission::GUARD_FAILED.into()),
+                    ),
+                    Selection::NotTaken => (EventOutcome::Discarded, Some(self.discarded_reason())),
                 };
                 EventReport {
                     event: waiting.event.name.clone(),

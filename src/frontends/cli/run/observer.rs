@@ -1,6 +1,6 @@
 //! What `run` and `resume` print while a run goes (logs, directives, each events line's outcome on stdout) and write to its telemetry.
 
-use crate::runtime::run::admission::{EventOutcome, EventReport, discarded_reason};
+use crate::runtime::run::admission::{self, EventOutcome, EventReport, discarded_reason};
 use crate::runtime::run::driver::{Observer, TracingObserver};
 use crate::runtime::telemetry::RunLog;
 
@@ -80,7 +80,11 @@ impl Observer for RunObserver {
         if let Some(report) = outcome {
             // Spelled out for a reader: the states the event met, and what they take.
             let mut report = report.clone();
-            if report.outcome == EventOutcome::Discarded && interpreter.is_running() {
+            let plainly_discarded = report.reason.as_deref() == Some(admission::DISCARDED);
+            if report.outcome == EventOutcome::Discarded
+                && plainly_discarded
+                && interpreter.is_running()
+            {
                 let states = interpreter.active_leaves();
                 let machine = interpreter.machine();
                 let reason = discarded_reason(machine, &event.name, &states);

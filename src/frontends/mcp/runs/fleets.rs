@@ -75,7 +75,11 @@ impl Host {
                     if let Some(fields) = told.as_object_mut() {
                         fields.remove("ticket");
                     }
-                    if outcome.outcome == crate::runtime::run::admission::EventOutcome::Discarded {
+                    // A discard is spelled out, but for a failed guard's, which says more.
+                    if outcome.outcome == crate::runtime::run::admission::EventOutcome::Discarded
+                        && outcome.reason.as_deref()
+                            != Some(crate::runtime::run::admission::GUARD_FAILED)
+                    {
                         let view = outcome_view.borrow();
                         let states: Vec<&str> = view.states.iter().map(String::as_str).collect();
                         told["reason"] = crate::runtime::run::admission::discarded_reason(
