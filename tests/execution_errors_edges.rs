@@ -192,6 +192,8 @@ states:
         server.call(2, "send_event", json!({"run": run, "event": "go"}))["structuredContent"]
             .clone();
     assert_eq!(live["finished"]["exit_code"], 76, "{live}");
+    // An error ended it: `failed`, as docs/mcp.md defines it, live and stored alike.
+    assert_eq!(live["status"], "failed", "{live}");
     assert_eq!(
         live["finished"]["error"]["event"], "error.execution",
         "{live}"
@@ -202,6 +204,7 @@ states:
     let stored = server.call(3, "get_run", json!({"run": run}))["structuredContent"].clone();
     server.finish();
     assert_eq!(stored["finished"]["exit_code"], 76, "{stored}");
+    assert_eq!(stored["status"], "failed", "{stored}");
     assert_eq!(
         stored["finished"]["error"], live["finished"]["error"],
         "stored: {stored}\nlive: {live}"

@@ -16,7 +16,7 @@ pub fn summary(store: &SqliteStore, served: &[&str], run: &str) -> Result<Value,
     let (directives, dropped_directives) = recorded_directives(store, run)?;
     let mut summary = json!({
         "run": run,
-        "status": record.status.as_str(),
+        "status": recorded_status(record.status.as_str(), record.finish.as_ref()),
         "live": false,
         "directives": directives,
     });
@@ -40,6 +40,15 @@ pub fn summary(store: &SqliteStore, served: &[&str], run: &str) -> Result<Value,
         };
     }
     Ok(summary)
+}
+
+/// A recorded run's status as a report says it: the store's, but `failed` for a run an
+/// unhandled error ended (as a live report says).
+fn recorded_status(stored: &'static str, finish: Option<&crate::store::Finish>) -> &'static str {
+    match finish {
+        Some(finish) if finish.unhandled_error().is_some() => "failed",
+        _ => stored,
+    }
 }
 
 /// A recorded run's summary (without its protocol text and inputs), or `None` when there is
@@ -112,7 +121,8 @@ pub fn list(
         .map(|run| {
             json!({
                 "run": run.id,
-                "status": live_status(&run.id).unwrap_or(run.status.as_str()),
+                "status": live_status(&run.id)
+                    .unwrap_or_else(|| recorded_status(run.status.as_str(), run.finish.as_ref())),
                 "started_unix_milliseconds": run.started_unix_milliseconds,
                 "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
             })

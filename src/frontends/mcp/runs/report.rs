@@ -86,6 +86,8 @@ impl RunView {
         }
         match (&self.finished, &self.error) {
             (_, Some(_)) => "failed",
+            // An unhandled `error.execution` ended it: its finished line names the error.
+            (Some(finished), None) if finished.get("error").is_some() => "failed",
             (Some(_), None) => "finished",
             (None, None) => "running",
         }
