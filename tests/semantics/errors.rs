@@ -386,21 +386,40 @@ states:
 
 #[test]
 fn an_unhandled_error_is_reported_even_when_the_run_ends_first() {
-    let mut run = Run::start(
-        r#"
+    // W3C's order (`errors: scxml`): the eventless transition ends the run before the error is
+    // processed, and the error is still reported.
+    let protocol = r#"
 id: lost-error
+ERRORS
 states:
   a:
     entry: [{ log: "${1 / 0}" }]
     always: done
   done: { type: final }
-"#,
-    );
+"#;
+    let mut run = Run::start(&protocol.replace("ERRORS", "errors: scxml"));
     let logs = run.take_logs();
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert!(
         logs[0].starts_with("error.execution was not handled by any transition: Division by zero"),
         "{logs:?}"
+    );
+    let outcome = run.interpreter.outcome().expect("ended");
+    assert_eq!(outcome.exit_code, 0);
+    // By default the error goes first: the run fails in `a` and never reaches `done`.
+    let mut run = Run::start(&protocol.replace("ERRORS", ""));
+    let logs = run.take_logs();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let outcome = run.interpreter.outcome().expect("ended");
+    assert_eq!((outcome.final_state, outcome.exit_code), (None, 76));
+    let failure = outcome.failure.as_ref().expect("a failure");
+    assert_eq!(
+        failure
+            .states
+            .iter()
+            .map(|state| &**state)
+            .collect::<Vec<_>>(),
+        ["a"]
     );
 }
 
