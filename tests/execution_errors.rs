@@ -390,3 +390,22 @@ fn a_scenario_expects_the_failure_by_its_exit_code_and_error() {
         "{stdout}{stderr}"
     );
 }
+
+#[test]
+fn a_handler_whose_guard_fails_is_named_in_the_failure() {
+    let handler = r#"on:
+      error.execution:
+        target: broken
+        guard: "event.data.missing.flag""#;
+    let (code, stdout, stderr) = run_gate("handler-guard", "", handler);
+    assert_eq!(code, 76, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let message = finished(&stdout)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("`reviews` would not conform"), "{message}");
+    assert!(
+        message.contains("a guard of its handler failed too: no key `missing`"),
+        "{message}"
+    );
+}

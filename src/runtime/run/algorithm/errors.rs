@@ -95,9 +95,21 @@ impl<'e> Algorithm<'_, 'e> {
             return;
         };
         let machine = self.machine;
+        let mut message = error_message(event).unwrap_or_default();
+        // A handler was there, but its guard failed while it was being selected: say so.
+        let error_type = Some(machine.error_execution);
+        if let Some(guard_error) = self
+            .instance
+            .internal_queue
+            .iter()
+            .find(|queued| queued.event_type == error_type)
+            .and_then(error_message)
+        {
+            message = format!("{message}; a guard of its handler failed too: {guard_error}");
+        }
         let failure = Failure {
             event: event.name.clone(),
-            message: error_message(event).unwrap_or_default(),
+            message,
             states: self
                 .instance
                 .configuration
