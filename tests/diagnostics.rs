@@ -606,3 +606,18 @@ fn a_comma_in_unquoted_flow_text_is_told_to_be_quoted() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_unknown_state_in_in_is_underlined_at_its_id() {
+    let (code, stderr) = validate_file(
+        "in-state.yaml",
+        b"id: t\nstates:\n  idle:\n    always: { target: done, guard: \"In('idel')\" }\n  done: { type: final }\n",
+    );
+    assert_eq!(code, 65, "{stderr}");
+    assert!(stderr.contains("unknown state `idel` in `In`"), "{stderr}");
+    assert!(stderr.contains("in-state.yaml:4:41"), "{stderr}");
+    assert!(
+        stderr.contains("\n  |                                         ^^^^\n"),
+        "{stderr}"
+    );
+}

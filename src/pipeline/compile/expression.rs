@@ -961,7 +961,7 @@ impl<'a> NameChecker<'a> {
         if name == "In" {
             self.uses_engine_functions = true;
             if let [
-                IdedExpr {
+                argument @ IdedExpr {
                     expr: Expr::Literal(cel::common::ast::LiteralValue::String(state)),
                     ..
                 },
@@ -970,8 +970,9 @@ impl<'a> NameChecker<'a> {
                 let state: &str = state.as_ref();
                 if self.names.state(state).is_none() && !self.names.open {
                     self.problems.push(ExpressionProblem {
-                        offset: self.offset(expression),
-                        message: format!("`In` names an unknown state `{state}`"),
+                        // At the misspelled id, inside its quotes, not at the call's `(`.
+                        offset: self.offset(argument) + 1,
+                        message: format!("unknown state `{state}` in `In`"),
                         help: did_you_mean(state, self.names.states.keys().map(String::as_str)),
                     });
                 }
