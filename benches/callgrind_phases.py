@@ -9,6 +9,11 @@
     python3 benches/callgrind_phases.py OUT --lines FILE_PATTERN [N] # source lines, calls included
     python3 benches/callgrind_phases.py OUT --by-source FILE_PATTERN [N] # own instructions by the
                                               # source function written, inlined code included
+    python3 benches/callgrind_phases.py OUT --inlined BINARY FUNCTION_PATTERN DIVISOR [N]
+        # needs `valgrind --dump-instr=yes`: the own instructions of the functions the pattern
+        # matches, each given to the innermost function of this project's `src/` it was inlined
+        # into (addr2line's inline chain), so standard-library code counts for its caller; per
+        # DIVISOR (e.g. the number of calls)
 
 Each pattern is a regular expression searched in the function names; a pattern that matches
 several functions prints each of them. Counts are by function whatever file the inlined code
@@ -17,7 +22,9 @@ instructions plus those of every call it makes to another function. A function t
 itself back through another counts that work twice, as callgrind_annotate does.
 """
 
+import os
 import re
+import subprocess
 import sys
 from collections import defaultdict
 
@@ -87,6 +94,81 @@ def read(path):
     return own, inclusive, calls, lines, lines_own
 
 
+def by_address(path, binary_part, function_pattern):
+    """Own instructions by address, of the functions that match, in objects that match."""
+    names = {"fn": {}, "fl": {}, "ob": {}}
+    cost = defaultdict(int)
+    current = obj = None
+    address = 0
+    pending_call = False
+
+    def name_of(kind, text):
+        match = re.match(r"\((\d+)\)(?: (.*))?", text)
+        if not match:
+            return text
+        number, name = match.groups()
+        if name is not None:
+            names[kind][number] = name
+        return names[kind].get(number, number)
+
+    def moved(previous, token):
+        if token == "*":
+            return previous
+        if token[0] in "+-":
+            return previous + int(token, 0)
+        return int(token, 0)
+
+    with open(path, errors="replace") as file:
+        for line in file:
+            line = line.rstrip("\n")
+            if not line or line[0] == "#":
+                continue
+            key, _, value = line.partition("=")
+            if key in ("fn", "cfn"):
+                name = name_of("fn", value)
+                if key == "fn":
+                    current = name
+            elif key in ("ob", "cob"):
+                name = name_of("ob", value)
+                if key == "ob":
+                    obj = name
+            elif key in ("fl", "fi", "fe", "cfl", "cfi"):
+                name_of("fl", value)
+            elif key == "calls":
+                pending_call = True
+            elif line[0].isdigit() or line[0] in "+-*":
+                fields = line.split()
+                address = moved(address, fields[0])
+                if pending_call:
+                    pending_call = False
+                elif obj and binary_part in obj and re.search(function_pattern, current or ""):
+                    cost[address] += int(fields[2]) if len(fields) > 2 else 0
+    return cost
+
+
+def inlined_into(binary, addresses):
+    """For each address, its frames from the innermost out, as (function name, file, line);
+    addr2line names the outermost symbol first, so each frame's location is paired with it."""
+    output = subprocess.run(
+        ["addr2line", "-a", "-i", "-f", "-C", "-e", binary] + [hex(a) for a in addresses],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    chains, current, lines = {}, None, []
+    for line in output + ["0x0"]:
+        if re.fullmatch(r"0x[0-9a-f]+", line):
+            if current is not None:
+                frames = []
+                for index in range(0, len(lines) - 1, 2):
+                    match = re.match(r"(.*):(\d+)", lines[index + 1].split(" ")[0])
+                    if match:
+                        frames.append((lines[index], match.group(1), int(match.group(2))))
+                chains[current] = frames
+            current, lines = int(line, 16), []
+        elif line:
+            lines.append(line)
+    return chains
+
+
 def enclosing_functions(path):
     """For each line of a source file, the name of the `fn` it is in (the last one opened)."""
     try:
@@ -106,6 +188,29 @@ def enclosing_functions(path):
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
+    if sys.argv[2] == "--inlined":
+        binary, pattern, divisor = sys.argv[3], sys.argv[4], float(sys.argv[5])
+        cost = by_address(sys.argv[1], os.path.basename(binary), pattern)
+        chains = inlined_into(binary, sorted(cost))
+        sources, buckets = {}, defaultdict(int)
+        for address, count in cost.items():
+            place = "standard library only"
+            for _, file, number in chains.get(address, []):
+                if "/src/" in file and os.path.exists(file) and "/rustc/" not in file:
+                    if file not in sources:
+                        sources[file] = enclosing_functions(file)
+                    names = sources[file]
+                    name = names[number - 1] if names and 0 < number <= len(names) else "?"
+                    place = re.sub(r".*?/src/", "src/", file, count=1) + ":" + name
+                    break
+            buckets[place] += count
+        total = sum(cost.values())
+        print(f"{total:>14,}  {total / divisor:10.1f} per divisor  (the matching functions)")
+        for place, count in sorted(buckets.items(), key=lambda item: -item[1])[
+            : int(sys.argv[6]) if len(sys.argv) > 6 else 40
+        ]:
+            print(f"{count:>14,}  {count / divisor:10.1f}  {100 * count / total:6.2f}%  {place}")
+        return
     own, inclusive, calls, lines, lines_own = read(sys.argv[1])
     total = sum(own.values())
     print(f"{total:>14,}  100.00%  total")
