@@ -54,3 +54,41 @@ fn schema_command_prints_the_same_schema() {
         protocol_run::pipeline::load::schema::protocol_schema_text()
     );
 }
+
+/// The generated schema without its string `description` and `markdownDescription` members.
+fn without_descriptions(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(members) => {
+            members.retain(|key, member| {
+                !(matches!(key.as_str(), "description" | "markdownDescription")
+                    && member.is_string())
+            });
+            members.values_mut().for_each(without_descriptions);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(without_descriptions),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_validators_schema_is_the_generated_one_without_descriptions() {
+    use protocol_run::pipeline::load::schema::DocumentKind;
+    for kind in [
+        DocumentKind::Protocol,
+        DocumentKind::Scenario,
+        DocumentKind::Library,
+    ] {
+        let validation: serde_json::Value = serde_json::from_str(kind.validation_text())
+            .unwrap_or_else(|error| panic!("{kind:?}: build.rs wrote invalid JSON: {error}"));
+        let mut generated = kind.schema();
+        without_descriptions(&mut generated);
+        assert!(
+            validation == generated,
+            "{kind:?}: the validator's schema differs"
+        );
+        // The protocol has a property called `description`: it stays.
+        if kind == DocumentKind::Protocol {
+            assert!(validation["properties"]["description"].is_object());
+        }
+    }
+}

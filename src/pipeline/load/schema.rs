@@ -50,13 +50,20 @@ impl DocumentKind {
         }
     }
 
-    /// The committed schema file, which `tests/schema.rs` keeps equal to `schema_text()`:
-    /// parsing it is several times cheaper than generating the schema from the types again.
-    fn committed_text(self) -> &'static str {
+    /// The committed schema file (which `tests/schema.rs` keeps equal to `schema_text()`)
+    /// without its descriptions, as `build.rs` writes it: parsing it is several times cheaper
+    /// than generating the schema from the types again, and than parsing the descriptions too.
+    pub fn validation_text(self) -> &'static str {
         match self {
-            DocumentKind::Protocol => include_str!("../../../schemas/protocol.schema.json"),
-            DocumentKind::Scenario => include_str!("../../../schemas/scenario.schema.json"),
-            DocumentKind::Library => include_str!("../../../schemas/library.schema.json"),
+            DocumentKind::Protocol => {
+                include_str!(concat!(env!("OUT_DIR"), "/protocol.validation.json"))
+            }
+            DocumentKind::Scenario => {
+                include_str!(concat!(env!("OUT_DIR"), "/scenario.validation.json"))
+            }
+            DocumentKind::Library => {
+                include_str!(concat!(env!("OUT_DIR"), "/library.validation.json"))
+            }
         }
     }
 
@@ -74,7 +81,7 @@ impl DocumentKind {
             // A committed file that does not parse can only come from a broken checkout; the
             // generated schema is the same document.
             let schema =
-                serde_json::from_str(self.committed_text()).unwrap_or_else(|_| self.schema());
+                serde_json::from_str(self.validation_text()).unwrap_or_else(|_| self.schema());
             let validator = jsonschema::draft7::new(&schema).unwrap_or_else(|error| {
                 panic!("the generated {self:?} schema is invalid: {error}")
             });
