@@ -8,9 +8,12 @@ use std::time::Instant;
 
 use statig::prelude::*;
 
-const EVENTS: usize = 1_000_000;
+#[path = "workload/sequence.rs"]
+mod sequence;
+
+use sequence::{EVENTS, FNV_OFFSET, event_sequence, fnv1a};
+
 const WARM_PASSES: usize = 25;
-const FNV_OFFSET: u32 = 0x811c_9dc5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Event {
@@ -272,25 +275,6 @@ impl WorkloadMachine for StatigMachine {
     fn counters(&self) -> &Counters {
         &self.0.inner().counters
     }
-}
-
-fn fnv1a(hash: u32, byte: u8) -> u32 {
-    (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
-}
-
-/// WORKLOAD.md's event sequence (indices into `EVENT_ORDER`) and its FNV-1a hash.
-fn event_sequence() -> (Vec<u8>, u32) {
-    let mut seed: u32 = 42;
-    let mut event_hash = FNV_OFFSET;
-    let sequence = (0..EVENTS)
-        .map(|_| {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let index = ((seed >> 16) % 5) as u8;
-            event_hash = fnv1a(event_hash, index);
-            index
-        })
-        .collect();
-    (sequence, event_hash)
 }
 
 /// One pass of a fresh instance over the sequence: the checksum line (with the trace hash when
