@@ -22,7 +22,8 @@ import subprocess
 import sys
 import time
 
-import serve_process
+sys.dont_write_bytecode = True  # no __pycache__ left in the checkout by the import below
+import serve_process  # noqa: E402  (benches/serve_process.py, beside this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
