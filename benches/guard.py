@@ -7,8 +7,8 @@ same run, each held to a committed threshold in benches/guard-thresholds.json.
 
 It builds nothing: the caller builds `protocol-run`, `workload-bench` and `workload-baseline`
 in release first (.ci/run does). Every round runs each measurement once, in turn, so a slow
-spell of the machine falls on both sides of a ratio; a ratio is the median of its per-round
-values. Higher is worse for every ratio. Exits 1 naming every ratio past its threshold;
+spell of the machine falls on both sides of a ratio; a ratio is the second-lowest of its
+per-round values (see `guarded`). Higher is worse for every ratio. Exits 1 naming every ratio past its threshold;
 `--record` rewrites the thresholds file as this run's ratios x 1.3 (x 1.5 for the noisier two),
 rounded up.
 """
@@ -191,6 +191,16 @@ def one_round(target, with_lsp):
     return ratios, figures
 
 
+def guarded(values):
+    """The second-lowest of the rounds' values (the lowest, under three rounds). Other work on
+    the machine mostly slows the longer, colder side of a ratio: under load, whole rounds of
+    `define` and `validate` came out 2.4x slower (their first-in-process page faults under memory
+    pressure) and durable `serve` 1.5x. A regression raises every round, this figure with them;
+    a slow spell has to spoil four rounds of five to move it."""
+    ordered = sorted(values)
+    return ordered[1] if len(ordered) >= 3 else ordered[0]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -216,7 +226,7 @@ def main():
         rounds.append(ratios)
         print(f"round {number}: " + ", ".join(f"{name} {value:.4g}"
                                               for name, value in figures.items()), flush=True)
-    ratios = {name: statistics.median(one[name] for one in rounds) for name in rounds[0]}
+    ratios = {name: guarded([one[name] for one in rounds]) for name in rounds[0]}
     load = os.getloadavg()[0]
     print(f"{arguments.rounds} rounds in {time.perf_counter() - started:.0f} s, "
           f"load average {load:.2f}")
