@@ -2,6 +2,7 @@
 
 mod support;
 
+mod benchmark_guard;
 mod bisect;
 mod blocks_alone;
 mod budgets;

@@ -11,7 +11,11 @@ use protocol_run::pipeline::actions::{Host, LogRecord, SendRequest};
 use protocol_run::pipeline::compile::machine::{Machine, StateId};
 use protocol_run::runtime::run::Interpreter;
 
-const EVENTS: usize = 1_000_000;
+#[path = "workload/sequence.rs"]
+mod sequence;
+
+use sequence::{EVENTS, FNV_OFFSET, event_sequence, fnv1a};
+
 const WARM_PASSES: usize = 25;
 const INSTANCES: usize = 100_000;
 const EVENT_NAMES: [&str; 5] = ["call", "ok", "fail", "ack", "healthy"];
@@ -32,12 +36,6 @@ const LEAF_CODES: [(&str, u32); 5] = [
     ("notify", 4),
     ("monitor", 5),
 ];
-
-fn fnv1a(hash: u32, byte: u8) -> u32 {
-    (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
-}
-
-const FNV_OFFSET: u32 = 0x811c_9dc5;
 
 /// Counts entries per state index (the benchmark's observer).
 struct EntryCounter {
@@ -102,16 +100,7 @@ impl Workload {
                 )
             })
             .collect();
-        let mut seed: u32 = 42;
-        let mut event_hash = FNV_OFFSET;
-        let sequence = (0..EVENTS)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                let index = ((seed >> 16) % 5) as u8;
-                event_hash = fnv1a(event_hash, index);
-                index
-            })
-            .collect();
+        let (sequence, event_hash) = event_sequence();
         let state = |name: &str| machine.state_id(name).expect("workload state");
         let counted = COUNTED_STATES.map(|name| state(name).index());
         let leaf_codes = LEAF_CODES
