@@ -220,7 +220,6 @@ states:
     stdin.write_all(b"{\"event\":\"stop\"}\n").unwrap();
     // Killed when the state exits, while the run goes on (`stopped` waits for `finish`, which
     // is sent only once they are gone): not at its end.
-    let stopped = Instant::now();
     let alive = |file: &PathBuf| {
         let pid: i32 = std::fs::read_to_string(file)
             .unwrap()
@@ -229,13 +228,9 @@ states:
             .unwrap();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
     };
-    while pid_files.iter().any(alive) {
-        assert!(
-            stopped.elapsed() < Duration::from_secs(20),
-            "a child's process survived its state"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::support::eventually("the children's processes ending with their state", || {
+        (!pid_files.iter().any(alive)).then_some(())
+    });
     assert!(engine.try_wait().unwrap().is_none(), "the run ended first");
     stdin.write_all(b"{\"event\":\"finish\"}\n").unwrap();
     drop(stdin);
