@@ -46,12 +46,19 @@ states:
 /// One `reject` and one malformed review: the typed assignment fails.
 const JUNK: &str = r#"{"event":"results","data":{"items":[{"verdict":"reject"},{"oops":1}]}}"#;
 
-/// Writes the gate with `errors` and `handler` lines into a new directory, and runs it on `JUNK`.
-fn run_gate(name: &str, errors: &str, handler: &str) -> (i32, String, String) {
+/// Writes the gate with `errors` and `handler` lines, and `JUNK` as `events.jsonl`, into a new
+/// directory, and returns it.
+pub(crate) fn write_gate(name: &str, errors: &str, handler: &str) -> std::path::PathBuf {
     let directory = temporary_directory("execution-errors", name);
     let text = GATE.replace("ERRORS", errors).replace("HANDLER", handler);
     std::fs::write(directory.join("gate.yaml"), text).unwrap();
     std::fs::write(directory.join("events.jsonl"), format!("{JUNK}\n")).unwrap();
+    directory
+}
+
+/// Writes the gate with `errors` and `handler` lines into a new directory, and runs it on `JUNK`.
+fn run_gate(name: &str, errors: &str, handler: &str) -> (i32, String, String) {
+    let directory = write_gate(name, errors, handler);
     run_binary(
         &directory,
         &[

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::execution_errors::finished;
+use crate::execution_errors::{finished, write_gate};
 use crate::support::mcp_raw::{RawMcp, reported_run};
 use crate::support::{run_binary, temporary_directory};
 
@@ -53,50 +53,16 @@ states:
 /// name that as the fix.
 #[test]
 fn the_scxml_warning_does_not_name_a_handler_as_its_fix() {
-    let directory = protocol(
-        "scxml-help",
+    let handler = "on: { error.execution: broken }";
+    let directory = write_gate("edges-scxml-help", "errors: scxml", handler);
+    let arguments = [
         "gate.yaml",
-        r#"
-id: gate
-errors: scxml
-permissions: { exec: [], read: [], write: [], env: [] }
-context: { reviews: [] }
-types:
-  reviews:
-    type: array
-    items:
-      type: object
-      properties: { verdict: { enum: [approve, reject] } }
-      required: [verdict]
-events:
-  results: {}
-states:
-  waiting:
-    on:
-      results: { target: deciding, actions: [{ assign: { reviews: "event.data.items" } }] }
-  deciding:
-    on: { error.execution: broken }
-    always:
-      - target: approved
-        guard: "reviews.all(r, r.verdict == 'approve')"
-      - target: rejected
-  approved: { type: final }
-  rejected: { type: final, exit_code: 1 }
-  broken: { type: final, exit_code: 3 }
-"#,
-    );
-    let junk = r#"{"event":"results","data":{"items":[{"verdict":"reject"},{"oops":1}]}}"#;
-    std::fs::write(directory.join("events.jsonl"), format!("{junk}\n")).unwrap();
-    let (code, stdout, _) = run_binary(
-        &directory,
-        &[
-            "gate.yaml",
-            "--events",
-            "events.jsonl",
-            "--state-dir",
-            "state",
-        ],
-    );
+        "--events",
+        "events.jsonl",
+        "--state-dir",
+        "state",
+    ];
+    let (code, stdout, _) = run_binary(&directory, &arguments);
     // What W3C's order does with the handler in place: the guard decided first.
     assert_eq!((code, &finished(&stdout)["state"]), (0, &json!("approved")));
     let (_, stdout, stderr) = run_binary(&directory, &["check", "gate.yaml"]);
