@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use indexmap::IndexMap;
 
-use super::{Lint, Rule, free_names};
+use super::{Lint, Rule, free_names, states_in_document_order};
 use crate::base::model::action::Action;
 use crate::base::model::transition::TransitionSpec;
 use crate::base::model::{self, ErrorMode, Transitions};
@@ -108,40 +108,29 @@ impl Lint<'_> {
     }
 }
 
-/// Every state by id, in document order, with its pointer and ancestors.
+/// Every state by id, in document order, with its pointer and ancestors (read off the
+/// pointer: `/states/a/states/b` is `b` inside `a`).
 fn places(protocol: &model::Protocol) -> IndexMap<String, Place<'_>> {
-    let mut places = IndexMap::new();
-    // An explicit stack, children pushed in reverse, as the compiler does for deep documents.
-    let mut pending: Vec<(&String, &model::State, String, Vec<String>)> = protocol
-        .states
-        .iter()
-        .rev()
-        .map(|(id, state)| {
-            (
-                id,
-                state,
-                format!("/states/{}", escape_pointer_token(id)),
-                Vec::new(),
-            )
-        })
-        .collect();
-    while let Some((id, state, pointer, ancestors)) = pending.pop() {
-        for (child_id, child) in state.states.iter().rev() {
-            let mut child_ancestors = vec![id.clone()];
-            child_ancestors.extend(ancestors.iter().cloned());
-            let child_pointer = format!("{pointer}/states/{}", escape_pointer_token(child_id));
-            pending.push((child_id, child, child_pointer, child_ancestors));
-        }
-        places.insert(
-            id.clone(),
-            Place {
+    states_in_document_order(protocol)
+        .into_iter()
+        .map(|(pointer, state)| {
+            let mut ids: Vec<String> = pointer
+                .split('/')
+                .skip(1)
+                .skip(1)
+                .step_by(2)
+                .map(|token| token.replace("~1", "/").replace("~0", "~"))
+                .collect();
+            let id = ids.pop().unwrap_or_default();
+            ids.reverse();
+            let place = Place {
                 pointer,
                 state,
-                ancestors,
-            },
-        );
-    }
-    places
+                ancestors: ids,
+            };
+            (id, place)
+        })
+        .collect()
 }
 
 /// For each state, the fallible assignments that run on the way into it: its own entry actions,
