@@ -2,6 +2,9 @@
 
 pub mod schema;
 mod schema_branch;
+mod schema_check;
+#[cfg(test)]
+mod schema_check_tests;
 mod schema_forms;
 pub mod set_aside;
 pub mod source;

@@ -7,6 +7,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::schema_branch::{self, Choice};
+use super::schema_check::{self, Verdict};
 use super::schema_forms;
 use super::set_aside::Violation;
 use super::source::{Part, Source};
@@ -67,11 +68,11 @@ impl DocumentKind {
         }
     }
 
-    /// The schema and its validator, built once per process and only when first needed.
-    fn compiled(self) -> &'static (Value, jsonschema::Validator) {
-        static PROTOCOL: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
-        static SCENARIO: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
-        static LIBRARY: OnceLock<(Value, jsonschema::Validator)> = OnceLock::new();
+    /// The schema as JSON, parsed once per process when first needed.
+    pub(super) fn parsed(self) -> &'static Value {
+        static PROTOCOL: OnceLock<Value> = OnceLock::new();
+        static SCENARIO: OnceLock<Value> = OnceLock::new();
+        static LIBRARY: OnceLock<Value> = OnceLock::new();
         let cell = match self {
             DocumentKind::Protocol => &PROTOCOL,
             DocumentKind::Scenario => &SCENARIO,
@@ -80,12 +81,24 @@ impl DocumentKind {
         cell.get_or_init(|| {
             // A committed file that does not parse can only come from a broken checkout; the
             // generated schema is the same document.
-            let schema =
-                serde_json::from_str(self.validation_text()).unwrap_or_else(|_| self.schema());
-            let validator = jsonschema::draft7::new(&schema).unwrap_or_else(|error| {
-                panic!("the generated {self:?} schema is invalid: {error}")
-            });
-            (schema, validator)
+            serde_json::from_str(self.validation_text()).unwrap_or_else(|_| self.schema())
+        })
+    }
+
+    /// The schema's validator, built once per process and only for a document that does not
+    /// conform (`schema_check`): building it costs more than all the rest of `validate`.
+    fn validator(self) -> &'static jsonschema::Validator {
+        static PROTOCOL: OnceLock<jsonschema::Validator> = OnceLock::new();
+        static SCENARIO: OnceLock<jsonschema::Validator> = OnceLock::new();
+        static LIBRARY: OnceLock<jsonschema::Validator> = OnceLock::new();
+        let cell = match self {
+            DocumentKind::Protocol => &PROTOCOL,
+            DocumentKind::Scenario => &SCENARIO,
+            DocumentKind::Library => &LIBRARY,
+        };
+        cell.get_or_init(|| {
+            jsonschema::draft7::new(self.parsed())
+                .unwrap_or_else(|error| panic!("the generated {self:?} schema is invalid: {error}"))
         })
     }
 }
@@ -218,7 +231,11 @@ pub fn validate_document(kind: DocumentKind, source: &Source, document: &Value) 
 /// Every schema violation in a document of this kind, with the part of the document it makes
 /// unusable.
 pub fn violations(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Violation> {
-    let (schema, validator) = kind.compiled();
+    let schema = kind.parsed();
+    if schema_check::check(schema, document) == Verdict::Conforms {
+        return Vec::new();
+    }
+    let validator = kind.validator();
     let mut violations = Vec::new();
     for error in validator.iter_errors(document) {
         explain(source, schema, &error, &mut violations);

@@ -1,0 +1,207 @@
+//! The schema walk answers as `jsonschema`'s validator does: on every YAML file of the repository and on thousands of variants of them.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::schema::DocumentKind;
+use super::schema_check::{Verdict, check, unread_keywords};
+use super::yaml::{YamlLimits, parse};
+
+const KINDS: [DocumentKind; 3] = [
+    DocumentKind::Protocol,
+    DocumentKind::Scenario,
+    DocumentKind::Library,
+];
+
+#[test]
+fn the_committed_schemas_use_only_keywords_the_walk_reads() {
+    for kind in KINDS {
+        let unread = unread_keywords(kind.parsed());
+        assert!(unread.is_empty(), "{kind:?}: {unread:#?}");
+    }
+}
+
+#[test]
+fn an_unknown_keyword_is_left_to_the_validator() {
+    let schema = json!({"type": "string", "pattern": "^a"});
+    assert_eq!(check(&schema, &json!("b")), Verdict::Unknown);
+    let schema = json!({"type": "string", "format": "email"});
+    assert_eq!(check(&schema, &json!("b")), Verdict::Unknown);
+    let schema = json!({"$ref": "https://example.com/schema"});
+    assert_eq!(check(&schema, &json!("b")), Verdict::Unknown);
+    assert!(!unread_keywords(&json!({"patternProperties": {}})).is_empty());
+}
+
+#[test]
+fn numbers_are_read_as_draft_7_reads_them() {
+    let integer = json!({"type": "integer", "minimum": 0});
+    assert_eq!(check(&integer, &json!(1.0)), Verdict::Conforms);
+    assert_eq!(check(&integer, &json!(1.5)), Verdict::Fails);
+    assert_eq!(check(&integer, &json!(-1)), Verdict::Fails);
+    assert_eq!(check(&integer, &json!(u64::MAX)), Verdict::Conforms);
+    assert_eq!(check(&json!({"const": 2}), &json!(2.0)), Verdict::Conforms);
+    assert_eq!(
+        check(&json!({"enum": [1, "a"]}), &json!("a")),
+        Verdict::Conforms
+    );
+    assert_eq!(check(&json!({"enum": [1, "a"]}), &json!(2)), Verdict::Fails);
+}
+
+/// Every YAML file of the repository outside `target/` and `node_modules/`, with its kind.
+fn documents() -> Vec<(PathBuf, DocumentKind, Value)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    let mut directories = vec![root.to_path_buf()];
+    while let Some(directory) = directories.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" && name != "node_modules" {
+                    directories.push(path);
+                }
+            } else if name.ends_with(".yaml") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|path| {
+            let name = path.file_name()?.to_string_lossy().into_owned();
+            let kind = if name.ends_with(".scenario.yaml") {
+                DocumentKind::Scenario
+            } else if name.ends_with(".library.yaml") {
+                DocumentKind::Library
+            } else {
+                DocumentKind::Protocol
+            };
+            let text = std::fs::read_to_string(&path).ok()?;
+            let document = parse(&text, &YamlLimits::default()).ok()?;
+            Some((path, kind, document.value))
+        })
+        .collect()
+}
+
+/// JSON pointers of up to `limit` nodes of `value`, spread over the whole document.
+fn pointers(value: &Value, limit: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut pending = vec![(String::new(), value)];
+    while let Some((pointer, node)) = pending.pop() {
+        match node {
+            Value::Object(members) => {
+                for (key, member) in members {
+                    pending.push((format!("{pointer}/{}", escape(key)), member));
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    pending.push((format!("{pointer}/{index}"), item));
+                }
+            }
+            _ => {}
+        }
+        all.push(pointer);
+    }
+    let stride = all.len().div_ceil(limit).max(1);
+    all.into_iter().step_by(stride).collect()
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Values put in place of a node: every JSON type, numbers at the edges the schemas care about
+/// (negative, fractional, integral floats, past `u32`), and near-miss mappings.
+fn replacements(original: &Value) -> Vec<Value> {
+    let mut values = vec![
+        Value::Null,
+        json!(true),
+        json!(0),
+        json!(-1),
+        json!(1.5),
+        json!(2.0),
+        json!(4_294_967_296_u64),
+        json!("text"),
+        json!([]),
+        json!({}),
+        json!(["text"]),
+    ];
+    if let Value::Object(members) = original {
+        let mut extended = members.clone();
+        extended.insert("not_a_key".into(), json!(1));
+        values.push(Value::Object(extended));
+        for key in members.keys().take(4) {
+            let mut reduced = members.clone();
+            reduced.shift_remove(key);
+            values.push(Value::Object(reduced));
+        }
+    }
+    if let Value::Array(items) = original
+        && let Some(first) = items.first()
+    {
+        let mut doubled = items.clone();
+        doubled.push(first.clone());
+        values.push(Value::Array(doubled));
+        values.push(Value::Array(vec![json!({"not_a_key": 1})]));
+    }
+    values
+}
+
+#[test]
+fn the_walk_and_the_validator_agree_on_every_file_and_its_variants() {
+    let mut verdicts = [0usize; 2];
+    let mut disagreements = Vec::new();
+    let documents = documents();
+    assert!(
+        documents.len() >= 40,
+        "found {} YAML files",
+        documents.len()
+    );
+    let validators: Vec<_> = KINDS
+        .iter()
+        .map(|kind| jsonschema::draft7::new(kind.parsed()).expect("the schema compiles"))
+        .collect();
+    for (path, kind, document) in &documents {
+        let schema = kind.parsed();
+        let validator = &validators[KINDS.iter().position(|each| each == kind).unwrap_or(0)];
+        let mut compare = |variant: &Value, what: &str| {
+            let expected = validator.is_valid(variant);
+            let verdict = check(schema, variant);
+            match verdict {
+                Verdict::Conforms => verdicts[0] += 1,
+                Verdict::Fails => verdicts[1] += 1,
+                Verdict::Unknown => {}
+            }
+            let agrees = matches!(
+                (verdict, expected),
+                (Verdict::Conforms, true) | (Verdict::Fails, false)
+            );
+            if !agrees && disagreements.len() < 20 {
+                disagreements.push(format!(
+                    "{} {what}: walk {verdict:?}, validator {expected}",
+                    path.display()
+                ));
+            }
+        };
+        compare(document, "as written");
+        for pointer in pointers(document, 30) {
+            let original = document.pointer(&pointer).cloned().unwrap_or_default();
+            for replacement in replacements(&original) {
+                let mut variant = document.clone();
+                if let Some(node) = variant.pointer_mut(&pointer) {
+                    *node = replacement.clone();
+                }
+                compare(&variant, &format!("with {pointer} = {replacement}"));
+            }
+        }
+    }
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
+    // Both answers were given many times: the comparison cannot pass by saying one thing.
+    assert!(verdicts[0] >= 500 && verdicts[1] >= 5_000, "{verdicts:?}");
+}
