@@ -1,6 +1,11 @@
-//! Writes the committed JSON Schemas without their descriptions, for the validator that never reads them.
+//! Compiles the committed JSON Schemas into tables for the schema walk, and writes them without their descriptions for the validator that never reads them.
 
 use std::path::Path;
+
+// The compiler the crate's tests use too; the walk over its tables is the crate's alone.
+#[allow(dead_code)]
+#[path = "src/pipeline/load/schema_tables.rs"]
+mod schema_tables;
 
 fn main() {
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
@@ -10,12 +15,17 @@ fn main() {
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|error| panic!("{path} is committed: {error}"));
         let stripped = without_descriptions(&text);
-        std::fs::write(
-            Path::new(&out).join(format!("{kind}.validation.json")),
-            stripped,
-        )
-        .unwrap_or_else(|error| panic!("cannot write into OUT_DIR: {error}"));
+        write(&out, &format!("{kind}.validation.json"), &stripped);
+        let schema: serde_json::Value = serde_json::from_str(&stripped)
+            .unwrap_or_else(|error| panic!("{path} without descriptions is not JSON: {error}"));
+        let tables = schema_tables::compile(&schema).to_rust();
+        write(&out, &format!("{kind}.tables.rs"), &tables);
     }
+}
+
+fn write(out: &str, name: &str, text: &str) {
+    std::fs::write(Path::new(out).join(name), text)
+        .unwrap_or_else(|error| panic!("cannot write {name} into OUT_DIR: {error}"));
 }
 
 /// The pretty-printed schema without its `description` and `markdownDescription` lines (three

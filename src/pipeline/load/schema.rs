@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::schema_branch::{self, Choice};
 use super::schema_check::{self, Verdict};
 use super::schema_forms;
+use super::schema_tables::{Member, Node, Span, Tables};
 use super::set_aside::Violation;
 use super::source::{Part, Source};
 use crate::base::diagnostic::{Diagnostic, did_you_mean};
@@ -65,6 +66,20 @@ impl DocumentKind {
             DocumentKind::Library => {
                 include_str!(concat!(env!("OUT_DIR"), "/library.validation.json"))
             }
+        }
+    }
+
+    /// The schema compiled by `build.rs` into tables the schema walk reads.
+    pub(super) fn tables(self) -> &'static Tables<'static> {
+        static PROTOCOL: Tables<'static> =
+            include!(concat!(env!("OUT_DIR"), "/protocol.tables.rs"));
+        static SCENARIO: Tables<'static> =
+            include!(concat!(env!("OUT_DIR"), "/scenario.tables.rs"));
+        static LIBRARY: Tables<'static> = include!(concat!(env!("OUT_DIR"), "/library.tables.rs"));
+        match self {
+            DocumentKind::Protocol => &PROTOCOL,
+            DocumentKind::Scenario => &SCENARIO,
+            DocumentKind::Library => &LIBRARY,
         }
     }
 
@@ -231,10 +246,10 @@ pub fn validate_document(kind: DocumentKind, source: &Source, document: &Value) 
 /// Every schema violation in a document of this kind, with the part of the document it makes
 /// unusable.
 pub fn violations(kind: DocumentKind, source: &Source, document: &Value) -> Vec<Violation> {
-    let schema = kind.parsed();
-    if schema_check::check(schema, document) == Verdict::Conforms {
+    if schema_check::check(kind.tables(), document) == Verdict::Conforms {
         return Vec::new();
     }
+    let schema = kind.parsed();
     let validator = kind.validator();
     let mut violations = Vec::new();
     for error in validator.iter_errors(document) {

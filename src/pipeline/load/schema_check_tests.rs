@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::schema::DocumentKind;
-use super::schema_check::{Verdict, check, unread_keywords};
+use super::schema_check::{Verdict, check};
+use super::schema_tables::compile;
 use super::yaml::{YamlLimits, parse};
 
 const KINDS: [DocumentKind; 3] = [
@@ -15,37 +16,99 @@ const KINDS: [DocumentKind; 3] = [
 ];
 
 #[test]
-fn the_committed_schemas_use_only_keywords_the_walk_reads() {
+fn the_committed_schemas_use_only_keywords_the_tables_hold() {
     for kind in KINDS {
-        let unread = unread_keywords(kind.parsed());
-        assert!(unread.is_empty(), "{kind:?}: {unread:#?}");
+        assert!(
+            kind.tables().unread.is_empty(),
+            "{kind:?}: {:#?}",
+            kind.tables().unread
+        );
+        // What build.rs compiled is what the compiler makes of the schema the validator reads.
+        let compiled = compile(kind.parsed());
+        let written = match kind {
+            DocumentKind::Protocol => include_str!(concat!(env!("OUT_DIR"), "/protocol.tables.rs")),
+            DocumentKind::Scenario => include_str!(concat!(env!("OUT_DIR"), "/scenario.tables.rs")),
+            DocumentKind::Library => include_str!(concat!(env!("OUT_DIR"), "/library.tables.rs")),
+        };
+        assert!(
+            compiled.to_rust() == written,
+            "{kind:?}: build.rs compiled other tables"
+        );
     }
+}
+
+/// The walk's answer on `schema` compiled here.
+fn verdict(schema: Value, document: Value) -> Verdict {
+    let compiled = compile(&schema);
+    let unread: Vec<&str> = compiled.unread().iter().map(String::as_str).collect();
+    check(&compiled.tables(&unread), &document)
 }
 
 #[test]
 fn an_unknown_keyword_is_left_to_the_validator() {
-    let schema = json!({"type": "string", "pattern": "^a"});
-    assert_eq!(check(&schema, &json!("b")), Verdict::Unknown);
-    let schema = json!({"type": "string", "format": "email"});
-    assert_eq!(check(&schema, &json!("b")), Verdict::Unknown);
-    let schema = json!({"$ref": "https://example.com/schema"});
-    assert_eq!(check(&schema, &json!("b")), Verdict::Unknown);
-    assert!(!unread_keywords(&json!({"patternProperties": {}})).is_empty());
+    let unknown = [
+        json!({"type": "string", "pattern": "^a"}),
+        json!({"type": "string", "format": "email"}),
+        json!({"$ref": "https://example.com/schema"}),
+        json!({"patternProperties": {"a": true}}),
+        json!({"items": [true, false]}),
+        json!({"const": 1}),
+        json!({"type": "strange"}),
+    ];
+    for schema in unknown {
+        assert_eq!(
+            verdict(schema.clone(), json!("b")),
+            Verdict::Unknown,
+            "{schema}"
+        );
+    }
 }
 
 #[test]
 fn numbers_are_read_as_draft_7_reads_them() {
-    let integer = json!({"type": "integer", "minimum": 0});
-    assert_eq!(check(&integer, &json!(1.0)), Verdict::Conforms);
-    assert_eq!(check(&integer, &json!(1.5)), Verdict::Fails);
-    assert_eq!(check(&integer, &json!(-1)), Verdict::Fails);
-    assert_eq!(check(&integer, &json!(u64::MAX)), Verdict::Conforms);
-    assert_eq!(check(&json!({"const": 2}), &json!(2.0)), Verdict::Conforms);
+    let integer = || json!({"type": "integer", "minimum": 0, "maximum": 255});
+    assert_eq!(verdict(integer(), json!(1.0)), Verdict::Conforms);
+    assert_eq!(verdict(integer(), json!(1.5)), Verdict::Fails);
+    assert_eq!(verdict(integer(), json!(-1)), Verdict::Fails);
+    assert_eq!(verdict(integer(), json!(255)), Verdict::Conforms);
+    assert_eq!(verdict(integer(), json!(256.0)), Verdict::Fails);
+    assert_eq!(verdict(integer(), json!(u64::MAX)), Verdict::Fails);
     assert_eq!(
-        check(&json!({"enum": [1, "a"]}), &json!("a")),
+        verdict(json!({"type": "number"}), json!(2)),
         Verdict::Conforms
     );
-    assert_eq!(check(&json!({"enum": [1, "a"]}), &json!(2)), Verdict::Fails);
+    let choice = || json!({"enum": ["a", "b"]});
+    assert_eq!(verdict(choice(), json!("b")), Verdict::Conforms);
+    assert_eq!(verdict(choice(), json!("c")), Verdict::Fails);
+    assert_eq!(verdict(choice(), json!(1)), Verdict::Fails);
+}
+
+#[test]
+fn references_and_conditions_are_followed() {
+    let schema = || {
+        json!({
+            "definitions": {
+                "Step": {
+                    "type": "object",
+                    "properties": {"next": {"$ref": "#/definitions/Step"}, "kind": {"type": "string"}},
+                    "additionalProperties": false,
+                    "if": {"required": ["kind"]},
+                    "then": {"required": ["next"]}
+                }
+            },
+            "$ref": "#/definitions/Step"
+        })
+    };
+    let valid = json!({"kind": "a", "next": {"next": {}}});
+    assert_eq!(verdict(schema(), valid), Verdict::Conforms);
+    assert_eq!(verdict(schema(), json!({"kind": "a"})), Verdict::Fails);
+    assert_eq!(
+        verdict(schema(), json!({"next": {"other": 1}})),
+        Verdict::Fails
+    );
+    let circular =
+        json!({"definitions": {"A": {"$ref": "#/definitions/A"}}, "$ref": "#/definitions/A"});
+    assert_eq!(verdict(circular, json!(1)), Verdict::Unknown);
 }
 
 /// Every YAML file of the repository outside `target/` and `node_modules/`, with its kind.
@@ -168,11 +231,11 @@ fn the_walk_and_the_validator_agree_on_every_file_and_its_variants() {
         .map(|kind| jsonschema::draft7::new(kind.parsed()).expect("the schema compiles"))
         .collect();
     for (path, kind, document) in &documents {
-        let schema = kind.parsed();
+        let tables = kind.tables();
         let validator = &validators[KINDS.iter().position(|each| each == kind).unwrap_or(0)];
         let mut compare = |variant: &Value, what: &str| {
             let expected = validator.is_valid(variant);
-            let verdict = check(schema, variant);
+            let verdict = check(tables, variant);
             match verdict {
                 Verdict::Conforms => verdicts[0] += 1,
                 Verdict::Fails => verdicts[1] += 1,
