@@ -145,9 +145,13 @@ pub fn parse(text: &str, limits: &YamlLimits) -> Result<Document, Vec<YamlError>
 }
 
 /// Escape one JSON-pointer reference token (`~` → `~0`, `/` → `~1`).
-pub fn escape_pointer_token(token: &str) -> String {
+pub fn escape_pointer_token(token: &str) -> std::borrow::Cow<'_, str> {
+    if !token.contains(['~', '/']) {
+        // Nearly every key: no copy.
+        return std::borrow::Cow::Borrowed(token);
+    }
     // `~` first, so the `~` introduced by `~1` is not escaped again.
-    token.replace('~', "~0").replace('/', "~1")
+    std::borrow::Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
 }
 
 const START_OF_FILE: Position = Position {
@@ -186,7 +190,6 @@ enum Content {
     Sequence(Vec<Value>),
     Mapping {
         entries: Map<String, Value>,
-        first_key_positions: HashMap<String, Position>,
         pending_key: Option<PendingKey>,
     },
 }
@@ -321,11 +324,14 @@ impl<'text> Reader<'text> {
     }
 
     fn scalar(&mut self, text: &str, style: ScalarStyle, tag: Option<&Tag>, start: Position) {
-        let Some(Content::Mapping {
-            first_key_positions,
-            pending_key: pending_key @ None,
-            ..
-        }) = self.stack.last_mut().map(|frame| &mut frame.content)
+        let Some(Frame {
+            pointer,
+            content:
+                Content::Mapping {
+                    entries,
+                    pending_key: pending_key @ None,
+                },
+        }) = self.stack.last_mut()
         else {
             let value = scalar_value(text, style, tag).unwrap_or_else(|problem| {
                 self.report(start, problem);
@@ -340,18 +346,21 @@ impl<'text> Reader<'text> {
             text: Some(text.to_string()),
             position: start,
         });
-        let duplicate_of = match first_key_positions.get(text) {
-            Some(first) => Some(*first),
-            None => {
-                first_key_positions.insert(text.to_string(), start);
-                None
-            }
-        };
-        if let Some(first) = duplicate_of {
-            let help = format!(
-                "the first `{text}` is at line {}:{}; remove one of them or merge them",
-                first.line, first.column
-            );
+        // A key seen before has its value in `entries` already: a value comes between two keys.
+        if entries.contains_key(text) {
+            let first = pointer.as_deref().and_then(|parent| {
+                let pointer = format!("{parent}/{}", escape_pointer_token(text));
+                self.positions
+                    .get(&pointer)
+                    .and_then(|position| position.key)
+            });
+            let help = match first {
+                Some(first) => format!(
+                    "the first `{text}` is at line {}:{}; remove one of them or merge them",
+                    first.line, first.column
+                ),
+                None => "remove one of them or merge them".to_string(),
+            };
             self.report(start, Problem::new(format!("duplicate key `{text}`"), help));
         }
         // Only an explicit tag can make a key invalid; `.inf: x` is a fine string key.
@@ -386,7 +395,6 @@ impl<'text> Reader<'text> {
         let content = if is_mapping {
             Content::Mapping {
                 entries: Map::new(),
-                first_key_positions: HashMap::new(),
                 pending_key: None,
             }
         } else {
