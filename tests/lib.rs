@@ -28,6 +28,7 @@ mod exec_routes;
 mod execution_errors;
 mod execution_errors_edges;
 mod fast_path;
+mod fast_reader;
 mod file_functions;
 mod first_steps;
 mod fleet;

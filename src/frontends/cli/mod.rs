@@ -197,7 +197,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
     if !matches!(parsed.command, Command::Serve(_) | Command::Mcp(_)) {
         end_quietly_on_a_closed_pipe();
     }
-    match parsed.command {
+    let code = match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
@@ -235,7 +235,9 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Stats(arguments) => logs::stats(&arguments),
         Command::Runs(arguments) => runs::runs(&arguments),
         Command::Status(arguments) => status::status(&arguments),
-    }
+    };
+    crate::pipeline::compile::expression::report_cel_use();
+    code
 }
 
 /// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`.

@@ -24,6 +24,9 @@ pub enum Fast {
     /// `event.<field>.<key>...` (`event.data.stdout`): read in place, without building the
     /// event's map; a path that does not lead to a value defers, so CEL reports it.
     EventField(Box<[Box<str>]>),
+    /// `now()`: the scope's clock as a timestamp; a clock out of range defers, so CEL's
+    /// function reports it.
+    Now,
 }
 
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
@@ -110,6 +113,7 @@ impl Fast {
                     (operators::CONDITIONAL, 3) => {
                         Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
                     }
+                    ("now", 0) => Some(Fast::Now),
                     (name, 2) => Some(Fast::binary(
                         Operator::from_function(name)?,
                         *argument(0)?,
@@ -128,6 +132,24 @@ impl Fast {
         EVENT_FIELDS
             .contains(&&**first)
             .then(|| Fast::EventField(path.into_boxed_slice()))
+    }
+
+    /// Whether evaluating it with CEL calls one of the engine's functions (`now()`), which
+    /// CEL's context then has to be given.
+    pub fn uses_engine_functions(&self) -> bool {
+        match self {
+            Fast::Now => true,
+            Fast::Literal(_) | Fast::Slot(_) | Fast::SlotWithInt(..) | Fast::EventField(_) => false,
+            Fast::Not(operand) | Fast::Negate(operand) => operand.uses_engine_functions(),
+            Fast::And(left, right) | Fast::Or(left, right) | Fast::Binary(_, left, right) => {
+                left.uses_engine_functions() || right.uses_engine_functions()
+            }
+            Fast::Conditional(condition, then, otherwise) => {
+                condition.uses_engine_functions()
+                    || then.uses_engine_functions()
+                    || otherwise.uses_engine_functions()
+            }
+        }
     }
 
     /// A binary operation, as one node when it is `slot <operator> int`.
@@ -250,6 +272,9 @@ impl Fast {
                     value = map.get(&**key)?;
                 }
                 Some(value.clone())
+            }
+            Fast::Now => {
+                crate::base::time::from_unix_milliseconds(scope.clock).map(Value::Timestamp)
             }
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {

@@ -1,7 +1,7 @@
 //! Reads the fast path's subset of CEL straight from text, so most expressions never go through CEL's parser.
 //!
 //! The subset: int, bool and simple string literals, names of context variables and inputs,
-//! field paths below `event` (`event.data.stdout`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
+//! field paths below `event` (`event.data.stdout`), `now()`, parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
 //! CEL's grammar (`../cel/src/parser/gen/CEL.g4`): the same precedence, left associativity
 //! and the same reading of `-5` and of repeated `!` and `-`. Anything else, or anything that
 //! could be read two ways, returns `None` and the expression is compiled by CEL as before: this
@@ -300,6 +300,9 @@ impl<'a, 't> Reader<'a, 't> {
             Token::String(text) => Some(Fast::Literal(Value::string(text))),
             Token::Name("true") => Some(Fast::Literal(Value::Bool(true))),
             Token::Name("false") => Some(Fast::Literal(Value::Bool(false))),
+            // The engine's clock; no other call is read here (a host function may not be
+            // named `now`, so this is always the engine's).
+            Token::Name("now") if self.eat("(") => self.eat(")").then_some(Fast::Now),
             Token::Name(name) => {
                 if RESERVED.contains(&name) || self.symbol() == Some("(") {
                     return None;

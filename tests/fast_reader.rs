@@ -1,0 +1,226 @@
+//! What the fast reader reads without CEL's parser (`now()`, `duration` inputs) means what CEL means, and `validate` of the shipped files parses no more with CEL than it must.
+
+use std::collections::HashMap;
+
+use protocol_run::base::model::InputType;
+use protocol_run::base::value::Value;
+use protocol_run::pipeline::compile::expression::{Expression, Names, Scope};
+
+/// Context variables (`attempts`, `done`, `tool`, `failed_at`: a timestamp) and inputs
+/// (`timeout`, `recheck_every`: durations; `limit`: an int), as ITTW declares them.
+fn names() -> Names {
+    Names::new(
+        ["attempts", "done", "tool", "failed_at"].map(String::from),
+        ["timeout", "recheck_every", "limit"].map(String::from),
+        HashMap::new(),
+    )
+    .with_input_types(vec![
+        InputType::Duration,
+        InputType::Duration,
+        InputType::Integer,
+    ])
+}
+
+/// The last clock in range, in Unix milliseconds (9999-12-31T23:59:59.999Z).
+const LAST_CLOCK: u64 = 253_402_300_799_999;
+
+/// Clocks: the epoch, a day of 2026, the last in range, the first past it, and past `i64`.
+const CLOCKS: [u64; 5] = [0, 1_790_000_000_000, LAST_CLOCK, LAST_CLOCK + 1, u64::MAX];
+
+/// Context and inputs leaning on the edges: ints at the ends of `i64`, zero (division), a
+/// duration input holding a text (a type mismatch), timestamps before, at and after the clock.
+fn slots(round: usize, clock: u64) -> (Vec<Value>, Vec<Value>) {
+    let integers = [0, 1, -1, i64::MAX, i64::MIN, 90_000];
+    let integer = |offset: usize| Value::Int(integers[(round + offset) % integers.len()]);
+    let failed_at = match round % 3 {
+        0 => protocol_run::base::time::from_unix_milliseconds(clock.min(LAST_CLOCK))
+            .map_or(Value::Null, Value::Timestamp),
+        1 => protocol_run::base::time::from_unix_milliseconds(1_000)
+            .map_or(Value::Null, Value::Timestamp),
+        _ => Value::Null,
+    };
+    let context = vec![
+        integer(0),
+        Value::Bool(round.is_multiple_of(2)),
+        Value::string("grep"),
+        failed_at,
+    ];
+    let timeout = if round % 5 == 4 {
+        Value::string("30s")
+    } else {
+        integer(1)
+    };
+    let inputs = vec![timeout, integer(2), integer(3)];
+    (context, inputs)
+}
+
+/// `text` compiles as it does through CEL's parser (the same problems, or none), is read
+/// directly exactly when `read_directly` says, and evaluates as CEL evaluates it in every scope.
+fn assert_same_as_cel(text: &str, read_directly: bool) {
+    let names = names();
+    let compiled = Expression::compile(text, &names);
+    let through_cel = Expression::compile_with_cel(text, &names);
+    let (compiled, through_cel) = match (compiled, through_cel) {
+        (Ok(compiled), Ok(through_cel)) => (compiled, through_cel),
+        (Err(problems), Err(cel_problems)) => {
+            assert_eq!(problems, cel_problems, "`{text}`");
+            assert!(!read_directly, "`{text}` is refused, so not read directly");
+            return;
+        }
+        (compiled, through_cel) => {
+            panic!(
+                "`{text}`: {:?} but CEL: {:?}",
+                compiled.err(),
+                through_cel.err()
+            )
+        }
+    };
+    assert_eq!(compiled.is_read_directly(), read_directly, "`{text}`");
+    for round in 0..10 {
+        for clock in CLOCKS {
+            let (context, inputs) = slots(round, clock);
+            let scope = Scope {
+                names: &names,
+                context: &context,
+                inputs: &inputs,
+                event: None,
+                is_active: &|_| false,
+                clock,
+            };
+            assert_eq!(
+                compiled.evaluate(&scope),
+                through_cel.evaluate_with_cel(&scope),
+                "`{text}` at clock {clock} with {context:?} and {inputs:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn now_is_read_directly_and_means_what_cel_means() {
+    for text in [
+        "now()",
+        "now ( )",
+        "(now())",
+        "now() < failed_at",
+        "now() >= failed_at",
+        "now() == failed_at",
+        "failed_at != now()",
+        "done ? now() : failed_at",
+        "done ? now() : 0",
+        "done && now()",
+        "!now()",
+        "-now()",
+        "now() < tool",
+        "now() < attempts",
+    ] {
+        assert_same_as_cel(text, true);
+    }
+}
+
+#[test]
+fn time_arithmetic_the_check_refuses_or_converts_still_goes_through_cel() {
+    for text in [
+        // Refused with the time check's words.
+        "now() + 5",
+        "now() < 5",
+        "now() == 'x'",
+        "now() + now()",
+        // A `duration` input beside a time value, or beside a value only the run tells:
+        // converted where it is evaluated.
+        "now() - timeout",
+        "now() < timeout",
+        "failed_at + timeout",
+        "attempts + timeout",
+        "timeout - attempts",
+        "timeout == failed_at",
+        "done ? now() - recheck_every : failed_at",
+        // Not in the fast reader's subset.
+        "now().getHours()",
+        "now(1)",
+        "now_ms()",
+    ] {
+        assert_same_as_cel(text, false);
+    }
+}
+
+#[test]
+fn duration_inputs_are_read_directly_where_they_stay_numbers() {
+    for text in [
+        "timeout",
+        "recheck_every",
+        "(timeout)",
+        "timeout * attempts",
+        "attempts * timeout",
+        "timeout * 2",
+        "timeout * 9223372036854775807",
+        "timeout / attempts",
+        "timeout / 0",
+        "timeout % attempts",
+        "timeout + 1",
+        "1 - timeout",
+        "timeout + limit",
+        "timeout - recheck_every",
+        "timeout < 5",
+        "timeout >= limit",
+        "timeout == recheck_every",
+        "timeout == 'x'",
+        "timeout + 'x'",
+        "-timeout",
+        "!timeout",
+        "done ? timeout : recheck_every",
+        "timeout * 2 > limit && done",
+    ] {
+        assert_same_as_cel(text, true);
+    }
+}
+
+/// The most expressions `validate FILE` may parse with CEL's parser: what the fast reader does
+/// not read yet (calls, macros, lists, maps, indexing). A file whose every expression it reads
+/// parses none and never builds CEL's environment.
+const MOST_PARSED_WITH_CEL: [(&str, usize); 10] = [
+    ("protocols/ittw.yaml", 0),
+    ("protocols/ittw.scenario.yaml", 0),
+    ("benches/workload.yaml", 0),
+    ("protocols/agent-recovery.yaml", 19),
+    ("protocols/escalation.yaml", 5),
+    ("protocols/resilience-environment-check.yaml", 16),
+    ("protocols/resilience-state-validation.yaml", 12),
+    ("protocols/resilience-tool-failure.yaml", 44),
+    ("protocols/retry-backoff.yaml", 2),
+    ("protocols/timeout-wrapper.yaml", 2),
+];
+
+#[test]
+fn validate_parses_no_expression_with_cel_that_the_fast_reader_reads() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, most) in MOST_PARSED_WITH_CEL {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args(["validate", file])
+            .current_dir(root)
+            .env("PROTOCOL_RUN_REPORT_CEL", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{file}: {stderr}");
+        let report = stderr
+            .lines()
+            .find_map(|line| line.strip_prefix("cel: "))
+            .unwrap_or_else(|| panic!("{file}: no report of CEL's use in {stderr}"));
+        let parsed: usize = report
+            .split(' ')
+            .next()
+            .and_then(|count| count.parse().ok())
+            .unwrap_or_else(|| panic!("{file}: {report}"));
+        assert!(
+            parsed <= most,
+            "{file}: {parsed} parsed with CEL, at most {most}: {stderr}"
+        );
+        if most == 0 {
+            assert_eq!(
+                report, "0 parsed with CEL's parser, environment not built",
+                "{file}"
+            );
+        }
+    }
+}
