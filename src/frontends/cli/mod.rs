@@ -240,14 +240,14 @@ pub fn main(arguments: Vec<String>) -> u8 {
     code
 }
 
-/// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`.
+/// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`. Whether the first
+/// word names a subcommand is asked of the derived names, without building the command tree
+/// (every subcommand's arguments): parsing builds it once, and that is enough.
 fn with_default_subcommand(mut arguments: Vec<String>) -> Vec<String> {
     if let Some(first) = arguments.get(1)
         && !first.starts_with('-')
         && first != "help"
-        && !<Arguments as clap::CommandFactory>::command()
-            .get_subcommands()
-            .any(|subcommand| subcommand.get_name() == first)
+        && !<Command as Subcommand>::has_subcommand(first)
     {
         arguments.insert(1, "run".into());
     }
