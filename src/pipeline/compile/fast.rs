@@ -27,7 +27,28 @@ pub enum Fast {
     /// `now()`: the scope's clock as a timestamp; a clock out of range defers, so CEL's
     /// function reports it.
     Now,
+    /// `value.field` (`diagnostics.parent_exists`): a map's entry; anything else defers.
+    Field(Box<Fast>, Box<str>),
+    /// `value[index]` (`errors[0]`, `tools[tool_index]`): a list's element at an int in range,
+    /// or a map's entry at a text key it has; anything else defers.
+    Index(Box<Fast>, Box<Fast>),
+    /// A call of one of `CALLS` (`size(tools)`, `json_valid(file)`): read without CEL's
+    /// parser, so that loading needs none, and always evaluated by CEL.
+    Call(&'static (&'static str, usize), Box<[Fast]>),
 }
+
+/// The global functions the fast reader reads calls of, with their number of arguments:
+/// `size` and the engine's functions whose arguments the load-time check does not look at
+/// (not `env`, whose variable is checked against the grant, nor `In`, whose state is).
+pub const CALLS: [(&str, usize); 7] = [
+    ("size", 1),
+    ("exists", 1),
+    ("is_dir", 1),
+    ("json_valid", 1),
+    ("file_size", 1),
+    ("command_exists", 1),
+    ("now_ms", 0),
+];
 
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
 pub const EVENT_FIELDS: [&str; 6] = ["name", "type", "origin", "invokeid", "sendid", "data"];
@@ -83,7 +104,8 @@ impl Fast {
                 }
                 NameBinding::Event => None,
             },
-            Expr::Select(_) => {
+            Expr::Select(select) => {
+                // A path below `event` is one node, read in place (as `fast_syntax` reads it).
                 let mut path = Vec::new();
                 let mut current = expression;
                 while let Expr::Select(select) = &current.expr {
@@ -93,13 +115,16 @@ impl Fast {
                     path.push(select.field.clone().into_boxed_str());
                     current = &select.operand;
                 }
-                match &current.expr {
-                    Expr::Ident(name) if names.binding(name) == Some(NameBinding::Event) => {
-                        path.reverse();
-                        Fast::event_field(path)
-                    }
-                    _ => None,
+                if let Expr::Ident(name) = &current.expr
+                    && names.binding(name) == Some(NameBinding::Event)
+                {
+                    path.reverse();
+                    return Fast::event_field(path);
                 }
+                Some(Fast::Field(
+                    Box::new(Fast::compile(&select.operand, names)?),
+                    select.field.clone().into_boxed_str(),
+                ))
             }
             Expr::Call(call) if call.target.is_none() => {
                 let argument = |index: usize| -> Option<Box<Fast>> {
@@ -114,6 +139,14 @@ impl Fast {
                         Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
                     }
                     ("now", 0) => Some(Fast::Now),
+                    (operators::INDEX, 2) => Some(Fast::Index(argument(0)?, argument(1)?)),
+                    (name, count) if CALLS.contains(&(name, count)) => {
+                        let function = CALLS.iter().find(|(known, _)| *known == name)?;
+                        let arguments = (0..count)
+                            .map(|index| argument(index).map(|argument| *argument))
+                            .collect::<Option<Box<[Fast]>>>()?;
+                        Some(Fast::Call(function, arguments))
+                    }
                     (name, 2) => Some(Fast::binary(
                         Operator::from_function(name)?,
                         *argument(0)?,
@@ -139,9 +172,18 @@ impl Fast {
     pub fn uses_engine_functions(&self) -> bool {
         match self {
             Fast::Now => true,
+            Fast::Call((name, _), arguments) => {
+                super::functions::ENGINE_FUNCTIONS.contains(name)
+                    || arguments.iter().any(Fast::uses_engine_functions)
+            }
             Fast::Literal(_) | Fast::Slot(_) | Fast::SlotWithInt(..) | Fast::EventField(_) => false,
-            Fast::Not(operand) | Fast::Negate(operand) => operand.uses_engine_functions(),
-            Fast::And(left, right) | Fast::Or(left, right) | Fast::Binary(_, left, right) => {
+            Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
+                operand.uses_engine_functions()
+            }
+            Fast::And(left, right)
+            | Fast::Or(left, right)
+            | Fast::Binary(_, left, right)
+            | Fast::Index(left, right) => {
                 left.uses_engine_functions() || right.uses_engine_functions()
             }
             Fast::Conditional(condition, then, otherwise) => {
@@ -276,6 +318,19 @@ impl Fast {
             Fast::Now => {
                 crate::base::time::from_unix_milliseconds(scope.clock).map(Value::Timestamp)
             }
+            Fast::Field(operand, field) => match operand.evaluate(scope)? {
+                Value::Map(map) => map.get(&**field).cloned(),
+                _ => None,
+            },
+            Fast::Index(operand, index) => match (operand.evaluate(scope)?, index.evaluate(scope)?)
+            {
+                (Value::List(list), Value::Int(position)) => {
+                    list.get(usize::try_from(position).ok()?).cloned()
+                }
+                (Value::Map(map), Value::String(key)) => map.get(&*key).cloned(),
+                _ => None,
+            },
+            Fast::Call(..) => None,
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {
                     NameBinding::Context(_) => scope.context,

@@ -320,11 +320,20 @@ fn infer_fast(fast: &Fast, names: &Names) -> Option<Known> {
         Fast::Literal(_) | Fast::EventField(_) => Known::Unknown,
         Fast::Slot(binding) => known_input(names, *binding),
         Fast::Now => Known::Timestamp,
-        Fast::Not(operand) | Fast::Negate(operand) => {
+        Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
             infer_fast(operand, names)?;
             Known::Unknown
         }
-        Fast::And(left, right) | Fast::Or(left, right) => {
+        Fast::Call((name, _), arguments) => {
+            for argument in arguments {
+                infer_fast(argument, names)?;
+            }
+            match *name {
+                "size" | "now_ms" => Known::Number,
+                _ => Known::Unknown,
+            }
+        }
+        Fast::And(left, right) | Fast::Or(left, right) | Fast::Index(left, right) => {
             infer_fast(left, names)?;
             infer_fast(right, names)?;
             Known::Unknown

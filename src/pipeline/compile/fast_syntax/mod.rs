@@ -1,14 +1,16 @@
 //! Reads the fast path's subset of CEL straight from text, so most expressions never go through CEL's parser.
 //!
 //! The subset: int, bool and simple string literals, names of context variables and inputs,
-//! field paths below `event` (`event.data.stdout`), `now()`, parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
+//! field paths below `event` (`event.data.stdout`), fields and indexes of a name's value
+//! (`diagnostics.parent_exists`, `errors[0]`), `now()`, `size(…)` and the engine's file
+//! functions (`CALLS`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
 //! CEL's grammar (`../cel/src/parser/gen/CEL.g4`): the same precedence, left associativity
 //! and the same reading of `-5` and of repeated `!` and `-`. Anything else, or anything that
 //! could be read two ways, returns `None` and the expression is compiled by CEL as before: this
 //! reader only ever says "this is that tree", never "this is an error".
 
 use super::expression::{NameBinding, Names};
-use super::fast::{Fast, Operator};
+use super::fast::{CALLS, Fast, Operator};
 use crate::base::value::Value;
 
 /// Nesting (parentheses and `?:` branches) beyond which CEL's own parser decides: it has a
@@ -66,7 +68,7 @@ enum Token<'t> {
 /// Symbols, longest first so `<=` is not read as `<` then `=`.
 const SYMBOLS: &[&str] = &[
     "&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "-", "+", "*", "/", "%", "?", ":", "(", ")",
-    ".",
+    ".", "[", "]",
 ];
 
 /// Splits `text` into tokens; `None` for anything outside the subset.
@@ -114,7 +116,7 @@ fn tokens(text: &str) -> Option<Vec<Token<'_>>> {
             found.push(Token::String(content));
             index += end + 2;
         } else {
-            // `//` comments, `.`, `[`, `{`, `,`, backticks, `=`, `&`, `|` alone, non-ASCII.
+            // `//` comments, `{`, `,`, backticks, `=`, `&`, `|` alone, non-ASCII.
             if rest.starts_with("//") {
                 return None;
             }
@@ -244,7 +246,7 @@ impl<'a, 't> Reader<'a, 't> {
     fn unary(&mut self) -> Option<Fast> {
         let operator = match self.symbol() {
             Some(operator @ ("!" | "-")) => operator,
-            _ => return self.primary(),
+            _ => return self.member(),
         };
         let mut count = 0;
         while self.eat(operator) {
@@ -262,7 +264,7 @@ impl<'a, 't> Reader<'a, 't> {
             self.position += 1;
             return Some(Fast::Literal(Value::Int(-value)));
         }
-        let operand = self.primary()?;
+        let operand = self.member()?;
         Some(match (operator, count % 2) {
             (_, 0) => operand,
             ("!", _) => Fast::Not(Box::new(operand)),
@@ -273,25 +275,63 @@ impl<'a, 't> Reader<'a, 't> {
     /// `.field.key...` after `event`: plain identifiers, none of them a method call.
     fn event_path(&mut self) -> Option<Fast> {
         let mut path = Vec::new();
-        while self.eat(".") {
-            match self.peek()? {
-                Token::Name(field)
-                    if !RESERVED.contains(field) && !matches!(*field, "true" | "false") =>
-                {
-                    path.push(Box::from(*field));
-                    self.position += 1;
-                }
-                _ => return None,
-            }
-            if self.symbol() == Some("(") {
-                return None;
-            }
+        while self.symbol() == Some(".") {
+            path.push(self.field()?);
         }
         Fast::event_field(path)
     }
 
-    /// A literal, a name, or a parenthesized expression; never followed by `.`, `[` or `(`
-    /// (those are not tokens of the subset, so the whole text goes to CEL).
+    /// `'.' IDENT` not followed by `(` (a method call is CEL's), and no reserved word.
+    fn field(&mut self) -> Option<Box<str>> {
+        if !self.eat(".") {
+            return None;
+        }
+        let Some(Token::Name(field)) = self.peek() else {
+            return None;
+        };
+        if RESERVED.contains(field) || matches!(*field, "true" | "false") {
+            return None;
+        }
+        self.position += 1;
+        (self.symbol() != Some("(")).then(|| Box::from(*field))
+    }
+
+    /// `member: primary ('.' IDENT | '[' expr ']')*`, read only after a name's value (a context
+    /// variable, an input, `event`'s path; in parentheses or not, CEL's tree is the same):
+    /// after a literal, a call or an operation the `.` or `[` is left unread, so the whole text
+    /// goes to CEL.
+    fn member(&mut self) -> Option<Fast> {
+        let mut value = self.primary()?;
+        if !matches!(value, Fast::Slot(_) | Fast::EventField(_)) {
+            return Some(value);
+        }
+        loop {
+            value = if self.eat("[") {
+                let index = self.expression()?;
+                if !self.eat("]") {
+                    return None;
+                }
+                Fast::Index(Box::new(value), Box::new(index))
+            } else if self.symbol() == Some(".") {
+                Fast::Field(Box::new(value), self.field()?)
+            } else {
+                return Some(value);
+            };
+        }
+    }
+
+    /// `name(arguments)` for a function of `CALLS`, with its number of arguments (one at
+    /// most: `,` is not a token here).
+    fn call(&mut self, name: &str) -> Option<Fast> {
+        let function = CALLS.iter().find(|(known, _)| *known == name)?;
+        let arguments: Box<[Fast]> = match function.1 {
+            0 => Box::new([]),
+            _ => Box::new([self.expression()?]),
+        };
+        self.eat(")").then(|| Fast::Call(function, arguments))
+    }
+
+    /// A literal, a name, a call, or a parenthesized expression.
     fn primary(&mut self) -> Option<Fast> {
         let token = self.peek()?.clone();
         self.position += 1;
@@ -303,21 +343,17 @@ impl<'a, 't> Reader<'a, 't> {
             // The engine's clock; no other call is read here (a host function may not be
             // named `now`, so this is always the engine's).
             Token::Name("now") if self.eat("(") => self.eat(")").then_some(Fast::Now),
+            Token::Name(name) if self.eat("(") => self.call(name),
             Token::Name(name) => {
-                if RESERVED.contains(&name) || self.symbol() == Some("(") {
+                if RESERVED.contains(&name) {
                     return None;
-                }
-                if self.symbol() == Some(".") {
-                    // Only `event.<field>...` is read; other selections and calls are CEL's.
-                    return match self.names.binding(name)? {
-                        NameBinding::Event => self.event_path(),
-                        _ => None,
-                    };
                 }
                 match self.names.binding(name)? {
                     binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
                         Some(Fast::Slot(binding))
                     }
+                    // `event` alone is CEL's; its fields are read in place.
+                    NameBinding::Event if self.symbol() == Some(".") => self.event_path(),
                     NameBinding::Event => None,
                 }
             }
@@ -331,191 +367,4 @@ impl<'a, 't> Reader<'a, 't> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
-
-    use super::*;
-    use crate::pipeline::compile::expression::{Expression, Scope};
-
-    fn names() -> Names {
-        Names::new(
-            [
-                "attempts".to_string(),
-                "done".to_string(),
-                "tool".to_string(),
-            ],
-            ["limit".to_string()],
-            HashMap::from([("idle".to_string(), 1)]),
-        )
-    }
-
-    #[test]
-    fn reads_the_subset_and_defers_the_rest() {
-        let names = names();
-        for text in [
-            "attempts < 3",
-            "attempts + 1",
-            "-1",
-            "- 9223372036854775807",
-            "-9223372036854775807 - 1",
-            "!done && attempts * 2 <= limit",
-            "tool == 'read_file' || tool == \"grep\"",
-            "(attempts)",
-            "done ? attempts : -attempts",
-            "done ? 1 : done ? 2 : 3",
-            "!!done",
-            "--attempts",
-            "attempts < 2 < 3",
-            "'é' < 'z'",
-            "''",
-            "event.name",
-            "event.data.stdout",
-            "!event.data.truncated",
-            "event.data.result.code == 0 && event.type == 'external'",
-        ] {
-            assert!(parse(text, &names).is_some(), "`{text}` should be read");
-        }
-        for text in [
-            "-9223372036854775808",
-            "--1",
-            "0x10",
-            "1.5",
-            "1u",
-            "1e3",
-            "1abc",
-            "tool.size()",
-            "size(tool)",
-            "tool[0]",
-            "[1]",
-            "{'a': 1}",
-            "'a\\'b'",
-            "'''a'''",
-            "r'a'",
-            "b'a'",
-            "null",
-            "in",
-            "attempts in [1]",
-            "nosuch < 1",
-            "event",
-            "event.nosuch",
-            "event.data.size()",
-            "event.data.in",
-            "event.data.true",
-            "event.data.?x",
-            "event.data[0]",
-            "event..data",
-            "attempts.x",
-            "(event).data",
-            "In('idle')",
-            "attempts // comment",
-            "done ? done ? 1 : 2 : 3",
-            "!-attempts",
-            "attempts = 1",
-            "attempts & 1",
-            "é",
-            "(attempts",
-            "attempts)",
-            "attempts 1",
-            "`attempts`",
-        ] {
-            assert!(parse(text, &names).is_none(), "`{text}` should go to CEL");
-        }
-        let deep = format!("{}1{}", "(".repeat(40), ")".repeat(40));
-        assert!(
-            parse(&deep, &names).is_none(),
-            "nesting past the limit goes to CEL"
-        );
-    }
-
-    #[test]
-    fn event_paths_evaluate_as_cel_reads_them() {
-        let names = names();
-        let mut result = indexmap::IndexMap::new();
-        result.insert(std::sync::Arc::from("code"), Value::Int(0));
-        let mut data = indexmap::IndexMap::new();
-        data.insert(std::sync::Arc::from("stdout"), Value::string("ok\n"));
-        data.insert(std::sync::Arc::from("truncated"), Value::Bool(false));
-        data.insert(
-            std::sync::Arc::from("result"),
-            Value::Map(std::sync::Arc::new(result)),
-        );
-        let data = Value::Map(std::sync::Arc::new(data));
-        let null = Value::Null;
-        for (event_data, send_id) in [(&data, Some("s1")), (&null, None)] {
-            let event = crate::base::event::Event {
-                name: std::sync::Arc::from("done.invoke.x"),
-                event_type: None,
-                data: event_data.clone(),
-                origin: crate::base::event::Origin::External,
-                send_id: send_id.map(std::sync::Arc::from),
-                invoke_id: None,
-            };
-            let scope = Scope {
-                names: &names,
-                context: &[],
-                inputs: &[],
-                event: Some(&event),
-                is_active: &|_| false,
-                clock: 0,
-            };
-            for text in [
-                "event.data.stdout",
-                "!event.data.truncated",
-                "event.data.result.code == 0",
-                "event.data.result",
-                "event.data.nosuch",
-                "event.data.stdout.deeper",
-                "event.name",
-                "event.type",
-                "event.sendid",
-                "event.name.x",
-                "event.data",
-            ] {
-                assert_read_as_cel_reads(text, &scope);
-            }
-        }
-    }
-
-    #[test]
-    fn what_is_read_evaluates_as_cel_reads_it() {
-        let names = names();
-        let context = [Value::Int(2), Value::Bool(false), Value::string("grep")];
-        let inputs = [Value::Int(3)];
-        let scope = Scope {
-            names: &names,
-            context: &context,
-            inputs: &inputs,
-            event: None,
-            is_active: &|_| false,
-            clock: 0,
-        };
-        for text in [
-            "-9223372036854775807 - 1",
-            "-9223372036854775807 - 2",
-            "attempts - -1 * 3",
-            "attempts - 1 - 1",
-            "10 / attempts % 3",
-            "!done == true",
-            "--tool",
-            "!!attempts",
-            "done ? 1 : attempts > 1 ? 2 : 3",
-            "attempts < 2 < 3",
-            "tool < 'h' && attempts >= limit - 1",
-        ] {
-            assert_read_as_cel_reads(text, &scope);
-        }
-    }
-
-    /// `text` is read directly, and evaluates in `scope` as CEL's parser and interpreter do.
-    fn assert_read_as_cel_reads(text: &str, scope: &Scope) {
-        let read = Expression::compile(text, scope.names).unwrap();
-        assert!(read.is_read_directly(), "`{text}`");
-        let through_cel = Expression::compile_with_cel(text, scope.names).unwrap();
-        assert_eq!(
-            read.evaluate(scope),
-            through_cel.evaluate_with_cel(scope),
-            "`{text}` with event {:?}",
-            scope.event.map(|event| &event.data)
-        );
-    }
-}
+mod tests;
