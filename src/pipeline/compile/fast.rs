@@ -35,13 +35,19 @@ pub enum Fast {
     /// A call of one of `CALLS` (`size(tools)`, `json_valid(file)`): read without CEL's
     /// parser, so that loading needs none, and always evaluated by CEL.
     Call(&'static (&'static str, usize), Box<[Fast]>),
+    /// `has(value.field)`: read without CEL's parser, always evaluated by CEL.
+    Has(Box<Fast>),
+    /// `[a, b]`: read without CEL's parser, always evaluated by CEL (which bounds what a list
+    /// built from it may grow to).
+    List(Box<[Fast]>),
 }
 
 /// The global functions the fast reader reads calls of, with their number of arguments:
-/// `size` and the engine's functions whose arguments the load-time check does not look at
+/// `size`, `string` and the engine's functions whose arguments the load-time check does not look at
 /// (not `env`, whose variable is checked against the grant, nor `In`, whose state is).
-pub const CALLS: [(&str, usize); 7] = [
+pub const CALLS: [(&str, usize); 8] = [
     ("size", 1),
+    ("string", 1),
     ("exists", 1),
     ("is_dir", 1),
     ("json_valid", 1),
@@ -96,6 +102,7 @@ impl Fast {
                 LiteralValue::Int(integer) => Value::Int(*integer.inner()),
                 LiteralValue::Boolean(flag) => Value::Bool(*flag.inner()),
                 LiteralValue::String(text) => Value::string(text.inner()),
+                LiteralValue::Null => Value::Null,
                 _ => return None,
             })),
             Expr::Ident(name) => match names.binding(name)? {
@@ -108,24 +115,36 @@ impl Fast {
                 // A path below `event` is one node, read in place (as `fast_syntax` reads it).
                 let mut path = Vec::new();
                 let mut current = expression;
-                while let Expr::Select(select) = &current.expr {
-                    if select.test {
+                while let Expr::Select(inner) = &current.expr {
+                    // Only the outermost selection may be `has()`'s test.
+                    if inner.test && !std::ptr::eq(current, expression) {
                         return None;
                     }
-                    path.push(select.field.clone().into_boxed_str());
-                    current = &select.operand;
+                    path.push(inner.field.clone().into_boxed_str());
+                    current = &inner.operand;
                 }
-                if let Expr::Ident(name) = &current.expr
-                    && names.binding(name) == Some(NameBinding::Event)
-                {
-                    path.reverse();
-                    return Fast::event_field(path);
-                }
-                Some(Fast::Field(
-                    Box::new(Fast::compile(&select.operand, names)?),
-                    select.field.clone().into_boxed_str(),
-                ))
+                let selected = match &current.expr {
+                    Expr::Ident(name) if names.binding(name) == Some(NameBinding::Event) => {
+                        path.reverse();
+                        Fast::event_field(path)?
+                    }
+                    _ => Fast::Field(
+                        Box::new(Fast::compile(&select.operand, names)?),
+                        select.field.clone().into_boxed_str(),
+                    ),
+                };
+                Some(if select.test {
+                    Fast::Has(Box::new(selected))
+                } else {
+                    selected
+                })
             }
+            Expr::List(list) if list.optional_indices.is_empty() => Some(Fast::List(
+                list.elements
+                    .iter()
+                    .map(|element| Fast::compile(element, names))
+                    .collect::<Option<Box<[Fast]>>>()?,
+            )),
             Expr::Call(call) if call.target.is_none() => {
                 let argument = |index: usize| -> Option<Box<Fast>> {
                     Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
@@ -176,6 +195,8 @@ impl Fast {
                 super::functions::ENGINE_FUNCTIONS.contains(name)
                     || arguments.iter().any(Fast::uses_engine_functions)
             }
+            Fast::List(elements) => elements.iter().any(Fast::uses_engine_functions),
+            Fast::Has(operand) => operand.uses_engine_functions(),
             Fast::Literal(_) | Fast::Slot(_) | Fast::SlotWithInt(..) | Fast::EventField(_) => false,
             Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
                 operand.uses_engine_functions()
@@ -330,7 +351,7 @@ impl Fast {
                 (Value::Map(map), Value::String(key)) => map.get(&*key).cloned(),
                 _ => None,
             },
-            Fast::Call(..) => None,
+            Fast::Call(..) | Fast::Has(_) | Fast::List(_) => None,
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {
                     NameBinding::Context(_) => scope.context,

@@ -320,7 +320,10 @@ fn infer_fast(fast: &Fast, names: &Names) -> Option<Known> {
         Fast::Literal(_) | Fast::EventField(_) => Known::Unknown,
         Fast::Slot(binding) => known_input(names, *binding),
         Fast::Now => Known::Timestamp,
-        Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
+        Fast::Not(operand)
+        | Fast::Negate(operand)
+        | Fast::Field(operand, _)
+        | Fast::Has(operand) => {
             infer_fast(operand, names)?;
             Known::Unknown
         }
@@ -330,8 +333,15 @@ fn infer_fast(fast: &Fast, names: &Names) -> Option<Known> {
             }
             match *name {
                 "size" | "now_ms" => Known::Number,
+                "string" => Known::Text,
                 _ => Known::Unknown,
             }
+        }
+        Fast::List(elements) => {
+            for element in elements {
+                infer_fast(element, names)?;
+            }
+            Known::Unknown
         }
         Fast::And(left, right) | Fast::Or(left, right) | Fast::Index(left, right) => {
             infer_fast(left, names)?;

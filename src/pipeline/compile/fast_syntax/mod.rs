@@ -2,8 +2,8 @@
 //!
 //! The subset: int, bool and simple string literals, names of context variables and inputs,
 //! field paths below `event` (`event.data.stdout`), fields and indexes of a name's value
-//! (`diagnostics.parent_exists`, `errors[0]`), `now()`, `size(…)` and the engine's file
-//! functions (`CALLS`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
+//! (`diagnostics.parent_exists`, `errors[0]`), `null`, list literals, `now()`, `has(…)`,
+//! `size(…)`, `string(…)` and the engine's file functions (`CALLS`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
 //! CEL's grammar (`../cel/src/parser/gen/CEL.g4`): the same precedence, left associativity
 //! and the same reading of `-5` and of repeated `!` and `-`. Anything else, or anything that
 //! could be read two ways, returns `None` and the expression is compiled by CEL as before: this
@@ -68,7 +68,7 @@ enum Token<'t> {
 /// Symbols, longest first so `<=` is not read as `<` then `=`.
 const SYMBOLS: &[&str] = &[
     "&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "-", "+", "*", "/", "%", "?", ":", "(", ")",
-    ".", "[", "]",
+    ".", "[", "]", ",",
 ];
 
 /// Splits `text` into tokens; `None` for anything outside the subset.
@@ -116,7 +116,7 @@ fn tokens(text: &str) -> Option<Vec<Token<'_>>> {
             found.push(Token::String(content));
             index += end + 2;
         } else {
-            // `//` comments, `{`, `,`, backticks, `=`, `&`, `|` alone, non-ASCII.
+            // `//` comments, `{`, backticks, `=`, `&`, `|` alone, non-ASCII.
             if rest.starts_with("//") {
                 return None;
             }
@@ -320,6 +320,24 @@ impl<'a, 't> Reader<'a, 't> {
         }
     }
 
+    /// `[a, b, ...]` after its `[`: elements separated by `,` (a trailing `,` and `[?x]` are
+    /// CEL's).
+    fn list(&mut self) -> Option<Fast> {
+        let mut elements = Vec::new();
+        if !self.eat("]") {
+            loop {
+                elements.push(self.expression()?);
+                if self.eat("]") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return None;
+                }
+            }
+        }
+        Some(Fast::List(elements.into_boxed_slice()))
+    }
+
     /// `name(arguments)` for a function of `CALLS`, with its number of arguments (one at
     /// most: `,` is not a token here).
     fn call(&mut self, name: &str) -> Option<Fast> {
@@ -343,7 +361,15 @@ impl<'a, 't> Reader<'a, 't> {
             // The engine's clock; no other call is read here (a host function may not be
             // named `now`, so this is always the engine's).
             Token::Name("now") if self.eat("(") => self.eat(")").then_some(Fast::Now),
+            // `has()`'s argument must be a selection, as CEL's macro requires.
+            Token::Name("has") if self.eat("(") => match self.member()? {
+                selected @ (Fast::Field(..) | Fast::EventField(_)) => {
+                    self.eat(")").then(|| Fast::Has(Box::new(selected)))
+                }
+                _ => None,
+            },
             Token::Name(name) if self.eat("(") => self.call(name),
+            Token::Name("null") => Some(Fast::Literal(Value::Null)),
             Token::Name(name) => {
                 if RESERVED.contains(&name) {
                     return None;
@@ -357,6 +383,7 @@ impl<'a, 't> Reader<'a, 't> {
                     NameBinding::Event => None,
                 }
             }
+            Token::Symbol("[") => self.list(),
             Token::Symbol("(") => {
                 let inner = self.expression()?;
                 self.eat(")").then_some(inner)
