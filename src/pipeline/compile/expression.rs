@@ -335,7 +335,7 @@ fn missing_function_help(name: &str) -> Option<String> {
 
 /// Methods a protocol may call on a value (`text.startsWith('x')`, `names.join(', ')`): the
 /// standard library's and those of the strings and lists extensions.
-const KNOWN_METHODS: &[&str] = &[
+pub(super) const KNOWN_METHODS: &[&str] = &[
     "size",
     "contains",
     "startsWith",
@@ -545,7 +545,7 @@ impl Expression {
         // A form the time check would refuse or convert (a `duration` input beside a time
         // value) is left to CEL's parse, which the check reads.
         if let Some(fast) = super::fast_syntax::parse(text, names)
-            && super::time_check::leaves_unchanged(&fast, names)
+            && super::fast_time_check::leaves_unchanged(&fast, names)
         {
             return Ok(Expression {
                 text: Arc::from(text),

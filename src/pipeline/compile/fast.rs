@@ -37,9 +37,20 @@ pub enum Fast {
     Call(&'static (&'static str, usize), Box<[Fast]>),
     /// `has(value.field)`: read without CEL's parser, always evaluated by CEL.
     Has(Box<Fast>),
+    /// `value.method(arguments)` (`file.endsWith('/')`): read without CEL's parser, always
+    /// evaluated by CEL.
+    Method(Box<Method>),
     /// `[a, b]`: read without CEL's parser, always evaluated by CEL (which bounds what a list
     /// built from it may grow to).
     List(Box<[Fast]>),
+}
+
+/// A method call: one of the methods the load-time check knows (`KNOWN_METHODS`).
+#[derive(Debug)]
+pub struct Method {
+    pub name: &'static str,
+    pub target: Fast,
+    pub arguments: Box<[Fast]>,
 }
 
 /// The global functions the fast reader reads calls of, with their number of arguments:
@@ -145,6 +156,22 @@ impl Fast {
                     .map(|element| Fast::compile(element, names))
                     .collect::<Option<Box<[Fast]>>>()?,
             )),
+            Expr::Call(call) if call.target.is_some() => {
+                let target = call.target.as_deref()?;
+                // A namespace's function (`math.abs(x)`) has no value as its target.
+                let name = super::expression::KNOWN_METHODS
+                    .iter()
+                    .find(|known| **known == call.func_name)?;
+                Some(Fast::Method(Box::new(Method {
+                    name,
+                    target: Fast::compile(target, names)?,
+                    arguments: call
+                        .args
+                        .iter()
+                        .map(|argument| Fast::compile(argument, names))
+                        .collect::<Option<Box<[Fast]>>>()?,
+                })))
+            }
             Expr::Call(call) if call.target.is_none() => {
                 let argument = |index: usize| -> Option<Box<Fast>> {
                     Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
@@ -196,6 +223,10 @@ impl Fast {
                     || arguments.iter().any(Fast::uses_engine_functions)
             }
             Fast::List(elements) => elements.iter().any(Fast::uses_engine_functions),
+            Fast::Method(method) => {
+                method.target.uses_engine_functions()
+                    || method.arguments.iter().any(Fast::uses_engine_functions)
+            }
             Fast::Has(operand) => operand.uses_engine_functions(),
             Fast::Literal(_) | Fast::Slot(_) | Fast::SlotWithInt(..) | Fast::EventField(_) => false,
             Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
@@ -351,7 +382,7 @@ impl Fast {
                 (Value::Map(map), Value::String(key)) => map.get(&*key).cloned(),
                 _ => None,
             },
-            Fast::Call(..) | Fast::Has(_) | Fast::List(_) => None,
+            Fast::Call(..) | Fast::Has(_) | Fast::List(_) | Fast::Method(_) => None,
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {
                     NameBinding::Context(_) => scope.context,

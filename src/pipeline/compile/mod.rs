@@ -17,6 +17,7 @@ pub mod events;
 pub mod expression;
 mod fast;
 mod fast_syntax;
+mod fast_time_check;
 mod functions;
 pub mod grants;
 pub mod handled_events;

@@ -2,7 +2,8 @@
 //!
 //! The subset: int, bool and simple string literals, names of context variables and inputs,
 //! field paths below `event` (`event.data.stdout`), fields and indexes of a name's value
-//! (`diagnostics.parent_exists`, `errors[0]`), `null`, list literals, `now()`, `has(…)`,
+//! (`diagnostics.parent_exists`, `errors[0]`), their known methods (`file.endsWith('/')`, not
+//! the macros), `null`, list literals, `now()`, `has(…)`,
 //! `size(…)`, `string(…)` and the engine's file functions (`CALLS`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
 //! CEL's grammar (`../cel/src/parser/gen/CEL.g4`): the same precedence, left associativity
 //! and the same reading of `-5` and of repeated `!` and `-`. Anything else, or anything that
@@ -10,7 +11,7 @@
 //! reader only ever says "this is that tree", never "this is an error".
 
 use super::expression::{NameBinding, Names};
-use super::fast::{CALLS, Fast, Operator};
+use super::fast::{CALLS, Fast, Method, Operator};
 use crate::base::value::Value;
 
 /// Nesting (parentheses and `?:` branches) beyond which CEL's own parser decides: it has a
@@ -272,13 +273,40 @@ impl<'a, 't> Reader<'a, 't> {
         })
     }
 
-    /// `.field.key...` after `event`: plain identifiers, none of them a method call.
+    /// `.field.key...` after `event`: plain identifiers, up to a method call (`member` reads it).
     fn event_path(&mut self) -> Option<Fast> {
         let mut path = Vec::new();
-        while self.symbol() == Some(".") {
+        while self.symbol() == Some(".") && !self.calls_method() {
             path.push(self.field()?);
         }
         Fast::event_field(path)
+    }
+
+    /// Whether the next tokens are `.name(`, a method call.
+    fn calls_method(&self) -> bool {
+        self.tokens.get(self.position + 2) == Some(&Token::Symbol("("))
+    }
+
+    /// `.name(arguments)` on `target`, for a method the load-time check knows (not a macro:
+    /// `map`, `filter`, `exists`... are CEL's).
+    fn method(&mut self, target: Fast) -> Option<Fast> {
+        self.eat(".");
+        let Some(Token::Name(name)) = self.peek() else {
+            return None;
+        };
+        let name = super::expression::KNOWN_METHODS
+            .iter()
+            .find(|known| **known == *name)?;
+        self.position += 1;
+        if !self.eat("(") {
+            return None;
+        }
+        let arguments = self.separated(")")?;
+        Some(Fast::Method(Box::new(Method {
+            name,
+            target,
+            arguments,
+        })))
     }
 
     /// `'.' IDENT` not followed by `(` (a method call is CEL's), and no reserved word.
@@ -313,7 +341,11 @@ impl<'a, 't> Reader<'a, 't> {
                 }
                 Fast::Index(Box::new(value), Box::new(index))
             } else if self.symbol() == Some(".") {
-                Fast::Field(Box::new(value), self.field()?)
+                if self.calls_method() {
+                    self.method(value)?
+                } else {
+                    Fast::Field(Box::new(value), self.field()?)
+                }
             } else {
                 return Some(value);
             };
@@ -323,11 +355,16 @@ impl<'a, 't> Reader<'a, 't> {
     /// `[a, b, ...]` after its `[`: elements separated by `,` (a trailing `,` and `[?x]` are
     /// CEL's).
     fn list(&mut self) -> Option<Fast> {
+        Some(Fast::List(self.separated("]")?))
+    }
+
+    /// Expressions separated by `,` up to `close` (after the opening bracket), none trailing.
+    fn separated(&mut self, close: &str) -> Option<Box<[Fast]>> {
         let mut elements = Vec::new();
-        if !self.eat("]") {
+        if !self.eat(close) {
             loop {
                 elements.push(self.expression()?);
-                if self.eat("]") {
+                if self.eat(close) {
                     break;
                 }
                 if !self.eat(",") {
@@ -335,18 +372,14 @@ impl<'a, 't> Reader<'a, 't> {
                 }
             }
         }
-        Some(Fast::List(elements.into_boxed_slice()))
+        Some(elements.into_boxed_slice())
     }
 
-    /// `name(arguments)` for a function of `CALLS`, with its number of arguments (one at
-    /// most: `,` is not a token here).
+    /// `name(arguments)` for a function of `CALLS`, with its number of arguments.
     fn call(&mut self, name: &str) -> Option<Fast> {
         let function = CALLS.iter().find(|(known, _)| *known == name)?;
-        let arguments: Box<[Fast]> = match function.1 {
-            0 => Box::new([]),
-            _ => Box::new([self.expression()?]),
-        };
-        self.eat(")").then(|| Fast::Call(function, arguments))
+        let arguments = self.separated(")")?;
+        (arguments.len() == function.1).then(|| Fast::Call(function, arguments))
     }
 
     /// A literal, a name, a call, or a parenthesized expression.
