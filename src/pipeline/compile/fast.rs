@@ -1,7 +1,7 @@
 //! The fast path for common expressions: int, bool and string operations over context and input
 //! slots, evaluated with no allocation. Anything unusual defers to full CEL, so results agree.
 
-use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 
 use super::expression::{NameBinding, Names, Scope};
 use crate::base::value::Value;
@@ -40,12 +40,26 @@ pub enum Fast {
     /// `value.method(arguments)` (`file.endsWith('/')`): read without CEL's parser, always
     /// evaluated by CEL.
     Method(Box<Method>),
+    /// `value.map(name, body)` and the other comprehension macros of `MACROS`: read without
+    /// CEL's parser, always evaluated by CEL.
+    Macro(Box<Method>),
+    /// The variable a macro binds (`e` in `list.map(e, e + 1)`), inside its body.
+    Bound,
+    /// `{'key': value, ...}`: read without CEL's parser, always evaluated by CEL.
+    Map(Box<[(Fast, Fast)]>),
+    /// `value in list`: read without CEL's parser, always evaluated by CEL.
+    In(Box<Fast>, Box<Fast>),
     /// `[a, b]`: read without CEL's parser, always evaluated by CEL (which bounds what a list
     /// built from it may grow to).
     List(Box<[Fast]>),
 }
 
-/// A method call: one of the methods the load-time check knows (`KNOWN_METHODS`).
+/// The comprehension macros CEL expands, each with a variable and a body: `list.map(e, e + 1)`.
+/// (`map`'s three-argument form and the extensions' macros are CEL's.)
+pub const MACROS: [&str; 6] = ["all", "exists", "exists_one", "existsOne", "map", "filter"];
+
+/// A method call: one of the methods the load-time check knows (`KNOWN_METHODS`); for a
+/// macro (`MACROS`), its body is the one argument.
 #[derive(Debug)]
 pub struct Method {
     pub name: &'static str,
@@ -150,6 +164,18 @@ impl Fast {
                     selected
                 })
             }
+            Expr::Map(map) => Some(Fast::Map(
+                map.entries
+                    .iter()
+                    .map(|entry| match &entry.expr {
+                        EntryExpr::MapEntry(entry) if !entry.optional => Some((
+                            Fast::compile(&entry.key, names)?,
+                            Fast::compile(&entry.value, names)?,
+                        )),
+                        _ => None,
+                    })
+                    .collect::<Option<Box<[(Fast, Fast)]>>>()?,
+            )),
             Expr::List(list) if list.optional_indices.is_empty() => Some(Fast::List(
                 list.elements
                     .iter()
@@ -186,6 +212,7 @@ impl Fast {
                     }
                     ("now", 0) => Some(Fast::Now),
                     (operators::INDEX, 2) => Some(Fast::Index(argument(0)?, argument(1)?)),
+                    (operators::IN, 2) => Some(Fast::In(argument(0)?, argument(1)?)),
                     (name, count) if CALLS.contains(&(name, count)) => {
                         let function = CALLS.iter().find(|(known, _)| *known == name)?;
                         let arguments = (0..count)
@@ -223,10 +250,15 @@ impl Fast {
                     || arguments.iter().any(Fast::uses_engine_functions)
             }
             Fast::List(elements) => elements.iter().any(Fast::uses_engine_functions),
-            Fast::Method(method) => {
+            Fast::Method(method) | Fast::Macro(method) => {
                 method.target.uses_engine_functions()
                     || method.arguments.iter().any(Fast::uses_engine_functions)
             }
+            Fast::Bound => false,
+            Fast::Map(entries) => entries
+                .iter()
+                .any(|(key, value)| key.uses_engine_functions() || value.uses_engine_functions()),
+            Fast::In(left, right) => left.uses_engine_functions() || right.uses_engine_functions(),
             Fast::Has(operand) => operand.uses_engine_functions(),
             Fast::Literal(_) | Fast::Slot(_) | Fast::SlotWithInt(..) | Fast::EventField(_) => false,
             Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
@@ -382,7 +414,14 @@ impl Fast {
                 (Value::Map(map), Value::String(key)) => map.get(&*key).cloned(),
                 _ => None,
             },
-            Fast::Call(..) | Fast::Has(_) | Fast::List(_) | Fast::Method(_) => None,
+            Fast::Call(..)
+            | Fast::Has(_)
+            | Fast::List(_)
+            | Fast::Method(_)
+            | Fast::Macro(_)
+            | Fast::Bound
+            | Fast::Map(_)
+            | Fast::In(..) => None,
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {
                     NameBinding::Context(_) => scope.context,

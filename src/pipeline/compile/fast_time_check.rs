@@ -46,6 +46,27 @@ fn infer_fast(fast: &Fast, names: &Names) -> Option<Known> {
             }
             Known::Unknown
         }
+        // A macro's expansion adds no time arithmetic; its variable is of unknown type.
+        Fast::Macro(method) => {
+            infer_fast(&method.target, names)?;
+            for argument in &method.arguments {
+                infer_fast(argument, names)?;
+            }
+            Known::Unknown
+        }
+        Fast::Bound => Known::Unknown,
+        Fast::Map(entries) => {
+            for (key, value) in entries {
+                infer_fast(key, names)?;
+                infer_fast(value, names)?;
+            }
+            Known::Unknown
+        }
+        Fast::In(left, right) => {
+            infer_fast(left, names)?;
+            infer_fast(right, names)?;
+            Known::Unknown
+        }
         Fast::Method(method) => {
             for argument in &method.arguments {
                 infer_fast(argument, names)?;

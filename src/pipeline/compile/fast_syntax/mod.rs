@@ -2,8 +2,9 @@
 //!
 //! The subset: int, bool and simple string literals, names of context variables and inputs,
 //! field paths below `event` (`event.data.stdout`), fields and indexes of a name's value
-//! (`diagnostics.parent_exists`, `errors[0]`), their known methods (`file.endsWith('/')`, not
-//! the macros), `null`, list literals, `now()`, `has(…)`,
+//! (`diagnostics.parent_exists`, `errors[0]`), their known methods (`file.endsWith('/')`) and
+//! comprehension macros (`list.map(e, e.name)`), `in`, `null`, list and map literals, `now()`,
+//! `has(…)`,
 //! `size(…)`, `string(…)` and the engine's file functions (`CALLS`), parentheses, `! -` (unary), `* / %`, `+ -`, `< <= > >= == !=`, `&&`, `||` and `?:`, with
 //! CEL's grammar (`../cel/src/parser/gen/CEL.g4`): the same precedence, left associativity
 //! and the same reading of `-5` and of repeated `!` and `-`. Anything else, or anything that
@@ -11,7 +12,7 @@
 //! reader only ever says "this is that tree", never "this is an error".
 
 use super::expression::{NameBinding, Names};
-use super::fast::{CALLS, Fast, Method, Operator};
+use super::fast::{CALLS, Fast, MACROS, Method, Operator};
 use crate::base::value::Value;
 
 /// Nesting (parentheses and `?:` branches) beyond which CEL's own parser decides: it has a
@@ -69,7 +70,7 @@ enum Token<'t> {
 /// Symbols, longest first so `<=` is not read as `<` then `=`.
 const SYMBOLS: &[&str] = &[
     "&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "-", "+", "*", "/", "%", "?", ":", "(", ")",
-    ".", "[", "]", ",",
+    ".", "[", "]", ",", "{", "}",
 ];
 
 /// Splits `text` into tokens; `None` for anything outside the subset.
@@ -117,7 +118,7 @@ fn tokens(text: &str) -> Option<Vec<Token<'_>>> {
             found.push(Token::String(content));
             index += end + 2;
         } else {
-            // `//` comments, `{`, backticks, `=`, `&`, `|` alone, non-ASCII.
+            // `//` comments, backticks, `=`, `&`, `|` alone, non-ASCII.
             if rest.starts_with("//") {
                 return None;
             }
@@ -138,6 +139,7 @@ pub fn parse(text: &str, names: &Names) -> Option<Fast> {
         position: 0,
         names,
         depth: 0,
+        bound: Vec::new(),
     };
     let fast = reader.expression()?;
     (reader.position == tokens.len()).then_some(fast)
@@ -148,6 +150,8 @@ struct Reader<'a, 't> {
     position: usize,
     names: &'a Names,
     depth: usize,
+    /// The variables of the macros around the position (innermost last): they hide names.
+    bound: Vec<&'t str>,
 }
 
 impl<'a, 't> Reader<'a, 't> {
@@ -211,9 +215,24 @@ impl<'a, 't> Reader<'a, 't> {
         Some(left)
     }
 
-    /// Comparisons, left-associative (`a < b < c` is `(a < b) < c`, a type error CEL reports).
+    /// Comparisons and `in`, left-associative (`a < b < c` is `(a < b) < c`, a type error CEL
+    /// reports).
     fn relation(&mut self) -> Option<Fast> {
-        self.left_associative(RELATIONS, Self::addition)
+        let mut left = self.addition()?;
+        loop {
+            if self.peek() == Some(&Token::Name("in")) {
+                self.position += 1;
+                left = Fast::In(Box::new(left), Box::new(self.addition()?));
+            } else if let Some(&(_, operator)) = RELATIONS
+                .iter()
+                .find(|(symbol, _)| self.symbol() == Some(*symbol))
+            {
+                self.position += 1;
+                left = Fast::binary(operator, left, self.addition()?);
+            } else {
+                return Some(left);
+            }
+        }
     }
 
     fn addition(&mut self) -> Option<Fast> {
@@ -294,6 +313,10 @@ impl<'a, 't> Reader<'a, 't> {
         let Some(Token::Name(name)) = self.peek() else {
             return None;
         };
+        if let Some(name) = MACROS.iter().find(|known| **known == *name) {
+            self.position += 1;
+            return self.comprehension(name, target);
+        }
         let name = super::expression::KNOWN_METHODS
             .iter()
             .find(|known| **known == *name)?;
@@ -307,6 +330,59 @@ impl<'a, 't> Reader<'a, 't> {
             target,
             arguments,
         })))
+    }
+
+    /// `(variable, body)` after a macro's name: the variable a plain name (CEL's macros refuse
+    /// anything else), bound while the body is read.
+    fn comprehension(&mut self, name: &'static str, target: Fast) -> Option<Fast> {
+        if !self.eat("(") {
+            return None;
+        }
+        let Some(Token::Name(variable)) = self.peek() else {
+            return None;
+        };
+        if RESERVED.contains(variable) || matches!(*variable, "true" | "false") {
+            return None;
+        }
+        self.position += 1;
+        if !self.eat(",") {
+            return None;
+        }
+        self.bound.push(variable);
+        let body = self.expression();
+        self.bound.pop();
+        let body = body?;
+        self.eat(")").then(|| {
+            Fast::Macro(Box::new(Method {
+                name,
+                target,
+                arguments: Box::new([body]),
+            }))
+        })
+    }
+
+    /// `{'key': value, ...}` after its `{`: text keys only, none optional, no trailing `,`.
+    fn map(&mut self) -> Option<Fast> {
+        let mut entries = Vec::new();
+        if !self.eat("}") {
+            loop {
+                let Some(Token::String(key)) = self.peek() else {
+                    return None;
+                };
+                self.position += 1;
+                if !self.eat(":") {
+                    return None;
+                }
+                entries.push((Fast::Literal(Value::string(*key)), self.expression()?));
+                if self.eat("}") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return None;
+                }
+            }
+        }
+        Some(Fast::Map(entries.into_boxed_slice()))
     }
 
     /// `'.' IDENT` not followed by `(` (a method call is CEL's), and no reserved word.
@@ -330,7 +406,7 @@ impl<'a, 't> Reader<'a, 't> {
     /// goes to CEL.
     fn member(&mut self) -> Option<Fast> {
         let mut value = self.primary()?;
-        if !matches!(value, Fast::Slot(_) | Fast::EventField(_)) {
+        if !matches!(value, Fast::Slot(_) | Fast::EventField(_) | Fast::Bound) {
             return Some(value);
         }
         loop {
@@ -403,6 +479,7 @@ impl<'a, 't> Reader<'a, 't> {
             },
             Token::Name(name) if self.eat("(") => self.call(name),
             Token::Name("null") => Some(Fast::Literal(Value::Null)),
+            Token::Name(name) if self.bound.contains(&name) => Some(Fast::Bound),
             Token::Name(name) => {
                 if RESERVED.contains(&name) {
                     return None;
@@ -417,6 +494,7 @@ impl<'a, 't> Reader<'a, 't> {
                 }
             }
             Token::Symbol("[") => self.list(),
+            Token::Symbol("{") => self.map(),
             Token::Symbol("(") => {
                 let inner = self.expression()?;
                 self.eat(")").then_some(inner)
