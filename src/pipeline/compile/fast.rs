@@ -336,6 +336,9 @@ impl Fast {
         }
     }
 
+    /// Every form but the commonest, out of line: the event loop inlines the guard's fast
+    /// path (`condition_holds`), which must stay small however many forms there are.
+    #[inline(never)]
     fn evaluate_node(&self, scope: &Scope) -> Option<Value> {
         match self {
             Fast::Literal(value) => Some(value.clone()),
