@@ -173,6 +173,18 @@ impl Names {
         }
     }
 
+    /// Whether `env(…)` passes the load-time check with this argument (`Some` for a literal
+    /// name): always where reading the environment is not restricted, otherwise only a name
+    /// the grant lists (as `NameChecker::check_environment_read` decides).
+    pub(super) fn may_read_environment(&self, literal: Option<&str>) -> bool {
+        match &self.environment {
+            None => true,
+            Some(granted) => {
+                literal.is_some_and(|variable| granted.iter().any(|name| name == variable))
+            }
+        }
+    }
+
     pub fn binding(&self, name: &str) -> Option<NameBinding> {
         self.bindings.get(name).copied()
     }

@@ -1,9 +1,7 @@
 //! The fast path for common expressions: int, bool and string operations over context and input
 //! slots, evaluated with no allocation. Anything unusual defers to full CEL, so results agree.
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
-
-use super::expression::{NameBinding, Names, Scope};
+use super::expression::{NameBinding, Scope};
 use crate::base::value::Value;
 
 /// A compiled fast-path expression tree.
@@ -43,12 +41,16 @@ pub enum Fast {
     /// `value.map(name, body)` and the other comprehension macros of `MACROS`: read without
     /// CEL's parser, always evaluated by CEL.
     Macro(Box<Method>),
-    /// The variable a macro binds (`e` in `list.map(e, e + 1)`), inside its body.
+    /// A name whose value no fast form reads, always evaluated by CEL: the variable a macro
+    /// binds (`e` in `list.map(e, e + 1)`) inside its body, a block's parameter or a library's
+    /// name checked on its own.
     Bound,
     /// `{'key': value, ...}`: read without CEL's parser, always evaluated by CEL.
     Map(Box<[(Fast, Fast)]>),
     /// `value in list`: read without CEL's parser, always evaluated by CEL.
     In(Box<Fast>, Box<Fast>),
+    /// `In('state')` for a state the machine has, by index: whether it is active.
+    InState(usize),
     /// `[a, b]`: read without CEL's parser, always evaluated by CEL (which bounds what a list
     /// built from it may grow to).
     List(Box<[Fast]>),
@@ -68,9 +70,9 @@ pub struct Method {
 }
 
 /// The global functions the fast reader reads calls of, with their number of arguments:
-/// `size`, `string` and the engine's functions whose arguments the load-time check does not look at
-/// (not `env`, whose variable is checked against the grant, nor `In`, whose state is).
-pub const CALLS: [(&str, usize); 8] = [
+/// `size`, `string` and the engine's functions but `In` (whose state is checked); `env` only
+/// where its variable passes the grant (`Names::may_read_environment`).
+pub const CALLS: [(&str, usize); 9] = [
     ("size", 1),
     ("string", 1),
     ("exists", 1),
@@ -79,6 +81,7 @@ pub const CALLS: [(&str, usize); 8] = [
     ("file_size", 1),
     ("command_exists", 1),
     ("now_ms", 0),
+    ("env", 1),
 ];
 
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
@@ -100,138 +103,7 @@ pub enum Operator {
     GreaterOrEqual,
 }
 
-impl Operator {
-    fn from_function(name: &str) -> Option<Operator> {
-        Some(match name {
-            operators::ADD => Operator::Add,
-            operators::SUBSTRACT => Operator::Subtract,
-            operators::MULTIPLY => Operator::Multiply,
-            operators::DIVIDE => Operator::Divide,
-            operators::MODULO => Operator::Remainder,
-            operators::EQUALS => Operator::Equal,
-            operators::NOT_EQUALS => Operator::NotEqual,
-            operators::LESS => Operator::Less,
-            operators::LESS_EQUALS => Operator::LessOrEqual,
-            operators::GREATER => Operator::Greater,
-            operators::GREATER_EQUALS => Operator::GreaterOrEqual,
-            _ => return None,
-        })
-    }
-}
-
 impl Fast {
-    /// The fast form of an expression, if every part of it has one.
-    pub fn compile(expression: &IdedExpr, names: &Names) -> Option<Fast> {
-        match &expression.expr {
-            Expr::Literal(literal) => Some(Fast::Literal(match literal {
-                LiteralValue::Int(integer) => Value::Int(*integer.inner()),
-                LiteralValue::Boolean(flag) => Value::Bool(*flag.inner()),
-                LiteralValue::String(text) => Value::string(text.inner()),
-                LiteralValue::Null => Value::Null,
-                _ => return None,
-            })),
-            Expr::Ident(name) => match names.binding(name)? {
-                binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
-                    Some(Fast::Slot(binding))
-                }
-                NameBinding::Event => None,
-            },
-            Expr::Select(select) => {
-                // A path below `event` is one node, read in place (as `fast_syntax` reads it).
-                let mut path = Vec::new();
-                let mut current = expression;
-                while let Expr::Select(inner) = &current.expr {
-                    // Only the outermost selection may be `has()`'s test.
-                    if inner.test && !std::ptr::eq(current, expression) {
-                        return None;
-                    }
-                    path.push(inner.field.clone().into_boxed_str());
-                    current = &inner.operand;
-                }
-                let selected = match &current.expr {
-                    Expr::Ident(name) if names.binding(name) == Some(NameBinding::Event) => {
-                        path.reverse();
-                        Fast::event_field(path)?
-                    }
-                    _ => Fast::Field(
-                        Box::new(Fast::compile(&select.operand, names)?),
-                        select.field.clone().into_boxed_str(),
-                    ),
-                };
-                Some(if select.test {
-                    Fast::Has(Box::new(selected))
-                } else {
-                    selected
-                })
-            }
-            Expr::Map(map) => Some(Fast::Map(
-                map.entries
-                    .iter()
-                    .map(|entry| match &entry.expr {
-                        EntryExpr::MapEntry(entry) if !entry.optional => Some((
-                            Fast::compile(&entry.key, names)?,
-                            Fast::compile(&entry.value, names)?,
-                        )),
-                        _ => None,
-                    })
-                    .collect::<Option<Box<[(Fast, Fast)]>>>()?,
-            )),
-            Expr::List(list) if list.optional_indices.is_empty() => Some(Fast::List(
-                list.elements
-                    .iter()
-                    .map(|element| Fast::compile(element, names))
-                    .collect::<Option<Box<[Fast]>>>()?,
-            )),
-            Expr::Call(call) if call.target.is_some() => {
-                let target = call.target.as_deref()?;
-                // A namespace's function (`math.abs(x)`) has no value as its target.
-                let name = super::expression::KNOWN_METHODS
-                    .iter()
-                    .find(|known| **known == call.func_name)?;
-                Some(Fast::Method(Box::new(Method {
-                    name,
-                    target: Fast::compile(target, names)?,
-                    arguments: call
-                        .args
-                        .iter()
-                        .map(|argument| Fast::compile(argument, names))
-                        .collect::<Option<Box<[Fast]>>>()?,
-                })))
-            }
-            Expr::Call(call) if call.target.is_none() => {
-                let argument = |index: usize| -> Option<Box<Fast>> {
-                    Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
-                };
-                match (call.func_name.as_str(), call.args.len()) {
-                    (operators::LOGICAL_NOT, 1) => Some(Fast::Not(argument(0)?)),
-                    (operators::NEGATE, 1) => Some(Fast::Negate(argument(0)?)),
-                    (operators::LOGICAL_AND, 2) => Some(Fast::And(argument(0)?, argument(1)?)),
-                    (operators::LOGICAL_OR, 2) => Some(Fast::Or(argument(0)?, argument(1)?)),
-                    (operators::CONDITIONAL, 3) => {
-                        Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
-                    }
-                    ("now", 0) => Some(Fast::Now),
-                    (operators::INDEX, 2) => Some(Fast::Index(argument(0)?, argument(1)?)),
-                    (operators::IN, 2) => Some(Fast::In(argument(0)?, argument(1)?)),
-                    (name, count) if CALLS.contains(&(name, count)) => {
-                        let function = CALLS.iter().find(|(known, _)| *known == name)?;
-                        let arguments = (0..count)
-                            .map(|index| argument(index).map(|argument| *argument))
-                            .collect::<Option<Box<[Fast]>>>()?;
-                        Some(Fast::Call(function, arguments))
-                    }
-                    (name, 2) => Some(Fast::binary(
-                        Operator::from_function(name)?,
-                        *argument(0)?,
-                        *argument(1)?,
-                    )),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
-    }
-
     /// A path below `event`, if it starts with one of the event's fields.
     pub fn event_field(path: Vec<Box<str>>) -> Option<Fast> {
         let first = path.first()?;
@@ -255,6 +127,7 @@ impl Fast {
                     || method.arguments.iter().any(Fast::uses_engine_functions)
             }
             Fast::Bound => false,
+            Fast::InState(_) => true,
             Fast::Map(entries) => entries
                 .iter()
                 .any(|(key, value)| key.uses_engine_functions() || value.uses_engine_functions()),
@@ -405,6 +278,7 @@ impl Fast {
             Fast::Now => {
                 crate::base::time::from_unix_milliseconds(scope.clock).map(Value::Timestamp)
             }
+            Fast::InState(state) => Some(Value::Bool((scope.is_active)(*state))),
             Fast::Field(operand, field) => match operand.evaluate(scope)? {
                 Value::Map(map) => map.get(&**field).cloned(),
                 _ => None,

@@ -54,7 +54,7 @@ fn infer_fast(fast: &Fast, names: &Names) -> Option<Known> {
             }
             Known::Unknown
         }
-        Fast::Bound => Known::Unknown,
+        Fast::Bound | Fast::InState(_) => Known::Unknown,
         Fast::Map(entries) => {
             for (key, value) in entries {
                 infer_fast(key, names)?;

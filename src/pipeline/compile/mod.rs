@@ -16,6 +16,7 @@ mod event_index;
 pub mod events;
 pub mod expression;
 mod fast;
+mod fast_from_cel;
 mod fast_syntax;
 mod fast_time_check;
 mod functions;

@@ -11,6 +11,9 @@
 //! could be read two ways, returns `None` and the expression is compiled by CEL as before: this
 //! reader only ever says "this is that tree", never "this is an error".
 
+mod tokens;
+
+use self::tokens::{Token, tokens};
 use super::expression::{NameBinding, Names};
 use super::fast::{CALLS, Fast, MACROS, Method, Operator};
 use crate::base::value::Value;
@@ -57,78 +60,6 @@ const MULTIPLICATIONS: &[(&str, Operator)] = &[
     ("/", Operator::Divide),
     ("%", Operator::Remainder),
 ];
-
-#[derive(Debug, Clone, PartialEq)]
-enum Token<'t> {
-    Int(&'t str),
-    String(&'t str),
-    Name(&'t str),
-    /// Punctuation and operators, as written.
-    Symbol(&'static str),
-}
-
-/// Symbols, longest first so `<=` is not read as `<` then `=`.
-const SYMBOLS: &[&str] = &[
-    "&&", "||", "==", "!=", "<=", ">=", "<", ">", "!", "-", "+", "*", "/", "%", "?", ":", "(", ")",
-    ".", "[", "]", ",", "{", "}",
-];
-
-/// Splits `text` into tokens; `None` for anything outside the subset.
-fn tokens(text: &str) -> Option<Vec<Token<'_>>> {
-    let bytes = text.as_bytes();
-    let mut found = Vec::new();
-    let mut index = 0;
-    while index < bytes.len() {
-        let byte = bytes[index];
-        let rest = &text[index..];
-        if matches!(byte, b' ' | b'\t' | b'\r' | b'\n' | b'\x0c') {
-            index += 1;
-        } else if byte.is_ascii_digit() {
-            let length = rest.bytes().take_while(u8::is_ascii_digit).count();
-            // `0x…`, `1.5`, `1e3`, `1u`, `1abc`: hex, doubles, uints and worse are CEL's.
-            if rest[length..]
-                .bytes()
-                .next()
-                .is_some_and(|next| next.is_ascii_alphanumeric() || next == b'_' || next == b'.')
-            {
-                return None;
-            }
-            found.push(Token::Int(&rest[..length]));
-            index += length;
-        } else if byte.is_ascii_alphabetic() || byte == b'_' {
-            let length = rest
-                .bytes()
-                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
-                .count();
-            // `r'…'`, `b"…"`: raw strings and bytes.
-            if matches!(rest[length..].bytes().next(), Some(b'\'' | b'"')) {
-                return None;
-            }
-            found.push(Token::Name(&rest[..length]));
-            index += length;
-        } else if byte == b'\'' || byte == b'"' {
-            let quote = byte as char;
-            let body = &rest[1..];
-            let end = body.find(quote)?;
-            let content = &body[..end];
-            // Escapes, line breaks and triple-quoted strings are CEL's.
-            if content.contains(['\\', '\n', '\r']) || body[end + 1..].starts_with(quote) {
-                return None;
-            }
-            found.push(Token::String(content));
-            index += end + 2;
-        } else {
-            // `//` comments, backticks, `=`, `&`, `|` alone, non-ASCII.
-            if rest.starts_with("//") {
-                return None;
-            }
-            let symbol = SYMBOLS.iter().find(|symbol| rest.starts_with(**symbol))?;
-            found.push(Token::Symbol(symbol));
-            index += symbol.len();
-        }
-    }
-    Some(found)
-}
 
 /// The fast form of `text` read directly, if it is entirely within the subset and every name
 /// in it is a context variable or an input.
@@ -373,7 +304,7 @@ impl<'a, 't> Reader<'a, 't> {
                 if !self.eat(":") {
                     return None;
                 }
-                entries.push((Fast::Literal(Value::string(*key)), self.expression()?));
+                entries.push((Fast::Literal(Value::string(&**key)), self.expression()?));
                 if self.eat("}") {
                     break;
                 }
@@ -401,12 +332,18 @@ impl<'a, 't> Reader<'a, 't> {
     }
 
     /// `member: primary ('.' IDENT | '[' expr ']')*`, read only after a name's value (a context
-    /// variable, an input, `event`'s path; in parentheses or not, CEL's tree is the same):
-    /// after a literal, a call or an operation the `.` or `[` is left unread, so the whole text
-    /// goes to CEL.
+    /// variable, an input, `event`'s path, a macro's variable), a list or map literal or
+    /// parentheses: after any other literal or a call the `.` or `[` is left unread, so the
+    /// whole text goes to CEL.
     fn member(&mut self) -> Option<Fast> {
+        let parenthesized = self.symbol() == Some("(");
         let mut value = self.primary()?;
-        if !matches!(value, Fast::Slot(_) | Fast::EventField(_) | Fast::Bound) {
+        if !parenthesized
+            && !matches!(
+                value,
+                Fast::Slot(_) | Fast::EventField(_) | Fast::Bound | Fast::List(_) | Fast::Map(_)
+            )
+        {
             return Some(value);
         }
         loop {
@@ -455,6 +392,17 @@ impl<'a, 't> Reader<'a, 't> {
     fn call(&mut self, name: &str) -> Option<Fast> {
         let function = CALLS.iter().find(|(known, _)| *known == name)?;
         let arguments = self.separated(")")?;
+        if let [argument] = &*arguments
+            && function.0 == "env"
+        {
+            let variable = match argument {
+                Fast::Literal(Value::String(variable)) => Some(&**variable),
+                _ => None,
+            };
+            if !self.names.may_read_environment(variable) {
+                return None;
+            }
+        }
         (arguments.len() == function.1).then(|| Fast::Call(function, arguments))
     }
 
@@ -464,7 +412,7 @@ impl<'a, 't> Reader<'a, 't> {
         self.position += 1;
         match token {
             Token::Int(digits) => Some(Fast::Literal(Value::Int(digits.parse().ok()?))),
-            Token::String(text) => Some(Fast::Literal(Value::string(text))),
+            Token::String(text) => Some(Fast::Literal(Value::string(&*text))),
             Token::Name("true") => Some(Fast::Literal(Value::Bool(true))),
             Token::Name("false") => Some(Fast::Literal(Value::Bool(false))),
             // The engine's clock; no other call is read here (a host function may not be
@@ -477,12 +425,29 @@ impl<'a, 't> Reader<'a, 't> {
                 }
                 _ => None,
             },
+            // `In('state')` of a state the machine has (an unknown one is refused by the
+            // load-time check, with the ids it has).
+            Token::Name("In") if self.eat("(") => {
+                let Some(Token::String(state)) = self.peek() else {
+                    return None;
+                };
+                let state = self.names.state(state)?;
+                self.position += 1;
+                self.eat(")").then_some(Fast::InState(state))
+            }
             Token::Name(name) if self.eat("(") => self.call(name),
             Token::Name("null") => Some(Fast::Literal(Value::Null)),
             Token::Name(name) if self.bound.contains(&name) => Some(Fast::Bound),
             Token::Name(name) => {
                 if RESERVED.contains(&name) {
                     return None;
+                }
+                // A block's parameter, or any name of a library, checked on its own: accepted
+                // as a name of unknown value, as the load-time check accepts it.
+                if self.names.binding(name).is_none()
+                    && (self.names.is_open() || self.names.is_unbound_parameter(name))
+                {
+                    return Some(Fast::Bound);
                 }
                 match self.names.binding(name)? {
                     binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
