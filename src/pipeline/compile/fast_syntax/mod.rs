@@ -269,13 +269,7 @@ impl<'a, 't> Reader<'a, 't> {
         if !self.eat("(") {
             return None;
         }
-        let Some(Token::Name(variable)) = self.peek() else {
-            return None;
-        };
-        if RESERVED.contains(variable) || matches!(*variable, "true" | "false") {
-            return None;
-        }
-        self.position += 1;
+        let variable = self.plain_name()?;
         if !self.eat(",") {
             return None;
         }
@@ -321,14 +315,19 @@ impl<'a, 't> Reader<'a, 't> {
         if !self.eat(".") {
             return None;
         }
-        let Some(Token::Name(field)) = self.peek() else {
-            return None;
-        };
-        if RESERVED.contains(field) || matches!(*field, "true" | "false") {
-            return None;
+        let field = self.plain_name()?;
+        (self.symbol() != Some("(")).then(|| Box::from(field))
+    }
+
+    /// An identifier that is neither reserved nor `true` or `false`, read.
+    fn plain_name(&mut self) -> Option<&'t str> {
+        match self.peek()? {
+            Token::Name(name) if !RESERVED.contains(name) && !matches!(*name, "true" | "false") => {
+                self.position += 1;
+                Some(name)
+            }
+            _ => None,
         }
-        self.position += 1;
-        (self.symbol() != Some("(")).then(|| Box::from(*field))
     }
 
     /// `member: primary ('.' IDENT | '[' expr ']')*`, read only after a name's value (a context
