@@ -443,3 +443,26 @@ fn telemetry_is_pruned_oldest_first_whatever_the_ids_are_called() {
     assert_eq!(kept, ["aa-second"]);
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+#[test]
+fn every_subcommand_is_recognised_and_any_other_first_word_is_a_file_to_run() {
+    let directory = temporary_directory("conventions", "default-subcommand");
+    for subcommand in protocol_run::frontends::cli::command().get_subcommands() {
+        let name = subcommand.get_name();
+        let (code, stdout, stderr) = run_binary(&directory, &[name, "--help"]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        assert!(
+            stdout.contains(&format!("Usage: protocol-run {name}")),
+            "{name} is read as a subcommand: {stdout}"
+        );
+    }
+    // `validate.yaml` is a file, not the subcommand `validate`.
+    for first in ["validate.yaml", "runs.yaml", "nosuch"] {
+        let (code, stdout, _) = run_binary(&directory, &[first, "--help"]);
+        assert_eq!(code, 0, "{first}");
+        assert!(
+            stdout.contains("Usage: protocol-run run [OPTIONS] <FILE>"),
+            "{first} is a file to run: {stdout}"
+        );
+    }
+}

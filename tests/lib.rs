@@ -28,6 +28,8 @@ mod exec_routes;
 mod execution_errors;
 mod execution_errors_edges;
 mod fast_path;
+mod fast_reader;
+mod fast_reader_forms;
 mod file_functions;
 mod first_steps;
 mod fleet;

@@ -197,7 +197,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
     if !matches!(parsed.command, Command::Serve(_) | Command::Mcp(_)) {
         end_quietly_on_a_closed_pipe();
     }
-    match parsed.command {
+    let code = match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
@@ -235,17 +235,19 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Stats(arguments) => logs::stats(&arguments),
         Command::Runs(arguments) => runs::runs(&arguments),
         Command::Status(arguments) => status::status(&arguments),
-    }
+    };
+    crate::pipeline::compile::expression::report_cel_use();
+    code
 }
 
-/// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`.
+/// `protocol-run FILE.yaml ...` means `protocol-run run FILE.yaml ...`. Whether the first
+/// word names a subcommand is asked of the derived names, without building the command tree
+/// (every subcommand's arguments): parsing builds it once, and that is enough.
 fn with_default_subcommand(mut arguments: Vec<String>) -> Vec<String> {
     if let Some(first) = arguments.get(1)
         && !first.starts_with('-')
         && first != "help"
-        && !<Arguments as clap::CommandFactory>::command()
-            .get_subcommands()
-            .any(|subcommand| subcommand.get_name() == first)
+        && !<Command as Subcommand>::has_subcommand(first)
     {
         arguments.insert(1, "run".into());
     }

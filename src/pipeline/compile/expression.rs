@@ -162,19 +162,27 @@ impl Names {
 
     /// The declared type of the input a bare name reads, if it reads one.
     pub fn input_type(&self, name: &str) -> Option<crate::base::model::InputType> {
-        match self.binding(name)? {
+        self.bound_input_type(self.binding(name)?)
+    }
+
+    /// The declared type of the input `binding` reads, if it reads one.
+    pub fn bound_input_type(&self, binding: NameBinding) -> Option<crate::base::model::InputType> {
+        match binding {
             NameBinding::Input(slot) => self.input_types.get(slot).copied(),
             _ => None,
         }
     }
 
-    /// Whether `text` names a `duration` input (as a word; conservatively, strings included):
-    /// such an expression is checked, and may be converted (`time_check`), through CEL's parse.
-    fn names_duration_input(&self, text: &str) -> bool {
-        !self.input_types.is_empty()
-            && text
-                .split(|character: char| !(character.is_alphanumeric() || character == '_'))
-                .any(|word| self.input_type(word) == Some(crate::base::model::InputType::Duration))
+    /// Whether `env(…)` passes the load-time check with this argument (`Some` for a literal
+    /// name): always where reading the environment is not restricted, otherwise only a name
+    /// the grant lists (as `NameChecker::check_environment_read` decides).
+    pub(super) fn may_read_environment(&self, literal: Option<&str>) -> bool {
+        match &self.environment {
+            None => true,
+            Some(granted) => {
+                literal.is_some_and(|variable| granted.iter().any(|name| name == variable))
+            }
+        }
     }
 
     pub fn binding(&self, name: &str) -> Option<NameBinding> {
@@ -339,7 +347,7 @@ fn missing_function_help(name: &str) -> Option<String> {
 
 /// Methods a protocol may call on a value (`text.startsWith('x')`, `names.join(', ')`): the
 /// standard library's and those of the strings and lists extensions.
-const KNOWN_METHODS: &[&str] = &[
+pub(super) const KNOWN_METHODS: &[&str] = &[
     "size",
     "contains",
     "startsWith",
@@ -404,10 +412,75 @@ const NAMESPACES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// CEL's environment, built on first use (`environment`): `validate` of a file whose every
+/// expression the fast reader reads never builds it.
+static ENVIRONMENT: OnceLock<Arc<cel::Env>> = OnceLock::new();
+
+/// How many texts this process has parsed with CEL's parser (compiling, or a directly read
+/// expression's first full evaluation): the costly path the fast reader exists to avoid.
+static CEL_PARSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The variable that makes the binary report, on exit, which expressions went through CEL's
+/// parser (`report_cel_use`): how tests and profiles see that the fast reader covered a file.
+pub const CEL_USE_VARIABLE: &str = "PROTOCOL_RUN_REPORT_CEL";
+
+/// The texts parsed with CEL's parser, kept only when `CEL_USE_VARIABLE` is set.
+static CEL_PARSED_TEXTS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether `CEL_USE_VARIABLE` is set (read once).
+fn reports_cel_use() -> bool {
+    static REPORTS: OnceLock<bool> = OnceLock::new();
+    *REPORTS.get_or_init(|| std::env::var_os(CEL_USE_VARIABLE).is_some())
+}
+
+/// Parses `text` with CEL's parser, counted.
+fn parse_with_cel(text: &str) -> Result<Program, cel::ParseErrors> {
+    CEL_PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if reports_cel_use()
+        && let Ok(mut texts) = CEL_PARSED_TEXTS.lock()
+    {
+        texts.push(text.to_string());
+    }
+    environment().compile(text)
+}
+
+/// How many texts this process has parsed with CEL's parser so far.
+pub fn cel_parses() -> usize {
+    CEL_PARSES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether this process has built CEL's environment.
+pub fn cel_environment_built() -> bool {
+    ENVIRONMENT.get().is_some()
+}
+
+/// When `CEL_USE_VARIABLE` is set, what this process asked of CEL, on stderr: the number of
+/// texts parsed with CEL's parser, each of them, and whether the environment was built.
+pub fn report_cel_use() {
+    if !reports_cel_use() {
+        return;
+    }
+    let texts = CEL_PARSED_TEXTS
+        .lock()
+        .map(|texts| texts.clone())
+        .unwrap_or_default();
+    eprintln!(
+        "cel: {} parsed with CEL's parser, environment {}",
+        cel_parses(),
+        if cel_environment_built() {
+            "built"
+        } else {
+            "not built"
+        }
+    );
+    for text in texts {
+        eprintln!("cel parsed: {text}");
+    }
+}
+
 /// CEL's standard library with the strings, lists and math extensions (`join`, `split`,
 /// `sort`, `math.abs`, ...), built once per process.
 fn environment() -> &'static Arc<cel::Env> {
-    static ENVIRONMENT: OnceLock<Arc<cel::Env>> = OnceLock::new();
     ENVIRONMENT.get_or_init(|| {
         let mut environment = cel::Env::stdlib();
         // Registration fails only on a duplicate name, which these extensions do not have;
@@ -481,14 +554,16 @@ impl Expression {
                 help: Some("write a CEL expression, e.g. `attempts < 3`".into()),
             }]);
         }
+        // A form the time check would refuse or convert (a `duration` input beside a time
+        // value) is left to CEL's parse, which the check reads.
         if let Some(fast) = super::fast_syntax::parse(text, names)
-            && !names.names_duration_input(text)
+            && super::fast_time_check::leaves_unchanged(&fast, names)
         {
             return Ok(Expression {
                 text: Arc::from(text),
                 program: OnceLock::new(),
                 bounded: OnceLock::new(),
-                uses_engine_functions: false,
+                uses_engine_functions: fast.uses_engine_functions(),
                 host_functions: None,
                 fast: Some(fast),
             });
@@ -502,7 +577,7 @@ impl Expression {
         text: &str,
         names: &Names,
     ) -> Result<Expression, Vec<ExpressionProblem>> {
-        let program = environment().compile(text).map_err(|errors| {
+        let program = parse_with_cel(text).map_err(|errors| {
             errors
                 .errors
                 .iter()
@@ -662,8 +737,7 @@ impl Expression {
         }
         // The fast reader only accepts what CEL reads the same way, so this does not fail;
         // if it did, the evaluation fails with CEL's words instead of the process.
-        let program = environment()
-            .compile(&self.text)
+        let program = parse_with_cel(&self.text)
             .map_err(|errors| self.error(format!("CEL cannot parse this expression: {errors}")))?;
         Ok(self.program.get_or_init(|| program))
     }

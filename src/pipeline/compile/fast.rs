@@ -1,9 +1,7 @@
 //! The fast path for common expressions: int, bool and string operations over context and input
 //! slots, evaluated with no allocation. Anything unusual defers to full CEL, so results agree.
 
-use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
-
-use super::expression::{NameBinding, Names, Scope};
+use super::expression::{NameBinding, Scope};
 use crate::base::value::Value;
 
 /// A compiled fast-path expression tree.
@@ -24,7 +22,67 @@ pub enum Fast {
     /// `event.<field>.<key>...` (`event.data.stdout`): read in place, without building the
     /// event's map; a path that does not lead to a value defers, so CEL reports it.
     EventField(Box<[Box<str>]>),
+    /// `now()`: the scope's clock as a timestamp; a clock out of range defers, so CEL's
+    /// function reports it.
+    Now,
+    /// `value.field` (`diagnostics.parent_exists`): a map's entry; anything else defers.
+    Field(Box<Fast>, Box<str>),
+    /// `value[index]` (`errors[0]`, `tools[tool_index]`): a list's element at an int in range,
+    /// or a map's entry at a text key it has; anything else defers.
+    Index(Box<Fast>, Box<Fast>),
+    /// A call of one of `CALLS` (`size(tools)`, `json_valid(file)`): read without CEL's
+    /// parser, so that loading needs none, and always evaluated by CEL.
+    Call(&'static (&'static str, usize), Box<[Fast]>),
+    /// `has(value.field)`: read without CEL's parser, always evaluated by CEL.
+    Has(Box<Fast>),
+    /// `value.method(arguments)` (`file.endsWith('/')`): read without CEL's parser, always
+    /// evaluated by CEL.
+    Method(Box<Method>),
+    /// `value.map(name, body)` and the other comprehension macros of `MACROS`: read without
+    /// CEL's parser, always evaluated by CEL.
+    Macro(Box<Method>),
+    /// A name whose value no fast form reads, always evaluated by CEL: the variable a macro
+    /// binds (`e` in `list.map(e, e + 1)`) inside its body, a block's parameter or a library's
+    /// name checked on its own.
+    Bound,
+    /// `{'key': value, ...}`: read without CEL's parser, always evaluated by CEL.
+    Map(Box<[(Fast, Fast)]>),
+    /// `value in list`: read without CEL's parser, always evaluated by CEL.
+    In(Box<Fast>, Box<Fast>),
+    /// `In('state')` for a state the machine has, by index: whether it is active.
+    InState(usize),
+    /// `[a, b]`: read without CEL's parser, always evaluated by CEL (which bounds what a list
+    /// built from it may grow to).
+    List(Box<[Fast]>),
 }
+
+/// The comprehension macros CEL expands, each with a variable and a body: `list.map(e, e + 1)`.
+/// (`map`'s three-argument form and the extensions' macros are CEL's.)
+pub const MACROS: [&str; 6] = ["all", "exists", "exists_one", "existsOne", "map", "filter"];
+
+/// A method call: one of the methods the load-time check knows (`KNOWN_METHODS`); for a
+/// macro (`MACROS`), its body is the one argument.
+#[derive(Debug)]
+pub struct Method {
+    pub name: &'static str,
+    pub target: Fast,
+    pub arguments: Box<[Fast]>,
+}
+
+/// The global functions the fast reader reads calls of, with their number of arguments:
+/// `size`, `string` and the engine's functions but `In` (whose state is checked); `env` only
+/// where its variable passes the grant (`Names::may_read_environment`).
+pub const CALLS: [(&str, usize); 9] = [
+    ("size", 1),
+    ("string", 1),
+    ("exists", 1),
+    ("is_dir", 1),
+    ("json_valid", 1),
+    ("file_size", 1),
+    ("command_exists", 1),
+    ("now_ms", 0),
+    ("env", 1),
+];
 
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
 pub const EVENT_FIELDS: [&str; 6] = ["name", "type", "origin", "invokeid", "sendid", "data"];
@@ -45,89 +103,52 @@ pub enum Operator {
     GreaterOrEqual,
 }
 
-impl Operator {
-    fn from_function(name: &str) -> Option<Operator> {
-        Some(match name {
-            operators::ADD => Operator::Add,
-            operators::SUBSTRACT => Operator::Subtract,
-            operators::MULTIPLY => Operator::Multiply,
-            operators::DIVIDE => Operator::Divide,
-            operators::MODULO => Operator::Remainder,
-            operators::EQUALS => Operator::Equal,
-            operators::NOT_EQUALS => Operator::NotEqual,
-            operators::LESS => Operator::Less,
-            operators::LESS_EQUALS => Operator::LessOrEqual,
-            operators::GREATER => Operator::Greater,
-            operators::GREATER_EQUALS => Operator::GreaterOrEqual,
-            _ => return None,
-        })
-    }
-}
-
 impl Fast {
-    /// The fast form of an expression, if every part of it has one.
-    pub fn compile(expression: &IdedExpr, names: &Names) -> Option<Fast> {
-        match &expression.expr {
-            Expr::Literal(literal) => Some(Fast::Literal(match literal {
-                LiteralValue::Int(integer) => Value::Int(*integer.inner()),
-                LiteralValue::Boolean(flag) => Value::Bool(*flag.inner()),
-                LiteralValue::String(text) => Value::string(text.inner()),
-                _ => return None,
-            })),
-            Expr::Ident(name) => match names.binding(name)? {
-                binding @ (NameBinding::Context(_) | NameBinding::Input(_)) => {
-                    Some(Fast::Slot(binding))
-                }
-                NameBinding::Event => None,
-            },
-            Expr::Select(_) => {
-                let mut path = Vec::new();
-                let mut current = expression;
-                while let Expr::Select(select) = &current.expr {
-                    if select.test {
-                        return None;
-                    }
-                    path.push(select.field.clone().into_boxed_str());
-                    current = &select.operand;
-                }
-                match &current.expr {
-                    Expr::Ident(name) if names.binding(name) == Some(NameBinding::Event) => {
-                        path.reverse();
-                        Fast::event_field(path)
-                    }
-                    _ => None,
-                }
-            }
-            Expr::Call(call) if call.target.is_none() => {
-                let argument = |index: usize| -> Option<Box<Fast>> {
-                    Some(Box::new(Fast::compile(call.args.get(index)?, names)?))
-                };
-                match (call.func_name.as_str(), call.args.len()) {
-                    (operators::LOGICAL_NOT, 1) => Some(Fast::Not(argument(0)?)),
-                    (operators::NEGATE, 1) => Some(Fast::Negate(argument(0)?)),
-                    (operators::LOGICAL_AND, 2) => Some(Fast::And(argument(0)?, argument(1)?)),
-                    (operators::LOGICAL_OR, 2) => Some(Fast::Or(argument(0)?, argument(1)?)),
-                    (operators::CONDITIONAL, 3) => {
-                        Some(Fast::Conditional(argument(0)?, argument(1)?, argument(2)?))
-                    }
-                    (name, 2) => Some(Fast::binary(
-                        Operator::from_function(name)?,
-                        *argument(0)?,
-                        *argument(1)?,
-                    )),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
-    }
-
     /// A path below `event`, if it starts with one of the event's fields.
     pub fn event_field(path: Vec<Box<str>>) -> Option<Fast> {
         let first = path.first()?;
         EVENT_FIELDS
             .contains(&&**first)
             .then(|| Fast::EventField(path.into_boxed_slice()))
+    }
+
+    /// Whether evaluating it with CEL calls one of the engine's functions (`now()`), which
+    /// CEL's context then has to be given.
+    pub fn uses_engine_functions(&self) -> bool {
+        match self {
+            Fast::Now => true,
+            Fast::Call((name, _), arguments) => {
+                super::functions::ENGINE_FUNCTIONS.contains(name)
+                    || arguments.iter().any(Fast::uses_engine_functions)
+            }
+            Fast::List(elements) => elements.iter().any(Fast::uses_engine_functions),
+            Fast::Method(method) | Fast::Macro(method) => {
+                method.target.uses_engine_functions()
+                    || method.arguments.iter().any(Fast::uses_engine_functions)
+            }
+            Fast::Bound => false,
+            Fast::InState(_) => true,
+            Fast::Map(entries) => entries
+                .iter()
+                .any(|(key, value)| key.uses_engine_functions() || value.uses_engine_functions()),
+            Fast::In(left, right) => left.uses_engine_functions() || right.uses_engine_functions(),
+            Fast::Has(operand) => operand.uses_engine_functions(),
+            Fast::Literal(_) | Fast::Slot(_) | Fast::SlotWithInt(..) | Fast::EventField(_) => false,
+            Fast::Not(operand) | Fast::Negate(operand) | Fast::Field(operand, _) => {
+                operand.uses_engine_functions()
+            }
+            Fast::And(left, right)
+            | Fast::Or(left, right)
+            | Fast::Binary(_, left, right)
+            | Fast::Index(left, right) => {
+                left.uses_engine_functions() || right.uses_engine_functions()
+            }
+            Fast::Conditional(condition, then, otherwise) => {
+                condition.uses_engine_functions()
+                    || then.uses_engine_functions()
+                    || otherwise.uses_engine_functions()
+            }
+        }
     }
 
     /// A binary operation, as one node when it is `slot <operator> int`.
@@ -188,6 +209,9 @@ impl Fast {
         }
     }
 
+    /// Every form but the commonest, out of line: the event loop inlines the guard's fast
+    /// path (`condition_holds`), which must stay small however many forms there are.
+    #[inline(never)]
     fn evaluate_node(&self, scope: &Scope) -> Option<Value> {
         match self {
             Fast::Literal(value) => Some(value.clone()),
@@ -251,6 +275,30 @@ impl Fast {
                 }
                 Some(value.clone())
             }
+            Fast::Now => {
+                crate::base::time::from_unix_milliseconds(scope.clock).map(Value::Timestamp)
+            }
+            Fast::InState(state) => Some(Value::Bool((scope.is_active)(*state))),
+            Fast::Field(operand, field) => match operand.evaluate(scope)? {
+                Value::Map(map) => map.get(&**field).cloned(),
+                _ => None,
+            },
+            Fast::Index(operand, index) => match (operand.evaluate(scope)?, index.evaluate(scope)?)
+            {
+                (Value::List(list), Value::Int(position)) => {
+                    list.get(usize::try_from(position).ok()?).cloned()
+                }
+                (Value::Map(map), Value::String(key)) => map.get(&*key).cloned(),
+                _ => None,
+            },
+            Fast::Call(..)
+            | Fast::Has(_)
+            | Fast::List(_)
+            | Fast::Method(_)
+            | Fast::Macro(_)
+            | Fast::Bound
+            | Fast::Map(_)
+            | Fast::In(..) => None,
             Fast::SlotWithInt(operator, binding, literal) => {
                 let slots = match binding {
                     NameBinding::Context(_) => scope.context,

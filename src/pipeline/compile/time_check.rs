@@ -2,12 +2,12 @@
 
 use cel::common::ast::{Expr, IdedExpr, LiteralValue, operators};
 
-use super::expression::{ExpressionProblem, Names};
+use super::expression::{ExpressionProblem, NameBinding, Names};
 use crate::base::model::InputType;
 
 /// What the checker knows of a sub-expression's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Known {
+pub(super) enum Known {
     Timestamp,
     Duration,
     Number,
@@ -21,7 +21,7 @@ enum Known {
 }
 
 impl Known {
-    fn is_time(self) -> bool {
+    pub(super) fn is_time(self) -> bool {
         matches!(self, Known::Timestamp | Known::Duration)
     }
 
@@ -101,13 +101,10 @@ impl Checker<'_> {
                 LiteralValue::Boolean(_) => Known::Bool,
                 _ => Known::Unknown,
             },
-            Expr::Ident(name) if !self.bound.contains(name) => match self.names.input_type(name) {
-                Some(InputType::Duration) => Known::DurationInput,
-                Some(InputType::Integer | InputType::Number) => Known::Number,
-                Some(InputType::String | InputType::Enum) => Known::Text,
-                Some(InputType::Boolean) => Known::Bool,
-                _ => Known::Unknown,
-            },
+            Expr::Ident(name) if !self.bound.contains(name) => self
+                .names
+                .binding(name)
+                .map_or(Known::Unknown, |binding| known_input(self.names, binding)),
             Expr::Call(call) => {
                 let arguments: Vec<Known> = call
                     .args
@@ -300,6 +297,17 @@ impl Checker<'_> {
         let read_left = read(left, right, arguments.first());
         let read_right = read(right, left, arguments.get(1));
         (read_left, read_right)
+    }
+}
+
+/// What `Checker::infer` knows of a bare name's type.
+pub(super) fn known_input(names: &Names, binding: NameBinding) -> Known {
+    match names.bound_input_type(binding) {
+        Some(InputType::Duration) => Known::DurationInput,
+        Some(InputType::Integer | InputType::Number) => Known::Number,
+        Some(InputType::String | InputType::Enum) => Known::Text,
+        Some(InputType::Boolean) => Known::Bool,
+        _ => Known::Unknown,
     }
 }
 

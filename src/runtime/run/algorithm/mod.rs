@@ -1394,8 +1394,9 @@ fn enable_if_guard_holds(
 }
 
 /// `conditionMatch`: evaluates a transition's guard against the current event (true when it
-/// has no guard).
-#[inline]
+/// has no guard). Always inlined: left to the compiler, it was called out of line once the
+/// fast reader's forms grew (+2% instructions per macrostep on the reference workload).
+#[inline(always)]
 fn condition_holds(
     machine: &Machine,
     instance: &Instance,
