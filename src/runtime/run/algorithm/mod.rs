@@ -106,11 +106,11 @@ impl Limits {
 }
 
 /// The inputs of a new instance: most have none, and share one empty list instead of each
-/// allocating its own.
+/// allocating its own (an empty `Arc<[T]>` made by `Default` is one static the standard
+/// library shares).
 pub fn shared_inputs(inputs: Vec<Value>) -> Arc<[Value]> {
-    static NONE: std::sync::LazyLock<Arc<[Value]>> = std::sync::LazyLock::new(|| Arc::from([]));
     if inputs.is_empty() {
-        NONE.clone()
+        Arc::default()
     } else {
         inputs.into()
     }
