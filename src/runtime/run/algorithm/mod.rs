@@ -314,6 +314,9 @@ impl<'e> Algorithm<'_, 'e> {
                 self.enter_states();
             }
         }
+        if self.settled() {
+            return self.finish_settled();
+        }
         self.run_to_completion()
     }
 
@@ -353,14 +356,8 @@ impl<'e> Algorithm<'_, 'e> {
             let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
-            if self.instance.running
-                && !self.machine.has_eventless
-                && self.instance.internal_queue.is_empty()
-            {
-                return match budget::step_must_stop(1) {
-                    None => Ok(self.selection(took)),
-                    Some(why) => Err(self.stop_step(why)),
-                };
+            if self.settled() {
+                return self.finish_settled().map(|()| self.selection(took));
             }
             // It goes on: what the microstep went through counts towards a loop's states, as
             // `microstep` and `enter_states` would have recorded.
@@ -382,6 +379,23 @@ impl<'e> Algorithm<'_, 'e> {
                 self.report_unhandled_error();
             }
             self.run_to_completion().map(|()| self.selection(took))
+        }
+    }
+
+    /// Whether the step is over as it stands, as `run_to_completion` would find at once: the
+    /// run goes on, no state has eventless transitions and nothing was raised.
+    fn settled(&self) -> bool {
+        self.instance.running
+            && !self.machine.has_eventless
+            && self.instance.internal_queue.is_empty()
+    }
+
+    /// Ends a settled step as `run_to_completion` would: only a signal or the clock, which
+    /// may have cut an evaluation short, stops it.
+    fn finish_settled(&mut self) -> Result<(), RunError> {
+        match budget::step_must_stop(1) {
+            None => Ok(()),
+            Some(why) => Err(self.stop_step(why)),
         }
     }
 
@@ -1440,8 +1454,9 @@ fn enable_if_guard_holds(
 }
 
 /// `conditionMatch`: evaluates a transition's guard against the current event (true when it
-/// has no guard).
-#[inline]
+/// has no guard). Inlined: no guard, or one the fast reader answers over the context, costs no
+/// call; a guard evaluated in full is apart.
+#[inline(always)]
 fn condition_holds(
     machine: &Machine,
     instance: &Instance,
@@ -1454,6 +1469,17 @@ fn condition_holds(
     if let Some(holds) = guard.condition_over(&instance.context) {
         return Ok(holds);
     }
+    evaluate_guard(machine, instance, event, guard)
+}
+
+/// A guard the fast reader does not answer, evaluated in full over the step's view.
+#[inline(never)]
+fn evaluate_guard(
+    machine: &Machine,
+    instance: &Instance,
+    event: Option<&Event>,
+    guard: &crate::pipeline::compile::expression::Expression,
+) -> Result<bool, EvaluationError> {
     let view = StepView {
         machine,
         configuration: &instance.configuration,
