@@ -302,11 +302,16 @@ impl<'e> Algorithm<'_, 'e> {
                 ..
             } = reach(machine, initial)
             {
-                // Lent now, so that the states entered count towards a loop's, as there.
-                self.workspace();
                 for &state in enter.iter() {
                     self.enter_state(state, default_entry.contains(&state), None);
                 }
+                // A start that settles at once needs no workspace; one that goes on counts the
+                // states entered towards a loop's, as `enter_states` would have recorded them.
+                if self.settled() {
+                    return self.finish_settled();
+                }
+                let looping = &mut self.workspace().looping_states;
+                enter.iter().for_each(|state| looping.insert(*state));
             } else {
                 let workspace = self.workspace();
                 workspace.enabled.clear();
