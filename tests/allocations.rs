@@ -14,20 +14,25 @@ struct CountingAllocator;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Bytes asked for, net of those given back.
+    static BYTES: Cell<i64> = const { Cell::new(0) };
 }
 
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|count| count.set(count.get() + 1));
+        BYTES.with(|bytes| bytes.set(bytes.get() + layout.size() as i64));
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        BYTES.with(|bytes| bytes.set(bytes.get() - layout.size() as i64));
         unsafe { System.dealloc(pointer, layout) }
     }
 
     unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.with(|count| count.set(count.get() + 1));
+        BYTES.with(|bytes| bytes.set(bytes.get() + new_size as i64 - layout.size() as i64));
         unsafe { System.realloc(pointer, layout, new_size) }
     }
 }
@@ -37,6 +42,16 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
+}
+
+fn bytes() -> i64 {
+    BYTES.with(Cell::get)
+}
+
+fn workload_machine() -> Arc<protocol_run::pipeline::compile::machine::Machine> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
+    let loaded = protocol_run::pipeline::load::load_file(std::path::Path::new(path)).unwrap();
+    Arc::new(protocol_run::pipeline::compile::compile(&loaded).unwrap())
 }
 
 /// Counts entries, like the benchmark's instrumentation.
@@ -118,9 +133,7 @@ const MEASURED_EVENTS: usize = 100_000;
 
 #[test]
 fn the_reference_workload_allocates_nothing_per_event() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/workload.yaml");
-    let loaded = protocol_run::pipeline::load::load_file(std::path::Path::new(path)).unwrap();
-    let machine = Arc::new(protocol_run::pipeline::compile::compile(&loaded).unwrap());
+    let machine = workload_machine();
     let names = ["call", "ok", "fail", "ack", "healthy"];
     let events: Vec<Event> = names
         .iter()
@@ -194,4 +207,30 @@ fn the_reference_workload_allocates_nothing_per_event() {
         );
     }
     assert_eq!(host.entries, expected);
+}
+
+/// A created and started instance of the reference workload holds at most 256 bytes: its own
+/// size and what it allocated (issue 29's bound), in one allocation (its context; the
+/// configuration of a machine of at most 64 states is in place, and an instance has no inputs,
+/// limits or outcome of its own until it needs them).
+#[test]
+fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
+    let machine = workload_machine();
+    let mut host = CountingHost { entries: [0; 16] };
+    // The first start of a thread borrows the thread's scratch space and works out the
+    // machine's transitions: what every later instance shares.
+    let mut first = Interpreter::new(machine.clone(), Vec::new());
+    first.start(&mut host).unwrap();
+    let (allocations_before, bytes_before) = (allocations(), bytes());
+    let mut instance = Interpreter::new(machine.clone(), Vec::new());
+    instance.start(&mut host).unwrap();
+    let (count, held) = (allocations() - allocations_before, bytes() - bytes_before);
+    let size = std::mem::size_of::<Interpreter>() as i64;
+    assert!(
+        size + held <= 256,
+        "an instance is {size} bytes and holds {held} more ({} in all)",
+        size + held
+    );
+    assert_eq!(count, 1, "allocations to create and start an instance");
+    assert!(instance.is_active("idle"));
 }

@@ -42,6 +42,7 @@ mod graph_svg;
 mod host_grants;
 mod imports;
 mod inputs;
+mod instance_size;
 mod layers;
 mod library_files;
 mod limits;

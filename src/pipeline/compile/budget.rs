@@ -25,16 +25,20 @@ pub const CONTEXT_VALUES: usize = 16;
 
 impl Default for Budgets {
     fn default() -> Self {
-        Budgets {
-            max_value_bytes: 1 << 20,
-            max_evaluation_steps: 100_000,
-            max_step_time: Some(Duration::from_secs(10)),
-            max_pending_sends: 10_000,
-        }
+        Budgets::DEFAULT
     }
 }
 
 impl Budgets {
+    /// What a step may use when no option says otherwise; a constant, so that the thread's
+    /// budget state starts with it without a lazy initialisation checked on every access.
+    pub const DEFAULT: Budgets = Budgets {
+        max_value_bytes: 1 << 20,
+        max_evaluation_steps: 100_000,
+        max_step_time: Some(Duration::from_secs(10)),
+        max_pending_sends: 10_000,
+    };
+
     /// The bound on the whole context and on all the values one evaluation builds.
     pub fn max_context_bytes(&self) -> usize {
         self.max_value_bytes.saturating_mul(CONTEXT_VALUES)
@@ -186,6 +190,34 @@ pub fn stop_requested() -> bool {
 /// more than the step.
 const CLOCK_EVERY: u64 = 256;
 
+/// Why the macrostep must stop, set by an evaluation cut short: one byte, so that a step saves
+/// and restores it cheaply (the time limit is the step's `max_step_time`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum StepOver {
+    No,
+    Interrupted,
+    OutOfTime,
+}
+
+impl StepOver {
+    fn of(why: Exceeded) -> StepOver {
+        match why {
+            Exceeded::StepTime { .. } => StepOver::OutOfTime,
+            _ => StepOver::Interrupted,
+        }
+    }
+
+    fn why(self, budgets: &Budgets) -> Option<Exceeded> {
+        match self {
+            StepOver::No => None,
+            StepOver::Interrupted => Some(Exceeded::Interrupted),
+            StepOver::OutOfTime => budgets
+                .max_step_time
+                .map(|limit| Exceeded::StepTime { limit }),
+        }
+    }
+}
+
 /// The budget state of the macrostep running on this thread.
 struct Current {
     budgets: Cell<Budgets>,
@@ -197,56 +229,98 @@ struct Current {
     exceeded: Cell<Option<Exceeded>>,
     /// Set when an evaluation ran out of the step's time or was interrupted: the macrostep
     /// stops at its next microstep.
-    step_over: Cell<Option<Exceeded>>,
+    step_over: Cell<StepOver>,
     /// Iterations left to the outermost `foreach` running now, which its nested ones share.
     iterations_left: Cell<u64>,
     /// How many `foreach` actions are running, one inside the other.
     loop_depth: Cell<u32>,
+    /// How many steps are running, one inside the other (a parent running a child's step).
+    step_depth: Cell<u32>,
 }
 
 thread_local! {
-    static CURRENT: Current = Current {
-        budgets: Cell::new(Budgets::default()),
-        started: Cell::new(None),
-        steps_left: Cell::new(Budgets::default().max_evaluation_steps),
-        built_bytes: Cell::new(0),
-        exceeded: Cell::new(None),
-        step_over: Cell::new(None),
-        iterations_left: Cell::new(0),
-        loop_depth: Cell::new(0),
+    // Initialised by a constant and without a destructor: every access is one load relative to
+    // the thread pointer, with no check that the state was initialised (each macrostep makes
+    // several).
+    static CURRENT: Current = const {
+        Current {
+            budgets: Cell::new(Budgets::DEFAULT),
+            started: Cell::new(None),
+            steps_left: Cell::new(Budgets::DEFAULT.max_evaluation_steps),
+            built_bytes: Cell::new(0),
+            exceeded: Cell::new(None),
+            step_over: Cell::new(StepOver::No),
+            iterations_left: Cell::new(0),
+            loop_depth: Cell::new(0),
+            step_depth: Cell::new(0),
+        }
     };
 }
 
 /// The macrostep's budgets, in force on this thread until it is dropped, when the enclosing
 /// step's (a parent running a child's step inside its own) are back.
 pub struct StepBudgets {
-    previous: (Budgets, Option<Instant>, Option<Exceeded>),
-    /// The enclosing step's `foreach` state (iterations left, depth): a child's step run inside
-    /// a parent's loop starts loops of its own, and the parent's loop goes on where it was.
-    previous_loop: (u64, u32),
+    /// The enclosing step's state, for a step run inside another (boxed: the guard stays two
+    /// words, which every step moves); `None` for a step that runs alone (nearly all of them),
+    /// which then saves nothing: outside any step the thread's budgets are the defaults, no
+    /// stop is pending (only a step reads it), and the clock of an evaluation made outside a
+    /// step starts at its first look.
+    enclosing: Option<Box<Enclosing>>,
+    /// The enclosing `foreach` state (iterations left, depth): a child's step run inside a
+    /// parent's loop starts loops of its own, and the parent's loop goes on where it was.
+    enclosing_loop: (u64, u32),
+}
+
+/// What a step run inside another puts back when it is over.
+struct Enclosing {
+    budgets: Budgets,
+    started: Option<Instant>,
+    step_over: StepOver,
 }
 
 impl StepBudgets {
+    #[inline]
     pub fn enter(budgets: Budgets) -> StepBudgets {
-        CURRENT.with(|current| StepBudgets {
-            previous: (
-                current.budgets.replace(budgets),
-                current.started.replace(None),
-                current.step_over.replace(None),
-            ),
-            previous_loop: (current.iterations_left.get(), current.loop_depth.replace(0)),
+        CURRENT.with(|current| {
+            let depth = current.step_depth.get();
+            current.step_depth.set(depth + 1);
+            let enclosing = (depth > 0).then(|| {
+                Box::new(Enclosing {
+                    budgets: current.budgets.get(),
+                    started: current.started.get(),
+                    step_over: current.step_over.get(),
+                })
+            });
+            current.budgets.set(budgets);
+            current.started.set(None);
+            current.step_over.set(StepOver::No);
+            StepBudgets {
+                enclosing,
+                enclosing_loop: (current.iterations_left.get(), current.loop_depth.replace(0)),
+            }
         })
     }
 }
 
 impl Drop for StepBudgets {
+    #[inline]
     fn drop(&mut self) {
         CURRENT.with(|current| {
-            current.budgets.set(self.previous.0);
-            current.started.set(self.previous.1);
-            current.step_over.set(self.previous.2);
-            current.iterations_left.set(self.previous_loop.0);
-            current.loop_depth.set(self.previous_loop.1);
+            current.step_depth.set(current.step_depth.get() - 1);
+            match self.enclosing.take() {
+                Some(enclosing) => {
+                    current.budgets.set(enclosing.budgets);
+                    current.started.set(enclosing.started);
+                    current.step_over.set(enclosing.step_over);
+                }
+                None => {
+                    current.budgets.set(Budgets::DEFAULT);
+                    current.started.set(None);
+                    current.step_over.set(StepOver::No);
+                }
+            }
+            current.iterations_left.set(self.enclosing_loop.0);
+            current.loop_depth.set(self.enclosing_loop.1);
         });
     }
 }
@@ -292,7 +366,7 @@ pub fn spend(steps: u64) -> Result<(), Exceeded> {
             return Err(why);
         }
         if stop_requested() {
-            current.step_over.set(Some(Exceeded::Interrupted));
+            current.step_over.set(StepOver::Interrupted);
             return Err(exceed(current, Exceeded::Interrupted));
         }
         let left = current.steps_left.get();
@@ -304,7 +378,7 @@ pub fn spend(steps: u64) -> Result<(), Exceeded> {
         if left / CLOCK_EVERY != (left - steps) / CLOCK_EVERY
             && let Some(why) = step_time_passed(current)
         {
-            current.step_over.set(Some(why));
+            current.step_over.set(StepOver::of(why));
             return Err(exceed(current, why));
         }
         Ok(())
@@ -391,7 +465,7 @@ impl LoopBudget {
     pub fn spend(&self) -> Result<(), Exceeded> {
         CURRENT.with(|current| {
             if stop_requested() {
-                current.step_over.set(Some(Exceeded::Interrupted));
+                current.step_over.set(StepOver::Interrupted);
                 return Err(Exceeded::Interrupted);
             }
             let left = current.iterations_left.get();
@@ -403,7 +477,7 @@ impl LoopBudget {
             if left.is_multiple_of(CLOCK_EVERY)
                 && let Some(why) = step_time_passed(current)
             {
-                current.step_over.set(Some(why));
+                current.step_over.set(StepOver::of(why));
                 return Err(why);
             }
             Ok(())
@@ -424,13 +498,22 @@ const CLOCK_EVERY_MICROSTEPS: usize = 16;
 /// clock, or, looked at every `CLOCK_EVERY_MICROSTEPS` microsteps (`count` is the caller's),
 /// a stop was requested or its time is up. A short step that a signal arrives during is let
 /// finish and be committed: the signal is then taken between steps.
+#[inline(always)]
 pub fn step_must_stop(count: usize) -> Option<Exceeded> {
+    // Inlined, the question most microsteps ask is one load and a test; the rest is apart.
+    if CURRENT.with(|current| current.step_over.get()) == StepOver::No
+        && !count.is_multiple_of(CLOCK_EVERY_MICROSTEPS)
+    {
+        return None;
+    }
+    step_must_stop_now()
+}
+
+#[inline(never)]
+fn step_must_stop_now() -> Option<Exceeded> {
     CURRENT.with(|current| {
-        if let Some(why) = current.step_over.get() {
-            return Some(why);
-        }
-        if !count.is_multiple_of(CLOCK_EVERY_MICROSTEPS) {
-            return None;
+        if current.step_over.get() != StepOver::No {
+            return current.step_over.get().why(&current.budgets.get());
         }
         if stop_requested() {
             return Some(Exceeded::Interrupted);
@@ -456,6 +539,29 @@ mod tests {
             max_evaluation_steps,
             ..Budgets::default()
         }
+    }
+
+    /// A step run inside another has budgets and a stop of its own; when it is over the
+    /// enclosing step's are back, and after a step that ran alone the thread's are the
+    /// defaults, with no stop pending for the next step.
+    #[test]
+    fn a_nested_step_puts_back_the_enclosing_steps_budgets() {
+        let outer = steps(7);
+        {
+            let _step = StepBudgets::enter(outer);
+            assert_eq!(current(), outer);
+            CURRENT.with(|current| current.step_over.set(StepOver::Interrupted));
+            {
+                let _child_step = StepBudgets::enter(steps(1));
+                assert_eq!(current(), steps(1));
+                assert_eq!(step_must_stop(1), None);
+            }
+            assert_eq!(current(), outer);
+            assert_eq!(step_must_stop(1), Some(Exceeded::Interrupted));
+        }
+        assert_eq!(current(), Budgets::DEFAULT);
+        let _next = StepBudgets::enter(outer);
+        assert_eq!(step_must_stop(1), None);
     }
 
     /// Nested loops share the outermost one's allowance; a step entered inside a loop has its

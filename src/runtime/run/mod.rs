@@ -36,8 +36,13 @@ use algorithm::{
 pub struct Interpreter {
     machine: Arc<Machine>,
     instance: Instance,
-    limits: Limits,
+    /// `None` for the default limits, which most instances run under: an instance then carries
+    /// no copy of them (a `serve` host keeps 100,000 instances).
+    limits: Option<Box<Limits>>,
 }
+
+/// The limits of an instance given none.
+static DEFAULT_LIMITS: Limits = Limits::DEFAULT;
 
 thread_local! {
     /// The scratch space of a macrostep, one per thread and lent to whichever instance steps:
@@ -53,23 +58,32 @@ fn lend_workspace() -> Box<Workspace> {
 }
 
 fn give_back_workspace(workspace: Box<Workspace>) {
-    WORKSPACE.set(Some(workspace));
+    // The slot is empty unless a step inside this one gave back a workspace of its own: only
+    // then is there one to drop (`Cell::set` would call the drop either way).
+    if let Some(other) = WORKSPACE.replace(Some(workspace)) {
+        drop(other);
+    }
 }
 
 impl Interpreter {
     /// A new, not yet started instance; `inputs` come from `Machine::bind_inputs`.
     pub fn new(machine: Arc<Machine>, inputs: Vec<Value>) -> Interpreter {
-        let instance = Instance::new(&machine, inputs.into());
+        let instance = Instance::new(&machine, algorithm::shared_inputs(inputs));
         Interpreter {
             machine,
             instance,
-            limits: Limits::default(),
+            limits: None,
         }
     }
 
     pub fn with_limits(mut self, limits: Limits) -> Interpreter {
-        self.limits = limits;
+        self.limits = (limits != Limits::DEFAULT).then(|| Box::new(limits));
         self
+    }
+
+    /// The limits this instance runs under.
+    pub fn limits(&self) -> &Limits {
+        self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS)
     }
 
     /// Runs one entry point of the algorithm over this instance.
@@ -78,13 +92,14 @@ impl Interpreter {
         host: &mut dyn Host,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
-        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(self.limits.budgets);
+        let limits = self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS);
+        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(limits.budgets);
         let mut algorithm = Algorithm {
             machine: &self.machine,
             instance: &mut self.instance,
             workspace: None,
             host,
-            limits: self.limits,
+            limits,
             event: CurrentEvent::None,
             owner: StateId::ROOT,
             guard_failed: false,
@@ -170,7 +185,7 @@ impl Interpreter {
     }
 
     pub fn outcome(&self) -> Option<&Outcome> {
-        self.instance.outcome.as_ref()
+        self.instance.outcome.as_deref()
     }
 
     /// Active states in document order.

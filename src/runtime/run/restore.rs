@@ -108,7 +108,8 @@ impl Interpreter {
         inputs: Vec<Value>,
         snapshot: &Snapshot,
     ) -> Result<Interpreter, RestoreError> {
-        let mut instance = restore_instance(&machine, inputs.into(), snapshot)?;
+        let mut instance =
+            restore_instance(&machine, super::algorithm::shared_inputs(inputs), snapshot)?;
         instance.note_quiet_events(&machine);
         Ok(Interpreter {
             machine,
@@ -191,7 +192,7 @@ fn restore_instance(
     }
     instance.running = snapshot.running;
     instance.outcome = match &snapshot.outcome {
-        Some(outcome) => Some(Outcome {
+        Some(outcome) => Some(Box::new(Outcome {
             final_state: match &outcome.final_state {
                 Some(final_state) => Some(state("outcome", final_state)?),
                 None => None,
@@ -209,7 +210,7 @@ fn restore_instance(
                         .collect(),
                 })
             }),
-        }),
+        })),
         None => None,
     };
     Ok(instance)

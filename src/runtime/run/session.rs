@@ -54,9 +54,9 @@ impl<'a> Session<'a> {
         observer: &'a mut dyn Observer,
     ) -> Session<'a> {
         let machine = interpreter.machine().clone();
-        let max_microsteps = interpreter.limits.max_microsteps;
-        let max_children = interpreter.limits.max_children;
-        let max_tree_bytes = interpreter.limits.max_tree_bytes;
+        let max_microsteps = interpreter.limits().max_microsteps;
+        let max_children = interpreter.limits().max_children;
+        let max_tree_bytes = interpreter.limits().max_tree_bytes;
         let host = DriverHost {
             max_microsteps,
             max_children,
@@ -618,7 +618,7 @@ impl<'a> Session<'a> {
     /// `--max-pending-sends` events waiting, their data within the pending-data limit. Returns
     /// how many wait now, or why it cannot wait.
     fn defer(&mut self, event: &Event, ticket: Option<u64>) -> Result<usize, String> {
-        let budgets = self.interpreter.limits.budgets;
+        let budgets = self.interpreter.limits().budgets;
         let count = self.host.state.waiting().len();
         if count >= budgets.max_pending_sends {
             return Err(format!(

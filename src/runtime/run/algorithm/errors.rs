@@ -134,12 +134,12 @@ impl<'e> Algorithm<'_, 'e> {
         };
         self.host.log(record);
         self.instance.running = false;
-        self.instance.outcome = Some(Outcome {
+        self.instance.outcome = Some(Box::new(Outcome {
             final_state: None,
             exit_code: crate::base::exit_code::UNHANDLED_ERROR,
             output: Value::Null,
             failure: Some(Arc::new(failure)),
-        });
+        }));
     }
 
     /// SCXML discards an event no transition takes; for an error that would hide why a run
@@ -181,6 +181,7 @@ impl<'e> Algorithm<'_, 'e> {
         self.host.log(record);
     }
 
+    #[cold]
     pub(super) fn raise_execution_error(&mut self, error: EvaluationError) {
         // An evaluation cut short by a signal or the step's clock is no error of the protocol:
         // the step stops at its next microstep, and nothing should handle it before.

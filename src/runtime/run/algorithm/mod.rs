@@ -44,7 +44,8 @@ pub struct Instance {
     pub history: Vec<(StateId, StateSet)>,
     pub internal_queue: VecDeque<Event>,
     pub running: bool,
-    pub outcome: Option<Outcome>,
+    /// Boxed: only an ended run has one, and every instance carries the slot.
+    pub outcome: Option<Box<Outcome>>,
     /// The host's clock (Unix milliseconds, virtual under virtual time), for `now()`.
     pub clock: u64,
     /// The events (by type, the first 64) that the configuration ignores, as `ignores` says;
@@ -73,7 +74,7 @@ pub struct Workspace {
 }
 
 /// Limits on one macrostep.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     /// Steps (microsteps, and internal events that enable no transition) one macrostep may
     /// take before the run is stopped as a livelock.
@@ -90,12 +91,28 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_microsteps: 10_000,
-            budgets: Budgets::default(),
-            max_children: 128,
-            max_tree_bytes: 256 << 20,
-        }
+        Limits::DEFAULT
+    }
+}
+
+impl Limits {
+    /// The limits when no option says otherwise.
+    pub const DEFAULT: Limits = Limits {
+        max_microsteps: 10_000,
+        budgets: Budgets::DEFAULT,
+        max_children: 128,
+        max_tree_bytes: 256 << 20,
+    };
+}
+
+/// The inputs of a new instance: most have none, and share one empty list instead of each
+/// allocating its own (an empty `Arc<[T]>` made by `Default` is one static the standard
+/// library shares).
+pub fn shared_inputs(inputs: Vec<Value>) -> Arc<[Value]> {
+    if inputs.is_empty() {
+        Arc::default()
+    } else {
+        inputs.into()
     }
 }
 
@@ -247,7 +264,7 @@ pub struct Algorithm<'a, 'e> {
     /// that settles at once needs none); whoever built the algorithm gives it back after.
     pub workspace: Option<Box<Workspace>>,
     pub host: &'a mut dyn Host,
-    pub limits: Limits,
+    pub limits: &'a Limits,
     pub event: CurrentEvent<'e>,
     /// The state the actions running now belong to (see `Execution::owner`).
     pub owner: StateId,
@@ -274,11 +291,36 @@ impl<'e> Algorithm<'_, 'e> {
     pub fn start(&mut self) -> Result<(), RunError> {
         self.instance.running = true;
         self.event = CurrentEvent::None;
-        if let Some(initial) = self.machine.state(StateId::ROOT).initial {
-            let workspace = self.workspace();
-            workspace.enabled.clear();
-            workspace.enabled.push(initial);
-            self.enter_states();
+        let machine = self.machine;
+        if let Some(initial) = machine.state(StateId::ROOT).initial {
+            // The initial transition's entry set is worked out once per machine, as any
+            // transition's reach is: every start then enters the states it lists, in document
+            // order, as `enter_states` would.
+            if let Reach::Fixed {
+                enter,
+                default_entry,
+                ..
+            } = reach(machine, initial)
+            {
+                for &state in enter.iter() {
+                    self.enter_state(state, default_entry.contains(&state), None);
+                }
+                // A start that settles at once needs no workspace; one that goes on counts the
+                // states entered towards a loop's, as `enter_states` would have recorded them.
+                if self.settled() {
+                    return self.finish_settled();
+                }
+                let looping = &mut self.workspace().looping_states;
+                enter.iter().for_each(|state| looping.insert(*state));
+            } else {
+                let workspace = self.workspace();
+                workspace.enabled.clear();
+                workspace.enabled.push(initial);
+                self.enter_states();
+            }
+        }
+        if self.settled() {
+            return self.finish_settled();
         }
         self.run_to_completion()
     }
@@ -302,7 +344,13 @@ impl<'e> Algorithm<'_, 'e> {
         if !self.instance.running {
             return Ok(Selection::NotTaken);
         }
-        self.event = CurrentEvent::External(event);
+        // Only an internal event has anything to drop, and a step starts with none: the test
+        // is inlined here instead of a call to drop whatever was there.
+        if let CurrentEvent::Internal(previous) =
+            std::mem::replace(&mut self.event, CurrentEvent::External(event))
+        {
+            drop(previous);
+        }
         if let (true, Some(index), Some(event_type)) = (
             self.machine.single_leaf,
             &self.machine.candidates,
@@ -313,14 +361,8 @@ impl<'e> Algorithm<'_, 'e> {
             let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
-            if self.instance.running
-                && !self.machine.has_eventless
-                && self.instance.internal_queue.is_empty()
-            {
-                return match budget::step_must_stop(1) {
-                    None => Ok(self.selection(took)),
-                    Some(why) => Err(self.stop_step(why)),
-                };
+            if self.settled() {
+                return self.finish_settled().map(|()| self.selection(took));
             }
             // It goes on: what the microstep went through counts towards a loop's states, as
             // `microstep` and `enter_states` would have recorded.
@@ -342,6 +384,23 @@ impl<'e> Algorithm<'_, 'e> {
                 self.report_unhandled_error();
             }
             self.run_to_completion().map(|()| self.selection(took))
+        }
+    }
+
+    /// Whether the step is over as it stands, as `run_to_completion` would find at once: the
+    /// run goes on, no state has eventless transitions and nothing was raised.
+    fn settled(&self) -> bool {
+        self.instance.running
+            && !self.machine.has_eventless
+            && self.instance.internal_queue.is_empty()
+    }
+
+    /// Ends a settled step as `run_to_completion` would: only a signal or the clock, which
+    /// may have cut an evaluation short, stops it.
+    fn finish_settled(&mut self) -> Result<(), RunError> {
+        match budget::step_must_stop(1) {
+            None => Ok(()),
+            Some(why) => Err(self.stop_step(why)),
         }
     }
 
@@ -863,12 +922,12 @@ impl<'e> Algorithm<'_, 'e> {
         let output = self.done_data(state);
         if parent == StateId::ROOT {
             self.instance.running = false;
-            self.instance.outcome = Some(Outcome {
+            self.instance.outcome = Some(Box::new(Outcome {
                 final_state: Some(state),
                 exit_code: node.exit_code,
                 output,
                 failure: None,
-            });
+            }));
             return;
         }
         let done = Event::of_type(
@@ -1032,9 +1091,15 @@ impl<'e> Algorithm<'_, 'e> {
             }
             rest = tail;
         }
-        if rest.is_empty() {
-            return;
+        if !rest.is_empty() {
+            self.execute_rest(rest);
         }
+    }
+
+    /// The actions of a block after its leading assignments, through an `Execution`: apart,
+    /// so that a block of assignments alone does not pay for this one's frame.
+    #[inline(never)]
+    fn execute_rest(&mut self, rest: &[Action]) {
         if let Err(error) = self.with_execution(|execution| execute_block(rest, execution)) {
             self.raise_execution_error(error);
         }
@@ -1394,8 +1459,8 @@ fn enable_if_guard_holds(
 }
 
 /// `conditionMatch`: evaluates a transition's guard against the current event (true when it
-/// has no guard). Always inlined: left to the compiler, it was called out of line once the
-/// fast reader's forms grew (+2% instructions per macrostep on the reference workload).
+/// has no guard). Inlined: no guard, or one the fast reader answers over the context, costs no
+/// call; a guard evaluated in full is apart.
 #[inline(always)]
 fn condition_holds(
     machine: &Machine,
@@ -1409,6 +1474,17 @@ fn condition_holds(
     if let Some(holds) = guard.condition_over(&instance.context) {
         return Ok(holds);
     }
+    evaluate_guard(machine, instance, event, guard)
+}
+
+/// A guard the fast reader does not answer, evaluated in full over the step's view.
+#[inline(never)]
+fn evaluate_guard(
+    machine: &Machine,
+    instance: &Instance,
+    event: Option<&Event>,
+    guard: &crate::pipeline::compile::expression::Expression,
+) -> Result<bool, EvaluationError> {
     let view = StepView {
         machine,
         configuration: &instance.configuration,
