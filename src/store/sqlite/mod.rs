@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod children;
+mod statements;
+
+use statements::CachedStatements;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
@@ -133,6 +136,9 @@ impl SqliteStore {
                 busy_timeout: DEFAULT_BUSY_TIMEOUT,
             },
         };
+        store
+            .connection
+            .set_prepared_statement_cache_capacity(statements::STATEMENT_CACHE_CAPACITY);
         store.set_busy_timeout(DEFAULT_BUSY_TIMEOUT)?;
         let mode: String = store
             .connection
@@ -293,7 +299,7 @@ impl SqliteStore {
 
     fn summaries(&self, sql: &str, parameters: &[&str]) -> Result<Vec<RunSummary>, StoreError> {
         let failed = self.context.failed("list runs");
-        let mut statement = self.connection.prepare(sql).map_err(&failed)?;
+        let mut statement = self.connection.prepare_cached(sql).map_err(&failed)?;
         let rows = statement
             .query_map(rusqlite::params_from_iter(parameters), RawRun::read)
             .map_err(&failed)?;
@@ -313,7 +319,7 @@ impl SqliteStore {
         let failed = self
             .context
             .failed(&format!("read the journal of run `{run}`"));
-        let mut statement = self.connection.prepare(sql).map_err(&failed)?;
+        let mut statement = self.connection.prepare_cached(sql).map_err(&failed)?;
         let rows = statement
             .query_map(parameters, RawEntry::read)
             .map_err(&failed)?;
@@ -501,7 +507,7 @@ impl Context {
             .transpose()?;
         let failed = self.failed(&format!("create run `{}`", run.id));
         let exists = connection
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
+            .query_row_cached("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
             .optional()
             .map_err(&failed)?
             .is_some();
@@ -512,7 +518,7 @@ impl Context {
             });
         }
         connection
-            .execute(
+            .execute_cached(
                 "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
                  started_at, updated_at, grants, origin, holder) VALUES (?1, ?2, ?3, ?4, ?5, \
                  'running', ?6, ?6, ?7, ?8, ?9)",
@@ -599,7 +605,7 @@ impl Context {
             child_states,
         } = encoded;
         // 1. The journal entry. A duplicate step or an unknown run violates a constraint.
-        let inserted = connection.execute(
+        let inserted = connection.execute_cached(
             "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
              recorded_at, children) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             rusqlite::params![
@@ -623,7 +629,7 @@ impl Context {
         // 2. The snapshot after it, replacing the previous one.
         if let Some(snapshot) = snapshot {
             connection
-                .execute(
+                .execute_cached(
                     "INSERT INTO snapshots (run_id, step, snapshot, taken_at) VALUES (?1, ?2, ?3, \
                      ?4) ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, \
                      snapshot = excluded.snapshot, taken_at = excluded.taken_at",
@@ -634,13 +640,13 @@ impl Context {
         // 3. The run's last step (and its end). If it changes nothing, the run is finished or the
         // step is stale: the error drops the transaction, which rolls 1 and 2 back.
         let changed = match finish {
-            None => connection.execute(
+            None => connection.execute_cached(
                 "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
                  updated_at = ?2 WHERE id = ?3 AND status <> 'finished' \
                  AND (last_step IS NULL OR last_step < ?1)",
                 rusqlite::params![step, time, run],
             ),
-            Some((final_state, exit_code, output, finished_at)) => connection.execute(
+            Some((final_state, exit_code, output, finished_at)) => connection.execute_cached(
                 "UPDATE runs SET status = 'finished', holder = NULL, last_step = ?1, \
                  last_step_at = ?2, updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
                  WHERE id = ?3 AND status <> 'finished' AND (last_step IS NULL OR last_step < ?1)",
@@ -672,7 +678,7 @@ impl Context {
         let time = self.integer("a time", unix_milliseconds)?;
         let operation = format!("mark run `{run}` {}", status.as_str());
         let changed = connection
-            .execute(
+            .execute_cached(
                 "UPDATE runs SET status = ?1, updated_at = ?2, \
                  holder = CASE WHEN ?1 = 'stopped' THEN NULL ELSE holder END \
                  WHERE id = ?3 AND status <> 'finished'",
@@ -696,7 +702,7 @@ impl Context {
         let time = self.integer("a finish time", finish.unix_milliseconds)?;
         let operation = format!("finish run `{run}`");
         let changed = connection
-            .execute(
+            .execute_cached(
                 "UPDATE runs SET status = 'finished', holder = NULL, final_state = ?1, \
                  exit_code = ?2, output = ?3, finished_at = ?4, updated_at = ?4 \
                  WHERE id = ?5 AND status <> 'finished'",
@@ -720,7 +726,7 @@ impl Context {
         cause: Option<rusqlite::Error>,
     ) -> StoreError {
         let row = transaction
-            .query_row(
+            .query_row_cached(
                 "SELECT status, last_step FROM runs WHERE id = ?1",
                 [run],
                 |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?)),
@@ -877,7 +883,7 @@ impl Store for SqliteStore {
     fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
         let row: Option<(i64, String, i64)> = self
             .connection
-            .query_row(
+            .query_row_cached(
                 "SELECT step, snapshot, taken_at FROM snapshots WHERE run_id = ?1",
                 [run],
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
@@ -904,7 +910,7 @@ impl Store for SqliteStore {
     fn run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
         let row = self
             .connection
-            .query_row(
+            .query_row_cached(
                 &format!(
                     "SELECT {RUN_COLUMNS}, protocol_text, inputs, grants FROM runs WHERE id = ?1"
                 ),
@@ -1035,10 +1041,10 @@ impl Store for SqliteStore {
             |context, connection| {
                 let failed = context.failed("claim runs");
                 let mut read = connection
-                    .prepare("SELECT holder, parent FROM runs WHERE id = ?1")
+                    .prepare_cached("SELECT holder, parent FROM runs WHERE id = ?1")
                     .map_err(&failed)?;
                 let mut record = connection
-                    .prepare("UPDATE runs SET holder = ?1 WHERE id = ?2")
+                    .prepare_cached("UPDATE runs SET holder = ?1 WHERE id = ?2")
                     .map_err(&failed)?;
                 for run in runs {
                     let recorded: Option<(Option<String>, Option<String>)> = read
@@ -1078,7 +1084,7 @@ impl Store for SqliteStore {
             |context, connection| {
                 let failed = context.failed("release runs");
                 let mut release = connection
-                    .prepare("UPDATE runs SET holder = NULL WHERE id = ?1 AND holder = ?2")
+                    .prepare_cached("UPDATE runs SET holder = NULL WHERE id = ?1 AND holder = ?2")
                     .map_err(&failed)?;
                 for run in runs {
                     release.execute([run, &encoded]).map_err(&failed)?;
