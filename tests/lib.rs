@@ -85,6 +85,7 @@ mod secret_spellings;
 mod secrets;
 mod seeing_what_happened;
 mod semantics;
+mod snapshot_history;
 mod socket;
 mod statistics;
 mod store;
