@@ -2,6 +2,7 @@
 
 mod support;
 
+mod batched_durability;
 mod benchmark_guard;
 mod bisect;
 mod blocks_alone;
