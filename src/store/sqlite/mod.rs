@@ -721,6 +721,8 @@ impl Store for SqliteStore {
     }
 
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        // A stopped run's next step, if any, comes after a resume: its state is not kept here.
+        self.written.remove(run);
         self.write(
             &format!("mark run `{run}` stopped"),
             |context, connection| {
@@ -739,6 +741,7 @@ impl Store for SqliteStore {
     }
 
     fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError> {
+        self.written.remove(run);
         self.write(&format!("finish run `{run}`"), |context, connection| {
             context.update_finish(connection, run, finish)
         })

@@ -16,6 +16,10 @@ pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (run_id, step, even
      event_data, transitions, actions, recorded_at, children, snapshot, snapshot_delta) VALUES \
      (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
+/// A running run's last step, its status left alone (see `insert_step`).
+pub(super) const STEP_OF_RUNNING_RUN: &str = "UPDATE runs SET last_step = ?1, last_step_at = ?2, \
+     updated_at = ?2 WHERE id = ?3 AND status = 'running' AND (last_step IS NULL OR last_step < ?1)";
+
 /// A step to commit, borrowed from a `Write::Step` or from `commit_step`'s arguments.
 #[derive(Clone, Copy)]
 pub(super) struct StepWrite<'a> {
@@ -110,6 +114,15 @@ impl SqliteStore {
             Ok(())
         });
         if result.is_ok() {
+            for write in writes {
+                if let Planned::Other(
+                    Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
+                ) = write
+                {
+                    chains.remove(run.as_str());
+                    self.written.remove(run);
+                }
+            }
             for (run, written) in chains {
                 // A finished run takes no more steps: its state is not kept for a next one.
                 if !written.finished {
@@ -220,12 +233,21 @@ impl Context {
         // 2. The run's last step (and its end). If it changes nothing, the run is finished or the
         // step is stale: the error drops the transaction, which rolls 1 back.
         let changed = match finish {
-            None => connection.execute_cached(
-                "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
-                 updated_at = ?2 WHERE id = ?3 AND status <> 'finished' \
-                 AND (last_step IS NULL OR last_step < ?1)",
-                rusqlite::params![step, time, run],
-            ),
+            // A running run's step leaves `status` alone: setting it, even to the same value,
+            // has SQLite check the column's `CHECK (status IN (...))` (an ephemeral index built
+            // and dropped on every execution) and rewrite the `runs_by_protocol` entry. Only a
+            // stopped run's step, which the first update leaves, sets it.
+            None => connection
+                .execute_cached(STEP_OF_RUNNING_RUN, rusqlite::params![step, time, run])
+                .and_then(|changed| match changed {
+                    0 => connection.execute_cached(
+                        "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
+                         updated_at = ?2 WHERE id = ?3 AND status = 'stopped' \
+                         AND (last_step IS NULL OR last_step < ?1)",
+                        rusqlite::params![step, time, run],
+                    ),
+                    changed => Ok(changed),
+                }),
             Some((final_state, exit_code, output, finished_at)) => connection.execute_cached(
                 "UPDATE runs SET status = 'finished', holder = NULL, last_step = ?1, \
                  last_step_at = ?2, updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \

@@ -384,6 +384,32 @@ fn steps_reuse_their_compiled_statements() {
             .get_status(rusqlite::StatementStatus::Run)
     };
     assert_eq!(runs(steps::INSERT_JOURNAL), 10);
+    assert_eq!(runs(steps::STEP_OF_RUNNING_RUN), 10);
+    // Neither builds a temporary index when it runs (a `CHECK (status IN (...))` would).
+    for sql in [steps::INSERT_JOURNAL, steps::STEP_OF_RUNNING_RUN] {
+        let mut explain = store.connection.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let parameters: Vec<rusqlite::types::Value> =
+            vec![rusqlite::types::Value::Null; explain.parameter_count()];
+        let opcodes: Vec<String> = explain
+            .query_map(rusqlite::params_from_iter(parameters), |row| row.get(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(
+            !opcodes.iter().any(|opcode| opcode == "OpenEphemeral"),
+            "{sql}: {opcodes:?}"
+        );
+    }
+    // A stopped run that takes a step is running again.
+    store.mark_stopped("r", 2_000).unwrap();
+    store
+        .commit_step("r", &entry(10), &snapshot(10), None)
+        .unwrap();
+    let summary = store.run("r").unwrap().unwrap().summary;
+    assert_eq!(
+        (summary.status, summary.last_sequence),
+        (RunStatus::Running, Some(10))
+    );
 }
 
 /// A state unlike the one before in a way that depends on `step`: context variables changed,

@@ -67,6 +67,8 @@ pub struct ResumeArguments {
 #[derive(Debug, Args)]
 pub struct RunOptions {
     /// External events as JSON lines `{"event": "name", "data": {...}}`, from a file or `-` (stdin).
+    /// The lines ready together are stepped and committed in one transaction; each line's outcome
+    /// is written on stdout once its step is committed.
     #[arg(long, value_name = "FILE|-")]
     events: Option<String>,
     /// How log lines are printed on stderr.
