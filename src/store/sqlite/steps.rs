@@ -188,8 +188,9 @@ impl Context {
         encoded: &EncodedStep,
     ) -> Result<(), StoreError> {
         let sequence = entry.sequence;
-        let operation = format!("commit step {sequence} of run `{run}`");
-        let failed = self.failed(&operation);
+        // Spelled out only when something failed: a step that commits formats nothing.
+        let operation = || format!("commit step {sequence} of run `{run}`");
+        let failed = |error| self.failed(&operation())(error);
         let EncodedStep {
             step,
             time,
@@ -226,7 +227,13 @@ impl Context {
         match inserted {
             Ok(_) => {}
             Err(error) if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
-                return Err(self.refusal(connection, run, Some(sequence), &operation, Some(error)));
+                return Err(self.refusal(
+                    connection,
+                    run,
+                    Some(sequence),
+                    &operation(),
+                    Some(error),
+                ));
             }
             Err(error) => return Err(failed(error)),
         }
@@ -255,9 +262,9 @@ impl Context {
                 rusqlite::params![step, time, run, final_state, exit_code, output, finished_at],
             ),
         }
-        .map_err(&failed)?;
+        .map_err(failed)?;
         if changed == 0 {
-            return Err(self.refusal(connection, run, Some(sequence), &operation, None));
+            return Err(self.refusal(connection, run, Some(sequence), &operation(), None));
         }
         // 3. Its children's rows, their states, and with its end, the end of the children it
         // left.

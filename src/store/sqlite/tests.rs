@@ -103,6 +103,11 @@ fn open_creates_the_directory_in_wal_mode_with_full_sync_at_the_latest_schema() 
     assert_eq!(pragma("journal_mode"), "Text(\"wal\")");
     assert_eq!(pragma("synchronous"), "Integer(2)"); // FULL
     assert_eq!(pragma("foreign_keys"), "Integer(1)");
+    assert_eq!(pragma("cache_size"), format!("Integer(-{PAGE_CACHE_KIB})"));
+    assert_eq!(
+        pragma("wal_autocheckpoint"),
+        format!("Integer({CHECKPOINT_PAGES})")
+    );
     assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
     drop(store);
     // Reopening applies nothing twice.
