@@ -1,5 +1,6 @@
 //! The SQLite store's own tests: schema, refusals, rollback, busy waits, children's rows, snapshots per step.
 
+use super::schema::MIGRATIONS;
 use super::*;
 use crate::store::ChildChange;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,6 +72,17 @@ fn count(store: &SqliteStore, table: &str) -> i64 {
         .unwrap()
 }
 
+/// A fresh store with run `r` at its step 0.
+fn started(name: &str) -> (Scratch, SqliteStore) {
+    let scratch = Scratch::new(name);
+    let mut store = SqliteStore::open(&scratch.0).unwrap();
+    store.create_run(&new_run("r")).unwrap();
+    store
+        .commit_step("r", &entry(0), &snapshot(0), None)
+        .unwrap();
+    (scratch, store)
+}
+
 /// The steps of `run` whose journal row keeps the whole state.
 fn kept_in_full(store: &SqliteStore, run: &str) -> Vec<i64> {
     let mut statement = store
@@ -135,12 +147,7 @@ fn a_newer_schema_is_refused_naming_the_file() {
 
 #[test]
 fn a_failing_second_statement_leaves_nothing_of_the_step() {
-    let scratch = Scratch::new("rollback");
-    let mut store = SqliteStore::open(&scratch.0).unwrap();
-    store.create_run(&new_run("r")).unwrap();
-    store
-        .commit_step("r", &entry(0), &snapshot(0), None)
-        .unwrap();
+    let (_scratch, mut store) = started("rollback");
     // The journal insert with the state (first statement) succeeds, the run's update (second)
     // aborts.
     store
@@ -243,12 +250,7 @@ fn refusals_say_which_run_and_why() {
 
 #[test]
 fn a_damaged_snapshot_is_reported_not_panicked_on() {
-    let scratch = Scratch::new("damaged");
-    let mut store = SqliteStore::open(&scratch.0).unwrap();
-    store.create_run(&new_run("r")).unwrap();
-    store
-        .commit_step("r", &entry(0), &snapshot(0), None)
-        .unwrap();
+    let (_scratch, store) = started("damaged");
     store
         .connection
         .execute("UPDATE journal SET snapshot = '{\"format\": 1'", [])
