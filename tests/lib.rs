@@ -2,6 +2,7 @@
 
 mod support;
 
+mod batched_durability;
 mod benchmark_guard;
 mod bisect;
 mod blocks_alone;
@@ -88,6 +89,7 @@ mod secret_spellings;
 mod secrets;
 mod seeing_what_happened;
 mod semantics;
+mod snapshot_history;
 mod socket;
 mod statistics;
 mod store;

@@ -117,8 +117,17 @@ impl ChildChange {
 
 /// Where each macrostep goes before the next begins. A failure stops the run: a durable run that
 /// can no longer record its steps must not go on as if it could.
+///
+/// A checkpoint may hold steps back and commit them together at the next `flush` (one
+/// transaction for the steps of a read batch): its driver flushes before it waits for input and
+/// before it ends, and tells no one of a step (`Observer::release`) before it was flushed.
 pub trait Checkpoint {
     fn commit(&mut self, step: CheckpointStep) -> Result<(), String>;
+
+    /// Commits the steps held back, if any; a checkpoint that holds none has nothing to do.
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// How a resumed run re-arms the timers it had.

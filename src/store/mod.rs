@@ -282,6 +282,14 @@ pub enum StoreError {
         what: &'static str,
         source: crate::base::secrets::AmbiguousPlaceholder,
     },
+    #[error(
+        "{database}: the state of run `{run}` after step {step} was not kept: the step was recorded before protocol-run kept the state of every step"
+    )]
+    StateNotKept {
+        database: String,
+        run: String,
+        step: u64,
+    },
     #[error("{database}: the stored {what} of run `{run}` is damaged: {source}")]
     Corrupt {
         database: String,

@@ -147,6 +147,9 @@ pub trait Observer {
     }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
+    /// The steps taken so far are committed (`Checkpoint::flush`): what the observer held back
+    /// that tells of them may go out now. An observer that holds nothing back ignores it.
+    fn release(&mut self) {}
     /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
     /// most observers ignore it.
     fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
@@ -356,117 +359,147 @@ pub(super) async fn drive_async(
         )),
     };
     let mut line_number = 0;
-    let started = match hosting.resume {
-        Some(resume) => session.resume(resume),
-        None => session.start(),
-    };
-    // A signal that stopped a busy step: that step is not committed, the one before it stands.
-    let mut stopped_by_signal = interrupted(started)?;
-    while !stopped_by_signal {
-        if interrupted(session.handle_queued())? {
-            stopped_by_signal = true;
-            break;
-        }
-        if !session.interpreter.is_running() {
-            break;
-        }
-        if !session.interpreter.is_running() {
-            break;
-        }
-        // On the virtual clock a pending timer is always "due": while the event stream is
-        // open, time moves only on `advance` lines, so the run waits for the next event
-        // instead of racing ahead of whoever writes them.
-        session.timers_held = virtual_time && lines.is_some();
-        let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
-        // A child its parent sends to waits for its events until it is cancelled.
-        if idle && lines.is_none() && session.inbox.is_none() {
-            break;
-        }
-        let waited = match signals.as_mut() {
-            Some(signals) => tokio::select! {
-                waited = session.wait(None, lines.as_mut()) => waited,
-                () = signals.next() => {
-                    // Between macrosteps: the last one is committed, so this is the checkpoint.
-                    StopSignals::let_the_next_one_kill();
-                    stopped_by_signal = true;
-                    break;
-                }
-            },
-            None => session.wait(None, lines.as_mut()).await,
+    // The steps of one read batch are committed together: up to this many waits answered at
+    // once (a line ready, an effect's outcome, a timer due) before the held steps are flushed.
+    let mut answered_at_once = 0;
+    // Whatever ends the drive (the end of input, a signal, a failure), the steps taken are
+    // committed and told before it returns.
+    let driven: Result<bool, RunError> = async {
+        let started = match hosting.resume {
+            Some(resume) => session.resume(resume),
+            None => session.start(),
         };
-        match waited {
-            Waited::Line(Some(Err(message))) => {
-                line_number += 1;
-                let error = InputLineError::new(line_number, message, None);
-                session.host.observer.input_error(&error);
+        // A signal that stopped a busy step: that step is not committed, the one before it stands.
+        let mut stopped_by_signal = interrupted(started)?;
+        while !stopped_by_signal {
+            if interrupted(session.handle_queued())? {
+                stopped_by_signal = true;
+                break;
             }
-            Waited::Line(Some(Ok(line))) => {
-                line_number += 1;
-                match parse_input_line(&session.host.machine, &line) {
-                    Ok(InputLine::Event(event)) => {
-                        // Its outcome goes to the observer, numbered by its line.
-                        if interrupted(session.offer(event, Some(line_number as u64)))? {
-                            stopped_by_signal = true;
-                            break;
+            if !session.interpreter.is_running() {
+                break;
+            }
+            if !session.interpreter.is_running() {
+                break;
+            }
+            // On the virtual clock a pending timer is always "due": while the event stream is
+            // open, time moves only on `advance` lines, so the run waits for the next event
+            // instead of racing ahead of whoever writes them.
+            session.timers_held = virtual_time && lines.is_some();
+            let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
+            // A child its parent sends to waits for its events until it is cancelled.
+            if idle && lines.is_none() && session.inbox.is_none() {
+                break;
+            }
+            // Whatever is ready without waiting joins the batch; before waiting, the batch is
+            // committed and what tells of it released.
+            let ready = match answered_at_once < MAX_BATCH_STEPS {
+                true => ready_now(session.wait(None, lines.as_mut())),
+                false => None,
+            };
+            answered_at_once += 1;
+            let waited = match ready {
+                Some(waited) => waited,
+                None => {
+                    session.flush()?;
+                    answered_at_once = 0;
+                    match signals.as_mut() {
+                        Some(signals) => tokio::select! {
+                            waited = session.wait(None, lines.as_mut()) => waited,
+                            () = signals.next() => {
+                                // Between macrosteps: the last one is committed, so this is the checkpoint.
+                                StopSignals::let_the_next_one_kill();
+                                stopped_by_signal = true;
+                                break;
+                            }
+                        },
+                        None => session.wait(None, lines.as_mut()).await,
+                    }
+                }
+            };
+            match waited {
+                Waited::Line(Some(Err(message))) => {
+                    line_number += 1;
+                    let error = InputLineError::new(line_number, message, None);
+                    session.host.observer.input_error(&error);
+                }
+                Waited::Line(Some(Ok(line))) => {
+                    line_number += 1;
+                    match parse_input_line(&session.host.machine, &line) {
+                        Ok(InputLine::Event(event)) => {
+                            // Its outcome goes to the observer, numbered by its line.
+                            if interrupted(session.offer(event, Some(line_number as u64)))? {
+                                stopped_by_signal = true;
+                                break;
+                            }
                         }
-                    }
-                    Ok(InputLine::Await(awaited)) => {
-                        let waiting = signals.as_mut();
-                        let end = super::awaiting::await_state(
-                            &mut session,
-                            &awaited,
-                            virtual_time,
-                            waiting,
-                        )
-                        .await?;
-                        session.host.observer.awaited(line_number, &awaited, end);
-                        if end == super::awaiting::AwaitEnd::Stopped {
-                            StopSignals::let_the_next_one_kill();
-                            stopped_by_signal = true;
-                            break;
+                        Ok(InputLine::Await(awaited)) => {
+                            // An await may wait long: what came before it is committed and told.
+                            session.flush()?;
+                            let waiting = signals.as_mut();
+                            let end = super::awaiting::await_state(
+                                &mut session,
+                                &awaited,
+                                virtual_time,
+                                waiting,
+                            )
+                            .await?;
+                            session.host.observer.awaited(line_number, &awaited, end);
+                            if end == super::awaiting::AwaitEnd::Stopped {
+                                StopSignals::let_the_next_one_kill();
+                                stopped_by_signal = true;
+                                break;
+                            }
                         }
+                        Ok(InputLine::Advance(duration)) if virtual_time => {
+                            session.timers_held = false;
+                            session.advance(duration).await?;
+                        }
+                        Ok(InputLine::Advance(_)) => {
+                            let message =
+                                "`advance` moves the virtual clock: run with --virtual-time";
+                            let error = InputLineError::new(line_number, message.into(), None);
+                            session.host.observer.input_error(&error)
+                        }
+                        Err(message) if !line.trim().is_empty() => {
+                            let error = InputLineError::new(line_number, message, Some(&line));
+                            session.host.observer.input_error(&error)
+                        }
+                        Err(_) => {}
                     }
-                    Ok(InputLine::Advance(duration)) if virtual_time => {
-                        session.timers_held = false;
-                        session.advance(duration).await?;
+                }
+                Waited::Line(None) => {
+                    lines = None;
+                    session.timers_held = false;
+                }
+                Waited::Progress | Waited::Deadline => {}
+            }
+            session.commit_between_steps()?;
+        }
+        // The run reached its final state: what it started is let finish, each effect within its
+        // own timeout, and recorded; a signal still stops it at once.
+        while !stopped_by_signal && session.effects_running() {
+            session.flush()?;
+            match signals.as_mut() {
+                Some(signals) => tokio::select! {
+                    _ = session.wait(None, None) => {}
+                    () = signals.next() => {
+                        StopSignals::let_the_next_one_kill();
+                        stopped_by_signal = true;
                     }
-                    Ok(InputLine::Advance(_)) => {
-                        let message = "`advance` moves the virtual clock: run with --virtual-time";
-                        let error = InputLineError::new(line_number, message.into(), None);
-                        session.host.observer.input_error(&error)
-                    }
-                    Err(message) if !line.trim().is_empty() => {
-                        let error = InputLineError::new(line_number, message, Some(&line));
-                        session.host.observer.input_error(&error)
-                    }
-                    Err(_) => {}
+                },
+                None => {
+                    session.wait(None, None).await;
                 }
             }
-            Waited::Line(None) => {
-                lines = None;
-                session.timers_held = false;
-            }
-            Waited::Progress | Waited::Deadline => {}
+            session.commit_between_steps()?;
         }
-        session.commit_between_steps()?;
+        Ok(stopped_by_signal)
     }
-    // The run reached its final state: what it started is let finish, each effect within its
-    // own timeout, and recorded; a signal still stops it at once.
-    while !stopped_by_signal && session.effects_running() {
-        match signals.as_mut() {
-            Some(signals) => tokio::select! {
-                _ = session.wait(None, None) => {}
-                () = signals.next() => {
-                    StopSignals::let_the_next_one_kill();
-                    stopped_by_signal = true;
-                }
-            },
-            None => {
-                session.wait(None, None).await;
-            }
-        }
-        session.commit_between_steps()?;
-    }
+    .await;
+    let flushed = session.flush();
+    let stopped_by_signal = driven?;
+    flushed?;
     if stopped_by_signal {
         StopSignals::let_the_next_one_kill();
         // Its effects die with the process; the checkpoint keeps them for `on_interrupt`.
@@ -475,6 +508,21 @@ pub(super) async fn drive_async(
     let mut report = session.finish();
     report.stopped_by_signal = stopped_by_signal;
     Ok(report)
+}
+
+/// At most this many steps are held back for one commit, so that a stream of input always
+/// ready still commits (and tells of its steps) as it goes.
+const MAX_BATCH_STEPS: usize = 1024;
+
+/// `future`'s output if it is ready at once, without waiting; `None` otherwise (the future is
+/// dropped: `Session::wait` may be cancelled at any point, as a signal does).
+fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
 }
 
 /// Whether a step ended because a signal interrupted it (any other failure is returned).

@@ -197,6 +197,18 @@ impl<'a> Session<'a> {
             .map_err(|message| RunError::Checkpoint { message })
     }
 
+    /// Commits the steps the checkpoint held back, then lets the observer release what tells of
+    /// them: nothing is told of a step before it is committed.
+    pub fn flush(&mut self) -> Result<(), RunError> {
+        if let Some(checkpoint) = self.checkpoint.as_deref_mut() {
+            checkpoint
+                .flush()
+                .map_err(|message| RunError::Checkpoint { message })?;
+        }
+        self.host.observer.release();
+        Ok(())
+    }
+
     /// Continues a restored run instead of starting it: re-arms its timers by `resume.timers`,
     /// and restarts (policy `retry`) or fails (policy `fail`) the effects that were running.
     /// Entry actions do not run again.

@@ -17,7 +17,7 @@ use crate::pipeline::load::Loaded;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::run::Interpreter;
 use crate::store::{
-    NewRun, RunOrigin, RunRecord, RunStatus, SqliteStore, Store, commit_checkpoint,
+    NewRun, RunOrigin, RunRecord, RunStatus, SqliteStore, Store, Write, commit_checkpoint,
 };
 
 /// Why a run cannot start or resume: the text to print on stderr, and the exit code.
@@ -326,14 +326,45 @@ pub fn canonical(file: &Path) -> String {
         .to_string()
 }
 
-/// Commits each macrostep of a run to the store.
+/// Commits each macrostep of a run to the store: at once, or (batched) held back and committed
+/// with the others of its read batch in one transaction at the next `flush`.
 pub struct StoreCheckpoint<'a> {
-    pub store: &'a mut SqliteStore,
-    pub run_id: String,
+    store: &'a mut SqliteStore,
+    run_id: String,
+    /// The steps held back since the last flush; `None` commits each step at once.
+    held: Option<Vec<Write>>,
+}
+
+impl<'a> StoreCheckpoint<'a> {
+    pub fn new(store: &'a mut SqliteStore, run_id: String, batched: bool) -> StoreCheckpoint<'a> {
+        StoreCheckpoint {
+            store,
+            run_id,
+            held: batched.then(Vec::new),
+        }
+    }
 }
 
 impl Checkpoint for StoreCheckpoint<'_> {
     fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
-        commit_checkpoint(self.store, &self.run_id, step).map_err(|error| error.to_string())
+        match &mut self.held {
+            Some(held) => {
+                held.push(Write::step(self.run_id.clone(), step));
+                Ok(())
+            }
+            None => {
+                commit_checkpoint(self.store, &self.run_id, step).map_err(|error| error.to_string())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        let Some(held) = self.held.as_mut().filter(|held| !held.is_empty()) else {
+            return Ok(());
+        };
+        let committed = self.store.commit_batch(held);
+        // Committed or not, they are not committed again: a failure ends the run.
+        held.clear();
+        committed.map_err(|error| error.to_string())
     }
 }

@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::statements::CachedStatements;
 use super::{Context, SqliteStore};
 use crate::base::durable::{ChildChange, ChildState};
 use crate::base::snapshot::Snapshot;
@@ -49,7 +50,7 @@ impl Context {
     ) -> Result<(), StoreError> {
         for state in states {
             connection
-                .execute(
+                .execute_cached(
                     "INSERT INTO snapshots (run_id, step, snapshot, taken_at) SELECT ?1, ?2, ?3, \
                      ?4 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1) ON CONFLICT (run_id) DO \
                      UPDATE SET step = excluded.step, snapshot = excluded.snapshot, taken_at = \
@@ -109,7 +110,7 @@ impl Context {
                     };
                     let inputs = self.encode(&id, "inputs", inputs)?;
                     let written = connection
-                        .execute(
+                        .execute_cached(
                             &format!(
                                 "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, \
                                  status, started_at, updated_at, origin, parent, root) VALUES \
@@ -137,7 +138,7 @@ impl Context {
                 ChildChange::Stepped { sequence, .. } => {
                     let sequence = self.integer("a step number", *sequence)?;
                     connection
-                        .execute(
+                        .execute_cached(
                             "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = \
                              ?2, updated_at = ?2 WHERE id = ?3 AND root = ?4 AND status <> \
                              'finished'",
@@ -153,7 +154,7 @@ impl Context {
                 } => {
                     let output = self.encode(&id, "output", output)?;
                     connection
-                        .execute(
+                        .execute_cached(
                             "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = \
                              ?2, output = ?3, finished_at = ?4, updated_at = ?4 WHERE id = ?5 \
                              AND root = ?6 AND status <> 'finished'",
@@ -163,7 +164,7 @@ impl Context {
                     // Its own children ended with it (a cancelled child's never said so).
                     let below = format!("{id}/");
                     connection
-                        .execute(
+                        .execute_cached(
                             "UPDATE runs SET status = 'finished', exit_code = ?1, output = \
                              'null', finished_at = ?2, updated_at = ?2 WHERE root = ?3 AND \
                              substr(id, 1, length(?4)) = ?4 AND status <> 'finished'",
@@ -185,7 +186,7 @@ impl Context {
     ) -> Result<(), StoreError> {
         let time = self.integer("a finish time", unix_milliseconds)?;
         connection
-            .execute(
+            .execute_cached(
                 "UPDATE runs SET status = 'finished', exit_code = ?1, output = 'null', \
                  finished_at = ?2, updated_at = ?2 WHERE root = ?3 AND status <> 'finished'",
                 rusqlite::params![ChildChange::CANCELLED_EXIT_CODE, time, run],
@@ -208,7 +209,7 @@ impl Context {
             RunStatus::Finished => return Ok(()),
         };
         connection
-            .execute(
+            .execute_cached(
                 "UPDATE runs SET status = ?1, updated_at = ?2 WHERE root = ?3 AND status = ?4",
                 rusqlite::params![status.as_str(), time, run, from.as_str()],
             )
@@ -251,7 +252,7 @@ impl SqliteStore {
             let id = format!("{run}/{}", child.id);
             let row: Option<String> = self
                 .connection
-                .query_row(
+                .query_row_cached(
                     "SELECT snapshot FROM snapshots WHERE run_id = ?1",
                     [&id],
                     |row| row.get(0),
@@ -281,7 +282,7 @@ impl SqliteStore {
     pub(super) fn child_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
         let root: Option<Option<String>> = self
             .connection
-            .query_row("SELECT root FROM runs WHERE id = ?1", [run], |row| {
+            .query_row_cached("SELECT root FROM runs WHERE id = ?1", [run], |row| {
                 row.get(0)
             })
             .optional()

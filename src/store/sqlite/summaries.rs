@@ -2,6 +2,7 @@
 
 use rusqlite::OptionalExtension;
 
+use super::statements::CachedStatements;
 use super::{RUN_COLUMNS, RawRun, SqliteStore};
 use crate::store::{RunSummary, StoreError};
 
@@ -17,7 +18,7 @@ impl SqliteStore {
     pub fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
         let raw = self
             .connection
-            .query_row(
+            .query_row_cached(
                 &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
                 [run],
                 RawRun::read,
@@ -82,7 +83,7 @@ impl SqliteStore {
     pub fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
         let before = i64::try_from(before).unwrap_or(i64::MAX);
         self.connection
-            .query_row(
+            .query_row_cached(
                 "SELECT COUNT(*) FROM journal, json_each(journal.actions) AS action \
                  WHERE journal.run_id = ?1 AND journal.step < ?2 \
                  AND json_type(journal.actions) = 'array' \

@@ -67,6 +67,8 @@ pub struct ResumeArguments {
 #[derive(Debug, Args)]
 pub struct RunOptions {
     /// External events as JSON lines `{"event": "name", "data": {...}}`, from a file or `-` (stdin).
+    /// The lines ready together are stepped and committed in one transaction; each line's outcome
+    /// is written on stdout once its step is committed.
     #[arg(long, value_name = "FILE|-")]
     events: Option<String>,
     /// How log lines are printed on stderr.
@@ -248,6 +250,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         },
         telemetry,
         entered: Vec::new(),
+        held: Vec::new(),
     };
     let started = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
     for record in &grants {
@@ -263,10 +266,9 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         mocks,
         max_event_bytes: options.max_event_bytes,
     };
-    let mut checkpoint = StoreCheckpoint {
-        store: &mut store,
-        run_id: run_id.clone(),
-    };
+    // The steps of one read batch of events are committed together, and what tells of them
+    // goes out once they are (`RunObserver::release`).
+    let mut checkpoint = StoreCheckpoint::new(&mut store, run_id.clone(), true);
     let report = drive_durable(
         &mut interpreter,
         source,

@@ -4,7 +4,9 @@ use crate::runtime::run::admission::{self, EventOutcome, EventReport, discarded_
 use crate::runtime::run::driver::{Observer, TracingObserver};
 use crate::runtime::telemetry::RunLog;
 
-/// Prints logs and directives, and writes every entry to the run's telemetry.
+/// Prints logs and directives, and writes every entry to the run's telemetry. What goes to
+/// stdout (directives, each events line's outcome) is held until the steps it tells of are
+/// committed (`release`): a reader of stdout is never told of a step the store could lose.
 pub(super) struct RunObserver {
     pub(super) printer: TracingObserver,
     pub(super) telemetry: Option<RunLog>,
@@ -12,9 +14,47 @@ pub(super) struct RunObserver {
     /// (`entered`): every entry, a compound state's, an initial child's and a re-entry's
     /// included, which a transition's targets do not tell.
     pub(super) entered: Vec<String>,
+    /// The stdout lines not released yet, each ending in a newline.
+    pub(super) held: Vec<u8>,
 }
 
 impl RunObserver {
+    /// Holds one stdout line until the next `release`.
+    fn tell(&mut self, line: &serde_json::Value) {
+        use std::io::Write;
+        let _ = writeln!(self.held, "{line}");
+    }
+
+    /// Tells an events line's sender what became of its event: one JSON line on stdout (an
+    /// agent reads stdout), and a warning on stderr when it was discarded or refused. Events
+    /// that came from no line (a `send`, a child's) are in the telemetry only.
+    fn tell_events_line(&mut self, report: &EventReport) {
+        let Some(line_number) = report.ticket else {
+            return;
+        };
+        if matches!(
+            report.outcome,
+            EventOutcome::Discarded | EventOutcome::Refused
+        ) {
+            eprintln!(
+                "warning: events line {line_number}: `{}` {}: {}",
+                crate::base::text::escape_controls(&report.event),
+                report.outcome.name(),
+                crate::base::text::escape_controls(&crate::base::secrets::mask(
+                    report.reason.as_deref().unwrap_or_default()
+                ))
+            );
+        }
+        let mut line = serde_json::json!({"input_line": line_number});
+        if let (Some(object), serde_json::Value::Object(mut fields)) =
+            (line.as_object_mut(), report.to_json())
+        {
+            fields.remove("ticket");
+            object.extend(fields);
+        }
+        self.tell(&crate::base::secrets::mask_json(&line));
+    }
+
     /// Writes `fields` of a `start`, `step`, `resume` or `finish` entry with the states entered
     /// since the last one.
     fn write_step(&mut self, time: &str, kind: &str, mut fields: serde_json::Value) {
@@ -53,7 +93,8 @@ impl Observer for RunObserver {
     }
 
     fn directive(&mut self, directive: &crate::pipeline::actions::Directive) {
-        self.printer.directive(directive);
+        // One whole line per directive, in order with the outcome lines.
+        self.tell(&crate::base::secrets::mask_json(&directive.to_json()));
         let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
         self.write(&time, "directive", directive.to_json());
     }
@@ -67,7 +108,7 @@ impl Observer for RunObserver {
             "outcome": "refused",
             "reason": crate::base::secrets::mask(&error.message),
         });
-        println!("{line}");
+        self.tell(&line);
     }
 
     fn step(
@@ -90,7 +131,7 @@ impl Observer for RunObserver {
                 let reason = discarded_reason(machine, &event.name, &states);
                 report.reason = Some(reason.into());
             }
-            tell_events_line(&report);
+            self.tell_events_line(&report);
         }
         let fields = crate::runtime::run::driver::step_fields(event, interpreter, outcome);
         let time = crate::base::clock::format_rfc3339(unix_milliseconds);
@@ -121,14 +162,26 @@ impl Observer for RunObserver {
                 crate::base::text::escape_controls(&awaited.state)
             );
         }
-        println!("{report}");
+        self.tell(&report);
         let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
         self.write(&time, "await", report);
     }
 
     fn event_outcome(&mut self, time: &str, report: &EventReport) {
-        tell_events_line(report);
+        self.tell_events_line(report);
         self.write(time, "event", report.to_json());
+    }
+
+    fn release(&mut self) {
+        use std::io::Write;
+        if self.held.is_empty() {
+            return;
+        }
+        // One write for the lines of a batch; a reader gone (a closed pipe) stops nothing here.
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(&self.held);
+        let _ = stdout.flush();
+        self.held.clear();
     }
 
     fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
@@ -137,34 +190,4 @@ impl Observer for RunObserver {
             _ => self.write(time, kind, fields),
         }
     }
-}
-
-/// Tells an events line's sender what became of its event: one JSON line on stdout (an agent
-/// reads stdout), and a warning on stderr when it was discarded or refused. Events that came
-/// from no line (a `send`, a child's) are in the telemetry only.
-fn tell_events_line(report: &EventReport) {
-    let Some(line_number) = report.ticket else {
-        return;
-    };
-    if matches!(
-        report.outcome,
-        EventOutcome::Discarded | EventOutcome::Refused
-    ) {
-        eprintln!(
-            "warning: events line {line_number}: `{}` {}: {}",
-            crate::base::text::escape_controls(&report.event),
-            report.outcome.name(),
-            crate::base::text::escape_controls(&crate::base::secrets::mask(
-                report.reason.as_deref().unwrap_or_default()
-            ))
-        );
-    }
-    let mut line = serde_json::json!({"input_line": line_number});
-    if let (Some(object), serde_json::Value::Object(mut fields)) =
-        (line.as_object_mut(), report.to_json())
-    {
-        fields.remove("ticket");
-        object.extend(fields);
-    }
-    println!("{}", crate::base::secrets::mask_json(&line));
 }

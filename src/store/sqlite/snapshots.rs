@@ -1,0 +1,434 @@
+//! A state per step: each journal row keeps the state after its step, in full every `FULL_SNAPSHOT_EVERY` steps and as a delta of the state before it otherwise, so that the state after any committed step can be rebuilt.
+
+use std::borrow::Cow;
+
+use indexmap::IndexMap;
+use rusqlite::OptionalExtension;
+use serde::{Deserialize, Serialize};
+
+use super::statements::CachedStatements;
+use super::steps::StepWrite;
+use super::{Context, SNAPSHOT_SECRETS, SqliteStore};
+use crate::base::snapshot::Snapshot;
+use crate::store::{StoreError, StoredSnapshot};
+
+/// At most this many steps from a full snapshot to the next: rebuilding a state reads one full
+/// snapshot and at most `FULL_SNAPSHOT_EVERY - 1` deltas.
+pub(super) const FULL_SNAPSHOT_EVERY: u64 = 64;
+
+/// The state after a step, as its journal row keeps it.
+pub(super) enum StoredState {
+    /// The whole snapshot (`journal.snapshot`), masked, with its secrets' labels.
+    Full(String),
+    /// What changed since the state before it (`journal.snapshot_delta`, a `SnapshotDelta`).
+    Delta(String),
+}
+
+/// The state this store last wrote for a run, which the run's next step is a delta of.
+pub(super) struct Written {
+    step: i64,
+    snapshot: Snapshot,
+    /// Deltas written since the last full snapshot.
+    since_full: u64,
+    /// The step finished the run: no step comes after it.
+    pub(super) finished: bool,
+}
+
+/// What changed from one state to the next: the context variables set (changed or added, in
+/// the new state's order) and removed, and every other field of `Snapshot` that changed, whole.
+/// Rebuilding applies them to the state at `base`, the step before.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotDelta<'a> {
+    base: i64,
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty", borrow)]
+    context: IndexMap<Cow<'a, str>, Cow<'a, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", borrow)]
+    removed: Vec<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl<'a> SnapshotDelta<'a> {
+    /// The delta from `before` (the state after step `base`) to `after`.
+    fn between(
+        base: i64,
+        before: &Snapshot,
+        after: &'a Snapshot,
+    ) -> Result<SnapshotDelta<'a>, serde_json::Error> {
+        let mut fields = serde_json::Map::new();
+        // Destructured whole: a field added to `Snapshot` must be compared here too.
+        let Snapshot {
+            format,
+            protocol,
+            configuration,
+            context,
+            history,
+            running,
+            outcome,
+            timers,
+            effects,
+            retries,
+            invocations,
+            children,
+            maps,
+            deferred,
+        } = after;
+        replaced(&mut fields, "format", &before.format, format)?;
+        replaced(&mut fields, "protocol", &before.protocol, protocol)?;
+        replaced(
+            &mut fields,
+            "configuration",
+            &before.configuration,
+            configuration,
+        )?;
+        replaced(&mut fields, "history", &before.history, history)?;
+        replaced(&mut fields, "running", &before.running, running)?;
+        replaced(&mut fields, "outcome", &before.outcome, outcome)?;
+        replaced(&mut fields, "timers", &before.timers, timers)?;
+        replaced(&mut fields, "effects", &before.effects, effects)?;
+        replaced(&mut fields, "retries", &before.retries, retries)?;
+        replaced(&mut fields, "invocations", &before.invocations, invocations)?;
+        replaced(&mut fields, "children", &before.children, children)?;
+        replaced(&mut fields, "maps", &before.maps, maps)?;
+        replaced(&mut fields, "deferred", &before.deferred, deferred)?;
+        let mut delta = SnapshotDelta {
+            base,
+            context: IndexMap::new(),
+            removed: Vec::new(),
+            fields,
+        };
+        let old = &before.context;
+        for (name, value) in context {
+            if old.get(name) != Some(value) {
+                delta
+                    .context
+                    .insert(Cow::Borrowed(name), Cow::Borrowed(value));
+            }
+        }
+        delta.removed = old
+            .keys()
+            .filter(|name| !context.contains_key(*name))
+            .map(|name| Cow::Owned(name.clone()))
+            .collect();
+        // Applying keeps the old order and puts new variables last; any other order is written
+        // whole, so that the rebuilt state is the same, order included.
+        let rebuilt_order = old
+            .keys()
+            .filter(|name| context.contains_key(*name))
+            .chain(context.keys().filter(|name| !old.contains_key(*name)));
+        if !rebuilt_order.eq(context.keys()) {
+            delta.context.clear();
+            delta.removed.clear();
+            delta
+                .fields
+                .insert("context".into(), serde_json::to_value(context)?);
+        }
+        Ok(delta)
+    }
+
+    /// Applies the delta to `state`, a snapshot as JSON.
+    fn apply(self, state: &mut serde_json::Map<String, serde_json::Value>) {
+        for (name, value) in self.fields {
+            state.insert(name, value);
+        }
+        if self.context.is_empty() && self.removed.is_empty() {
+            return;
+        }
+        let context = state
+            .entry("context")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let serde_json::Value::Object(context) = context {
+            for (name, value) in self.context {
+                // An existing variable keeps its place; a new one goes last.
+                context.insert(name.into_owned(), value.into_owned());
+            }
+            for name in &self.removed {
+                context.shift_remove(name.as_ref());
+            }
+        }
+    }
+}
+
+/// Puts `after` under `name` in `fields` when it differs from `before`.
+fn replaced<T: PartialEq + Serialize>(
+    fields: &mut serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    before: &T,
+    after: &T,
+) -> Result<(), serde_json::Error> {
+    if before != after {
+        fields.insert(name.to_string(), serde_json::to_value(after)?);
+    }
+    Ok(())
+}
+
+impl Context {
+    /// How the state after `step` is stored: a delta of `before` (the state this store wrote
+    /// for the step before it) when there is one, fewer than `FULL_SNAPSHOT_EVERY - 1` deltas
+    /// follow the last full snapshot and no secret is in play (a delta is not masked: a run
+    /// with secrets keeps full snapshots); the whole snapshot otherwise. With it, what the next
+    /// step's delta is taken against.
+    pub(super) fn encode_state(
+        &self,
+        step: &StepWrite<'_>,
+        before: Option<Written>,
+    ) -> Result<(StoredState, Written), StoreError> {
+        let sequence = self.integer("a step number", step.entry.sequence)?;
+        let base = before.filter(|before| {
+            before.step < sequence
+                && before.since_full + 1 < FULL_SNAPSHOT_EVERY
+                && !crate::base::secrets::active()
+        });
+        let (state, since_full) = match &base {
+            Some(base) => {
+                let delta = SnapshotDelta::between(base.step, &base.snapshot, step.snapshot)
+                    .and_then(|delta| serde_json::to_string(&delta))
+                    .map_err(|source| self.encode_failed(step.run, "snapshot delta", source))?;
+                (StoredState::Delta(delta), base.since_full + 1)
+            }
+            None => (
+                StoredState::Full(self.encode_snapshot(step.run, step.snapshot)?),
+                0,
+            ),
+        };
+        let written = Written {
+            step: sequence,
+            snapshot: step.snapshot.clone(),
+            since_full,
+            finished: step.finish.is_some(),
+        };
+        Ok((state, written))
+    }
+
+    /// A snapshot as stored: masked, with the labels of the placeholders it holds under
+    /// `secrets`, so that a resume restores exactly those. A text that would not come back
+    /// whole (one spelling a placeholder) is refused.
+    pub(super) fn encode_snapshot(
+        &self,
+        run: &str,
+        snapshot: &Snapshot,
+    ) -> Result<String, StoreError> {
+        let failed = |source| self.encode_failed(run, "snapshot", source);
+        if !crate::base::secrets::active() {
+            return serde_json::to_string(snapshot).map_err(failed);
+        }
+        let mut json = serde_json::to_value(snapshot).map_err(failed)?;
+        let labels = crate::base::secrets::mask_for_store(&mut json).map_err(|source| {
+            StoreError::Secret {
+                database: self.location(),
+                run: run.to_string(),
+                what: "snapshot",
+                source,
+            }
+        })?;
+        if !labels.is_empty()
+            && let serde_json::Value::Object(fields) = &mut json
+        {
+            fields.insert(SNAPSHOT_SECRETS.into(), labels.into());
+        }
+        Ok(json.to_string())
+    }
+    /// A stored snapshot and the labels of the secrets it holds as placeholders.
+    pub(super) fn decode_snapshot(
+        &self,
+        run: &str,
+        text: &str,
+    ) -> Result<(Snapshot, Vec<String>), StoreError> {
+        if !text.contains(SNAPSHOT_SECRETS) {
+            return Ok((self.decode(run, "snapshot", text)?, Vec::new()));
+        }
+        let mut json: serde_json::Value = self.decode(run, "snapshot", text)?;
+        let labels = match &mut json {
+            serde_json::Value::Object(fields) => fields.shift_remove(SNAPSHOT_SECRETS),
+            _ => None,
+        };
+        let labels = match labels {
+            Some(labels) => serde_json::from_value(labels)
+                .map_err(|source| self.corrupt(run, "snapshot secrets", Box::new(source)))?,
+            None => Vec::new(),
+        };
+        let snapshot = serde_json::from_value(json)
+            .map_err(|source| self.corrupt(run, "snapshot", Box::new(source)))?;
+        Ok((snapshot, labels))
+    }
+
+    /// The state rebuilt from a full snapshot (`full`, as stored) and the deltas after it, in
+    /// order, each with its step; the labels of the secrets the full snapshot holds.
+    fn rebuild_state(
+        &self,
+        run: &str,
+        full: (i64, &str),
+        deltas: &[(i64, Option<String>)],
+    ) -> Result<(Snapshot, Vec<String>), StoreError> {
+        if deltas.is_empty() {
+            return self.decode_snapshot(run, full.1);
+        }
+        let mut json: serde_json::Value = self.decode(run, "snapshot", full.1)?;
+        let serde_json::Value::Object(state) = &mut json else {
+            return Err(self.corrupt(run, "snapshot", "it is not a JSON object".into()));
+        };
+        let labels = match state.shift_remove(SNAPSHOT_SECRETS) {
+            Some(labels) => serde_json::from_value(labels)
+                .map_err(|source| self.corrupt(run, "snapshot secrets", Box::new(source)))?,
+            None => Vec::new(),
+        };
+        let mut previous = full.0;
+        for (step, text) in deltas {
+            let Some(text) = text else {
+                return Err(self.corrupt(
+                    run,
+                    "snapshot delta",
+                    format!("step {step} keeps no state").into(),
+                ));
+            };
+            let delta: SnapshotDelta = serde_json::from_str(text)
+                .map_err(|source| self.corrupt(run, "snapshot delta", Box::new(source)))?;
+            if delta.base != previous {
+                return Err(self.corrupt(
+                    run,
+                    "snapshot delta",
+                    format!(
+                        "step {step} is a delta of step {}, not of step {previous}",
+                        delta.base
+                    )
+                    .into(),
+                ));
+            }
+            delta.apply(state);
+            previous = *step;
+        }
+        let snapshot = serde_json::from_value(json)
+            .map_err(|source| self.corrupt(run, "snapshot", Box::new(source)))?;
+        Ok((snapshot, labels))
+    }
+}
+
+impl SqliteStore {
+    /// The run's own state after its step `step`, rebuilt from the nearest full snapshot at or
+    /// before it and the deltas after that (redrive, fork and inspection read past steps;
+    /// resume reads the last one the same way). Its children's states are not put back (their
+    /// rows keep their latest only). `None` when the run has no such step.
+    pub fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
+        let step = self.context.integer("a step number", step)?;
+        self.rebuild(run, Some(step))
+    }
+
+    /// The state after step `up_to` (`None`: the run's last step), without its children's.
+    pub(super) fn rebuild(
+        &self,
+        run: &str,
+        up_to: Option<i64>,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
+        let failed = self
+            .context
+            .failed(&format!("read the snapshot of run `{run}`"));
+        let last = up_to.unwrap_or(i64::MAX);
+        let full: Option<(i64, String, i64)> = self
+            .connection
+            .query_row_cached(
+                "SELECT step, snapshot, recorded_at FROM journal WHERE run_id = ?1 AND step <= ?2 \
+                 AND snapshot IS NOT NULL ORDER BY step DESC LIMIT 1",
+                rusqlite::params![run, last],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()
+            .map_err(&failed)?;
+        let Some((full_step, text, taken_at)) = full else {
+            return self.kept_apart(run, up_to);
+        };
+        let mut read = self
+            .connection
+            .prepare_cached(
+                "SELECT step, snapshot_delta, recorded_at FROM journal WHERE run_id = ?1 \
+                 AND step > ?2 AND step <= ?3 ORDER BY step",
+            )
+            .map_err(&failed)?;
+        let rows = read
+            .query_map(rusqlite::params![run, full_step, last], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get::<_, i64>(2)?))
+            })
+            .map_err(&failed)?;
+        let mut deltas = Vec::new();
+        let (mut sequence, mut time) = (full_step, taken_at);
+        for row in rows {
+            let (step, delta, recorded_at) = row.map_err(&failed)?;
+            deltas.push((step, delta));
+            (sequence, time) = (step, recorded_at);
+        }
+        if up_to.is_some_and(|up_to| up_to != sequence) {
+            return Ok(None);
+        }
+        let (snapshot, secrets) = self
+            .context
+            .rebuild_state(run, (full_step, &text), &deltas)?;
+        Ok(Some(StoredSnapshot {
+            sequence: sequence as u64,
+            unix_milliseconds: time as u64,
+            snapshot,
+            secrets,
+        }))
+    }
+
+    /// A state the journal does not keep: a child's (its own row in `snapshots`, which keeps its
+    /// latest), or the latest of a run recorded before states were kept per step.
+    fn kept_apart(
+        &self,
+        run: &str,
+        up_to: Option<i64>,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
+        let row: Option<(i64, String, i64)> = self
+            .connection
+            .query_row_cached(
+                "SELECT step, snapshot, taken_at FROM snapshots WHERE run_id = ?1",
+                [run],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()
+            .map_err(
+                self.context
+                    .failed(&format!("read the snapshot of run `{run}`")),
+            )?;
+        let not_kept = |step: i64| StoreError::StateNotKept {
+            database: self.context.location(),
+            run: run.to_string(),
+            step: step as u64,
+        };
+        let Some((step, text, taken_at)) = row else {
+            return match up_to {
+                Some(up_to) if self.has_step(run, up_to)? => Err(not_kept(up_to)),
+                _ => Ok(None),
+            };
+        };
+        match up_to {
+            Some(up_to) if up_to != step && self.has_step(run, up_to)? => {
+                return Err(not_kept(up_to));
+            }
+            Some(up_to) if up_to != step => return Ok(None),
+            _ => {}
+        }
+        let (snapshot, secrets) = self.context.decode_snapshot(run, &text)?;
+        Ok(Some(StoredSnapshot {
+            sequence: step as u64,
+            unix_milliseconds: taken_at as u64,
+            snapshot,
+            secrets,
+        }))
+    }
+
+    /// Whether the journal has step `step` of `run`.
+    fn has_step(&self, run: &str, step: i64) -> Result<bool, StoreError> {
+        self.connection
+            .query_row_cached(
+                "SELECT 1 FROM journal WHERE run_id = ?1 AND step = ?2",
+                rusqlite::params![run, step],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(
+                self.context
+                    .failed(&format!("read the journal of run `{run}`")),
+            )
+    }
+}

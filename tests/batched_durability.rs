@@ -1,0 +1,187 @@
+//! `run --events -` commits the steps of one read batch in one transaction and tells of them (stdout) only once they are: killed (SIGKILL) after some of its outcome lines were read, every step it told of is in the store, and the resumed run goes on from there as if never killed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::Stdio;
+
+use protocol_run::store::{SqliteStore, Store};
+
+use crate::durability::{command, finish, scratch};
+
+/// Counts pings, keeps the last one's number; `stop` ends it with both.
+const COUNTER: &str = r#"
+id: batched
+context: { pings: 0, last: 0 }
+states:
+  counting:
+    on:
+      ping: { actions: [{ assign: { pings: "pings + 1", last: "event.data.n" } }] }
+      stop: done
+  done: { type: final, exit_code: 0, output: { pings: "${pings}", last: "${last}" } }
+"#;
+
+/// Events lines `ping` numbered `from..=to`, then `stop` when `stop`.
+fn pings(from: u64, to: u64, stop: bool) -> String {
+    let mut lines: String = (from..=to)
+        .map(|n| format!("{{\"event\":\"ping\",\"data\":{{\"n\":{n}}}}}\n"))
+        .collect();
+    if stop {
+        lines.push_str("{\"event\":\"stop\"}\n");
+    }
+    lines
+}
+
+/// Starts `run batched.yaml --events -` (or its resume) and writes `input` to it from a
+/// thread of its own, ignoring a pipe the process closed by dying.
+fn start(directory: &Path, arguments: &[&str], input: String) -> std::process::Child {
+    let mut child = command(directory, arguments)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    child
+}
+
+/// The numbers of the events lines an outcome line on stdout tells of.
+fn told_line(line: &str) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    value.get("input_line")?.as_u64()
+}
+
+#[test]
+fn a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
+    const EVENTS: u64 = 3_000;
+    for (round, kill_after) in [1_u64, 37, 400, 1_500, 2_600].into_iter().enumerate() {
+        let directory = scratch(&format!("batched-kill-{round}"));
+        std::fs::write(directory.join("batched.yaml"), COUNTER).unwrap();
+        let mut child = start(
+            &directory,
+            &["run", "batched.yaml", "--events", "-"],
+            pings(1, EVENTS, true),
+        );
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut told = 0;
+        let mut text = String::new();
+        while told < kill_after {
+            text.clear();
+            assert!(
+                stdout.read_line(&mut text).unwrap() > 0,
+                "round {round}: stdout ended"
+            );
+            if let Some(line) = told_line(&text) {
+                assert_eq!(line, told + 1, "round {round}: lines are told in order");
+                told = line;
+            }
+        }
+        // SIGKILL: no chance to commit or print anything more.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let store = SqliteStore::open(directory.join("state")).unwrap();
+        let run = store.list_runs().unwrap().remove(0);
+        // Step 0 is the start; the ping of line n is step n.
+        let last = run.last_sequence.unwrap();
+        assert!(last >= told, "round {round}: told {told}, committed {last}");
+        for step in [told, last] {
+            let state = store.snapshot_at(&run.id, step).unwrap().unwrap().snapshot;
+            assert_eq!(
+                state.context["pings"],
+                serde_json::json!(step),
+                "round {round}"
+            );
+            assert_eq!(
+                state.context["last"],
+                serde_json::json!(step),
+                "round {round}"
+            );
+        }
+        drop(store);
+        // The sender sends again what the store does not have.
+        let resumed = start(
+            &directory,
+            &["run", "batched.yaml", "--resume", "--events", "-"],
+            pings(last + 1, EVENTS, true),
+        );
+        let output = resumed.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "round {round}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let told_again: Vec<u64> = stdout.lines().filter_map(told_line).collect();
+        assert_eq!(told_again.len() as u64, EVENTS - last + 1, "round {round}");
+        let store = SqliteStore::open(directory.join("state")).unwrap();
+        let finish = store.run(&run.id).unwrap().unwrap().summary.finish.unwrap();
+        assert_eq!(
+            finish.output,
+            serde_json::json!({"pings": EVENTS, "last": EVENTS}),
+            "round {round}"
+        );
+        let _ = std::fs::remove_dir_all(&directory);
+    }
+}
+
+/// The commits in a SQLite write-ahead log: frames whose header gives the database's size
+/// after them (non-zero only on a transaction's last frame), of the log's current generation.
+fn commits_in_wal(wal: &Path) -> usize {
+    let mut bytes = Vec::new();
+    std::fs::File::open(wal)
+        .unwrap()
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    let page_size = word(8) as usize;
+    let salts = (word(16), word(20));
+    let mut commits = 0;
+    let mut frame = 32;
+    while frame + 24 + page_size <= bytes.len() {
+        if (word(frame + 8), word(frame + 12)) == salts && word(frame + 4) != 0 {
+            commits += 1;
+        }
+        frame += 24 + page_size;
+    }
+    commits
+}
+
+/// 2,000 events written at once are committed in far fewer transactions than steps: a reader
+/// holding its snapshot keeps the log from being checkpointed away, so every commit the run
+/// made is still in it to count.
+#[test]
+fn the_steps_of_a_read_batch_are_committed_in_one_transaction() {
+    const EVENTS: u64 = 2_000;
+    let directory = scratch("batched-commits");
+    std::fs::write(directory.join("batched.yaml"), COUNTER).unwrap();
+    drop(SqliteStore::open(directory.join("state")).unwrap());
+    let reader = rusqlite::Connection::open(directory.join("state/state.db")).unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT COUNT(*) FROM runs;")
+        .unwrap();
+    let (code, stdout, stderr) = finish(
+        command(&directory, &["run", "batched.yaml", "--events", "-"])
+            .stdin(std::fs::File::open(write_input(&directory, pings(1, EVENTS, true))).unwrap()),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.lines().filter_map(told_line).count() as u64,
+        EVENTS + 1
+    );
+    let commits = commits_in_wal(&directory.join("state/state.db-wal"));
+    reader.execute_batch("COMMIT").unwrap();
+    // Per step, there would be one commit for each of the 2,002 steps, plus the run's own.
+    assert!(
+        commits > 0 && commits as u64 * 4 <= EVENTS,
+        "{commits} commits for {EVENTS} events"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// `input` in a file of `directory`, for a process's stdin.
+fn write_input(directory: &Path, input: String) -> std::path::PathBuf {
+    let path = directory.join("events.jsonl");
+    std::fs::write(&path, input).unwrap();
+    path
+}
