@@ -84,6 +84,18 @@ fn started(name: &str) -> (Scratch, SqliteStore) {
 }
 
 /// The steps of `run` whose journal row keeps the whole state.
+/// The steps of run `r` kept in full are `expected`. Secrets are registered for the whole
+/// process, and other unit tests of this binary register some: once any is, every step is kept
+/// in full (a delta is not masked), so then `expected` need only be among them.
+fn assert_kept_in_full(store: &SqliteStore, expected: &[i64]) {
+    let kept = kept_in_full(store, "r");
+    if crate::base::secrets::active() {
+        assert!(expected.iter().all(|step| kept.contains(step)), "{kept:?}");
+    } else {
+        assert_eq!(kept, expected);
+    }
+}
+
 fn kept_in_full(store: &SqliteStore, run: &str) -> Vec<i64> {
     let mut statement = store
         .connection
@@ -516,25 +528,28 @@ fn the_state_after_every_step_is_rebuilt_exactly() {
         (latest.sequence, text(&latest.snapshot)),
         (last, text(&states[last as usize]))
     );
-    assert_eq!(
-        kept_in_full(&store, "r"),
-        [
+    assert_kept_in_full(
+        &store,
+        &[
             0,
             snapshots::FULL_SNAPSHOT_EVERY as i64,
             2 * snapshots::FULL_SNAPSHOT_EVERY as i64,
-            192
-        ]
+            192,
+        ],
     );
-    // A delta is smaller than the state it stands for.
-    let (deltas, fulls): (i64, i64) = store
-        .connection
-        .query_row(
-            "SELECT SUM(length(snapshot_delta)), SUM(length(snapshot)) FROM journal",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .unwrap();
-    assert!(deltas / (last as i64 - 3) < fulls / 4, "{deltas} {fulls}");
+    // A delta is smaller than the state it stands for (there are deltas only while no other
+    // test of this process has registered a secret: see `assert_kept_in_full`).
+    if !crate::base::secrets::active() {
+        let (deltas, fulls): (i64, i64) = store
+            .connection
+            .query_row(
+                "SELECT SUM(length(snapshot_delta)), SUM(length(snapshot)) FROM journal",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert!(deltas / (last as i64 - 3) < fulls / 4, "{deltas} {fulls}");
+    }
 }
 
 /// A store written before states were kept per step is brought up to date: each run's latest
@@ -583,7 +598,7 @@ fn a_store_from_before_states_per_step_keeps_its_latest_snapshots() {
             .commit_step("r", &entry(step), &snapshot(step), None)
             .unwrap();
     }
-    assert_eq!(kept_in_full(&store, "r"), [1, 2]);
+    assert_kept_in_full(&store, &[1, 2]);
     assert_eq!(
         store.snapshot_at("r", 4).unwrap().unwrap().snapshot,
         snapshot(4)
