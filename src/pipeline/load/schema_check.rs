@@ -7,6 +7,7 @@
 //! the caller asks the real validator. Only `Conforms` skips the validator: every error message
 //! still comes from it.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 
 use serde_json::{Map, Number, Value};
@@ -27,11 +28,26 @@ pub fn check(tables: &Tables, document: &Value) -> Verdict {
     if !tables.unread.is_empty() {
         return Verdict::Unknown;
     }
-    match tables.conforms(tables.root, document, 0) {
+    let walk = Walk {
+        tables,
+        visits: Cell::new(0),
+    };
+    match walk.conforms(tables.root, document, 0) {
         Some(true) => Verdict::Conforms,
         Some(false) => Verdict::Fails,
         None => Verdict::Unknown,
     }
+}
+
+/// How many schemas a walk of `document` reads (for the tests of the visit limit).
+#[cfg(test)]
+pub fn visits(tables: &Tables, document: &Value) -> usize {
+    let walk = Walk {
+        tables,
+        visits: Cell::new(0),
+    };
+    walk.conforms(tables.root, document, 0);
+    walk.visits.get()
 }
 
 /// How many schemas deep the walk goes before it gives the question to the validator: the
@@ -39,13 +55,26 @@ pub fn check(tables: &Tables, document: &Value) -> Verdict {
 /// without reading any deeper into the document.
 const DEPTH_LIMIT: usize = 512;
 
-impl Tables<'_> {
-    /// `None` past the depth limit.
+/// How many schemas the walk reads in all before it gives the question to the validator: a
+/// choice inside a choice can make a walk read the same part of a document many times, and a
+/// hostile document must not make that the cost of reading it. A valid ITTW reads 1,582.
+const VISIT_LIMIT: usize = 2_000_000;
+
+/// One walk of a document over the tables, with the count of schemas it read.
+struct Walk<'a> {
+    tables: &'a Tables<'a>,
+    visits: Cell<usize>,
+}
+
+impl Walk<'_> {
+    /// `None` past the depth limit or the visit limit.
     fn conforms(&self, number: u32, value: &Value, depth: usize) -> Option<bool> {
-        if depth > DEPTH_LIMIT {
+        let visits = self.visits.get() + 1;
+        if depth > DEPTH_LIMIT || visits > VISIT_LIMIT {
             return None;
         }
-        let node: &Node = &self.nodes[number as usize];
+        self.visits.set(visits);
+        let node: &Node = &self.tables.nodes[number as usize];
         if node.reference != NONE {
             return self.conforms(node.reference, value, depth + 1);
         }
@@ -135,7 +164,7 @@ impl Tables<'_> {
         {
             return Some(false);
         }
-        let properties = &self.members[node.properties.range()];
+        let properties = &self.tables.members[node.properties.range()];
         for (name, member) in members {
             let rule = properties
                 .iter()
@@ -149,17 +178,17 @@ impl Tables<'_> {
     }
 
     fn list(&self, span: Span) -> impl Iterator<Item = u32> + '_ {
-        self.lists[span.range()].iter().copied()
+        self.tables.lists[span.range()].iter().copied()
     }
 
     fn strings_of(&self, span: Span) -> impl Iterator<Item = &str> + '_ {
-        self.strings[span.range()]
+        self.tables.strings[span.range()]
             .iter()
             .map(|span| self.text(*span))
     }
 
     fn text(&self, span: Span) -> &str {
-        &self.text[span.range()]
+        &self.tables.text[span.range()]
     }
 }
 

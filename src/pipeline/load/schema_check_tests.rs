@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::schema::DocumentKind;
-use super::schema_check::{Verdict, check};
+use super::schema_check::{Verdict, check, visits};
 use super::schema_tables::compile;
 use super::yaml::{YamlLimits, parse};
 
@@ -267,4 +267,36 @@ fn the_walk_and_the_validator_agree_on_every_file_and_its_variants() {
     assert!(disagreements.is_empty(), "{disagreements:#?}");
     // Both answers were given many times: the comparison cannot pass by saying one thing.
     assert!(verdicts[0] >= 500 && verdicts[1] >= 5_000, "{verdicts:?}");
+}
+
+#[test]
+fn a_document_that_would_take_a_walk_exponential_time_is_left_to_the_validator() {
+    // Each level counts both branches of a `oneOf`, each of which reads the whole level below:
+    // 2^40 schemas for 40 nested lists, were it not for the visit limit.
+    let schema = json!({
+        "definitions": {"Nested": {"oneOf": [
+            {"items": {"$ref": "#/definitions/Nested"}},
+            {"items": {"$ref": "#/definitions/Nested"}}
+        ]}},
+        "$ref": "#/definitions/Nested"
+    });
+    let mut document = json!([]);
+    for _ in 0..40 {
+        document = json!([document]);
+    }
+    assert_eq!(verdict(schema, document), Verdict::Unknown);
+}
+
+#[test]
+fn the_shipped_protocols_are_read_in_a_few_thousand_visits() {
+    for file in ["protocols/ittw.yaml", "benches/workload.yaml"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let document = parse(&text, &YamlLimits::default()).unwrap().value;
+        let tables = DocumentKind::Protocol.tables();
+        assert_eq!(check(tables, &document), Verdict::Conforms, "{file}");
+        let read = visits(tables, &document);
+        // Far under the limit: the limit only stops documents built to blow the walk up.
+        assert!(read < 20_000, "{file}: {read} visits");
+    }
 }
