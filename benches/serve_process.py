@@ -14,6 +14,7 @@ with SIGTERM once every event is reported.
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,16 +43,25 @@ def main():
     parser.add_argument("--store", default="memory")
     arguments = parser.parse_args()
     instances, events = arguments.instances, arguments.events
+    directory = tempfile.mkdtemp(prefix="serve-bench-")
+    try:
+        measure(arguments.binary, arguments.store, directory, instances, events)
+    finally:
+        # A SQLite store of 10,000 runs is tens of megabytes: the guard runs this many times.
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def measure(binary, store, directory, instances, events):
+    """Feeds `serve` its instances and events from `directory` and prints its figures."""
     creations = "".join(f'{{"instance": "t{i}"}}\n' for i in range(instances)).encode()
     pings = "".join(
         f'{{"instance": "t{k % instances}", "event": "ping"}}\n' for k in range(events)
     ).encode()
-    directory = tempfile.mkdtemp(prefix="serve-bench-")
     protocol = os.path.join(directory, "serve-bench.yaml")
     with open(protocol, "w") as file:
         file.write(PROTOCOL)
     process = subprocess.Popen(
-        [arguments.binary, "serve", protocol, "--store", arguments.store,
+        [binary, "serve", protocol, "--store", store,
          "--state-dir", os.path.join(directory, "state")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )
@@ -80,7 +90,7 @@ def main():
     process.send_signal(signal.SIGTERM)
     process.wait()
     print(json.dumps({
-        "bench": "serve_process", "store": arguments.store,
+        "bench": "serve_process", "store": store,
         "instances": instances, "events": events,
         "start_seconds": round(started_at - start, 3),
         "events_per_second": round(events / (end - started_at)),
