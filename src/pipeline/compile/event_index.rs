@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::machine::{
-    EventDescriptor, EventType, StateId, StateNode, TransitionId, TransitionNode,
+    EventDescriptor, EventType, LeafPlan, StateId, StateNode, TransitionId, TransitionNode,
 };
 
 /// The known event types a transition's descriptors match. A list is shared by every
@@ -106,6 +106,9 @@ pub struct CandidateIndex {
     /// range of `transitions` for that cell.
     offsets: Vec<u32>,
     transitions: Vec<TransitionId>,
+    /// What taking each of `transitions` from its cell's state does, worked out by the runtime
+    /// the first time it is taken (see `LeafPlan`).
+    plans: Box<[std::sync::OnceLock<LeafPlan>]>,
     /// For each state, one bit for each of the first 64 event types: set when the cell is empty
     /// and the event is not an error event, so that the event, in that state, is discarded
     /// without a word (see `Instance::ignores`).
@@ -175,6 +178,7 @@ impl CandidateIndex {
         Some(CandidateIndex {
             event_types,
             offsets,
+            plans: found.iter().map(|_| std::sync::OnceLock::new()).collect(),
             transitions: found,
             quiet,
         })
@@ -188,9 +192,23 @@ impl CandidateIndex {
 
     /// The transitions `event_type` can trigger from the atomic state `state`, in selection order.
     pub fn candidates(&self, state: StateId, event_type: EventType) -> &[TransitionId] {
+        &self.transitions[self.cell(state, event_type)]
+    }
+
+    /// The candidates of `candidates`, each with its plan from `state`.
+    #[inline]
+    pub fn candidates_with_plans(
+        &self,
+        state: StateId,
+        event_type: EventType,
+    ) -> (&[TransitionId], &[std::sync::OnceLock<LeafPlan>]) {
+        let cell = self.cell(state, event_type);
+        (&self.transitions[cell.clone()], &self.plans[cell])
+    }
+
+    #[inline]
+    fn cell(&self, state: StateId, event_type: EventType) -> std::ops::Range<usize> {
         let cell = state.index() * self.event_types + event_type.0 as usize;
-        let start = self.offsets[cell] as usize;
-        let end = self.offsets[cell + 1] as usize;
-        &self.transitions[start..end]
+        self.offsets[cell] as usize..self.offsets[cell + 1] as usize
     }
 }

@@ -92,8 +92,10 @@ impl Interpreter {
         host: &mut dyn Host,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
+        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(
+            self.limits.as_deref().map(|limits| &limits.budgets),
+        );
         let limits = self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS);
-        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(limits.budgets);
         let mut algorithm = Algorithm {
             machine: &self.machine,
             instance: &mut self.instance,
@@ -103,12 +105,15 @@ impl Interpreter {
             event: CurrentEvent::None,
             owner: StateId::ROOT,
             guard_failed: false,
+            quiet_events_noted: false,
         };
         let result = body(&mut algorithm);
         if let Some(workspace) = algorithm.workspace.take() {
             give_back_workspace(workspace);
         }
-        self.instance.note_quiet_events(&self.machine);
+        if !algorithm.quiet_events_noted {
+            self.instance.note_quiet_events(&self.machine);
+        }
         result
     }
 

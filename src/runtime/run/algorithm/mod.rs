@@ -1,6 +1,7 @@
 //! The W3C SCXML algorithm (Appendix D), pure and synchronous, named after the spec's procedures.
 
 mod errors;
+mod single_leaf;
 
 pub use errors::Failure;
 
@@ -270,6 +271,9 @@ pub struct Algorithm<'a, 'e> {
     pub owner: StateId,
     /// A guard failed while selecting for the external event (`errors: strict`).
     pub guard_failed: bool,
+    /// Whether the step left the instance's quiet events up to date for the configuration it
+    /// reached (see `Instance::note_quiet_events`), which its host then need not work out.
+    pub quiet_events_noted: bool,
 }
 
 /// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
@@ -357,15 +361,20 @@ impl<'e> Algorithm<'_, 'e> {
             event.event_type,
         ) && let Some(leaf) = self.instance.configuration.last()
         {
-            let taken = self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
+            let taken = self.take_on_single_leaf(index, leaf, event_type);
             let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
             if self.settled() {
+                // A step that took nothing left the configuration, and so its quiet events,
+                // as they were (a plain plan noted those of the leaf it reached).
+                self.quiet_events_noted |= taken.is_none();
                 return self.finish_settled().map(|()| self.selection(took));
             }
-            // It goes on: what the microstep went through counts towards a loop's states, as
-            // `microstep` and `enter_states` would have recorded.
+            // It goes on, and may reach another configuration: its quiet events are worked out
+            // when it is over. What the microstep went through counts towards a loop's states,
+            // as `microstep` and `enter_states` would have recorded.
+            self.quiet_events_noted = false;
             if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
                 let looping = &mut self.workspace().looping_states;
                 looping.insert(transition.source);
@@ -411,85 +420,6 @@ impl<'e> Algorithm<'_, 'e> {
             (false, true) => Selection::GuardFailed,
             (false, false) => Selection::NotTaken,
         }
-    }
-
-    /// `selectTransitions` and `microstep` for a machine without parallel states, whose
-    /// configuration is one atomic state and its ancestors: at most one transition is enabled,
-    /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
-    /// ancestors up to its domain, leaf first, and enters its precomputed entry set. Returns the
-    /// transition taken.
-    fn take_on_single_leaf(
-        &mut self,
-        candidates: &[TransitionId],
-        leaf: StateId,
-    ) -> Option<TransitionId> {
-        let machine = self.machine;
-        let mut taken = None;
-        for &transition_id in candidates {
-            match condition_holds(machine, self.instance, self.event.get(), transition_id) {
-                Ok(true) => {
-                    taken = Some(transition_id);
-                    break;
-                }
-                Ok(false) => {}
-                // Raised in selection order before the microstep, as `select_transitions` does;
-                // under `errors: strict` the selection stops there and the error goes first.
-                Err(error) => {
-                    self.raise_execution_error(error);
-                    if machine.strict_errors {
-                        self.guard_failed = true;
-                        return None;
-                    }
-                }
-            }
-        }
-        let Some(transition_id) = taken else {
-            self.report_unhandled_error();
-            return None;
-        };
-        let transition = machine.transition(transition_id);
-        let (domain, enter, default_entry) = match reach(machine, transition_id) {
-            Reach::Fixed {
-                domain,
-                enter,
-                default_entry,
-            } => (Some(*domain), &**enter, &**default_entry),
-            Reach::Targetless => (None, &[][..], &[][..]),
-            Reach::Dynamic => {
-                let workspace = self.workspace();
-                workspace.enabled.clear();
-                workspace.enabled.push(transition_id);
-                self.microstep();
-                // Its states are already recorded in the workspace, as a general step's are:
-                // recording its source again below changes nothing.
-                return Some(transition_id);
-            }
-        };
-        self.host.transition_taken(transition_id);
-        if let Some(domain) = domain {
-            let exited = || {
-                std::iter::once(leaf)
-                    .chain(machine.state(leaf).ancestors.iter().copied())
-                    .take_while(move |state| *state != domain)
-            };
-            // All history is recorded before any exit action runs, as in `exit_states`.
-            if machine.has_history {
-                for state in exited() {
-                    self.record_history(state);
-                }
-            }
-            self.owner = domain;
-            for state in exited() {
-                self.exit_state(state);
-            }
-        }
-        // A targetless transition leaves its source active: its actions belong to it.
-        self.owner = domain.unwrap_or(transition.source);
-        self.execute_content(&transition.actions);
-        for &state in enter {
-            self.enter_state(state, default_entry.contains(&state), None);
-        }
-        Some(transition_id)
     }
 
     /// The inner loop of `mainEventLoop`: eventless transitions first, then internal events.
