@@ -262,10 +262,14 @@ pub struct Algorithm<'a, 'e> {
     pub machine: &'a Machine,
     pub instance: &'a mut Instance,
     /// Scratch space, lent by the thread when a procedure first needs it (a single-leaf step
-    /// that settles at once needs none); whoever built the algorithm gives it back after.
-    pub workspace: Option<Box<Workspace>>,
+    /// that settles at once needs none); whoever built the algorithm owns the slot and gives
+    /// the workspace back after (the algorithm itself then owns nothing to drop but an
+    /// internal event).
+    pub workspace: &'a mut Option<Box<Workspace>>,
     pub host: &'a mut dyn Host,
     pub limits: &'a Limits,
+    /// Bound when the algorithm is built: none for a start, the external event for a
+    /// macrostep.
     pub event: CurrentEvent<'e>,
     /// The state the actions running now belong to (see `Execution::owner`).
     pub owner: StateId,
@@ -288,13 +292,12 @@ fn workspace_in(slot: &mut Option<Box<Workspace>>) -> &mut Workspace {
 impl<'e> Algorithm<'_, 'e> {
     /// This step's workspace (see `Algorithm::workspace`).
     fn workspace(&mut self) -> &mut Workspace {
-        workspace_in(&mut self.workspace)
+        workspace_in(self.workspace)
     }
 
     /// Enters the initial configuration and runs to completion (SCXML `interpret`).
     pub fn start(&mut self) -> Result<(), RunError> {
         self.instance.running = true;
-        self.event = CurrentEvent::None;
         let machine = self.machine;
         if let Some(initial) = machine.state(StateId::ROOT).initial {
             // The initial transition's entry set is worked out once per machine, as any
@@ -335,7 +338,6 @@ impl<'e> Algorithm<'_, 'e> {
     /// configuration").
     pub fn start_in(&mut self, states: &[StateId]) -> Result<(), RunError> {
         self.instance.running = true;
-        self.event = CurrentEvent::None;
         for &state in states {
             self.enter_state(state, false, None);
         }
@@ -344,16 +346,14 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// Handles one external event: its microstep, then eventless and internal events until
     /// stable (one iteration of SCXML's `mainEventLoop`). Says whether a transition took it.
+    /// The algorithm was built with `event` bound (see `Algorithm::event`): binding it here
+    /// would move out whatever was bound before, an internal event's worth of bytes.
     pub fn process_external_event(&mut self, event: &'e Event) -> Result<Selection, RunError> {
+        debug_assert!(
+            matches!(self.event, CurrentEvent::External(bound) if std::ptr::eq(bound, event))
+        );
         if !self.instance.running {
             return Ok(Selection::NotTaken);
-        }
-        // Only an internal event has anything to drop, and a step starts with none: the test
-        // is inlined here instead of a call to drop whatever was there.
-        if let CurrentEvent::Internal(previous) =
-            std::mem::replace(&mut self.event, CurrentEvent::External(event))
-        {
-            drop(previous);
         }
         if let (true, Some(index), Some(event_type)) = (
             self.machine.single_leaf,
@@ -361,7 +361,7 @@ impl<'e> Algorithm<'_, 'e> {
             event.event_type,
         ) && let Some(leaf) = self.instance.configuration.last()
         {
-            let taken = self.take_on_single_leaf(index, leaf, event_type);
+            let taken = self.take_on_single_leaf(index, leaf, event_type, event);
             let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
@@ -514,7 +514,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// Stops a macrostep that does not settle, naming the states of the loop.
     fn livelock(&mut self, limit: usize) -> RunError {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         for &transition in &workspace.enabled {
             workspace
                 .looping_states
@@ -546,7 +546,7 @@ impl<'e> Algorithm<'_, 'e> {
     fn select_transitions(&mut self, eventless: bool) {
         let machine = self.machine;
         let instance = &*self.instance;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         let event = self.event.get();
         workspace.enabled.clear();
         // A known event reads the precomputed candidates of each atomic state.
@@ -561,7 +561,8 @@ impl<'e> Algorithm<'_, 'e> {
                 continue;
             }
             if let Some((index, event_type)) = index {
-                for &transition_id in index.candidates(atomic, event_type) {
+                for candidate in index.candidates(atomic, event_type) {
+                    let transition_id = candidate.transition;
                     if enable_if_guard_holds(machine, instance, event, workspace, transition_id) {
                         break;
                     }
@@ -608,7 +609,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// from the descendant source wins if it comes later, otherwise the earlier one wins.
     fn remove_conflicting_transitions(&mut self) {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         workspace.filtered.clear();
         for index in 0..workspace.enabled.len() {
             let first = workspace.enabled[index];
@@ -668,7 +669,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// `exitStates`: record history, then run exit actions in exit order.
     fn exit_states(&mut self) {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         compute_exit_set(
             machine,
             self.instance,
@@ -767,7 +768,7 @@ impl<'e> Algorithm<'_, 'e> {
             Reach::Fixed { domain, .. } => *domain,
             Reach::Targetless => transition.source,
             Reach::Dynamic => {
-                let workspace = workspace_in(&mut self.workspace);
+                let workspace = workspace_in(self.workspace);
                 transition_domain(
                     machine,
                     self.instance,
@@ -816,7 +817,7 @@ impl<'e> Algorithm<'_, 'e> {
         let machine = self.machine;
         let node = machine.state(state);
         self.instance.configuration.insert(state);
-        if let Some(workspace) = &mut self.workspace {
+        if let Some(workspace) = &mut *self.workspace {
             workspace.looping_states.insert(state);
         }
         self.host.state_entered(state);
@@ -957,7 +958,7 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// `computeEntrySet`, over the enabled transitions.
     fn compute_entry_set(&mut self) {
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         compute_entry_set(self.machine, self.instance, workspace);
     }
 

@@ -1,6 +1,7 @@
 //! A macrostep in a machine without parallel states: selection from the one active leaf, and each transition's plan from that leaf, worked out once.
 
 use super::{Algorithm, condition_holds, reach};
+use crate::base::event::Event;
 use crate::pipeline::actions::Action;
 use crate::pipeline::compile::machine::{
     CandidateIndex, EventType, LeafPlan, Machine, PlainPlan, Reach, StateId, StateKind,
@@ -18,14 +19,16 @@ impl Algorithm<'_, '_> {
         index: &CandidateIndex,
         leaf: StateId,
         event_type: EventType,
+        event: &Event,
     ) -> Option<TransitionId> {
         let machine = self.machine;
-        let (candidates, plans) = index.candidates_with_plans(leaf, event_type);
+        let candidates = index.candidates(leaf, event_type);
         let mut taken = None;
-        for (position, &transition_id) in candidates.iter().enumerate() {
-            match condition_holds(machine, self.instance, self.event.get(), transition_id) {
+        for candidate in candidates {
+            let transition_id = candidate.transition;
+            match condition_holds(machine, self.instance, Some(event), transition_id) {
                 Ok(true) => {
-                    taken = Some((position, transition_id));
+                    taken = Some(candidate);
                     break;
                 }
                 Ok(false) => {}
@@ -40,12 +43,13 @@ impl Algorithm<'_, '_> {
                 }
             }
         }
-        let Some((position, transition_id)) = taken else {
+        let Some(candidate) = taken else {
             self.report_unhandled_error();
             return None;
         };
-        let plan = plans
-            .get(position)?
+        let transition_id = candidate.transition;
+        let plan = candidate
+            .plan
             .get_or_init(|| leaf_plan(machine, index, leaf, transition_id));
         match plan {
             LeafPlan::Plain(plan) => self.take_plain(transition_id, plan),
