@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use protocol_run::base::event::{Event, Origin};
 use protocol_run::pipeline::actions::{Host, LogRecord, SendRequest};
+use protocol_run::pipeline::compile::machine::{StateId, TransitionId};
 use protocol_run::runtime::run::Interpreter;
 
 struct CountingAllocator;
@@ -54,9 +55,14 @@ fn workload_machine() -> Arc<protocol_run::pipeline::compile::machine::Machine> 
     Arc::new(protocol_run::pipeline::compile::compile(&loaded).unwrap())
 }
 
-/// Counts entries, like the benchmark's instrumentation.
+/// Counts entries, like the benchmark's instrumentation, and the host's observer calls: the
+/// one call of a transition whose blocks only assign, and the calls of one state each.
+#[derive(Default)]
 struct CountingHost {
     entries: [u64; 16],
+    transitions_passed: u64,
+    separate_calls: u64,
+    states_entered: u64,
 }
 
 impl Host for CountingHost {
@@ -76,8 +82,30 @@ impl Host for CountingHost {
     fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
         panic!("the workload starts no effects, but started {}", request.id);
     }
-    fn state_entered(&mut self, state: protocol_run::pipeline::compile::machine::StateId) {
+    fn state_entered(&mut self, state: StateId) {
         self.entries[state.index()] += 1;
+        self.separate_calls += 1;
+    }
+    fn state_exited(&mut self, _state: StateId) {
+        self.separate_calls += 1;
+    }
+    fn transition_taken(&mut self, _transition: TransitionId) {
+        self.separate_calls += 1;
+    }
+    fn cancel_effects_of(&mut self, _state: StateId) {
+        self.separate_calls += 1;
+    }
+    fn transition_passed(
+        &mut self,
+        _transition: TransitionId,
+        _exited: &[StateId],
+        entered: &[StateId],
+    ) {
+        self.transitions_passed += 1;
+        for state in entered {
+            self.entries[state.index()] += 1;
+        }
+        self.states_entered += entered.len() as u64;
     }
 }
 
@@ -162,7 +190,7 @@ fn the_reference_workload_allocates_nothing_per_event() {
     let (warm_up, measured) = sequence.split_at(WARM_UP_EVENTS);
 
     let mut interpreter = Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
-    let mut host = CountingHost { entries: [0; 16] };
+    let mut host = CountingHost::default();
     interpreter.start(&mut host).unwrap();
     // Warm up: every transition is taken and every scratch buffer reaches its size.
     for &index in warm_up {
@@ -222,7 +250,7 @@ fn the_reference_workload_allocates_nothing_per_event() {
 #[test]
 fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
     let machine = workload_machine();
-    let mut host = CountingHost { entries: [0; 16] };
+    let mut host = CountingHost::default();
     // The first start of a thread borrows the thread's scratch space and works out the
     // machine's transitions: what every later instance shares.
     let mut first = Interpreter::new(machine.clone(), Vec::new());
@@ -241,58 +269,6 @@ fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
     assert!(instance.is_active("idle"));
 }
 
-/// Counts the host's observer calls: the one call of a transition whose blocks only assign,
-/// and the calls of one state or transition each.
-#[derive(Default)]
-struct ObserverCalls {
-    transitions_passed: u64,
-    separate_calls: u64,
-    states_entered: u64,
-}
-
-impl Host for ObserverCalls {
-    fn log(&mut self, _record: LogRecord) {}
-    fn send(&mut self, _request: SendRequest) {}
-    fn cancel(&mut self, _send_id: &str) {}
-    fn start_invoke(&mut self, request: protocol_run::pipeline::actions::InvokeRequest) {
-        panic!("the workload invokes nothing, but invoked {}", request.id);
-    }
-    fn cancel_invoke(&mut self, _id: &str) {}
-    fn emit(&mut self, directive: protocol_run::pipeline::actions::Directive) {
-        panic!(
-            "the workload emits no directives, but emitted {}",
-            directive.name
-        );
-    }
-    fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
-        panic!("the workload starts no effects, but started {}", request.id);
-    }
-    fn state_entered(&mut self, _state: protocol_run::pipeline::compile::machine::StateId) {
-        self.separate_calls += 1;
-    }
-    fn state_exited(&mut self, _state: protocol_run::pipeline::compile::machine::StateId) {
-        self.separate_calls += 1;
-    }
-    fn transition_taken(
-        &mut self,
-        _transition: protocol_run::pipeline::compile::machine::TransitionId,
-    ) {
-        self.separate_calls += 1;
-    }
-    fn cancel_effects_of(&mut self, _state: protocol_run::pipeline::compile::machine::StateId) {
-        self.separate_calls += 1;
-    }
-    fn transition_passed(
-        &mut self,
-        _transition: protocol_run::pipeline::compile::machine::TransitionId,
-        _exited: &[protocol_run::pipeline::compile::machine::StateId],
-        entered: &[protocol_run::pipeline::compile::machine::StateId],
-    ) {
-        self.transitions_passed += 1;
-        self.states_entered += entered.len() as u64;
-    }
-}
-
 /// Every block of the reference workload only assigns: each transition reaches the host in
 /// one call (four or more before: taken, each state exited and its effects cancelled, each
 /// state entered), with the states it entered, and no call of one state each.
@@ -302,7 +278,7 @@ fn the_reference_workload_reaches_the_host_once_per_transition() {
     let events = workload_events(&machine);
     let sequence = workload_sequence();
     let mut interpreter = Interpreter::new(machine.clone(), Vec::new());
-    let mut host = ObserverCalls::default();
+    let mut host = CountingHost::default();
     interpreter.start(&mut host).unwrap();
     let started = host.separate_calls;
     let mut reference = Reference {
