@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use protocol_run::base::event::{Event, Origin};
 use protocol_run::pipeline::actions::{Host, LogRecord, SendRequest};
+use protocol_run::pipeline::compile::machine::{StateId, TransitionId};
 use protocol_run::runtime::run::Interpreter;
 
 struct CountingAllocator;
@@ -54,9 +55,14 @@ fn workload_machine() -> Arc<protocol_run::pipeline::compile::machine::Machine> 
     Arc::new(protocol_run::pipeline::compile::compile(&loaded).unwrap())
 }
 
-/// Counts entries, like the benchmark's instrumentation.
+/// Counts entries, like the benchmark's instrumentation, and the host's observer calls: the
+/// one call of a transition whose blocks only assign, and the calls of one state each.
+#[derive(Default)]
 struct CountingHost {
     entries: [u64; 16],
+    transitions_passed: u64,
+    separate_calls: u64,
+    states_entered: u64,
 }
 
 impl Host for CountingHost {
@@ -76,8 +82,30 @@ impl Host for CountingHost {
     fn start_effect(&mut self, request: protocol_run::effects::EffectRequest) {
         panic!("the workload starts no effects, but started {}", request.id);
     }
-    fn state_entered(&mut self, state: protocol_run::pipeline::compile::machine::StateId) {
+    fn state_entered(&mut self, state: StateId) {
         self.entries[state.index()] += 1;
+        self.separate_calls += 1;
+    }
+    fn state_exited(&mut self, _state: StateId) {
+        self.separate_calls += 1;
+    }
+    fn transition_taken(&mut self, _transition: TransitionId) {
+        self.separate_calls += 1;
+    }
+    fn cancel_effects_of(&mut self, _state: StateId) {
+        self.separate_calls += 1;
+    }
+    fn transition_passed(
+        &mut self,
+        _transition: TransitionId,
+        _exited: &[StateId],
+        entered: &[StateId],
+    ) {
+        self.transitions_passed += 1;
+        for state in entered {
+            self.entries[state.index()] += 1;
+        }
+        self.states_entered += entered.len() as u64;
     }
 }
 
@@ -131,32 +159,38 @@ impl Reference {
 const WARM_UP_EVENTS: usize = 10_000;
 const MEASURED_EVENTS: usize = 100_000;
 
-#[test]
-fn the_reference_workload_allocates_nothing_per_event() {
-    let machine = workload_machine();
-    let names = ["call", "ok", "fail", "ack", "healthy"];
-    let events: Vec<Event> = names
+const EVENT_NAMES: [&str; 5] = ["call", "ok", "fail", "ack", "healthy"];
+
+/// The workload's events, by index into `EVENT_NAMES`.
+fn workload_events(machine: &protocol_run::pipeline::compile::machine::Machine) -> Vec<Event> {
+    EVENT_NAMES
         .iter()
-        .map(|name| {
-            Event::of_type(
-                &machine,
-                machine.event_type(name).unwrap(),
-                Origin::External,
-            )
-        })
-        .collect();
-    // WORKLOAD.md's sequence, made before anything is counted.
+        .map(|name| Event::of_type(machine, machine.event_type(name).unwrap(), Origin::External))
+        .collect()
+}
+
+/// WORKLOAD.md's sequence of event indices, warm-up first.
+fn workload_sequence() -> Vec<usize> {
     let mut seed: u32 = 42;
-    let sequence: Vec<usize> = (0..WARM_UP_EVENTS + MEASURED_EVENTS)
+    (0..WARM_UP_EVENTS + MEASURED_EVENTS)
         .map(|_| {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             ((seed >> 16) % 5) as usize
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_reference_workload_allocates_nothing_per_event() {
+    let machine = workload_machine();
+    let names = EVENT_NAMES;
+    let events = workload_events(&machine);
+    // WORKLOAD.md's sequence, made before anything is counted.
+    let sequence = workload_sequence();
     let (warm_up, measured) = sequence.split_at(WARM_UP_EVENTS);
 
     let mut interpreter = Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
-    let mut host = CountingHost { entries: [0; 16] };
+    let mut host = CountingHost::default();
     interpreter.start(&mut host).unwrap();
     // Warm up: every transition is taken and every scratch buffer reaches its size.
     for &index in warm_up {
@@ -216,7 +250,7 @@ fn the_reference_workload_allocates_nothing_per_event() {
 #[test]
 fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
     let machine = workload_machine();
-    let mut host = CountingHost { entries: [0; 16] };
+    let mut host = CountingHost::default();
     // The first start of a thread borrows the thread's scratch space and works out the
     // machine's transitions: what every later instance shares.
     let mut first = Interpreter::new(machine.clone(), Vec::new());
@@ -233,4 +267,36 @@ fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
     );
     assert_eq!(count, 1, "allocations to create and start an instance");
     assert!(instance.is_active("idle"));
+}
+
+/// Every block of the reference workload only assigns: each transition reaches the host in
+/// one call (four or more before: taken, each state exited and its effects cancelled, each
+/// state entered), with the states it entered, and no call of one state each.
+#[test]
+fn the_reference_workload_reaches_the_host_once_per_transition() {
+    let machine = workload_machine();
+    let events = workload_events(&machine);
+    let sequence = workload_sequence();
+    let mut interpreter = Interpreter::new(machine.clone(), Vec::new());
+    let mut host = CountingHost::default();
+    interpreter.start(&mut host).unwrap();
+    let started = host.separate_calls;
+    let mut reference = Reference {
+        state: "idle",
+        attempts: 0,
+    };
+    let (mut transitions, mut entries) = (0, 0);
+    for &index in &sequence {
+        interpreter.handle(&events[index], &mut host).unwrap();
+        let entered = reference.handle(EVENT_NAMES[index]);
+        transitions += u64::from(!entered.is_empty());
+        entries += entered.len() as u64;
+    }
+    assert!(transitions > 10_000, "{transitions} transitions taken");
+    assert_eq!(host.transitions_passed, transitions);
+    assert_eq!(host.states_entered, entries);
+    assert_eq!(
+        host.separate_calls, started,
+        "observer calls of one state each after the start"
+    );
 }

@@ -49,7 +49,7 @@ fn with_scope<T>(s: &str, body: impl FnOnce(&Names, &Scope) -> T) -> T {
 /// Evaluates `text` over `s` under `budgets`.
 fn evaluate(text: &str, s: &str, budgets: Budgets) -> Result<Value, String> {
     with_scope(s, |names, scope| {
-        let _budgets = StepBudgets::enter(budgets);
+        let _budgets = StepBudgets::enter(Some(&budgets));
         let expression =
             Expression::compile(text, names).map_err(|problems| format!("{problems:?}"))?;
         expression.evaluate(scope).map_err(|error| error.message)
@@ -198,7 +198,7 @@ fn the_context_as_a_whole_is_bounded() {
 fn a_template_is_bounded_as_it_is_rendered() {
     with_scope(&"x".repeat(100), |names, scope| {
         let template = Template::compile(&"${s}".repeat(20), names).unwrap();
-        let budgets = StepBudgets::enter(bytes(1000));
+        let budgets = StepBudgets::enter(Some(&bytes(1000)));
         let error = template.render(scope).unwrap_err();
         assert!(error.message.contains("--max-value-bytes"), "{error}");
         drop(budgets);

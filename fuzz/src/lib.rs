@@ -140,7 +140,7 @@ pub fn expressions(text: &str) {
         max_step_time: Some(Duration::from_secs(2)),
         ..Budgets::default()
     };
-    let _budgets = StepBudgets::enter(budgets);
+    let _budgets = StepBudgets::enter(Some(&budgets));
     let started = Instant::now();
     let names = expression_names();
     let context = expression_context();

@@ -9,3 +9,4 @@ mod errors;
 mod eventless;
 mod history;
 mod parallel;
+mod plain_transitions;

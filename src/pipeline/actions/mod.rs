@@ -91,6 +91,26 @@ pub trait Host {
     fn state_entered(&mut self, _state: StateId) {}
     fn state_exited(&mut self, _state: StateId) {}
     fn transition_taken(&mut self, _transition: TransitionId) {}
+    /// A transition taken while the run goes on, whose exit, transition and entry blocks ask
+    /// nothing of the host (only assignments): one call through the host instead of one per
+    /// observer and state, which makes exactly the calls the algorithm would have made, in
+    /// its order (nothing else reached the host in between). A host may answer it itself, but
+    /// must mean the same.
+    fn transition_passed(
+        &mut self,
+        transition: TransitionId,
+        exited: &[StateId],
+        entered: &[StateId],
+    ) {
+        self.transition_taken(transition);
+        for &state in exited {
+            self.cancel_effects_of(state);
+            self.state_exited(state);
+        }
+        for &state in entered {
+            self.state_entered(state);
+        }
+    }
 }
 
 /// A child protocol to start: its machine, its bound inputs, and the events of its outcome.

@@ -259,16 +259,25 @@ thread_local! {
 
 /// The macrostep's budgets, in force on this thread until it is dropped, when the enclosing
 /// step's (a parent running a child's step inside its own) are back.
+///
+/// Outside any step the thread holds the default budgets and no `foreach` runs (actions run
+/// only inside a step), so a step that runs alone under the defaults (nearly all of them)
+/// installs and saves nothing: it counts itself and starts its clock and stop afresh.
 pub struct StepBudgets {
-    /// The enclosing step's state, for a step run inside another (boxed: the guard stays two
-    /// words, which every step moves); `None` for a step that runs alone (nearly all of them),
-    /// which then saves nothing: outside any step the thread's budgets are the defaults, no
-    /// stop is pending (only a step reads it), and the clock of an evaluation made outside a
-    /// step starts at its first look.
-    enclosing: Option<Box<Enclosing>>,
-    /// The enclosing `foreach` state (iterations left, depth): a child's step run inside a
-    /// parent's loop starts loops of its own, and the parent's loop goes on where it was.
-    enclosing_loop: (u64, u32),
+    /// What the step put back when it is over; `Restore::Nothing` for a step alone under the
+    /// defaults.
+    restore: Restore,
+}
+
+/// What a step undoes when it is over, besides its clock and pending stop.
+enum Restore {
+    /// It ran alone under the defaults: the thread's budgets are still the defaults.
+    Nothing,
+    /// It ran alone under budgets of its own: the defaults go back.
+    Defaults,
+    /// It ran inside another step (boxed: the guard stays small, and nested steps are rare),
+    /// whose state goes back.
+    Enclosing(Box<Enclosing>),
 }
 
 /// What a step run inside another puts back when it is over.
@@ -276,29 +285,53 @@ struct Enclosing {
     budgets: Budgets,
     started: Option<Instant>,
     step_over: StepOver,
+    /// The enclosing `foreach` state (iterations left, depth): a child's step run inside a
+    /// parent's loop starts loops of its own, and the parent's loop goes on where it was.
+    loop_state: (u64, u32),
 }
 
 impl StepBudgets {
+    /// Puts a step's budgets in force: `None` for the defaults.
     #[inline]
-    pub fn enter(budgets: Budgets) -> StepBudgets {
+    pub fn enter(budgets: Option<&Budgets>) -> StepBudgets {
         CURRENT.with(|current| {
             let depth = current.step_depth.get();
             current.step_depth.set(depth + 1);
-            let enclosing = (depth > 0).then(|| {
-                Box::new(Enclosing {
-                    budgets: current.budgets.get(),
-                    started: current.started.get(),
-                    step_over: current.step_over.get(),
-                })
-            });
-            current.budgets.set(budgets);
-            current.started.set(None);
-            current.step_over.set(StepOver::No);
-            StepBudgets {
-                enclosing,
-                enclosing_loop: (current.iterations_left.get(), current.loop_depth.replace(0)),
+            if depth == 0 && budgets.is_none() {
+                debug_assert!(
+                    current.loop_depth.get() == 0 && current.budgets.get() == Budgets::DEFAULT
+                );
+                // An evaluation made outside any step may have started a clock or seen a
+                // stop: the step starts its own.
+                current.started.set(None);
+                current.step_over.set(StepOver::No);
+                return StepBudgets {
+                    restore: Restore::Nothing,
+                };
             }
+            Self::install(current, depth, budgets)
         })
+    }
+
+    /// A step inside another, or one under budgets of its own: what it replaces is kept.
+    #[inline(never)]
+    fn install(current: &Current, depth: u32, budgets: Option<&Budgets>) -> StepBudgets {
+        let restore = if depth > 0 {
+            Restore::Enclosing(Box::new(Enclosing {
+                budgets: current.budgets.get(),
+                started: current.started.get(),
+                step_over: current.step_over.get(),
+                loop_state: (current.iterations_left.get(), current.loop_depth.replace(0)),
+            }))
+        } else {
+            Restore::Defaults
+        };
+        current
+            .budgets
+            .set(budgets.copied().unwrap_or(Budgets::DEFAULT));
+        current.started.set(None);
+        current.step_over.set(StepOver::No);
+        StepBudgets { restore }
     }
 }
 
@@ -307,21 +340,34 @@ impl Drop for StepBudgets {
     fn drop(&mut self) {
         CURRENT.with(|current| {
             current.step_depth.set(current.step_depth.get() - 1);
-            match self.enclosing.take() {
-                Some(enclosing) => {
-                    current.budgets.set(enclosing.budgets);
-                    current.started.set(enclosing.started);
-                    current.step_over.set(enclosing.step_over);
-                }
-                None => {
-                    current.budgets.set(Budgets::DEFAULT);
+            match &mut self.restore {
+                // What is left outside a step: no clock, no stop pending.
+                Restore::Nothing => {
                     current.started.set(None);
                     current.step_over.set(StepOver::No);
                 }
+                restore => put_back(current, restore),
             }
-            current.iterations_left.set(self.enclosing_loop.0);
-            current.loop_depth.set(self.enclosing_loop.1);
         });
+    }
+}
+
+/// Puts back what a step under budgets of its own, or inside another, replaced.
+#[inline(never)]
+fn put_back(current: &Current, restore: &mut Restore) {
+    match std::mem::replace(restore, Restore::Nothing) {
+        Restore::Enclosing(enclosing) => {
+            current.budgets.set(enclosing.budgets);
+            current.started.set(enclosing.started);
+            current.step_over.set(enclosing.step_over);
+            current.iterations_left.set(enclosing.loop_state.0);
+            current.loop_depth.set(enclosing.loop_state.1);
+        }
+        Restore::Defaults | Restore::Nothing => {
+            current.budgets.set(Budgets::DEFAULT);
+            current.started.set(None);
+            current.step_over.set(StepOver::No);
+        }
     }
 }
 
@@ -548,11 +594,11 @@ mod tests {
     fn a_nested_step_puts_back_the_enclosing_steps_budgets() {
         let outer = steps(7);
         {
-            let _step = StepBudgets::enter(outer);
+            let _step = StepBudgets::enter(Some(&outer));
             assert_eq!(current(), outer);
             CURRENT.with(|current| current.step_over.set(StepOver::Interrupted));
             {
-                let _child_step = StepBudgets::enter(steps(1));
+                let _child_step = StepBudgets::enter(Some(&steps(1)));
                 assert_eq!(current(), steps(1));
                 assert_eq!(step_must_stop(1), None);
             }
@@ -560,7 +606,7 @@ mod tests {
             assert_eq!(step_must_stop(1), Some(Exceeded::Interrupted));
         }
         assert_eq!(current(), Budgets::DEFAULT);
-        let _next = StepBudgets::enter(outer);
+        let _next = StepBudgets::enter(Some(&outer));
         assert_eq!(step_must_stop(1), None);
     }
 
@@ -568,14 +614,14 @@ mod tests {
     /// own, and the loop goes on where it was when that step is over.
     #[test]
     fn loops_share_one_allowance_per_step() {
-        let _step = StepBudgets::enter(steps(3));
+        let _step = StepBudgets::enter(Some(&steps(3)));
         let outer = LoopBudget::enter();
         assert_eq!(outer.spend(), Ok(()));
         {
             let inner = LoopBudget::enter();
             assert_eq!(inner.spend(), Ok(()));
             {
-                let _child_step = StepBudgets::enter(steps(1));
+                let _child_step = StepBudgets::enter(Some(&steps(1)));
                 let child_loop = LoopBudget::enter();
                 assert_eq!(child_loop.spend(), Ok(()));
                 assert_eq!(

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::machine::{
-    EventDescriptor, EventType, StateId, StateNode, TransitionId, TransitionNode,
+    EventDescriptor, EventType, LeafPlan, StateId, StateNode, TransitionId, TransitionNode,
 };
 
 /// The known event types a transition's descriptors match. A list is shared by every
@@ -96,6 +96,15 @@ impl<'a> Matcher<'a> {
     }
 }
 
+/// One transition an event can trigger from an atomic state.
+#[derive(Debug)]
+pub struct Candidate {
+    pub transition: TransitionId,
+    /// What taking it from that state does, worked out by the runtime the first time it is
+    /// taken (see `LeafPlan`).
+    pub plan: std::sync::OnceLock<LeafPlan>,
+}
+
 /// For each atomic state and known event type, the transitions that event triggers from the
 /// state, its own first and then each ancestor's, in document order: what `selectTransitions`
 /// would find by testing every transition on the way to the root, read as one short slice.
@@ -103,9 +112,9 @@ impl<'a> Matcher<'a> {
 pub struct CandidateIndex {
     event_types: usize,
     /// `offsets[state * event_types + type]..offsets[state * event_types + type + 1]` is the
-    /// range of `transitions` for that cell.
+    /// range of `candidates` for that cell.
     offsets: Vec<u32>,
-    transitions: Vec<TransitionId>,
+    candidates: Box<[Candidate]>,
     /// For each state, one bit for each of the first 64 event types: set when the cell is empty
     /// and the event is not an error event, so that the event, in that state, is discarded
     /// without a word (see `Instance::ignores`).
@@ -175,7 +184,13 @@ impl CandidateIndex {
         Some(CandidateIndex {
             event_types,
             offsets,
-            transitions: found,
+            candidates: found
+                .into_iter()
+                .map(|transition| Candidate {
+                    transition,
+                    plan: std::sync::OnceLock::new(),
+                })
+                .collect(),
             quiet,
         })
     }
@@ -186,11 +201,15 @@ impl CandidateIndex {
         self.quiet.get(state.index()).copied().unwrap_or(0)
     }
 
-    /// The transitions `event_type` can trigger from the atomic state `state`, in selection order.
-    pub fn candidates(&self, state: StateId, event_type: EventType) -> &[TransitionId] {
+    /// The transitions `event_type` can trigger from the atomic state `state`, in selection
+    /// order, each with its plan from `state`.
+    #[inline]
+    pub fn candidates(&self, state: StateId, event_type: EventType) -> &[Candidate] {
         let cell = state.index() * self.event_types + event_type.0 as usize;
-        let start = self.offsets[cell] as usize;
-        let end = self.offsets[cell + 1] as usize;
-        &self.transitions[start..end]
+        // One bounds check for both ends of the cell.
+        match self.offsets.get(cell..cell + 2) {
+            Some(&[start, end]) => &self.candidates[start as usize..end as usize],
+            _ => &[],
+        }
     }
 }

@@ -1591,10 +1591,11 @@ mod budget_tests {
         );
         let text = format!("{list}.all(a, {list}.all(b, {list}.all(c, a + b + c >= 0)))");
         let expression = Expression::compile(&text, &names).unwrap();
-        let _budgets = super::super::budget::StepBudgets::enter(super::super::budget::Budgets {
-            max_evaluation_steps: 10_000,
-            ..Default::default()
-        });
+        let _budgets =
+            super::super::budget::StepBudgets::enter(Some(&super::super::budget::Budgets {
+                max_evaluation_steps: 10_000,
+                ..Default::default()
+            }));
         let error = expression.evaluate(&scope).unwrap_err();
         assert!(
             error.message.contains("more than 10000 steps")

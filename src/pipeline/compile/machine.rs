@@ -163,6 +163,36 @@ pub enum Reach {
     },
 }
 
+/// What taking a transition from one active leaf does, in a machine without parallel states
+/// (its configuration is the leaf and its ancestors): worked out by the runtime's algorithm the
+/// first time the transition is taken from that leaf (`runtime::run::algorithm::single_leaf`).
+#[derive(Debug)]
+pub enum LeafPlan {
+    /// Taken by the general procedures: history is recorded or read, a state exited or entered
+    /// has timers, invokes or is final, or some block does more than assign.
+    General,
+    /// Every block it runs only assigns, and it exits and enters states that start and cancel
+    /// nothing: the exits, the transition's actions and the entries in SCXML's order, then the
+    /// host's observers in one call.
+    Plain(Box<PlainPlan>),
+}
+
+/// A `LeafPlan::Plain` transition from one leaf.
+#[derive(Debug)]
+pub struct PlainPlan {
+    /// What its actions (and the exit blocks it runs) belong to: its domain, or its source for
+    /// a targetless transition.
+    pub owner: StateId,
+    /// The states it exits, in exit order (the leaf first).
+    pub exited: Box<[StateId]>,
+    /// The states it enters, in entry order.
+    pub entered: Box<[StateId]>,
+    /// Of `entered`, those entered by default whose initial transition has actions.
+    pub initial_content: Box<[StateId]>,
+    /// The quiet events (`Instance::ignores`) of the leaf it reaches.
+    pub quiet_after: u64,
+}
+
 impl TransitionNode {
     /// Whether this transition is triggered by an event called `name` (of `event_type`, if known).
     pub fn matches(&self, name: &str, event_type: Option<EventType>) -> bool {

@@ -86,29 +86,39 @@ impl Interpreter {
         self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS)
     }
 
-    /// Runs one entry point of the algorithm over this instance.
+    /// Runs one entry point of the algorithm over this instance, with `event` bound as the
+    /// current event.
     fn step<'e, T>(
         &mut self,
         host: &mut dyn Host,
+        event: CurrentEvent<'e>,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
+        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(
+            self.limits.as_deref().map(|limits| &limits.budgets),
+        );
         let limits = self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS);
-        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(limits.budgets);
+        let mut workspace = None;
         let mut algorithm = Algorithm {
             machine: &self.machine,
             instance: &mut self.instance,
-            workspace: None,
+            workspace: &mut workspace,
             host,
             limits,
-            event: CurrentEvent::None,
+            event,
             owner: StateId::ROOT,
             guard_failed: false,
+            quiet_events_noted: false,
         };
         let result = body(&mut algorithm);
-        if let Some(workspace) = algorithm.workspace.take() {
+        let quiet_events_noted = algorithm.quiet_events_noted;
+        drop(algorithm);
+        if let Some(workspace) = workspace {
             give_back_workspace(workspace);
         }
-        self.instance.note_quiet_events(&self.machine);
+        if !quiet_events_noted {
+            self.instance.note_quiet_events(&self.machine);
+        }
         result
     }
 
@@ -119,7 +129,7 @@ impl Interpreter {
 
     /// Enters the initial configuration and runs to completion.
     pub fn start(&mut self, host: &mut dyn Host) -> Result<(), RunError> {
-        self.step(host, |algorithm| algorithm.start())
+        self.step(host, CurrentEvent::None, |algorithm| algorithm.start())
     }
 
     /// Enters `states` of a restored configuration and runs to completion (a scenario's
@@ -129,7 +139,9 @@ impl Interpreter {
         host: &mut dyn Host,
         states: &[crate::pipeline::compile::machine::StateId],
     ) -> Result<(), RunError> {
-        self.step(host, |algorithm| algorithm.start_in(states))
+        self.step(host, CurrentEvent::None, |algorithm| {
+            algorithm.start_in(states)
+        })
     }
 
     /// Processes one external event as one macrostep.
@@ -151,7 +163,9 @@ impl Interpreter {
     // Kept apart from `take`, so that an ignored event does not pay for this one's frame.
     #[inline(never)]
     fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<Selection, RunError> {
-        self.step(host, |algorithm| algorithm.process_external_event(event))
+        self.step(host, CurrentEvent::External(event), |algorithm| {
+            algorithm.process_external_event(event)
+        })
     }
 
     /// The active state that defers `event`, an external event no transition took (the root

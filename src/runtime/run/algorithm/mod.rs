@@ -1,6 +1,7 @@
 //! The W3C SCXML algorithm (Appendix D), pure and synchronous, named after the spec's procedures.
 
 mod errors;
+mod single_leaf;
 
 pub use errors::Failure;
 
@@ -261,15 +262,22 @@ pub struct Algorithm<'a, 'e> {
     pub machine: &'a Machine,
     pub instance: &'a mut Instance,
     /// Scratch space, lent by the thread when a procedure first needs it (a single-leaf step
-    /// that settles at once needs none); whoever built the algorithm gives it back after.
-    pub workspace: Option<Box<Workspace>>,
+    /// that settles at once needs none); whoever built the algorithm owns the slot and gives
+    /// the workspace back after (the algorithm itself then owns nothing to drop but an
+    /// internal event).
+    pub workspace: &'a mut Option<Box<Workspace>>,
     pub host: &'a mut dyn Host,
     pub limits: &'a Limits,
+    /// Bound when the algorithm is built: none for a start, the external event for a
+    /// macrostep.
     pub event: CurrentEvent<'e>,
     /// The state the actions running now belong to (see `Execution::owner`).
     pub owner: StateId,
     /// A guard failed while selecting for the external event (`errors: strict`).
     pub guard_failed: bool,
+    /// Whether the step left the instance's quiet events up to date for the configuration it
+    /// reached (see `Instance::note_quiet_events`), which its host then need not work out.
+    pub quiet_events_noted: bool,
 }
 
 /// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
@@ -284,13 +292,12 @@ fn workspace_in(slot: &mut Option<Box<Workspace>>) -> &mut Workspace {
 impl<'e> Algorithm<'_, 'e> {
     /// This step's workspace (see `Algorithm::workspace`).
     fn workspace(&mut self) -> &mut Workspace {
-        workspace_in(&mut self.workspace)
+        workspace_in(self.workspace)
     }
 
     /// Enters the initial configuration and runs to completion (SCXML `interpret`).
     pub fn start(&mut self) -> Result<(), RunError> {
         self.instance.running = true;
-        self.event = CurrentEvent::None;
         let machine = self.machine;
         if let Some(initial) = machine.state(StateId::ROOT).initial {
             // The initial transition's entry set is worked out once per machine, as any
@@ -331,7 +338,6 @@ impl<'e> Algorithm<'_, 'e> {
     /// configuration").
     pub fn start_in(&mut self, states: &[StateId]) -> Result<(), RunError> {
         self.instance.running = true;
-        self.event = CurrentEvent::None;
         for &state in states {
             self.enter_state(state, false, None);
         }
@@ -340,16 +346,14 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// Handles one external event: its microstep, then eventless and internal events until
     /// stable (one iteration of SCXML's `mainEventLoop`). Says whether a transition took it.
+    /// The algorithm was built with `event` bound (see `Algorithm::event`): binding it here
+    /// would move out whatever was bound before, an internal event's worth of bytes.
     pub fn process_external_event(&mut self, event: &'e Event) -> Result<Selection, RunError> {
+        debug_assert!(
+            matches!(self.event, CurrentEvent::External(bound) if std::ptr::eq(bound, event))
+        );
         if !self.instance.running {
             return Ok(Selection::NotTaken);
-        }
-        // Only an internal event has anything to drop, and a step starts with none: the test
-        // is inlined here instead of a call to drop whatever was there.
-        if let CurrentEvent::Internal(previous) =
-            std::mem::replace(&mut self.event, CurrentEvent::External(event))
-        {
-            drop(previous);
         }
         if let (true, Some(index), Some(event_type)) = (
             self.machine.single_leaf,
@@ -357,15 +361,20 @@ impl<'e> Algorithm<'_, 'e> {
             event.event_type,
         ) && let Some(leaf) = self.instance.configuration.last()
         {
-            let taken = self.take_on_single_leaf(index.candidates(leaf, event_type), leaf);
+            let taken = self.take_on_single_leaf(index, leaf, event_type, event);
             let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
             if self.settled() {
+                // A step that took nothing left the configuration, and so its quiet events,
+                // as they were (a plain plan noted those of the leaf it reached).
+                self.quiet_events_noted |= taken.is_none();
                 return self.finish_settled().map(|()| self.selection(took));
             }
-            // It goes on: what the microstep went through counts towards a loop's states, as
-            // `microstep` and `enter_states` would have recorded.
+            // It goes on, and may reach another configuration: its quiet events are worked out
+            // when it is over. What the microstep went through counts towards a loop's states,
+            // as `microstep` and `enter_states` would have recorded.
+            self.quiet_events_noted = false;
             if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
                 let looping = &mut self.workspace().looping_states;
                 looping.insert(transition.source);
@@ -411,85 +420,6 @@ impl<'e> Algorithm<'_, 'e> {
             (false, true) => Selection::GuardFailed,
             (false, false) => Selection::NotTaken,
         }
-    }
-
-    /// `selectTransitions` and `microstep` for a machine without parallel states, whose
-    /// configuration is one atomic state and its ancestors: at most one transition is enabled,
-    /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
-    /// ancestors up to its domain, leaf first, and enters its precomputed entry set. Returns the
-    /// transition taken.
-    fn take_on_single_leaf(
-        &mut self,
-        candidates: &[TransitionId],
-        leaf: StateId,
-    ) -> Option<TransitionId> {
-        let machine = self.machine;
-        let mut taken = None;
-        for &transition_id in candidates {
-            match condition_holds(machine, self.instance, self.event.get(), transition_id) {
-                Ok(true) => {
-                    taken = Some(transition_id);
-                    break;
-                }
-                Ok(false) => {}
-                // Raised in selection order before the microstep, as `select_transitions` does;
-                // under `errors: strict` the selection stops there and the error goes first.
-                Err(error) => {
-                    self.raise_execution_error(error);
-                    if machine.strict_errors {
-                        self.guard_failed = true;
-                        return None;
-                    }
-                }
-            }
-        }
-        let Some(transition_id) = taken else {
-            self.report_unhandled_error();
-            return None;
-        };
-        let transition = machine.transition(transition_id);
-        let (domain, enter, default_entry) = match reach(machine, transition_id) {
-            Reach::Fixed {
-                domain,
-                enter,
-                default_entry,
-            } => (Some(*domain), &**enter, &**default_entry),
-            Reach::Targetless => (None, &[][..], &[][..]),
-            Reach::Dynamic => {
-                let workspace = self.workspace();
-                workspace.enabled.clear();
-                workspace.enabled.push(transition_id);
-                self.microstep();
-                // Its states are already recorded in the workspace, as a general step's are:
-                // recording its source again below changes nothing.
-                return Some(transition_id);
-            }
-        };
-        self.host.transition_taken(transition_id);
-        if let Some(domain) = domain {
-            let exited = || {
-                std::iter::once(leaf)
-                    .chain(machine.state(leaf).ancestors.iter().copied())
-                    .take_while(move |state| *state != domain)
-            };
-            // All history is recorded before any exit action runs, as in `exit_states`.
-            if machine.has_history {
-                for state in exited() {
-                    self.record_history(state);
-                }
-            }
-            self.owner = domain;
-            for state in exited() {
-                self.exit_state(state);
-            }
-        }
-        // A targetless transition leaves its source active: its actions belong to it.
-        self.owner = domain.unwrap_or(transition.source);
-        self.execute_content(&transition.actions);
-        for &state in enter {
-            self.enter_state(state, default_entry.contains(&state), None);
-        }
-        Some(transition_id)
     }
 
     /// The inner loop of `mainEventLoop`: eventless transitions first, then internal events.
@@ -584,7 +514,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// Stops a macrostep that does not settle, naming the states of the loop.
     fn livelock(&mut self, limit: usize) -> RunError {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         for &transition in &workspace.enabled {
             workspace
                 .looping_states
@@ -616,7 +546,7 @@ impl<'e> Algorithm<'_, 'e> {
     fn select_transitions(&mut self, eventless: bool) {
         let machine = self.machine;
         let instance = &*self.instance;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         let event = self.event.get();
         workspace.enabled.clear();
         // A known event reads the precomputed candidates of each atomic state.
@@ -631,7 +561,8 @@ impl<'e> Algorithm<'_, 'e> {
                 continue;
             }
             if let Some((index, event_type)) = index {
-                for &transition_id in index.candidates(atomic, event_type) {
+                for candidate in index.candidates(atomic, event_type) {
+                    let transition_id = candidate.transition;
                     if enable_if_guard_holds(machine, instance, event, workspace, transition_id) {
                         break;
                     }
@@ -678,7 +609,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// from the descendant source wins if it comes later, otherwise the earlier one wins.
     fn remove_conflicting_transitions(&mut self) {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         workspace.filtered.clear();
         for index in 0..workspace.enabled.len() {
             let first = workspace.enabled[index];
@@ -738,7 +669,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// `exitStates`: record history, then run exit actions in exit order.
     fn exit_states(&mut self) {
         let machine = self.machine;
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         compute_exit_set(
             machine,
             self.instance,
@@ -837,7 +768,7 @@ impl<'e> Algorithm<'_, 'e> {
             Reach::Fixed { domain, .. } => *domain,
             Reach::Targetless => transition.source,
             Reach::Dynamic => {
-                let workspace = workspace_in(&mut self.workspace);
+                let workspace = workspace_in(self.workspace);
                 transition_domain(
                     machine,
                     self.instance,
@@ -886,7 +817,7 @@ impl<'e> Algorithm<'_, 'e> {
         let machine = self.machine;
         let node = machine.state(state);
         self.instance.configuration.insert(state);
-        if let Some(workspace) = &mut self.workspace {
+        if let Some(workspace) = &mut *self.workspace {
             workspace.looping_states.insert(state);
         }
         self.host.state_entered(state);
@@ -1027,7 +958,7 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// `computeEntrySet`, over the enabled transitions.
     fn compute_entry_set(&mut self) {
-        let workspace = workspace_in(&mut self.workspace);
+        let workspace = workspace_in(self.workspace);
         compute_entry_set(self.machine, self.instance, workspace);
     }
 

@@ -1,0 +1,228 @@
+//! A macrostep in a machine without parallel states: selection from the one active leaf, and each transition's plan from that leaf, worked out once.
+
+use super::{Algorithm, condition_holds, reach};
+use crate::base::event::Event;
+use crate::pipeline::actions::Action;
+use crate::pipeline::compile::machine::{
+    CandidateIndex, EventType, LeafPlan, Machine, PlainPlan, Reach, StateId, StateKind,
+    TransitionId,
+};
+
+impl Algorithm<'_, '_> {
+    /// `selectTransitions` and `microstep` for a machine without parallel states, whose
+    /// configuration is one atomic state and its ancestors: at most one transition is enabled,
+    /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
+    /// ancestors up to its domain, leaf first, and enters its precomputed entry set. Returns the
+    /// transition taken.
+    pub(super) fn take_on_single_leaf(
+        &mut self,
+        index: &CandidateIndex,
+        leaf: StateId,
+        event_type: EventType,
+        event: &Event,
+    ) -> Option<TransitionId> {
+        let machine = self.machine;
+        let candidates = index.candidates(leaf, event_type);
+        let mut taken = None;
+        for candidate in candidates {
+            let transition_id = candidate.transition;
+            match condition_holds(machine, self.instance, Some(event), transition_id) {
+                Ok(true) => {
+                    taken = Some(candidate);
+                    break;
+                }
+                Ok(false) => {}
+                // Raised in selection order before the microstep, as `select_transitions` does;
+                // under `errors: strict` the selection stops there and the error goes first.
+                Err(error) => {
+                    self.raise_execution_error(error);
+                    if machine.strict_errors {
+                        self.guard_failed = true;
+                        return None;
+                    }
+                }
+            }
+        }
+        let Some(candidate) = taken else {
+            self.report_unhandled_error();
+            return None;
+        };
+        let transition_id = candidate.transition;
+        let plan = candidate
+            .plan
+            .get_or_init(|| leaf_plan(machine, index, leaf, transition_id));
+        match plan {
+            LeafPlan::Plain(plan) => self.take_plain(transition_id, plan),
+            LeafPlan::General => self.take_from_leaf(transition_id, leaf),
+        }
+        Some(transition_id)
+    }
+
+    /// Takes a transition by its plain plan: the exits (their exit blocks, each state leaving
+    /// the configuration after its block, as `exitStates` does), the transition's actions, the
+    /// entries (each state joining the configuration before its entry block and its initial
+    /// transition's content, as `enterStates` does), then the host's observers, which nothing
+    /// between reached, in one call. The run goes on: nothing final is entered.
+    fn take_plain(&mut self, transition_id: TransitionId, plan: &PlainPlan) {
+        let machine = self.machine;
+        self.owner = plan.owner;
+        for &state in &plan.exited {
+            self.execute_content(&machine.state(state).exit);
+            self.instance.configuration.remove(state);
+        }
+        self.execute_content(&machine.transition(transition_id).actions);
+        for &state in &plan.entered {
+            self.instance.configuration.insert(state);
+            self.owner = state;
+            let node = machine.state(state);
+            self.execute_content(&node.entry);
+            if let Some(initial) = node.initial
+                && plan.initial_content.contains(&state)
+            {
+                self.execute_content(&machine.transition(initial).actions);
+            }
+        }
+        self.host
+            .transition_passed(transition_id, &plan.exited, &plan.entered);
+        self.instance.quiet_events = plan.quiet_after;
+        self.quiet_events_noted = true;
+    }
+
+    /// Takes a transition from `leaf` by the general procedures of one state each.
+    fn take_from_leaf(&mut self, transition_id: TransitionId, leaf: StateId) {
+        let machine = self.machine;
+        let transition = machine.transition(transition_id);
+        let (domain, enter, default_entry) = match reach(machine, transition_id) {
+            Reach::Fixed {
+                domain,
+                enter,
+                default_entry,
+            } => (Some(*domain), &**enter, &**default_entry),
+            Reach::Targetless => (None, &[][..], &[][..]),
+            Reach::Dynamic => {
+                let workspace = self.workspace();
+                workspace.enabled.clear();
+                workspace.enabled.push(transition_id);
+                // Its states are recorded in the workspace, as a general step's are.
+                self.microstep();
+                return;
+            }
+        };
+        self.host.transition_taken(transition_id);
+        if let Some(domain) = domain {
+            let exited = || exited_from(machine, leaf, domain);
+            // All history is recorded before any exit action runs, as in `exit_states`.
+            if machine.has_history {
+                for state in exited() {
+                    self.record_history(state);
+                }
+            }
+            self.owner = domain;
+            for state in exited() {
+                self.exit_state(state);
+            }
+        }
+        // A targetless transition leaves its source active: its actions belong to it.
+        self.owner = domain.unwrap_or(transition.source);
+        self.execute_content(&transition.actions);
+        for &state in enter {
+            self.enter_state(state, default_entry.contains(&state), None);
+        }
+    }
+}
+
+/// The states a transition of domain `domain` exits from the active `leaf`, in exit order.
+fn exited_from(machine: &Machine, leaf: StateId, domain: StateId) -> impl Iterator<Item = StateId> {
+    std::iter::once(leaf)
+        .chain(machine.state(leaf).ancestors.iter().copied())
+        .take_while(move |state| *state != domain)
+}
+
+/// What taking `transition_id` from the active `leaf` does: a plain plan when every block it
+/// runs only assigns (assignments ask nothing of the host, so the observers' calls can wait
+/// until the transition is over), and the states it exits and enters start, cancel and record
+/// nothing and end nothing; `LeafPlan::General` otherwise.
+fn leaf_plan(
+    machine: &Machine,
+    index: &CandidateIndex,
+    leaf: StateId,
+    transition_id: TransitionId,
+) -> LeafPlan {
+    let transition = machine.transition(transition_id);
+    let (owner, exited, entered, default_entry): (StateId, Vec<StateId>, &[StateId], &[StateId]) =
+        match reach(machine, transition_id) {
+            Reach::Dynamic => return LeafPlan::General,
+            Reach::Targetless => (transition.source, Vec::new(), &[], &[]),
+            Reach::Fixed {
+                domain,
+                enter,
+                default_entry,
+            } => (
+                *domain,
+                exited_from(machine, leaf, *domain).collect(),
+                enter,
+                default_entry,
+            ),
+        };
+    let only_assigns = |actions: &[Action]| {
+        actions
+            .iter()
+            .all(|action| matches!(action, Action::Assign(_)))
+    };
+    let starts_nothing = |state: StateId| {
+        let node = machine.state(state);
+        node.timers.is_empty() && node.invokes.is_empty()
+    };
+    let plain_exits = exited.iter().all(|&state| {
+        let node = machine.state(state);
+        starts_nothing(state)
+            && only_assigns(&node.exit)
+            && !node
+                .children
+                .iter()
+                .any(|child| machine.state(*child).is_history())
+    });
+    let plain_entries = entered.iter().all(|&state| {
+        let node = machine.state(state);
+        let initial_actions = match node.initial {
+            Some(initial) if default_entry.contains(&state) => {
+                &machine.transition(initial).actions[..]
+            }
+            _ => &[],
+        };
+        starts_nothing(state)
+            && node.kind != StateKind::Final
+            && only_assigns(&node.entry)
+            && only_assigns(initial_actions)
+    });
+    if !(only_assigns(&transition.actions) && plain_exits && plain_entries) {
+        return LeafPlan::General;
+    }
+    let initial_content = entered
+        .iter()
+        .copied()
+        .filter(|state| {
+            default_entry.contains(state)
+                && machine
+                    .state(*state)
+                    .initial
+                    .is_some_and(|initial| !machine.transition(initial).actions.is_empty())
+        })
+        .collect();
+    // The leaf reached is the last state entered (states enter in document order, outer
+    // first), or the leaf itself for a targetless transition; `note_quiet_events` would find
+    // its quiet events, none when eventless transitions may follow.
+    let reached = entered.last().copied().unwrap_or(leaf);
+    let quiet_after = if machine.has_eventless {
+        0
+    } else {
+        index.quiet_events(reached)
+    };
+    LeafPlan::Plain(Box::new(PlainPlan {
+        owner,
+        exited: exited.into(),
+        entered: entered.into(),
+        initial_content,
+        quiet_after,
+    }))
+}
