@@ -185,3 +185,60 @@ fn write_input(directory: &Path, input: String) -> std::path::PathBuf {
     std::fs::write(&path, input).unwrap();
     path
 }
+
+/// A running run's steps write its journal, not its row: killed (SIGKILL) in the middle of its
+/// events, the run's row still holds no last step (no step rewrote it), while `runs` and the
+/// store tell of the last step committed, read from the journal: at least every step told of.
+#[test]
+fn a_running_runs_steps_leave_its_row_as_created() {
+    const EVENTS: u64 = 3_000;
+    let directory = scratch("batched-row");
+    std::fs::write(directory.join("batched.yaml"), COUNTER).unwrap();
+    let mut child = start(
+        &directory,
+        &["run", "batched.yaml", "--events", "-"],
+        pings(1, EVENTS, false),
+    );
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut told = 0;
+    let mut text = String::new();
+    while told < 500 {
+        text.clear();
+        assert!(stdout.read_line(&mut text).unwrap() > 0, "stdout ended");
+        if let Some(line) = told_line(&text) {
+            told = line;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reader = rusqlite::Connection::open(directory.join("state/state.db")).unwrap();
+    let (status, last_step): (String, Option<i64>) = reader
+        .query_row("SELECT status, last_step FROM runs", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    // Running, or stopped if it read the end of its input before the kill: neither rewrites
+    // the row's last step.
+    assert!(status == "running" || status == "stopped", "{status}");
+    assert_eq!(last_step, None);
+    let committed = reader
+        .query_row("SELECT MAX(step) FROM journal", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .unwrap() as u64;
+    assert!(committed >= told, "told {told}, committed {committed}");
+    drop(reader);
+    let (code, listed, stderr) = finish(&mut command(&directory, &["runs", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    let listed: serde_json::Value = serde_json::from_str(listed.trim()).unwrap();
+    assert_eq!(listed["step"], serde_json::json!(committed), "{listed}");
+    let store = SqliteStore::open(directory.join("state")).unwrap();
+    let run = store.list_runs().unwrap().remove(0);
+    assert_eq!(run.last_sequence, Some(committed));
+    let state = store.latest_snapshot(&run.id).unwrap().unwrap();
+    assert_eq!(
+        (state.sequence, &state.snapshot.context["pings"]),
+        (committed, &serde_json::json!(committed))
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
