@@ -534,17 +534,17 @@ fn steps_reuse_their_compiled_statements() {
             .commit_step("r", &entry(step), &snapshot(step), None)
             .unwrap();
     }
-    let runs = |sql: &str| {
+    let runs = |store: &SqliteStore, sql: &str| {
         store
             .connection
             .prepare_cached(sql)
             .unwrap()
             .get_status(rusqlite::StatementStatus::Run)
     };
-    assert_eq!(runs(steps::INSERT_JOURNAL), 10);
+    assert_eq!(runs(&store, steps::INSERT_JOURNAL), 10);
     // The run's row is read before its first step only: the others follow a step this store
     // committed.
-    assert_eq!(runs(steps::RUN_BEFORE_STEP), 1);
+    assert_eq!(runs(&store, steps::RUN_BEFORE_STEP), 1);
     // Neither builds a temporary index when it runs (a `CHECK (status IN (...))` would).
     for sql in [steps::INSERT_JOURNAL, steps::RUN_BEFORE_STEP] {
         let mut explain = store.connection.prepare(&format!("EXPLAIN {sql}")).unwrap();
@@ -560,6 +560,22 @@ fn steps_reuse_their_compiled_statements() {
             "{sql}: {opcodes:?}"
         );
     }
+    // Runs created and stepped in one batch have their rows read: the statement is compiled
+    // once, not again for each run's id.
+    let mut writes = Vec::new();
+    for other in 0..5 {
+        let id = format!("other-{other}");
+        writes.push(Write::CreateRun(new_run(&id)));
+        writes.push(step_write(&id, 0));
+    }
+    store.commit_batch(&writes).unwrap();
+    assert_eq!(runs(&store, steps::RUN_BEFORE_STEP), 6);
+    let compiled_again = store
+        .connection
+        .prepare_cached(steps::RUN_BEFORE_STEP)
+        .unwrap()
+        .get_status(rusqlite::StatementStatus::RePrepare);
+    assert_eq!(compiled_again, 0);
     // A stopped run that takes a step is running again.
     store.mark_stopped("r", 2_000).unwrap();
     store
