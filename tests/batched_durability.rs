@@ -45,6 +45,31 @@ fn start(directory: &Path, arguments: &[&str], input: String) -> std::process::C
     child
 }
 
+/// Reads `child`'s stdout until it has told of the events line `until`, checking that lines
+/// are told in order; the last line told of, and stdout, still open (a process whose stdout
+/// closed would end on its own, not be killed at a point of the test's choosing).
+fn read_told(
+    child: &mut std::process::Child,
+    until: u64,
+    what: &str,
+) -> (u64, BufReader<std::process::ChildStdout>) {
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut told = 0;
+    let mut text = String::new();
+    while told < until {
+        text.clear();
+        assert!(
+            stdout.read_line(&mut text).unwrap() > 0,
+            "{what}: stdout ended"
+        );
+        if let Some(line) = told_line(&text) {
+            assert_eq!(line, told + 1, "{what}: lines are told in order");
+            told = line;
+        }
+    }
+    (told, stdout)
+}
+
 /// The numbers of the events lines an outcome line on stdout tells of.
 fn told_line(line: &str) -> Option<u64> {
     let value: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -62,20 +87,7 @@ fn a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
             &["run", "batched.yaml", "--events", "-"],
             pings(1, EVENTS, true),
         );
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut told = 0;
-        let mut text = String::new();
-        while told < kill_after {
-            text.clear();
-            assert!(
-                stdout.read_line(&mut text).unwrap() > 0,
-                "round {round}: stdout ended"
-            );
-            if let Some(line) = told_line(&text) {
-                assert_eq!(line, told + 1, "round {round}: lines are told in order");
-                told = line;
-            }
-        }
+        let (told, _stdout) = read_told(&mut child, kill_after, &format!("round {round}"));
         // SIGKILL: no chance to commit or print anything more.
         child.kill().unwrap();
         child.wait().unwrap();
@@ -199,16 +211,7 @@ fn a_running_runs_steps_leave_its_row_as_created() {
         &["run", "batched.yaml", "--events", "-"],
         pings(1, EVENTS, false),
     );
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut told = 0;
-    let mut text = String::new();
-    while told < 500 {
-        text.clear();
-        assert!(stdout.read_line(&mut text).unwrap() > 0, "stdout ended");
-        if let Some(line) = told_line(&text) {
-            told = line;
-        }
-    }
+    let (told, _stdout) = read_told(&mut child, 500, "the run");
     child.kill().unwrap();
     child.wait().unwrap();
     let reader = rusqlite::Connection::open(directory.join("state/state.db")).unwrap();

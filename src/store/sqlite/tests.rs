@@ -709,20 +709,27 @@ fn the_state_after_every_step_is_rebuilt_exactly() {
     }
 }
 
-/// A store written before states were kept per step is brought up to date: each run's latest
-/// snapshot moves to its step's journal row and is read as before; an earlier step's state,
-/// never kept, is refused with a message saying so.
-#[test]
-fn a_store_from_before_states_per_step_keeps_its_latest_snapshots() {
-    let scratch = Scratch::new("migrate");
+/// A store file at schema version `version`, as an older protocol-run left it, open for the
+/// test to write its rows (the version itself is the test's to insert).
+fn store_at_version(name: &str, version: usize) -> (Scratch, Connection) {
+    let scratch = Scratch::new(name);
     std::fs::create_dir_all(&scratch.0).unwrap();
     let connection = Connection::open(scratch.0.join(SqliteStore::FILE_NAME)).unwrap();
     connection
         .execute_batch("CREATE TABLE schema_version (version BIGINT NOT NULL)")
         .unwrap();
-    for migration in &MIGRATIONS[..5] {
+    for migration in &MIGRATIONS[..version] {
         connection.execute_batch(migration).unwrap();
     }
+    (scratch, connection)
+}
+
+/// A store written before states were kept per step is brought up to date: each run's latest
+/// snapshot moves to its step's journal row and is read as before; an earlier step's state,
+/// never kept, is refused with a message saying so.
+#[test]
+fn a_store_from_before_states_per_step_keeps_its_latest_snapshots() {
+    let (scratch, connection) = store_at_version("migrate", 5);
     let old = text_of(&snapshot(7));
     connection
         .execute_batch(&format!(
@@ -775,15 +782,7 @@ fn text_of(snapshot: &Snapshot) -> String {
 /// row, the states; its runs take their next steps, a stale one still refused.
 #[test]
 fn a_store_from_before_last_steps_were_the_journals_reads_the_same() {
-    let scratch = Scratch::new("migrate-7");
-    std::fs::create_dir_all(&scratch.0).unwrap();
-    let connection = Connection::open(scratch.0.join(SqliteStore::FILE_NAME)).unwrap();
-    connection
-        .execute_batch("CREATE TABLE schema_version (version BIGINT NOT NULL)")
-        .unwrap();
-    for migration in &MIGRATIONS[..6] {
-        connection.execute_batch(migration).unwrap();
-    }
+    let (scratch, connection) = store_at_version("migrate-7", 6);
     let state = |step: u64| text_of(&snapshot(step));
     connection
         .execute_batch(&format!(
