@@ -45,6 +45,31 @@ fn start(directory: &Path, arguments: &[&str], input: String) -> std::process::C
     child
 }
 
+/// Reads `child`'s stdout until it has told of the events line `until`, checking that lines
+/// are told in order; the last line told of, and stdout, still open (a process whose stdout
+/// closed would end on its own, not be killed at a point of the test's choosing).
+fn read_told(
+    child: &mut std::process::Child,
+    until: u64,
+    what: &str,
+) -> (u64, BufReader<std::process::ChildStdout>) {
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut told = 0;
+    let mut text = String::new();
+    while told < until {
+        text.clear();
+        assert!(
+            stdout.read_line(&mut text).unwrap() > 0,
+            "{what}: stdout ended"
+        );
+        if let Some(line) = told_line(&text) {
+            assert_eq!(line, told + 1, "{what}: lines are told in order");
+            told = line;
+        }
+    }
+    (told, stdout)
+}
+
 /// The numbers of the events lines an outcome line on stdout tells of.
 fn told_line(line: &str) -> Option<u64> {
     let value: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -62,20 +87,7 @@ fn a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
             &["run", "batched.yaml", "--events", "-"],
             pings(1, EVENTS, true),
         );
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut told = 0;
-        let mut text = String::new();
-        while told < kill_after {
-            text.clear();
-            assert!(
-                stdout.read_line(&mut text).unwrap() > 0,
-                "round {round}: stdout ended"
-            );
-            if let Some(line) = told_line(&text) {
-                assert_eq!(line, told + 1, "round {round}: lines are told in order");
-                told = line;
-            }
-        }
+        let (told, _stdout) = read_told(&mut child, kill_after, &format!("round {round}"));
         // SIGKILL: no chance to commit or print anything more.
         child.kill().unwrap();
         child.wait().unwrap();
@@ -184,4 +196,52 @@ fn write_input(directory: &Path, input: String) -> std::path::PathBuf {
     let path = directory.join("events.jsonl");
     std::fs::write(&path, input).unwrap();
     path
+}
+
+/// A running run's steps write its journal, not its row: killed (SIGKILL) in the middle of its
+/// events, the run's row still holds no last step (no step rewrote it), while `runs` and the
+/// store tell of the last step committed, read from the journal: at least every step told of.
+#[test]
+fn a_running_runs_steps_leave_its_row_as_created() {
+    const EVENTS: u64 = 3_000;
+    let directory = scratch("batched-row");
+    std::fs::write(directory.join("batched.yaml"), COUNTER).unwrap();
+    let mut child = start(
+        &directory,
+        &["run", "batched.yaml", "--events", "-"],
+        pings(1, EVENTS, false),
+    );
+    let (told, _stdout) = read_told(&mut child, 500, "the run");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let reader = rusqlite::Connection::open(directory.join("state/state.db")).unwrap();
+    let (status, last_step): (String, Option<i64>) = reader
+        .query_row("SELECT status, last_step FROM runs", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    // Running, or stopped if it read the end of its input before the kill: neither rewrites
+    // the row's last step.
+    assert!(status == "running" || status == "stopped", "{status}");
+    assert_eq!(last_step, None);
+    let committed = reader
+        .query_row("SELECT MAX(step) FROM journal", [], |row| {
+            row.get::<_, i64>(0)
+        })
+        .unwrap() as u64;
+    assert!(committed >= told, "told {told}, committed {committed}");
+    drop(reader);
+    let (code, listed, stderr) = finish(&mut command(&directory, &["runs", "--json"]));
+    assert_eq!(code, 0, "{stderr}");
+    let listed: serde_json::Value = serde_json::from_str(listed.trim()).unwrap();
+    assert_eq!(listed["step"], serde_json::json!(committed), "{listed}");
+    let store = SqliteStore::open(directory.join("state")).unwrap();
+    let run = store.list_runs().unwrap().remove(0);
+    assert_eq!(run.last_sequence, Some(committed));
+    let state = store.latest_snapshot(&run.id).unwrap().unwrap();
+    assert_eq!(
+        (state.sequence, &state.snapshot.context["pings"]),
+        (committed, &serde_json::json!(committed))
+    );
+    let _ = std::fs::remove_dir_all(&directory);
 }

@@ -35,8 +35,14 @@ const CHECKPOINT_PAGES: u32 = 8 * 1024;
 /// How long a write waits for another process's transaction before giving up.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, last_step, \
-     last_step_at, final_state, exit_code, output, finished_at, origin, holder, parent";
+/// A run's summary. Its last step and that step's time are its journal's (schema version 7: a
+/// running run's step does not write the run's row); a child run, whose steps the journal of
+/// the run that records it keeps, has them in its own row.
+const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, \
+     COALESCE((SELECT step FROM journal WHERE journal.run_id = runs.id ORDER BY step DESC \
+     LIMIT 1), last_step), COALESCE((SELECT recorded_at FROM journal WHERE journal.run_id = \
+     runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
+     finished_at, origin, holder, parent";
 
 /// The key under which a stored snapshot lists the labels of its secret placeholders.
 const SNAPSHOT_SECRETS: &str = "secrets";
@@ -50,7 +56,11 @@ pub struct SqliteStore {
     context: Context,
     /// The state this store last committed for each run it writes to, which the run's next
     /// step is stored as a delta of (`snapshots.rs`).
-    written: std::collections::HashMap<String, snapshots::Written>,
+    written: std::collections::HashMap<String, snapshots::Written, foldhash::fast::RandomState>,
+    /// `PRAGMA data_version` when this store last wrote steps: while another connection has
+    /// not changed it, what `written` says of a run (its last step, that it runs) is the
+    /// file's too, and a step is written without reading the run's row.
+    data_version: Option<i64>,
 }
 
 impl SqliteStore {
@@ -85,7 +95,8 @@ impl SqliteStore {
                 path,
                 busy_timeout: DEFAULT_BUSY_TIMEOUT,
             },
-            written: std::collections::HashMap::new(),
+            written: std::collections::HashMap::default(),
+            data_version: None,
         };
         store
             .connection

@@ -83,6 +83,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         moved.run_id = snapshots.run_id AND moved.step = snapshots.step
         AND moved.snapshot IS NOT NULL);
 ",
+    // A running run's step no longer writes the run's row: its last step and that step's time
+    // are read from the journal (`RUN_COLUMNS`); `runs.last_step` and `runs.last_step_at` are
+    // written only when a run ends (and for child runs, whose steps are their root's). Nothing
+    // to move: every step already has its journal row. The version tells an older build, which
+    // would read a running run's last step from its row, that it cannot read this file.
+    "
+    -- version 7: a run's last step is its journal's
+",
 ];
 
 impl SqliteStore {

@@ -20,8 +20,9 @@ pub(super) const FULL_SNAPSHOT_EVERY: u64 = 64;
 pub(super) enum StoredState {
     /// The whole snapshot (`journal.snapshot`), masked, with its secrets' labels.
     Full(String),
-    /// What changed since the state before it (`journal.snapshot_delta`, a `SnapshotDelta`).
-    Delta(String),
+    /// What changed since the state after step `base` (`journal.snapshot_delta`, a
+    /// `SnapshotDelta`).
+    Delta { base: i64, text: String },
 }
 
 /// The state this store last wrote for a run, which the run's next step is a delta of.
@@ -47,6 +48,13 @@ struct SnapshotDelta<'a> {
     removed: Vec<Cow<'a, str>>,
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Written {
+    /// The step whose state this is.
+    pub(super) fn step(&self) -> i64 {
+        self.step
+    }
 }
 
 impl<'a> SnapshotDelta<'a> {
@@ -185,7 +193,11 @@ impl Context {
                 let delta = SnapshotDelta::between(base.step, &base.snapshot, step.snapshot)
                     .and_then(|delta| serde_json::to_string(&delta))
                     .map_err(|source| self.encode_failed(step.run, "snapshot delta", source))?;
-                (StoredState::Delta(delta), base.since_full + 1)
+                let delta = StoredState::Delta {
+                    base: base.step,
+                    text: delta,
+                };
+                (delta, base.since_full + 1)
             }
             None => (
                 StoredState::Full(self.encode_snapshot(step.run, step.snapshot)?),

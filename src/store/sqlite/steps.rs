@@ -1,8 +1,10 @@
 //! Writing steps: each step's journal row with the state after it, the run's row, its children's; one transaction for a batch of writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension};
+use foldhash::fast::RandomState;
+
+use rusqlite::{CachedStatement, Connection, ErrorCode, OptionalExtension};
 
 use super::snapshots::{StoredState, Written};
 use super::statements::CachedStatements;
@@ -16,9 +18,13 @@ pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (run_id, step, even
      event_data, transitions, actions, recorded_at, children, snapshot, snapshot_delta) VALUES \
      (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
-/// A running run's last step, its status left alone (see `insert_step`).
-pub(super) const STEP_OF_RUNNING_RUN: &str = "UPDATE runs SET last_step = ?1, last_step_at = ?2, \
-     updated_at = ?2 WHERE id = ?3 AND status = 'running' AND (last_step IS NULL OR last_step < ?1)";
+/// A run's status and last step, read before a step whose run this store knows nothing of for
+/// sure (see `insert_step`). The last step is the journal's: a running run's step does not
+/// write the run's row. The run's id is bound once and the journal is reached through the row:
+/// written with `?1` in both places, SQLite compiled the statement again at every new id
+/// (`sqlite3Reprepare`, ~60 k instructions).
+pub(super) const RUN_BEFORE_STEP: &str = "SELECT status, COALESCE((SELECT step FROM journal WHERE \
+     journal.run_id = runs.id ORDER BY step DESC LIMIT 1), last_step) FROM runs WHERE id = ?1";
 
 /// A step to commit, borrowed from a `Write::Step` or from `commit_step`'s arguments.
 #[derive(Clone, Copy)]
@@ -72,38 +78,88 @@ impl SqliteStore {
         operation: &str,
         writes: &[Planned<'_>],
     ) -> Result<(), StoreError> {
-        let mut chains: HashMap<&str, Written> = HashMap::new();
+        // foldhash rather than SipHash: a host's batch looks up each of its runs here, a
+        // thousand a batch. `keys` keeps the ids taken out of `written`, put back with their
+        // runs' new states without being allocated again.
+        let mut chains: HashMap<&str, Written, RandomState> = HashMap::default();
+        let mut keys: HashMap<&str, String, RandomState> = HashMap::default();
         let mut encoded = Vec::new();
         for write in writes {
             let Planned::Step(step) = write else {
                 continue;
             };
-            let before = chains
-                .remove(step.run)
-                .or_else(|| self.written.remove(step.run));
+            let (before, known) = match chains.remove(step.run) {
+                Some(before) => {
+                    let known = Known::InThisBatch(before.step());
+                    (Some(before), known)
+                }
+                None => match self.written.remove_entry(step.run) {
+                    Some((key, before)) => {
+                        keys.insert(step.run, key);
+                        let known = Known::Committed(before.step());
+                        (Some(before), known)
+                    }
+                    None => (None, Known::Nothing),
+                },
+            };
             let (state, written) = self.context.encode_state(step, before)?;
             chains.insert(step.run, written);
-            encoded.push(self.context.encode_step(step, state)?);
+            encoded.push((self.context.encode_step(step, state)?, known));
         }
+        let expected_version = self.data_version;
+        let mut seen_version = None;
         let result = self.write(operation, |context, connection| {
+            // What this store committed is still what the file holds only if no other
+            // connection has committed since (`PRAGMA data_version` is unchanged by this
+            // connection's own commits).
+            let version = data_version(connection).map_err(context.failed(operation))?;
+            seen_version = Some(version);
+            let unchanged = expected_version == Some(version);
+            // Runs whose row another write of this batch changed: their steps after it are
+            // checked against the row.
+            let mut changed_rows: HashSet<&str, RandomState> = HashSet::default();
+            // The journal's insert, taken from the statement cache once for the batch rather
+            // than once a step (each lookup hashes the statement's text).
+            let mut insert_journal = None;
             let mut steps = encoded.iter();
             for write in writes {
                 match write {
                     Planned::Step(step) => {
-                        let encoded = steps.next().expect("one encoding per step");
-                        context.insert_step(connection, step.run, step.entry, encoded)?;
+                        let (encoded, known) = steps.next().expect("one encoding per step");
+                        let last = match *known {
+                            _ if changed_rows.contains(&step.run) => None,
+                            Known::InThisBatch(last) => Some(last),
+                            Known::Committed(last) if unchanged => Some(last),
+                            Known::Committed(_) | Known::Nothing => None,
+                        };
+                        if insert_journal.is_none() {
+                            insert_journal = Some(
+                                connection
+                                    .prepare_cached(INSERT_JOURNAL)
+                                    .map_err(context.failed(operation))?,
+                            );
+                        }
+                        let insert = insert_journal.as_mut().expect("prepared above");
+                        context.insert_step(connection, insert, step, encoded, last)?;
                     }
-                    Planned::Other(Write::CreateRun(run)) => context.insert_run(connection, run)?,
+                    Planned::Other(Write::CreateRun(run)) => {
+                        changed_rows.insert(&run.id);
+                        context.insert_run(connection, run)?;
+                    }
                     Planned::Other(Write::MarkStopped {
                         run,
                         unix_milliseconds,
-                    }) => context.update_status(
-                        connection,
-                        run,
-                        RunStatus::Stopped,
-                        *unix_milliseconds,
-                    )?,
+                    }) => {
+                        changed_rows.insert(run);
+                        context.update_status(
+                            connection,
+                            run,
+                            RunStatus::Stopped,
+                            *unix_milliseconds,
+                        )?;
+                    }
                     Planned::Other(Write::FinishRun { run, finish }) => {
+                        changed_rows.insert(run);
                         context.update_finish(connection, run, finish)?;
                     }
                     Planned::Other(Write::Step { .. }) => {
@@ -113,6 +169,15 @@ impl SqliteStore {
             }
             Ok(())
         });
+        if let Some(version) = seen_version {
+            // Another connection wrote: the states and last steps kept here may be behind the
+            // file's. Forgotten, the runs' next steps are checked against their rows and their
+            // states written in full.
+            if expected_version != Some(version) {
+                self.written.clear();
+            }
+            self.data_version = Some(version);
+        }
         if result.is_ok() {
             for write in writes {
                 if let Planned::Other(
@@ -126,7 +191,8 @@ impl SqliteStore {
             for (run, written) in chains {
                 // A finished run takes no more steps: its state is not kept for a next one.
                 if !written.finished {
-                    self.written.insert(run.to_string(), written);
+                    let key = keys.remove(run).unwrap_or_else(|| run.to_string());
+                    self.written.insert(key, written);
                 }
             }
         }
@@ -178,15 +244,19 @@ impl Context {
     }
 
     /// Writes one step: its journal entry with the state after it (a full snapshot or a delta
-    /// of the one before), and the run's last step (and its end). Refused (`refusal`) for an unknown or finished run and
-    /// for a step not above the run's last.
+    /// of the one before), and with its end, the run's. Refused (`refusal`) for an unknown or
+    /// finished run and for a step not above the run's last. `known_last` is the run's last
+    /// step when this store knows for sure that the run is running at it (it committed that
+    /// step and nothing has changed the run since): the run's row is then not read.
     fn insert_step(
         &self,
         connection: &Connection,
-        run: &str,
-        entry: &JournalEntry,
+        insert_journal: &mut CachedStatement<'_>,
+        write: &StepWrite<'_>,
         encoded: &EncodedStep,
+        known_last: Option<i64>,
     ) -> Result<(), StoreError> {
+        let (run, entry) = (write.run, write.entry);
         let sequence = entry.sequence;
         // Spelled out only when something failed: a step that commits formats nothing.
         let operation = || format!("commit step {sequence} of run `{run}`");
@@ -203,27 +273,39 @@ impl Context {
             finish,
             child_states,
         } = encoded;
+        // 1. The run is running (a stopped one runs again) and the step comes after its last.
+        // A running run's step writes nothing to the run's row: its last step and when it was
+        // taken are the journal's, so the step costs one row (and its index entry), not also
+        // a rewrite of the run's row on a page of its own.
+        let last = match known_last {
+            Some(last) if last < *step => Some(last),
+            _ => self.check_step(connection, run, *step, sequence, &operation)?,
+        };
+        // A delta of a state another connection has since written past (its step is not the
+        // run's last) would not rebuild: the state is written whole instead.
+        let whole;
         let (snapshot, snapshot_delta) = match state {
             StoredState::Full(text) => (Some(text), None),
-            StoredState::Delta(text) => (None, Some(text)),
+            StoredState::Delta { base, text } if Some(*base) == last => (None, Some(text)),
+            StoredState::Delta { .. } => {
+                whole = self.encode_snapshot(run, write.snapshot)?;
+                (Some(&whole), None)
+            }
         };
-        // 1. The journal entry and the state after it. A duplicate step or an unknown run
-        // violates a constraint.
-        let inserted = connection.execute_cached(
-            INSERT_JOURNAL,
-            rusqlite::params![
-                run,
-                step,
-                event_name,
-                event_data,
-                transitions,
-                actions,
-                time,
-                children,
-                snapshot,
-                snapshot_delta
-            ],
-        );
+        // 2. The journal entry and the state after it (`INSERT_JOURNAL`). A duplicate step or
+        // an unknown run violates a constraint.
+        let inserted = insert_journal.execute(rusqlite::params![
+            run,
+            step,
+            event_name,
+            event_data,
+            transitions,
+            actions,
+            time,
+            children,
+            snapshot,
+            snapshot_delta
+        ]);
         match inserted {
             Ok(_) => {}
             Err(error) if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
@@ -237,36 +319,21 @@ impl Context {
             }
             Err(error) => return Err(failed(error)),
         }
-        // 2. The run's last step (and its end). If it changes nothing, the run is finished or the
-        // step is stale: the error drops the transaction, which rolls 1 back.
-        let changed = match finish {
-            // A running run's step leaves `status` alone: setting it, even to the same value,
-            // has SQLite check the column's `CHECK (status IN (...))` (an ephemeral index built
-            // and dropped on every execution) and rewrite the `runs_by_protocol` entry. Only a
-            // stopped run's step, which the first update leaves, sets it.
-            None => connection
-                .execute_cached(STEP_OF_RUNNING_RUN, rusqlite::params![step, time, run])
-                .and_then(|changed| match changed {
-                    0 => connection.execute_cached(
-                        "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = ?2, \
-                         updated_at = ?2 WHERE id = ?3 AND status = 'stopped' \
-                         AND (last_step IS NULL OR last_step < ?1)",
-                        rusqlite::params![step, time, run],
-                    ),
-                    changed => Ok(changed),
-                }),
-            Some((final_state, exit_code, output, finished_at)) => connection.execute_cached(
-                "UPDATE runs SET status = 'finished', holder = NULL, last_step = ?1, \
-                 last_step_at = ?2, updated_at = ?2, final_state = ?4, exit_code = ?5, output = ?6, finished_at = ?7 \
-                 WHERE id = ?3 AND status <> 'finished' AND (last_step IS NULL OR last_step < ?1)",
-                rusqlite::params![step, time, run, final_state, exit_code, output, finished_at],
-            ),
+        // 3. The run's end, with its last step.
+        if let Some((final_state, exit_code, output, finished_at)) = finish {
+            let changed = connection
+                .execute_cached(
+                    "UPDATE runs SET status = 'finished', holder = NULL, last_step = ?1, \
+                     last_step_at = ?2, updated_at = ?2, final_state = ?4, exit_code = ?5, \
+                     output = ?6, finished_at = ?7 WHERE id = ?3 AND status <> 'finished'",
+                    rusqlite::params![step, time, run, final_state, exit_code, output, finished_at],
+                )
+                .map_err(failed)?;
+            if changed == 0 {
+                return Err(self.refusal(connection, run, Some(sequence), &operation(), None));
+            }
         }
-        .map_err(failed)?;
-        if changed == 0 {
-            return Err(self.refusal(connection, run, Some(sequence), &operation(), None));
-        }
-        // 3. Its children's rows, their states, and with its end, the end of the children it
+        // 4. Its children's rows, their states, and with its end, the end of the children it
         // left.
         self.apply_child_changes(connection, run, entry)?;
         self.insert_child_states(connection, child_states)?;
@@ -274,6 +341,40 @@ impl Context {
             self.end_children(connection, run, entry.unix_milliseconds)?;
         }
         Ok(())
+    }
+
+    /// Refuses a step of a run that is unknown or finished, or not above the run's last step
+    /// (`refusal`); a stopped run taking a step is running again. The run's last step.
+    fn check_step(
+        &self,
+        connection: &Connection,
+        run: &str,
+        step: i64,
+        sequence: u64,
+        operation: &dyn Fn() -> String,
+    ) -> Result<Option<i64>, StoreError> {
+        let row = run_state(connection, run)
+            .optional()
+            .map_err(self.failed(&operation()))?;
+        match row {
+            Some((status, last))
+                if status == RunStatus::Running.as_str() && last.is_none_or(|last| last < step) =>
+            {
+                Ok(last)
+            }
+            Some((status, last))
+                if status == RunStatus::Stopped.as_str() && last.is_none_or(|last| last < step) =>
+            {
+                connection
+                    .execute_cached(
+                        "UPDATE runs SET status = 'running' WHERE id = ?1 AND status = 'stopped'",
+                        [run],
+                    )
+                    .map_err(self.failed(&operation()))?;
+                Ok(last)
+            }
+            _ => Err(self.refusal(connection, run, Some(sequence), &operation(), None)),
+        }
     }
 
     /// A status change for a run that has not finished; a stop releases its holder.
@@ -334,13 +435,7 @@ impl Context {
         operation: &str,
         cause: Option<rusqlite::Error>,
     ) -> StoreError {
-        let row = transaction
-            .query_row_cached(
-                "SELECT status, last_step FROM runs WHERE id = ?1",
-                [run],
-                |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?)),
-            )
-            .optional();
+        let row = run_state(transaction, run).optional();
         let database = self.location();
         let run = run.to_string();
         match (row, sequence) {
@@ -367,6 +462,32 @@ impl Context {
             },
         }
     }
+}
+
+/// A run's status and last step (the journal's, or for a child run, which has no journal of
+/// its own, its row's).
+fn run_state(connection: &Connection, run: &str) -> rusqlite::Result<(String, Option<i64>)> {
+    connection.query_row_cached(RUN_BEFORE_STEP, [run], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?))
+    })
+}
+
+/// The connection's `PRAGMA data_version`: changed by every commit of another connection to
+/// the file, never by this connection's own.
+fn data_version(connection: &Connection) -> rusqlite::Result<i64> {
+    connection.query_row_cached("PRAGMA data_version", [], |row| row.get(0))
+}
+
+/// What this store knows of a run's last step before writing the next one.
+#[derive(Clone, Copy)]
+enum Known {
+    /// Nothing: the run's row is read.
+    Nothing,
+    /// This store committed this step of the running run; still true if no other connection
+    /// has written since.
+    Committed(i64),
+    /// An earlier step of the same batch, checked in the same transaction.
+    InThisBatch(i64),
 }
 
 /// A step's columns, encoded before the write lock is taken.

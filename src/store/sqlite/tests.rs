@@ -157,10 +157,29 @@ fn a_newer_schema_is_refused_naming_the_file() {
     );
 }
 
+fn finish_at(step: u64) -> Finish {
+    Finish {
+        final_state: Some("done".to_string()),
+        exit_code: 0,
+        output: serde_json::json!({"n": step}),
+        unix_milliseconds: step.saturating_add(1_000),
+    }
+}
+
+fn step_write(run: &str, step: u64) -> Write {
+    Write::Step {
+        run: run.to_string(),
+        entry: entry(step),
+        snapshot: Box::new(snapshot(step)),
+        finish: None,
+        child_states: Vec::new(),
+    }
+}
+
 #[test]
 fn a_failing_second_statement_leaves_nothing_of_the_step() {
     let (_scratch, mut store) = started("rollback");
-    // The journal insert with the state (first statement) succeeds, the run's update (second)
+    // The journal insert with the state (first statement) succeeds, the run's end (second)
     // aborts.
     store
         .connection
@@ -170,7 +189,7 @@ fn a_failing_second_statement_leaves_nothing_of_the_step() {
         )
         .unwrap();
     let error = store
-        .commit_step("r", &entry(1), &snapshot(1), None)
+        .commit_step("r", &entry(1), &snapshot(1), Some(&finish_at(1)))
         .unwrap_err();
     let message = error.to_string();
     assert!(
@@ -188,7 +207,7 @@ fn a_failing_second_statement_leaves_nothing_of_the_step() {
         .execute_batch("DROP TRIGGER refuse_update;")
         .unwrap();
     store
-        .commit_step("r", &entry(1), &snapshot(1), None)
+        .commit_step("r", &entry(1), &snapshot(1), Some(&finish_at(1)))
         .unwrap();
     assert_eq!(store.journal("r").unwrap().len(), 2);
     // The failed transaction forgot the state it was a delta of: step 1 is kept in full.
@@ -197,6 +216,126 @@ fn a_failing_second_statement_leaves_nothing_of_the_step() {
         store.latest_snapshot("r").unwrap().unwrap().snapshot,
         snapshot(1)
     );
+}
+
+/// A batch whose second step fails leaves nothing of its first: both were in one transaction.
+#[test]
+fn a_failing_step_of_a_batch_leaves_nothing_of_the_batch() {
+    let (_scratch, mut store) = started("batch-rollback");
+    store
+        .connection
+        .execute_batch(
+            "CREATE TEMP TRIGGER refuse_step BEFORE INSERT ON journal WHEN NEW.step = 2 \
+             BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+        )
+        .unwrap();
+    let error = store
+        .commit_batch(&[step_write("r", 1), step_write("r", 2)])
+        .unwrap_err();
+    assert!(error.to_string().contains("injected failure"), "{error}");
+    assert_eq!(count(&store, "journal"), 1);
+    let summary = store.run_summary("r").unwrap().unwrap();
+    assert_eq!(
+        (summary.last_sequence, summary.last_step_unix_milliseconds),
+        (Some(0), Some(1_000))
+    );
+    store
+        .connection
+        .execute_batch("DROP TRIGGER refuse_step;")
+        .unwrap();
+    store
+        .commit_batch(&[step_write("r", 1), step_write("r", 2)])
+        .unwrap();
+    assert_eq!(kept_in_full(&store, "r").first(), Some(&0));
+    assert_eq!(
+        store.snapshot_at("r", 2).unwrap().unwrap().snapshot,
+        snapshot(2)
+    );
+}
+
+/// A running run's step writes one row, its journal entry: the run's row is not rewritten, its
+/// last step and that step's time are read from the journal.
+#[test]
+fn a_running_runs_step_writes_only_its_journal_row() {
+    let (_scratch, mut store) = started("one-row");
+    let before = store.connection.total_changes();
+    for step in 1..=20 {
+        store
+            .commit_step("r", &entry(step), &snapshot(step), None)
+            .unwrap();
+    }
+    assert_eq!(store.connection.total_changes() - before, 20);
+    let summary = store.run_summary("r").unwrap().unwrap();
+    assert_eq!(
+        (summary.status, summary.last_sequence),
+        (RunStatus::Running, Some(20))
+    );
+    assert_eq!(summary.last_step_unix_milliseconds, Some(1_020));
+    assert_eq!(store.list_runs().unwrap()[0].last_sequence, Some(20));
+    // Its end writes the row, last step included.
+    store
+        .commit_step("r", &entry(21), &snapshot(21), Some(&finish_at(21)))
+        .unwrap();
+    let row: (Option<i64>, String) = store
+        .connection
+        .query_row(
+            "SELECT last_step, status FROM runs WHERE id = 'r'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(row, (Some(21), "finished".to_string()));
+}
+
+/// What this store remembers of a run it steps (its last step, that it runs, its state for
+/// the next delta) is dropped once another connection writes to the file: the other's stop,
+/// step and end are seen, and the state after every step is still rebuilt.
+#[test]
+fn another_connections_writes_are_seen_before_the_next_step() {
+    let (scratch, mut store) = started("other");
+    for step in 1..=2 {
+        store
+            .commit_step("r", &entry(step), &snapshot(step), None)
+            .unwrap();
+    }
+    let mut other = SqliteStore::open(&scratch.0).unwrap();
+    other
+        .commit_step("r", &entry(3), &snapshot(3), None)
+        .unwrap();
+    // Step 4, encoded as a delta of step 2 (the last this store wrote), is written whole.
+    store
+        .commit_step("r", &entry(4), &snapshot(4), None)
+        .unwrap();
+    for step in 0..=4 {
+        assert_eq!(
+            store.snapshot_at("r", step).unwrap().unwrap().snapshot,
+            snapshot(step)
+        );
+    }
+    other
+        .commit_step("r", &entry(5), &snapshot(5), None)
+        .unwrap();
+    let error = store
+        .commit_step("r", &entry(5), &snapshot(9), None)
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::StaleStep { last: 5, .. }),
+        "{error}"
+    );
+    other.mark_stopped("r", 2_000).unwrap();
+    store
+        .commit_step("r", &entry(6), &snapshot(6), None)
+        .unwrap();
+    assert_eq!(
+        store.run_summary("r").unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    other.finish_run("r", &finish_at(7)).unwrap();
+    let error = store
+        .commit_step("r", &entry(7), &snapshot(7), None)
+        .unwrap_err();
+    assert!(matches!(error, StoreError::RunFinished { .. }), "{error}");
+    assert_eq!(store.journal("r").unwrap().len(), 7);
 }
 
 #[test]
@@ -395,17 +534,19 @@ fn steps_reuse_their_compiled_statements() {
             .commit_step("r", &entry(step), &snapshot(step), None)
             .unwrap();
     }
-    let runs = |sql: &str| {
+    let runs = |store: &SqliteStore, sql: &str| {
         store
             .connection
             .prepare_cached(sql)
             .unwrap()
             .get_status(rusqlite::StatementStatus::Run)
     };
-    assert_eq!(runs(steps::INSERT_JOURNAL), 10);
-    assert_eq!(runs(steps::STEP_OF_RUNNING_RUN), 10);
+    assert_eq!(runs(&store, steps::INSERT_JOURNAL), 10);
+    // The run's row is read before its first step only: the others follow a step this store
+    // committed.
+    assert_eq!(runs(&store, steps::RUN_BEFORE_STEP), 1);
     // Neither builds a temporary index when it runs (a `CHECK (status IN (...))` would).
-    for sql in [steps::INSERT_JOURNAL, steps::STEP_OF_RUNNING_RUN] {
+    for sql in [steps::INSERT_JOURNAL, steps::RUN_BEFORE_STEP] {
         let mut explain = store.connection.prepare(&format!("EXPLAIN {sql}")).unwrap();
         let parameters: Vec<rusqlite::types::Value> =
             vec![rusqlite::types::Value::Null; explain.parameter_count()];
@@ -419,6 +560,22 @@ fn steps_reuse_their_compiled_statements() {
             "{sql}: {opcodes:?}"
         );
     }
+    // Runs created and stepped in one batch have their rows read: the statement is compiled
+    // once, not again for each run's id.
+    let mut writes = Vec::new();
+    for other in 0..5 {
+        let id = format!("other-{other}");
+        writes.push(Write::CreateRun(new_run(&id)));
+        writes.push(step_write(&id, 0));
+    }
+    store.commit_batch(&writes).unwrap();
+    assert_eq!(runs(&store, steps::RUN_BEFORE_STEP), 6);
+    let compiled_again = store
+        .connection
+        .prepare_cached(steps::RUN_BEFORE_STEP)
+        .unwrap()
+        .get_status(rusqlite::StatementStatus::RePrepare);
+    assert_eq!(compiled_again, 0);
     // A stopped run that takes a step is running again.
     store.mark_stopped("r", 2_000).unwrap();
     store
@@ -552,20 +709,27 @@ fn the_state_after_every_step_is_rebuilt_exactly() {
     }
 }
 
-/// A store written before states were kept per step is brought up to date: each run's latest
-/// snapshot moves to its step's journal row and is read as before; an earlier step's state,
-/// never kept, is refused with a message saying so.
-#[test]
-fn a_store_from_before_states_per_step_keeps_its_latest_snapshots() {
-    let scratch = Scratch::new("migrate");
+/// A store file at schema version `version`, as an older protocol-run left it, open for the
+/// test to write its rows (the version itself is the test's to insert).
+fn store_at_version(name: &str, version: usize) -> (Scratch, Connection) {
+    let scratch = Scratch::new(name);
     std::fs::create_dir_all(&scratch.0).unwrap();
     let connection = Connection::open(scratch.0.join(SqliteStore::FILE_NAME)).unwrap();
     connection
         .execute_batch("CREATE TABLE schema_version (version BIGINT NOT NULL)")
         .unwrap();
-    for migration in &MIGRATIONS[..5] {
+    for migration in &MIGRATIONS[..version] {
         connection.execute_batch(migration).unwrap();
     }
+    (scratch, connection)
+}
+
+/// A store written before states were kept per step is brought up to date: each run's latest
+/// snapshot moves to its step's journal row and is read as before; an earlier step's state,
+/// never kept, is refused with a message saying so.
+#[test]
+fn a_store_from_before_states_per_step_keeps_its_latest_snapshots() {
+    let (scratch, connection) = store_at_version("migrate", 5);
     let old = text_of(&snapshot(7));
     connection
         .execute_batch(&format!(
@@ -611,4 +775,88 @@ fn a_store_from_before_states_per_step_keeps_its_latest_snapshots() {
 
 fn text_of(snapshot: &Snapshot) -> String {
     serde_json::to_string(snapshot).unwrap()
+}
+
+/// A store written at schema version 6, where every step rewrote the run's row, is brought to
+/// version 7 and reads the same: each run's last step and its time, a child's from its own
+/// row, the states; its runs take their next steps, a stale one still refused.
+#[test]
+fn a_store_from_before_last_steps_were_the_journals_reads_the_same() {
+    let (scratch, connection) = store_at_version("migrate-7", 6);
+    let state = |step: u64| text_of(&snapshot(step));
+    connection
+        .execute_batch(&format!(
+            "INSERT INTO schema_version VALUES (6);
+             INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, started_at,
+                 updated_at, last_step, last_step_at) VALUES
+                 ('r', '/p.yaml', 'h', '{{}}', 'running', 1, 1002, 2, 1002),
+                 ('f', '/p.yaml', 'h', '{{}}', 'finished', 2, 1001, 1, 1001);
+             INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, started_at,
+                 updated_at, last_step, last_step_at, origin, parent, root) VALUES
+                 ('r/c', '/c.yaml', 'h', '{{}}', 'running', 1, 7, 5, 7, 'child', 'r', 'r');
+             INSERT INTO journal (run_id, step, transitions, actions, recorded_at, snapshot)
+                 VALUES ('r', 0, '[]', '[]', 1000, '{}'), ('r', 1, '[]', '[]', 1001, '{}'),
+                 ('r', 2, '[]', '[]', 1002, '{}'), ('f', 0, '[]', '[]', 1000, '{}'),
+                 ('f', 1, '[]', '[]', 1001, '{}');",
+            state(0),
+            state(1),
+            state(2),
+            state(0),
+            state(1)
+        ))
+        .unwrap();
+    drop(connection);
+    let mut store = SqliteStore::open(&scratch.0).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 7);
+    let last = |store: &SqliteStore, run: &str| {
+        let summary = store.run_summary(run).unwrap().unwrap();
+        (
+            summary.status,
+            summary.last_sequence,
+            summary.last_step_unix_milliseconds,
+        )
+    };
+    assert_eq!(last(&store, "r"), (RunStatus::Running, Some(2), Some(1002)));
+    assert_eq!(
+        last(&store, "f"),
+        (RunStatus::Finished, Some(1), Some(1001))
+    );
+    assert_eq!(last(&store, "r/c"), (RunStatus::Running, Some(5), Some(7)));
+    let listed: Vec<(String, Option<u64>)> = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .map(|run| (run.id, run.last_sequence))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("f".to_string(), Some(1)),
+            ("r/c".to_string(), Some(5)),
+            ("r".to_string(), Some(2))
+        ]
+    );
+    assert_eq!(
+        store.latest_snapshot("r").unwrap().unwrap().snapshot,
+        snapshot(2)
+    );
+    let error = store
+        .commit_step("r", &entry(2), &snapshot(9), None)
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::StaleStep { last: 2, .. }),
+        "{error}"
+    );
+    let error = store
+        .commit_step("f", &entry(2), &snapshot(2), None)
+        .unwrap_err();
+    assert!(matches!(error, StoreError::RunFinished { .. }), "{error}");
+    store
+        .commit_step("r", &entry(3), &snapshot(3), None)
+        .unwrap();
+    assert_eq!(last(&store, "r"), (RunStatus::Running, Some(3), Some(1003)));
+    assert_eq!(
+        store.snapshot_at("r", 3).unwrap().unwrap().snapshot,
+        snapshot(3)
+    );
 }
