@@ -234,3 +234,35 @@ fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
     assert_eq!(count, 1, "allocations to create and start an instance");
     assert!(instance.is_active("idle"));
 }
+
+/// Reading ITTW's YAML allocates for the value it builds, and next to nothing for the position
+/// of each of its nodes: the pointers are written into one text and found through one table
+/// (issue 29). Cloning the value allocates what building it must (each text, key, list and
+/// map), so what parsing allocates beyond that is the reader's own: its parser, stack and
+/// tables, and the lists and maps growing as they are read, not one allocation per node.
+#[test]
+fn reading_yaml_allocates_nothing_per_node_for_its_positions() {
+    use protocol_run::pipeline::load::yaml::{YamlLimits, parse};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/protocols/ittw.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let before = allocations();
+    let document = parse(&text, &YamlLimits::default()).unwrap();
+    let parsing = allocations() - before;
+    let before = allocations();
+    let copy = document.value.clone();
+    let value = allocations() - before;
+    fn nodes(value: &serde_json::Value) -> u64 {
+        1 + match value {
+            serde_json::Value::Array(items) => items.iter().map(nodes).sum(),
+            serde_json::Value::Object(entries) => entries.values().map(nodes).sum(),
+            _ => 0,
+        }
+    }
+    let nodes = nodes(&copy);
+    assert!(
+        parsing - value < nodes / 2,
+        "parsing allocated {parsing} times, {} more than the value's {value}, for {nodes} nodes",
+        parsing - value
+    );
+    assert!(document.positions.get("/states/calling/entry").is_some());
+}
