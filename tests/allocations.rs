@@ -129,7 +129,6 @@ impl Reference {
 }
 
 const WARM_UP_EVENTS: usize = 10_000;
-const MEASURED_EVENTS: usize = 100_000;
 
 #[test]
 fn the_reference_workload_allocates_nothing_per_event() {
@@ -147,7 +146,6 @@ fn the_reference_workload_allocates_nothing_per_event() {
         .collect();
     // WORKLOAD.md's sequence, made before anything is counted.
     let mut seed: u32 = 42;
-    let sequence: Vec<usize> = (0..WARM_UP_EVENTS + MEASURED_EVENTS)
         .map(|_| {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             ((seed >> 16) % 5) as usize
@@ -172,7 +170,6 @@ fn the_reference_workload_allocates_nothing_per_event() {
     let during = allocations() - before;
     assert_eq!(
         during, 0,
-        "{during} allocations in {MEASURED_EVENTS} events"
     );
 
     let mut reference = Reference {
@@ -235,34 +232,42 @@ fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
     assert!(instance.is_active("idle"));
 }
 
-/// Reading ITTW's YAML allocates for the value it builds, and next to nothing for the position
-/// of each of its nodes: the pointers are written into one text and found through one table
-/// (issue 29). Cloning the value allocates what building it must (each text, key, list and
-/// map), so what parsing allocates beyond that is the reader's own: its parser, stack and
-/// tables, and the lists and maps growing as they are read, not one allocation per node.
+/// Reading YAML allocates nothing per node for the node's position (issue 29): the pointers
+/// are written into one text and found through one table, both grown by doubling. Beyond what
+/// saphyr's parser allocates for the same text and what the value needs (a clone of it counts
+/// that: each text, key, list and map), reading a list of 10,000 numbers or a mapping of 2,000
+/// entries takes a few dozen allocations; a `String` per pointer took 10,000 and 2,000 more.
 #[test]
 fn reading_yaml_allocates_nothing_per_node_for_its_positions() {
     use protocol_run::pipeline::load::yaml::{YamlLimits, parse};
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/protocols/ittw.yaml");
-    let text = std::fs::read_to_string(path).unwrap();
-    let before = allocations();
-    let document = parse(&text, &YamlLimits::default()).unwrap();
-    let parsing = allocations() - before;
-    let before = allocations();
-    let copy = document.value.clone();
-    let value = allocations() - before;
-    fn nodes(value: &serde_json::Value) -> u64 {
-        1 + match value {
-            serde_json::Value::Array(items) => items.iter().map(nodes).sum(),
-            serde_json::Value::Object(entries) => entries.values().map(nodes).sum(),
-            _ => 0,
+    let numbers: Vec<String> = (0..10_000).map(|number| number.to_string()).collect();
+    let entries: Vec<String> = (0..2_000).map(|number| format!("k{number}: {number}")).collect();
+    let list = format!("list: [{}]\n", numbers.join(", "));
+    let mapping = entries.join("\n");
+    for (text, pointer, at) in [
+        (&list, "/list/9999", "9999"),
+        (&mapping, "/k1999", "1999"),
+    ] {
+        let before = allocations();
+        let mut parser = saphyr_parser::Parser::new_from_str(text);
+        while let Some(event) = parser.next_event() {
+            event.unwrap();
         }
+        drop(parser);
+        let parser = allocations() - before;
+        let before = allocations();
+        let document = parse(text, &YamlLimits::default()).unwrap();
+        let reading = allocations() - before;
+        let before = allocations();
+        let value = document.value.clone();
+        let value = allocations() - before - u64::from(value.is_null());
+        let own = reading - parser - value;
+        assert!(
+            own < 100,
+            "reading allocated {reading} times: {parser} in saphyr's parser, {value} for the \
+             value, {own} of its own"
+        );
+        let node = document.positions.get(pointer).unwrap().value;
+        assert_eq!(&text[node.offset..node.offset + 4], at);
     }
-    let nodes = nodes(&copy);
-    assert!(
-        parsing - value < nodes / 2,
-        "parsing allocated {parsing} times, {} more than the value's {value}, for {nodes} nodes",
-        parsing - value
-    );
-    assert!(document.positions.get("/states/calling/entry").is_some());
 }
