@@ -129,6 +129,7 @@ impl Reference {
 }
 
 const WARM_UP_EVENTS: usize = 10_000;
+const MEASURED_EVENTS: usize = 100_000;
 
 #[test]
 fn the_reference_workload_allocates_nothing_per_event() {
@@ -146,6 +147,7 @@ fn the_reference_workload_allocates_nothing_per_event() {
         .collect();
     // WORKLOAD.md's sequence, made before anything is counted.
     let mut seed: u32 = 42;
+    let sequence: Vec<usize> = (0..WARM_UP_EVENTS + MEASURED_EVENTS)
         .map(|_| {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             ((seed >> 16) % 5) as usize
@@ -170,6 +172,7 @@ fn the_reference_workload_allocates_nothing_per_event() {
     let during = allocations() - before;
     assert_eq!(
         during, 0,
+        "{during} allocations in {MEASURED_EVENTS} events"
     );
 
     let mut reference = Reference {
@@ -241,13 +244,12 @@ fn a_started_instance_of_the_reference_workload_holds_at_most_256_bytes() {
 fn reading_yaml_allocates_nothing_per_node_for_its_positions() {
     use protocol_run::pipeline::load::yaml::{YamlLimits, parse};
     let numbers: Vec<String> = (0..10_000).map(|number| number.to_string()).collect();
-    let entries: Vec<String> = (0..2_000).map(|number| format!("k{number}: {number}")).collect();
+    let entries: Vec<String> = (0..2_000)
+        .map(|number| format!("k{number}: {number}"))
+        .collect();
     let list = format!("list: [{}]\n", numbers.join(", "));
     let mapping = entries.join("\n");
-    for (text, pointer, at) in [
-        (&list, "/list/9999", "9999"),
-        (&mapping, "/k1999", "1999"),
-    ] {
+    for (text, pointer, at) in [(&list, "/list/9999", "9999"), (&mapping, "/k1999", "1999")] {
         let before = allocations();
         let mut parser = saphyr_parser::Parser::new_from_str(text);
         while let Some(event) = parser.next_event() {
