@@ -560,3 +560,52 @@ fn validate_checks_scenario_files_as_scenarios() {
     assert_eq!(code, 65, "{stderr}");
     assert!(stderr.contains("bad.scenario.yaml:4:"), "{stderr}");
 }
+
+/// `validate FILE...` with plain file names is read without clap (issue 29); every file of
+/// `protocols/`, a file with errors, a missing one and a library give the same output and exit
+/// code as when clap reads the same line (after `--`, which only clap reads).
+#[test]
+fn validate_of_plain_files_answers_as_through_clap() {
+    let directory = crate::support::temporary_directory("cli", "plain-validate");
+    std::fs::write(
+        directory.join("bad.yaml"),
+        "id: bad\nstates:\n  a: {on: {go: nowhere}}\n",
+    )
+    .unwrap();
+    let protocols = concat!(env!("CARGO_MANIFEST_DIR"), "/protocols");
+    let mut lines: Vec<Vec<String>> = std::fs::read_dir(protocols)
+        .unwrap()
+        .map(|entry| vec![entry.unwrap().path().display().to_string()])
+        .collect();
+    lines.push(vec!["bad.yaml".into()]);
+    lines.push(vec!["missing.yaml".into()]);
+    lines.push(vec![
+        format!("{protocols}/ittw.yaml"),
+        "bad.yaml".into(),
+        "x y.yaml".into(),
+    ]);
+    for files in lines {
+        let plain: Vec<&str> = ["validate"]
+            .into_iter()
+            .chain(files.iter().map(String::as_str))
+            .collect();
+        let through_clap: Vec<&str> = ["validate", "--"]
+            .into_iter()
+            .chain(files.iter().map(String::as_str))
+            .collect();
+        let answer = crate::support::run_binary(&directory, &plain);
+        assert_eq!(
+            answer,
+            crate::support::run_binary(&directory, &through_clap),
+            "{files:?}"
+        );
+        assert!(answer.1.contains("ok: ") || answer.0 != 0, "{answer:?}");
+    }
+    // Without a file, or with a flag, clap answers as before.
+    let (code, _, stderr) = crate::support::run_binary(&directory, &["validate"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("<FILES>..."), "{stderr}");
+    let (code, stdout, _) = crate::support::run_binary(&directory, &["validate", "--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Check protocol files"), "{stdout}");
+}

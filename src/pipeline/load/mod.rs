@@ -7,6 +7,7 @@ mod schema_check;
 mod schema_check_tests;
 mod schema_forms;
 // Its compiler runs in build.rs; here only the tests compile a schema.
+pub mod positions;
 #[cfg_attr(not(test), allow(dead_code))]
 mod schema_tables;
 pub mod set_aside;

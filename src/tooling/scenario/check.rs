@@ -28,8 +28,11 @@ pub fn is_scenario(path: &Path) -> bool {
 
 /// Whether the text's top level has the two keys of a scenario file.
 pub fn looks_like_scenarios(text: &str) -> bool {
-    let top_level = |key: &str| text.lines().any(|line| line.starts_with(key));
-    top_level("protocol:") && top_level("scenarios:")
+    // A line starting with the key: the text's first, or one after a line feed (`lines` splits
+    // at `\n` too), found with a substring search rather than a walk over every line.
+    let top_level =
+        |key: &str, after_line_feed: &str| text.starts_with(key) || text.contains(after_line_feed);
+    top_level("protocol:", "\nprotocol:") && top_level("scenarios:", "\nscenarios:")
 }
 
 /// Loads the scenario file and its protocol and checks every name the scenarios use: every
