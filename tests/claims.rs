@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 
-use protocol_run::store::SqliteStore;
+use protocol_run::store::{SqliteStore, Store};
 
 /// An effect that records its start (its shell's pid, one line per start) and runs until the
 /// test creates `go`.

@@ -254,6 +254,30 @@ impl Store for CountingStore {
     ) -> Result<Vec<Option<protocol_run::store::Unclaimed>>, StoreError> {
         self.inner.claim_runs(runs, holder, holds)
     }
+    fn run_summary(
+        &self,
+        run: &str,
+    ) -> Result<Option<protocol_run::store::RunSummary>, StoreError> {
+        self.inner.run_summary(run)
+    }
+    fn runs_of_protocols(
+        &self,
+        paths: &[&str],
+        after: Option<&protocol_run::store::RunCursor>,
+        count: usize,
+    ) -> Result<Vec<protocol_run::store::RunSummary>, StoreError> {
+        self.inner.runs_of_protocols(paths, after, count)
+    }
+    fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
+        self.inner.directives_before(run, before)
+    }
+    fn snapshot_at(
+        &self,
+        run: &str,
+        step: u64,
+    ) -> Result<Option<protocol_run::store::StoredSnapshot>, StoreError> {
+        self.inner.snapshot_at(run, step)
+    }
     fn release_runs(
         &mut self,
         runs: &[String],

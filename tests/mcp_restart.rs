@@ -181,7 +181,11 @@ pub(crate) fn hold(directory: &Path, run: &str) -> std::process::Child {
     let recorded = || {
         protocol_run::store::SqliteStore::open(directory.join("state"))
             .ok()
-            .and_then(|store| store.run_summary(run).ok().flatten())
+            .and_then(|store| {
+                protocol_run::store::Store::run_summary(&store, run)
+                    .ok()
+                    .flatten()
+            })
             .and_then(|summary| summary.holder)
             .is_some_and(|recorded| recorded.pid == holder.id())
     };

@@ -157,6 +157,13 @@ pub struct RunSummary {
     pub parent: Option<String>,
 }
 
+/// Where a page of runs starts: after this run, in the order newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCursor {
+    pub started_unix_milliseconds: u64,
+    pub id: String,
+}
+
 /// One run with everything recorded when it started.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
@@ -382,6 +389,28 @@ pub trait Store: Send {
     /// Clears the holder of each of `runs` that `holder` holds: a run claimed, then found unable
     /// to resume, is left for another process to take.
     fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError>;
+
+    /// One run's summary, without reading its protocol text, inputs or grants.
+    fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError>;
+
+    /// At most `count` runs of the protocols at `paths`, newest first (by start, then id),
+    /// starting after `after`; the limit is applied by the database, so a store of many runs
+    /// is never read whole.
+    fn runs_of_protocols(
+        &self,
+        paths: &[&str],
+        after: Option<&RunCursor>,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// How many directives the run's journal recorded before step `before`, counted by the
+    /// database: the entries are not read into memory.
+    fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError>;
+
+    /// The run's own state after its step `step` (redrive, fork and inspection read past
+    /// steps; resume reads the last one the same way). Its children's states are not put back
+    /// (their rows keep their latest only). `None` when the run has no such step.
+    fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError>;
 
     /// Commits many writes at once: one transaction (and one sync to disk) for all of them in a
     /// store that can, so a host of many instances pays one commit per batch of steps. Each

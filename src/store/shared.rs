@@ -1,29 +1,28 @@
-//! One SQLite store several drivers share: `mcp`'s runs all write through the server's one connection, rather than each holding its own (three descriptors apiece).
+//! One store several drivers share: `mcp`'s runs all write through the server's one connection, rather than each holding its own.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    Finish, Holder, JournalEntry, NewRun, RunRecord, RunSummary, SqliteStore, Store, StoreError,
+    Finish, Holder, JournalEntry, NewRun, RunCursor, RunRecord, RunSummary, Store, StoreError,
     StoredSnapshot, Unclaimed, Write,
 };
 use crate::base::snapshot::Snapshot;
 
-/// A handle on one `SqliteStore`; clones share its connection. Each call takes the connection
+/// A handle on one store; clones share its connection. Each call takes the connection
 /// for its own length, so a transaction is never interleaved with another driver's.
 #[derive(Clone)]
-pub struct SharedStore(Arc<Mutex<SqliteStore>>);
+pub struct SharedStore(Arc<Mutex<Box<dyn Store>>>);
 
 impl SharedStore {
-    pub fn new(store: SqliteStore) -> SharedStore {
+    pub fn new(store: Box<dyn Store>) -> SharedStore {
         SharedStore(Arc::new(Mutex::new(store)))
     }
 
-    /// The connection, for the reads `SqliteStore` has beyond the `Store` trait; held for one
-    /// read, never across another call that takes it (a thread taking it twice waits on
-    /// itself for good). A call that
-    /// panicked while holding it left no transaction open (SQLite rolls back an unfinished one
-    /// as it is dropped), so the connection is used on rather than refused for good.
-    pub fn lock(&self) -> MutexGuard<'_, SqliteStore> {
+    /// The store, for several reads in a row; held for them, never across another call that
+    /// takes it (a thread taking it twice waits on itself for good). A call that panicked
+    /// while holding it left no transaction open (a database rolls back an unfinished one as
+    /// its transaction is dropped), so the store is used on rather than refused for good.
+    pub fn lock(&self) -> MutexGuard<'_, Box<dyn Store>> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -113,6 +112,27 @@ impl Store for SharedStore {
 
     fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError> {
         self.lock().release_runs(runs, holder)
+    }
+
+    fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
+        self.lock().run_summary(run)
+    }
+
+    fn runs_of_protocols(
+        &self,
+        paths: &[&str],
+        after: Option<&RunCursor>,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        self.lock().runs_of_protocols(paths, after, count)
+    }
+
+    fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
+        self.lock().directives_before(run, before)
+    }
+
+    fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
+        self.lock().snapshot_at(run, step)
     }
 
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {

@@ -99,7 +99,7 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         .unwrap_or_else(|| crate::runtime::runs::live_runs::default_max_live_runs(descriptors));
     // Every run's steps and every read go through this one connection.
     let store = match crate::store::SqliteStore::open(&arguments.state.path) {
-        Ok(store) => crate::store::SharedStore::new(store),
+        Ok(store) => crate::store::SharedStore::new(Box::new(store)),
         Err(error) => {
             eprintln!("error: {error}");
             return exit_code::IO;

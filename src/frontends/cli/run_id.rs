@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::exit_code;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 /// The longest run id `--run-id` takes: it names a directory and appears in every log line.
 pub const MAX_RUN_ID_LENGTH: usize = 64;
@@ -56,7 +56,7 @@ pub fn check_spelling(id: &str) -> Result<(), RunIdError> {
 /// a fresh one.
 pub fn new_run_id(
     chosen: Option<&str>,
-    store: &SqliteStore,
+    store: &dyn Store,
     state_directory: &Path,
 ) -> Result<String, u8> {
     let Some(id) = chosen else {

@@ -7,7 +7,7 @@ use super::run_selection::{Latest, RunSelection, StateDirectory, choose_run};
 use super::runs::open;
 use super::transition_names::TransitionNames;
 use crate::base::clock::format_rfc3339;
-use crate::store::{RunSummary, SqliteStore, Store};
+use crate::store::{RunSummary, Store};
 
 /// `protocol-run status [RUN_ID]`.
 #[derive(Debug, Args)]
@@ -54,7 +54,7 @@ pub fn status(arguments: &StatusArguments) -> u8 {
 }
 
 /// The run as one JSON object.
-fn describe(store: &SqliteStore, run_id: &str) -> Result<serde_json::Value, (String, u8)> {
+fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (String, u8)> {
     let io = |error: crate::store::StoreError| (error.to_string(), exit_code::IO);
     let record = store.run(run_id).map_err(io)?.ok_or_else(|| {
         (

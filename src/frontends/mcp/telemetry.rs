@@ -62,7 +62,7 @@ const STEP_PAGE: usize = 64;
 /// The latest steps that fit `MAX_TELEMETRY_RECORDS` and `MAX_TELEMETRY_BYTES`, oldest first,
 /// and whether older ones were left out: the journal is read back from its end a page at a
 /// time, and reading stops at the budget.
-fn latest_steps(store: &SqliteStore, run: &str) -> Result<(Vec<Value>, bool), String> {
+fn latest_steps(store: &dyn Store, run: &str) -> Result<(Vec<Value>, bool), String> {
     let mut newest_first = Vec::new();
     let mut bytes = 0usize;
     let mut before = u64::MAX;

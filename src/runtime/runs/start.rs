@@ -16,9 +16,7 @@ use crate::pipeline::compile::machine::Machine;
 use crate::pipeline::load::Loaded;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::run::Interpreter;
-use crate::store::{
-    NewRun, RunOrigin, RunRecord, RunStatus, SqliteStore, Store, Write, commit_checkpoint,
-};
+use crate::store::{NewRun, RunOrigin, RunRecord, RunStatus, Store, Write, commit_checkpoint};
 
 /// Why a run cannot start or resume: the text to print on stderr, and the exit code.
 #[derive(Debug)]
@@ -77,7 +75,7 @@ pub trait Operator {
 
 /// Where a run is kept and who decides its grants: what starting and resuming share.
 pub struct Place<'a> {
-    pub store: &'a mut SqliteStore,
+    pub store: &'a mut dyn Store,
     /// The store's path, where the run's claim is taken.
     pub state_path: &'a Path,
     pub operator: &'a dyn Operator,
@@ -309,7 +307,7 @@ fn resolve_grants(
 /// Claims the run for this process (`claims`): a run another process holds (another `resume`,
 /// a `serve` or `mcp` host) is refused with 75 (try again once it ends), naming it.
 fn claim(
-    store: &mut SqliteStore,
+    store: &mut dyn Store,
     state_path: &Path,
     run_id: &str,
     process: &str,
@@ -329,14 +327,14 @@ pub fn canonical(file: &Path) -> String {
 /// Commits each macrostep of a run to the store: at once, or (batched) held back and committed
 /// with the others of its read batch in one transaction at the next `flush`.
 pub struct StoreCheckpoint<'a> {
-    store: &'a mut SqliteStore,
+    store: &'a mut dyn Store,
     run_id: String,
     /// The steps held back since the last flush; `None` commits each step at once.
     held: Option<Vec<Write>>,
 }
 
 impl<'a> StoreCheckpoint<'a> {
-    pub fn new(store: &'a mut SqliteStore, run_id: String, batched: bool) -> StoreCheckpoint<'a> {
+    pub fn new(store: &'a mut dyn Store, run_id: String, batched: bool) -> StoreCheckpoint<'a> {
         StoreCheckpoint {
             store,
             run_id,

@@ -16,14 +16,13 @@ use statements::CachedStatements;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
-    Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunOrigin, RunRecord, RunStatus,
-    RunSummary, Store, StoreError, StoredSnapshot, Unclaimed, Write,
+    Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunCursor, RunOrigin, RunRecord,
+    RunStatus, RunSummary, Store, StoreError, StoredSnapshot, Unclaimed, Write,
 };
 use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
 
 mod summaries;
-pub use summaries::RunCursor;
 
 /// The most memory SQLite's page cache of one store takes (KiB), filled only as pages are read.
 const PAGE_CACHE_KIB: u32 = 32 * 1024;
@@ -700,6 +699,27 @@ impl Store for SqliteStore {
                 Ok(())
             },
         )
+    }
+
+    fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
+        self.read_run_summary(run)
+    }
+
+    fn runs_of_protocols(
+        &self,
+        paths: &[&str],
+        after: Option<&RunCursor>,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        self.read_runs_of_protocols(paths, after, count)
+    }
+
+    fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
+        self.count_directives_before(run, before)
+    }
+
+    fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
+        self.rebuild_at(run, step)
     }
 
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {

@@ -317,11 +317,13 @@ impl Context {
 }
 
 impl SqliteStore {
-    /// The run's own state after its step `step`, rebuilt from the nearest full snapshot at or
-    /// before it and the deltas after that (redrive, fork and inspection read past steps;
-    /// resume reads the last one the same way). Its children's states are not put back (their
-    /// rows keep their latest only). `None` when the run has no such step.
-    pub fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
+    /// `Store::snapshot_at`: rebuilt from the nearest full snapshot at or before the step and
+    /// the deltas after it.
+    pub(super) fn rebuild_at(
+        &self,
+        run: &str,
+        step: u64,
+    ) -> Result<Option<StoredSnapshot>, StoreError> {
         let step = self.context.integer("a step number", step)?;
         self.rebuild(run, Some(step))
     }

@@ -4,18 +4,11 @@ use rusqlite::OptionalExtension;
 
 use super::statements::CachedStatements;
 use super::{RUN_COLUMNS, RawRun, SqliteStore};
-use crate::store::{RunSummary, StoreError};
-
-/// Where a page of runs starts: after this run, in the order newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunCursor {
-    pub started_unix_milliseconds: u64,
-    pub id: String,
-}
+use crate::store::{RunCursor, RunSummary, StoreError};
 
 impl SqliteStore {
-    /// One run's summary, without reading its protocol text, inputs or grants.
-    pub fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
+    /// `Store::run_summary`.
+    pub(super) fn read_run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
         let raw = self
             .connection
             .query_row_cached(
@@ -28,10 +21,8 @@ impl SqliteStore {
         raw.map(|raw| self.summary(raw)).transpose()
     }
 
-    /// At most `count` runs of the protocols at `paths`, newest first (by start, then id),
-    /// starting after `after`; the limit is applied by the database, so a store of many runs
-    /// is never read whole.
-    pub fn runs_of_protocols(
+    /// `Store::runs_of_protocols`.
+    pub(super) fn read_runs_of_protocols(
         &self,
         paths: &[&str],
         after: Option<&RunCursor>,
@@ -78,9 +69,12 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
-    /// How many directives the run's journal recorded before step `before`, counted by the
-    /// database: the entries are not read into memory.
-    pub fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
+    /// `Store::directives_before`.
+    pub(super) fn count_directives_before(
+        &self,
+        run: &str,
+        before: u64,
+    ) -> Result<u64, StoreError> {
         let before = i64::try_from(before).unwrap_or(i64::MAX);
         self.connection
             .query_row_cached(

@@ -4,7 +4,7 @@ use super::{advance, exit_code};
 use crate::pipeline::compile::machine::Machine;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::run::driver::RunReport;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 /// A run its driver returned from.
 pub(super) struct Ended<'a> {
@@ -20,7 +20,7 @@ impl Ended<'_> {
     pub(super) fn report(
         &self,
         report: &RunReport,
-        store: &mut SqliteStore,
+        store: &mut dyn Store,
         lifecycle: &mut RunLifecycle,
     ) -> Result<u8, u8> {
         let Ended {

@@ -294,7 +294,7 @@ fn resume_run(
     run_id: &str,
     secret_inputs: &GivenInputs,
     options: &RunOptions,
-    store: &mut SqliteStore,
+    store: &mut dyn Store,
     lifecycle: &mut RunLifecycle,
 ) -> Result<Prepared, Refusal> {
     let place = Place {

@@ -248,7 +248,7 @@ impl Host {
         if let Some((machine, view)) = self.view_of(run) {
             return Ok(report(machine, run, &view.borrow()));
         }
-        records::summary(&self.settings.store.lock(), &self.served_paths(), run)
+        records::summary(&**self.settings.store.lock(), &self.served_paths(), run)
     }
 
     /// The protocol of a run live or ended here recently as a Mermaid diagram, its active
@@ -272,7 +272,7 @@ impl Host {
 
     /// Why `run` is not live here: unknown, or recorded with its status.
     pub(in crate::frontends::mcp) fn not_live(&self, run: &str) -> String {
-        records::not_live(&self.settings.store.lock(), run)
+        records::not_live(&**self.settings.store.lock(), run)
     }
 
     /// The served protocols' files, as runs record them.
@@ -287,7 +287,7 @@ impl Host {
     /// with their status here.
     fn list_runs(&self, after: Option<&str>, count: usize) -> Result<Value, String> {
         let paths = self.served_paths();
-        records::list(&self.settings.store.lock(), &paths, after, count, |run| {
+        records::list(&**self.settings.store.lock(), &paths, after, count, |run| {
             self.view_of(run).map(|(_, view)| view.borrow().status())
         })
     }

@@ -2,15 +2,15 @@
 
 use serde_json::{Value, json};
 
-use crate::store::sqlite::RunCursor;
-use crate::store::{RunSummary, SqliteStore, Store};
+use crate::store::RunCursor;
+use crate::store::{RunSummary, Store};
 
 /// The most runs one `list_runs` answers; `next` names where the following page starts.
 pub const MAX_RUNS_PER_PAGE: usize = 1_000;
 
 /// A recorded run's summary: its status, the directives its journal holds and, once finished,
 /// how. A run of a protocol this server does not serve is refused (`not_served`).
-pub fn summary(store: &SqliteStore, served: &[&str], run: &str) -> Result<Value, String> {
+pub fn summary(store: &dyn Store, served: &[&str], run: &str) -> Result<Value, String> {
     let record = served_summary(store, served, run)?
         .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
     let (directives, dropped_directives) = recorded_directives(store, run)?;
@@ -55,7 +55,7 @@ fn recorded_status(stored: &'static str, finish: Option<&crate::store::Finish>) 
 /// none; a run of a protocol not among `served` (canonical paths) is refused: this server
 /// shows only the runs of what it serves.
 pub fn served_summary(
-    store: &SqliteStore,
+    store: &dyn Store,
     served: &[&str],
     run: &str,
 ) -> Result<Option<RunSummary>, String> {
@@ -77,7 +77,7 @@ pub fn not_served(run: &str, protocol_path: &str) -> String {
 }
 
 /// Why `run` is not live in this server: unknown, or recorded with its status.
-pub fn not_live(store: &SqliteStore, run: &str) -> String {
+pub fn not_live(store: &dyn Store, run: &str) -> String {
     let recorded = store.run_summary(run).ok().flatten();
     match recorded {
         Some(record) => format!(
@@ -93,7 +93,7 @@ pub fn not_live(store: &SqliteStore, run: &str) -> String {
 /// `live_status` gives the status of a run this server drives (`cancelled`, which the store
 /// records as finished).
 pub fn list(
-    store: &SqliteStore,
+    store: &dyn Store,
     paths: &[&str],
     after: Option<&str>,
     count: usize,
@@ -138,11 +138,7 @@ pub fn list(
 /// A new instance name for `protocol`, unused in the store and by the runs `live` names (a run
 /// started a moment ago has no record yet): `mcp-<unix ms>` with a counter when two start in the
 /// same millisecond.
-pub fn new_instance_name(
-    store: &SqliteStore,
-    protocol: &str,
-    live: impl Fn(&str) -> bool,
-) -> String {
+pub fn new_instance_name(store: &dyn Store, protocol: &str, live: impl Fn(&str) -> bool) -> String {
     let base = format!("mcp-{}", crate::base::clock::unix_milliseconds_now());
     (0..)
         .map(|count| {
@@ -166,7 +162,7 @@ const JOURNAL_PAGE: usize = 256;
 /// `MAX_KEPT_DIRECTIVES` in the order emitted, and how many older ones were left out (counted
 /// by the store: the entries before the kept ones are not read). A resumed run's report starts
 /// from them.
-pub fn recorded_directives(store: &SqliteStore, run: &str) -> Result<(Vec<Value>, usize), String> {
+pub fn recorded_directives(store: &dyn Store, run: &str) -> Result<(Vec<Value>, usize), String> {
     let mut newest_first = Vec::new();
     let mut dropped = 0;
     let mut before = u64::MAX;
@@ -222,7 +218,7 @@ mod tests {
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&directory);
-        let mut store = SqliteStore::open(&directory).unwrap();
+        let mut store = crate::store::SqliteStore::open(&directory).unwrap();
         let mut writes = vec![Write::CreateRun(NewRun {
             id: "p:mcp-1".into(),
             protocol_path: "/p.yaml".into(),

@@ -190,7 +190,8 @@ impl Host {
         let (served, _) = self.resumable(record)?;
         let machine = served.machine.clone();
         let pinned = served.pinned.clone();
-        let (directives, dropped) = records::recorded_directives(&self.settings.store.lock(), run)?;
+        let (directives, dropped) =
+            records::recorded_directives(&**self.settings.store.lock(), run)?;
         let recording = served.recording(
             Box::new(self.settings.store.clone()),
             self.settings.recorded_grants.clone(),

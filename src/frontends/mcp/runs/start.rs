@@ -49,7 +49,7 @@ impl Host {
         let machine = served.machine.clone();
         let pinned = served.pinned.clone();
         let instance =
-            records::new_instance_name(&self.settings.store.lock(), &machine.id, |run| {
+            records::new_instance_name(&**self.settings.store.lock(), &machine.id, |run| {
                 self.runs.contains_key(run)
             });
         let run_id = format!("{}:{instance}", machine.id);

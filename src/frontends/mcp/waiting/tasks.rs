@@ -25,7 +25,7 @@ impl Host {
     pub(in crate::frontends::mcp) fn task_view(&self, run: &str) -> Result<Value, String> {
         // The connection is taken for each read alone: `get_run` below takes it too.
         let summary = crate::frontends::mcp::runs::records::served_summary(
-            &self.settings.store.lock(),
+            &**self.settings.store.lock(),
             &self.served_paths(),
             run,
         )?
