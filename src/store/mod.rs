@@ -1,5 +1,6 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
+mod codec;
 pub mod read_files;
 pub mod run_filter;
 pub mod shared;

@@ -4,43 +4,16 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::statements::CachedStatements;
 use super::{Context, SqliteStore};
-use crate::base::durable::{ChildChange, ChildState};
+use crate::base::durable::ChildChange;
 use crate::base::snapshot::Snapshot;
+use crate::store::codec::children::{EncodedChildState, parent_of};
 use crate::store::{JournalEntry, RunStatus, Store, StoreError, StoredSnapshot};
-
-/// A child's state encoded for its row (`<run>/<path>`), before the write lock is taken.
-pub(super) struct EncodedChildState {
-    id: String,
-    step: i64,
-    snapshot: String,
-    taken_at: i64,
-}
 
 /// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
 /// protocol cannot invoke itself), and a damaged store must not recurse without end.
 const MAX_CHILD_DEPTH: usize = 64;
 
 impl Context {
-    /// Each child's state as its row keeps it: masked, with its secrets' labels.
-    pub(super) fn encode_child_states(
-        &self,
-        run: &str,
-        states: &[ChildState],
-    ) -> Result<Vec<EncodedChildState>, StoreError> {
-        states
-            .iter()
-            .map(|state| {
-                let id = format!("{run}/{}", state.path);
-                Ok(EncodedChildState {
-                    snapshot: self.encode_snapshot(&id, &state.snapshot)?,
-                    step: self.integer("a step number", state.sequence)?,
-                    taken_at: self.integer("a step time", state.committed_unix_milliseconds)?,
-                    id,
-                })
-            })
-            .collect()
-    }
-
     /// Writes each child's state to its row's snapshot, replacing the one before; a child with
     /// no row (a run recorded before children had rows) keeps none.
     pub(super) fn insert_child_states(
@@ -322,13 +295,5 @@ impl SqliteStore {
                 secrets: recording.secrets,
             })
         }))
-    }
-}
-
-/// The run a child at `path` below `run` belongs to: `run` itself, or the child above it.
-fn parent_of(run: &str, path: &str) -> String {
-    match path.rsplit_once('/') {
-        Some((above, _)) => format!("{run}/{above}"),
-        None => run.to_string(),
     }
 }

@@ -13,11 +13,14 @@ mod tests;
 
 use statements::CachedStatements;
 
+use super::codec::steps::{Planned, StepWrite};
+use super::codec::{Codec, RawEntry, RawRun};
+
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
 use super::{
-    Cause, Finish, Holder, JournalEntry, JournalEvent, NewRun, RunCursor, RunOrigin, RunRecord,
-    RunStatus, RunSummary, Store, StoreError, StoredSnapshot, Unclaimed, Write,
+    Finish, Holder, JournalEntry, NewRun, RunCursor, RunRecord, RunStatus, RunSummary, Store,
+    StoreError, StoredSnapshot, Unclaimed, Write,
 };
 use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
@@ -43,9 +46,6 @@ const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at,
      runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
      finished_at, origin, holder, parent";
 
-/// The key under which a stored snapshot lists the labels of its secret placeholders.
-const SNAPSHOT_SECRETS: &str = "secrets";
-
 const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
 
@@ -55,7 +55,11 @@ pub struct SqliteStore {
     context: Context,
     /// The state this store last committed for each run it writes to, which the run's next
     /// step is stored as a delta of (`snapshots.rs`).
-    written: std::collections::HashMap<String, snapshots::Written, foldhash::fast::RandomState>,
+    written: std::collections::HashMap<
+        String,
+        crate::store::codec::states::Written,
+        foldhash::fast::RandomState,
+    >,
     /// `PRAGMA data_version` when this store last wrote steps: while another connection has
     /// not changed it, what `written` says of a run (its last step, that it runs) is the
     /// file's too, and a step is written without reading the run's row.
@@ -91,6 +95,9 @@ impl SqliteStore {
         let mut store = SqliteStore {
             connection,
             context: Context {
+                codec: Codec {
+                    database: path.display().to_string(),
+                },
                 path,
                 busy_timeout: DEFAULT_BUSY_TIMEOUT,
             },
@@ -164,55 +171,15 @@ impl SqliteStore {
         transaction.commit().map_err(&failed)
     }
 
-    fn summary(&self, raw: RawRun) -> Result<RunSummary, StoreError> {
-        let status = RunStatus::parse(&raw.status).ok_or_else(|| {
-            self.context.corrupt(
-                &raw.id,
-                "status",
-                format!("`{}` is not a status", raw.status).into(),
-            )
-        })?;
-        let finish = match status {
-            RunStatus::Finished => Some(Finish {
-                final_state: raw.final_state,
-                exit_code: raw.exit_code.unwrap_or_default() as i32,
-                output: match &raw.output {
-                    Some(text) => self.context.decode(&raw.id, "output", text)?,
-                    None => serde_json::Value::Null,
-                },
-                unix_milliseconds: raw.finished_at.unwrap_or_default() as u64,
-            }),
-            _ => None,
-        };
-        let holder = raw
-            .holder
-            .map(|holder| self.context.decode(&raw.id, "holder", &holder))
-            .transpose()?;
-        Ok(RunSummary {
-            id: raw.id,
-            protocol_path: raw.protocol_path,
-            protocol_hash: raw.protocol_hash,
-            status,
-            started_unix_milliseconds: raw.started_at as u64,
-            last_sequence: raw.last_step.map(|step| step as u64),
-            last_step_unix_milliseconds: raw.last_step_at.map(|time| time as u64),
-            finish,
-            // An origin this build does not know reads as none: no front end claims the run.
-            origin: raw.origin.as_deref().and_then(RunOrigin::parse),
-            holder,
-            parent: raw.parent,
-        })
-    }
-
     fn summaries(&self, sql: &str, parameters: &[&str]) -> Result<Vec<RunSummary>, StoreError> {
         let failed = self.context.failed("list runs");
         let mut statement = self.connection.prepare_cached(sql).map_err(&failed)?;
         let rows = statement
-            .query_map(rusqlite::params_from_iter(parameters), RawRun::read)
+            .query_map(rusqlite::params_from_iter(parameters), read_run)
             .map_err(&failed)?;
         let mut runs = Vec::new();
         for row in rows {
-            runs.push(self.summary(row.map_err(&failed)?)?);
+            runs.push(self.context.summary(row.map_err(&failed)?)?);
         }
         Ok(runs)
     }
@@ -228,50 +195,34 @@ impl SqliteStore {
             .failed(&format!("read the journal of run `{run}`"));
         let mut statement = self.connection.prepare_cached(sql).map_err(&failed)?;
         let rows = statement
-            .query_map(parameters, RawEntry::read)
+            .query_map(parameters, read_entry)
             .map_err(&failed)?;
         let mut entries = Vec::new();
         for row in rows {
-            let raw = row.map_err(&failed)?;
-            let event = match raw.event_name {
-                Some(name) => Some(JournalEvent {
-                    name,
-                    data: match &raw.event_data {
-                        Some(text) => self.context.decode(run, "journal event data", text)?,
-                        None => serde_json::Value::Null,
-                    },
-                }),
-                None => None,
-            };
-            entries.push(JournalEntry {
-                sequence: raw.step as u64,
-                event,
-                transitions: self
-                    .context
-                    .decode(run, "journal transitions", &raw.transitions)?,
-                actions: self.context.decode(run, "journal actions", &raw.actions)?,
-                unix_milliseconds: raw.recorded_at as u64,
-                children: match &raw.children {
-                    Some(text) => self.context.decode(run, "journal children", text)?,
-                    None => Vec::new(),
-                },
-            });
+            entries.push(self.context.journal_entry(run, row.map_err(&failed)?)?);
         }
         Ok(entries)
     }
 }
 
 /// What error messages need: the file, and how long a busy database is waited for.
+/// The file, how long a busy database is waited for, and the encoding every store shares.
 struct Context {
+    codec: Codec,
     path: PathBuf,
     busy_timeout: Duration,
 }
 
-impl Context {
-    fn location(&self) -> String {
-        self.path.display().to_string()
-    }
+/// The shared encoding's methods (`encode`, `decode`, `corrupt`, ...) are the context's own.
+impl std::ops::Deref for Context {
+    type Target = Codec;
 
+    fn deref(&self) -> &Codec {
+        &self.codec
+    }
+}
+
+impl Context {
     /// Maps a SQLite error to one naming the file and the operation; a busy database says so.
     fn failed(&self, operation: &str) -> impl Fn(rusqlite::Error) -> StoreError + use<> {
         let database = self.path.display().to_string();
@@ -288,64 +239,6 @@ impl Context {
                 operation: operation.clone(),
                 source: Box::new(error),
             },
-        }
-    }
-
-    fn integer(&self, what: &'static str, value: u64) -> Result<i64, StoreError> {
-        i64::try_from(value).map_err(|_| StoreError::OutOfRange {
-            database: self.location(),
-            what,
-            value,
-        })
-    }
-
-    /// `value` as stored: JSON with every secret masked (`crate::base::secrets`). Only the snapshot
-    /// is ever read back with its secrets restored (`encode_snapshot`); the rest keeps the
-    /// placeholders for good.
-    fn encode<T: serde::Serialize>(
-        &self,
-        run: &str,
-        what: &'static str,
-        value: &T,
-    ) -> Result<String, StoreError> {
-        let failed = |source| self.encode_failed(run, what, source);
-        if !crate::base::secrets::active() {
-            return serde_json::to_string(value).map_err(failed);
-        }
-        let mut json = serde_json::to_value(value).map_err(failed)?;
-        crate::base::secrets::mask_json_in_place(&mut json);
-        Ok(json.to_string())
-    }
-
-    fn encode_failed(
-        &self,
-        run: &str,
-        what: &'static str,
-        source: serde_json::Error,
-    ) -> StoreError {
-        StoreError::Encode {
-            database: self.location(),
-            run: run.to_string(),
-            what,
-            source,
-        }
-    }
-
-    fn decode<T: serde::de::DeserializeOwned>(
-        &self,
-        run: &str,
-        what: &'static str,
-        text: &str,
-    ) -> Result<T, StoreError> {
-        serde_json::from_str(text).map_err(|source| self.corrupt(run, what, Box::new(source)))
-    }
-
-    fn corrupt(&self, run: &str, what: &'static str, source: Cause) -> StoreError {
-        StoreError::Corrupt {
-            database: self.location(),
-            run: run.to_string(),
-            what,
-            source,
         }
     }
 
@@ -397,69 +290,37 @@ impl Context {
     }
 }
 
-/// A `runs` row as stored.
-struct RawRun {
-    id: String,
-    protocol_path: String,
-    protocol_hash: String,
-    status: String,
-    started_at: i64,
-    last_step: Option<i64>,
-    last_step_at: Option<i64>,
-    final_state: Option<String>,
-    exit_code: Option<i64>,
-    output: Option<String>,
-    finished_at: Option<i64>,
-    origin: Option<String>,
-    holder: Option<String>,
-    parent: Option<String>,
+/// Reads the columns of `RUN_COLUMNS`, in that order.
+fn read_run(row: &Row) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        id: row.get(0)?,
+        protocol_path: row.get(1)?,
+        protocol_hash: row.get(2)?,
+        status: row.get(3)?,
+        started_at: row.get(4)?,
+        last_step: row.get(5)?,
+        last_step_at: row.get(6)?,
+        final_state: row.get(7)?,
+        exit_code: row.get(8)?,
+        output: row.get(9)?,
+        finished_at: row.get(10)?,
+        origin: row.get(11)?,
+        holder: row.get(12)?,
+        parent: row.get(13)?,
+    })
 }
 
-impl RawRun {
-    /// Reads the columns of `RUN_COLUMNS`, in that order.
-    fn read(row: &Row) -> rusqlite::Result<RawRun> {
-        Ok(RawRun {
-            id: row.get(0)?,
-            protocol_path: row.get(1)?,
-            protocol_hash: row.get(2)?,
-            status: row.get(3)?,
-            started_at: row.get(4)?,
-            last_step: row.get(5)?,
-            last_step_at: row.get(6)?,
-            final_state: row.get(7)?,
-            exit_code: row.get(8)?,
-            output: row.get(9)?,
-            finished_at: row.get(10)?,
-            origin: row.get(11)?,
-            holder: row.get(12)?,
-            parent: row.get(13)?,
-        })
-    }
-}
-/// A `journal` row as stored.
-struct RawEntry {
-    step: i64,
-    event_name: Option<String>,
-    event_data: Option<String>,
-    transitions: String,
-    actions: String,
-    recorded_at: i64,
-    children: Option<String>,
-}
-
-impl RawEntry {
-    /// Reads the columns of `JOURNAL_COLUMNS`, in that order.
-    fn read(row: &Row) -> rusqlite::Result<RawEntry> {
-        Ok(RawEntry {
-            step: row.get(0)?,
-            event_name: row.get(1)?,
-            event_data: row.get(2)?,
-            transitions: row.get(3)?,
-            actions: row.get(4)?,
-            recorded_at: row.get(5)?,
-            children: row.get(6)?,
-        })
-    }
+/// Reads the columns of `JOURNAL_COLUMNS`, in that order.
+fn read_entry(row: &Row) -> rusqlite::Result<RawEntry> {
+    Ok(RawEntry {
+        step: row.get(0)?,
+        event_name: row.get(1)?,
+        event_data: row.get(2)?,
+        transitions: row.get(3)?,
+        actions: row.get(4)?,
+        recorded_at: row.get(5)?,
+        children: row.get(6)?,
+    })
 }
 
 impl Store for SqliteStore {
@@ -481,7 +342,7 @@ impl Store for SqliteStore {
         snapshot: &Snapshot,
         finish: Option<&Finish>,
     ) -> Result<(), StoreError> {
-        let step = steps::StepWrite {
+        let step = StepWrite {
             run,
             entry,
             snapshot,
@@ -490,7 +351,7 @@ impl Store for SqliteStore {
         };
         self.commit_planned(
             &format!("commit step {} of run `{run}`", entry.sequence),
-            &[steps::Planned::Step(step)],
+            &[Planned::Step(step)],
         )
     }
 
@@ -521,7 +382,7 @@ impl Store for SqliteStore {
                 [run],
                 |row| {
                     Ok((
-                        RawRun::read(row)?,
+                        read_run(row)?,
                         row.get::<_, Option<String>>(14)?,
                         row.get::<_, String>(15)?,
                         row.get::<_, Option<String>>(16)?,
@@ -538,7 +399,7 @@ impl Store for SqliteStore {
             .map(|grants| self.context.decode(run, "grants", &grants))
             .transpose()?;
         Ok(Some(RunRecord {
-            summary: self.summary(raw)?,
+            summary: self.context.summary(raw)?,
             protocol_text,
             inputs,
             grants,
@@ -725,7 +586,7 @@ impl Store for SqliteStore {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.commit_planned(
             &format!("commit {} writes", writes.len()),
-            &steps::Planned::of(writes),
+            &Planned::of(writes),
         )
     }
 }

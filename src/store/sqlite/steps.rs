@@ -6,12 +6,11 @@ use foldhash::fast::RandomState;
 
 use rusqlite::{CachedStatement, Connection, ErrorCode, OptionalExtension};
 
-use super::snapshots::{StoredState, Written};
 use super::statements::CachedStatements;
-use super::{Context, SqliteStore, children};
-use crate::base::durable::ChildState;
-use crate::base::snapshot::Snapshot;
-use crate::store::{Finish, JournalEntry, RunStatus, StoreError, Write};
+use super::{Context, SqliteStore};
+use crate::store::codec::states::{StoredState, Written};
+use crate::store::codec::steps::{EncodedStep, Planned, StepWrite};
+use crate::store::{Finish, RunStatus, StoreError, Write};
 
 /// A step's journal row, with the state after it in one of its two columns.
 pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (run_id, step, event_name, \
@@ -25,47 +24,6 @@ pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (run_id, step, even
 /// (`sqlite3Reprepare`, ~60 k instructions).
 pub(super) const RUN_BEFORE_STEP: &str = "SELECT status, COALESCE((SELECT step FROM journal WHERE \
      journal.run_id = runs.id ORDER BY step DESC LIMIT 1), last_step) FROM runs WHERE id = ?1";
-
-/// A step to commit, borrowed from a `Write::Step` or from `commit_step`'s arguments.
-#[derive(Clone, Copy)]
-pub(super) struct StepWrite<'a> {
-    pub(super) run: &'a str,
-    pub(super) entry: &'a JournalEntry,
-    pub(super) snapshot: &'a Snapshot,
-    pub(super) finish: Option<&'a Finish>,
-    pub(super) child_states: &'a [ChildState],
-}
-
-/// One write of a transaction: a step, or another write of a batch.
-pub(super) enum Planned<'a> {
-    Step(StepWrite<'a>),
-    Other(&'a Write),
-}
-
-impl<'a> Planned<'a> {
-    /// The writes of a batch, each step borrowed.
-    pub(super) fn of(writes: &'a [Write]) -> Vec<Planned<'a>> {
-        writes
-            .iter()
-            .map(|write| match write {
-                Write::Step {
-                    run,
-                    entry,
-                    snapshot,
-                    finish,
-                    child_states,
-                } => Planned::Step(StepWrite {
-                    run,
-                    entry,
-                    snapshot,
-                    finish: finish.as_ref(),
-                    child_states,
-                }),
-                other => Planned::Other(other),
-            })
-            .collect()
-    }
-}
 
 impl SqliteStore {
     /// Commits `writes` in one transaction. Each step's state is encoded before the write lock
@@ -201,48 +159,6 @@ impl SqliteStore {
 }
 
 impl Context {
-    /// A step's columns as they are written, its state (a full snapshot or a delta) encoded by
-    /// the caller, which knows the state before it.
-    fn encode_step(
-        &self,
-        step: &StepWrite<'_>,
-        state: StoredState,
-    ) -> Result<EncodedStep, StoreError> {
-        let StepWrite {
-            run,
-            entry,
-            finish,
-            child_states,
-            ..
-        } = *step;
-        Ok(EncodedStep {
-            child_states: self.encode_child_states(run, child_states)?,
-            step: self.integer("a step number", entry.sequence)?,
-            time: self.integer("a step time", entry.unix_milliseconds)?,
-            event_name: entry.event.as_ref().map(|event| event.name.clone()),
-            event_data: match &entry.event {
-                Some(event) => Some(self.encode(run, "journal event data", &event.data)?),
-                None => None,
-            },
-            transitions: self.encode(run, "journal transitions", &entry.transitions)?,
-            actions: self.encode(run, "journal actions", &entry.actions)?,
-            children: match entry.children.is_empty() {
-                true => None,
-                false => Some(self.encode(run, "journal children", &entry.children)?),
-            },
-            state,
-            finish: match finish {
-                Some(finish) => Some((
-                    finish.final_state.clone(),
-                    finish.exit_code,
-                    self.encode(run, "output", &finish.output)?,
-                    self.integer("a finish time", finish.unix_milliseconds)?,
-                )),
-                None => None,
-            },
-        })
-    }
-
     /// Writes one step: its journal entry with the state after it (a full snapshot or a delta
     /// of the one before), and with its end, the run's. Refused (`refusal`) for an unknown or
     /// finished run and for a step not above the run's last. `known_last` is the run's last
@@ -488,22 +404,4 @@ enum Known {
     Committed(i64),
     /// An earlier step of the same batch, checked in the same transaction.
     InThisBatch(i64),
-}
-
-/// A step's columns, encoded before the write lock is taken.
-struct EncodedStep {
-    step: i64,
-    time: i64,
-    event_name: Option<String>,
-    event_data: Option<String>,
-    transitions: String,
-    actions: String,
-    /// The step's child changes, `None` when there are none.
-    children: Option<String>,
-    /// The state after the step.
-    state: StoredState,
-    /// Final state, exit code, output, finish time.
-    finish: Option<(Option<String>, i32, String, i64)>,
-    /// The states of the children that stepped, for their own rows.
-    child_states: Vec<children::EncodedChildState>,
 }

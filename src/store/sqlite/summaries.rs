@@ -3,7 +3,7 @@
 use rusqlite::OptionalExtension;
 
 use super::statements::CachedStatements;
-use super::{RUN_COLUMNS, RawRun, SqliteStore};
+use super::{RUN_COLUMNS, SqliteStore, read_run};
 use crate::store::{RunCursor, RunSummary, StoreError};
 
 impl SqliteStore {
@@ -14,11 +14,11 @@ impl SqliteStore {
             .query_row_cached(
                 &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
                 [run],
-                RawRun::read,
+                read_run,
             )
             .optional()
             .map_err(self.context.failed(&format!("read run `{run}`")))?;
-        raw.map(|raw| self.summary(raw)).transpose()
+        raw.map(|raw| self.context.summary(raw)).transpose()
     }
 
     /// `Store::runs_of_protocols`.
@@ -58,11 +58,11 @@ impl SqliteStore {
             ))
             .map_err(&failed)?;
         let rows = statement
-            .query_map(rusqlite::params_from_iter(parameters), RawRun::read)
+            .query_map(rusqlite::params_from_iter(parameters), read_run)
             .map_err(&failed)?;
         let mut runs = Vec::new();
         for row in rows {
-            runs.push(self.summary(row.map_err(&failed)?)?);
+            runs.push(self.context.summary(row.map_err(&failed)?)?);
         }
         Ok(runs)
     }

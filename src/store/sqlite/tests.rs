@@ -2,7 +2,8 @@
 
 use super::schema::MIGRATIONS;
 use super::*;
-use crate::store::ChildChange;
+use crate::store::codec::states::FULL_SNAPSHOT_EVERY;
+use crate::store::{ChildChange, JournalEvent, RunOrigin};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A directory of its own under the system's temporary directory, removed afterwards.
@@ -689,8 +690,8 @@ fn the_state_after_every_step_is_rebuilt_exactly() {
         &store,
         &[
             0,
-            snapshots::FULL_SNAPSHOT_EVERY as i64,
-            2 * snapshots::FULL_SNAPSHOT_EVERY as i64,
+            FULL_SNAPSHOT_EVERY as i64,
+            2 * FULL_SNAPSHOT_EVERY as i64,
             192,
         ],
     );

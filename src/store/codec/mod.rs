@@ -1,0 +1,180 @@
+//! What every store writes and reads the same way, whatever its database: rows encoded as JSON text (secrets masked), a run's summary and journal entries decoded, errors that name the database.
+
+pub(super) mod children;
+pub(super) mod states;
+pub(super) mod steps;
+
+use super::{
+    Cause, Finish, JournalEntry, JournalEvent, RunOrigin, RunStatus, RunSummary, StoreError,
+};
+
+/// The key under which a stored snapshot lists the labels of its secret placeholders.
+pub(super) const SNAPSHOT_SECRETS: &str = "secrets";
+
+/// Encodes and decodes a store's rows; its errors name `database` (a file, or a URL without
+/// its password).
+pub(super) struct Codec {
+    pub(super) database: String,
+}
+
+impl Codec {
+    pub(super) fn location(&self) -> String {
+        self.database.clone()
+    }
+
+    pub(super) fn integer(&self, what: &'static str, value: u64) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::OutOfRange {
+            database: self.location(),
+            what,
+            value,
+        })
+    }
+
+    /// `value` as stored: JSON with every secret masked (`crate::base::secrets`). Only the snapshot
+    /// is ever read back with its secrets restored (`encode_snapshot`); the rest keeps the
+    /// placeholders for good.
+    pub(super) fn encode<T: serde::Serialize>(
+        &self,
+        run: &str,
+        what: &'static str,
+        value: &T,
+    ) -> Result<String, StoreError> {
+        let failed = |source| self.encode_failed(run, what, source);
+        if !crate::base::secrets::active() {
+            return serde_json::to_string(value).map_err(failed);
+        }
+        let mut json = serde_json::to_value(value).map_err(failed)?;
+        crate::base::secrets::mask_json_in_place(&mut json);
+        Ok(json.to_string())
+    }
+
+    pub(super) fn encode_failed(
+        &self,
+        run: &str,
+        what: &'static str,
+        source: serde_json::Error,
+    ) -> StoreError {
+        StoreError::Encode {
+            database: self.location(),
+            run: run.to_string(),
+            what,
+            source,
+        }
+    }
+
+    pub(super) fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        run: &str,
+        what: &'static str,
+        text: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(text).map_err(|source| self.corrupt(run, what, Box::new(source)))
+    }
+
+    pub(super) fn corrupt(&self, run: &str, what: &'static str, source: Cause) -> StoreError {
+        StoreError::Corrupt {
+            database: self.location(),
+            run: run.to_string(),
+            what,
+            source,
+        }
+    }
+
+    pub(super) fn summary(&self, raw: RawRun) -> Result<RunSummary, StoreError> {
+        let status = RunStatus::parse(&raw.status).ok_or_else(|| {
+            self.corrupt(
+                &raw.id,
+                "status",
+                format!("`{}` is not a status", raw.status).into(),
+            )
+        })?;
+        let finish = match status {
+            RunStatus::Finished => Some(Finish {
+                final_state: raw.final_state,
+                exit_code: raw.exit_code.unwrap_or_default() as i32,
+                output: match &raw.output {
+                    Some(text) => self.decode(&raw.id, "output", text)?,
+                    None => serde_json::Value::Null,
+                },
+                unix_milliseconds: raw.finished_at.unwrap_or_default() as u64,
+            }),
+            _ => None,
+        };
+        let holder = raw
+            .holder
+            .map(|holder| self.decode(&raw.id, "holder", &holder))
+            .transpose()?;
+        Ok(RunSummary {
+            id: raw.id,
+            protocol_path: raw.protocol_path,
+            protocol_hash: raw.protocol_hash,
+            status,
+            started_unix_milliseconds: raw.started_at as u64,
+            last_sequence: raw.last_step.map(|step| step as u64),
+            last_step_unix_milliseconds: raw.last_step_at.map(|time| time as u64),
+            finish,
+            // An origin this build does not know reads as none: no front end claims the run.
+            origin: raw.origin.as_deref().and_then(RunOrigin::parse),
+            holder,
+            parent: raw.parent,
+        })
+    }
+
+    /// A journal row decoded.
+    pub(super) fn journal_entry(
+        &self,
+        run: &str,
+        raw: RawEntry,
+    ) -> Result<JournalEntry, StoreError> {
+        let event = match raw.event_name {
+            Some(name) => Some(JournalEvent {
+                name,
+                data: match &raw.event_data {
+                    Some(text) => self.decode(run, "journal event data", text)?,
+                    None => serde_json::Value::Null,
+                },
+            }),
+            None => None,
+        };
+        Ok(JournalEntry {
+            sequence: raw.step as u64,
+            event,
+            transitions: self.decode(run, "journal transitions", &raw.transitions)?,
+            actions: self.decode(run, "journal actions", &raw.actions)?,
+            unix_milliseconds: raw.recorded_at as u64,
+            children: match &raw.children {
+                Some(text) => self.decode(run, "journal children", text)?,
+                None => Vec::new(),
+            },
+        })
+    }
+}
+
+/// A `runs` row as stored.
+pub(super) struct RawRun {
+    pub(super) id: String,
+    pub(super) protocol_path: String,
+    pub(super) protocol_hash: String,
+    pub(super) status: String,
+    pub(super) started_at: i64,
+    pub(super) last_step: Option<i64>,
+    pub(super) last_step_at: Option<i64>,
+    pub(super) final_state: Option<String>,
+    pub(super) exit_code: Option<i64>,
+    pub(super) output: Option<String>,
+    pub(super) finished_at: Option<i64>,
+    pub(super) origin: Option<String>,
+    pub(super) holder: Option<String>,
+    pub(super) parent: Option<String>,
+}
+
+/// A `journal` row as stored.
+pub(super) struct RawEntry {
+    pub(super) step: i64,
+    pub(super) event_name: Option<String>,
+    pub(super) event_data: Option<String>,
+    pub(super) transitions: String,
+    pub(super) actions: String,
+    pub(super) recorded_at: i64,
+    pub(super) children: Option<String>,
+}
