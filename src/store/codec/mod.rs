@@ -5,7 +5,8 @@ pub(super) mod states;
 pub(super) mod steps;
 
 use super::{
-    Cause, Finish, JournalEntry, JournalEvent, RunOrigin, RunStatus, RunSummary, StoreError,
+    Cause, Finish, Holder, JournalEntry, JournalEvent, RunOrigin, RunStatus, RunSummary,
+    StoreError, Unclaimed,
 };
 
 /// The key under which a stored snapshot lists the labels of its secret placeholders.
@@ -118,6 +119,70 @@ impl Codec {
             holder,
             parent: raw.parent,
         })
+    }
+
+    /// Why a write to `run` changed nothing (or violated a constraint, `cause`), from the run's
+    /// status and last step as the database holds them (`None`: no such run): the run is
+    /// unknown, finished, or already past `sequence`.
+    pub(super) fn refusal(
+        &self,
+        row: Option<(String, Option<i64>)>,
+        run: &str,
+        sequence: Option<u64>,
+        operation: &str,
+        cause: Option<Cause>,
+    ) -> StoreError {
+        let database = self.location();
+        let run = run.to_string();
+        match (row, sequence) {
+            (None, _) => StoreError::UnknownRun { database, run },
+            (Some((status, _)), _) if status == RunStatus::Finished.as_str() => {
+                StoreError::RunFinished { database, run }
+            }
+            (Some((_, Some(last))), Some(sequence)) if last >= 0 && last as u64 >= sequence => {
+                StoreError::StaleStep {
+                    database,
+                    run,
+                    sequence,
+                    last: last as u64,
+                }
+            }
+            (Some(_), _) => StoreError::Database {
+                database,
+                operation: operation.to_string(),
+                source: cause.unwrap_or_else(|| "the run's row was not updated".into()),
+            },
+        }
+    }
+
+    /// Whether `holder` may claim `run`, from the run's recorded holder and parent (`None`: no
+    /// such run, which is claimed as nothing): `None` to take it, or why not. The rule of who
+    /// may take a run is `runs::claims`'s (`holds`); a store applies it inside a transaction.
+    pub(super) fn claim(
+        &self,
+        run: &str,
+        recorded: Option<(Option<String>, Option<String>)>,
+        holder: &Holder,
+        holds: &mut dyn FnMut(&Holder) -> bool,
+    ) -> Result<Option<Unclaimed>, StoreError> {
+        let (other, parent) = recorded.unwrap_or_default();
+        if let Some(parent) = parent {
+            return Ok(Some(Unclaimed::Child { parent }));
+        }
+        let other = match other {
+            Some(text) => Some(self.decode::<Holder>(run, "holder", &text)?),
+            None => None,
+        };
+        Ok(match other {
+            Some(other) if other != *holder && holds(&other) => Some(Unclaimed::Held(other)),
+            _ => None,
+        })
+    }
+
+    /// A holder as its column keeps it: plain JSON (a holder holds no secret, and a masked lock
+    /// path would name no lock).
+    pub(super) fn encode_holder(&self, holder: &Holder) -> Result<String, StoreError> {
+        serde_json::to_string(holder).map_err(|source| self.encode_failed("", "holder", source))
     }
 
     /// A journal row decoded.

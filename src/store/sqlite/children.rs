@@ -6,7 +6,7 @@ use super::statements::CachedStatements;
 use super::{Context, SqliteStore};
 use crate::base::durable::ChildChange;
 use crate::base::snapshot::Snapshot;
-use crate::store::codec::children::{EncodedChildState, parent_of};
+use crate::store::codec::children::{ChildRowWrite, EncodedChildState, child_in};
 use crate::store::{JournalEntry, RunStatus, Store, StoreError, StoredSnapshot};
 
 /// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
@@ -51,27 +51,18 @@ impl Context {
             "record the children of run `{run}` at step {}",
             entry.sequence
         ));
-        for change in &entry.children {
-            let id = format!("{run}/{}", change.path());
-            match change {
-                ChildChange::Started {
-                    path,
+        for write in self.child_row_writes(run, entry)? {
+            match write {
+                ChildRowWrite::Begin {
+                    id,
                     protocol_path,
                     protocol_hash,
                     inputs,
-                }
-                | ChildChange::Resumed {
-                    path,
-                    protocol_path,
-                    protocol_hash,
-                    inputs,
+                    parent,
+                    replace,
                 } => {
-                    let started = matches!(change, ChildChange::Started { .. });
-                    // The same invoke started again: its row tells of the latest start, and a
-                    // row of that id that is not this run's child is never taken over. A resumed
-                    // child's row is made only where it has none (a run recorded before
-                    // children had rows).
-                    let on_conflict = if started {
+                    // A row of that id that is not this run's child is never taken over.
+                    let on_conflict = if replace {
                         "DO UPDATE SET protocol_path = excluded.protocol_path, protocol_hash = \
                          excluded.protocol_hash, inputs = excluded.inputs, status = 'running', \
                          started_at = excluded.started_at, updated_at = excluded.updated_at, \
@@ -81,7 +72,6 @@ impl Context {
                     } else {
                         "DO NOTHING"
                     };
-                    let inputs = self.encode(&id, "inputs", inputs)?;
                     let written = connection
                         .execute_cached(
                             &format!(
@@ -96,36 +86,35 @@ impl Context {
                                 protocol_hash,
                                 inputs,
                                 time,
-                                parent_of(run, path),
+                                parent,
                                 run
                             ],
                         )
                         .map_err(&failed)?;
-                    if started && written == 0 {
+                    if replace && written == 0 {
                         return Err(StoreError::RunExists {
                             database: self.location(),
                             run: id,
                         });
                     }
                 }
-                ChildChange::Stepped { sequence, .. } => {
-                    let sequence = self.integer("a step number", *sequence)?;
+                ChildRowWrite::Stepped { id, step } => {
                     connection
                         .execute_cached(
                             "UPDATE runs SET status = 'running', last_step = ?1, last_step_at = \
                              ?2, updated_at = ?2 WHERE id = ?3 AND root = ?4 AND status <> \
                              'finished'",
-                            rusqlite::params![sequence, time, id, run],
+                            rusqlite::params![step, time, id, run],
                         )
                         .map_err(&failed)?;
                 }
-                ChildChange::Ended {
+                ChildRowWrite::Ended {
+                    id,
                     final_state,
                     exit_code,
                     output,
-                    ..
+                    below,
                 } => {
-                    let output = self.encode(&id, "output", output)?;
                     connection
                         .execute_cached(
                             "UPDATE runs SET status = 'finished', final_state = ?1, exit_code = \
@@ -135,7 +124,6 @@ impl Context {
                         )
                         .map_err(&failed)?;
                     // Its own children ended with it (a cancelled child's never said so).
-                    let below = format!("{id}/");
                     connection
                         .execute_cached(
                             "UPDATE runs SET status = 'finished', exit_code = ?1, output = \
@@ -272,28 +260,6 @@ impl SqliteStore {
         let Some(recording) = self.latest_snapshot(&root)? else {
             return Ok(None);
         };
-        // Children kept inline in their parent's snapshot (as runs recorded before children had
-        // rows of their own were): found by their path.
-        let mut children = recording.snapshot.children;
-        let mut found = None;
-        for id in path.split('/') {
-            let Some(child) = children.into_iter().find(|child| child.id == id) else {
-                return Ok(None);
-            };
-            children = child
-                .snapshot
-                .as_ref()
-                .map(|state| state.children.clone())
-                .unwrap_or_default();
-            found = Some(child);
-        }
-        Ok(found.and_then(|child| {
-            Some(StoredSnapshot {
-                sequence: child.sequence,
-                unix_milliseconds: child.committed_unix_milliseconds,
-                snapshot: *child.snapshot?,
-                secrets: recording.secrets,
-            })
-        }))
+        Ok(child_in(recording, path))
     }
 }

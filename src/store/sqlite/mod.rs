@@ -498,9 +498,7 @@ impl Store for SqliteStore {
         holder: &Holder,
         holds: &mut dyn FnMut(&Holder) -> bool,
     ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
-        // Plain JSON: a holder holds no secret, and a masked lock path would name no lock.
-        let encoded = serde_json::to_string(holder)
-            .map_err(|source| self.context.encode_failed("", "holder", source))?;
+        let encoded = self.context.encode_holder(holder)?;
         let mut others = Vec::with_capacity(runs.len());
         // An immediate transaction: a second claimant waits for this one to commit, then reads
         // the holder it recorded.
@@ -515,28 +513,15 @@ impl Store for SqliteStore {
                     .prepare_cached("UPDATE runs SET holder = ?1 WHERE id = ?2")
                     .map_err(&failed)?;
                 for run in runs {
-                    let recorded: Option<(Option<String>, Option<String>)> = read
+                    let recorded = read
                         .query_row([run], |row| Ok((row.get(0)?, row.get(1)?)))
                         .optional()
                         .map_err(&failed)?;
-                    let (other, parent) = recorded.unwrap_or_default();
-                    if let Some(parent) = parent {
-                        others.push(Some(Unclaimed::Child { parent }));
-                        continue;
+                    let unclaimed = context.claim(run, recorded, holder, holds)?;
+                    if unclaimed.is_none() {
+                        record.execute([&encoded, run]).map_err(&failed)?;
                     }
-                    let other = match other {
-                        Some(text) => Some(context.decode::<Holder>(run, "holder", &text)?),
-                        None => None,
-                    };
-                    match other {
-                        Some(other) if other != *holder && holds(&other) => {
-                            others.push(Some(Unclaimed::Held(other)));
-                        }
-                        _ => {
-                            record.execute([&encoded, run]).map_err(&failed)?;
-                            others.push(None);
-                        }
-                    }
+                    others.push(unclaimed);
                 }
                 Ok(())
             },
@@ -545,8 +530,7 @@ impl Store for SqliteStore {
     }
 
     fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError> {
-        let encoded = serde_json::to_string(holder)
-            .map_err(|source| self.context.encode_failed("", "holder", source))?;
+        let encoded = self.context.encode_holder(holder)?;
         self.write(
             &format!("release {} run(s)", runs.len()),
             |context, connection| {

@@ -351,31 +351,15 @@ impl Context {
         operation: &str,
         cause: Option<rusqlite::Error>,
     ) -> StoreError {
-        let row = run_state(transaction, run).optional();
-        let database = self.location();
-        let run = run.to_string();
-        match (row, sequence) {
-            (Err(error), _) => self.failed("read the run's status")(error),
-            (Ok(None), _) => StoreError::UnknownRun { database, run },
-            (Ok(Some((status, _))), _) if status == RunStatus::Finished.as_str() => {
-                StoreError::RunFinished { database, run }
-            }
-            (Ok(Some((_, Some(last)))), Some(sequence)) if last >= 0 && last as u64 >= sequence => {
-                StoreError::StaleStep {
-                    database,
-                    run,
-                    sequence,
-                    last: last as u64,
-                }
-            }
-            (Ok(Some(_)), _) => StoreError::Database {
-                database,
-                operation: operation.to_string(),
-                source: match cause {
-                    Some(error) => Box::new(error),
-                    None => "the run's row was not updated".into(),
-                },
-            },
+        match run_state(transaction, run).optional() {
+            Err(error) => self.failed("read the run's status")(error),
+            Ok(row) => self.codec.refusal(
+                row,
+                run,
+                sequence,
+                operation,
+                cause.map(|error| Box::new(error) as crate::store::Cause),
+            ),
         }
     }
 }
