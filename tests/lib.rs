@@ -93,6 +93,7 @@ mod snapshot_history;
 mod socket;
 mod statistics;
 mod store;
+mod store_conformance;
 mod time;
 mod typed_context;
 mod without_landlock;

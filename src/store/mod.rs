@@ -1,12 +1,14 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
 mod codec;
+pub mod postgres;
 pub mod read_files;
 pub mod run_filter;
 pub mod shared;
 pub mod sqlite;
 
 pub use shared::SharedStore;
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 pub use crate::base::durable::{ChildChange, ChildState};

@@ -12,6 +12,18 @@ use super::{
 /// The key under which a stored snapshot lists the labels of its secret placeholders.
 pub(super) const SNAPSHOT_SECRETS: &str = "secrets";
 
+/// A run's summary, in the SQL both stores read (`RawRun`). Its last step and that step's time are its journal's (schema version 7: a
+/// running run's step does not write the run's row); a child run, whose steps the journal of
+/// the run that records it keeps, has them in its own row.
+pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, \
+     COALESCE((SELECT step FROM journal WHERE journal.run_id = runs.id ORDER BY step DESC \
+     LIMIT 1), last_step), COALESCE((SELECT recorded_at FROM journal WHERE journal.run_id = \
+     runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
+     finished_at, origin, holder, parent";
+
+pub(super) const JOURNAL_COLUMNS: &str =
+    "step, event_name, event_data, transitions, actions, recorded_at, children";
+
 /// Encodes and decodes a store's rows; its errors name `database` (a file, or a URL without
 /// its password).
 pub(super) struct Codec {

@@ -14,7 +14,7 @@ mod tests;
 use statements::CachedStatements;
 
 use super::codec::steps::{Planned, StepWrite};
-use super::codec::{Codec, RawEntry, RawRun};
+use super::codec::{Codec, JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
@@ -36,18 +36,6 @@ const CHECKPOINT_PAGES: u32 = 8 * 1024;
 
 /// How long a write waits for another process's transaction before giving up.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A run's summary. Its last step and that step's time are its journal's (schema version 7: a
-/// running run's step does not write the run's row); a child run, whose steps the journal of
-/// the run that records it keeps, has them in its own row.
-const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, started_at, \
-     COALESCE((SELECT step FROM journal WHERE journal.run_id = runs.id ORDER BY step DESC \
-     LIMIT 1), last_step), COALESCE((SELECT recorded_at FROM journal WHERE journal.run_id = \
-     runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
-     finished_at, origin, holder, parent";
-
-const JOURNAL_COLUMNS: &str =
-    "step, event_name, event_data, transitions, actions, recorded_at, children";
 
 /// Runs, journal and snapshots in `<dir>/state.db`.
 pub struct SqliteStore {

@@ -3,7 +3,8 @@
 use rusqlite::OptionalExtension;
 
 use super::statements::CachedStatements;
-use super::{RUN_COLUMNS, SqliteStore, read_run};
+use super::{SqliteStore, read_run};
+use crate::store::codec::RUN_COLUMNS;
 use crate::store::{RunCursor, RunSummary, StoreError};
 
 impl SqliteStore {
@@ -81,7 +82,8 @@ impl SqliteStore {
                 "SELECT COUNT(*) FROM journal, json_each(journal.actions) AS action \
                  WHERE journal.run_id = ?1 AND journal.step < ?2 \
                  AND json_type(journal.actions) = 'array' \
-                 AND json_type(action.value, '$.directive') IS NOT NULL",
+                 AND CASE WHEN action.type = 'object' \
+                 THEN json_type(action.value, '$.directive') END IS NOT NULL",
                 rusqlite::params![run, before],
                 |row| row.get::<_, i64>(0),
             )

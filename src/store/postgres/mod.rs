@@ -1,0 +1,309 @@
+//! The shared store: runs, their journal and their states in a PostgreSQL database, so that several hosts drive runs of one fleet.
+
+mod reads;
+mod schema;
+mod session;
+mod writes;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio_postgres::{Client, NoTls};
+
+use super::codec::Codec;
+use super::codec::states::Written;
+use super::codec::steps::{Planned, StepWrite};
+use super::{
+    Finish, Holder, JournalEntry, NewRun, RunCursor, RunRecord, RunStatus, RunSummary, Store,
+    StoreError, StoredSnapshot, Unclaimed, Write,
+};
+use crate::base::durable::ChildState;
+use crate::base::snapshot::Snapshot;
+use session::Session;
+
+/// How long connecting waits for the server when the URL sets no `connect_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs, journal and states in a PostgreSQL database.
+///
+/// The client is used from whatever thread calls the store (a `serve` host calls it from its
+/// runtime's thread, where a second runtime may not be entered): each call's future is polled
+/// there to its end, while the connection, the socket's reads and writes, is driven by a
+/// thread of its own. That thread ends when the store is dropped (the client's channel to the
+/// connection closes).
+pub struct PostgresStore {
+    client: Client,
+    codec: Codec,
+    /// Statements prepared on this connection, by their text.
+    statements: RefCell<HashMap<String, tokio_postgres::Statement>>,
+    /// The state this store last committed for each run it writes to, which the run's next
+    /// step is stored as a delta of (`codec::states`); used only where the run's last step, read
+    /// under the run's row lock, is that state's.
+    written: HashMap<String, Written, foldhash::fast::RandomState>,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user@host:port/database`, or the
+    /// key=value form) and brings its schema up to date.
+    pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let config: tokio_postgres::Config = url.parse().map_err(|error| StoreError::Database {
+            database: "PostgreSQL".to_string(),
+            operation: "read the database URL".to_string(),
+            source: Box::new(error),
+        })?;
+        let codec = Codec {
+            database: location(&config),
+        };
+        let client = start_connection(config).map_err(|source| StoreError::Database {
+            database: codec.location(),
+            operation: "connect".to_string(),
+            source,
+        })?;
+        let mut store = PostgresStore {
+            client,
+            codec,
+            statements: RefCell::new(HashMap::new()),
+            written: HashMap::default(),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The store's statements outside a transaction.
+    fn session(&self) -> Session<'_, Client> {
+        Session {
+            client: &self.client,
+            statements: &self.statements,
+            codec: &self.codec,
+        }
+    }
+
+    /// Runs `body` in one transaction, committed if it succeeds; on an error the transaction
+    /// is dropped, which rolls back whatever `body` wrote.
+    fn write<T>(
+        &mut self,
+        operation: &str,
+        body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let failed = |error| session::failed(&self.codec, operation, error);
+        let transaction = wait(self.client.transaction()).map_err(failed)?;
+        let session = Session {
+            client: &transaction,
+            statements: &self.statements,
+            codec: &self.codec,
+        };
+        let value = body(&session)?;
+        wait(transaction.commit()).map_err(|error| session::failed(&self.codec, operation, error))?;
+        Ok(value)
+    }
+}
+
+/// Polls `future` on this thread to its end: a client call waits on the connection's thread.
+fn wait<F: std::future::Future>(future: F) -> F::Output {
+    futures_executor::block_on(future)
+}
+
+/// Connects on a thread of its own, which then drives the connection until the client is
+/// dropped; the client, or why it could not connect.
+fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super::Cause> {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("postgres-connection".to_string())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    let _ = sender.send(Err(Box::new(error) as super::Cause));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match config.connect(NoTls).await {
+                    Ok((client, connection)) => {
+                        if sender.send(Ok(client)).is_ok() {
+                            // Ends with an error when the server goes away: the client's calls
+                            // then fail, each naming its operation.
+                            let _ = connection.await;
+                        }
+                    }
+                    Err(error) => {
+                        let _ = sender.send(Err(Box::new(error)));
+                    }
+                }
+            });
+        })
+        .map_err(|error| Box::new(error) as super::Cause)?;
+    receiver
+        .recv()
+        .map_err(|_| "the connection's thread ended without connecting".into())
+        .and_then(|result| result)
+}
+
+/// The database as messages name it: `postgres://user@host:port/database`, never its password.
+fn location(config: &tokio_postgres::Config) -> String {
+    let user = config.get_user().unwrap_or("");
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(host, port)| match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+        })
+        .collect();
+    let database = config.get_dbname().unwrap_or(user);
+    let at = if user.is_empty() { "" } else { "@" };
+    format!("postgres://{user}{at}{}/{database}", hosts.join(","))
+}
+
+impl Store for PostgresStore {
+    fn location(&self) -> String {
+        self.codec.location()
+    }
+
+    fn create_run(&mut self, run: &NewRun) -> Result<(), StoreError> {
+        self.write(&format!("create run `{}`", run.id), |session| {
+            session.insert_run(run)
+        })
+    }
+
+    fn commit_step(
+        &mut self,
+        run: &str,
+        entry: &JournalEntry,
+        snapshot: &Snapshot,
+        finish: Option<&Finish>,
+    ) -> Result<(), StoreError> {
+        let step = StepWrite {
+            run,
+            entry,
+            snapshot,
+            finish,
+            child_states: &[],
+        };
+        self.commit_planned(
+            &format!("commit step {} of run `{run}`", entry.sequence),
+            &[Planned::Step(step)],
+        )
+    }
+
+    fn commit_child_states(&mut self, run: &str, states: &[ChildState]) -> Result<(), StoreError> {
+        let encoded = self.codec.encode_child_states(run, states)?;
+        self.write(
+            &format!("keep the states of the children of run `{run}`"),
+            |session| session.insert_child_states(&encoded),
+        )
+    }
+
+    fn latest_snapshot(&self, run: &str) -> Result<Option<StoredSnapshot>, StoreError> {
+        self.session().latest_snapshot(run)
+    }
+
+    fn run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.session().run(run)
+    }
+
+    fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.session().list_runs()
+    }
+
+    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError> {
+        self.session().latest_unfinished_run(protocol_path)
+    }
+
+    fn journal(&self, run: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.session().journal(run, i64::MAX, i64::MAX, false)
+    }
+
+    fn journal_tail(&self, run: &str, count: usize) -> Result<Vec<JournalEntry>, StoreError> {
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        self.session().journal(run, i64::MAX, count, true)
+    }
+
+    fn journal_before(
+        &self,
+        run: &str,
+        before: u64,
+        count: usize,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        self.session().journal(run, before, count, true)
+    }
+
+    fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        // A stopped run's next step, if any, comes after a resume: its state is not kept here.
+        self.written.remove(run);
+        self.write(&format!("mark run `{run}` stopped"), |session| {
+            session.update_status(run, RunStatus::Stopped, unix_milliseconds)
+        })
+    }
+
+    fn mark_running(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        self.write(&format!("mark run `{run}` running"), |session| {
+            session.update_status(run, RunStatus::Running, unix_milliseconds)
+        })
+    }
+
+    fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError> {
+        self.written.remove(run);
+        self.write(&format!("finish run `{run}`"), |session| {
+            session.update_finish(run, finish)
+        })
+    }
+
+    fn claim_runs(
+        &mut self,
+        runs: &[String],
+        holder: &Holder,
+        holds: &mut dyn FnMut(&Holder) -> bool,
+    ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
+        let encoded = self.codec.encode_holder(holder)?;
+        self.write(&format!("claim {} run(s)", runs.len()), |session| {
+            session.claim_runs(runs, holder, &encoded, holds)
+        })
+    }
+
+    fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError> {
+        let encoded = self.codec.encode_holder(holder)?;
+        self.write(&format!("release {} run(s)", runs.len()), |session| {
+            session.release_runs(runs, &encoded)
+        })
+    }
+
+    fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {
+        self.session().run_summary(run)
+    }
+
+    fn runs_of_protocols(
+        &self,
+        paths: &[&str],
+        after: Option<&RunCursor>,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        self.session().runs_of_protocols(paths, after, count)
+    }
+
+    fn directives_before(&self, run: &str, before: u64) -> Result<u64, StoreError> {
+        self.session().directives_before(run, before)
+    }
+
+    fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
+        let step = self.codec.integer("a step number", step)?;
+        self.session().rebuild(run, Some(step))
+    }
+
+    fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
+        self.commit_planned(
+            &format!("commit {} writes", writes.len()),
+            &Planned::of(writes),
+        )
+    }
+}

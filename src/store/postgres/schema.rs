@@ -1,0 +1,107 @@
+//! The PostgreSQL store's schema: one migration per version, applied when a host connects (hosts connecting at once take turns on an advisory lock); a database of a newer version is refused.
+
+use super::{PostgresStore, wait};
+use crate::store::StoreError;
+
+/// The schema, one migration per version: version N is reached by applying the first N. The
+/// tables are SQLite's at its version 7 (`sqlite::schema`), in PostgreSQL's types: the same
+/// rows, so that what one store keeps the other can read.
+pub(super) const MIGRATIONS: &[&str] = &["
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        protocol_path TEXT NOT NULL,
+        protocol_hash TEXT NOT NULL,
+        protocol_text TEXT,
+        inputs TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'stopped', 'finished')),
+        started_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        last_step BIGINT,
+        last_step_at BIGINT,
+        final_state TEXT,
+        exit_code BIGINT,
+        output TEXT,
+        finished_at BIGINT,
+        grants TEXT,
+        origin TEXT,
+        holder TEXT,
+        parent TEXT,
+        root TEXT
+    );
+    CREATE INDEX runs_by_protocol ON runs (protocol_path, status, started_at);
+    CREATE INDEX runs_by_root ON runs (root);
+    CREATE TABLE journal (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        step BIGINT NOT NULL,
+        event_name TEXT,
+        event_data TEXT,
+        transitions TEXT NOT NULL,
+        actions TEXT NOT NULL,
+        recorded_at BIGINT NOT NULL,
+        children TEXT,
+        snapshot TEXT,
+        snapshot_delta TEXT,
+        PRIMARY KEY (run_id, step)
+    );
+    CREATE TABLE snapshots (
+        run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+        step BIGINT NOT NULL,
+        snapshot TEXT NOT NULL,
+        taken_at BIGINT NOT NULL
+    );
+"];
+
+/// The advisory lock migrations take (any constant: it only has to be the same for every host).
+const MIGRATION_LOCK: i64 = 0x7072_6f74_6f63_6f6c;
+
+impl PostgresStore {
+    /// The schema version the database is at.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        let row = wait(
+            self.client
+                .query_one("SELECT MAX(version) FROM schema_version", &[]),
+        )
+        .map_err(|error| super::session::failed(&self.codec, "read the schema version", error))?;
+        Ok(row.get::<_, Option<i64>>(0).unwrap_or_default())
+    }
+
+    /// Applies the migrations the database lacks, all in one transaction.
+    pub(super) fn migrate(&mut self) -> Result<(), StoreError> {
+        let operation = "bring the schema up to date";
+        let failed = |error| super::session::failed(&self.codec, operation, error);
+        let supported = MIGRATIONS.len() as i64;
+        let transaction = wait(self.client.transaction()).map_err(failed)?;
+        // Hosts that connect at once wait for each other here, then read the version the first
+        // one left.
+        wait(transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]))
+            .map_err(failed)?;
+        wait(transaction.batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
+        ))
+        .map_err(failed)?;
+        let found = wait(transaction.query_one("SELECT MAX(version) FROM schema_version", &[]))
+            .map_err(failed)?
+            .get::<_, Option<i64>>(0)
+            .unwrap_or_default();
+        if found > supported {
+            return Err(StoreError::NewerSchema {
+                database: self.codec.location(),
+                found,
+                supported,
+            });
+        }
+        if found == supported {
+            return wait(transaction.commit()).map_err(failed);
+        }
+        for migration in &MIGRATIONS[found as usize..] {
+            wait(transaction.batch_execute(migration)).map_err(failed)?;
+        }
+        wait(transaction.execute("DELETE FROM schema_version", &[])).map_err(failed)?;
+        wait(transaction.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[&supported],
+        ))
+        .map_err(failed)?;
+        wait(transaction.commit()).map_err(failed)
+    }
+}

@@ -1,0 +1,513 @@
+//! Writing to PostgreSQL: a batch of steps in one transaction, each step's run locked and checked, its journal row with the state after it, its children's rows.
+
+use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
+use tokio_postgres::GenericClient;
+
+use super::session::Session;
+use super::PostgresStore;
+use crate::base::durable::ChildChange;
+use crate::store::codec::children::{ChildRowWrite, EncodedChildState};
+use crate::store::codec::states::{StoredState, Written};
+use crate::store::codec::steps::{EncodedStep, Planned, StepWrite};
+use crate::store::{Finish, Holder, NewRun, RunStatus, StoreError, Unclaimed, Write};
+
+/// A run's status and its row's last step (a child run's: its steps are its root's journal's),
+/// the row locked until the transaction ends: one writer at a time takes a run's next step.
+const LOCK_RUN: &str = "SELECT status, last_step FROM runs WHERE id = $1 FOR UPDATE";
+
+/// A run's last step in its journal. Read after the lock, in a statement of its own: under
+/// PostgreSQL's READ COMMITTED a statement sees what was committed when it started, so a
+/// subquery of the locking statement would miss a step committed by the writer it waited for.
+const LAST_JOURNAL_STEP: &str =
+    "SELECT step FROM journal WHERE run_id = $1 ORDER BY step DESC LIMIT 1";
+
+impl PostgresStore {
+    /// Commits `writes` in one transaction. Each step's state is encoded before the
+    /// transaction starts, as a delta of the state this store wrote for the run's step before
+    /// (`Written`) where it has it, otherwise in full; a delta is written only if that step is
+    /// still the run's last when the run's row is locked (another host may have written since),
+    /// and whole otherwise. A failed transaction forgets the states of the runs it wrote to.
+    pub(super) fn commit_planned(
+        &mut self,
+        operation: &str,
+        writes: &[Planned<'_>],
+    ) -> Result<(), StoreError> {
+        let mut chains: HashMap<&str, Written, RandomState> = HashMap::default();
+        let mut encoded = Vec::new();
+        for write in writes {
+            let Planned::Step(step) = write else {
+                continue;
+            };
+            let before = chains
+                .remove(step.run)
+                .or_else(|| self.written.remove(step.run));
+            let (state, written) = self.codec.encode_state(step, before)?;
+            chains.insert(step.run, written);
+            encoded.push(self.codec.encode_step(step, state)?);
+        }
+        let result = self.write(operation, |session| {
+            let mut steps = encoded.iter();
+            for write in writes {
+                match write {
+                    Planned::Step(step) => {
+                        let encoded = steps.next().expect("one encoding per step");
+                        session.insert_step(step, encoded)?;
+                    }
+                    Planned::Other(Write::CreateRun(run)) => session.insert_run(run)?,
+                    Planned::Other(Write::MarkStopped {
+                        run,
+                        unix_milliseconds,
+                    }) => session.update_status(run, RunStatus::Stopped, *unix_milliseconds)?,
+                    Planned::Other(Write::FinishRun { run, finish }) => {
+                        session.update_finish(run, finish)?
+                    }
+                    Planned::Other(Write::Step { .. }) => {
+                        unreachable!("`Planned::of` borrows every step as `Planned::Step`")
+                    }
+                }
+            }
+            Ok(())
+        });
+        if result.is_ok() {
+            for write in writes {
+                if let Planned::Other(
+                    Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
+                ) = write
+                {
+                    chains.remove(run.as_str());
+                }
+            }
+            for (run, written) in chains {
+                // A finished run takes no more steps: its state is not kept for a next one.
+                if !written.finished {
+                    self.written.insert(run.to_string(), written);
+                }
+            }
+        }
+        result
+    }
+}
+
+impl<C: GenericClient + Sync> Session<'_, C> {
+    /// Inserts a new run; one with the same id is refused.
+    pub(super) fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        let codec = self.codec;
+        let started = codec.integer("a start time", run.started_unix_milliseconds)?;
+        let grants = run
+            .grants
+            .as_ref()
+            .map(|grants| codec.encode(&run.id, "grants", grants))
+            .transpose()?;
+        let inputs = codec.encode(&run.id, "inputs", &run.inputs)?;
+        let holder = run
+            .holder
+            .as_ref()
+            .map(|holder| codec.encode(&run.id, "holder", holder))
+            .transpose()?;
+        let inserted = self.execute(
+            &|| format!("create run `{}`", run.id),
+            "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
+             started_at, updated_at, grants, origin, holder) VALUES ($1, $2, $3, $4, $5, \
+             'running', $6, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+            &[
+                &run.id,
+                &run.protocol_path,
+                &run.protocol_hash,
+                &run.protocol_text,
+                &inputs,
+                &started,
+                &grants,
+                &run.origin.as_str(),
+                &holder,
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::RunExists {
+                database: codec.location(),
+                run: run.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes one step: the run locked and checked (refused when unknown, finished, or past
+    /// the step), its journal entry with the state after it, and with its end, the run's; then
+    /// its children's rows and states.
+    pub(super) fn insert_step(
+        &self,
+        write: &StepWrite<'_>,
+        encoded: &EncodedStep,
+    ) -> Result<(), StoreError> {
+        let (run, entry) = (write.run, write.entry);
+        let sequence = entry.sequence;
+        let operation = || format!("commit step {sequence} of run `{run}`");
+        let last = self.check_step(run, encoded.step, sequence, &operation)?;
+        let whole;
+        let (snapshot, snapshot_delta) = match &encoded.state {
+            StoredState::Full(text) => (Some(text), None),
+            StoredState::Delta { base, text } if Some(*base) == last => (None, Some(text)),
+            StoredState::Delta { .. } => {
+                whole = self.codec.encode_snapshot(run, write.snapshot)?;
+                (Some(&whole), None)
+            }
+        };
+        self.execute(
+            &operation,
+            "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
+             recorded_at, children, snapshot, snapshot_delta) VALUES ($1, $2, $3, $4, $5, $6, \
+             $7, $8, $9, $10)",
+            &[
+                &run,
+                &encoded.step,
+                &encoded.event_name,
+                &encoded.event_data,
+                &encoded.transitions,
+                &encoded.actions,
+                &encoded.time,
+                &encoded.children,
+                &snapshot,
+                &snapshot_delta,
+            ],
+        )?;
+        if let Some((final_state, exit_code, output, finished_at)) = &encoded.finish {
+            let changed = self.execute(
+                &operation,
+                "UPDATE runs SET status = 'finished', holder = NULL, last_step = $1, \
+                 last_step_at = $2, updated_at = $2, final_state = $4, exit_code = $5, \
+                 output = $6, finished_at = $7 WHERE id = $3 AND status <> 'finished'",
+                &[
+                    &encoded.step,
+                    &encoded.time,
+                    &run,
+                    final_state,
+                    &i64::from(*exit_code),
+                    output,
+                    finished_at,
+                ],
+            )?;
+            if changed == 0 {
+                return Err(self.refusal(run, Some(sequence), &operation())?);
+            }
+        }
+        self.apply_child_changes(run, entry)?;
+        self.insert_child_states(&encoded.child_states)?;
+        if encoded.finish.is_some() {
+            self.end_children(run, encoded.time)?;
+        }
+        Ok(())
+    }
+
+    /// Locks the run's row and refuses a step of a run that is unknown or finished, or not
+    /// above the run's last step; a stopped run taking a step is running again. The run's last
+    /// step.
+    fn check_step(
+        &self,
+        run: &str,
+        step: i64,
+        sequence: u64,
+        operation: &dyn Fn() -> String,
+    ) -> Result<Option<i64>, StoreError> {
+        let row = self.run_state(true, run, operation)?;
+        match row {
+            Some((status, last))
+                if status == RunStatus::Running.as_str() && last.is_none_or(|last| last < step) =>
+            {
+                Ok(last)
+            }
+            Some((status, last))
+                if status == RunStatus::Stopped.as_str() && last.is_none_or(|last| last < step) =>
+            {
+                self.execute(
+                    operation,
+                    "UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'stopped'",
+                    &[&run],
+                )?;
+                Ok(last)
+            }
+            row => Err(self
+                .codec
+                .refusal(row, run, Some(sequence), &operation(), None)),
+        }
+    }
+
+    /// A run's status and last step, its row locked first when `lock`.
+    fn run_state(
+        &self,
+        lock: bool,
+        run: &str,
+        operation: &dyn Fn() -> String,
+    ) -> Result<Option<(String, Option<i64>)>, StoreError> {
+        let sql = if lock {
+            LOCK_RUN
+        } else {
+            "SELECT status, last_step FROM runs WHERE id = $1"
+        };
+        let Some(row) = self.query_optional(operation, sql, &[&run])? else {
+            return Ok(None);
+        };
+        let status: String = self.column(&row, 0, run)?;
+        let journal = self.query_optional(operation, LAST_JOURNAL_STEP, &[&run])?;
+        let last = match journal {
+            Some(step) => Some(self.column(&step, 0, run)?),
+            None => self.column(&row, 1, run)?,
+        };
+        Ok(Some((status, last)))
+    }
+
+    /// Why a write to `run` changed nothing: the run is unknown, finished, or past `sequence`.
+    fn refusal(
+        &self,
+        run: &str,
+        sequence: Option<u64>,
+        operation: &str,
+    ) -> Result<StoreError, StoreError> {
+        let row = self.run_state(false, run, &|| "read the run's status".to_string())?;
+        Ok(self.codec.refusal(row, run, sequence, operation, None))
+    }
+
+    /// A status change for a run that has not finished; a stop releases its holder, and the
+    /// run's live children follow it.
+    pub(super) fn update_status(
+        &self,
+        run: &str,
+        status: RunStatus,
+        unix_milliseconds: u64,
+    ) -> Result<(), StoreError> {
+        let time = self.codec.integer("a time", unix_milliseconds)?;
+        let operation = format!("mark run `{run}` {}", status.as_str());
+        let changed = self.execute(
+            &|| operation.clone(),
+            "UPDATE runs SET status = $1::text, updated_at = $2, \
+             holder = CASE WHEN $1::text = 'stopped' THEN NULL ELSE holder END \
+             WHERE id = $3 AND status <> 'finished'",
+            &[&status.as_str(), &time, &run],
+        )?;
+        if changed == 0 {
+            return Err(self.refusal(run, None, &operation)?);
+        }
+        let from = match status {
+            RunStatus::Stopped => RunStatus::Running,
+            RunStatus::Running => RunStatus::Stopped,
+            RunStatus::Finished => return Ok(()),
+        };
+        self.execute(
+            &|| format!("mark the children of run `{run}` {}", status.as_str()),
+            "UPDATE runs SET status = $1, updated_at = $2 WHERE root = $3 AND status = $4",
+            &[&status.as_str(), &time, &run, &from.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// Ends a run that has not finished, and the children it left running.
+    pub(super) fn update_finish(&self, run: &str, finish: &Finish) -> Result<(), StoreError> {
+        let output = self.codec.encode(run, "output", &finish.output)?;
+        let time = self.codec.integer("a finish time", finish.unix_milliseconds)?;
+        let operation = format!("finish run `{run}`");
+        let changed = self.execute(
+            &|| operation.clone(),
+            "UPDATE runs SET status = 'finished', holder = NULL, final_state = $1, \
+             exit_code = $2, output = $3, finished_at = $4, updated_at = $4 \
+             WHERE id = $5 AND status <> 'finished'",
+            &[
+                &finish.final_state,
+                &i64::from(finish.exit_code),
+                &output,
+                &time,
+                &run,
+            ],
+        )?;
+        if changed == 0 {
+            return Err(self.refusal(run, None, &operation)?);
+        }
+        self.end_children(run, time)
+    }
+
+    /// The run that records children ended: the children it left running ended with it.
+    fn end_children(&self, run: &str, time: i64) -> Result<(), StoreError> {
+        self.execute(
+            &|| format!("end the children of run `{run}`"),
+            "UPDATE runs SET status = 'finished', exit_code = $1, output = 'null', \
+             finished_at = $2, updated_at = $2 WHERE root = $3 AND status <> 'finished'",
+            &[&i64::from(ChildChange::CANCELLED_EXIT_CODE), &time, &run],
+        )?;
+        Ok(())
+    }
+
+    /// Applies a step's child changes to the children's rows (`<run>/<path>`), `run` being the
+    /// run that records them.
+    fn apply_child_changes(
+        &self,
+        run: &str,
+        entry: &crate::store::JournalEntry,
+    ) -> Result<(), StoreError> {
+        if entry.children.is_empty() {
+            return Ok(());
+        }
+        let time = self.codec.integer("a step time", entry.unix_milliseconds)?;
+        let operation = || {
+            format!(
+                "record the children of run `{run}` at step {}",
+                entry.sequence
+            )
+        };
+        for write in self.codec.child_row_writes(run, entry)? {
+            match write {
+                ChildRowWrite::Begin {
+                    id,
+                    protocol_path,
+                    protocol_hash,
+                    inputs,
+                    parent,
+                    replace,
+                } => {
+                    // A row of that id that is not this run's child is never taken over.
+                    let sql = if replace {
+                        "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, \
+                         started_at, updated_at, origin, parent, root) VALUES ($1, $2, $3, $4, \
+                         'running', $5, $5, 'child', $6, $7) ON CONFLICT (id) DO UPDATE SET \
+                         protocol_path = excluded.protocol_path, protocol_hash = \
+                         excluded.protocol_hash, inputs = excluded.inputs, status = 'running', \
+                         started_at = excluded.started_at, updated_at = excluded.updated_at, \
+                         last_step = NULL, last_step_at = NULL, final_state = NULL, exit_code = \
+                         NULL, output = NULL, finished_at = NULL WHERE runs.origin = 'child' AND \
+                         runs.root = excluded.root"
+                    } else {
+                        "INSERT INTO runs (id, protocol_path, protocol_hash, inputs, status, \
+                         started_at, updated_at, origin, parent, root) VALUES ($1, $2, $3, $4, \
+                         'running', $5, $5, 'child', $6, $7) ON CONFLICT (id) DO NOTHING"
+                    };
+                    let written = self.execute(
+                        &operation,
+                        sql,
+                        &[
+                            &id,
+                            &protocol_path,
+                            &protocol_hash,
+                            &inputs,
+                            &time,
+                            &parent,
+                            &run,
+                        ],
+                    )?;
+                    if replace && written == 0 {
+                        return Err(StoreError::RunExists {
+                            database: self.codec.location(),
+                            run: id,
+                        });
+                    }
+                }
+                ChildRowWrite::Stepped { id, step } => {
+                    self.execute(
+                        &operation,
+                        "UPDATE runs SET status = 'running', last_step = $1, last_step_at = $2, \
+                         updated_at = $2 WHERE id = $3 AND root = $4 AND status <> 'finished'",
+                        &[&step, &time, &id, &run],
+                    )?;
+                }
+                ChildRowWrite::Ended {
+                    id,
+                    final_state,
+                    exit_code,
+                    output,
+                    below,
+                } => {
+                    self.execute(
+                        &operation,
+                        "UPDATE runs SET status = 'finished', final_state = $1, exit_code = $2, \
+                         output = $3, finished_at = $4, updated_at = $4 WHERE id = $5 AND \
+                         root = $6 AND status <> 'finished'",
+                        &[
+                            &final_state,
+                            &i64::from(exit_code),
+                            &output,
+                            &time,
+                            &id,
+                            &run,
+                        ],
+                    )?;
+                    // Its own children ended with it (a cancelled child's never said so).
+                    self.execute(
+                        &operation,
+                        "UPDATE runs SET status = 'finished', exit_code = $1, output = 'null', \
+                         finished_at = $2, updated_at = $2 WHERE root = $3 AND \
+                         starts_with(id, $4::text) AND status <> 'finished'",
+                        &[
+                            &i64::from(ChildChange::CANCELLED_EXIT_CODE),
+                            &time,
+                            &run,
+                            &below,
+                        ],
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes each child's state to its row's snapshot, replacing the one before; a child with
+    /// no row keeps none.
+    pub(super) fn insert_child_states(
+        &self,
+        states: &[EncodedChildState],
+    ) -> Result<(), StoreError> {
+        for state in states {
+            self.execute(
+                &|| format!("keep the state of child run `{}`", state.id),
+                "INSERT INTO snapshots (run_id, step, snapshot, taken_at) SELECT $1, $2, $3, $4 \
+                 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1) ON CONFLICT (run_id) DO UPDATE \
+                 SET step = excluded.step, snapshot = excluded.snapshot, taken_at = \
+                 excluded.taken_at",
+                &[&state.id, &state.step, &state.snapshot, &state.taken_at],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Records `holder` as the holder of each run that `codec.claim` lets it take, each run's
+    /// row locked while it is read and written.
+    pub(super) fn claim_runs(
+        &self,
+        runs: &[String],
+        holder: &Holder,
+        encoded: &str,
+        holds: &mut dyn FnMut(&Holder) -> bool,
+    ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
+        let operation = || "claim runs".to_string();
+        let mut others = Vec::with_capacity(runs.len());
+        for run in runs {
+            let recorded = match self.query_optional(
+                &operation,
+                "SELECT holder, parent FROM runs WHERE id = $1 FOR UPDATE",
+                &[run],
+            )? {
+                Some(row) => Some((self.column(&row, 0, run)?, self.column(&row, 1, run)?)),
+                None => None,
+            };
+            let unclaimed = self.codec.claim(run, recorded, holder, holds)?;
+            if unclaimed.is_none() {
+                self.execute(
+                    &operation,
+                    "UPDATE runs SET holder = $1 WHERE id = $2",
+                    &[&encoded, run],
+                )?;
+            }
+            others.push(unclaimed);
+        }
+        Ok(others)
+    }
+
+    /// Clears the holder of each of `runs` that `encoded` (a holder) holds.
+    pub(super) fn release_runs(&self, runs: &[String], encoded: &str) -> Result<(), StoreError> {
+        for run in runs {
+            self.execute(
+                &|| "release runs".to_string(),
+                "UPDATE runs SET holder = NULL WHERE id = $1 AND holder = $2",
+                &[run, &encoded],
+            )?;
+        }
+        Ok(())
+    }
+}
+
