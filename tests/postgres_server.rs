@@ -1,6 +1,11 @@
 //! The real PostgreSQL server the store's tests run against (tests/support/postgres.rs): each test's database is its own, keeps what was written across connections, and is gone once dropped.
 
-use crate::support::postgres::database;
+use crate::support::postgres::{TestDatabase, database};
+
+/// Two databases for `test`, or `None` (after the skip's line) without a server.
+fn two_databases(test: &str) -> Option<(TestDatabase, TestDatabase)> {
+    Some((database(test)?, database(test)?))
+}
 
 /// Whether a table named `table` exists in the database `client` is connected to.
 fn has_table(client: &mut postgres::Client, table: &str) -> bool {
@@ -23,10 +28,7 @@ fn has_database(client: &mut postgres::Client, name: &str) -> bool {
 
 #[test]
 fn two_databases_are_isolated() {
-    let Some(first) = database("two_databases_are_isolated") else {
-        return;
-    };
-    let Some(second) = database("two_databases_are_isolated") else {
+    let Some((first, second)) = two_databases("two_databases_are_isolated") else {
         return;
     };
     assert_ne!(first.name(), second.name());
@@ -81,10 +83,7 @@ fn data_survives_reconnecting() {
 
 #[test]
 fn dropping_a_test_database_removes_it() {
-    let Some(watching) = database("dropping_a_test_database_removes_it") else {
-        return;
-    };
-    let Some(dropped) = database("dropping_a_test_database_removes_it") else {
+    let Some((watching, dropped)) = two_databases("dropping_a_test_database_removes_it") else {
         return;
     };
     let name = dropped.name().to_owned();

@@ -142,6 +142,8 @@ stop() {
   local dir="$1" bin
   [ -e "$dir" ] || return 0
   if [ ! -e "$dir/$marker" ]; then
+    # Left empty by a start that failed early (a busy port): nothing to stop.
+    rmdir "$dir" 2>/dev/null && return 0
     fail "$dir was not made by \`$program start\` (it has no $marker); not removing it"
   fi
   bin="$(bindir)"
