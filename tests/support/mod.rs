@@ -3,6 +3,7 @@
 pub mod mcp_http_server;
 pub mod mcp_raw;
 pub mod npm_package;
+pub mod postgres;
 pub mod python_venv;
 pub mod requirement;
 pub mod timing;
