@@ -94,15 +94,18 @@ fn new_run(id: &str) -> NewRun {
 fn state(step: u64) -> Snapshot {
     let mut context = serde_json::Map::new();
     context.insert("count".into(), step.into());
-    if step % 3 == 0 {
-        context.insert(format!("extra{}", step % 5), "x".repeat(step as usize % 7).into());
+    if step.is_multiple_of(3) {
+        context.insert(
+            format!("extra{}", step % 5),
+            "x".repeat(step as usize % 7).into(),
+        );
     }
-    if step % 11 == 0 {
+    if step.is_multiple_of(11) {
         context.insert("first".into(), serde_json::json!({"nested": [step, step]}));
     }
     serde_json::from_value(serde_json::json!({
         "format": 1, "protocol": "p",
-        "configuration": if step % 4 == 0 { vec!["a"] } else { vec!["b", "c"] },
+        "configuration": if step.is_multiple_of(4) { vec!["a"] } else { vec!["b", "c"] },
         "context": context, "running": true
     }))
     .unwrap()
@@ -219,7 +222,14 @@ fn refusals_say_which_run_and_why(backend: Arc<dyn Backend>) {
     store.commit_batch(&[step("r", 0), step("r", 1)]).unwrap();
     let stale = store.commit_step("r", &entry(1), &state(1), None);
     assert!(
-        matches!(&stale, Err(StoreError::StaleStep { sequence: 1, last: 1, .. })),
+        matches!(
+            &stale,
+            Err(StoreError::StaleStep {
+                sequence: 1,
+                last: 1,
+                ..
+            })
+        ),
         "{stale:?}"
     );
     store
@@ -278,7 +288,10 @@ fn a_stop_releases_the_holder_and_a_step_runs_the_run_again(backend: Arc<dyn Bac
     held.holder = Some(holder(7));
     store.create_run(&held).unwrap();
     assert_eq!(
-        store.latest_unfinished_run("/protocols/p.yaml").unwrap().map(|run| run.id),
+        store
+            .latest_unfinished_run("/protocols/p.yaml")
+            .unwrap()
+            .map(|run| run.id),
         Some("r".to_string())
     );
     store.commit_batch(&[step("r", 0)]).unwrap();
@@ -286,14 +299,24 @@ fn a_stop_releases_the_holder_and_a_step_runs_the_run_again(backend: Arc<dyn Bac
     let summary = store.run_summary("r").unwrap().unwrap();
     assert_eq!((summary.status, summary.holder), (RunStatus::Stopped, None));
     // Still unfinished: a resume finds it.
-    assert!(store.latest_unfinished_run("/protocols/p.yaml").unwrap().is_some());
+    assert!(
+        store
+            .latest_unfinished_run("/protocols/p.yaml")
+            .unwrap()
+            .is_some()
+    );
     store.commit_batch(&[step("r", 1)]).unwrap();
     assert_eq!(
         store.run_summary("r").unwrap().unwrap().status,
         RunStatus::Running
     );
     store.finish_run("r", &finish(3_000)).unwrap();
-    assert!(store.latest_unfinished_run("/protocols/p.yaml").unwrap().is_none());
+    assert!(
+        store
+            .latest_unfinished_run("/protocols/p.yaml")
+            .unwrap()
+            .is_none()
+    );
 }
 
 fn a_claim_takes_a_run_only_from_a_holder_that_is_gone(backend: Arc<dyn Backend>) {
@@ -309,7 +332,9 @@ fn a_claim_takes_a_run_only_from_a_holder_that_is_gone(backend: Arc<dyn Backend>
     );
     // Another host, while the first still holds them: left to it, named.
     let mut other = backend.open();
-    let claimed = other.claim_runs(&runs[..2], &holder(2), &mut |_| true).unwrap();
+    let claimed = other
+        .claim_runs(&runs[..2], &holder(2), &mut |_| true)
+        .unwrap();
     assert_eq!(
         claimed,
         [
@@ -378,7 +403,10 @@ fn children_keep_rows_of_their_own_written_with_their_parents_steps(backend: Arc
         store.run("r/kid").unwrap().unwrap().inputs,
         serde_json::json!({"for": "kid"})
     );
-    assert_eq!(summary(&*store, "r/kid/grand").parent.as_deref(), Some("r/kid"));
+    assert_eq!(
+        summary(&*store, "r/kid/grand").parent.as_deref(),
+        Some("r/kid")
+    );
     // The parent's latest snapshot has the child's state put back from the child's row.
     let latest = store.latest_snapshot("r").unwrap().unwrap();
     let restored = latest.snapshot.children[0].snapshot.as_deref().unwrap();
@@ -460,7 +488,9 @@ fn another_connections_steps_are_continued_exactly(backend: Arc<dyn Backend>) {
     let mut first = backend.open();
     let mut second = backend.open();
     first.create_run(&new_run("r")).unwrap();
-    first.commit_batch(&[step("r", 0), step("r", 1), step("r", 2)]).unwrap();
+    first
+        .commit_batch(&[step("r", 0), step("r", 1), step("r", 2)])
+        .unwrap();
     // A second host takes the run over and steps it...
     second.commit_batch(&[step("r", 3), step("r", 4)]).unwrap();
     // ...and the first, which last wrote step 2, writes step 5: its state after step 2 is not
@@ -497,14 +527,20 @@ fn two_connections_racing_for_one_step_commit_it_once(backend: Arc<dyn Backend>)
         assert_eq!(committed, 1, "round {round}: {results:?}");
         for result in results.iter().filter_map(|result| result.as_ref().err()) {
             assert!(
-                matches!(result, StoreError::StaleStep { .. } | StoreError::Busy { .. }),
+                matches!(
+                    result,
+                    StoreError::StaleStep { .. } | StoreError::Busy { .. }
+                ),
                 "round {round}: {result:?}"
             );
         }
     }
     let journal = store.journal("r").unwrap();
     assert_eq!(
-        journal.iter().map(|entry| entry.sequence).collect::<Vec<_>>(),
+        journal
+            .iter()
+            .map(|entry| entry.sequence)
+            .collect::<Vec<_>>(),
         (0..=rounds).collect::<Vec<_>>()
     );
 }
@@ -522,7 +558,9 @@ fn runs_are_paged_newest_first_and_directives_counted(backend: Arc<dyn Backend>)
     let ids = |runs: Vec<protocol_run::store::RunSummary>| {
         runs.into_iter().map(|run| run.id).collect::<Vec<_>>()
     };
-    let page = store.runs_of_protocols(&["/protocols/p.yaml"], None, 2).unwrap();
+    let page = store
+        .runs_of_protocols(&["/protocols/p.yaml"], None, 2)
+        .unwrap();
     assert_eq!(ids(page), ["c", "b"]);
     let after = RunCursor {
         started_unix_milliseconds: 1_000,

@@ -7,8 +7,8 @@ pub mod run_filter;
 pub mod shared;
 pub mod sqlite;
 
-pub use shared::SharedStore;
 pub use postgres::PostgresStore;
+pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
 
 pub use crate::base::durable::{ChildChange, ChildState};

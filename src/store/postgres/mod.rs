@@ -94,7 +94,8 @@ impl PostgresStore {
             codec: &self.codec,
         };
         let value = body(&session)?;
-        wait(transaction.commit()).map_err(|error| session::failed(&self.codec, operation, error))?;
+        wait(transaction.commit())
+            .map_err(|error| session::failed(&self.codec, operation, error))?;
         Ok(value)
     }
 }

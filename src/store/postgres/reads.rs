@@ -6,9 +6,7 @@ use super::session::Session;
 use crate::base::snapshot::Snapshot;
 use crate::store::codec::children::child_in;
 use crate::store::codec::{JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun};
-use crate::store::{
-    JournalEntry, RunCursor, RunRecord, RunSummary, StoreError, StoredSnapshot,
-};
+use crate::store::{JournalEntry, RunCursor, RunRecord, RunSummary, StoreError, StoredSnapshot};
 
 /// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
 /// protocol cannot invoke itself), and a damaged store must not recurse without end.
@@ -234,9 +232,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         if up_to.is_some_and(|up_to| up_to != sequence) {
             return Ok(None);
         }
-        let (snapshot, secrets) = self
-            .codec
-            .rebuild_state(run, (full_step, &text), &deltas)?;
+        let (snapshot, secrets) = self.codec.rebuild_state(run, (full_step, &text), &deltas)?;
         Ok(Some(StoredSnapshot {
             sequence: sequence as u64,
             unix_milliseconds: time as u64,

@@ -75,9 +75,11 @@ impl PostgresStore {
         // one left.
         wait(transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]))
             .map_err(failed)?;
-        wait(transaction.batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
-        ))
+        wait(
+            transaction.batch_execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
+            ),
+        )
         .map_err(failed)?;
         let found = wait(transaction.query_one("SELECT MAX(version) FROM schema_version", &[]))
             .map_err(failed)?

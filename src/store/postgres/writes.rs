@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use foldhash::fast::RandomState;
 use tokio_postgres::GenericClient;
 
-use super::session::Session;
 use super::PostgresStore;
+use super::session::Session;
 use crate::base::durable::ChildChange;
 use crate::store::codec::children::{ChildRowWrite, EncodedChildState};
 use crate::store::codec::states::{StoredState, Written};
@@ -303,7 +303,9 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     /// Ends a run that has not finished, and the children it left running.
     pub(super) fn update_finish(&self, run: &str, finish: &Finish) -> Result<(), StoreError> {
         let output = self.codec.encode(run, "output", &finish.output)?;
-        let time = self.codec.integer("a finish time", finish.unix_milliseconds)?;
+        let time = self
+            .codec
+            .integer("a finish time", finish.unix_milliseconds)?;
         let operation = format!("finish run `{run}`");
         let changed = self.execute(
             &|| operation.clone(),
@@ -510,4 +512,3 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         Ok(())
     }
 }
-
