@@ -31,10 +31,16 @@ fn pings(from: u64, to: u64, stop: bool) -> String {
     lines
 }
 
-/// Starts `run batched.yaml --events -` (or its resume) and writes `input` to it from a
-/// thread of its own, ignoring a pipe the process closed by dying.
-fn start(directory: &Path, arguments: &[&str], input: String) -> std::process::Child {
+/// Starts `run batched.yaml --events -` (or its resume) with `environment` set and writes
+/// `input` to it from a thread of its own, ignoring a pipe the process closed by dying.
+fn start(
+    directory: &Path,
+    arguments: &[&str],
+    environment: &[(&str, &str)],
+    input: String,
+) -> std::process::Child {
     let mut child = command(directory, arguments)
+        .envs(environment.iter().copied())
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
@@ -78,21 +84,54 @@ fn told_line(line: &str) -> Option<u64> {
 
 #[test]
 fn a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
+    killed_and_resumed("sqlite", &[], &|directory| {
+        Box::new(SqliteStore::open(directory.join("state")).unwrap())
+    });
+}
+
+/// The same on PostgreSQL, chosen through the environment (`PROTOCOL_RUN_STORE=postgres` and
+/// the database's URL in `PROTOCOL_RUN_DATABASE_URL`): the state directory keeps no state.db.
+#[test]
+fn on_postgres_a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
+    let test = "batched_durability::on_postgres_a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes";
+    let Some(database) = crate::support::postgres::database(test) else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    killed_and_resumed("postgres", &environment, &|directory| {
+        assert!(!directory.join("state/state.db").exists());
+        Box::new(protocol_run::store::PostgresStore::connect(database.url()).unwrap())
+    });
+}
+
+/// Kills `run --events -` (SIGKILL) after it told of some steps, at five points: every step it
+/// told of is in the store `open` reads, and the resumed run ends as if never killed. Each round
+/// is a run of its own in that store, told apart by its id.
+fn killed_and_resumed(
+    name: &str,
+    environment: &[(&str, &str)],
+    open: &dyn Fn(&Path) -> Box<dyn Store>,
+) {
     const EVENTS: u64 = 3_000;
     for (round, kill_after) in [1_u64, 37, 400, 1_500, 2_600].into_iter().enumerate() {
-        let directory = scratch(&format!("batched-kill-{round}"));
+        let directory = scratch(&format!("batched-kill-{name}-{round}"));
         std::fs::write(directory.join("batched.yaml"), COUNTER).unwrap();
+        let run_id = format!("{name}-{round}");
         let mut child = start(
             &directory,
-            &["run", "batched.yaml", "--events", "-"],
+            &["run", "batched.yaml", "--run-id", &run_id, "--events", "-"],
+            environment,
             pings(1, EVENTS, true),
         );
         let (told, _stdout) = read_told(&mut child, kill_after, &format!("round {round}"));
         // SIGKILL: no chance to commit or print anything more.
         child.kill().unwrap();
         child.wait().unwrap();
-        let store = SqliteStore::open(directory.join("state")).unwrap();
-        let run = store.list_runs().unwrap().remove(0);
+        let store = open(&directory);
+        let run = store.run_summary(&run_id).unwrap().unwrap();
         // Step 0 is the start; the ping of line n is step n.
         let last = run.last_sequence.unwrap();
         assert!(last >= told, "round {round}: told {told}, committed {last}");
@@ -114,6 +153,7 @@ fn a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
         let resumed = start(
             &directory,
             &["run", "batched.yaml", "--resume", "--events", "-"],
+            environment,
             pings(last + 1, EVENTS, true),
         );
         let output = resumed.wait_with_output().unwrap();
@@ -126,7 +166,7 @@ fn a_batched_run_killed_after_telling_some_steps_keeps_them_all_and_resumes() {
         );
         let told_again: Vec<u64> = stdout.lines().filter_map(told_line).collect();
         assert_eq!(told_again.len() as u64, EVENTS - last + 1, "round {round}");
-        let store = SqliteStore::open(directory.join("state")).unwrap();
+        let store = open(&directory);
         let finish = store.run(&run.id).unwrap().unwrap().summary.finish.unwrap();
         assert_eq!(
             finish.output,
@@ -209,6 +249,7 @@ fn a_running_runs_steps_leave_its_row_as_created() {
     let mut child = start(
         &directory,
         &["run", "batched.yaml", "--events", "-"],
+        &[],
         pings(1, EVENTS, false),
     );
     let (told, _stdout) = read_told(&mut child, 500, "the run");

@@ -1,5 +1,6 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
+pub mod choice;
 mod codec;
 pub mod postgres;
 pub mod read_files;
@@ -7,6 +8,7 @@ pub mod run_filter;
 pub mod shared;
 pub mod sqlite;
 
+pub use choice::StoreChoice;
 pub use postgres::PostgresStore;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;

@@ -1,7 +1,5 @@
 //! `protocol-run logs` and `protocol-run stats`: queries over runs' telemetry.
 
-use std::path::Path;
-
 use clap::Args;
 
 use super::exit_code;
@@ -47,8 +45,8 @@ pub struct StatsArguments {
 }
 
 /// One run's telemetry entries; a malformed line is reported and skipped.
-fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8> {
-    let runs = runs_directory(state_directory);
+fn read(state: &StateDirectory, run: &str) -> Result<Vec<serde_json::Value>, u8> {
+    let runs = runs_directory(&state.path);
     match read_run(&runs, run) {
         Ok((entries, malformed)) => {
             for line in malformed {
@@ -57,7 +55,7 @@ fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8>
             Ok(entries)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            if is_recorded(state_directory, run) {
+            if is_recorded(state, run) {
                 eprintln!(
                     "error: run {run} has no telemetry in {}: it stopped before its first step, \
                      or was pruned (only the last runs keep theirs, `run --keep-runs N`)",
@@ -66,7 +64,7 @@ fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8>
             } else {
                 eprintln!(
                     "error: no run `{run}` in {}; `protocol-run runs` lists them",
-                    state_directory.display()
+                    state.path.display()
                 );
             }
             Err(exit_code::NO_INPUT_FILE)
@@ -79,16 +77,19 @@ fn read(state_directory: &Path, run: &str) -> Result<Vec<serde_json::Value>, u8>
 }
 
 /// Whether the store records the run (a run without telemetry may still be there).
-fn is_recorded(state_directory: &Path, run: &str) -> bool {
-    state_directory.join("state.db").exists()
-        && crate::store::SqliteStore::open(state_directory)
+fn is_recorded(state: &StateDirectory, run: &str) -> bool {
+    state.store.may_hold_runs(&state.path)
+        && state
+            .store
+            .open(&state.path)
             .ok()
-            .and_then(|store| crate::store::Store::run(&store, run).ok().flatten())
+            .flatten()
+            .and_then(|store| store.run_summary(run).ok().flatten())
             .is_some()
 }
 
 pub fn logs(arguments: &LogsArguments) -> u8 {
-    let state = &arguments.state.path;
+    let state = &arguments.state;
     let entries = match choose_run(state, &arguments.run, Latest::Any, !arguments.json)
         .and_then(|run| read(state, &run))
     {
@@ -129,7 +130,7 @@ pub fn logs(arguments: &LogsArguments) -> u8 {
 }
 
 pub fn stats(arguments: &StatsArguments) -> u8 {
-    let state = &arguments.state.path;
+    let state = &arguments.state;
     let mut statistics = Statistics::default();
     let heading = match &arguments.protocol {
         Some(protocol) => match add_protocol_runs(state, protocol, &mut statistics) {
@@ -162,7 +163,7 @@ pub fn stats(arguments: &StatsArguments) -> u8 {
 
 /// Adds every recorded run of `protocol` that still has telemetry; the count added.
 fn add_protocol_runs(
-    state: &Path,
+    state: &StateDirectory,
     protocol: &str,
     statistics: &mut Statistics,
 ) -> Result<usize, u8> {
@@ -171,11 +172,11 @@ fn add_protocol_runs(
         protocol: Some(protocol.to_string()),
         ..RunFilter::default()
     };
-    let runs = filter.runs(&store).map_err(|error| {
+    let runs = filter.runs(&*store).map_err(|error| {
         eprintln!("error: {error}");
         exit_code::IO
     })?;
-    let telemetry = runs_directory(state);
+    let telemetry = runs_directory(&state.path);
     let mut added = 0;
     // Oldest first, so that the sums grow as the runs happened.
     for run in runs.iter().rev() {
@@ -190,7 +191,7 @@ fn add_protocol_runs(
         eprintln!(
             "error: no run of `{protocol}` with telemetry in {} (`protocol-run runs --protocol \
              {protocol}` lists the recorded ones)",
-            state.display()
+            state.path.display()
         );
         return Err(exit_code::NO_INPUT_FILE);
     }

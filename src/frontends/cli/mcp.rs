@@ -98,12 +98,9 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         .max_live_runs
         .unwrap_or_else(|| crate::runtime::runs::live_runs::default_max_live_runs(descriptors));
     // Every run's steps and every read go through this one connection.
-    let store = match crate::store::SqliteStore::open(&arguments.state.path) {
-        Ok(store) => crate::store::SharedStore::new(Box::new(store)),
-        Err(error) => {
-            eprintln!("error: {error}");
-            return exit_code::IO;
-        }
+    let store = match arguments.state.open_store() {
+        Ok(store) => crate::store::SharedStore::new(store),
+        Err(code) => return code,
     };
     let settings = HostSettings {
         store,

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::exit_code;
-use crate::store::{RunStatus, SqliteStore, Store};
+use crate::store::{RunStatus, Store, StoreChoice};
 
-/// Where runs are kept, for the commands that read them.
+/// Where runs are kept, for the commands that read or drive them.
 #[derive(Debug, Args)]
 pub struct StateDirectory {
-    /// Where runs are kept: `state.db` (every step) and `runs/` (telemetry).
+    /// This host's state: `state.db` (every step, with `--store sqlite`), `runs/` (telemetry)
+    /// and the lock files that say which process drives which run.
     #[arg(
         long = "state-dir",
         env = "PROTOCOL_RUN_STATE_DIR",
@@ -18,6 +19,40 @@ pub struct StateDirectory {
         value_name = "DIR"
     )]
     pub path: PathBuf,
+    /// Where runs are kept: `sqlite` (the state directory's state.db), `postgres` (the URL in
+    /// PROTOCOL_RUN_DATABASE_URL, or in the file PROTOCOL_RUN_DATABASE_URL_FILE names), a
+    /// `postgres://` URL (seen by other users in the process list: prefer the variable for a
+    /// password), or `memory` (`serve` only: nothing recorded).
+    #[arg(
+        long = "store",
+        env = "PROTOCOL_RUN_STORE",
+        hide_env_values = true,
+        default_value = "sqlite",
+        value_name = "STORE",
+        value_parser = StoreChoice::parse
+    )]
+    pub store: StoreChoice,
+}
+
+impl StateDirectory {
+    /// The store this command reads and writes; an error reported on stderr, with its exit
+    /// code. `memory` is refused: it keeps no runs.
+    pub fn open_store(&self) -> Result<Box<dyn Store>, u8> {
+        match self.store.open(&self.path) {
+            Ok(Some(store)) => Ok(store),
+            Ok(None) => {
+                eprintln!(
+                    "error: --store memory keeps no runs; it is for `serve` (use sqlite or \
+                     postgres)"
+                );
+                Err(exit_code::USAGE)
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                Err(exit_code::IO)
+            }
+        }
+    }
 }
 
 /// A run named on the command line, or none (then the latest).
@@ -56,7 +91,7 @@ pub enum Latest {
 /// named on stderr, so that a person knows which run the output is about; JSON output goes
 /// without, since scripts often read both streams together.
 pub fn choose_run(
-    state_directory: &Path,
+    state: &StateDirectory,
     selection: &RunSelection,
     latest: Latest,
     announce: bool,
@@ -64,14 +99,14 @@ pub fn choose_run(
     if let Some(id) = selection.given() {
         return Ok(id.to_string());
     }
-    let id = match latest_in_store(state_directory, latest)? {
+    let id = match latest_in_store(state, latest)? {
         Some(id) => id,
         // Telemetry without a store (older state directories): the newest run directory.
-        None if latest == Latest::Any => latest_telemetry(state_directory)?,
+        None if latest == Latest::Any => latest_telemetry(&state.path)?,
         None => {
             eprintln!(
                 "error: no unfinished run in {}; `protocol-run runs` lists them all",
-                state_directory.display()
+                state.path.display()
             );
             return Err(exit_code::NO_INPUT_FILE);
         }
@@ -82,14 +117,11 @@ pub fn choose_run(
     Ok(id)
 }
 
-fn latest_in_store(state_directory: &Path, latest: Latest) -> Result<Option<String>, u8> {
-    if !state_directory.join("state.db").exists() {
+fn latest_in_store(state: &StateDirectory, latest: Latest) -> Result<Option<String>, u8> {
+    if !state.store.may_hold_runs(&state.path) {
         return Ok(None);
     }
-    let store = SqliteStore::open(state_directory).map_err(|error| {
-        eprintln!("error: {error}");
-        exit_code::IO
-    })?;
+    let store = state.open_store()?;
     let runs = store.list_runs().map_err(|error| {
         eprintln!("error: {error}");
         exit_code::IO

@@ -1,14 +1,12 @@
 //! `runs`: the runs the store knows, live or finished, filtered, one line each.
 
-use std::path::Path;
-
 use clap::Args;
 
 use super::exit_code;
 use super::run_selection::StateDirectory;
 use crate::base::clock::format_rfc3339;
 use crate::store::run_filter::{RunFilter, ShownStatus};
-use crate::store::{RunSummary, SqliteStore, Store};
+use crate::store::{RunSummary, Store};
 
 /// `protocol-run runs`: the recorded runs, filtered.
 #[derive(Debug, Args)]
@@ -39,7 +37,7 @@ pub fn runs(arguments: &RunsArguments) -> u8 {
             return exit_code::USAGE;
         }
     };
-    let store = match open(&arguments.state.path) {
+    let store = match open(&arguments.state) {
         Ok(store) => store,
         Err(code) => return code,
     };
@@ -48,7 +46,7 @@ pub fn runs(arguments: &RunsArguments) -> u8 {
         status: arguments.status,
         since_unix_milliseconds: since,
     };
-    let runs = match filter.runs(&store) {
+    let runs = match filter.runs(&*store) {
         Ok(runs) => runs,
         Err(error) => {
             eprintln!("error: {error}");
@@ -110,16 +108,15 @@ fn parse_since(text: &str) -> Result<u64, String> {
         })
 }
 
-pub(super) fn open(state_dir: &Path) -> Result<SqliteStore, u8> {
-    if !state_dir.join("state.db").exists() {
+/// The store of recorded runs, for a command that reads them: none yet is said so (reading
+/// makes no new state.db).
+pub(super) fn open(state: &StateDirectory) -> Result<Box<dyn Store>, u8> {
+    if !state.store.may_hold_runs(&state.path) {
         eprintln!(
             "error: no runs recorded in {} (no state.db); runs are recorded as they run",
-            state_dir.display()
+            state.path.display()
         );
         return Err(exit_code::NO_INPUT_FILE);
     }
-    SqliteStore::open(state_dir).map_err(|error| {
-        eprintln!("error: {error}");
-        exit_code::IO
-    })
+    state.open_store()
 }

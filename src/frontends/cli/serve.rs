@@ -10,14 +10,7 @@ use crate::runtime::run::driver::spawn_stdin_batches;
 use crate::runtime::runs::fleet::{Fleet, FleetEnd};
 use crate::runtime::runs::served::HostOperator;
 use crate::runtime::runs::start::Refusal;
-use crate::store::SqliteStore;
-
-/// Where `serve` records its instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StoreKind {
-    Sqlite,
-    Memory,
-}
+use crate::store::StoreChoice;
 
 #[derive(Debug, Args)]
 pub struct ServeArguments {
@@ -35,11 +28,6 @@ pub struct ServeArguments {
     /// Resume instances although the protocol changed, if their states still exist.
     #[arg(long)]
     force: bool,
-    /// Where instances are recorded: `sqlite` (durable: steps committed in batches, output
-    /// lines written once their batch is committed) or `memory` (nothing recorded: instances
-    /// end with the process, like Step Functions' Express workflows).
-    #[arg(long, value_enum, default_value = "sqlite")]
-    store: StoreKind,
     /// The longest input line; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
     max_event_bytes: usize,
@@ -96,8 +84,10 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         Err(refusal) => return refusal.report(),
     };
     // One host per state directory: two would resume and drive the same instances.
-    // Its lock is the holder every instance records (`runs::claims`).
-    let host_lock = if arguments.store == StoreKind::Sqlite {
+    // Its lock is the holder every instance records (`runs::claims`). `--store memory` records
+    // nothing (instances end with the process, like Step Functions' Express workflows); a
+    // durable store commits steps in batches and writes output lines once their batch is.
+    let host_lock = if arguments.state.store != StoreChoice::Memory {
         match crate::runtime::runs::claims::HolderLock::host(&arguments.state.path, "serve") {
             Ok(lock) => Some(lock),
             Err(error) => {
@@ -115,15 +105,12 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         return exit_code::USAGE;
     }
     let recording = if let Some(host_lock) = &host_lock {
-        let store = match SqliteStore::open(&arguments.state.path) {
+        let store = match arguments.state.open_store() {
             Ok(store) => store,
-            Err(error) => {
-                eprintln!("error: {error}");
-                return exit_code::IO;
-            }
+            Err(code) => return code,
         };
         Some(served.recording(
-            Box::new(store),
+            store,
             arguments.narrowing.recorded(),
             crate::store::RunOrigin::Serve,
             host_lock.holder().clone(),

@@ -25,7 +25,7 @@ pub struct StatusArguments {
 /// running effects and last events (the latest run when no id is given).
 pub fn status(arguments: &StatusArguments) -> u8 {
     let run_id = match choose_run(
-        &arguments.state.path,
+        &arguments.state,
         &arguments.run,
         Latest::Any,
         !arguments.json,
@@ -33,11 +33,11 @@ pub fn status(arguments: &StatusArguments) -> u8 {
         Ok(id) => id,
         Err(code) => return code,
     };
-    let store = match open(&arguments.state.path) {
+    let store = match open(&arguments.state) {
         Ok(store) => store,
         Err(code) => return code,
     };
-    match describe(&store, &run_id) {
+    match describe(&*store, &run_id) {
         Ok(description) => {
             if arguments.json {
                 println!("{description}");

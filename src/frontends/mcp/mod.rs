@@ -63,6 +63,7 @@ pub fn serve(
     let pinned = settings.pinned.clone();
     let notices = settings.notices.clone();
     let state_dir = settings.state_dir.clone();
+    let store = settings.store.clone();
     let elicitation = settings.elicitation;
     let host_thread = std::thread::spawn(move || {
         let operator = catalog::Operator {
@@ -116,7 +117,7 @@ pub fn serve(
     };
     // Past here every failure is the transport's.
     let end = runtime.block_on(async {
-        let server = ProtocolServer::new(tools, requests, notices, &state_dir, elicitation);
+        let server = ProtocolServer::new(tools, requests, notices, store, &state_dir, elicitation);
         if let Some(address) = http {
             return transport::http::serve(server, address, stop).await;
         }

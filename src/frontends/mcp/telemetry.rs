@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::store::{JournalEntry, SqliteStore, Store};
+use crate::store::{JournalEntry, Store};
 
 /// The most steps, and the most telemetry file entries, one read returns: the latest ones.
 pub const MAX_TELEMETRY_RECORDS: usize = 500;
@@ -18,8 +18,12 @@ pub const MAX_TELEMETRY_BYTES: usize = 512 * 1024;
 /// `{run, protocol, status, steps, entries, truncated}`. `entries` is `null` for a run without
 /// a telemetry file (`serve` and `mcp` runs record their steps only). `truncated` says older
 /// records were left out, past `MAX_TELEMETRY_RECORDS` or `MAX_TELEMETRY_BYTES`.
-pub fn read(state_dir: &Path, served: &[String], run: &str) -> Result<Value, String> {
-    let store = SqliteStore::open(state_dir).map_err(|error| error.to_string())?;
+pub fn read(
+    store: &dyn Store,
+    state_dir: &Path,
+    served: &[String],
+    run: &str,
+) -> Result<Value, String> {
     let summary = store
         .run_summary(run)
         .map_err(|error| error.to_string())?
@@ -31,7 +35,7 @@ pub fn read(state_dir: &Path, served: &[String], run: &str) -> Result<Value, Str
             summary.protocol_path
         ));
     }
-    let (steps, mut truncated) = latest_steps(&store, run)?;
+    let (steps, mut truncated) = latest_steps(store, run)?;
     let file = crate::runtime::telemetry::runs_directory(state_dir)
         .join(run)
         .join("events.jsonl");

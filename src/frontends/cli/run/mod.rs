@@ -21,7 +21,7 @@ use crate::runtime::run::driver::{
 };
 use crate::runtime::runs::start::{self, Place, Prepared, Refusal, Resumption, StoreCheckpoint};
 use crate::runtime::telemetry::RunLog;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct RunArguments {
@@ -134,7 +134,7 @@ pub fn resume(arguments: ResumeArguments) -> u8 {
     };
     // No id: the latest run that can still be resumed.
     let run_id = match super::run_selection::choose_run(
-        &arguments.options.state.path,
+        &arguments.options.state,
         &arguments.run,
         super::run_selection::Latest::Unfinished,
         true,
@@ -180,10 +180,7 @@ fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
-    let mut store = SqliteStore::open(&options.state.path).map_err(|error| {
-        eprintln!("error: {error}");
-        exit_code::IO
-    })?;
+    let mut store = options.state.open_store()?;
     let limits = options.limits.limits();
     let prepared = match start {
         Start::New {
@@ -191,9 +188,10 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             inputs,
             run_id,
         } => {
-            let run_id = super::run_id::new_run_id(run_id.as_deref(), &store, &options.state.path)?;
+            let run_id =
+                super::run_id::new_run_id(run_id.as_deref(), &*store, &options.state.path)?;
             let place = Place {
-                store: &mut store,
+                store: &mut *store,
                 state_path: &options.state.path,
                 operator: &options.narrowing,
                 lifecycle,
@@ -208,10 +206,10 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
                 eprintln!("error: no unfinished run of {path} in {}", store.location());
                 return Err(exit_code::NO_INPUT_FILE);
             };
-            resume_run(&run.id, &secrets, options, &mut store, lifecycle)
+            resume_run(&run.id, &secrets, options, &mut *store, lifecycle)
         }
         Start::Run(run_id, secrets) => {
-            resume_run(&run_id, &secrets, options, &mut store, lifecycle)
+            resume_run(&run_id, &secrets, options, &mut *store, lifecycle)
         }
     }
     .map_err(Refusal::report)?;
@@ -268,7 +266,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     };
     // The steps of one read batch of events are committed together, and what tells of them
     // goes out once they are (`RunObserver::release`).
-    let mut checkpoint = StoreCheckpoint::new(&mut store, run_id.clone(), true);
+    let mut checkpoint = StoreCheckpoint::new(&mut *store, run_id.clone(), true);
     let report = drive_durable(
         &mut interpreter,
         source,
@@ -286,7 +284,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         run_id: &run_id,
         strict_effects: options.strict_effects,
     };
-    ended.report(&report, &mut store, lifecycle)
+    ended.report(&report, &mut *store, lifecycle)
 }
 
 /// Resumes `run_id` with its secret inputs supplied again from `secret_inputs`.

@@ -27,7 +27,9 @@ pub struct ProtocolServer {
     notices: broadcast::Sender<(String, Value)>,
     /// This session's `logging/setLevel`.
     least_level: crate::frontends::mcp::notices::LeastLevel,
-    /// Where runs are recorded, for their telemetry.
+    /// Where runs are recorded, for their telemetry: the host's store (each read takes it for
+    /// its own length) and the state directory's telemetry files.
+    store: crate::store::SharedStore,
     state_dir: Arc<Path>,
     /// This session's requests in flight (`for_session` gives each session its own).
     in_flight: InFlight,
@@ -50,6 +52,7 @@ impl ProtocolServer {
         protocols: Vec<ProtocolTool>,
         requests: mpsc::Sender<Request>,
         notices: broadcast::Sender<(String, Value)>,
+        store: crate::store::SharedStore,
         state_dir: &Path,
         elicitation: bool,
     ) -> ProtocolServer {
@@ -75,6 +78,7 @@ impl ProtocolServer {
             requests,
             notices,
             least_level: crate::frontends::mcp::notices::LeastLevel::default(),
+            store,
             state_dir: Arc::from(state_dir),
             in_flight: InFlight::default(),
             elicitation,
@@ -95,10 +99,11 @@ impl ProtocolServer {
     /// runtime's thread (the host is not asked: a run need not be live to have telemetry).
     async fn telemetry(&self, run: &str) -> Result<Value, String> {
         let state_dir = self.state_dir.clone();
+        let store = self.store.clone();
         let served: Vec<String> = self.texts.iter().map(|text| text.path.clone()).collect();
         let run = run.to_string();
         tokio::task::spawn_blocking(move || {
-            crate::frontends::mcp::telemetry::read(&state_dir, &served, &run)
+            crate::frontends::mcp::telemetry::read(&store, &state_dir, &served, &run)
         })
         .await
         .map_err(|error| format!("the telemetry could not be read: {error}"))?
