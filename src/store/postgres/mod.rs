@@ -58,7 +58,7 @@ impl PostgresStore {
         let client = start_connection(config).map_err(|source| StoreError::Database {
             database: codec.location(),
             operation: "connect".to_string(),
-            source,
+            source: session::explained(&*source).into(),
         })?;
         let mut store = PostgresStore {
             client,

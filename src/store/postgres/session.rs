@@ -22,8 +22,41 @@ pub(super) fn failed(codec: &Codec, operation: &str, error: tokio_postgres::Erro
     StoreError::Database {
         database: codec.location(),
         operation: operation.to_string(),
-        source: Box::new(error),
+        source: explained(&error).into(),
     }
+}
+
+/// The error and every cause below it (the driver's own message often only says which step
+/// failed: "error connecting to server", with the system's reason beneath), the server's
+/// detail and hint where it gave them.
+pub(super) fn explained(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(below) = cause {
+        let said = below.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = below.source();
+    }
+    if let Some(database) = error
+        .downcast_ref::<tokio_postgres::Error>()
+        .and_then(tokio_postgres::Error::as_db_error)
+    {
+        for extra in [database.detail(), database.hint()].into_iter().flatten() {
+            text.push_str(" (");
+            text.push_str(extra);
+            text.push(')');
+        }
+    }
+    if text.contains("TLS") {
+        text.push_str(
+            "; protocol-run does not speak TLS to PostgreSQL yet: connect over a trusted network \
+             or a Unix socket with `sslmode=disable`",
+        );
+    }
+    text
 }
 
 impl<C: GenericClient + Sync> Session<'_, C> {
