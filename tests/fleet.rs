@@ -278,6 +278,15 @@ impl Store for CountingStore {
     ) -> Result<Option<protocol_run::store::StoredSnapshot>, StoreError> {
         self.inner.snapshot_at(run, step)
     }
+    fn prune_runs(
+        &mut self,
+        before_unix_milliseconds: u64,
+        statuses: &[protocol_run::store::RunStatus],
+        count: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner
+            .prune_runs(before_unix_milliseconds, statuses, count)
+    }
     fn release_runs(
         &mut self,
         runs: &[String],

@@ -79,6 +79,7 @@ mod properties;
 mod protocol_files;
 mod protocols;
 mod resume_files;
+mod retention;
 mod reuse;
 mod run_tree;
 mod sandbox;

@@ -73,6 +73,7 @@ conformance!(
     another_connections_steps_are_continued_exactly,
     two_connections_racing_for_one_step_commit_it_once,
     runs_are_paged_newest_first_and_directives_counted,
+    pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
 );
 
 fn new_run(id: &str) -> NewRun {
@@ -588,4 +589,72 @@ fn runs_are_paged_newest_first_and_directives_counted(backend: Arc<dyn Backend>)
     assert_eq!(store.directives_before("a", 0).unwrap(), 0);
     assert_eq!(store.directives_before("a", 2).unwrap(), 1);
     assert_eq!(store.directives_before("a", 3).unwrap(), 3);
+}
+
+fn pruning_deletes_only_runs_that_ended_with_all_kept_of_them(backend: Arc<dyn Backend>) {
+    let mut store = backend.open();
+    // Ended at 2,000, 3,000 and 4,000; one stopped at 2,500; one still running.
+    for (id, ended) in [("old", 2_000), ("middle", 3_000), ("new", 4_000)] {
+        store.create_run(&new_run(id)).unwrap();
+        let mut first = entry(0);
+        first.children = vec![started("kid")];
+        let kid = ChildState {
+            path: "kid".to_string(),
+            sequence: 0,
+            committed_unix_milliseconds: 1_000,
+            snapshot: state(1),
+        };
+        store
+            .commit_batch(&[Write::Step {
+                run: id.to_string(),
+                entry: first,
+                snapshot: Box::new(state(0)),
+                finish: None,
+                child_states: vec![kid],
+            }])
+            .unwrap();
+        store
+            .commit_step(id, &entry(1), &state(1), Some(&finish(ended)))
+            .unwrap();
+    }
+    store.create_run(&new_run("stopped")).unwrap();
+    store.mark_stopped("stopped", 2_500).unwrap();
+    store.create_run(&new_run("live")).unwrap();
+    let finished = [RunStatus::Finished];
+    // A bounded batch, oldest first.
+    assert_eq!(store.prune_runs(3_500, &finished, 1).unwrap(), ["old"]);
+    assert_eq!(store.prune_runs(3_500, &finished, 10).unwrap(), ["middle"]);
+    assert!(store.prune_runs(3_500, &finished, 10).unwrap().is_empty());
+    for gone in ["old", "old/kid", "middle", "middle/kid"] {
+        assert!(store.run(gone).unwrap().is_none(), "{gone}");
+        assert!(store.journal(gone).unwrap().is_empty(), "{gone}");
+        assert!(store.latest_snapshot(gone).unwrap().is_none(), "{gone}");
+    }
+    assert_eq!(store.journal("new").unwrap().len(), 2);
+    assert_eq!(
+        store.latest_snapshot("new/kid").unwrap().unwrap().snapshot,
+        state(1)
+    );
+    // A running run is never pruned, even when asked for; a stopped one only when asked for.
+    let everything = [RunStatus::Running, RunStatus::Stopped, RunStatus::Finished];
+    assert!(store.prune_runs(2_000, &everything, 10).unwrap().is_empty());
+    assert!(
+        store
+            .prune_runs(u64::MAX / 2, &[RunStatus::Running], 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.prune_runs(u64::MAX / 2, &everything, 10).unwrap(),
+        ["stopped", "new"]
+    );
+    let left: Vec<String> = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .map(|run| run.id)
+        .collect();
+    assert_eq!(left, ["live"]);
+    // The store goes on: a run of a pruned id can be created again.
+    store.create_run(&new_run("old")).unwrap();
 }

@@ -417,6 +417,18 @@ pub trait Store: Send {
     /// (their rows keep their latest only). `None` when the run has no such step.
     fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError>;
 
+    /// Deletes at most `count` runs that ended before `before_unix_milliseconds` (a finished
+    /// run by its finish, a stopped one by its stop) and whose status is one of `statuses`, with
+    /// everything kept of them: journal, states, their children's rows. A running run is never
+    /// deleted, nor a child on its own (it goes with the run that records it). The ids deleted,
+    /// oldest first: a caller deletes a large backlog a bounded batch at a time.
+    fn prune_runs(
+        &mut self,
+        before_unix_milliseconds: u64,
+        statuses: &[RunStatus],
+        count: usize,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// Commits many writes at once: one transaction (and one sync to disk) for all of them in a
     /// store that can, so a host of many instances pays one commit per batch of steps. Each
     /// write is checked as on its own; if one fails, none is kept. The default applies them one

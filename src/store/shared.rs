@@ -135,6 +135,16 @@ impl Store for SharedStore {
         self.lock().snapshot_at(run, step)
     }
 
+    fn prune_runs(
+        &mut self,
+        before_unix_milliseconds: u64,
+        statuses: &[super::RunStatus],
+        count: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.lock()
+            .prune_runs(before_unix_milliseconds, statuses, count)
+    }
+
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.lock().commit_batch(writes)
     }

@@ -6,11 +6,14 @@ use super::exit_code;
 use super::run_selection::StateDirectory;
 use crate::base::clock::format_rfc3339;
 use crate::store::run_filter::{RunFilter, ShownStatus};
-use crate::store::{RunSummary, Store};
+use crate::store::{RunStatus, RunSummary, Store};
 
 /// `protocol-run runs`: the recorded runs, filtered.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct RunsArguments {
+    #[command(subcommand)]
+    action: Option<RunsAction>,
     /// Only runs of this protocol: its `id`, its file name without `.yaml`, or its path.
     #[arg(long, value_name = "ID")]
     protocol: Option<String>,
@@ -28,8 +31,103 @@ pub struct RunsArguments {
     state: StateDirectory,
 }
 
+/// What `runs` does besides listing.
+#[derive(Debug, clap::Subcommand)]
+pub enum RunsAction {
+    /// Delete the runs that ended before a time (finished ones; stopped ones with `--status
+    /// stopped`) with their journal, states, children and telemetry. A running run is never
+    /// deleted.
+    Prune(PruneArguments),
+}
+
+/// `protocol-run runs prune --older-than DURATION`.
+#[derive(Debug, Args)]
+pub struct PruneArguments {
+    /// Delete runs that ended more than DURATION ago (`30d`, `12h`) or before a TIMESTAMP
+    /// (`2026-01-01T00:00:00Z`).
+    #[arg(long, value_name = "DURATION|TIMESTAMP")]
+    older_than: String,
+    /// Which ended runs: `finished` (the default; failed ones are finished too) or `stopped`
+    /// (resumable: pruning one gives up its resume); repeat for both.
+    #[arg(long = "status", value_enum, value_name = "STATUS")]
+    statuses: Vec<PrunedStatus>,
+    /// One JSON object: `{"pruned": N, "before": TIMESTAMP}`.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    state: StateDirectory,
+}
+
+/// The statuses `runs prune` deletes runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrunedStatus {
+    Finished,
+    Stopped,
+}
+
+/// `protocol-run runs prune`: deletes, then says how many.
+fn prune(arguments: &PruneArguments) -> u8 {
+    let before = match parse_since(&arguments.older_than) {
+        Ok(before) => before,
+        Err(message) => {
+            eprintln!("error: --older-than: {message}");
+            return exit_code::USAGE;
+        }
+    };
+    let statuses: Vec<RunStatus> = match arguments.statuses.as_slice() {
+        [] => vec![RunStatus::Finished],
+        chosen => chosen
+            .iter()
+            .map(|status| match status {
+                PrunedStatus::Finished => RunStatus::Finished,
+                PrunedStatus::Stopped => RunStatus::Stopped,
+            })
+            .collect(),
+    };
+    let mut store = match open(&arguments.state) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let pruned = match crate::runtime::runs::retention::prune(
+        &mut *store,
+        &arguments.state.path,
+        before,
+        &statuses,
+    ) {
+        Ok(pruned) => pruned,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return exit_code::IO;
+        }
+    };
+    for left in &pruned.telemetry_left {
+        eprintln!("warning: the telemetry of a pruned run was left: {left}");
+    }
+    if arguments.json {
+        println!(
+            "{}",
+            serde_json::json!({"pruned": pruned.runs, "before": format_rfc3339(before)})
+        );
+    } else {
+        println!(
+            "pruned {} run(s) that ended before {} from {}",
+            pruned.runs,
+            format_rfc3339(before),
+            store.location()
+        );
+    }
+    if pruned.telemetry_left.is_empty() {
+        0
+    } else {
+        exit_code::IO
+    }
+}
+
 /// `protocol-run runs`: one line per run, newest first.
 pub fn runs(arguments: &RunsArguments) -> u8 {
+    if let Some(RunsAction::Prune(prune_arguments)) = &arguments.action {
+        return prune(prune_arguments);
+    }
     let since = match arguments.since.as_deref().map(parse_since).transpose() {
         Ok(since) => since,
         Err(message) => {

@@ -11,5 +11,6 @@ pub mod fleet;
 pub mod grants;
 pub mod live_runs;
 pub mod resume;
+pub mod retention;
 pub mod served;
 pub mod start;

@@ -24,6 +24,25 @@ pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, 
 pub(super) const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
 
+/// The query both stores select the runs `Store::prune_runs` deletes with: runs that are not
+/// children, in one of `statuses` but never running, ended before the first parameter, oldest
+/// first; the caller adds the limit. `None` when no status may be pruned. The statuses are
+/// written in as the store's own names, never a caller's text.
+pub(super) fn ended_runs(statuses: &[RunStatus]) -> Option<String> {
+    let names: Vec<String> = statuses
+        .iter()
+        .filter(|status| **status != RunStatus::Running)
+        .map(|status| format!("'{}'", status.as_str()))
+        .collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "SELECT id FROM runs WHERE root IS NULL AND status IN ({}) AND \
+             COALESCE(finished_at, updated_at) < $1 ORDER BY COALESCE(finished_at, updated_at), id",
+            names.join(", ")
+        )
+    })
+}
+
 /// Encodes and decodes a store's rows; its errors name `database` (a file, or a URL without
 /// its password).
 pub(super) struct Codec {

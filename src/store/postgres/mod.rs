@@ -301,6 +301,26 @@ impl Store for PostgresStore {
         self.session().rebuild(run, Some(step))
     }
 
+    fn prune_runs(
+        &mut self,
+        before_unix_milliseconds: u64,
+        statuses: &[RunStatus],
+        count: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let before = self.codec.integer("a time", before_unix_milliseconds)?;
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let Some(ended) = super::codec::ended_runs(statuses) else {
+            return Ok(Vec::new());
+        };
+        let pruned = self.write("prune runs", |session| {
+            session.prune_runs(&format!("{ended} LIMIT $2 FOR UPDATE"), before, count)
+        })?;
+        for run in &pruned {
+            self.written.remove(run);
+        }
+        Ok(pruned)
+    }
+
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.commit_planned(
             &format!("commit {} writes", writes.len()),

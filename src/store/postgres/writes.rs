@@ -500,6 +500,25 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         Ok(others)
     }
 
+    /// Deletes the runs `select` (`codec::ended_runs` with its limit) finds, with their
+    /// children's rows; journal rows and states go with them (`ON DELETE CASCADE`).
+    pub(super) fn prune_runs(
+        &self,
+        select: &str,
+        before: i64,
+        count: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let operation = || "prune runs".to_string();
+        let mut pruned = Vec::new();
+        for row in self.query(&operation, select, &[&before, &count])? {
+            let id: String = self.column(&row, 0, "")?;
+            self.execute(&operation, "DELETE FROM runs WHERE root = $1", &[&id])?;
+            self.execute(&operation, "DELETE FROM runs WHERE id = $1", &[&id])?;
+            pruned.push(id);
+        }
+        Ok(pruned)
+    }
+
     /// Clears the holder of each of `runs` that `encoded` (a holder) holds.
     pub(super) fn release_runs(&self, runs: &[String], encoded: &str) -> Result<(), StoreError> {
         for run in runs {

@@ -555,6 +555,47 @@ impl Store for SqliteStore {
         self.rebuild_at(run, step)
     }
 
+    fn prune_runs(
+        &mut self,
+        before_unix_milliseconds: u64,
+        statuses: &[RunStatus],
+        count: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let before = self.context.integer("a time", before_unix_milliseconds)?;
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let Some(ended) = super::codec::ended_runs(statuses) else {
+            return Ok(Vec::new());
+        };
+        let mut pruned = Vec::new();
+        self.write("prune runs", |context, connection| {
+            let failed = context.failed("prune runs");
+            let mut select = connection
+                .prepare_cached(&format!("{} LIMIT ?2", ended.replace("$1", "?1")))
+                .map_err(&failed)?;
+            pruned = select
+                .query_map(rusqlite::params![before, count], |row| {
+                    row.get::<_, String>(0)
+                })
+                .map_err(&failed)?
+                .collect::<rusqlite::Result<Vec<String>>>()
+                .map_err(&failed)?;
+            for id in &pruned {
+                // Journal rows and states go with their runs (`ON DELETE CASCADE`).
+                connection
+                    .execute_cached("DELETE FROM runs WHERE root = ?1", [id])
+                    .map_err(&failed)?;
+                connection
+                    .execute_cached("DELETE FROM runs WHERE id = ?1", [id])
+                    .map_err(&failed)?;
+            }
+            Ok(())
+        })?;
+        for run in &pruned {
+            self.written.remove(run);
+        }
+        Ok(pruned)
+    }
+
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.commit_planned(
             &format!("commit {} writes", writes.len()),
