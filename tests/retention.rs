@@ -113,6 +113,34 @@ fn prunes_ended_runs_and_their_telemetry(name: &str, environment: &[(&str, &str)
     );
     assert_eq!(code, 64, "{text}");
     assert!(text.contains("--older-than"), "{text}");
+    // A host's --retain prunes when it starts (and then now and again).
+    let (code, text) = protocol_run(
+        &directory,
+        environment,
+        &["run", "quick.yaml", "--run-id", "done-3"],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(listed(&directory, environment), ["done-3"]);
+    let (code, text) = protocol_run(
+        &directory,
+        environment,
+        &["serve", "waiting.yaml", "--retain", "0s"],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(listed(&directory, environment).is_empty());
+    // And so does an MCP server's (here one whose client goes at once).
+    let (code, text) = protocol_run(
+        &directory,
+        environment,
+        &["run", "quick.yaml", "--run-id", "done-4"],
+    );
+    assert_eq!(code, 0, "{text}");
+    let (_, text) = protocol_run(
+        &directory,
+        environment,
+        &["mcp", "quick.yaml", "--retain", "0s"],
+    );
+    assert!(listed(&directory, environment).is_empty(), "{text}");
     let _ = std::fs::remove_dir_all(&directory);
 }
 

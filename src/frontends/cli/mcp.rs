@@ -51,6 +51,11 @@ pub struct McpArguments {
     pinned_inputs: Vec<String>,
     #[command(flatten)]
     limits: super::limits::LimitOptions,
+    /// Delete the store's runs (of any protocol) that finished longer ago than DURATION (`30d`,
+    /// `12h`), with their journal, states and telemetry: at start, then every tenth of DURATION
+    /// (a minute to an hour apart).
+    #[arg(long, value_name = "DURATION", value_parser = crate::runtime::runs::retention::Retention::parse)]
+    retain: Option<crate::runtime::runs::retention::Retention>,
 }
 
 /// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 64
@@ -102,6 +107,11 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         Ok(store) => crate::store::SharedStore::new(store),
         Err(code) => return code,
     };
+    if let Some(retention) = arguments.retain
+        && let Err(code) = super::run_selection::keep_pruning(&arguments.state, retention)
+    {
+        return code;
+    }
     let settings = HostSettings {
         store,
         holder: host_lock.holder().clone(),

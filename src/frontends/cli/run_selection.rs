@@ -55,6 +55,30 @@ impl StateDirectory {
     }
 }
 
+/// A host's `--retain`: prunes now and then every interval, each round through a connection of
+/// its own to the host's store.
+pub fn keep_pruning(
+    state: &StateDirectory,
+    retention: crate::runtime::runs::retention::Retention,
+) -> Result<(), u8> {
+    let (choice, directory) = (state.store.clone(), state.path.clone());
+    let open = move || {
+        choice
+            .open(&directory)?
+            .ok_or_else(|| crate::store::StoreError::Database {
+                database: "memory".to_string(),
+                operation: "prune runs".to_string(),
+                source: "--store memory keeps no runs".into(),
+            })
+    };
+    retention
+        .keep_pruning(open, state.path.clone())
+        .map_err(|error| {
+            eprintln!("error: --retain: cannot start its thread: {error}");
+            exit_code::INTERNAL
+        })
+}
+
 /// A run named on the command line, or none (then the latest).
 #[derive(Debug, Args)]
 pub struct RunSelection {

@@ -8,6 +8,7 @@ use super::exit_code;
 use crate::base::durable::TimerPolicy;
 use crate::runtime::run::driver::spawn_stdin_batches;
 use crate::runtime::runs::fleet::{Fleet, FleetEnd};
+use crate::runtime::runs::retention::Retention;
 use crate::runtime::runs::served::HostOperator;
 use crate::runtime::runs::start::Refusal;
 use crate::store::StoreChoice;
@@ -52,6 +53,11 @@ pub struct ServeArguments {
     pinned_inputs_file: Option<PathBuf>,
     #[command(flatten)]
     limits: super::limits::LimitOptions,
+    /// Delete the store's runs (of any protocol) that finished longer ago than DURATION (`30d`,
+    /// `12h`), with their journal, states and telemetry: at start, then every tenth of DURATION
+    /// (a minute to an hour apart).
+    #[arg(long, value_name = "DURATION", value_parser = Retention::parse)]
+    retain: Option<Retention>,
 }
 
 /// The most instances one host keeps alive by default: about 1 GB of them.
@@ -118,6 +124,15 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     } else {
         None
     };
+    if let Some(retention) = arguments.retain {
+        if recording.is_none() {
+            eprintln!("error: --retain needs a store that keeps instances (not --store memory)");
+            return exit_code::USAGE;
+        }
+        if let Err(code) = super::run_selection::keep_pruning(&arguments.state, retention) {
+            return code;
+        }
+    }
     let location = recording
         .as_ref()
         .map(|recording| recording.store.location());
