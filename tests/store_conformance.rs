@@ -74,6 +74,7 @@ conformance!(
     two_connections_racing_for_one_step_commit_it_once,
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
+    a_holder_whose_run_was_taken_over_writes_to_it_no_more,
 );
 
 fn new_run(id: &str) -> NewRun {
@@ -657,4 +658,64 @@ fn pruning_deletes_only_runs_that_ended_with_all_kept_of_them(backend: Arc<dyn B
     assert_eq!(left, ["live"]);
     // The store goes on: a run of a pruned id can be created again.
     store.create_run(&new_run("old")).unwrap();
+}
+
+fn a_holder_whose_run_was_taken_over_writes_to_it_no_more(backend: Arc<dyn Backend>) {
+    let mut first = backend.open();
+    let mut second = backend.open();
+    let mut held = new_run("r");
+    held.holder = Some(holder(1));
+    first.create_run(&held).unwrap();
+    first.commit_batch(&[step("r", 0)]).unwrap();
+    // The first holder is deemed gone (paused past its lease, partitioned): a second takes the
+    // run over, and the run's fencing token moves on.
+    let claimed = second
+        .claim_runs(&["r".to_string()], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    let fenced = |result: Result<(), StoreError>, what: &str| {
+        assert!(
+            matches!(&result, Err(StoreError::Fenced { run, held: 0, current: 1, .. }) if run == "r"),
+            "{what}: {result:?}"
+        );
+    };
+    // The first comes back: whatever it writes is refused, and leaves nothing.
+    fenced(first.commit_batch(&[step("r", 1)]), "a step");
+    fenced(
+        first.commit_step("r", &entry(1), &state(1), None),
+        "a single step",
+    );
+    fenced(first.mark_stopped("r", 5_000), "a stop");
+    fenced(first.finish_run("r", &finish(5_000)), "a finish");
+    assert_eq!(first.journal("r").unwrap(), vec![entry(0)]);
+    let summary = first.run_summary("r").unwrap().unwrap();
+    assert_eq!(
+        (summary.status, summary.holder),
+        (RunStatus::Running, Some(holder(2)))
+    );
+    // The new holder goes on where the run was.
+    second.commit_batch(&[step("r", 1), step("r", 2)]).unwrap();
+    // Claimed back, the first writes again, and the second no longer does.
+    let claimed = first
+        .claim_runs(&["r".to_string()], &holder(1), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    first.commit_batch(&[step("r", 3)]).unwrap();
+    let refused = second.commit_batch(&[step("r", 4)]);
+    assert!(
+        matches!(
+            &refused,
+            Err(StoreError::Fenced {
+                held: 1,
+                current: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(first.journal("r").unwrap().len(), 4);
+    for step in 0..=3 {
+        let rebuilt = second.snapshot_at("r", step).unwrap().unwrap();
+        assert_eq!(rebuilt.snapshot, state(step));
+    }
 }

@@ -295,6 +295,16 @@ pub enum StoreError {
         source: crate::base::secrets::AmbiguousPlaceholder,
     },
     #[error(
+        "{database}: run `{run}` was taken over by another holder (fencing token {current}; this \
+         process held {held}): this process no longer drives it, and its write was refused"
+    )]
+    Fenced {
+        database: String,
+        run: String,
+        held: i64,
+        current: i64,
+    },
+    #[error(
         "{database}: the state of run `{run}` after step {step} was not kept: the step was recorded before protocol-run kept the state of every step"
     )]
     StateNotKept {

@@ -15,6 +15,9 @@
 //! - A child runs inside its parent's session: it is held with its parent, by its parent's
 //!   holder; its own row (`<run>/<invoke id>`) is never claimed.
 //!
+//! - Each claim moves the run's fencing token on; the store that claimed the run refuses its
+//!   own later writes to it once another claim moved the token again (`StoreError::Fenced`).
+//!
 //! A database lease with an expiry is the same rule with one more field on the holder.
 
 use std::fs::{File, OpenOptions};

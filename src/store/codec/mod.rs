@@ -186,6 +186,26 @@ impl Codec {
         }
     }
 
+    /// The refusal of a write to `run` by a store that holds it with fencing token `held`, when
+    /// the run's row says `current`: another holder claimed it since (`None`: no such run, which
+    /// other checks refuse).
+    pub(super) fn fenced(
+        &self,
+        run: &str,
+        held: i64,
+        current: Option<i64>,
+    ) -> Result<(), StoreError> {
+        match current {
+            Some(current) if current != held => Err(StoreError::Fenced {
+                database: self.location(),
+                run: run.to_string(),
+                held,
+                current,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether `holder` may claim `run`, from the run's recorded holder and parent (`None`: no
     /// such run, which is claimed as nothing): `None` to take it, or why not. The rule of who
     /// may take a run is `runs::claims`'s (`holds`); a store applies it inside a transaction.

@@ -41,6 +41,9 @@ pub struct PostgresStore {
     /// step is stored as a delta of (`codec::states`); used only where the run's last step, read
     /// under the run's row lock, is that state's.
     written: HashMap<String, Written, foldhash::fast::RandomState>,
+    /// The fencing token of each run this store claimed (or created held): its writes to the
+    /// run are refused once the row has another (`StoreError::Fenced`).
+    fences: HashMap<String, i64, foldhash::fast::RandomState>,
 }
 
 impl PostgresStore {
@@ -65,6 +68,7 @@ impl PostgresStore {
             codec,
             statements: RefCell::new(HashMap::new()),
             written: HashMap::default(),
+            fences: HashMap::default(),
         };
         store.migrate()?;
         Ok(store)
@@ -172,7 +176,11 @@ impl Store for PostgresStore {
     fn create_run(&mut self, run: &NewRun) -> Result<(), StoreError> {
         self.write(&format!("create run `{}`", run.id), |session| {
             session.insert_run(run)
-        })
+        })?;
+        if run.holder.is_some() {
+            self.fences.insert(run.id.clone(), 0);
+        }
+        Ok(())
     }
 
     fn commit_step(
@@ -242,22 +250,33 @@ impl Store for PostgresStore {
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
         // A stopped run's next step, if any, comes after a resume: its state is not kept here.
         self.written.remove(run);
+        let fence = self.fences.get(run).copied();
         self.write(&format!("mark run `{run}` stopped"), |session| {
+            session.check_fence(run, fence)?;
             session.update_status(run, RunStatus::Stopped, unix_milliseconds)
-        })
+        })?;
+        // Released: a resume claims it again.
+        self.fences.remove(run);
+        Ok(())
     }
 
     fn mark_running(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        let fence = self.fences.get(run).copied();
         self.write(&format!("mark run `{run}` running"), |session| {
+            session.check_fence(run, fence)?;
             session.update_status(run, RunStatus::Running, unix_milliseconds)
         })
     }
 
     fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError> {
         self.written.remove(run);
+        let fence = self.fences.get(run).copied();
         self.write(&format!("finish run `{run}`"), |session| {
+            session.check_fence(run, fence)?;
             session.update_finish(run, finish)
-        })
+        })?;
+        self.fences.remove(run);
+        Ok(())
     }
 
     fn claim_runs(
@@ -267,16 +286,22 @@ impl Store for PostgresStore {
         holds: &mut dyn FnMut(&Holder) -> bool,
     ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
         let encoded = self.codec.encode_holder(holder)?;
-        self.write(&format!("claim {} run(s)", runs.len()), |session| {
+        let (others, tokens) = self.write(&format!("claim {} run(s)", runs.len()), |session| {
             session.claim_runs(runs, holder, &encoded, holds)
-        })
+        })?;
+        self.fences.extend(tokens);
+        Ok(others)
     }
 
     fn release_runs(&mut self, runs: &[String], holder: &Holder) -> Result<(), StoreError> {
         let encoded = self.codec.encode_holder(holder)?;
         self.write(&format!("release {} run(s)", runs.len()), |session| {
             session.release_runs(runs, &encoded)
-        })
+        })?;
+        for run in runs {
+            self.fences.remove(run);
+        }
+        Ok(())
     }
 
     fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {

@@ -6,7 +6,8 @@ use crate::store::StoreError;
 /// The schema, one migration per version: version N is reached by applying the first N. The
 /// tables are SQLite's at its version 7 (`sqlite::schema`), in PostgreSQL's types: the same
 /// rows, so that what one store keeps the other can read.
-pub(super) const MIGRATIONS: &[&str] = &["
+pub(super) const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE runs (
         id TEXT PRIMARY KEY,
         protocol_path TEXT NOT NULL,
@@ -49,7 +50,12 @@ pub(super) const MIGRATIONS: &[&str] = &["
         snapshot TEXT NOT NULL,
         taken_at BIGINT NOT NULL
     );
-"];
+",
+    // SQLite's version 8: a fencing token per run, one more at every claim.
+    "
+    ALTER TABLE runs ADD COLUMN fencing BIGINT NOT NULL DEFAULT 0;
+",
+];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).
 const MIGRATION_LOCK: i64 = 0x7072_6f74_6f63_6f6c;

@@ -47,9 +47,16 @@ impl PostgresStore {
             chains.insert(step.run, written);
             encoded.push(self.codec.encode_step(step, state)?);
         }
+        // The tokens of the batch's runs this store holds, copied: the transaction borrows the
+        // store.
+        let fences: Vec<Option<i64>> = writes
+            .iter()
+            .map(|write| self.fences.get(planned_run(write)).copied())
+            .collect();
         let result = self.write(operation, |session| {
             let mut steps = encoded.iter();
-            for write in writes {
+            for (write, fence) in writes.iter().zip(&fences) {
+                session.check_fence(planned_run(write), *fence)?;
                 match write {
                     Planned::Step(step) => {
                         let encoded = steps.next().expect("one encoding per step");
@@ -72,11 +79,20 @@ impl PostgresStore {
         });
         if result.is_ok() {
             for write in writes {
-                if let Planned::Other(
-                    Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
-                ) = write
-                {
-                    chains.remove(run.as_str());
+                match write {
+                    Planned::Other(
+                        Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
+                    ) => {
+                        chains.remove(run.as_str());
+                        self.fences.remove(run);
+                    }
+                    Planned::Other(Write::CreateRun(run)) if run.holder.is_some() => {
+                        self.fences.insert(run.id.clone(), 0);
+                    }
+                    Planned::Step(step) if step.finish.is_some() => {
+                        self.fences.remove(step.run);
+                    }
+                    _ => {}
                 }
             }
             for (run, written) in chains {
@@ -87,6 +103,18 @@ impl PostgresStore {
             }
         }
         result
+    }
+}
+
+/// What a claim found: for each run, why it was not claimed (`None`: claimed); and the fencing
+/// token of each run claimed.
+pub(super) type Claimed = (Vec<Option<Unclaimed>>, Vec<(String, i64)>);
+
+/// The run a write of a batch writes to.
+fn planned_run<'a>(write: &Planned<'a>) -> &'a str {
+    match write {
+        Planned::Step(step) => step.run,
+        Planned::Other(other) => other.run(),
     }
 }
 
@@ -475,9 +503,10 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         holder: &Holder,
         encoded: &str,
         holds: &mut dyn FnMut(&Holder) -> bool,
-    ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
+    ) -> Result<Claimed, StoreError> {
         let operation = || "claim runs".to_string();
         let mut others = Vec::with_capacity(runs.len());
+        let mut tokens = Vec::new();
         for run in runs {
             let recorded = match self.query_optional(
                 &operation,
@@ -488,16 +517,36 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 None => None,
             };
             let unclaimed = self.codec.claim(run, recorded, holder, holds)?;
-            if unclaimed.is_none() {
-                self.execute(
+            if unclaimed.is_none()
+                && let Some(row) = self.query_optional(
                     &operation,
-                    "UPDATE runs SET holder = $1 WHERE id = $2",
+                    "UPDATE runs SET holder = $1, fencing = fencing + 1 WHERE id = $2 \
+                     RETURNING fencing",
                     &[&encoded, run],
-                )?;
+                )?
+            {
+                tokens.push((run.clone(), self.column(&row, 0, run)?));
             }
             others.push(unclaimed);
         }
-        Ok(others)
+        Ok((others, tokens))
+    }
+
+    /// Refuses a write to `run` when this store holds it with fencing token `fence` and the
+    /// row (locked until the transaction ends) has another: another holder claimed it since.
+    pub(super) fn check_fence(&self, run: &str, fence: Option<i64>) -> Result<(), StoreError> {
+        let Some(held) = fence else {
+            return Ok(());
+        };
+        let current = match self.query_optional(
+            &|| format!("read the fencing token of run `{run}`"),
+            "SELECT fencing FROM runs WHERE id = $1 FOR UPDATE",
+            &[&run],
+        )? {
+            Some(row) => Some(self.column(&row, 0, run)?),
+            None => None,
+        };
+        self.codec.fenced(run, held, current)
     }
 
     /// Deletes the runs `select` (`codec::ended_runs` with its limit) finds, with their

@@ -52,6 +52,9 @@ pub struct SqliteStore {
     /// not changed it, what `written` says of a run (its last step, that it runs) is the
     /// file's too, and a step is written without reading the run's row.
     data_version: Option<i64>,
+    /// The fencing token of each run this store claimed (or created held): its writes to the
+    /// run are refused once the row has another (`StoreError::Fenced`).
+    fences: std::collections::HashMap<String, i64, foldhash::fast::RandomState>,
 }
 
 impl SqliteStore {
@@ -91,6 +94,7 @@ impl SqliteStore {
             },
             written: std::collections::HashMap::default(),
             data_version: None,
+            fences: std::collections::HashMap::default(),
         };
         store
             .connection
@@ -211,6 +215,27 @@ impl std::ops::Deref for Context {
 }
 
 impl Context {
+    /// Refuses a write to `run` when this store holds it with fencing token `fence` and the
+    /// row has another: another holder claimed it since. No check for a run this store holds
+    /// no token of (`None`).
+    pub(super) fn check_fence(
+        &self,
+        connection: &Connection,
+        run: &str,
+        fence: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let Some(held) = fence else {
+            return Ok(());
+        };
+        let current: Option<i64> = connection
+            .query_row_cached("SELECT fencing FROM runs WHERE id = ?1", [run], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(self.failed(&format!("read the fencing token of run `{run}`")))?;
+        self.fenced(run, held, current)
+    }
+
     /// Maps a SQLite error to one naming the file and the operation; a busy database says so.
     fn failed(&self, operation: &str) -> impl Fn(rusqlite::Error) -> StoreError + use<> {
         let database = self.path.display().to_string();
@@ -320,7 +345,11 @@ impl Store for SqliteStore {
         self.write(
             &format!("create run `{}`", run.id),
             |context, connection| context.insert_run(connection, run),
-        )
+        )?;
+        if run.holder.is_some() {
+            self.fences.insert(run.id.clone(), 0);
+        }
+        Ok(())
     }
 
     fn commit_step(
@@ -456,18 +485,25 @@ impl Store for SqliteStore {
     fn mark_stopped(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
         // A stopped run's next step, if any, comes after a resume: its state is not kept here.
         self.written.remove(run);
+        let fence = self.fences.get(run).copied();
         self.write(
             &format!("mark run `{run}` stopped"),
             |context, connection| {
+                context.check_fence(connection, run, fence)?;
                 context.update_status(connection, run, RunStatus::Stopped, unix_milliseconds)
             },
-        )
+        )?;
+        // Released: a resume claims it again.
+        self.fences.remove(run);
+        Ok(())
     }
 
     fn mark_running(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        let fence = self.fences.get(run).copied();
         self.write(
             &format!("mark run `{run}` running"),
             |context, connection| {
+                context.check_fence(connection, run, fence)?;
                 context.update_status(connection, run, RunStatus::Running, unix_milliseconds)
             },
         )
@@ -475,9 +511,13 @@ impl Store for SqliteStore {
 
     fn finish_run(&mut self, run: &str, finish: &Finish) -> Result<(), StoreError> {
         self.written.remove(run);
+        let fence = self.fences.get(run).copied();
         self.write(&format!("finish run `{run}`"), |context, connection| {
+            context.check_fence(connection, run, fence)?;
             context.update_finish(connection, run, finish)
-        })
+        })?;
+        self.fences.remove(run);
+        Ok(())
     }
 
     fn claim_runs(
@@ -488,6 +528,7 @@ impl Store for SqliteStore {
     ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
         let encoded = self.context.encode_holder(holder)?;
         let mut others = Vec::with_capacity(runs.len());
+        let mut tokens = Vec::new();
         // An immediate transaction: a second claimant waits for this one to commit, then reads
         // the holder it recorded.
         self.write(
@@ -498,7 +539,10 @@ impl Store for SqliteStore {
                     .prepare_cached("SELECT holder, parent FROM runs WHERE id = ?1")
                     .map_err(&failed)?;
                 let mut record = connection
-                    .prepare_cached("UPDATE runs SET holder = ?1 WHERE id = ?2")
+                    .prepare_cached(
+                        "UPDATE runs SET holder = ?1, fencing = fencing + 1 WHERE id = ?2 \
+                         RETURNING fencing",
+                    )
                     .map_err(&failed)?;
                 for run in runs {
                     let recorded = read
@@ -507,13 +551,18 @@ impl Store for SqliteStore {
                         .map_err(&failed)?;
                     let unclaimed = context.claim(run, recorded, holder, holds)?;
                     if unclaimed.is_none() {
-                        record.execute([&encoded, run]).map_err(&failed)?;
+                        let token: Option<i64> = record
+                            .query_row([&encoded, run], |row| row.get(0))
+                            .optional()
+                            .map_err(&failed)?;
+                        tokens.extend(token.map(|token| (run.clone(), token)));
                     }
                     others.push(unclaimed);
                 }
                 Ok(())
             },
         )?;
+        self.fences.extend(tokens);
         Ok(others)
     }
 
@@ -531,7 +580,11 @@ impl Store for SqliteStore {
                 }
                 Ok(())
             },
-        )
+        )?;
+        for run in runs {
+            self.fences.remove(run);
+        }
+        Ok(())
     }
 
     fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {

@@ -91,6 +91,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     -- version 7: a run's last step is its journal's
 ",
+    // A fencing token per run, one more at every claim: a store that claimed a run writes to it
+    // only while the row still has the token its claim gave (`Store::claim_runs`).
+    "
+    ALTER TABLE runs ADD COLUMN fencing BIGINT NOT NULL DEFAULT 0;
+",
 ];
 
 impl SqliteStore {

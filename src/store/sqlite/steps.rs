@@ -64,6 +64,19 @@ impl SqliteStore {
             chains.insert(step.run, written);
             encoded.push((self.context.encode_step(step, state)?, known));
         }
+        // The runs of the batch this store holds with a fencing token, each once.
+        let mut fences: Vec<(&str, i64)> = Vec::new();
+        for write in writes {
+            let run = match write {
+                Planned::Step(step) => step.run,
+                Planned::Other(other) => other.run(),
+            };
+            if let Some(token) = self.fences.get(run)
+                && !fences.iter().any(|(seen, _)| *seen == run)
+            {
+                fences.push((run, *token));
+            }
+        }
         let expected_version = self.data_version;
         let mut seen_version = None;
         let result = self.write(operation, |context, connection| {
@@ -73,6 +86,12 @@ impl SqliteStore {
             let version = data_version(connection).map_err(context.failed(operation))?;
             seen_version = Some(version);
             let unchanged = expected_version == Some(version);
+            // Another connection wrote: it may have claimed a run this store holds.
+            if !unchanged {
+                for (run, token) in &fences {
+                    context.check_fence(connection, run, Some(*token))?;
+                }
+            }
             // Runs whose row another write of this batch changed: their steps after it are
             // checked against the row.
             let mut changed_rows: HashSet<&str, RandomState> = HashSet::default();
@@ -134,16 +153,27 @@ impl SqliteStore {
             if expected_version != Some(version) {
                 self.written.clear();
             }
-            self.data_version = Some(version);
+            // Known only after a commit: a refused transaction (a fenced run among others) leaves
+            // the next one to check afresh.
+            self.data_version = result.is_ok().then_some(version);
         }
         if result.is_ok() {
             for write in writes {
-                if let Planned::Other(
-                    Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
-                ) = write
-                {
-                    chains.remove(run.as_str());
-                    self.written.remove(run);
+                match write {
+                    Planned::Other(
+                        Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
+                    ) => {
+                        chains.remove(run.as_str());
+                        self.written.remove(run);
+                        self.fences.remove(run);
+                    }
+                    Planned::Other(Write::CreateRun(run)) if run.holder.is_some() => {
+                        self.fences.insert(run.id.clone(), 0);
+                    }
+                    Planned::Step(step) if step.finish.is_some() => {
+                        self.fences.remove(step.run);
+                    }
+                    _ => {}
                 }
             }
             for (run, written) in chains {
