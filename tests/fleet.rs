@@ -278,6 +278,9 @@ impl Store for CountingStore {
     ) -> Result<Option<protocol_run::store::StoredSnapshot>, StoreError> {
         self.inner.snapshot_at(run, step)
     }
+    fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
+        self.inner.renew_lease(host, ttl_milliseconds)
+    }
     fn prune_runs(
         &mut self,
         before_unix_milliseconds: u64,
@@ -333,6 +336,7 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
                 process: "serve".into(),
                 pid: std::process::id(),
                 lock: directory.join("host.lock").display().to_string(),
+                host: None,
             },
         }),
     )

@@ -151,6 +151,7 @@ fn holder(pid: u32) -> Holder {
         process: "serve".to_string(),
         pid,
         lock: format!("/locks/{pid}"),
+        host: None,
     }
 }
 
@@ -717,5 +718,82 @@ fn a_holder_whose_run_was_taken_over_writes_to_it_no_more(backend: Arc<dyn Backe
     for step in 0..=3 {
         let rebuilt = second.snapshot_at("r", step).unwrap().unwrap();
         assert_eq!(rebuilt.snapshot, state(step));
+    }
+}
+
+/// Leases are the shared store's: a holder on another machine lives while its lease does.
+mod leases {
+    use super::*;
+
+    fn leased(pid: u32, lease: &str) -> Holder {
+        Holder {
+            host: Some(lease.to_string()),
+            ..holder(pid)
+        }
+    }
+
+    /// Whether `lease` has run out by the database's clock.
+    fn ran_out(database: &support::postgres::TestDatabase, lease: &str) -> bool {
+        let mut client = database.connect();
+        let row = client
+            .query_one(
+                "SELECT expires_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT \
+                 FROM hosts WHERE id = $1",
+                &[&lease],
+            )
+            .unwrap();
+        row.get(0)
+    }
+
+    #[test]
+    fn a_host_whose_lease_ran_out_writes_nothing_and_its_runs_are_taken_over() {
+        let test = "store_conformance::leases::a_host_whose_lease_ran_out_writes_nothing_and_its_runs_are_taken_over";
+        let Some(database) = support::postgres::database(test) else {
+            return;
+        };
+        let open = || PostgresStore::connect(database.url()).unwrap();
+        let (mut first, mut second) = (open(), open());
+        first.renew_lease("host-a", 60_000).unwrap();
+        second.renew_lease("host-b", 60_000).unwrap();
+        let mut run = new_run("r");
+        run.holder = Some(leased(1, "host-a"));
+        first.create_run(&run).unwrap();
+        first.commit_batch(&[step("r", 0)]).unwrap();
+        // While host-a's lease lasts, its run is its own, whatever another machine's lock
+        // files say.
+        let claimed = second
+            .claim_runs(&["r".to_string()], &leased(2, "host-b"), &mut |_| false)
+            .unwrap();
+        assert_eq!(claimed, [Some(Unclaimed::Held(leased(1, "host-a")))]);
+        // host-a is paused past its lease (here: renewed for a moment, then left).
+        first.renew_lease("host-a", 1).unwrap();
+        support::eventually("host-a's lease runs out", || {
+            ran_out(&database, "host-a").then_some(())
+        });
+        // It writes nothing more, even before anyone took its run.
+        let refused = first.commit_batch(&[step("r", 1)]);
+        assert!(
+            matches!(&refused, Err(StoreError::LeaseLost { host, .. }) if host == "host-a"),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            first.renew_lease("host-a", 60_000),
+            Err(StoreError::LeaseLost { .. })
+        ));
+        assert!(matches!(
+            first.mark_stopped("r", 9_000),
+            Err(StoreError::LeaseLost { .. })
+        ));
+        // host-b takes the run over and goes on from its last committed step.
+        let claimed = second
+            .claim_runs(&["r".to_string()], &leased(2, "host-b"), &mut |_| true)
+            .unwrap();
+        assert_eq!(claimed, [None]);
+        second.commit_batch(&[step("r", 1)]).unwrap();
+        assert_eq!(second.journal("r").unwrap(), vec![entry(0), entry(1)]);
+        assert_eq!(
+            second.run_summary("r").unwrap().unwrap().holder,
+            Some(leased(2, "host-b"))
+        );
     }
 }

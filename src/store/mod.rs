@@ -51,6 +51,10 @@ pub struct Holder {
     pub pid: u32,
     /// The lock file it holds: its host's (`host.lock`) or its run's (`run.lock`).
     pub lock: String,
+    /// The lease it holds in a shared store (`Store::renew_lease`), by which hosts on other
+    /// machines tell whether it lives; `None` where its lock file tells (one machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// The front end that started a run: a restarted `mcp` server resumes the runs an `mcp`
@@ -295,6 +299,12 @@ pub enum StoreError {
         source: crate::base::secrets::AmbiguousPlaceholder,
     },
     #[error(
+        "{database}: this host's lease `{host}` ran out (it was not renewed in time: the process \
+         was paused, or cut off from the database); its runs may be another host's now, so it \
+         writes nothing more"
+    )]
+    LeaseLost { database: String, host: String },
+    #[error(
         "{database}: run `{run}` was taken over by another holder (fencing token {current}; this \
          process held {held}): this process no longer drives it, and its write was refused"
     )]
@@ -426,6 +436,14 @@ pub trait Store: Send {
     /// steps; resume reads the last one the same way). Its children's states are not put back
     /// (their rows keep their latest only). `None` when the run has no such step.
     fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError>;
+
+    /// Takes, or renews, the lease `host` for `ttl_milliseconds` by the database's clock (never
+    /// the caller's): while it lasts, runs whose holder names it are live for every host, and
+    /// this store's writes go through; once it has run out it is lost for good
+    /// (`StoreError::LeaseLost`), since its runs may have been taken over, and every later
+    /// write of this store is refused with it. A store whose holders' liveness is told by lock
+    /// files (SQLite, one machine) keeps no lease.
+    fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError>;
 
     /// Deletes at most `count` runs that ended before `before_unix_milliseconds` (a finished
     /// run by its finish, a stopped one by its stop) and whose status is one of `statuses`, with

@@ -135,6 +135,10 @@ impl Store for SharedStore {
         self.lock().snapshot_at(run, step)
     }
 
+    fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
+        self.lock().renew_lease(host, ttl_milliseconds)
+    }
+
     fn prune_runs(
         &mut self,
         before_unix_milliseconds: u64,

@@ -141,6 +141,7 @@ impl HolderLock {
                         process: process.to_string(),
                         pid: pid.parse().unwrap_or_default(),
                         lock: path.display().to_string(),
+                        host: None,
                     },
                 });
             }
@@ -198,6 +199,7 @@ impl HolderLock {
                         process: process.to_string(),
                         pid: std::process::id(),
                         lock: path.display().to_string(),
+                        host: None,
                     },
                 }))
             }

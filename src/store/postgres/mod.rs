@@ -44,6 +44,9 @@ pub struct PostgresStore {
     /// The fencing token of each run this store claimed (or created held): its writes to the
     /// run are refused once the row has another (`StoreError::Fenced`).
     fences: HashMap<String, i64, foldhash::fast::RandomState>,
+    /// The lease this store's writes are made under (`Store::renew_lease`), once it took one:
+    /// each write transaction checks it has not run out.
+    lease: Option<String>,
 }
 
 impl PostgresStore {
@@ -69,6 +72,7 @@ impl PostgresStore {
             statements: RefCell::new(HashMap::new()),
             written: HashMap::default(),
             fences: HashMap::default(),
+            lease: None,
         };
         store.migrate()?;
         Ok(store)
@@ -97,6 +101,9 @@ impl PostgresStore {
             statements: &self.statements,
             codec: &self.codec,
         };
+        if let Some(lease) = &self.lease {
+            session.check_lease(lease)?;
+        }
         let value = body(&session)?;
         wait(transaction.commit())
             .map_err(|error| session::failed(&self.codec, operation, error))?;
@@ -324,6 +331,19 @@ impl Store for PostgresStore {
     fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
         let step = self.codec.integer("a step number", step)?;
         self.session().rebuild(run, Some(step))
+    }
+
+    fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
+        let ttl = self.codec.integer("a lease's length", ttl_milliseconds)?;
+        let renewed = self.session().renew_lease(host, ttl).and_then(|renewed| {
+            renewed.then_some(()).ok_or_else(|| StoreError::LeaseLost {
+                database: self.codec.location(),
+                host: host.to_string(),
+            })
+        });
+        // Lost or not, this store's writes are made under it from now on: after a loss, none.
+        self.lease = Some(host.to_string());
+        renewed
     }
 
     fn prune_runs(

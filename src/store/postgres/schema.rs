@@ -55,6 +55,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN fencing BIGINT NOT NULL DEFAULT 0;
 ",
+    // Hosts' leases, by the database's clock (Unix milliseconds): a holder naming a lease is
+    // live while it has not run out.
+    "
+    CREATE TABLE hosts (
+        id TEXT PRIMARY KEY,
+        taken_at BIGINT NOT NULL,
+        renewed_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL
+    );
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

@@ -118,7 +118,51 @@ fn planned_run<'a>(write: &Planned<'a>) -> &'a str {
     }
 }
 
+/// The database's clock, in Unix milliseconds: leases are measured by it, never by a host's.
+const NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
 impl<C: GenericClient + Sync> Session<'_, C> {
+    /// Takes the lease `host` for `ttl` milliseconds, or renews it while it has not run out;
+    /// whether it is held now (a lease that ran out is never taken again).
+    pub(super) fn renew_lease(&self, host: &str, ttl: i64) -> Result<bool, StoreError> {
+        let renewed = self.query_optional(
+            &|| format!("renew the lease `{host}`"),
+            &format!(
+                "INSERT INTO hosts (id, taken_at, renewed_at, expires_at) SELECT $1, now.at, \
+                 now.at, now.at + $2 FROM (SELECT {NOW} AS at) AS now ON CONFLICT (id) DO UPDATE \
+                 SET renewed_at = excluded.renewed_at, expires_at = excluded.expires_at \
+                 WHERE hosts.expires_at > excluded.renewed_at RETURNING id"
+            ),
+            &[&host, &ttl],
+        )?;
+        Ok(renewed.is_some())
+    }
+
+    /// Refuses the transaction's writes when the lease `host` has run out.
+    pub(super) fn check_lease(&self, host: &str) -> Result<(), StoreError> {
+        let live = self.lease_is_live(host)?;
+        if live {
+            return Ok(());
+        }
+        Err(StoreError::LeaseLost {
+            database: self.codec.location(),
+            host: host.to_string(),
+        })
+    }
+
+    /// Whether the lease `host` exists and has not run out.
+    fn lease_is_live(&self, host: &str) -> Result<bool, StoreError> {
+        let row = self.query_optional(
+            &|| format!("read the lease `{host}`"),
+            &format!("SELECT expires_at > {NOW} FROM hosts WHERE id = $1"),
+            &[&host],
+        )?;
+        match row {
+            Some(row) => self.column(&row, 0, ""),
+            None => Ok(false),
+        }
+    }
+
     /// Inserts a new run; one with the same id is refused.
     pub(super) fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
         let codec = self.codec;
@@ -516,7 +560,20 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 Some(row) => Some((self.column(&row, 0, run)?, self.column(&row, 1, run)?)),
                 None => None,
             };
-            let unclaimed = self.codec.claim(run, recorded, holder, holds)?;
+            // A holder with a lease lives while its lease does; one without, while its lock
+            // file is held (`holds`, this machine's).
+            let mut failure = None;
+            let mut live = |other: &Holder| match &other.host {
+                Some(lease) => self.lease_is_live(lease).unwrap_or_else(|error| {
+                    failure = Some(error);
+                    true
+                }),
+                None => holds(other),
+            };
+            let unclaimed = self.codec.claim(run, recorded, holder, &mut live)?;
+            if let Some(error) = failure {
+                return Err(error);
+            }
             if unclaimed.is_none()
                 && let Some(row) = self.query_optional(
                     &operation,

@@ -608,6 +608,12 @@ impl Store for SqliteStore {
         self.rebuild_at(run, step)
     }
 
+    fn renew_lease(&mut self, _host: &str, _ttl_milliseconds: u64) -> Result<(), StoreError> {
+        // One machine: a holder's lock file tells whether it lives, at once after `kill -9`,
+        // and a paused holder keeps its lock (`runs::claims`).
+        Ok(())
+    }
+
     fn prune_runs(
         &mut self,
         before_unix_milliseconds: u64,

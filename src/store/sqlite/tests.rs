@@ -443,6 +443,7 @@ fn children_keep_rows_of_their_own_written_with_their_parents_steps() {
         process: "resume".to_string(),
         pid: 1,
         lock: "/nowhere".to_string(),
+        host: None,
     };
     let claimed = store
         .claim_runs(&["r/kid".to_string()], &holder, &mut |_| true)
