@@ -74,6 +74,7 @@ mod mock_shapes;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;
+mod postgres_hosts;
 mod postgres_server;
 mod properties;
 mod protocol_files;

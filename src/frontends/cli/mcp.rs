@@ -82,6 +82,13 @@ pub fn mcp(arguments: McpArguments) -> u8 {
             }
         }
     }
+    // Every run's steps and every read go through this one connection. With a shared store it
+    // is opened first: the host's lease is taken with it, and the holder its lock records
+    // names the lease.
+    let store = match arguments.state.open_store_to_drive("mcp") {
+        Ok(store) => crate::store::SharedStore::new(store),
+        Err(code) => return code,
+    };
     // One host per state directory: two would drive the same runs. Its lock is the holder
     // every run it drives records (`runs::claims`).
     let host_lock =
@@ -102,11 +109,6 @@ pub fn mcp(arguments: McpArguments) -> u8 {
     let max_live_runs = arguments
         .max_live_runs
         .unwrap_or_else(|| crate::runtime::runs::live_runs::default_max_live_runs(descriptors));
-    // Every run's steps and every read go through this one connection.
-    let store = match arguments.state.open_store() {
-        Ok(store) => crate::store::SharedStore::new(store),
-        Err(code) => return code,
-    };
     if let Some(retention) = arguments.retain
         && let Err(code) = super::run_selection::keep_pruning(&arguments.state, retention)
     {

@@ -32,9 +32,59 @@ pub struct StateDirectory {
         value_parser = StoreChoice::parse
     )]
     pub store: StoreChoice,
+    /// With a shared store (postgres): how long this process's lease lasts unrenewed (it is
+    /// renewed every third of that); once it has run out, another host takes its runs over and
+    /// this process, if it comes back, ends without writing.
+    #[arg(
+        long = "lease",
+        env = "PROTOCOL_RUN_LEASE",
+        default_value = "30s",
+        value_name = "DURATION",
+        value_parser = parse_lease
+    )]
+    pub lease: std::time::Duration,
+}
+
+/// `--lease`: a duration of at least a second (renewed every third of it).
+fn parse_lease(text: &str) -> Result<std::time::Duration, String> {
+    let duration = crate::base::time::parse_duration(text)?;
+    match u64::try_from(duration.num_milliseconds()) {
+        Ok(milliseconds) if milliseconds >= 1_000 => {
+            Ok(std::time::Duration::from_millis(milliseconds))
+        }
+        _ => Err(format!(
+            "`{text}` is shorter than a second: a lease is renewed every third of it"
+        )),
+    }
 }
 
 impl StateDirectory {
+    /// The store a process that drives runs (`process`: `run`, `serve`, `mcp`) writes to: with
+    /// a shared store, under this process's lease, taken here and renewed for as long as the
+    /// process lives (`runs::lease`).
+    pub fn open_store_to_drive(&self, process: &str) -> Result<Box<dyn Store>, u8> {
+        let mut store = self.open_store()?;
+        if let StoreChoice::Postgres(_) = &self.store {
+            let (choice, directory) = (self.store.clone(), self.path.clone());
+            let open = move || {
+                choice
+                    .open(&directory)?
+                    .ok_or_else(|| crate::store::StoreError::Database {
+                        database: "memory".to_string(),
+                        operation: "renew the lease".to_string(),
+                        source: "--store memory keeps no lease".into(),
+                    })
+            };
+            if let Err(error) =
+                crate::runtime::runs::lease::take(&mut *store, process, self.lease, open)
+            {
+                eprintln!("error: {error}");
+                return Err(exit_code::IO);
+            }
+        }
+        Ok(store)
+    }
+
     /// The store this command reads and writes; an error reported on stderr, with its exit
     /// code. `memory` is refused: it keeps no runs.
     pub fn open_store(&self) -> Result<Box<dyn Store>, u8> {

@@ -89,13 +89,19 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         Ok(served) => served,
         Err(refusal) => return refusal.report(),
     };
-    // One host per state directory: two would resume and drive the same instances.
-    // Its lock is the holder every instance records (`runs::claims`). `--store memory` records
-    // nothing (instances end with the process, like Step Functions' Express workflows); a
-    // durable store commits steps in batches and writes output lines once their batch is.
-    let host_lock = if arguments.state.store != StoreChoice::Memory {
+    // `--store memory` records nothing (instances end with the process, like Step Functions'
+    // Express workflows); a durable store commits steps in batches and writes output lines once
+    // their batch is. Its store is opened first: with a shared store the host's lease is taken
+    // with it, and the holder the host's lock records names the lease. One host per state
+    // directory: two would resume and drive the same instances. Its lock is the holder every
+    // instance records (`runs::claims`).
+    let durable = if arguments.state.store != StoreChoice::Memory {
+        let store = match arguments.state.open_store_to_drive("serve") {
+            Ok(store) => store,
+            Err(code) => return code,
+        };
         match crate::runtime::runs::claims::HolderLock::host(&arguments.state.path, "serve") {
-            Ok(lock) => Some(lock),
+            Ok(lock) => Some((store, lock)),
             Err(error) => {
                 eprintln!("error: {error}");
                 return error.exit_code();
@@ -110,19 +116,18 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         eprintln!("error: {message}");
         return exit_code::USAGE;
     }
-    let recording = if let Some(host_lock) = &host_lock {
-        let store = match arguments.state.open_store() {
-            Ok(store) => store,
-            Err(code) => return code,
-        };
-        Some(served.recording(
-            store,
-            arguments.narrowing.recorded(),
-            crate::store::RunOrigin::Serve,
-            host_lock.holder().clone(),
-        ))
-    } else {
-        None
+    // The host's lock is held until the process ends.
+    let (recording, _host_lock) = match durable {
+        Some((store, lock)) => (
+            Some(served.recording(
+                store,
+                arguments.narrowing.recorded(),
+                crate::store::RunOrigin::Serve,
+                lock.holder().clone(),
+            )),
+            Some(lock),
+        ),
+        None => (None, None),
     };
     if let Some(retention) = arguments.retain {
         if recording.is_none() {

@@ -199,7 +199,7 @@ impl HolderLock {
                         process: process.to_string(),
                         pid: std::process::id(),
                         lock: path.display().to_string(),
-                        host: None,
+                        host: crate::runtime::runs::lease::current().map(str::to_string),
                     },
                 }))
             }

@@ -9,6 +9,7 @@ pub mod claims;
 pub mod exit_code;
 pub mod fleet;
 pub mod grants;
+pub mod lease;
 pub mod live_runs;
 pub mod resume;
 pub mod retention;

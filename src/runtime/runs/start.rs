@@ -350,9 +350,10 @@ impl Checkpoint for StoreCheckpoint<'_> {
                 held.push(Write::step(self.run_id.clone(), step));
                 Ok(())
             }
-            None => {
-                commit_checkpoint(self.store, &self.run_id, step).map_err(|error| error.to_string())
-            }
+            None => commit_checkpoint(self.store, &self.run_id, step).map_err(|error| {
+                crate::runtime::runs::lease::end_if_lost(&error);
+                error.to_string()
+            }),
         }
     }
 
@@ -363,6 +364,9 @@ impl Checkpoint for StoreCheckpoint<'_> {
         let committed = self.store.commit_batch(held);
         // Committed or not, they are not committed again: a failure ends the run.
         held.clear();
-        committed.map_err(|error| error.to_string())
+        committed.map_err(|error| {
+            crate::runtime::runs::lease::end_if_lost(&error);
+            error.to_string()
+        })
     }
 }

@@ -180,7 +180,7 @@ fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
-    let mut store = options.state.open_store()?;
+    let mut store = options.state.open_store_to_drive("run")?;
     let limits = options.limits.limits();
     let prepared = match start {
         Start::New {

@@ -954,7 +954,8 @@ impl Fleet {
         if let Some(recording) = &mut self.recording
             && !self.pending.is_empty()
         {
-            if recording.store.commit_batch(&self.pending).is_err() {
+            if let Err(error) = recording.store.commit_batch(&self.pending) {
+                crate::runtime::runs::lease::end_if_lost(&error);
                 let mut failed = HashSet::new();
                 let mut errors = Vec::new();
                 for write in &self.pending {

@@ -1,0 +1,105 @@
+//! Hosts on one PostgreSQL database: a `serve` host paused past its lease has its instances taken over by another host, and when it comes back it ends (exit 75) without writing, whatever it was sent meanwhile.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+
+use protocol_run::store::{PostgresStore, Store};
+
+use crate::support;
+
+/// Waits in `idle` for `go`.
+const WAITING: &str = "id: waiting\npermissions: { exec: [] }\nstates:\n  idle:\n    on: { go: done }\n  done: { type: final }\n";
+
+fn serve(directory: &std::path::Path, state: &str, url: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args([
+            "serve",
+            "waiting.yaml",
+            "--state-dir",
+            state,
+            "--lease",
+            "1s",
+        ])
+        .env("PROTOCOL_RUN_STORE", "postgres")
+        .env("PROTOCOL_RUN_DATABASE_URL", url)
+        .current_dir(directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads `child`'s stdout until a line contains `needle`; the line.
+fn line_with(stdout: &mut impl BufRead, needle: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "stdout ended before `{needle}`"
+        );
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+fn signal(child: &Child, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+}
+
+#[test]
+fn a_host_paused_past_its_lease_loses_its_instances_and_comes_back_to_end_without_writing() {
+    let test = "postgres_hosts::a_host_paused_past_its_lease_loses_its_instances_and_comes_back_to_end_without_writing";
+    let Some(database) = support::postgres::database(test) else {
+        return;
+    };
+    let directory = support::temporary_directory("postgres-hosts", "paused");
+    std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
+    let mut first = serve(&directory, "first", database.url());
+    let mut first_in = first.stdin.take().unwrap();
+    let mut first_out = BufReader::new(first.stdout.take().unwrap());
+    writeln!(first_in, "{{\"instance\": \"i1\"}}").unwrap();
+    line_with(&mut first_out, "\"idle\"");
+    let store = PostgresStore::connect(database.url()).unwrap();
+    let run = store.list_runs().unwrap().remove(0);
+    let first_lease = run.holder.clone().unwrap().host.unwrap();
+    assert!(first_lease.starts_with("serve@"), "{first_lease}");
+    // Paused (SIGSTOP) until its lease has run out by the database's clock.
+    signal(&first, nix::sys::signal::Signal::SIGSTOP);
+    let mut client = database.connect();
+    support::eventually("the first host's lease runs out", || {
+        let row = client
+            .query_one(
+                "SELECT expires_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT \
+                 FROM hosts WHERE id = $1",
+                &[&first_lease],
+            )
+            .unwrap();
+        row.get::<_, bool>(0).then_some(())
+    });
+    // Meanwhile it is sent the event that would end the instance: it must never apply it.
+    writeln!(first_in, "{{\"instance\": \"i1\", \"event\": \"go\"}}").unwrap();
+    // A second host takes the instance over at its start and ends it.
+    let mut second = serve(&directory, "second", database.url());
+    let mut second_in = second.stdin.take().unwrap();
+    let mut second_out = BufReader::new(second.stdout.take().unwrap());
+    writeln!(second_in, "{{\"instance\": \"i1\", \"event\": \"go\"}}").unwrap();
+    line_with(&mut second_out, "\"done\"");
+    drop(second_in);
+    let status = second.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let taken = store.run_summary(&run.id).unwrap().unwrap();
+    assert_eq!(taken.status, protocol_run::store::RunStatus::Finished);
+    let journal = store.journal(&run.id).unwrap();
+    // The first host comes back: it ends at once, having written nothing.
+    signal(&first, nix::sys::signal::Signal::SIGCONT);
+    drop(first_in);
+    let output = first.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("lease"), "{stderr}");
+    assert_eq!(store.journal(&run.id).unwrap(), journal);
+    let _ = std::fs::remove_dir_all(&directory);
+}
