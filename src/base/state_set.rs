@@ -112,6 +112,17 @@ impl StateSet {
         }
     }
 
+    /// Takes away the states of `remove`'s bits and adds those of `insert`'s in one step, if
+    /// the set is one word (a state in both stays); says whether it was.
+    #[inline]
+    pub fn change_one_word(&mut self, remove: u64, insert: u64) -> bool {
+        if let Words::One(word) = &mut self.words {
+            *word = *word & !remove | insert;
+            return true;
+        }
+        false
+    }
+
     pub fn clear(&mut self) {
         // Most machines fit in one word: clearing it in place beats a call to `memset`, which
         // is what the loop becomes (the macrostep clears several sets per event).

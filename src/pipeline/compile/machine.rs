@@ -180,17 +180,49 @@ pub enum LeafPlan {
 /// A `LeafPlan::Plain` transition from one leaf.
 #[derive(Debug)]
 pub struct PlainPlan {
-    /// What its actions (and the exit blocks it runs) belong to: its domain, or its source for
-    /// a targetless transition.
-    pub owner: StateId,
     /// The states it exits, in exit order (the leaf first).
     pub exited: Box<[StateId]>,
     /// The states it enters, in entry order.
     pub entered: Box<[StateId]>,
-    /// Of `entered`, those entered by default whose initial transition has actions.
-    pub initial_content: Box<[StateId]>,
+    /// The blocks it runs that have actions, in SCXML's order (exit blocks, the transition's
+    /// actions, entry blocks and initial content), each with its owner and the configuration
+    /// change before it: the blocks without actions, most of them, cost nothing.
+    pub blocks: Box<[PlainBlock]>,
+    /// The configuration change after the last block: the exits and entries left.
+    pub last_change: ConfigurationChange,
     /// The quiet events (`Instance::ignores`) of the leaf it reaches.
     pub quiet_after: u64,
+}
+
+/// One block of a plain plan that has actions.
+#[derive(Debug)]
+pub struct PlainBlock {
+    pub actions: BlockOf,
+    /// What its actions belong to (see `Execution::owner`).
+    pub owner: StateId,
+    /// What leaves and joins the configuration between the block before and this one.
+    pub change_before: ConfigurationChange,
+}
+
+/// Where a block's actions are in the machine.
+#[derive(Debug, Clone, Copy)]
+pub enum BlockOf {
+    Exit(StateId),
+    Entry(StateId),
+    /// A transition's actions: the one taken, or a state's initial transition.
+    Transition(TransitionId),
+}
+
+/// States leaving and joining the configuration at one point of a plain plan, in its order:
+/// `exited[removed]` of the plan leave (each after its exit block), then `entered[inserted]`
+/// join. When every one of them has an index below 64, `masks` holds the bits they take away
+/// and add, so that a one-word configuration changes in one step (nothing runs between them
+/// that could see the configuration half changed).
+#[derive(Debug, Clone, Default)]
+pub struct ConfigurationChange {
+    pub removed: std::ops::Range<u32>,
+    pub inserted: std::ops::Range<u32>,
+    pub masks: Option<(u64, u64)>,
 }
 
 impl TransitionNode {

@@ -13,7 +13,7 @@ use crate::base::state_set::StateSet;
 use crate::base::value::Value;
 use crate::pipeline::actions::assign::Assign;
 use crate::pipeline::actions::{Action, Execution, Host, SendRequest, StepView, execute_block};
-use crate::pipeline::compile::budget::{self, Budgets, Exceeded};
+use crate::pipeline::compile::budget::{self, Budgets, Exceeded, StepBudgets};
 use crate::pipeline::compile::expression::EvaluationError;
 use crate::pipeline::compile::machine::{Machine, Reach, StateId, StateKind, TransitionId};
 
@@ -278,6 +278,12 @@ pub struct Algorithm<'a, 'e> {
     /// Whether the step left the instance's quiet events up to date for the configuration it
     /// reached (see `Instance::note_quiet_events`), which its host then need not work out.
     pub quiet_events_noted: bool,
+    /// The step's budgets once in force. A macrostep under the default budgets puts them in
+    /// force only when it first evaluates an expression in full, runs an action other than an
+    /// assignment or goes on past its first microstep (see `budgets_in_force`): a plain
+    /// transition whose guards and assignments the fast reader answers reads nothing of them,
+    /// so it need not install them and put them back.
+    pub budgets: Option<StepBudgets>,
 }
 
 /// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
@@ -290,6 +296,22 @@ fn workspace_in(slot: &mut Option<Box<Workspace>>) -> &mut Workspace {
 }
 
 impl<'e> Algorithm<'_, 'e> {
+    /// Puts the step's budgets in force if they are not yet: before anything that reads them
+    /// (an evaluation in full, a `foreach`, a microstep's clock). Only a step under the default
+    /// budgets waits (see `Algorithm::budgets`).
+    #[inline(always)]
+    fn budgets_in_force(&mut self) {
+        if self.budgets.is_none() {
+            self.enter_budgets();
+        }
+    }
+
+    #[inline(never)]
+    fn enter_budgets(&mut self) {
+        debug_assert!(*self.limits == Limits::DEFAULT);
+        self.budgets = Some(StepBudgets::enter(None));
+    }
+
     /// This step's workspace (see `Algorithm::workspace`).
     fn workspace(&mut self) -> &mut Workspace {
         workspace_in(self.workspace)
@@ -374,6 +396,7 @@ impl<'e> Algorithm<'_, 'e> {
             // It goes on, and may reach another configuration: its quiet events are worked out
             // when it is over. What the microstep went through counts towards a loop's states,
             // as `microstep` and `enter_states` would have recorded.
+            self.budgets_in_force();
             self.quiet_events_noted = false;
             if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
                 let looping = &mut self.workspace().looping_states;
@@ -384,6 +407,7 @@ impl<'e> Algorithm<'_, 'e> {
             }
             self.run_to_completion().map(|()| self.selection(took))
         } else {
+            self.budgets_in_force();
             self.select_transitions_strictly(false);
             self.guard_failed = self.workspace().enabled.is_empty() && self.execution_error_waits();
             let took = !self.workspace().enabled.is_empty();
@@ -407,6 +431,11 @@ impl<'e> Algorithm<'_, 'e> {
     /// Ends a settled step as `run_to_completion` would: only a signal or the clock, which
     /// may have cut an evaluation short, stops it.
     fn finish_settled(&mut self) -> Result<(), RunError> {
+        // A step whose budgets never came into force evaluated nothing in full: nothing in it
+        // was cut short, and its first microstep is too early to look at the clock.
+        if self.budgets.is_none() {
+            return Ok(());
+        }
         match budget::step_must_stop(1) {
             None => Ok(()),
             Some(why) => Err(self.stop_step(why)),
@@ -1009,6 +1038,12 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     fn execute_block(&mut self, actions: &[Action]) {
+        self.execute_block_inline(actions);
+    }
+
+    /// `execute_block` in its caller (a plain plan's), without a frame of its own.
+    #[inline(always)]
+    fn execute_block_inline(&mut self, actions: &[Action]) {
         // Assignments, the commonest actions, are applied here, without an `Execution`.
         let mut rest = actions;
         while let [Action::Assign(assign), tail @ ..] = rest {
@@ -1031,6 +1066,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// so that a block of assignments alone does not pay for this one's frame.
     #[inline(never)]
     fn execute_rest(&mut self, rest: &[Action]) {
+        self.budgets_in_force();
         if let Err(error) = self.with_execution(|execution| execute_block(rest, execution)) {
             self.raise_execution_error(error);
         }
@@ -1039,6 +1075,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// One assignment that has no raw int form, evaluated over the current data.
     #[inline(never)]
     fn apply_evaluated(&mut self, assign: &Assign, index: usize) -> Result<(), EvaluationError> {
+        self.budgets_in_force();
         let Instance {
             configuration,
             context,

@@ -1,11 +1,12 @@
 //! A macrostep in a machine without parallel states: selection from the one active leaf, and each transition's plan from that leaf, worked out once.
 
-use super::{Algorithm, condition_holds, reach};
+use super::{Algorithm, evaluate_guard, reach};
 use crate::base::event::Event;
 use crate::pipeline::actions::Action;
+use crate::pipeline::compile::expression::EvaluationError;
 use crate::pipeline::compile::machine::{
-    CandidateIndex, EventType, LeafPlan, Machine, PlainPlan, Reach, StateId, StateKind,
-    TransitionId,
+    BlockOf, CandidateIndex, ConfigurationChange, EventType, LeafPlan, Machine, PlainBlock,
+    PlainPlan, Reach, StateId, StateKind, TransitionId,
 };
 
 impl Algorithm<'_, '_> {
@@ -26,7 +27,7 @@ impl Algorithm<'_, '_> {
         let mut taken = None;
         for candidate in candidates {
             let transition_id = candidate.transition;
-            match condition_holds(machine, self.instance, Some(event), transition_id) {
+            match self.guard_holds(event, transition_id) {
                 Ok(true) => {
                     taken = Some(candidate);
                     break;
@@ -53,39 +54,72 @@ impl Algorithm<'_, '_> {
             .get_or_init(|| leaf_plan(machine, index, leaf, transition_id));
         match plan {
             LeafPlan::Plain(plan) => self.take_plain(transition_id, plan),
-            LeafPlan::General => self.take_from_leaf(transition_id, leaf),
+            LeafPlan::General => {
+                self.budgets_in_force();
+                self.take_from_leaf(transition_id, leaf);
+            }
         }
         Some(transition_id)
     }
 
-    /// Takes a transition by its plain plan: the exits (their exit blocks, each state leaving
-    /// the configuration after its block, as `exitStates` does), the transition's actions, the
-    /// entries (each state joining the configuration before its entry block and its initial
-    /// transition's content, as `enterStates` does), then the host's observers, which nothing
+    /// `condition_holds` for the external event, with the step's budgets put in force before a
+    /// guard the fast reader does not answer is evaluated in full.
+    #[inline(always)]
+    fn guard_holds(
+        &mut self,
+        event: &Event,
+        transition_id: TransitionId,
+    ) -> Result<bool, EvaluationError> {
+        let Some(guard) = &self.machine.transition(transition_id).guard else {
+            return Ok(true);
+        };
+        if let Some(holds) = guard.condition_over(&self.instance.context) {
+            return Ok(holds);
+        }
+        self.budgets_in_force();
+        evaluate_guard(self.machine, self.instance, Some(event), guard)
+    }
+
+    /// Takes a transition by its plain plan: the blocks that have actions in SCXML's order
+    /// (exit blocks, the transition's actions, entry blocks and initial content), each with the
+    /// configuration as `exitStates` and `enterStates` leave it there (a state leaves after its
+    /// exit block and joins before its entry block), then the host's observers, which nothing
     /// between reached, in one call. The run goes on: nothing final is entered.
     fn take_plain(&mut self, transition_id: TransitionId, plan: &PlainPlan) {
         let machine = self.machine;
-        self.owner = plan.owner;
-        for &state in &plan.exited {
-            self.execute_content(&machine.state(state).exit);
-            self.instance.configuration.remove(state);
+        for block in &plan.blocks {
+            self.change_configuration(plan, &block.change_before);
+            self.owner = block.owner;
+            let actions = match block.actions {
+                BlockOf::Exit(state) => &machine.state(state).exit,
+                BlockOf::Entry(state) => &machine.state(state).entry,
+                BlockOf::Transition(transition) => &machine.transition(transition).actions,
+            };
+            self.execute_block_inline(actions);
         }
-        self.execute_content(&machine.transition(transition_id).actions);
-        for &state in &plan.entered {
-            self.instance.configuration.insert(state);
-            self.owner = state;
-            let node = machine.state(state);
-            self.execute_content(&node.entry);
-            if let Some(initial) = node.initial
-                && plan.initial_content.contains(&state)
-            {
-                self.execute_content(&machine.transition(initial).actions);
-            }
-        }
+        self.change_configuration(plan, &plan.last_change);
         self.host
             .transition_passed(transition_id, &plan.exited, &plan.entered);
         self.instance.quiet_events = plan.quiet_after;
         self.quiet_events_noted = true;
+    }
+
+    /// Makes `change` to the configuration: in one step when its masks apply.
+    #[inline(always)]
+    fn change_configuration(&mut self, plan: &PlainPlan, change: &ConfigurationChange) {
+        let configuration = &mut self.instance.configuration;
+        if let Some((remove, insert)) = change.masks
+            && configuration.change_one_word(remove, insert)
+        {
+            return;
+        }
+        let range = |range: &std::ops::Range<u32>| range.start as usize..range.end as usize;
+        for &state in &plan.exited[range(&change.removed)] {
+            configuration.remove(state);
+        }
+        for &state in &plan.entered[range(&change.inserted)] {
+            configuration.insert(state);
+        }
     }
 
     /// Takes a transition from `leaf` by the general procedures of one state each.
@@ -198,17 +232,32 @@ fn leaf_plan(
     if !(only_assigns(&transition.actions) && plain_exits && plain_entries) {
         return LeafPlan::General;
     }
-    let initial_content = entered
-        .iter()
-        .copied()
-        .filter(|state| {
-            default_entry.contains(state)
-                && machine
-                    .state(*state)
-                    .initial
-                    .is_some_and(|initial| !machine.transition(initial).actions.is_empty())
-        })
-        .collect();
+    // The blocks with actions, in order, each with the exits and entries since the one before.
+    let mut blocks = Vec::new();
+    let mut change = Change::default();
+    for (position, &state) in exited.iter().enumerate() {
+        if !machine.state(state).exit.is_empty() {
+            blocks.push(change.block(BlockOf::Exit(state), owner, &exited, entered));
+        }
+        change.removed.end = position as u32 + 1;
+    }
+    if !transition.actions.is_empty() {
+        blocks.push(change.block(BlockOf::Transition(transition_id), owner, &exited, entered));
+    }
+    for (position, &state) in entered.iter().enumerate() {
+        change.inserted.end = position as u32 + 1;
+        let node = machine.state(state);
+        if !node.entry.is_empty() {
+            blocks.push(change.block(BlockOf::Entry(state), state, &exited, entered));
+        }
+        if let Some(initial) = node.initial
+            && default_entry.contains(&state)
+            && !machine.transition(initial).actions.is_empty()
+        {
+            blocks.push(change.block(BlockOf::Transition(initial), state, &exited, entered));
+        }
+    }
+    let last_change = change.take(&exited, entered);
     // The leaf reached is the last state entered (states enter in document order, outer
     // first), or the leaf itself for a targetless transition; `note_quiet_events` would find
     // its quiet events, none when eventless transitions may follow.
@@ -219,10 +268,53 @@ fn leaf_plan(
         index.quiet_events(reached)
     };
     LeafPlan::Plain(Box::new(PlainPlan {
-        owner,
         exited: exited.into(),
         entered: entered.into(),
-        initial_content,
+        blocks: blocks.into(),
+        last_change,
         quiet_after,
     }))
+}
+
+/// The exits and entries a plain plan has made since its last block, while it is worked out.
+#[derive(Default)]
+struct Change {
+    removed: std::ops::Range<u32>,
+    inserted: std::ops::Range<u32>,
+}
+
+impl Change {
+    /// The change so far, as the next point of the plan has it; the next one starts after it.
+    fn take(&mut self, exited: &[StateId], entered: &[StateId]) -> ConfigurationChange {
+        let removed = &exited[self.removed.start as usize..self.removed.end as usize];
+        let inserted = &entered[self.inserted.start as usize..self.inserted.end as usize];
+        let mask = |states: &[StateId]| {
+            states.iter().try_fold(0u64, |mask, state| {
+                (state.index() < 64).then(|| mask | 1 << state.index())
+            })
+        };
+        let masks = mask(removed).zip(mask(inserted));
+        let change = ConfigurationChange {
+            removed: self.removed.clone(),
+            inserted: self.inserted.clone(),
+            masks,
+        };
+        self.removed.start = self.removed.end;
+        self.inserted.start = self.inserted.end;
+        change
+    }
+
+    fn block(
+        &mut self,
+        actions: BlockOf,
+        owner: StateId,
+        exited: &[StateId],
+        entered: &[StateId],
+    ) -> PlainBlock {
+        PlainBlock {
+            actions,
+            owner,
+            change_before: self.take(exited, entered),
+        }
+    }
 }
