@@ -97,15 +97,15 @@ impl Interpreter {
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
         use crate::pipeline::compile::budget::StepBudgets;
-        let budgets = match self.limits.as_deref() {
+        let mut budgets = match self.limits.as_deref() {
             Some(limits) => Some(StepBudgets::enter(Some(&limits.budgets))),
             None if budgets_when_needed => None,
             None => Some(StepBudgets::enter(None)),
         };
         let limits = self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS);
         let mut workspace = None;
-        // The algorithm is dropped where it is, at the end of this block: moved into `drop`, its
-        // 144 bytes would be copied first.
+        let mut event = event;
+        // The algorithm only borrows (it has nothing to drop), and ends with this block.
         let (result, quiet_events_noted) = {
             let mut algorithm = Algorithm {
                 machine: &self.machine,
@@ -113,11 +113,11 @@ impl Interpreter {
                 workspace: &mut workspace,
                 host,
                 limits,
-                event,
+                event: &mut event,
                 owner: StateId::ROOT,
                 guard_failed: false,
                 quiet_events_noted: false,
-                budgets,
+                budgets: &mut budgets,
             };
             let result = body(&mut algorithm);
             (result, algorithm.quiet_events_noted)

@@ -43,7 +43,7 @@ impl<'e> Algorithm<'_, 'e> {
                     .outcome
                     .as_ref()
                     .is_none_or(|outcome| outcome.failure.is_none());
-            self.event = CurrentEvent::Internal(event);
+            *self.event = CurrentEvent::Internal(event);
             if fails {
                 self.fail_on_unhandled_error();
             } else {

@@ -15,6 +15,7 @@ impl Algorithm<'_, '_> {
     /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
     /// ancestors up to its domain, leaf first, and enters its precomputed entry set. Returns the
     /// transition taken.
+    #[inline(always)]
     pub(super) fn take_on_single_leaf(
         &mut self,
         index: &CandidateIndex,
@@ -85,6 +86,7 @@ impl Algorithm<'_, '_> {
     /// configuration as `exitStates` and `enterStates` leave it there (a state leaves after its
     /// exit block and joins before its entry block), then the host's observers, which nothing
     /// between reached, in one call. The run goes on: nothing final is entered.
+    #[inline(always)]
     fn take_plain(&mut self, transition_id: TransitionId, plan: &PlainPlan) {
         let machine = self.machine;
         for block in &plan.blocks {
@@ -123,6 +125,7 @@ impl Algorithm<'_, '_> {
     }
 
     /// Takes a transition from `leaf` by the general procedures of one state each.
+    #[inline(never)]
     fn take_from_leaf(&mut self, transition_id: TransitionId, leaf: StateId) {
         let machine = self.machine;
         let transition = machine.transition(transition_id);
