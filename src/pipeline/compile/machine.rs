@@ -202,7 +202,26 @@ pub struct PlainBlock {
     pub owner: StateId,
     /// What leaves and joins the configuration between the block before and this one.
     pub change_before: ConfigurationChange,
+    /// Its leading assignments that have a raw int form, each with where it is in the block,
+    /// applied in place without the block walked; the first whose form gives no int (a slot
+    /// holding no int, an overflow) and everything after it run as the block would.
+    pub integers: Box<[PlannedInteger]>,
+    /// Where the block goes on after `integers`, if they do not cover it: an action, and an
+    /// assignment of it.
+    pub rest: Option<(u32, u32)>,
 }
+
+/// An assignment of a plain block applied as a raw int (see `Assign::apply_integers`).
+#[derive(Debug, Clone, Copy)]
+pub struct PlannedInteger {
+    pub slot: usize,
+    pub form: IntegerForm,
+    /// Where it is in the block: an action, and an assignment of it.
+    pub action: u32,
+    pub assignment: u32,
+}
+
+pub use super::fast::IntegerForm;
 
 /// Where a block's actions are in the machine.
 #[derive(Debug, Clone, Copy)]
@@ -211,6 +230,16 @@ pub enum BlockOf {
     Entry(StateId),
     /// A transition's actions: the one taken, or a state's initial transition.
     Transition(TransitionId),
+}
+
+impl BlockOf {
+    pub fn actions(self, machine: &Machine) -> &[crate::pipeline::actions::Action] {
+        match self {
+            BlockOf::Exit(state) => &machine.state(state).exit,
+            BlockOf::Entry(state) => &machine.state(state).entry,
+            BlockOf::Transition(transition) => &machine.transition(transition).actions,
+        }
+    }
 }
 
 /// States leaving and joining the configuration at one point of a plain plan, in its order:

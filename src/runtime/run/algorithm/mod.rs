@@ -1065,28 +1065,32 @@ impl<'e> Algorithm<'_, 'e> {
     }
 
     fn execute_block(&mut self, actions: &[Action]) {
-        self.execute_block_inline(actions);
-    }
-
-    /// `execute_block` in its caller (a plain plan's), without a frame of its own.
-    #[inline(always)]
-    fn execute_block_inline(&mut self, actions: &[Action]) {
         // Assignments, the commonest actions, are applied here, without an `Execution`.
         let mut rest = actions;
         while let [Action::Assign(assign), tail @ ..] = rest {
-            let mut next = assign.apply_integers(&mut self.instance.context, 0);
-            while let Some(index) = next {
-                if let Err(error) = self.apply_evaluated(assign, index) {
-                    self.raise_execution_error(error);
-                    return;
-                }
-                next = assign.apply_integers(&mut self.instance.context, index + 1);
+            if !self.apply_assignments_from(assign, 0) {
+                return;
             }
             rest = tail;
         }
         if !rest.is_empty() {
             self.execute_rest(rest);
         }
+    }
+
+    /// Applies the assignments of `assign` from `first` on; false when one failed, its error
+    /// raised (the block stops there).
+    #[inline(always)]
+    fn apply_assignments_from(&mut self, assign: &Assign, first: usize) -> bool {
+        let mut next = assign.apply_integers(&mut self.instance.context, first);
+        while let Some(index) = next {
+            if let Err(error) = self.apply_evaluated(assign, index) {
+                self.raise_execution_error(error);
+                return false;
+            }
+            next = assign.apply_integers(&mut self.instance.context, index + 1);
+        }
+        true
     }
 
     /// The actions of a block after its leading assignments, through an `Execution`: apart,

@@ -3,10 +3,11 @@
 use super::{Algorithm, evaluate_guard, reach};
 use crate::base::event::Event;
 use crate::pipeline::actions::Action;
+use crate::pipeline::actions::assign::store_integer;
 use crate::pipeline::compile::expression::EvaluationError;
 use crate::pipeline::compile::machine::{
     BlockOf, CandidateIndex, ConfigurationChange, EventType, LeafPlan, Machine, PlainBlock,
-    PlainPlan, Reach, StateId, StateKind, TransitionId,
+    PlainPlan, PlannedInteger, Reach, StateId, StateKind, TransitionId,
 };
 
 impl Algorithm<'_, '_> {
@@ -88,22 +89,50 @@ impl Algorithm<'_, '_> {
     /// between reached, in one call. The run goes on: nothing final is entered.
     #[inline(always)]
     fn take_plain(&mut self, transition_id: TransitionId, plan: &PlainPlan) {
-        let machine = self.machine;
         for block in &plan.blocks {
             self.change_configuration(plan, &block.change_before);
             self.owner = block.owner;
-            let actions = match block.actions {
-                BlockOf::Exit(state) => &machine.state(state).exit,
-                BlockOf::Entry(state) => &machine.state(state).entry,
-                BlockOf::Transition(transition) => &machine.transition(transition).actions,
-            };
-            self.execute_block_inline(actions);
+            self.run_plain_block(block);
         }
         self.change_configuration(plan, &plan.last_change);
         self.host
             .transition_passed(transition_id, &plan.exited, &plan.entered);
         self.instance.quiet_events = plan.quiet_after;
         self.quiet_events_noted = true;
+    }
+
+    /// Runs a plain block as `execute_block` would: its planned raw ints in place, and from the
+    /// first that gives none (or where they end, short of the block) the block's own way.
+    #[inline(always)]
+    fn run_plain_block(&mut self, block: &PlainBlock) {
+        for planned in &block.integers {
+            let context = &mut self.instance.context;
+            match planned.form.integer(context) {
+                Some(integer) => store_integer(context, planned.slot, integer),
+                None => {
+                    return self.finish_block(block.actions, planned.action, planned.assignment);
+                }
+            }
+        }
+        if let Some((action, assignment)) = block.rest {
+            self.finish_block(block.actions, action, assignment);
+        }
+    }
+
+    /// The rest of a block, from assignment `assignment` of action `action` on.
+    #[inline(never)]
+    fn finish_block(&mut self, block: BlockOf, action: u32, assignment: u32) {
+        let rest = block
+            .actions(self.machine)
+            .get(action as usize..)
+            .unwrap_or_default();
+        if let [Action::Assign(assign), after @ ..] = rest {
+            if self.apply_assignments_from(assign, assignment as usize) {
+                self.execute_block(after);
+            }
+        } else {
+            self.execute_block(rest);
+        }
     }
 
     /// Makes `change` to the configuration: in one step when its masks apply.
@@ -240,24 +269,36 @@ fn leaf_plan(
     let mut change = Change::default();
     for (position, &state) in exited.iter().enumerate() {
         if !machine.state(state).exit.is_empty() {
-            blocks.push(change.block(BlockOf::Exit(state), owner, &exited, entered));
+            blocks.push(change.block(machine, BlockOf::Exit(state), owner, &exited, entered));
         }
         change.removed.end = position as u32 + 1;
     }
     if !transition.actions.is_empty() {
-        blocks.push(change.block(BlockOf::Transition(transition_id), owner, &exited, entered));
+        blocks.push(change.block(
+            machine,
+            BlockOf::Transition(transition_id),
+            owner,
+            &exited,
+            entered,
+        ));
     }
     for (position, &state) in entered.iter().enumerate() {
         change.inserted.end = position as u32 + 1;
         let node = machine.state(state);
         if !node.entry.is_empty() {
-            blocks.push(change.block(BlockOf::Entry(state), state, &exited, entered));
+            blocks.push(change.block(machine, BlockOf::Entry(state), state, &exited, entered));
         }
         if let Some(initial) = node.initial
             && default_entry.contains(&state)
             && !machine.transition(initial).actions.is_empty()
         {
-            blocks.push(change.block(BlockOf::Transition(initial), state, &exited, entered));
+            blocks.push(change.block(
+                machine,
+                BlockOf::Transition(initial),
+                state,
+                &exited,
+                entered,
+            ));
         }
     }
     let last_change = change.take(&exited, entered);
@@ -309,15 +350,45 @@ impl Change {
 
     fn block(
         &mut self,
+        machine: &Machine,
         actions: BlockOf,
         owner: StateId,
         exited: &[StateId],
         entered: &[StateId],
     ) -> PlainBlock {
+        let (integers, rest) = planned_integers(actions.actions(machine));
         PlainBlock {
             actions,
             owner,
             change_before: self.take(exited, entered),
+            integers,
+            rest,
         }
     }
+}
+
+/// A block's leading assignments that have a raw int form, and where the block goes on after
+/// them if they do not cover it.
+fn planned_integers(actions: &[Action]) -> (Box<[PlannedInteger]>, Option<(u32, u32)>) {
+    let mut integers = Vec::new();
+    for (action_index, action) in actions.iter().enumerate() {
+        let Action::Assign(assign) = action else {
+            return (integers.into(), Some((action_index as u32, 0)));
+        };
+        for (assignment_index, form) in assign.integer_forms().enumerate() {
+            let Some((slot, form)) = form else {
+                return (
+                    integers.into(),
+                    Some((action_index as u32, assignment_index as u32)),
+                );
+            };
+            integers.push(PlannedInteger {
+                slot,
+                form,
+                action: action_index as u32,
+                assignment: assignment_index as u32,
+            });
+        }
+    }
+    (integers.into(), None)
 }
