@@ -265,43 +265,30 @@ fn leaf_plan(
         return LeafPlan::General;
     }
     // The blocks with actions, in order, each with the exits and entries since the one before.
-    let mut blocks = Vec::new();
-    let mut change = Change::default();
+    let mut blocks = Blocks {
+        machine,
+        exited: &exited,
+        entered,
+        blocks: Vec::new(),
+        removed: 0..0,
+        inserted: 0..0,
+    };
     for (position, &state) in exited.iter().enumerate() {
-        if !machine.state(state).exit.is_empty() {
-            blocks.push(change.block(machine, BlockOf::Exit(state), owner, &exited, entered));
-        }
-        change.removed.end = position as u32 + 1;
+        blocks.add(BlockOf::Exit(state), owner);
+        blocks.removed.end = position as u32 + 1;
     }
-    if !transition.actions.is_empty() {
-        blocks.push(change.block(
-            machine,
-            BlockOf::Transition(transition_id),
-            owner,
-            &exited,
-            entered,
-        ));
-    }
+    blocks.add(BlockOf::Transition(transition_id), owner);
     for (position, &state) in entered.iter().enumerate() {
-        change.inserted.end = position as u32 + 1;
-        let node = machine.state(state);
-        if !node.entry.is_empty() {
-            blocks.push(change.block(machine, BlockOf::Entry(state), state, &exited, entered));
-        }
-        if let Some(initial) = node.initial
+        blocks.inserted.end = position as u32 + 1;
+        blocks.add(BlockOf::Entry(state), state);
+        if let Some(initial) = machine.state(state).initial
             && default_entry.contains(&state)
-            && !machine.transition(initial).actions.is_empty()
         {
-            blocks.push(change.block(
-                machine,
-                BlockOf::Transition(initial),
-                state,
-                &exited,
-                entered,
-            ));
+            blocks.add(BlockOf::Transition(initial), state);
         }
     }
-    let last_change = change.take(&exited, entered);
+    let last_change = blocks.change();
+    let blocks = blocks.blocks.into();
     // The leaf reached is the last state entered (states enter in document order, outer
     // first), or the leaf itself for a targetless transition; `note_quiet_events` would find
     // its quiet events, none when eventless transitions may follow.
@@ -314,56 +301,59 @@ fn leaf_plan(
     LeafPlan::Plain(Box::new(PlainPlan {
         exited: exited.into(),
         entered: entered.into(),
-        blocks: blocks.into(),
+        blocks,
         last_change,
         quiet_after,
     }))
 }
 
-/// The exits and entries a plain plan has made since its last block, while it is worked out.
-#[derive(Default)]
-struct Change {
+/// A plain plan's blocks while they are worked out, with the exits and entries made since
+/// the last one.
+struct Blocks<'p> {
+    machine: &'p Machine,
+    exited: &'p [StateId],
+    entered: &'p [StateId],
+    blocks: Vec<PlainBlock>,
     removed: std::ops::Range<u32>,
     inserted: std::ops::Range<u32>,
 }
 
-impl Change {
-    /// The change so far, as the next point of the plan has it; the next one starts after it.
-    fn take(&mut self, exited: &[StateId], entered: &[StateId]) -> ConfigurationChange {
-        let removed = &exited[self.removed.start as usize..self.removed.end as usize];
-        let inserted = &entered[self.inserted.start as usize..self.inserted.end as usize];
+impl Blocks<'_> {
+    /// The change since the last block, as the next point of the plan has it; the next one
+    /// starts after it.
+    fn change(&mut self) -> ConfigurationChange {
+        let removed = &self.exited[self.removed.start as usize..self.removed.end as usize];
+        let inserted = &self.entered[self.inserted.start as usize..self.inserted.end as usize];
         let mask = |states: &[StateId]| {
             states.iter().try_fold(0u64, |mask, state| {
                 (state.index() < 64).then(|| mask | 1 << state.index())
             })
         };
-        let masks = mask(removed).zip(mask(inserted));
         let change = ConfigurationChange {
             removed: self.removed.clone(),
             inserted: self.inserted.clone(),
-            masks,
+            masks: mask(removed).zip(mask(inserted)),
         };
         self.removed.start = self.removed.end;
         self.inserted.start = self.inserted.end;
         change
     }
 
-    fn block(
-        &mut self,
-        machine: &Machine,
-        actions: BlockOf,
-        owner: StateId,
-        exited: &[StateId],
-        entered: &[StateId],
-    ) -> PlainBlock {
-        let (integers, rest) = planned_integers(actions.actions(machine));
-        PlainBlock {
+    /// The next block, if it has actions.
+    fn add(&mut self, actions: BlockOf, owner: StateId) {
+        let block = actions.actions(self.machine);
+        if block.is_empty() {
+            return;
+        }
+        let (integers, rest) = planned_integers(block);
+        let change_before = self.change();
+        self.blocks.push(PlainBlock {
             actions,
             owner,
-            change_before: self.take(exited, entered),
+            change_before,
             integers,
             rest,
-        }
+        });
     }
 }
 
