@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use super::event_index::{CandidateIndex, KnownMatches};
+pub use super::event_index::{Candidate, CandidateIndex, KnownMatches};
 use super::expression::{Expression, Names, ValueTemplate};
 pub use crate::base::event::EventDescriptor;
 pub use crate::base::ids::{EventType, StateId, TransitionId};

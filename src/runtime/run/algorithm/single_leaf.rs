@@ -6,8 +6,8 @@ use crate::pipeline::actions::Action;
 use crate::pipeline::actions::assign::store_integer;
 use crate::pipeline::compile::expression::EvaluationError;
 use crate::pipeline::compile::machine::{
-    BlockOf, CandidateIndex, ConfigurationChange, EventType, LeafPlan, Machine, PlainBlock,
-    PlainPlan, PlannedInteger, Reach, StateId, StateKind, TransitionId,
+    BlockOf, Candidate, CandidateIndex, ConfigurationChange, EventType, LeafPlan, Machine,
+    PlainBlock, PlainPlan, PlannedInteger, Reach, StateId, StateKind, TransitionId,
 };
 
 impl Algorithm<'_, '_> {
@@ -28,6 +28,10 @@ impl Algorithm<'_, '_> {
         let candidates = index.candidates(leaf, event_type);
         let mut taken = None;
         for candidate in candidates {
+            if !candidate.guarded {
+                taken = Some(candidate);
+                break;
+            }
             let transition_id = candidate.transition;
             match self.guard_holds(event, transition_id) {
                 Ok(true) => {
@@ -51,9 +55,11 @@ impl Algorithm<'_, '_> {
             return None;
         };
         let transition_id = candidate.transition;
-        let plan = candidate
-            .plan
-            .get_or_init(|| leaf_plan(machine, index, leaf, transition_id));
+        // Worked out the first time, apart: the common case reads it and builds no closure.
+        let plan = match candidate.plan.get() {
+            Some(plan) => plan,
+            None => first_plan(machine, index, leaf, candidate),
+        };
         match plan {
             LeafPlan::Plain(plan) => self.take_plain(transition_id, plan),
             LeafPlan::General => {
@@ -195,6 +201,20 @@ impl Algorithm<'_, '_> {
             self.enter_state(state, default_entry.contains(&state), None);
         }
     }
+}
+
+/// `candidate`'s plan from `leaf`, worked out the first time it is taken.
+#[cold]
+#[inline(never)]
+fn first_plan<'c>(
+    machine: &Machine,
+    index: &CandidateIndex,
+    leaf: StateId,
+    candidate: &'c Candidate,
+) -> &'c LeafPlan {
+    candidate
+        .plan
+        .get_or_init(|| leaf_plan(machine, index, leaf, candidate.transition))
 }
 
 /// The states a transition of domain `domain` exits from the active `leaf`, in exit order.
