@@ -122,6 +122,9 @@ impl Interpreter {
             let result = body(&mut algorithm);
             (result, algorithm.quiet_events_noted)
         };
+        if budgets.is_none() {
+            crate::pipeline::compile::budget::step_without_budgets_over();
+        }
         if let Some(workspace) = workspace {
             give_back_workspace(workspace);
         }
