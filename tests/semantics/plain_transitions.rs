@@ -177,16 +177,24 @@ fn a_run_of_the_binary_ends_with_the_order_its_blocks_ran_in() {
         "          back: a\n          finish: done\n  done: { type: final, output: { order: \"${order}\" } }\n",
     );
     assert_ne!(protocol, NESTED);
-    let events = ["stay", "go", "again", "stay", "finish"];
-    let plain = binary_outcome("plain", &protocol, &events);
-    assert_eq!(plain["state"], "done", "{plain}");
+    let plain = binary_agreed(
+        "nested",
+        &protocol,
+        &["stay", "go", "again", "stay", "finish"],
+    );
     // stay (9), go (exit a1 2, exit a 1, transition 3, enter b 4, enter b2 5), again (7, 5);
     // stay is not b2's.
     assert_eq!(plain["output"]["order"], 92134575, "{plain}");
-    assert_eq!(
-        binary_outcome("general", &with_logs(&protocol), &events),
-        plain
-    );
+}
+
+/// The `finished` line of the binary run on `protocol`, which ends in `done`, the same as
+/// with a log in every block.
+fn binary_agreed(name: &str, protocol: &str, events: &[&str]) -> serde_json::Value {
+    let plain = binary_outcome(&format!("{name}-plain"), protocol, events);
+    assert_eq!(plain["state"], "done", "{plain}");
+    let general = binary_outcome(&format!("{name}-general"), &with_logs(protocol), events);
+    assert_eq!(general, plain);
+    plain
 }
 
 /// The `finished` line of the real binary run on `protocol` with `events`.
@@ -267,14 +275,8 @@ fn a_run_of_the_binary_with_mixed_blocks_agrees_with_the_general_procedures() {
     let protocol = format!(
         "{MIXED}      finish: done\n  done: {{ type: final, output: {{ order: \"${{order}}\" }} }}\n"
     );
-    let events = ["double", "back", "path", "finish"];
-    let plain = binary_outcome("mixed-plain", &protocol, &events);
-    assert_eq!(plain["state"], "done", "{plain}");
+    let plain = binary_agreed("mixed", &protocol, &["double", "back", "path", "finish"]);
     assert_eq!(plain["output"]["order"], 15673457, "{plain}");
-    assert_eq!(
-        binary_outcome("mixed-general", &with_logs(&protocol), &events),
-        plain
-    );
 }
 
 /// A machine of more than 64 states keeps its configuration in several words: a plain plan
