@@ -339,3 +339,51 @@ fn reading_yaml_allocates_nothing_per_node_for_its_positions() {
         assert_eq!(&text[node.offset..node.offset + 4], at);
     }
 }
+
+/// Each plain plan of the reference workload runs only the blocks that have actions (one
+/// block per assignment written on its path, none for a transition with no actions), each
+/// assignment as a planned raw int that covers its block, and changes the configuration by
+/// one-word masks: what a transition costs is what it has to do.
+#[test]
+fn the_reference_workloads_plans_run_only_the_blocks_with_actions() {
+    use protocol_run::pipeline::compile::machine::LeafPlan;
+    let machine = workload_machine();
+    let events = workload_events(&machine);
+    let mut interpreter = Interpreter::new(machine.clone(), machine.bind_inputs(&[]).unwrap());
+    let mut host = CountingHost::default();
+    interpreter.start(&mut host).unwrap();
+    for &index in &workload_sequence()[..WARM_UP_EVENTS] {
+        interpreter.handle(&events[index], &mut host).unwrap();
+    }
+    let index = machine.candidates.as_ref().expect("a candidate table");
+    let state = |name: &str| machine.state_id(name).unwrap();
+    let event = |name: &str| machine.event_type(name).unwrap();
+    // (leaf, event, blocks of each candidate in selection order)
+    let expected: [(&str, &str, &[usize]); 6] = [
+        ("idle", "call", &[1]),
+        ("attempting", "ok", &[0]),
+        ("attempting", "fail", &[2, 0]),
+        ("succeeded", "call", &[2]),
+        ("notify", "ack", &[0]),
+        ("monitor", "healthy", &[1]),
+    ];
+    for (leaf, name, blocks) in expected {
+        let candidates = index.candidates(state(leaf), event(name));
+        let found: Vec<usize> = candidates
+            .iter()
+            .map(|candidate| match candidate.plan.get() {
+                Some(LeafPlan::Plain(plan)) => {
+                    for block in &plan.blocks {
+                        assert_eq!(block.integers.len(), 1, "{leaf} on {name}");
+                        assert_eq!(block.rest, None, "{leaf} on {name}");
+                        assert!(block.change_before.masks.is_some(), "{leaf} on {name}");
+                    }
+                    assert!(plan.last_change.masks.is_some(), "{leaf} on {name}");
+                    plan.blocks.len()
+                }
+                other => panic!("{leaf} on {name}: not a plain plan taken: {other:?}"),
+            })
+            .collect();
+        assert_eq!(found, blocks, "{leaf} on {name}");
+    }
+}

@@ -112,6 +112,17 @@ impl StateSet {
         }
     }
 
+    /// Takes away the states of `remove`'s bits and adds those of `insert`'s in one step, if
+    /// the set is one word (a state in both stays); says whether it was.
+    #[inline]
+    pub fn change_one_word(&mut self, remove: u64, insert: u64) -> bool {
+        if let Words::One(word) = &mut self.words {
+            *word = *word & !remove | insert;
+            return true;
+        }
+        false
+    }
+
     pub fn clear(&mut self) {
         // Most machines fit in one word: clearing it in place beats a call to `memset`, which
         // is what the loop becomes (the macrostep clears several sets per event).
@@ -223,6 +234,21 @@ mod tests {
         assert!(!set.contains(StateId(64)) && set.contains(StateId(70)));
         assert_eq!(set.len(), 4);
         assert_eq!(StateSet::with_capacity(130).last(), None);
+    }
+
+    /// A one-word set takes away and adds states by their bits in one step (a state in both
+    /// stays); a set of several words says it is not one and is left as it was.
+    #[test]
+    fn a_one_word_set_changes_in_one_step() {
+        let mut set = StateSet::with_capacity(10);
+        set.insert(StateId(1));
+        set.insert(StateId(2));
+        assert!(set.change_one_word(1 << 2 | 1 << 3, 1 << 3 | 1 << 5));
+        assert_eq!(set.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 3, 5]);
+        let mut large = StateSet::with_capacity(130);
+        large.insert(StateId(100));
+        assert!(!large.change_one_word(u64::MAX, 1));
+        assert_eq!(large.iter().map(|s| s.0).collect::<Vec<_>>(), [100]);
     }
 
     /// A one-word set grows onto the heap when a state past the first 64 joins it, and keeps

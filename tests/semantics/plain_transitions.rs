@@ -27,6 +27,7 @@ fn trace(yaml: &str, events: &[&str]) -> Vec<Step> {
             serde_json::json!({
                 "order": run.context("order"),
                 "transitions": transitions.len(),
+                "context": run.interpreter.context_json(),
             }),
             run.configuration(),
         )
@@ -176,28 +177,124 @@ fn a_run_of_the_binary_ends_with_the_order_its_blocks_ran_in() {
         "          back: a\n          finish: done\n  done: { type: final, output: { order: \"${order}\" } }\n",
     );
     assert_ne!(protocol, NESTED);
-    let events = ["stay", "go", "again", "stay", "finish"]
-        .map(|event| format!("{{\"event\":\"{event}\"}}\n"))
-        .concat();
-    let outcome = |name: &str, text: &str| {
-        let directory = temporary_directory("plain-transitions", name);
-        std::fs::write(directory.join("plain.yaml"), text).unwrap();
-        std::fs::write(directory.join("events.jsonl"), &events).unwrap();
-        let arguments = [
-            "plain.yaml",
-            "--events",
-            "events.jsonl",
-            "--state-dir",
-            "state",
-        ];
-        let (code, stdout, stderr) = run_binary(&directory, &arguments);
-        assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
-        crate::execution_errors::finished(&stdout)
-    };
-    let plain = outcome("plain", &protocol);
-    assert_eq!(plain["state"], "done", "{plain}");
+    let plain = binary_agreed(
+        "nested",
+        &protocol,
+        &["stay", "go", "again", "stay", "finish"],
+    );
     // stay (9), go (exit a1 2, exit a 1, transition 3, enter b 4, enter b2 5), again (7, 5);
     // stay is not b2's.
     assert_eq!(plain["output"]["order"], 92134575, "{plain}");
-    assert_eq!(outcome("general", &with_logs(&protocol)), plain);
+}
+
+/// The `finished` line of the binary run on `protocol`, which ends in `done`, the same as
+/// with a log in every block.
+fn binary_agreed(name: &str, protocol: &str, events: &[&str]) -> serde_json::Value {
+    let plain = binary_outcome(&format!("{name}-plain"), protocol, events);
+    assert_eq!(plain["state"], "done", "{plain}");
+    let general = binary_outcome(&format!("{name}-general"), &with_logs(protocol), events);
+    assert_eq!(general, plain);
+    plain
+}
+
+/// The `finished` line of the real binary run on `protocol` with `events`.
+fn binary_outcome(name: &str, protocol: &str, events: &[&str]) -> serde_json::Value {
+    let events = events
+        .iter()
+        .map(|event| format!("{{\"event\":\"{event}\"}}\n"))
+        .collect::<String>();
+    let directory = temporary_directory("plain-transitions", name);
+    std::fs::write(directory.join("plain.yaml"), protocol).unwrap();
+    std::fs::write(directory.join("events.jsonl"), &events).unwrap();
+    let arguments = [
+        "plain.yaml",
+        "--events",
+        "events.jsonl",
+        "--state-dir",
+        "state",
+    ];
+    let (code, stdout, stderr) = run_binary(&directory, &arguments);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    crate::execution_errors::finished(&stdout)
+}
+
+/// Blocks of several assignments, some with a raw int form and some without, in one action
+/// and across actions: a plain plan applies the leading int forms in place and runs the rest
+/// of the block its own way, from the first assignment without one (a path, a literal that is
+/// no int) or whose form gives no int when it runs (a slot holding a double, an overflow),
+/// which then fails and stops its block.
+const MIXED: &str = r#"
+id: plain_mixed
+context: { order: 0, ratio: 1.5, big: 9223372036854775806, m: {}, flag: false }
+states:
+  a:
+    on:
+      double:
+        target: b
+        actions: [{ assign: { order: "order * 10 + 1", ratio: "ratio * 2", big: "big + 1" } }, { assign: { order: "order * 10 + 2" } }]
+      path:
+        target: b
+        actions: [{ assign: { order: "order * 10 + 3", "m.k": "order", flag: true } }, { assign: { order: "order * 10 + 4" } }]
+  b:
+    entry: [{ assign: { order: "order * 10 + 5" } }, { assign: { big: "big + 1", order: "order * 10 + 6" } }]
+    on:
+      error.execution: c
+      back: a
+  c:
+    entry: [{ assign: { order: "order * 10 + 7" } }]
+    on:
+      back: a
+"#;
+
+#[test]
+fn a_block_goes_its_own_way_from_the_first_assignment_without_a_raw_int() {
+    let steps = agreed(MIXED, &["double", "back", "path"]);
+    // double: order 1, then `ratio * 2` over a double fails (an int and a double do not
+    // multiply): its block stops there (big and the next action's 2 are not run). b's entry:
+    // 5, big + 1 (the last int), 6; b takes the error to c (7).
+    let (records, context, configuration) = &steps[1];
+    assert_eq!(records, &["exit:a", "enter:b", "exit:b", "enter:c"]);
+    assert_eq!(context["order"], 1567, "{context}");
+    assert_eq!(context["context"]["ratio"], 1.5, "{context}");
+    assert_eq!(context["context"]["big"], i64::MAX, "{context}");
+    assert_eq!(configuration, &["c"]);
+    // path: order 3; a path is checked (no shortcut) and sees the order its block left; a
+    // bool literal; the next action's 4. b's entry: 5, then big + 1 overflows: the error stops
+    // that block (no 6), and b takes it to c (7).
+    let (records, context, configuration) = &steps[3];
+    assert_eq!(records, &["exit:a", "enter:b", "exit:b", "enter:c"]);
+    assert_eq!(context["order"], 15673457, "{context}");
+    assert_eq!(context["context"]["m"]["k"], 15673, "{context}");
+    assert_eq!(context["context"]["flag"], true, "{context}");
+    assert_eq!(configuration, &["c"]);
+}
+
+/// The same machine through the real binary agrees with its general run.
+#[test]
+fn a_run_of_the_binary_with_mixed_blocks_agrees_with_the_general_procedures() {
+    let protocol = format!(
+        "{MIXED}      finish: done\n  done: {{ type: final, output: {{ order: \"${{order}}\" }} }}\n"
+    );
+    let plain = binary_agreed("mixed", &protocol, &["double", "back", "path", "finish"]);
+    assert_eq!(plain["output"]["order"], 15673457, "{plain}");
+}
+
+/// A machine of more than 64 states keeps its configuration in several words: a plain plan
+/// changes it state by state there, and agrees with the general procedures all the same.
+#[test]
+fn a_machine_of_more_than_64_states_changes_its_configuration_state_by_state() {
+    let fillers: String = (0..70)
+        .map(|index| format!("  filler{index}: {{}}\n"))
+        .collect();
+    let yaml = NESTED.replace(
+        "states:\n  a:\n",
+        &format!("initial: a\nstates:\n{fillers}  a:\n"),
+    );
+    assert_ne!(yaml, NESTED);
+    let steps = agreed(&yaml, &["stay", "go", "again", "back"]);
+    assert_eq!(steps[2].0, ["exit:a1", "exit:a", "enter:b", "enter:b2"]);
+    assert_eq!(steps[3].0, ["exit:b2", "enter:b2"]);
+    assert_eq!(steps[4].0, ["exit:b2", "exit:b", "enter:a", "enter:a1"]);
+    assert_eq!(steps[4].1["order"], 92134575);
+    assert_eq!(steps[4].2, ["a", "a1"]);
 }

@@ -7,6 +7,7 @@ use crate::base::value::Value;
 use crate::pipeline::actions::ActionCompiler;
 use crate::pipeline::compile::context_types;
 use crate::pipeline::compile::expression::{EvaluationError, Expression};
+use crate::pipeline::compile::machine::IntegerForm;
 use crate::pipeline::load::source::Part;
 
 use super::assign_target::{self, WrittenKey};
@@ -29,6 +30,15 @@ struct Assignment {
     /// As written (`verdicts.critic`), for messages.
     target: Arc<str>,
     value: NewValue,
+}
+
+/// Stores a raw int in a context slot in place: an int slot needs nothing dropped.
+#[inline(always)]
+pub fn store_integer(context: &mut [Value], slot: usize, integer: i64) {
+    match &mut context[slot] {
+        Value::Int(stored) => *stored = integer,
+        other => *other = Value::Int(integer),
+    }
 }
 
 /// A map key of a path: as written, or computed when the assignment runs.
@@ -117,12 +127,24 @@ impl Assign {
             let Some(integer) = integer else {
                 return Some(index);
             };
-            match &mut context[assignment.slot] {
-                Value::Int(slot) => *slot = integer,
-                other => *other = Value::Int(integer),
-            }
+            store_integer(context, assignment.slot, integer);
         }
         None
+    }
+
+    /// Each assignment's slot and raw int form, in order, as `apply_integers` would find them
+    /// before looking at the context; None for one that never takes the shortcut (checked, or
+    /// with no int form).
+    pub fn integer_forms(&self) -> impl Iterator<Item = Option<(usize, IntegerForm)>> + '_ {
+        self.assignments.iter().map(|assignment| {
+            let form = match &assignment.value {
+                _ if assignment.checked => None,
+                NewValue::Literal(Value::Int(integer)) => Some(IntegerForm::Literal(*integer)),
+                NewValue::Literal(_) => None,
+                NewValue::Expression(expression) => expression.integer_form(),
+            };
+            form.map(|form| (assignment.slot, form))
+        })
     }
 
     /// Applies assignment `index` in full, its expression evaluated over `view` and the context

@@ -352,6 +352,20 @@ impl Drop for StepBudgets {
     }
 }
 
+/// Ends a step that never put its budgets in force (see `Algorithm::budgets`) as the drop of
+/// `StepBudgets` ends one that ran alone: outside any step the thread is left with no clock
+/// started and no stop pending, whatever an evaluation made outside a step left there. A step
+/// inside another leaves the enclosing step's as they are.
+#[inline]
+pub fn step_without_budgets_over() {
+    CURRENT.with(|current| {
+        if current.step_depth.get() == 0 {
+            current.started.set(None);
+            current.step_over.set(StepOver::No);
+        }
+    });
+}
+
 /// Puts back what a step under budgets of its own, or inside another, replaced.
 #[inline(never)]
 fn put_back(current: &Current, restore: &mut Restore) {
@@ -608,6 +622,26 @@ mod tests {
         assert_eq!(current(), Budgets::DEFAULT);
         let _next = StepBudgets::enter(Some(&outer));
         assert_eq!(step_must_stop(1), None);
+    }
+
+    /// A step that never put its budgets in force ends as one that ran alone: outside any
+    /// step, a stop or clock an evaluation left behind is gone; inside another step, the
+    /// enclosing step's pending stop stays.
+    #[test]
+    fn a_step_without_budgets_in_force_leaves_what_a_step_alone_leaves() {
+        CURRENT.with(|current| {
+            current.step_over.set(StepOver::Interrupted);
+            current.started.set(Some(Instant::now()));
+        });
+        step_without_budgets_over();
+        CURRENT.with(|current| {
+            assert_eq!(current.step_over.get(), StepOver::No);
+            assert_eq!(current.started.get(), None);
+        });
+        let _enclosing = StepBudgets::enter(None);
+        CURRENT.with(|current| current.step_over.set(StepOver::Interrupted));
+        step_without_budgets_over();
+        assert_eq!(step_must_stop(1), Some(Exceeded::Interrupted));
     }
 
     /// Nested loops share the outermost one's allowance; a step entered inside a loop has its

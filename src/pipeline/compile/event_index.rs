@@ -100,6 +100,8 @@ impl<'a> Matcher<'a> {
 #[derive(Debug)]
 pub struct Candidate {
     pub transition: TransitionId,
+    /// Whether the transition has a guard: one without is taken with no look at the transition.
+    pub guarded: bool,
     /// What taking it from that state does, worked out by the runtime the first time it is
     /// taken (see `LeafPlan`).
     pub plan: std::sync::OnceLock<LeafPlan>,
@@ -188,6 +190,7 @@ impl CandidateIndex {
                 .into_iter()
                 .map(|transition| Candidate {
                     transition,
+                    guarded: transitions[transition.0 as usize].guard.is_some(),
                     plan: std::sync::OnceLock::new(),
                 })
                 .collect(),

@@ -650,6 +650,11 @@ impl Expression {
         self.fast.as_ref()?.integer(context)
     }
 
+    /// The raw int form `integer_over` computes, if the expression has one.
+    pub fn integer_form(&self) -> Option<super::fast::IntegerForm> {
+        self.fast.as_ref()?.integer_form()
+    }
+
     /// This guard's outcome over the context alone, when the fast path computes it as a raw
     /// `bool` (`attempts < 3`); None means: call `evaluate_condition`.
     #[inline(always)]

@@ -87,6 +87,29 @@ pub const CALLS: [(&str, usize); 9] = [
 /// The fields `event` has (`Scope::event_value`); a path must start with one of them.
 pub const EVENT_FIELDS: [&str; 6] = ["name", "type", "origin", "invokeid", "sendid", "data"];
 
+/// The forms of `Fast::integer`, apart from the tree: an int literal, or `context_slot
+/// <arithmetic> int`. Small and copied, so a plan can hold an assignment's form itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IntegerForm {
+    Literal(i64),
+    SlotWithInt(Operator, usize, i64),
+}
+
+impl IntegerForm {
+    /// The int over `context`; None when the slot holds no int or the arithmetic fails: then
+    /// the expression is evaluated as usual.
+    #[inline(always)]
+    pub fn integer(self, context: &[Value]) -> Option<i64> {
+        match self {
+            IntegerForm::Literal(integer) => Some(integer),
+            IntegerForm::SlotWithInt(operator, slot, literal) => match context.get(slot) {
+                Some(Value::Int(integer)) => int_arithmetic(operator, *integer, literal),
+                _ => None,
+            },
+        }
+    }
+}
+
 /// Binary operators the fast path evaluates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
@@ -182,13 +205,16 @@ impl Fast {
     /// stores it without a `Value` passing through. None means: evaluate it as usual.
     #[inline(always)]
     pub fn integer(&self, context: &[Value]) -> Option<i64> {
+        self.integer_form()?.integer(context)
+    }
+
+    /// This expression's raw int form, if it has one (see `integer`).
+    #[inline(always)]
+    pub fn integer_form(&self) -> Option<IntegerForm> {
         match self {
-            Fast::Literal(Value::Int(integer)) => Some(*integer),
+            Fast::Literal(Value::Int(integer)) => Some(IntegerForm::Literal(*integer)),
             Fast::SlotWithInt(operator, NameBinding::Context(slot), literal) => {
-                match context.get(*slot) {
-                    Some(Value::Int(integer)) => int_arithmetic(*operator, *integer, *literal),
-                    _ => None,
-                }
+                Some(IntegerForm::SlotWithInt(*operator, *slot, *literal))
             }
             _ => None,
         }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use super::event_index::{CandidateIndex, KnownMatches};
+pub use super::event_index::{Candidate, CandidateIndex, KnownMatches};
 use super::expression::{Expression, Names, ValueTemplate};
 pub use crate::base::event::EventDescriptor;
 pub use crate::base::ids::{EventType, StateId, TransitionId};
@@ -180,17 +180,78 @@ pub enum LeafPlan {
 /// A `LeafPlan::Plain` transition from one leaf.
 #[derive(Debug)]
 pub struct PlainPlan {
-    /// What its actions (and the exit blocks it runs) belong to: its domain, or its source for
-    /// a targetless transition.
-    pub owner: StateId,
     /// The states it exits, in exit order (the leaf first).
     pub exited: Box<[StateId]>,
     /// The states it enters, in entry order.
     pub entered: Box<[StateId]>,
-    /// Of `entered`, those entered by default whose initial transition has actions.
-    pub initial_content: Box<[StateId]>,
+    /// The blocks it runs that have actions, in SCXML's order (exit blocks, the transition's
+    /// actions, entry blocks and initial content), each with its owner and the configuration
+    /// change before it: the blocks without actions, most of them, cost nothing.
+    pub blocks: Box<[PlainBlock]>,
+    /// The configuration change after the last block: the exits and entries left.
+    pub last_change: ConfigurationChange,
     /// The quiet events (`Instance::ignores`) of the leaf it reaches.
     pub quiet_after: u64,
+}
+
+/// One block of a plain plan that has actions.
+#[derive(Debug)]
+pub struct PlainBlock {
+    pub actions: BlockOf,
+    /// What its actions belong to (see `Execution::owner`).
+    pub owner: StateId,
+    /// What leaves and joins the configuration between the block before and this one.
+    pub change_before: ConfigurationChange,
+    /// Its leading assignments that have a raw int form, each with where it is in the block,
+    /// applied in place without the block walked; the first whose form gives no int (a slot
+    /// holding no int, an overflow) and everything after it run as the block would.
+    pub integers: Box<[PlannedInteger]>,
+    /// Where the block goes on after `integers`, if they do not cover it: an action, and an
+    /// assignment of it.
+    pub rest: Option<(u32, u32)>,
+}
+
+/// An assignment of a plain block applied as a raw int (see `Assign::apply_integers`).
+#[derive(Debug, Clone, Copy)]
+pub struct PlannedInteger {
+    pub slot: usize,
+    pub form: IntegerForm,
+    /// Where it is in the block: an action, and an assignment of it.
+    pub action: u32,
+    pub assignment: u32,
+}
+
+pub use super::fast::IntegerForm;
+
+/// Where a block's actions are in the machine.
+#[derive(Debug, Clone, Copy)]
+pub enum BlockOf {
+    Exit(StateId),
+    Entry(StateId),
+    /// A transition's actions: the one taken, or a state's initial transition.
+    Transition(TransitionId),
+}
+
+impl BlockOf {
+    pub fn actions(self, machine: &Machine) -> &[crate::pipeline::actions::Action] {
+        match self {
+            BlockOf::Exit(state) => &machine.state(state).exit,
+            BlockOf::Entry(state) => &machine.state(state).entry,
+            BlockOf::Transition(transition) => &machine.transition(transition).actions,
+        }
+    }
+}
+
+/// States leaving and joining the configuration at one point of a plain plan, in its order:
+/// `exited[removed]` of the plan leave (each after its exit block), then `entered[inserted]`
+/// join. When every one of them has an index below 64, `masks` holds the bits they take away
+/// and add, so that a one-word configuration changes in one step (nothing runs between them
+/// that could see the configuration half changed).
+#[derive(Debug, Clone, Default)]
+pub struct ConfigurationChange {
+    pub removed: std::ops::Range<u32>,
+    pub inserted: std::ops::Range<u32>,
+    pub masks: Option<(u64, u64)>,
 }
 
 impl TransitionNode {

@@ -87,32 +87,44 @@ impl Interpreter {
     }
 
     /// Runs one entry point of the algorithm over this instance, with `event` bound as the
-    /// current event.
+    /// current event. With `budgets_when_needed`, a step under the default budgets puts them in
+    /// force only when it needs them (see `Algorithm::budgets`).
     fn step<'e, T>(
         &mut self,
         host: &mut dyn Host,
         event: CurrentEvent<'e>,
+        budgets_when_needed: bool,
         body: impl for<'w> FnOnce(&mut Algorithm<'w, 'e>) -> T,
     ) -> T {
-        let _budgets = crate::pipeline::compile::budget::StepBudgets::enter(
-            self.limits.as_deref().map(|limits| &limits.budgets),
-        );
+        use crate::pipeline::compile::budget::StepBudgets;
+        let mut budgets = match self.limits.as_deref() {
+            Some(limits) => Some(StepBudgets::enter(Some(&limits.budgets))),
+            None if budgets_when_needed => None,
+            None => Some(StepBudgets::enter(None)),
+        };
         let limits = self.limits.as_deref().unwrap_or(&DEFAULT_LIMITS);
         let mut workspace = None;
-        let mut algorithm = Algorithm {
-            machine: &self.machine,
-            instance: &mut self.instance,
-            workspace: &mut workspace,
-            host,
-            limits,
-            event,
-            owner: StateId::ROOT,
-            guard_failed: false,
-            quiet_events_noted: false,
+        let mut event = event;
+        // The algorithm only borrows (it has nothing to drop), and ends with this block.
+        let (result, quiet_events_noted) = {
+            let mut algorithm = Algorithm {
+                machine: &self.machine,
+                instance: &mut self.instance,
+                workspace: &mut workspace,
+                host,
+                limits,
+                event: &mut event,
+                owner: StateId::ROOT,
+                guard_failed: false,
+                quiet_events_noted: false,
+                budgets: &mut budgets,
+            };
+            let result = body(&mut algorithm);
+            (result, algorithm.quiet_events_noted)
         };
-        let result = body(&mut algorithm);
-        let quiet_events_noted = algorithm.quiet_events_noted;
-        drop(algorithm);
+        if budgets.is_none() {
+            crate::pipeline::compile::budget::step_without_budgets_over();
+        }
         if let Some(workspace) = workspace {
             give_back_workspace(workspace);
         }
@@ -129,7 +141,9 @@ impl Interpreter {
 
     /// Enters the initial configuration and runs to completion.
     pub fn start(&mut self, host: &mut dyn Host) -> Result<(), RunError> {
-        self.step(host, CurrentEvent::None, |algorithm| algorithm.start())
+        self.step(host, CurrentEvent::None, false, |algorithm| {
+            algorithm.start()
+        })
     }
 
     /// Enters `states` of a restored configuration and runs to completion (a scenario's
@@ -139,7 +153,7 @@ impl Interpreter {
         host: &mut dyn Host,
         states: &[crate::pipeline::compile::machine::StateId],
     ) -> Result<(), RunError> {
-        self.step(host, CurrentEvent::None, |algorithm| {
+        self.step(host, CurrentEvent::None, false, |algorithm| {
             algorithm.start_in(states)
         })
     }
@@ -163,7 +177,7 @@ impl Interpreter {
     // Kept apart from `take`, so that an ignored event does not pay for this one's frame.
     #[inline(never)]
     fn macrostep(&mut self, event: &Event, host: &mut dyn Host) -> Result<Selection, RunError> {
-        self.step(host, CurrentEvent::External(event), |algorithm| {
+        self.step(host, CurrentEvent::External(event), true, |algorithm| {
             algorithm.process_external_event(event)
         })
     }

@@ -43,7 +43,7 @@ impl<'e> Algorithm<'_, 'e> {
                     .outcome
                     .as_ref()
                     .is_none_or(|outcome| outcome.failure.is_none());
-            self.event = CurrentEvent::Internal(event);
+            *self.event = CurrentEvent::Internal(event);
             if fails {
                 self.fail_on_unhandled_error();
             } else {
@@ -183,6 +183,7 @@ impl<'e> Algorithm<'_, 'e> {
 
     #[cold]
     pub(super) fn raise_execution_error(&mut self, error: EvaluationError) {
+        self.budgets_in_force();
         // An evaluation cut short by a signal or the step's clock is no error of the protocol:
         // the step stops at its next microstep, and nothing should handle it before.
         if budget::step_must_stop(1).is_some() {

@@ -13,7 +13,7 @@ use crate::base::state_set::StateSet;
 use crate::base::value::Value;
 use crate::pipeline::actions::assign::Assign;
 use crate::pipeline::actions::{Action, Execution, Host, SendRequest, StepView, execute_block};
-use crate::pipeline::compile::budget::{self, Budgets, Exceeded};
+use crate::pipeline::compile::budget::{self, Budgets, Exceeded, StepBudgets};
 use crate::pipeline::compile::expression::EvaluationError;
 use crate::pipeline::compile::machine::{Machine, Reach, StateId, StateKind, TransitionId};
 
@@ -269,8 +269,9 @@ pub struct Algorithm<'a, 'e> {
     pub host: &'a mut dyn Host,
     pub limits: &'a Limits,
     /// Bound when the algorithm is built: none for a start, the external event for a
-    /// macrostep.
-    pub event: CurrentEvent<'e>,
+    /// macrostep. Kept, like the workspace and the budgets, by whoever built the algorithm, so
+    /// that the algorithm itself has nothing to drop.
+    pub event: &'a mut CurrentEvent<'e>,
     /// The state the actions running now belong to (see `Execution::owner`).
     pub owner: StateId,
     /// A guard failed while selecting for the external event (`errors: strict`).
@@ -278,6 +279,12 @@ pub struct Algorithm<'a, 'e> {
     /// Whether the step left the instance's quiet events up to date for the configuration it
     /// reached (see `Instance::note_quiet_events`), which its host then need not work out.
     pub quiet_events_noted: bool,
+    /// The step's budgets once in force. A macrostep under the default budgets puts them in
+    /// force only when it first evaluates an expression in full, runs an action other than an
+    /// assignment or goes on past its first microstep (see `budgets_in_force`): a plain
+    /// transition whose guards and assignments the fast reader answers reads nothing of them,
+    /// so it need not install them and put them back.
+    pub budgets: &'a mut Option<StepBudgets>,
 }
 
 /// The workspace in `slot`, lent by the thread if there is none yet, with no loop recorded.
@@ -290,6 +297,22 @@ fn workspace_in(slot: &mut Option<Box<Workspace>>) -> &mut Workspace {
 }
 
 impl<'e> Algorithm<'_, 'e> {
+    /// Puts the step's budgets in force if they are not yet: before anything that reads them
+    /// (an evaluation in full, a `foreach`, a microstep's clock). Only a step under the default
+    /// budgets waits (see `Algorithm::budgets`).
+    #[inline(always)]
+    fn budgets_in_force(&mut self) {
+        if self.budgets.is_none() {
+            self.enter_budgets();
+        }
+    }
+
+    #[inline(never)]
+    fn enter_budgets(&mut self) {
+        debug_assert!(*self.limits == Limits::DEFAULT);
+        *self.budgets = Some(StepBudgets::enter(None));
+    }
+
     /// This step's workspace (see `Algorithm::workspace`).
     fn workspace(&mut self) -> &mut Workspace {
         workspace_in(self.workspace)
@@ -347,10 +370,13 @@ impl<'e> Algorithm<'_, 'e> {
     /// Handles one external event: its microstep, then eventless and internal events until
     /// stable (one iteration of SCXML's `mainEventLoop`). Says whether a transition took it.
     /// The algorithm was built with `event` bound (see `Algorithm::event`): binding it here
-    /// would move out whatever was bound before, an internal event's worth of bytes.
+    /// would move out whatever was bound before, an internal event's worth of bytes. Inlined
+    /// into the step that builds the algorithm: a macrostep of a single-leaf machine that
+    /// settles at once makes no call of its own but the host's; the rest is apart.
+    #[inline(always)]
     pub fn process_external_event(&mut self, event: &'e Event) -> Result<Selection, RunError> {
         debug_assert!(
-            matches!(self.event, CurrentEvent::External(bound) if std::ptr::eq(bound, event))
+            matches!(*self.event, CurrentEvent::External(bound) if std::ptr::eq(bound, event))
         );
         if !self.instance.running {
             return Ok(Selection::NotTaken);
@@ -362,38 +388,57 @@ impl<'e> Algorithm<'_, 'e> {
         ) && let Some(leaf) = self.instance.configuration.last()
         {
             let taken = self.take_on_single_leaf(index, leaf, event_type, event);
-            let took = taken.is_some();
             // Nothing raised, nothing eventless to select, not finished: the macrostep is over
             // (unless a guard was cut short by a signal or the clock, and raised nothing).
             if self.settled() {
                 // A step that took nothing left the configuration, and so its quiet events,
                 // as they were (a plain plan noted those of the leaf it reached).
                 self.quiet_events_noted |= taken.is_none();
-                return self.finish_settled().map(|()| self.selection(took));
+                return self
+                    .finish_settled()
+                    .map(|()| self.selection(taken.is_some()));
             }
-            // It goes on, and may reach another configuration: its quiet events are worked out
-            // when it is over. What the microstep went through counts towards a loop's states,
-            // as `microstep` and `enter_states` would have recorded.
-            self.quiet_events_noted = false;
-            if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
-                let looping = &mut self.workspace().looping_states;
-                looping.insert(transition.source);
-                if let Some(Reach::Fixed { enter, .. }) = transition.reach.get() {
-                    enter.iter().for_each(|state| looping.insert(*state));
-                }
-            }
-            self.run_to_completion().map(|()| self.selection(took))
-        } else {
-            self.select_transitions_strictly(false);
-            self.guard_failed = self.workspace().enabled.is_empty() && self.execution_error_waits();
-            let took = !self.workspace().enabled.is_empty();
-            if took {
-                self.microstep();
-            } else {
-                self.report_unhandled_error();
-            }
-            self.run_to_completion().map(|()| self.selection(took))
+            return self.go_on_from_single_leaf(taken);
         }
+        self.process_in_general()
+    }
+
+    /// The rest of a single-leaf macrostep that did not settle at once: it goes on, and may
+    /// reach another configuration, whose quiet events are worked out when it is over. What
+    /// the microstep went through counts towards a loop's states, as `microstep` and
+    /// `enter_states` would have recorded.
+    #[inline(never)]
+    fn go_on_from_single_leaf(
+        &mut self,
+        taken: Option<TransitionId>,
+    ) -> Result<Selection, RunError> {
+        self.budgets_in_force();
+        self.quiet_events_noted = false;
+        if let Some(transition) = taken.map(|id| self.machine.transition(id)) {
+            let looping = &mut self.workspace().looping_states;
+            looping.insert(transition.source);
+            if let Some(Reach::Fixed { enter, .. }) = transition.reach.get() {
+                enter.iter().for_each(|state| looping.insert(*state));
+            }
+        }
+        self.run_to_completion()
+            .map(|()| self.selection(taken.is_some()))
+    }
+
+    /// An external event's macrostep by the general procedures (`selectTransitions`,
+    /// `microstep`, then `run_to_completion`).
+    #[inline(never)]
+    fn process_in_general(&mut self) -> Result<Selection, RunError> {
+        self.budgets_in_force();
+        self.select_transitions_strictly(false);
+        self.guard_failed = self.workspace().enabled.is_empty() && self.execution_error_waits();
+        let took = !self.workspace().enabled.is_empty();
+        if took {
+            self.microstep();
+        } else {
+            self.report_unhandled_error();
+        }
+        self.run_to_completion().map(|()| self.selection(took))
     }
 
     /// Whether the step is over as it stands, as `run_to_completion` would find at once: the
@@ -406,7 +451,18 @@ impl<'e> Algorithm<'_, 'e> {
 
     /// Ends a settled step as `run_to_completion` would: only a signal or the clock, which
     /// may have cut an evaluation short, stops it.
+    #[inline(always)]
     fn finish_settled(&mut self) -> Result<(), RunError> {
+        // A step whose budgets never came into force evaluated nothing in full: nothing in it
+        // was cut short, and its first microstep is too early to look at the clock.
+        if self.budgets.is_none() {
+            return Ok(());
+        }
+        self.finish_settled_in_force()
+    }
+
+    #[inline(never)]
+    fn finish_settled_in_force(&mut self) -> Result<(), RunError> {
         match budget::step_must_stop(1) {
             None => Ok(()),
             Some(why) => Err(self.stop_step(why)),
@@ -436,7 +492,7 @@ impl<'e> Algorithm<'_, 'e> {
             }
             if let Some(error) = self.take_execution_error() {
                 // `errors: strict`: the error before anything that could read what failed.
-                self.event = CurrentEvent::Internal(error);
+                *self.event = CurrentEvent::Internal(error);
                 self.select_transitions_strictly(false);
                 if self.workspace().enabled.is_empty() {
                     self.fail_on_unhandled_error();
@@ -453,7 +509,7 @@ impl<'e> Algorithm<'_, 'e> {
                     let Some(event) = self.instance.internal_queue.pop_front() else {
                         break;
                     };
-                    self.event = CurrentEvent::Internal(event);
+                    *self.event = CurrentEvent::Internal(event);
                     self.select_transitions_strictly(false);
                     if self.workspace().enabled.is_empty() {
                         self.report_unhandled_error();
@@ -1012,13 +1068,8 @@ impl<'e> Algorithm<'_, 'e> {
         // Assignments, the commonest actions, are applied here, without an `Execution`.
         let mut rest = actions;
         while let [Action::Assign(assign), tail @ ..] = rest {
-            let mut next = assign.apply_integers(&mut self.instance.context, 0);
-            while let Some(index) = next {
-                if let Err(error) = self.apply_evaluated(assign, index) {
-                    self.raise_execution_error(error);
-                    return;
-                }
-                next = assign.apply_integers(&mut self.instance.context, index + 1);
+            if !self.apply_assignments_from(assign, 0) {
+                return;
             }
             rest = tail;
         }
@@ -1027,10 +1078,26 @@ impl<'e> Algorithm<'_, 'e> {
         }
     }
 
+    /// Applies the assignments of `assign` from `first` on; false when one failed, its error
+    /// raised (the block stops there).
+    #[inline(always)]
+    fn apply_assignments_from(&mut self, assign: &Assign, first: usize) -> bool {
+        let mut next = assign.apply_integers(&mut self.instance.context, first);
+        while let Some(index) = next {
+            if let Err(error) = self.apply_evaluated(assign, index) {
+                self.raise_execution_error(error);
+                return false;
+            }
+            next = assign.apply_integers(&mut self.instance.context, index + 1);
+        }
+        true
+    }
+
     /// The actions of a block after its leading assignments, through an `Execution`: apart,
     /// so that a block of assignments alone does not pay for this one's frame.
     #[inline(never)]
     fn execute_rest(&mut self, rest: &[Action]) {
+        self.budgets_in_force();
         if let Err(error) = self.with_execution(|execution| execute_block(rest, execution)) {
             self.raise_execution_error(error);
         }
@@ -1039,6 +1106,7 @@ impl<'e> Algorithm<'_, 'e> {
     /// One assignment that has no raw int form, evaluated over the current data.
     #[inline(never)]
     fn apply_evaluated(&mut self, assign: &Assign, index: usize) -> Result<(), EvaluationError> {
+        self.budgets_in_force();
         let Instance {
             configuration,
             context,

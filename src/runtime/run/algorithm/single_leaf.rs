@@ -1,11 +1,13 @@
 //! A macrostep in a machine without parallel states: selection from the one active leaf, and each transition's plan from that leaf, worked out once.
 
-use super::{Algorithm, condition_holds, reach};
+use super::{Algorithm, evaluate_guard, reach};
 use crate::base::event::Event;
 use crate::pipeline::actions::Action;
+use crate::pipeline::actions::assign::store_integer;
+use crate::pipeline::compile::expression::EvaluationError;
 use crate::pipeline::compile::machine::{
-    CandidateIndex, EventType, LeafPlan, Machine, PlainPlan, Reach, StateId, StateKind,
-    TransitionId,
+    BlockOf, Candidate, CandidateIndex, ConfigurationChange, EventType, LeafPlan, Machine,
+    PlainBlock, PlainPlan, PlannedInteger, Reach, StateId, StateKind, TransitionId,
 };
 
 impl Algorithm<'_, '_> {
@@ -14,6 +16,7 @@ impl Algorithm<'_, '_> {
     /// so there are no conflicts to remove, and a transition of fixed reach exits the leaf's
     /// ancestors up to its domain, leaf first, and enters its precomputed entry set. Returns the
     /// transition taken.
+    #[inline(always)]
     pub(super) fn take_on_single_leaf(
         &mut self,
         index: &CandidateIndex,
@@ -25,8 +28,12 @@ impl Algorithm<'_, '_> {
         let candidates = index.candidates(leaf, event_type);
         let mut taken = None;
         for candidate in candidates {
+            if !candidate.guarded {
+                taken = Some(candidate);
+                break;
+            }
             let transition_id = candidate.transition;
-            match condition_holds(machine, self.instance, Some(event), transition_id) {
+            match self.guard_holds(event, transition_id) {
                 Ok(true) => {
                     taken = Some(candidate);
                     break;
@@ -48,47 +55,112 @@ impl Algorithm<'_, '_> {
             return None;
         };
         let transition_id = candidate.transition;
-        let plan = candidate
-            .plan
-            .get_or_init(|| leaf_plan(machine, index, leaf, transition_id));
+        // Worked out the first time, apart: the common case reads it and builds no closure.
+        let plan = match candidate.plan.get() {
+            Some(plan) => plan,
+            None => first_plan(machine, index, leaf, candidate),
+        };
         match plan {
             LeafPlan::Plain(plan) => self.take_plain(transition_id, plan),
-            LeafPlan::General => self.take_from_leaf(transition_id, leaf),
+            LeafPlan::General => {
+                self.budgets_in_force();
+                self.take_from_leaf(transition_id, leaf);
+            }
         }
         Some(transition_id)
     }
 
-    /// Takes a transition by its plain plan: the exits (their exit blocks, each state leaving
-    /// the configuration after its block, as `exitStates` does), the transition's actions, the
-    /// entries (each state joining the configuration before its entry block and its initial
-    /// transition's content, as `enterStates` does), then the host's observers, which nothing
+    /// `condition_holds` for the external event, with the step's budgets put in force before a
+    /// guard the fast reader does not answer is evaluated in full.
+    #[inline(always)]
+    fn guard_holds(
+        &mut self,
+        event: &Event,
+        transition_id: TransitionId,
+    ) -> Result<bool, EvaluationError> {
+        let Some(guard) = &self.machine.transition(transition_id).guard else {
+            return Ok(true);
+        };
+        if let Some(holds) = guard.condition_over(&self.instance.context) {
+            return Ok(holds);
+        }
+        self.budgets_in_force();
+        evaluate_guard(self.machine, self.instance, Some(event), guard)
+    }
+
+    /// Takes a transition by its plain plan: the blocks that have actions in SCXML's order
+    /// (exit blocks, the transition's actions, entry blocks and initial content), each with the
+    /// configuration as `exitStates` and `enterStates` leave it there (a state leaves after its
+    /// exit block and joins before its entry block), then the host's observers, which nothing
     /// between reached, in one call. The run goes on: nothing final is entered.
+    #[inline(always)]
     fn take_plain(&mut self, transition_id: TransitionId, plan: &PlainPlan) {
-        let machine = self.machine;
-        self.owner = plan.owner;
-        for &state in &plan.exited {
-            self.execute_content(&machine.state(state).exit);
-            self.instance.configuration.remove(state);
+        for block in &plan.blocks {
+            self.change_configuration(plan, &block.change_before);
+            self.owner = block.owner;
+            self.run_plain_block(block);
         }
-        self.execute_content(&machine.transition(transition_id).actions);
-        for &state in &plan.entered {
-            self.instance.configuration.insert(state);
-            self.owner = state;
-            let node = machine.state(state);
-            self.execute_content(&node.entry);
-            if let Some(initial) = node.initial
-                && plan.initial_content.contains(&state)
-            {
-                self.execute_content(&machine.transition(initial).actions);
-            }
-        }
+        self.change_configuration(plan, &plan.last_change);
         self.host
             .transition_passed(transition_id, &plan.exited, &plan.entered);
         self.instance.quiet_events = plan.quiet_after;
         self.quiet_events_noted = true;
     }
 
+    /// Runs a plain block as `execute_block` would: its planned raw ints in place, and from the
+    /// first that gives none (or where they end, short of the block) the block's own way.
+    #[inline(always)]
+    fn run_plain_block(&mut self, block: &PlainBlock) {
+        for planned in &block.integers {
+            let context = &mut self.instance.context;
+            match planned.form.integer(context) {
+                Some(integer) => store_integer(context, planned.slot, integer),
+                None => {
+                    return self.finish_block(block.actions, planned.action, planned.assignment);
+                }
+            }
+        }
+        if let Some((action, assignment)) = block.rest {
+            self.finish_block(block.actions, action, assignment);
+        }
+    }
+
+    /// The rest of a block, from assignment `assignment` of action `action` on.
+    #[inline(never)]
+    fn finish_block(&mut self, block: BlockOf, action: u32, assignment: u32) {
+        let rest = block
+            .actions(self.machine)
+            .get(action as usize..)
+            .unwrap_or_default();
+        if let [Action::Assign(assign), after @ ..] = rest {
+            if self.apply_assignments_from(assign, assignment as usize) {
+                self.execute_block(after);
+            }
+        } else {
+            self.execute_block(rest);
+        }
+    }
+
+    /// Makes `change` to the configuration: in one step when its masks apply.
+    #[inline(always)]
+    fn change_configuration(&mut self, plan: &PlainPlan, change: &ConfigurationChange) {
+        let configuration = &mut self.instance.configuration;
+        if let Some((remove, insert)) = change.masks
+            && configuration.change_one_word(remove, insert)
+        {
+            return;
+        }
+        let range = |range: &std::ops::Range<u32>| range.start as usize..range.end as usize;
+        for &state in &plan.exited[range(&change.removed)] {
+            configuration.remove(state);
+        }
+        for &state in &plan.entered[range(&change.inserted)] {
+            configuration.insert(state);
+        }
+    }
+
     /// Takes a transition from `leaf` by the general procedures of one state each.
+    #[inline(never)]
     fn take_from_leaf(&mut self, transition_id: TransitionId, leaf: StateId) {
         let machine = self.machine;
         let transition = machine.transition(transition_id);
@@ -129,6 +201,20 @@ impl Algorithm<'_, '_> {
             self.enter_state(state, default_entry.contains(&state), None);
         }
     }
+}
+
+/// `candidate`'s plan from `leaf`, worked out the first time it is taken.
+#[cold]
+#[inline(never)]
+fn first_plan<'c>(
+    machine: &Machine,
+    index: &CandidateIndex,
+    leaf: StateId,
+    candidate: &'c Candidate,
+) -> &'c LeafPlan {
+    candidate
+        .plan
+        .get_or_init(|| leaf_plan(machine, index, leaf, candidate.transition))
 }
 
 /// The states a transition of domain `domain` exits from the active `leaf`, in exit order.
@@ -198,17 +284,31 @@ fn leaf_plan(
     if !(only_assigns(&transition.actions) && plain_exits && plain_entries) {
         return LeafPlan::General;
     }
-    let initial_content = entered
-        .iter()
-        .copied()
-        .filter(|state| {
-            default_entry.contains(state)
-                && machine
-                    .state(*state)
-                    .initial
-                    .is_some_and(|initial| !machine.transition(initial).actions.is_empty())
-        })
-        .collect();
+    // The blocks with actions, in order, each with the exits and entries since the one before.
+    let mut blocks = Blocks {
+        machine,
+        exited: &exited,
+        entered,
+        blocks: Vec::new(),
+        removed: 0..0,
+        inserted: 0..0,
+    };
+    for (position, &state) in exited.iter().enumerate() {
+        blocks.add(BlockOf::Exit(state), owner);
+        blocks.removed.end = position as u32 + 1;
+    }
+    blocks.add(BlockOf::Transition(transition_id), owner);
+    for (position, &state) in entered.iter().enumerate() {
+        blocks.inserted.end = position as u32 + 1;
+        blocks.add(BlockOf::Entry(state), state);
+        if let Some(initial) = machine.state(state).initial
+            && default_entry.contains(&state)
+        {
+            blocks.add(BlockOf::Transition(initial), state);
+        }
+    }
+    let last_change = blocks.change();
+    let blocks = blocks.blocks.into();
     // The leaf reached is the last state entered (states enter in document order, outer
     // first), or the leaf itself for a targetless transition; `note_quiet_events` would find
     // its quiet events, none when eventless transitions may follow.
@@ -219,10 +319,86 @@ fn leaf_plan(
         index.quiet_events(reached)
     };
     LeafPlan::Plain(Box::new(PlainPlan {
-        owner,
         exited: exited.into(),
         entered: entered.into(),
-        initial_content,
+        blocks,
+        last_change,
         quiet_after,
     }))
+}
+
+/// A plain plan's blocks while they are worked out, with the exits and entries made since
+/// the last one.
+struct Blocks<'p> {
+    machine: &'p Machine,
+    exited: &'p [StateId],
+    entered: &'p [StateId],
+    blocks: Vec<PlainBlock>,
+    removed: std::ops::Range<u32>,
+    inserted: std::ops::Range<u32>,
+}
+
+impl Blocks<'_> {
+    /// The change since the last block, as the next point of the plan has it; the next one
+    /// starts after it.
+    fn change(&mut self) -> ConfigurationChange {
+        let removed = &self.exited[self.removed.start as usize..self.removed.end as usize];
+        let inserted = &self.entered[self.inserted.start as usize..self.inserted.end as usize];
+        let mask = |states: &[StateId]| {
+            states.iter().try_fold(0u64, |mask, state| {
+                (state.index() < 64).then(|| mask | 1 << state.index())
+            })
+        };
+        let change = ConfigurationChange {
+            removed: self.removed.clone(),
+            inserted: self.inserted.clone(),
+            masks: mask(removed).zip(mask(inserted)),
+        };
+        self.removed.start = self.removed.end;
+        self.inserted.start = self.inserted.end;
+        change
+    }
+
+    /// The next block, if it has actions.
+    fn add(&mut self, actions: BlockOf, owner: StateId) {
+        let block = actions.actions(self.machine);
+        if block.is_empty() {
+            return;
+        }
+        let (integers, rest) = planned_integers(block);
+        let change_before = self.change();
+        self.blocks.push(PlainBlock {
+            actions,
+            owner,
+            change_before,
+            integers,
+            rest,
+        });
+    }
+}
+
+/// A block's leading assignments that have a raw int form, and where the block goes on after
+/// them if they do not cover it.
+fn planned_integers(actions: &[Action]) -> (Box<[PlannedInteger]>, Option<(u32, u32)>) {
+    let mut integers = Vec::new();
+    for (action_index, action) in actions.iter().enumerate() {
+        let Action::Assign(assign) = action else {
+            return (integers.into(), Some((action_index as u32, 0)));
+        };
+        for (assignment_index, form) in assign.integer_forms().enumerate() {
+            let Some((slot, form)) = form else {
+                return (
+                    integers.into(),
+                    Some((action_index as u32, assignment_index as u32)),
+                );
+            };
+            integers.push(PlannedInteger {
+                slot,
+                form,
+                action: action_index as u32,
+                assignment: assignment_index as u32,
+            });
+        }
+    }
+    (integers.into(), None)
 }
