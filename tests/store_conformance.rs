@@ -759,12 +759,21 @@ mod leases {
         run.holder = Some(leased(1, "host-a"));
         first.create_run(&run).unwrap();
         first.commit_batch(&[step("r", 0)]).unwrap();
-        // While host-a's lease lasts, its run is its own, whatever another machine's lock
-        // files say.
+        // While host-a's lease lasts, its run is its own for a host on another machine (which
+        // cannot probe its lock file: `holds` says live).
         let claimed = second
-            .claim_runs(&["r".to_string()], &leased(2, "host-b"), &mut |_| false)
+            .claim_runs(&["r".to_string()], &leased(2, "host-b"), &mut |_| true)
             .unwrap();
         assert_eq!(claimed, [Some(Unclaimed::Held(leased(1, "host-a")))]);
+        // On host-a's own machine its lock file tells at once: killed, its lock is free, and a
+        // run of its is taken while its lease still lasts.
+        let mut killed = new_run("s");
+        killed.holder = Some(leased(1, "host-a"));
+        first.create_run(&killed).unwrap();
+        let claimed = second
+            .claim_runs(&["s".to_string()], &leased(2, "host-b"), &mut |_| false)
+            .unwrap();
+        assert_eq!(claimed, [None]);
         // host-a is paused past its lease (here: renewed for a moment, then left).
         first.renew_lease("host-a", 1).unwrap();
         support::eventually("host-a's lease runs out", || {

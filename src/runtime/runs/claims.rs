@@ -228,6 +228,15 @@ pub fn claim(
 ) -> Result<Vec<Result<(), ClaimError>>, StoreError> {
     let mut probed: std::collections::HashMap<Holder, bool> = Default::default();
     let others = store.claim_runs(runs, mine, &mut |other| {
+        // A holder on another machine: its lock file is not this machine's to probe, and its
+        // lease tells (the store checks it).
+        if other
+            .host
+            .as_deref()
+            .is_some_and(|lease| !crate::runtime::runs::lease::is_this_machine(lease))
+        {
+            return true;
+        }
         // This process holds its lock exclusively: a holder recorded with the same lock is
         // this process, or one that died.
         if other.lock == mine.lock {

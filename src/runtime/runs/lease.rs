@@ -96,6 +96,15 @@ fn keep(
     }
 }
 
+/// Whether the lease `id` was taken on this machine (the name in its id is this machine's):
+/// then its holder's lock file tells at once whether it lives, as on one machine. The hosts of
+/// one fleet are told apart by their names.
+pub fn is_this_machine(id: &str) -> bool {
+    id.split_once('@')
+        .and_then(|(_, rest)| rest.split_once(':'))
+        .is_some_and(|(machine, _)| machine == machine_name())
+}
+
 /// This machine's name, for the lease's id (which a person reads in `runs --json`).
 fn machine_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -560,14 +560,18 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 Some(row) => Some((self.column(&row, 0, run)?, self.column(&row, 1, run)?)),
                 None => None,
             };
-            // A holder with a lease lives while its lease does; one without, while its lock
-            // file is held (`holds`, this machine's).
+            // A holder with a lease lives while its lease does and `holds` says it does (on
+            // its own machine its lock file tells at once, after a `kill -9`); one without, while
+            // its lock file is held.
             let mut failure = None;
             let mut live = |other: &Holder| match &other.host {
-                Some(lease) => self.lease_is_live(lease).unwrap_or_else(|error| {
-                    failure = Some(error);
-                    true
-                }),
+                Some(lease) => {
+                    let leased = self.lease_is_live(lease).unwrap_or_else(|error| {
+                        failure = Some(error);
+                        true
+                    });
+                    leased && holds(other)
+                }
                 None => holds(other),
             };
             let unclaimed = self.codec.claim(run, recorded, holder, &mut live)?;
