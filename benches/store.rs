@@ -81,6 +81,7 @@ fn commit_step(bencher: Bencher) {
             grants: None,
             origin: protocol_run::store::RunOrigin::Run,
             holder: None,
+            forked_from: None,
         })
         .expect("the run is created");
     // The store refuses a sequence not above the last one, so each commit takes the next.

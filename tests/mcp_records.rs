@@ -19,6 +19,7 @@ fn recorded(id: &str, path: &str, started: u64) -> Write {
         grants: None,
         origin: RunOrigin::Run,
         holder: None,
+        forked_from: None,
     })
 }
 

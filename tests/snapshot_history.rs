@@ -95,6 +95,7 @@ fn run(name: &str, batched: bool) -> (Vec<(u64, Snapshot)>, SqliteStore, String)
             grants: None,
             origin: RunOrigin::Run,
             holder: None,
+            forked_from: None,
         })
         .unwrap();
     let loaded = protocol_run::pipeline::load::load_text("history.yaml", PROTOCOL.into()).unwrap();

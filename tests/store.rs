@@ -100,6 +100,7 @@ fn new_run(id: &str, path: &str, started: u64) -> NewRun {
         grants: None,
         origin: protocol_run::store::RunOrigin::Run,
         holder: None,
+        forked_from: None,
     }
 }
 

@@ -88,6 +88,7 @@ fn new_run(id: &str) -> NewRun {
         grants: Some(serde_json::json!({"exec": []})),
         origin: RunOrigin::Run,
         holder: None,
+        forked_from: None,
     }
 }
 

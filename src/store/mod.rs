@@ -38,6 +38,15 @@ pub struct NewRun {
     pub origin: RunOrigin,
     /// Who drives it from its start (`runs::claims`); `None` leaves it unclaimed.
     pub holder: Option<Holder>,
+    /// The run and step it was forked from (`protocol-run fork`), if it was.
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// Where a forked run started: the state after a step of another run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForkedFrom {
+    pub run: String,
+    pub step: u64,
 }
 
 /// Who holds a run, that is drives it: a process, by the lock file it holds while it lives and
@@ -164,6 +173,8 @@ pub struct RunSummary {
     pub holder: Option<Holder>,
     /// For a child protocol's row: the run that invoked it (held with it, by its holder).
     pub parent: Option<String>,
+    /// The run and step it was forked from, if it was.
+    pub forked_from: Option<ForkedFrom>,
 }
 
 /// Where a page of runs starts: after this run, in the order newest first.

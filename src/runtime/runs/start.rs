@@ -124,6 +124,7 @@ pub fn new_run(
             grants: place.operator.recorded(&machine.capabilities),
             origin: RunOrigin::Run,
             holder: Some(lock.holder().clone()),
+            forked_from: None,
         })
         .map_err(store_refusal)?;
     Ok(Prepared {

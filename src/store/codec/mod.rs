@@ -19,7 +19,7 @@ pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, 
      COALESCE((SELECT step FROM journal WHERE journal.run_id = runs.id ORDER BY step DESC \
      LIMIT 1), last_step), COALESCE((SELECT recorded_at FROM journal WHERE journal.run_id = \
      runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
-     finished_at, origin, holder, parent";
+     finished_at, origin, holder, parent, forked_from";
 
 pub(super) const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
@@ -136,6 +136,10 @@ impl Codec {
             .holder
             .map(|holder| self.decode(&raw.id, "holder", &holder))
             .transpose()?;
+        let forked_from = raw
+            .forked_from
+            .map(|origin| self.decode(&raw.id, "fork origin", &origin))
+            .transpose()?;
         Ok(RunSummary {
             id: raw.id,
             protocol_path: raw.protocol_path,
@@ -149,6 +153,7 @@ impl Codec {
             origin: raw.origin.as_deref().and_then(RunOrigin::parse),
             holder,
             parent: raw.parent,
+            forked_from,
         })
     }
 
@@ -282,6 +287,7 @@ pub(super) struct RawRun {
     pub(super) origin: Option<String>,
     pub(super) holder: Option<String>,
     pub(super) parent: Option<String>,
+    pub(super) forked_from: Option<String>,
 }
 
 /// A `journal` row as stored.

@@ -32,6 +32,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             origin: text(11)?,
             holder: text(12)?,
             parent: text(13)?,
+            forked_from: text(14)?,
             id: id.clone(),
         };
         self.codec.summary(raw)
@@ -65,11 +66,11 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         else {
             return Ok(None);
         };
-        let inputs: String = self.column(&row, 15, run)?;
-        let grants: Option<String> = self.column(&row, 16, run)?;
+        let inputs: String = self.column(&row, 16, run)?;
+        let grants: Option<String> = self.column(&row, 17, run)?;
         Ok(Some(RunRecord {
             summary: self.summary(&row)?,
-            protocol_text: self.column(&row, 14, run)?,
+            protocol_text: self.column(&row, 15, run)?,
             inputs: self.codec.decode(run, "inputs", &inputs)?,
             grants: grants
                 .map(|grants| self.codec.decode(run, "grants", &grants))

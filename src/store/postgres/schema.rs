@@ -65,6 +65,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         expires_at BIGINT NOT NULL
     );
 ",
+    // SQLite's version 9: the run and step a run was forked from.
+    "
+    ALTER TABLE runs ADD COLUMN forked_from TEXT;
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

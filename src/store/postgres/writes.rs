@@ -178,11 +178,16 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             .as_ref()
             .map(|holder| codec.encode(&run.id, "holder", holder))
             .transpose()?;
+        let forked_from = run
+            .forked_from
+            .as_ref()
+            .map(|origin| codec.encode(&run.id, "fork origin", origin))
+            .transpose()?;
         let inserted = self.execute(
             &|| format!("create run `{}`", run.id),
             "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-             started_at, updated_at, grants, origin, holder) VALUES ($1, $2, $3, $4, $5, \
-             'running', $6, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+             started_at, updated_at, grants, origin, holder, forked_from) VALUES ($1, $2, $3, $4, \
+             $5, 'running', $6, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
             &[
                 &run.id,
                 &run.protocol_path,
@@ -193,6 +198,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 &grants,
                 &run.origin.as_str(),
                 &holder,
+                &forked_from,
             ],
         )?;
         if inserted == 0 {

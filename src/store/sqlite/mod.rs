@@ -269,6 +269,11 @@ impl Context {
             .as_ref()
             .map(|holder| self.encode(&run.id, "holder", holder))
             .transpose()?;
+        let forked_from = run
+            .forked_from
+            .as_ref()
+            .map(|origin| self.encode(&run.id, "fork origin", origin))
+            .transpose()?;
         let failed = self.failed(&format!("create run `{}`", run.id));
         let exists = connection
             .query_row_cached("SELECT 1 FROM runs WHERE id = ?1", [&run.id], |_| Ok(()))
@@ -284,8 +289,8 @@ impl Context {
         connection
             .execute_cached(
                 "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at, grants, origin, holder) VALUES (?1, ?2, ?3, ?4, ?5, \
-                 'running', ?6, ?6, ?7, ?8, ?9)",
+                 started_at, updated_at, grants, origin, holder, forked_from) VALUES (?1, ?2, ?3, \
+                 ?4, ?5, 'running', ?6, ?6, ?7, ?8, ?9, ?10)",
                 rusqlite::params![
                     run.id,
                     run.protocol_path,
@@ -295,7 +300,8 @@ impl Context {
                     started,
                     grants,
                     run.origin.as_str(),
-                    holder
+                    holder,
+                    forked_from
                 ],
             )
             .map_err(&failed)?;
@@ -320,6 +326,7 @@ fn read_run(row: &Row) -> rusqlite::Result<RawRun> {
         origin: row.get(11)?,
         holder: row.get(12)?,
         parent: row.get(13)?,
+        forked_from: row.get(14)?,
     })
 }
 
@@ -400,9 +407,9 @@ impl Store for SqliteStore {
                 |row| {
                     Ok((
                         read_run(row)?,
-                        row.get::<_, Option<String>>(14)?,
-                        row.get::<_, String>(15)?,
-                        row.get::<_, Option<String>>(16)?,
+                        row.get::<_, Option<String>>(15)?,
+                        row.get::<_, String>(16)?,
+                        row.get::<_, Option<String>>(17)?,
                     ))
                 },
             )

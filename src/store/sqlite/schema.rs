@@ -96,6 +96,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN fencing BIGINT NOT NULL DEFAULT 0;
 ",
+    // The run and step a run was forked from (`ForkedFrom` as JSON), NULL for any other run.
+    "
+    ALTER TABLE runs ADD COLUMN forked_from TEXT;
+",
 ];
 
 impl SqliteStore {

@@ -39,6 +39,7 @@ fn new_run(id: &str) -> NewRun {
         grants: None,
         origin: super::super::RunOrigin::Run,
         holder: None,
+        forked_from: None,
     }
 }
 

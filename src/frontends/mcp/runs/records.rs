@@ -229,6 +229,7 @@ mod tests {
             grants: None,
             origin: RunOrigin::Mcp,
             holder: None,
+            forked_from: None,
         })];
         let snapshot: crate::base::snapshot::Snapshot = serde_json::from_value(json!({
             "format": 1, "protocol": "p", "configuration": ["a"], "context": {}, "running": true

@@ -718,6 +718,7 @@ impl Fleet {
                 grants: recording.grants.clone(),
                 origin: recording.origin,
                 holder: Some(recording.holder.clone()),
+                forked_from: None,
             }));
         }
         let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));
