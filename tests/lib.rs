@@ -35,6 +35,7 @@ mod file_functions;
 mod first_steps;
 mod fleet;
 mod foreach;
+mod fork;
 mod fuzz_regressions;
 mod generate;
 mod graph_generated;

@@ -48,6 +48,10 @@ enum Command {
     Run(run::RunArguments),
     /// Continue a run from its last committed step (entry actions do not run again).
     Resume(run::ResumeArguments),
+    /// Start a new run from the state after a step of another (its context changed with
+    /// --context-set), recorded as forked from it, and drive it as a resumed run: effects from
+    /// there on run again.
+    Fork(run::ForkArguments),
     /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
     /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
     Serve(serve::ServeArguments),
@@ -205,6 +209,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
     let code = match parsed.command {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
+        Command::Fork(fork_arguments) => run::fork(fork_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),
         Command::Validate { files } => validate::validate(&files),

@@ -161,13 +161,17 @@ pub fn runs(arguments: &RunsArguments) -> u8 {
             continue;
         }
         println!(
-            "{}  {:<8}  {}  step {}  {}",
+            "{}  {:<8}  {}  step {}  {}{}",
             run.id,
             status,
             format_rfc3339(run.started_unix_milliseconds),
             run.last_sequence
                 .map_or_else(|| "-".to_string(), |step| step.to_string()),
-            run.protocol_path
+            run.protocol_path,
+            run.forked_from
+                .as_ref()
+                .map(|origin| format!("  (fork of {} at step {})", origin.run, origin.step))
+                .unwrap_or_default()
         );
     }
     0
@@ -182,6 +186,7 @@ fn run_json(run: &RunSummary, status: &str) -> serde_json::Value {
         "protocol": run.protocol_path,
         "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
         "parent": run.parent,
+        "forked_from": run.forked_from,
     })
 }
 

@@ -103,6 +103,7 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
         "started": format_rfc3339(summary.started_unix_milliseconds),
         // What started it (`run`, `serve`, `mcp`); null for a run recorded before origins were.
         "origin": summary.origin.map(crate::store::RunOrigin::as_str),
+        "forked_from": summary.forked_from,
         "inputs": record.inputs,
         "grants": record.grants,
         "state": snapshot_json,
@@ -128,6 +129,13 @@ fn print_human(description: &serde_json::Value) {
     println!("run       {}", text("run"));
     println!("protocol  {}", text("protocol"));
     println!("status    {} (started {})", text("status"), text("started"));
+    if let Some(origin) = description["forked_from"].as_object() {
+        println!(
+            "forked    from run {} at step {}",
+            origin["run"].as_str().unwrap_or_default(),
+            origin["step"]
+        );
+    }
     println!("inputs    {}", description["inputs"]);
     let mut narrowing = description["grants"].clone();
     if let Some(recorded) = narrowing.as_object_mut() {

@@ -8,6 +8,7 @@
 pub mod claims;
 pub mod exit_code;
 pub mod fleet;
+pub mod fork;
 pub mod grants;
 pub mod lease;
 pub mod live_runs;

@@ -63,6 +63,28 @@ pub struct ResumeArguments {
     options: RunOptions,
 }
 
+/// `protocol-run fork RUN_ID --at STEP`.
+#[derive(Debug, Args)]
+pub struct ForkArguments {
+    /// The run to fork (see `protocol-run runs`).
+    #[arg(value_name = "RUN_ID")]
+    source: String,
+    /// The step whose state the new run starts from (`protocol-run status RUN_ID` shows the
+    /// last ones).
+    #[arg(long, value_name = "STEP")]
+    at: u64,
+    /// The new run's id (letters, digits, `-`, `_`, `.`; at most 64), instead of a timestamp.
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+    /// Sets a context variable of the state forked from: `NAME=VALUE`, VALUE read as JSON when
+    /// it is JSON (`3`, `true`, `{"a": 1}`) and as a string otherwise; repeat for several. The
+    /// variable must be in the state.
+    #[arg(long = "context-set", value_name = "NAME=VALUE")]
+    context_set: Vec<String>,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
 /// What a new run and a resumed run share.
 #[derive(Debug, Args)]
 pub struct RunOptions {
@@ -145,6 +167,27 @@ pub fn resume(arguments: ResumeArguments) -> u8 {
     run_with_lifecycle(Start::Run(run_id, given), &arguments.options)
 }
 
+/// `protocol-run fork`: records the new run, then drives it as `resume` would.
+pub fn fork(arguments: ForkArguments) -> u8 {
+    let mut context_set = Vec::new();
+    for text in &arguments.context_set {
+        let Some((name, value)) = text.split_once('=').filter(|(name, _)| !name.is_empty()) else {
+            eprintln!("error: --context-set `{text}` is not NAME=VALUE");
+            return exit_code::USAGE;
+        };
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        context_set.push((name.to_string(), value));
+    }
+    let start = Start::Fork {
+        source: arguments.source,
+        step: arguments.at,
+        run_id: arguments.run_id,
+        context_set,
+    };
+    run_with_lifecycle(start, &arguments.options)
+}
+
 /// Where a run comes from.
 enum Start {
     New {
@@ -157,6 +200,13 @@ enum Start {
     Latest(PathBuf, GivenInputs),
     /// A run by id, with its secret inputs supplied again.
     Run(String, GivenInputs),
+    /// A new run forked from `source`'s state after `step`.
+    Fork {
+        source: String,
+        step: u64,
+        run_id: Option<String>,
+        context_set: Vec<(String, serde_json::Value)>,
+    },
 }
 
 fn run_with_lifecycle(start: Start, options: &RunOptions) -> u8 {
@@ -210,6 +260,29 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         }
         Start::Run(run_id, secrets) => {
             resume_run(&run_id, &secrets, options, &mut *store, lifecycle)
+        }
+        Start::Fork {
+            source,
+            step,
+            run_id,
+            context_set,
+        } => {
+            let run_id =
+                super::run_id::new_run_id(run_id.as_deref(), &*store, &options.state.path)?;
+            let fork = crate::runtime::runs::fork::Fork {
+                source: &source,
+                step,
+                run_id: &run_id,
+                context_set: &context_set,
+                unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
+            };
+            crate::runtime::runs::fork::record(&mut *store, &fork).map_err(Refusal::report)?;
+            eprintln!("run {run_id}: forked from run {source} at step {step}");
+            let no_secrets = GivenInputs {
+                assignments: Vec::new(),
+                file: None,
+            };
+            resume_run(&run_id, &no_secrets, options, &mut *store, lifecycle)
         }
     }
     .map_err(Refusal::report)?;
