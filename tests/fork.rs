@@ -1,8 +1,5 @@
 //! `protocol-run fork RUN --at STEP`: a new run from the state after a step of another, its context changed where asked, recorded as forked from it and driven from there; the source untouched; refusals said. On SQLite and on PostgreSQL.
 
-use std::path::Path;
-use std::process::Command;
-
 use crate::support;
 
 const COUNT: &str = r#"
@@ -16,26 +13,6 @@ states:
       stop: done
   done: { type: final, exit_code: 0, output: { n: "${n}" } }
 "#;
-
-fn protocol_run(
-    directory: &Path,
-    environment: &[(&str, &str)],
-    arguments: &[&str],
-) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(arguments)
-        .args(["--state-dir", "state"])
-        .envs(environment.iter().copied())
-        .current_dir(directory)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
-}
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text.trim()).unwrap()
@@ -53,7 +30,7 @@ fn forks_a_run_from_a_step(name: &str, environment: &[(&str, &str)]) {
     };
     events(&["tick", "tick", "tick", "stop"], "source.jsonl");
     events(&["tick", "stop"], "fork.jsonl");
-    let (code, stdout, stderr) = protocol_run(
+    let (code, stdout, stderr) = support::run_binary_in(
         &directory,
         environment,
         &[
@@ -68,7 +45,7 @@ fn forks_a_run_from_a_step(name: &str, environment: &[(&str, &str)]) {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("\"n\":3"), "{stdout}");
     // From the state after step 1 (one tick), with n set to 10: one tick more, then stop.
-    let (code, stdout, stderr) = protocol_run(
+    let (code, stdout, stderr) = support::run_binary_in(
         &directory,
         environment,
         &[
@@ -91,7 +68,7 @@ fn forks_a_run_from_a_step(name: &str, environment: &[(&str, &str)]) {
         "{stderr}"
     );
     let (code, stdout, stderr) =
-        protocol_run(&directory, environment, &["status", "forked", "--json"]);
+        support::run_binary_in(&directory, environment, &["status", "forked", "--json"]);
     assert_eq!(code, 0, "{stderr}");
     let status = json(&stdout);
     assert_eq!(
@@ -99,7 +76,7 @@ fn forks_a_run_from_a_step(name: &str, environment: &[(&str, &str)]) {
         serde_json::json!({"run": "source", "step": 1})
     );
     assert_eq!(status["finish"]["output"], serde_json::json!({"n": 11}));
-    let (_, stdout, _) = protocol_run(&directory, environment, &["runs", "--json"]);
+    let (_, stdout, _) = support::run_binary_in(&directory, environment, &["runs", "--json"]);
     let forked = stdout
         .lines()
         .map(json)
@@ -107,7 +84,8 @@ fn forks_a_run_from_a_step(name: &str, environment: &[(&str, &str)]) {
         .unwrap();
     assert_eq!(forked["forked_from"]["run"], "source");
     // The source is as it was.
-    let (_, stdout, _) = protocol_run(&directory, environment, &["status", "source", "--json"]);
+    let (_, stdout, _) =
+        support::run_binary_in(&directory, environment, &["status", "source", "--json"]);
     let source = json(&stdout);
     assert_eq!(source["finish"]["output"], serde_json::json!({"n": 3}));
     assert_eq!(source["forked_from"], serde_json::Value::Null);
@@ -135,7 +113,7 @@ fn forks_a_run_from_a_step(name: &str, environment: &[(&str, &str)]) {
             "is not NAME=VALUE",
         ),
     ] {
-        let (exit, _, stderr) = protocol_run(&directory, environment, &arguments);
+        let (exit, _, stderr) = support::run_binary_in(&directory, environment, &arguments);
         assert_eq!(exit, code, "{arguments:?}: {stderr}");
         assert!(stderr.contains(said), "{arguments:?}: {stderr}");
     }

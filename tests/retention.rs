@@ -1,7 +1,6 @@
 //! `runs prune --older-than`: the runs that ended before a time are deleted with their journal, states, children and telemetry, on SQLite and on PostgreSQL; a running or stopped run stays unless asked for (stopped) or never (running).
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::support;
 
@@ -11,25 +10,14 @@ const QUICK: &str =
 /// Waits for `stop`, so it can be stopped or left running.
 const WAITING: &str = "id: waiting\npermissions: { exec: [] }\nstates:\n  idle:\n    on: { go: done }\n  done: { type: final }\n";
 
+/// `support::run_binary_in`, its stdout and stderr together.
 fn protocol_run(
     directory: &Path,
     environment: &[(&str, &str)],
     arguments: &[&str],
 ) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args(arguments)
-        .args(["--state-dir", "state"])
-        .envs(environment.iter().copied())
-        .current_dir(directory)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
+    let (code, stdout, stderr) = support::run_binary_in(directory, environment, arguments);
+    (code, format!("{stdout}{stderr}"))
 }
 
 /// The ids `runs --json` lists.

@@ -346,6 +346,29 @@ pub fn run_binary_with_input(
     child.wait_with_output().unwrap()
 }
 
+/// Runs the built `protocol-run` in `directory` with `arguments`, `--state-dir state`, the
+/// variables of `environment` (a store chosen by `PROTOCOL_RUN_STORE`, say) and stdin closed;
+/// returns (exit code, stdout, stderr).
+pub fn run_binary_in(
+    directory: &std::path::Path,
+    environment: &[(&str, &str)],
+    arguments: &[&str],
+) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .args(["--state-dir", "state"])
+        .envs(environment.iter().copied())
+        .current_dir(directory)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
 /// Runs the built `protocol-run` in `directory` with `arguments`, `--state-dir DIRECTORY/state`
 /// and stdin closed; returns (exit code, stdout then stderr), for a test that checks both.
 pub fn run_binary_with_state(directory: &std::path::Path, arguments: &[&str]) -> (i32, String) {

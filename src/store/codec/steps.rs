@@ -1,8 +1,12 @@
 //! A step as every store writes it: borrowed from the batch, its columns encoded (JSON text, secrets masked) before the database is touched.
 
+use std::collections::HashMap;
+
+use foldhash::fast::RandomState;
+
 use super::Codec;
 use super::children::EncodedChildState;
-use super::states::StoredState;
+use super::states::{StoredState, Written};
 use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
 use crate::store::{Finish, JournalEntry, StoreError, Write};
@@ -108,4 +112,45 @@ pub(in crate::store) struct EncodedStep {
     pub(in crate::store) finish: Option<(Option<String>, i32, String, i64)>,
     /// The states of the children that stepped, for their own rows.
     pub(in crate::store) child_states: Vec<EncodedChildState>,
+}
+
+/// Runs by id, hashed with foldhash: a host's batch looks up each of its runs, a thousand a
+/// batch.
+pub(in crate::store) type ByRun<T> = HashMap<String, T, RandomState>;
+
+/// What a store keeps of the runs it writes, once a batch of `writes` committed: each run's
+/// last state (`chains`, from the batch), for its next step's delta, in `written` (none for a
+/// run that stopped or finished; `keys` gives back the ids taken out of `written` so that they
+/// are not allocated again); and in `fences` the fencing tokens of the runs it holds (a run
+/// created held starts at 0; a stopped or finished one is released).
+pub(in crate::store) fn after_commit<'a>(
+    writes: &[Planned<'a>],
+    mut chains: HashMap<&'a str, Written, RandomState>,
+    keys: &mut HashMap<&'a str, String, RandomState>,
+    written: &mut ByRun<Written>,
+    fences: &mut ByRun<i64>,
+) {
+    for write in writes {
+        match write {
+            Planned::Other(Write::MarkStopped { run, .. } | Write::FinishRun { run, .. }) => {
+                chains.remove(run.as_str());
+                written.remove(run);
+                fences.remove(run);
+            }
+            Planned::Other(Write::CreateRun(run)) if run.holder.is_some() => {
+                fences.insert(run.id.clone(), 0);
+            }
+            Planned::Step(step) if step.finish.is_some() => {
+                fences.remove(step.run);
+            }
+            _ => {}
+        }
+    }
+    for (run, state) in chains {
+        // A finished run takes no more steps: its state is not kept for a next one.
+        if !state.finished {
+            let key = keys.remove(run).unwrap_or_else(|| run.to_string());
+            written.insert(key, state);
+        }
+    }
 }

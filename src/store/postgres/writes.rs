@@ -10,7 +10,7 @@ use super::session::Session;
 use crate::base::durable::ChildChange;
 use crate::store::codec::children::{ChildRowWrite, EncodedChildState};
 use crate::store::codec::states::{StoredState, Written};
-use crate::store::codec::steps::{EncodedStep, Planned, StepWrite};
+use crate::store::codec::steps::{EncodedStep, Planned, StepWrite, after_commit};
 use crate::store::{Finish, Holder, NewRun, RunStatus, StoreError, Unclaimed, Write};
 
 /// A run's status and its row's last step (a child run's: its steps are its root's journal's),
@@ -78,29 +78,13 @@ impl PostgresStore {
             Ok(())
         });
         if result.is_ok() {
-            for write in writes {
-                match write {
-                    Planned::Other(
-                        Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
-                    ) => {
-                        chains.remove(run.as_str());
-                        self.fences.remove(run);
-                    }
-                    Planned::Other(Write::CreateRun(run)) if run.holder.is_some() => {
-                        self.fences.insert(run.id.clone(), 0);
-                    }
-                    Planned::Step(step) if step.finish.is_some() => {
-                        self.fences.remove(step.run);
-                    }
-                    _ => {}
-                }
-            }
-            for (run, written) in chains {
-                // A finished run takes no more steps: its state is not kept for a next one.
-                if !written.finished {
-                    self.written.insert(run.to_string(), written);
-                }
-            }
+            after_commit(
+                writes,
+                chains,
+                &mut HashMap::default(),
+                &mut self.written,
+                &mut self.fences,
+            );
         }
         result
     }

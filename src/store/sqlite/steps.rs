@@ -9,7 +9,7 @@ use rusqlite::{CachedStatement, Connection, ErrorCode, OptionalExtension};
 use super::statements::CachedStatements;
 use super::{Context, SqliteStore};
 use crate::store::codec::states::{StoredState, Written};
-use crate::store::codec::steps::{EncodedStep, Planned, StepWrite};
+use crate::store::codec::steps::{EncodedStep, Planned, StepWrite, after_commit};
 use crate::store::{Finish, RunStatus, StoreError, Write};
 
 /// A step's journal row, with the state after it in one of its two columns.
@@ -158,31 +158,13 @@ impl SqliteStore {
             self.data_version = result.is_ok().then_some(version);
         }
         if result.is_ok() {
-            for write in writes {
-                match write {
-                    Planned::Other(
-                        Write::MarkStopped { run, .. } | Write::FinishRun { run, .. },
-                    ) => {
-                        chains.remove(run.as_str());
-                        self.written.remove(run);
-                        self.fences.remove(run);
-                    }
-                    Planned::Other(Write::CreateRun(run)) if run.holder.is_some() => {
-                        self.fences.insert(run.id.clone(), 0);
-                    }
-                    Planned::Step(step) if step.finish.is_some() => {
-                        self.fences.remove(step.run);
-                    }
-                    _ => {}
-                }
-            }
-            for (run, written) in chains {
-                // A finished run takes no more steps: its state is not kept for a next one.
-                if !written.finished {
-                    let key = keys.remove(run).unwrap_or_else(|| run.to_string());
-                    self.written.insert(key, written);
-                }
-            }
+            after_commit(
+                writes,
+                chains,
+                &mut keys,
+                &mut self.written,
+                &mut self.fences,
+            );
         }
         result
     }
