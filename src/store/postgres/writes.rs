@@ -13,22 +13,21 @@ use crate::store::codec::states::{StoredState, Written};
 use crate::store::codec::steps::{EncodedStep, Planned, StepWrite, after_commit};
 use crate::store::{Finish, Holder, NewRun, RunStatus, StoreError, Unclaimed, Write};
 
-/// A run's status and its row's last step (a child run's: its steps are its root's journal's),
-/// the row locked until the transaction ends: one writer at a time takes a run's next step.
-const LOCK_RUN: &str = "SELECT status, last_step FROM runs WHERE id = $1 FOR UPDATE";
-
-/// A run's last step in its journal. Read after the lock, in a statement of its own: under
-/// PostgreSQL's READ COMMITTED a statement sees what was committed when it started, so a
+/// A run's last step in its journal. Read after the run's lock, in a statement of its own:
+/// under PostgreSQL's READ COMMITTED a statement sees what was committed when it started, so a
 /// subquery of the locking statement would miss a step committed by the writer it waited for.
 const LAST_JOURNAL_STEP: &str =
     "SELECT step FROM journal WHERE run_id = $1 ORDER BY step DESC LIMIT 1";
 
 impl PostgresStore {
-    /// Commits `writes` in one transaction. Each step's state is encoded before the
-    /// transaction starts, as a delta of the state this store wrote for the run's step before
-    /// (`Written`) where it has it, otherwise in full; a delta is written only if that step is
-    /// still the run's last when the run's row is locked (another host may have written since),
-    /// and whole otherwise. A failed transaction forgets the states of the runs it wrote to.
+    /// Commits `writes` in one transaction of a few statements whatever their number: the rows
+    /// of their runs locked and read at once, each write checked against them, and the journal
+    /// rows inserted together (a step that ends its run, a stop, a child's change are statements
+    /// of their own). Each step's state is encoded before the transaction starts, as a delta of
+    /// the state this store wrote for the run's step before (`Written`) where it has it,
+    /// otherwise in full; a delta is written only if that step is still the run's last once the
+    /// run's row is locked (another host may have written since), and whole otherwise. A failed
+    /// transaction forgets the states of the runs it wrote to.
     pub(super) fn commit_planned(
         &mut self,
         operation: &str,
@@ -54,28 +53,48 @@ impl PostgresStore {
             .map(|write| self.fences.get(planned_run(write)).copied())
             .collect();
         let result = self.write(operation, |session| {
+            // Every run the batch writes to, locked and read at once: the checks below are made
+            // against what was read, which nobody else can change until the commit.
+            let runs: Vec<&str> = writes.iter().map(planned_run).collect();
+            let mut known = session.lock_runs(&runs)?;
+            let mut journal = JournalRows::default();
             let mut steps = encoded.iter();
             for (write, fence) in writes.iter().zip(&fences) {
-                session.check_fence(planned_run(write), *fence)?;
+                let run = planned_run(write);
+                if let Some(held) = fence {
+                    let current = known.get(run).map(|row| row.fencing);
+                    session.codec.fenced(run, *held, current)?;
+                }
                 match write {
                     Planned::Step(step) => {
                         let encoded = steps.next().expect("one encoding per step");
-                        session.insert_step(step, encoded)?;
+                        session.stage_step(step, encoded, &mut known, &mut journal)?;
                     }
-                    Planned::Other(Write::CreateRun(run)) => session.insert_run(run)?,
+                    Planned::Other(Write::CreateRun(new)) => {
+                        session.insert_run(new)?;
+                        known.insert(new.id.clone(), Locked::created());
+                    }
                     Planned::Other(Write::MarkStopped {
                         run,
                         unix_milliseconds,
-                    }) => session.update_status(run, RunStatus::Stopped, *unix_milliseconds)?,
+                    }) => {
+                        session.update_status(run, RunStatus::Stopped, *unix_milliseconds)?;
+                        known
+                            .entry(run.clone())
+                            .and_modify(|row| row.status = RunStatus::Stopped.as_str().into());
+                    }
                     Planned::Other(Write::FinishRun { run, finish }) => {
-                        session.update_finish(run, finish)?
+                        session.update_finish(run, finish)?;
+                        known
+                            .entry(run.clone())
+                            .and_modify(|row| row.status = RunStatus::Finished.as_str().into());
                     }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }
                 }
             }
-            Ok(())
+            session.insert_journal(&journal)
         });
         if result.is_ok() {
             after_commit(
@@ -93,6 +112,60 @@ impl PostgresStore {
 /// What a claim found: for each run, why it was not claimed (`None`: claimed); and the fencing
 /// token of each run claimed.
 pub(super) type Claimed = (Vec<Option<Unclaimed>>, Vec<(String, i64)>);
+
+/// A run's row as a batch read it under its lock, kept up to date by the batch's own writes.
+struct Locked {
+    status: String,
+    last: Option<i64>,
+    fencing: i64,
+}
+
+impl Locked {
+    /// A run the batch itself created.
+    fn created() -> Locked {
+        Locked {
+            status: RunStatus::Running.as_str().to_string(),
+            last: None,
+            fencing: 0,
+        }
+    }
+}
+
+/// A batch's journal rows, column by column, for one `INSERT ... SELECT FROM unnest(...)`.
+#[derive(Default)]
+struct JournalRows {
+    run: Vec<String>,
+    step: Vec<i64>,
+    event_name: Vec<Option<String>>,
+    event_data: Vec<Option<String>>,
+    transitions: Vec<String>,
+    actions: Vec<String>,
+    time: Vec<i64>,
+    children: Vec<Option<String>>,
+    snapshot: Vec<Option<String>>,
+    snapshot_delta: Vec<Option<String>>,
+}
+
+impl JournalRows {
+    fn push(
+        &mut self,
+        run: &str,
+        encoded: &EncodedStep,
+        snapshot: Option<String>,
+        snapshot_delta: Option<String>,
+    ) {
+        self.run.push(run.to_string());
+        self.step.push(encoded.step);
+        self.event_name.push(encoded.event_name.clone());
+        self.event_data.push(encoded.event_data.clone());
+        self.transitions.push(encoded.transitions.clone());
+        self.actions.push(encoded.actions.clone());
+        self.time.push(encoded.time);
+        self.children.push(encoded.children.clone());
+        self.snapshot.push(snapshot);
+        self.snapshot_delta.push(snapshot_delta);
+    }
+}
 
 /// The run a write of a batch writes to.
 fn planned_run<'a>(write: &Planned<'a>) -> &'a str {
@@ -194,51 +267,93 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         Ok(())
     }
 
-    /// Writes one step: the run locked and checked (refused when unknown, finished, or past
-    /// the step), its journal entry with the state after it, and with its end, the run's; then
+    /// Locks the rows of `runs` (in id order, so that two hosts locking rows of the same runs
+    /// never wait on each other in a circle) and reads what a batch checks its writes against:
+    /// each run's status, last step (its journal's, or its row's for a child run) and fencing
+    /// token. A run the store does not have is missing from the map.
+    fn lock_runs(&self, runs: &[&str]) -> Result<HashMap<String, Locked>, StoreError> {
+        let mut ids: Vec<&str> = runs.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let operation = || format!("lock {} run(s)", ids.len());
+        let mut known = HashMap::new();
+        for row in self.query(
+            &operation,
+            "SELECT id, status, last_step, fencing FROM runs WHERE id = ANY($1) ORDER BY id \
+             FOR UPDATE",
+            &[&ids],
+        )? {
+            let id: String = self.column(&row, 0, "")?;
+            let locked = Locked {
+                status: self.column(&row, 1, &id)?,
+                last: self.column(&row, 2, &id)?,
+                fencing: self.column(&row, 3, &id)?,
+            };
+            known.insert(id, locked);
+        }
+        // After the lock, in a statement of its own (as `LAST_JOURNAL_STEP` says why).
+        for row in self.query(
+            &operation,
+            "SELECT ids.id, (SELECT step FROM journal WHERE journal.run_id = ids.id ORDER BY \
+             step DESC LIMIT 1) FROM unnest($1::text[]) AS ids(id)",
+            &[&ids],
+        )? {
+            let id: String = self.column(&row, 0, "")?;
+            let last: Option<i64> = self.column(&row, 1, &id)?;
+            if let (Some(locked), Some(last)) = (known.get_mut(&id), last) {
+                locked.last = Some(last);
+            }
+        }
+        Ok(known)
+    }
+
+    /// Checks one step against its run as the batch knows it (refused when the run is unknown
+    /// or finished, or the step not above its last; a stopped run runs again), then stages its
+    /// journal row, with the state after it, for the batch's one insert, and writes its end and
     /// its children's rows and states.
-    pub(super) fn insert_step(
+    fn stage_step(
         &self,
         write: &StepWrite<'_>,
         encoded: &EncodedStep,
+        known: &mut HashMap<String, Locked>,
+        journal: &mut JournalRows,
     ) -> Result<(), StoreError> {
         let (run, entry) = (write.run, write.entry);
         let sequence = entry.sequence;
         let operation = || format!("commit step {sequence} of run `{run}`");
-        let last = self.check_step(run, encoded.step, sequence, &operation)?;
-        let whole;
+        let Some(row) = known
+            .get_mut(run)
+            .filter(|row| row.status != RunStatus::Finished.as_str())
+            .filter(|row| row.last.is_none_or(|last| last < encoded.step))
+        else {
+            let row = known.get(run).map(|row| (row.status.clone(), row.last));
+            return Err(self
+                .codec
+                .refusal(row, run, Some(sequence), &operation(), None));
+        };
+        if row.status == RunStatus::Stopped.as_str() {
+            self.execute(
+                &operation,
+                "UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'stopped'",
+                &[&run],
+            )?;
+            row.status = RunStatus::Running.as_str().to_string();
+        }
+        let last = row.last.replace(encoded.step);
         let (snapshot, snapshot_delta) = match &encoded.state {
-            StoredState::Full(text) => (Some(text), None),
-            StoredState::Delta { base, text } if Some(*base) == last => (None, Some(text)),
+            StoredState::Full(text) => (Some(text.clone()), None),
+            StoredState::Delta { base, text } if Some(*base) == last => (None, Some(text.clone())),
             StoredState::Delta { .. } => {
-                whole = self.codec.encode_snapshot(run, write.snapshot)?;
-                (Some(&whole), None)
+                (Some(self.codec.encode_snapshot(run, write.snapshot)?), None)
             }
         };
-        self.execute(
-            &operation,
-            "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
-             recorded_at, children, snapshot, snapshot_delta) VALUES ($1, $2, $3, $4, $5, $6, \
-             $7, $8, $9, $10)",
-            &[
-                &run,
-                &encoded.step,
-                &encoded.event_name,
-                &encoded.event_data,
-                &encoded.transitions,
-                &encoded.actions,
-                &encoded.time,
-                &encoded.children,
-                &snapshot,
-                &snapshot_delta,
-            ],
-        )?;
+        journal.push(run, encoded, snapshot, snapshot_delta);
         if let Some((final_state, exit_code, output, finished_at)) = &encoded.finish {
-            let changed = self.execute(
+            self.execute(
                 &operation,
                 "UPDATE runs SET status = 'finished', holder = NULL, last_step = $1, \
                  last_step_at = $2, updated_at = $2, final_state = $4, exit_code = $5, \
-                 output = $6, finished_at = $7 WHERE id = $3 AND status <> 'finished'",
+                 output = $6, finished_at = $7 WHERE id = $3",
                 &[
                     &encoded.step,
                     &encoded.time,
@@ -249,9 +364,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                     finished_at,
                 ],
             )?;
-            if changed == 0 {
-                return Err(self.refusal(run, Some(sequence), &operation())?);
-            }
+            row.status = RunStatus::Finished.as_str().to_string();
         }
         self.apply_child_changes(run, entry)?;
         self.insert_child_states(&encoded.child_states)?;
@@ -261,51 +374,40 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         Ok(())
     }
 
-    /// Locks the run's row and refuses a step of a run that is unknown or finished, or not
-    /// above the run's last step; a stopped run taking a step is running again. The run's last
-    /// step.
-    fn check_step(
-        &self,
-        run: &str,
-        step: i64,
-        sequence: u64,
-        operation: &dyn Fn() -> String,
-    ) -> Result<Option<i64>, StoreError> {
-        let row = self.run_state(true, run, operation)?;
-        match row {
-            Some((status, last))
-                if status == RunStatus::Running.as_str() && last.is_none_or(|last| last < step) =>
-            {
-                Ok(last)
-            }
-            Some((status, last))
-                if status == RunStatus::Stopped.as_str() && last.is_none_or(|last| last < step) =>
-            {
-                self.execute(
-                    operation,
-                    "UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'stopped'",
-                    &[&run],
-                )?;
-                Ok(last)
-            }
-            row => Err(self
-                .codec
-                .refusal(row, run, Some(sequence), &operation(), None)),
+    /// Inserts the batch's journal rows in one statement.
+    fn insert_journal(&self, rows: &JournalRows) -> Result<(), StoreError> {
+        if rows.run.is_empty() {
+            return Ok(());
         }
+        self.execute(
+            &|| format!("commit {} step(s)", rows.run.len()),
+            "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
+             recorded_at, children, snapshot, snapshot_delta) SELECT * FROM unnest($1::text[], \
+             $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], \
+             $8::text[], $9::text[], $10::text[])",
+            &[
+                &rows.run,
+                &rows.step,
+                &rows.event_name,
+                &rows.event_data,
+                &rows.transitions,
+                &rows.actions,
+                &rows.time,
+                &rows.children,
+                &rows.snapshot,
+                &rows.snapshot_delta,
+            ],
+        )?;
+        Ok(())
     }
 
-    /// A run's status and last step, its row locked first when `lock`.
+    /// A run's status and last step (its journal's, or its row's for a child run).
     fn run_state(
         &self,
-        lock: bool,
         run: &str,
         operation: &dyn Fn() -> String,
     ) -> Result<Option<(String, Option<i64>)>, StoreError> {
-        let sql = if lock {
-            LOCK_RUN
-        } else {
-            "SELECT status, last_step FROM runs WHERE id = $1"
-        };
+        let sql = "SELECT status, last_step FROM runs WHERE id = $1";
         let Some(row) = self.query_optional(operation, sql, &[&run])? else {
             return Ok(None);
         };
@@ -325,7 +427,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         sequence: Option<u64>,
         operation: &str,
     ) -> Result<StoreError, StoreError> {
-        let row = self.run_state(false, run, &|| "read the run's status".to_string())?;
+        let row = self.run_state(run, &|| "read the run's status".to_string())?;
         Ok(self.codec.refusal(row, run, sequence, operation, None))
     }
 
