@@ -42,6 +42,7 @@ mod graph_generated;
 mod graph_geometry;
 mod graph_svg;
 mod host_grants;
+mod idempotency_keys;
 mod imports;
 mod inputs;
 mod instance_size;

@@ -128,6 +128,13 @@ pub trait Checkpoint {
     fn flush(&mut self) -> Result<(), String> {
         Ok(())
     }
+
+    /// The run the steps are committed to, by its id in the store: its effects' idempotency
+    /// keys start with it. `None` for a checkpoint that commits into another run's steps (a
+    /// child's, whose id its link gives).
+    fn run_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// How a resumed run re-arms the timers it had.

@@ -359,6 +359,11 @@ where
         }
         let mut this_attempt = request.clone();
         this_attempt.kind = request.kind.with_timeout(timeout);
+        if let EffectKind::Process(process) = &mut this_attempt.kind
+            && let Some(prefix) = &process.idempotency
+        {
+            process.idempotency = Some(format!("{prefix}:{number}"));
+        }
         let mut outcome = attempt(this_attempt).await;
         // A cancelled plan ends with the attempt that was stopped; nobody waits for it.
         if cancellation.is_cancelled() {

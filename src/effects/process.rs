@@ -40,10 +40,20 @@ pub struct ProcessRequest {
     /// starts, even one that left its group, can be found and stopped (see `stop_tagged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// `RUN:INVOCATION`, given when the effect first started and kept with it (a resumed run
+    /// starts it again with the same): each attempt's process gets it with the attempt's number
+    /// as `PROTOCOL_RUN_IDEMPOTENCY_KEY` (`IDEMPOTENCY_KEY_VARIABLE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency: Option<String>,
 }
 
 /// The environment variable that marks an effect's processes and everything they start.
 pub const EFFECT_TAG_VARIABLE: &str = "PROTOCOL_RUN_EFFECT";
+
+/// The environment variable that gives an effect's process its idempotency key,
+/// `RUN:INVOCATION:ATTEMPT`: the same for an attempt a resumed run starts again, another for
+/// every new attempt, so that a program can make its own side effect happen once.
+pub const IDEMPOTENCY_KEY_VARIABLE: &str = "PROTOCOL_RUN_IDEMPOTENCY_KEY";
 
 /// A tag no other effect of any engine process on this machine has: this process's id, when
 /// it started, and a count.
@@ -130,6 +140,7 @@ impl ProcessRequest {
             inherit_env: None,
             program: None,
             tag: None,
+            idempotency: None,
         }
     }
 }
@@ -266,6 +277,9 @@ pub async fn run_process(
         .kill_on_drop(true);
     if let Some(tag) = &request.tag {
         command.env(EFFECT_TAG_VARIABLE, tag);
+    }
+    if let Some(key) = &request.idempotency {
+        command.env(IDEMPOTENCY_KEY_VARIABLE, key);
     }
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);

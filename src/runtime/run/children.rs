@@ -220,6 +220,11 @@ impl DriverHost<'_> {
             id: id.clone(),
             inbox: link_inbox,
             tree,
+            // Its row's id: `<run>/<path>`, the path its parent's own run id already starts.
+            run_id: self
+                .state
+                .run_id()
+                .map(|run| Arc::from(format!("{run}/{id}"))),
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;

@@ -277,6 +277,8 @@ pub(super) struct ChildLink {
     pub(super) inbox: Option<mpsc::UnboundedReceiver<Event>>,
     /// The live children of its tree, which its own children count in too.
     pub(super) tree: Arc<super::tree::TreeChildren>,
+    /// The child's run id (`<run>/<path>`), when its parent's is known.
+    pub(super) run_id: Option<Arc<str>>,
 }
 
 /// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
@@ -327,6 +329,14 @@ pub(super) async fn drive_async(
     let mut state = DriverState::new();
     if let Some(link) = &hosting.child {
         state.extras_mut().tree = Some(link.tree.clone());
+        state.extras_mut().run_id = link.run_id.clone();
+    }
+    if let Some(run) = hosting
+        .checkpoint
+        .as_ref()
+        .and_then(|checkpoint| checkpoint.run_id())
+    {
+        state.set_run_id(run);
     }
     let mut session = Session::new(interpreter, &mut state, mocks, observer);
     if let Some(checkpoint) = hosting.checkpoint {

@@ -108,6 +108,9 @@ pub(super) struct Extras {
     pub(super) refused_children: usize,
     /// This instance's share of its tree's data (`tree`), as last reported.
     pub(super) tree_bytes: usize,
+    /// The run's id in its store (a child's: `<run>/<path>`), which its effects' idempotency
+    /// keys start with; `None` where the driver gave none (an embedded interpreter).
+    pub(super) run_id: Option<Arc<str>>,
 }
 
 impl Drop for Extras {
@@ -142,6 +145,18 @@ impl DriverState {
     /// and has started none yet.
     pub(super) fn tree(&mut self) -> Arc<super::tree::TreeChildren> {
         self.extras_mut().tree.get_or_insert_default().clone()
+    }
+
+    /// Names the run this instance is (its id in its store), for its effects' idempotency keys.
+    pub fn set_run_id(&mut self, run_id: &str) {
+        self.extras_mut().run_id = Some(Arc::from(run_id));
+    }
+
+    /// The run this instance is, when its driver named it.
+    pub(super) fn run_id(&self) -> Option<&Arc<str>> {
+        self.extras
+            .as_ref()
+            .and_then(|extras| extras.run_id.as_ref())
     }
 
     /// A state whose clock starts now; its effects report on a channel of its own.
@@ -374,6 +389,15 @@ impl DriverHost<'_> {
         }
         if let crate::effects::EffectKind::Process(process) = &mut request.kind {
             process.tag = Some(crate::effects::process::new_tag());
+            // Given once, when the effect first starts: a resumed run starts it again with the
+            // key it had (the request is kept with the run's state), so an attempt it repeats
+            // repeats its key.
+            if process.idempotency.is_none()
+                && let Some(run) = self.state.run_id()
+            {
+                let invocation = self.state.running.next_invocation();
+                process.idempotency = Some(format!("{run}:{invocation}"));
+            }
         }
         let now = self.now_milliseconds();
         let (invocation, mut cancellation) =

@@ -99,6 +99,11 @@ impl Running {
         self.next_invocation = self.next_invocation.max(next);
     }
 
+    /// The invocation number the next effect started gets.
+    pub fn next_invocation(&self) -> u64 {
+        self.next_invocation
+    }
+
     /// Records a start: its invocation number and the cancellation its task watches.
     pub fn start(
         &mut self,

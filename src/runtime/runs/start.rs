@@ -358,6 +358,10 @@ impl Checkpoint for StoreCheckpoint<'_> {
         }
     }
 
+    fn run_id(&self) -> Option<&str> {
+        Some(&self.run_id)
+    }
+
     fn flush(&mut self) -> Result<(), String> {
         let Some(held) = self.held.as_mut().filter(|held| !held.is_empty()) else {
             return Ok(());

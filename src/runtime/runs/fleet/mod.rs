@@ -732,7 +732,11 @@ impl Fleet {
         self.members.push(Some(Box::new(Member {
             name: name.into(),
             interpreter: interpreter.with_limits(self.limits),
-            state: DriverState::reporting_to(Some(sink)),
+            state: {
+                let mut state = DriverState::reporting_to(Some(sink));
+                state.set_run_id(&format!("{}{name}", self.prefix));
+                state
+            },
             armed: None,
         })));
         self.by_name.insert(name.into(), slot);
