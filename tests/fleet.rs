@@ -209,11 +209,12 @@ impl Store for CountingStore {
     fn list_runs(&self) -> Result<Vec<protocol_run::store::RunSummary>, StoreError> {
         self.inner.list_runs()
     }
-    fn latest_unfinished_run(
+    fn unfinished_runs(
         &self,
         protocol_path: &str,
-    ) -> Result<Option<protocol_run::store::RunSummary>, StoreError> {
-        self.inner.latest_unfinished_run(protocol_path)
+        count: usize,
+    ) -> Result<Vec<protocol_run::store::RunSummary>, StoreError> {
+        self.inner.unfinished_runs(protocol_path, count)
     }
     fn journal(&self, run: &str) -> Result<Vec<protocol_run::store::JournalEntry>, StoreError> {
         self.inner.journal(run)

@@ -103,3 +103,53 @@ fn a_host_paused_past_its_lease_loses_its_instances_and_comes_back_to_end_withou
     assert_eq!(store.journal(&run.id).unwrap(), journal);
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn a_running_host_takes_over_the_instances_of_a_host_killed_beside_it() {
+    let test = "postgres_hosts::a_running_host_takes_over_the_instances_of_a_host_killed_beside_it";
+    let Some(database) = support::postgres::database(test) else {
+        return;
+    };
+    let directory = support::temporary_directory("postgres-hosts", "killed");
+    std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
+    let mut first = serve(&directory, "first", database.url());
+    let mut first_in = first.stdin.take().unwrap();
+    let mut first_out = BufReader::new(first.stdout.take().unwrap());
+    writeln!(first_in, "{{\"instance\": \"i1\"}}").unwrap();
+    line_with(&mut first_out, "\"idle\"");
+    // A second host, already serving (an instance of its own keeps it waiting for input).
+    let mut second = serve(&directory, "second", database.url());
+    let mut second_in = second.stdin.take().unwrap();
+    let mut second_out = BufReader::new(second.stdout.take().unwrap());
+    writeln!(second_in, "{{\"instance\": \"i2\"}}").unwrap();
+    line_with(&mut second_out, "\"i2\"");
+    let store = PostgresStore::connect(database.url()).unwrap();
+    let i1 = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .find(|run| run.id.ends_with(":i1"))
+        .unwrap();
+    let first_lease = i1.holder.clone().unwrap().host.unwrap();
+    // The first host dies at once.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The second takes its instance over while it runs, with no restart.
+    support::eventually("the second host takes i1 over", || {
+        let holder = store.run_summary(&i1.id).unwrap()?.holder?;
+        (holder.host.as_deref() != Some(first_lease.as_str())).then_some(())
+    });
+    writeln!(second_in, "{{\"instance\": \"i1\", \"event\": \"go\"}}").unwrap();
+    line_with(&mut second_out, "\"done\"");
+    writeln!(second_in, "{{\"instance\": \"i2\", \"event\": \"go\"}}").unwrap();
+    drop(second_in);
+    let output = second.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("instance `i1` taken over"), "{stderr}");
+    assert_eq!(
+        store.run_summary(&i1.id).unwrap().unwrap().status,
+        protocol_run::store::RunStatus::Finished
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}

@@ -382,7 +382,18 @@ pub trait Store: Send {
     fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
 
     /// The most recently started run of this protocol path that has not finished (`--resume`).
-    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError>;
+    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError> {
+        Ok(self.unfinished_runs(protocol_path, 1)?.pop())
+    }
+
+    /// At most `count` runs of the protocol at `protocol_path` that have not finished and are
+    /// not children, the most recently started first; the limit is the database's, so a host
+    /// looking for runs to take over never reads a large store whole.
+    fn unfinished_runs(
+        &self,
+        protocol_path: &str,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError>;
 
     /// The run's journal in order.
     fn journal(&self, run: &str) -> Result<Vec<JournalEntry>, StoreError>;

@@ -171,6 +171,12 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
     fleet.set_pinned_inputs(served.pinned.clone());
+    // On a shared store other hosts serve the same protocol: the runs of one that dies are
+    // taken over as its lease runs out (or its lock is freed, on this machine), looked for
+    // twice a lease.
+    if let StoreChoice::Postgres(_) = &arguments.state.store {
+        fleet = fleet.with_takeover(arguments.state.lease / 2, arguments.timers, arguments.force);
+    }
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");
         return exit_code::INVALID;

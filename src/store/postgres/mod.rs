@@ -230,8 +230,12 @@ impl Store for PostgresStore {
         self.session().list_runs()
     }
 
-    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError> {
-        self.session().latest_unfinished_run(protocol_path)
+    fn unfinished_runs(
+        &self,
+        protocol_path: &str,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        self.session().unfinished_runs(protocol_path, count)
     }
 
     fn journal(&self, run: &str) -> Result<Vec<JournalEntry>, StoreError> {

@@ -85,18 +85,19 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         )
     }
 
-    pub(super) fn latest_unfinished_run(
+    pub(super) fn unfinished_runs(
         &self,
         protocol_path: &str,
-    ) -> Result<Option<RunSummary>, StoreError> {
-        let mut runs = self.summaries(
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        self.summaries(
             &format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE protocol_path = $1 AND status <> 'finished' \
-                 AND root IS NULL ORDER BY started_at DESC, id DESC LIMIT 1"
+                 AND root IS NULL ORDER BY started_at DESC, id DESC LIMIT $2"
             ),
-            &[&protocol_path],
-        )?;
-        Ok(runs.pop())
+            &[&protocol_path, &count],
+        )
     }
 
     pub(super) fn runs_of_protocols(

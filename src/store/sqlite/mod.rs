@@ -437,15 +437,19 @@ impl Store for SqliteStore {
         )
     }
 
-    fn latest_unfinished_run(&self, protocol_path: &str) -> Result<Option<RunSummary>, StoreError> {
-        let mut runs = self.summaries(
+    fn unfinished_runs(
+        &self,
+        protocol_path: &str,
+        count: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        let count = i64::try_from(count).unwrap_or(i64::MAX).to_string();
+        self.summaries(
             &format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE protocol_path = ?1 AND status <> 'finished' \
-                 AND root IS NULL ORDER BY started_at DESC, id DESC LIMIT 1"
+                 AND root IS NULL ORDER BY started_at DESC, id DESC LIMIT CAST(?2 AS INTEGER)"
             ),
-            &[protocol_path],
-        )?;
-        Ok(runs.pop())
+            &[protocol_path, &count],
+        )
     }
 
     fn journal(&self, run: &str) -> Result<Vec<JournalEntry>, StoreError> {

@@ -22,6 +22,7 @@ use crate::runtime::run::input::LineOrigin;
 use crate::runtime::run::stop::Stop;
 
 mod awaiting;
+mod takeover;
 use crate::base::value::Value;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
 
@@ -71,6 +72,8 @@ struct Member {
 /// own. One heap orders every instance's next timer; one channel carries every effect's
 /// outcome; every step's output line waits until the batch it belongs to is committed.
 pub struct Fleet {
+    /// Taking over the runs of hosts that died, now and again while this one runs.
+    takeover: Option<takeover::Takeover>,
     machine: Arc<Machine>,
     /// Run ids are `<protocol id>:<instance>`.
     prefix: String,
@@ -166,6 +169,7 @@ impl Fleet {
     pub fn new(machine: Arc<Machine>, recording: Option<Recording>) -> Fleet {
         let (effects_sender, effects) = mpsc::unbounded_channel();
         Fleet {
+            takeover: None,
             prefix: format!("{}:", machine.id),
             machine,
             members: Vec::new(),
@@ -308,110 +312,6 @@ impl Fleet {
         self.by_name.len()
     }
 
-    /// Resumes every unfinished instance of this protocol that an earlier host recorded. A
-    /// changed protocol is refused unless `force`; an instance that cannot be restored is
-    /// reported and left.
-    pub fn resume_recorded(&mut self, timers: TimerPolicy, force: bool) -> Result<(), String> {
-        let Some(recording) = &self.recording else {
-            return Ok(());
-        };
-        let runs = recording
-            .store
-            .list_runs()
-            .map_err(|error| error.to_string())?;
-        let (recorded, started_by_mcp): (Vec<_>, Vec<_>) = runs
-            .into_iter()
-            .filter(|run| {
-                run.id.starts_with(&self.prefix)
-                    && run.protocol_path == recording.protocol_path
-                    && run.status != RunStatus::Finished
-                    // A child protocol resumes with its parent.
-                    && run.parent.is_none()
-            })
-            .partition(|run| run.origin != Some(crate::store::RunOrigin::Mcp));
-        // An MCP server resumes its own runs (their clients reach them through it, not here).
-        if !started_by_mcp.is_empty() {
-            eprintln!(
-                "serve: {} unfinished run(s) of this protocol were started by `protocol-run mcp` \
-                 and are left to it (the next `mcp` server resumes them)",
-                started_by_mcp.len()
-            );
-        }
-        // The protocol, and each library and child protocol its load read: each recorded
-        // hash compared once, however many instances share it (reading the files again).
-        let mut compared = std::collections::HashSet::new();
-        let changed = recorded
-            .iter()
-            .filter(|run| compared.insert(run.protocol_hash.as_str()))
-            .find_map(|run| {
-                super::resume::unchanged(
-                    &recording.protocol_path,
-                    &recording.protocol_text,
-                    &run.protocol_hash,
-                    || format!("instance `{}`", &run.id[self.prefix.len()..]),
-                )
-                .err()
-            });
-        if let Some(changed) = changed
-            && !force
-        {
-            return Err(changed.message(
-                "Restore the file, or pass --force to resume the instances whose states still \
-                 exist",
-            ));
-        }
-        let mut over_the_limit = 0usize;
-        let room = self.max_instances.saturating_sub(self.by_name.len());
-        if recorded.len() > room {
-            over_the_limit = recorded.len() - room;
-        }
-        let resumable: Vec<String> = recorded.into_iter().take(room).map(|run| run.id).collect();
-        // One transaction claims them all: an instance another live process drives (a
-        // `resume`) is left to it.
-        let Some(recording) = &mut self.recording else {
-            return Ok(());
-        };
-        let claims = crate::runtime::runs::claims::claim(
-            &mut *recording.store,
-            &recording.holder.clone(),
-            &resumable,
-        )
-        .map_err(|error| error.to_string())?;
-        for (run, claimed) in resumable.iter().zip(claims) {
-            if let Err(refused) = claimed {
-                eprintln!(
-                    "error: instance `{}` not resumed: {refused}",
-                    &run[self.prefix.len()..]
-                );
-                continue;
-            }
-            if let Err(message) = self.resume_run(run, timers) {
-                // Left for another process (a `resume` that can supply what is missing).
-                if let Some(recording) = &mut self.recording
-                    && let Err(error) = recording
-                        .store
-                        .release_runs(std::slice::from_ref(run), &recording.holder)
-                {
-                    eprintln!("error: {error}");
-                }
-                eprintln!(
-                    "error: instance `{}` cannot resume: {}",
-                    &run[self.prefix.len()..],
-                    crate::base::secrets::mask(&message)
-                );
-            }
-        }
-        if over_the_limit > 0 {
-            eprintln!(
-                "warning: {over_the_limit} unfinished instance(s) not resumed: {} are live, the \
-                 limit (--max-instances); they resume with a later `serve` once fewer are",
-                self.max_instances
-            );
-        }
-        self.commit();
-        Ok(())
-    }
-
     /// Resumes one recorded run of this protocol (`<protocol id>:<instance>`) from its latest
     /// snapshot, as `resume_recorded` resumes each; its first step joins the batch.
     pub fn resume_run(&mut self, run_id: &str, timers: TimerPolicy) -> Result<(), String> {
@@ -516,6 +416,7 @@ impl Fleet {
                 .peek()
                 .map(|Reverse((deadline, _))| *deadline);
             let await_deadline = self.awaiting.as_ref().map(awaiting::Awaiting::deadline);
+            let takeover_at = self.takeover.as_ref().map(takeover::Takeover::next);
             tokio::select! {
                 biased;
                 how = &mut stop => {
@@ -558,6 +459,9 @@ impl Fleet {
                 },
                 () = sleep_until(await_deadline), if await_deadline.is_some() => {
                     self.await_timed_out();
+                }
+                () = sleep_until(takeover_at), if takeover_at.is_some() => {
+                    self.take_over_now();
                 }
                 () = sleep_until(deadline) => {}
             }
