@@ -56,6 +56,15 @@ impl PostgresStore {
             // Every run the batch writes to, locked and read at once: the checks below are made
             // against what was read, which nobody else can change until the commit.
             let runs: Vec<&str> = writes.iter().map(planned_run).collect();
+            // The batch's new runs first, in one statement: its steps of them come after.
+            let created: Vec<&NewRun> = writes
+                .iter()
+                .filter_map(|write| match write {
+                    Planned::Other(Write::CreateRun(new)) => Some(new),
+                    _ => None,
+                })
+                .collect();
+            session.insert_runs(&created)?;
             let mut known = session.lock_runs(&runs)?;
             let mut journal = JournalRows::default();
             let mut steps = encoded.iter();
@@ -71,7 +80,6 @@ impl PostgresStore {
                         session.stage_step(step, encoded, &mut known, &mut journal)?;
                     }
                     Planned::Other(Write::CreateRun(new)) => {
-                        session.insert_run(new)?;
                         known.insert(new.id.clone(), Locked::created());
                     }
                     Planned::Other(Write::MarkStopped {
@@ -129,6 +137,21 @@ impl Locked {
             fencing: 0,
         }
     }
+}
+
+/// New runs' columns, for one `INSERT ... SELECT FROM unnest(...)`.
+#[derive(Default)]
+struct NewRunColumns<'a> {
+    id: Vec<&'a str>,
+    path: Vec<&'a str>,
+    hash: Vec<&'a str>,
+    text: Vec<Option<&'a str>>,
+    inputs: Vec<String>,
+    started: Vec<i64>,
+    grants: Vec<Option<String>>,
+    origin: Vec<&'static str>,
+    holder: Vec<Option<String>>,
+    forked_from: Vec<Option<String>>,
 }
 
 /// A batch's journal rows, column by column, for one `INSERT ... SELECT FROM unnest(...)`.
@@ -222,47 +245,85 @@ impl<C: GenericClient + Sync> Session<'_, C> {
 
     /// Inserts a new run; one with the same id is refused.
     pub(super) fn insert_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        self.insert_runs(&[run])
+    }
+
+    /// Inserts new runs in one statement; a run whose id is taken (already in the store, or
+    /// twice in `runs`) is refused, the first such named.
+    pub(super) fn insert_runs(&self, runs: &[&NewRun]) -> Result<(), StoreError> {
+        if runs.is_empty() {
+            return Ok(());
+        }
         let codec = self.codec;
-        let started = codec.integer("a start time", run.started_unix_milliseconds)?;
-        let grants = run
-            .grants
-            .as_ref()
-            .map(|grants| codec.encode(&run.id, "grants", grants))
-            .transpose()?;
-        let inputs = codec.encode(&run.id, "inputs", &run.inputs)?;
-        let holder = run
-            .holder
-            .as_ref()
-            .map(|holder| codec.encode(&run.id, "holder", holder))
-            .transpose()?;
-        let forked_from = run
-            .forked_from
-            .as_ref()
-            .map(|origin| codec.encode(&run.id, "fork origin", origin))
-            .transpose()?;
-        let inserted = self.execute(
-            &|| format!("create run `{}`", run.id),
+        let mut columns = NewRunColumns::default();
+        for run in runs {
+            let id = &run.id;
+            columns.id.push(id.as_str());
+            columns.path.push(run.protocol_path.as_str());
+            columns.hash.push(run.protocol_hash.as_str());
+            columns.text.push(run.protocol_text.as_deref());
+            columns
+                .inputs
+                .push(codec.encode(id, "inputs", &run.inputs)?);
+            columns
+                .started
+                .push(codec.integer("a start time", run.started_unix_milliseconds)?);
+            columns.grants.push(
+                run.grants
+                    .as_ref()
+                    .map(|grants| codec.encode(id, "grants", grants))
+                    .transpose()?,
+            );
+            columns.origin.push(run.origin.as_str());
+            columns.holder.push(
+                run.holder
+                    .as_ref()
+                    .map(|holder| codec.encode(id, "holder", holder))
+                    .transpose()?,
+            );
+            columns.forked_from.push(
+                run.forked_from
+                    .as_ref()
+                    .map(|origin| codec.encode(id, "fork origin", origin))
+                    .transpose()?,
+            );
+        }
+        let inserted = self.query(
+            &|| format!("create {} run(s)", runs.len()),
             "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-             started_at, updated_at, grants, origin, holder, forked_from) VALUES ($1, $2, $3, $4, \
-             $5, 'running', $6, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+             started_at, updated_at, grants, origin, holder, forked_from) SELECT new.id, \
+             new.path, new.hash, new.text, new.inputs, 'running', new.started, new.started, \
+             new.grants, new.origin, new.holder, new.forked_from FROM unnest($1::text[], \
+             $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], \
+             $8::text[], $9::text[], $10::text[]) AS new(id, path, hash, text, inputs, started, \
+             grants, origin, holder, forked_from) ON CONFLICT (id) DO NOTHING RETURNING id",
             &[
-                &run.id,
-                &run.protocol_path,
-                &run.protocol_hash,
-                &run.protocol_text,
-                &inputs,
-                &started,
-                &grants,
-                &run.origin.as_str(),
-                &holder,
-                &forked_from,
+                &columns.id,
+                &columns.path,
+                &columns.hash,
+                &columns.text,
+                &columns.inputs,
+                &columns.started,
+                &columns.grants,
+                &columns.origin,
+                &columns.holder,
+                &columns.forked_from,
             ],
         )?;
-        if inserted == 0 {
-            return Err(StoreError::RunExists {
-                database: codec.location(),
-                run: run.id.clone(),
-            });
+        let mut made: HashMap<String, usize> = HashMap::new();
+        for row in &inserted {
+            *made.entry(self.column::<String>(row, 0, "")?).or_default() += 1;
+        }
+        for run in runs {
+            match made.get_mut(&run.id) {
+                Some(count) if *count > 0 => *count -= 1,
+                _ => {
+                    return Err(StoreError::RunExists {
+                        database: codec.location(),
+                        run: run.id.clone(),
+                    });
+                }
+            }
         }
         Ok(())
     }
