@@ -323,28 +323,38 @@ fn a_signal_stops_gracefully_and_resume_continues_without_re_entering() {
     assert!(stderr.contains("has finished"), "{stderr}");
 }
 
-/// A run whose protocol changed is refused; `--force` goes on when every recorded state still
-/// exists, and `restore` still refuses when one is gone.
+/// A run whose protocol file changed goes on with the text it started with (pinned), even when
+/// the file no longer has the state the run is in; `--upgrade` (once `--force`) moves it to the
+/// file's text when every recorded state still exists, and is refused when one is gone.
 #[test]
-fn a_changed_protocol_is_refused_unless_forced_and_still_compatible() {
-    let directory = scratch("changed");
+fn a_changed_protocol_runs_pinned_unless_upgraded_and_still_compatible() {
+    let renamed = WAITING.replace("  waiting:", "  pending:");
+    assert_ne!(renamed, WAITING);
+    // Pinned: the file lost the run's state, and the run goes on as it started.
+    let directory = scratch("changed-pinned");
     let path = directory.join("waiting.yaml");
     std::fs::write(&path, WAITING).unwrap();
     stop_with_sigterm(&directory, "waiting.yaml");
-    // A comment changes the hash, nothing else.
-    std::fs::write(&path, format!("# edited\n{WAITING}")).unwrap();
-    let (code, _, stderr) = finish(&mut command(&directory, &["waiting.yaml", "--resume"]));
-    assert_eq!(code, 65, "{stderr}");
-    assert!(stderr.contains("changed since run"), "{stderr}");
-    assert!(stderr.contains("--force"), "{stderr}");
-    // The state the run is in is renamed (the protocol's id kept, which would be refused on
-    // its own): even --force cannot continue.
-    let renamed = WAITING.replace("  waiting:", "  pending:");
-    assert_ne!(renamed, WAITING);
-    std::fs::write(&path, renamed).unwrap();
+    std::fs::write(&path, &renamed).unwrap();
+    let (code, stdout, stderr) = finish(&mut command(
+        &directory,
+        &["waiting.yaml", "--resume", "--timers", "restart"],
+    ));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.contains(r#""ticks":0"#), "{stdout}");
+    assert!(
+        stderr.contains("changed since the run started; it goes on with the text it started with"),
+        "{stderr}"
+    );
+    // Upgraded: refused while the run's state is gone from the file, taken once it is back.
+    let directory = scratch("changed-upgraded");
+    let path = directory.join("waiting.yaml");
+    std::fs::write(&path, WAITING).unwrap();
+    stop_with_sigterm(&directory, "waiting.yaml");
+    std::fs::write(&path, &renamed).unwrap();
     let (code, _, stderr) = finish(&mut command(
         &directory,
-        &["waiting.yaml", "--resume", "--force"],
+        &["waiting.yaml", "--resume", "--upgrade"],
     ));
     assert_eq!(code, 65, "{stderr}");
     assert!(
@@ -354,6 +364,7 @@ fn a_changed_protocol_is_refused_unless_forced_and_still_compatible() {
         ),
         "{stderr}"
     );
+    // A comment changes the hash, nothing else: `--force`, the old name, upgrades too.
     std::fs::write(&path, format!("# edited\n{WAITING}")).unwrap();
     let (code, stdout, stderr) = finish(&mut command(
         &directory,
@@ -361,6 +372,7 @@ fn a_changed_protocol_is_refused_unless_forced_and_still_compatible() {
     ));
     assert_eq!(code, 2, "{stderr}");
     assert!(stdout.contains(r#""ticks":0"#), "{stdout}");
+    assert!(!stderr.contains("goes on with the text"), "{stderr}");
 }
 
 /// The ids of the effects the (only) run in `directory` has running at its last committed step.

@@ -44,8 +44,8 @@ fn an_unchanged_run_resumes() {
     assert!(!output.contains("changed since"), "{output}");
 }
 
-/// A changed library is refused as a changed protocol is, naming the library; `--force`
-/// goes on.
+/// A changed library is refused, naming it (libraries are not kept with a run yet, so the run
+/// cannot go on pinned); `--upgrade` (or `--force`, its old name) goes on.
 #[test]
 fn a_changed_library_is_refused_naming_it() {
     let directory = stopped_run("library");
@@ -55,7 +55,8 @@ fn a_changed_library_is_refused_naming_it() {
     assert!(
         output.contains(&format!("error: {} changed since run `", library.display()))
             && output.contains("resuming would mix two protocols")
-            && output.contains("--force"),
+            && output.contains("not kept with it yet")
+            && output.contains("--upgrade"),
         "{output}"
     );
     let (code, output) =

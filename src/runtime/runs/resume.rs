@@ -52,6 +52,17 @@ pub fn unchanged(
     }
 }
 
+/// The protocol text `record`'s run started with, when it is kept whole: the run read no file
+/// besides its protocol (its recorded hash is its own alone), and the text kept hashes to it.
+/// A resume after the file changed goes on with it.
+pub fn pinned_text(record: &RunRecord) -> Option<&str> {
+    let recorded = &record.summary.protocol_hash;
+    record
+        .protocol_text
+        .as_deref()
+        .filter(|text| !recorded.contains('\n') && crate::store::content_hash(text) == *recorded)
+}
+
 /// Binds `record`'s recorded inputs again, its secret inputs supplied from `secrets` (they are
 /// never stored); each problem says what to do about it, a missing secret naming how an
 /// operator supplies it (`supply_secret`, which differs by front end).

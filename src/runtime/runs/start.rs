@@ -200,17 +200,31 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         &summary.protocol_hash,
         || format!("run `{run_id}`"),
     );
-    if let Err(changed) = unchanged
-        && !resumption.force
-    {
-        return Err(Refusal::error(
-            changed.message(
-                "Restore the file, or pass --force to continue as long as every state and \
-                 variable the run recorded still exists",
-            ),
-            exit_code::INVALID,
-        ));
-    }
+    // A changed file: the run goes on with the text it started with (pinned), or with the
+    // file's (`--upgrade`, once `--force`) as long as its states and variables still exist.
+    let text = match unchanged {
+        Err(changed) if !resumption.force => match super::resume::pinned_text(&record) {
+            Some(pinned) => {
+                eprintln!(
+                    "run `{run_id}`: {} changed since the run started; it goes on with the text \
+                     it started with (--upgrade moves it to the file's)",
+                    changed.changed.path
+                );
+                pinned.to_string()
+            }
+            None => {
+                return Err(Refusal::error(
+                    changed.message(
+                        "Its libraries and child protocols are not kept with it yet: restore \
+                         the file, or pass --upgrade to move the run to it as long as every \
+                         state and variable it recorded still exists",
+                    ),
+                    exit_code::INVALID,
+                ));
+            }
+        },
+        _ => text,
+    };
     let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text)
         .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
     advance(place.lifecycle, LifecycleEvent::Loaded)?;

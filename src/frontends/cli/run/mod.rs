@@ -118,9 +118,10 @@ pub struct RunOptions {
     /// On resume: how the run's pending timers are re-armed.
     #[arg(long, value_enum, default_value = "deadline")]
     timers: TimerPolicy,
-    /// On resume: continue although the protocol file changed since the run started, as long
-    /// as every state and variable the run recorded still exists.
-    #[arg(long)]
+    /// On resume: move the run to the protocol file as it is now, although it changed since
+    /// the run started, as long as every state and variable the run recorded still exists
+    /// (without it, a run goes on with the text it started with). `--force` is the old name.
+    #[arg(long = "upgrade", visible_alias = "force")]
     force: bool,
     #[command(flatten)]
     narrowing: super::narrowing::Narrowing,
