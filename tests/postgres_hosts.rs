@@ -1,7 +1,7 @@
 //! Hosts on one PostgreSQL database: a `serve` host paused past its lease has its instances taken over by another host, and when it comes back it ends (exit 75) without writing, whatever it was sent meanwhile.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use protocol_run::store::{PostgresStore, Store};
 
@@ -9,6 +9,19 @@ use crate::support;
 
 /// Waits in `idle` for `go`.
 const WAITING: &str = "id: waiting\npermissions: { exec: [] }\nstates:\n  idle:\n    on: { go: done }\n  done: { type: final }\n";
+
+/// A `serve` host of `waiting.yaml` on the database at `url`, with its own state directory
+/// `state` and a lease of a second: the process, its input and its output.
+fn serving(
+    directory: &std::path::Path,
+    state: &str,
+    url: &str,
+) -> (Child, ChildStdin, BufReader<ChildStdout>) {
+    let mut child = serve(directory, state, url);
+    let input = child.stdin.take().unwrap();
+    let output = BufReader::new(child.stdout.take().unwrap());
+    (child, input, output)
+}
 
 fn serve(directory: &std::path::Path, state: &str, url: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_protocol-run"))
@@ -57,9 +70,7 @@ fn a_host_paused_past_its_lease_loses_its_instances_and_comes_back_to_end_withou
     };
     let directory = support::temporary_directory("postgres-hosts", "paused");
     std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
-    let mut first = serve(&directory, "first", database.url());
-    let mut first_in = first.stdin.take().unwrap();
-    let mut first_out = BufReader::new(first.stdout.take().unwrap());
+    let (first, mut first_in, mut first_out) = serving(&directory, "first", database.url());
     writeln!(first_in, "{{\"instance\": \"i1\"}}").unwrap();
     line_with(&mut first_out, "\"idle\"");
     let store = PostgresStore::connect(database.url()).unwrap();
@@ -82,9 +93,7 @@ fn a_host_paused_past_its_lease_loses_its_instances_and_comes_back_to_end_withou
     // Meanwhile it is sent the event that would end the instance: it must never apply it.
     writeln!(first_in, "{{\"instance\": \"i1\", \"event\": \"go\"}}").unwrap();
     // A second host takes the instance over at its start and ends it.
-    let mut second = serve(&directory, "second", database.url());
-    let mut second_in = second.stdin.take().unwrap();
-    let mut second_out = BufReader::new(second.stdout.take().unwrap());
+    let (mut second, mut second_in, mut second_out) = serving(&directory, "second", database.url());
     writeln!(second_in, "{{\"instance\": \"i1\", \"event\": \"go\"}}").unwrap();
     line_with(&mut second_out, "\"done\"");
     drop(second_in);
@@ -112,15 +121,11 @@ fn a_running_host_takes_over_the_instances_of_a_host_killed_beside_it() {
     };
     let directory = support::temporary_directory("postgres-hosts", "killed");
     std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
-    let mut first = serve(&directory, "first", database.url());
-    let mut first_in = first.stdin.take().unwrap();
-    let mut first_out = BufReader::new(first.stdout.take().unwrap());
+    let (mut first, mut first_in, mut first_out) = serving(&directory, "first", database.url());
     writeln!(first_in, "{{\"instance\": \"i1\"}}").unwrap();
     line_with(&mut first_out, "\"idle\"");
     // A second host, already serving (an instance of its own keeps it waiting for input).
-    let mut second = serve(&directory, "second", database.url());
-    let mut second_in = second.stdin.take().unwrap();
-    let mut second_out = BufReader::new(second.stdout.take().unwrap());
+    let (second, mut second_in, mut second_out) = serving(&directory, "second", database.url());
     writeln!(second_in, "{{\"instance\": \"i2\"}}").unwrap();
     line_with(&mut second_out, "\"i2\"");
     let store = PostgresStore::connect(database.url()).unwrap();
