@@ -304,6 +304,12 @@ impl Store for CountingStore {
         self.writes.fetch_add(writes.len(), Ordering::SeqCst);
         Ok(())
     }
+    fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError> {
+        self.inner.append_telemetry(run, lines)
+    }
+    fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.telemetry(run)
+    }
 }
 
 /// A batch of lines is one transaction: the instances it creates, each start, each step, and the

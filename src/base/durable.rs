@@ -129,6 +129,14 @@ pub trait Checkpoint {
         Ok(())
     }
 
+    /// The run's telemetry recorded since the last flush (`Observer::take_telemetry`), to be
+    /// committed with the steps held back, or at once by a checkpoint that holds none. A
+    /// checkpoint whose steps a parent records (a child's) is never given any: its observer
+    /// hands its lines to the parent's.
+    fn telemetry(&mut self, _lines: String) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The run the steps are committed to, by its id in the store: its effects' idempotency
     /// keys start with it. `None` for a checkpoint that commits into another run's steps (a
     /// child's, whose id its link gives).

@@ -1,5 +1,4 @@
-//! Telemetry: each run's `events.jsonl` in its run directory, pruned to the last N runs, and the
-//! queries behind `protocol-run logs` and `protocol-run stats`.
+//! Telemetry: each run's entries, kept in the store with its steps and in `events.jsonl` in its run directory (pruned to the last N runs), and the queries behind `protocol-run logs` and `protocol-run stats`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -49,20 +48,31 @@ impl RunLog {
 
     /// Appends one entry; `time`, `run` and `kind` are added to `fields`.
     pub fn record(&mut self, time: &str, kind: &str, fields: Value) -> std::io::Result<()> {
-        let mut entry = serde_json::Map::new();
-        entry.insert("time".into(), Value::String(time.to_string()));
-        entry.insert("run".into(), Value::String(self.run_id.clone()));
-        entry.insert("kind".into(), Value::String(kind.to_string()));
-        if let Value::Object(fields) = fields {
-            entry.extend(fields);
-        }
-        let mut entry = Value::Object(entry);
-        crate::base::secrets::mask_json_in_place(&mut entry);
-        let mut line = entry.to_string();
-        line.push('\n');
+        self.append(&entry_line(&self.run_id, time, kind, fields))
+    }
+
+    /// Appends one line `entry_line` made.
+    pub fn append(&mut self, line: &str) -> std::io::Result<()> {
         // One write call per line, so concurrent readers never see half a line appended.
         self.file.write_all(line.as_bytes())
     }
+}
+
+/// One telemetry entry as its line, in `events.jsonl` and in the store alike: `time`, `run` and
+/// `kind`, then `fields`, its secrets masked, ending in a newline.
+pub fn entry_line(run_id: &str, time: &str, kind: &str, fields: Value) -> String {
+    let mut entry = serde_json::Map::new();
+    entry.insert("time".into(), Value::String(time.to_string()));
+    entry.insert("run".into(), Value::String(run_id.to_string()));
+    entry.insert("kind".into(), Value::String(kind.to_string()));
+    if let Value::Object(fields) = fields {
+        entry.extend(fields);
+    }
+    let mut entry = Value::Object(entry);
+    crate::base::secrets::mask_json_in_place(&mut entry);
+    let mut line = entry.to_string();
+    line.push('\n');
+    line
 }
 
 /// Keeps the `keep` most recently created run directories, and every run a process is still
@@ -119,19 +129,41 @@ pub fn new_run_id() -> String {
     )
 }
 
-/// The entries of one run, in order; a malformed line is skipped with its number reported.
-pub fn read_run(runs: &Path, run_id: &str) -> std::io::Result<(Vec<Value>, Vec<usize>)> {
-    let file = File::open(runs.join(run_id).join("events.jsonl"))?;
-    let mut entries = Vec::new();
-    let mut malformed = Vec::new();
-    for (index, line) in BufReader::new(file).lines().enumerate() {
-        let line = line?;
-        match serde_json::from_str(&line) {
-            Ok(entry) => entries.push(entry),
-            Err(_) => malformed.push(index + 1),
+/// A run's entries in order, with the numbers of the lines that were not JSON (skipped).
+#[derive(Debug, Default)]
+pub struct Entries {
+    pub entries: Vec<Value>,
+    pub malformed: Vec<usize>,
+}
+
+impl Entries {
+    fn add(&mut self, number: usize, line: &str) {
+        match serde_json::from_str(line) {
+            Ok(entry) => self.entries.push(entry),
+            Err(_) => self.malformed.push(number),
         }
     }
-    Ok((entries, malformed))
+}
+
+/// The entries of one run's `events.jsonl` in this state directory, in order.
+pub fn read_run(runs: &Path, run_id: &str) -> std::io::Result<Entries> {
+    let file = File::open(runs.join(run_id).join("events.jsonl"))?;
+    let mut read = Entries::default();
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        read.add(index + 1, &line?);
+    }
+    Ok(read)
+}
+
+/// The entries of the telemetry parts a store keeps of a run (`Store::telemetry`), in order;
+/// `None` when it keeps none (a run recorded before the store kept telemetry).
+pub fn read_stored(parts: &[String]) -> Option<Entries> {
+    let mut read = Entries::default();
+    let lines = parts.iter().flat_map(|part| part.lines());
+    for (index, line) in lines.enumerate() {
+        read.add(index + 1, line);
+    }
+    (!parts.is_empty()).then_some(read)
 }
 
 /// Filters for `protocol-run logs`.

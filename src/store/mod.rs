@@ -486,6 +486,15 @@ pub trait Store: Send {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         writes.iter().try_for_each(|write| write.apply(self))
     }
+
+    /// Appends a part of a run's telemetry (`Write::Telemetry`: its JSON lines, each ending in
+    /// a newline, secrets masked) after the parts kept, whichever process drives the run: a
+    /// run's telemetry is the same from every host, and goes with the run when it is pruned.
+    fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError>;
+
+    /// The run's telemetry parts, in the order they were appended; none for a run recorded
+    /// before telemetry was kept in the store (its `events.jsonl` alone has it).
+    fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError>;
 }
 
 /// Why `Store::claim_runs` left a run unclaimed.
@@ -517,6 +526,12 @@ pub enum Write {
     FinishRun {
         run: String,
         finish: Finish,
+    },
+    /// What the run's telemetry recorded since its last part (`Store::append_telemetry`):
+    /// committed with the steps it tells of, so that it is kept exactly when they are.
+    Telemetry {
+        run: String,
+        lines: String,
     },
 }
 
@@ -579,6 +594,7 @@ impl Write {
                 unix_milliseconds,
             } => store.mark_stopped(run, *unix_milliseconds),
             Write::FinishRun { run, finish } => store.finish_run(run, finish),
+            Write::Telemetry { run, lines } => store.append_telemetry(run, lines),
         }
     }
 
@@ -588,7 +604,8 @@ impl Write {
             Write::CreateRun(run) => &run.id,
             Write::Step { run, .. }
             | Write::MarkStopped { run, .. }
-            | Write::FinishRun { run, .. } => run,
+            | Write::FinishRun { run, .. }
+            | Write::Telemetry { run, .. } => run,
         }
     }
 }

@@ -156,4 +156,12 @@ impl Store for SharedStore {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.lock().commit_batch(writes)
     }
+
+    fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError> {
+        self.lock().append_telemetry(run, lines)
+    }
+
+    fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
+        self.lock().telemetry(run)
+    }
 }

@@ -6,9 +6,12 @@ use super::exit_code;
 use super::run_selection::{Latest, RunSelection, StateDirectory, choose_run};
 use crate::runtime::statistics::Statistics;
 use crate::runtime::telemetry::{
-    LogFilter, entry_level, entry_tags, filter_logs, is_failed_effect, read_run, runs_directory,
+    LogFilter, entry_level, entry_tags, filter_logs, is_failed_effect, read_run, read_stored,
+    runs_directory,
 };
+use crate::store::Store;
 use crate::store::run_filter::RunFilter;
+use serde_json::Value;
 
 /// `protocol-run logs [RUN_ID]`.
 #[derive(Debug, Args)]
@@ -33,8 +36,8 @@ pub struct LogsArguments {
 pub struct StatsArguments {
     #[command(flatten)]
     run: RunSelection,
-    /// Sum every recorded run of this protocol (its `id`, file name without `.yaml`, or path)
-    /// whose telemetry is kept, instead of one run.
+    /// Sum the recorded runs of this protocol (its `id`, file name without `.yaml`, or path)
+    /// that have telemetry, the newest 1,000 at most, instead of one run.
     #[arg(long, value_name = "ID", conflicts_with_all = ["run_id", "run"])]
     protocol: Option<String>,
     /// One JSON object instead of the table.
@@ -44,21 +47,48 @@ pub struct StatsArguments {
     state: StateDirectory,
 }
 
-/// One run's telemetry entries; a malformed line is reported and skipped.
-fn read(state: &StateDirectory, run: &str) -> Result<Vec<serde_json::Value>, u8> {
+/// The store `logs` and `stats` read telemetry from, if the state directory has one (an older
+/// state directory may hold telemetry alone).
+fn open_for_reading(state: &StateDirectory) -> Result<Option<Box<dyn Store>>, u8> {
+    if !state.store.may_hold_runs(&state.path) {
+        return Ok(None);
+    }
+    state.open_store().map(Some)
+}
+
+/// One run's telemetry entries: the store's, which hold the whole run whichever hosts drove
+/// it, else this state directory's `events.jsonl` (a run recorded before the store kept
+/// telemetry). A malformed line is reported and skipped.
+fn read(state: &StateDirectory, store: Option<&dyn Store>, run: &str) -> Result<Vec<Value>, u8> {
+    if let Some(store) = store {
+        let parts = store.telemetry(run).map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::IO
+        })?;
+        if let Some(read) = read_stored(&parts) {
+            for line in read.malformed {
+                eprintln!(
+                    "warning: {run}: line {line} of its stored telemetry is not JSON; skipped"
+                );
+            }
+            return Ok(read.entries);
+        }
+    }
     let runs = runs_directory(&state.path);
     match read_run(&runs, run) {
-        Ok((entries, malformed)) => {
-            for line in malformed {
+        Ok(read) => {
+            for line in read.malformed {
                 eprintln!("warning: {run} events.jsonl line {line} is not JSON; skipped");
             }
-            Ok(entries)
+            Ok(read.entries)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            if is_recorded(state, run) {
+            let recorded = store.is_some_and(|store| matches!(store.run_summary(run), Ok(Some(_))));
+            if recorded {
                 eprintln!(
-                    "error: run {run} has no telemetry in {}: it stopped before its first step, \
-                     or was pruned (only the last runs keep theirs, `run --keep-runs N`)",
+                    "error: run {run} has no telemetry: it stopped before its first step, or it \
+                     was recorded before the store kept telemetry and its copy in {} was pruned \
+                     (only the last runs keep theirs, `run --keep-runs N`)",
                     runs.display()
                 );
             } else {
@@ -76,23 +106,12 @@ fn read(state: &StateDirectory, run: &str) -> Result<Vec<serde_json::Value>, u8>
     }
 }
 
-/// Whether the store records the run (a run without telemetry may still be there).
-fn is_recorded(state: &StateDirectory, run: &str) -> bool {
-    state.store.may_hold_runs(&state.path)
-        && state
-            .store
-            .open(&state.path)
-            .ok()
-            .flatten()
-            .and_then(|store| store.run_summary(run).ok().flatten())
-            .is_some()
-}
-
 pub fn logs(arguments: &LogsArguments) -> u8 {
     let state = &arguments.state;
-    let entries = match choose_run(state, &arguments.run, Latest::Any, !arguments.json)
-        .and_then(|run| read(state, &run))
-    {
+    let entries = match open_for_reading(state).and_then(|store| {
+        let run = choose_run(state, &arguments.run, Latest::Any, !arguments.json)?;
+        read(state, store.as_deref(), &run)
+    }) {
         Ok(entries) => entries,
         Err(code) => return code,
     };
@@ -131,18 +150,24 @@ pub fn logs(arguments: &LogsArguments) -> u8 {
 
 pub fn stats(arguments: &StatsArguments) -> u8 {
     let state = &arguments.state;
+    let store = match open_for_reading(state) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
     let mut statistics = Statistics::default();
     let heading = match &arguments.protocol {
-        Some(protocol) => match add_protocol_runs(state, protocol, &mut statistics) {
-            Ok(count) => format!("protocol {protocol}: {count} runs"),
-            Err(code) => return code,
-        },
+        Some(protocol) => {
+            match add_protocol_runs(state, store.as_deref(), protocol, &mut statistics) {
+                Ok(count) => format!("protocol {protocol}: {count} runs"),
+                Err(code) => return code,
+            }
+        }
         None => {
             let run = match choose_run(state, &arguments.run, Latest::Any, !arguments.json) {
                 Ok(run) => run,
                 Err(code) => return code,
             };
-            match read(state, &run) {
+            match read(state, store.as_deref(), &run) {
                 Ok(entries) => statistics.add_run(&entries),
                 Err(code) => return code,
             }
@@ -161,30 +186,58 @@ pub fn stats(arguments: &StatsArguments) -> u8 {
     0
 }
 
-/// Adds every recorded run of `protocol` that still has telemetry; the count added.
+/// The most runs `stats --protocol` sums: the newest ones with telemetry, so that a protocol run
+/// a million times is summed in bounded time and memory.
+pub const MAX_RUNS_SUMMED: usize = 1_000;
+
+/// Adds the newest recorded runs of `protocol` that have telemetry, at most `MAX_RUNS_SUMMED`
+/// (said on stderr when there were more); the count added.
 fn add_protocol_runs(
     state: &StateDirectory,
+    store: Option<&dyn Store>,
     protocol: &str,
     statistics: &mut Statistics,
 ) -> Result<usize, u8> {
-    let store = super::runs::open(state)?;
+    let Some(store) = store else {
+        eprintln!(
+            "error: no runs recorded in {} (`protocol-run runs` lists the recorded ones)",
+            state.path.display()
+        );
+        return Err(exit_code::NO_INPUT_FILE);
+    };
     let filter = RunFilter {
         protocol: Some(protocol.to_string()),
         ..RunFilter::default()
     };
-    let runs = filter.runs(&*store).map_err(|error| {
+    let runs = filter.runs(store).map_err(|error| {
         eprintln!("error: {error}");
         exit_code::IO
     })?;
     let telemetry = runs_directory(&state.path);
     let mut added = 0;
-    // Oldest first, so that the sums grow as the runs happened.
-    for run in runs.iter().rev() {
-        // Telemetry is pruned to the last runs (`--keep-runs`); the store keeps every run.
-        if !telemetry.join(&run.id).join("events.jsonl").is_file() {
-            continue;
+    // Newest first: the sums do not depend on the order the runs are added in.
+    for run in &runs {
+        if added == MAX_RUNS_SUMMED {
+            eprintln!(
+                "note: summed the newest {MAX_RUNS_SUMMED} runs of `{protocol}` with telemetry \
+                 (at most {MAX_RUNS_SUMMED}); older ones are not summed"
+            );
+            break;
         }
-        statistics.add_run(&read(state, &run.id)?);
+        // A run recorded before the store kept telemetry has it only in its `events.jsonl`,
+        // kept for the last runs (`--keep-runs`).
+        let stored = store.telemetry(&run.id).map_err(|error| {
+            eprintln!("error: {error}");
+            exit_code::IO
+        })?;
+        let entries = match read_stored(&stored) {
+            Some(read) => read.entries,
+            None if telemetry.join(&run.id).join("events.jsonl").is_file() => {
+                read(state, None, &run.id)?
+            }
+            None => continue,
+        };
+        statistics.add_run(&entries);
         added += 1;
     }
     if added == 0 {

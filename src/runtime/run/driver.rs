@@ -153,6 +153,12 @@ pub trait Observer {
     /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
     /// most observers ignore it.
     fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
+    /// The telemetry recorded since the last call, as JSON lines, for the store to commit with
+    /// the steps it tells of (`Checkpoint::telemetry`); `None` when there is none, or when the
+    /// observer keeps no telemetry for a store.
+    fn take_telemetry(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// The `step` telemetry entry: the event, its data, the configuration reached, and the event's

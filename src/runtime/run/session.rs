@@ -201,6 +201,12 @@ impl<'a> Session<'a> {
     /// them: nothing is told of a step before it is committed.
     pub fn flush(&mut self) -> Result<(), RunError> {
         if let Some(checkpoint) = self.checkpoint.as_deref_mut() {
+            // The telemetry of the steps goes into their transaction: kept exactly when they are.
+            if let Some(lines) = self.host.observer.take_telemetry() {
+                checkpoint
+                    .telemetry(lines)
+                    .map_err(|message| RunError::Checkpoint { message })?;
+            }
             checkpoint
                 .flush()
                 .map_err(|message| RunError::Checkpoint { message })?;

@@ -16,7 +16,7 @@ use crate::pipeline::compile::machine::Machine;
 use crate::pipeline::load::Loaded;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::run::Interpreter;
-use crate::store::{NewRun, RunOrigin, RunRecord, RunStatus, Store, Write, commit_checkpoint};
+use crate::store::{NewRun, RunOrigin, RunRecord, RunStatus, Store, Write};
 
 /// Why a run cannot start or resume: the text to print on stderr, and the exit code.
 #[derive(Debug)]
@@ -358,22 +358,38 @@ impl<'a> StoreCheckpoint<'a> {
     }
 }
 
-impl Checkpoint for StoreCheckpoint<'_> {
-    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+impl StoreCheckpoint<'_> {
+    /// Holds `write` back for the next flush, or (not batched) commits it at once.
+    fn hold_or_commit(&mut self, write: Write) -> Result<(), String> {
         match &mut self.held {
             Some(held) => {
-                held.push(Write::step(self.run_id.clone(), step));
+                held.push(write);
                 Ok(())
             }
-            None => commit_checkpoint(self.store, &self.run_id, step).map_err(|error| {
+            None => self.store.commit_batch(&[write]).map_err(|error| {
                 crate::runtime::runs::lease::end_if_lost(&error);
                 error.to_string()
             }),
         }
     }
+}
+
+impl Checkpoint for StoreCheckpoint<'_> {
+    fn commit(&mut self, step: CheckpointStep) -> Result<(), String> {
+        let write = Write::step(self.run_id.clone(), step);
+        self.hold_or_commit(write)
+    }
 
     fn run_id(&self) -> Option<&str> {
         Some(&self.run_id)
+    }
+
+    fn telemetry(&mut self, lines: String) -> Result<(), String> {
+        let write = Write::Telemetry {
+            run: self.run_id.clone(),
+            lines,
+        };
+        self.hold_or_commit(write)
     }
 
     fn flush(&mut self) -> Result<(), String> {

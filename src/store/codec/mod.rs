@@ -24,6 +24,16 @@ pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, 
 pub(super) const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
 
+/// A part of a run's telemetry (`Store::append_telemetry`), numbered after the run's last one
+/// in the transaction that writes it: one holder writes to a run at a time (its row is locked
+/// by the transaction, or the database by SQLite's writer), so no sequence generator is needed.
+pub(super) const INSERT_TELEMETRY: &str = "INSERT INTO telemetry (run_id, part, lines) VALUES \
+     ($1, (SELECT COALESCE(MAX(part) + 1, 0) FROM telemetry WHERE run_id = $1), $2)";
+
+/// A run's telemetry parts, in order (`Store::telemetry`).
+pub(super) const SELECT_TELEMETRY: &str =
+    "SELECT lines FROM telemetry WHERE run_id = $1 ORDER BY part";
+
 /// The query both stores select the runs `Store::prune_runs` deletes with: runs that are not
 /// children, in one of `statuses` but never running, ended before the first parameter, oldest
 /// first; the caller adds the limit. `None` when no status may be pruned. The statuses are

@@ -376,4 +376,15 @@ impl Store for PostgresStore {
             &Planned::of(writes),
         )
     }
+
+    fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError> {
+        self.commit_batch(&[Write::Telemetry {
+            run: run.to_string(),
+            lines: lines.to_string(),
+        }])
+    }
+
+    fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
+        self.session().telemetry(run)
+    }
 }

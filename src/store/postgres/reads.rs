@@ -5,7 +5,7 @@ use tokio_postgres::{GenericClient, Row};
 use super::session::Session;
 use crate::base::snapshot::Snapshot;
 use crate::store::codec::children::child_in;
-use crate::store::codec::{JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun};
+use crate::store::codec::{JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun, SELECT_TELEMETRY};
 use crate::store::{JournalEntry, RunCursor, RunRecord, RunSummary, StoreError, StoredSnapshot};
 
 /// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
@@ -47,6 +47,18 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             .iter()
             .map(|row| self.summary(row))
             .collect()
+    }
+
+    /// `Store::telemetry`.
+    pub(super) fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
+        self.query(
+            &|| format!("read the telemetry of run `{run}`"),
+            SELECT_TELEMETRY,
+            &[&run],
+        )?
+        .iter()
+        .map(|row| self.column(row, 0, run))
+        .collect()
     }
 
     pub(super) fn run_summary(&self, run: &str) -> Result<Option<RunSummary>, StoreError> {

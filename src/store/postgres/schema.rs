@@ -69,6 +69,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // SQLite's version 10: a run's telemetry, one row per commit that recorded some.
+    "
+    CREATE TABLE telemetry (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        part BIGINT NOT NULL,
+        lines TEXT NOT NULL,
+        PRIMARY KEY (run_id, part)
+    );
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

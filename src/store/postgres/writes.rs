@@ -8,6 +8,7 @@ use tokio_postgres::GenericClient;
 use super::PostgresStore;
 use super::session::Session;
 use crate::base::durable::ChildChange;
+use crate::store::codec::INSERT_TELEMETRY;
 use crate::store::codec::children::{ChildRowWrite, EncodedChildState};
 use crate::store::codec::states::{StoredState, Written};
 use crate::store::codec::steps::{EncodedStep, Planned, StepWrite, after_commit};
@@ -96,6 +97,13 @@ impl PostgresStore {
                         known
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Finished.as_str().into());
+                    }
+                    Planned::Other(Write::Telemetry { run, lines }) => {
+                        session.execute(
+                            &|| format!("append to the telemetry of run `{run}`"),
+                            INSERT_TELEMETRY,
+                            &[run, lines],
+                        )?;
                     }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")

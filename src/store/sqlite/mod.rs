@@ -672,4 +672,15 @@ impl Store for SqliteStore {
             &Planned::of(writes),
         )
     }
+
+    fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError> {
+        self.commit_batch(&[Write::Telemetry {
+            run: run.to_string(),
+            lines: lines.to_string(),
+        }])
+    }
+
+    fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
+        self.read_telemetry(run)
+    }
 }

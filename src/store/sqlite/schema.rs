@@ -100,6 +100,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // A run's telemetry (what `logs` and `stats` read), whichever process drove it: one row per
+    // commit that recorded some, its JSON lines in order; it goes with its run.
+    "
+    CREATE TABLE telemetry (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        part BIGINT NOT NULL,
+        lines TEXT NOT NULL,
+        PRIMARY KEY (run_id, part)
+    );
+",
 ];
 
 impl SqliteStore {

@@ -8,6 +8,7 @@ use rusqlite::{CachedStatement, Connection, ErrorCode, OptionalExtension};
 
 use super::statements::CachedStatements;
 use super::{Context, SqliteStore};
+use crate::store::codec::INSERT_TELEMETRY;
 use crate::store::codec::states::{StoredState, Written};
 use crate::store::codec::steps::{EncodedStep, Planned, StepWrite, after_commit};
 use crate::store::{Finish, RunStatus, StoreError, Write};
@@ -138,6 +139,14 @@ impl SqliteStore {
                     Planned::Other(Write::FinishRun { run, finish }) => {
                         changed_rows.insert(run);
                         context.update_finish(connection, run, finish)?;
+                    }
+                    Planned::Other(Write::Telemetry { run, lines }) => {
+                        let telemetry = INSERT_TELEMETRY.replace('$', "?");
+                        connection
+                            .execute_cached(&telemetry, rusqlite::params![run, lines])
+                            .map_err(
+                                context.failed(&format!("append to the telemetry of run `{run}`")),
+                            )?;
                     }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")

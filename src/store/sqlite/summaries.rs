@@ -1,4 +1,4 @@
-//! Reads for a front end that must not load more than it shows: one run's summary without its protocol text and inputs, and runs of some protocols a page at a time.
+//! Reads for a front end that must not load more than it shows: one run's summary without its protocol text and inputs, runs of some protocols a page at a time, and a run's telemetry.
 
 use rusqlite::OptionalExtension;
 
@@ -92,5 +92,21 @@ impl SqliteStore {
                 self.context
                     .failed(&format!("count the directives of run `{run}`")),
             )
+    }
+
+    /// `Store::telemetry`.
+    pub(super) fn read_telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
+        let failed = self
+            .context
+            .failed(&format!("read the telemetry of run `{run}`"));
+        let mut statement = self
+            .connection
+            .prepare_cached(&crate::store::codec::SELECT_TELEMETRY.replace('$', "?"))
+            .map_err(&failed)?;
+        statement
+            .query_map([run], |row| row.get::<_, String>(0))
+            .map_err(&failed)?
+            .collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(&failed)
     }
 }

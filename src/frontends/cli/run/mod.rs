@@ -321,6 +321,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             run_id: run_id.clone(),
         },
         telemetry,
+        stored: String::new(),
         entered: Vec::new(),
         held: Vec::new(),
     };
@@ -341,15 +342,16 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     // The steps of one read batch of events are committed together, and what tells of them
     // goes out once they are (`RunObserver::release`).
     let mut checkpoint = StoreCheckpoint::new(&mut *store, run_id.clone(), true);
-    let report = drive_durable(
+    let driven = drive_durable(
         &mut interpreter,
         source,
         drive_options,
         &mut observer,
         Some(&mut checkpoint),
         resume.as_ref(),
-    )
-    .map_err(|error| {
+    );
+    observer.commit_telemetry(&mut *store, &run_id);
+    let report = driven.map_err(|error| {
         eprintln!("error: {}", crate::base::secrets::mask(&error.to_string()));
         error.exit_code()
     })?;

@@ -2,7 +2,8 @@
 
 use crate::runtime::run::admission::{self, EventOutcome, EventReport, discarded_reason};
 use crate::runtime::run::driver::{Observer, TracingObserver};
-use crate::runtime::telemetry::RunLog;
+use crate::runtime::telemetry::{RunLog, entry_line};
+use crate::store::Store;
 
 /// Prints logs and directives, and writes every entry to the run's telemetry. What goes to
 /// stdout (directives, each events line's outcome) is held until the steps it tells of are
@@ -10,6 +11,10 @@ use crate::runtime::telemetry::RunLog;
 pub(super) struct RunObserver {
     pub(super) printer: TracingObserver,
     pub(super) telemetry: Option<RunLog>,
+    /// The telemetry lines recorded since the store was last handed them: committed with the
+    /// steps they tell of (`take_telemetry`), so that `logs` and `stats` read the whole run
+    /// from the store whichever hosts drove it.
+    pub(super) stored: String,
     /// The states entered since the last step, start or finish entry, which says them
     /// (`entered`): every entry, a compound state's, an initial child's and a re-entry's
     /// included, which a transition's targets do not tell.
@@ -63,14 +68,30 @@ impl RunObserver {
     }
 
     fn write(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        let line = entry_line(&self.printer.run_id, time, kind, fields);
+        self.stored.push_str(&line);
         if let Some(log) = &mut self.telemetry
-            && let Err(error) = log.record(time, kind, fields)
+            && let Err(error) = log.append(&line)
         {
             eprintln!(
                 "warning: telemetry stopped: cannot write {}: {error}",
                 log.path().display()
             );
             self.telemetry = None;
+        }
+    }
+}
+
+impl RunObserver {
+    /// Commits what the telemetry recorded after the run's last commit (its finish, the effects
+    /// a signal interrupted) on its own; a store that refuses it is warned about, since the
+    /// run itself is committed already.
+    pub(super) fn commit_telemetry(&mut self, store: &mut dyn Store, run_id: &str) {
+        let Some(lines) = self.take_telemetry() else {
+            return;
+        };
+        if let Err(error) = store.append_telemetry(run_id, &lines) {
+            eprintln!("warning: the end of this run's telemetry is not in the store: {error}");
         }
     }
 }
@@ -139,9 +160,7 @@ impl Observer for RunObserver {
     }
 
     fn state_entered(&mut self, state: &str) {
-        if self.telemetry.is_some() {
-            self.entered.push(state.to_string());
-        }
+        self.entered.push(state.to_string());
     }
 
     fn awaited(
@@ -182,6 +201,10 @@ impl Observer for RunObserver {
         let _ = stdout.write_all(&self.held);
         let _ = stdout.flush();
         self.held.clear();
+    }
+
+    fn take_telemetry(&mut self) -> Option<String> {
+        (!self.stored.is_empty()).then(|| std::mem::take(&mut self.stored))
     }
 
     fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
