@@ -99,6 +99,7 @@ mod socket;
 mod statistics;
 mod store;
 mod store_conformance;
+mod telemetry_store;
 mod time;
 mod typed_context;
 mod without_landlock;

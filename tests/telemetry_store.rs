@@ -1,0 +1,308 @@
+//! Telemetry in the store: `logs` and `stats` read the same run from any state directory, a run driven by two processes in turn shows both parts, and pruning a run takes its telemetry; on SQLite and on PostgreSQL, through the real binary.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::support;
+
+/// `fetch` (retried on a timeout: the mocks time its first attempt out), then `waiting` for
+/// ticks until `answer`.
+const PROTOCOL: &str = r#"
+id: telemetry-demo
+context: { ticks: 0 }
+permissions: { exec: [sh], shell: true, write: [], read: [], env: [] }
+states:
+  fetching:
+    entry:
+      - { log: "fetching", tags: [begin] }
+      - exec: [sh, -c, "true"]
+        id: fetch
+        timeout: 10s
+        retry: [{ error_equals: [error.exec.timeout], max_attempts: 3, interval: 1s, backoff_rate: 1 }]
+    on:
+      done.exec.fetch: waiting
+  waiting:
+    entry: [{ log: "entered waiting", tags: [entered] }]
+    on:
+      tick:
+        actions: [{ assign: { ticks: "ticks + 1" } }, { log: "tick ${ticks}", tags: [tick] }]
+      answer: answered
+  answered: { type: final }
+"#;
+
+/// Where the tests run the binary: a directory holding the protocol, and the store's choice.
+struct Place {
+    directory: PathBuf,
+    environment: Vec<(&'static str, String)>,
+}
+
+impl Place {
+    fn new(name: &str, environment: Vec<(&'static str, String)>) -> Place {
+        let directory = support::temporary_directory("telemetry-store", name);
+        std::fs::write(directory.join("demo.yaml"), PROTOCOL).unwrap();
+        Place {
+            directory,
+            environment,
+        }
+    }
+
+    /// The binary with `arguments` on the state directory `state` (a host of its own).
+    fn command(&self, state: &str, arguments: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
+        command
+            .args(arguments)
+            .args(["--state-dir", state])
+            .envs(self.environment.iter().map(|(name, value)| (name, value)))
+            .current_dir(&self.directory)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// (exit code, stdout, stderr).
+    fn run(&self, state: &str, arguments: &[&str]) -> (i32, String, String) {
+        let output = self.command(state, arguments).output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    }
+
+    /// Stdout of a command that must succeed.
+    fn succeed(&self, state: &str, arguments: &[&str]) -> String {
+        let (code, stdout, stderr) = self.run(state, arguments);
+        assert_eq!(code, 0, "{arguments:?} on {state}: {stdout}{stderr}");
+        stdout
+    }
+
+    /// A SQLite host reads its own state directory's store: another host of the same store is
+    /// one given a copy of the database (without the telemetry files beside it). A PostgreSQL
+    /// host is any state directory.
+    fn another_host(&self, from: &str, to: &str) {
+        if !self.environment.is_empty() {
+            return;
+        }
+        std::fs::create_dir_all(self.directory.join(to)).unwrap();
+        for file in ["state.db", "state.db-wal"] {
+            let (source, copy) = (self.directory.join(from), self.directory.join(to));
+            let _ = std::fs::remove_file(copy.join(file));
+            if source.join(file).exists() {
+                std::fs::copy(source.join(file), copy.join(file)).unwrap();
+            }
+        }
+    }
+
+    fn telemetry_file(&self, state: &str, run: &str) -> PathBuf {
+        self.directory
+            .join(state)
+            .join("runs")
+            .join(run)
+            .join("events.jsonl")
+    }
+}
+
+/// The messages `logs` shows, in order.
+fn messages(logs: &str) -> Vec<String> {
+    logs.lines()
+        .map(|line| {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+            entry["message"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn logs_and_stats_are_the_same_from_any_host(place: &Place) {
+    std::fs::write(
+        place.directory.join("events.jsonl"),
+        "{\"await\": \"waiting\"}\n{\"event\": \"tick\"}\n{\"event\": \"answer\"}\n",
+    )
+    .unwrap();
+    place.succeed(
+        "a",
+        &[
+            "run",
+            "demo.yaml",
+            "--run-id",
+            "first",
+            "--virtual-time",
+            "--mock",
+            "fetch=timeout,ok",
+            "--events",
+            "events.jsonl",
+        ],
+    );
+    place.another_host("a", "b");
+    assert!(!place.telemetry_file("b", "first").exists());
+    let read = |state: &str| {
+        (
+            place.succeed(state, &["logs", "first", "--json"]),
+            place.succeed(state, &["stats", "first", "--json"]),
+            place.succeed(state, &["stats", "--protocol", "telemetry-demo"]),
+        )
+    };
+    let (logs, stats, table) = read("a");
+    let logged = messages(&logs);
+    for message in ["fetching", "entered waiting", "tick 1"] {
+        assert!(logged.iter().any(|line| line == message), "{logs}");
+    }
+    let figures: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(figures["retry_sequences"], 1, "{stats}");
+    assert_eq!(figures["timeouts_per_action"]["fetch"], 1, "{stats}");
+    assert_eq!(figures["tags"]["tick"], 1, "{stats}");
+    assert!(
+        table.starts_with("protocol telemetry-demo: 1 runs\n"),
+        "{table}"
+    );
+    // Another host, without the run's telemetry file, shows the same lines and figures.
+    assert_eq!(read("b"), (logs, stats, table));
+}
+
+/// A run stopped by SIGTERM (75) on host `a` after a tick, resumed on host `b` with another
+/// tick and the answer: `logs` shows both parts, from either host and from a third (on
+/// PostgreSQL), where each host's `events.jsonl` has its own part only.
+fn a_run_driven_in_turn_shows_both_parts(place: &Place) {
+    let mut child = place
+        .command(
+            "a",
+            &[
+                "run",
+                "demo.yaml",
+                "--run-id",
+                "turns",
+                "--mock",
+                "fetch=ok",
+                "--events",
+                "-",
+            ],
+        )
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin
+        .write_all(b"{\"await\": \"waiting\"}\n{\"event\": \"tick\"}\n")
+        .unwrap();
+    // The tick's outcome is written once its step is committed.
+    for line in stdout.by_ref() {
+        if line.unwrap().contains("\"event\":\"tick\"") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(
+        output.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    place.another_host("a", "b");
+    std::fs::write(
+        place.directory.join("more.jsonl"),
+        "{\"event\": \"tick\"}\n{\"event\": \"answer\"}\n",
+    )
+    .unwrap();
+    let resumed = place.succeed("b", &["resume", "turns", "--events", "more.jsonl"]);
+    assert!(resumed.contains("\"finished\""), "{resumed}");
+    // Each host's file has its own part only.
+    let file = std::fs::read_to_string(place.telemetry_file("a", "turns")).unwrap();
+    assert!(
+        file.contains("tick 1") && !file.contains("tick 2"),
+        "{file}"
+    );
+    let whole = ["fetching", "entered waiting", "tick 1", "tick 2"];
+    // On SQLite, `b` has the store the run went on in (`a` keeps its own copy, stopped).
+    let hosts = match place.environment.is_empty() {
+        true => vec!["b"],
+        false => vec!["a", "b", "c"],
+    };
+    for host in hosts {
+        let logs = place.succeed(host, &["logs", "turns", "--json"]);
+        let logged = messages(&logs);
+        let shown: Vec<&str> = logged
+            .iter()
+            .map(String::as_str)
+            .filter(|message| whole.contains(message))
+            .collect();
+        assert_eq!(shown, whole, "on {host}: {logs}");
+        // The resume is there between the parts, for `stats` to count no time across it.
+        let stats = place.succeed(host, &["stats", "turns", "--json"]);
+        let figures: serde_json::Value = serde_json::from_str(&stats).unwrap();
+        assert_eq!(figures["tags"]["tick"], 2, "on {host}: {stats}");
+    }
+}
+
+/// The rows of the store's telemetry table for `run`, as host `b` sees them.
+fn stored_parts(
+    place: &Place,
+    database: Option<&support::postgres::TestDatabase>,
+    run: &str,
+) -> i64 {
+    match database {
+        Some(database) => database
+            .connect()
+            .query_one("SELECT COUNT(*) FROM telemetry WHERE run_id = $1", &[&run])
+            .unwrap()
+            .get(0),
+        None => rusqlite::Connection::open(place.directory.join("b/state.db"))
+            .unwrap()
+            .query_row(
+                "SELECT COUNT(*) FROM telemetry WHERE run_id = ?1",
+                [run],
+                |row| row.get(0),
+            )
+            .unwrap(),
+    }
+}
+
+/// Pruning the run driven in turn (finished on host `b`, in real time) deletes its telemetry
+/// from the store, and `logs` then knows no such run.
+fn pruning_takes_the_telemetry(place: &Place, database: Option<&support::postgres::TestDatabase>) {
+    assert!(stored_parts(place, database, "turns") > 0);
+    let (code, stdout, stderr) = place.run("b", &["runs", "prune", "--older-than", "0s"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("pruned 1 run(s)"), "{stdout}{stderr}");
+    assert_eq!(stored_parts(place, database, "turns"), 0);
+    assert!(!place.telemetry_file("b", "turns").exists());
+    let (code, _, stderr) = place.run("b", &["logs", "turns"]);
+    assert_eq!(code, 66, "{stderr}");
+    assert!(stderr.contains("no run `turns`"), "{stderr}");
+}
+
+#[test]
+fn sqlite_keeps_telemetry_in_the_store() {
+    let place = Place::new("sqlite", Vec::new());
+    logs_and_stats_are_the_same_from_any_host(&place);
+    a_run_driven_in_turn_shows_both_parts(&place);
+    pruning_takes_the_telemetry(&place, None);
+    let _ = std::fs::remove_dir_all(&place.directory);
+}
+
+#[test]
+fn postgres_keeps_telemetry_in_the_store() {
+    let Some(database) =
+        support::postgres::database("telemetry_store::postgres_keeps_telemetry_in_the_store")
+    else {
+        return;
+    };
+    let place = Place::new(
+        "postgres",
+        vec![
+            ("PROTOCOL_RUN_STORE", "postgres".to_string()),
+            ("PROTOCOL_RUN_DATABASE_URL", database.url().to_string()),
+        ],
+    );
+    logs_and_stats_are_the_same_from_any_host(&place);
+    a_run_driven_in_turn_shows_both_parts(&place);
+    pruning_takes_the_telemetry(&place, Some(&database));
+    let _ = std::fs::remove_dir_all(&place.directory);
+}
