@@ -75,6 +75,7 @@ conformance!(
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
     a_holder_whose_run_was_taken_over_writes_to_it_no_more,
+    telemetry_is_kept_with_its_steps_in_order_and_goes_with_its_run,
 );
 
 fn new_run(id: &str) -> NewRun {
@@ -720,6 +721,60 @@ fn a_holder_whose_run_was_taken_over_writes_to_it_no_more(backend: Arc<dyn Backe
         let rebuilt = second.snapshot_at("r", step).unwrap().unwrap();
         assert_eq!(rebuilt.snapshot, state(step));
     }
+}
+
+fn telemetry(run: &str, lines: &str) -> Write {
+    Write::Telemetry {
+        run: run.to_string(),
+        lines: lines.to_string(),
+    }
+}
+
+fn telemetry_is_kept_with_its_steps_in_order_and_goes_with_its_run(backend: Arc<dyn Backend>) {
+    let (mut first, mut second) = (backend.open(), backend.open());
+    let mut held = new_run("t");
+    held.holder = Some(holder(1));
+    first.create_run(&held).unwrap();
+    assert!(first.telemetry("t").unwrap().is_empty());
+    first
+        .commit_batch(&[step("t", 0), telemetry("t", "{\"n\":0}\n")])
+        .unwrap();
+    // A batch refused (its step is stale) keeps none of its telemetry.
+    assert!(
+        first
+            .commit_batch(&[step("t", 0), telemetry("t", "{\"lost\":true}\n")])
+            .is_err()
+    );
+    // Another holder takes the run over and goes on: its parts come after the first's, which
+    // may write no more.
+    let claimed = second
+        .claim_runs(&["t".to_string()], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    assert!(matches!(
+        first.append_telemetry("t", "{\"late\":true}\n"),
+        Err(StoreError::Fenced { .. })
+    ));
+    second
+        .commit_batch(&[step("t", 1), telemetry("t", "{\"n\":1}\n{\"n\":2}\n")])
+        .unwrap();
+    second
+        .commit_step("t", &entry(2), &state(2), Some(&finish(5_000)))
+        .unwrap();
+    // What is recorded after the last step (the finish) is kept too.
+    second.append_telemetry("t", "{\"n\":3}\n").unwrap();
+    let parts = ["{\"n\":0}\n", "{\"n\":1}\n{\"n\":2}\n", "{\"n\":3}\n"];
+    assert_eq!(first.telemetry("t").unwrap(), parts);
+    assert_eq!(second.telemetry("t").unwrap(), parts);
+    // Telemetry names a run the store has.
+    assert!(second.append_telemetry("unknown", "{}\n").is_err());
+    assert_eq!(
+        second
+            .prune_runs(6_000, &[RunStatus::Finished], 10)
+            .unwrap(),
+        ["t"]
+    );
+    assert!(first.telemetry("t").unwrap().is_empty());
 }
 
 /// Leases are the shared store's: a holder on another machine lives while its lease does.
