@@ -16,12 +16,8 @@ states:
   fetching:
     entry:
       - { log: "fetching", tags: [begin] }
-      - exec: [sh, -c, "true"]
-        id: fetch
-        timeout: 10s
-        retry: [{ error_equals: [error.exec.timeout], max_attempts: 3, interval: 1s, backoff_rate: 1 }]
-    on:
-      done.exec.fetch: waiting
+      - { id: fetch, exec: [sh, -c, "true"], timeout: 10s, retry: [{ error_equals: [error.exec.timeout], max_attempts: 2 }] }
+    on: { done.exec.fetch: waiting }
   waiting:
     entry: [{ log: "entered waiting", tags: [entered] }]
     on:
