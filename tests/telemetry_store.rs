@@ -1,4 +1,4 @@
-//! Telemetry in the store: `logs` and `stats` read the same run from any state directory, a run driven by two processes in turn shows both parts, and pruning a run takes its telemetry; on SQLite and on PostgreSQL, through the real binary.
+//! Telemetry in the store: `logs` and `stats` read the same run from any state directory, a run driven by two processes in turn (stopped, or its host killed) shows both parts, pruning a run takes its telemetry, and a served instance is said to keep none; on SQLite and on PostgreSQL, through the real binary.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -256,6 +256,31 @@ fn a_run_driven_in_turn_shows_both_parts(place: &Place, run: &str, stop: Stop) {
     }
 }
 
+/// A `serve` instance keeps no telemetry: `logs` says so, and where its steps are.
+fn a_served_instance_says_it_keeps_no_telemetry(place: &Place) {
+    let mut child = place
+        .command("a", &["serve", "demo.yaml"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"instance\": \"i1\"}\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let served = String::from_utf8_lossy(&output.stdout);
+    assert!(served.contains("\"started\":true"), "{output:?}");
+    let (code, _, stderr) = place.run("a", &["logs", "telemetry-demo:i1"]);
+    assert_eq!(code, 66, "{stderr}");
+    assert!(
+        stderr.contains("was driven by `serve`, which keeps no telemetry")
+            && stderr.contains("protocol-run status telemetry-demo:i1"),
+        "{stderr}"
+    );
+}
+
 /// The rows of the store's telemetry table for `run`, as host `b` sees them.
 fn stored_parts(
     place: &Place,
@@ -299,6 +324,7 @@ fn sqlite_keeps_telemetry_in_the_store() {
     logs_and_stats_are_the_same_from_any_host(&place);
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     pruning_takes_the_telemetry(&place, None);
+    a_served_instance_says_it_keeps_no_telemetry(&place);
     let _ = std::fs::remove_dir_all(&place.directory);
 }
 
@@ -320,5 +346,6 @@ fn postgres_keeps_telemetry_in_the_store() {
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     a_run_driven_in_turn_shows_both_parts(&place, "died", Stop::Death);
     pruning_takes_the_telemetry(&place, Some(&database));
+    a_served_instance_says_it_keeps_no_telemetry(&place);
     let _ = std::fs::remove_dir_all(&place.directory);
 }

@@ -9,8 +9,8 @@ use crate::runtime::telemetry::{
     LogFilter, entry_level, entry_tags, filter_logs, is_failed_effect, read_run, read_stored,
     runs_directory,
 };
-use crate::store::Store;
 use crate::store::run_filter::RunFilter;
+use crate::store::{RunOrigin, Store};
 use serde_json::Value;
 
 /// `protocol-run logs [RUN_ID]`.
@@ -83,19 +83,23 @@ fn read(state: &StateDirectory, store: Option<&dyn Store>, run: &str) -> Result<
             Ok(read.entries)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let recorded = store.is_some_and(|store| matches!(store.run_summary(run), Ok(Some(_))));
-            if recorded {
-                eprintln!(
+            let summary = store.and_then(|store| store.run_summary(run).ok().flatten());
+            match summary.map(|summary| summary.origin) {
+                Some(Some(origin @ (RunOrigin::Serve | RunOrigin::Mcp))) => eprintln!(
+                    "error: run {run} was driven by `{}`, which keeps no telemetry (its logs \
+                     went to the host's stderr); `protocol-run status {run}` shows its steps",
+                    origin.as_str()
+                ),
+                Some(_) => eprintln!(
                     "error: run {run} has no telemetry: it stopped before its first step, or it \
                      was recorded before the store kept telemetry and its copy in {} was pruned \
                      (only the last runs keep theirs, `run --keep-runs N`)",
                     runs.display()
-                );
-            } else {
-                eprintln!(
+                ),
+                None => eprintln!(
                     "error: no run `{run}` in {}; `protocol-run runs` lists them",
                     state.path.display()
-                );
+                ),
             }
             Err(exit_code::NO_INPUT_FILE)
         }
