@@ -153,7 +153,19 @@ fn logs_and_stats_are_the_same_from_any_host(place: &Place) {
         "{table}"
     );
     // Another host, without the run's telemetry file, shows the same lines and figures.
-    assert_eq!(read("b"), (logs, stats, table));
+    assert_eq!(read("b"), (logs.clone(), stats.clone(), table));
+    // And they are those of the whole file (which keeps every kind of entry, the store only
+    // those `logs` and `stats` read): read where there is no store, only the file.
+    let file = place.telemetry_file("f", "first");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::copy(place.telemetry_file("a", "first"), &file).unwrap();
+    let sqlite = [("PROTOCOL_RUN_STORE", "sqlite".to_string())];
+    let from_file = Place {
+        directory: place.directory.clone(),
+        environment: sqlite.to_vec(),
+    };
+    assert_eq!(from_file.succeed("f", &["logs", "first", "--json"]), logs);
+    assert_eq!(from_file.succeed("f", &["stats", "first", "--json"]), stats);
 }
 
 /// How host `a` stops driving a run.

@@ -58,6 +58,19 @@ impl RunLog {
     }
 }
 
+/// Whether entries of `kind` are kept in the store: those `logs` and `stats` read (log lines,
+/// effects' ends, and the steps, starts, resumes and finishes that say the states). The others
+/// are the journal's already (transitions taken, directives, effects started, children's
+/// steps) or tell a sender what became of its line; `events.jsonl` keeps every kind. Kept
+/// once, a durable run's commits grow by its log lines and one entry a step, not by a copy of
+/// its journal.
+pub fn read_by_logs_or_stats(kind: &str) -> bool {
+    matches!(
+        kind,
+        "log" | "effect" | "step" | "start" | "resume" | "finish"
+    )
+}
+
 /// One telemetry entry as its line, in `events.jsonl` and in the store alike: `time`, `run` and
 /// `kind`, then `fields`, its secrets masked, ending in a newline.
 pub fn entry_line(run_id: &str, time: &str, kind: &str, fields: Value) -> String {

@@ -2,7 +2,7 @@
 
 use crate::runtime::run::admission::{self, EventOutcome, EventReport, discarded_reason};
 use crate::runtime::run::driver::{Observer, TracingObserver};
-use crate::runtime::telemetry::{RunLog, entry_line};
+use crate::runtime::telemetry::{RunLog, entry_line, read_by_logs_or_stats};
 use crate::store::Store;
 
 /// Prints logs and directives, and writes every entry to the run's telemetry. What goes to
@@ -11,9 +11,10 @@ use crate::store::Store;
 pub(super) struct RunObserver {
     pub(super) printer: TracingObserver,
     pub(super) telemetry: Option<RunLog>,
-    /// The telemetry lines recorded since the store was last handed them: committed with the
-    /// steps they tell of (`take_telemetry`), so that `logs` and `stats` read the whole run
-    /// from the store whichever hosts drove it.
+    /// The telemetry lines recorded since the store was last handed them, of the kinds `logs`
+    /// and `stats` read (`read_by_logs_or_stats`): committed with the steps they tell of
+    /// (`take_telemetry`), so that they read the whole run from the store whichever hosts
+    /// drove it.
     pub(super) stored: String,
     /// The states entered since the last step, start or finish entry, which says them
     /// (`entered`): every entry, a compound state's, an initial child's and a re-entry's
@@ -69,7 +70,9 @@ impl RunObserver {
 
     fn write(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
         let line = entry_line(&self.printer.run_id, time, kind, fields);
-        self.stored.push_str(&line);
+        if read_by_logs_or_stats(kind) {
+            self.stored.push_str(&line);
+        }
         if let Some(log) = &mut self.telemetry
             && let Err(error) = log.append(&line)
         {
