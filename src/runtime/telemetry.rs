@@ -168,15 +168,48 @@ pub fn read_run(runs: &Path, run_id: &str) -> std::io::Result<Entries> {
     Ok(read)
 }
 
-/// The entries of the telemetry parts a store keeps of a run (`Store::telemetry`), in order;
-/// `None` when it keeps none (a run recorded before the store kept telemetry).
-pub fn read_stored(parts: &[String]) -> Option<Entries> {
+/// The entries of the telemetry parts a store keeps of run `run_id` (`Store::telemetry`), in
+/// order, each with its `run` again after its `time` (`stored_line` left it out); `None` when
+/// the store keeps none (a run recorded before the store kept telemetry).
+pub fn read_stored(parts: &[String], run_id: &str) -> Option<Entries> {
     let mut read = Entries::default();
     let lines = parts.iter().flat_map(|part| part.lines());
     for (index, line) in lines.enumerate() {
         read.add(index + 1, line);
     }
+    for entry in &mut read.entries {
+        if let Value::Object(fields) = entry
+            && !fields.contains_key("run")
+        {
+            let mut with_run = serde_json::Map::with_capacity(fields.len() + 1);
+            for (name, value) in std::mem::take(fields) {
+                let after = name == "time";
+                with_run.insert(name, value);
+                if after {
+                    with_run.insert("run".into(), Value::String(run_id.to_string()));
+                }
+            }
+            with_run
+                .entry("run")
+                .or_insert_with(|| Value::String(run_id.to_string()));
+            *fields = with_run;
+        }
+    }
     (!parts.is_empty()).then_some(read)
+}
+
+/// Appends `line` (an `entry_line` of run `run_id`) to `stored` as the store keeps it: without
+/// its `"run"`, which the store's row names (a fifth of a step's entry). A line whose run is
+/// not where `entry_line` put it is kept whole.
+pub fn push_stored_line(stored: &mut String, line: &str, run_id: &str) {
+    let field = format!(",\"run\":{}", Value::String(run_id.to_string()));
+    match line.find(&field) {
+        Some(start) => {
+            stored.push_str(&line[..start]);
+            stored.push_str(&line[start + field.len()..]);
+        }
+        None => stored.push_str(line),
+    }
 }
 
 /// Filters for `protocol-run logs`.
@@ -276,6 +309,24 @@ pub(crate) fn parse_rfc3339_milliseconds(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_line_reads_back_as_the_file_has_it() {
+        let line = entry_line(
+            "run-1",
+            "2026-01-01T00:00:00.000Z",
+            "log",
+            json!({"message": "a \"run\":\"run-1\" inside", "tags": []}),
+        );
+        let mut stored = String::new();
+        push_stored_line(&mut stored, &line, "run-1");
+        assert!(
+            stored.len() < line.len()
+                && !stored.starts_with("{\"time\":\"2026-01-01T00:00:00.000Z\",\"run\"")
+        );
+        let read = read_stored(&[stored], "run-1").unwrap();
+        assert_eq!(format!("{}\n", read.entries[0]), line);
+    }
 
     #[test]
     fn timestamps_round_trip() {

@@ -65,7 +65,7 @@ fn read(state: &StateDirectory, store: Option<&dyn Store>, run: &str) -> Result<
             eprintln!("error: {error}");
             exit_code::IO
         })?;
-        if let Some(read) = read_stored(&parts) {
+        if let Some(read) = read_stored(&parts, run) {
             for line in read.malformed {
                 eprintln!(
                     "warning: {run}: line {line} of its stored telemetry is not JSON; skipped"
@@ -234,7 +234,7 @@ fn add_protocol_runs(
             eprintln!("error: {error}");
             exit_code::IO
         })?;
-        let entries = match read_stored(&stored) {
+        let entries = match read_stored(&stored, &run.id) {
             Some(read) => read.entries,
             None if telemetry.join(&run.id).join("events.jsonl").is_file() => {
                 read(state, None, &run.id)?

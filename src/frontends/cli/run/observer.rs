@@ -2,7 +2,7 @@
 
 use crate::runtime::run::admission::{self, EventOutcome, EventReport, discarded_reason};
 use crate::runtime::run::driver::{Observer, TracingObserver};
-use crate::runtime::telemetry::{RunLog, entry_line, read_by_logs_or_stats};
+use crate::runtime::telemetry::{RunLog, entry_line, push_stored_line, read_by_logs_or_stats};
 use crate::store::Store;
 
 /// Prints logs and directives, and writes every entry to the run's telemetry. What goes to
@@ -71,7 +71,7 @@ impl RunObserver {
     fn write(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
         let line = entry_line(&self.printer.run_id, time, kind, fields);
         if read_by_logs_or_stats(kind) {
-            self.stored.push_str(&line);
+            push_stored_line(&mut self.stored, &line, &self.printer.run_id);
         }
         if let Some(log) = &mut self.telemetry
             && let Err(error) = log.append(&line)
