@@ -270,18 +270,13 @@ fn a_run_driven_in_turn_shows_both_parts(place: &Place, run: &str, stop: Stop) {
 
 /// A `serve` instance keeps no telemetry: `logs` says so, and where its steps are.
 fn a_served_instance_says_it_keeps_no_telemetry(place: &Place) {
-    let mut child = place
+    let instances = place.directory.join("instances.jsonl");
+    std::fs::write(&instances, "{\"instance\": \"i1\"}\n").unwrap();
+    let output = place
         .command("a", &["serve", "demo.yaml"])
-        .stdin(Stdio::piped())
-        .spawn()
+        .stdin(std::fs::File::open(&instances).unwrap())
+        .output()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"instance\": \"i1\"}\n")
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
     let served = String::from_utf8_lossy(&output.stdout);
     assert!(served.contains("\"started\":true"), "{output:?}");
     let (code, _, stderr) = place.run("a", &["logs", "telemetry-demo:i1"]);
