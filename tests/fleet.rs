@@ -304,6 +304,9 @@ impl Store for CountingStore {
         self.writes.fetch_add(writes.len(), Ordering::SeqCst);
         Ok(())
     }
+    fn reopen_run(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        self.inner.reopen_run(run, unix_milliseconds)
+    }
 }
 
 /// A batch of lines is one transaction: the instances it creates, each start, each step, and the

@@ -486,6 +486,12 @@ pub trait Store: Send {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         writes.iter().try_for_each(|write| write.apply(self))
     }
+
+    /// A run that stopped, or failed, is driven again (`protocol-run redrive`): `running`, its
+    /// end (final state, exit code, output) cleared, checked against the fencing token this
+    /// store holds. Committed with the step that records the redrive (`Write::Reopen` then a
+    /// `Write::Step` in one `commit_batch`), so a run is never reopened without it.
+    fn reopen_run(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError>;
 }
 
 /// Why `Store::claim_runs` left a run unclaimed.
@@ -517,6 +523,11 @@ pub enum Write {
     FinishRun {
         run: String,
         finish: Finish,
+    },
+    /// `Store::reopen_run`.
+    Reopen {
+        run: String,
+        unix_milliseconds: u64,
     },
 }
 
@@ -579,6 +590,10 @@ impl Write {
                 unix_milliseconds,
             } => store.mark_stopped(run, *unix_milliseconds),
             Write::FinishRun { run, finish } => store.finish_run(run, finish),
+            Write::Reopen {
+                run,
+                unix_milliseconds,
+            } => store.reopen_run(run, *unix_milliseconds),
         }
     }
 
@@ -588,7 +603,8 @@ impl Write {
             Write::CreateRun(run) => &run.id,
             Write::Step { run, .. }
             | Write::MarkStopped { run, .. }
-            | Write::FinishRun { run, .. } => run,
+            | Write::FinishRun { run, .. }
+            | Write::Reopen { run, .. } => run,
         }
     }
 }

@@ -156,4 +156,8 @@ impl Store for SharedStore {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.lock().commit_batch(writes)
     }
+
+    fn reopen_run(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        self.lock().reopen_run(run, unix_milliseconds)
+    }
 }

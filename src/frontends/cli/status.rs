@@ -251,27 +251,30 @@ fn print_children(children: &serde_json::Value, above: &str) {
     }
 }
 
-/// What a step without an event was: the start, a resume, a child's step, or effects that
-/// ended after the run's final state.
-fn step_kind(entry: &crate::store::JournalEntry) -> Option<&'static str> {
+/// What a step without an event was: the start, a resume, a redrive (and the step it went
+/// back to), a child's step, or effects that ended after the run's final state.
+fn step_kind(entry: &crate::store::JournalEntry) -> Option<String> {
     if entry.event.is_some() {
         return None;
     }
-    let has = |key: &str| {
+    let find = |key: &str| {
         entry
             .actions
             .as_array()
-            .is_some_and(|actions| actions.iter().any(|action| action.get(key).is_some()))
+            .and_then(|actions| actions.iter().find_map(|action| action.get(key)))
     };
+    let has = |key: &str| find(key).is_some();
     Some(if entry.sequence == 0 {
-        "(start)"
+        "(start)".to_string()
     } else if has("resumed") {
-        "(resumed)"
+        "(resumed)".to_string()
+    } else if let Some(redrive) = find("redrive") {
+        format!("(redrive from step {})", redrive["from_step"])
     } else if has("child") {
-        "(child step)"
+        "(child step)".to_string()
     } else if has("effect_outcome") {
-        "(effects ended)"
+        "(effects ended)".to_string()
     } else {
-        "(no event)"
+        "(no event)".to_string()
     })
 }

@@ -57,6 +57,28 @@ impl Refusal {
     }
 }
 
+/// The run `run` as recorded, for a command (`verb`: `fork`, `redrive`) that takes only a
+/// run started on its own: refused, saying why, when the store has no such run or it is a
+/// child protocol's (the command is given its root instead).
+pub fn recorded_root(store: &dyn Store, run: &str, verb: &str) -> Result<RunRecord, Refusal> {
+    let Some(record) = store.run(run).map_err(store_refusal)? else {
+        return Err(Refusal::error(
+            format!(
+                "no run `{run}` in {}; `protocol-run runs` lists them",
+                store.location()
+            ),
+            exit_code::NO_INPUT_FILE,
+        ));
+    };
+    if let Some(parent) = &record.summary.parent {
+        return Err(Refusal::error(
+            format!("run `{run}` is a child protocol of run `{parent}`: {verb} `{parent}`"),
+            exit_code::USAGE,
+        ));
+    }
+    Ok(record)
+}
+
 fn store_refusal(error: crate::store::StoreError) -> Refusal {
     Refusal::error(error, exit_code::IO)
 }
@@ -146,6 +168,10 @@ pub struct Resumption<'a> {
     /// Binds the run's recorded inputs with its secret inputs supplied again, and gives those
     /// secrets (by name) for the snapshot's masked values.
     pub resupply: &'a mut dyn FnMut(&Machine, &RunRecord) -> Result<Resupplied, Refusal>,
+    /// A redrive (`redrive::record`), recorded once the run is claimed and before it is
+    /// restored, then told to this (what the front end says of it): a run that failed is taken,
+    /// not refused as finished.
+    pub redrive: Option<&'a mut dyn FnMut(&super::redrive::Redriven)>,
 }
 
 /// A resumed run's inputs: the recorded ones bound again, and the secrets supplied again (by
@@ -178,13 +204,18 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         }
         Some(_) => {}
     }
-    let lock = claim(place.store, place.state_path, run_id, "resume")?;
+    let process = match resumption.redrive {
+        Some(_) => "redrive",
+        None => "resume",
+    };
+    let lock = claim(place.store, place.state_path, run_id, process)?;
     // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = place.store.run(run_id).map_err(store_refusal)? else {
         return Err(missing());
     };
     let summary = &record.summary;
-    if summary.status == RunStatus::Finished {
+    // A redrive takes a failed run (`redrive::record` says which it refuses).
+    if summary.status == RunStatus::Finished && resumption.redrive.is_none() {
         return Err(Refusal::error(
             format!("run `{run_id}` has finished; there is nothing to resume"),
             exit_code::USAGE,
@@ -232,6 +263,11 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
     let machine = compile(&loaded, &limit)?;
     let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
     let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
+    // Recorded once the protocol is known to load, compile and take the run's inputs.
+    if let Some(tell) = resumption.redrive {
+        let now = crate::base::clock::unix_milliseconds_now();
+        tell(&super::redrive::record(place.store, run_id, now)?);
+    }
     place
         .store
         .mark_running(run_id, crate::base::clock::unix_milliseconds_now())

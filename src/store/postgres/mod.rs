@@ -290,6 +290,14 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn reopen_run(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        let fence = self.fences.get(run).copied();
+        self.write(&format!("reopen run `{run}`"), |session| {
+            session.check_fence(run, fence)?;
+            session.update_reopen(run, unix_milliseconds)
+        })
+    }
+
     fn claim_runs(
         &mut self,
         runs: &[String],

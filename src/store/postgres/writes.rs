@@ -97,6 +97,15 @@ impl PostgresStore {
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Finished.as_str().into());
                     }
+                    Planned::Other(Write::Reopen {
+                        run,
+                        unix_milliseconds,
+                    }) => {
+                        session.update_reopen(run, *unix_milliseconds)?;
+                        known
+                            .entry(run.clone())
+                            .and_modify(|row| row.status = RunStatus::Running.as_str().into());
+                    }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }
@@ -549,6 +558,27 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             return Err(self.refusal(run, None, &operation)?);
         }
         self.end_children(run, time)
+    }
+
+    /// A run driven again (`Store::reopen_run`): running, its end cleared. Its children's rows
+    /// are left as they ended: a child that starts again resets its row.
+    pub(super) fn update_reopen(
+        &self,
+        run: &str,
+        unix_milliseconds: u64,
+    ) -> Result<(), StoreError> {
+        let time = self.codec.integer("a time", unix_milliseconds)?;
+        let operation = format!("reopen run `{run}`");
+        let changed = self.execute(
+            &|| operation.clone(),
+            "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
+             output = NULL, finished_at = NULL, updated_at = $1 WHERE id = $2",
+            &[&time, &run],
+        )?;
+        if changed == 0 {
+            return Err(self.refusal(run, None, &operation)?);
+        }
+        Ok(())
     }
 
     /// The run that records children ended: the children it left running ended with it.

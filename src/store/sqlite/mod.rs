@@ -672,4 +672,12 @@ impl Store for SqliteStore {
             &Planned::of(writes),
         )
     }
+
+    fn reopen_run(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError> {
+        let fence = self.fences.get(run).copied();
+        self.write(&format!("reopen run `{run}`"), |context, connection| {
+            context.check_fence(connection, run, fence)?;
+            context.update_reopen(connection, run, unix_milliseconds)
+        })
+    }
 }

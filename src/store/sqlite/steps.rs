@@ -139,6 +139,13 @@ impl SqliteStore {
                         changed_rows.insert(run);
                         context.update_finish(connection, run, finish)?;
                     }
+                    Planned::Other(Write::Reopen {
+                        run,
+                        unix_milliseconds,
+                    }) => {
+                        changed_rows.insert(run);
+                        context.update_reopen(connection, run, *unix_milliseconds)?;
+                    }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }
@@ -351,6 +358,29 @@ impl Context {
             return Err(self.refusal(connection, run, None, &operation, None));
         }
         self.end_children(connection, run, finish.unix_milliseconds)
+    }
+
+    /// A run driven again (`Store::reopen_run`): running, its end cleared. Its children's rows
+    /// are left as they ended: a child that starts again resets its row.
+    pub(super) fn update_reopen(
+        &self,
+        connection: &Connection,
+        run: &str,
+        unix_milliseconds: u64,
+    ) -> Result<(), StoreError> {
+        let time = self.integer("a time", unix_milliseconds)?;
+        let operation = format!("reopen run `{run}`");
+        let changed = connection
+            .execute_cached(
+                "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
+                 output = NULL, finished_at = NULL, updated_at = ?1 WHERE id = ?2",
+                rusqlite::params![time, run],
+            )
+            .map_err(self.failed(&operation))?;
+        if changed == 0 {
+            return Err(self.refusal(connection, run, None, &operation, None));
+        }
+        Ok(())
     }
 
     /// Why a write to `run` changed nothing (or violated a constraint, `cause`): the run is

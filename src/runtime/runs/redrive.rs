@@ -1,0 +1,219 @@
+//! Redriving a run: one that stopped unfinished, or failed on an unhandled error, driven again under its own id from its last committed step before the failure; only what failed runs again (the effects running then, a map's items that did not end well), and the journal records the redrive.
+
+use crate::base::exit_code;
+use crate::base::snapshot::Snapshot;
+use crate::effects::{EffectKind, EffectRequest, InterruptPolicy};
+use crate::runtime::runs::start::{Refusal, recorded_root};
+use crate::store::{JournalEntry, RunStatus, Store, StoreError, Write};
+
+/// What a redrive recorded, for the front end to say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redriven {
+    /// The step whose state the run goes on from.
+    pub from_step: u64,
+    /// The step whose unhandled error failed the run; `None` for a run that stopped.
+    pub failed_at: Option<u64>,
+    /// The effects and map items that run again, by id.
+    pub again: Vec<String>,
+}
+
+impl Redriven {
+    /// `redriven from step 3 (it failed at step 4); again: check`, for stderr.
+    pub fn description(&self) -> String {
+        let failure = match self.failed_at {
+            Some(step) => format!(" (it failed at step {step})"),
+            None => " (it had stopped)".to_string(),
+        };
+        let again = if self.again.is_empty() {
+            "nothing had failed there".to_string()
+        } else {
+            format!("again: {}", self.again.join(", "))
+        };
+        format!("redriven from step {}{failure}; {again}", self.from_step)
+    }
+}
+
+/// Refuses, before the run is claimed, what no redrive can take: a run the store does not
+/// have, a child protocol's run (its root is redriven), and a run that reached a final state
+/// (forked instead).
+pub fn check(store: &dyn Store, run: &str) -> Result<(), Refusal> {
+    let record = recorded_root(store, run, "redrive")?;
+    finished_in_final_state(run, &record.summary)
+}
+
+/// Records the redrive of `run`, claimed by this process: the run is running again (its end
+/// cleared, for a failed run) and its next step, in the same transaction, is the state after
+/// its last step before the failure, with what failed made to run again. The caller then
+/// resumes the run as from any step.
+pub fn record(
+    store: &mut dyn Store,
+    run: &str,
+    unix_milliseconds: u64,
+) -> Result<Redriven, Refusal> {
+    let failed = |error: StoreError| Refusal::error(error, exit_code::IO);
+    // Read again under the claim: the run may have moved on since `check`.
+    let record = recorded_root(store, run, "redrive")?;
+    let summary = &record.summary;
+    finished_in_final_state(run, summary)?;
+    let Some(last) = summary.last_sequence else {
+        return Err(Refusal::error(
+            format!(
+                "run `{run}` has no committed step to go on from: resume it, which starts it over"
+            ),
+            exit_code::USAGE,
+        ));
+    };
+    let (from_step, failed_at) = if summary.status == RunStatus::Finished {
+        let (from_step, failed_at) = before_the_failure(store, run, last)?;
+        (from_step, Some(failed_at))
+    } else {
+        (last, None)
+    };
+    let Some(stored) = store.snapshot_at(run, from_step).map_err(failed)? else {
+        return Err(Refusal::error(
+            format!("run `{run}` has no step {from_step} to go on from"),
+            exit_code::USAGE,
+        ));
+    };
+    let not_yet = |what: String| {
+        Err(Refusal::error(
+            format!(
+                "run `{run}` cannot be redriven from step {from_step}: {what}; fork it instead"
+            ),
+            exit_code::USAGE,
+        ))
+    };
+    if !stored.secrets.is_empty() {
+        return not_yet(format!(
+            "its state holds secrets ({}), which a redrive does not take back yet",
+            stored.secrets.join(", ")
+        ));
+    }
+    if failed_at.is_some() && !stored.snapshot.children.is_empty() {
+        return not_yet(
+            "child protocols were running, and a redrive does not take children back yet"
+                .to_string(),
+        );
+    }
+    let mut snapshot = stored.snapshot;
+    let again = run_failures_again(&mut snapshot).map_err(|error| {
+        Refusal::error(
+            format!("run `{run}` at step {from_step}: {error}"),
+            exit_code::INVALID,
+        )
+    })?;
+    let entry = JournalEntry {
+        sequence: last + 1,
+        event: None,
+        transitions: Vec::new(),
+        actions: serde_json::json!([{"redrive": {
+            "from_step": from_step,
+            "failed_at": failed_at,
+            "again": again,
+        }}]),
+        unix_milliseconds,
+        children: Vec::new(),
+    };
+    store
+        .commit_batch(&[
+            Write::Reopen {
+                run: run.to_string(),
+                unix_milliseconds,
+            },
+            Write::Step {
+                run: run.to_string(),
+                entry,
+                snapshot: Box::new(snapshot),
+                finish: None,
+                child_states: Vec::new(),
+            },
+        ])
+        .map_err(failed)?;
+    Ok(Redriven {
+        from_step,
+        failed_at,
+        again,
+    })
+}
+
+/// A run that reached a final state is finished: it is forked, not redriven.
+fn finished_in_final_state(run: &str, summary: &crate::store::RunSummary) -> Result<(), Refusal> {
+    let Some(finish) = &summary.finish else {
+        return Ok(());
+    };
+    let Some(state) = &finish.final_state else {
+        return Ok(());
+    };
+    Err(Refusal::error(
+        format!(
+            "run `{run}` finished in its final state `{state}` (exit code {}): a finished run is \
+             not redriven; `protocol-run fork {run} --at STEP` starts a new run from one of its \
+             steps (`protocol-run status {run}` shows them)",
+            finish.exit_code
+        ),
+        exit_code::USAGE,
+    ))
+}
+
+/// The last step before the failure of a failed run whose last step is `last`, and the step
+/// that failed it: the steps from the failure on (the failing one, and those that only
+/// recorded effects ending after it) all hold the run's end.
+fn before_the_failure(store: &dyn Store, run: &str, last: u64) -> Result<(u64, u64), Refusal> {
+    let mut step = last;
+    loop {
+        let stored = store
+            .snapshot_at(run, step)
+            .map_err(|error| Refusal::error(error, exit_code::IO))?;
+        let ended = stored.is_none_or(|stored| stored.snapshot.outcome.is_some());
+        if !ended {
+            return Ok((step, step + 1));
+        }
+        if step == 0 {
+            return Err(Refusal::error(
+                format!(
+                    "run `{run}` failed at its start (step 0): there is no step before the \
+                     failure to go on from; run the protocol again"
+                ),
+                exit_code::USAGE,
+            ));
+        }
+        step -= 1;
+    }
+}
+
+/// Makes what failed at `snapshot`'s step run again: each effect that was running starts again
+/// as a new attempt (a new invocation, so a new idempotency key, and its whole retry plan),
+/// whatever its `on_interrupt`; each map's items that did not end `ok` run again. The ids of
+/// what runs again.
+fn run_failures_again(snapshot: &mut Snapshot) -> Result<Vec<String>, String> {
+    let mut again = Vec::new();
+    for effect in &mut snapshot.effects {
+        let mut request: EffectRequest =
+            serde_json::from_value(effect.request.clone()).map_err(|error| {
+                format!(
+                    "the request of effect `{}` is unreadable: {error}",
+                    effect.action
+                )
+            })?;
+        request.on_interrupt = InterruptPolicy::Retry;
+        if let EffectKind::Process(process) = &mut request.kind {
+            // Given again when it starts, from its new invocation.
+            process.idempotency = None;
+        }
+        effect.request = serde_json::to_value(&request).map_err(|error| error.to_string())?;
+        effect.attempt = 1;
+        effect.retriers.clear();
+        again.push(effect.action.clone());
+    }
+    // Their retry plans start over.
+    snapshot
+        .retries
+        .retain(|counter| !again.contains(&counter.action));
+    for map in &mut snapshot.maps {
+        let (redriven, items) = crate::runtime::run::map_resume::rerun_failed_items(map)
+            .map_err(|error| format!("a map is unreadable: {error}"))?;
+        *map = redriven;
+        again.extend(items);
+    }
+    Ok(again)
+}
