@@ -1,0 +1,365 @@
+//! `protocol-run redrive RUN`: a failed or stopped run driven again under its own id from its last step before the failure; only what failed runs again (an effect as a new attempt, a map's failed items), the journal records the redrive; refusals said. On SQLite and on PostgreSQL.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::support;
+
+/// An effect that fails until the file `mark` exists, each attempt's idempotency key appended
+/// to `ran`; its failure fails the run (`error.execution`, unhandled).
+const ONCE: &str = r#"
+id: once
+permissions: { exec: [sh], shell: true, env: [PATH] }
+context: { result: null }
+states:
+  working:
+    entry:
+      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; test -f mark && printf fine'
+        shell: true
+        id: check
+    on:
+      done.exec.check: { target: done, actions: [{ assign: { result: "event.data.stdout" } }] }
+      error.exec.check:
+        actions: [{ raise: error.execution, data: { message: "check failed" } }]
+  done: { type: final, output: { result: "${result}" } }
+"#;
+
+/// A map over ten items, all running at once; items 3 and 7 fail until `mark` exists. Each
+/// item appends its number to `ran`. Failed items are tolerated, so every item ends; then a
+/// failure fails the run.
+const MAPPED: &str = r#"
+id: mapped
+permissions: { exec: [sh], shell: true, env: [PATH] }
+context: { number: null, results: null }
+states:
+  checking:
+    entry:
+      - map: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+        id: check
+        item: number
+        tolerated_failures: 2
+        exec: 'echo ${number} >> ran; if [ ${number} = 3 ] || [ ${number} = 7 ]; then test -f mark || exit 1; fi; printf r${number}'
+        shell: true
+    on:
+      done.map.check:
+        - target: done
+          guard: "event.data.failed == 0"
+          actions: [{ assign: { results: "event.data.results.map(r, r.stdout)" } }]
+        - actions: [{ raise: error.execution, data: { message: "items failed" } }]
+  done: { type: final, output: { results: "${results}" } }
+"#;
+
+/// An effect that waits for the file `go`, each attempt's idempotency key appended to `ran`.
+const WAITS: &str = r#"
+id: waits
+permissions: { exec: [sh], shell: true, env: [PATH] }
+states:
+  working:
+    entry:
+      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; while [ ! -f go ]; do sleep 0.05; done; printf went'
+        shell: true
+        id: wait
+    on:
+      done.exec.wait: done
+  done: { type: final, output: { went: true } }
+"#;
+
+/// A parent whose child ends at once, then the parent.
+const PARENT: &str = r#"
+id: parent
+states:
+  working:
+    invoke: [{ id: kid, protocol: child.yaml }]
+    on:
+      done.invoke.kid: done
+  done: { type: final }
+"#;
+
+const CHILD: &str = r#"
+id: child
+states:
+  start: { always: finished }
+  finished: { type: final }
+"#;
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
+/// The lines of `file` in `directory`, none when it is not there.
+fn lines(directory: &Path, file: &str) -> Vec<String> {
+    std::fs::read_to_string(directory.join(file))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// `status RUN --json`.
+fn status(directory: &Path, environment: &[(&str, &str)], run: &str) -> serde_json::Value {
+    let (code, stdout, stderr) =
+        support::run_binary_in(directory, environment, &["status", run, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    json(&stdout)
+}
+
+/// What `status` says of each of the run's last steps without an event.
+fn step_kinds(status: &serde_json::Value) -> Vec<String> {
+    status["last_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|entry| entry["what"].as_str().map(String::from))
+        .collect()
+}
+
+fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("effect-{name}"));
+    std::fs::write(directory.join("once.yaml"), ONCE).unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["run", "once.yaml", "--run-id", "r"],
+    );
+    assert_eq!(code, 76, "{stderr}");
+    assert_eq!(
+        status(&directory, environment, "r")["finish"]["exit_code"],
+        76
+    );
+    std::fs::write(directory.join("mark"), "").unwrap();
+    let (code, stdout, stderr) = support::run_binary_in(&directory, environment, &["redrive", "r"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(r#""result":"fine""#), "{stdout}");
+    assert!(
+        stderr.contains("run r redriven from step 0 (it failed at step 1); again: check"),
+        "{stderr}"
+    );
+    let after = status(&directory, environment, "r");
+    assert_eq!(after["status"], "finished");
+    assert_eq!(after["finish"]["state"], "done");
+    assert!(
+        step_kinds(&after).contains(&"(redrive from step 0)".to_string()),
+        "{after}"
+    );
+    // Twice in all, the second a new attempt with a key of its own.
+    let keys = lines(&directory, "ran");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    assert!(keys.iter().all(|key| key.starts_with("r:")), "{keys:?}");
+    let (_, logs, _) = support::run_binary_in(&directory, environment, &["logs", "r"]);
+    assert!(logs.contains("redriven from step 0"), "{logs}");
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+fn redrives_only_the_failed_items_of_a_map(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("map-{name}"));
+    std::fs::write(directory.join("mapped.yaml"), MAPPED).unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["run", "mapped.yaml", "--run-id", "m"],
+    );
+    assert_eq!(code, 76, "{stderr}");
+    std::fs::write(directory.join("mark"), "").unwrap();
+    let (code, stdout, stderr) = support::run_binary_in(&directory, environment, &["redrive", "m"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("again: check[3], check[7]"), "{stderr}");
+    // The results complete, in item order.
+    let results: Vec<String> = (0..10).map(|item| format!("\"r{item}\"")).collect();
+    assert!(
+        stdout.contains(&format!("\"results\":[{}]", results.join(","))),
+        "{stdout}"
+    );
+    // Items 3 and 7 ran twice, every other once.
+    let ran = lines(&directory, "ran");
+    for item in 0..10 {
+        let times = ran.iter().filter(|line| **line == item.to_string()).count();
+        let expected = if item == 3 || item == 7 { 2 } else { 1 };
+        assert_eq!(times, expected, "item {item}: {ran:?}");
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// `protocol-run ARGUMENTS --state-dir state` in `directory`, its output discarded.
+fn spawn(
+    directory: &Path,
+    environment: &[(&str, &str)],
+    arguments: &[&str],
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(arguments)
+        .args(["--state-dir", "state"])
+        .envs(environment.iter().copied())
+        .current_dir(directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until run `run`'s last committed step has the effect `wait` running and its process
+/// has started.
+fn wait_for_the_effect(directory: &Path, environment: &[(&str, &str)], run: &str) {
+    support::eventually("the effect running", || {
+        let (code, stdout, _) =
+            support::run_binary_in(directory, environment, &["status", run, "--json"]);
+        let running =
+            code == 0 && json(&stdout)["state"]["running_effects"] == serde_json::json!(["wait"]);
+        (running && !lines(directory, "ran").is_empty()).then_some(())
+    });
+}
+
+fn redrives_a_stopped_run(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("stopped-{name}"));
+    std::fs::write(directory.join("waits.yaml"), WAITS).unwrap();
+    let mut child = spawn(
+        &directory,
+        environment,
+        &["run", "waits.yaml", "--run-id", "s"],
+    );
+    wait_for_the_effect(&directory, environment, "s");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(75));
+    let stopped = status(&directory, environment, "s");
+    assert_eq!(stopped["status"], "stopped");
+    let last = stopped["state"]["step"].as_u64().unwrap();
+    std::fs::write(directory.join("go"), "").unwrap();
+    let (code, stdout, stderr) = support::run_binary_in(&directory, environment, &["redrive", "s"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(r#""went":true"#), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "redriven from step {last} (it had stopped); again: wait"
+        )),
+        "{stderr}"
+    );
+    let after = status(&directory, environment, "s");
+    assert_eq!(after["finish"]["state"], "done");
+    assert!(
+        step_kinds(&after).contains(&format!("(redrive from step {last})")),
+        "{after}"
+    );
+    // The interrupted attempt ran again as a new one, with a key of its own.
+    let keys = lines(&directory, "ran");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("refusals-{name}"));
+    std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    std::fs::write(directory.join("waits.yaml"), WAITS).unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["run", "parent.yaml", "--run-id", "p"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    for (run, code, said) in [
+        (
+            "p",
+            64,
+            "run `p` finished in its final state `done` (exit code 0): a finished run is not \
+             redriven; `protocol-run fork p --at STEP`",
+        ),
+        (
+            "p/kid",
+            64,
+            "run `p/kid` is a child protocol of run `p`: redrive `p`",
+        ),
+        ("nobody", 66, "no run `nobody`"),
+    ] {
+        let (exit, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", run]);
+        assert_eq!(exit, code, "{run}: {stderr}");
+        assert!(stderr.contains(said), "{run}: {stderr}");
+    }
+    // A run its holder still drives.
+    let mut child = spawn(
+        &directory,
+        environment,
+        &["run", "waits.yaml", "--run-id", "w"],
+    );
+    wait_for_the_effect(&directory, environment, "w");
+    let (exit, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", "w"]);
+    assert_eq!(exit, 75, "{stderr}");
+    assert!(
+        stderr.contains("run `w` is being run by another process"),
+        "{stderr}"
+    );
+    std::fs::write(directory.join("go"), "").unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    // Its effect ran once: the refused redrive touched nothing.
+    assert_eq!(lines(&directory, "ran").len(), 1);
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// Runs `body` on a PostgreSQL database of its own, when a server is at hand.
+fn on_postgres(test: &str, body: fn(&str, &[(&str, &str)])) {
+    let Some(database) = support::postgres::database(test) else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    body("postgres", &environment);
+}
+
+#[test]
+fn sqlite_redrives_a_failed_effect() {
+    redrives_a_failed_effect("sqlite", &[]);
+}
+
+#[test]
+fn postgres_redrives_a_failed_effect() {
+    on_postgres(
+        "redrive::postgres_redrives_a_failed_effect",
+        redrives_a_failed_effect,
+    );
+}
+
+#[test]
+fn sqlite_redrives_only_the_failed_items_of_a_map() {
+    redrives_only_the_failed_items_of_a_map("sqlite", &[]);
+}
+
+#[test]
+fn postgres_redrives_only_the_failed_items_of_a_map() {
+    on_postgres(
+        "redrive::postgres_redrives_only_the_failed_items_of_a_map",
+        redrives_only_the_failed_items_of_a_map,
+    );
+}
+
+#[test]
+fn sqlite_redrives_a_stopped_run() {
+    redrives_a_stopped_run("sqlite", &[]);
+}
+
+#[test]
+fn postgres_redrives_a_stopped_run() {
+    on_postgres(
+        "redrive::postgres_redrives_a_stopped_run",
+        redrives_a_stopped_run,
+    );
+}
+
+#[test]
+fn sqlite_refuses_what_it_cannot_redrive() {
+    refuses_what_it_cannot_redrive("sqlite", &[]);
+}
+
+#[test]
+fn postgres_refuses_what_it_cannot_redrive() {
+    on_postgres(
+        "redrive::postgres_refuses_what_it_cannot_redrive",
+        refuses_what_it_cannot_redrive,
+    );
+}
