@@ -113,22 +113,34 @@ fn step_kinds(status: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
-    let directory = support::temporary_directory("redrive", &format!("effect-{name}"));
-    std::fs::write(directory.join("once.yaml"), ONCE).unwrap();
+/// Runs `protocol` as `run`, which fails (exit 76, recorded as such), writes `mark`, then
+/// redrives the run to its end (exit 0); the redrive's stdout and stderr.
+fn fail_then_redrive(
+    directory: &Path,
+    environment: &[(&str, &str)],
+    protocol: &str,
+    run: &str,
+) -> (String, String) {
+    std::fs::write(directory.join("protocol.yaml"), protocol).unwrap();
     let (code, _, stderr) = support::run_binary_in(
-        &directory,
+        directory,
         environment,
-        &["run", "once.yaml", "--run-id", "r"],
+        &["run", "protocol.yaml", "--run-id", run],
     );
     assert_eq!(code, 76, "{stderr}");
     assert_eq!(
-        status(&directory, environment, "r")["finish"]["exit_code"],
+        status(directory, environment, run)["finish"]["exit_code"],
         76
     );
     std::fs::write(directory.join("mark"), "").unwrap();
-    let (code, stdout, stderr) = support::run_binary_in(&directory, environment, &["redrive", "r"]);
+    let (code, stdout, stderr) = support::run_binary_in(directory, environment, &["redrive", run]);
     assert_eq!(code, 0, "{stderr}");
+    (stdout, stderr)
+}
+
+fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("effect-{name}"));
+    let (stdout, stderr) = fail_then_redrive(&directory, environment, ONCE, "r");
     assert!(stdout.contains(r#""result":"fine""#), "{stdout}");
     assert!(
         stderr.contains("run r redriven from step 0 (it failed at step 1); again: check"),
@@ -153,16 +165,7 @@ fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
 
 fn redrives_only_the_failed_items_of_a_map(name: &str, environment: &[(&str, &str)]) {
     let directory = support::temporary_directory("redrive", &format!("map-{name}"));
-    std::fs::write(directory.join("mapped.yaml"), MAPPED).unwrap();
-    let (code, _, stderr) = support::run_binary_in(
-        &directory,
-        environment,
-        &["run", "mapped.yaml", "--run-id", "m"],
-    );
-    assert_eq!(code, 76, "{stderr}");
-    std::fs::write(directory.join("mark"), "").unwrap();
-    let (code, stdout, stderr) = support::run_binary_in(&directory, environment, &["redrive", "m"]);
-    assert_eq!(code, 0, "{stderr}");
+    let (stdout, stderr) = fail_then_redrive(&directory, environment, MAPPED, "m");
     assert!(stderr.contains("again: check[3], check[7]"), "{stderr}");
     // The results complete, in item order.
     let results: Vec<String> = (0..10).map(|item| format!("\"r{item}\"")).collect();

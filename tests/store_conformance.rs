@@ -75,6 +75,7 @@ conformance!(
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
     a_holder_whose_run_was_taken_over_writes_to_it_no_more,
+    a_failed_run_reopens_with_its_redrive_step_or_not_at_all,
 );
 
 fn new_run(id: &str) -> NewRun {
@@ -720,6 +721,73 @@ fn a_holder_whose_run_was_taken_over_writes_to_it_no_more(backend: Arc<dyn Backe
         let rebuilt = second.snapshot_at("r", step).unwrap().unwrap();
         assert_eq!(rebuilt.snapshot, state(step));
     }
+}
+
+/// A redrive (`Write::Reopen` with the step that records it, one batch): the failed run runs
+/// again, its end cleared, or, when the step is refused or another holder took the run, stays
+/// as it ended.
+fn a_failed_run_reopens_with_its_redrive_step_or_not_at_all(backend: Arc<dyn Backend>) {
+    let mut first = backend.open();
+    let mut held = new_run("r");
+    held.holder = Some(holder(1));
+    first.create_run(&held).unwrap();
+    let failed = Finish {
+        final_state: None,
+        exit_code: 76,
+        output: serde_json::json!({"error": {"event": "error.execution"}}),
+        unix_milliseconds: 2_000,
+    };
+    first.commit_batch(&[step("r", 0), step("r", 1)]).unwrap();
+    first.finish_run("r", &failed).unwrap();
+    // Claimed again, as `redrive` does before it writes.
+    let claimed = first
+        .claim_runs(&["r".to_string()], &holder(1), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    let reopen = || Write::Reopen {
+        run: "r".to_string(),
+        unix_milliseconds: 3_000,
+    };
+    let ended = |store: &dyn Store| {
+        let summary = store.run_summary("r").unwrap().unwrap();
+        assert_eq!(summary.status, RunStatus::Finished);
+        assert_eq!(summary.finish.unwrap().exit_code, 76);
+        assert_eq!(store.journal("r").unwrap().len(), 2);
+    };
+    // A step that is not the run's next: nothing of the batch is kept.
+    let refused = first.commit_batch(&[reopen(), step("r", 1)]);
+    assert!(
+        matches!(refused, Err(StoreError::StaleStep { .. })),
+        "{refused:?}"
+    );
+    ended(&*first);
+    // Another holder took the run: the first reopens nothing.
+    let mut second = backend.open();
+    let claimed = second
+        .claim_runs(&["r".to_string()], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    let fenced = first.commit_batch(&[reopen(), step("r", 2)]);
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    assert!(matches!(
+        first.reopen_run("r", 3_000),
+        Err(StoreError::Fenced { .. })
+    ));
+    ended(&*second);
+    // The holder's redrive: running again, no end, the step recorded.
+    second.commit_batch(&[reopen(), step("r", 2)]).unwrap();
+    let summary = backend.open().run_summary("r").unwrap().unwrap();
+    assert_eq!(summary.status, RunStatus::Running);
+    assert_eq!(summary.finish, None);
+    assert_eq!(summary.last_sequence, Some(2));
+    assert_eq!(
+        second.snapshot_at("r", 2).unwrap().unwrap().snapshot,
+        state(2)
+    );
+    second.commit_batch(&[step("r", 3)]).unwrap();
 }
 
 /// Leases are the shared store's: a holder on another machine lives while its lease does.
