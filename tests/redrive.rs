@@ -1,4 +1,4 @@
-//! `protocol-run redrive RUN`: a failed or stopped run driven again under its own id from its last step before the failure; only what failed runs again (an effect as a new attempt, a map's failed items), the journal records the redrive; refusals said. On SQLite and on PostgreSQL.
+//! `protocol-run redrive RUN`: a failed or stopped run driven again under its own id from its last step before the failure; only what failed runs again (an effect as a new attempt, a map's failed items, a failed child protocol), the journal records the redrive; refusals said. On SQLite and on PostgreSQL.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -62,6 +62,36 @@ states:
     on:
       done.exec.wait: done
   done: { type: final, output: { went: true } }
+"#;
+
+/// A parent whose child's effect fails until `mark` exists (each attempt's key appended to
+/// `ran`), which fails the child, and the child's failure the parent.
+const FAILING_PARENT: &str = r#"
+id: parent
+states:
+  working:
+    invoke: [{ id: kid, protocol: failing.yaml }]
+    on:
+      done.invoke.kid: done
+      error.invoke.kid:
+        actions: [{ raise: error.execution, data: { message: "kid failed" } }]
+  done: { type: final, output: { kid: done } }
+"#;
+
+const FAILING_CHILD: &str = r#"
+id: failing
+permissions: { exec: [sh], shell: true, env: [PATH] }
+states:
+  working:
+    entry:
+      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; test -f mark'
+        shell: true
+        id: work
+    on:
+      done.exec.work: finished
+      error.exec.work:
+        actions: [{ raise: error.execution, data: { message: "work failed" } }]
+  finished: { type: final }
 "#;
 
 /// A parent whose child ends at once, then the parent.
@@ -180,6 +210,24 @@ fn redrives_only_the_failed_items_of_a_map(name: &str, environment: &[(&str, &st
         let expected = if item == 3 || item == 7 { 2 } else { 1 };
         assert_eq!(times, expected, "item {item}: {ran:?}");
     }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+fn redrives_a_failed_child_protocol(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("child-{name}"));
+    std::fs::write(directory.join("failing.yaml"), FAILING_CHILD).unwrap();
+    let (stdout, stderr) = fail_then_redrive(&directory, environment, FAILING_PARENT, "p");
+    assert!(stdout.contains(r#""kid":"done""#), "{stdout}");
+    assert!(stderr.contains("again: kid"), "{stderr}");
+    assert_eq!(
+        status(&directory, environment, "p/kid")["finish"]["state"],
+        "finished"
+    );
+    // The child started over: its effect ran again, under a key of its own.
+    let keys = lines(&directory, "ran");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    assert!(keys.iter().all(|key| key.starts_with("p/kid:")), "{keys:?}");
     let _ = std::fs::remove_dir_all(&directory);
 }
 
@@ -338,6 +386,19 @@ fn postgres_redrives_only_the_failed_items_of_a_map() {
     on_postgres(
         "redrive::postgres_redrives_only_the_failed_items_of_a_map",
         redrives_only_the_failed_items_of_a_map,
+    );
+}
+
+#[test]
+fn sqlite_redrives_a_failed_child_protocol() {
+    redrives_a_failed_child_protocol("sqlite", &[]);
+}
+
+#[test]
+fn postgres_redrives_a_failed_child_protocol() {
+    on_postgres(
+        "redrive::postgres_redrives_a_failed_child_protocol",
+        redrives_a_failed_child_protocol,
     );
 }
 

@@ -1,5 +1,6 @@
 //! Redriving a run: one that stopped unfinished, or failed on an unhandled error, driven again under its own id from its last committed step before the failure; only what failed runs again (the effects running then, a map's items that did not end well), and the journal records the redrive.
 
+use crate::base::durable::{ChildAgain, ChildChange};
 use crate::base::exit_code;
 use crate::base::snapshot::Snapshot;
 use crate::effects::{EffectKind, EffectRequest, InterruptPolicy};
@@ -95,13 +96,15 @@ pub fn record(
                 .to_string(),
         );
     }
+    let children = failed_children(store, run, from_step)?;
     let mut snapshot = stored.snapshot;
-    let again = run_failures_again(&mut snapshot).map_err(|error| {
+    let mut again = run_failures_again(&mut snapshot).map_err(|error| {
         Refusal::error(
             format!("run `{run}` at step {from_step}: {error}"),
             exit_code::INVALID,
         )
     })?;
+    again.extend(children.iter().map(|child| child.id.clone()));
     let entry = JournalEntry {
         sequence: last + 1,
         event: None,
@@ -110,6 +113,7 @@ pub fn record(
             "from_step": from_step,
             "failed_at": failed_at,
             "again": again,
+            "children": children,
         }}]),
         unix_milliseconds,
         children: Vec::new(),
@@ -216,4 +220,94 @@ fn run_failures_again(snapshot: &mut Snapshot) -> Result<Vec<String>, String> {
         again.extend(items);
     }
     Ok(again)
+}
+
+/// The children a redrive's step (`entry`) starts again; none for any other step.
+pub fn children_again(entry: &JournalEntry) -> Vec<ChildAgain> {
+    entry
+        .actions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|action| action.get("redrive")?.get("children"))
+        .filter_map(|children| serde_json::from_value::<Vec<ChildAgain>>(children.clone()).ok())
+        .flatten()
+        .collect()
+}
+
+/// The invokes' children that failed by step `from_step` and whose failure the run had not
+/// taken by then (no `done.invoke.<id>` or `error.invoke.<id>` after their end, nor a new
+/// start): each starts again from its beginning, with the inputs it had (its state in the
+/// step before its end). A map's items (`check[3]`) are the map's own (`run_failures_again`).
+fn failed_children(
+    store: &dyn Store,
+    run: &str,
+    from_step: u64,
+) -> Result<Vec<ChildAgain>, Refusal> {
+    let failed = |error: StoreError| Refusal::error(error, exit_code::IO);
+    // Each failed child by id, with the step that recorded its end.
+    let mut ended: Vec<(String, u64)> = Vec::new();
+    for entry in store.journal(run).map_err(failed)? {
+        if entry.sequence > from_step {
+            break;
+        }
+        if let Some(event) = &entry.event {
+            ended.retain(|(id, _)| {
+                event.name != format!("done.invoke.{id}")
+                    && event.name != format!("error.invoke.{id}")
+            });
+        }
+        for change in &entry.children {
+            match change {
+                ChildChange::Started { path, .. } => ended.retain(|(id, _)| id != path),
+                ChildChange::Ended {
+                    path,
+                    final_state: None,
+                    exit_code,
+                    ..
+                } if *exit_code != 0
+                    && *exit_code != ChildChange::CANCELLED_EXIT_CODE
+                    && !path.contains(['/', '[']) =>
+                {
+                    ended.push((path.clone(), entry.sequence));
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut children = Vec::new();
+    for (id, end) in ended {
+        // Its inputs as its parent's state held them while it ran.
+        let before = match end.checked_sub(1) {
+            Some(step) => store.snapshot_at(run, step).map_err(failed)?,
+            None => None,
+        };
+        let Some(before) = before else {
+            continue;
+        };
+        if !before.secrets.is_empty() {
+            return Err(Refusal::error(
+                format!(
+                    "run `{run}`: the child protocol `{id}` failed, and its inputs hold secrets \
+                     ({}), which a redrive does not take back yet; fork the run instead",
+                    before.secrets.join(", ")
+                ),
+                exit_code::USAGE,
+            ));
+        }
+        let Some(child) = before.snapshot.children.iter().find(|child| child.id == id) else {
+            continue;
+        };
+        // Its own row keeps its last state, with the invocations it numbered.
+        let first_invocation = store
+            .latest_snapshot(&format!("{run}/{id}"))
+            .map_err(failed)?
+            .map_or(0, |state| state.snapshot.invocations);
+        children.push(ChildAgain {
+            inputs: child.inputs.clone(),
+            id,
+            first_invocation,
+        });
+    }
+    Ok(children)
 }

@@ -109,6 +109,16 @@ pub fn restore_latest(
     let snapshot = stored.snapshot.with_secrets(&stored.secrets, secrets)?;
     let interpreter =
         Interpreter::restore(machine, inputs, &snapshot).map_err(|error| error.to_string())?;
+    // A redrive's step, not yet resumed from (a resume after it commits a step of its own),
+    // names the children to start again.
+    let latest = store
+        .journal_tail(run_id, 1)
+        .map_err(|error| error.to_string())?;
+    let children_again = latest
+        .iter()
+        .filter(|entry| entry.sequence == stored.sequence)
+        .flat_map(super::redrive::children_again)
+        .collect();
     Ok((
         interpreter,
         Some(Resume {
@@ -116,6 +126,7 @@ pub fn restore_latest(
             sequence: stored.sequence,
             committed_unix_milliseconds: stored.unix_milliseconds,
             timers,
+            children_again,
         }),
     ))
 }
