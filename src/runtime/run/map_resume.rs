@@ -1,4 +1,4 @@
-//! Maps across the run's end and a resume: a map the final state leaves cannot report; a resumed run restores each map, resumes its interrupted items and lets it go on.
+//! Maps across the run's end, a resume and a redrive: a map the final state leaves cannot report; a resumed run restores each map, resumes its interrupted items and lets it go on; a redrive runs again the items that did not end well.
 
 use std::sync::Arc;
 
