@@ -55,7 +55,7 @@ pub struct ForkedFrom {
 /// backend) is one more field.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Holder {
-    /// The front end: `run`, `resume`, `serve` or `mcp`.
+    /// The front end: `run`, `resume`, `redrive`, `serve` or `mcp`.
     pub process: String,
     pub pid: u32,
     /// The lock file it holds: its host's (`host.lock`) or its run's (`run.lock`).

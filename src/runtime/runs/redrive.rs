@@ -12,7 +12,10 @@ use crate::store::{JournalEntry, RunStatus, Store, StoreError, Write};
 pub struct Redriven {
     /// The step whose state the run goes on from.
     pub from_step: u64,
-    /// The step whose unhandled error failed the run; `None` for a run that stopped.
+    /// Whether the run had finished (failed), rather than stopped.
+    pub failed: bool,
+    /// The step whose unhandled error failed the run; `None` for a run that stopped, or one an
+    /// engine error ended after its last step.
     pub failed_at: Option<u64>,
     /// The effects and map items that run again, by id.
     pub again: Vec<String>,
@@ -21,9 +24,10 @@ pub struct Redriven {
 impl Redriven {
     /// `redriven from step 3 (it failed at step 4); again: check`, for stderr.
     pub fn description(&self) -> String {
-        let failure = match self.failed_at {
-            Some(step) => format!(" (it failed at step {step})"),
-            None => " (it had stopped)".to_string(),
+        let failure = match (self.failed, self.failed_at) {
+            (true, Some(step)) => format!(" (it failed at step {step})"),
+            (true, None) => " (an error ended it after that step)".to_string(),
+            (false, _) => " (it had stopped)".to_string(),
         };
         let again = if self.again.is_empty() {
             "nothing had failed there".to_string()
@@ -51,7 +55,7 @@ pub fn record(
     run: &str,
     unix_milliseconds: u64,
 ) -> Result<Redriven, Refusal> {
-    let failed = |error: StoreError| Refusal::error(error, exit_code::IO);
+    let store_failed = |error: StoreError| Refusal::error(error, exit_code::IO);
     // Read again under the claim: the run may have moved on since `check`.
     let record = recorded_root(store, run, "redrive")?;
     let summary = &record.summary;
@@ -64,13 +68,14 @@ pub fn record(
             exit_code::USAGE,
         ));
     };
-    let (from_step, failed_at) = if summary.status == RunStatus::Finished {
-        let (from_step, failed_at) = before_the_failure(store, run, last)?;
-        (from_step, Some(failed_at))
-    } else {
-        (last, None)
+    let failed = summary.status == RunStatus::Finished;
+    let from_step = match failed {
+        true => before_the_failure(store, run, last)?,
+        false => last,
     };
-    let Some(stored) = store.snapshot_at(run, from_step).map_err(failed)? else {
+    // The first step that holds the run's end, when one does.
+    let failed_at = (from_step < last).then_some(from_step + 1);
+    let Some(stored) = store.snapshot_at(run, from_step).map_err(store_failed)? else {
         return Err(Refusal::error(
             format!("run `{run}` has no step {from_step} to go on from"),
             exit_code::USAGE,
@@ -90,7 +95,7 @@ pub fn record(
             stored.secrets.join(", ")
         ));
     }
-    if failed_at.is_some() && !stored.snapshot.children.is_empty() {
+    if failed && !stored.snapshot.children.is_empty() {
         return not_yet(
             "child protocols were running, and a redrive does not take children back yet"
                 .to_string(),
@@ -132,9 +137,10 @@ pub fn record(
                 child_states: Vec::new(),
             },
         ])
-        .map_err(failed)?;
+        .map_err(store_failed)?;
     Ok(Redriven {
         from_step,
+        failed,
         failed_at,
         again,
     })
@@ -159,10 +165,10 @@ fn finished_in_final_state(run: &str, summary: &crate::store::RunSummary) -> Res
     ))
 }
 
-/// The last step before the failure of a failed run whose last step is `last`, and the step
-/// that failed it: the steps from the failure on (the failing one, and those that only
-/// recorded effects ending after it) all hold the run's end.
-fn before_the_failure(store: &dyn Store, run: &str, last: u64) -> Result<(u64, u64), Refusal> {
+/// The last step before the failure of a failed run whose last step is `last`: the steps from
+/// the failure on (the failing one, and those that only recorded effects ending after it) all
+/// hold the run's end; an engine error ends a run without a step, after its last.
+fn before_the_failure(store: &dyn Store, run: &str, last: u64) -> Result<u64, Refusal> {
     let mut step = last;
     loop {
         let stored = store
@@ -170,7 +176,7 @@ fn before_the_failure(store: &dyn Store, run: &str, last: u64) -> Result<(u64, u
             .map_err(|error| Refusal::error(error, exit_code::IO))?;
         let ended = stored.is_none_or(|stored| stored.snapshot.outcome.is_some());
         if !ended {
-            return Ok((step, step + 1));
+            return Ok(step);
         }
         if step == 0 {
             return Err(Refusal::error(
