@@ -179,6 +179,9 @@ fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
     let after = status(&directory, environment, "r");
     assert_eq!(after["status"], "finished");
     assert_eq!(after["finish"]["state"], "done");
+    assert_eq!(after["redrives"], 1);
+    let (_, runs, _) = support::run_binary_in(&directory, environment, &["runs"]);
+    assert!(runs.contains("(redriven once)"), "{runs}");
     assert!(
         step_kinds(&after).contains(&"(redrive from step 0)".to_string()),
         "{after}"

@@ -752,6 +752,7 @@ fn a_failed_run_reopens_with_its_redrive_step_or_not_at_all(backend: Arc<dyn Bac
         let summary = store.run_summary("r").unwrap().unwrap();
         assert_eq!(summary.status, RunStatus::Finished);
         assert_eq!(summary.finish.unwrap().exit_code, 76);
+        assert_eq!(summary.redrives, 0);
         assert_eq!(store.journal("r").unwrap().len(), 2);
     };
     // A step that is not the run's next: nothing of the batch is kept.
@@ -783,6 +784,7 @@ fn a_failed_run_reopens_with_its_redrive_step_or_not_at_all(backend: Arc<dyn Bac
     assert_eq!(summary.status, RunStatus::Running);
     assert_eq!(summary.finish, None);
     assert_eq!(summary.last_sequence, Some(2));
+    assert_eq!(summary.redrives, 1);
     assert_eq!(
         second.snapshot_at("r", 2).unwrap().unwrap().snapshot,
         state(2)

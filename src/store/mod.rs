@@ -175,6 +175,8 @@ pub struct RunSummary {
     pub parent: Option<String>,
     /// The run and step it was forked from, if it was.
     pub forked_from: Option<ForkedFrom>,
+    /// How many times it was redriven (`protocol-run redrive`).
+    pub redrives: u64,
 }
 
 /// Where a page of runs starts: after this run, in the order newest first.
@@ -488,7 +490,7 @@ pub trait Store: Send {
     }
 
     /// A run that stopped, or failed, is driven again (`protocol-run redrive`): `running`, its
-    /// end (final state, exit code, output) cleared, checked against the fencing token this
+    /// end (final state, exit code, output) cleared, its `redrives` counted, checked against the fencing token this
     /// store holds. Committed with the step that records the redrive (`Write::Reopen` then a
     /// `Write::Step` in one `commit_batch`), so a run is never reopened without it.
     fn reopen_run(&mut self, run: &str, unix_milliseconds: u64) -> Result<(), StoreError>;

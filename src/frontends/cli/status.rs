@@ -104,6 +104,7 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
         // What started it (`run`, `serve`, `mcp`); null for a run recorded before origins were.
         "origin": summary.origin.map(crate::store::RunOrigin::as_str),
         "forked_from": summary.forked_from,
+        "redrives": summary.redrives,
         "inputs": record.inputs,
         "grants": record.grants,
         "state": snapshot_json,
@@ -135,6 +136,10 @@ fn print_human(description: &serde_json::Value) {
             origin["run"].as_str().unwrap_or_default(),
             origin["step"]
         );
+    }
+    if let Some(redrives) = description["redrives"].as_u64().filter(|count| *count > 0) {
+        let plural = if redrives == 1 { "" } else { "s" };
+        println!("redriven  {redrives} time{plural}");
     }
     println!("inputs    {}", description["inputs"]);
     let mut narrowing = description["grants"].clone();

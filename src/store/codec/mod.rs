@@ -19,7 +19,7 @@ pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, 
      COALESCE((SELECT step FROM journal WHERE journal.run_id = runs.id ORDER BY step DESC \
      LIMIT 1), last_step), COALESCE((SELECT recorded_at FROM journal WHERE journal.run_id = \
      runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
-     finished_at, origin, holder, parent, forked_from";
+     finished_at, origin, holder, parent, forked_from, redrives";
 
 pub(super) const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
@@ -154,6 +154,7 @@ impl Codec {
             holder,
             parent: raw.parent,
             forked_from,
+            redrives: raw.redrives.max(0) as u64,
         })
     }
 
@@ -288,6 +289,7 @@ pub(super) struct RawRun {
     pub(super) holder: Option<String>,
     pub(super) parent: Option<String>,
     pub(super) forked_from: Option<String>,
+    pub(super) redrives: i64,
 }
 
 /// A `journal` row as stored.

@@ -33,6 +33,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             holder: text(12)?,
             parent: text(13)?,
             forked_from: text(14)?,
+            redrives: self.column(row, 15, &id)?,
             id: id.clone(),
         };
         self.codec.summary(raw)
@@ -66,11 +67,11 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         else {
             return Ok(None);
         };
-        let inputs: String = self.column(&row, 16, run)?;
-        let grants: Option<String> = self.column(&row, 17, run)?;
+        let inputs: String = self.column(&row, 17, run)?;
+        let grants: Option<String> = self.column(&row, 18, run)?;
         Ok(Some(RunRecord {
             summary: self.summary(&row)?,
-            protocol_text: self.column(&row, 15, run)?,
+            protocol_text: self.column(&row, 16, run)?,
             inputs: self.codec.decode(run, "inputs", &inputs)?,
             grants: grants
                 .map(|grants| self.codec.decode(run, "grants", &grants))

@@ -69,6 +69,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // SQLite's version 10: how many times a run was redriven.
+    "
+    ALTER TABLE runs ADD COLUMN redrives BIGINT NOT NULL DEFAULT 0;
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

@@ -572,7 +572,8 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         let changed = self.execute(
             &|| operation.clone(),
             "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
-             output = NULL, finished_at = NULL, updated_at = $1 WHERE id = $2",
+             output = NULL, finished_at = NULL, updated_at = $1, redrives = redrives + 1 \
+             WHERE id = $2",
             &[&time, &run],
         )?;
         if changed == 0 {

@@ -327,6 +327,7 @@ fn read_run(row: &Row) -> rusqlite::Result<RawRun> {
         holder: row.get(12)?,
         parent: row.get(13)?,
         forked_from: row.get(14)?,
+        redrives: row.get(15)?,
     })
 }
 
@@ -407,9 +408,9 @@ impl Store for SqliteStore {
                 |row| {
                     Ok((
                         read_run(row)?,
-                        row.get::<_, Option<String>>(15)?,
-                        row.get::<_, String>(16)?,
-                        row.get::<_, Option<String>>(17)?,
+                        row.get::<_, Option<String>>(16)?,
+                        row.get::<_, String>(17)?,
+                        row.get::<_, Option<String>>(18)?,
                     ))
                 },
             )

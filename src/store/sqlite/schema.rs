@@ -100,6 +100,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // How many times a run was redriven (`Store::reopen_run`).
+    "
+    ALTER TABLE runs ADD COLUMN redrives BIGINT NOT NULL DEFAULT 0;
+",
 ];
 
 impl SqliteStore {

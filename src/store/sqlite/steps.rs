@@ -373,7 +373,8 @@ impl Context {
         let changed = connection
             .execute_cached(
                 "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
-                 output = NULL, finished_at = NULL, updated_at = ?1 WHERE id = ?2",
+                 output = NULL, finished_at = NULL, updated_at = ?1, redrives = redrives + 1 \
+                 WHERE id = ?2",
                 rusqlite::params![time, run],
             )
             .map_err(self.failed(&operation))?;
