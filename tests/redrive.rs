@@ -143,13 +143,15 @@ fn step_kinds(status: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// Runs `protocol` as `run`, which fails (exit 76, recorded as such), writes `mark`, then
-/// redrives the run to its end (exit 0); the redrive's stdout and stderr.
+/// Runs `protocol` as `run`, which fails (exit 76, recorded as such), redrives it `unfixed`
+/// times before the fix (each fails again: the run's own outcome), writes `mark`, then
+/// redrives the run to its end (exit 0); the last redrive's stdout and stderr.
 fn fail_then_redrive(
     directory: &Path,
     environment: &[(&str, &str)],
     protocol: &str,
     run: &str,
+    unfixed: usize,
 ) -> (String, String) {
     std::fs::write(directory.join("protocol.yaml"), protocol).unwrap();
     let (code, _, stderr) = support::run_binary_in(
@@ -162,6 +164,10 @@ fn fail_then_redrive(
         status(directory, environment, run)["finish"]["exit_code"],
         76
     );
+    for _ in 0..unfixed {
+        let (code, _, stderr) = support::run_binary_in(directory, environment, &["redrive", run]);
+        assert_eq!(code, 76, "{stderr}");
+    }
     std::fs::write(directory.join("mark"), "").unwrap();
     let (code, stdout, stderr) = support::run_binary_in(directory, environment, &["redrive", run]);
     assert_eq!(code, 0, "{stderr}");
@@ -170,7 +176,7 @@ fn fail_then_redrive(
 
 fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
     let directory = support::temporary_directory("redrive", &format!("effect-{name}"));
-    let (stdout, stderr) = fail_then_redrive(&directory, environment, ONCE, "r");
+    let (stdout, stderr) = fail_then_redrive(&directory, environment, ONCE, "r", 0);
     assert!(stdout.contains(r#""result":"fine""#), "{stdout}");
     assert!(
         stderr.contains("run r redriven from step 0 (it failed at step 1); again: check"),
@@ -198,7 +204,7 @@ fn redrives_a_failed_effect(name: &str, environment: &[(&str, &str)]) {
 
 fn redrives_only_the_failed_items_of_a_map(name: &str, environment: &[(&str, &str)]) {
     let directory = support::temporary_directory("redrive", &format!("map-{name}"));
-    let (stdout, stderr) = fail_then_redrive(&directory, environment, MAPPED, "m");
+    let (stdout, stderr) = fail_then_redrive(&directory, environment, MAPPED, "m", 0);
     assert!(stderr.contains("again: check[3], check[7]"), "{stderr}");
     // The results complete, in item order.
     let results: Vec<String> = (0..10).map(|item| format!("\"r{item}\"")).collect();
@@ -219,17 +225,22 @@ fn redrives_only_the_failed_items_of_a_map(name: &str, environment: &[(&str, &st
 fn redrives_a_failed_child_protocol(name: &str, environment: &[(&str, &str)]) {
     let directory = support::temporary_directory("redrive", &format!("child-{name}"));
     std::fs::write(directory.join("failing.yaml"), FAILING_CHILD).unwrap();
-    let (stdout, stderr) = fail_then_redrive(&directory, environment, FAILING_PARENT, "p");
+    let (stdout, stderr) = fail_then_redrive(&directory, environment, FAILING_PARENT, "p", 1);
     assert!(stdout.contains(r#""kid":"done""#), "{stdout}");
     assert!(stderr.contains("again: kid"), "{stderr}");
     assert_eq!(
         status(&directory, environment, "p/kid")["finish"]["state"],
         "finished"
     );
-    // The child started over: its effect ran again, under a key of its own.
+    // Redriven twice (the first failed again, exit 76): the child started over each time, its
+    // effect under a key of its own.
+    assert_eq!(status(&directory, environment, "p")["redrives"], 2);
     let keys = lines(&directory, "ran");
-    assert_eq!(keys.len(), 2, "{keys:?}");
-    assert_ne!(keys[0], keys[1]);
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(
+        keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2],
+        "{keys:?}"
+    );
     assert!(keys.iter().all(|key| key.starts_with("p/kid:")), "{keys:?}");
     let _ = std::fs::remove_dir_all(&directory);
 }
