@@ -294,8 +294,9 @@ fn failed_children(
         if !before.secrets.is_empty() {
             return Err(Refusal::error(
                 format!(
-                    "run `{run}`: the child protocol `{id}` failed, and its inputs hold secrets \
-                     ({}), which a redrive does not take back yet; fork the run instead",
+                    "run `{run}`: the child protocol `{id}` failed, and the state its inputs \
+                     are taken from holds secrets ({}), which a redrive does not take back yet; \
+                     fork the run instead",
                     before.secrets.join(", ")
                 ),
                 exit_code::USAGE,
