@@ -49,14 +49,17 @@ states:
   done: { type: final, output: { results: "${results}" } }
 "#;
 
-/// An effect that waits for the file `go`, each attempt's idempotency key appended to `ran`.
+/// An effect that waits for the file `go`, each attempt's idempotency key appended to `ran`;
+/// its command holds a secret input, so the state it is in holds a secret.
 const WAITS: &str = r#"
 id: waits
 permissions: { exec: [sh], shell: true, env: [PATH] }
+inputs:
+  token: { type: string, secret: true, required: true }
 states:
   working:
     entry:
-      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; while [ ! -f go ]; do sleep 0.05; done; printf went'
+      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; test -n "${token}"; while [ ! -f go ]; do sleep 0.05; done; printf went'
         shell: true
         id: wait
     on:
@@ -281,7 +284,7 @@ fn redrives_a_stopped_run(name: &str, environment: &[(&str, &str)]) {
     let mut child = spawn(
         &directory,
         environment,
-        &["run", "waits.yaml", "--run-id", "s"],
+        &["run", "waits.yaml", "--run-id", "s", "-i", "token=hunter22"],
     );
     wait_for_the_effect(&directory, environment, "s");
     nix::sys::signal::kill(
@@ -294,7 +297,15 @@ fn redrives_a_stopped_run(name: &str, environment: &[(&str, &str)]) {
     assert_eq!(stopped["status"], "stopped");
     let last = stopped["state"]["step"].as_u64().unwrap();
     std::fs::write(directory.join("go"), "").unwrap();
-    let (code, stdout, stderr) = support::run_binary_in(&directory, environment, &["redrive", "s"]);
+    // Its secret input, never stored, is supplied again, as to `resume`.
+    let (code, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", "s"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("secret input `token`"), "{stderr}");
+    let (code, stdout, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["redrive", "s", "-i", "token=hunter22"],
+    );
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains(r#""went":true"#), "{stdout}");
     assert!(
@@ -309,6 +320,15 @@ fn redrives_a_stopped_run(name: &str, environment: &[(&str, &str)]) {
         step_kinds(&after).contains(&format!("(redrive from step {last})")),
         "{after}"
     );
+    // The state the redrive wrote with the secret put back was masked again: on SQLite, no file
+    // of the store holds it.
+    for file in ["state.db", "state.db-wal"] {
+        let bytes = std::fs::read(directory.join("state").join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(8).any(|window| window == b"hunter22"),
+            "{file} holds the secret"
+        );
+    }
     // The interrupted attempt ran again as a new one, with a key of its own.
     let keys = lines(&directory, "ran");
     assert_eq!(keys.len(), 2, "{keys:?}");
@@ -349,7 +369,7 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
     let mut child = spawn(
         &directory,
         environment,
-        &["run", "waits.yaml", "--run-id", "w"],
+        &["run", "waits.yaml", "--run-id", "w", "-i", "token=hunter22"],
     );
     wait_for_the_effect(&directory, environment, "w");
     let (exit, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", "w"]);

@@ -48,11 +48,13 @@ pub fn check(store: &dyn Store, run: &str) -> Result<(), Refusal> {
 
 /// Records the redrive of `run`, claimed by this process: the run is running again (its end
 /// cleared, for a failed run) and its next step, in the same transaction, is the state after
-/// its last step before the failure, with what failed made to run again. The caller then
-/// resumes the run as from any step.
+/// its last step before the failure, with what failed made to run again. `secrets` are the
+/// run's secret inputs supplied again, which put back the values that state's placeholders
+/// stand for (the store masks them again). The caller then resumes the run as from any step.
 pub fn record(
     store: &mut dyn Store,
     run: &str,
+    secrets: &[(String, String)],
     unix_milliseconds: u64,
 ) -> Result<Redriven, Refusal> {
     let store_failed = |error: StoreError| Refusal::error(error, exit_code::IO);
@@ -89,12 +91,6 @@ pub fn record(
             exit_code::USAGE,
         ))
     };
-    if !stored.secrets.is_empty() {
-        return not_yet(format!(
-            "its state holds secrets ({}), which a redrive does not take back yet",
-            stored.secrets.join(", ")
-        ));
-    }
     if failed && !stored.snapshot.children.is_empty() {
         return not_yet(
             "child protocols were running, and a redrive does not take children back yet"
@@ -102,7 +98,18 @@ pub fn record(
         );
     }
     let children = failed_children(store, run, from_step)?;
-    let mut snapshot = stored.snapshot;
+    let mut snapshot = stored
+        .snapshot
+        .with_secrets(&stored.secrets, secrets)
+        .map_err(|error| {
+            Refusal::error(
+                format!(
+                    "run `{run}` cannot be redriven: {}",
+                    crate::base::secrets::mask(&error)
+                ),
+                exit_code::INVALID,
+            )
+        })?;
     let mut again = run_failures_again(&mut snapshot).map_err(|error| {
         Refusal::error(
             format!("run `{run}` at step {from_step}: {error}"),

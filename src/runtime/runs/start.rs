@@ -266,7 +266,7 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
     // Recorded once the protocol is known to load, compile and take the run's inputs.
     if let Some(tell) = resumption.redrive {
         let now = crate::base::clock::unix_milliseconds_now();
-        tell(&super::redrive::record(place.store, run_id, now)?);
+        tell(&super::redrive::record(place.store, run_id, &secrets, now)?);
     }
     place
         .store
