@@ -1,6 +1,7 @@
 //! What every store writes and reads the same way, whatever its database: rows encoded as JSON text (secrets masked), a run's summary and journal entries decoded, errors that name the database.
 
 pub(super) mod children;
+pub(super) mod inbox;
 pub(super) mod states;
 pub(super) mod steps;
 

@@ -1,5 +1,6 @@
 //! The shared store: runs, their journal and their states in a PostgreSQL database, so that several hosts drive runs of one fleet.
 
+mod inbox;
 mod reads;
 mod schema;
 mod session;
@@ -335,6 +336,50 @@ impl Store for PostgresStore {
     fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
         let step = self.codec.integer("a step number", step)?;
         self.session().rebuild(run, Some(step))
+    }
+
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.store_event(run, event, data, unix_milliseconds)
+    }
+
+    fn take_inbox(
+        &mut self,
+        holder: &Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<crate::store::TakenInbox, StoreError> {
+        self.take_entries(holder, protocol_path, limit)
+    }
+
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        let write = Write::ApplyInbox {
+            run: run.to_string(),
+            entry,
+            step,
+            outcome: outcome.clone(),
+            output: output.to_string(),
+        };
+        self.commit_batch(std::slice::from_ref(&write))
+    }
+
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
+        self.entry_states(entries)
     }
 
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {

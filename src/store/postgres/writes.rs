@@ -91,6 +91,15 @@ impl PostgresStore {
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Stopped.as_str().into());
                     }
+                    Planned::Other(Write::ApplyInbox {
+                        run,
+                        entry,
+                        step,
+                        outcome,
+                        output,
+                    }) => {
+                        session.apply_entry(run, *entry, *step, outcome, output)?;
+                    }
                     Planned::Other(Write::FinishRun { run, finish }) => {
                         session.update_finish(run, finish)?;
                         known
@@ -482,7 +491,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     }
 
     /// Why a write to `run` changed nothing: the run is unknown, finished, or past `sequence`.
-    fn refusal(
+    pub(super) fn refusal(
         &self,
         run: &str,
         sequence: Option<u64>,
