@@ -158,3 +158,64 @@ fn a_running_host_takes_over_the_instances_of_a_host_killed_beside_it() {
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+#[test]
+fn an_event_sent_to_another_host_is_queued_applied_once_by_the_holder_and_relayed_back() {
+    let test = "postgres_hosts::an_event_sent_to_another_host_is_queued_applied_once_by_the_holder_and_relayed_back";
+    let Some(database) = support::postgres::database(test) else {
+        return;
+    };
+    let directory = support::temporary_directory("postgres-hosts", "inbox");
+    std::fs::write(directory.join("waiting.yaml"), WAITING).unwrap();
+    let (first, mut first_in, mut first_out) = serving(&directory, "first", database.url());
+    writeln!(first_in, "{{\"instance\": \"i1\"}}").unwrap();
+    line_with(&mut first_out, "\"idle\"");
+    let (second, mut second_in, mut second_out) = serving(&directory, "second", database.url());
+    // An event the state does not take, then the one that ends it, both to the host that
+    // does not hold the instance: each is queued there, applied by the holder in order, and
+    // its outcome comes back where it was sent.
+    writeln!(second_in, "{{\"instance\": \"i1\", \"event\": \"poke\"}}").unwrap();
+    let queued = line_with(&mut second_out, "\"queued\"");
+    assert!(queued.contains("\"entry\":1"), "{queued}");
+    let relayed = line_with(&mut second_out, "\"poke\"");
+    assert!(relayed.contains("\"outcome\":\"discarded\""), "{relayed}");
+    writeln!(second_in, "{{\"instance\": \"i1\", \"event\": \"go\"}}").unwrap();
+    let queued = line_with(&mut second_out, "\"queued\"");
+    assert!(queued.contains("\"entry\":2"), "{queued}");
+    line_with(&mut second_out, "\"finished\"");
+    // The holder applied both and ended the instance itself.
+    line_with(&mut first_out, "\"finished\"");
+    let mut client = database.connect();
+    let rows = client
+        .query(
+            "SELECT entry, status, step, tries FROM inbox WHERE run_id = 'waiting:i1' ORDER BY entry",
+            &[],
+        )
+        .unwrap();
+    let rows: Vec<(i64, String, Option<i64>, i64)> = rows
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, "applied".to_string(), Some(1), 1),
+            (2, "applied".to_string(), Some(2), 1)
+        ]
+    );
+    let store = PostgresStore::connect(database.url()).unwrap();
+    let journal = store.journal("waiting:i1").unwrap();
+    let events: Vec<Option<&str>> = journal
+        .iter()
+        .map(|entry| entry.event.as_ref().map(|event| event.name.as_str()))
+        .collect();
+    assert_eq!(events, [None, Some("poke"), Some("go")]);
+    drop(first_in);
+    drop(second_in);
+    for host in [first, second] {
+        let output = host.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
