@@ -372,6 +372,13 @@ fn a_claim_takes_a_run_only_from_a_holder_that_is_gone(backend: Arc<dyn Backend>
         Some(holder(2))
     );
     assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
+    // A run that finished after a host read it unfinished is not taken by its claim.
+    store.finish_run("s", &finish(2_000)).unwrap();
+    let claimed = other
+        .claim_runs(&runs[1..2], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [Some(Unclaimed::Finished)]);
+    assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
 }
 
 fn started(path: &str) -> ChildChange {

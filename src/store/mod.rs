@@ -543,6 +543,8 @@ pub enum Unclaimed {
     Held(Holder),
     /// It is a child protocol of `parent`, held with it.
     Child { parent: String },
+    /// It has finished: nobody drives it any more.
+    Finished,
 }
 
 /// One write of a batch (`Store::commit_batch`).

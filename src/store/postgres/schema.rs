@@ -89,6 +89,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX inbox_waiting ON inbox (run_id, entry) WHERE status = 'pending';
     CREATE UNIQUE INDEX inbox_steps ON inbox (run_id, step) WHERE step IS NOT NULL;
 ",
+    // Who committed each step, and under which fencing token of its run: hosts of a fleet can
+    // be checked never to have both written under one token. (PostgreSQL only: on SQLite one
+    // machine's lock files tell the holder.)
+    "
+    ALTER TABLE journal ADD COLUMN fencing BIGINT;
+    ALTER TABLE journal ADD COLUMN writer TEXT;
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

@@ -548,7 +548,7 @@ impl Store for SqliteStore {
             |context, connection| {
                 let failed = context.failed("claim runs");
                 let mut read = connection
-                    .prepare_cached("SELECT holder, parent FROM runs WHERE id = ?1")
+                    .prepare_cached("SELECT holder, parent, status FROM runs WHERE id = ?1")
                     .map_err(&failed)?;
                 let mut record = connection
                     .prepare_cached(
@@ -558,7 +558,7 @@ impl Store for SqliteStore {
                     .map_err(&failed)?;
                 for run in runs {
                     let recorded = read
-                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
                         .optional()
                         .map_err(&failed)?;
                     let unclaimed = context.claim(run, recorded, holder, holds)?;
