@@ -20,7 +20,7 @@ impl PostgresStore {
         let data = self.codec.encode(run, "inbox entry's data", data)?;
         let queued = self.codec.integer("a time", unix_milliseconds)?;
         let operation = || format!("store an event in the inbox of run `{run}`");
-        let number = self.write("store an event in a run's inbox", |session| {
+        let number = self.write_waiting_briefly("store an event in a run's inbox", |session| {
             let Some(row) = session.query_optional(&operation, NEXT_ENTRY, &[&run])? else {
                 return Err(session.refusal(run, None, &operation())?);
             };

@@ -23,6 +23,9 @@ use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
 use session::Session;
 
+/// The longest a claim or an event's queueing waits for a row lock (`write_waiting_briefly`).
+const LOCK_WAIT: &str = "1s";
+
 /// How long connecting waits for the server when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -89,8 +92,43 @@ impl PostgresStore {
     }
 
     /// Runs `body` in one transaction, committed if it succeeds; on an error the transaction
-    /// is dropped, which rolls back whatever `body` wrote.
+    /// is dropped, which rolls back whatever `body` wrote. Under a lease, a connection the
+    /// server closed is a lost lease: the server ends a session left in a transaction longer
+    /// than the lease (a paused host: `renew_lease`), and a host cut off from its database
+    /// cannot tell whether its runs are still its own.
     fn write<T>(
+        &mut self,
+        operation: &str,
+        body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let result = self.transaction(operation, body);
+        match (&self.lease, result) {
+            (Some(host), Err(_)) if self.client.is_closed() => Err(StoreError::LeaseLost {
+                database: self.codec.location(),
+                host: host.clone(),
+            }),
+            (_, result) => result,
+        }
+    }
+
+    /// `write`, waiting at most `LOCK_WAIT` for a row another host's transaction has locked:
+    /// a host claiming runs, or queueing an event, is never held up by a paused one.
+    fn write_waiting_briefly<T>(
+        &mut self,
+        operation: &str,
+        body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.write(operation, |session| {
+            session.execute(
+                &|| operation.to_string(),
+                &format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"),
+                &[],
+            )?;
+            body(session)
+        })
+    }
+
+    fn transaction<T>(
         &mut self,
         operation: &str,
         body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
@@ -298,9 +336,10 @@ impl Store for PostgresStore {
         holds: &mut dyn FnMut(&Holder) -> bool,
     ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
         let encoded = self.codec.encode_holder(holder)?;
-        let (others, tokens) = self.write(&format!("claim {} run(s)", runs.len()), |session| {
-            session.claim_runs(runs, holder, &encoded, holds)
-        })?;
+        let (others, tokens) = self
+            .write_waiting_briefly(&format!("claim {} run(s)", runs.len()), |session| {
+                session.claim_runs(runs, holder, &encoded, holds)
+            })?;
         self.fences.extend(tokens);
         Ok(others)
     }
@@ -390,6 +429,16 @@ impl Store for PostgresStore {
                 host: host.to_string(),
             })
         });
+        // A session of this host left in a transaction for longer than the lease (the process
+        // was paused) is ended by the server, which frees the rows it locked for the hosts
+        // taking its runs over.
+        if self.lease.is_none() {
+            self.session().execute(
+                &|| "bound the time a transaction may stay open".to_string(),
+                &format!("SET idle_in_transaction_session_timeout = {ttl}"),
+                &[],
+            )?;
+        }
         // Lost or not, this store's writes are made under it from now on: after a loss, none.
         self.lease = Some(host.to_string());
         renewed
