@@ -32,6 +32,11 @@ fn serve(directory: &std::path::Path, state: &str, url: &str) -> Child {
             state,
             "--lease",
             "1s",
+            // Hosts look at the inboxes only once a minute: a queued event reaches its holder,
+            // and its outcome the sender, by the database's notifications (`LISTEN`), or the
+            // inbox test would take minutes.
+            "--inbox-poll",
+            "1m",
         ])
         .env("PROTOCOL_RUN_STORE", "postgres")
         .env("PROTOCOL_RUN_DATABASE_URL", url)

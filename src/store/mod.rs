@@ -523,6 +523,16 @@ pub trait Store: Send {
         output: &str,
     ) -> Result<(), StoreError>;
 
+    /// Wakes the returned `Notify` whenever an event is queued for a run the host with lease
+    /// `host` holds, or an event it queued has an outcome: hosts need not wait for their next
+    /// look. `None` where the store cannot tell (hosts then only look now and again).
+    fn wake_on_inbox(
+        &mut self,
+        _host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        Ok(None)
+    }
+
     /// What became of each of `entries` (run, number); an entry the store does not have (its
     /// run was pruned) is left out.
     fn inbox_states(&self, entries: &[(String, u64)]) -> Result<Vec<InboxRecord>, StoreError>;

@@ -177,6 +177,13 @@ impl Store for SharedStore {
         self.lock().inbox_states(entries)
     }
 
+    fn wake_on_inbox(
+        &mut self,
+        host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        self.lock().wake_on_inbox(host)
+    }
+
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
         self.lock().renew_lease(host, ttl_milliseconds)
     }

@@ -4,13 +4,14 @@ use super::Codec;
 use crate::store::inbox::{InboxEntry, InboxRecord, InboxState, MAX_TRIES};
 use crate::store::{StoreError, inbox};
 
-/// Gives the run its next inbox number, under its row lock; no row for an unknown or finished
-/// run.
+/// Gives the run its next inbox number, under its row lock, with its holder (to wake); no row
+/// for an unknown or finished run.
 pub(in crate::store) const NEXT_ENTRY: &str = "UPDATE runs SET inbox_next = inbox_next + 1 \
-     WHERE id = $1 AND parent IS NULL AND status <> 'finished' RETURNING inbox_next";
+     WHERE id = $1 AND parent IS NULL AND status <> 'finished' RETURNING inbox_next, holder";
 
+/// `$6`: the lease of the host that queued it, woken when it is applied.
 pub(in crate::store) const INSERT_ENTRY: &str = "INSERT INTO inbox (run_id, entry, event_name, \
-     event_data, queued_at) VALUES ($1, $2, $3, $4, $5)";
+     event_data, queued_at, sender) VALUES ($1, $2, $3, $4, $5, $6)";
 
 /// Counts a try of the waiting entries of the runs of protocol `$3` a holder holds (`$1`, its
 /// encoding), at most `$2` of them, and sets aside those past `MAX_TRIES`. `{lock}` is where PostgreSQL skips

@@ -20,16 +20,27 @@ impl PostgresStore {
         let data = self.codec.encode(run, "inbox entry's data", data)?;
         let queued = self.codec.integer("a time", unix_milliseconds)?;
         let operation = || format!("store an event in the inbox of run `{run}`");
+        let sender = self.lease.clone();
         let number = self.write_waiting_briefly("store an event in a run's inbox", |session| {
             let Some(row) = session.query_optional(&operation, NEXT_ENTRY, &[&run])? else {
                 return Err(session.refusal(run, None, &operation())?);
             };
             let next: i64 = session.column(&row, 0, run)?;
+            let holder: Option<String> = session.column(&row, 1, run)?;
             session.execute(
                 &operation,
                 INSERT_ENTRY,
-                &[&run, &next, &event, &data, &queued],
+                &[&run, &next, &event, &data, &queued, &sender],
             )?;
+            // The holder is woken when this commits (a run nobody holds waits for the host that
+            // takes it over, which looks at its inbox then).
+            let lease = match holder {
+                Some(text) => session.codec.decode::<Holder>(run, "holder", &text)?.host,
+                None => None,
+            };
+            if let Some(lease) = lease {
+                session.notify(&lease)?;
+            }
             Ok(next.max(0) as u64)
         })?;
         Ok(number)
@@ -64,6 +75,23 @@ impl PostgresStore {
                 .collect::<Result<Vec<_>, StoreError>>()
         })?;
         self.codec.taken(rows)
+    }
+
+    /// Listens on `INBOX_CHANNEL` for notifications naming the lease `host`; what they wake.
+    pub(super) fn listen(
+        &mut self,
+        host: &str,
+    ) -> Result<std::sync::Arc<tokio::sync::Notify>, StoreError> {
+        let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        if let Ok(mut listening) = self.wakeups.lock() {
+            *listening = Some((host.to_string(), wake.clone()));
+        }
+        super::wait(
+            self.client
+                .batch_execute(&format!("LISTEN {}", super::INBOX_CHANNEL)),
+        )
+        .map_err(|error| super::session::failed(&self.codec, "listen for queued events", error))?;
+        Ok(wake)
     }
 
     pub(super) fn entry_states(
@@ -106,14 +134,28 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             .transpose()?;
         let outcome = self.codec.encode(run, "inbox entry's outcome", outcome)?;
         let operation = || format!("apply inbox entry {entry} of run `{run}`");
-        let changed = self.execute(
+        let Some(row) = self.query_optional(
             &operation,
-            APPLY,
+            &format!("{APPLY} RETURNING sender"),
             &[&run, &number, &step, &outcome, &output],
-        )?;
-        if changed == 0 {
+        )?
+        else {
             return Err(self.codec.not_waiting(run, entry));
+        };
+        // The host that queued it is woken when this commits, to relay the outcome.
+        if let Some(sender) = self.column::<Option<String>>(&row, 0, run)? {
+            self.notify(&sender)?;
         }
+        Ok(())
+    }
+
+    /// Wakes the host with lease `lease` once the transaction commits (`INBOX_CHANNEL`).
+    pub(super) fn notify(&self, lease: &str) -> Result<(), StoreError> {
+        self.execute(
+            &|| format!("wake the host `{lease}`"),
+            "SELECT pg_notify($1, $2)::text",
+            &[&super::INBOX_CHANNEL, &lease],
+        )?;
         Ok(())
     }
 }

@@ -51,7 +51,17 @@ pub struct PostgresStore {
     /// The lease this store's writes are made under (`Store::renew_lease`), once it took one:
     /// each write transaction checks it has not run out.
     lease: Option<String>,
+    /// Whom the connection's thread wakes when a notification names them (`wake_on_inbox`).
+    wakeups: Wakeups,
 }
+
+/// The lease a host listens for on `INBOX_CHANNEL`, and what its notifications wake.
+type Wakeups =
+    std::sync::Arc<std::sync::Mutex<Option<(String, std::sync::Arc<tokio::sync::Notify>)>>>;
+
+/// The channel on which a host is told that its runs' inboxes, or the outcomes of events it
+/// queued, changed: the payload names the host's lease.
+pub(super) const INBOX_CHANNEL: &str = "protocol_run_inbox";
 
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user@host:port/database`, or the
@@ -65,11 +75,13 @@ impl PostgresStore {
         let codec = Codec {
             database: location(&config),
         };
-        let client = start_connection(config).map_err(|source| StoreError::Database {
-            database: codec.location(),
-            operation: "connect".to_string(),
-            source: session::explained(&*source).into(),
-        })?;
+        let wakeups = Wakeups::default();
+        let client =
+            start_connection(config, wakeups.clone()).map_err(|source| StoreError::Database {
+                database: codec.location(),
+                operation: "connect".to_string(),
+                source: session::explained(&*source).into(),
+            })?;
         let mut store = PostgresStore {
             client,
             codec,
@@ -77,6 +89,7 @@ impl PostgresStore {
             written: HashMap::default(),
             fences: HashMap::default(),
             lease: None,
+            wakeups,
         };
         store.migrate()?;
         Ok(store)
@@ -157,7 +170,10 @@ fn wait<F: std::future::Future>(future: F) -> F::Output {
 
 /// Connects on a thread of its own, which then drives the connection until the client is
 /// dropped; the client, or why it could not connect.
-fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super::Cause> {
+fn start_connection(
+    mut config: tokio_postgres::Config,
+    wakeups: Wakeups,
+) -> Result<Client, super::Cause> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -179,9 +195,7 @@ fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super:
                 match config.connect(NoTls).await {
                     Ok((client, connection)) => {
                         if sender.send(Ok(client)).is_ok() {
-                            // Ends with an error when the server goes away: the client's calls
-                            // then fail, each naming its operation.
-                            let _ = connection.await;
+                            drive(connection, &wakeups).await;
                         }
                     }
                     Err(error) => {
@@ -195,6 +209,26 @@ fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super:
         .recv()
         .map_err(|_| "the connection's thread ended without connecting".into())
         .and_then(|result| result)
+}
+
+/// Drives the connection until the client is dropped or the server goes away (the client's
+/// calls then fail, each naming its operation), waking the host a notification names.
+async fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>, wakeups: &Wakeups)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    while let Some(Ok(message)) =
+        std::future::poll_fn(|context| connection.poll_message(context)).await
+    {
+        if let tokio_postgres::AsyncMessage::Notification(notification) = message
+            && let Ok(listening) = wakeups.lock()
+            && let Some((lease, wake)) = listening.as_ref()
+            && notification.payload() == lease
+        {
+            wake.notify_one();
+        }
+    }
 }
 
 /// The database as messages name it: `postgres://user@host:port/database`, never its password.
@@ -419,6 +453,13 @@ impl Store for PostgresStore {
         entries: &[(String, u64)],
     ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
         self.entry_states(entries)
+    }
+
+    fn wake_on_inbox(
+        &mut self,
+        host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        self.listen(host).map(Some)
     }
 
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {

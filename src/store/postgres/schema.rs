@@ -78,6 +78,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         event_name TEXT NOT NULL,
         event_data TEXT NOT NULL,
         queued_at BIGINT NOT NULL,
+        sender TEXT,
         tries BIGINT NOT NULL DEFAULT 0,
         status TEXT NOT NULL DEFAULT 'pending'
             CHECK (status IN ('pending', 'applied', 'set_aside')),

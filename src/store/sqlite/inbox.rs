@@ -33,7 +33,7 @@ impl SqliteStore {
             connection
                 .execute_cached(
                     &for_sqlite(INSERT_ENTRY),
-                    rusqlite::params![run, next, event, data, queued],
+                    rusqlite::params![run, next, event, data, queued, None::<String>],
                 )
                 .map_err(&failed)?;
             number = next.max(0) as u64;

@@ -26,6 +26,9 @@ pub(super) struct Inboxes {
     next: Instant,
     /// Events this host queued, followed until their outcome is known.
     relaying: std::collections::VecDeque<Relayed>,
+    /// Woken by the store when an event is queued for an instance held here, or an event
+    /// queued here has an outcome (PostgreSQL's `LISTEN`): the look is then due at once.
+    wake: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 /// An event queued here for a run another host holds.
@@ -40,6 +43,19 @@ struct Relayed {
 impl Inboxes {
     pub(super) fn next(&self) -> Instant {
         self.next
+    }
+
+    /// Resolves when the store says there is something to look at; never without a store
+    /// that can say.
+    pub(super) async fn woken(wake: Option<std::sync::Arc<tokio::sync::Notify>>) {
+        match wake {
+            Some(wake) => wake.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    pub(super) fn wake(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        self.wake.clone()
     }
 
     /// The next look: `every` from now, give or take a quarter, so that hosts started together
@@ -61,12 +77,25 @@ impl Inboxes {
 
 impl Fleet {
     /// Looks every `every` (jittered) at the inboxes of the instances held here, and at the
-    /// outcomes of the events this host queued for instances held elsewhere.
+    /// outcomes of the events this host queued for instances held elsewhere; at once when the
+    /// store wakes it (a store that cannot is said on stderr, and only looked at).
     pub fn with_inboxes(mut self, every: Duration) -> Fleet {
+        let wake = self.recording.as_mut().and_then(|recording| {
+            let lease = recording.holder.host.clone()?;
+            recording
+                .store
+                .wake_on_inbox(&lease)
+                .map_err(|error| {
+                    eprintln!("warning: {error}; the inboxes are looked at every {every:?}")
+                })
+                .ok()
+                .flatten()
+        });
         let mut inboxes = Inboxes {
             every,
             next: Instant::now(),
             relaying: std::collections::VecDeque::new(),
+            wake,
         };
         inboxes.schedule();
         self.inboxes = Some(inboxes);

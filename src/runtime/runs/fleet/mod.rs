@@ -428,6 +428,7 @@ impl Fleet {
             let await_deadline = self.awaiting.as_ref().map(awaiting::Awaiting::deadline);
             let takeover_at = self.takeover.as_ref().map(takeover::Takeover::next);
             let inboxes_at = self.inboxes.as_ref().map(inbox::Inboxes::next);
+            let inboxes_wake = self.inboxes.as_ref().and_then(inbox::Inboxes::wake);
             tokio::select! {
                 biased;
                 how = &mut stop => {
@@ -475,6 +476,9 @@ impl Fleet {
                     self.take_over_now();
                 }
                 () = sleep_until(inboxes_at), if inboxes_at.is_some() => {
+                    self.look_at_inboxes();
+                }
+                () = inbox::Inboxes::woken(inboxes_wake) => {
                     self.look_at_inboxes();
                 }
                 () = sleep_until(deadline) => {}
