@@ -97,6 +97,7 @@ mod seeing_what_happened;
 mod semantics;
 mod snapshot_history;
 mod socket;
+mod sqlite_claims;
 mod statistics;
 mod store;
 mod store_conformance;
