@@ -11,6 +11,13 @@ use protocol_run::store::{
 
 use crate::support;
 
+mod inbox;
+use inbox::{
+    a_holder_whose_run_was_taken_over_applies_no_entry,
+    an_entry_never_applied_is_set_aside_after_its_tries,
+    inbox_entries_are_applied_once_in_arrival_order,
+};
+
 /// Where a check's store lives; each `open` is a connection of its own to the same data.
 trait Backend: Send + Sync {
     fn open(&self) -> Box<dyn Store>;
@@ -75,6 +82,9 @@ conformance!(
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
     a_holder_whose_run_was_taken_over_writes_to_it_no_more,
+    inbox_entries_are_applied_once_in_arrival_order,
+    an_entry_never_applied_is_set_aside_after_its_tries,
+    a_holder_whose_run_was_taken_over_applies_no_entry,
     a_failed_run_reopens_with_its_redrive_step_or_not_at_all,
 );
 
@@ -362,6 +372,13 @@ fn a_claim_takes_a_run_only_from_a_holder_that_is_gone(backend: Arc<dyn Backend>
         store.run_summary("r").unwrap().unwrap().holder,
         Some(holder(2))
     );
+    assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
+    // A run that finished after a host read it unfinished is not taken by its claim.
+    store.finish_run("s", &finish(2_000)).unwrap();
+    let claimed = other
+        .claim_runs(&runs[1..2], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [Some(Unclaimed::Finished)]);
     assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
 }
 
@@ -723,9 +740,10 @@ fn a_holder_whose_run_was_taken_over_writes_to_it_no_more(backend: Arc<dyn Backe
     }
 }
 
-/// A redrive (`Write::Reopen` with the step that records it, one batch): the failed run runs
-/// again, its end cleared, or, when the step is refused or another holder took the run, stays
-/// as it ended.
+/// A redrive (`Write::Reopen` with the step that records it, one batch): a failed run, which
+/// no claim takes, is claimed by its reopening, runs again with its end cleared, and is held
+/// under a new fencing token; or, when the step is refused or another redrive reopened it
+/// first, stays as it was. An unfinished run is reopened only by the store that claimed it.
 fn a_failed_run_reopens_with_its_redrive_step_or_not_at_all(backend: Arc<dyn Backend>) {
     let mut first = backend.open();
     let mut held = new_run("r");
@@ -739,57 +757,59 @@ fn a_failed_run_reopens_with_its_redrive_step_or_not_at_all(backend: Arc<dyn Bac
     };
     first.commit_batch(&[step("r", 0), step("r", 1)]).unwrap();
     first.finish_run("r", &failed).unwrap();
-    // Claimed again, as `redrive` does before it writes.
-    let claimed = first
-        .claim_runs(&["r".to_string()], &holder(1), &mut |_| false)
-        .unwrap();
-    assert_eq!(claimed, [None]);
-    let reopen = || Write::Reopen {
+    let reopen = |by: u32| Write::Reopen {
         run: "r".to_string(),
         unix_milliseconds: 3_000,
-    };
-    let ended = |store: &dyn Store| {
-        let summary = store.run_summary("r").unwrap().unwrap();
-        assert_eq!(summary.status, RunStatus::Finished);
-        assert_eq!(summary.finish.unwrap().exit_code, 76);
-        assert_eq!(summary.redrives, 0);
-        assert_eq!(store.journal("r").unwrap().len(), 2);
+        holder: holder(by),
     };
     // A step that is not the run's next: nothing of the batch is kept.
-    let refused = first.commit_batch(&[reopen(), step("r", 1)]);
+    let refused = first.commit_batch(&[reopen(1), step("r", 1)]);
     assert!(
         matches!(refused, Err(StoreError::StaleStep { .. })),
         "{refused:?}"
     );
-    ended(&*first);
-    // Another holder took the run: the first reopens nothing.
+    let summary = first.run_summary("r").unwrap().unwrap();
+    assert_eq!(summary.status, RunStatus::Finished);
+    assert_eq!(summary.finish.unwrap().exit_code, 76);
+    assert_eq!((summary.redrives, summary.holder), (0, None));
+    assert_eq!(first.journal("r").unwrap().len(), 2);
+    // Two redrives at once: the first to commit reopens the run, the other reopens nothing.
     let mut second = backend.open();
-    let claimed = second
-        .claim_runs(&["r".to_string()], &holder(2), &mut |_| false)
-        .unwrap();
-    assert_eq!(claimed, [None]);
-    let fenced = first.commit_batch(&[reopen(), step("r", 2)]);
-    assert!(
-        matches!(fenced, Err(StoreError::Fenced { .. })),
-        "{fenced:?}"
-    );
-    assert!(matches!(
-        first.reopen_run("r", 3_000),
-        Err(StoreError::Fenced { .. })
-    ));
-    ended(&*second);
-    // The holder's redrive: running again, no end, the step recorded.
-    second.commit_batch(&[reopen(), step("r", 2)]).unwrap();
+    second.commit_batch(&[reopen(2), step("r", 2)]).unwrap();
+    let late = first.commit_batch(&[reopen(1), step("r", 2)]);
+    assert!(matches!(late, Err(StoreError::Database { .. })), "{late:?}");
+    assert!(first.reopen_run("r", 3_000, &holder(1)).is_err());
     let summary = backend.open().run_summary("r").unwrap().unwrap();
     assert_eq!(summary.status, RunStatus::Running);
     assert_eq!(summary.finish, None);
     assert_eq!(summary.last_sequence, Some(2));
-    assert_eq!(summary.redrives, 1);
+    assert_eq!((summary.redrives, summary.holder), (1, Some(holder(2))));
     assert_eq!(
         second.snapshot_at("r", 2).unwrap().unwrap().snapshot,
         state(2)
     );
+    // The reopening's token is the redrive's: it writes on, until another claims the run.
     second.commit_batch(&[step("r", 3)]).unwrap();
+    let mut third = backend.open();
+    let claimed = third
+        .claim_runs(&["r".to_string()], &holder(3), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    let fenced = second.commit_batch(&[step("r", 4)]);
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    // A stopped run is reopened by the store that claimed it.
+    third.mark_stopped("r", 4_000).unwrap();
+    let claimed = third
+        .claim_runs(&["r".to_string()], &holder(3), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    third.commit_batch(&[reopen(3), step("r", 4)]).unwrap();
+    third.commit_batch(&[step("r", 5)]).unwrap();
+    let summary = third.run_summary("r").unwrap().unwrap();
+    assert_eq!((summary.status, summary.redrives), (RunStatus::Running, 2));
 }
 
 /// Leases are the shared store's: a holder on another machine lives while its lease does.

@@ -5,7 +5,16 @@ use crate::base::exit_code;
 use crate::base::snapshot::Snapshot;
 use crate::effects::{EffectKind, EffectRequest, InterruptPolicy};
 use crate::runtime::runs::start::{Refusal, recorded_root};
-use crate::store::{JournalEntry, RunStatus, Store, StoreError, Write};
+use crate::store::{Holder, JournalEntry, RunStatus, Store, StoreError, Write};
+
+/// A redrive to record: of `run`, by `holder` (this process, which holds the run's lock), with
+/// the run's secret inputs supplied again (`secrets`, by name), at `unix_milliseconds`.
+pub struct Redrive<'a> {
+    pub run: &'a str,
+    pub holder: &'a Holder,
+    pub secrets: &'a [(String, String)],
+    pub unix_milliseconds: u64,
+}
 
 /// What a redrive recorded, for the front end to say.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,17 +55,19 @@ pub fn check(store: &dyn Store, run: &str) -> Result<(), Refusal> {
     finished_in_final_state(run, &record.summary)
 }
 
-/// Records the redrive of `run`, claimed by this process: the run is running again (its end
-/// cleared, for a failed run) and its next step, in the same transaction, is the state after
-/// its last step before the failure, with what failed made to run again. `secrets` are the
-/// run's secret inputs supplied again, which put back the values that state's placeholders
-/// stand for (the store masks them again). The caller then resumes the run as from any step.
-pub fn record(
-    store: &mut dyn Store,
-    run: &str,
-    secrets: &[(String, String)],
-    unix_milliseconds: u64,
-) -> Result<Redriven, Refusal> {
+/// Records `redrive`: the run is running again, held by the redrive's holder (a failed run is
+/// claimed so, its end cleared; a stopped one was claimed before), and its next step, in the
+/// same transaction, is the state after its last step before the failure, with what failed
+/// made to run again. The secret inputs supplied again put back the values that state's
+/// placeholders stand for (the store masks them again). The caller then resumes the run as
+/// from any step.
+pub fn record(store: &mut dyn Store, redrive: &Redrive) -> Result<Redriven, Refusal> {
+    let Redrive {
+        run,
+        holder,
+        secrets,
+        unix_milliseconds,
+    } = *redrive;
     let store_failed = |error: StoreError| Refusal::error(error, exit_code::IO);
     // Read again under the claim: the run may have moved on since `check`.
     let record = recorded_root(store, run, "redrive")?;
@@ -135,6 +146,7 @@ pub fn record(
             Write::Reopen {
                 run: run.to_string(),
                 unix_milliseconds,
+                holder: holder.clone(),
             },
             Write::Step {
                 run: run.to_string(),

@@ -204,11 +204,12 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         }
         Some(_) => {}
     }
-    let process = match resumption.redrive {
-        Some(_) => "redrive",
-        None => "resume",
+    let lock = match resumption.redrive {
+        // A failed run is claimed by the redrive's reopening.
+        Some(_) => HolderLock::run_to_reopen(place.store, place.state_path, run_id)
+            .map_err(|error| Refusal::error(&error, error.exit_code()))?,
+        None => claim(place.store, place.state_path, run_id, "resume")?,
     };
-    let lock = claim(place.store, place.state_path, run_id, process)?;
     // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = place.store.run(run_id).map_err(store_refusal)? else {
         return Err(missing());
@@ -265,8 +266,13 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
     let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
     // Recorded once the protocol is known to load, compile and take the run's inputs.
     if let Some(tell) = resumption.redrive {
-        let now = crate::base::clock::unix_milliseconds_now();
-        tell(&super::redrive::record(place.store, run_id, &secrets, now)?);
+        let redrive = super::redrive::Redrive {
+            run: run_id,
+            holder: lock.holder(),
+            secrets: &secrets,
+            unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
+        };
+        tell(&super::redrive::record(place.store, &redrive)?);
     }
     place
         .store

@@ -52,6 +52,9 @@ impl PostgresStore {
             .iter()
             .map(|write| self.fences.get(planned_run(write)).copied())
             .collect();
+        let lease = self.lease.clone();
+        // The runs a redrive reopened, with the fencing tokens it took them under.
+        let mut reopened: Vec<(String, i64)> = Vec::new();
         let result = self.write(operation, |session| {
             // Every run the batch writes to, locked and read at once: the checks below are made
             // against what was read, which nobody else can change until the commit.
@@ -66,13 +69,19 @@ impl PostgresStore {
                 .collect();
             session.insert_runs(&created)?;
             let mut known = session.lock_runs(&runs)?;
-            let mut journal = JournalRows::default();
+            let mut journal = JournalRows {
+                writer: lease.clone(),
+                ..JournalRows::default()
+            };
             let mut steps = encoded.iter();
-            for (write, fence) in writes.iter().zip(&fences) {
+            // A redrive's reopening moves its run's token on for the batch's later writes.
+            let mut fences = fences.clone();
+            for (index, write) in writes.iter().enumerate() {
                 let run = planned_run(write);
+                let fence = fences[index];
                 if let Some(held) = fence {
                     let current = known.get(run).map(|row| row.fencing);
-                    session.codec.fenced(run, *held, current)?;
+                    session.codec.fenced(run, held, current)?;
                 }
                 match write {
                     Planned::Step(step) => {
@@ -91,6 +100,15 @@ impl PostgresStore {
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Stopped.as_str().into());
                     }
+                    Planned::Other(Write::ApplyInbox {
+                        run,
+                        entry,
+                        step,
+                        outcome,
+                        output,
+                    }) => {
+                        session.apply_entry(run, *entry, *step, outcome, output)?;
+                    }
                     Planned::Other(Write::FinishRun { run, finish }) => {
                         session.update_finish(run, finish)?;
                         known
@@ -100,11 +118,24 @@ impl PostgresStore {
                     Planned::Other(Write::Reopen {
                         run,
                         unix_milliseconds,
+                        holder,
                     }) => {
-                        session.update_reopen(run, *unix_milliseconds)?;
-                        known
-                            .entry(run.clone())
-                            .and_modify(|row| row.status = RunStatus::Running.as_str().into());
+                        let token = session.update_reopen(
+                            run,
+                            *unix_milliseconds,
+                            holder,
+                            fence.is_some(),
+                        )?;
+                        reopened.push((run.clone(), token));
+                        for later in index + 1..writes.len() {
+                            if planned_run(&writes[later]) == run.as_str() {
+                                fences[later] = Some(token);
+                            }
+                        }
+                        known.entry(run.clone()).and_modify(|row| {
+                            row.status = RunStatus::Running.as_str().into();
+                            row.fencing = token;
+                        });
                     }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
@@ -121,6 +152,7 @@ impl PostgresStore {
                 &mut self.written,
                 &mut self.fences,
             );
+            self.fences.extend(reopened);
         }
         result
     }
@@ -176,6 +208,10 @@ struct JournalRows {
     children: Vec<Option<String>>,
     snapshot: Vec<Option<String>>,
     snapshot_delta: Vec<Option<String>>,
+    /// The run's fencing token each step was committed under.
+    fencing: Vec<i64>,
+    /// The lease of the host that committed them (`None` for a process that keeps none).
+    writer: Option<String>,
 }
 
 impl JournalRows {
@@ -185,7 +221,9 @@ impl JournalRows {
         encoded: &EncodedStep,
         snapshot: Option<String>,
         snapshot_delta: Option<String>,
+        fencing: i64,
     ) {
+        self.fencing.push(fencing);
         self.run.push(run.to_string());
         self.step.push(encoded.step);
         self.event_name.push(encoded.event_name.clone());
@@ -417,7 +455,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 (Some(self.codec.encode_snapshot(run, write.snapshot)?), None)
             }
         };
-        journal.push(run, encoded, snapshot, snapshot_delta);
+        journal.push(run, encoded, snapshot, snapshot_delta, row.fencing);
         if let Some((final_state, exit_code, output, finished_at)) = &encoded.finish {
             self.execute(
                 &operation,
@@ -452,9 +490,10 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         self.execute(
             &|| format!("commit {} step(s)", rows.run.len()),
             "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
-             recorded_at, children, snapshot, snapshot_delta) SELECT * FROM unnest($1::text[], \
-             $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], \
-             $8::text[], $9::text[], $10::text[])",
+             recorded_at, children, snapshot, snapshot_delta, fencing, writer) SELECT *, \
+             $12::text FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+             $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[], \
+             $11::bigint[])",
             &[
                 &rows.run,
                 &rows.step,
@@ -466,6 +505,8 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 &rows.children,
                 &rows.snapshot,
                 &rows.snapshot_delta,
+                &rows.fencing,
+                &rows.writer,
             ],
         )?;
         Ok(())
@@ -491,7 +532,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     }
 
     /// Why a write to `run` changed nothing: the run is unknown, finished, or past `sequence`.
-    fn refusal(
+    pub(super) fn refusal(
         &self,
         run: &str,
         sequence: Option<u64>,
@@ -560,26 +601,35 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         self.end_children(run, time)
     }
 
-    /// A run driven again (`Store::reopen_run`): running, its end cleared. Its children's rows
-    /// are left as they ended: a child that starts again resets its row.
+    /// A run driven again by `holder` (`Store::reopen_run`): running, its end cleared, held by
+    /// `holder` under a new fencing token, which it gives. A finished run is taken so; an
+    /// unfinished one only when this store `claimed` it. Its children's rows are left as they
+    /// ended: a child that starts again resets its row.
     pub(super) fn update_reopen(
         &self,
         run: &str,
         unix_milliseconds: u64,
-    ) -> Result<(), StoreError> {
+        holder: &crate::store::Holder,
+        claimed: bool,
+    ) -> Result<i64, StoreError> {
         let time = self.codec.integer("a time", unix_milliseconds)?;
+        let holder = self.codec.encode_holder(holder)?;
         let operation = format!("reopen run `{run}`");
-        let changed = self.execute(
+        let row = self.query_optional(
             &|| operation.clone(),
             "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
-             output = NULL, finished_at = NULL, updated_at = $1, redrives = redrives + 1 \
-             WHERE id = $2",
-            &[&time, &run],
+             output = NULL, finished_at = NULL, updated_at = $1, redrives = redrives + 1, \
+             holder = $2, fencing = fencing + 1 \
+             WHERE id = $3 AND (status = 'finished' OR $4) RETURNING fencing",
+            &[&time, &holder, &run, &claimed],
         )?;
-        if changed == 0 {
-            return Err(self.refusal(run, None, &operation)?);
+        match row {
+            Some(row) => self.column(&row, 0, run),
+            None => {
+                let exists = self.run_state(run, &|| operation.clone())?.is_some();
+                Err(self.codec.not_reopened(exists, run, &operation))
+            }
         }
-        Ok(())
     }
 
     /// The run that records children ended: the children it left running ended with it.
@@ -738,10 +788,14 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         for run in runs {
             let recorded = match self.query_optional(
                 &operation,
-                "SELECT holder, parent FROM runs WHERE id = $1 FOR UPDATE",
+                "SELECT holder, parent, status FROM runs WHERE id = $1 FOR UPDATE",
                 &[run],
             )? {
-                Some(row) => Some((self.column(&row, 0, run)?, self.column(&row, 1, run)?)),
+                Some(row) => Some((
+                    self.column(&row, 0, run)?,
+                    self.column(&row, 1, run)?,
+                    self.column(&row, 2, run)?,
+                )),
                 None => None,
             };
             // A holder with a lease lives while its lease does and `holds` says it does (on
