@@ -167,6 +167,13 @@ fn fail_then_redrive(
         status(directory, environment, run)["finish"]["exit_code"],
         76
     );
+    // `resume` takes no finished run, and says what does.
+    let (code, _, stderr) = support::run_binary_in(directory, environment, &["resume", run]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains(&format!("`protocol-run redrive {run}` drives it again")),
+        "{stderr}"
+    );
     for _ in 0..unfixed {
         let (code, _, stderr) = support::run_binary_in(directory, environment, &["redrive", run]);
         assert_eq!(code, 76, "{stderr}");
@@ -351,8 +358,8 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
         (
             "p",
             64,
-            "run `p` finished in its final state `done` (exit code 0): a finished run is not \
-             redriven; `protocol-run fork p --at STEP`",
+            "run `p` has finished in its final state `done` (exit code 0): a finished run is \
+             not resumed nor redriven; `protocol-run fork p --at STEP`",
         ),
         (
             "p/kid",

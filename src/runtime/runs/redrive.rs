@@ -165,6 +165,23 @@ pub fn record(store: &mut dyn Store, redrive: &Redrive) -> Result<Redriven, Refu
     })
 }
 
+/// Why a finished run is not resumed, saying what to do instead: redrive one that failed, fork
+/// one that reached its final state; `None` for a run that has not finished.
+pub fn not_resumed(run: &str, summary: &crate::store::RunSummary) -> Option<Refusal> {
+    let finish = summary.finish.as_ref()?;
+    if let Err(refusal) = finished_in_final_state(run, summary) {
+        return Some(refusal);
+    }
+    Some(Refusal::error(
+        format!(
+            "run `{run}` has finished: it failed (exit code {}), and there is nothing to resume; \
+             `protocol-run redrive {run}` drives it again from its last step before the failure",
+            finish.exit_code
+        ),
+        exit_code::USAGE,
+    ))
+}
+
 /// A run that reached a final state is finished: it is forked, not redriven.
 fn finished_in_final_state(run: &str, summary: &crate::store::RunSummary) -> Result<(), Refusal> {
     let Some(finish) = &summary.finish else {
@@ -175,9 +192,9 @@ fn finished_in_final_state(run: &str, summary: &crate::store::RunSummary) -> Res
     };
     Err(Refusal::error(
         format!(
-            "run `{run}` finished in its final state `{state}` (exit code {}): a finished run is \
-             not redriven; `protocol-run fork {run} --at STEP` starts a new run from one of its \
-             steps (`protocol-run status {run}` shows them)",
+            "run `{run}` has finished in its final state `{state}` (exit code {}): a finished run \
+             is not resumed nor redriven; `protocol-run fork {run} --at STEP` starts a new run from \
+             one of its steps (`protocol-run status {run}` shows them)",
             finish.exit_code
         ),
         exit_code::USAGE,

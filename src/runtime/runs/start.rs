@@ -202,6 +202,13 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
             };
             return Err(Refusal::error(&error, error.exit_code()));
         }
+        // A finished run is not resumed: said before its claim, which would refuse it without
+        // saying what to do instead.
+        Some(record) if resumption.redrive.is_none() => {
+            if let Some(refusal) = super::redrive::not_resumed(run_id, &record.summary) {
+                return Err(refusal);
+            }
+        }
         Some(_) => {}
     }
     let lock = match resumption.redrive {
@@ -216,11 +223,10 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
     };
     let summary = &record.summary;
     // A redrive takes a failed run (`redrive::record` says which it refuses).
-    if summary.status == RunStatus::Finished && resumption.redrive.is_none() {
-        return Err(Refusal::error(
-            format!("run `{run_id}` has finished; there is nothing to resume"),
-            exit_code::USAGE,
-        ));
+    if resumption.redrive.is_none()
+        && let Some(refusal) = super::redrive::not_resumed(run_id, summary)
+    {
+        return Err(refusal);
     }
     let file = PathBuf::from(&summary.protocol_path);
     let text = crate::pipeline::load::read_text(&file)
