@@ -16,7 +16,7 @@ use crate::pipeline::compile::machine::Machine;
 use crate::pipeline::load::Loaded;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::run::Interpreter;
-use crate::store::{NewRun, RunOrigin, RunRecord, RunStatus, Store, Write, commit_checkpoint};
+use crate::store::{NewRun, RunOrigin, RunRecord, Store, Write, commit_checkpoint};
 
 /// Why a run cannot start or resume: the text to print on stderr, and the exit code.
 #[derive(Debug)]
