@@ -343,6 +343,8 @@ fn redrives_a_stopped_run(name: &str, environment: &[(&str, &str)]) {
     let _ = std::fs::remove_dir_all(&directory);
 }
 
+/// Each refusal exits non-zero naming the run; a run whose live holder refused the redrive is
+/// redriven once that holder is killed.
 fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
     let directory = support::temporary_directory("redrive", &format!("refusals-{name}"));
     std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
@@ -385,10 +387,23 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
         stderr.contains("run `w` is being run by another process"),
         "{stderr}"
     );
-    std::fs::write(directory.join("go"), "").unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0));
-    // Its effect ran once: the refused redrive touched nothing.
+    // The refused redrive touched nothing: its effect ran once.
     assert_eq!(lines(&directory, "ran").len(), 1);
+    // Once its holder is killed (`kill -9`: the run is left `running`), it is redriven.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(directory.join("go"), "").unwrap();
+    let (exit, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["redrive", "w", "-i", "token=hunter22"],
+    );
+    assert_eq!(exit, 0, "{stderr}");
+    assert!(
+        stderr.contains("(its process had died); again: wait"),
+        "{stderr}"
+    );
+    assert_eq!(lines(&directory, "ran").len(), 2);
     let _ = std::fs::remove_dir_all(&directory);
 }
 

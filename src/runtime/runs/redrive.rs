@@ -21,8 +21,8 @@ pub struct Redrive<'a> {
 pub struct Redriven {
     /// The step whose state the run goes on from.
     pub from_step: u64,
-    /// Whether the run had finished (failed), rather than stopped.
-    pub failed: bool,
+    /// What the run was: finished (failed), stopped, or running with its process gone.
+    pub was: RunStatus,
     /// The step whose unhandled error failed the run; `None` for a run that stopped, or one an
     /// engine error ended after its last step.
     pub failed_at: Option<u64>,
@@ -33,10 +33,11 @@ pub struct Redriven {
 impl Redriven {
     /// `redriven from step 3 (it failed at step 4); again: check`, for stderr.
     pub fn description(&self) -> String {
-        let failure = match (self.failed, self.failed_at) {
-            (true, Some(step)) => format!(" (it failed at step {step})"),
-            (true, None) => " (an error ended it after that step)".to_string(),
-            (false, _) => " (it had stopped)".to_string(),
+        let failure = match (self.was, self.failed_at) {
+            (RunStatus::Finished, Some(step)) => format!(" (it failed at step {step})"),
+            (RunStatus::Finished, None) => " (an error ended it after that step)".to_string(),
+            (RunStatus::Stopped, _) => " (it had stopped)".to_string(),
+            (RunStatus::Running, _) => " (its process had died)".to_string(),
         };
         let again = if self.again.is_empty() {
             "nothing had failed there".to_string()
@@ -159,7 +160,7 @@ pub fn record(store: &mut dyn Store, redrive: &Redrive) -> Result<Redriven, Refu
         .map_err(store_failed)?;
     Ok(Redriven {
         from_step,
-        failed,
+        was: summary.status,
         failed_at,
         again,
     })
