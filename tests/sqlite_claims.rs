@@ -58,7 +58,7 @@ fn race(directory: &std::path::Path) -> Child {
 
 /// The last step of `r1` committed so far (0 before it exists).
 fn last_step(directory: &std::path::Path) -> u64 {
-    let store = protocol_run::store::SqliteStore::open(&directory.join("state")).unwrap();
+    let store = protocol_run::store::SqliteStore::open(directory.join("state")).unwrap();
     protocol_run::store::Store::run_summary(&store, "r1")
         .unwrap()
         .and_then(|run| run.last_sequence)
@@ -103,7 +103,7 @@ fn racing_processes_never_interleave_the_steps_of_one_run() {
     assert_eq!(winner.wait().unwrap().code(), Some(0));
     // One step after another, each counted once: the count the run ended with is its number
     // of timer steps, whatever process took each.
-    let store = protocol_run::store::SqliteStore::open(&directory.join("state")).unwrap();
+    let store = protocol_run::store::SqliteStore::open(directory.join("state")).unwrap();
     let journal = protocol_run::store::Store::journal(&store, "r1").unwrap();
     let numbers: Vec<u64> = journal.iter().map(|entry| entry.sequence).collect();
     let expected: Vec<u64> = (0..numbers.len() as u64).collect();
