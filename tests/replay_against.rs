@@ -43,56 +43,21 @@ states:
   done: { type: final, exit_code: 0 }
 "#;
 
-/// `approve` now fails the deployment.
-const APPROVE_FAILS: &str = r#"
-id: deploy
-permissions: { exec: [echo] }
-states:
-  building:
-    entry:
-      - exec: [echo, ok]
-        id: build
-    on:
-      done.exec.build: waiting
-      error.exec.build: failed
-  waiting:
-    on:
-      approve: failed
-      reject: failed
-  done: { type: final, exit_code: 0 }
-  failed: { type: final, exit_code: 1 }
-"#;
-
-/// `waiting` renamed `pending`: the build's outcome now leads elsewhere.
-const RENAMED: &str = r#"
-id: deploy
-permissions: { exec: [echo] }
-states:
-  building:
-    entry:
-      - exec: [echo, ok]
-        id: build
-    on:
-      done.exec.build: pending
-      error.exec.build: failed
-  pending:
-    on:
-      approve: done
-      reject: failed
-  done: { type: final, exit_code: 0 }
-  failed: { type: final, exit_code: 1 }
-"#;
-
 /// A directory with `deploy.yaml` and the versions above, and two runs of it recorded in the
 /// store `environment` chooses: `finished` (built, approved: 3 steps) and `waiting` (built,
 /// stopped waiting for approval: 2 steps).
 fn recorded_runs(name: &str, environment: &[(&str, &str)]) -> std::path::PathBuf {
     let directory = support::temporary_directory("replay_against", name);
     for (file, text) in [
-        ("deploy.yaml", DEPLOY),
-        ("reordered.yaml", REORDERED),
-        ("approve-fails.yaml", APPROVE_FAILS),
-        ("renamed.yaml", RENAMED),
+        ("deploy.yaml", DEPLOY.to_string()),
+        ("reordered.yaml", REORDERED.to_string()),
+        // `approve` now fails the deployment.
+        (
+            "approve-fails.yaml",
+            DEPLOY.replace("approve: done", "approve: failed"),
+        ),
+        // `waiting` renamed `pending`: the build's outcome now leads elsewhere.
+        ("renamed.yaml", DEPLOY.replace("waiting", "pending")),
     ] {
         std::fs::write(directory.join(file), text).unwrap();
     }
