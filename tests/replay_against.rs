@@ -198,7 +198,7 @@ fn an_event_that_now_goes_elsewhere_diverges_at_its_step(name: &str, environment
     );
     assert_eq!(
         divergence["replayed"]["after"],
-        serde_json::json!({"states": [], "final_state": "failed", "exit_code": 1})
+        serde_json::json!({"states": [], "deferred": [], "final_state": "failed", "exit_code": 1})
     );
     assert_eq!(results[1]["result"], "clean");
     let _ = std::fs::remove_dir_all(&directory);
@@ -342,6 +342,75 @@ fn a_run_with_a_secret_input_needs_it_again(name: &str, environment: &[(&str, &s
     let _ = std::fs::remove_dir_all(&directory);
 }
 
+/// An approval that comes early waits in the inbox until the timer makes the gate ready.
+const GATE: &str = r#"
+id: gate
+permissions: { exec: [] }
+states:
+  preparing:
+    defer: [approve]
+    after:
+      - delay: 1s
+        target: ready
+  ready:
+    on:
+      approve: approved
+  approved: { type: final }
+"#;
+
+fn deferring_otherwise_diverges_where_the_event_arrived(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("replay_against", name);
+    std::fs::write(directory.join("gate.yaml"), GATE).unwrap();
+    std::fs::write(
+        directory.join("undeferred.yaml"),
+        GATE.replace("    defer: [approve]\n", ""),
+    )
+    .unwrap();
+    std::fs::write(directory.join("early.jsonl"), "{\"event\": \"approve\"}\n").unwrap();
+    // Virtual time holds the timer until the events are read: `approve` comes first, is
+    // deferred (step 1), and is taken once the timer fired (steps 2 and 3).
+    let (code, stdout, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &[
+            "run",
+            "gate.yaml",
+            "--run-id",
+            "early",
+            "--virtual-time",
+            "--events",
+            "early.jsonl",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("\"waited\":true"), "{stdout}");
+    let (code, stdout, stderr) = replay(&directory, environment, &["--against", "gate.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("run early: replays cleanly (4 steps)"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = replay(
+        &directory,
+        environment,
+        &["--against", "undeferred.yaml", "--protocol", "gate.yaml"],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "run early: diverges at step 1 (event `approve`): after it the journal's run had \
+             `approve` waiting in its inbox (deferred by a state); the new version's has nothing"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--> undeferred.yaml:5:3"), "{stdout}");
+    assert!(
+        stdout.contains("the new version's `preparing` does not defer `approve`"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
 /// Each check, once per store: `sqlite::NAME` and `postgres::NAME` (skipped, said, without a
 /// PostgreSQL server).
 macro_rules! on_both_stores {
@@ -380,4 +449,5 @@ on_both_stores!(
     a_finished_run_and_a_waiting_one_both_replay,
     a_bad_file_is_reported_where_it_is_wrong,
     a_run_with_a_secret_input_needs_it_again,
+    deferring_otherwise_diverges_where_the_event_arrived,
 );

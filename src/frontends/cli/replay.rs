@@ -63,9 +63,12 @@ fn replay_runs(arguments: &ReplayArguments) -> Result<u8, u8> {
     let secrets = secret_inputs(&version, arguments)?;
     let store = arguments.state.open_store()?;
     let runs = chosen_runs(&*store, arguments)?;
+    // No flag narrows a replay's grants: each run's recorded narrowing applies, as on resume.
+    let operator = super::narrowing::Narrowing::default();
     let mut counts = [0usize; 3];
     for run in &runs {
-        let verdict = replay::replay(&*store, &version, run, &secrets).map_err(store_error)?;
+        let verdict =
+            replay::replay(&*store, &version, run, &secrets, &operator).map_err(store_error)?;
         counts[match &verdict {
             Verdict::Clean { .. } => 0,
             Verdict::Diverged(_) => 1,

@@ -93,17 +93,24 @@ impl End {
 }
 
 /// The run after a step: its active states (sorted: a new version may list its states in
-/// another order) and how it ended, if it did.
+/// another order), the events waiting in its inbox because a state defers them (in arrival
+/// order), and how it ended, if it did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct After {
     pub states: Vec<String>,
+    pub deferred: Vec<String>,
     pub end: Option<End>,
 }
 
 impl After {
+    /// The run after a step, with nothing deferred.
     pub fn new(mut states: Vec<String>, end: Option<End>) -> After {
         states.sort();
-        After { states, end }
+        After {
+            states,
+            deferred: Vec::new(),
+            end,
+        }
     }
 }
 
@@ -130,6 +137,8 @@ pub enum Difference {
         replayed: Option<String>,
         recorded: Option<String>,
     },
+    /// The events waiting in the inbox after the step.
+    Deferred,
     /// How the run ended (or not) at the step.
     End,
 }
@@ -140,13 +149,15 @@ impl Difference {
         match self {
             Difference::Transitions { .. } => "transitions",
             Difference::States { .. } => "states",
+            Difference::Deferred => "deferred",
             Difference::End => "end",
         }
     }
 }
 
 /// The first difference between a recorded step and its replay, if any: the transitions taken
-/// (as a multiset, compared by their ends), then the active states, then the ending. A recorded
+/// (as a multiset, compared by their ends), then the active states, the events deferred, and
+/// the ending. A recorded
 /// step whose state was not kept is compared by its transitions alone.
 pub fn compare(recorded: &StepSeen, replayed: &StepSeen) -> Option<Difference> {
     let unmatched_replayed = unmatched(&replayed.transitions, &recorded.transitions);
@@ -168,6 +179,9 @@ pub fn compare(recorded: &StepSeen, replayed: &StepSeen) -> Option<Difference> {
             replayed: missing_from(&replayed.states, &recorded.states),
             recorded: missing_from(&recorded.states, &replayed.states),
         });
+    }
+    if recorded.deferred != replayed.deferred {
+        return Some(Difference::Deferred);
     }
     (recorded.end != replayed.end).then_some(Difference::End)
 }
