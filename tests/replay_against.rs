@@ -342,7 +342,8 @@ fn a_run_with_a_secret_input_needs_it_again(name: &str, environment: &[(&str, &s
     let _ = std::fs::remove_dir_all(&directory);
 }
 
-/// An approval that comes early waits in the inbox until the timer makes the gate ready.
+/// An approval that comes early waits in the inbox until the timer makes the gate ready (or
+/// is discarded when the gate is cancelled first).
 const GATE: &str = r#"
 id: gate
 permissions: { exec: [] }
@@ -352,6 +353,9 @@ states:
     after:
       - delay: 1s
         target: ready
+    on:
+      cancel: cancelled
+  cancelled: { type: final, exit_code: 1 }
   ready:
     on:
       approve: approved
@@ -384,10 +388,33 @@ fn deferring_otherwise_diverges_where_the_event_arrived(name: &str, environment:
     );
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("\"waited\":true"), "{stdout}");
+    // Cancelled while `approve` waits: the run's end discards it (3 steps).
+    std::fs::write(
+        directory.join("cancel.jsonl"),
+        "{\"event\": \"approve\"}\n{\"event\": \"cancel\"}\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &[
+            "run",
+            "gate.yaml",
+            "--run-id",
+            "cancelled",
+            "--events",
+            "cancel.jsonl",
+        ],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
     let (code, stdout, stderr) = replay(&directory, environment, &["--against", "gate.yaml"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(
         stdout.contains("run early: replays cleanly (4 steps)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("run cancelled: replays cleanly (3 steps)"),
         "{stdout}"
     );
     let (code, stdout, stderr) = replay(

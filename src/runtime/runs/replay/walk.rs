@@ -32,6 +32,15 @@ struct Replayed {
     inbox: Vec<Event>,
 }
 
+impl Replayed {
+    /// A run that ended discards what waited in its inbox (once the step's own event left it).
+    fn discard_if_ended(&mut self) {
+        if !self.interpreter.is_running() {
+            self.inbox.clear();
+        }
+    }
+}
+
 impl Replaying<'_> {
     /// Replays `journal`, the run's; its first divergence, if any.
     pub fn walk(
@@ -72,6 +81,7 @@ impl Replaying<'_> {
             {
                 replayed.inbox.push(event);
             }
+            replayed.discard_if_ended();
             if let Some(divergence) = self.check(entry, &mut replayed)? {
                 return Ok(Some(divergence));
             }
@@ -211,6 +221,7 @@ impl Replaying<'_> {
             if !still_deferred {
                 replayed.inbox.remove(index);
             }
+            replayed.discard_if_ended();
             let Some(next) = next.filter(|_| matches) else {
                 return Ok(Some(self.not_offered(after, next, &waiting)));
             };
