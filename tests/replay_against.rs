@@ -240,6 +240,22 @@ fn a_finished_run_and_a_waiting_one_both_replay(name: &str, environment: &[(&str
         );
     }
     assert!(stdout.contains("--> renamed.yaml:10:7"), "{stdout}");
+    // Another protocol id: a resume would refuse every run, so each diverges at its start.
+    std::fs::write(
+        directory.join("other-id.yaml"),
+        DEPLOY.replace("id: deploy", "id: deployer"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = replay(
+        &directory,
+        environment,
+        &["waiting", "--against", "other-id.yaml", "--format", "json"],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let divergence = &json_lines(&stdout)[0]["divergence"];
+    assert_eq!(divergence["step"], 0, "{stdout}");
+    assert_eq!(divergence["difference"], "protocol");
+    assert_eq!(divergence["location"], "other-id.yaml:2:1");
     // An unknown run is named, and nothing is replayed.
     let (code, stdout, stderr) = replay(
         &directory,

@@ -147,7 +147,15 @@ fn chosen_runs(store: &dyn Store, arguments: &ReplayArguments) -> Result<Vec<Str
         return Ok(arguments.runs.clone());
     }
     let file = arguments.protocol.as_ref().unwrap_or(&arguments.against);
-    let path = crate::runtime::runs::start::canonical(file);
+    // Runs are recorded under the canonical path; a --protocol file gone since is made
+    // absolute as it was given.
+    let path = match file.canonicalize() {
+        Ok(_) => crate::runtime::runs::start::canonical(file),
+        Err(_) => std::path::absolute(file)
+            .unwrap_or_else(|_| file.clone())
+            .display()
+            .to_string(),
+    };
     let mut runs = Vec::new();
     let mut after: Option<RunCursor> = None;
     loop {

@@ -35,7 +35,7 @@ impl Version {
         })
     }
 
-    fn locate(&self, pointer: &str) -> Location {
+    pub(crate) fn locate(&self, pointer: &str) -> Location {
         self.loaded.source.location(pointer, Part::Key)
     }
 
@@ -64,9 +64,11 @@ pub struct Divergence {
     pub step: u64,
     /// The event the step handled; `None` for the start.
     pub event: Option<String>,
-    /// `transitions`, `states`, `end`; `inputs` when the new version cannot take the run's
-    /// inputs, `state` when it cannot hold the state a forked run started in, `error` when it
-    /// fails on the step.
+    /// What differs: `transitions`, `states`, `deferred`, `end` (`steps::Difference`);
+    /// `inbox` when the new version offers a deferred event again where the journal did not;
+    /// at the start, `protocol` (another `id`), `inputs` or `grants` the new version refuses,
+    /// `state` when it cannot hold the state a forked run started in; `error` when it fails on
+    /// the step.
     pub kind: &'static str,
     /// What the journal did and what the new version does, in a sentence.
     pub message: String,
