@@ -27,6 +27,7 @@ pub struct Version {
 }
 
 impl Version {
+    /// FILE loaded and compiled, or why not (its problems located).
     pub fn load(path: &Path) -> Result<Version, LoadError> {
         let (loaded, machine) = crate::pipeline::compile::set_aside::load_and_compile_file(path)?;
         Ok(Version {
@@ -35,7 +36,8 @@ impl Version {
         })
     }
 
-    pub(crate) fn locate(&self, pointer: &str) -> Location {
+    /// Where the node at `pointer` is written in this version.
+    fn locate(&self, pointer: &str) -> Location {
         self.loaded.source.location(pointer, Part::Key)
     }
 
@@ -103,6 +105,12 @@ pub fn replay(
             ),
         });
     }
+    let journal = store.journal(run_id)?;
+    if let Some(first) = journal.first()
+        && let Some(divergence) = walk::other_protocol(store, version, run_id, first)?
+    {
+        return Ok(diverged(divergence));
+    }
     let started = inputs::bind_inputs(&version.machine, &record, secrets).and_then(|inputs| {
         let machine = inputs::run_machine(version, &record, &inputs, operator)?;
         Ok((machine, inputs))
@@ -122,7 +130,6 @@ pub fn replay(
             }));
         }
     };
-    let journal = store.journal(run_id)?;
     let replaying = walk::Replaying {
         store,
         version,

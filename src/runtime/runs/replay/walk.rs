@@ -52,9 +52,6 @@ impl Replaying<'_> {
         let Some(first) = journal.first() else {
             return Ok(None);
         };
-        if let Some(divergence) = self.other_protocol(first)? {
-            return Ok(Some(divergence));
-        }
         let mut replayed = match self.begin(first, inputs, secrets)? {
             Ok(replayed) => replayed,
             Err(divergence) => return Ok(Some(divergence)),
@@ -96,32 +93,6 @@ impl Replaying<'_> {
             }
         }
         Ok(None)
-    }
-
-    /// A run of another protocol (its recorded state names another `id`), which a resume in
-    /// the new version would refuse: a divergence at its first step, at FILE's `id`.
-    fn other_protocol(&self, first: &JournalEntry) -> Result<Option<Divergence>, StoreError> {
-        let recorded = match self.store.snapshot_at(self.run_id, first.sequence) {
-            Ok(Some(stored)) => stored.snapshot.protocol,
-            Ok(None) | Err(StoreError::StateNotKept { .. }) => return Ok(None),
-            Err(error) => return Err(error),
-        };
-        let id = &self.machine.id;
-        Ok((recorded != *id).then(|| Divergence {
-            step: first.sequence,
-            event: None,
-            kind: "protocol",
-            message: format!(
-                "the run is of protocol `{recorded}` and the new version is `{id}`: a run \
-                 resumed in it would be refused"
-            ),
-            recorded: None,
-            replayed: None,
-            location: Some((
-                self.version.locate("/id"),
-                format!("`{id}` here; the run's protocol is `{recorded}`"),
-            )),
-        }))
     }
 
     /// The instance of the new version at the journal's first step: started (step 0), or, for
@@ -372,6 +343,37 @@ impl Replaying<'_> {
             Err(error) => Err(error),
         }
     }
+}
+
+/// A run of another protocol (its recorded state names another `id`), which a resume in
+/// the new version would refuse: a divergence at its first step, at FILE's `id`.
+pub fn other_protocol(
+    store: &dyn Store,
+    version: &Version,
+    run_id: &str,
+    first: &JournalEntry,
+) -> Result<Option<Divergence>, StoreError> {
+    let recorded = match store.snapshot_at(run_id, first.sequence) {
+        Ok(Some(stored)) => stored.snapshot.protocol,
+        Ok(None) | Err(StoreError::StateNotKept { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let id = &version.machine.id;
+    Ok((recorded != *id).then(|| Divergence {
+        step: first.sequence,
+        event: None,
+        kind: "protocol",
+        message: format!(
+            "the run is of protocol `{recorded}` and the new version is `{id}`: a run \
+             resumed in it would be refused"
+        ),
+        recorded: None,
+        replayed: None,
+        location: Some((
+            version.locate("/id"),
+            format!("`{id}` here; the run's protocol is `{recorded}`"),
+        )),
+    }))
 }
 
 /// The new version failed on the step.
