@@ -46,6 +46,7 @@ enum ReplayFormat {
     Json,
 }
 
+/// Replays the chosen runs, prints each one's result, and exits with what they found.
 pub fn replay(arguments: &ReplayArguments) -> u8 {
     match replay_runs(arguments) {
         Ok(code) | Err(code) => code,
@@ -65,21 +66,20 @@ fn replay_runs(arguments: &ReplayArguments) -> Result<u8, u8> {
     let runs = chosen_runs(&*store, arguments)?;
     // No flag narrows a replay's grants: each run's recorded narrowing applies, as on resume.
     let operator = super::narrowing::Narrowing::default();
-    let mut counts = [0usize; 3];
+    let (mut clean, mut diverged, mut not_replayable) = (0, 0, 0);
     for run in &runs {
         let verdict =
             replay::replay(&*store, &version, run, &secrets, &operator).map_err(store_error)?;
-        counts[match &verdict {
-            Verdict::Clean { .. } => 0,
-            Verdict::Diverged(_) => 1,
-            Verdict::NotReplayable { .. } => 2,
-        }] += 1;
+        match &verdict {
+            Verdict::Clean { .. } => clean += 1,
+            Verdict::Diverged(_) => diverged += 1,
+            Verdict::NotReplayable { .. } => not_replayable += 1,
+        }
         match arguments.format {
             ReplayFormat::Json => println!("{}", replay::to_json(run, &verdict)),
             ReplayFormat::Human => print!("{}", human(run, &verdict)),
         }
     }
-    let [clean, diverged, not_replayable] = counts;
     if arguments.format == ReplayFormat::Human && runs.len() > 1 {
         println!(
             "{} runs: {clean} replay cleanly, {diverged} diverge, {not_replayable} not replayable",
