@@ -196,6 +196,7 @@ fn an_event_that_now_goes_elsewhere_diverges_at_its_step(name: &str, environment
         divergence["recorded"]["transitions"],
         serde_json::json!([{"name": "waiting → done (approve)", "pointer": "/states/waiting/on/approve"}])
     );
+    assert_eq!(divergence["recorded"]["started"], serde_json::json!([]));
     assert_eq!(
         divergence["replayed"]["after"],
         serde_json::json!({"states": [], "deferred": [], "final_state": "failed", "exit_code": 1})
@@ -358,6 +359,41 @@ fn a_run_with_a_secret_input_needs_it_again(name: &str, environment: &[(&str, &s
     let _ = std::fs::remove_dir_all(&directory);
 }
 
+fn a_version_that_starts_another_effect_diverges_where_it_starts(
+    name: &str,
+    environment: &[(&str, &str)],
+) {
+    let directory = recorded_runs(name, environment);
+    // The build's action has another id: the journal's outcome events would never come, and
+    // the step that starts it already differs (as Temporal's replayer compares commands).
+    std::fs::write(
+        directory.join("compile.yaml"),
+        DEPLOY
+            .replace("id: build", "id: compile")
+            .replace("exec.build", "exec.compile"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = replay(
+        &directory,
+        environment,
+        &["finished", "--against", "compile.yaml"],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "run finished: diverges at step 0 (the start): the journal's step started effect \
+             `build`; the new version's starts effect `compile`"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--> compile.yaml:5:3"), "{stdout}");
+    assert!(
+        stdout.contains("the new version starts effect `compile` in this state"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
 /// An approval that comes early waits in the inbox until the timer makes the gate ready (or
 /// is discarded when the gate is cancelled first).
 const GATE: &str = r#"
@@ -493,4 +529,5 @@ on_both_stores!(
     a_bad_file_is_reported_where_it_is_wrong,
     a_run_with_a_secret_input_needs_it_again,
     deferring_otherwise_diverges_where_the_event_arrived,
+    a_version_that_starts_another_effect_diverges_where_it_starts,
 );

@@ -66,7 +66,8 @@ pub struct Divergence {
     pub step: u64,
     /// The event the step handled; `None` for the start.
     pub event: Option<String>,
-    /// What differs: `transitions`, `states`, `deferred`, `end` (`steps::Difference`);
+    /// What differs: `transitions`, `started`, `states`, `deferred`, `end`
+    /// (`steps::Difference`);
     /// `inbox` when the new version offers a deferred event again where the journal did not;
     /// at the start, `protocol` (another `id`), `inputs` or `grants` the new version refuses,
     /// `state` when it cannot hold the state a forked run started in; `error` when it fails on

@@ -1,6 +1,6 @@
 //! What a divergence says: the sentence for a reader with the place in the new version it concerns, and the JSON object `--format json` prints for each run.
 
-use super::steps::{Difference, End, StepSeen, transition_names};
+use super::steps::{Difference, End, StepSeen, started_names, transition_names};
 use super::{Verdict, Version};
 use crate::base::diagnostic::Location;
 
@@ -32,6 +32,31 @@ pub fn explain(
                         missed.name
                     );
                     Some((version.locate_state(source)?, label))
+                }),
+                (None, None) => None,
+            };
+            (message, location)
+        }
+        Difference::Started {
+            replayed: starts,
+            recorded: started,
+        } => {
+            let message = format!(
+                "the journal's step started {}; the new version's starts {}",
+                started_names(&recorded.started),
+                started_names(&replayed.started)
+            );
+            let location = match (starts, started) {
+                (Some(starts), _) => version.locate_state(&starts.owner).map(|location| {
+                    let label = format!("the new version starts {} in this state", starts.name);
+                    (location, label)
+                }),
+                (None, Some(started)) => version.locate_state(&started.owner).map(|location| {
+                    let label = format!(
+                        "the journal's run started {} in this state; the new version does not",
+                        started.name
+                    );
+                    (location, label)
                 }),
                 (None, None) => None,
             };
@@ -136,7 +161,9 @@ pub fn to_json(run: &str, verdict: &Verdict) -> serde_json::Value {
                             "exit_code": after.end.as_ref().map(|end| end.exit_code),
                         })
                     });
-                    serde_json::json!({"transitions": transitions, "after": after})
+                    let started: Vec<&str> =
+                        step.started.iter().map(|one| one.name.as_str()).collect();
+                    serde_json::json!({"transitions": transitions, "started": started, "after": after})
                 })
             };
             let location = divergence.location.as_ref().map(|(location, _)| {

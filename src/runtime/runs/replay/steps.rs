@@ -114,11 +114,53 @@ impl After {
     }
 }
 
-/// What a step did: the transitions it took, and the run after it (`None` when the store did
-/// not keep the state after a recorded step: a journal written before every step's was).
+/// An effect or a map a step started (a map's items start as the host lets them, in whichever
+/// step, and are not compared), named `effect `id`` or `map `id``, with the state it belongs
+/// to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Started {
+    pub name: String,
+    pub owner: String,
+}
+
+impl Started {
+    /// What a recorded step's actions say it started (`{"effect": id, "owner"}`,
+    /// `{"map": id}`).
+    pub fn recorded(actions: &serde_json::Value) -> Vec<Started> {
+        let text = |action: &serde_json::Value, key: &str| {
+            action
+                .get(key)
+                .and_then(|value| value.as_str())
+                .map(str::to_string)
+        };
+        actions
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|action| {
+                let (kind, id) = match (text(action, "effect"), text(action, "map")) {
+                    (Some(id), _) if crate::effects::mock::map_of_item(&id).is_none() => {
+                        ("effect", id)
+                    }
+                    (_, Some(id)) => ("map", id),
+                    _ => return None,
+                };
+                Some(Started {
+                    name: format!("{kind} `{id}`"),
+                    owner: text(action, "owner").unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// What a step did: the transitions it took, what it started, and the run after it (`None`
+/// when the store did not keep the state after a recorded step: a journal written before every
+/// step's was).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepSeen {
     pub transitions: Vec<TransitionSeen>,
+    pub started: Vec<Started>,
     pub after: Option<After>,
 }
 
@@ -130,6 +172,12 @@ pub enum Difference {
     Transitions {
         replayed: Option<TransitionSeen>,
         recorded: Option<TransitionSeen>,
+    },
+    /// The effects and maps started: the first the replay starts that the journal's step did
+    /// not, and the first the other way round (either may be none).
+    Started {
+        replayed: Option<Started>,
+        recorded: Option<Started>,
     },
     /// The active states after the step: the first the replay has and the journal has not, and
     /// the first the other way round.
@@ -148,6 +196,7 @@ impl Difference {
     pub fn kind(&self) -> &'static str {
         match self {
             Difference::Transitions { .. } => "transitions",
+            Difference::Started { .. } => "started",
             Difference::States { .. } => "states",
             Difference::Deferred => "deferred",
             Difference::End => "end",
@@ -156,16 +205,33 @@ impl Difference {
 }
 
 /// The first difference between a recorded step and its replay, if any: the transitions taken
-/// (as a multiset, compared by their ends), then the active states, the events deferred, and
-/// the ending. A recorded
+/// (as a multiset, compared by their ends), the effects and maps started (as a multiset, by
+/// name), then the active states, the events deferred, and the ending. A recorded
 /// step whose state was not kept is compared by its transitions alone.
 pub fn compare(recorded: &StepSeen, replayed: &StepSeen) -> Option<Difference> {
-    let unmatched_replayed = unmatched(&replayed.transitions, &recorded.transitions);
-    let unmatched_recorded = unmatched(&recorded.transitions, &replayed.transitions);
+    let unmatched_replayed = unmatched(
+        &replayed.transitions,
+        &recorded.transitions,
+        TransitionSeen::same_as,
+    );
+    let unmatched_recorded = unmatched(
+        &recorded.transitions,
+        &replayed.transitions,
+        TransitionSeen::same_as,
+    );
     if unmatched_replayed.is_some() || unmatched_recorded.is_some() {
         return Some(Difference::Transitions {
             replayed: unmatched_replayed,
             recorded: unmatched_recorded,
+        });
+    }
+    let same_name = |one: &Started, other: &Started| one.name == other.name;
+    let started_replayed = unmatched(&replayed.started, &recorded.started, same_name);
+    let started_recorded = unmatched(&recorded.started, &replayed.started, same_name);
+    if started_replayed.is_some() || started_recorded.is_some() {
+        return Some(Difference::Started {
+            replayed: started_replayed,
+            recorded: started_recorded,
         });
     }
     let (Some(recorded), Some(replayed)) = (&recorded.after, &replayed.after) else {
@@ -187,17 +253,29 @@ pub fn compare(recorded: &StepSeen, replayed: &StepSeen) -> Option<Difference> {
 }
 
 /// The first of `these` that `those` has no match left for, each of `those` matching once.
-fn unmatched(these: &[TransitionSeen], those: &[TransitionSeen]) -> Option<TransitionSeen> {
-    let mut left: Vec<&TransitionSeen> = those.iter().collect();
-    for transition in these {
-        match left.iter().position(|other| transition.same_as(other)) {
+fn unmatched<T: Clone>(these: &[T], those: &[T], same: impl Fn(&T, &T) -> bool) -> Option<T> {
+    let mut left: Vec<&T> = those.iter().collect();
+    for one in these {
+        match left.iter().position(|other| same(one, other)) {
             Some(index) => {
                 left.remove(index);
             }
-            None => return Some(transition.clone()),
+            None => return Some(one.clone()),
         }
     }
     None
+}
+
+/// The effects and maps started, as a reader reads them, or `nothing`.
+pub fn started_names(started: &[Started]) -> String {
+    if started.is_empty() {
+        return "nothing".to_string();
+    }
+    started
+        .iter()
+        .map(|one| one.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The transitions as a reader reads them: `a → b (go), b → c (always)`, or `none`.
@@ -230,6 +308,7 @@ mod tests {
     fn step(transitions: Vec<TransitionSeen>, states: &[&str]) -> StepSeen {
         StepSeen {
             transitions,
+            started: Vec::new(),
             after: Some(After::new(
                 states.iter().map(|state| state.to_string()).collect(),
                 None,
@@ -278,6 +357,29 @@ mod tests {
     }
 
     #[test]
+    fn effects_started_are_read_from_the_actions_without_a_maps_items() {
+        let actions = serde_json::json!([
+            {"map": "check", "invocation": 0},
+            {"effect": "check[0]", "kind": "exec", "invocation": 1, "owner": "checking"},
+            {"effect": "build", "kind": "exec", "invocation": 2, "owner": "building"},
+            {"log": "hello", "tags": []},
+        ]);
+        let names: Vec<String> = Started::recorded(&actions)
+            .into_iter()
+            .map(|started| started.name)
+            .collect();
+        assert_eq!(names, ["map `check`", "effect `build`"]);
+        let mut recorded = step(Vec::new(), &["building"]);
+        recorded.started = Started::recorded(&actions);
+        let replayed = step(Vec::new(), &["building"]);
+        let Some(Difference::Started { replayed, recorded }) = compare(&recorded, &replayed) else {
+            panic!("expected a difference of effects started");
+        };
+        assert_eq!(replayed, None);
+        assert_eq!(recorded.unwrap().name, "map `check`");
+    }
+
+    #[test]
     fn states_and_endings_are_compared_when_kept() {
         let recorded = step(Vec::new(), &["a", "a.x"]);
         let mut replayed = step(Vec::new(), &["a.x", "a"]);
@@ -289,6 +391,7 @@ mod tests {
         assert_eq!(compare(&recorded, &replayed), Some(Difference::End));
         let unkept = StepSeen {
             transitions: Vec::new(),
+            started: Vec::new(),
             after: None,
         };
         assert_eq!(compare(&unkept, &replayed), None);

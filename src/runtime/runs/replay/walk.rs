@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::host::QuietHost;
-use super::steps::{self, After, End, StepSeen, TransitionSeen};
+use super::steps::{self, After, End, Started, StepSeen, TransitionSeen};
 use super::{Divergence, Version, report};
 use crate::base::event::{Event, Origin};
 use crate::base::value::Value;
@@ -104,7 +104,7 @@ impl Replaying<'_> {
         secrets: &[(String, String)],
     ) -> Result<Result<Replayed, Divergence>, StoreError> {
         let machine = self.machine.clone();
-        let mut host = QuietHost::default();
+        let mut host = QuietHost::new(machine.clone());
         if first.sequence == 0 {
             let mut interpreter = Interpreter::new(machine, inputs);
             interpreter.set_clock(first.unix_milliseconds);
@@ -214,7 +214,7 @@ impl Replaying<'_> {
             let still_deferred = !taken && replayed.interpreter.deferred_by(&waiting).is_some();
             if still_deferred && !changed {
                 // Left waiting, and no step taken.
-                replayed.host.take_transitions();
+                replayed.host.take_step();
                 index += 1;
                 continue;
             }
@@ -278,13 +278,13 @@ impl Replaying<'_> {
     ) -> Result<Option<Divergence>, StoreError> {
         let machine = &*self.machine;
         let interpreter = &replayed.interpreter;
+        let (taken, started) = replayed.host.take_step();
         let replayed = StepSeen {
-            transitions: replayed
-                .host
-                .take_transitions()
+            transitions: taken
                 .into_iter()
                 .map(|transition| TransitionSeen::of(machine, machine.transition(transition)))
                 .collect(),
+            started,
             after: Some(After {
                 deferred: replayed
                     .inbox
@@ -306,6 +306,7 @@ impl Replaying<'_> {
                 .iter()
                 .map(|pointer| TransitionSeen::recorded(self.recorded_machine.as_ref(), pointer))
                 .collect(),
+            started: Started::recorded(&entry.actions),
             after: self.recorded_after(entry.sequence)?,
         };
         let Some(difference) = steps::compare(&recorded, &replayed) else {
