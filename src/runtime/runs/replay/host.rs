@@ -13,7 +13,7 @@ pub struct QuietHost {
     machine: Arc<Machine>,
     /// The transitions taken since the last `take_step`, in order.
     taken: Vec<TransitionId>,
-    /// The effects and maps it would have started since then.
+    /// The effects, maps and child protocols it would have started since then.
     started: Vec<Started>,
 }
 
@@ -65,7 +65,20 @@ impl Host for QuietHost {
         self.start("map", &request.id, request.owner);
     }
 
-    fn start_invoke(&mut self, _request: InvokeRequest) {}
+    fn start_invoke(&mut self, request: InvokeRequest) {
+        // The state that invokes it, to point at.
+        let machine = &*self.machine;
+        let owner = machine
+            .states
+            .iter()
+            .find(|state| state.invokes.iter().any(|invoke| invoke.id == request.id))
+            .map(|state| state.id.to_string())
+            .unwrap_or_default();
+        self.started.push(Started {
+            name: format!("child `{}`", request.id),
+            owner,
+        });
+    }
 
     fn cancel_invoke(&mut self, _id: &str) {}
 

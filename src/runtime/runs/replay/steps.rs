@@ -1,5 +1,6 @@
 //! One journaled step as the journal recorded it and as a protocol version replays it, and the first difference between the two, by what stays when a protocol is edited (states and events, not pointers).
 
+use crate::base::durable::ChildChange;
 use crate::base::snapshot::SnapshotOutcome;
 use crate::pipeline::compile::machine::{Machine, TransitionNode};
 
@@ -114,9 +115,9 @@ impl After {
     }
 }
 
-/// An effect or a map a step started (a map's items start as the host lets them, in whichever
-/// step, and are not compared), named `effect `id`` or `map `id``, with the state it belongs
-/// to.
+/// An effect, a map or a child protocol a step started (a map's items start as the host lets
+/// them, in whichever step, and are not compared), named `effect `id``, `map `id`` or
+/// `child `id``, with the state it belongs to (unknown for a recorded child: empty).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Started {
     pub name: String,
@@ -124,9 +125,26 @@ pub struct Started {
 }
 
 impl Started {
-    /// What a recorded step's actions say it started (`{"effect": id, "owner"}`,
-    /// `{"map": id}`).
-    pub fn recorded(actions: &serde_json::Value) -> Vec<Started> {
+    /// What a recorded step started: the effects and maps its actions name (`{"effect": id,
+    /// "owner"}`, `{"map": id}`), and the child protocols it started (its own, not theirs, nor
+    /// a map's items).
+    pub fn recorded(actions: &serde_json::Value, children: &[ChildChange]) -> Vec<Started> {
+        let mut started = Started::of_actions(actions);
+        started.extend(children.iter().filter_map(|change| match change {
+            ChildChange::Started { path, .. }
+                if !path.contains('/') && crate::effects::mock::map_of_item(path).is_none() =>
+            {
+                Some(Started {
+                    name: format!("child `{path}`"),
+                    owner: String::new(),
+                })
+            }
+            _ => None,
+        }));
+        started
+    }
+
+    fn of_actions(actions: &serde_json::Value) -> Vec<Started> {
         let text = |action: &serde_json::Value, key: &str| {
             action
                 .get(key)
@@ -364,13 +382,13 @@ mod tests {
             {"effect": "build", "kind": "exec", "invocation": 2, "owner": "building"},
             {"log": "hello", "tags": []},
         ]);
-        let names: Vec<String> = Started::recorded(&actions)
+        let names: Vec<String> = Started::recorded(&actions, &[])
             .into_iter()
             .map(|started| started.name)
             .collect();
         assert_eq!(names, ["map `check`", "effect `build`"]);
         let mut recorded = step(Vec::new(), &["building"]);
-        recorded.started = Started::recorded(&actions);
+        recorded.started = Started::recorded(&actions, &[]);
         let replayed = step(Vec::new(), &["building"]);
         let Some(Difference::Started { replayed, recorded }) = compare(&recorded, &replayed) else {
             panic!("expected a difference of effects started");

@@ -306,7 +306,7 @@ impl Replaying<'_> {
                 .iter()
                 .map(|pointer| TransitionSeen::recorded(self.recorded_machine.as_ref(), pointer))
                 .collect(),
-            started: Started::recorded(&entry.actions),
+            started: Started::recorded(&entry.actions, &entry.children),
             after: self.recorded_after(entry.sequence)?,
         };
         let Some(difference) = steps::compare(&recorded, &replayed) else {
