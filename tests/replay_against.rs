@@ -91,6 +91,24 @@ fn replay(
     support::run_binary_in(directory, environment, &line)
 }
 
+/// `replay` with `arguments`, which must exit with `code`: its stdout.
+fn replay_exits(
+    directory: &std::path::Path,
+    environment: &[(&str, &str)],
+    arguments: &[&str],
+    code: i32,
+) -> String {
+    let (exit, stdout, stderr) = replay(directory, environment, arguments);
+    assert_eq!(exit, code, "{arguments:?}: {stdout}{stderr}");
+    stdout
+}
+
+/// Asserts that `output` says `text`, showing it whole when it does not.
+fn says(output: &str, text: impl AsRef<str>) {
+    let text = text.as_ref();
+    assert!(output.contains(text), "expected {text:?} in:\n{output}");
+}
+
 fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
     stdout
         .lines()
@@ -100,19 +118,12 @@ fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
 
 fn against_the_same_file_every_run_replays_cleanly(name: &str, environment: &[(&str, &str)]) {
     let directory = recorded_runs(name, environment);
-    let (code, stdout, stderr) = replay(&directory, environment, &["--against", "deploy.yaml"]);
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(
-        stdout.contains("run finished: replays cleanly (3 steps)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("run waiting: replays cleanly (2 steps)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("2 runs: 2 replay cleanly, 0 diverge, 0 not replayable"),
-        "{stdout}"
+    let stdout = replay_exits(&directory, environment, &["--against", "deploy.yaml"], 0);
+    says(&stdout, "run finished: replays cleanly (3 steps)");
+    says(&stdout, "run waiting: replays cleanly (2 steps)");
+    says(
+        &stdout,
+        "2 runs: 2 replay cleanly, 0 diverge, 0 not replayable",
     );
     // No effect ran again: the replay wrote nothing to the store's journal.
     let (_, status, _) =
@@ -128,7 +139,7 @@ fn a_reordered_version_that_does_the_same_replays_cleanly(
 ) {
     let directory = recorded_runs(name, environment);
     // The runs were recorded for deploy.yaml: --protocol names them.
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(
         &directory,
         environment,
         &[
@@ -139,8 +150,8 @@ fn a_reordered_version_that_does_the_same_replays_cleanly(
             "--format",
             "json",
         ],
+        0,
     );
-    assert_eq!(code, 0, "{stdout}{stderr}");
     let results = json_lines(&stdout);
     assert_eq!(
         results,
@@ -160,27 +171,21 @@ fn an_event_that_now_goes_elsewhere_diverges_at_its_step(name: &str, environment
         "--protocol",
         "deploy.yaml",
     ];
-    let (code, stdout, stderr) = replay(&directory, environment, &arguments);
-    assert_eq!(code, 1, "{stdout}{stderr}");
-    assert!(
-        stdout.contains(
-            "run finished: diverges at step 2 (event `approve`): the journal took \
-             `waiting → done (approve)`; the new version takes `waiting → failed (approve)`"
-        ),
-        "{stdout}"
+    let stdout = replay_exits(&directory, environment, &arguments, 1);
+    says(
+        &stdout,
+        "run finished: diverges at step 2 (event `approve`): the journal took \
+             `waiting → done (approve)`; the new version takes `waiting → failed (approve)`",
     );
     // Located at the transition the new version takes, with its line.
-    assert!(stdout.contains("--> approve-fails.yaml:14:7"), "{stdout}");
-    assert!(stdout.contains("14 |       approve: failed"), "{stdout}");
-    assert!(
-        stdout.contains("the new version takes `waiting → failed (approve)` here"),
-        "{stdout}"
+    says(&stdout, "--> approve-fails.yaml:14:7");
+    says(&stdout, "14 |       approve: failed");
+    says(
+        &stdout,
+        "the new version takes `waiting → failed (approve)` here",
     );
     // The waiting run never took `approve`: nothing of it diverges.
-    assert!(
-        stdout.contains("run waiting: replays cleanly (2 steps)"),
-        "{stdout}"
-    );
+    says(&stdout, "run waiting: replays cleanly (2 steps)");
     let mut json_arguments = arguments.to_vec();
     json_arguments.extend(["--format", "json"]);
     let (code, stdout, _) = replay(&directory, environment, &json_arguments);
@@ -207,12 +212,12 @@ fn an_event_that_now_goes_elsewhere_diverges_at_its_step(name: &str, environment
 
 fn a_finished_run_and_a_waiting_one_both_replay(name: &str, environment: &[(&str, &str)]) {
     let directory = recorded_runs(name, environment);
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(
         &directory,
         environment,
         &["waiting", "finished", "--against", "deploy.yaml"],
+        0,
     );
-    assert_eq!(code, 0, "{stdout}{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines[..2],
@@ -224,35 +229,35 @@ fn a_finished_run_and_a_waiting_one_both_replay(name: &str, environment: &[(&str
     );
     // The build's outcome leads to a state of another name: both diverge at that step, the
     // effect's outcome being a journaled event like any other.
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(
         &directory,
         environment,
         &["waiting", "finished", "--against", "renamed.yaml"],
+        1,
     );
-    assert_eq!(code, 1, "{stdout}{stderr}");
     for run in ["waiting", "finished"] {
-        assert!(
-            stdout.contains(&format!(
+        says(
+            &stdout,
+            format!(
                 "run {run}: diverges at step 1 (event `done.exec.build`): the journal took \
                  `building → waiting (done.exec.build)`; the new version takes \
                  `building → pending (done.exec.build)`"
-            )),
-            "{stdout}"
+            ),
         );
     }
-    assert!(stdout.contains("--> renamed.yaml:10:7"), "{stdout}");
+    says(&stdout, "--> renamed.yaml:10:7");
     // Another protocol id: a resume would refuse every run, so each diverges at its start.
     std::fs::write(
         directory.join("other-id.yaml"),
         DEPLOY.replace("id: deploy", "id: deployer"),
     )
     .unwrap();
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(
         &directory,
         environment,
         &["waiting", "--against", "other-id.yaml", "--format", "json"],
+        1,
     );
-    assert_eq!(code, 1, "{stdout}{stderr}");
     let divergence = &json_lines(&stdout)[0]["divergence"];
     assert_eq!(divergence["step"], 0, "{stdout}");
     assert_eq!(divergence["difference"], "protocol");
@@ -264,7 +269,7 @@ fn a_finished_run_and_a_waiting_one_both_replay(name: &str, environment: &[(&str
         &["finished", "nobody", "--against", "deploy.yaml"],
     );
     assert_eq!(code, 66, "{stdout}{stderr}");
-    assert!(stderr.contains("no run `nobody`"), "{stderr}");
+    says(&stderr, "no run `nobody`");
     assert_eq!(stdout, "");
     let _ = std::fs::remove_dir_all(&directory);
 }
@@ -290,7 +295,7 @@ fn a_bad_file_is_reported_where_it_is_wrong(name: &str, environment: &[(&str, &s
         &["--against", "missing.yaml", "--protocol", "deploy.yaml"],
     );
     assert_eq!(code, 66, "{stderr}");
-    assert!(stderr.contains("cannot read missing.yaml"), "{stderr}");
+    says(&stderr, "cannot read missing.yaml");
     let _ = std::fs::remove_dir_all(&directory);
 }
 
@@ -328,23 +333,18 @@ fn a_run_with_a_secret_input_needs_it_again(name: &str, environment: &[(&str, &s
     assert_eq!(code, 0, "{stderr}");
     let (code, stdout, _) = replay(&directory, environment, &["--against", "secretive.yaml"]);
     assert_eq!(code, 64, "{stdout}");
-    assert!(
-        stdout.contains(
-            "run hidden: not replayable: its secret input `token` is not stored with it: pass \
-             --input token=VALUE"
-        ),
-        "{stdout}"
+    says(
+        &stdout,
+        "run hidden: not replayable: its secret input `token` is not stored with it: pass \
+             --input token=VALUE",
     );
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(
         &directory,
         environment,
         &["--against", "secretive.yaml", "--input", "token=sesame-42"],
+        0,
     );
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(
-        stdout.contains("run hidden: replays cleanly (2 steps)"),
-        "{stdout}"
-    );
+    says(&stdout, "run hidden: replays cleanly (2 steps)");
     // Only a secret input is taken: the others are the run's recorded ones.
     let (code, _, stderr) = replay(
         &directory,
@@ -352,9 +352,9 @@ fn a_run_with_a_secret_input_needs_it_again(name: &str, environment: &[(&str, &s
         &["--against", "secretive.yaml", "--input", "other=1"],
     );
     assert_eq!(code, 64, "{stderr}");
-    assert!(
-        stderr.contains("--input `other`: secretive.yaml declares the secret inputs token"),
-        "{stderr}"
+    says(
+        &stderr,
+        "--input `other`: secretive.yaml declares the secret inputs token",
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
@@ -373,23 +373,21 @@ fn a_version_that_starts_another_effect_diverges_where_it_starts(
             .replace("exec.build", "exec.compile"),
     )
     .unwrap();
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(
         &directory,
         environment,
         &["finished", "--against", "compile.yaml"],
+        1,
     );
-    assert_eq!(code, 1, "{stdout}{stderr}");
-    assert!(
-        stdout.contains(
-            "run finished: diverges at step 0 (the start): the journal's step started effect \
-             `build`; the new version's starts effect `compile`"
-        ),
-        "{stdout}"
+    says(
+        &stdout,
+        "run finished: diverges at step 0 (the start): the journal's step started effect \
+             `build`; the new version's starts effect `compile`",
     );
-    assert!(stdout.contains("--> compile.yaml:5:3"), "{stdout}");
-    assert!(
-        stdout.contains("the new version starts effect `compile` in this state"),
-        "{stdout}"
+    says(&stdout, "--> compile.yaml:5:3");
+    says(
+        &stdout,
+        "the new version starts effect `compile` in this state",
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
@@ -439,7 +437,7 @@ fn deferring_otherwise_diverges_where_the_event_arrived(name: &str, environment:
         ],
     );
     assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(stdout.contains("\"waited\":true"), "{stdout}");
+    says(&stdout, "\"waited\":true");
     // Cancelled while `approve` waits: the run's end discards it (3 steps).
     std::fs::write(
         directory.join("cancel.jsonl"),
@@ -459,33 +457,24 @@ fn deferring_otherwise_diverges_where_the_event_arrived(name: &str, environment:
         ],
     );
     assert_eq!(code, 1, "{stdout}{stderr}");
-    let (code, stdout, stderr) = replay(&directory, environment, &["--against", "gate.yaml"]);
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(
-        stdout.contains("run early: replays cleanly (4 steps)"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("run cancelled: replays cleanly (3 steps)"),
-        "{stdout}"
-    );
-    let (code, stdout, stderr) = replay(
+    let stdout = replay_exits(&directory, environment, &["--against", "gate.yaml"], 0);
+    says(&stdout, "run early: replays cleanly (4 steps)");
+    says(&stdout, "run cancelled: replays cleanly (3 steps)");
+    let stdout = replay_exits(
         &directory,
         environment,
         &["--against", "undeferred.yaml", "--protocol", "gate.yaml"],
+        1,
     );
-    assert_eq!(code, 1, "{stdout}{stderr}");
-    assert!(
-        stdout.contains(
-            "run early: diverges at step 1 (event `approve`): after it the journal's run had \
-             `approve` waiting in its inbox (deferred by a state); the new version's has nothing"
-        ),
-        "{stdout}"
+    says(
+        &stdout,
+        "run early: diverges at step 1 (event `approve`): after it the journal's run had \
+             `approve` waiting in its inbox (deferred by a state); the new version's has nothing",
     );
-    assert!(stdout.contains("--> undeferred.yaml:5:3"), "{stdout}");
-    assert!(
-        stdout.contains("the new version's `preparing` does not defer `approve`"),
-        "{stdout}"
+    says(&stdout, "--> undeferred.yaml:5:3");
+    says(
+        &stdout,
+        "the new version's `preparing` does not defer `approve`",
     );
     let _ = std::fs::remove_dir_all(&directory);
 }
