@@ -83,6 +83,7 @@ mod properties;
 mod protocol_files;
 mod protocols;
 mod redrive;
+mod replay_against;
 mod resume_files;
 mod retention;
 mod reuse;

@@ -44,8 +44,9 @@ impl Host {
                 "fleet.yaml",
                 "--state-dir",
                 state,
+                // Long enough that a host the whole suite's load slows is not taken for dead.
                 "--lease",
-                "1s",
+                "5s",
                 "--inbox-poll",
                 "50ms",
             ])

@@ -148,7 +148,8 @@ fn step_kinds(status: &serde_json::Value) -> Vec<String> {
 
 /// Runs `protocol` as `run`, which fails (exit 76, recorded as such), redrives it `unfixed`
 /// times before the fix (each fails again: the run's own outcome), writes `mark`, then
-/// redrives the run to its end (exit 0); the last redrive's stdout and stderr.
+/// redrives the run to its end (exit 0), whose journal then replays cleanly; the last
+/// redrive's stdout and stderr.
 fn fail_then_redrive(
     directory: &Path,
     environment: &[(&str, &str)],
@@ -181,6 +182,14 @@ fn fail_then_redrive(
     std::fs::write(directory.join("mark"), "").unwrap();
     let (code, stdout, stderr) = support::run_binary_in(directory, environment, &["redrive", run]);
     assert_eq!(code, 0, "{stderr}");
+    // Its journal, redrives included, replays cleanly against the protocol it ran.
+    let (code, replayed, errors) = support::run_binary_in(
+        directory,
+        environment,
+        &["replay", run, "--against", "protocol.yaml"],
+    );
+    assert_eq!(code, 0, "{replayed}{errors}");
+    assert!(replayed.contains("replays cleanly"), "{replayed}");
     (stdout, stderr)
 }
 

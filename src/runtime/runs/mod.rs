@@ -13,6 +13,7 @@ pub mod grants;
 pub mod lease;
 pub mod live_runs;
 pub mod redrive;
+pub mod replay;
 pub mod resume;
 pub mod retention;
 pub mod served;

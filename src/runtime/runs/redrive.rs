@@ -265,14 +265,25 @@ fn run_failures_again(snapshot: &mut Snapshot) -> Result<Vec<String>, String> {
     Ok(again)
 }
 
-/// The children a redrive's step (`entry`) starts again; none for any other step.
-pub fn children_again(entry: &JournalEntry) -> Vec<ChildAgain> {
+/// Whether `entry` is a redrive's step (its state is an earlier step's, made to run again).
+pub fn is_redrive(entry: &JournalEntry) -> bool {
+    redrive_actions(entry).next().is_some()
+}
+
+/// The `redrive` record of each of `entry`'s actions.
+fn redrive_actions(entry: &JournalEntry) -> impl Iterator<Item = &serde_json::Value> {
     entry
         .actions
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|action| action.get("redrive")?.get("children"))
+        .filter_map(|action| action.get("redrive"))
+}
+
+/// The children a redrive's step (`entry`) starts again; none for any other step.
+pub fn children_again(entry: &JournalEntry) -> Vec<ChildAgain> {
+    redrive_actions(entry)
+        .filter_map(|redrive| redrive.get("children"))
         .filter_map(|children| serde_json::from_value::<Vec<ChildAgain>>(children.clone()).ok())
         .flatten()
         .collect()

@@ -32,6 +32,8 @@ pub(in crate::store) fn take_statement(lock: &str) -> String {
 pub(in crate::store) const APPLY: &str = "UPDATE inbox SET status = 'applied', step = $3, \
      outcome = $4, output = $5 WHERE run_id = $1 AND entry = $2 AND status = 'pending'";
 
+/// One entry's state (SQLite, in the same file, reads them one at a time; PostgreSQL reads a
+/// host's entries in one statement).
 pub(in crate::store) const STATE: &str =
     "SELECT status, outcome, output, step FROM inbox WHERE run_id = $1 AND entry = $2";
 
@@ -45,7 +47,7 @@ pub(in crate::store) struct RawTaken {
     pub(in crate::store) status: String,
 }
 
-/// An entry's row as `STATE` returns it.
+/// An entry's state as its row says it.
 pub(in crate::store) struct RawState {
     pub(in crate::store) status: String,
     pub(in crate::store) outcome: Option<String>,

@@ -5,7 +5,7 @@ use tokio_postgres::GenericClient;
 use super::PostgresStore;
 use super::session::Session;
 use crate::store::codec::inbox::{
-    APPLY, INSERT_ENTRY, NEXT_ENTRY, RawState, RawTaken, STATE, take_statement,
+    APPLY, INSERT_ENTRY, NEXT_ENTRY, RawState, RawTaken, take_statement,
 };
 use crate::store::{Holder, InboxRecord, StoreError, TakenInbox};
 
@@ -94,25 +94,39 @@ impl PostgresStore {
         Ok(wake)
     }
 
+    /// The states of `entries`, in their order, in one statement however many a host follows.
     pub(super) fn entry_states(
         &self,
         entries: &[(String, u64)],
     ) -> Result<Vec<InboxRecord>, StoreError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
         let session = self.session();
-        let operation = || "read inbox entries".to_string();
-        let mut records = Vec::with_capacity(entries.len());
-        for (run, entry) in entries {
-            let number = self.codec.integer("an inbox entry", *entry)?;
-            let Some(row) = session.query_optional(&operation, STATE, &[run, &number])? else {
-                continue;
-            };
+        let operation = || format!("read {} inbox entries", entries.len());
+        let runs: Vec<&str> = entries.iter().map(|(run, _)| run.as_str()).collect();
+        let numbers = entries
+            .iter()
+            .map(|(_, entry)| self.codec.integer("an inbox entry", *entry))
+            .collect::<Result<Vec<i64>, StoreError>>()?;
+        let rows = session.query(
+            &operation,
+            "SELECT inbox.run_id, inbox.entry, status, outcome, output, step FROM inbox JOIN \
+             unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS asked (run_id, entry, position) \
+             ON inbox.run_id = asked.run_id AND inbox.entry = asked.entry ORDER BY asked.position",
+            &[&runs, &numbers],
+        )?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run: String = session.column(row, 0, "")?;
+            let entry: i64 = session.column(row, 1, &run)?;
             let state = RawState {
-                status: session.column(&row, 0, run)?,
-                outcome: session.column(&row, 1, run)?,
-                output: session.column(&row, 2, run)?,
-                step: session.column(&row, 3, run)?,
+                status: session.column(row, 2, &run)?,
+                outcome: session.column(row, 3, &run)?,
+                output: session.column(row, 4, &run)?,
+                step: session.column(row, 5, &run)?,
             };
-            records.push(self.codec.inbox_record(run, *entry, state)?);
+            records.push(self.codec.inbox_record(&run, entry.max(0) as u64, state)?);
         }
         Ok(records)
     }

@@ -23,8 +23,9 @@ use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
 use session::Session;
 
-/// The longest a claim or an event's queueing waits for a row lock (`write_waiting_briefly`).
-const LOCK_WAIT: &str = "1s";
+/// The longest a claim or an event's queueing waits for a row lock (`write_waiting_briefly`)
+/// in a process that holds no lease; one that does waits as long as its lease lasts.
+const LOCK_WAIT_MILLISECONDS: i64 = 1_000;
 
 /// How long connecting waits for the server when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +54,10 @@ pub struct PostgresStore {
     lease: Option<String>,
     /// Whom the connection's thread wakes when a notification names them (`wake_on_inbox`).
     wakeups: Wakeups,
+    /// How long a claim or a queued event waits for a row another transaction locked: the
+    /// lease's length once this store took one (by then the server has ended the transaction
+    /// of a paused host, which had been idle for as long), a second before.
+    lock_wait_milliseconds: i64,
 }
 
 /// The lease a host listens for on `INBOX_CHANNEL`, and what its notifications wake.
@@ -90,6 +95,7 @@ impl PostgresStore {
             fences: HashMap::default(),
             lease: None,
             wakeups,
+            lock_wait_milliseconds: LOCK_WAIT_MILLISECONDS,
         };
         store.migrate()?;
         Ok(store)
@@ -124,17 +130,19 @@ impl PostgresStore {
         }
     }
 
-    /// `write`, waiting at most `LOCK_WAIT` for a row another host's transaction has locked:
-    /// a host claiming runs, or queueing an event, is never held up by a paused one.
+    /// `write`, waiting at most `lock_wait_milliseconds` for a row another host's transaction
+    /// has locked: a host claiming runs, or queueing an event, is never held up for long by a
+    /// paused one.
     fn write_waiting_briefly<T>(
         &mut self,
         operation: &str,
         body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        let wait = self.lock_wait_milliseconds;
         self.write(operation, |session| {
             session.execute(
                 &|| operation.to_string(),
-                &format!("SET LOCAL lock_timeout = '{LOCK_WAIT}'"),
+                &format!("SET LOCAL lock_timeout = {wait}"),
                 &[],
             )?;
             body(session)
@@ -492,6 +500,7 @@ impl Store for PostgresStore {
                 &format!("SET idle_in_transaction_session_timeout = {ttl}"),
                 &[],
             )?;
+            self.lock_wait_milliseconds = ttl.max(LOCK_WAIT_MILLISECONDS);
         }
         // Lost or not, this store's writes are made under it from now on: after a loss, none.
         self.lease = Some(host.to_string());
