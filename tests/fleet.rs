@@ -338,14 +338,6 @@ impl Store for CountingStore {
         self.writes.fetch_add(writes.len(), Ordering::SeqCst);
         Ok(())
     }
-    fn reopen_run(
-        &mut self,
-        run: &str,
-        unix_milliseconds: u64,
-        holder: &protocol_run::store::Holder,
-    ) -> Result<(), StoreError> {
-        self.inner.reopen_run(run, unix_milliseconds, holder)
-    }
 }
 
 /// A batch of lines is one transaction: the instances it creates, each start, each step, and the

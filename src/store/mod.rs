@@ -552,13 +552,21 @@ pub trait Store: Send {
     /// by `holder` under a fencing token moved on, which this store keeps. A finished run,
     /// which no claim takes, is claimed so; an unfinished one only by the store that claimed it
     /// (its token checked). Committed with the step that records the redrive (`Write::Reopen`
-    /// then a `Write::Step` in one `commit_batch`), so a run is never reopened without it.
+    /// then a `Write::Step` in one `commit_batch`), so a run is never reopened without it: a
+    /// store reopens runs in its `commit_batch`, which must commit a batch at once (a batch
+    /// applied write by write refuses it).
     fn reopen_run(
         &mut self,
         run: &str,
         unix_milliseconds: u64,
         holder: &Holder,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.commit_batch(&[Write::Reopen {
+            run: run.to_string(),
+            unix_milliseconds,
+            holder: holder.clone(),
+        }])
+    }
 }
 
 /// Why `Store::claim_runs` left a run unclaimed.
@@ -677,11 +685,15 @@ impl Write {
                 outcome,
                 output,
             } => store.apply_inbox(run, *entry, *step, outcome, output),
-            Write::Reopen {
-                run,
-                unix_milliseconds,
-                holder,
-            } => store.reopen_run(run, *unix_milliseconds, holder),
+            // Its contract is the step beside it in one transaction, which a store that commits
+            // a batch write by write cannot keep.
+            Write::Reopen { run, .. } => Err(StoreError::Database {
+                database: store.location(),
+                operation: format!("reopen run `{run}`"),
+                source: "a redrive reopens a run only together with the step that records it, \
+                         and this store commits a batch write by write"
+                    .into(),
+            }),
         }
     }
 

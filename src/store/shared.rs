@@ -201,13 +201,4 @@ impl Store for SharedStore {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.lock().commit_batch(writes)
     }
-
-    fn reopen_run(
-        &mut self,
-        run: &str,
-        unix_milliseconds: u64,
-        holder: &super::Holder,
-    ) -> Result<(), StoreError> {
-        self.lock().reopen_run(run, unix_milliseconds, holder)
-    }
 }

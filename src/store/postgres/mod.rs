@@ -371,19 +371,6 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    fn reopen_run(
-        &mut self,
-        run: &str,
-        unix_milliseconds: u64,
-        holder: &Holder,
-    ) -> Result<(), StoreError> {
-        self.commit_batch(&[Write::Reopen {
-            run: run.to_string(),
-            unix_milliseconds,
-            holder: holder.clone(),
-        }])
-    }
-
     fn claim_runs(
         &mut self,
         runs: &[String],

@@ -718,17 +718,4 @@ impl Store for SqliteStore {
             &Planned::of(writes),
         )
     }
-
-    fn reopen_run(
-        &mut self,
-        run: &str,
-        unix_milliseconds: u64,
-        holder: &Holder,
-    ) -> Result<(), StoreError> {
-        self.commit_batch(&[Write::Reopen {
-            run: run.to_string(),
-            unix_milliseconds,
-            holder: holder.clone(),
-        }])
-    }
 }
