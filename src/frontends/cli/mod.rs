@@ -55,7 +55,8 @@ enum Command {
     Fork(run::ForkArguments),
     /// Drive again a run that stopped unfinished, or failed on an unhandled error, under its
     /// own id from its last committed step before the failure: only what failed runs again
-    /// (its running effects, a map's failed items); the journal records the redrive.
+    /// (its running effects, a map's failed items, a failed child protocol); the journal
+    /// records the redrive.
     Redrive(run::RedriveArguments),
     /// Replay recorded runs against a new version of their protocol (FILE): each journaled
     /// event offered again in order, no effect run and no real time, and the first step where
