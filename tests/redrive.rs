@@ -97,6 +97,30 @@ states:
   finished: { type: final }
 "#;
 
+/// A parent whose effect fails, which fails it, while its child waits for an hour.
+const BUSY_PARENT: &str = r#"
+id: busy
+permissions: { exec: [sh], shell: true, env: [PATH] }
+states:
+  working:
+    invoke: [{ id: kid, protocol: sleepy.yaml }]
+    entry:
+      - exec: 'sleep 0.2; exit 1'
+        shell: true
+        id: check
+    on:
+      error.exec.check:
+        actions: [{ raise: error.execution, data: { message: "check failed" } }]
+"#;
+
+const SLEEPY_CHILD: &str = r#"
+id: sleepy
+states:
+  waiting:
+    after: [{ delay: 1h, target: done }]
+  done: { type: final }
+"#;
+
 /// A parent whose child ends at once, then the parent.
 const PARENT: &str = r#"
 id: parent
@@ -359,12 +383,20 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
     std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
     std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
     std::fs::write(directory.join("waits.yaml"), WAITS).unwrap();
+    std::fs::write(directory.join("busy.yaml"), BUSY_PARENT).unwrap();
+    std::fs::write(directory.join("sleepy.yaml"), SLEEPY_CHILD).unwrap();
     let (code, _, stderr) = support::run_binary_in(
         &directory,
         environment,
         &["run", "parent.yaml", "--run-id", "p"],
     );
     assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["run", "busy.yaml", "--run-id", "b"],
+    );
+    assert_eq!(code, 76, "{stderr}");
     for (run, code, said) in [
         (
             "p",
@@ -378,6 +410,12 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
             "run `p/kid` is a child protocol of run `p`: redrive `p`",
         ),
         ("nobody", 66, "no run `nobody`"),
+        (
+            "b",
+            64,
+            "child protocols were running then (kid), and a redrive does not take running \
+             children back yet",
+        ),
     ] {
         let (exit, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", run]);
         assert_eq!(exit, code, "{run}: {stderr}");

@@ -95,19 +95,24 @@ pub fn record(store: &mut dyn Store, redrive: &Redrive) -> Result<Redriven, Refu
             exit_code::USAGE,
         ));
     };
-    let not_yet = |what: String| {
-        Err(Refusal::error(
+    // Their rows keep their latest state only, which may be past that step, and the run's end
+    // ended them.
+    if failed && !stored.snapshot.children.is_empty() {
+        let names: Vec<&str> = stored
+            .snapshot
+            .children
+            .iter()
+            .map(|child| child.id.as_str())
+            .collect();
+        return Err(Refusal::error(
             format!(
-                "run `{run}` cannot be redriven from step {from_step}: {what}; fork it instead"
+                "run `{run}` cannot be redriven from step {from_step}: child protocols were \
+                 running then ({}), and a redrive does not take running children back yet; run \
+                 the protocol again",
+                names.join(", ")
             ),
             exit_code::USAGE,
-        ))
-    };
-    if failed && !stored.snapshot.children.is_empty() {
-        return not_yet(
-            "child protocols were running, and a redrive does not take children back yet"
-                .to_string(),
-        );
+        ));
     }
     let children = failed_children(store, run, from_step)?;
     let mut snapshot = stored
