@@ -349,7 +349,7 @@ fn failed_children(
                 format!(
                     "run `{run}`: the child protocol `{id}` failed, and the state its inputs \
                      are taken from holds secrets ({}), which a redrive does not take back yet; \
-                     fork the run instead",
+                     run the protocol again",
                     before.secrets.join(", ")
                 ),
                 exit_code::USAGE,
