@@ -83,6 +83,7 @@ fn new_run(id: &str) -> NewRun {
         protocol_path: "/protocols/p.yaml".to_string(),
         protocol_hash: "fnv1a64:0".to_string(),
         protocol_text: Some("id: p".to_string()),
+        read_texts: Vec::new(),
         inputs: serde_json::json!({"n": 1}),
         started_unix_milliseconds: 1_000,
         grants: Some(serde_json::json!({"exec": []})),

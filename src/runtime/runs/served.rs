@@ -88,6 +88,7 @@ impl Served {
             protocol_path: self.path.clone(),
             protocol_hash: crate::store::read_files::recorded_hash(&self.machine),
             protocol_text: self.text.clone(),
+            read_texts: crate::store::read_files::read_texts(&self.machine),
             grants,
             origin,
             holder,

@@ -119,6 +119,7 @@ pub fn new_run(
             protocol_path: canonical(file),
             protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: Some(text),
+            read_texts: crate::store::read_files::read_texts(&machine),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
             grants: place.operator.recorded(&machine.capabilities),
@@ -193,45 +194,54 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
     let file = PathBuf::from(&summary.protocol_path);
     let text = crate::pipeline::load::read_text(&file)
         .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
-    // The protocol, and each library and child protocol its load read.
-    let unchanged = super::resume::unchanged(
+    // A changed file (the protocol, a library, a child protocol): the run goes on with the
+    // texts it started with (pinned), or with the files (`--upgrade`, once `--force`) as long as
+    // its states and variables still exist.
+    let version = super::resume::version(
+        &*place.store,
+        &record,
         &summary.protocol_path,
         &text,
-        &summary.protocol_hash,
+        resumption.force,
         || format!("run `{run_id}`"),
-    );
-    // A changed file: the run goes on with the text it started with (pinned), or with the
-    // file's (`--upgrade`, once `--force`) as long as its states and variables still exist.
-    let text = match unchanged {
-        Err(changed) if !resumption.force => match super::resume::pinned_text(&record) {
-            Some(pinned) => {
-                eprintln!(
-                    "run `{run_id}`: {} changed since the run started; it goes on with the text \
-                     it started with (--upgrade moves it to the file's)",
-                    changed.changed.path
-                );
-                pinned.to_string()
-            }
-            None => {
-                return Err(Refusal::error(
-                    changed.message(
-                        "Its libraries and child protocols are not kept with it yet: restore \
-                         the file, or pass --upgrade to move the run to it as long as every \
-                         state and variable it recorded still exists",
-                    ),
-                    exit_code::INVALID,
-                ));
-            }
-        },
-        _ => text,
+    )
+    .map_err(store_refusal)?;
+    let (text, pinned) = match version {
+        super::resume::Version::Current => (text, None),
+        super::resume::Version::Pinned(changed, texts) => {
+            eprintln!(
+                "run `{run_id}`: {} changed since the run started; it goes on with the text it \
+                 started with (--upgrade moves it to the file's)",
+                changed.changed.path
+            );
+            (texts.protocol, Some(texts.others))
+        }
+        super::resume::Version::NotKept(changed) => {
+            return Err(Refusal::error(
+                changed.message(
+                    "The texts it started with are not all kept (it was recorded before \
+                     libraries and child protocols were): restore the file, or pass --upgrade \
+                     to move the run to it as long as every state and variable it recorded \
+                     still exists",
+                ),
+                exit_code::INVALID,
+            ));
+        }
     };
-    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text)
-        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
-    advance(place.lifecycle, LifecycleEvent::Loaded)?;
-    let limit = place.operator.limit(record.grants.as_ref())?;
-    let machine = compile(&loaded, &limit)?;
-    let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
-    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
+    let lifecycle = &mut *place.lifecycle;
+    let operator = place.operator;
+    // Every file its load reads (again when grants are resolved) is read pinned.
+    let (machine, inputs, secrets, grants) = super::resume::reading_pinned(pinned, || {
+        let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text).map_err(
+            |diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID),
+        )?;
+        advance(lifecycle, LifecycleEvent::Loaded)?;
+        let limit = operator.limit(record.grants.as_ref())?;
+        let machine = compile(&loaded, &limit)?;
+        let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
+        let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, operator)?;
+        Ok::<_, Refusal>((machine, inputs, secrets, grants))
+    })?;
     place
         .store
         .mark_running(run_id, crate::base::clock::unix_milliseconds_now())

@@ -3,6 +3,7 @@
 mod reads;
 mod schema;
 mod session;
+mod texts;
 mod writes;
 
 use std::cell::RefCell;
@@ -335,6 +336,13 @@ impl Store for PostgresStore {
     fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
         let step = self.codec.integer("a step number", step)?;
         self.session().rebuild(run, Some(step))
+    }
+
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.session().kept_texts(hashes)
     }
 
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {

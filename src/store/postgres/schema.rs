@@ -69,6 +69,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // SQLite's next: the texts runs started with, each kept once by its content hash.
+    "
+    CREATE TABLE protocol_texts (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN protocol_text_hash TEXT;
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

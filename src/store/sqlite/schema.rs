@@ -100,6 +100,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // Pinned versions: the texts runs started with (protocols, libraries, child protocols),
+    // each kept once by its content hash. A new run names its protocol's text by hash and
+    // leaves `protocol_text` NULL; a run recorded before keeps its own copy there, still read.
+    "
+    CREATE TABLE protocol_texts (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN protocol_text_hash TEXT;
+",
 ];
 
 impl SqliteStore {

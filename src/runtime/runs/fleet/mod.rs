@@ -36,6 +36,8 @@ pub struct Recording {
     pub protocol_path: String,
     pub protocol_hash: String,
     pub protocol_text: String,
+    /// The texts of the other files its load read (`NewRun::read_texts`).
+    pub read_texts: Vec<Arc<str>>,
     /// The operator's narrowing this host runs under, recorded with each instance it starts.
     pub grants: Option<serde_json::Value>,
     /// The front end hosting the fleet (`serve`, or `mcp`), recorded with each instance.
@@ -617,6 +619,7 @@ impl Fleet {
                 protocol_path: recording.protocol_path.clone(),
                 protocol_hash: recording.protocol_hash.clone(),
                 protocol_text: Some(recording.protocol_text.clone()),
+                read_texts: recording.read_texts.clone(),
                 inputs: self.machine.recorded_inputs(&values),
                 started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
                 grants: recording.grants.clone(),

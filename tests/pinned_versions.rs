@@ -1,0 +1,224 @@
+//! Pinned versions through the real binary, on SQLite and on PostgreSQL: a resumed run whose library or child protocol changed runs the texts it started with, each kept once per content hash; `--upgrade` moves it to the files as they are now.
+
+use std::path::Path;
+
+use crate::support;
+
+/// Logs which version of the library ran.
+const LIBRARY: &str = "blocks:\n  greet: { do: [{ log: library v1 }] }\n";
+
+/// Logs which version of the child ran.
+const CHILD: &str = "id: child\nstates:\n  a: { type: final, entry: [{ log: child v1 }] }\n";
+
+/// Waits for `go` (nobody sends it at first: the run stops unfinished, exit 75), then uses the
+/// library's block and invokes the child.
+const MAIN: &str = "id: main
+imports: [common.library.yaml]
+states:
+  waiting:
+    on: { go: greeting }
+  greeting:
+    entry: [{ use: greet }]
+    invoke: [{ id: helper, protocol: child.yaml }]
+    on: { done.invoke.helper: done }
+  done: { type: final }
+";
+
+/// A child that is running when its parent stops: it waits for `go`, forwarded by its parent.
+const LISTENING_CHILD: &str = "id: child
+states:
+  listening:
+    entry: [{ log: child listening }]
+    on: { go: heard }
+  heard: { type: final, entry: [{ log: child v1 heard }] }
+";
+
+const PARENT: &str = "id: parent
+states:
+  asking:
+    invoke: [{ id: helper, protocol: child.yaml, autoforward: true }]
+    on: { done.invoke.helper: done }
+  done: { type: final }
+";
+
+/// Where a test's runs are kept: SQLite in its directory, or a PostgreSQL database of its own.
+struct Kept {
+    database: Option<support::postgres::TestDatabase>,
+}
+
+impl Kept {
+    /// The variables that choose the store for the binary.
+    fn environment(&self) -> Vec<(&str, &str)> {
+        match &self.database {
+            Some(database) => vec![
+                ("PROTOCOL_RUN_STORE", "postgres"),
+                ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+            ],
+            None => Vec::new(),
+        }
+    }
+
+    /// Runs the binary in `directory` on this store: (exit code, stdout, stderr).
+    fn run(&self, directory: &Path, arguments: &[&str]) -> (i32, String, String) {
+        support::run_binary_in(directory, &self.environment(), arguments)
+    }
+
+    /// How many texts the store keeps, counted in its table.
+    fn texts(&self, directory: &Path) -> i64 {
+        let count = "SELECT COUNT(*) FROM protocol_texts";
+        match &self.database {
+            Some(database) => database.connect().query_one(count, &[]).unwrap().get(0),
+            None => rusqlite::Connection::open(directory.join("state/state.db"))
+                .unwrap()
+                .query_row(count, [], |row| row.get(0))
+                .unwrap(),
+        }
+    }
+}
+
+/// Two runs started with the same files share their texts (one row each); resumed after the
+/// library and the child protocol changed, one runs the texts it started with, the other is
+/// moved to the files (`--upgrade`); a run of the new files adds their texts alone.
+fn runs_keep_their_library_and_child(name: &str, kept: &Kept) {
+    let directory = support::temporary_directory("pinned_versions", name);
+    std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
+    std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
+    std::fs::write(directory.join("main.yaml"), MAIN).unwrap();
+    std::fs::write(directory.join("go.jsonl"), "{\"event\": \"go\"}\n").unwrap();
+    for run in ["first", "second"] {
+        let (code, _, stderr) = kept.run(&directory, &["run", "main.yaml", "--run-id", run]);
+        assert_eq!(code, 75, "{stderr}");
+    }
+    // The protocol, the library and the child, once for both runs.
+    assert_eq!(kept.texts(&directory), 3);
+    std::fs::write(
+        directory.join("common.library.yaml"),
+        LIBRARY.replace("v1", "v2"),
+    )
+    .unwrap();
+    std::fs::write(directory.join("child.yaml"), CHILD.replace("v1", "v2")).unwrap();
+    let library = directory
+        .join("common.library.yaml")
+        .canonicalize()
+        .unwrap();
+    let (code, stdout, stderr) = kept.run(&directory, &["resume", "first", "--events", "go.jsonl"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "run `first`: {} changed since the run started; it goes on with the text it started \
+             with (--upgrade moves it to the file's)",
+            library.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("library v1") && stderr.contains("helper: child v1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("v2"), "{stderr}");
+    let (code, stdout, stderr) = kept.run(
+        &directory,
+        &["resume", "second", "--events", "go.jsonl", "--upgrade"],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("library v2") && stderr.contains("helper: child v2"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("goes on with the text"), "{stderr}");
+    let (code, _, stderr) = kept.run(&directory, &["run", "main.yaml", "--run-id", "third"]);
+    assert_eq!(code, 75, "{stderr}");
+    // The new library and child; the protocol's text is the one kept already.
+    assert_eq!(kept.texts(&directory), 5);
+}
+
+#[test]
+fn sqlite_runs_keep_their_library_and_child() {
+    runs_keep_their_library_and_child("sqlite", &Kept { database: None });
+}
+
+#[test]
+fn postgres_runs_keep_their_library_and_child() {
+    let Some(database) =
+        support::postgres::database("pinned_versions::postgres_runs_keep_their_library_and_child")
+    else {
+        return;
+    };
+    runs_keep_their_library_and_child(
+        "postgres",
+        &Kept {
+            database: Some(database),
+        },
+    );
+}
+
+/// A child protocol running when its parent stopped resumes with the text it started with,
+/// after its file changed.
+fn a_running_child_keeps_its_text(name: &str, kept: &Kept) {
+    use std::io::BufRead;
+    let directory = support::temporary_directory("pinned_versions", name);
+    std::fs::write(directory.join("child.yaml"), LISTENING_CHILD).unwrap();
+    std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
+    std::fs::write(directory.join("go.jsonl"), "{\"event\": \"go\"}\n").unwrap();
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args([
+            "run",
+            "parent.yaml",
+            "--run-id",
+            "parent",
+            "--events",
+            "-",
+            "--state-dir",
+            "state",
+        ])
+        .envs(kept.environment())
+        .current_dir(&directory)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(host.stderr.take().unwrap()).lines();
+    let listening = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .any(|line| line.contains("child listening"));
+    assert!(listening, "the child never started");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(host.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(host.wait().unwrap().code(), Some(75), "{rest:?}");
+    std::fs::write(
+        directory.join("child.yaml"),
+        LISTENING_CHILD.replace("v1", "v2"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) =
+        kept.run(&directory, &["resume", "parent", "--events", "go.jsonl"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stderr.contains("helper: child v1 heard"), "{stderr}");
+    assert!(!stderr.contains("v2"), "{stderr}");
+}
+
+#[test]
+fn sqlite_a_running_child_keeps_its_text() {
+    a_running_child_keeps_its_text("sqlite-child", &Kept { database: None });
+}
+
+#[test]
+fn postgres_a_running_child_keeps_its_text() {
+    let Some(database) =
+        support::postgres::database("pinned_versions::postgres_a_running_child_keeps_its_text")
+    else {
+        return;
+    };
+    a_running_child_keeps_its_text(
+        "postgres-child",
+        &Kept {
+            database: Some(database),
+        },
+    );
+}
