@@ -222,3 +222,147 @@ fn postgres_a_running_child_keeps_its_text() {
         },
     );
 }
+
+/// `serve ARGUMENTS` on this store with `input` as its whole input: (exit code, stdout, stderr).
+fn serve(kept: &Kept, directory: &Path, arguments: &[&str], input: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .arg("serve")
+        .args(arguments)
+        .args(["--state-dir", "state"])
+        .envs(kept.environment())
+        .current_dir(directory)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    host.stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = host.wait_with_output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// Version 1 of a served protocol: waits for `go`, then logs its version and its library's.
+const WAITER: &str = "id: waiter
+imports: [common.library.yaml]
+states:
+  waiting:
+    on: { go: done }
+  done: { type: final, entry: [{ use: greet }, { log: protocol v1 }] }
+";
+
+/// Version 2: other states (an instance of version 1 would not find its own), another event
+/// first, other logs.
+const WAITER_2: &str = "id: waiter
+imports: [common.library.yaml]
+states:
+  pending:
+    on: { poke: pending, go: finished }
+  finished: { type: final, entry: [{ use: greet }, { log: protocol v2 }] }
+";
+
+/// The line `instance` finished with, from a host's output.
+fn finished<'a>(stdout: &'a str, instance: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|line| line.contains(&format!(r#""instance":"{instance}","finished""#)))
+        .unwrap_or_else(|| panic!("{instance} did not finish: {stdout}"))
+}
+
+/// An instance started under version 1 of a served file, its host restarted with version 2:
+/// the instance finishes under version 1 while a new one runs version 2, in the same host;
+/// `--force` moves the old instances to the file instead.
+fn a_host_runs_two_versions(name: &str, kept: &Kept) {
+    let directory = support::temporary_directory("pinned_versions", name);
+    std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
+    std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
+    let poke = |instance: &str| format!("{{\"instance\": \"{instance}\", \"event\": \"poke\"}}\n");
+    let go = |instance: &str| format!("{{\"instance\": \"{instance}\", \"event\": \"go\"}}\n");
+    let (code, stdout, stderr) = serve(
+        kept,
+        &directory,
+        &["waiter.yaml"],
+        &format!("{}{}", poke("old"), poke("moved")),
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    std::fs::write(directory.join("waiter.yaml"), WAITER_2).unwrap();
+    std::fs::write(
+        directory.join("common.library.yaml"),
+        LIBRARY.replace("v1", "v2"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = serve(
+        kept,
+        &directory,
+        &["waiter.yaml"],
+        &format!("{}{}", go("old"), go("new")),
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let waiter = directory.join("waiter.yaml").canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "serve: {} changed since instance `",
+            waiter.display()
+        )) && stderr.contains("go on with it (--force moves them to the file's)"),
+        "{stderr}"
+    );
+    // Log lines go to stderr, the instance named.
+    let logged = |instance: &str, message: &str| {
+        stderr.lines().any(|line| {
+            line.contains(&format!(r#""instance":"{instance}""#))
+                && line.contains(&format!(r#""message":"{message}""#))
+        })
+    };
+    assert!(
+        finished(&stdout, "old").contains(r#""state":"done""#),
+        "{stdout}"
+    );
+    assert!(
+        logged("old", "library v1") && logged("old", "protocol v1"),
+        "{stderr}"
+    );
+    assert!(
+        finished(&stdout, "new").contains(r#""state":"finished""#),
+        "{stdout}"
+    );
+    assert!(
+        logged("new", "library v2") && logged("new", "protocol v2"),
+        "{stderr}"
+    );
+    // `--force` moves an instance to the file, refused while its state is gone from it.
+    let (code, stdout, stderr) = serve(kept, &directory, &["waiter.yaml", "--force"], "");
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("instance `moved` cannot resume")
+            && stderr.contains("`waiting`, which the protocol does not have"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sqlite_a_host_runs_two_versions() {
+    a_host_runs_two_versions("sqlite-serve", &Kept { database: None });
+}
+
+#[test]
+fn postgres_a_host_runs_two_versions() {
+    let Some(database) =
+        support::postgres::database("pinned_versions::postgres_a_host_runs_two_versions")
+    else {
+        return;
+    };
+    a_host_runs_two_versions(
+        "postgres-serve",
+        &Kept {
+            database: Some(database),
+        },
+    );
+}

@@ -141,9 +141,11 @@ fn serve(directory: &std::path::Path, line: &str) -> (i32, String) {
     (output.status.code().unwrap_or(-1), text)
 }
 
-/// `serve` resuming its instances refuses a changed library as it refuses a changed protocol.
+/// `serve` resuming its instances refuses a changed library whose text the store does not keep
+/// (an instance recorded before libraries were kept); with it kept, the instance goes on with
+/// it (tests/pinned_versions.rs).
 #[test]
-fn serve_refuses_to_resume_over_a_changed_library() {
+fn serve_refuses_to_resume_over_a_changed_library_not_kept() {
     let directory = temporary_directory("resume_files", "serve");
     std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
     std::fs::write(
@@ -162,9 +164,18 @@ states:
     assert_eq!(code, 0, "{output}");
     let (code, output) = serve(&directory, "");
     assert_eq!(code, 0, "{output}");
+    // The library's text, as a store from before libraries were kept lacks it.
+    rusqlite::Connection::open(directory.join("state/state.db"))
+        .unwrap()
+        .execute("DELETE FROM protocol_texts WHERE text LIKE 'blocks:%'", [])
+        .unwrap();
     let library = edit_library(&directory);
     let (code, output) = serve(&directory, "");
     assert_eq!(code, 65, "{output}");
+    assert!(
+        output.contains("The texts they started with are not all kept"),
+        "{output}"
+    );
     assert!(
         output.contains(&format!(
             "error: {} changed since instance `x` started",

@@ -171,6 +171,19 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
     fleet.set_pinned_inputs(served.pinned.clone());
+    // Instances recorded under texts that changed since go on with them (pinned), each
+    // version compiled as the file is, unless --force moves them to the file.
+    let file = arguments.file.clone();
+    let pins = served.pinned.clone();
+    let (version_limit, version_narrowing) = (limit.clone(), narrowing.clone());
+    fleet = fleet.with_pinned_versions(move |texts| {
+        let operator = HostOperator {
+            limit: &version_limit,
+            narrowing: &version_narrowing,
+        };
+        crate::runtime::runs::served::pinned_version(&file, texts, &operator, &pins)
+            .map_err(|refusal| refusal.text)
+    });
     // On a shared store other hosts serve the same protocol: the runs of one that dies are
     // taken over as its lease runs out (or its lock is freed, on this machine), looked for
     // twice a lease.

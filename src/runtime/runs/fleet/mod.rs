@@ -23,6 +23,7 @@ use crate::runtime::run::stop::Stop;
 
 mod awaiting;
 mod takeover;
+mod versions;
 use crate::base::value::Value;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
 
@@ -76,7 +77,10 @@ struct Member {
 pub struct Fleet {
     /// Taking over the runs of hosts that died, now and again while this one runs.
     takeover: Option<takeover::Takeover>,
+    /// The file's version: new instances run it.
     machine: Arc<Machine>,
+    /// The versions instances recorded under texts that changed since run (pinned).
+    versions: Option<versions::Versions>,
     /// Run ids are `<protocol id>:<instance>`.
     prefix: String,
     /// Every instance created by this host, by slot; a finished one leaves `None` (slots are
@@ -172,6 +176,7 @@ impl Fleet {
         let (effects_sender, effects) = mpsc::unbounded_channel();
         Fleet {
             takeover: None,
+            versions: None,
             prefix: format!("{}:", machine.id),
             machine,
             members: Vec::new(),
@@ -362,22 +367,16 @@ impl Fleet {
                 grants.map_or("none".to_string(), serde_json::Value::to_string)
             ));
         }
-        let secret_inputs = self.pinned.texts_of(&self.machine.secret_input_names());
-        let values =
-            super::resume::bind_recorded(&self.machine, &record, &secret_inputs, |name| {
-                format!(
-                    "start the host again with --input {name}=VALUE, or `protocol-run resume \
+        // Its version's machine: the file's, or the texts it started with when they changed.
+        let machine = self.machine_recorded_as(&record.summary.protocol_hash);
+        let secret_inputs = self.pinned.texts_of(&machine.secret_input_names());
+        let values = super::resume::bind_recorded(&machine, &record, &secret_inputs, |name| {
+            format!(
+                "start the host again with --input {name}=VALUE, or `protocol-run resume \
                  {run_id} --input {name}=VALUE` resumes it outside this host"
-                )
-            })?;
-        super::resume::restore_latest(
-            &**store,
-            run_id,
-            self.machine.clone(),
-            values,
-            &secret_inputs,
-            timers,
-        )
+            )
+        })?;
+        super::resume::restore_latest(&**store, run_id, machine, values, &secret_inputs, timers)
     }
 
     /// Runs the fleet: lines from `input`, timers as they fall due, effects as they report,
@@ -509,9 +508,10 @@ impl Fleet {
         }
         // Refused before anything happens, even the instance's creation.
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
+        // A live instance may run a pinned version, whose events are its own.
+        let machine = self.machine_of(&name);
         if let Some(event) = parsed.event.as_deref()
-            && let Err(refusal) =
-                crate::runtime::run::admission::admit_json(&self.machine, event, data)
+            && let Err(refusal) = crate::runtime::run::admission::admit_json(&machine, event, data)
         {
             return self.refuse_event(&name, event, &refusal);
         }
@@ -526,7 +526,7 @@ impl Fleet {
             return;
         };
         let event = Event::named(
-            &self.machine,
+            &machine,
             &event,
             parsed.data.as_ref().map_or(Value::Null, Value::from_json),
             Origin::External,
@@ -731,7 +731,7 @@ impl Fleet {
                 return;
             }
             let state = outcome
-                .state_name(&self.machine)
+                .state_name(member.interpreter.machine())
                 .map(|state| state.to_string());
             awaiting::note_finished(self.awaiting.as_mut(), slot, state.as_deref());
             let mut finished = serde_json::json!({

@@ -108,7 +108,7 @@ impl Fleet {
         // The protocol, and each library and child protocol its load read: each recorded
         // hash compared once, however many instances share it (reading the files again).
         let mut compared = HashSet::new();
-        let mut changed_hashes = HashSet::new();
+        let mut changed_versions = Vec::new();
         for run in &recorded {
             if !compared.insert(run.protocol_hash.as_str()) {
                 continue;
@@ -119,24 +119,45 @@ impl Fleet {
                 &run.protocol_hash,
                 || format!("instance `{}`", &run.id[self.prefix.len()..]),
             );
-            if let Err(changed) = unchanged {
-                if at_start && !force {
-                    return Err(changed.message(
-                        "Restore the file, or pass --force to resume the instances whose states \
-                         still exist",
-                    ));
-                }
-                if !force {
-                    if told.insert(run.protocol_hash.clone()) {
+            if let Err(changed) = unchanged
+                && !force
+            {
+                changed_versions.push((run.id.clone(), run.protocol_hash.clone(), changed));
+            }
+        }
+        // A version whose texts are kept goes on with them (pinned), beside the file's.
+        let mut changed_hashes = HashSet::new();
+        for (run, hash, changed) in changed_versions {
+            let why = match self.prepare_version(&run, &hash) {
+                Ok(true) => {
+                    if told.insert(hash) {
                         eprintln!(
-                            "warning: {}",
-                            changed
-                                .message("left to a host that serves the text they started with")
+                            "serve: {} changed since {} started; the instances recorded under the \
+                             text it started with go on with it (--force moves them to the \
+                             file's)",
+                            changed.changed.path, changed.whose
                         );
                     }
-                    changed_hashes.insert(run.protocol_hash.clone());
+                    continue;
                 }
+                Ok(false) => "The texts they started with are not all kept".to_string(),
+                Err(message) => message,
+            };
+            if at_start {
+                return Err(changed.message(&format!(
+                    "{why}: restore the file, or pass --force to resume the instances whose \
+                     states still exist"
+                )));
             }
+            if told.insert(hash.clone()) {
+                eprintln!(
+                    "warning: {}",
+                    changed.message(&format!(
+                        "{why}: left to a host that serves the text they started with"
+                    ))
+                );
+            }
+            changed_hashes.insert(hash);
         }
         let over_the_limit = recorded.len().saturating_sub(room);
         let resumable: Vec<String> = recorded
