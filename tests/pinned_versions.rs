@@ -47,20 +47,25 @@ struct Kept {
 }
 
 impl Kept {
-    /// The variables that choose the store for the binary.
-    fn environment(&self) -> Vec<(&str, &str)> {
-        match &self.database {
-            Some(database) => vec![
-                ("PROTOCOL_RUN_STORE", "postgres"),
-                ("PROTOCOL_RUN_DATABASE_URL", database.url()),
-            ],
-            None => Vec::new(),
+    /// The arguments that choose the store, after the command's own.
+    fn store_arguments(&self) -> Vec<&str> {
+        let mut arguments = vec!["--state-dir", "state"];
+        if let Some(database) = &self.database {
+            arguments.extend(["--store", database.url()]);
         }
+        arguments
+    }
+
+    /// The command line `arguments` on this store.
+    fn with_store<'a>(&'a self, arguments: &[&'a str]) -> Vec<&'a str> {
+        let mut all = arguments.to_vec();
+        all.extend(self.store_arguments());
+        all
     }
 
     /// Runs the binary in `directory` on this store: (exit code, stdout, stderr).
     fn run(&self, directory: &Path, arguments: &[&str]) -> (i32, String, String) {
-        support::run_binary_in(directory, &self.environment(), arguments)
+        support::run_binary(directory, &self.with_store(arguments))
     }
 
     /// How many texts the store keeps, counted in its table.
@@ -161,17 +166,7 @@ fn a_running_child_keeps_its_text(name: &str, kept: &Kept) {
     std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
     std::fs::write(directory.join("go.jsonl"), "{\"event\": \"go\"}\n").unwrap();
     let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args([
-            "run",
-            "parent.yaml",
-            "--run-id",
-            "parent",
-            "--events",
-            "-",
-            "--state-dir",
-            "state",
-        ])
-        .envs(kept.environment())
+        .args(kept.with_store(&["run", "parent.yaml", "--run-id", "parent", "--events", "-"]))
         .current_dir(&directory)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -225,24 +220,10 @@ fn postgres_a_running_child_keeps_its_text() {
 
 /// `serve ARGUMENTS` on this store with `input` as its whole input: (exit code, stdout, stderr).
 fn serve(kept: &Kept, directory: &Path, arguments: &[&str], input: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .arg("serve")
-        .args(arguments)
-        .args(["--state-dir", "state"])
-        .envs(kept.environment())
-        .current_dir(directory)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    host.stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = host.wait_with_output().unwrap();
+    let mut command = vec!["serve"];
+    command.extend(arguments);
+    let output =
+        support::run_binary_with_input(directory, &kept.with_store(&command), input.as_bytes());
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).to_string(),
@@ -311,7 +292,7 @@ fn a_host_runs_two_versions(name: &str, kept: &Kept) {
         stderr.contains(&format!(
             "serve: {} changed since instance `",
             waiter.display()
-        )) && stderr.contains("go on with it (--force moves them to the file's)"),
+        )) && stderr.contains("go on with it (--upgrade moves them to the file's)"),
         "{stderr}"
     );
     // Log lines go to stderr, the instance named.

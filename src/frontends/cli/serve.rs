@@ -26,8 +26,10 @@ pub struct ServeArguments {
     /// How the timers of instances resumed at start are re-armed.
     #[arg(long, value_enum, default_value = "deadline")]
     timers: TimerPolicy,
-    /// Resume instances although the protocol changed, if their states still exist.
-    #[arg(long)]
+    /// Move the instances recorded under files that changed since to the files as they are now,
+    /// if their states still exist (without it, they go on with the texts they started with).
+    /// `--force` is the old name.
+    #[arg(long = "upgrade", visible_alias = "force")]
     force: bool,
     /// The longest input line; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]

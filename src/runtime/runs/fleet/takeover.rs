@@ -43,9 +43,10 @@ impl Fleet {
         self
     }
 
-    /// Resumes every unfinished instance of this protocol that an earlier host recorded. A
-    /// changed protocol is refused unless `force`; an instance that cannot be restored is
-    /// reported and left.
+    /// Resumes every unfinished instance of this protocol that an earlier host recorded. An
+    /// instance whose files changed goes on with the texts it started with (refused when they
+    /// are not all kept) unless `force` moves it to the files; an instance that cannot be
+    /// restored is reported and left.
     pub fn resume_recorded(&mut self, timers: TimerPolicy, force: bool) -> Result<(), String> {
         let mut told = HashSet::new();
         self.take_over(timers, force, true, &mut told)
@@ -69,8 +70,9 @@ impl Fleet {
 
     /// Claims the unfinished runs of this protocol that are not live here and that no live
     /// holder has, and resumes them. At the host's start (`at_start`) a changed protocol is an
-    /// error unless `force`, and every run left is said; later a run is left quietly when
-    /// another host holds it (the usual case), and said once (`told`) otherwise.
+    /// error when the texts its instances started with are not all kept, unless `force`, and
+    /// every run left is said; later a run is left quietly when another host holds it (the
+    /// usual case), and said once (`told`) otherwise.
     fn take_over(
         &mut self,
         timers: TimerPolicy,
@@ -133,7 +135,7 @@ impl Fleet {
                     if told.insert(hash) {
                         eprintln!(
                             "serve: {} changed since {} started; the instances recorded under the \
-                             text it started with go on with it (--force moves them to the \
+                             text it started with go on with it (--upgrade moves them to the \
                              file's)",
                             changed.changed.path, changed.whose
                         );
@@ -145,8 +147,8 @@ impl Fleet {
             };
             if at_start {
                 return Err(changed.message(&format!(
-                    "{why}: restore the file, or pass --force to resume the instances whose \
-                     states still exist"
+                    "{why}: restore the file, or pass --upgrade to move the instances to it as \
+                     long as their states still exist"
                 )));
             }
             if told.insert(hash.clone()) {
