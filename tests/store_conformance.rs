@@ -75,6 +75,7 @@ conformance!(
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
     a_holder_whose_run_was_taken_over_writes_to_it_no_more,
+    texts_are_kept_once_per_hash_and_read_back_by_it,
 );
 
 fn new_run(id: &str) -> NewRun {
@@ -806,5 +807,39 @@ mod leases {
             second.run_summary("r").unwrap().unwrap().holder,
             Some(leased(2, "host-b"))
         );
+    }
+}
+
+/// The texts runs started with are kept once per content hash, whether a run is created alone
+/// or in a batch, and read back by hash, on another connection too; a run's record has its
+/// protocol's text.
+fn texts_are_kept_once_per_hash_and_read_back_by_it(backend: Arc<dyn Backend>) {
+    use protocol_run::store::content_hash;
+    let library: Arc<str> = Arc::from("blocks: {}\n");
+    let with_library = |id: &str| NewRun {
+        read_texts: vec![library.clone()],
+        ..new_run(id)
+    };
+    let mut store = backend.open();
+    store.create_run(&with_library("alone")).unwrap();
+    store
+        .commit_batch(&[
+            Write::CreateRun(with_library("first")),
+            Write::CreateRun(with_library("second")),
+        ])
+        .unwrap();
+    let again = backend.open();
+    let hashes = [
+        content_hash("id: p"),
+        content_hash(&library),
+        content_hash("never kept"),
+    ];
+    let kept = again.protocol_texts(&hashes).unwrap();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept[&hashes[0]], "id: p");
+    assert_eq!(kept[&hashes[1]], *library);
+    for run in ["alone", "first", "second"] {
+        let record = again.run(run).unwrap().unwrap();
+        assert_eq!(record.protocol_text.as_deref(), Some("id: p"), "{run}");
     }
 }
