@@ -74,8 +74,8 @@ fn a_changed_library_of_a_run_kept_before_libraries_were_is_refused_naming_it() 
     assert_eq!(code, 75, "{output}");
 }
 
-/// A changed child protocol, and a library gone, are named by `resume RUN` too; the run goes
-/// on with the texts it started with.
+/// A changed child protocol, a library gone, and the protocol's own file gone, are named by
+/// `resume RUN` too; the run goes on with the texts it started with.
 #[test]
 fn a_changed_child_protocol_is_named_and_the_run_goes_on_pinned() {
     let directory = stopped_run("child");
@@ -114,6 +114,23 @@ fn a_changed_child_protocol_is_named_and_the_run_goes_on_pinned() {
         )),
         "{output}"
     );
+    // The protocol's own file gone too: the run goes on with its text; `--upgrade` has no file
+    // to move it to.
+    let main = directory.join("main.yaml").canonicalize().unwrap();
+    std::fs::remove_file(&main).unwrap();
+    let (code, output) = run_binary_with_state(&directory, &["resume", &run_id]);
+    assert_eq!(code, 75, "{output}");
+    assert!(
+        output.contains(&format!(
+            "run `{run_id}`: {} is gone since the run started; it goes on with the text it \
+             started with",
+            main.display()
+        )),
+        "{output}"
+    );
+    let (code, output) = run_binary_with_state(&directory, &["resume", &run_id, "--upgrade"]);
+    assert_eq!(code, 66, "{output}");
+    assert!(output.contains("no such file"), "{output}");
 }
 
 /// `serve` with `line` as its whole input, in `directory`: (exit code, stdout then stderr).

@@ -1,5 +1,6 @@
 //! Starting and resuming a run in this process: the protocol loaded and compiled within the operator's limit, its inputs bound, its grants resolved, the run claimed, then recorded or restored; each refusal says what to print and its exit code.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -192,42 +193,7 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         ));
     }
     let file = PathBuf::from(&summary.protocol_path);
-    let text = crate::pipeline::load::read_text(&file)
-        .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
-    // A changed file (the protocol, a library, a child protocol): the run goes on with the
-    // texts it started with (pinned), or with the files (`--upgrade`, once `--force`) as long as
-    // its states and variables still exist.
-    let version = super::resume::version(
-        &*place.store,
-        &record,
-        &summary.protocol_path,
-        &text,
-        resumption.force,
-        || format!("run `{run_id}`"),
-    )
-    .map_err(store_refusal)?;
-    let (text, pinned) = match version {
-        super::resume::Version::Current => (text, None),
-        super::resume::Version::Pinned(changed, texts) => {
-            eprintln!(
-                "run `{run_id}`: {} changed since the run started; it goes on with the text it \
-                 started with (--upgrade moves it to the file's)",
-                changed.changed.path
-            );
-            (texts.protocol, Some(texts.others))
-        }
-        super::resume::Version::NotKept(changed) => {
-            return Err(Refusal::error(
-                changed.message(
-                    "The texts it started with are not all kept (it was recorded before \
-                     libraries and child protocols were): restore the file, or pass --upgrade \
-                     to move the run to it as long as every state and variable it recorded \
-                     still exists",
-                ),
-                exit_code::INVALID,
-            ));
-        }
-    };
+    let (text, pinned) = texts_to_run(&*place.store, &record, resumption.force)?;
     let lifecycle = &mut *place.lifecycle;
     let operator = place.operator;
     // Every file its load reads (again when grants are resolved) is read pinned.
@@ -271,6 +237,68 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         lock,
         grants,
     })
+}
+
+/// The protocol text a resumed run loads, and the texts of the other files it reads in place
+/// of theirs (`None`: from disk). A changed file (the protocol, a library, a child protocol):
+/// the texts it started with (pinned), said on stderr, or the files (`upgrade`, once `force`)
+/// as long as its states and variables still exist. Its protocol's file gone: the texts it
+/// started with, as there is no file to move it to.
+fn texts_to_run(
+    store: &dyn Store,
+    record: &RunRecord,
+    upgrade: bool,
+) -> Result<(String, Option<HashMap<PathBuf, String>>), Refusal> {
+    let summary = &record.summary;
+    let run_id = &summary.id;
+    let said = |path: &str, how: &str| {
+        eprintln!(
+            "run `{run_id}`: {path} {how} since the run started; it goes on with the text it \
+             started with (--upgrade moves it to the file's)"
+        );
+    };
+    let text = match crate::pipeline::load::read_text(Path::new(&summary.protocol_path)) {
+        Ok(text) => text,
+        Err(error) => {
+            let gone = matches!(error, crate::pipeline::load::LoadError::NotFound { .. });
+            let pinned = if gone && !upgrade {
+                super::resume::pinned_texts(store, record).map_err(store_refusal)?
+            } else {
+                None
+            };
+            return match pinned {
+                Some(texts) => {
+                    said(&summary.protocol_path, "is gone");
+                    Ok((texts.protocol, Some(texts.others)))
+                }
+                None => Err(Refusal::rendered(&error, exit_code::of_load_error(&error))),
+            };
+        }
+    };
+    let version = super::resume::version(
+        store,
+        record,
+        &summary.protocol_path,
+        &text,
+        upgrade,
+        || format!("run `{run_id}`"),
+    )
+    .map_err(store_refusal)?;
+    match version {
+        super::resume::Version::Current => Ok((text, None)),
+        super::resume::Version::Pinned(changed, texts) => {
+            said(&changed.changed.path, "changed");
+            Ok((texts.protocol, Some(texts.others)))
+        }
+        super::resume::Version::NotKept(changed) => Err(Refusal::error(
+            changed.message(
+                "The texts it started with are not all kept (it was recorded before libraries \
+                 and child protocols were): restore the file, or pass --upgrade to move the run \
+                 to it as long as every state and variable it recorded still exists",
+            ),
+            exit_code::INVALID,
+        )),
+    }
 }
 
 fn compile(loaded: &Loaded, limit: &Capabilities) -> Result<Arc<Machine>, Refusal> {
