@@ -347,3 +347,82 @@ fn postgres_a_host_runs_two_versions() {
         },
     );
 }
+
+/// Reads `output` until a line contains `needle`; the line.
+fn line_with(output: &mut impl std::io::BufRead, needle: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            output.read_line(&mut line).unwrap() > 0,
+            "output ended before `{needle}`"
+        );
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+/// On PostgreSQL a running host serving version 2 of a file takes over, with version 1, the
+/// instance a host serving version 1 left when it was killed, beside its own of version 2.
+#[test]
+fn postgres_a_running_host_takes_over_an_instance_of_the_older_version() {
+    use std::io::Write;
+    let test =
+        "pinned_versions::postgres_a_running_host_takes_over_an_instance_of_the_older_version";
+    let Some(database) = support::postgres::database(test) else {
+        return;
+    };
+    let directory = support::temporary_directory("pinned_versions", "postgres-takeover");
+    std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
+    std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
+    let host = |state: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+            .args([
+                "serve",
+                "waiter.yaml",
+                "--state-dir",
+                state,
+                "--lease",
+                "1s",
+            ])
+            .args(["--store", database.url()])
+            .current_dir(&directory)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        (child, input, output)
+    };
+    let (mut first, mut first_in, mut first_out) = host("first");
+    writeln!(first_in, "{{\"instance\": \"old\"}}").unwrap();
+    line_with(&mut first_out, "\"waiting\"");
+    std::fs::write(directory.join("waiter.yaml"), WAITER_2).unwrap();
+    let (second, mut second_in, mut second_out) = host("second");
+    writeln!(second_in, "{{\"instance\": \"new\"}}").unwrap();
+    line_with(&mut second_out, "\"pending\"");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    drop(first_in);
+    // Taken over with the text it started with, while the host runs.
+    line_with(&mut second_out, r#"{"instance":"old","resumed""#);
+    writeln!(second_in, "{{\"instance\": \"old\", \"event\": \"go\"}}").unwrap();
+    let old = line_with(&mut second_out, r#"{"instance":"old","finished""#);
+    assert!(old.contains(r#""state":"done""#), "{old}");
+    writeln!(second_in, "{{\"instance\": \"new\", \"event\": \"go\"}}").unwrap();
+    let new = line_with(&mut second_out, r#"{"instance":"new","finished""#);
+    assert!(new.contains(r#""state":"finished""#), "{new}");
+    drop(second_in);
+    let output = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("instance `old` taken over")
+            && stderr.contains("\"message\":\"protocol v1\"")
+            && stderr.contains("\"message\":\"protocol v2\""),
+        "{stderr}"
+    );
+}
