@@ -282,6 +282,40 @@ impl Store for CountingStore {
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
         self.inner.renew_lease(host, ttl_milliseconds)
     }
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.inner
+            .enqueue_event(run, event, data, unix_milliseconds)
+    }
+    fn take_inbox(
+        &mut self,
+        holder: &protocol_run::store::Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<protocol_run::store::TakenInbox, StoreError> {
+        self.inner.take_inbox(holder, protocol_path, limit)
+    }
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.apply_inbox(run, entry, step, outcome, output)
+    }
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<protocol_run::store::InboxRecord>, StoreError> {
+        self.inner.inbox_states(entries)
+    }
     fn prune_runs(
         &mut self,
         before_unix_milliseconds: u64,

@@ -11,6 +11,13 @@ use protocol_run::store::{
 
 use crate::support;
 
+mod inbox;
+use inbox::{
+    a_holder_whose_run_was_taken_over_applies_no_entry,
+    an_entry_never_applied_is_set_aside_after_its_tries,
+    inbox_entries_are_applied_once_in_arrival_order,
+};
+
 /// Where a check's store lives; each `open` is a connection of its own to the same data.
 trait Backend: Send + Sync {
     fn open(&self) -> Box<dyn Store>;
@@ -75,6 +82,9 @@ conformance!(
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
     a_holder_whose_run_was_taken_over_writes_to_it_no_more,
+    inbox_entries_are_applied_once_in_arrival_order,
+    an_entry_never_applied_is_set_aside_after_its_tries,
+    a_holder_whose_run_was_taken_over_applies_no_entry,
     texts_are_kept_once_per_hash_and_read_back_by_it,
 );
 
@@ -363,6 +373,13 @@ fn a_claim_takes_a_run_only_from_a_holder_that_is_gone(backend: Arc<dyn Backend>
         store.run_summary("r").unwrap().unwrap().holder,
         Some(holder(2))
     );
+    assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
+    // A run that finished after a host read it unfinished is not taken by its claim.
+    store.finish_run("s", &finish(2_000)).unwrap();
+    let claimed = other
+        .claim_runs(&runs[1..2], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [Some(Unclaimed::Finished)]);
     assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
 }
 

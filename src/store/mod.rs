@@ -2,6 +2,7 @@
 
 pub mod choice;
 mod codec;
+pub mod inbox;
 pub mod postgres;
 pub mod read_files;
 pub mod run_filter;
@@ -9,6 +10,7 @@ pub mod shared;
 pub mod sqlite;
 
 pub use choice::StoreChoice;
+pub use inbox::{InboxEntry, InboxRecord, InboxState, TakenInbox};
 pub use postgres::PostgresStore;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
@@ -332,6 +334,15 @@ pub enum StoreError {
         current: i64,
     },
     #[error(
+        "{database}: inbox entry {entry} of run `{run}` is not waiting (it was applied or set \
+         aside already): an entry is applied once"
+    )]
+    InboxEntryNotWaiting {
+        database: String,
+        run: String,
+        entry: u64,
+    },
+    #[error(
         "{database}: the state of run `{run}` after step {step} was not kept: the step was recorded before protocol-run kept the state of every step"
     )]
     StateNotKept {
@@ -485,6 +496,53 @@ pub trait Store: Send {
         count: usize,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Stores `event` in `run`'s inbox for the run's holder, durably, before the caller
+    /// acknowledges it; its number in the inbox (arrival order: entries of one run are
+    /// numbered one after another under the run's row lock). Refused for an unknown or
+    /// finished run.
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError>;
+
+    /// Takes at most `limit` waiting entries of the runs of `protocol_path` that `holder` holds, oldest first in each
+    /// run, counting a try for each; an entry already tried `inbox::MAX_TRIES` times is set
+    /// aside instead. An entry is applied by a `Write::ApplyInbox` committed with the step
+    /// that applied it.
+    fn take_inbox(
+        &mut self,
+        holder: &Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<TakenInbox, StoreError>;
+
+    /// Records inbox entry `entry` of `run` applied (`Write::ApplyInbox`), on its own.
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Wakes the returned `Notify` whenever an event is queued for a run the host with lease
+    /// `host` holds, or an event it queued has an outcome: hosts need not wait for their next
+    /// look. `None` where the store cannot tell (hosts then only look now and again).
+    fn wake_on_inbox(
+        &mut self,
+        _host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        Ok(None)
+    }
+
+    /// What became of each of `entries` (run, number); an entry the store does not have (its
+    /// run was pruned) is left out.
+    fn inbox_states(&self, entries: &[(String, u64)]) -> Result<Vec<InboxRecord>, StoreError>;
+
     /// Commits many writes at once: one transaction (and one sync to disk) for all of them in a
     /// store that can, so a host of many instances pays one commit per batch of steps. Each
     /// write is checked as on its own; if one fails, none is kept. The default applies them one
@@ -509,6 +567,8 @@ pub enum Unclaimed {
     Held(Holder),
     /// It is a child protocol of `parent`, held with it.
     Child { parent: String },
+    /// It has finished: nobody drives it any more.
+    Finished,
 }
 
 /// One write of a batch (`Store::commit_batch`).
@@ -531,6 +591,16 @@ pub enum Write {
     FinishRun {
         run: String,
         finish: Finish,
+    },
+    /// An inbox entry of `run` applied: its outcome and output kept for its sender, the
+    /// journal step that consumed it recorded. Refused if the entry is not waiting, so that an
+    /// entry is applied once whoever holds the run.
+    ApplyInbox {
+        run: String,
+        entry: u64,
+        step: Option<u64>,
+        outcome: serde_json::Value,
+        output: String,
     },
 }
 
@@ -593,6 +663,13 @@ impl Write {
                 unix_milliseconds,
             } => store.mark_stopped(run, *unix_milliseconds),
             Write::FinishRun { run, finish } => store.finish_run(run, finish),
+            Write::ApplyInbox {
+                run,
+                entry,
+                step,
+                outcome,
+                output,
+            } => store.apply_inbox(run, *entry, *step, outcome, output),
         }
     }
 
@@ -602,7 +679,8 @@ impl Write {
             Write::CreateRun(run) => &run.id,
             Write::Step { run, .. }
             | Write::MarkStopped { run, .. }
-            | Write::FinishRun { run, .. } => run,
+            | Write::FinishRun { run, .. }
+            | Write::ApplyInbox { run, .. } => run,
         }
     }
 }

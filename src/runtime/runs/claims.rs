@@ -70,6 +70,11 @@ pub enum ClaimError {
     )]
     Child { run: String, parent: String },
     #[error(
+        "run `{run}` has finished: nobody drives it any more (`protocol-run fork` starts a new \
+         run from one of its steps)"
+    )]
+    Finished { run: String },
+    #[error(
         "another host (pid {pid}) serves the state directory {}: stop it first, or give this one \
          another --state-dir",
         directory.display()
@@ -90,7 +95,7 @@ impl ClaimError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ClaimError::Held { .. } | ClaimError::HostHeld { .. } => HELD_EXIT_CODE,
-            ClaimError::Child { .. } => crate::base::exit_code::USAGE,
+            ClaimError::Child { .. } | ClaimError::Finished { .. } => crate::base::exit_code::USAGE,
             ClaimError::Lock { .. } | ClaimError::Store(_) => FAILED_EXIT_CODE,
         }
     }
@@ -259,6 +264,7 @@ pub fn claim(
                 run: run.clone(),
                 parent,
             }),
+            Some(Unclaimed::Finished) => Err(ClaimError::Finished { run: run.clone() }),
         })
         .collect())
 }

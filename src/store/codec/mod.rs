@@ -1,6 +1,7 @@
 //! What every store writes and reads the same way, whatever its database: rows encoded as JSON text (secrets masked), a run's summary and journal entries decoded, errors that name the database.
 
 pub(super) mod children;
+pub(super) mod inbox;
 pub(super) mod states;
 pub(super) mod steps;
 
@@ -222,13 +223,18 @@ impl Codec {
     pub(super) fn claim(
         &self,
         run: &str,
-        recorded: Option<(Option<String>, Option<String>)>,
+        recorded: Option<(Option<String>, Option<String>, String)>,
         holder: &Holder,
         holds: &mut dyn FnMut(&Holder) -> bool,
     ) -> Result<Option<Unclaimed>, StoreError> {
-        let (other, parent) = recorded.unwrap_or_default();
+        let (other, parent, status) = recorded.unwrap_or_default();
         if let Some(parent) = parent {
             return Ok(Some(Unclaimed::Child { parent }));
+        }
+        // A run that finished since the claimant read it unfinished (a host looking for runs to
+        // take over): nobody drives it any more.
+        if status == RunStatus::Finished.as_str() {
+            return Ok(Some(Unclaimed::Finished));
         }
         let other = match other {
             Some(text) => Some(self.decode::<Holder>(run, "holder", &text)?),

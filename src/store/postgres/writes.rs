@@ -52,6 +52,7 @@ impl PostgresStore {
             .iter()
             .map(|write| self.fences.get(planned_run(write)).copied())
             .collect();
+        let lease = self.lease.clone();
         let result = self.write(operation, |session| {
             // Every run the batch writes to, locked and read at once: the checks below are made
             // against what was read, which nobody else can change until the commit.
@@ -66,7 +67,10 @@ impl PostgresStore {
                 .collect();
             session.insert_runs(&created)?;
             let mut known = session.lock_runs(&runs)?;
-            let mut journal = JournalRows::default();
+            let mut journal = JournalRows {
+                writer: lease.clone(),
+                ..JournalRows::default()
+            };
             let mut steps = encoded.iter();
             for (write, fence) in writes.iter().zip(&fences) {
                 let run = planned_run(write);
@@ -90,6 +94,15 @@ impl PostgresStore {
                         known
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Stopped.as_str().into());
+                    }
+                    Planned::Other(Write::ApplyInbox {
+                        run,
+                        entry,
+                        step,
+                        outcome,
+                        output,
+                    }) => {
+                        session.apply_entry(run, *entry, *step, outcome, output)?;
                     }
                     Planned::Other(Write::FinishRun { run, finish }) => {
                         session.update_finish(run, finish)?;
@@ -167,6 +180,10 @@ struct JournalRows {
     children: Vec<Option<String>>,
     snapshot: Vec<Option<String>>,
     snapshot_delta: Vec<Option<String>>,
+    /// The run's fencing token each step was committed under.
+    fencing: Vec<i64>,
+    /// The lease of the host that committed them (`None` for a process that keeps none).
+    writer: Option<String>,
 }
 
 impl JournalRows {
@@ -176,7 +193,9 @@ impl JournalRows {
         encoded: &EncodedStep,
         snapshot: Option<String>,
         snapshot_delta: Option<String>,
+        fencing: i64,
     ) {
+        self.fencing.push(fencing);
         self.run.push(run.to_string());
         self.step.push(encoded.step);
         self.event_name.push(encoded.event_name.clone());
@@ -410,7 +429,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 (Some(self.codec.encode_snapshot(run, write.snapshot)?), None)
             }
         };
-        journal.push(run, encoded, snapshot, snapshot_delta);
+        journal.push(run, encoded, snapshot, snapshot_delta, row.fencing);
         if let Some((final_state, exit_code, output, finished_at)) = &encoded.finish {
             self.execute(
                 &operation,
@@ -445,9 +464,10 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         self.execute(
             &|| format!("commit {} step(s)", rows.run.len()),
             "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
-             recorded_at, children, snapshot, snapshot_delta) SELECT * FROM unnest($1::text[], \
-             $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], \
-             $8::text[], $9::text[], $10::text[])",
+             recorded_at, children, snapshot, snapshot_delta, fencing, writer) SELECT *, \
+             $12::text FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+             $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[], \
+             $11::bigint[])",
             &[
                 &rows.run,
                 &rows.step,
@@ -459,6 +479,8 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 &rows.children,
                 &rows.snapshot,
                 &rows.snapshot_delta,
+                &rows.fencing,
+                &rows.writer,
             ],
         )?;
         Ok(())
@@ -484,7 +506,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     }
 
     /// Why a write to `run` changed nothing: the run is unknown, finished, or past `sequence`.
-    fn refusal(
+    pub(super) fn refusal(
         &self,
         run: &str,
         sequence: Option<u64>,
@@ -709,10 +731,14 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         for run in runs {
             let recorded = match self.query_optional(
                 &operation,
-                "SELECT holder, parent FROM runs WHERE id = $1 FOR UPDATE",
+                "SELECT holder, parent, status FROM runs WHERE id = $1 FOR UPDATE",
                 &[run],
             )? {
-                Some(row) => Some((self.column(&row, 0, run)?, self.column(&row, 1, run)?)),
+                Some(row) => Some((
+                    self.column(&row, 0, run)?,
+                    self.column(&row, 1, run)?,
+                    self.column(&row, 2, run)?,
+                )),
                 None => None,
             };
             // A holder with a lease lives while its lease does and `holds` says it does (on

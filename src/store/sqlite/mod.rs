@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod children;
+mod inbox;
 mod schema;
 mod snapshots;
 mod statements;
@@ -550,7 +551,7 @@ impl Store for SqliteStore {
             |context, connection| {
                 let failed = context.failed("claim runs");
                 let mut read = connection
-                    .prepare_cached("SELECT holder, parent FROM runs WHERE id = ?1")
+                    .prepare_cached("SELECT holder, parent, status FROM runs WHERE id = ?1")
                     .map_err(&failed)?;
                 let mut record = connection
                     .prepare_cached(
@@ -560,7 +561,7 @@ impl Store for SqliteStore {
                     .map_err(&failed)?;
                 for run in runs {
                     let recorded = read
-                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
                         .optional()
                         .map_err(&failed)?;
                     let unclaimed = context.claim(run, recorded, holder, holds)?;
@@ -674,6 +675,50 @@ impl Store for SqliteStore {
             self.written.remove(run);
         }
         Ok(pruned)
+    }
+
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.store_event(run, event, data, unix_milliseconds)
+    }
+
+    fn take_inbox(
+        &mut self,
+        holder: &Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<crate::store::TakenInbox, StoreError> {
+        self.take_entries(holder, protocol_path, limit)
+    }
+
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        let write = Write::ApplyInbox {
+            run: run.to_string(),
+            entry,
+            step,
+            outcome: outcome.clone(),
+            output: output.to_string(),
+        };
+        self.commit_batch(std::slice::from_ref(&write))
+    }
+
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
+        self.entry_states(entries)
     }
 
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {

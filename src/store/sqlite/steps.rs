@@ -139,6 +139,15 @@ impl SqliteStore {
                         changed_rows.insert(run);
                         context.update_finish(connection, run, finish)?;
                     }
+                    Planned::Other(Write::ApplyInbox {
+                        run,
+                        entry,
+                        step,
+                        outcome,
+                        output,
+                    }) => {
+                        context.apply_entry(connection, run, *entry, *step, outcome, output)?;
+                    }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }

@@ -22,6 +22,7 @@ use crate::runtime::run::input::LineOrigin;
 use crate::runtime::run::stop::Stop;
 
 mod awaiting;
+mod inbox;
 mod takeover;
 mod versions;
 use crate::base::value::Value;
@@ -77,6 +78,12 @@ struct Member {
 pub struct Fleet {
     /// Taking over the runs of hosts that died, now and again while this one runs.
     takeover: Option<takeover::Takeover>,
+    /// The durable inboxes of runs: taking the events other hosts queued for the instances
+    /// held here, and relaying the outcomes of those queued here for instances held elsewhere.
+    inboxes: Option<inbox::Inboxes>,
+    /// Keep the outcome of the event being applied (an inbox entry's) in `kept_outcome`.
+    keep_outcome: bool,
+    kept_outcome: Option<Box<EventReport>>,
     /// The file's version: new instances run it.
     machine: Arc<Machine>,
     /// The versions instances recorded under texts that changed since run (pinned).
@@ -177,6 +184,9 @@ impl Fleet {
         Fleet {
             takeover: None,
             versions: None,
+            inboxes: None,
+            keep_outcome: false,
+            kept_outcome: None,
             prefix: format!("{}:", machine.id),
             machine,
             members: Vec::new(),
@@ -418,6 +428,8 @@ impl Fleet {
                 .map(|Reverse((deadline, _))| *deadline);
             let await_deadline = self.awaiting.as_ref().map(awaiting::Awaiting::deadline);
             let takeover_at = self.takeover.as_ref().map(takeover::Takeover::next);
+            let inboxes_at = self.inboxes.as_ref().map(inbox::Inboxes::next);
+            let inboxes_wake = self.inboxes.as_ref().and_then(inbox::Inboxes::wake);
             tokio::select! {
                 biased;
                 how = &mut stop => {
@@ -463,6 +475,12 @@ impl Fleet {
                 }
                 () = sleep_until(takeover_at), if takeover_at.is_some() => {
                     self.take_over_now();
+                }
+                () = sleep_until(inboxes_at), if inboxes_at.is_some() => {
+                    self.look_at_inboxes();
+                }
+                () = inbox::Inboxes::woken(inboxes_wake) => {
+                    self.look_at_inboxes();
                 }
                 () = sleep_until(deadline) => {}
             }
@@ -517,6 +535,26 @@ impl Fleet {
         }
         let slot = match self.by_name.get(&*name) {
             Some(slot) => *slot,
+            None if self.inboxes.is_some() && parsed.event.is_some() => {
+                match self.held_elsewhere(&name) {
+                    Err(message) => return self.line_problem(&message),
+                    Ok(true) if parsed.inputs.is_some() => {
+                        return self.line_problem(&format!(
+                            "instance `{}` exists, held by another host: `inputs` are taken \
+                             only by the line that creates an instance",
+                            &*name
+                        ));
+                    }
+                    Ok(true) => {
+                        let event = parsed.event.as_deref().unwrap_or_default();
+                        return self.queue_event(&name, event, data);
+                    }
+                    Ok(false) => match self.create(&name, parsed.inputs.as_ref()) {
+                        Ok(slot) => slot,
+                        Err(message) => return self.line_problem(&message),
+                    },
+                }
+            }
             None => match self.create(&name, parsed.inputs.as_ref()) {
                 Ok(slot) => slot,
                 Err(message) => return self.line_problem(&message),
@@ -674,7 +712,7 @@ impl Fleet {
             output: &mut self.output,
             log_sink: self.log_sink.as_mut(),
             line_outcome: None,
-            keeps_line_outcome: self.outcome_reply.is_some(),
+            keeps_line_outcome: self.outcome_reply.is_some() || self.keep_outcome,
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -691,13 +729,17 @@ impl Fleet {
         }
         let result = body(&mut session).and_then(|()| session.handle_queued());
         drop(session);
+        let line_outcome = observer.line_outcome.take();
         if let (Some(report), Some(origin), Some(reply)) = (
-            observer.line_outcome.take(),
+            line_outcome.as_deref(),
             self.line_origin,
             &mut self.outcome_reply,
         ) && report.ticket == Some(self.line_number as u64)
         {
-            reply(origin, &report);
+            reply(origin, report);
+        }
+        if self.keep_outcome {
+            self.kept_outcome = line_outcome;
         }
         if let Err(RunError::Interrupted { .. }) = result {
             // A signal stopped its step half-way: kept as its last commit left it, for the

@@ -83,6 +83,28 @@ impl Fleet {
         let Some(recording) = &self.recording else {
             return Ok(());
         };
+        // The store never holds a secret input: a host not given the protocol's secret inputs
+        // could claim its runs but not resume them. It leaves them to a host that has them, and
+        // says so once (at the start, each run it cannot resume is said, naming the input).
+        let missing: Vec<&str> = self
+            .machine
+            .inputs
+            .iter()
+            .filter(|input| input.secret && !self.pinned.is_pinned(&input.name))
+            .map(|input| input.name.as_str())
+            .collect();
+        if !at_start && !missing.is_empty() {
+            if told.insert(String::from("\0secret inputs")) {
+                eprintln!(
+                    "serve: runs of this protocol whose host dies are left to a host given its \
+                     secret input(s) {}: this one was not (--input {}); they are not stored \
+                     with the runs",
+                    missing.join(", "),
+                    missing.join(" --input ")
+                );
+            }
+            return Ok(());
+        }
         let room = self.max_instances.saturating_sub(self.by_name.len());
         // At the start every unfinished run is read, so that those left past the limit are
         // counted; later no more than there is room for.
