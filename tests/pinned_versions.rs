@@ -348,25 +348,11 @@ fn postgres_a_host_runs_two_versions() {
     );
 }
 
-/// Reads `output` until a line contains `needle`; the line.
-fn line_with(output: &mut impl std::io::BufRead, needle: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            output.read_line(&mut line).unwrap() > 0,
-            "output ended before `{needle}`"
-        );
-        if line.contains(needle) {
-            return line;
-        }
-    }
-}
-
 /// On PostgreSQL a running host serving version 2 of a file takes over, with version 1, the
 /// instance a host serving version 1 left when it was killed, beside its own of version 2.
 #[test]
 fn postgres_a_running_host_takes_over_an_instance_of_the_older_version() {
+    use crate::postgres_hosts::line_with;
     use std::io::Write;
     let test =
         "pinned_versions::postgres_a_running_host_takes_over_an_instance_of_the_older_version";
