@@ -83,6 +83,7 @@ mod postgres_server;
 mod properties;
 mod protocol_files;
 mod protocols;
+mod replay_against;
 mod resume_files;
 mod retention;
 mod reuse;

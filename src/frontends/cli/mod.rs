@@ -9,6 +9,7 @@ mod limits;
 mod logs;
 mod mcp;
 mod narrowing;
+mod replay;
 mod run;
 mod run_id;
 mod run_selection;
@@ -52,6 +53,10 @@ enum Command {
     /// --context-set), recorded as forked from it, and drive it as a resumed run: effects from
     /// there on run again.
     Fork(run::ForkArguments),
+    /// Replay recorded runs against a new version of their protocol (FILE): each journaled
+    /// event offered again in order, no effect run and no real time, and the first step where
+    /// the new version would do otherwise reported; exit 1 when a run diverges.
+    Replay(replay::ReplayArguments),
     /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
     /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
     Serve(serve::ServeArguments),
@@ -210,6 +215,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Fork(fork_arguments) => run::fork(fork_arguments),
+        Command::Replay(replay_arguments) => replay::replay(&replay_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),
         Command::Validate { files } => validate::validate(&files),
