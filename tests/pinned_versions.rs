@@ -412,3 +412,83 @@ fn postgres_a_running_host_takes_over_an_instance_of_the_older_version() {
         "{stderr}"
     );
 }
+
+/// Approved at once; its waiting state uses the library.
+const DEPLOY: &str = "id: deploy
+imports: [common.library.yaml]
+states:
+  waiting:
+    entry: [{ use: greet }]
+    on: { approve: done }
+  done: { type: final, exit_code: 0 }
+";
+
+/// A new version, without the library, whose `approve` fails, written at the same pointer.
+const DEPLOY_FAILING: &str = "id: deploy
+states:
+  waiting:
+    on: { approve: failed }
+  done: { type: final, exit_code: 0 }
+  failed: { type: final, exit_code: 1 }
+";
+
+/// `replay --against` reads a run's journal with the texts it started with, its library's
+/// included: its library gone, the transition it took is still known by its states, so a new
+/// version that takes another one at the same pointer diverges (compared by pointer, it would
+/// replay cleanly).
+fn replay_reads_the_journal_with_the_texts_kept(name: &str, kept: &Kept) {
+    let directory = support::temporary_directory("pinned_versions", name);
+    std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
+    std::fs::write(directory.join("deploy.yaml"), DEPLOY).unwrap();
+    std::fs::write(directory.join("failing.yaml"), DEPLOY_FAILING).unwrap();
+    std::fs::write(
+        directory.join("approve.jsonl"),
+        "{\"event\": \"approve\"}\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = kept.run(
+        &directory,
+        &[
+            "run",
+            "deploy.yaml",
+            "--run-id",
+            "deployed",
+            "--events",
+            "approve.jsonl",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    std::fs::remove_file(directory.join("common.library.yaml")).unwrap();
+    let (code, stdout, stderr) = kept.run(
+        &directory,
+        &["replay", "deployed", "--against", "failing.yaml"],
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "the journal took `waiting → done (approve)`; the new version takes `waiting → \
+             failed (approve)`"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn sqlite_replay_reads_the_journal_with_the_texts_kept() {
+    replay_reads_the_journal_with_the_texts_kept("sqlite-replay", &Kept { database: None });
+}
+
+#[test]
+fn postgres_replay_reads_the_journal_with_the_texts_kept() {
+    let Some(database) = support::postgres::database(
+        "pinned_versions::postgres_replay_reads_the_journal_with_the_texts_kept",
+    ) else {
+        return;
+    };
+    replay_reads_the_journal_with_the_texts_kept(
+        "postgres-replay",
+        &Kept {
+            database: Some(database),
+        },
+    );
+}
