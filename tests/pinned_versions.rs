@@ -432,10 +432,10 @@ states:
   failed: { type: final, exit_code: 1 }
 ";
 
-/// `replay --against` reads a run's journal with the texts it started with, its library's
-/// included: its library gone, the transition it took is still known by its states, so a new
-/// version that takes another one at the same pointer diverges (compared by pointer, it would
-/// replay cleanly).
+/// `replay --against` and `status` read a run's journal with the texts it started with, its
+/// library's included: its library gone, the transition it took is still known by its states
+/// and named, so a new version that takes another one at the same pointer diverges (compared by
+/// pointer, it would replay cleanly).
 fn replay_reads_the_journal_with_the_texts_kept(name: &str, kept: &Kept) {
     let directory = support::temporary_directory("pinned_versions", name);
     std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
@@ -459,6 +459,10 @@ fn replay_reads_the_journal_with_the_texts_kept(name: &str, kept: &Kept) {
     );
     assert_eq!(code, 0, "{stderr}");
     std::fs::remove_file(directory.join("common.library.yaml")).unwrap();
+    // `status` names the transitions it took the same way.
+    let (code, stdout, stderr) = kept.run(&directory, &["status", "deployed", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("waiting → done (approve)"), "{stdout}");
     let (code, stdout, stderr) = kept.run(
         &directory,
         &["replay", "deployed", "--against", "failing.yaml"],

@@ -141,6 +141,22 @@ pub fn pinned_texts(
     }))
 }
 
+/// The protocol `record`'s run was recorded with, compiled from the texts kept with it (its
+/// libraries' and child protocols' too when the store keeps them all), whatever the files hold
+/// now: what reads its journal's pointers as states and transitions (`status`, `replay`).
+/// `None` when no text was kept, or it no longer compiles (a library it reads, not kept,
+/// changed or went).
+pub fn recorded_machine(store: &dyn Store, record: &RunRecord) -> Option<Machine> {
+    let (text, others) = match pinned_texts(store, record).ok().flatten() {
+        Some(texts) => (texts.protocol, Some(texts.others)),
+        None => (record.protocol_text.clone()?, None),
+    };
+    reading_pinned(others, || {
+        let loaded = crate::pipeline::load::load_text(&record.summary.protocol_path, text).ok()?;
+        crate::pipeline::compile::compile(&loaded).ok()
+    })
+}
+
 /// Binds `record`'s recorded inputs again, its secret inputs supplied from `secrets` (they are
 /// never stored); each problem says what to do about it, a missing secret naming how an
 /// operator supplies it (`supply_secret`, which differs by front end).
