@@ -169,7 +169,7 @@ fn a_running_child_keeps_its_text(name: &str, kept: &Kept) {
         .args(kept.with_store(&["run", "parent.yaml", "--run-id", "parent", "--events", "-"]))
         .current_dir(&directory)
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -179,13 +179,8 @@ fn a_running_child_keeps_its_text(name: &str, kept: &Kept) {
         .map(Result::unwrap)
         .any(|line| line.contains("child listening"));
     assert!(listening, "the child never started");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(host.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let rest: Vec<String> = lines.map(Result::unwrap).collect();
-    assert_eq!(host.wait().unwrap().code(), Some(75), "{rest:?}");
+    let (code, rest) = crate::durability::terminate(host, lines);
+    assert_eq!(code, Some(75), "{rest}");
     std::fs::write(
         directory.join("child.yaml"),
         LISTENING_CHILD.replace("v1", "v2"),
