@@ -338,6 +338,12 @@ impl Store for CountingStore {
         self.writes.fetch_add(writes.len(), Ordering::SeqCst);
         Ok(())
     }
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.inner.protocol_texts(hashes)
+    }
 }
 
 /// A batch of lines is one transaction: the instances it creates, each start, each step, and the
@@ -365,6 +371,7 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
             protocol_path: "/counter.yaml".into(),
             protocol_hash: "h".into(),
             protocol_text: yaml.into(),
+            read_texts: Vec::new(),
             grants: None,
             origin: protocol_run::store::RunOrigin::Serve,
             holder: protocol_run::store::Holder {

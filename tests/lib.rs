@@ -76,6 +76,7 @@ mod mock_shapes;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;
+mod pinned_versions;
 mod postgres_fleet;
 mod postgres_hosts;
 mod postgres_server;

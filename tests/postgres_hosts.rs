@@ -61,7 +61,7 @@ fn serve_with(
 }
 
 /// Reads `child`'s stdout until a line contains `needle`; the line.
-fn line_with(stdout: &mut impl BufRead, needle: &str) -> String {
+pub(crate) fn line_with(stdout: &mut impl BufRead, needle: &str) -> String {
     let mut line = String::new();
     loop {
         line.clear();

@@ -85,6 +85,7 @@ conformance!(
     inbox_entries_are_applied_once_in_arrival_order,
     an_entry_never_applied_is_set_aside_after_its_tries,
     a_holder_whose_run_was_taken_over_applies_no_entry,
+    texts_are_kept_once_per_hash_and_read_back_by_it,
     a_failed_run_reopens_with_its_redrive_step_or_not_at_all,
 );
 
@@ -94,6 +95,7 @@ fn new_run(id: &str) -> NewRun {
         protocol_path: "/protocols/p.yaml".to_string(),
         protocol_hash: "fnv1a64:0".to_string(),
         protocol_text: Some("id: p".to_string()),
+        read_texts: Vec::new(),
         inputs: serde_json::json!({"n": 1}),
         started_unix_milliseconds: 1_000,
         grants: Some(serde_json::json!({"exec": []})),
@@ -895,5 +897,39 @@ mod leases {
             second.run_summary("r").unwrap().unwrap().holder,
             Some(leased(2, "host-b"))
         );
+    }
+}
+
+/// The texts runs started with are kept once per content hash, whether a run is created alone
+/// or in a batch, and read back by hash, on another connection too; a run's record has its
+/// protocol's text.
+fn texts_are_kept_once_per_hash_and_read_back_by_it(backend: Arc<dyn Backend>) {
+    use protocol_run::store::content_hash;
+    let library: Arc<str> = Arc::from("blocks: {}\n");
+    let with_library = |id: &str| NewRun {
+        read_texts: vec![library.clone()],
+        ..new_run(id)
+    };
+    let mut store = backend.open();
+    store.create_run(&with_library("alone")).unwrap();
+    store
+        .commit_batch(&[
+            Write::CreateRun(with_library("first")),
+            Write::CreateRun(with_library("second")),
+        ])
+        .unwrap();
+    let again = backend.open();
+    let hashes = [
+        content_hash("id: p"),
+        content_hash(&library),
+        content_hash("never kept"),
+    ];
+    let kept = again.protocol_texts(&hashes).unwrap();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept[&hashes[0]], "id: p");
+    assert_eq!(kept[&hashes[1]], *library);
+    for run in ["alone", "first", "second"] {
+        let record = again.run(run).unwrap().unwrap();
+        assert_eq!(record.protocol_text.as_deref(), Some("id: p"), "{run}");
     }
 }

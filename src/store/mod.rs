@@ -28,8 +28,14 @@ pub struct NewRun {
     /// The hashes of the files the protocol's load read (`read_files::recorded_hash`): its
     /// own first, alone when it read no other. A changed one is refused on resume.
     pub protocol_hash: String,
-    /// The protocol's YAML text, so that a run can be inspected (or diffed) after the file changed.
+    /// The protocol's YAML text, so that a run can be inspected (or diffed) after the file
+    /// changed, and resumed with it (pinned). Kept once per content hash, however many runs
+    /// share it (`Store::protocol_texts`).
     pub protocol_text: Option<String>,
+    /// The texts of the other files its load read (the libraries it imports, its child
+    /// protocols and theirs: `read_files::read_texts`), kept as the protocol's is, so that a
+    /// resume after one of them changed runs the text the run started with.
+    pub read_texts: Vec<std::sync::Arc<str>>,
     /// The bound inputs, by name.
     pub inputs: serde_json::Value,
     pub started_unix_milliseconds: u64,
@@ -546,6 +552,14 @@ pub trait Store: Send {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         writes.iter().try_for_each(|write| write.apply(self))
     }
+
+    /// The texts kept under `hashes` (`content_hash`), by hash: the protocols, libraries and
+    /// child protocols runs started with, each kept once however many runs read it. A hash
+    /// whose text is not kept (a run recorded before libraries were kept) is absent.
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError>;
 
     /// A run that stopped, or failed, is driven again (`protocol-run redrive`) by `holder`:
     /// `running`, its end (final state, exit code, output) cleared, its `redrives` counted, held

@@ -201,4 +201,11 @@ impl Store for SharedStore {
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.lock().commit_batch(writes)
     }
+
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.lock().protocol_texts(hashes)
+    }
 }

@@ -26,8 +26,10 @@ pub struct ServeArguments {
     /// How the timers of instances resumed at start are re-armed.
     #[arg(long, value_enum, default_value = "deadline")]
     timers: TimerPolicy,
-    /// Resume instances although the protocol changed, if their states still exist.
-    #[arg(long)]
+    /// Move the instances recorded under files that changed since to the files as they are now,
+    /// if their states still exist (without it, they go on with the texts they started with).
+    /// `--force` is the old name.
+    #[arg(long = "upgrade", visible_alias = "force")]
     force: bool,
     /// The longest input line; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
@@ -191,6 +193,19 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
     fleet.set_pinned_inputs(served.pinned.clone());
+    // Instances recorded under texts that changed since go on with them (pinned), each
+    // version compiled as the file is, unless --force moves them to the file.
+    let file = arguments.file.clone();
+    let pins = served.pinned.clone();
+    let (version_limit, version_narrowing) = (limit.clone(), narrowing.clone());
+    fleet = fleet.with_pinned_versions(move |texts| {
+        let operator = HostOperator {
+            limit: &version_limit,
+            narrowing: &version_narrowing,
+        };
+        crate::runtime::runs::served::pinned_version(&file, texts, &operator, &pins)
+            .map_err(|refusal| refusal.text)
+    });
     // On a shared store other hosts serve the same protocol: the runs of one that dies are
     // taken over as its lease runs out (or its lock is freed, on this machine), looked for
     // twice a lease.

@@ -65,8 +65,7 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
     let snapshot = store.latest_snapshot(run_id).map_err(io)?;
     let journal = store.journal_tail(run_id, 5).map_err(io)?;
     let summary: &RunSummary = &record.summary;
-    let names =
-        TransitionNames::of_recorded(&summary.protocol_path, record.protocol_text.as_deref());
+    let names = TransitionNames::of_recorded(store, &record);
     let snapshot_json = snapshot.as_ref().map(|stored| {
         serde_json::json!({
             "step": stored.sequence,

@@ -103,6 +103,8 @@ pub fn record(store: &mut dyn Store, fork: &Fork) -> Result<(), Refusal> {
             protocol_path: record.summary.protocol_path,
             protocol_hash: record.summary.protocol_hash,
             protocol_text: record.protocol_text,
+            // Its source's, kept already under the hashes it records.
+            read_texts: Vec::new(),
             inputs: record.inputs,
             started_unix_milliseconds: fork.unix_milliseconds,
             grants: record.grants,

@@ -1,5 +1,6 @@
 //! Starting and resuming a run in this process: the protocol loaded and compiled within the operator's limit, its inputs bound, its grants resolved, the run claimed, then recorded or restored; each refusal says what to print and its exit code.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -141,6 +142,7 @@ pub fn new_run(
             protocol_path: canonical(file),
             protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: Some(text),
+            read_texts: crate::store::read_files::read_texts(&machine),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
             grants: place.operator.recorded(&machine.capabilities),
@@ -229,47 +231,21 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         return Err(refusal);
     }
     let file = PathBuf::from(&summary.protocol_path);
-    let text = crate::pipeline::load::read_text(&file)
-        .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
-    // The protocol, and each library and child protocol its load read.
-    let unchanged = super::resume::unchanged(
-        &summary.protocol_path,
-        &text,
-        &summary.protocol_hash,
-        || format!("run `{run_id}`"),
-    );
-    // A changed file: the run goes on with the text it started with (pinned), or with the
-    // file's (`--upgrade`, once `--force`) as long as its states and variables still exist.
-    let text = match unchanged {
-        Err(changed) if !resumption.force => match super::resume::pinned_text(&record) {
-            Some(pinned) => {
-                eprintln!(
-                    "run `{run_id}`: {} changed since the run started; it goes on with the text \
-                     it started with (--upgrade moves it to the file's)",
-                    changed.changed.path
-                );
-                pinned.to_string()
-            }
-            None => {
-                return Err(Refusal::error(
-                    changed.message(
-                        "Its libraries and child protocols are not kept with it yet: restore \
-                         the file, or pass --upgrade to move the run to it as long as every \
-                         state and variable it recorded still exists",
-                    ),
-                    exit_code::INVALID,
-                ));
-            }
-        },
-        _ => text,
-    };
-    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text)
-        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
-    advance(place.lifecycle, LifecycleEvent::Loaded)?;
-    let limit = place.operator.limit(record.grants.as_ref())?;
-    let machine = compile(&loaded, &limit)?;
-    let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
-    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
+    let (text, pinned) = texts_to_run(&*place.store, &record, resumption.force)?;
+    let lifecycle = &mut *place.lifecycle;
+    let operator = place.operator;
+    // Every file its load reads (again when grants are resolved) is read pinned.
+    let (machine, inputs, secrets, grants) = super::resume::reading_pinned(pinned, || {
+        let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text).map_err(
+            |diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID),
+        )?;
+        advance(lifecycle, LifecycleEvent::Loaded)?;
+        let limit = operator.limit(record.grants.as_ref())?;
+        let machine = compile(&loaded, &limit)?;
+        let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
+        let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, operator)?;
+        Ok::<_, Refusal>((machine, inputs, secrets, grants))
+    })?;
     // Recorded once the protocol is known to load, compile and take the run's inputs.
     if let Some(tell) = resumption.redrive {
         let redrive = super::redrive::Redrive {
@@ -309,6 +285,68 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         lock,
         grants,
     })
+}
+
+/// The protocol text a resumed run loads, and the texts of the other files it reads in place
+/// of theirs (`None`: from disk). A changed file (the protocol, a library, a child protocol):
+/// the texts it started with (pinned), said on stderr, or the files (`upgrade`, once `force`)
+/// as long as its states and variables still exist. Its protocol's file gone: the texts it
+/// started with, as there is no file to move it to.
+fn texts_to_run(
+    store: &dyn Store,
+    record: &RunRecord,
+    upgrade: bool,
+) -> Result<(String, Option<HashMap<PathBuf, String>>), Refusal> {
+    let summary = &record.summary;
+    let run_id = &summary.id;
+    let said = |path: &str, how: &str| {
+        eprintln!(
+            "run `{run_id}`: {path} {how} since the run started; it goes on with the text it \
+             started with (--upgrade moves it to the file's)"
+        );
+    };
+    let text = match crate::pipeline::load::read_text(Path::new(&summary.protocol_path)) {
+        Ok(text) => text,
+        Err(error) => {
+            let gone = matches!(error, crate::pipeline::load::LoadError::NotFound { .. });
+            let pinned = if gone && !upgrade {
+                super::resume::pinned_texts(store, record).map_err(store_refusal)?
+            } else {
+                None
+            };
+            return match pinned {
+                Some(texts) => {
+                    said(&summary.protocol_path, "is gone");
+                    Ok((texts.protocol, Some(texts.others)))
+                }
+                None => Err(Refusal::rendered(&error, exit_code::of_load_error(&error))),
+            };
+        }
+    };
+    let version = super::resume::version(
+        store,
+        record,
+        &summary.protocol_path,
+        &text,
+        upgrade,
+        || format!("run `{run_id}`"),
+    )
+    .map_err(store_refusal)?;
+    match version {
+        super::resume::Version::Current => Ok((text, None)),
+        super::resume::Version::Pinned(changed, texts) => {
+            said(&changed.changed.path, "changed");
+            Ok((texts.protocol, Some(texts.others)))
+        }
+        super::resume::Version::NotKept(changed) => Err(Refusal::error(
+            changed.message(
+                "The texts it started with are not all kept (it was recorded before libraries \
+                 and child protocols were): restore the file, or pass --upgrade to move the run \
+                 to it as long as every state and variable it recorded still exists",
+            ),
+            exit_code::INVALID,
+        )),
+    }
 }
 
 fn compile(loaded: &Loaded, limit: &Capabilities) -> Result<Arc<Machine>, Refusal> {

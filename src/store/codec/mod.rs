@@ -22,6 +22,11 @@ pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, 
      runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
      finished_at, origin, holder, parent, forked_from, redrives";
 
+/// A run's protocol text, in the SQL both stores read: kept once by its hash (a run recorded
+/// since texts were kept apart), or in its own row (one recorded before).
+pub(super) const PROTOCOL_TEXT: &str = "COALESCE(protocol_text, (SELECT text FROM \
+     protocol_texts WHERE protocol_texts.hash = runs.protocol_text_hash))";
+
 pub(super) const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
 

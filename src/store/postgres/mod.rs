@@ -4,6 +4,7 @@ mod inbox;
 mod reads;
 mod schema;
 mod session;
+mod texts;
 mod writes;
 
 use std::cell::RefCell;
@@ -468,6 +469,13 @@ impl Store for PostgresStore {
         host: &str,
     ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
         self.listen(host).map(Some)
+    }
+
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.session().kept_texts(hashes)
     }
 
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {

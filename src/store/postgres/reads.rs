@@ -5,7 +5,7 @@ use tokio_postgres::{GenericClient, Row};
 use super::session::Session;
 use crate::base::snapshot::Snapshot;
 use crate::store::codec::children::child_in;
-use crate::store::codec::{JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun};
+use crate::store::codec::{JOURNAL_COLUMNS, PROTOCOL_TEXT, RUN_COLUMNS, RawEntry, RawRun};
 use crate::store::{JournalEntry, RunCursor, RunRecord, RunSummary, StoreError, StoredSnapshot};
 
 /// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
@@ -61,7 +61,9 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     pub(super) fn run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
         let Some(row) = self.query_optional(
             &|| format!("read run `{run}`"),
-            &format!("SELECT {RUN_COLUMNS}, protocol_text, inputs, grants FROM runs WHERE id = $1"),
+            &format!(
+                "SELECT {RUN_COLUMNS}, {PROTOCOL_TEXT}, inputs, grants FROM runs WHERE id = $1"
+            ),
             &[&run],
         )?
         else {

@@ -97,7 +97,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE journal ADD COLUMN fencing BIGINT;
     ALTER TABLE journal ADD COLUMN writer TEXT;
 ",
-    // SQLite's version 11: how many times a run was redriven.
+    // SQLite's version 11: the texts runs started with, each kept once by its content hash.
+    "
+    CREATE TABLE protocol_texts (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN protocol_text_hash TEXT;
+",
+    // SQLite's version 12: how many times a run was redriven.
     "
     ALTER TABLE runs ADD COLUMN redrives BIGINT NOT NULL DEFAULT 0;
 ",

@@ -186,7 +186,7 @@ struct NewRunColumns<'a> {
     id: Vec<&'a str>,
     path: Vec<&'a str>,
     hash: Vec<&'a str>,
-    text: Vec<Option<&'a str>>,
+    text_hash: Vec<Option<&'a str>>,
     inputs: Vec<String>,
     started: Vec<i64>,
     grants: Vec<Option<String>>,
@@ -302,13 +302,14 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             return Ok(());
         }
         let codec = self.codec;
+        let text_hashes = self.keep_texts(runs)?;
         let mut columns = NewRunColumns::default();
-        for run in runs {
+        for (run, text_hash) in runs.iter().zip(&text_hashes) {
             let id = &run.id;
             columns.id.push(id.as_str());
             columns.path.push(run.protocol_path.as_str());
             columns.hash.push(run.protocol_hash.as_str());
-            columns.text.push(run.protocol_text.as_deref());
+            columns.text_hash.push(text_hash.as_deref());
             columns
                 .inputs
                 .push(codec.encode(id, "inputs", &run.inputs)?);
@@ -337,18 +338,19 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         }
         let inserted = self.query(
             &|| format!("create {} run(s)", runs.len()),
-            "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-             started_at, updated_at, grants, origin, holder, forked_from) SELECT new.id, \
-             new.path, new.hash, new.text, new.inputs, 'running', new.started, new.started, \
-             new.grants, new.origin, new.holder, new.forked_from FROM unnest($1::text[], \
-             $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], \
-             $8::text[], $9::text[], $10::text[]) AS new(id, path, hash, text, inputs, started, \
-             grants, origin, holder, forked_from) ON CONFLICT (id) DO NOTHING RETURNING id",
+            "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text_hash, inputs, \
+             status, started_at, updated_at, grants, origin, holder, forked_from) SELECT new.id, \
+             new.path, new.hash, new.text_hash, new.inputs, 'running', new.started, \
+             new.started, new.grants, new.origin, new.holder, new.forked_from FROM \
+             unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], \
+             $7::text[], $8::text[], $9::text[], $10::text[]) AS new(id, path, hash, text_hash, \
+             inputs, started, grants, origin, holder, forked_from) ON CONFLICT (id) DO NOTHING \
+             RETURNING id",
             &[
                 &columns.id,
                 &columns.path,
                 &columns.hash,
-                &columns.text,
+                &columns.text_hash,
                 &columns.inputs,
                 &columns.started,
                 &columns.grants,

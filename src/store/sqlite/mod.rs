@@ -11,11 +11,12 @@ mod statements;
 mod steps;
 #[cfg(test)]
 mod tests;
+mod texts;
 
 use statements::CachedStatements;
 
 use super::codec::steps::{Planned, StepWrite};
-use super::codec::{Codec, JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun};
+use super::codec::{Codec, JOURNAL_COLUMNS, PROTOCOL_TEXT, RUN_COLUMNS, RawEntry, RawRun};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
@@ -287,16 +288,18 @@ impl Context {
                 run: run.id.clone(),
             });
         }
+        // Its texts are kept apart, once per hash; its row names its protocol's.
+        let protocol_text_hash = self.keep_texts(connection, run)?;
         connection
             .execute_cached(
-                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at, grants, origin, holder, forked_from) VALUES (?1, ?2, ?3, \
-                 ?4, ?5, 'running', ?6, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text_hash, inputs, \
+                 status, started_at, updated_at, grants, origin, holder, forked_from) VALUES (?1, \
+                 ?2, ?3, ?4, ?5, 'running', ?6, ?6, ?7, ?8, ?9, ?10)",
                 rusqlite::params![
                     run.id,
                     run.protocol_path,
                     run.protocol_hash,
-                    run.protocol_text,
+                    protocol_text_hash,
                     inputs,
                     started,
                     grants,
@@ -403,7 +406,7 @@ impl Store for SqliteStore {
             .connection
             .query_row_cached(
                 &format!(
-                    "SELECT {RUN_COLUMNS}, protocol_text, inputs, grants FROM runs WHERE id = ?1"
+                    "SELECT {RUN_COLUMNS}, {PROTOCOL_TEXT}, inputs, grants FROM runs WHERE id = ?1"
                 ),
                 [run],
                 |row| {
@@ -619,6 +622,13 @@ impl Store for SqliteStore {
 
     fn snapshot_at(&self, run: &str, step: u64) -> Result<Option<StoredSnapshot>, StoreError> {
         self.rebuild_at(run, step)
+    }
+
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.kept_texts(hashes)
     }
 
     fn renew_lease(&mut self, _host: &str, _ttl_milliseconds: u64) -> Result<(), StoreError> {

@@ -122,6 +122,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX inbox_waiting ON inbox (run_id, entry) WHERE status = 'pending';
     CREATE UNIQUE INDEX inbox_steps ON inbox (run_id, step) WHERE step IS NOT NULL;
 ",
+    // Pinned versions: the texts runs started with (protocols, libraries, child protocols),
+    // each kept once by its content hash. A new run names its protocol's text by hash and
+    // leaves `protocol_text` NULL; a run recorded before keeps its own copy there, still read.
+    "
+    CREATE TABLE protocol_texts (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN protocol_text_hash TEXT;
+",
     // How many times a run was redriven (`Store::reopen_run`).
     "
     ALTER TABLE runs ADD COLUMN redrives BIGINT NOT NULL DEFAULT 0;

@@ -246,6 +246,8 @@ impl Fleet {
         let output_before = self.output.len();
         // Not a client's line: nothing is answered to the client of the last line.
         self.line_origin = None;
+        // The instance may run a pinned version, whose events are its own.
+        let machine = self.machine_of(&name);
         let report = match self.by_name.get(name.as_str()).copied() {
             None => EventReport {
                 event: entry.event.as_str().into(),
@@ -255,7 +257,7 @@ impl Fleet {
                 waited: false,
             },
             Some(slot) => match crate::runtime::run::admission::admit_json(
-                &self.machine,
+                &machine,
                 &entry.event,
                 &entry.data,
             ) {
@@ -268,7 +270,7 @@ impl Fleet {
                 },
                 Ok(()) => {
                     let event = Event::named(
-                        &self.machine,
+                        &machine,
                         &entry.event,
                         Value::from_json(&entry.data),
                         Origin::External,

@@ -24,6 +24,7 @@ use crate::runtime::run::stop::Stop;
 mod awaiting;
 mod inbox;
 mod takeover;
+mod versions;
 use crate::base::value::Value;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
 
@@ -37,6 +38,8 @@ pub struct Recording {
     pub protocol_path: String,
     pub protocol_hash: String,
     pub protocol_text: String,
+    /// The texts of the other files its load read (`NewRun::read_texts`).
+    pub read_texts: Vec<Arc<str>>,
     /// The operator's narrowing this host runs under, recorded with each instance it starts.
     pub grants: Option<serde_json::Value>,
     /// The front end hosting the fleet (`serve`, or `mcp`), recorded with each instance.
@@ -81,7 +84,10 @@ pub struct Fleet {
     /// Keep the outcome of the event being applied (an inbox entry's) in `kept_outcome`.
     keep_outcome: bool,
     kept_outcome: Option<Box<EventReport>>,
+    /// The file's version: new instances run it.
     machine: Arc<Machine>,
+    /// The versions instances recorded under texts that changed since run (pinned).
+    versions: Option<versions::Versions>,
     /// Run ids are `<protocol id>:<instance>`.
     prefix: String,
     /// Every instance created by this host, by slot; a finished one leaves `None` (slots are
@@ -177,6 +183,7 @@ impl Fleet {
         let (effects_sender, effects) = mpsc::unbounded_channel();
         Fleet {
             takeover: None,
+            versions: None,
             inboxes: None,
             keep_outcome: false,
             kept_outcome: None,
@@ -370,22 +377,16 @@ impl Fleet {
                 grants.map_or("none".to_string(), serde_json::Value::to_string)
             ));
         }
-        let secret_inputs = self.pinned.texts_of(&self.machine.secret_input_names());
-        let values =
-            super::resume::bind_recorded(&self.machine, &record, &secret_inputs, |name| {
-                format!(
-                    "start the host again with --input {name}=VALUE, or `protocol-run resume \
+        // Its version's machine: the file's, or the texts it started with when they changed.
+        let machine = self.machine_recorded_as(&record.summary.protocol_hash);
+        let secret_inputs = self.pinned.texts_of(&machine.secret_input_names());
+        let values = super::resume::bind_recorded(&machine, &record, &secret_inputs, |name| {
+            format!(
+                "start the host again with --input {name}=VALUE, or `protocol-run resume \
                  {run_id} --input {name}=VALUE` resumes it outside this host"
-                )
-            })?;
-        super::resume::restore_latest(
-            &**store,
-            run_id,
-            self.machine.clone(),
-            values,
-            &secret_inputs,
-            timers,
-        )
+            )
+        })?;
+        super::resume::restore_latest(&**store, run_id, machine, values, &secret_inputs, timers)
     }
 
     /// Runs the fleet: lines from `input`, timers as they fall due, effects as they report,
@@ -525,9 +526,10 @@ impl Fleet {
         }
         // Refused before anything happens, even the instance's creation.
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
+        // A live instance may run a pinned version, whose events are its own.
+        let machine = self.machine_of(&name);
         if let Some(event) = parsed.event.as_deref()
-            && let Err(refusal) =
-                crate::runtime::run::admission::admit_json(&self.machine, event, data)
+            && let Err(refusal) = crate::runtime::run::admission::admit_json(&machine, event, data)
         {
             return self.refuse_event(&name, event, &refusal);
         }
@@ -562,7 +564,7 @@ impl Fleet {
             return;
         };
         let event = Event::named(
-            &self.machine,
+            &machine,
             &event,
             parsed.data.as_ref().map_or(Value::Null, Value::from_json),
             Origin::External,
@@ -655,6 +657,7 @@ impl Fleet {
                 protocol_path: recording.protocol_path.clone(),
                 protocol_hash: recording.protocol_hash.clone(),
                 protocol_text: Some(recording.protocol_text.clone()),
+                read_texts: recording.read_texts.clone(),
                 inputs: self.machine.recorded_inputs(&values),
                 started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
                 grants: recording.grants.clone(),
@@ -770,7 +773,7 @@ impl Fleet {
                 return;
             }
             let state = outcome
-                .state_name(&self.machine)
+                .state_name(member.interpreter.machine())
                 .map(|state| state.to_string());
             awaiting::note_finished(self.awaiting.as_mut(), slot, state.as_deref());
             let mut finished = serde_json::json!({

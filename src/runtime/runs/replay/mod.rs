@@ -16,7 +16,7 @@ use crate::pipeline::compile::machine::Machine;
 use crate::pipeline::load::source::Part;
 use crate::pipeline::load::{LoadError, Loaded};
 use crate::runtime::runs::start::Operator;
-use crate::store::{RunRecord, Store, StoreError};
+use crate::store::{Store, StoreError};
 use inputs::Unbound;
 use steps::StepSeen;
 
@@ -136,7 +136,7 @@ pub fn replay(
         version,
         machine,
         run_id,
-        recorded_machine: recorded_machine(&record),
+        recorded_machine: super::resume::recorded_machine(store, &record),
     };
     Ok(match replaying.walk(&journal, inputs, secrets)? {
         Some(divergence) => diverged(divergence),
@@ -148,17 +148,4 @@ pub fn replay(
 
 fn diverged(divergence: Divergence) -> Verdict {
     Verdict::Diverged(Box::new(divergence))
-}
-
-/// The protocol the run was recorded with, compiled from the text kept with it, so that its
-/// journal's pointers read as states and events; `None` when no text was kept or it no longer
-/// compiles (a library it reads changed or went), and pointers are compared as they are.
-fn recorded_machine(record: &RunRecord) -> Option<Machine> {
-    let text = record.protocol_text.clone()?;
-    let (_, machine) = crate::pipeline::compile::set_aside::load_and_compile_text(
-        &record.summary.protocol_path,
-        text,
-    )
-    .ok()?;
-    Some(machine)
 }
