@@ -171,9 +171,9 @@ fn step_kinds(status: &serde_json::Value) -> Vec<String> {
 }
 
 /// Runs `protocol` as `run`, which fails (exit 76, recorded as such), redrives it `unfixed`
-/// times before the fix (each fails again: the run's own outcome), writes `mark`, then
-/// redrives the run to its end (exit 0), whose journal then replays cleanly; the last
-/// redrive's stdout and stderr.
+/// times before the fix (each fails again: the run's own outcome), writes `mark` and edits the
+/// protocol file, then redrives the run to its end (exit 0) with the text it started with,
+/// whose journal then replays cleanly; the last redrive's stdout and stderr.
 fn fail_then_redrive(
     directory: &Path,
     environment: &[(&str, &str)],
@@ -204,8 +204,18 @@ fn fail_then_redrive(
         assert_eq!(code, 76, "{stderr}");
     }
     std::fs::write(directory.join("mark"), "").unwrap();
+    // The file changed meanwhile: the redrive goes on with the text the run started with.
+    std::fs::write(
+        directory.join("protocol.yaml"),
+        format!("{protocol}# edited after the run failed\n"),
+    )
+    .unwrap();
     let (code, stdout, stderr) = support::run_binary_in(directory, environment, &["redrive", run]);
     assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("it goes on with the text it started with"),
+        "{stderr}"
+    );
     // Its journal, redrives included, replays cleanly against the protocol it ran.
     let (code, replayed, errors) = support::run_binary_in(
         directory,
