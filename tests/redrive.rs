@@ -7,137 +7,32 @@ use crate::support;
 
 /// An effect that fails until the file `mark` exists, each attempt's idempotency key appended
 /// to `ran`; its failure fails the run (`error.execution`, unhandled).
-const ONCE: &str = r#"
-id: once
-permissions: { exec: [sh], shell: true, env: [PATH] }
-context: { result: null }
-states:
-  working:
-    entry:
-      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; test -f mark && printf fine'
-        shell: true
-        id: check
-    on:
-      done.exec.check: { target: done, actions: [{ assign: { result: "event.data.stdout" } }] }
-      error.exec.check:
-        actions: [{ raise: error.execution, data: { message: "check failed" } }]
-  done: { type: final, output: { result: "${result}" } }
-"#;
+const ONCE: &str = include_str!("fixtures/redrive/once.yaml");
 
 /// A map over ten items, all running at once; items 3 and 7 fail until `mark` exists. Each
 /// item appends its number to `ran`. Failed items are tolerated, so every item ends; then a
 /// failure fails the run.
-const MAPPED: &str = r#"
-id: mapped
-permissions: { exec: [sh], shell: true, env: [PATH] }
-context: { number: null, results: null }
-states:
-  checking:
-    entry:
-      - map: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
-        id: check
-        item: number
-        tolerated_failures: 2
-        exec: 'echo ${number} >> ran; if [ ${number} = 3 ] || [ ${number} = 7 ]; then test -f mark || exit 1; fi; printf r${number}'
-        shell: true
-    on:
-      done.map.check:
-        - target: done
-          guard: "event.data.failed == 0"
-          actions: [{ assign: { results: "event.data.results.map(r, r.stdout)" } }]
-        - actions: [{ raise: error.execution, data: { message: "items failed" } }]
-  done: { type: final, output: { results: "${results}" } }
-"#;
+const MAPPED: &str = include_str!("fixtures/redrive/mapped.yaml");
 
 /// An effect that waits for the file `go`, each attempt's idempotency key appended to `ran`;
 /// its command holds a secret input, so the state it is in holds a secret.
-const WAITS: &str = r#"
-id: waits
-permissions: { exec: [sh], shell: true, env: [PATH] }
-inputs:
-  token: { type: string, secret: true, required: true }
-states:
-  working:
-    entry:
-      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; test -n "${token}"; while [ ! -f go ]; do sleep 0.05; done; printf went'
-        shell: true
-        id: wait
-    on:
-      done.exec.wait: done
-  done: { type: final, output: { went: true } }
-"#;
+const WAITS: &str = include_str!("fixtures/redrive/waits.yaml");
 
 /// A parent whose child's effect fails until `mark` exists (each attempt's key appended to
 /// `ran`), which fails the child, and the child's failure the parent.
-const FAILING_PARENT: &str = r#"
-id: parent
-states:
-  working:
-    invoke: [{ id: kid, protocol: failing.yaml }]
-    on:
-      done.invoke.kid: done
-      error.invoke.kid:
-        actions: [{ raise: error.execution, data: { message: "kid failed" } }]
-  done: { type: final, output: { kid: done } }
-"#;
+const FAILING_PARENT: &str = include_str!("fixtures/redrive/failing-parent.yaml");
 
-const FAILING_CHILD: &str = r#"
-id: failing
-permissions: { exec: [sh], shell: true, env: [PATH] }
-states:
-  working:
-    entry:
-      - exec: 'echo "$PROTOCOL_RUN_IDEMPOTENCY_KEY" >> ran; test -f mark'
-        shell: true
-        id: work
-    on:
-      done.exec.work: finished
-      error.exec.work:
-        actions: [{ raise: error.execution, data: { message: "work failed" } }]
-  finished: { type: final }
-"#;
+const FAILING_CHILD: &str = include_str!("fixtures/redrive/failing.yaml");
 
 /// A parent whose effect fails, which fails it, while its child waits for an hour.
-const BUSY_PARENT: &str = r#"
-id: busy
-permissions: { exec: [sh], shell: true, env: [PATH] }
-states:
-  working:
-    invoke: [{ id: kid, protocol: sleepy.yaml }]
-    entry:
-      - exec: 'sleep 0.2; exit 1'
-        shell: true
-        id: check
-    on:
-      error.exec.check:
-        actions: [{ raise: error.execution, data: { message: "check failed" } }]
-"#;
+const BUSY_PARENT: &str = include_str!("fixtures/redrive/busy.yaml");
 
-const SLEEPY_CHILD: &str = r#"
-id: sleepy
-states:
-  waiting:
-    after: [{ delay: 1h, target: done }]
-  done: { type: final }
-"#;
+const SLEEPY_CHILD: &str = include_str!("fixtures/redrive/sleepy.yaml");
 
 /// A parent whose child ends at once, then the parent.
-const PARENT: &str = r#"
-id: parent
-states:
-  working:
-    invoke: [{ id: kid, protocol: child.yaml }]
-    on:
-      done.invoke.kid: done
-  done: { type: final }
-"#;
+const PARENT: &str = include_str!("fixtures/redrive/parent.yaml");
 
-const CHILD: &str = r#"
-id: child
-states:
-  start: { always: finished }
-  finished: { type: final }
-"#;
+const CHILD: &str = include_str!("fixtures/redrive/child.yaml");
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
