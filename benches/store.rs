@@ -76,6 +76,7 @@ fn commit_step(bencher: Bencher) {
             protocol_path: path.to_string(),
             protocol_hash: content_hash(&text),
             protocol_text: Some(text),
+            read_texts: Vec::new(),
             inputs: serde_json::json!({}),
             started_unix_milliseconds: 1,
             grants: None,

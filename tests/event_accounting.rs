@@ -250,6 +250,7 @@ fn every_external_event_is_taken_deferred_discarded_or_refused_across_a_crash() 
                 sequence: step.sequence,
                 committed_unix_milliseconds: step.unix_milliseconds,
                 timers: TimerPolicy::Remaining,
+                children_again: Vec::new(),
             };
             crossed_a_crash += 1;
             drive(&machine, &resent, &mocks, Some(&resume))

@@ -282,6 +282,40 @@ impl Store for CountingStore {
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
         self.inner.renew_lease(host, ttl_milliseconds)
     }
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.inner
+            .enqueue_event(run, event, data, unix_milliseconds)
+    }
+    fn take_inbox(
+        &mut self,
+        holder: &protocol_run::store::Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<protocol_run::store::TakenInbox, StoreError> {
+        self.inner.take_inbox(holder, protocol_path, limit)
+    }
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.apply_inbox(run, entry, step, outcome, output)
+    }
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<protocol_run::store::InboxRecord>, StoreError> {
+        self.inner.inbox_states(entries)
+    }
     fn prune_runs(
         &mut self,
         before_unix_milliseconds: u64,
@@ -303,6 +337,12 @@ impl Store for CountingStore {
         self.batches.fetch_add(1, Ordering::SeqCst);
         self.writes.fetch_add(writes.len(), Ordering::SeqCst);
         Ok(())
+    }
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.inner.protocol_texts(hashes)
     }
     fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError> {
         self.inner.append_telemetry(run, lines)
@@ -337,6 +377,7 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
             protocol_path: "/counter.yaml".into(),
             protocol_hash: "h".into(),
             protocol_text: yaml.into(),
+            read_texts: Vec::new(),
             grants: None,
             origin: protocol_run::store::RunOrigin::Serve,
             holder: protocol_run::store::Holder {

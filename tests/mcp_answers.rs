@@ -511,6 +511,17 @@ fn a_task_not_live_here_says_why_and_whether_it_can_resume() {
         format!("{WAITER}# changed\n"),
     )
     .unwrap();
+    // Its text kept, it would go on with it; not kept (a run recorded before texts were kept
+    // apart), it cannot resume here.
+    let message = not_live_message(&directory, &["--no-resume", "waiter.yaml"], &run);
+    assert_eq!(
+        message,
+        "the run is stopped and not live in this server; resume_run resumes it"
+    );
+    rusqlite::Connection::open(directory.join("state/state.db"))
+        .unwrap()
+        .execute("DELETE FROM protocol_texts", [])
+        .unwrap();
     let message = not_live_message(&directory, &["waiter.yaml"], &run);
     let prefix = format!(
         "the run is stopped and not live in this server: {path} changed since run `{run}` \
@@ -518,8 +529,10 @@ fn a_task_not_live_here_says_why_and_whether_it_can_resume() {
     );
     assert!(
         message.starts_with(&prefix)
-            && message
-                .ends_with("; resuming would mix two protocols. Restore the file to resume it"),
+            && message.ends_with(
+                "; resuming would mix two protocols. The texts it started with are not all \
+                 kept: restore the file to resume it"
+            ),
         "{message}"
     );
 }

@@ -14,6 +14,7 @@ fn recorded(id: &str, path: &str, started: u64) -> Write {
         protocol_path: path.into(),
         protocol_hash: "h".into(),
         protocol_text: None,
+        read_texts: Vec::new(),
         inputs: json!({}),
         started_unix_milliseconds: started,
         grants: None,

@@ -113,8 +113,11 @@ fn a_run_stopped_when_its_client_went_is_resumed_by_the_next_server() {
     assert_eq!(status(&directory, &run)["status"], json!("finished"));
 }
 
+/// A run whose protocol changed goes on with the text it started with (pinned), said on
+/// stderr; one whose text the store does not keep (recorded before texts were kept apart, say)
+/// is left and named.
 #[test]
-fn a_run_whose_protocol_changed_is_left_and_named_on_stderr() {
+fn a_run_whose_protocol_changed_goes_on_with_its_text_unless_it_is_not_kept() {
     let directory = crate::support::temporary_directory("mcp-restart", "changed");
     let protocol = directory.join("ittw.yaml");
     std::fs::copy(ittw(), &protocol).unwrap();
@@ -122,26 +125,62 @@ fn a_run_whose_protocol_changed_is_left_and_named_on_stderr() {
     let mut text = std::fs::read_to_string(&protocol).unwrap();
     text.push_str("# edited while the run waited\n");
     std::fs::write(&protocol, text).unwrap();
-
+    // Not kept: the notice names the file and both hashes, then what to do.
+    let store = rusqlite::Connection::open(directory.join("state/state.db")).unwrap();
+    let kept: (String, String) = store
+        .query_row("SELECT hash, text FROM protocol_texts", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    store.execute("DELETE FROM protocol_texts", []).unwrap();
     let (lines, stderr) = drive(
         &directory,
         &format!("get:{run}"),
         &served_ittw_from(&protocol),
     );
-    // The notice names the file and both hashes, then what to do.
-    let notices = notices(&stderr);
+    let said = notices(&stderr);
     let prefix = format!(
         "mcp: not resumed {run}: {} changed since run `{run}` started (recorded ",
         canonical(&protocol)
     );
     assert!(
-        notices.len() == 1
-            && notices[0].starts_with(&prefix)
-            && notices[0]
-                .ends_with("; resuming would mix two protocols. Restore the file to resume it"),
+        said.len() == 1
+            && said[0].starts_with(&prefix)
+            && said[0].ends_with(
+                "; resuming would mix two protocols. The texts it started with are not all \
+                 kept: restore the file to resume it"
+            ),
         "{stderr}"
     );
     assert_left_not_live(&directory, &run, &step(&lines, "got")["report"]);
+    // Kept: it goes on with it.
+    store
+        .execute(
+            "INSERT INTO protocol_texts (hash, text) VALUES (?1, ?2)",
+            [&kept.0, &kept.1],
+        )
+        .unwrap();
+    let (lines, stderr) = drive(
+        &directory,
+        &format!("get:{run}"),
+        &served_ittw_from(&protocol),
+    );
+    let said = notices(&stderr);
+    assert!(
+        said.contains(
+            &format!(
+                "mcp: {} changed since run `{run}` started; it goes on with the text it started \
+                 with",
+                canonical(&protocol)
+            )
+            .as_str()
+        ) && said
+            .iter()
+            .any(|line| line.starts_with(&format!("mcp: resumed {run} ("))),
+        "{stderr}"
+    );
+    let got = &step(&lines, "got")["report"];
+    assert_eq!(got["states"], json!(["waiting_for_guidance"]), "{got}");
 }
 
 #[test]

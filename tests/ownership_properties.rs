@@ -633,6 +633,7 @@ fn run_case(case: &Case) -> Result<Ledger, String> {
                     sequence: step.sequence,
                     committed_unix_milliseconds: step.unix_milliseconds,
                     timers: TimerPolicy::Deadline,
+                    children_again: Vec::new(),
                 });
                 continue;
             }

@@ -90,6 +90,7 @@ fn run(name: &str, batched: bool) -> (Vec<(u64, Snapshot)>, SqliteStore, String)
             protocol_path: "/history.yaml".to_string(),
             protocol_hash: protocol_run::store::content_hash(PROTOCOL),
             protocol_text: Some(PROTOCOL.to_string()),
+            read_texts: Vec::new(),
             inputs: serde_json::json!({}),
             started_unix_milliseconds: 0,
             grants: None,

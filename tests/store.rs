@@ -95,6 +95,7 @@ fn new_run(id: &str, path: &str, started: u64) -> NewRun {
         protocol_path: path.to_string(),
         protocol_hash: content_hash(DURABLE),
         protocol_text: Some(DURABLE.to_string()),
+        read_texts: Vec::new(),
         inputs: serde_json::json!({}),
         started_unix_milliseconds: started,
         grants: None,

@@ -11,6 +11,13 @@ use protocol_run::store::{
 
 use crate::support;
 
+mod inbox;
+use inbox::{
+    a_holder_whose_run_was_taken_over_applies_no_entry,
+    an_entry_never_applied_is_set_aside_after_its_tries,
+    inbox_entries_are_applied_once_in_arrival_order,
+};
+
 /// Where a check's store lives; each `open` is a connection of its own to the same data.
 trait Backend: Send + Sync {
     fn open(&self) -> Box<dyn Store>;
@@ -75,6 +82,11 @@ conformance!(
     runs_are_paged_newest_first_and_directives_counted,
     pruning_deletes_only_runs_that_ended_with_all_kept_of_them,
     a_holder_whose_run_was_taken_over_writes_to_it_no_more,
+    inbox_entries_are_applied_once_in_arrival_order,
+    an_entry_never_applied_is_set_aside_after_its_tries,
+    a_holder_whose_run_was_taken_over_applies_no_entry,
+    texts_are_kept_once_per_hash_and_read_back_by_it,
+    a_failed_run_reopens_with_its_redrive_step_or_not_at_all,
     telemetry_is_kept_with_its_steps_in_order_and_goes_with_its_run,
 );
 
@@ -84,6 +96,7 @@ fn new_run(id: &str) -> NewRun {
         protocol_path: "/protocols/p.yaml".to_string(),
         protocol_hash: "fnv1a64:0".to_string(),
         protocol_text: Some("id: p".to_string()),
+        read_texts: Vec::new(),
         inputs: serde_json::json!({"n": 1}),
         started_unix_milliseconds: 1_000,
         grants: Some(serde_json::json!({"exec": []})),
@@ -362,6 +375,13 @@ fn a_claim_takes_a_run_only_from_a_holder_that_is_gone(backend: Arc<dyn Backend>
         store.run_summary("r").unwrap().unwrap().holder,
         Some(holder(2))
     );
+    assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
+    // A run that finished after a host read it unfinished is not taken by its claim.
+    store.finish_run("s", &finish(2_000)).unwrap();
+    let claimed = other
+        .claim_runs(&runs[1..2], &holder(2), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [Some(Unclaimed::Finished)]);
     assert_eq!(store.run_summary("s").unwrap().unwrap().holder, None);
 }
 
@@ -723,6 +743,78 @@ fn a_holder_whose_run_was_taken_over_writes_to_it_no_more(backend: Arc<dyn Backe
     }
 }
 
+/// A redrive (`Write::Reopen` with the step that records it, one batch): a failed run, which
+/// no claim takes, is claimed by its reopening, runs again with its end cleared, and is held
+/// under a new fencing token; or, when the step is refused or another redrive reopened it
+/// first, stays as it was. An unfinished run is reopened only by the store that claimed it.
+fn a_failed_run_reopens_with_its_redrive_step_or_not_at_all(backend: Arc<dyn Backend>) {
+    let mut first = backend.open();
+    let mut held = new_run("r");
+    held.holder = Some(holder(1));
+    first.create_run(&held).unwrap();
+    let failed = Finish {
+        final_state: None,
+        exit_code: 76,
+        output: serde_json::json!({"error": {"event": "error.execution"}}),
+        unix_milliseconds: 2_000,
+    };
+    first.commit_batch(&[step("r", 0), step("r", 1)]).unwrap();
+    first.finish_run("r", &failed).unwrap();
+    let reopen = |by: u32| Write::Reopen {
+        run: "r".to_string(),
+        unix_milliseconds: 3_000,
+        holder: holder(by),
+    };
+    // A step that is not the run's next: nothing of the batch is kept.
+    let refused = first.commit_batch(&[reopen(1), step("r", 1)]);
+    assert!(
+        matches!(refused, Err(StoreError::StaleStep { .. })),
+        "{refused:?}"
+    );
+    let summary = first.run_summary("r").unwrap().unwrap();
+    assert_eq!(summary.status, RunStatus::Finished);
+    assert_eq!(summary.finish.unwrap().exit_code, 76);
+    assert_eq!((summary.redrives, summary.holder), (0, None));
+    assert_eq!(first.journal("r").unwrap().len(), 2);
+    // Two redrives at once: the first to commit reopens the run, the other reopens nothing.
+    let mut second = backend.open();
+    second.commit_batch(&[reopen(2), step("r", 2)]).unwrap();
+    let late = first.commit_batch(&[reopen(1), step("r", 2)]);
+    assert!(matches!(late, Err(StoreError::Database { .. })), "{late:?}");
+    assert!(first.reopen_run("r", 3_000, &holder(1)).is_err());
+    let summary = backend.open().run_summary("r").unwrap().unwrap();
+    assert_eq!(summary.status, RunStatus::Running);
+    assert_eq!(summary.finish, None);
+    assert_eq!(summary.last_sequence, Some(2));
+    assert_eq!((summary.redrives, summary.holder), (1, Some(holder(2))));
+    assert_eq!(
+        second.snapshot_at("r", 2).unwrap().unwrap().snapshot,
+        state(2)
+    );
+    // The reopening's token is the redrive's: it writes on, until another claims the run.
+    second.commit_batch(&[step("r", 3)]).unwrap();
+    let mut third = backend.open();
+    let claimed = third
+        .claim_runs(&["r".to_string()], &holder(3), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    let fenced = second.commit_batch(&[step("r", 4)]);
+    assert!(
+        matches!(fenced, Err(StoreError::Fenced { .. })),
+        "{fenced:?}"
+    );
+    // A stopped run is reopened by the store that claimed it.
+    third.mark_stopped("r", 4_000).unwrap();
+    let claimed = third
+        .claim_runs(&["r".to_string()], &holder(3), &mut |_| false)
+        .unwrap();
+    assert_eq!(claimed, [None]);
+    third.commit_batch(&[reopen(3), step("r", 4)]).unwrap();
+    third.commit_batch(&[step("r", 5)]).unwrap();
+    let summary = third.run_summary("r").unwrap().unwrap();
+    assert_eq!((summary.status, summary.redrives), (RunStatus::Running, 2));
+}
+
 fn telemetry(run: &str, lines: &str) -> Write {
     Write::Telemetry {
         run: run.to_string(),
@@ -860,5 +952,39 @@ mod leases {
             second.run_summary("r").unwrap().unwrap().holder,
             Some(leased(2, "host-b"))
         );
+    }
+}
+
+/// The texts runs started with are kept once per content hash, whether a run is created alone
+/// or in a batch, and read back by hash, on another connection too; a run's record has its
+/// protocol's text.
+fn texts_are_kept_once_per_hash_and_read_back_by_it(backend: Arc<dyn Backend>) {
+    use protocol_run::store::content_hash;
+    let library: Arc<str> = Arc::from("blocks: {}\n");
+    let with_library = |id: &str| NewRun {
+        read_texts: vec![library.clone()],
+        ..new_run(id)
+    };
+    let mut store = backend.open();
+    store.create_run(&with_library("alone")).unwrap();
+    store
+        .commit_batch(&[
+            Write::CreateRun(with_library("first")),
+            Write::CreateRun(with_library("second")),
+        ])
+        .unwrap();
+    let again = backend.open();
+    let hashes = [
+        content_hash("id: p"),
+        content_hash(&library),
+        content_hash("never kept"),
+    ];
+    let kept = again.protocol_texts(&hashes).unwrap();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept[&hashes[0]], "id: p");
+    assert_eq!(kept[&hashes[1]], *library);
+    for run in ["alone", "first", "second"] {
+        let record = again.run(run).unwrap().unwrap();
+        assert_eq!(record.protocol_text.as_deref(), Some("id: p"), "{run}");
     }
 }

@@ -166,4 +166,19 @@ pub struct Resume {
     /// When that step was committed (Unix milliseconds).
     pub committed_unix_milliseconds: u64,
     pub timers: TimerPolicy,
+    /// The child protocols a redrive starts again from their beginning (they had failed, and
+    /// the run had not taken their failure yet); none for any other resume.
+    pub children_again: Vec<ChildAgain>,
+}
+
+/// A child protocol of an `invoke` that a redrive starts again: its invoke's id and the inputs
+/// it had, in the child's declaration order (as `ChildSnapshot::inputs`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChildAgain {
+    pub id: String,
+    pub inputs: Vec<serde_json::Value>,
+    /// The invocations the failed child had numbered: the child started again numbers its
+    /// effects on from there, so their idempotency keys are new.
+    #[serde(default)]
+    pub first_invocation: u64,
 }

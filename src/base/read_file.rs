@@ -1,11 +1,12 @@
-//! A file a protocol was loaded from, by canonical path with a hash of its text: what a resume compares to refuse a changed protocol.
+//! A file a protocol was loaded from, by canonical path with a hash of its text: what a resume compares to tell a changed protocol, and the text a run keeps.
 
 /// One file a load read (the protocol's own, or a library it imports), by canonical path,
-/// with the `content_hash` of its text.
+/// with its text and the `content_hash` of it: a run keeps the texts it started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadFile {
     pub path: String,
     pub hash: String,
+    pub text: std::sync::Arc<str>,
 }
 
 impl ReadFile {
@@ -16,6 +17,7 @@ impl ReadFile {
         ReadFile {
             path: canonical.display().to_string(),
             hash: content_hash(text),
+            text: std::sync::Arc::from(text),
         }
     }
 }

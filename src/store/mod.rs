@@ -2,6 +2,7 @@
 
 pub mod choice;
 mod codec;
+pub mod inbox;
 pub mod postgres;
 pub mod read_files;
 pub mod run_filter;
@@ -9,6 +10,7 @@ pub mod shared;
 pub mod sqlite;
 
 pub use choice::StoreChoice;
+pub use inbox::{InboxEntry, InboxRecord, InboxState, TakenInbox};
 pub use postgres::PostgresStore;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
@@ -26,8 +28,14 @@ pub struct NewRun {
     /// The hashes of the files the protocol's load read (`read_files::recorded_hash`): its
     /// own first, alone when it read no other. A changed one is refused on resume.
     pub protocol_hash: String,
-    /// The protocol's YAML text, so that a run can be inspected (or diffed) after the file changed.
+    /// The protocol's YAML text, so that a run can be inspected (or diffed) after the file
+    /// changed, and resumed with it (pinned). Kept once per content hash, however many runs
+    /// share it (`Store::protocol_texts`).
     pub protocol_text: Option<String>,
+    /// The texts of the other files its load read (the libraries it imports, its child
+    /// protocols and theirs: `read_files::read_texts`), kept as the protocol's is, so that a
+    /// resume after one of them changed runs the text the run started with.
+    pub read_texts: Vec<std::sync::Arc<str>>,
     /// The bound inputs, by name.
     pub inputs: serde_json::Value,
     pub started_unix_milliseconds: u64,
@@ -55,7 +63,7 @@ pub struct ForkedFrom {
 /// backend) is one more field.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Holder {
-    /// The front end: `run`, `resume`, `serve` or `mcp`.
+    /// The front end: `run`, `resume`, `redrive`, `serve` or `mcp`.
     pub process: String,
     pub pid: u32,
     /// The lock file it holds: its host's (`host.lock`) or its run's (`run.lock`).
@@ -175,6 +183,8 @@ pub struct RunSummary {
     pub parent: Option<String>,
     /// The run and step it was forked from, if it was.
     pub forked_from: Option<ForkedFrom>,
+    /// How many times it was redriven (`protocol-run redrive`).
+    pub redrives: u64,
 }
 
 /// Where a page of runs starts: after this run, in the order newest first.
@@ -324,6 +334,15 @@ pub enum StoreError {
         run: String,
         held: i64,
         current: i64,
+    },
+    #[error(
+        "{database}: inbox entry {entry} of run `{run}` is not waiting (it was applied or set \
+         aside already): an entry is applied once"
+    )]
+    InboxEntryNotWaiting {
+        database: String,
+        run: String,
+        entry: u64,
     },
     #[error(
         "{database}: the state of run `{run}` after step {step} was not kept: the step was recorded before protocol-run kept the state of every step"
@@ -479,12 +498,88 @@ pub trait Store: Send {
         count: usize,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Stores `event` in `run`'s inbox for the run's holder, durably, before the caller
+    /// acknowledges it; its number in the inbox (arrival order: entries of one run are
+    /// numbered one after another under the run's row lock). Refused for an unknown or
+    /// finished run.
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError>;
+
+    /// Takes at most `limit` waiting entries of the runs of `protocol_path` that `holder` holds, oldest first in each
+    /// run, counting a try for each; an entry already tried `inbox::MAX_TRIES` times is set
+    /// aside instead. An entry is applied by a `Write::ApplyInbox` committed with the step
+    /// that applied it.
+    fn take_inbox(
+        &mut self,
+        holder: &Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<TakenInbox, StoreError>;
+
+    /// Records inbox entry `entry` of `run` applied (`Write::ApplyInbox`), on its own.
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Wakes the returned `Notify` whenever an event is queued for a run the host with lease
+    /// `host` holds, or an event it queued has an outcome: hosts need not wait for their next
+    /// look. `None` where the store cannot tell (hosts then only look now and again).
+    fn wake_on_inbox(
+        &mut self,
+        _host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        Ok(None)
+    }
+
+    /// What became of each of `entries` (run, number); an entry the store does not have (its
+    /// run was pruned) is left out.
+    fn inbox_states(&self, entries: &[(String, u64)]) -> Result<Vec<InboxRecord>, StoreError>;
+
     /// Commits many writes at once: one transaction (and one sync to disk) for all of them in a
     /// store that can, so a host of many instances pays one commit per batch of steps. Each
     /// write is checked as on its own; if one fails, none is kept. The default applies them one
     /// by one (not atomic), for stores without transactions.
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         writes.iter().try_for_each(|write| write.apply(self))
+    }
+
+    /// The texts kept under `hashes` (`content_hash`), by hash: the protocols, libraries and
+    /// child protocols runs started with, each kept once however many runs read it. A hash
+    /// whose text is not kept (a run recorded before libraries were kept) is absent.
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError>;
+
+    /// A run that stopped, or failed, is driven again (`protocol-run redrive`) by `holder`:
+    /// `running`, its end (final state, exit code, output) cleared, its `redrives` counted, held
+    /// by `holder` under a fencing token moved on, which this store keeps. A finished run,
+    /// which no claim takes, is claimed so; an unfinished one only by the store that claimed it
+    /// (its token checked). Committed with the step that records the redrive (`Write::Reopen`
+    /// then a `Write::Step` in one `commit_batch`), so a run is never reopened without it: a
+    /// store reopens runs in its `commit_batch`, which must commit a batch at once (a batch
+    /// applied write by write refuses it).
+    fn reopen_run(
+        &mut self,
+        run: &str,
+        unix_milliseconds: u64,
+        holder: &Holder,
+    ) -> Result<(), StoreError> {
+        self.commit_batch(&[Write::Reopen {
+            run: run.to_string(),
+            unix_milliseconds,
+            holder: holder.clone(),
+        }])
     }
 
     /// Appends a part of a run's telemetry (`Write::Telemetry`: its JSON lines, each ending in
@@ -504,6 +599,8 @@ pub enum Unclaimed {
     Held(Holder),
     /// It is a child protocol of `parent`, held with it.
     Child { parent: String },
+    /// It has finished: nobody drives it any more.
+    Finished,
 }
 
 /// One write of a batch (`Store::commit_batch`).
@@ -526,6 +623,22 @@ pub enum Write {
     FinishRun {
         run: String,
         finish: Finish,
+    },
+    /// An inbox entry of `run` applied: its outcome and output kept for its sender, the
+    /// journal step that consumed it recorded. Refused if the entry is not waiting, so that an
+    /// entry is applied once whoever holds the run.
+    ApplyInbox {
+        run: String,
+        entry: u64,
+        step: Option<u64>,
+        outcome: serde_json::Value,
+        output: String,
+    },
+    /// `Store::reopen_run`.
+    Reopen {
+        run: String,
+        unix_milliseconds: u64,
+        holder: Holder,
     },
     /// What the run's telemetry recorded since its last part (`Store::append_telemetry`):
     /// committed with the steps it tells of, so that it is kept exactly when they are.
@@ -594,6 +707,22 @@ impl Write {
                 unix_milliseconds,
             } => store.mark_stopped(run, *unix_milliseconds),
             Write::FinishRun { run, finish } => store.finish_run(run, finish),
+            Write::ApplyInbox {
+                run,
+                entry,
+                step,
+                outcome,
+                output,
+            } => store.apply_inbox(run, *entry, *step, outcome, output),
+            // Its contract is the step beside it in one transaction, which a store that commits
+            // a batch write by write cannot keep.
+            Write::Reopen { run, .. } => Err(StoreError::Database {
+                database: store.location(),
+                operation: format!("reopen run `{run}`"),
+                source: "a redrive reopens a run only together with the step that records it, \
+                         and this store commits a batch write by write"
+                    .into(),
+            }),
             Write::Telemetry { run, lines } => store.append_telemetry(run, lines),
         }
     }
@@ -605,6 +734,8 @@ impl Write {
             Write::Step { run, .. }
             | Write::MarkStopped { run, .. }
             | Write::FinishRun { run, .. }
+            | Write::ApplyInbox { run, .. }
+            | Write::Reopen { run, .. }
             | Write::Telemetry { run, .. } => run,
         }
     }

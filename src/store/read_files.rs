@@ -1,6 +1,7 @@
-//! The files a run's protocol was loaded from, with their hashes: a resume refuses one that changed.
+//! The files a run's protocol was loaded from, with their hashes and texts: a resume tells one that changed, and the run keeps their texts.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::pipeline::compile::machine::Machine;
 
@@ -20,25 +21,51 @@ pub struct ChangedFile {
 /// for each other file its load read (its libraries, its child protocols and theirs), each
 /// once. A protocol that reads no other file records its own hash alone, as runs always did.
 pub fn recorded_hash(machine: &Machine) -> String {
-    let mut files = Vec::new();
-    let mut seen = HashSet::new();
-    collect(machine, &mut files, &mut seen);
+    let files = recorded_files(machine);
     let mut recorded = files
         .first()
         .map(|own| own.hash.clone())
         .unwrap_or_default();
-    // A path with a line break cannot be written on one line: such a file is not recorded.
-    for file in files
-        .iter()
-        .skip(1)
-        .filter(|file| !file.path.contains('\n'))
-    {
+    for file in files.iter().skip(1) {
         recorded.push('\n');
         recorded.push_str(&file.hash);
         recorded.push(' ');
         recorded.push_str(&file.path);
     }
     recorded
+}
+
+/// The texts of the files `recorded_hash` lists after the protocol's own, in its order: what
+/// a run of `machine` keeps besides its protocol's text, so that it is pinned to them all.
+pub fn read_texts(machine: &Machine) -> Vec<Arc<str>> {
+    recorded_files(machine)
+        .into_iter()
+        .skip(1)
+        .map(|file| file.text)
+        .collect()
+}
+
+/// The other files a run recorded as `recorded` read (`recorded_hash`'s lines after the
+/// first), each as its hash and its path.
+pub fn other_files(recorded: &str) -> impl Iterator<Item = (&str, &str)> {
+    recorded
+        .split('\n')
+        .skip(1)
+        .filter_map(|line| line.split_once(' '))
+}
+
+/// The files `machine`'s load read, its own first, each once; a path with a line break, which
+/// cannot be written on one line of the record, is left out.
+fn recorded_files(machine: &Machine) -> Vec<ReadFile> {
+    let mut files = Vec::new();
+    let mut seen = HashSet::new();
+    collect(machine, &mut files, &mut seen);
+    let mut index = 0;
+    files.retain(|file| {
+        index += 1;
+        index == 1 || !file.path.contains('\n')
+    });
+    files
 }
 
 /// The files `machine` and the children it invokes were read from, each once: a child
@@ -73,8 +100,7 @@ pub fn changed_file(
     recorded: &str,
     protocol_text: &str,
 ) -> Option<ChangedFile> {
-    let mut lines = recorded.split('\n');
-    let own = lines.next().unwrap_or_default();
+    let own = recorded.split('\n').next().unwrap_or_default();
     let now = content_hash(protocol_text);
     if now != own {
         return Some(ChangedFile {
@@ -83,8 +109,7 @@ pub fn changed_file(
             now,
         });
     }
-    lines.find_map(|line| {
-        let (hash, path) = line.split_once(' ')?;
+    other_files(recorded).find_map(|(hash, path)| {
         let now = match crate::pipeline::load::read_text(std::path::Path::new(path)) {
             Ok(text) => content_hash(&text),
             Err(crate::pipeline::load::LoadError::NotFound { .. }) => "no such file".to_string(),

@@ -139,6 +139,51 @@ impl Store for SharedStore {
         self.lock().snapshot_at(run, step)
     }
 
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.lock()
+            .enqueue_event(run, event, data, unix_milliseconds)
+    }
+
+    fn take_inbox(
+        &mut self,
+        holder: &super::Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<super::TakenInbox, StoreError> {
+        self.lock().take_inbox(holder, protocol_path, limit)
+    }
+
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        self.lock().apply_inbox(run, entry, step, outcome, output)
+    }
+
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<super::InboxRecord>, StoreError> {
+        self.lock().inbox_states(entries)
+    }
+
+    fn wake_on_inbox(
+        &mut self,
+        host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        self.lock().wake_on_inbox(host)
+    }
+
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
         self.lock().renew_lease(host, ttl_milliseconds)
     }
@@ -155,6 +200,13 @@ impl Store for SharedStore {
 
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.lock().commit_batch(writes)
+    }
+
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.lock().protocol_texts(hashes)
     }
 
     fn append_telemetry(&mut self, run: &str, lines: &str) -> Result<(), StoreError> {

@@ -9,6 +9,7 @@ mod limits;
 mod logs;
 mod mcp;
 mod narrowing;
+mod replay;
 mod run;
 mod run_id;
 mod run_selection;
@@ -52,6 +53,15 @@ enum Command {
     /// --context-set), recorded as forked from it, and drive it as a resumed run: effects from
     /// there on run again.
     Fork(run::ForkArguments),
+    /// Drive again a run that stopped unfinished, or failed on an unhandled error, under its
+    /// own id from its last committed step before the failure: only what failed runs again
+    /// (its running effects, a map's failed items, a failed child protocol); the journal
+    /// records the redrive.
+    Redrive(run::RedriveArguments),
+    /// Replay recorded runs against a new version of their protocol (FILE): each journaled
+    /// event offered again in order, no effect run and no real time, and the first step where
+    /// the new version would do otherwise reported; exit 1 when a run diverges.
+    Replay(replay::ReplayArguments),
     /// Run many instances of one protocol, fed JSON lines `{"instance", "event", "data"}` on
     /// stdin (or a Unix socket); each is recorded and resumed when the host restarts.
     Serve(serve::ServeArguments),
@@ -210,6 +220,8 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Run(run_arguments) => run::run(run_arguments),
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Fork(fork_arguments) => run::fork(fork_arguments),
+        Command::Redrive(redrive_arguments) => run::redrive(redrive_arguments),
+        Command::Replay(replay_arguments) => replay::replay(&replay_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),
         Command::Validate { files } => validate::validate(&files),

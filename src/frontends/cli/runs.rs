@@ -161,7 +161,7 @@ pub fn runs(arguments: &RunsArguments) -> u8 {
             continue;
         }
         println!(
-            "{}  {:<8}  {}  step {}  {}{}",
+            "{}  {:<8}  {}  step {}  {}{}{}",
             run.id,
             status,
             format_rfc3339(run.started_unix_milliseconds),
@@ -171,7 +171,8 @@ pub fn runs(arguments: &RunsArguments) -> u8 {
             run.forked_from
                 .as_ref()
                 .map(|origin| format!("  (fork of {} at step {})", origin.run, origin.step))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            redriven(run.redrives)
         );
     }
     0
@@ -187,7 +188,17 @@ fn run_json(run: &RunSummary, status: &str) -> serde_json::Value {
         "exit_code": run.finish.as_ref().map(|finish| finish.exit_code),
         "parent": run.parent,
         "forked_from": run.forked_from,
+        "redrives": run.redrives,
     })
+}
+
+/// `  (redriven 2 times)`, or nothing for a run never redriven.
+fn redriven(redrives: u64) -> String {
+    match redrives {
+        0 => String::new(),
+        1 => "  (redriven once)".to_string(),
+        count => format!("  (redriven {count} times)"),
+    }
 }
 
 /// `--since`: a duration back from now, or an RFC 3339 timestamp; Unix milliseconds.

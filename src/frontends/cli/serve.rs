@@ -26,8 +26,10 @@ pub struct ServeArguments {
     /// How the timers of instances resumed at start are re-armed.
     #[arg(long, value_enum, default_value = "deadline")]
     timers: TimerPolicy,
-    /// Resume instances although the protocol changed, if their states still exist.
-    #[arg(long)]
+    /// Move the instances recorded under files that changed since to the files as they are now,
+    /// if their states still exist (without it, they go on with the texts they started with).
+    /// `--force` is the old name.
+    #[arg(long = "upgrade", visible_alias = "force")]
     force: bool,
     /// The longest input line; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
@@ -58,6 +60,26 @@ pub struct ServeArguments {
     /// (a minute to an hour apart).
     #[arg(long, value_name = "DURATION", value_parser = Retention::parse)]
     retain: Option<Retention>,
+    /// With a shared store (postgres): how often the host looks at the inboxes of the instances
+    /// it holds, for events other hosts queued, and at the outcomes of those it queued (give or
+    /// take a quarter, so that hosts do not look at once); from 10ms to a minute.
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_inbox_poll)]
+    inbox_poll: std::time::Duration,
+}
+
+/// `--inbox-poll`: a duration from 10 ms (each look is a statement) to a minute (a queued
+/// event waits at most this long).
+fn parse_inbox_poll(text: &str) -> Result<std::time::Duration, String> {
+    let duration = crate::base::time::parse_duration(text)?;
+    match u64::try_from(duration.num_milliseconds()) {
+        Ok(milliseconds) if (10..=60_000).contains(&milliseconds) => {
+            Ok(std::time::Duration::from_millis(milliseconds))
+        }
+        _ => Err(format!(
+            "`{text}` is outside 10ms..1m: each look is a statement, and a queued event waits up \
+             to one"
+        )),
+    }
 }
 
 /// The most instances one host keeps alive by default: about 1 GB of them.
@@ -171,11 +193,26 @@ pub fn serve(arguments: ServeArguments) -> u8 {
             reply_clients.reply(origin.client, &format!("{reply}\n"));
         });
     fleet.set_pinned_inputs(served.pinned.clone());
+    // Instances recorded under texts that changed since go on with them (pinned), each
+    // version compiled as the file is, unless --force moves them to the file.
+    let file = arguments.file.clone();
+    let pins = served.pinned.clone();
+    let (version_limit, version_narrowing) = (limit.clone(), narrowing.clone());
+    fleet = fleet.with_pinned_versions(move |texts| {
+        let operator = HostOperator {
+            limit: &version_limit,
+            narrowing: &version_narrowing,
+        };
+        crate::runtime::runs::served::pinned_version(&file, texts, &operator, &pins)
+            .map_err(|refusal| refusal.text)
+    });
     // On a shared store other hosts serve the same protocol: the runs of one that dies are
     // taken over as its lease runs out (or its lock is freed, on this machine), looked for
     // twice a lease.
     if let StoreChoice::Postgres(_) = &arguments.state.store {
-        fleet = fleet.with_takeover(arguments.state.lease / 2, arguments.timers, arguments.force);
+        fleet = fleet
+            .with_takeover(arguments.state.lease / 2, arguments.timers, arguments.force)
+            .with_inboxes(arguments.inbox_poll);
     }
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");

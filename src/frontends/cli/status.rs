@@ -65,8 +65,7 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
     let snapshot = store.latest_snapshot(run_id).map_err(io)?;
     let journal = store.journal_tail(run_id, 5).map_err(io)?;
     let summary: &RunSummary = &record.summary;
-    let names =
-        TransitionNames::of_recorded(&summary.protocol_path, record.protocol_text.as_deref());
+    let names = TransitionNames::of_recorded(store, &record);
     let snapshot_json = snapshot.as_ref().map(|stored| {
         serde_json::json!({
             "step": stored.sequence,
@@ -104,6 +103,7 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
         // What started it (`run`, `serve`, `mcp`); null for a run recorded before origins were.
         "origin": summary.origin.map(crate::store::RunOrigin::as_str),
         "forked_from": summary.forked_from,
+        "redrives": summary.redrives,
         "inputs": record.inputs,
         "grants": record.grants,
         "state": snapshot_json,
@@ -135,6 +135,10 @@ fn print_human(description: &serde_json::Value) {
             origin["run"].as_str().unwrap_or_default(),
             origin["step"]
         );
+    }
+    if let Some(redrives) = description["redrives"].as_u64().filter(|count| *count > 0) {
+        let plural = if redrives == 1 { "" } else { "s" };
+        println!("redriven  {redrives} time{plural}");
     }
     println!("inputs    {}", description["inputs"]);
     let mut narrowing = description["grants"].clone();
@@ -251,27 +255,30 @@ fn print_children(children: &serde_json::Value, above: &str) {
     }
 }
 
-/// What a step without an event was: the start, a resume, a child's step, or effects that
-/// ended after the run's final state.
-fn step_kind(entry: &crate::store::JournalEntry) -> Option<&'static str> {
+/// What a step without an event was: the start, a resume, a redrive (and the step it went
+/// back to), a child's step, or effects that ended after the run's final state.
+fn step_kind(entry: &crate::store::JournalEntry) -> Option<String> {
     if entry.event.is_some() {
         return None;
     }
-    let has = |key: &str| {
+    let find = |key: &str| {
         entry
             .actions
             .as_array()
-            .is_some_and(|actions| actions.iter().any(|action| action.get(key).is_some()))
+            .and_then(|actions| actions.iter().find_map(|action| action.get(key)))
     };
+    let has = |key: &str| find(key).is_some();
     Some(if entry.sequence == 0 {
-        "(start)"
+        "(start)".to_string()
     } else if has("resumed") {
-        "(resumed)"
+        "(resumed)".to_string()
+    } else if let Some(redrive) = find("redrive") {
+        format!("(redrive from step {})", redrive["from_step"])
     } else if has("child") {
-        "(child step)"
+        "(child step)".to_string()
     } else if has("effect_outcome") {
-        "(effects ended)"
+        "(effects ended)".to_string()
     } else {
-        "(no event)"
+        "(no event)".to_string()
     })
 }

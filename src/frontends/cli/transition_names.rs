@@ -8,13 +8,14 @@ pub struct TransitionNames {
 }
 
 impl TransitionNames {
-    /// The names of the transitions of the protocol recorded at `path` with `text`; none when the
-    /// text no longer compiles (a library it reads changed or went), so pointers show instead.
-    pub fn of_recorded(path: &str, text: Option<&str>) -> TransitionNames {
-        let machine = text.and_then(|text| {
-            let loaded = crate::pipeline::load::load_text(path, text.to_string()).ok()?;
-            crate::pipeline::compile::compile(&loaded).ok()
-        });
+    /// The names of the transitions of the protocol `record`'s run was recorded with, read in
+    /// the texts kept with it (`resume::recorded_machine`); none when they are not kept or no
+    /// longer compile (a library it reads, not kept, changed or went), so pointers show instead.
+    pub fn of_recorded(
+        store: &dyn crate::store::Store,
+        record: &crate::store::RunRecord,
+    ) -> TransitionNames {
+        let machine = crate::runtime::runs::resume::recorded_machine(store, record);
         let by_pointer = machine
             .map(|machine| {
                 machine

@@ -1,5 +1,6 @@
 //! Loading: file → YAML value with positions → schema validation → typed model.
 
+pub mod pinned;
 pub mod schema;
 mod schema_branch;
 mod schema_check;
@@ -81,7 +82,9 @@ pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
 /// protocol's choice and `read` does not govern it, so it may name any `.yaml` on the machine
 /// (`secrets.yaml`): one of another kind is refused with a reason that quotes none of its lines.
 pub fn read_own_file(path: &Path, keys: &[&str]) -> Result<String, OwnFileError> {
-    let text = read_text(path).map_err(|error| match error {
+    // A resumed run reads the text it started with (`pinned`), not the file as it is now.
+    let text = pinned::text_of(path).map_or_else(|| read_text(path), Ok);
+    let text = text.map_err(|error| match error {
         // Its diagnostic shows the line before the bad byte.
         LoadError::Invalid(_) => OwnFileError::NotOfKind("it is not UTF-8 text".to_string()),
         other => OwnFileError::Unloadable(other),

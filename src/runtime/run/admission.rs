@@ -22,6 +22,9 @@ pub enum EventOutcome {
     Discarded,
     /// Not admitted: undeclared, data off its schema, an engine name, or a limit.
     Refused,
+    /// Stored in the inbox of a run another host holds, which applies it: its own outcome
+    /// follows once that host has committed the step that applied it.
+    Queued,
 }
 
 impl EventOutcome {
@@ -31,6 +34,7 @@ impl EventOutcome {
             EventOutcome::Deferred => "deferred",
             EventOutcome::Discarded => "discarded",
             EventOutcome::Refused => "refused",
+            EventOutcome::Queued => "queued",
         }
     }
 }

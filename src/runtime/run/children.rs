@@ -157,6 +157,25 @@ impl DriverHost<'_> {
         request: crate::pipeline::actions::InvokeRequest,
         resumed: Option<(crate::base::snapshot::ChildSnapshot, TimerPolicy)>,
     ) {
+        self.spawn_child_numbered(request, resumed, 0);
+    }
+
+    /// Starts a child again from its beginning for a redrive: its effects numbered from
+    /// `first_invocation` (the failed child's count), so that their idempotency keys are new.
+    pub(super) fn spawn_child_again(
+        &mut self,
+        request: crate::pipeline::actions::InvokeRequest,
+        first_invocation: u64,
+    ) {
+        self.spawn_child_numbered(request, None, first_invocation);
+    }
+
+    fn spawn_child_numbered(
+        &mut self,
+        request: crate::pipeline::actions::InvokeRequest,
+        resumed: Option<(crate::base::snapshot::ChildSnapshot, TimerPolicy)>,
+        first_invocation: u64,
+    ) {
         let tree = self.state.tree();
         let slot = match tree.take(self.max_children) {
             Ok(slot) => slot,
@@ -225,6 +244,7 @@ impl DriverHost<'_> {
                 .state
                 .run_id()
                 .map(|run| Arc::from(format!("{run}/{id}"))),
+            first_invocation,
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
@@ -249,6 +269,7 @@ impl DriverHost<'_> {
                     sequence: child.sequence,
                     committed_unix_milliseconds: child.committed_unix_milliseconds,
                     timers: *timers,
+                    children_again: Vec::new(),
                 })),
             };
             let resume = match resume {

@@ -285,6 +285,8 @@ pub(super) struct ChildLink {
     pub(super) tree: Arc<super::tree::TreeChildren>,
     /// The child's run id (`<run>/<path>`), when its parent's is known.
     pub(super) run_id: Option<Arc<str>>,
+    /// Where its effects' invocations are numbered from (a child a redrive starts again).
+    pub(super) first_invocation: u64,
 }
 
 /// SIGINT and SIGTERM, as one stream; `None` when they cannot be watched.
@@ -336,6 +338,7 @@ pub(super) async fn drive_async(
     if let Some(link) = &hosting.child {
         state.extras_mut().tree = Some(link.tree.clone());
         state.extras_mut().run_id = link.run_id.clone();
+        state.running.continue_from(link.first_invocation);
     }
     if let Some(run) = hosting
         .checkpoint

@@ -21,6 +21,10 @@ pub(crate) struct RunningMap {
     pub request: MapRequest,
     /// The next item to start.
     pub next: usize,
+    /// Items to run again before `next`, in order: those a redrive found failed, cancelled or
+    /// never started (`map_resume::rerun_failed_items`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub again: Vec<usize>,
     /// The items running: their index and their effect's invocation.
     pub running: Vec<(usize, u64)>,
     /// Each item's outcome once it ended, in item order.
@@ -136,6 +140,7 @@ impl DriverHost<'_> {
             invocation,
             request,
             next: 0,
+            again: Vec::new(),
             running: Vec::new(),
             outcomes: vec![None; items],
             bytes: 0,
@@ -167,9 +172,14 @@ impl DriverHost<'_> {
             if map.failures() > map.request.tolerated_failures {
                 return self.fail_map(invocation, None);
             }
-            if map.running.len() < map.request.max_concurrency && map.next < map.request.len() {
-                let index = map.next;
-                map.next += 1;
+            let waiting = !map.again.is_empty() || map.next < map.request.len();
+            if map.running.len() < map.request.max_concurrency && waiting {
+                let index = if map.again.is_empty() {
+                    map.next += 1;
+                    map.next - 1
+                } else {
+                    map.again.remove(0)
+                };
                 let outcome = match self.start_item(invocation, index) {
                     Ok(item_invocation) => {
                         if let Some(map) = self.map(invocation) {
@@ -266,6 +276,7 @@ impl DriverHost<'_> {
             });
         }
         map.next = map.request.len();
+        map.again.clear();
         let children = map.request.children.clone();
         for (index, item_invocation) in running {
             self.cancel_item(item_invocation, children.get(index));

@@ -1,4 +1,4 @@
-//! Maps across the run's end and a resume: a map the final state leaves cannot report; a resumed run restores each map, resumes its interrupted items and lets it go on.
+//! Maps across the run's end, a resume and a redrive: a map the final state leaves cannot report; a resumed run restores each map, resumes its interrupted items and lets it go on; a redrive runs again the items that did not end well.
 
 use std::sync::Arc;
 
@@ -72,4 +72,40 @@ impl DriverHost<'_> {
             self.advance_map(invocation);
         }
     }
+}
+
+/// A map as a snapshot keeps it (`Snapshot::maps`), made ready for a redrive: every item that
+/// did not end `ok` and is not running (failed, timed out, cancelled, or never started) loses
+/// its outcome and runs again, in item order, before the map reports; the items that ended
+/// `ok` keep their outcomes and are not run again. Gives the map and the ids of those items.
+pub fn rerun_failed_items(
+    stored: &serde_json::Value,
+) -> Result<(serde_json::Value, Vec<String>), String> {
+    let mut map: RunningMap =
+        serde_json::from_value(stored.clone()).map_err(|error| error.to_string())?;
+    let again: Vec<usize> = (0..map.outcomes.len())
+        .filter(|index| {
+            let ok =
+                matches!(&map.outcomes[*index], Some(outcome) if outcome.status == ItemStatus::Ok);
+            !ok && !map.running.iter().any(|(running, _)| running == index)
+        })
+        .collect();
+    for index in &again {
+        map.outcomes[*index] = None;
+    }
+    // What the outcomes kept weigh, without those taken away.
+    map.bytes = map
+        .outcomes
+        .iter()
+        .flatten()
+        .map(|outcome| Value::from_json(&outcome.data).size_in_bytes())
+        .fold(0, usize::saturating_add);
+    map.next = map.request.len();
+    let ids = again
+        .iter()
+        .map(|index| map.request.item_id(*index).to_string())
+        .collect();
+    map.again = again;
+    let json = serde_json::to_value(&map).map_err(|error| error.to_string())?;
+    Ok((json, ids))
 }

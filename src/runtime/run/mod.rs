@@ -15,7 +15,7 @@ mod fan_out;
 mod host;
 pub mod input;
 mod map_children;
-mod map_resume;
+pub mod map_resume;
 pub mod running;
 pub mod session;
 pub mod stop;

@@ -342,28 +342,25 @@ impl<'a> Session<'a> {
             if self.host.resume_map_child(child, resume.timers) {
                 continue;
             }
-            let Some(invoke) = machine
-                .states
-                .iter()
-                .flat_map(|state| &state.invokes)
-                .find(|invoke| *invoke.id == *child.id)
-            else {
-                let time = self.host.now_text();
-                let fields = serde_json::json!({"id": child.id, "outcome": "unknown_on_resume"});
-                self.host.observer.record(&time, "invoke", fields);
+            let Some(request) = self.invoke_request(&child.id, &child.inputs) else {
                 continue;
-            };
-            let request = crate::pipeline::actions::InvokeRequest {
-                id: invoke.id.clone(),
-                machine: invoke.machine.clone(),
-                inputs: child.inputs.iter().map(Value::from_stored_json).collect(),
-                done: invoke.done,
-                failed: invoke.failed,
-                autoforward: invoke.autoforward,
-                takes_events: invoke.takes_events,
             };
             self.host
                 .spawn_child(request, Some((child.clone(), resume.timers)));
+        }
+        // A redrive's failed children start again from their beginning, while the state that
+        // invoked them is still active.
+        for child in &resume.children_again {
+            let invoking = machine
+                .states
+                .iter()
+                .find(|state| state.invokes.iter().any(|invoke| *invoke.id == *child.id));
+            if !invoking.is_some_and(|state| self.interpreter.is_active(&state.id)) {
+                continue;
+            }
+            if let Some(request) = self.invoke_request(&child.id, &child.inputs) {
+                self.host.spawn_child_again(request, child.first_invocation);
+            }
         }
         self.host.restart_map_children();
         let time = self.host.now_text();
@@ -384,6 +381,36 @@ impl<'a> Session<'a> {
                 .insert(0, serde_json::json!({"resumed": resume.sequence}));
         }
         self.commit(None)
+    }
+
+    /// The invoke `id` of the protocol, to start with `inputs` (stored, in the child's
+    /// declaration order); `None`, recorded, when the protocol has no such invoke.
+    fn invoke_request(
+        &mut self,
+        id: &str,
+        inputs: &[serde_json::Value],
+    ) -> Option<crate::pipeline::actions::InvokeRequest> {
+        let machine = self.interpreter.machine().clone();
+        let Some(invoke) = machine
+            .states
+            .iter()
+            .flat_map(|state| &state.invokes)
+            .find(|invoke| *invoke.id == *id)
+        else {
+            let time = self.host.now_text();
+            let fields = serde_json::json!({"id": id, "outcome": "unknown_on_resume"});
+            self.host.observer.record(&time, "invoke", fields);
+            return None;
+        };
+        Some(crate::pipeline::actions::InvokeRequest {
+            id: invoke.id.clone(),
+            machine: invoke.machine.clone(),
+            inputs: inputs.iter().map(Value::from_stored_json).collect(),
+            done: invoke.done,
+            failed: invoke.failed,
+            autoforward: invoke.autoforward,
+            takes_events: invoke.takes_events,
+        })
     }
 
     /// Enters the initial configuration.

@@ -70,6 +70,11 @@ pub enum ClaimError {
     )]
     Child { run: String, parent: String },
     #[error(
+        "run `{run}` has finished: nobody drives it any more (`protocol-run fork` starts a new \
+         run from one of its steps)"
+    )]
+    Finished { run: String },
+    #[error(
         "another host (pid {pid}) serves the state directory {}: stop it first, or give this one \
          another --state-dir",
         directory.display()
@@ -90,7 +95,7 @@ impl ClaimError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ClaimError::Held { .. } | ClaimError::HostHeld { .. } => HELD_EXIT_CODE,
-            ClaimError::Child { .. } => crate::base::exit_code::USAGE,
+            ClaimError::Child { .. } | ClaimError::Finished { .. } => crate::base::exit_code::USAGE,
             ClaimError::Lock { .. } | ClaimError::Store(_) => FAILED_EXIT_CODE,
         }
     }
@@ -129,6 +134,28 @@ impl HolderLock {
         run: &str,
         process: &str,
     ) -> Result<HolderLock, ClaimError> {
+        let lock = HolderLock::run_lock(state_dir, run, process)?;
+        lock.claim_one(store, run)?;
+        Ok(lock)
+    }
+
+    /// Claims one run for a redrive: as `run` does, except that a finished run, which no claim
+    /// takes, is left to the redrive's reopening (`Store::reopen_run`) to claim in the store,
+    /// this process holding its lock meanwhile.
+    pub fn run_to_reopen(
+        store: &mut dyn Store,
+        state_dir: &Path,
+        run: &str,
+    ) -> Result<HolderLock, ClaimError> {
+        let lock = HolderLock::run_lock(state_dir, run, "redrive")?;
+        match lock.claim_one(store, run) {
+            Ok(()) | Err(ClaimError::Finished { .. }) => Ok(lock),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The run's own lock file, taken: the run is this process's to claim in the store.
+    fn run_lock(state_dir: &Path, run: &str, process: &str) -> Result<HolderLock, ClaimError> {
         let path = crate::runtime::telemetry::runs_directory(state_dir)
             .join(run)
             .join(RUN_LOCK);
@@ -146,7 +173,6 @@ impl HolderLock {
                 });
             }
         };
-        lock.claim_one(store, run)?;
         Ok(lock)
     }
 
@@ -259,6 +285,7 @@ pub fn claim(
                 run: run.clone(),
                 parent,
             }),
+            Some(Unclaimed::Finished) => Err(ClaimError::Finished { run: run.clone() }),
         })
         .collect())
 }

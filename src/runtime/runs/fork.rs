@@ -1,7 +1,7 @@
 //! Forking a run: a new run that starts from the state after a journaled step of another (its context changed where asked), recorded as forked from it, then driven as a resumed run, so that effects from there on run again.
 
 use crate::base::exit_code;
-use crate::runtime::runs::start::Refusal;
+use crate::runtime::runs::start::{Refusal, recorded_root};
 use crate::store::{ForkedFrom, JournalEntry, NewRun, RunOrigin, Store};
 
 /// What to fork: `source`'s state after `step`, as the new run `run_id`, with each
@@ -21,25 +21,7 @@ pub struct Fork<'a> {
 /// yet forked), and a context variable the state does not have.
 pub fn record(store: &mut dyn Store, fork: &Fork) -> Result<(), Refusal> {
     let failed = |error: crate::store::StoreError| Refusal::error(error, exit_code::IO);
-    let Some(record) = store.run(fork.source).map_err(failed)? else {
-        return Err(Refusal::error(
-            format!(
-                "no run `{}` in {}; `protocol-run runs` lists them",
-                fork.source,
-                store.location()
-            ),
-            exit_code::NO_INPUT_FILE,
-        ));
-    };
-    if let Some(parent) = &record.summary.parent {
-        return Err(Refusal::error(
-            format!(
-                "run `{}` is a child protocol of run `{parent}`: fork `{parent}`",
-                fork.source
-            ),
-            exit_code::USAGE,
-        ));
-    }
+    let record = recorded_root(store, fork.source, "fork")?;
     let Some(stored) = store.snapshot_at(fork.source, fork.step).map_err(failed)? else {
         return Err(Refusal::error(
             format!(
@@ -121,6 +103,8 @@ pub fn record(store: &mut dyn Store, fork: &Fork) -> Result<(), Refusal> {
             protocol_path: record.summary.protocol_path,
             protocol_hash: record.summary.protocol_hash,
             protocol_text: record.protocol_text,
+            // Its source's, kept already under the hashes it records.
+            read_texts: Vec::new(),
             inputs: record.inputs,
             started_unix_milliseconds: fork.unix_milliseconds,
             grants: record.grants,

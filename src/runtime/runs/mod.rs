@@ -12,6 +12,8 @@ pub mod fork;
 pub mod grants;
 pub mod lease;
 pub mod live_runs;
+pub mod redrive;
+pub mod replay;
 pub mod resume;
 pub mod retention;
 pub mod served;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::exit_code;
 use super::fleet::Recording;
 use super::grants::PinnedInputs;
+use super::resume::PinnedTexts;
 use super::start::{Refusal, canonical};
 use crate::base::diagnostic::render_all;
 use crate::base::model::Permissions;
@@ -43,6 +44,33 @@ pub fn serve(
 ) -> Result<Served, Refusal> {
     let text = crate::pipeline::load::read_text(file)
         .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
+    serve_text(file, text, operator, pin)
+}
+
+/// A version of `file` its instances started with (`texts`, pinned), compiled as `serve`
+/// compiles the file itself, the host's pinned inputs (`pinned`) taken as far as it has them:
+/// the machine a host resumes those instances with after the file changed.
+pub fn pinned_version(
+    file: &Path,
+    texts: &PinnedTexts,
+    operator: &HostOperator,
+    pinned: &PinnedInputs,
+) -> Result<Arc<Machine>, Refusal> {
+    super::resume::reading_pinned(Some(texts.others.clone()), || {
+        serve_text(file, texts.protocol.clone(), operator, &mut |machine| {
+            Ok(pinned.taken_by(machine))
+        })
+    })
+    .map(|served| served.machine)
+}
+
+/// `serve` of the file's text, `text`.
+fn serve_text(
+    file: &Path,
+    text: String,
+    operator: &HostOperator,
+    pin: &mut dyn FnMut(&Machine) -> Result<PinnedInputs, Refusal>,
+) -> Result<Served, Refusal> {
     let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text.clone())
         .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
     let machine =
@@ -88,6 +116,7 @@ impl Served {
             protocol_path: self.path.clone(),
             protocol_hash: crate::store::read_files::recorded_hash(&self.machine),
             protocol_text: self.text.clone(),
+            read_texts: crate::store::read_files::read_texts(&self.machine),
             grants,
             origin,
             holder,

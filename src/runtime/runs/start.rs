@@ -1,5 +1,6 @@
 //! Starting and resuming a run in this process: the protocol loaded and compiled within the operator's limit, its inputs bound, its grants resolved, the run claimed, then recorded or restored; each refusal says what to print and its exit code.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use crate::pipeline::compile::machine::Machine;
 use crate::pipeline::load::Loaded;
 use crate::runtime::lifecycle::{LifecycleEvent, RunLifecycle};
 use crate::runtime::run::Interpreter;
-use crate::store::{NewRun, RunOrigin, RunRecord, RunStatus, Store, Write};
+use crate::store::{NewRun, RunOrigin, RunRecord, Store, Write};
 
 /// Why a run cannot start or resume: the text to print on stderr, and the exit code.
 #[derive(Debug)]
@@ -55,6 +56,28 @@ impl Refusal {
         eprint!("{}", self.text);
         self.exit_code
     }
+}
+
+/// The run `run` as recorded, for a command (`verb`: `fork`, `redrive`) that takes only a
+/// run started on its own: refused, saying why, when the store has no such run or it is a
+/// child protocol's (the command is given its root instead).
+pub fn recorded_root(store: &dyn Store, run: &str, verb: &str) -> Result<RunRecord, Refusal> {
+    let Some(record) = store.run(run).map_err(store_refusal)? else {
+        return Err(Refusal::error(
+            format!(
+                "no run `{run}` in {}; `protocol-run runs` lists them",
+                store.location()
+            ),
+            exit_code::NO_INPUT_FILE,
+        ));
+    };
+    if let Some(parent) = &record.summary.parent {
+        return Err(Refusal::error(
+            format!("run `{run}` is a child protocol of run `{parent}`: {verb} `{parent}`"),
+            exit_code::USAGE,
+        ));
+    }
+    Ok(record)
 }
 
 fn store_refusal(error: crate::store::StoreError) -> Refusal {
@@ -119,6 +142,7 @@ pub fn new_run(
             protocol_path: canonical(file),
             protocol_hash: crate::store::read_files::recorded_hash(&machine),
             protocol_text: Some(text),
+            read_texts: crate::store::read_files::read_texts(&machine),
             inputs: machine.recorded_inputs(&inputs),
             started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
             grants: place.operator.recorded(&machine.capabilities),
@@ -146,6 +170,10 @@ pub struct Resumption<'a> {
     /// Binds the run's recorded inputs with its secret inputs supplied again, and gives those
     /// secrets (by name) for the snapshot's masked values.
     pub resupply: &'a mut dyn FnMut(&Machine, &RunRecord) -> Result<Resupplied, Refusal>,
+    /// A redrive (`redrive::record`), recorded once the run is claimed and before it is
+    /// restored, then told to this (what the front end says of it): a run that failed is taken,
+    /// not refused as finished.
+    pub redrive: Option<&'a mut dyn FnMut(&super::redrive::Redriven)>,
 }
 
 /// A resumed run's inputs: the recorded ones bound again, and the secrets supplied again (by
@@ -176,62 +204,58 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
             };
             return Err(Refusal::error(&error, error.exit_code()));
         }
+        // A finished run is not resumed: said before its claim, which would refuse it without
+        // saying what to do instead.
+        Some(record) if resumption.redrive.is_none() => {
+            if let Some(refusal) = super::redrive::not_resumed(run_id, &record.summary) {
+                return Err(refusal);
+            }
+        }
         Some(_) => {}
     }
-    let lock = claim(place.store, place.state_path, run_id, "resume")?;
+    let lock = match resumption.redrive {
+        // A failed run is claimed by the redrive's reopening.
+        Some(_) => HolderLock::run_to_reopen(place.store, place.state_path, run_id)
+            .map_err(|error| Refusal::error(&error, error.exit_code()))?,
+        None => claim(place.store, place.state_path, run_id, "resume")?,
+    };
     // Read again under the lock: a process that held it may have finished the run meanwhile.
     let Some(record) = place.store.run(run_id).map_err(store_refusal)? else {
         return Err(missing());
     };
     let summary = &record.summary;
-    if summary.status == RunStatus::Finished {
-        return Err(Refusal::error(
-            format!("run `{run_id}` has finished; there is nothing to resume"),
-            exit_code::USAGE,
-        ));
+    // A redrive takes a failed run (`redrive::record` says which it refuses).
+    if resumption.redrive.is_none()
+        && let Some(refusal) = super::redrive::not_resumed(run_id, summary)
+    {
+        return Err(refusal);
     }
     let file = PathBuf::from(&summary.protocol_path);
-    let text = crate::pipeline::load::read_text(&file)
-        .map_err(|error| Refusal::rendered(&error, exit_code::of_load_error(&error)))?;
-    // The protocol, and each library and child protocol its load read.
-    let unchanged = super::resume::unchanged(
-        &summary.protocol_path,
-        &text,
-        &summary.protocol_hash,
-        || format!("run `{run_id}`"),
-    );
-    // A changed file: the run goes on with the text it started with (pinned), or with the
-    // file's (`--upgrade`, once `--force`) as long as its states and variables still exist.
-    let text = match unchanged {
-        Err(changed) if !resumption.force => match super::resume::pinned_text(&record) {
-            Some(pinned) => {
-                eprintln!(
-                    "run `{run_id}`: {} changed since the run started; it goes on with the text \
-                     it started with (--upgrade moves it to the file's)",
-                    changed.changed.path
-                );
-                pinned.to_string()
-            }
-            None => {
-                return Err(Refusal::error(
-                    changed.message(
-                        "Its libraries and child protocols are not kept with it yet: restore \
-                         the file, or pass --upgrade to move the run to it as long as every \
-                         state and variable it recorded still exists",
-                    ),
-                    exit_code::INVALID,
-                ));
-            }
-        },
-        _ => text,
-    };
-    let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text)
-        .map_err(|diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID))?;
-    advance(place.lifecycle, LifecycleEvent::Loaded)?;
-    let limit = place.operator.limit(record.grants.as_ref())?;
-    let machine = compile(&loaded, &limit)?;
-    let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
-    let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, place.operator)?;
+    let (text, pinned) = texts_to_run(&*place.store, &record, resumption.force)?;
+    let lifecycle = &mut *place.lifecycle;
+    let operator = place.operator;
+    // Every file its load reads (again when grants are resolved) is read pinned.
+    let (machine, inputs, secrets, grants) = super::resume::reading_pinned(pinned, || {
+        let loaded = crate::pipeline::load::load_text(&file.display().to_string(), text).map_err(
+            |diagnostics| Refusal::rendered(render_all(&diagnostics), exit_code::INVALID),
+        )?;
+        advance(lifecycle, LifecycleEvent::Loaded)?;
+        let limit = operator.limit(record.grants.as_ref())?;
+        let machine = compile(&loaded, &limit)?;
+        let Resupplied { inputs, secrets } = (resumption.resupply)(&machine, &record)?;
+        let (machine, grants) = resolve_grants(&loaded, &limit, machine, &inputs, operator)?;
+        Ok::<_, Refusal>((machine, inputs, secrets, grants))
+    })?;
+    // Recorded once the protocol is known to load, compile and take the run's inputs.
+    if let Some(tell) = resumption.redrive {
+        let redrive = super::redrive::Redrive {
+            run: run_id,
+            holder: lock.holder(),
+            secrets: &secrets,
+            unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
+        };
+        tell(&super::redrive::record(place.store, &redrive)?);
+    }
     place
         .store
         .mark_running(run_id, crate::base::clock::unix_milliseconds_now())
@@ -261,6 +285,68 @@ pub fn restored_run(place: Place, resumption: Resumption) -> Result<Prepared, Re
         lock,
         grants,
     })
+}
+
+/// The protocol text a resumed run loads, and the texts of the other files it reads in place
+/// of theirs (`None`: from disk). A changed file (the protocol, a library, a child protocol):
+/// the texts it started with (pinned), said on stderr, or the files (`upgrade`, once `force`)
+/// as long as its states and variables still exist. Its protocol's file gone: the texts it
+/// started with, as there is no file to move it to.
+fn texts_to_run(
+    store: &dyn Store,
+    record: &RunRecord,
+    upgrade: bool,
+) -> Result<(String, Option<HashMap<PathBuf, String>>), Refusal> {
+    let summary = &record.summary;
+    let run_id = &summary.id;
+    let said = |path: &str, how: &str| {
+        eprintln!(
+            "run `{run_id}`: {path} {how} since the run started; it goes on with the text it \
+             started with (--upgrade moves it to the file's)"
+        );
+    };
+    let text = match crate::pipeline::load::read_text(Path::new(&summary.protocol_path)) {
+        Ok(text) => text,
+        Err(error) => {
+            let gone = matches!(error, crate::pipeline::load::LoadError::NotFound { .. });
+            let pinned = if gone && !upgrade {
+                super::resume::pinned_texts(store, record).map_err(store_refusal)?
+            } else {
+                None
+            };
+            return match pinned {
+                Some(texts) => {
+                    said(&summary.protocol_path, "is gone");
+                    Ok((texts.protocol, Some(texts.others)))
+                }
+                None => Err(Refusal::rendered(&error, exit_code::of_load_error(&error))),
+            };
+        }
+    };
+    let version = super::resume::version(
+        store,
+        record,
+        &summary.protocol_path,
+        &text,
+        upgrade,
+        || format!("run `{run_id}`"),
+    )
+    .map_err(store_refusal)?;
+    match version {
+        super::resume::Version::Current => Ok((text, None)),
+        super::resume::Version::Pinned(changed, texts) => {
+            said(&changed.changed.path, "changed");
+            Ok((texts.protocol, Some(texts.others)))
+        }
+        super::resume::Version::NotKept(changed) => Err(Refusal::error(
+            changed.message(
+                "The texts it started with are not all kept (it was recorded before libraries \
+                 and child protocols were): restore the file, or pass --upgrade to move the run \
+                 to it as long as every state and variable it recorded still exists",
+            ),
+            exit_code::INVALID,
+        )),
+    }
 }
 
 fn compile(loaded: &Loaded, limit: &Capabilities) -> Result<Arc<Machine>, Refusal> {

@@ -1,6 +1,7 @@
 //! What every store writes and reads the same way, whatever its database: rows encoded as JSON text (secrets masked), a run's summary and journal entries decoded, errors that name the database.
 
 pub(super) mod children;
+pub(super) mod inbox;
 pub(super) mod states;
 pub(super) mod steps;
 
@@ -19,7 +20,12 @@ pub(super) const RUN_COLUMNS: &str = "id, protocol_path, protocol_hash, status, 
      COALESCE((SELECT step FROM journal WHERE journal.run_id = runs.id ORDER BY step DESC \
      LIMIT 1), last_step), COALESCE((SELECT recorded_at FROM journal WHERE journal.run_id = \
      runs.id ORDER BY step DESC LIMIT 1), last_step_at), final_state, exit_code, output, \
-     finished_at, origin, holder, parent, forked_from";
+     finished_at, origin, holder, parent, forked_from, redrives";
+
+/// A run's protocol text, in the SQL both stores read: kept once by its hash (a run recorded
+/// since texts were kept apart), or in its own row (one recorded before).
+pub(super) const PROTOCOL_TEXT: &str = "COALESCE(protocol_text, (SELECT text FROM \
+     protocol_texts WHERE protocol_texts.hash = runs.protocol_text_hash))";
 
 pub(super) const JOURNAL_COLUMNS: &str =
     "step, event_name, event_data, transitions, actions, recorded_at, children";
@@ -164,6 +170,7 @@ impl Codec {
             holder,
             parent: raw.parent,
             forked_from,
+            redrives: raw.redrives.max(0) as u64,
         })
     }
 
@@ -201,6 +208,21 @@ impl Codec {
         }
     }
 
+    /// Why a redrive did not reopen `run` (`Store::reopen_run`): there is no such run, or it
+    /// has not finished and the store has not claimed it.
+    pub(super) fn not_reopened(&self, exists: bool, run: &str, operation: &str) -> StoreError {
+        let database = self.location();
+        let run = run.to_string();
+        if !exists {
+            return StoreError::UnknownRun { database, run };
+        }
+        StoreError::Database {
+            database,
+            operation: operation.to_string(),
+            source: "it has not finished, and this store has not claimed it".into(),
+        }
+    }
+
     /// The refusal of a write to `run` by a store that holds it with fencing token `held`, when
     /// the run's row says `current`: another holder claimed it since (`None`: no such run, which
     /// other checks refuse).
@@ -227,13 +249,18 @@ impl Codec {
     pub(super) fn claim(
         &self,
         run: &str,
-        recorded: Option<(Option<String>, Option<String>)>,
+        recorded: Option<(Option<String>, Option<String>, String)>,
         holder: &Holder,
         holds: &mut dyn FnMut(&Holder) -> bool,
     ) -> Result<Option<Unclaimed>, StoreError> {
-        let (other, parent) = recorded.unwrap_or_default();
+        let (other, parent, status) = recorded.unwrap_or_default();
         if let Some(parent) = parent {
             return Ok(Some(Unclaimed::Child { parent }));
+        }
+        // A run that finished since the claimant read it unfinished (a host looking for runs to
+        // take over): nobody drives it any more.
+        if status == RunStatus::Finished.as_str() {
+            return Ok(Some(Unclaimed::Finished));
         }
         let other = match other {
             Some(text) => Some(self.decode::<Holder>(run, "holder", &text)?),
@@ -298,6 +325,7 @@ pub(super) struct RawRun {
     pub(super) holder: Option<String>,
     pub(super) parent: Option<String>,
     pub(super) forked_from: Option<String>,
+    pub(super) redrives: i64,
 }
 
 /// A `journal` row as stored.

@@ -1,8 +1,10 @@
 //! The shared store: runs, their journal and their states in a PostgreSQL database, so that several hosts drive runs of one fleet.
 
+mod inbox;
 mod reads;
 mod schema;
 mod session;
+mod texts;
 mod writes;
 
 use std::cell::RefCell;
@@ -21,6 +23,10 @@ use super::{
 use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
 use session::Session;
+
+/// The longest a claim or an event's queueing waits for a row lock (`write_waiting_briefly`)
+/// in a process that holds no lease; one that does waits as long as its lease lasts.
+const LOCK_WAIT_MILLISECONDS: i64 = 1_000;
 
 /// How long connecting waits for the server when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,7 +53,21 @@ pub struct PostgresStore {
     /// The lease this store's writes are made under (`Store::renew_lease`), once it took one:
     /// each write transaction checks it has not run out.
     lease: Option<String>,
+    /// Whom the connection's thread wakes when a notification names them (`wake_on_inbox`).
+    wakeups: Wakeups,
+    /// How long a claim or a queued event waits for a row another transaction locked: the
+    /// lease's length once this store took one (by then the server has ended the transaction
+    /// of a paused host, which had been idle for as long), a second before.
+    lock_wait_milliseconds: i64,
 }
+
+/// The lease a host listens for on `INBOX_CHANNEL`, and what its notifications wake.
+type Wakeups =
+    std::sync::Arc<std::sync::Mutex<Option<(String, std::sync::Arc<tokio::sync::Notify>)>>>;
+
+/// The channel on which a host is told that its runs' inboxes, or the outcomes of events it
+/// queued, changed: the payload names the host's lease.
+pub(super) const INBOX_CHANNEL: &str = "protocol_run_inbox";
 
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user@host:port/database`, or the
@@ -61,11 +81,13 @@ impl PostgresStore {
         let codec = Codec {
             database: location(&config),
         };
-        let client = start_connection(config).map_err(|source| StoreError::Database {
-            database: codec.location(),
-            operation: "connect".to_string(),
-            source: session::explained(&*source).into(),
-        })?;
+        let wakeups = Wakeups::default();
+        let client =
+            start_connection(config, wakeups.clone()).map_err(|source| StoreError::Database {
+                database: codec.location(),
+                operation: "connect".to_string(),
+                source: session::explained(&*source).into(),
+            })?;
         let mut store = PostgresStore {
             client,
             codec,
@@ -73,6 +95,8 @@ impl PostgresStore {
             written: HashMap::default(),
             fences: HashMap::default(),
             lease: None,
+            wakeups,
+            lock_wait_milliseconds: LOCK_WAIT_MILLISECONDS,
         };
         store.migrate()?;
         Ok(store)
@@ -88,8 +112,45 @@ impl PostgresStore {
     }
 
     /// Runs `body` in one transaction, committed if it succeeds; on an error the transaction
-    /// is dropped, which rolls back whatever `body` wrote.
+    /// is dropped, which rolls back whatever `body` wrote. Under a lease, a connection the
+    /// server closed is a lost lease: the server ends a session left in a transaction longer
+    /// than the lease (a paused host: `renew_lease`), and a host cut off from its database
+    /// cannot tell whether its runs are still its own.
     fn write<T>(
+        &mut self,
+        operation: &str,
+        body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let result = self.transaction(operation, body);
+        match (&self.lease, result) {
+            (Some(host), Err(_)) if self.client.is_closed() => Err(StoreError::LeaseLost {
+                database: self.codec.location(),
+                host: host.clone(),
+            }),
+            (_, result) => result,
+        }
+    }
+
+    /// `write`, waiting at most `lock_wait_milliseconds` for a row another host's transaction
+    /// has locked: a host claiming runs, or queueing an event, is never held up for long by a
+    /// paused one.
+    fn write_waiting_briefly<T>(
+        &mut self,
+        operation: &str,
+        body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let wait = self.lock_wait_milliseconds;
+        self.write(operation, |session| {
+            session.execute(
+                &|| operation.to_string(),
+                &format!("SET LOCAL lock_timeout = {wait}"),
+                &[],
+            )?;
+            body(session)
+        })
+    }
+
+    fn transaction<T>(
         &mut self,
         operation: &str,
         body: impl FnOnce(&Session<'_, tokio_postgres::Transaction<'_>>) -> Result<T, StoreError>,
@@ -118,7 +179,10 @@ fn wait<F: std::future::Future>(future: F) -> F::Output {
 
 /// Connects on a thread of its own, which then drives the connection until the client is
 /// dropped; the client, or why it could not connect.
-fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super::Cause> {
+fn start_connection(
+    mut config: tokio_postgres::Config,
+    wakeups: Wakeups,
+) -> Result<Client, super::Cause> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -140,9 +204,7 @@ fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super:
                 match config.connect(NoTls).await {
                     Ok((client, connection)) => {
                         if sender.send(Ok(client)).is_ok() {
-                            // Ends with an error when the server goes away: the client's calls
-                            // then fail, each naming its operation.
-                            let _ = connection.await;
+                            drive(connection, &wakeups).await;
                         }
                     }
                     Err(error) => {
@@ -156,6 +218,26 @@ fn start_connection(mut config: tokio_postgres::Config) -> Result<Client, super:
         .recv()
         .map_err(|_| "the connection's thread ended without connecting".into())
         .and_then(|result| result)
+}
+
+/// Drives the connection until the client is dropped or the server goes away (the client's
+/// calls then fail, each naming its operation), waking the host a notification names.
+async fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>, wakeups: &Wakeups)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    while let Some(Ok(message)) =
+        std::future::poll_fn(|context| connection.poll_message(context)).await
+    {
+        if let tokio_postgres::AsyncMessage::Notification(notification) = message
+            && let Ok(listening) = wakeups.lock()
+            && let Some((lease, wake)) = listening.as_ref()
+            && notification.payload() == lease
+        {
+            wake.notify_one();
+        }
+    }
 }
 
 /// The database as messages name it: `postgres://user@host:port/database`, never its password.
@@ -297,9 +379,10 @@ impl Store for PostgresStore {
         holds: &mut dyn FnMut(&Holder) -> bool,
     ) -> Result<Vec<Option<Unclaimed>>, StoreError> {
         let encoded = self.codec.encode_holder(holder)?;
-        let (others, tokens) = self.write(&format!("claim {} run(s)", runs.len()), |session| {
-            session.claim_runs(runs, holder, &encoded, holds)
-        })?;
+        let (others, tokens) = self
+            .write_waiting_briefly(&format!("claim {} run(s)", runs.len()), |session| {
+                session.claim_runs(runs, holder, &encoded, holds)
+            })?;
         self.fences.extend(tokens);
         Ok(others)
     }
@@ -337,6 +420,64 @@ impl Store for PostgresStore {
         self.session().rebuild(run, Some(step))
     }
 
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.store_event(run, event, data, unix_milliseconds)
+    }
+
+    fn take_inbox(
+        &mut self,
+        holder: &Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<crate::store::TakenInbox, StoreError> {
+        self.take_entries(holder, protocol_path, limit)
+    }
+
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        let write = Write::ApplyInbox {
+            run: run.to_string(),
+            entry,
+            step,
+            outcome: outcome.clone(),
+            output: output.to_string(),
+        };
+        self.commit_batch(std::slice::from_ref(&write))
+    }
+
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
+        self.entry_states(entries)
+    }
+
+    fn wake_on_inbox(
+        &mut self,
+        host: &str,
+    ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
+        self.listen(host).map(Some)
+    }
+
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.session().kept_texts(hashes)
+    }
+
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
         let ttl = self.codec.integer("a lease's length", ttl_milliseconds)?;
         let renewed = self.session().renew_lease(host, ttl).and_then(|renewed| {
@@ -345,6 +486,17 @@ impl Store for PostgresStore {
                 host: host.to_string(),
             })
         });
+        // A session of this host left in a transaction for longer than the lease (the process
+        // was paused) is ended by the server, which frees the rows it locked for the hosts
+        // taking its runs over.
+        if self.lease.is_none() {
+            self.session().execute(
+                &|| "bound the time a transaction may stay open".to_string(),
+                &format!("SET idle_in_transaction_session_timeout = {ttl}"),
+                &[],
+            )?;
+            self.lock_wait_milliseconds = ttl.max(LOCK_WAIT_MILLISECONDS);
+        }
         // Lost or not, this store's writes are made under it from now on: after a loss, none.
         self.lease = Some(host.to_string());
         renewed

@@ -5,7 +5,9 @@ use tokio_postgres::{GenericClient, Row};
 use super::session::Session;
 use crate::base::snapshot::Snapshot;
 use crate::store::codec::children::child_in;
-use crate::store::codec::{JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun, SELECT_TELEMETRY};
+use crate::store::codec::{
+    JOURNAL_COLUMNS, PROTOCOL_TEXT, RUN_COLUMNS, RawEntry, RawRun, SELECT_TELEMETRY,
+};
 use crate::store::{JournalEntry, RunCursor, RunRecord, RunSummary, StoreError, StoredSnapshot};
 
 /// How deep children's rows are followed when a snapshot is read: a run tree is finite (a
@@ -33,6 +35,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             holder: text(12)?,
             parent: text(13)?,
             forked_from: text(14)?,
+            redrives: self.column(row, 15, &id)?,
             id: id.clone(),
         };
         self.codec.summary(raw)
@@ -72,17 +75,19 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     pub(super) fn run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
         let Some(row) = self.query_optional(
             &|| format!("read run `{run}`"),
-            &format!("SELECT {RUN_COLUMNS}, protocol_text, inputs, grants FROM runs WHERE id = $1"),
+            &format!(
+                "SELECT {RUN_COLUMNS}, {PROTOCOL_TEXT}, inputs, grants FROM runs WHERE id = $1"
+            ),
             &[&run],
         )?
         else {
             return Ok(None);
         };
-        let inputs: String = self.column(&row, 16, run)?;
-        let grants: Option<String> = self.column(&row, 17, run)?;
+        let inputs: String = self.column(&row, 17, run)?;
+        let grants: Option<String> = self.column(&row, 18, run)?;
         Ok(Some(RunRecord {
             summary: self.summary(&row)?,
-            protocol_text: self.column(&row, 15, run)?,
+            protocol_text: self.column(&row, 16, run)?,
             inputs: self.codec.decode(run, "inputs", &inputs)?,
             grants: grants
                 .map(|grants| self.codec.decode(run, "grants", &grants))

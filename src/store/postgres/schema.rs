@@ -69,7 +69,47 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
-    // SQLite's version 10: a run's telemetry, one row per commit that recorded some.
+    // SQLite's version 10: each run's inbox (`store::inbox`).
+    "
+    ALTER TABLE runs ADD COLUMN inbox_next BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE inbox (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        entry BIGINT NOT NULL,
+        event_name TEXT NOT NULL,
+        event_data TEXT NOT NULL,
+        queued_at BIGINT NOT NULL,
+        sender TEXT,
+        tries BIGINT NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'pending'
+            CHECK (status IN ('pending', 'applied', 'set_aside')),
+        step BIGINT,
+        outcome TEXT,
+        output TEXT,
+        PRIMARY KEY (run_id, entry)
+    );
+    CREATE INDEX inbox_waiting ON inbox (run_id, entry) WHERE status = 'pending';
+    CREATE UNIQUE INDEX inbox_steps ON inbox (run_id, step) WHERE step IS NOT NULL;
+",
+    // Who committed each step, and under which fencing token of its run: hosts of a fleet can
+    // be checked never to have both written under one token. (PostgreSQL only: on SQLite one
+    // machine's lock files tell the holder.)
+    "
+    ALTER TABLE journal ADD COLUMN fencing BIGINT;
+    ALTER TABLE journal ADD COLUMN writer TEXT;
+",
+    // SQLite's version 11: the texts runs started with, each kept once by its content hash.
+    "
+    CREATE TABLE protocol_texts (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN protocol_text_hash TEXT;
+",
+    // SQLite's version 12: how many times a run was redriven.
+    "
+    ALTER TABLE runs ADD COLUMN redrives BIGINT NOT NULL DEFAULT 0;
+",
+    // SQLite's version 13: a run's telemetry, one row per commit that recorded some.
     "
     CREATE TABLE telemetry (
         run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

@@ -53,6 +53,9 @@ impl PostgresStore {
             .iter()
             .map(|write| self.fences.get(planned_run(write)).copied())
             .collect();
+        let lease = self.lease.clone();
+        // The runs a redrive reopened, with the fencing tokens it took them under.
+        let mut reopened: Vec<(String, i64)> = Vec::new();
         let result = self.write(operation, |session| {
             // Every run the batch writes to, locked and read at once: the checks below are made
             // against what was read, which nobody else can change until the commit.
@@ -67,13 +70,19 @@ impl PostgresStore {
                 .collect();
             session.insert_runs(&created)?;
             let mut known = session.lock_runs(&runs)?;
-            let mut journal = JournalRows::default();
+            let mut journal = JournalRows {
+                writer: lease.clone(),
+                ..JournalRows::default()
+            };
             let mut steps = encoded.iter();
-            for (write, fence) in writes.iter().zip(&fences) {
+            // A redrive's reopening moves its run's token on for the batch's later writes.
+            let mut fences = fences.clone();
+            for (index, write) in writes.iter().enumerate() {
                 let run = planned_run(write);
+                let fence = fences[index];
                 if let Some(held) = fence {
                     let current = known.get(run).map(|row| row.fencing);
-                    session.codec.fenced(run, *held, current)?;
+                    session.codec.fenced(run, held, current)?;
                 }
                 match write {
                     Planned::Step(step) => {
@@ -92,11 +101,42 @@ impl PostgresStore {
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Stopped.as_str().into());
                     }
+                    Planned::Other(Write::ApplyInbox {
+                        run,
+                        entry,
+                        step,
+                        outcome,
+                        output,
+                    }) => {
+                        session.apply_entry(run, *entry, *step, outcome, output)?;
+                    }
                     Planned::Other(Write::FinishRun { run, finish }) => {
                         session.update_finish(run, finish)?;
                         known
                             .entry(run.clone())
                             .and_modify(|row| row.status = RunStatus::Finished.as_str().into());
+                    }
+                    Planned::Other(Write::Reopen {
+                        run,
+                        unix_milliseconds,
+                        holder,
+                    }) => {
+                        let token = session.update_reopen(
+                            run,
+                            *unix_milliseconds,
+                            holder,
+                            fence.is_some(),
+                        )?;
+                        reopened.push((run.clone(), token));
+                        for later in index + 1..writes.len() {
+                            if planned_run(&writes[later]) == run.as_str() {
+                                fences[later] = Some(token);
+                            }
+                        }
+                        known.entry(run.clone()).and_modify(|row| {
+                            row.status = RunStatus::Running.as_str().into();
+                            row.fencing = token;
+                        });
                     }
                     Planned::Other(Write::Telemetry { run, lines }) => {
                         session.execute(
@@ -120,6 +160,7 @@ impl PostgresStore {
                 &mut self.written,
                 &mut self.fences,
             );
+            self.fences.extend(reopened);
         }
         result
     }
@@ -153,7 +194,7 @@ struct NewRunColumns<'a> {
     id: Vec<&'a str>,
     path: Vec<&'a str>,
     hash: Vec<&'a str>,
-    text: Vec<Option<&'a str>>,
+    text_hash: Vec<Option<&'a str>>,
     inputs: Vec<String>,
     started: Vec<i64>,
     grants: Vec<Option<String>>,
@@ -175,6 +216,10 @@ struct JournalRows {
     children: Vec<Option<String>>,
     snapshot: Vec<Option<String>>,
     snapshot_delta: Vec<Option<String>>,
+    /// The run's fencing token each step was committed under.
+    fencing: Vec<i64>,
+    /// The lease of the host that committed them (`None` for a process that keeps none).
+    writer: Option<String>,
 }
 
 impl JournalRows {
@@ -184,7 +229,9 @@ impl JournalRows {
         encoded: &EncodedStep,
         snapshot: Option<String>,
         snapshot_delta: Option<String>,
+        fencing: i64,
     ) {
+        self.fencing.push(fencing);
         self.run.push(run.to_string());
         self.step.push(encoded.step);
         self.event_name.push(encoded.event_name.clone());
@@ -263,13 +310,14 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             return Ok(());
         }
         let codec = self.codec;
+        let text_hashes = self.keep_texts(runs)?;
         let mut columns = NewRunColumns::default();
-        for run in runs {
+        for (run, text_hash) in runs.iter().zip(&text_hashes) {
             let id = &run.id;
             columns.id.push(id.as_str());
             columns.path.push(run.protocol_path.as_str());
             columns.hash.push(run.protocol_hash.as_str());
-            columns.text.push(run.protocol_text.as_deref());
+            columns.text_hash.push(text_hash.as_deref());
             columns
                 .inputs
                 .push(codec.encode(id, "inputs", &run.inputs)?);
@@ -298,18 +346,19 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         }
         let inserted = self.query(
             &|| format!("create {} run(s)", runs.len()),
-            "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-             started_at, updated_at, grants, origin, holder, forked_from) SELECT new.id, \
-             new.path, new.hash, new.text, new.inputs, 'running', new.started, new.started, \
-             new.grants, new.origin, new.holder, new.forked_from FROM unnest($1::text[], \
-             $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], \
-             $8::text[], $9::text[], $10::text[]) AS new(id, path, hash, text, inputs, started, \
-             grants, origin, holder, forked_from) ON CONFLICT (id) DO NOTHING RETURNING id",
+            "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text_hash, inputs, \
+             status, started_at, updated_at, grants, origin, holder, forked_from) SELECT new.id, \
+             new.path, new.hash, new.text_hash, new.inputs, 'running', new.started, \
+             new.started, new.grants, new.origin, new.holder, new.forked_from FROM \
+             unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], \
+             $7::text[], $8::text[], $9::text[], $10::text[]) AS new(id, path, hash, text_hash, \
+             inputs, started, grants, origin, holder, forked_from) ON CONFLICT (id) DO NOTHING \
+             RETURNING id",
             &[
                 &columns.id,
                 &columns.path,
                 &columns.hash,
-                &columns.text,
+                &columns.text_hash,
                 &columns.inputs,
                 &columns.started,
                 &columns.grants,
@@ -416,7 +465,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 (Some(self.codec.encode_snapshot(run, write.snapshot)?), None)
             }
         };
-        journal.push(run, encoded, snapshot, snapshot_delta);
+        journal.push(run, encoded, snapshot, snapshot_delta, row.fencing);
         if let Some((final_state, exit_code, output, finished_at)) = &encoded.finish {
             self.execute(
                 &operation,
@@ -451,9 +500,10 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         self.execute(
             &|| format!("commit {} step(s)", rows.run.len()),
             "INSERT INTO journal (run_id, step, event_name, event_data, transitions, actions, \
-             recorded_at, children, snapshot, snapshot_delta) SELECT * FROM unnest($1::text[], \
-             $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], \
-             $8::text[], $9::text[], $10::text[])",
+             recorded_at, children, snapshot, snapshot_delta, fencing, writer) SELECT *, \
+             $12::text FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+             $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[], $10::text[], \
+             $11::bigint[])",
             &[
                 &rows.run,
                 &rows.step,
@@ -465,6 +515,8 @@ impl<C: GenericClient + Sync> Session<'_, C> {
                 &rows.children,
                 &rows.snapshot,
                 &rows.snapshot_delta,
+                &rows.fencing,
+                &rows.writer,
             ],
         )?;
         Ok(())
@@ -490,7 +542,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
     }
 
     /// Why a write to `run` changed nothing: the run is unknown, finished, or past `sequence`.
-    fn refusal(
+    pub(super) fn refusal(
         &self,
         run: &str,
         sequence: Option<u64>,
@@ -557,6 +609,37 @@ impl<C: GenericClient + Sync> Session<'_, C> {
             return Err(self.refusal(run, None, &operation)?);
         }
         self.end_children(run, time)
+    }
+
+    /// A run driven again by `holder` (`Store::reopen_run`): running, its end cleared, held by
+    /// `holder` under a new fencing token, which it gives. A finished run is taken so; an
+    /// unfinished one only when this store `claimed` it. Its children's rows are left as they
+    /// ended: a child that starts again resets its row.
+    pub(super) fn update_reopen(
+        &self,
+        run: &str,
+        unix_milliseconds: u64,
+        holder: &crate::store::Holder,
+        claimed: bool,
+    ) -> Result<i64, StoreError> {
+        let time = self.codec.integer("a time", unix_milliseconds)?;
+        let holder = self.codec.encode_holder(holder)?;
+        let operation = format!("reopen run `{run}`");
+        let row = self.query_optional(
+            &|| operation.clone(),
+            "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
+             output = NULL, finished_at = NULL, updated_at = $1, redrives = redrives + 1, \
+             holder = $2, fencing = fencing + 1 \
+             WHERE id = $3 AND (status = 'finished' OR $4) RETURNING fencing",
+            &[&time, &holder, &run, &claimed],
+        )?;
+        match row {
+            Some(row) => self.column(&row, 0, run),
+            None => {
+                let exists = self.run_state(run, &|| operation.clone())?.is_some();
+                Err(self.codec.not_reopened(exists, run, &operation))
+            }
+        }
     }
 
     /// The run that records children ended: the children it left running ended with it.
@@ -715,10 +798,14 @@ impl<C: GenericClient + Sync> Session<'_, C> {
         for run in runs {
             let recorded = match self.query_optional(
                 &operation,
-                "SELECT holder, parent FROM runs WHERE id = $1 FOR UPDATE",
+                "SELECT holder, parent, status FROM runs WHERE id = $1 FOR UPDATE",
                 &[run],
             )? {
-                Some(row) => Some((self.column(&row, 0, run)?, self.column(&row, 1, run)?)),
+                Some(row) => Some((
+                    self.column(&row, 0, run)?,
+                    self.column(&row, 1, run)?,
+                    self.column(&row, 2, run)?,
+                )),
                 None => None,
             };
             // A holder with a lease lives while its lease does and `holds` says it does (on

@@ -4,17 +4,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod children;
+mod inbox;
 mod schema;
 mod snapshots;
 mod statements;
 mod steps;
 #[cfg(test)]
 mod tests;
+mod texts;
 
 use statements::CachedStatements;
 
 use super::codec::steps::{Planned, StepWrite};
-use super::codec::{Codec, JOURNAL_COLUMNS, RUN_COLUMNS, RawEntry, RawRun};
+use super::codec::{Codec, JOURNAL_COLUMNS, PROTOCOL_TEXT, RUN_COLUMNS, RawEntry, RawRun};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior};
 
@@ -286,16 +288,18 @@ impl Context {
                 run: run.id.clone(),
             });
         }
+        // Its texts are kept apart, once per hash; its row names its protocol's.
+        let protocol_text_hash = self.keep_texts(connection, run)?;
         connection
             .execute_cached(
-                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text, inputs, status, \
-                 started_at, updated_at, grants, origin, holder, forked_from) VALUES (?1, ?2, ?3, \
-                 ?4, ?5, 'running', ?6, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO runs (id, protocol_path, protocol_hash, protocol_text_hash, inputs, \
+                 status, started_at, updated_at, grants, origin, holder, forked_from) VALUES (?1, \
+                 ?2, ?3, ?4, ?5, 'running', ?6, ?6, ?7, ?8, ?9, ?10)",
                 rusqlite::params![
                     run.id,
                     run.protocol_path,
                     run.protocol_hash,
-                    run.protocol_text,
+                    protocol_text_hash,
                     inputs,
                     started,
                     grants,
@@ -327,6 +331,7 @@ fn read_run(row: &Row) -> rusqlite::Result<RawRun> {
         holder: row.get(12)?,
         parent: row.get(13)?,
         forked_from: row.get(14)?,
+        redrives: row.get(15)?,
     })
 }
 
@@ -401,15 +406,15 @@ impl Store for SqliteStore {
             .connection
             .query_row_cached(
                 &format!(
-                    "SELECT {RUN_COLUMNS}, protocol_text, inputs, grants FROM runs WHERE id = ?1"
+                    "SELECT {RUN_COLUMNS}, {PROTOCOL_TEXT}, inputs, grants FROM runs WHERE id = ?1"
                 ),
                 [run],
                 |row| {
                     Ok((
                         read_run(row)?,
-                        row.get::<_, Option<String>>(15)?,
-                        row.get::<_, String>(16)?,
-                        row.get::<_, Option<String>>(17)?,
+                        row.get::<_, Option<String>>(16)?,
+                        row.get::<_, String>(17)?,
+                        row.get::<_, Option<String>>(18)?,
                     ))
                 },
             )
@@ -547,7 +552,7 @@ impl Store for SqliteStore {
             |context, connection| {
                 let failed = context.failed("claim runs");
                 let mut read = connection
-                    .prepare_cached("SELECT holder, parent FROM runs WHERE id = ?1")
+                    .prepare_cached("SELECT holder, parent, status FROM runs WHERE id = ?1")
                     .map_err(&failed)?;
                 let mut record = connection
                     .prepare_cached(
@@ -557,7 +562,7 @@ impl Store for SqliteStore {
                     .map_err(&failed)?;
                 for run in runs {
                     let recorded = read
-                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .query_row([run], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
                         .optional()
                         .map_err(&failed)?;
                     let unclaimed = context.claim(run, recorded, holder, holds)?;
@@ -619,6 +624,13 @@ impl Store for SqliteStore {
         self.rebuild_at(run, step)
     }
 
+    fn protocol_texts(
+        &self,
+        hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        self.kept_texts(hashes)
+    }
+
     fn renew_lease(&mut self, _host: &str, _ttl_milliseconds: u64) -> Result<(), StoreError> {
         // One machine: a holder's lock file tells whether it lives, at once after `kill -9`,
         // and a paused holder keeps its lock (`runs::claims`).
@@ -664,6 +676,50 @@ impl Store for SqliteStore {
             self.written.remove(run);
         }
         Ok(pruned)
+    }
+
+    fn enqueue_event(
+        &mut self,
+        run: &str,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError> {
+        self.store_event(run, event, data, unix_milliseconds)
+    }
+
+    fn take_inbox(
+        &mut self,
+        holder: &Holder,
+        protocol_path: &str,
+        limit: usize,
+    ) -> Result<crate::store::TakenInbox, StoreError> {
+        self.take_entries(holder, protocol_path, limit)
+    }
+
+    fn apply_inbox(
+        &mut self,
+        run: &str,
+        entry: u64,
+        step: Option<u64>,
+        outcome: &serde_json::Value,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        let write = Write::ApplyInbox {
+            run: run.to_string(),
+            entry,
+            step,
+            outcome: outcome.clone(),
+            output: output.to_string(),
+        };
+        self.commit_batch(std::slice::from_ref(&write))
+    }
+
+    fn inbox_states(
+        &self,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
+        self.entry_states(entries)
     }
 
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {

@@ -100,6 +100,42 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN forked_from TEXT;
 ",
+    // Each run's inbox (`store::inbox`): events hosts accepted for it, numbered per run by
+    // `runs.inbox_next` under the run's row lock, until its holder applies or sets them aside.
+    "
+    ALTER TABLE runs ADD COLUMN inbox_next BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE inbox (
+        run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        entry BIGINT NOT NULL,
+        event_name TEXT NOT NULL,
+        event_data TEXT NOT NULL,
+        queued_at BIGINT NOT NULL,
+        sender TEXT,
+        tries BIGINT NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'pending'
+            CHECK (status IN ('pending', 'applied', 'set_aside')),
+        step BIGINT,
+        outcome TEXT,
+        output TEXT,
+        PRIMARY KEY (run_id, entry)
+    );
+    CREATE INDEX inbox_waiting ON inbox (run_id, entry) WHERE status = 'pending';
+    CREATE UNIQUE INDEX inbox_steps ON inbox (run_id, step) WHERE step IS NOT NULL;
+",
+    // Pinned versions: the texts runs started with (protocols, libraries, child protocols),
+    // each kept once by its content hash. A new run names its protocol's text by hash and
+    // leaves `protocol_text` NULL; a run recorded before keeps its own copy there, still read.
+    "
+    CREATE TABLE protocol_texts (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN protocol_text_hash TEXT;
+",
+    // How many times a run was redriven (`Store::reopen_run`).
+    "
+    ALTER TABLE runs ADD COLUMN redrives BIGINT NOT NULL DEFAULT 0;
+",
     // A run's telemetry (what `logs` and `stats` read), whichever process drove it: one row per
     // commit that recorded some, its JSON lines in order; it goes with its run.
     "

@@ -80,6 +80,8 @@ impl SqliteStore {
         }
         let expected_version = self.data_version;
         let mut seen_version = None;
+        // The runs a redrive reopened, with the fencing tokens it took them under.
+        let mut reopened: Vec<(String, i64)> = Vec::new();
         let result = self.write(operation, |context, connection| {
             // What this store committed is still what the file holds only if no other
             // connection has committed since (`PRAGMA data_version` is unchanged by this
@@ -140,6 +142,31 @@ impl SqliteStore {
                         changed_rows.insert(run);
                         context.update_finish(connection, run, finish)?;
                     }
+                    Planned::Other(Write::ApplyInbox {
+                        run,
+                        entry,
+                        step,
+                        outcome,
+                        output,
+                    }) => {
+                        context.apply_entry(connection, run, *entry, *step, outcome, output)?;
+                    }
+                    Planned::Other(Write::Reopen {
+                        run,
+                        unix_milliseconds,
+                        holder,
+                    }) => {
+                        changed_rows.insert(run);
+                        let claimed = fences.iter().any(|(held, _)| *held == run.as_str());
+                        let token = context.update_reopen(
+                            connection,
+                            run,
+                            *unix_milliseconds,
+                            holder,
+                            claimed,
+                        )?;
+                        reopened.push((run.clone(), token));
+                    }
                     Planned::Other(Write::Telemetry { run, lines }) => {
                         let telemetry = INSERT_TELEMETRY.replace('$', "?");
                         connection
@@ -174,6 +201,7 @@ impl SqliteStore {
                 &mut self.written,
                 &mut self.fences,
             );
+            self.fences.extend(reopened);
         }
         result
     }
@@ -360,6 +388,43 @@ impl Context {
             return Err(self.refusal(connection, run, None, &operation, None));
         }
         self.end_children(connection, run, finish.unix_milliseconds)
+    }
+
+    /// A run driven again by `holder` (`Store::reopen_run`): running, its end cleared, held by
+    /// `holder` under a new fencing token, which it gives. A finished run is taken so; an
+    /// unfinished one only when this store `claimed` it. Its children's rows are left as they
+    /// ended: a child that starts again resets its row.
+    pub(super) fn update_reopen(
+        &self,
+        connection: &Connection,
+        run: &str,
+        unix_milliseconds: u64,
+        holder: &crate::store::Holder,
+        claimed: bool,
+    ) -> Result<i64, StoreError> {
+        let time = self.integer("a time", unix_milliseconds)?;
+        let holder = self.encode_holder(holder)?;
+        let operation = format!("reopen run `{run}`");
+        let token: Option<i64> = connection
+            .query_row_cached(
+                "UPDATE runs SET status = 'running', final_state = NULL, exit_code = NULL, \
+                 output = NULL, finished_at = NULL, updated_at = ?1, redrives = redrives + 1, \
+                 holder = ?2, fencing = fencing + 1 \
+                 WHERE id = ?3 AND (status = 'finished' OR ?4) RETURNING fencing",
+                rusqlite::params![time, holder, run, claimed],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.failed(&operation))?;
+        match token {
+            Some(token) => Ok(token),
+            None => {
+                let row = run_state(connection, run)
+                    .optional()
+                    .map_err(self.failed(&operation))?;
+                Err(self.not_reopened(row.is_some(), run, &operation))
+            }
+        }
     }
 
     /// Why a write to `run` changed nothing (or violated a constraint, `cause`): the run is

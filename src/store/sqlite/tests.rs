@@ -34,6 +34,7 @@ fn new_run(id: &str) -> NewRun {
         protocol_path: "/protocols/p.yaml".to_string(),
         protocol_hash: super::super::content_hash("id: p"),
         protocol_text: Some("id: p".to_string()),
+        read_texts: Vec::new(),
         inputs: serde_json::json!({"n": 1}),
         started_unix_milliseconds: 1_000,
         grants: None,

@@ -51,6 +51,28 @@ pub struct RunArguments {
 pub struct ResumeArguments {
     #[command(flatten)]
     run: super::run_selection::RunSelection,
+    #[command(flatten)]
+    secrets: SecretInputs,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// `protocol-run redrive RUN_ID`.
+#[derive(Debug, Args)]
+pub struct RedriveArguments {
+    /// The run to drive again (see `protocol-run runs`): one that stopped unfinished, or failed
+    /// on an unhandled error.
+    #[arg(value_name = "RUN_ID")]
+    run_id: String,
+    #[command(flatten)]
+    secrets: SecretInputs,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// A recorded run's secret inputs, supplied again (`resume`, `redrive`).
+#[derive(Debug, Args)]
+struct SecretInputs {
     /// A secret input of the run, supplied again (secret inputs are never stored); repeat for
     /// several.
     #[arg(long = "input", short = 'i', value_name = "KEY=VALUE")]
@@ -59,8 +81,15 @@ pub struct ResumeArguments {
     /// --input replaces the file's entry of the same name.
     #[arg(long = "inputs", value_name = "FILE")]
     secrets_file: Option<PathBuf>,
-    #[command(flatten)]
-    options: RunOptions,
+}
+
+impl SecretInputs {
+    fn given(&self) -> GivenInputs {
+        GivenInputs {
+            assignments: self.secrets.clone(),
+            file: self.secrets_file.clone(),
+        }
+    }
 }
 
 /// `protocol-run fork RUN_ID --at STEP`.
@@ -151,10 +180,7 @@ pub fn run(arguments: RunArguments) -> u8 {
 
 /// Continues a run by id.
 pub fn resume(arguments: ResumeArguments) -> u8 {
-    let given = GivenInputs {
-        assignments: arguments.secrets.clone(),
-        file: arguments.secrets_file.clone(),
-    };
+    let given = arguments.secrets.given();
     // No id: the latest run that can still be resumed.
     let run_id = match super::run_selection::choose_run(
         &arguments.options.state,
@@ -189,6 +215,13 @@ pub fn fork(arguments: ForkArguments) -> u8 {
     run_with_lifecycle(start, &arguments.options)
 }
 
+/// `protocol-run redrive`: records the redrive once the run is claimed, then drives it as
+/// `resume` would.
+pub fn redrive(arguments: RedriveArguments) -> u8 {
+    let start = Start::Redrive(arguments.run_id, arguments.secrets.given());
+    run_with_lifecycle(start, &arguments.options)
+}
+
 /// Where a run comes from.
 enum Start {
     New {
@@ -201,6 +234,8 @@ enum Start {
     Latest(PathBuf, GivenInputs),
     /// A run by id, with its secret inputs supplied again.
     Run(String, GivenInputs),
+    /// A run by id driven again from before its failure (`runs::redrive`).
+    Redrive(String, GivenInputs),
     /// A new run forked from `source`'s state after `step`.
     Fork {
         source: String,
@@ -232,6 +267,8 @@ fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
     let mut store = options.state.open_store_to_drive("run")?;
+    // What a redrive recorded, logged once the run's log is open.
+    let mut redrive_said = None;
     let limits = options.limits.limits();
     let prepared = match start {
         Start::New {
@@ -257,10 +294,24 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
                 eprintln!("error: no unfinished run of {path} in {}", store.location());
                 return Err(exit_code::NO_INPUT_FILE);
             };
-            resume_run(&run.id, &secrets, options, &mut *store, lifecycle)
+            resume_run(&run.id, &secrets, None, options, &mut *store, lifecycle)
         }
         Start::Run(run_id, secrets) => {
-            resume_run(&run_id, &secrets, options, &mut *store, lifecycle)
+            resume_run(&run_id, &secrets, None, options, &mut *store, lifecycle)
+        }
+        Start::Redrive(run_id, secrets) => {
+            crate::runtime::runs::redrive::check(&*store, &run_id).map_err(Refusal::report)?;
+            let mut tell = |redriven: &crate::runtime::runs::redrive::Redriven| {
+                redrive_said = Some(redriven.description());
+            };
+            resume_run(
+                &run_id,
+                &secrets,
+                Some(&mut tell),
+                options,
+                &mut *store,
+                lifecycle,
+            )
         }
         Start::Fork {
             source,
@@ -283,7 +334,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
                 assignments: Vec::new(),
                 file: None,
             };
-            resume_run(&run_id, &no_secrets, options, &mut *store, lifecycle)
+            resume_run(&run_id, &no_secrets, None, options, &mut *store, lifecycle)
         }
     }
     .map_err(Refusal::report)?;
@@ -329,6 +380,16 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     for record in &grants {
         observer.log(record, &started);
     }
+    if let Some(message) = redrive_said {
+        let record = crate::base::log_record::LogRecord {
+            level: crate::base::model::action::LogLevel::Info,
+            message: format!("run {run_id} {message}"),
+            tags: std::sync::Arc::from([std::sync::Arc::from("redrive")]),
+            fields: Vec::new(),
+            from: None,
+        };
+        observer.log(&record, &started);
+    }
     let time_mode = if options.virtual_time {
         TimeMode::Virtual
     } else {
@@ -363,10 +424,12 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     ended.report(&report, &mut *store, lifecycle)
 }
 
-/// Resumes `run_id` with its secret inputs supplied again from `secret_inputs`.
+/// Resumes `run_id` with its secret inputs supplied again from `secret_inputs`; with
+/// `redrive`, redriven first (told to it once recorded).
 fn resume_run(
     run_id: &str,
     secret_inputs: &GivenInputs,
+    redrive: Option<&mut dyn FnMut(&crate::runtime::runs::redrive::Redriven)>,
     options: &RunOptions,
     store: &mut dyn Store,
     lifecycle: &mut RunLifecycle,
@@ -382,6 +445,8 @@ fn resume_run(
         force: options.force,
         timers: options.timers,
         resupply: &mut |machine, record| resupply(machine, record, secret_inputs),
+        // Reborrowed, so that it need not outlive what the resumption borrows.
+        redrive: redrive.map(|tell| tell as &mut dyn FnMut(&_)),
     };
     start::restored_run(place, resumption)
 }

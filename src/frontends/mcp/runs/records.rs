@@ -224,6 +224,7 @@ mod tests {
             protocol_path: "/p.yaml".into(),
             protocol_hash: "h".into(),
             protocol_text: None,
+            read_texts: Vec::new(),
             inputs: json!({}),
             started_unix_milliseconds: 1,
             grants: None,

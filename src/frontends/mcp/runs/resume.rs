@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -9,6 +10,9 @@ use crate::frontends::mcp::catalog::Served;
 use crate::frontends::mcp::runs::host::Host;
 use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
+use crate::pipeline::compile::machine::Machine;
+use crate::runtime::runs::resume::{ProtocolChanged, Version};
+use crate::runtime::runs::served::HostOperator;
 use crate::store::{RunOrigin, RunRecord, RunStatus, Store};
 
 /// The runs resumed at start that stderr names one per line; the rest are counted in one line,
@@ -187,8 +191,14 @@ impl Host {
     fn resume(&mut self, record: &RunRecord) -> Result<Value, String> {
         let run = record.summary.id.as_str();
         // The served machine's grants are the operator's (`crate::runtime::runs::grants::for_host`).
-        let (served, _) = self.resumable(record)?;
-        let machine = served.machine.clone();
+        let (served, machine, changed, _) = self.resumable(record)?;
+        if let Some(changed) = changed {
+            eprintln!(
+                "mcp: {} changed since run `{run}` started; it goes on with the text it started \
+                 with",
+                changed.changed.path
+            );
+        }
         let pinned = served.pinned.clone();
         let (directives, dropped) =
             records::recorded_directives(&**self.settings.store.lock(), run)?;
@@ -209,12 +219,14 @@ impl Host {
     }
 
     /// What resuming `record`'s run here takes, or why it cannot resume (its protocol is not
-    /// served here or changed, an input of it cannot be restored), from what this server
-    /// holds: its served protocol and its inputs bound again.
+    /// served here, or changed and the texts it started with are not all kept, an input of it
+    /// cannot be restored), from what this server holds: its served protocol, the machine it
+    /// resumes with (the served one, or the texts it started with when a file changed since,
+    /// with what changed) and its inputs bound again.
     pub(in crate::frontends::mcp) fn resumable(
         &self,
         record: &RunRecord,
-    ) -> Result<(&Served, Vec<crate::base::value::Value>), String> {
+    ) -> Result<Resumable<'_>, String> {
         let run = record.summary.id.as_str();
         let served = self
             .protocols
@@ -226,17 +238,46 @@ impl Host {
                     record.summary.protocol_path
                 )
             })?;
-        crate::runtime::runs::resume::unchanged(
+        let version = crate::runtime::runs::resume::version(
+            &self.settings.store,
+            record,
             &served.path,
             &served.text,
-            &record.summary.protocol_hash,
+            false,
             || format!("run `{run}`"),
         )
-        .map_err(|changed| changed.message("Restore the file to resume it"))?;
-        let secret_inputs = served.pinned.texts_of(&served.machine.secret_input_names());
+        .map_err(|error| error.to_string())?;
+        let (machine, changed) = match version {
+            Version::Current => (served.machine.clone(), None),
+            Version::NotKept(changed) => {
+                return Err(changed.message(
+                    "The texts it started with are not all kept: restore the file to resume it",
+                ));
+            }
+            Version::Pinned(changed, texts) => {
+                let operator = HostOperator {
+                    limit: &self.settings.narrowing,
+                    narrowing: &self.settings.narrowing_permissions,
+                };
+                let machine = crate::runtime::runs::served::pinned_version(
+                    std::path::Path::new(&served.path),
+                    &texts,
+                    &operator,
+                    &served.pinned,
+                )
+                .map_err(|refusal| {
+                    changed.message(&format!(
+                        "The text it started with does not compile here: {}",
+                        refusal.text.trim_end()
+                    ))
+                })?;
+                (machine, Some(changed))
+            }
+        };
+        let secret_inputs = served.pinned.texts_of(&machine.secret_input_names());
         // A client has no way to give a secret here; the operator pins it.
         let values = crate::runtime::runs::resume::bind_recorded(
-            &served.machine,
+            &machine,
             record,
             &secret_inputs,
             |name| {
@@ -247,6 +288,14 @@ impl Host {
                 )
             },
         )?;
-        Ok((served, values))
+        Ok((served, machine, changed, values))
     }
 }
+
+/// What resuming a run on an MCP server takes (`Host::resumable`).
+pub(in crate::frontends::mcp) type Resumable<'a> = (
+    &'a Served,
+    Arc<Machine>,
+    Option<ProtocolChanged>,
+    Vec<crate::base::value::Value>,
+);

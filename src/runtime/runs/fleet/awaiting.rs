@@ -40,7 +40,7 @@ impl Fleet {
         if let Some(timeout) = timeout {
             fields.insert("timeout".into(), timeout.into());
         }
-        let awaited = match parse_await(&self.machine, &fields) {
+        let awaited = match parse_await(&self.machine_of(instance), &fields) {
             Ok(awaited) => awaited,
             Err(message) => return self.line_problem(&message),
         };

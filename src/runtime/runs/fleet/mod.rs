@@ -22,7 +22,9 @@ use crate::runtime::run::input::LineOrigin;
 use crate::runtime::run::stop::Stop;
 
 mod awaiting;
+mod inbox;
 mod takeover;
+mod versions;
 use crate::base::value::Value;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
 
@@ -36,6 +38,8 @@ pub struct Recording {
     pub protocol_path: String,
     pub protocol_hash: String,
     pub protocol_text: String,
+    /// The texts of the other files its load read (`NewRun::read_texts`).
+    pub read_texts: Vec<Arc<str>>,
     /// The operator's narrowing this host runs under, recorded with each instance it starts.
     pub grants: Option<serde_json::Value>,
     /// The front end hosting the fleet (`serve`, or `mcp`), recorded with each instance.
@@ -74,7 +78,16 @@ struct Member {
 pub struct Fleet {
     /// Taking over the runs of hosts that died, now and again while this one runs.
     takeover: Option<takeover::Takeover>,
+    /// The durable inboxes of runs: taking the events other hosts queued for the instances
+    /// held here, and relaying the outcomes of those queued here for instances held elsewhere.
+    inboxes: Option<inbox::Inboxes>,
+    /// Keep the outcome of the event being applied (an inbox entry's) in `kept_outcome`.
+    keep_outcome: bool,
+    kept_outcome: Option<Box<EventReport>>,
+    /// The file's version: new instances run it.
     machine: Arc<Machine>,
+    /// The versions instances recorded under texts that changed since run (pinned).
+    versions: Option<versions::Versions>,
     /// Run ids are `<protocol id>:<instance>`.
     prefix: String,
     /// Every instance created by this host, by slot; a finished one leaves `None` (slots are
@@ -170,6 +183,10 @@ impl Fleet {
         let (effects_sender, effects) = mpsc::unbounded_channel();
         Fleet {
             takeover: None,
+            versions: None,
+            inboxes: None,
+            keep_outcome: false,
+            kept_outcome: None,
             prefix: format!("{}:", machine.id),
             machine,
             members: Vec::new(),
@@ -360,22 +377,16 @@ impl Fleet {
                 grants.map_or("none".to_string(), serde_json::Value::to_string)
             ));
         }
-        let secret_inputs = self.pinned.texts_of(&self.machine.secret_input_names());
-        let values =
-            super::resume::bind_recorded(&self.machine, &record, &secret_inputs, |name| {
-                format!(
-                    "start the host again with --input {name}=VALUE, or `protocol-run resume \
+        // Its version's machine: the file's, or the texts it started with when they changed.
+        let machine = self.machine_recorded_as(&record.summary.protocol_hash);
+        let secret_inputs = self.pinned.texts_of(&machine.secret_input_names());
+        let values = super::resume::bind_recorded(&machine, &record, &secret_inputs, |name| {
+            format!(
+                "start the host again with --input {name}=VALUE, or `protocol-run resume \
                  {run_id} --input {name}=VALUE` resumes it outside this host"
-                )
-            })?;
-        super::resume::restore_latest(
-            &**store,
-            run_id,
-            self.machine.clone(),
-            values,
-            &secret_inputs,
-            timers,
-        )
+            )
+        })?;
+        super::resume::restore_latest(&**store, run_id, machine, values, &secret_inputs, timers)
     }
 
     /// Runs the fleet: lines from `input`, timers as they fall due, effects as they report,
@@ -417,6 +428,8 @@ impl Fleet {
                 .map(|Reverse((deadline, _))| *deadline);
             let await_deadline = self.awaiting.as_ref().map(awaiting::Awaiting::deadline);
             let takeover_at = self.takeover.as_ref().map(takeover::Takeover::next);
+            let inboxes_at = self.inboxes.as_ref().map(inbox::Inboxes::next);
+            let inboxes_wake = self.inboxes.as_ref().and_then(inbox::Inboxes::wake);
             tokio::select! {
                 biased;
                 how = &mut stop => {
@@ -463,6 +476,12 @@ impl Fleet {
                 () = sleep_until(takeover_at), if takeover_at.is_some() => {
                     self.take_over_now();
                 }
+                () = sleep_until(inboxes_at), if inboxes_at.is_some() => {
+                    self.look_at_inboxes();
+                }
+                () = inbox::Inboxes::woken(inboxes_wake) => {
+                    self.look_at_inboxes();
+                }
                 () = sleep_until(deadline) => {}
             }
         }
@@ -507,14 +526,35 @@ impl Fleet {
         }
         // Refused before anything happens, even the instance's creation.
         let data = parsed.data.as_ref().unwrap_or(&serde_json::Value::Null);
+        // A live instance may run a pinned version, whose events are its own.
+        let machine = self.machine_of(&name);
         if let Some(event) = parsed.event.as_deref()
-            && let Err(refusal) =
-                crate::runtime::run::admission::admit_json(&self.machine, event, data)
+            && let Err(refusal) = crate::runtime::run::admission::admit_json(&machine, event, data)
         {
             return self.refuse_event(&name, event, &refusal);
         }
         let slot = match self.by_name.get(&*name) {
             Some(slot) => *slot,
+            None if self.inboxes.is_some() && parsed.event.is_some() => {
+                match self.held_elsewhere(&name) {
+                    Err(message) => return self.line_problem(&message),
+                    Ok(true) if parsed.inputs.is_some() => {
+                        return self.line_problem(&format!(
+                            "instance `{}` exists, held by another host: `inputs` are taken \
+                             only by the line that creates an instance",
+                            &*name
+                        ));
+                    }
+                    Ok(true) => {
+                        let event = parsed.event.as_deref().unwrap_or_default();
+                        return self.queue_event(&name, event, data);
+                    }
+                    Ok(false) => match self.create(&name, parsed.inputs.as_ref()) {
+                        Ok(slot) => slot,
+                        Err(message) => return self.line_problem(&message),
+                    },
+                }
+            }
             None => match self.create(&name, parsed.inputs.as_ref()) {
                 Ok(slot) => slot,
                 Err(message) => return self.line_problem(&message),
@@ -524,7 +564,7 @@ impl Fleet {
             return;
         };
         let event = Event::named(
-            &self.machine,
+            &machine,
             &event,
             parsed.data.as_ref().map_or(Value::Null, Value::from_json),
             Origin::External,
@@ -617,6 +657,7 @@ impl Fleet {
                 protocol_path: recording.protocol_path.clone(),
                 protocol_hash: recording.protocol_hash.clone(),
                 protocol_text: Some(recording.protocol_text.clone()),
+                read_texts: recording.read_texts.clone(),
                 inputs: self.machine.recorded_inputs(&values),
                 started_unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
                 grants: recording.grants.clone(),
@@ -671,7 +712,7 @@ impl Fleet {
             output: &mut self.output,
             log_sink: self.log_sink.as_mut(),
             line_outcome: None,
-            keeps_line_outcome: self.outcome_reply.is_some(),
+            keeps_line_outcome: self.outcome_reply.is_some() || self.keep_outcome,
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -688,13 +729,17 @@ impl Fleet {
         }
         let result = body(&mut session).and_then(|()| session.handle_queued());
         drop(session);
+        let line_outcome = observer.line_outcome.take();
         if let (Some(report), Some(origin), Some(reply)) = (
-            observer.line_outcome.take(),
+            line_outcome.as_deref(),
             self.line_origin,
             &mut self.outcome_reply,
         ) && report.ticket == Some(self.line_number as u64)
         {
-            reply(origin, &report);
+            reply(origin, report);
+        }
+        if self.keep_outcome {
+            self.kept_outcome = line_outcome;
         }
         if let Err(RunError::Interrupted { .. }) = result {
             // A signal stopped its step half-way: kept as its last commit left it, for the
@@ -728,7 +773,7 @@ impl Fleet {
                 return;
             }
             let state = outcome
-                .state_name(&self.machine)
+                .state_name(member.interpreter.machine())
                 .map(|state| state.to_string());
             awaiting::note_finished(self.awaiting.as_mut(), slot, state.as_deref());
             let mut finished = serde_json::json!({

@@ -43,9 +43,10 @@ impl Fleet {
         self
     }
 
-    /// Resumes every unfinished instance of this protocol that an earlier host recorded. A
-    /// changed protocol is refused unless `force`; an instance that cannot be restored is
-    /// reported and left.
+    /// Resumes every unfinished instance of this protocol that an earlier host recorded. An
+    /// instance whose files changed goes on with the texts it started with (refused when they
+    /// are not all kept) unless `force` moves it to the files; an instance that cannot be
+    /// restored is reported and left.
     pub fn resume_recorded(&mut self, timers: TimerPolicy, force: bool) -> Result<(), String> {
         let mut told = HashSet::new();
         self.take_over(timers, force, true, &mut told)
@@ -69,8 +70,9 @@ impl Fleet {
 
     /// Claims the unfinished runs of this protocol that are not live here and that no live
     /// holder has, and resumes them. At the host's start (`at_start`) a changed protocol is an
-    /// error unless `force`, and every run left is said; later a run is left quietly when
-    /// another host holds it (the usual case), and said once (`told`) otherwise.
+    /// error when the texts its instances started with are not all kept, unless `force`, and
+    /// every run left is said; later a run is left quietly when another host holds it (the
+    /// usual case), and said once (`told`) otherwise.
     fn take_over(
         &mut self,
         timers: TimerPolicy,
@@ -81,6 +83,28 @@ impl Fleet {
         let Some(recording) = &self.recording else {
             return Ok(());
         };
+        // The store never holds a secret input: a host not given the protocol's secret inputs
+        // could claim its runs but not resume them. It leaves them to a host that has them, and
+        // says so once (at the start, each run it cannot resume is said, naming the input).
+        let missing: Vec<&str> = self
+            .machine
+            .inputs
+            .iter()
+            .filter(|input| input.secret && !self.pinned.is_pinned(&input.name))
+            .map(|input| input.name.as_str())
+            .collect();
+        if !at_start && !missing.is_empty() {
+            if told.insert(String::from("\0secret inputs")) {
+                eprintln!(
+                    "serve: runs of this protocol whose host dies are left to a host given its \
+                     secret input(s) {}: this one was not (--input {}); they are not stored \
+                     with the runs",
+                    missing.join(", "),
+                    missing.join(" --input ")
+                );
+            }
+            return Ok(());
+        }
         let room = self.max_instances.saturating_sub(self.by_name.len());
         // At the start every unfinished run is read, so that those left past the limit are
         // counted; later no more than there is room for.
@@ -108,7 +132,7 @@ impl Fleet {
         // The protocol, and each library and child protocol its load read: each recorded
         // hash compared once, however many instances share it (reading the files again).
         let mut compared = HashSet::new();
-        let mut changed_hashes = HashSet::new();
+        let mut changed_versions = Vec::new();
         for run in &recorded {
             if !compared.insert(run.protocol_hash.as_str()) {
                 continue;
@@ -119,24 +143,45 @@ impl Fleet {
                 &run.protocol_hash,
                 || format!("instance `{}`", &run.id[self.prefix.len()..]),
             );
-            if let Err(changed) = unchanged {
-                if at_start && !force {
-                    return Err(changed.message(
-                        "Restore the file, or pass --force to resume the instances whose states \
-                         still exist",
-                    ));
-                }
-                if !force {
-                    if told.insert(run.protocol_hash.clone()) {
+            if let Err(changed) = unchanged
+                && !force
+            {
+                changed_versions.push((run.id.clone(), run.protocol_hash.clone(), changed));
+            }
+        }
+        // A version whose texts are kept goes on with them (pinned), beside the file's.
+        let mut changed_hashes = HashSet::new();
+        for (run, hash, changed) in changed_versions {
+            let why = match self.prepare_version(&run, &hash) {
+                Ok(true) => {
+                    if told.insert(hash) {
                         eprintln!(
-                            "warning: {}",
-                            changed
-                                .message("left to a host that serves the text they started with")
+                            "serve: {} changed since {} started; the instances recorded under the \
+                             text it started with go on with it (--upgrade moves them to the \
+                             file's)",
+                            changed.changed.path, changed.whose
                         );
                     }
-                    changed_hashes.insert(run.protocol_hash.clone());
+                    continue;
                 }
+                Ok(false) => "The texts they started with are not all kept".to_string(),
+                Err(message) => message,
+            };
+            if at_start {
+                return Err(changed.message(&format!(
+                    "{why}: restore the file, or pass --upgrade to move the instances to it as \
+                     long as their states still exist"
+                )));
             }
+            if told.insert(hash.clone()) {
+                eprintln!(
+                    "warning: {}",
+                    changed.message(&format!(
+                        "{why}: left to a host that serves the text they started with"
+                    ))
+                );
+            }
+            changed_hashes.insert(hash);
         }
         let over_the_limit = recorded.len().saturating_sub(room);
         let resumable: Vec<String> = recorded

@@ -1,0 +1,61 @@
+//! A run's durable inbox: events any host accepted for a run another host holds, kept in arrival order until the holder applies each once.
+
+/// How many times a holder may take an entry without the step that applies it committing
+/// (its host died, or the store refused the step each time) before it is set aside.
+pub const MAX_TRIES: u32 = 5;
+
+/// An event waiting in a run's inbox for the run's holder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxEntry {
+    pub run: String,
+    /// Its number in the run's inbox: 1 for the first, in the order hosts stored them.
+    pub entry: u64,
+    pub event: String,
+    pub data: serde_json::Value,
+    /// How many times a holder has taken it, this time included.
+    pub tries: u32,
+}
+
+/// What a holder took from the inboxes of its runs (`Store::take_inbox`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TakenInbox {
+    /// To apply, by run and then in arrival order.
+    pub entries: Vec<InboxEntry>,
+    /// Taken `MAX_TRIES` times without being applied: set aside for good, reported, never
+    /// taken again.
+    pub set_aside: Vec<InboxEntry>,
+}
+
+/// What became of an inbox entry, as its sender reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboxState {
+    /// Still waiting for the run's holder.
+    Pending,
+    /// The holder applied it: the outcome (`{"event", "outcome", "reason"?}`), the output
+    /// lines its step wrote, and the journal step that consumed it (none when no step was
+    /// recorded, as for an event discarded where nothing changed).
+    Applied {
+        outcome: serde_json::Value,
+        output: String,
+        step: Option<u64>,
+    },
+    /// Taken too many times without being applied (`MAX_TRIES`).
+    SetAside,
+}
+
+/// An entry and what became of it (`Store::inbox_states`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InboxRecord {
+    pub run: String,
+    pub entry: u64,
+    pub state: InboxState,
+}
+
+/// Why an entry was set aside, as a sender and the holder's stderr say it.
+pub fn set_aside_reason(tries: u32) -> String {
+    format!(
+        "set aside after {tries} tries: a holder took it {tries} times and no step applying it \
+         was committed (the host died or the store refused the step each time); it will not be \
+         taken again"
+    )
+}
