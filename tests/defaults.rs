@@ -513,14 +513,16 @@ fn keep_runs_never_prunes_a_live_run() {
 }
 
 /// A directory holding `filler.yaml` (each step grows the context by 4 KiB, emitting `grew`;
-/// `send_itself` makes it step on its own) and `disk`, a 160 KiB tmpfs the store fills within a
+/// `send_itself` makes it step on its own) and `disk`, a 192 KiB tmpfs the store fills within a
 /// few steps; `None` where no tmpfs can be mounted (only root, or a user namespace, may).
 fn directory_with_a_small_disk(name: &str, send_itself: bool) -> Option<std::path::PathBuf> {
     let directory = temporary_directory("defaults", name);
     let disk = directory.join("disk");
     std::fs::create_dir_all(&disk).unwrap();
+    // Room for the schema's empty tables (each a page or two) and a first step or two: at
+    // 160 KiB the telemetry table's pages left no room for the first step.
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=160k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=192k", "tmpfs"])
         .arg(&disk)
         .stderr(Stdio::null())
         .status()
