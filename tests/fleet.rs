@@ -310,6 +310,13 @@ impl Store for CountingStore {
     ) -> Result<(), StoreError> {
         self.inner.apply_inbox(run, entry, step, outcome, output)
     }
+    fn recent_inbox(
+        &self,
+        run: &str,
+        count: usize,
+    ) -> Result<Vec<protocol_run::store::InboxRecord>, StoreError> {
+        self.inner.recent_inbox(run, count)
+    }
     fn inbox_states(
         &self,
         entries: &[(String, u64)],

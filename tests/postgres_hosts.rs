@@ -227,6 +227,23 @@ fn an_event_sent_to_another_host_is_queued_applied_once_by_the_holder_and_relaye
         .map(|entry| entry.event.as_ref().map(|event| event.name.as_str()))
         .collect();
     assert_eq!(events, [None, Some("poke"), Some("go")]);
+    // `status` on any host shows what became of each queued event.
+    let shown = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["status", "waiting:i1", "--json", "--state-dir", "elsewhere"])
+        .env("PROTOCOL_RUN_STORE", "postgres")
+        .env("PROTOCOL_RUN_DATABASE_URL", database.url())
+        .current_dir(&directory)
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{shown:?}");
+    let status: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        status["inbox"],
+        serde_json::json!([
+            {"entry": 2, "event": "go", "tries": 1, "state": "applied", "outcome": "taken", "step": 2},
+            {"entry": 1, "event": "poke", "tries": 1, "state": "applied", "outcome": "discarded", "step": 1},
+        ])
+    );
     drop(first_in);
     drop(second_in);
     for host in [first, second] {

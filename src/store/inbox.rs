@@ -48,6 +48,9 @@ pub enum InboxState {
 pub struct InboxRecord {
     pub run: String,
     pub entry: u64,
+    pub event: String,
+    /// How many times a holder took it.
+    pub tries: u32,
     pub state: InboxState,
 }
 

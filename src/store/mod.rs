@@ -239,17 +239,6 @@ pub struct StoredSnapshot {
     pub secrets: Vec<String>,
 }
 
-/// Commits one macrostep a driver handed over; the step that reaches a top-level final state
-/// finishes the run in the same transaction, so a finished run is never resumed.
-pub fn commit_checkpoint(
-    store: &mut dyn Store,
-    run: &str,
-    step: crate::base::durable::CheckpointStep,
-) -> Result<(), StoreError> {
-    // One batch: the step and its children's states in one transaction where the store has them.
-    store.commit_batch(&[Write::step(run.to_string(), step)])
-}
-
 /// Boxed causes, so that a store over another database can report its own.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -540,6 +529,9 @@ pub trait Store: Send {
     ) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, StoreError> {
         Ok(None)
     }
+
+    /// The newest `count` entries of `run`'s inbox, newest first, with what became of each.
+    fn recent_inbox(&self, run: &str, count: usize) -> Result<Vec<InboxRecord>, StoreError>;
 
     /// What became of each of `entries` (run, number); an entry the store does not have (its
     /// run was pruned) is left out.

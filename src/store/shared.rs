@@ -177,6 +177,10 @@ impl Store for SharedStore {
         self.lock().inbox_states(entries)
     }
 
+    fn recent_inbox(&self, run: &str, count: usize) -> Result<Vec<super::InboxRecord>, StoreError> {
+        self.lock().recent_inbox(run, count)
+    }
+
     fn wake_on_inbox(
         &mut self,
         host: &str,

@@ -64,6 +64,7 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
     })?;
     let snapshot = store.latest_snapshot(run_id).map_err(io)?;
     let journal = store.journal_tail(run_id, 5).map_err(io)?;
+    let inbox = store.recent_inbox(run_id, 10).map_err(io)?;
     let summary: &RunSummary = &record.summary;
     let names = TransitionNames::of_recorded(store, &record);
     let snapshot_json = snapshot.as_ref().map(|stored| {
@@ -121,7 +122,33 @@ fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (Strin
             "what": step_kind(entry),
             "failure": entry.event.as_ref().and_then(|event| failure(&event.data)),
         })).collect::<Vec<_>>(),
+        // Events other hosts queued for it (`serve` on a shared store), newest first.
+        "inbox": inbox.iter().map(inbox_json).collect::<Vec<_>>(),
     }))
+}
+
+/// An inbox entry as `status` shows it: what it carried and what became of it.
+fn inbox_json(record: &crate::store::InboxRecord) -> serde_json::Value {
+    use crate::store::InboxState;
+    let mut shown = serde_json::json!({
+        "entry": record.entry,
+        "event": record.event,
+        "tries": record.tries,
+    });
+    match &record.state {
+        InboxState::Pending => shown["state"] = "waiting".into(),
+        InboxState::SetAside => {
+            shown["state"] = "set_aside".into();
+            shown["reason"] =
+                crate::store::inbox::set_aside_reason(record.tries.saturating_sub(1)).into();
+        }
+        InboxState::Applied { outcome, step, .. } => {
+            shown["state"] = "applied".into();
+            shown["outcome"] = outcome["outcome"].clone();
+            shown["step"] = (*step).into();
+        }
+    }
+    shown
 }
 
 fn print_human(description: &serde_json::Value) {
@@ -139,6 +166,26 @@ fn print_human(description: &serde_json::Value) {
     if let Some(redrives) = description["redrives"].as_u64().filter(|count| *count > 0) {
         let plural = if redrives == 1 { "" } else { "s" };
         println!("redriven  {redrives} time{plural}");
+    }
+    for entry in description["inbox"].as_array().into_iter().flatten() {
+        let state = entry["state"].as_str().unwrap_or_default();
+        let what = match state {
+            "applied" => format!(
+                "applied at step {}: {}",
+                entry["step"],
+                entry["outcome"].as_str().unwrap_or_default()
+            ),
+            "set_aside" => entry["reason"].as_str().unwrap_or_default().to_string(),
+            _ => format!(
+                "waiting for the run's holder (taken {} times)",
+                entry["tries"]
+            ),
+        };
+        println!(
+            "inbox     {} `{}`: {what}",
+            entry["entry"],
+            entry["event"].as_str().unwrap_or_default()
+        );
     }
     println!("inputs    {}", description["inputs"]);
     let mut narrowing = description["grants"].clone();

@@ -34,8 +34,12 @@ pub(in crate::store) const APPLY: &str = "UPDATE inbox SET status = 'applied', s
 
 /// One entry's state (SQLite, in the same file, reads them one at a time; PostgreSQL reads a
 /// host's entries in one statement).
-pub(in crate::store) const STATE: &str =
-    "SELECT status, outcome, output, step FROM inbox WHERE run_id = $1 AND entry = $2";
+pub(in crate::store) const STATE: &str = "SELECT status, outcome, output, step, event_name, tries \
+     FROM inbox WHERE run_id = $1 AND entry = $2";
+
+/// A run's newest `$2` entries, newest first, their number before `STATE`'s columns.
+pub(in crate::store) const RECENT: &str = "SELECT entry, status, outcome, output, step, \
+     event_name, tries FROM inbox WHERE run_id = $1 ORDER BY entry DESC LIMIT $2";
 
 /// An entry's row as `TAKE` returns it.
 pub(in crate::store) struct RawTaken {
@@ -53,6 +57,8 @@ pub(in crate::store) struct RawState {
     pub(in crate::store) outcome: Option<String>,
     pub(in crate::store) output: Option<String>,
     pub(in crate::store) step: Option<i64>,
+    pub(in crate::store) event: String,
+    pub(in crate::store) tries: i64,
 }
 
 impl Codec {
@@ -103,6 +109,8 @@ impl Codec {
         Ok(InboxRecord {
             run: run.to_string(),
             entry,
+            event: row.event,
+            tries: u32::try_from(row.tries).unwrap_or(u32::MAX),
             state,
         })
     }

@@ -5,7 +5,7 @@ use tokio_postgres::GenericClient;
 use super::PostgresStore;
 use super::session::Session;
 use crate::store::codec::inbox::{
-    APPLY, INSERT_ENTRY, NEXT_ENTRY, RawState, RawTaken, take_statement,
+    APPLY, INSERT_ENTRY, NEXT_ENTRY, RECENT, RawState, RawTaken, take_statement,
 };
 use crate::store::{Holder, InboxRecord, StoreError, TakenInbox};
 
@@ -111,7 +111,8 @@ impl PostgresStore {
             .collect::<Result<Vec<i64>, StoreError>>()?;
         let rows = session.query(
             &operation,
-            "SELECT inbox.run_id, inbox.entry, status, outcome, output, step FROM inbox JOIN \
+            "SELECT inbox.run_id, inbox.entry, status, outcome, output, step, event_name, tries \
+             FROM inbox JOIN \
              unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS asked (run_id, entry, position) \
              ON inbox.run_id = asked.run_id AND inbox.entry = asked.entry ORDER BY asked.position",
             &[&runs, &numbers],
@@ -125,8 +126,37 @@ impl PostgresStore {
                 outcome: session.column(row, 3, &run)?,
                 output: session.column(row, 4, &run)?,
                 step: session.column(row, 5, &run)?,
+                event: session.column(row, 6, &run)?,
+                tries: session.column(row, 7, &run)?,
             };
             records.push(self.codec.inbox_record(&run, entry.max(0) as u64, state)?);
+        }
+        Ok(records)
+    }
+}
+
+impl PostgresStore {
+    pub(super) fn recent_entries(
+        &self,
+        run: &str,
+        count: usize,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let session = self.session();
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let operation = || format!("read the inbox of run `{run}`");
+        let rows = session.query(&operation, RECENT, &[&run, &count])?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let entry: i64 = session.column(row, 0, run)?;
+            let state = RawState {
+                status: session.column(row, 1, run)?,
+                outcome: session.column(row, 2, run)?,
+                output: session.column(row, 3, run)?,
+                step: session.column(row, 4, run)?,
+                event: session.column(row, 5, run)?,
+                tries: session.column(row, 6, run)?,
+            };
+            records.push(self.codec.inbox_record(run, entry.max(0) as u64, state)?);
         }
         Ok(records)
     }

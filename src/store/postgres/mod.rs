@@ -464,6 +464,14 @@ impl Store for PostgresStore {
         self.entry_states(entries)
     }
 
+    fn recent_inbox(
+        &self,
+        run: &str,
+        count: usize,
+    ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
+        self.recent_entries(run, count)
+    }
+
     fn wake_on_inbox(
         &mut self,
         host: &str,

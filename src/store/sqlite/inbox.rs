@@ -6,7 +6,7 @@ use super::statements::CachedStatements;
 
 use super::{Context, SqliteStore};
 use crate::store::codec::inbox::{
-    APPLY, INSERT_ENTRY, NEXT_ENTRY, RawState, RawTaken, STATE, for_sqlite, take_statement,
+    APPLY, INSERT_ENTRY, NEXT_ENTRY, RECENT, RawState, RawTaken, STATE, for_sqlite, take_statement,
 };
 use crate::store::{Holder, InboxRecord, StoreError, TakenInbox};
 
@@ -94,6 +94,8 @@ impl SqliteStore {
                         outcome: row.get(1)?,
                         output: row.get(2)?,
                         step: row.get(3)?,
+                        event: row.get(4)?,
+                        tries: row.get(5)?,
                     })
                 })
                 .optional()
@@ -103,6 +105,41 @@ impl SqliteStore {
             }
         }
         Ok(records)
+    }
+}
+
+impl SqliteStore {
+    pub(super) fn recent_entries(
+        &self,
+        run: &str,
+        count: usize,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let failed = self.context.failed("read a run's inbox");
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let mut statement = self
+            .connection
+            .prepare_cached(&for_sqlite(RECENT))
+            .map_err(&failed)?;
+        let rows = statement
+            .query_map(rusqlite::params![run, count], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    RawState {
+                        status: row.get(1)?,
+                        outcome: row.get(2)?,
+                        output: row.get(3)?,
+                        step: row.get(4)?,
+                        event: row.get(5)?,
+                        tries: row.get(6)?,
+                    },
+                ))
+            })
+            .map_err(&failed)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(&failed)?;
+        rows.into_iter()
+            .map(|(entry, row)| self.context.inbox_record(run, entry.max(0) as u64, row))
+            .collect()
     }
 }
 

@@ -722,6 +722,14 @@ impl Store for SqliteStore {
         self.entry_states(entries)
     }
 
+    fn recent_inbox(
+        &self,
+        run: &str,
+        count: usize,
+    ) -> Result<Vec<crate::store::InboxRecord>, StoreError> {
+        self.recent_entries(run, count)
+    }
+
     fn commit_batch(&mut self, writes: &[Write]) -> Result<(), StoreError> {
         self.commit_planned(
             &format!("commit {} writes", writes.len()),
