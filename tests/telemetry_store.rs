@@ -268,8 +268,9 @@ fn a_run_driven_in_turn_shows_both_parts(place: &Place, run: &str, stop: Stop) {
     }
 }
 
-/// A `serve` instance keeps no telemetry: `logs` says so, and where its steps are.
-fn a_served_instance_says_it_keeps_no_telemetry(place: &Place) {
+/// A `serve` instance keeps no telemetry: `logs` reads its log lines from its journal, and
+/// `stats` says it has none, and where its steps are.
+fn a_served_instance_logs_from_its_journal(place: &Place) {
     let instances = place.directory.join("instances.jsonl");
     std::fs::write(&instances, "{\"instance\": \"i1\"}\n").unwrap();
     let output = place
@@ -279,7 +280,17 @@ fn a_served_instance_says_it_keeps_no_telemetry(place: &Place) {
         .unwrap();
     let served = String::from_utf8_lossy(&output.stdout);
     assert!(served.contains("\"started\":true"), "{output:?}");
-    let (code, _, stderr) = place.run("a", &["logs", "telemetry-demo:i1"]);
+    let (code, stdout, stderr) = place.run("a", &["logs", "telemetry-demo:i1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("read from its journal"), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines[0].ends_with("INFO  fetching #begin"), "{stdout}");
+    assert!(
+        lines[1].ends_with("INFO  entered waiting #entered"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = place.run("a", &["stats", "telemetry-demo:i1"]);
     assert_eq!(code, 66, "{stderr}");
     assert!(
         stderr.contains("was driven by `serve`, which keeps no telemetry")
@@ -331,7 +342,7 @@ fn sqlite_keeps_telemetry_in_the_store() {
     logs_and_stats_are_the_same_from_any_host(&place);
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     pruning_takes_the_telemetry(&place, None);
-    a_served_instance_says_it_keeps_no_telemetry(&place);
+    a_served_instance_logs_from_its_journal(&place);
     let _ = std::fs::remove_dir_all(&place.directory);
 }
 
@@ -353,6 +364,6 @@ fn postgres_keeps_telemetry_in_the_store() {
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     a_run_driven_in_turn_shows_both_parts(&place, "died", Stop::Death);
     pruning_takes_the_telemetry(&place, Some(&database));
-    a_served_instance_says_it_keeps_no_telemetry(&place);
+    a_served_instance_logs_from_its_journal(&place);
     let _ = std::fs::remove_dir_all(&place.directory);
 }

@@ -58,8 +58,14 @@ fn open_for_reading(state: &StateDirectory) -> Result<Option<Box<dyn Store>>, u8
 
 /// One run's telemetry entries: the store's, which hold the whole run whichever hosts drove
 /// it, else this state directory's `events.jsonl` (a run recorded before the store kept
-/// telemetry). A malformed line is reported and skipped.
-fn read(state: &StateDirectory, store: Option<&dyn Store>, run: &str) -> Result<Vec<Value>, u8> {
+/// telemetry); with `logs_from_journal`, the log lines of a `serve` or `mcp` run (which keep no
+/// telemetry) from its journal. A malformed line is reported and skipped.
+fn read(
+    state: &StateDirectory,
+    store: Option<&dyn Store>,
+    run: &str,
+    logs_from_journal: bool,
+) -> Result<Vec<Value>, u8> {
     if let Some(store) = store {
         let parts = store.telemetry(run).map_err(|error| {
             eprintln!("error: {error}");
@@ -85,11 +91,26 @@ fn read(state: &StateDirectory, store: Option<&dyn Store>, run: &str) -> Result<
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let summary = store.and_then(|store| store.run_summary(run).ok().flatten());
             match summary.map(|summary| summary.origin) {
-                Some(Some(origin @ (RunOrigin::Serve | RunOrigin::Mcp))) => eprintln!(
-                    "error: run {run} was driven by `{}`, which keeps no telemetry (its logs \
-                     went to the host's stderr); `protocol-run status {run}` shows its steps",
-                    origin.as_str()
-                ),
+                Some(Some(origin @ (RunOrigin::Serve | RunOrigin::Mcp))) => {
+                    if logs_from_journal
+                        && let Some(store) = store
+                        && let Ok(journal) = store.journal(run)
+                    {
+                        eprintln!(
+                            "note: run {run} was driven by `{}`, which keeps no telemetry: its \
+                             log lines are read from its journal, each at its step's time, \
+                             whichever hosts drove it",
+                            origin.as_str()
+                        );
+                        return Ok(logged_in(&journal));
+                    }
+                    eprintln!(
+                        "error: run {run} was driven by `{}`, which keeps no telemetry (its \
+                         logs went to the host's stderr); `protocol-run status {run}` shows its \
+                         steps",
+                        origin.as_str()
+                    )
+                }
                 Some(_) => eprintln!(
                     "error: run {run} has no telemetry: it stopped before its first step, or it \
                      was recorded before the store kept telemetry and its copy in {} was pruned \
@@ -110,11 +131,38 @@ fn read(state: &StateDirectory, store: Option<&dyn Store>, run: &str) -> Result<
     }
 }
 
+/// The log lines a journal recorded (each step's `log` actions), as telemetry's `log` entries
+/// at their step's time: what `logs` shows of a run a host kept no telemetry of.
+fn logged_in(journal: &[crate::store::JournalEntry]) -> Vec<Value> {
+    let mut entries = Vec::new();
+    for step in journal {
+        let time = crate::base::clock::format_rfc3339(step.unix_milliseconds);
+        for action in step.actions.as_array().into_iter().flatten() {
+            let Some(message) = action.get("log") else {
+                continue;
+            };
+            let mut entry = serde_json::json!({
+                "kind": "log",
+                "time": time,
+                "level": action.get("level").cloned().unwrap_or_else(|| "info".into()),
+                "message": message,
+                "tags": action.get("tags").cloned().unwrap_or_else(|| serde_json::json!([])),
+                "step": step.sequence,
+            });
+            if let Some(from) = action.get("from") {
+                entry["from"] = from.clone();
+            }
+            entries.push(entry);
+        }
+    }
+    entries
+}
+
 pub fn logs(arguments: &LogsArguments) -> u8 {
     let state = &arguments.state;
     let entries = match open_for_reading(state).and_then(|store| {
         let run = choose_run(state, &arguments.run, Latest::Any, !arguments.json)?;
-        read(state, store.as_deref(), &run)
+        read(state, store.as_deref(), &run, true)
     }) {
         Ok(entries) => entries,
         Err(code) => return code,
@@ -171,7 +219,7 @@ pub fn stats(arguments: &StatsArguments) -> u8 {
                 Ok(run) => run,
                 Err(code) => return code,
             };
-            match read(state, store.as_deref(), &run) {
+            match read(state, store.as_deref(), &run, false) {
                 Ok(entries) => statistics.add_run(&entries),
                 Err(code) => return code,
             }
@@ -237,7 +285,7 @@ fn add_protocol_runs(
         let entries = match read_stored(&stored, &run.id) {
             Some(read) => read.entries,
             None if telemetry.join(&run.id).join("events.jsonl").is_file() => {
-                read(state, None, &run.id)?
+                read(state, None, &run.id, false)?
             }
             None => continue,
         };

@@ -590,6 +590,13 @@ impl Host for DriverHost<'_> {
             if let Some(from) = &record.from {
                 action["from"] = (**from).into();
             }
+            // `info` is what a line without one is: the journal says only the others, so that
+            // `logs` can read a run a host kept no telemetry of from it.
+            if record.level != crate::base::model::action::LogLevel::Info
+                && let Ok(level) = serde_json::to_value(record.level)
+            {
+                action["level"] = level;
+            }
             self.step_actions.push(action);
         }
         self.observer.log(&record, &time);
