@@ -10,8 +10,8 @@ use crate::base::event::{Event, Origin};
 use crate::base::value::Value;
 use crate::runtime::run::admission::{EventOutcome, EventReport};
 use crate::runtime::run::input::LineOrigin;
+use crate::store::Write;
 use crate::store::inbox::{InboxEntry, InboxState, set_aside_reason};
-use crate::store::{RunStatus, Write};
 
 /// How many entries one look takes: the rest wait for the next look, due at once.
 const TAKE_LIMIT: usize = 256;
@@ -100,23 +100,6 @@ impl Fleet {
         inboxes.schedule();
         self.inboxes = Some(inboxes);
         self
-    }
-
-    /// Whether the line's instance is a run of this protocol another holder drives (or
-    /// nobody does yet): its events go to the run's inbox.
-    pub(super) fn held_elsewhere(&self, name: &str) -> Result<bool, String> {
-        let (Some(_), Some(recording)) = (&self.inboxes, &self.recording) else {
-            return Ok(false);
-        };
-        if self.finished.contains(name) {
-            return Ok(false);
-        }
-        let run = format!("{}{name}", self.prefix);
-        let summary = recording
-            .store
-            .run_summary(&run)
-            .map_err(|error| error.to_string())?;
-        Ok(summary.is_some_and(|summary| summary.status != RunStatus::Finished))
     }
 
     /// Stores the line's event in the inbox of its instance's run, held elsewhere, and says

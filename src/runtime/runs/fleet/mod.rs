@@ -535,29 +535,22 @@ impl Fleet {
         }
         let slot = match self.by_name.get(&*name) {
             Some(slot) => *slot,
-            None if self.inboxes.is_some() && parsed.event.is_some() => {
-                match self.held_elsewhere(&name) {
-                    Err(message) => return self.line_problem(&message),
-                    Ok(true) if parsed.inputs.is_some() => {
+            None => match self.create(&name, parsed.inputs.as_ref()) {
+                Ok(slot) => slot,
+                Err(NotCreated::Refused(message)) => return self.line_problem(&message),
+                Err(NotCreated::HeldElsewhere) => match parsed.event.as_deref() {
+                    Some(event) if parsed.inputs.is_none() => {
+                        return self.queue_event(&name, event, data);
+                    }
+                    _ => {
                         return self.line_problem(&format!(
-                            "instance `{}` exists, held by another host: `inputs` are taken \
-                             only by the line that creates an instance",
+                            "instance `{}` exists, held by another host: a line for it carries \
+                             an event, which is queued for that host, and no `inputs` (taken \
+                             only by the line that creates an instance)",
                             &*name
                         ));
                     }
-                    Ok(true) => {
-                        let event = parsed.event.as_deref().unwrap_or_default();
-                        return self.queue_event(&name, event, data);
-                    }
-                    Ok(false) => match self.create(&name, parsed.inputs.as_ref()) {
-                        Ok(slot) => slot,
-                        Err(message) => return self.line_problem(&message),
-                    },
-                }
-            }
-            None => match self.create(&name, parsed.inputs.as_ref()) {
-                Ok(slot) => slot,
-                Err(message) => return self.line_problem(&message),
+                },
             },
         };
         let Some(event) = parsed.event else {
@@ -601,36 +594,48 @@ impl Fleet {
         }
     }
 
-    /// Starts a new instance with the inputs of its first line.
-    fn create(&mut self, name: &str, inputs: Option<&serde_json::Value>) -> Result<usize, String> {
+    /// Starts a new instance with the inputs of its first line; with a shared store's inboxes,
+    /// an instance recorded unfinished is another host's (`inbox`), whose events are queued.
+    fn create(
+        &mut self,
+        name: &str,
+        inputs: Option<&serde_json::Value>,
+    ) -> Result<usize, NotCreated> {
         let run_id = format!("{}{name}", self.prefix);
-        if self.by_name.len() >= self.max_instances {
-            return Err(format!(
-                "instance `{name}` not created: {} instances are alive, the limit; raise it with \
-                 --max-instances",
-                self.max_instances
-            ));
-        }
         if self.finished.contains(name) {
-            return Err(format!("instance `{name}` has finished"));
+            return Err(NotCreated::Refused(format!(
+                "instance `{name}` has finished"
+            )));
         }
         if name.contains('/') {
             // `/` separates a run from its child protocols' runs (`<run>/<invoke id>`).
-            return Err(format!(
+            return Err(NotCreated::Refused(format!(
                 "instance `{name}` not created: an instance name may not contain `/`, which \
                  names a run's child protocols"
-            ));
+            )));
         }
         if let Some(recording) = &self.recording
             && let Some(run) = recording
                 .store
-                .run(&run_id)
-                .map_err(|error| error.to_string())?
+                .run_summary(&run_id)
+                .map_err(|error| NotCreated::Refused(error.to_string()))?
         {
-            return Err(match run.summary.status {
-                RunStatus::Finished => format!("instance `{name}` has finished"),
-                _ => format!("instance `{name}` exists but is not running here"),
+            return Err(match run.status {
+                RunStatus::Finished => {
+                    NotCreated::Refused(format!("instance `{name}` has finished"))
+                }
+                _ if self.inboxes.is_some() => NotCreated::HeldElsewhere,
+                _ => {
+                    NotCreated::Refused(format!("instance `{name}` exists but is not running here"))
+                }
             });
+        }
+        if self.by_name.len() >= self.max_instances {
+            return Err(NotCreated::Refused(format!(
+                "instance `{name}` not created: {} instances are alive, the limit; raise it with \
+                 --max-instances",
+                self.max_instances
+            )));
         }
         let supplied: Vec<(String, serde_json::Value)> = match inputs {
             None => Vec::new(),
@@ -638,7 +643,11 @@ impl Fleet {
                 .iter()
                 .map(|(name, value)| (name.clone(), value.clone()))
                 .collect(),
-            Some(other) => return Err(format!("`inputs` must be an object, not {other}")),
+            Some(other) => {
+                return Err(NotCreated::Refused(format!(
+                    "`inputs` must be an object, not {other}"
+                )));
+            }
         };
         let supplied = self
             .pinned
@@ -956,6 +965,21 @@ impl Fleet {
             self.park_for_good(slot, how);
         }
         self.commit();
+    }
+}
+
+/// Why a line did not create its instance.
+enum NotCreated {
+    /// Said to the line's sender.
+    Refused(String),
+    /// An unfinished run of another host (with the inboxes of a shared store): the line's
+    /// event goes to its inbox.
+    HeldElsewhere,
+}
+
+impl From<String> for NotCreated {
+    fn from(message: String) -> NotCreated {
+        NotCreated::Refused(message)
     }
 }
 
