@@ -518,3 +518,28 @@ fn mcp_wait_for_state_answers_once_the_run_is_there() {
     assert_eq!(unknown["isError"], json!(true), "{unknown}");
     server.finish();
 }
+
+#[test]
+fn mcp_events_sent_while_a_wait_for_state_waits_are_taken_and_end_it() {
+    let mut server = crate::mcp_limits::waiter_server("wait-and-send", json!({}));
+    let run = reported_run(&server.call(1, "waiter", json!({})));
+    server.send(
+        2,
+        "tools/call",
+        json!({"name": "wait_for_state",
+               "arguments": {"run": run, "state": "done", "timeout": "10m"}}),
+    );
+    let sent = server.call(3, "send_event", json!({"run": run, "event": "go"}));
+    assert_eq!(
+        sent["structuredContent"]["sent"]["outcome"],
+        json!("taken"),
+        "{sent}"
+    );
+    let waited = server.response(2);
+    assert_eq!(
+        waited["result"]["structuredContent"]["awaited"],
+        json!("reached"),
+        "{waited}"
+    );
+    server.finish();
+}

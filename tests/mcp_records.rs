@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use protocol_run::store::{NewRun, RunOrigin, SqliteStore, Write};
 
-use crate::mcp_limits::waiter_server;
+use crate::mcp_limits::{probe_past_the_limit, waiter_server};
 use crate::support::mcp_raw::{RawMcp, reported_run};
 
 /// A run `id` of the protocol at `path`, recorded by `run` (so no server resumes it).
@@ -124,32 +124,35 @@ fn list_runs_answers_a_page_at_a_time_newest_first() {
 #[test]
 fn a_resource_read_past_the_limit_in_flight_is_an_invalid_request_naming_it() {
     let mut server = waiter_server("records-in-flight", json!({}));
-    server.send_at_once(
-        200,
+    let (refusal, answered) = probe_past_the_limit(
+        &mut server,
         "resources/read",
-        &json!({"uri": "protocol-run://run/waiter:nope"}),
+        json!({"uri": "protocol-run://run/waiter:nope"}),
+        |response| response["error"]["code"] == json!(-32600),
     );
-    let mut limited = 0;
-    for _ in 1..=200 {
-        let error = server.next_response()["error"].clone();
-        if error["code"] == json!(-32600) {
-            assert_eq!(
-                error["message"],
-                json!(
-                    "32 requests of this session are in flight, the limit \
-                     (MAX_REQUESTS_IN_FLIGHT); wait for their answers"
-                )
-            );
-            limited += 1;
-        } else {
-            assert_eq!(error["code"], json!(-32002), "{error}");
-            assert_eq!(
-                error["message"],
-                json!("no run `waiter:nope`; list_runs lists them")
-            );
-        }
+    assert_eq!(
+        refusal["error"]["message"],
+        json!(
+            "32 requests of this session are in flight, the limit \
+             (MAX_REQUESTS_IN_FLIGHT); wait for their answers"
+        )
+    );
+    let not_found = server.request(
+        2,
+        "resources/read",
+        json!({"uri": "protocol-run://run/waiter:nope"}),
+    );
+    for error in answered
+        .iter()
+        .chain([&not_found])
+        .map(|read| &read["error"])
+    {
+        assert_eq!(error["code"], json!(-32002), "{error}");
+        assert_eq!(
+            error["message"],
+            json!("no run `waiter:nope`; list_runs lists them")
+        );
     }
-    assert!(limited > 0, "some of the burst are past the limit");
     server.finish();
 }
 

@@ -472,3 +472,23 @@ fn a_socket_client_is_told_its_event_was_discarded() {
     );
     assert_eq!(told["configuration"], serde_json::json!(["a"]), "{told}");
 }
+
+#[test]
+fn a_clients_await_holds_its_own_later_lines_and_not_anothers() {
+    let directory = temporary_directory("socket", "await-per-client");
+    let _host = Host::listening(&directory, &[], "s.sock", &["--store", "memory"]);
+    let mut waiting = Client::connect(&directory.join("s.sock"));
+    waiting.send("{\"instance\": \"t1\"}");
+    waiting.read_until("\"started\"");
+    waiting.send("{\"instance\": \"t1\", \"await\": \"b\", \"timeout\": \"10m\"}");
+    waiting.send("{\"instance\": \"t2\"}");
+    // The other client's event is taken while the first client's wait holds its own next
+    // line; held behind the wait, it would wait ten minutes.
+    let mut other = Client::connect(&directory.join("s.sock"));
+    other.send("{\"instance\": \"t1\", \"event\": \"go\"}");
+    let reached: serde_json::Value =
+        serde_json::from_str(&waiting.read_until("\"await\"")).unwrap();
+    assert_eq!(reached["outcome"], "reached", "{reached}");
+    let held = waiting.read_until("\"started\"");
+    assert!(held.contains("\"t2\""), "{held}");
+}

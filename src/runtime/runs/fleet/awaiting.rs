@@ -1,4 +1,4 @@
-//! `serve`'s `await` lines: input waits until an instance's state is active, the instance ends, or the wait times out; a line says which.
+//! `serve`'s `await` lines: the sender's later lines wait until an instance's state is active, the instance ends, or the wait times out; a line says which.
 
 use tokio::time::Instant;
 
@@ -7,7 +7,7 @@ use crate::runtime::run::awaiting::AwaitEnd;
 use crate::runtime::run::input::LineOrigin;
 use crate::runtime::run::input::{DEFAULT_AWAIT_TIMEOUT, parse_await};
 
-/// The `await` line input waits on.
+/// An `await` line still waiting.
 pub(super) struct Awaiting {
     slot: usize,
     instance: Box<str>,
@@ -25,15 +25,38 @@ impl Awaiting {
         self.deadline
     }
 
-    /// Whether the wait is `client`'s, which is answered only when it ends.
-    pub(super) fn is_from(&self, client: u64) -> bool {
-        self.origin.is_some_and(|origin| origin.client == client)
+    /// The client whose later lines the wait holds: `None` for stdin, one stream.
+    pub(super) fn client(&self) -> Option<u64> {
+        self.origin.map(|origin| origin.client)
     }
 }
 
+/// The most lines held behind `await` lines at once; past it input is not read until a wait
+/// ends (the lines stay queued with their sender).
+pub(super) const MAX_HELD_LINES: usize = 4_096;
+
 impl Fleet {
-    /// `{"instance": ID, "await": STATE, "timeout": "30s"}`: input waits until the live
-    /// instance `ID` is in `STATE` (answered at once when it is already).
+    /// Whether an `await` of `client` (`None`: stdin) still waits, so its later lines wait too.
+    pub(super) fn awaits_client(&self, client: Option<u64>) -> bool {
+        self.awaiting
+            .iter()
+            .any(|awaiting| awaiting.client() == client)
+    }
+
+    /// Whether input is read now: not while stdin's `await` waits (stdin is one stream, read
+    /// in order), nor while the lines held behind waits are at their bound.
+    pub(super) fn reads_input(&self) -> bool {
+        !self.awaits_client(None) && self.held.len() < MAX_HELD_LINES
+    }
+
+    /// The earliest deadline of the waits.
+    pub(super) fn await_deadline(&self) -> Option<Instant> {
+        self.awaiting.iter().map(Awaiting::deadline).min()
+    }
+
+    /// `{"instance": ID, "await": STATE, "timeout": "30s"}`: the sender's later lines wait
+    /// until the live instance `ID` is in `STATE` (answered at once when it is already); other
+    /// clients' lines go on.
     pub(super) fn accept_await(&mut self, instance: &str, state: &str, timeout: Option<&str>) {
         let mut fields = serde_json::Map::new();
         fields.insert("await".into(), state.into());
@@ -54,7 +77,7 @@ impl Fleet {
         } else {
             DEFAULT_AWAIT_TIMEOUT
         };
-        self.awaiting = Some(Awaiting {
+        self.awaiting.push(Awaiting {
             slot,
             instance: instance.into(),
             state: awaited.state,
@@ -66,32 +89,46 @@ impl Fleet {
         self.settle_await();
     }
 
-    /// Ends the wait when its instance is in the state awaited, or has ended; then the lines
-    /// held meanwhile are handled, up to the next `await`.
+    /// Ends each wait whose instance is in the state awaited, or has ended; then the lines its
+    /// client sent meanwhile are handled, up to that client's next `await`.
     pub(super) fn settle_await(&mut self) {
-        let Some(awaiting) = &self.awaiting else {
-            return;
-        };
-        let end = match (awaiting.end, self.members[awaiting.slot].as_deref()) {
-            (Some(end), _) => end,
-            (None, None) => AwaitEnd::Ended,
-            (None, Some(member)) if member.interpreter.is_active(&awaiting.state) => {
-                AwaitEnd::Reached
+        let mut index = 0;
+        while index < self.awaiting.len() {
+            let awaiting = &self.awaiting[index];
+            let end = match (awaiting.end, self.members[awaiting.slot].as_deref()) {
+                (Some(end), _) => Some(end),
+                (None, None) => Some(AwaitEnd::Ended),
+                (None, Some(member)) if member.interpreter.is_active(&awaiting.state) => {
+                    Some(AwaitEnd::Reached)
+                }
+                (None, Some(_)) => None,
+            };
+            match end {
+                // Ending a wait may start others (held lines) and end them at once: look again
+                // from the start.
+                Some(end) => {
+                    self.end_await(index, end);
+                    index = 0;
+                }
+                None => index += 1,
             }
-            (None, Some(_)) => return,
-        };
-        self.end_await(end);
+        }
     }
 
-    /// The wait's timeout passed: a line says so, and input goes on.
+    /// The waits whose timeouts passed: a line says so for each, and their clients go on.
     pub(super) fn await_timed_out(&mut self) {
-        self.end_await(AwaitEnd::TimedOut);
+        let now = Instant::now();
+        while let Some(index) = self
+            .awaiting
+            .iter()
+            .position(|awaiting| awaiting.deadline <= now)
+        {
+            self.end_await(index, AwaitEnd::TimedOut);
+        }
     }
 
-    fn end_await(&mut self, end: AwaitEnd) {
-        let Some(awaiting) = self.awaiting.take() else {
-            return;
-        };
+    fn end_await(&mut self, index: usize, end: AwaitEnd) {
+        let awaiting = self.awaiting.remove(index);
         let mut line = serde_json::json!({
             "instance": &*awaiting.instance,
             "await": awaiting.state,
@@ -107,9 +144,14 @@ impl Fleet {
             }
             self.handled_clients.push(origin.client);
         }
-        while self.awaiting.is_none()
-            && let Some((line, origin)) = self.held.pop_front()
+        let client = awaiting.client();
+        while !self.awaits_client(client)
+            && let Some(position) = self
+                .held
+                .iter()
+                .position(|(_, origin)| origin.map(|origin| origin.client) == client)
         {
+            let (line, origin) = self.held.remove(position).expect("a held line");
             self.line_number += 1;
             self.line_origin = origin;
             match line {
@@ -120,10 +162,10 @@ impl Fleet {
     }
 }
 
-/// The instance in `slot` finished in `state`, before the fleet forgets it: the wait on it, if
-/// any, ends `Reached` when it finished in the awaited state, else `Ended`.
-pub(super) fn note_finished(awaiting: Option<&mut Awaiting>, slot: usize, state: Option<&str>) {
-    if let Some(awaiting) = awaiting.filter(|awaiting| awaiting.slot == slot) {
+/// The instance in `slot` finished in `state`, before the fleet forgets it: each wait on it
+/// ends `Reached` when it finished in the awaited state, else `Ended`.
+pub(super) fn note_finished(awaiting: &mut [Awaiting], slot: usize, state: Option<&str>) {
+    for awaiting in awaiting.iter_mut().filter(|awaiting| awaiting.slot == slot) {
         awaiting.end = Some(if state == Some(awaiting.state.as_str()) {
             AwaitEnd::Reached
         } else {

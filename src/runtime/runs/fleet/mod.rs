@@ -147,9 +147,11 @@ pub struct Fleet {
     /// Ends once every instance it hosted has ended, rather than when its input ends: a fleet
     /// of one run (`mcp`) releases its store and lock as soon as the run is over.
     ends_with_its_instances: bool,
-    /// The `await` line input waits on, if one does.
-    awaiting: Option<awaiting::Awaiting>,
-    /// Lines read after an `await` line, handled once it ends.
+    /// The `await` lines still waiting, each holding its client's later lines (at most one a
+    /// client: the client's next `await` is held behind it).
+    awaiting: Vec<awaiting::Awaiting>,
+    /// Lines read after an `await` line of their client, handled once it ends
+    /// (`MAX_HELD_LINES`).
     held: std::collections::VecDeque<(Result<String, String>, Option<LineOrigin>)>,
 }
 
@@ -214,7 +216,7 @@ impl Fleet {
             problem_reply: None,
             outcome_reply: None,
             await_reply: None,
-            awaiting: None,
+            awaiting: Vec::new(),
             held: std::collections::VecDeque::new(),
             max_instances: usize::MAX,
             answer: None,
@@ -426,7 +428,7 @@ impl Fleet {
                 .deadlines
                 .peek()
                 .map(|Reverse((deadline, _))| *deadline);
-            let await_deadline = self.awaiting.as_ref().map(awaiting::Awaiting::deadline);
+            let await_deadline = self.await_deadline();
             let takeover_at = self.takeover.as_ref().map(takeover::Takeover::next);
             let inboxes_at = self.inboxes.as_ref().map(inbox::Inboxes::next);
             let inboxes_wake = self.inboxes.as_ref().and_then(inbox::Inboxes::wake);
@@ -442,15 +444,16 @@ impl Fleet {
                         self.deliver(slot, message);
                     }
                 }
-                // Input waits while an `await` line does.
-                batch = input.recv(), if !self.input_ended && self.awaiting.is_none() => match batch {
+                // Input waits while stdin's `await` line does; a client's lines after its own
+                // `await` are held.
+                batch = input.recv(), if !self.input_ended && self.reads_input() => match batch {
                     Some(batch) => {
                         for (index, line) in batch.lines().enumerate() {
                             let origin = batch.origin.map(|first| LineOrigin {
                                 client: first.client,
                                 line: first.line + index,
                             });
-                            if self.awaiting.is_some() {
+                            if self.awaits_client(origin.map(|origin| origin.client)) {
                                 self.held.push_back((line.map(String::from), origin));
                                 continue;
                             }
@@ -463,7 +466,7 @@ impl Fleet {
                         }
                         // A client whose `await` still waits is answered when it ends.
                         if let Some(origin) = batch.origin
-                            && !self.awaiting.as_ref().is_some_and(|awaiting| awaiting.is_from(origin.client))
+                            && !self.awaits_client(Some(origin.client))
                         {
                             self.handled_clients.push(origin.client);
                         }
@@ -784,7 +787,7 @@ impl Fleet {
             let state = outcome
                 .state_name(member.interpreter.machine())
                 .map(|state| state.to_string());
-            awaiting::note_finished(self.awaiting.as_mut(), slot, state.as_deref());
+            awaiting::note_finished(&mut self.awaiting, slot, state.as_deref());
             let mut finished = serde_json::json!({
                 "instance": &*member.name,
                 "finished": {
