@@ -295,10 +295,10 @@ impl Store for CountingStore {
     fn take_inbox(
         &mut self,
         holder: &protocol_run::store::Holder,
-        protocol_path: &str,
+        scope: protocol_run::store::InboxScope,
         limit: usize,
     ) -> Result<protocol_run::store::TakenInbox, StoreError> {
-        self.inner.take_inbox(holder, protocol_path, limit)
+        self.inner.take_inbox(holder, scope, limit)
     }
     fn apply_inbox(
         &mut self,

@@ -62,6 +62,7 @@ mod map_tolerance;
 mod mcp;
 mod mcp_answers;
 mod mcp_exposure;
+mod mcp_fleet;
 mod mcp_grants;
 mod mcp_identity;
 mod mcp_inspector;

@@ -16,6 +16,32 @@ pub struct InboxEntry {
     pub tries: u32,
 }
 
+/// Whose inboxes a take looks at, among the runs its holder holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboxScope<'a> {
+    /// The runs of the protocol at this path (a `serve` host, one fleet for all its runs).
+    Protocol(&'a str),
+    /// This run alone (an `mcp` server, a fleet for each run).
+    Run(&'a str),
+}
+
+impl<'a> InboxScope<'a> {
+    /// The `runs` column the scope's value is compared with.
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            InboxScope::Protocol(_) => "protocol_path",
+            InboxScope::Run(_) => "id",
+        }
+    }
+
+    /// The protocol's path or the run's id.
+    pub(crate) fn value(self) -> &'a str {
+        match self {
+            InboxScope::Protocol(value) | InboxScope::Run(value) => value,
+        }
+    }
+}
+
 /// What a holder took from the inboxes of its runs (`Store::take_inbox`).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct TakenInbox {

@@ -10,7 +10,7 @@ pub mod shared;
 pub mod sqlite;
 
 pub use choice::StoreChoice;
-pub use inbox::{InboxEntry, InboxRecord, InboxState, TakenInbox};
+pub use inbox::{InboxEntry, InboxRecord, InboxScope, InboxState, TakenInbox};
 pub use postgres::PostgresStore;
 pub use shared::SharedStore;
 pub use sqlite::SqliteStore;
@@ -499,14 +499,14 @@ pub trait Store: Send {
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError>;
 
-    /// Takes at most `limit` waiting entries of the runs of `protocol_path` that `holder` holds, oldest first in each
-    /// run, counting a try for each; an entry already tried `inbox::MAX_TRIES` times is set
+    /// Takes at most `limit` waiting entries of the runs in `scope` (a protocol's, or one run)
+    /// that `holder` holds, oldest first in each run, counting a try for each; an entry already tried `inbox::MAX_TRIES` times is set
     /// aside instead. An entry is applied by a `Write::ApplyInbox` committed with the step
     /// that applied it.
     fn take_inbox(
         &mut self,
         holder: &Holder,
-        protocol_path: &str,
+        scope: InboxScope,
         limit: usize,
     ) -> Result<TakenInbox, StoreError>;
 

@@ -153,10 +153,10 @@ impl Store for SharedStore {
     fn take_inbox(
         &mut self,
         holder: &super::Holder,
-        protocol_path: &str,
+        scope: super::InboxScope,
         limit: usize,
     ) -> Result<super::TakenInbox, StoreError> {
-        self.lock().take_inbox(holder, protocol_path, limit)
+        self.lock().take_inbox(holder, scope, limit)
     }
 
     fn apply_inbox(

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use protocol_run::store::{InboxState, RunStatus, StoreError, Write};
+use protocol_run::store::{InboxScope, InboxState, RunStatus, StoreError, Write};
 
 use super::{Backend, finish, holder, new_run, step};
 
@@ -42,13 +42,36 @@ pub(super) fn inbox_entries_are_applied_once_in_arrival_order(backend: Arc<dyn B
         "{unknown:?}"
     );
     // Only the run's holder takes its entries, and only for the protocol it serves.
-    let other = holder_store.take_inbox(&holder(2), PROTOCOL, 10).unwrap();
+    let other = holder_store
+        .take_inbox(&holder(2), InboxScope::Protocol(PROTOCOL), 10)
+        .unwrap();
     assert!(other.entries.is_empty() && other.set_aside.is_empty());
     let elsewhere = holder_store
-        .take_inbox(&holder(1), "/protocols/other.yaml", 10)
+        .take_inbox(
+            &holder(1),
+            InboxScope::Protocol("/protocols/other.yaml"),
+            10,
+        )
         .unwrap();
     assert!(elsewhere.entries.is_empty());
-    let taken = holder_store.take_inbox(&holder(1), PROTOCOL, 2).unwrap();
+    // A take of one run's inbox (an `mcp` server's fleet of one run) leaves the others'.
+    let mut beside = new_run("beside");
+    beside.holder = Some(holder(1));
+    holder_store.create_run(&beside).unwrap();
+    sender
+        .enqueue_event("beside", "tick", &serde_json::json!({}), 2_000)
+        .unwrap();
+    let alone = holder_store
+        .take_inbox(&holder(1), InboxScope::Run("beside"), 10)
+        .unwrap();
+    assert_eq!(numbers(&alone.entries), [(1, 1)]);
+    assert_eq!(alone.entries[0].run, "beside");
+    holder_store
+        .commit_batch(&[apply("beside", 1, None)])
+        .unwrap();
+    let taken = holder_store
+        .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 2)
+        .unwrap();
     assert_eq!(numbers(&taken.entries), [(1, 1), (2, 1)]);
     assert_eq!(taken.entries[0].data, serde_json::json!({"n": 1}));
     assert_eq!(taken.entries[0].event, "tick");
@@ -89,14 +112,16 @@ pub(super) fn inbox_entries_are_applied_once_in_arrival_order(backend: Arc<dyn B
     );
     assert_eq!(states[1].state, InboxState::Pending);
     // The next take goes on with what is left, in order.
-    let taken = holder_store.take_inbox(&holder(1), PROTOCOL, 10).unwrap();
+    let taken = holder_store
+        .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 10)
+        .unwrap();
     assert_eq!(numbers(&taken.entries), [(3, 1)]);
     holder_store
         .commit_batch(&[step("r", 3), apply("r", 3, Some(3))])
         .unwrap();
     assert!(
         holder_store
-            .take_inbox(&holder(1), PROTOCOL, 10)
+            .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 10)
             .unwrap()
             .entries
             .is_empty()
@@ -134,15 +159,21 @@ pub(super) fn an_entry_never_applied_is_set_aside_after_its_tries(backend: Arc<d
     // Its host dies each time before the step applying it commits: taken again, counted.
     let max = protocol_run::store::inbox::MAX_TRIES;
     for tries in 1..=max {
-        let taken = store.take_inbox(&holder(1), PROTOCOL, 1).unwrap();
+        let taken = store
+            .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 1)
+            .unwrap();
         assert_eq!(numbers(&taken.entries), [(1, tries)]);
         assert!(taken.set_aside.is_empty());
     }
     // Once more is too many: set aside, reported once, and the entry after it comes next.
-    let taken = store.take_inbox(&holder(1), PROTOCOL, 1).unwrap();
+    let taken = store
+        .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 1)
+        .unwrap();
     assert!(taken.entries.is_empty());
     assert_eq!(numbers(&taken.set_aside), [(1, max + 1)]);
-    let taken = store.take_inbox(&holder(1), PROTOCOL, 10).unwrap();
+    let taken = store
+        .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 10)
+        .unwrap();
     assert_eq!(numbers(&taken.entries), [(2, 1)]);
     assert!(taken.set_aside.is_empty());
     let states = store.inbox_states(&[("r".to_string(), 1)]).unwrap();
@@ -167,7 +198,9 @@ pub(super) fn a_holder_whose_run_was_taken_over_applies_no_entry(backend: Arc<dy
     first
         .enqueue_event("r", "tick", &serde_json::json!({}), 2_000)
         .unwrap();
-    let taken = first.take_inbox(&holder(1), PROTOCOL, 10).unwrap();
+    let taken = first
+        .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 10)
+        .unwrap();
     assert_eq!(numbers(&taken.entries), [(1, 1)]);
     // The first holder pauses; a second takes the run over and, with it, its inbox.
     let claimed = second
@@ -181,12 +214,14 @@ pub(super) fn a_holder_whose_run_was_taken_over_applies_no_entry(backend: Arc<dy
     );
     assert!(
         first
-            .take_inbox(&holder(1), PROTOCOL, 10)
+            .take_inbox(&holder(1), InboxScope::Protocol(PROTOCOL), 10)
             .unwrap()
             .entries
             .is_empty()
     );
-    let taken = second.take_inbox(&holder(2), PROTOCOL, 10).unwrap();
+    let taken = second
+        .take_inbox(&holder(2), InboxScope::Protocol(PROTOCOL), 10)
+        .unwrap();
     assert_eq!(numbers(&taken.entries), [(1, 2)]);
     second
         .commit_batch(&[step("r", 1), apply("r", 1, Some(1))])

@@ -33,6 +33,17 @@ impl RawMcp {
     /// `protocol-run mcp --state-dir state ARGUMENTS...` in `directory`, initialized with
     /// `capabilities` at revision 2025-11-25.
     pub fn start(directory: &Path, arguments: &[&str], capabilities: Value) -> RawMcp {
+        RawMcp::start_in(directory, "state", arguments, capabilities)
+    }
+
+    /// `start` with the state directory `state` (servers in one directory, each with its own
+    /// state directory, share the protocols' paths).
+    pub fn start_in(
+        directory: &Path,
+        state: &str,
+        arguments: &[&str],
+        capabilities: Value,
+    ) -> RawMcp {
         let stderr_path = (1..)
             .map(|count| match count {
                 1 => directory.join("stderr.txt"),
@@ -42,7 +53,7 @@ impl RawMcp {
             .unwrap();
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-            .args(["mcp", "--state-dir", "state"])
+            .args(["mcp", "--state-dir", state])
             .args(arguments)
             .current_dir(directory)
             .stdin(Stdio::piped())

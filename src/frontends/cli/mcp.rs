@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::exit_code;
 use crate::frontends::mcp::McpEnd;
-use crate::frontends::mcp::runs::host::HostSettings;
+use crate::frontends::mcp::runs::host::{HostSettings, SharedHosting};
 
 #[derive(Debug, Args)]
 pub struct McpArguments {
@@ -56,6 +56,11 @@ pub struct McpArguments {
     /// (a minute to an hour apart).
     #[arg(long, value_name = "DURATION", value_parser = crate::runtime::runs::retention::Retention::parse)]
     retain: Option<crate::runtime::runs::retention::Retention>,
+    /// With a shared store (postgres): how often the server looks at the inboxes of the runs it
+    /// holds, for events other hosts queued, and at the outcomes of those it queued (give or take
+    /// a quarter); from 10ms to a minute. It is also woken by the database when one is queued.
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = super::serve::parse_inbox_poll)]
+    inbox_poll: std::time::Duration,
 }
 
 /// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 64
@@ -127,6 +132,15 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         notices: tokio::sync::broadcast::Sender::new(crate::frontends::mcp::MAX_PENDING_NOTICES),
         resume: !arguments.no_resume,
         elicitation: !arguments.no_elicitation,
+        // Other hosts drive runs of the same protocols: events are queued for theirs, and the
+        // runs of one that dies are taken over, looked for twice a lease.
+        shared: match arguments.state.store {
+            crate::store::StoreChoice::Postgres(_) => Some(SharedHosting {
+                takeover_every: arguments.state.lease / 2,
+                inbox_poll: arguments.inbox_poll,
+            }),
+            _ => None,
+        },
     };
     let stop = super::serve::stop_signal();
     match crate::frontends::mcp::serve(arguments.paths, settings, arguments.http, stop) {

@@ -69,7 +69,7 @@ pub struct ServeArguments {
 
 /// `--inbox-poll`: a duration from 10 ms (each look is a statement) to a minute (a queued
 /// event waits at most this long).
-fn parse_inbox_poll(text: &str) -> Result<std::time::Duration, String> {
+pub(super) fn parse_inbox_poll(text: &str) -> Result<std::time::Duration, String> {
     let duration = crate::base::time::parse_duration(text)?;
     match u64::try_from(duration.num_milliseconds()) {
         Ok(milliseconds) if (10..=60_000).contains(&milliseconds) => {

@@ -1,7 +1,7 @@
 //! A run's inbox as both stores keep it: the statements, written once with `$N` parameters (SQLite's copy takes `?N`), and their rows read back.
 
 use super::Codec;
-use crate::store::inbox::{InboxEntry, InboxRecord, InboxState, MAX_TRIES};
+use crate::store::inbox::{InboxEntry, InboxRecord, InboxScope, InboxState, MAX_TRIES};
 use crate::store::{StoreError, inbox};
 
 /// Gives the run its next inbox number, under its row lock, with its holder (to wake); no row
@@ -13,19 +13,21 @@ pub(in crate::store) const NEXT_ENTRY: &str = "UPDATE runs SET inbox_next = inbo
 pub(in crate::store) const INSERT_ENTRY: &str = "INSERT INTO inbox (run_id, entry, event_name, \
      event_data, queued_at, sender) VALUES ($1, $2, $3, $4, $5, $6)";
 
-/// Counts a try of the waiting entries of the runs of protocol `$3` a holder holds (`$1`, its
-/// encoding), at most `$2` of them, and sets aside those past `MAX_TRIES`. `{lock}` is where PostgreSQL skips
-/// the entries another host's take has locked.
+/// Counts a try of the waiting entries of the runs a holder holds (`$1`, its encoding) whose
+/// `{scope}` column is `$3` (a protocol's path, or one run's id: `InboxScope`), at most `$2` of
+/// them, and sets aside those past `MAX_TRIES`. `{lock}` is where PostgreSQL skips the entries
+/// another host's take has locked.
 const TAKE: &str = "UPDATE inbox SET tries = tries + 1, status = CASE WHEN tries + 1 > {max} \
      THEN 'set_aside' ELSE status END WHERE (run_id, entry) IN (SELECT inbox.run_id, \
      inbox.entry FROM inbox JOIN runs ON runs.id = inbox.run_id WHERE inbox.status = \
-     'pending' AND runs.holder = $1 AND runs.protocol_path = $3 ORDER BY inbox.run_id, inbox.entry LIMIT $2{lock}) \
+     'pending' AND runs.holder = $1 AND runs.{scope} = $3 ORDER BY inbox.run_id, inbox.entry LIMIT $2{lock}) \
      RETURNING run_id, entry, event_name, event_data, tries, status";
 
-/// `TAKE` for a store: `lock` is appended to its subquery.
-pub(in crate::store) fn take_statement(lock: &str) -> String {
+/// `TAKE` for a store and a scope: `lock` is appended to its subquery.
+pub(in crate::store) fn take_statement(lock: &str, scope: InboxScope) -> String {
     TAKE.replace("{max}", &MAX_TRIES.to_string())
         .replace("{lock}", lock)
+        .replace("{scope}", scope.column())
 }
 
 /// Applies a waiting entry; no row changed when it is not waiting.

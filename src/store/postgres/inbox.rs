@@ -49,17 +49,17 @@ impl PostgresStore {
     pub(super) fn take_entries(
         &mut self,
         holder: &Holder,
-        protocol_path: &str,
+        scope: crate::store::InboxScope,
         limit: usize,
     ) -> Result<TakenInbox, StoreError> {
         let holder = self.codec.encode_holder(holder)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Entries another host is taking (a holder's old process, before its lease ran out)
         // are skipped rather than waited for.
-        let statement = take_statement(" FOR UPDATE OF inbox SKIP LOCKED");
+        let statement = take_statement(" FOR UPDATE OF inbox SKIP LOCKED", scope);
         let operation = || "take inbox entries".to_string();
         let rows = self.write("take inbox entries", |session| {
-            let rows = session.query(&operation, &statement, &[&holder, &limit, &protocol_path])?;
+            let rows = session.query(&operation, &statement, &[&holder, &limit, &scope.value()])?;
             rows.iter()
                 .map(|row| {
                     let run: String = session.column(row, 0, "")?;

@@ -45,7 +45,7 @@ impl SqliteStore {
     pub(super) fn take_entries(
         &mut self,
         holder: &Holder,
-        protocol_path: &str,
+        scope: crate::store::InboxScope,
         limit: usize,
     ) -> Result<TakenInbox, StoreError> {
         let holder = self.context.encode_holder(holder)?;
@@ -54,10 +54,10 @@ impl SqliteStore {
         self.write("take inbox entries", |context, connection| {
             let failed = context.failed("take inbox entries");
             let mut statement = connection
-                .prepare_cached(&for_sqlite(&take_statement("")))
+                .prepare_cached(&for_sqlite(&take_statement("", scope)))
                 .map_err(&failed)?;
             rows = statement
-                .query_map(rusqlite::params![holder, limit, protocol_path], |row| {
+                .query_map(rusqlite::params![holder, limit, scope.value()], |row| {
                     Ok(RawTaken {
                         run: row.get(0)?,
                         entry: row.get(1)?,

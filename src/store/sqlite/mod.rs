@@ -691,10 +691,10 @@ impl Store for SqliteStore {
     fn take_inbox(
         &mut self,
         holder: &Holder,
-        protocol_path: &str,
+        scope: crate::store::InboxScope,
         limit: usize,
     ) -> Result<crate::store::TakenInbox, StoreError> {
-        self.take_entries(holder, protocol_path, limit)
+        self.take_entries(holder, scope, limit)
     }
 
     fn apply_inbox(

@@ -39,8 +39,8 @@ impl Host {
         let call = format!("MCP call send_event to run `{run}`");
         self.submit(run, &line.to_string(), &call, reply).await;
     }
-    /// Hands the run's fleet an `await` line, answered once the wait ends (the fleet holds the
-    /// run's other input meanwhile, as `serve` does).
+    /// Hands the run's fleet an `await` line, answered once the wait ends (events other calls
+    /// send meanwhile are taken: the wait holds only its own call's line).
     pub(in crate::frontends::mcp) async fn wait_for_state(
         &mut self,
         run: &str,

@@ -37,7 +37,8 @@ impl Host {
         let answer_waiters = self.waiters.clone();
         let answer_machine = machine.clone();
         let answer_view = view;
-        Fleet::new(machine, Some(recording))
+        let inbox_run = run_id.clone();
+        let fleet = Fleet::new(machine, Some(recording))
             .with_limits(self.settings.limits)
             .with_max_instances(1)
             .ending_with_its_instances()
@@ -115,7 +116,12 @@ impl Host {
                     Err(waiting.problems.join("; "))
                 };
                 let _ = waiting.reply.send(answer);
-            })
+            });
+        // On a shared store other hosts queue events for this run in its inbox.
+        match self.settings.shared {
+            Some(shared) => fleet.with_run_inbox(inbox_run, shared.inbox_poll, self.new_wake()),
+            None => fleet,
+        }
     }
 
     /// Drives `fleet` on this thread until its run ends, the server

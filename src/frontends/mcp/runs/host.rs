@@ -13,7 +13,9 @@ use crate::frontends::mcp::runs::ended::{EndedRun, EndedRuns};
 use crate::frontends::mcp::runs::records;
 use crate::frontends::mcp::runs::report::{RunView, report};
 pub(in crate::frontends::mcp) use crate::frontends::mcp::runs::requests::Reply;
-pub use crate::frontends::mcp::runs::requests::{CANCELLED_EXIT_CODE, HostSettings, Request};
+pub use crate::frontends::mcp::runs::requests::{
+    CANCELLED_EXIT_CODE, HostSettings, Request, SharedHosting,
+};
 use crate::pipeline::compile::machine::Machine;
 use crate::runtime::run::input::LineBatch;
 
@@ -62,6 +64,12 @@ pub(in crate::frontends::mcp) struct Host {
     pub(in crate::frontends::mcp) just_ended: Rc<RefCell<Vec<String>>>,
     /// The views of the runs that ended most recently.
     pub(in crate::frontends::mcp) ended: EndedRuns,
+    /// On a shared store, what the database's wake is passed to (`shared::Wakes`).
+    pub(in crate::frontends::mcp) wakes: crate::frontends::mcp::runs::shared::Wakes,
+    /// When the next look for runs whose host died is due (a shared store).
+    pub(in crate::frontends::mcp) next_takeover: Option<tokio::time::Instant>,
+    /// Runs a look could not resume, said once each rather than at every look.
+    pub(in crate::frontends::mcp) told: std::collections::HashSet<String>,
 }
 
 /// Serves `requests` until their senders are gone, then stops every live run (marked stopped
@@ -81,12 +89,29 @@ pub async fn host(
         fleets: tokio::task::JoinSet::new(),
         just_ended: Rc::default(),
         ended: EndedRuns::default(),
+        wakes: Rc::default(),
+        next_takeover: None,
+        told: std::collections::HashSet::new(),
     };
+    host.listen_for_inboxes();
     if host.settings.resume {
         host.resume_recorded();
     }
-    while let Some(request) = requests.recv().await {
-        host.handle(request).await;
+    host.take_over_later();
+    loop {
+        let takeover = host.next_takeover();
+        tokio::select! {
+            request = requests.recv() => match request {
+                Some(request) => host.handle(request).await,
+                None => break,
+            },
+            () = async {
+                match takeover {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => host.take_over_now(),
+        }
     }
     host.stop.send_replace(true);
     while host.fleets.join_next().await.is_some() {}
@@ -108,8 +133,12 @@ impl Host {
                 expected_step,
                 reply,
             } => {
-                self.send_event(&run, &event, data, expected_step, reply)
-                    .await
+                if expected_step.is_none() && self.queues_for(&run) {
+                    self.queue_event(&run, &event, data, reply);
+                } else {
+                    self.send_event(&run, &event, data, expected_step, reply)
+                        .await
+                }
             }
             Request::WaitForState {
                 run,

@@ -9,4 +9,5 @@ pub mod records;
 pub mod report;
 pub mod requests;
 pub(in crate::frontends::mcp) mod resume;
+pub(in crate::frontends::mcp) mod shared;
 pub(in crate::frontends::mcp) mod start;

@@ -98,4 +98,18 @@ pub struct HostSettings {
     /// Whether a plain call that leaves a run waiting for input asks the client for the event
     /// by elicitation, when the client can answer it.
     pub elicitation: bool,
+    /// On a shared store (PostgreSQL), how the server works beside other hosts; `None` when it
+    /// is the store's only host.
+    pub shared: Option<SharedHosting>,
+}
+
+/// How an MCP server on a shared store works beside other hosts: it queues events for the runs
+/// they hold, takes their queued events for its own runs, and takes over the runs of one that
+/// died.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedHosting {
+    /// How often it looks for runs whose host died (half a lease).
+    pub takeover_every: std::time::Duration,
+    /// How often it looks at its runs' inboxes without being woken (`--inbox-poll`).
+    pub inbox_poll: std::time::Duration,
 }

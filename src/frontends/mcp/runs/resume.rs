@@ -89,30 +89,64 @@ impl Host {
     /// resume (its protocol changed, another process holds it) is named with the reason and
     /// left for `resume_run`.
     pub(in crate::frontends::mcp) fn resume_recorded(&mut self) {
-        let runs = self.settings.store.list_runs();
-        let runs = match runs {
-            Ok(runs) => runs,
-            Err(error) => {
-                eprintln!("mcp: cannot resume the runs left by an earlier server: {error}");
-                return;
-            }
-        };
-        let served: Vec<&str> = self
-            .protocols
-            .iter()
-            .map(|served| served.path.as_str())
-            .collect();
-        let mut left: Vec<String> = runs
-            .into_iter()
-            .filter(|run| {
-                run.origin == Some(RunOrigin::Mcp)
-                    && run.status != RunStatus::Finished
-                    && served.contains(&run.protocol_path.as_str())
-            })
-            .map(|run| run.id)
-            .collect();
+        self.resume_left(true);
+    }
+
+    /// Claims the unfinished runs MCP servers started of the protocols served here that no
+    /// live holder has, and resumes them. At the start (`at_start`) every one is read and
+    /// each left is said; later (a shared store, whose other hosts hold most of them) only as
+    /// many as there is room for, a run another host holds is left quietly, one taken over is
+    /// said, one that cannot resume is said once, and a protocol whose secret inputs are not
+    /// pinned here is left to a host given them.
+    pub(in crate::frontends::mcp) fn resume_left(&mut self, at_start: bool) {
         let limit = self.settings.max_live_runs;
         let room = limit.saturating_sub(self.runs.len());
+        if !at_start && room == 0 {
+            return;
+        }
+        let mut left = Vec::new();
+        for served in &self.protocols {
+            let missing: Vec<&str> = served
+                .machine
+                .inputs
+                .iter()
+                .filter(|input| input.secret && !served.pinned.is_pinned(&input.name))
+                .map(|input| input.name.as_str())
+                .collect();
+            if !at_start && !missing.is_empty() {
+                if self
+                    .told
+                    .insert(format!("\0secret inputs of {}", served.path))
+                {
+                    eprintln!(
+                        "mcp: runs of {} whose host dies are left to a host given its secret \
+                         input(s) {}: this one was not (--input {}); they are not stored with \
+                         the runs",
+                        served.path,
+                        missing.join(", "),
+                        missing.join(" --input ")
+                    );
+                }
+                continue;
+            }
+            let count = if at_start { usize::MAX } else { room };
+            match self.settings.store.unfinished_runs(&served.path, count) {
+                Ok(runs) => left.extend(runs.into_iter().filter(|run| {
+                    run.origin == Some(RunOrigin::Mcp) && !self.runs.contains_key(&run.id)
+                })),
+                Err(error) => {
+                    eprintln!("mcp: cannot look for runs to resume: {error}");
+                    return;
+                }
+            }
+        }
+        // Newest first, across the protocols.
+        left.sort_by(|one, other| {
+            other
+                .started_unix_milliseconds
+                .cmp(&one.started_unix_milliseconds)
+        });
+        let mut left: Vec<String> = left.into_iter().map(|run| run.id).collect();
         let over_the_limit = left.len().saturating_sub(room);
         left.truncate(room);
         // One transaction claims them all; a run another live process holds is left to it.
@@ -130,6 +164,9 @@ impl Host {
         let mut named = 0usize;
         let mut quietly_resumed = 0usize;
         for (run, claimed) in left.into_iter().zip(claims) {
+            if claimed.is_err() && !at_start {
+                continue;
+            }
             let resumed = claimed
                 .map_err(|refused| refused.to_string())
                 .and_then(|()| {
@@ -153,21 +190,28 @@ impl Host {
                         1 => "1 state".to_string(),
                         count => format!("{count} states"),
                     };
+                    let how = if at_start {
+                        "resumed"
+                    } else {
+                        "took over (its host is gone)"
+                    };
                     if named == NAMED_RESUMED_RUNS {
                         quietly_resumed += 1;
                     } else {
                         named += 1;
                         eprintln!(
-                            "mcp: resumed {run} ({protocol}, {count}: {})",
+                            "mcp: {how} {run} ({protocol}, {count}: {})",
                             states.join(", ")
                         );
                     }
                 }
                 Err(message) => {
-                    eprintln!(
-                        "mcp: not resumed {run}: {}",
-                        crate::base::secrets::mask(&message)
-                    );
+                    if at_start || self.told.insert(run.clone()) {
+                        eprintln!(
+                            "mcp: not resumed {run}: {}",
+                            crate::base::secrets::mask(&message)
+                        );
+                    }
                 }
             }
         }
@@ -177,7 +221,7 @@ impl Host {
                  lists them)"
             );
         }
-        if over_the_limit > 0 {
+        if over_the_limit > 0 && at_start {
             eprintln!(
                 "mcp: not resumed {over_the_limit} runs: {limit} runs are live, the limit \
                  (--max-live-runs); resume_run resumes one once another ends"

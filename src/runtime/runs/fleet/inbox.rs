@@ -11,7 +11,7 @@ use crate::base::value::Value;
 use crate::runtime::run::admission::{EventOutcome, EventReport};
 use crate::runtime::run::input::LineOrigin;
 use crate::store::Write;
-use crate::store::inbox::{InboxEntry, InboxState, set_aside_reason};
+use crate::store::inbox::{InboxEntry, InboxScope, InboxState, set_aside_reason};
 
 /// How many entries one look takes: the rest wait for the next look, due at once.
 const TAKE_LIMIT: usize = 256;
@@ -29,6 +29,9 @@ pub(super) struct Inboxes {
     /// Woken by the store when an event is queued for an instance held here, or an event
     /// queued here has an outcome (PostgreSQL's `LISTEN`): the look is then due at once.
     wake: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// The one run whose inbox is looked at (a fleet of one run, `mcp`), rather than those of
+    /// every run of the protocol held here.
+    run: Option<String>,
 }
 
 /// An event queued here for a run another host holds.
@@ -91,11 +94,32 @@ impl Fleet {
                 .ok()
                 .flatten()
         });
+        self.looking_at_inboxes(every, wake, None)
+    }
+
+    /// Looks every `every` (jittered), and when `wake` is notified, at the inbox of `run`
+    /// alone: a fleet of one run among others its host holds, which wakes it for them all.
+    pub fn with_run_inbox(
+        self,
+        run: String,
+        every: Duration,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> Fleet {
+        self.looking_at_inboxes(every, Some(wake), Some(run))
+    }
+
+    fn looking_at_inboxes(
+        mut self,
+        every: Duration,
+        wake: Option<std::sync::Arc<tokio::sync::Notify>>,
+        run: Option<String>,
+    ) -> Fleet {
         let mut inboxes = Inboxes {
             every,
             next: Instant::now(),
             relaying: std::collections::VecDeque::new(),
             wake,
+            run,
         };
         inboxes.schedule();
         self.inboxes = Some(inboxes);
@@ -169,7 +193,7 @@ impl Fleet {
             return;
         };
         let mut full = false;
-        if let Err(message) = self.apply_inboxes(&mut full) {
+        if let Err(message) = self.apply_inboxes(inboxes.run.as_deref(), &mut full) {
             eprintln!("warning: taking events from the inboxes: {message}");
         }
         if let Err(message) = self.relay_outcomes(&mut inboxes) {
@@ -184,14 +208,19 @@ impl Fleet {
         self.commit();
     }
 
-    /// Takes the waiting entries of the instances held here and applies each, in order.
-    fn apply_inboxes(&mut self, full: &mut bool) -> Result<(), String> {
+    /// Takes the waiting entries of the instances held here (of `run` alone, when given) and
+    /// applies each, in order.
+    fn apply_inboxes(&mut self, run: Option<&str>, full: &mut bool) -> Result<(), String> {
         let Some(recording) = &mut self.recording else {
             return Ok(());
         };
+        let scope = match run {
+            Some(run) => InboxScope::Run(run),
+            None => InboxScope::Protocol(&recording.protocol_path),
+        };
         let taken = recording
             .store
-            .take_inbox(&recording.holder, &recording.protocol_path, TAKE_LIMIT)
+            .take_inbox(&recording.holder, scope, TAKE_LIMIT)
             .map_err(|error| {
                 crate::runtime::runs::lease::end_if_lost(&error);
                 error.to_string()
