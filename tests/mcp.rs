@@ -110,6 +110,7 @@ fn a_protocol_is_a_tool_whose_schema_is_its_inputs() {
             "list_runs",
             "cancel_run",
             "resume_run",
+            "redrive_run",
             "get_logs",
             "get_diagram"
         ]
@@ -454,6 +455,7 @@ fn streamable_http_serves_the_same_tools_and_runs() {
             "get_run",
             "ittw",
             "list_runs",
+            "redrive_run",
             "resume_run",
             "send_event",
             "wait_for_state"

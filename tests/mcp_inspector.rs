@@ -144,6 +144,7 @@ fn the_inspector_lists_the_protocol_and_management_tools_with_their_schemas() {
             "list_runs",
             "cancel_run",
             "resume_run",
+            "redrive_run",
             "get_logs",
             "get_diagram"
         ]

@@ -435,3 +435,50 @@ fn postgres_refuses_what_it_cannot_redrive() {
         refuses_what_it_cannot_redrive,
     );
 }
+
+/// `redrive_run` on an MCP server: a run of a served protocol that failed is driven again from
+/// its last step before the failure, its failed effect a new attempt, and finishes; a live
+/// run, and one that finished in a final state, are refused saying why.
+#[test]
+fn mcp_redrives_a_failed_run_of_a_served_protocol() {
+    use serde_json::json;
+    let directory = support::temporary_directory("redrive", "mcp");
+    std::fs::write(directory.join("once.yaml"), ONCE).unwrap();
+    let mut server = support::mcp_raw::RawMcp::start(&directory, &["once.yaml"], json!({}));
+    let started = server.call(1, "once", json!({}));
+    let run = support::mcp_raw::reported_run(&started);
+    let mut id = 1;
+    let failed = support::eventually("the run's failure", || {
+        id += 1;
+        let report = server.call(id, "get_run", json!({"run": run}));
+        (report["structuredContent"]["status"] == json!("failed")).then_some(report)
+    });
+    assert_eq!(lines(&directory, "ran").len(), 1, "{failed}");
+    std::fs::write(directory.join("mark"), "").unwrap();
+    let redriven = server.call(100, "redrive_run", json!({"run": run}));
+    assert_eq!(redriven["isError"], json!(false), "{redriven}");
+    let report = &redriven["structuredContent"];
+    assert_eq!(report["redriven"]["again"], json!(["check"]), "{redriven}");
+    assert_eq!(report["redriven"]["from_step"], json!(0), "{redriven}");
+    let finished = support::eventually("the redriven run's end", || {
+        id += 1;
+        let report = server.call(id, "get_run", json!({"run": run}));
+        (report["structuredContent"]["status"] == json!("finished")).then_some(report)
+    });
+    assert_eq!(
+        finished["structuredContent"]["finished"]["output"],
+        json!({"result": "fine"}),
+        "{finished}"
+    );
+    // Two attempts, each with its own idempotency key.
+    let keys = lines(&directory, "ran");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    let again = server.call(200, "redrive_run", json!({"run": run}));
+    assert_eq!(again["isError"], json!(true), "{again}");
+    assert!(
+        support::mcp_raw::tool_error(&again).contains("finished"),
+        "{again}"
+    );
+    server.finish();
+}

@@ -18,6 +18,7 @@ pub const MANAGEMENT_TOOLS: &[&str] = &[
     "list_runs",
     "cancel_run",
     "resume_run",
+    "redrive_run",
     "get_logs",
     "get_diagram",
 ];

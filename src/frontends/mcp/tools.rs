@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
 
-/// `send_event`, `get_run`, `list_runs`, `cancel_run`, `resume_run`, `get_logs`,
+/// `send_event`, `get_run`, `list_runs`, `cancel_run`, `resume_run`, `redrive_run`, `get_logs`,
 /// `get_diagram`.
 pub(super) fn management_tools() -> Vec<Tool> {
     let schema = |value: Value| match value {
@@ -81,6 +81,14 @@ pub(super) fn management_tools() -> Vec<Tool> {
             "resume_run",
             "Resume a run no server is driving (stopped, or left by a server that died) from \
              its last committed step; returns its report",
+            run_only.clone(),
+        ),
+        Tool::new(
+            "redrive_run",
+            "Drive again a run that failed on an unhandled error, or stopped unfinished, under \
+             its own id from its last step before the failure: only what failed runs again \
+             (the effects running then, a map's items that did not end well, a failed child); \
+             returns its report with `redriven`: the step it goes on from and what runs again",
             run_only.clone(),
         ),
         Tool::new(

@@ -160,6 +160,9 @@ impl Host {
             Request::ResumeRun { run, reply } => {
                 let _ = reply.send(self.resume_run(&run));
             }
+            Request::RedriveRun { run, reply } => {
+                let _ = reply.send(self.redrive_run(&run));
+            }
             Request::GetLogs {
                 run,
                 tag,

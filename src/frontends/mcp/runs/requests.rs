@@ -50,6 +50,10 @@ pub enum Request {
         run: String,
         reply: Reply,
     },
+    RedriveRun {
+        run: String,
+        reply: Reply,
+    },
     GetLogs {
         run: String,
         tag: Option<String>,

@@ -33,6 +33,69 @@ impl Host {
         self.resume_claimed(&record)
     }
 
+    /// Redrives a run of a protocol served here that failed on an unhandled error or stopped
+    /// unfinished (`runs::redrive`): recorded in the store (a failed run is claimed by its
+    /// reopening, a stopped one claimed first), then resumed from the redrive's step in a fleet
+    /// of its own; its report says what runs again under `redriven`.
+    pub(in crate::frontends::mcp) fn redrive_run(&mut self, run: &str) -> Result<Value, String> {
+        if self.live_report(run).is_some() {
+            return Err(format!(
+                "run `{run}` is live here: it has not failed; cancel_run ends it"
+            ));
+        }
+        self.check_room()?;
+        let refused =
+            |refusal: crate::runtime::runs::start::Refusal| refusal.text.trim_end().to_string();
+        crate::runtime::runs::redrive::check(&**self.settings.store.lock(), run)
+            .map_err(refused)?;
+        let record = self
+            .settings
+            .store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        // Served here, its texts compiling, its inputs restorable: checked before anything is
+        // written.
+        let (served, machine, _, _) = self.resumable(&record)?;
+        let secrets = served.pinned.texts_of(&machine.secret_input_names());
+        if record.summary.status != RunStatus::Finished {
+            self.claim(run)?;
+        }
+        let redrive = crate::runtime::runs::redrive::Redrive {
+            run,
+            holder: &self.settings.holder,
+            secrets: &secrets,
+            unix_milliseconds: crate::base::clock::unix_milliseconds_now(),
+        };
+        let redriven = crate::runtime::runs::redrive::record(&mut self.settings.store, &redrive);
+        let redriven = match redriven {
+            Ok(redriven) => redriven,
+            Err(refusal) => {
+                if record.summary.status != RunStatus::Finished {
+                    let _ = self
+                        .settings
+                        .store
+                        .release_runs(&[run.to_string()], &self.settings.holder);
+                }
+                return Err(refused(refusal));
+            }
+        };
+        eprintln!("mcp: {run} {}", redriven.description());
+        let record = self
+            .settings
+            .store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`"))?;
+        let mut report = self.resume_claimed(&record)?;
+        report["redriven"] = serde_json::json!({
+            "from_step": redriven.from_step,
+            "failed_at": redriven.failed_at,
+            "again": redriven.again,
+        });
+        Ok(report)
+    }
+
     /// Resumes `record`'s run once this server claimed it; a run that cannot resume is
     /// released at once, so that another process may take it.
     fn resume_claimed(&mut self, record: &RunRecord) -> Result<Value, String> {

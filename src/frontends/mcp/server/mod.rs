@@ -196,6 +196,10 @@ impl ProtocolServer {
                 let run = text_argument(&arguments, "run")?;
                 self.ask(|reply| Request::ResumeRun { run, reply }).await
             }
+            "redrive_run" => {
+                let run = text_argument(&arguments, "run")?;
+                self.ask(|reply| Request::RedriveRun { run, reply }).await
+            }
             "get_logs" => {
                 let run = text_argument(&arguments, "run")?;
                 let tag = optional_text_argument(&arguments, "tag")?;
