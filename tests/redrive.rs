@@ -24,7 +24,8 @@ const FAILING_PARENT: &str = include_str!("fixtures/redrive/failing-parent.yaml"
 
 const FAILING_CHILD: &str = include_str!("fixtures/redrive/failing.yaml");
 
-/// A parent whose effect fails, which fails it, while its child waits for an hour.
+/// A parent whose effect fails until `mark` exists, which fails it, while its child (each
+/// attempt's key appended to `kid-ran`) waits for `mark`; the child's end ends the parent.
 const BUSY_PARENT: &str = include_str!("fixtures/redrive/busy.yaml");
 
 const SLEEPY_CHILD: &str = include_str!("fixtures/redrive/sleepy.yaml");
@@ -288,20 +289,12 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
     std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
     std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
     std::fs::write(directory.join("waits.yaml"), WAITS).unwrap();
-    std::fs::write(directory.join("busy.yaml"), BUSY_PARENT).unwrap();
-    std::fs::write(directory.join("sleepy.yaml"), SLEEPY_CHILD).unwrap();
     let (code, _, stderr) = support::run_binary_in(
         &directory,
         environment,
         &["run", "parent.yaml", "--run-id", "p"],
     );
     assert_eq!(code, 0, "{stderr}");
-    let (code, _, stderr) = support::run_binary_in(
-        &directory,
-        environment,
-        &["run", "busy.yaml", "--run-id", "b"],
-    );
-    assert_eq!(code, 76, "{stderr}");
     for (run, code, said) in [
         (
             "p",
@@ -315,12 +308,6 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
             "run `p/kid` is a child protocol of run `p`: redrive `p`",
         ),
         ("nobody", 66, "no run `nobody`"),
-        (
-            "b",
-            64,
-            "child protocols were running then (kid), and a redrive does not take running \
-             children back yet",
-        ),
     ] {
         let (exit, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", run]);
         assert_eq!(exit, code, "{run}: {stderr}");
@@ -357,6 +344,45 @@ fn refuses_what_it_cannot_redrive(name: &str, environment: &[(&str, &str)]) {
     );
     assert_eq!(lines(&directory, "ran").len(), 2);
     let _ = std::fs::remove_dir_all(&directory);
+}
+
+/// A parent that failed while its child ran: the run's end ended the child, and a redrive
+/// starts it again from its beginning (a new attempt of its effect, with a key of its own)
+/// beside the parent's failed effect; both then end well.
+fn redrives_a_run_whose_child_was_running(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("redrive", &format!("running-child-{name}"));
+    std::fs::write(directory.join("busy.yaml"), BUSY_PARENT).unwrap();
+    std::fs::write(directory.join("sleepy.yaml"), SLEEPY_CHILD).unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["run", "busy.yaml", "--run-id", "b"],
+    );
+    assert_eq!(code, 76, "{stderr}");
+    assert_eq!(lines(&directory, "kid-ran").len(), 1, "{stderr}");
+    std::fs::write(directory.join("mark"), "").unwrap();
+    let (code, _, stderr) = support::run_binary_in(&directory, environment, &["redrive", "b"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("again: check, kid"), "{stderr}");
+    let keys = lines(&directory, "kid-ran");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_ne!(keys[0], keys[1]);
+    let status = status(&directory, environment, "b");
+    assert_eq!(status["finish"]["state"], "done", "{status}");
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn sqlite_redrives_a_run_whose_child_was_running() {
+    redrives_a_run_whose_child_was_running("sqlite", &[]);
+}
+
+#[test]
+fn postgres_redrives_a_run_whose_child_was_running() {
+    on_postgres(
+        "redrive-running-child",
+        redrives_a_run_whose_child_was_running,
+    );
 }
 
 /// Runs `body` on a PostgreSQL database of its own, when a server is at hand.

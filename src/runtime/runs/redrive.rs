@@ -95,26 +95,11 @@ pub fn record(store: &mut dyn Store, redrive: &Redrive) -> Result<Redriven, Refu
             exit_code::USAGE,
         ));
     };
-    // Their rows keep their latest state only, which may be past that step, and the run's end
-    // ended them.
-    if failed && !stored.snapshot.children.is_empty() {
-        let names: Vec<&str> = stored
-            .snapshot
-            .children
-            .iter()
-            .map(|child| child.id.as_str())
-            .collect();
-        return Err(Refusal::error(
-            format!(
-                "run `{run}` cannot be redriven from step {from_step}: child protocols were \
-                 running then ({}), and a redrive does not take running children back yet; run \
-                 the protocol again",
-                names.join(", ")
-            ),
-            exit_code::USAGE,
-        ));
+    let mut children = failed_children(store, run, from_step)?;
+    let mut stored = stored;
+    if failed {
+        children.extend(running_children(store, run, from_step, &mut stored)?);
     }
-    let children = failed_children(store, run, from_step)?;
     let mut snapshot = stored
         .snapshot
         .with_secrets(&stored.secrets, secrets)
@@ -292,6 +277,66 @@ pub fn children_again(entry: &JournalEntry) -> Vec<ChildAgain> {
         .filter_map(|children| serde_json::from_value::<Vec<ChildAgain>>(children.clone()).ok())
         .flatten()
         .collect()
+}
+
+/// The invokes' children running at step `from_step` of a run that failed after it: the run's
+/// end ended them, and their rows keep their latest state only, which may be past that step.
+/// Each is taken out of the step's state and starts again from its beginning with the inputs it
+/// had, as a failed child does. A map's child items running then are refused (not yet), and so
+/// is a state holding secrets (the inputs go into the journal).
+fn running_children(
+    store: &dyn Store,
+    run: &str,
+    from_step: u64,
+    stored: &mut crate::store::StoredSnapshot,
+) -> Result<Vec<ChildAgain>, Refusal> {
+    if stored.snapshot.children.is_empty() {
+        return Ok(Vec::new());
+    }
+    let refused = |why: String| {
+        Refusal::error(
+            format!(
+                "run `{run}` cannot be redriven from step {from_step}: {why}; run the protocol again"
+            ),
+            exit_code::USAGE,
+        )
+    };
+    let items: Vec<&str> = stored
+        .snapshot
+        .children
+        .iter()
+        .map(|child| child.id.as_str())
+        .filter(|id| id.contains('['))
+        .collect();
+    if !items.is_empty() {
+        return Err(refused(format!(
+            "a map's child protocols were running then ({}), and a redrive does not take them \
+             back yet",
+            items.join(", ")
+        )));
+    }
+    if !stored.secrets.is_empty() {
+        return Err(refused(format!(
+            "child protocols were running then, and the state their inputs are taken from holds \
+             secrets ({}), which a redrive does not take back yet",
+            stored.secrets.join(", ")
+        )));
+    }
+    let failed = |error: StoreError| Refusal::error(error, exit_code::IO);
+    let mut children = Vec::new();
+    for child in std::mem::take(&mut stored.snapshot.children) {
+        // Its own row keeps its last state, with the invocations it numbered.
+        let first_invocation = store
+            .latest_snapshot(&format!("{run}/{}", child.id))
+            .map_err(failed)?
+            .map_or(0, |state| state.snapshot.invocations);
+        children.push(ChildAgain {
+            id: child.id,
+            inputs: child.inputs,
+            first_invocation,
+        });
+    }
+    Ok(children)
 }
 
 /// The invokes' children that failed by step `from_step` and whose failure the run had not
