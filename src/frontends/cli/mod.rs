@@ -22,7 +22,6 @@ mod socket;
 mod stats_table;
 mod status;
 mod test;
-mod transition_names;
 mod validate;
 
 use std::path::PathBuf;

@@ -2,12 +2,9 @@
 
 use clap::Args;
 
-use super::exit_code;
 use super::run_selection::{Latest, RunSelection, StateDirectory, choose_run};
 use super::runs::open;
-use super::transition_names::TransitionNames;
-use crate::base::clock::format_rfc3339;
-use crate::store::{RunSummary, Store};
+use crate::runtime::runs::view::describe;
 
 /// `protocol-run status [RUN_ID]`.
 #[derive(Debug, Args)]
@@ -37,7 +34,7 @@ pub fn status(arguments: &StatusArguments) -> u8 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    match describe(&*store, &run_id) {
+    match describe(&*store, &run_id, 5) {
         Ok(description) => {
             if arguments.json {
                 println!("{description}");
@@ -51,104 +48,6 @@ pub fn status(arguments: &StatusArguments) -> u8 {
             code
         }
     }
-}
-
-/// The run as one JSON object.
-fn describe(store: &dyn Store, run_id: &str) -> Result<serde_json::Value, (String, u8)> {
-    let io = |error: crate::store::StoreError| (error.to_string(), exit_code::IO);
-    let record = store.run(run_id).map_err(io)?.ok_or_else(|| {
-        (
-            format!("no run `{run_id}` in {}", store.location()),
-            exit_code::NO_INPUT_FILE,
-        )
-    })?;
-    let snapshot = store.latest_snapshot(run_id).map_err(io)?;
-    let journal = store.journal_tail(run_id, 5).map_err(io)?;
-    let inbox = store.recent_inbox(run_id, 10).map_err(io)?;
-    let summary: &RunSummary = &record.summary;
-    let names = TransitionNames::of_recorded(store, &record);
-    let snapshot_json = snapshot.as_ref().map(|stored| {
-        serde_json::json!({
-            "step": stored.sequence,
-            "committed": format_rfc3339(stored.unix_milliseconds),
-            "configuration": stored.snapshot.configuration,
-            // Readable: a timestamp or duration shows as its text, not its stored tag.
-            "context": stored.snapshot.context.iter()
-                .map(|(name, value)| (name.clone(), crate::base::value::Value::from_stored_json(value).to_json()))
-                .collect::<serde_json::Map<_, _>>(),
-            "timers": stored.snapshot.timers.iter().map(|timer| {
-                let mut shown = serde_json::json!({
-                    "event": timer.event,
-                    "due": format_rfc3339(timer.deadline_unix_milliseconds),
-                });
-                // A deadline keeps its instant on every resume; say so where it is one.
-                if timer.absolute {
-                    shown["deadline"] = serde_json::Value::Bool(true);
-                }
-                shown
-            }).collect::<Vec<_>>(),
-            "running_effects": stored.snapshot.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>(),
-            "effect_attempts": stored.snapshot.effects.iter().map(|effect| serde_json::json!({
-                "id": effect.action,
-                "invocation": effect.invocation,
-                "attempt": effect.attempt,
-            })).collect::<Vec<_>>(),
-            "children": children_json(&stored.snapshot.children),
-        })
-    });
-    Ok(serde_json::json!({
-        "run": summary.id,
-        "protocol": summary.protocol_path,
-        "status": summary.status.as_str(),
-        "started": format_rfc3339(summary.started_unix_milliseconds),
-        // What started it (`run`, `serve`, `mcp`); null for a run recorded before origins were.
-        "origin": summary.origin.map(crate::store::RunOrigin::as_str),
-        "forked_from": summary.forked_from,
-        "redrives": summary.redrives,
-        "inputs": record.inputs,
-        "grants": record.grants,
-        "state": snapshot_json,
-        "finish": summary.finish.as_ref().map(|finish| serde_json::json!({
-            "state": finish.final_state,
-            "exit_code": finish.exit_code,
-            "output": finish.output,
-        })),
-        "last_events": journal.iter().map(|entry| serde_json::json!({
-            "step": entry.sequence,
-            "at": format_rfc3339(entry.unix_milliseconds),
-            "event": entry.event.as_ref().map(|event| event.name.as_str()),
-            "transitions": entry.transitions.iter().map(|pointer| names.name(pointer)).collect::<Vec<_>>(),
-            "transition_pointers": entry.transitions,
-            "what": step_kind(entry),
-            "failure": entry.event.as_ref().and_then(|event| failure(&event.data)),
-        })).collect::<Vec<_>>(),
-        // Events other hosts queued for it (`serve` on a shared store), newest first.
-        "inbox": inbox.iter().map(inbox_json).collect::<Vec<_>>(),
-    }))
-}
-
-/// An inbox entry as `status` shows it: what it carried and what became of it.
-fn inbox_json(record: &crate::store::InboxRecord) -> serde_json::Value {
-    use crate::store::InboxState;
-    let mut shown = serde_json::json!({
-        "entry": record.entry,
-        "event": record.event,
-        "tries": record.tries,
-    });
-    match &record.state {
-        InboxState::Pending => shown["state"] = "waiting".into(),
-        InboxState::SetAside => {
-            shown["state"] = "set_aside".into();
-            shown["reason"] =
-                crate::store::inbox::set_aside_reason(record.tries.saturating_sub(1)).into();
-        }
-        InboxState::Applied { outcome, step, .. } => {
-            shown["state"] = "applied".into();
-            shown["outcome"] = outcome["outcome"].clone();
-            shown["step"] = (*step).into();
-        }
-    }
-    shown
 }
 
 fn print_human(description: &serde_json::Value) {
@@ -259,37 +158,6 @@ fn print_human(description: &serde_json::Value) {
     }
 }
 
-/// Why an effect failed, when `data` is a failed outcome's (it has a `message` and the output
-/// keys): its message, exit code and the tail of its error output, masked as telemetry keeps it.
-fn failure(data: &serde_json::Value) -> Option<serde_json::Value> {
-    let message = data.get("message")?.as_str()?;
-    let stderr = data.get("stderr")?.as_str()?;
-    Some(serde_json::json!({
-        "message": message,
-        "exit_code": data.get("exit_code"),
-        "stderr": crate::base::text::masked_tail(stderr),
-    }))
-}
-
-/// The running child protocols of a snapshot, as a tree: each with its states, running effects
-/// and its own children.
-fn children_json(children: &[crate::base::snapshot::ChildSnapshot]) -> serde_json::Value {
-    children
-        .iter()
-        .map(|child| {
-            // A child whose state the store did not find is shown by its id and step alone.
-            let state = child.snapshot.as_deref();
-            serde_json::json!({
-                "id": child.id,
-                "step": child.sequence,
-                "configuration": state.map(|state| &state.configuration),
-                "running_effects": state.map(|state| state.effects.iter().map(|effect| &effect.action).collect::<Vec<_>>()),
-                "children": state.map_or(serde_json::json!([]), |state| children_json(&state.children)),
-            })
-        })
-        .collect()
-}
-
 /// One line per child protocol, its path (`kid/grandkid`) and its states.
 fn print_children(children: &serde_json::Value, above: &str) {
     for child in children.as_array().into_iter().flatten() {
@@ -300,32 +168,4 @@ fn print_children(children: &serde_json::Value, above: &str) {
         );
         print_children(&child["children"], &format!("{path}/"));
     }
-}
-
-/// What a step without an event was: the start, a resume, a redrive (and the step it went
-/// back to), a child's step, or effects that ended after the run's final state.
-fn step_kind(entry: &crate::store::JournalEntry) -> Option<String> {
-    if entry.event.is_some() {
-        return None;
-    }
-    let find = |key: &str| {
-        entry
-            .actions
-            .as_array()
-            .and_then(|actions| actions.iter().find_map(|action| action.get(key)))
-    };
-    let has = |key: &str| find(key).is_some();
-    Some(if entry.sequence == 0 {
-        "(start)".to_string()
-    } else if has("resumed") {
-        "(resumed)".to_string()
-    } else if let Some(redrive) = find("redrive") {
-        format!("(redrive from step {})", redrive["from_step"])
-    } else if has("child") {
-        "(child step)".to_string()
-    } else if has("effect_outcome") {
-        "(effects ended)".to_string()
-    } else {
-        "(no event)".to_string()
-    })
 }

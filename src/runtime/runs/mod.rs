@@ -18,3 +18,4 @@ pub mod resume;
 pub mod retention;
 pub mod served;
 pub mod start;
+pub mod view;
