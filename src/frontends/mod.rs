@@ -1,4 +1,5 @@
-//! The front ends: the command line and the MCP server; each parses, calls the runs service and prints.
+//! The front ends: the command line, the MCP server and the web inspector; each parses, calls the runs service and prints.
 
 pub mod cli;
 pub mod mcp;
+pub mod ui;

@@ -56,9 +56,9 @@ pub struct McpArguments {
     /// (a minute to an hour apart).
     #[arg(long, value_name = "DURATION", value_parser = crate::runtime::runs::retention::Retention::parse)]
     retain: Option<crate::runtime::runs::retention::Retention>,
-    /// With a shared store (postgres): how often the server looks at the inboxes of the runs it
-    /// holds, for events other hosts queued, and at the outcomes of those it queued (give or take
-    /// a quarter); from 10ms to a minute. It is also woken by the database when one is queued.
+    /// How often the server looks at the inboxes of the runs it holds, for events other
+    /// processes queued (another host, `protocol-run ui`), and at the outcomes of those it queued
+    /// (give or take a quarter); from 10ms to a minute. On PostgreSQL the database also wakes it.
     #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = super::serve::parse_inbox_poll)]
     inbox_poll: std::time::Duration,
 }
@@ -137,10 +137,10 @@ pub fn mcp(arguments: McpArguments) -> u8 {
         shared: match arguments.state.store {
             crate::store::StoreChoice::Postgres(_) => Some(SharedHosting {
                 takeover_every: arguments.state.lease / 2,
-                inbox_poll: arguments.inbox_poll,
             }),
             _ => None,
         },
+        inbox_poll: arguments.inbox_poll,
     };
     let stop = super::serve::stop_signal();
     match crate::frontends::mcp::serve(arguments.paths, settings, arguments.http, stop) {

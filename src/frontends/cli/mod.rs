@@ -22,6 +22,7 @@ mod socket;
 mod stats_table;
 mod status;
 mod test;
+mod ui;
 mod validate;
 
 use std::path::PathBuf;
@@ -68,6 +69,9 @@ enum Command {
     /// tool that starts a durable run (an MCP task for a client that asks for one);
     /// `send_event`, `get_run` and `list_runs` drive and watch runs.
     Mcp(mcp::McpArguments),
+    /// A web inspector over the store: the runs, each run's statechart with its active states,
+    /// its steps, its state at any step, its inbox and logs, live; events sent to a waiting run.
+    Ui(ui::UiArguments),
     /// Check protocol files and report every problem with its location.
     Validate {
         /// Protocol files; scenario files (`*.scenario.yaml`) and library files
@@ -212,7 +216,10 @@ pub fn main(arguments: Vec<String>) -> u8 {
             }
         },
     };
-    if !matches!(parsed.command, Command::Serve(_) | Command::Mcp(_)) {
+    if !matches!(
+        parsed.command,
+        Command::Serve(_) | Command::Mcp(_) | Command::Ui(_)
+    ) {
         end_quietly_on_a_closed_pipe();
     }
     let code = match parsed.command {
@@ -223,6 +230,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Replay(replay_arguments) => replay::replay(&replay_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),
+        Command::Ui(ui_arguments) => ui::ui(ui_arguments),
         Command::Validate { files } => validate::validate(&files),
         Command::Lsp => {
             crate::tooling::lsp::serve(&mut std::io::stdin().lock(), &mut std::io::stdout().lock())

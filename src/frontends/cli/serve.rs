@@ -60,9 +60,10 @@ pub struct ServeArguments {
     /// (a minute to an hour apart).
     #[arg(long, value_name = "DURATION", value_parser = Retention::parse)]
     retain: Option<Retention>,
-    /// With a shared store (postgres): how often the host looks at the inboxes of the instances
-    /// it holds, for events other hosts queued, and at the outcomes of those it queued (give or
-    /// take a quarter, so that hosts do not look at once); from 10ms to a minute.
+    /// How often the host looks at the inboxes of the instances it holds, for events other
+    /// processes queued (another host, `protocol-run ui`), and at the outcomes of those it queued
+    /// (give or take a quarter, so that hosts do not look at once); from 10ms to a minute. On
+    /// PostgreSQL the database also wakes it.
     #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_inbox_poll)]
     inbox_poll: std::time::Duration,
 }
@@ -210,9 +211,12 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     // taken over as its lease runs out (or its lock is freed, on this machine), looked for
     // twice a lease.
     if let StoreChoice::Postgres(_) = &arguments.state.store {
-        fleet = fleet
-            .with_takeover(arguments.state.lease / 2, arguments.timers, arguments.force)
-            .with_inboxes(arguments.inbox_poll);
+        fleet = fleet.with_takeover(arguments.state.lease / 2, arguments.timers, arguments.force);
+    }
+    // Other processes (another host, `protocol-run ui`) queue events in the inboxes of the
+    // instances held here: on PostgreSQL it is woken, on SQLite it polls.
+    if location.is_some() {
+        fleet = fleet.with_inboxes(arguments.inbox_poll);
     }
     if let Err(message) = fleet.resume_recorded(arguments.timers, arguments.force) {
         eprintln!("error: {message}");

@@ -117,11 +117,8 @@ impl Host {
                 };
                 let _ = waiting.reply.send(answer);
             });
-        // On a shared store other hosts queue events for this run in its inbox.
-        match self.settings.shared {
-            Some(shared) => fleet.with_run_inbox(inbox_run, shared.inbox_poll, self.new_wake()),
-            None => fleet,
-        }
+        // Other processes (another host, `protocol-run ui`) queue events in this run's inbox.
+        fleet.with_run_inbox(inbox_run, self.settings.inbox_poll, self.new_wake())
     }
 
     /// Drives `fleet` on this thread until its run ends, the server

@@ -105,6 +105,9 @@ pub struct HostSettings {
     /// On a shared store (PostgreSQL), how the server works beside other hosts; `None` when it
     /// is the store's only host.
     pub shared: Option<SharedHosting>,
+    /// How often each run's fleet looks at its inbox without being woken (`--inbox-poll`):
+    /// other processes (another host, `protocol-run ui`) queue events there.
+    pub inbox_poll: std::time::Duration,
 }
 
 /// How an MCP server on a shared store works beside other hosts: it queues events for the runs
@@ -114,6 +117,4 @@ pub struct HostSettings {
 pub struct SharedHosting {
     /// How often it looks for runs whose host died (half a lease).
     pub takeover_every: std::time::Duration,
-    /// How often it looks at its runs' inboxes without being woken (`--inbox-poll`).
-    pub inbox_poll: std::time::Duration,
 }

@@ -25,9 +25,9 @@ impl Host {
     /// held here, or one queued here was applied, and passes it to everything that waits on
     /// one. A store that cannot listen is said once; the inboxes are then only polled.
     pub(in crate::frontends::mcp) fn listen_for_inboxes(&mut self) {
-        let Some(shared) = self.settings.shared else {
+        if self.settings.shared.is_none() {
             return;
-        };
+        }
         let Some(lease) = self.settings.holder.host.clone() else {
             return;
         };
@@ -37,7 +37,7 @@ impl Host {
             Err(error) => {
                 eprintln!(
                     "mcp: warning: {error}; the inboxes are looked at every {:?}",
-                    shared.inbox_poll
+                    self.settings.inbox_poll
                 );
                 return;
             }
@@ -86,10 +86,11 @@ impl Host {
         data: Option<Value>,
         reply: oneshot::Sender<Result<Value, String>>,
     ) {
-        let Some(shared) = self.settings.shared else {
+        if self.settings.shared.is_none() {
             let _ = reply.send(Err(self.not_live(run)));
             return;
-        };
+        }
+        let poll = self.settings.inbox_poll;
         let data = data.unwrap_or(Value::Null);
         if let Err(message) = super::events::check_line_length(&data.to_string()) {
             let _ = reply.send(Err(message));
@@ -126,7 +127,7 @@ impl Host {
                 let sent = match state {
                     Err(error) => break Err(format!("event queued as entry {entry}: {error}")),
                     Ok(Some(InboxState::Pending)) if Instant::now() < deadline => {
-                        let _ = tokio::time::timeout(shared.inbox_poll, wake.notified()).await;
+                        let _ = tokio::time::timeout(poll, wake.notified()).await;
                         continue;
                     }
                     Ok(Some(InboxState::Pending)) => json!({

@@ -1,0 +1,385 @@
+// The inspector's pages, drawn from the server's JSON: the runs (`/`) and one run (`/runs/ID`),
+// kept live by server-sent events. Text from runs is always set as text, never as markup; the
+// only markup inserted is the statechart's SVG, which the server draws and escapes.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const main = document.getElementById("main");
+const crumbs = document.getElementById("crumbs");
+
+// An element `tag` with attributes and children (strings become text).
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+async function getJson(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+async function postJson(path, value) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    body: JSON.stringify(value),
+  });
+  const body = await response.json().catch(() => ({ error: response.statusText }));
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function statusBadge(status) {
+  return element("span", { class: `status status-${status}`, "data-status": status }, status);
+}
+
+function duration(milliseconds) {
+  if (milliseconds === null || milliseconds === undefined) return "";
+  if (milliseconds < 1000) return `${milliseconds} ms`;
+  const seconds = milliseconds / 1000;
+  if (seconds < 120) return `${seconds.toFixed(1)} s`;
+  const minutes = seconds / 60;
+  if (minutes < 120) return `${minutes.toFixed(1)} min`;
+  return `${(minutes / 60).toFixed(1)} h`;
+}
+
+function runLink(id) {
+  return element("a", { href: `/runs/${encodeURIComponent(id)}`, class: "run-link" }, id);
+}
+
+// ---- The runs ----------------------------------------------------------------------------
+
+async function showRuns() {
+  crumbs.replaceChildren();
+  const params = new URLSearchParams(location.search);
+  const status = element("select", { id: "status-filter" },
+    ["", "running", "stopped", "finished", "failed"].map((value) =>
+      element("option", { value, selected: params.get("status") === value }, value || "any status")));
+  const protocol = element("input", { id: "protocol-filter", type: "text", placeholder: "protocol",
+                                      value: params.get("protocol") || "" });
+  const apply = () => {
+    const next = new URLSearchParams();
+    if (status.value) next.set("status", status.value);
+    if (protocol.value) next.set("protocol", protocol.value);
+    history.replaceState(null, "", next.toString() ? `/?${next}` : "/");
+    load();
+  };
+  status.addEventListener("change", apply);
+  protocol.addEventListener("change", apply);
+  const list = element("div", { id: "runs" });
+  main.replaceChildren(element("h1", {}, "Runs"),
+                       element("div", { class: "filters" }, status, protocol), list);
+  async function load() {
+    const query = new URLSearchParams();
+    if (status.value) query.set("status", status.value);
+    if (protocol.value) query.set("protocol", protocol.value);
+    try {
+      const answer = await getJson(`/api/runs?${query}`);
+      list.replaceChildren(...runGroups(answer.runs),
+        answer.truncated ? element("p", { class: "quiet" }, "Only the newest 1,000 are listed: filter to see others.") : "");
+    } catch (error) {
+      list.replaceChildren(element("p", { class: "message error" }, error.message));
+    }
+  }
+  await load();
+  // The list follows the store while it is shown.
+  const timer = setInterval(() => { if (document.contains(list)) load(); else clearInterval(timer); }, 2000);
+}
+
+// Runs a host started (`serve` instances, MCP runs) are grouped by protocol; others stand alone.
+function runGroups(runs) {
+  if (runs.length === 0) return [element("p", { class: "quiet" }, "No runs yet.")];
+  const groups = new Map();
+  for (const run of runs) {
+    const hosted = run.origin === "serve" || run.origin === "mcp";
+    const key = hosted ? `${run.origin}: ${run.protocol_id || run.protocol}` : "";
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(run);
+  }
+  return [...groups.entries()].map(([key, rows]) => element("section", { class: "group", "data-group": key || "runs" },
+    key ? element("h2", {}, key, element("span", { class: "quiet" }, ` (${rows.length})`)) : null,
+    runTable(rows)));
+}
+
+function runTable(runs) {
+  return element("table", { class: "runs" },
+    element("thead", {}, element("tr", {},
+      ["Run", "Protocol", "Status", "States", "Started", "Duration", "Exit"].map((name) => element("th", {}, name)))),
+    element("tbody", {}, runs.map((run) => element("tr", { "data-run": run.id },
+      element("td", {}, runLink(run.id)),
+      element("td", { title: run.protocol }, run.protocol_id || run.protocol),
+      element("td", {}, statusBadge(run.status)),
+      element("td", { class: "states" }, run.states.join(", ")),
+      element("td", {}, run.started),
+      element("td", {}, duration(run.duration_ms)),
+      element("td", {}, run.exit_code ?? "")))));
+}
+
+// ---- One run -----------------------------------------------------------------------------
+
+async function showRun(id) {
+  crumbs.replaceChildren(element("a", { href: "/" }, "Runs"), " / ", id);
+  const page = {
+    id,
+    steps: [],          // the steps shown, oldest first
+    transitions: {},    // transition index by pointer
+    selected: null,     // the step whose moment is shown, or null for the latest
+    run: null,
+  };
+  const diagram = element("div", { class: "panel diagram", id: "diagram" }, element("p", { class: "quiet" }, "Drawing…"));
+  const header = element("div", { id: "run-header" });
+  const act = element("div", { class: "panel", id: "act" });
+  const moment = element("div", { class: "panel", id: "moment" });
+  const steps = element("div", { class: "panel scroll", id: "steps" });
+  const inbox = element("div", { class: "panel", id: "inbox" });
+  const logs = element("div", { class: "panel scroll", id: "logs" });
+  main.replaceChildren(header, element("div", { class: "layout" },
+    element("div", {}, diagram, element("h2", {}, "Steps"), steps),
+    element("div", {}, act, moment, element("h2", {}, "Inbox"), inbox, element("h2", {}, "Logs"), logs)));
+  page.elements = { diagram, header, act, moment, steps, inbox, logs };
+
+  try {
+    const [run, drawing, journal] = await Promise.all([
+      getJson(`/api/run?id=${encodeURIComponent(id)}`),
+      getJson(`/api/diagram?id=${encodeURIComponent(id)}`).catch((error) => ({ error: error.message })),
+      getJson(`/api/steps?id=${encodeURIComponent(id)}`),
+    ]);
+    if (drawing.error) diagram.replaceChildren(element("p", { class: "message error" }, drawing.error));
+    else {
+      diagram.innerHTML = drawing.svg;
+      page.transitions = drawing.transitions;
+    }
+    page.steps = journal.steps;
+    page.moreBefore = journal.more_before;
+    showState(page, run);
+    loadLogs(page);
+    follow(page);
+  } catch (error) {
+    main.replaceChildren(element("p", { class: "message error" }, error.message));
+  }
+}
+
+// Everything that shows the run as it is now (or at the selected step).
+function showState(page, run) {
+  page.run = run;
+  const { header, act, inbox } = page.elements;
+  header.replaceChildren(
+    element("h1", {}, run.run),
+    element("dl", { class: "kv" },
+      element("dt", {}, "protocol"), element("dd", {}, run.protocol),
+      element("dt", {}, "status"), element("dd", {}, statusBadge(run.status)),
+      element("dt", {}, "started"), element("dd", {}, run.started),
+      element("dt", {}, "steps"), element("dd", { id: "step-count" }, run.steps),
+      run.holder ? [element("dt", {}, "held by"), element("dd", {}, `${run.holder.process} (pid ${run.holder.pid})`)] : [],
+      run.finish ? [element("dt", {}, "finished"), element("dd", {}, `${run.finish.state ?? "no final state"}, exit ${run.finish.exit_code}`)] : []));
+  act.replaceChildren(...eventForms(page, run));
+  inbox.replaceChildren(inboxTable(run.inbox || []));
+  showSteps(page);
+  if (page.selected === null) showMoment(page, run.state, null);
+}
+
+// What a page can send: a form for each event the run can take now, its data prefilled from
+// the event's declared schema.
+function eventForms(page, run) {
+  const heading = element("h2", {}, "Send an event");
+  if (run.status !== "running" && run.status !== "stopped") return [heading, element("p", { class: "quiet" }, "The run has ended.")];
+  if (!run.events_now || run.events_now.length === 0) return [heading, element("p", { class: "quiet" }, "It takes no event now.")];
+  return [heading, ...run.events_now.map((event) => {
+    const data = element("textarea", { name: "data", "aria-label": `data of ${event.name}` }, skeleton(event.data_schema));
+    const message = element("div", { class: "message" });
+    const send = element("button", { class: "primary", type: "submit", "data-event": event.name }, `Send ${event.name}`);
+    const form = element("form", { class: "event-form", "data-event": event.name }, send,
+      event.data_schema ? element("div", {}, element("label", {}, "data (JSON, on the declared schema)"), data) : null, message);
+    form.addEventListener("submit", async (submitted) => {
+      submitted.preventDefault();
+      message.className = "message";
+      let value = null;
+      try {
+        value = event.data_schema && data.value.trim() ? JSON.parse(data.value) : null;
+      } catch (error) {
+        message.className = "message error";
+        message.textContent = `The data is not JSON: ${error.message}`;
+        return;
+      }
+      try {
+        const answer = await postJson(`/api/event?id=${encodeURIComponent(page.id)}`, { event: event.name, data: value });
+        message.textContent = `Queued as inbox entry ${answer.entry}: ${answer.reason}`;
+      } catch (error) {
+        message.className = "message error";
+        message.textContent = error.message;
+      }
+    });
+    return form;
+  })];
+}
+
+// A value that fits `schema` as far as its shape goes: what the form starts from.
+function skeleton(schema) {
+  if (!schema) return "";
+  const example = (part) => {
+    if (!part || typeof part !== "object") return null;
+    if (part.default !== undefined) return part.default;
+    if (part.enum) return part.enum[0];
+    switch (part.type) {
+      case "object": {
+        const value = {};
+        for (const [name, property] of Object.entries(part.properties || {})) value[name] = example(property);
+        return value;
+      }
+      case "array": return [];
+      case "string": return "";
+      case "number": case "integer": return 0;
+      case "boolean": return false;
+      default: return null;
+    }
+  };
+  return JSON.stringify(example(schema), null, 2);
+}
+
+function inboxTable(entries) {
+  if (entries.length === 0) return element("p", { class: "quiet" }, "No event was queued for it.");
+  return element("table", {},
+    element("thead", {}, element("tr", {}, ["Entry", "Event", "State", "Outcome", "Step"].map((name) => element("th", {}, name)))),
+    element("tbody", {}, entries.map((entry) => element("tr", { "data-entry": entry.entry },
+      element("td", {}, entry.entry), element("td", {}, entry.event), element("td", {}, entry.state),
+      element("td", { class: "outcome" }, entry.outcome ?? entry.reason ?? ""), element("td", {}, entry.step ?? "")))));
+}
+
+function showSteps(page) {
+  const rows = page.steps.slice().reverse().map((step) => element("tr", {
+      class: `step${page.selected === step.step ? " selected" : ""}`, "data-step": step.step,
+      onclick: () => selectStep(page, step.step) },
+    element("td", {}, step.step),
+    element("td", {}, step.at),
+    element("td", {}, step.event ?? step.what ?? ""),
+    element("td", {}, step.transitions.join("; ")),
+    element("td", { class: "failure" }, step.failure ? step.failure.message : "")));
+  const older = page.moreBefore ? element("button", { onclick: () => loadOlder(page) }, "Older steps") : null;
+  page.elements.steps.replaceChildren(element("table", {},
+    element("thead", {}, element("tr", {}, ["Step", "At", "Event", "Transitions", "Failure"].map((name) => element("th", {}, name)))),
+    element("tbody", {}, rows)), older);
+}
+
+async function loadOlder(page) {
+  const before = page.steps.length ? page.steps[0].step : undefined;
+  const answer = await getJson(`/api/steps?id=${encodeURIComponent(page.id)}&before=${before}`);
+  page.steps = answer.steps.concat(page.steps);
+  page.moreBefore = answer.more_before;
+  showSteps(page);
+}
+
+// The moment of one step: the diagram shows its states and the transitions it took, the panel
+// its context.
+async function selectStep(page, sequence) {
+  if (page.selected === sequence) {
+    page.selected = null;
+    showSteps(page);
+    showMoment(page, page.run.state, null);
+    return;
+  }
+  page.selected = sequence;
+  showSteps(page);
+  try {
+    const state = await getJson(`/api/state?id=${encodeURIComponent(page.id)}&step=${sequence}`);
+    showMoment(page, state, page.steps.find((step) => step.step === sequence));
+  } catch (error) {
+    page.elements.moment.replaceChildren(element("p", { class: "message error" }, error.message));
+  }
+}
+
+function showMoment(page, state, step) {
+  const { moment } = page.elements;
+  const configuration = state ? state.configuration : [];
+  highlight(page, configuration, step ? step.transition_pointers : lastPointers(page));
+  moment.replaceChildren(
+    step ? element("div", { class: "moment" }, `After step ${step.step} (${step.at}). `,
+                   element("button", { onclick: () => selectStep(page, step.step) }, "Back to now")) : null,
+    element("h2", {}, "States"), element("p", { id: "configuration" }, configuration.join(", ") || "none"),
+    element("h2", {}, "Context"), element("pre", { id: "context" }, JSON.stringify(state ? state.context : {}, null, 2)),
+    state && state.timers && state.timers.length ? [element("h2", {}, "Timers"), element("pre", {}, JSON.stringify(state.timers, null, 2))] : [],
+    state && state.effect_attempts && state.effect_attempts.length ? [element("h2", {}, "Running effects"), element("pre", {}, JSON.stringify(state.effect_attempts, null, 2))] : []);
+}
+
+function lastPointers(page) {
+  for (let index = page.steps.length - 1; index >= 0; index -= 1) {
+    if (page.steps[index].transition_pointers.length) return page.steps[index].transition_pointers;
+  }
+  return [];
+}
+
+// Marks `states` (and their ancestors, whose boxes hold them) active and the transitions at
+// `pointers` taken.
+function highlight(page, states, pointers) {
+  const svg = page.elements.diagram.querySelector("svg");
+  if (!svg) return;
+  svg.querySelectorAll(".active").forEach((node) => node.classList.remove("active"));
+  svg.querySelectorAll(".taken").forEach((node) => node.classList.remove("taken"));
+  for (const state of states) {
+    let node = svg.querySelector(`[data-state="${CSS.escape(state)}"]`);
+    while (node && node !== svg) {
+      if (node.classList && node.classList.contains("state")) node.classList.add("active");
+      node = node.parentNode;
+    }
+  }
+  for (const pointer of pointers || []) {
+    const index = page.transitions[pointer];
+    if (index === undefined) continue;
+    svg.querySelectorAll(`g.transition-${index}`).forEach((node) => node.classList.add("taken"));
+  }
+}
+
+async function loadLogs(page) {
+  try {
+    const answer = await getJson(`/api/logs?id=${encodeURIComponent(page.id)}`);
+    const rows = answer.logs.map((line) => element("tr", { class: `level-${line.level}` },
+      element("td", {}, line.time), element("td", {}, line.level), element("td", {}, (line.tags || []).join(" ")),
+      element("td", {}, line.message)));
+    page.elements.logs.replaceChildren(rows.length ? element("table", {}, element("tbody", {}, rows))
+                                                   : element("p", { class: "quiet" }, "No log lines."));
+  } catch (error) {
+    page.elements.logs.replaceChildren(element("p", { class: "message error" }, error.message));
+  }
+}
+
+// Server-sent updates: each brings the run and the steps committed since the last shown.
+function follow(page) {
+  const last = page.steps.length ? page.steps[page.steps.length - 1].step : undefined;
+  const query = new URLSearchParams({ id: page.id });
+  if (last !== undefined) query.set("after", last);
+  const source = new EventSource(`/api/live?${query}`);
+  page.source = source;
+  source.addEventListener("update", (message) => {
+    if (!document.contains(page.elements.header)) { source.close(); return; }
+    const update = JSON.parse(message.data);
+    const known = new Set(page.steps.map((step) => step.step));
+    page.steps = page.steps.concat(update.steps.filter((step) => !known.has(step.step)));
+    showState(page, update.run);
+    loadLogs(page);
+    if (update.run.status !== "running" && update.run.status !== "stopped") source.close();
+  });
+  source.addEventListener("failure", (message) => {
+    page.elements.header.append(element("p", { class: "message error" }, message.data));
+    source.close();
+  });
+}
+
+// ---- Routing -----------------------------------------------------------------------------
+
+function route() {
+  const path = location.pathname;
+  if (path.startsWith("/runs/")) return showRun(decodeURIComponent(path.slice("/runs/".length)));
+  return showRuns();
+}
+
+route();

@@ -1,0 +1,119 @@
+//! A run's page kept live: server-sent events, one `update` each time the run's last committed step or status changes (read from the store every `poll`), carrying the run and the steps since the page's last.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::extract::{Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::Inspector;
+use super::read::{run_json, step_row};
+use crate::runtime::runs::view::TransitionNames;
+
+/// The most steps one update carries; a page that fell further behind reads the rest.
+const MAX_STEPS_PER_UPDATE: usize = 500;
+
+/// `/api/live?id=&after=`: updates of run `id` once it has steps after `after` (the last step
+/// the page shows), and on every change of its status.
+#[derive(Deserialize)]
+pub struct LiveQuery {
+    id: String,
+    after: Option<u64>,
+}
+
+/// The events a page is sent, from the task that reads the store for it.
+pub struct Updates(mpsc::Receiver<Result<Event, Infallible>>);
+
+impl futures_core::Stream for Updates {
+    type Item = Result<Event, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(context)
+    }
+}
+
+pub async fn live(
+    State(inspector): State<Inspector>,
+    Query(query): Query<LiveQuery>,
+) -> impl axum::response::IntoResponse {
+    let (sender, receiver) = mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut shown = (query.after, None::<String>);
+        loop {
+            let update = {
+                let store = inspector.store.lock();
+                next_update(&**store, &query.id, &mut shown)
+            };
+            match update {
+                Ok(Some((event, finished))) => {
+                    if sender.send(Ok(event)).await.is_err() || finished {
+                        return;
+                    }
+                }
+                Ok(None) => {}
+                Err(message) => {
+                    let event = Event::default().event("failure").data(message);
+                    let _ = sender.send(Ok(event)).await;
+                    return;
+                }
+            }
+            if sender.is_closed() {
+                return;
+            }
+            tokio::time::sleep(inspector.poll).await;
+        }
+    });
+    Sse::new(Updates(receiver)).keep_alive(KeepAlive::default())
+}
+
+/// The update due when the run's last step or status is not what the page was shown
+/// (`shown`, moved on), and whether the run has finished (the last update); `None` when
+/// nothing changed.
+fn next_update(
+    store: &dyn crate::store::Store,
+    run: &str,
+    shown: &mut (Option<u64>, Option<String>),
+) -> Result<Option<(Event, bool)>, String> {
+    let summary = store
+        .run_summary(run)
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| format!("no run `{run}`"))?;
+    let status = summary.status.as_str().to_string();
+    if summary.last_sequence == shown.0 && shown.1.as_deref() == Some(status.as_str()) {
+        return Ok(None);
+    }
+    let described = run_json(store, run).map_err(|failure| failure.message())?;
+    let record = store
+        .run(run)
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| format!("no run `{run}`"))?;
+    let names = TransitionNames::of_recorded(store, &record);
+    let new_steps = match (summary.last_sequence, shown.0) {
+        (Some(last), Some(after)) if last > after => {
+            let count = ((last - after) as usize).min(MAX_STEPS_PER_UPDATE);
+            store
+                .journal_tail(run, count)
+                .map_err(|error| error.to_string())?
+        }
+        (Some(_), None) => store
+            .journal_tail(run, MAX_STEPS_PER_UPDATE)
+            .map_err(|error| error.to_string())?,
+        _ => Vec::new(),
+    };
+    let steps: Vec<serde_json::Value> = new_steps
+        .iter()
+        .filter(|entry| shown.0.is_none_or(|after| entry.sequence > after))
+        .map(|entry| step_row(entry, &names))
+        .collect();
+    *shown = (summary.last_sequence, Some(status));
+    let finished = summary.status == crate::store::RunStatus::Finished;
+    let data = json!({"run": described, "steps": steps});
+    Ok(Some((
+        Event::default().event("update").data(data.to_string()),
+        finished,
+    )))
+}

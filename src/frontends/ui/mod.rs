@@ -1,0 +1,71 @@
+//! `protocol-run ui`: a web inspector over the store, served by the binary itself: the runs, a run's statechart, steps, state at any step, inbox and logs, updated live, and events sent to a waiting run through its inbox.
+
+mod act;
+mod assets;
+mod guard;
+mod live;
+mod read;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use guard::{Guard, random_token};
+
+use crate::store::SharedStore;
+
+/// What every request is served from: the store (read and queued into, never driven: the
+/// runs' holders drive them), who may ask, and how often live pages look for new steps.
+#[derive(Clone)]
+pub struct Inspector {
+    store: SharedStore,
+    guard: Arc<Guard>,
+    poll: Duration,
+}
+
+impl Inspector {
+    pub fn new(store: SharedStore, guard: Guard, poll: Duration) -> Inspector {
+        Inspector {
+            store,
+            guard: Arc::new(guard),
+            poll,
+        }
+    }
+}
+
+/// The pages, their assets and the API, every route behind the guard.
+pub fn router(inspector: Inspector) -> Router {
+    Router::new()
+        .route("/", get(assets::page))
+        .route("/runs/{*run}", get(assets::page))
+        .route("/stats/{*protocol}", get(assets::page))
+        .route("/assets/{name}", get(assets::asset))
+        .route("/api/runs", get(read::runs))
+        .route("/api/run", get(read::run))
+        .route("/api/steps", get(read::steps))
+        .route("/api/state", get(read::state))
+        .route("/api/diagram", get(read::diagram))
+        .route("/api/logs", get(read::logs))
+        .route("/api/live", get(live::live))
+        .route("/api/event", post(act::event))
+        .layer(axum::middleware::from_fn_with_state(
+            inspector.clone(),
+            guard::check,
+        ))
+        .with_state(inspector)
+}
+
+/// Serves `inspector` on `listener` until `stop` resolves (live pages are cut then: they
+/// would keep a graceful shutdown waiting for good).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    inspector: Inspector,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    tokio::select! {
+        served = axum::serve(listener, router(inspector)) => served,
+        () = stop => Ok(()),
+    }
+}
