@@ -108,4 +108,5 @@ mod store_conformance;
 mod telemetry_store;
 mod time;
 mod typed_context;
+mod ui_inspector;
 mod without_landlock;

@@ -199,14 +199,15 @@ function eventForms(page, run) {
     const data = element("textarea", { name: "data", "aria-label": `data of ${event.name}` }, skeleton(event.data_schema));
     const message = element("div", { class: "message" });
     const send = element("button", { class: "primary", type: "submit", "data-event": event.name }, `Send ${event.name}`);
+    const label = event.data_schema ? "data (JSON, on the declared schema)" : "data (JSON, optional)";
     const form = element("form", { class: "event-form", "data-event": event.name }, send,
-      event.data_schema ? element("div", {}, element("label", {}, "data (JSON, on the declared schema)"), data) : null, message);
+      element("div", {}, element("label", {}, label), data), message);
     form.addEventListener("submit", async (submitted) => {
       submitted.preventDefault();
       message.className = "message";
       let value = null;
       try {
-        value = event.data_schema && data.value.trim() ? JSON.parse(data.value) : null;
+        value = data.value.trim() ? JSON.parse(data.value) : null;
       } catch (error) {
         message.className = "message error";
         message.textContent = `The data is not JSON: ${error.message}`;
@@ -300,7 +301,9 @@ async function selectStep(page, sequence) {
 
 function showMoment(page, state, step) {
   const { moment } = page.elements;
-  const configuration = state ? state.configuration : [];
+  let configuration = state ? state.configuration : [];
+  // A finished run is shown in the final state it reached.
+  if (!step && configuration.length === 0 && page.run.finish && page.run.finish.state) configuration = [page.run.finish.state];
   highlight(page, configuration, step ? step.transition_pointers : lastPointers(page));
   moment.replaceChildren(
     step ? element("div", { class: "moment" }, `After step ${step.step} (${step.at}). `,

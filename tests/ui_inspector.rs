@@ -1,0 +1,365 @@
+//! `protocol-run ui`, the web inspector, through the real binary: a real browser (the distribution's Chromium, driven by Playwright's core) opens the run list and an ITTW run waiting for guidance, sees `monitoring` highlighted, sends `captain_guidance` from the page and sees the run finish live; and raw HTTP requests are refused where they come from another site, lack the CSRF token or the access token.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::support;
+
+/// A process of the binary, killed when dropped.
+struct Process {
+    child: Child,
+    input: Option<ChildStdin>,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        drop(self.input.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `serve protocols/ittw.yaml` in `directory` (its path pinned to one that does not exist, so
+/// the run escalates and monitors), with instance `i1` started and stdin held open.
+fn ittw_host(directory: &Path) -> Process {
+    let ittw = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["serve", ittw.to_str().unwrap(), "--state-dir", "state"])
+        .args([
+            "-i",
+            "path=/nonexistent/protocol-run-ui-test",
+            "--inbox-poll",
+            "50ms",
+        ])
+        .current_dir(directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(directory.join("serve.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"{\"instance\": \"i1\"}\n").unwrap();
+    input.flush().unwrap();
+    Process {
+        child,
+        input: Some(input),
+    }
+}
+
+/// `protocol-run ui` on a free loopback port in `directory`, with `arguments` and `environment`
+/// besides; the process and its address, once it listens.
+fn inspector(
+    directory: &Path,
+    arguments: &[&str],
+    environment: &[(&str, &str)],
+) -> (Process, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args([
+            "ui",
+            "--state-dir",
+            "state",
+            "--poll",
+            "50ms",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(arguments)
+        .envs(environment.iter().copied())
+        .current_dir(directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in: {line}"))
+        .to_string();
+    // The rest of stderr is drained, so the server never blocks on it.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    });
+    (Process { child, input: None }, address)
+}
+
+/// One HTTP/1.1 request to `address` with `headers` (a Host of the address unless given);
+/// the status and the body.
+fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let mut text = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        text.push_str(&format!("Host: {address}\r\n"));
+    }
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(text.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("no status in: {response}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A JSON answer of the API (a chunked body is read whole: its one chunk).
+fn api(address: &str, path: &str) -> Value {
+    let (status, body) = request(address, "GET", path, &[], "");
+    assert_eq!(status, 200, "{path}: {body}");
+    let start = body.find('{').unwrap_or(0);
+    let end = body.rfind('}').map_or(body.len(), |end| end + 1);
+    serde_json::from_str(&body[start..end]).unwrap_or_else(|_| panic!("{path}: not JSON: {body}"))
+}
+
+/// The page's CSRF token.
+fn csrf_token(address: &str) -> String {
+    let (_, page) = request(address, "GET", "/", &[], "");
+    page.split("name=\"csrf-token\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page carries its CSRF token")
+        .to_string()
+}
+
+/// Waits until run `ittw:i1` is monitoring, as the inspector reads it.
+fn wait_for_monitoring(address: &str) {
+    support::eventually("ITTW monitoring", || {
+        let (status, _) = request(address, "GET", "/api/run?id=ittw:i1", &[], "");
+        if status != 200 {
+            return None;
+        }
+        let run = api(address, "/api/run?id=ittw:i1");
+        run["state"]["configuration"]
+            .as_array()
+            .is_some_and(|states| states.iter().any(|state| state == "waiting_for_guidance"))
+            .then_some(())
+    });
+}
+
+/// The distribution's Chromium, or `None` after the skip's line (a failure under
+/// `PROTOCOL_RUN_REQUIRE_ALL`).
+fn chromium(test: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists());
+    support::requirement::met(
+        test,
+        "Chromium",
+        "apt-get install chromium (as .ci/run does)",
+        found.is_some(),
+    )
+    .then(|| found.unwrap())
+}
+
+#[test]
+fn a_browser_sends_guidance_to_a_waiting_ittw_run_and_sees_it_finish_live() {
+    let Some(chromium) = chromium("a_browser_sends_guidance_to_a_waiting_ittw_run") else {
+        return;
+    };
+    let playwright = support::npm_package::installed("ui", "playwright-core");
+    let directory = support::temporary_directory("ui", "browser");
+    let _host = ittw_host(&directory);
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address);
+    let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+    std::fs::create_dir_all(&screenshots).unwrap();
+    let script = playwright
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("inspector.mjs");
+    let output = Command::new("node")
+        .arg(&script)
+        .arg(&chromium)
+        .arg(format!("http://{address}/"))
+        .arg("ittw:i1")
+        .arg(&screenshots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let seen: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}"));
+    assert_eq!(seen["listed_status"], "running", "{seen}");
+    assert_eq!(
+        seen["listed_states"], "monitoring, waiting_for_guidance",
+        "{seen}"
+    );
+    let active: Vec<&str> = seen["active"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(active.contains(&"monitoring"), "{seen}");
+    assert!(active.contains(&"waiting_for_guidance"), "{seen}");
+    assert_eq!(seen["navigations"], 0, "the page was reloaded: {seen}");
+    assert_eq!(
+        seen["final_states"],
+        serde_json::json!(["guided"]),
+        "{seen}"
+    );
+    assert_eq!(seen["inbox"], "taken", "{seen}");
+    assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
+    assert!(
+        !seen["moment_configuration"].as_str().unwrap().is_empty(),
+        "{seen}"
+    );
+    for shot in [
+        "runs.png",
+        "run-waiting.png",
+        "run-finished.png",
+        "run-step.png",
+    ] {
+        assert!(screenshots.join(shot).exists(), "{shot}");
+    }
+    // The store agrees: the guidance finished the run.
+    let run = api(&address, "/api/run?id=ittw:i1");
+    assert_eq!(run["finish"]["state"], "guided", "{run}");
+    assert_eq!(
+        run["finish"]["output"]["guidance"]["say"], "take the other route",
+        "{run}"
+    );
+}
+
+#[test]
+fn requests_from_another_site_or_without_their_tokens_are_refused() {
+    let directory = support::temporary_directory("ui", "guard");
+    let _host = ittw_host(&directory);
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address);
+    let send = "{\"event\": \"captain_guidance\", \"data\": {\"say\": \"x\"}}";
+    let path = "/api/event?id=ittw:i1";
+    // DNS rebinding: a page of another name that resolves here.
+    let (status, body) = request(
+        &address,
+        "GET",
+        "/api/runs",
+        &[("Host", "evil.example:80")],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("is not this server's"), "{body}");
+    // A page of another site posting here, even with the token.
+    let token = csrf_token(&address);
+    let (status, body) = request(
+        &address,
+        "POST",
+        path,
+        &[
+            ("Origin", "http://evil.example"),
+            ("X-CSRF-Token", &token),
+            ("Content-Type", "application/json"),
+        ],
+        send,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("another origin"), "{body}");
+    // No CSRF token, or a wrong one.
+    for given in [None, Some("0".repeat(64))] {
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(given) = &given {
+            headers.push(("X-CSRF-Token", given));
+        }
+        let (status, body) = request(&address, "POST", path, &headers, send);
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("CSRF token"), "{body}");
+    }
+    // An event the run does not declare, and an engine event, are refused before the inbox.
+    let headers = [
+        ("X-CSRF-Token", token.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (status, body) = request(
+        &address,
+        "POST",
+        path,
+        &headers,
+        "{\"event\": \"done.invoke.x\"}",
+    );
+    assert_eq!(status, 422, "{body}");
+    let run = api(&address, "/api/run?id=ittw:i1");
+    assert_eq!(run["inbox"], serde_json::json!([]), "{run}");
+    // With all it needs, it is queued.
+    let (status, body) = request(&address, "POST", path, &headers, send);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"outcome\":\"queued\""), "{body}");
+}
+
+#[test]
+fn another_address_needs_an_access_token_and_every_request_brings_it() {
+    let directory = support::temporary_directory("ui", "token");
+    std::fs::create_dir_all(directory.join("state")).unwrap();
+    // Not on loopback without saying so, nor without a token.
+    let (code, _, stderr) = support::run_binary(&directory, &["ui", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    let (code, _, stderr) = support::run_binary(
+        &directory,
+        &["ui", "--listen", "0.0.0.0:0", "--allow-remote"],
+    );
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("no access token"), "{stderr}");
+    // On loopback with a token: every request needs it.
+    let (_inspector, address) = inspector(
+        &directory,
+        &[],
+        &[("PROTOCOL_RUN_UI_TOKEN", "s3cret-token")],
+    );
+    let (status, body) = request(&address, "GET", "/api/runs", &[], "");
+    assert_eq!(status, 401, "{body}");
+    let (status, _) = request(
+        &address,
+        "GET",
+        "/api/runs",
+        &[("Authorization", "Bearer wrong")],
+        "",
+    );
+    assert_eq!(status, 401);
+    let (status, body) = request(
+        &address,
+        "GET",
+        "/api/runs",
+        &[("Authorization", "Bearer s3cret-token")],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    // A browser brings it once in the address and keeps it as a cookie.
+    let (status, body) = request(&address, "GET", "/?token=s3cret-token", &[], "");
+    assert_eq!(status, 303, "{body}");
+    let (status, body) = request(
+        &address,
+        "GET",
+        "/api/runs",
+        &[("Cookie", "protocol_run_ui_token=s3cret-token")],
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+}
