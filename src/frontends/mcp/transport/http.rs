@@ -50,7 +50,8 @@ pub async fn serve(
     // loopback names (rmcp's default, against DNS rebinding) and the address bound.
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.push(bound.to_string());
-    // rmcp checks a body's length as it streams in, whatever its headers say.
+    // rmcp checks a body's length as it streams in too, whatever its headers say (`answer` reads
+    // a POST's body first, and cuts it off at the same length).
     config.max_request_body_bytes = MAX_MESSAGE_BYTES;
     let sessions = Arc::new(BoundedSessions::new(server.protocol_names()));
     let service: Service =
