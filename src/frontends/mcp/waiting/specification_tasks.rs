@@ -186,7 +186,7 @@ impl ProtocolServer {
                     && crate::frontends::mcp::waiting::elicitation::client_elicits(
                         context.client_capabilities(),
                     );
-                self.task_result(&params, &context.peer, elicits).await
+                self.task_result(&params, context, elicits).await
             }
             "tasks/list" => self.list_specification_tasks(&params).await,
             "tasks/cancel" => {
@@ -286,12 +286,14 @@ impl ProtocolServer {
     /// task; an accepted answer is sent as the event. What it asks is asked once (a declined or
     /// unanswered request is not asked again; `send_event` still answers it), and at most
     /// `MAX_ELICITATION_ROUNDS` times in one `tasks/result`.
+    /// The wait ends early when the client cancels the request or its session ends.
     async fn task_result(
         &self,
         params: &Value,
-        peer: &Peer<RoleServer>,
+        context: &rmcp::service::RequestContext<RoleServer>,
         elicits: bool,
     ) -> Result<Value, ErrorData> {
+        let peer = &context.peer;
         let (id, mut view) = self.session_task(params).await?;
         let mut asked_since = None;
         let mut rounds = 0;
@@ -321,7 +323,16 @@ impl ProtocolServer {
                     asked_since = None;
                 }
             } else {
-                tokio::time::sleep(STATUS_POLL).await;
+                tokio::select! {
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::new(
+                            rmcp::model::ErrorCode::INTERNAL_ERROR,
+                            format!("tasks/result for `{id}` was cancelled; the task goes on"),
+                            None,
+                        ));
+                    }
+                    () = tokio::time::sleep(STATUS_POLL) => {}
+                }
             }
             view = self.task_view(&id).await.map_err(invalid_params)?;
         }
