@@ -48,6 +48,11 @@ fn assert_created_then_input_required(lines: &[Value]) -> String {
     );
     assert_eq!(created["status"], json!("working"));
     assert_eq!(created["pollInterval"], json!(500));
+    assert_eq!(
+        step(lines, "created")["ttl"],
+        json!(null),
+        "a run is durable"
+    );
     let waiting = step(lines, "input_required");
     assert_eq!(
         waiting["seen"].as_array().unwrap().last(),
@@ -126,6 +131,15 @@ fn a_task_waiting_for_input_takes_it_by_send_event_too() {
     assert_result_finished_with_guidance(&lines, &task);
     // This client takes no elicitation: nothing was asked.
     assert_eq!(step(&lines, "result")["asked"], json!([]));
+    let refused = &step(&lines, "bad_input")["outcome"]["error"];
+    assert_eq!(refused["code"], json!(-32602), "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing required input `path`"),
+        "{refused}"
+    );
 }
 
 #[test]

@@ -4,9 +4,10 @@ Usage: specification_tasks_client.py BINARY STATE_DIR SCRIPT ARGUMENT... (the AR
 `mcp --state-dir STATE_DIR`), or specification_tasks_client.py URL - SCRIPT (a server already
 listening with `mcp --http`). SCRIPT is `elicit` (ITTW as a task to input_required, then
 `tasks/result`, which asks for the guidance by an elicitation tied to the task, and the status
-notifications seen), `send_event` (the same, the guidance sent with send_event instead), `cancel`
-(the sleeper as a task, cancelled with `tasks/cancel`) or `list:PROTOCOL` (25 tasks of PROTOCOL
-listed page by page; over HTTP, a second session lists none of them and cannot read one).
+notifications seen), `send_event` (the same, the guidance sent with send_event instead; then a
+call with a bad input), `cancel` (the sleeper as a task, cancelled with `tasks/cancel`) or
+`list:PROTOCOL` (25 tasks of PROTOCOL listed page by page; over HTTP, a second session lists none
+of them and cannot read one).
 """
 
 import asyncio
@@ -84,7 +85,7 @@ async def start_ittw(session):
         execution={tool.name: dump(tool.execution) if tool.execution else None for tool in tools.tools},
     )
     created = await session.experimental.call_tool_as_task("ittw", ITTW_ARGUMENTS)
-    say(step="created", result=dump(created))
+    say(step="created", result=dump(created), ttl=created.task.ttl)
     task = created.task.taskId
     waiting, seen = await poll(session, task, {"input_required"})
     say(step="input_required", task=waiting, seen=seen)
@@ -108,6 +109,11 @@ async def send_event(session):
     say(step="sent", report=sent.structuredContent)
     result = await session.experimental.get_task_result(task, types.CallToolResult)
     say(step="result", result=dump(result), asked=ASKED)
+    # A bad input makes no task.
+    say(
+        step="bad_input",
+        outcome=await outcome(session.experimental.call_tool_as_task("ittw", {})),
+    )
 
 
 async def cancel(session):
