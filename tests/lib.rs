@@ -71,6 +71,7 @@ mod mcp_limits;
 mod mcp_live_runs;
 mod mcp_records;
 mod mcp_restart;
+mod mcp_specification_tasks;
 mod mcp_tasks;
 mod mcp_telemetry;
 mod mock_shapes;

@@ -325,7 +325,7 @@ fn http_bounds_bodies_and_sessions_and_serves_on() {
         "a message longer than 4194304 bytes was refused, the limit (MAX_MESSAGE_BYTES); send \
          less at once"
     );
-    // One sent in chunks, with no length, is cut off by rmcp as it streams in.
+    // One sent in chunks, with no length, is cut off as it streams in, by the same name.
     let chunk = vec![b' '; 1 << 20];
     let mut chunked = Vec::new();
     for _ in 0..5 {
@@ -338,7 +338,8 @@ fn http_bounds_bodies_and_sessions_and_serves_on() {
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
     assert_eq!(
         body,
-        "Payload Too Large: request body exceeds 4194304 bytes"
+        "a message longer than 4194304 bytes was refused, the limit (MAX_MESSAGE_BYTES); send \
+         less at once"
     );
 
     // Sessions up to the limit, then a refusal naming it; closing one makes room.

@@ -121,8 +121,12 @@ pub fn serve(
         if let Some(address) = http {
             return transport::http::serve(server, address, stop).await;
         }
+        let protocols = server.protocol_names();
         let service = server
-            .serve(transport::stdio::BoundedStdio::open())
+            .serve(server::dialect::Dialect::new(
+                transport::stdio::BoundedStdio::open(),
+                protocols,
+            ))
             .await
             .map_err(|error| error.to_string())?;
         service.waiting().await.map_err(|error| error.to_string())?;

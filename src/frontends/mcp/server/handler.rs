@@ -1,10 +1,11 @@
-//! The MCP requests a session sends (initialize, tools, resources, logging level, tasks), each answered through the server's tools and the host thread.
+//! The MCP requests a session sends (initialize, tools, resources, logging level, tasks in both dialects), each answered through the server's tools and the host thread.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerConfig, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
+    ErrorCode, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -210,5 +211,29 @@ impl ServerHandler for ProtocolServer {
     ) -> Result<(), ErrorData> {
         let _admitted = self.admit()?;
         self.cancel_task(&request.task_id).await
+    }
+
+    /// The requests of the 2025-11-25 task dialect, renamed by the session's `Dialect` so that
+    /// they reach here whole; any other method is not found.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let Some(method) = request.method.strip_prefix(super::dialect::RENAMED) else {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "no method `{}`",
+                    request.method.chars().take(200).collect::<String>()
+                ),
+                None,
+            ));
+        };
+        let _admitted = self.admit()?;
+        let params = request.params.unwrap_or_default();
+        self.specification_request(method, params, &context)
+            .await
+            .map(CustomResult)
     }
 }

@@ -12,6 +12,7 @@ use crate::frontends::mcp::limits::InFlight;
 use crate::frontends::mcp::runs::host::Request;
 use crate::frontends::mcp::tools::{management_tools, optional_text_argument, text_argument};
 
+pub mod dialect;
 mod handler;
 
 /// The server a client talks to: the tools, and the channel to the host that runs them.
@@ -19,7 +20,7 @@ mod handler;
 pub struct ProtocolServer {
     tools: Arc<Vec<Tool>>,
     /// Names of the tools that start a protocol's run.
-    protocols: Arc<Vec<String>>,
+    pub(in crate::frontends::mcp) protocols: Arc<Vec<String>>,
     /// Each protocol's YAML, for its resource.
     texts: Arc<Vec<crate::frontends::mcp::resources::ProtocolText>>,
     requests: mpsc::Sender<Request>,
@@ -35,7 +36,11 @@ pub struct ProtocolServer {
     in_flight: InFlight,
     /// Whether a plain call that leaves a run waiting for input asks a client that can
     /// answer elicitation for the event (`--no-elicitation` turns it off).
-    elicitation: bool,
+    pub(in crate::frontends::mcp) elicitation: bool,
+    /// The runs this session created as tasks of the 2025-11-25 dialect (`for_session` gives
+    /// each session its own).
+    pub(in crate::frontends::mcp) session_tasks:
+        crate::frontends::mcp::waiting::specification_tasks::SessionTasks,
 }
 
 /// A protocol as its tool: its id, what it does, the schema of its inputs.
@@ -82,17 +87,24 @@ impl ProtocolServer {
             state_dir: Arc::from(state_dir),
             in_flight: InFlight::default(),
             elicitation,
+            session_tasks: Default::default(),
         }
     }
 
-    /// The same server for a new client session: the same tools and runs, its own log level
-    /// and its own count of requests in flight.
+    /// The same server for a new client session: the same tools and runs, its own log level,
+    /// its own count of requests in flight and its own tasks.
     pub fn for_session(&self) -> ProtocolServer {
         ProtocolServer {
             least_level: crate::frontends::mcp::notices::LeastLevel::default(),
             in_flight: InFlight::default(),
+            session_tasks: Default::default(),
             ..self.clone()
         }
+    }
+
+    /// The names of the tools that start runs.
+    pub fn protocol_names(&self) -> Arc<Vec<String>> {
+        self.protocols.clone()
     }
 
     /// A recorded run's telemetry, read from the store and its telemetry file off the

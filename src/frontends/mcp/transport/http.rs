@@ -50,9 +50,10 @@ pub async fn serve(
     // loopback names (rmcp's default, against DNS rebinding) and the address bound.
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.push(bound.to_string());
-    // rmcp checks a body's length as it streams in, whatever its headers say.
+    // rmcp checks a body's length as it streams in too, whatever its headers say (`answer` reads
+    // a POST's body first, and cuts it off at the same length).
     config.max_request_body_bytes = MAX_MESSAGE_BYTES;
-    let sessions = Arc::new(BoundedSessions::default());
+    let sessions = Arc::new(BoundedSessions::new(server.protocol_names()));
     let service: Service =
         StreamableHttpService::new(move || Ok(server.for_session()), sessions.clone(), config);
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_CONNECTIONS));
@@ -93,8 +94,9 @@ pub async fn serve(
     }
 }
 
-/// rmcp's answer to `request`, unless it is refused first: a body whose declared length is past
-/// `MAX_MESSAGE_BYTES` (413), or a new session while `MAX_HTTP_SESSIONS` are open (503). The
+/// rmcp's answer to `request`, unless it is refused first: a body longer than
+/// `MAX_MESSAGE_BYTES`, declared or read (413), or a new session while `MAX_HTTP_SESSIONS` are
+/// open (503). The
 /// session count here is a courtesy (a plain 503 before the body is read); `BoundedSessions`
 /// enforces it where sessions are made, so a race past this check is refused there (500).
 async fn answer(
@@ -118,7 +120,31 @@ async fn answer(
     if opens_session && sessions.open().await >= MAX_HTTP_SESSIONS {
         return refusal(StatusCode::SERVICE_UNAVAILABLE, full_message());
     }
-    service.handle(request).await
+    if request.method() != hyper::Method::POST {
+        return service.handle(request).await;
+    }
+    // A POST's message is read here whole (rmcp reads it whole too) for a `tools/call` that
+    // carries `task`, renamed before rmcp drops the `task` (see `dialect`).
+    let (parts, body) = request.into_parts();
+    let body = match http_body_util::Limited::new(body, MAX_MESSAGE_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            return refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                crate::frontends::mcp::limits::oversized_message(),
+            );
+        }
+    };
+    let body = match crate::frontends::mcp::server::dialect::rename_task_calls(&body) {
+        Some(renamed) => Bytes::from(renamed),
+        None => body,
+    };
+    service
+        .handle(Request::from_parts(parts, http_body_util::Full::new(body)))
+        .await
 }
 
 /// A plain-text refusal, as rmcp writes its own.

@@ -1,4 +1,6 @@
-//! rmcp's in-memory session manager with `MAX_HTTP_SESSIONS` enforced where a session is made: counting and inserting under one lock, so concurrent `initialize` requests cannot overshoot it.
+//! rmcp's in-memory session manager with `MAX_HTTP_SESSIONS` enforced where a session is made (counting and inserting under one lock, so concurrent `initialize` requests cannot overshoot it), each session's transport translating its task dialect.
+
+use std::sync::Arc;
 
 use futures_core::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -9,13 +11,16 @@ use rmcp::transport::streamable_http_server::session::{RestoreOutcome, ServerSse
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
 use crate::frontends::mcp::limits::MAX_HTTP_SESSIONS;
+use crate::frontends::mcp::server::dialect::Dialect;
 
-/// The sessions of one HTTP server, at most `MAX_HTTP_SESSIONS` of them.
-#[derive(Default)]
+/// The sessions of one HTTP server, at most `MAX_HTTP_SESSIONS` of them, each speaking its own
+/// task dialect.
 pub struct BoundedSessions {
     pub inner: LocalSessionManager,
     /// Held from counting the sessions to inserting a new one.
     creating: tokio::sync::Mutex<()>,
+    /// The tools that start runs, for each session's `Dialect`.
+    protocols: Arc<Vec<String>>,
 }
 
 /// Why a session was not made or used.
@@ -36,13 +41,21 @@ pub fn full_message() -> String {
 }
 
 impl BoundedSessions {
+    pub fn new(protocols: Arc<Vec<String>>) -> BoundedSessions {
+        BoundedSessions {
+            inner: LocalSessionManager::default(),
+            creating: tokio::sync::Mutex::default(),
+            protocols,
+        }
+    }
+
     /// How many sessions are open.
     pub async fn open(&self) -> usize {
         self.inner.sessions.read().await.len()
     }
 }
 
-type Transport = <LocalSessionManager as SessionManager>::Transport;
+type Transport = Dialect<<LocalSessionManager as SessionManager>::Transport>;
 
 impl SessionManager for BoundedSessions {
     type Error = BoundedSessionError;
@@ -53,7 +66,8 @@ impl SessionManager for BoundedSessions {
         if self.open().await >= MAX_HTTP_SESSIONS {
             return Err(BoundedSessionError::Full);
         }
-        Ok(self.inner.create_session().await?)
+        let (id, transport) = self.inner.create_session().await?;
+        Ok((id, Dialect::new(transport, self.protocols.clone())))
     }
 
     async fn initialize_session(
@@ -115,7 +129,14 @@ impl SessionManager for BoundedSessions {
         if self.open().await >= MAX_HTTP_SESSIONS {
             return Err(BoundedSessionError::Full);
         }
-        Ok(self.inner.restore_session(id).await?)
+        Ok(match self.inner.restore_session(id).await? {
+            RestoreOutcome::Restored(transport) => {
+                RestoreOutcome::Restored(Dialect::new(transport, self.protocols.clone()))
+            }
+            RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
+            // The local manager restores nothing from an external store.
+            _ => RestoreOutcome::NotSupported,
+        })
     }
 
     fn event_store(

@@ -125,6 +125,14 @@ impl<R> BoundedLines<R> {
             }
             self.line.extend_from_slice(segment);
             if ends {
+                // A `tools/call` that carries `task` is renamed before rmcp drops the `task`.
+                let content = &self.line[..self.line.len() - 1];
+                if let Some(mut renamed) =
+                    crate::frontends::mcp::server::dialect::rename_task_calls(content)
+                {
+                    renamed.push(b'\n');
+                    self.line = renamed;
+                }
                 self.ready.append(&mut self.line);
             }
         }

@@ -209,7 +209,10 @@ impl ProtocolServer {
 /// Sends one elicitation request; `None` when the client does not answer it within
 /// `ELICITATION_TIMEOUT` (the request is then cancelled), or cannot (the revision forbids
 /// server requests, or the connection failed).
-async fn ask_client(peer: &Peer<RoleServer>, params: ElicitRequestParams) -> Option<ElicitResult> {
+pub(in crate::frontends::mcp) async fn ask_client(
+    peer: &Peer<RoleServer>,
+    params: ElicitRequestParams,
+) -> Option<ElicitResult> {
     let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
     let options = PeerRequestOptions::with_timeout(ELICITATION_TIMEOUT);
     let handle = peer.send_request_with_option(request, options).await.ok()?;
