@@ -74,6 +74,7 @@ mod mcp_restart;
 mod mcp_tasks;
 mod mcp_telemetry;
 mod mock_shapes;
+mod otlp;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;
