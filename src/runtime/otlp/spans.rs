@@ -291,6 +291,21 @@ impl RunTrace {
 
     /// An `effect_started` telemetry entry: the effect's span, under its owner state's visit.
     pub fn effect_started(&mut self, fields: &Value) {
+        let more = [
+            ("protocol_run.kind", fields["kind"].clone()),
+            ("protocol_run.owner", fields["owner"].clone()),
+        ];
+        self.begin_owned("effect", fields, &more);
+    }
+
+    /// A `map_started` entry: the map's span, under its owner state's visit.
+    pub fn map_started(&mut self, fields: &Value) {
+        self.begin_owned("map", fields, &[]);
+    }
+
+    /// The span of an effect or a map (`what`) its telemetry entry started, keyed by its
+    /// invocation, under the visit of its owner state.
+    fn begin_owned(&mut self, what: &str, fields: &Value, more: &[(&str, Value)]) {
         let Some(invocation) = fields["invocation"].as_u64() else {
             return;
         };
@@ -298,16 +313,17 @@ impl RunTrace {
         let owner = fields["owner"].as_str().unwrap_or_default();
         let parent = self.span_of(&format!("state:{owner}"));
         let mut attributes = serde_json::Map::new();
-        attributes.insert("protocol_run.effect".into(), id.into());
+        attributes.insert(format!("protocol_run.{what}"), id.into());
         attributes.insert("protocol_run.invocation".into(), invocation.into());
-        attributes.insert("protocol_run.kind".into(), fields["kind"].clone());
-        attributes.insert("protocol_run.owner".into(), owner.into());
+        for (key, value) in more {
+            attributes.insert((*key).to_string(), value.clone());
+        }
         let span = self.ids.new_span_id();
         self.begin_span(
-            format!("effect:{invocation}"),
+            format!("{what}:{invocation}"),
             span,
             parent,
-            format!("effect {id}"),
+            format!("{what} {id}"),
             attributes,
         );
     }
@@ -349,43 +365,17 @@ impl RunTrace {
 
     /// An `effect` telemetry entry: its last attempt and the effect end with its outcome.
     pub fn effect_ended(&mut self, fields: &Value) {
-        let Some(invocation) = fields["invocation"].as_u64() else {
-            return;
-        };
-        let outcome = fields["outcome"].as_str().unwrap_or("ended").to_string();
-        let status = if outcome == "completed" {
-            Status::Ok
-        } else {
-            Status::error(outcome.clone())
-        };
-        let more = [("protocol_run.outcome", Value::from(outcome))];
-        self.end_span(&format!("attempt:{invocation}"), status.clone(), &more);
-        self.end_span(&format!("effect:{invocation}"), status, &more);
-    }
-
-    /// A `map_started` entry: the map's span, under its owner state's visit.
-    pub fn map_started(&mut self, fields: &Value) {
-        let Some(invocation) = fields["invocation"].as_u64() else {
-            return;
-        };
-        let id = fields["id"].as_str().unwrap_or_default();
-        let owner = fields["owner"].as_str().unwrap_or_default();
-        let parent = self.span_of(&format!("state:{owner}"));
-        let mut attributes = serde_json::Map::new();
-        attributes.insert("protocol_run.map".into(), id.into());
-        attributes.insert("protocol_run.invocation".into(), invocation.into());
-        let span = self.ids.new_span_id();
-        self.begin_span(
-            format!("map:{invocation}"),
-            span,
-            parent,
-            format!("map {id}"),
-            attributes,
-        );
+        self.end_owned(&["attempt", "effect"], fields);
     }
 
     /// A `map` entry: the map ended.
     pub fn map_ended(&mut self, fields: &Value) {
+        self.end_owned(&["map"], fields);
+    }
+
+    /// Ends the spans `keys` of the invocation a telemetry entry names, with its outcome:
+    /// status Ok when `completed`, an error named by the outcome otherwise.
+    fn end_owned(&mut self, keys: &[&str], fields: &Value) {
         let Some(invocation) = fields["invocation"].as_u64() else {
             return;
         };
@@ -396,7 +386,9 @@ impl RunTrace {
             Status::error(outcome.clone())
         };
         let more = [("protocol_run.outcome", Value::from(outcome))];
-        self.end_span(&format!("map:{invocation}"), status, &more);
+        for key in keys {
+            self.end_span(&format!("{key}:{invocation}"), status.clone(), &more);
+        }
     }
 
     /// A log record as an event of the innermost state visit: its level, message and tags,
