@@ -357,6 +357,14 @@ impl Store for CountingStore {
     fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
         self.inner.telemetry(run)
     }
+
+    fn save_trace(&mut self, run: &str, trace: &str) -> Result<(), StoreError> {
+        self.inner.save_trace(run, trace)
+    }
+
+    fn trace(&self, run: &str) -> Result<Option<String>, StoreError> {
+        self.inner.trace(run)
+    }
 }
 
 /// A batch of lines is one transaction: the instances it creates, each start, each step, and the

@@ -75,6 +75,7 @@ mod mcp_specification_tasks;
 mod mcp_tasks;
 mod mcp_telemetry;
 mod mock_shapes;
+mod otlp;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

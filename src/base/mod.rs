@@ -16,4 +16,5 @@ pub mod state_set;
 pub mod stored_value;
 pub mod text;
 pub mod time;
+pub mod trace_context;
 pub mod value;

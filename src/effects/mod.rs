@@ -79,7 +79,7 @@ pub struct RetryPlan {
 
 impl RetryPlan {
     /// Attempt `attempt`'s timeout and the multiplier applied (`retry::attempt_timeout`).
-    fn attempt_timeout(&self, attempt: u32) -> (Option<std::time::Duration>, f64) {
+    pub fn attempt_timeout(&self, attempt: u32) -> (Option<std::time::Duration>, f64) {
         retry::attempt_timeout(self.timeout, &self.multipliers, attempt)
     }
 }
@@ -363,6 +363,11 @@ where
             && let Some(prefix) = &process.idempotency
         {
             process.idempotency = Some(format!("{prefix}:{number}"));
+        }
+        if let EffectKind::Process(process) = &mut this_attempt.kind
+            && let Some(trace) = &mut process.trace
+        {
+            trace.attempt = number;
         }
         let mut outcome = attempt(this_attempt).await;
         // A cancelled plan ends with the attempt that was stopped; nobody waits for it.

@@ -45,6 +45,11 @@ pub struct ProcessRequest {
     /// as `PROTOCOL_RUN_IDEMPOTENCY_KEY` (`IDEMPOTENCY_KEY_VARIABLE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency: Option<String>,
+    /// The exported trace this effect's attempts join (`--otlp`), given to the program as
+    /// `TRACEPARENT` naming the attempt's span. Not kept with the run: a resumed run's exporter
+    /// gives it again.
+    #[serde(skip)]
+    pub trace: Option<crate::base::trace_context::EffectTrace>,
 }
 
 /// The environment variable that marks an effect's processes and everything they start.
@@ -141,6 +146,7 @@ impl ProcessRequest {
             program: None,
             tag: None,
             idempotency: None,
+            trace: None,
         }
     }
 }
@@ -280,6 +286,14 @@ pub async fn run_process(
     }
     if let Some(key) = &request.idempotency {
         command.env(IDEMPOTENCY_KEY_VARIABLE, key);
+    }
+    // Injected like the tag and the key, grant or no grant: it names this attempt's span, so
+    // the programs it starts can join the run's trace.
+    if let Some(trace) = &request.trace {
+        command.env(
+            crate::base::trace_context::TRACEPARENT_VARIABLE,
+            trace.traceparent(),
+        );
     }
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);

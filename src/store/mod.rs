@@ -582,6 +582,13 @@ pub trait Store: Send {
     /// The run's telemetry parts, in the order they were appended; none for a run recorded
     /// before telemetry was kept in the store (its `events.jsonl` alone has it).
     fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Records the trace the run is exported in (`--otlp`: a `runtime::otlp::spans::TraceRecord`
+    /// as JSON), so that a resumed or taken-over run goes on in the same trace.
+    fn save_trace(&mut self, run: &str, trace: &str) -> Result<(), StoreError>;
+
+    /// The trace recorded with the run (`save_trace`), if any.
+    fn trace(&self, run: &str) -> Result<Option<String>, StoreError>;
 }
 
 /// Why `Store::claim_runs` left a run unclaimed.

@@ -220,4 +220,12 @@ impl Store for SharedStore {
     fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
         self.lock().telemetry(run)
     }
+
+    fn save_trace(&mut self, run: &str, trace: &str) -> Result<(), StoreError> {
+        self.lock().save_trace(run, trace)
+    }
+
+    fn trace(&self, run: &str) -> Result<Option<String>, StoreError> {
+        self.lock().trace(run)
+    }
 }

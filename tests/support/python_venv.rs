@@ -1,23 +1,33 @@
-//! The official MCP Python SDK in `tests/mcp/.venv`, made with `python3 -m venv` and `pip install -r tests/mcp/requirements.txt` when missing or not the pinned version.
+//! Pinned Python packages in a venv of their own, made with `python3 -m venv` and `pip install -r requirements.txt` when missing or not the pinned version: the official MCP Python SDK in `tests/mcp/.venv`, OpenTelemetry's protobuf definitions in `tests/otlp/.venv`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// The venv's python, checked (and installed) once per test process.
+/// Each venv's python, checked (and installed) once per test process.
 static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+static OTLP_PYTHON: OnceLock<PathBuf> = OnceLock::new();
 
 /// The python of `tests/mcp/.venv` holding the `mcp` version requirements.txt pins, made first
 /// (the lines .ci/run runs) when it is missing or holds another version.
 pub fn python() -> PathBuf {
-    PYTHON.get_or_init(prepare).clone()
+    PYTHON.get_or_init(|| prepare("tests/mcp", "mcp")).clone()
 }
 
-fn prepare() -> PathBuf {
-    let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
+/// The python of `tests/otlp/.venv` holding the `opentelemetry-proto` version its
+/// requirements.txt pins, made first when it is missing or holds another version.
+pub fn otlp_python() -> PathBuf {
+    OTLP_PYTHON
+        .get_or_init(|| prepare("tests/otlp", "opentelemetry-proto"))
+        .clone()
+}
+
+/// The venv of `directory` (from the repository's root) with `package` at its pinned version.
+fn prepare(directory: &str, package: &str) -> PathBuf {
+    let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join(directory);
     let python = directory.join(".venv/bin/python");
-    let pinned = pinned_version(&directory.join("requirements.txt"));
-    if installed_version(&python).as_deref() != Some(pinned.as_str()) {
+    let pinned = pinned_version(&directory.join("requirements.txt"), package);
+    if installed_version(&python, package).as_deref() != Some(pinned.as_str()) {
         if !python.exists() {
             run(Command::new("python3")
                 .args(["-m", "venv"])
@@ -37,21 +47,23 @@ fn prepare() -> PathBuf {
     python
 }
 
-/// The version `mcp==VERSION` in requirements.txt pins.
-fn pinned_version(requirements: &Path) -> String {
+/// The version `PACKAGE==VERSION` in requirements.txt pins.
+fn pinned_version(requirements: &Path, package: &str) -> String {
+    let shown = requirements.display();
     let text = std::fs::read_to_string(requirements)
-        .unwrap_or_else(|error| panic!("tests/mcp/requirements.txt is committed: {error}"));
+        .unwrap_or_else(|error| panic!("{shown} is committed: {error}"));
+    let prefix = format!("{package}==");
     text.lines()
-        .find_map(|line| line.trim().strip_prefix("mcp=="))
-        .unwrap_or_else(|| panic!("tests/mcp/requirements.txt pins no `mcp==VERSION`"))
+        .find_map(|line| line.trim().strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("{shown} pins no `{package}==VERSION`"))
         .to_owned()
 }
 
-fn installed_version(python: &Path) -> Option<String> {
+fn installed_version(python: &Path, package: &str) -> Option<String> {
     let output = Command::new(python)
         .args([
             "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
+            &format!("import importlib.metadata as m; print(m.version('{package}'))"),
         ])
         .stderr(Stdio::null())
         .output()
@@ -69,10 +81,10 @@ fn run(command: &mut Command) {
         .output()
         .unwrap_or_else(|error| {
             panic!(
-                "these tests drive the server with the official MCP Python SDK, and {shown} could \
-             not start ({error}): install python3 with venv, then run `python3 -m venv \
-             tests/mcp/.venv && tests/mcp/.venv/bin/pip install -r tests/mcp/requirements.txt` \
-             (as .ci/run does), or set PROTOCOL_RUN_MCP_PYTHON"
+                "these tests need pinned Python packages, and {shown} could not start ({error}): \
+             install python3 with venv, then run `python3 -m venv tests/DIRECTORY/.venv && \
+             tests/DIRECTORY/.venv/bin/pip install -r tests/DIRECTORY/requirements.txt` (as \
+             .ci/run does)"
             )
         });
     assert!(

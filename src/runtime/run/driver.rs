@@ -147,6 +147,16 @@ pub trait Observer {
     }
     /// A state was entered (coverage); most observers ignore it.
     fn state_entered(&mut self, _state: &str) {}
+    /// A state was exited; most observers ignore it.
+    fn state_exited(&mut self, _state: &str) {}
+    /// Attempt `attempt` of the effect `invocation` begins (its first, or the next of its
+    /// retry plan), with its timeout; most observers ignore it.
+    fn effect_attempt(&mut self, _invocation: u64, _attempt: u32, _timeout_ms: Option<u64>) {}
+    /// The exported trace the effect `invocation`'s process joins (`TRACEPARENT`); `None`
+    /// when nothing is exported.
+    fn effect_trace(&self, _invocation: u64) -> Option<crate::base::trace_context::EffectTrace> {
+        None
+    }
     /// The steps taken so far are committed (`Checkpoint::flush`): what the observer held back
     /// that tells of them may go out now. An observer that holds nothing back ignores it.
     fn release(&mut self) {}

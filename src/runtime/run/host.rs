@@ -423,6 +423,14 @@ impl DriverHost<'_> {
         let time = self.now_text();
         self.observer.record(&time, "effect_started", started);
         self.observer.effect_started(&request);
+        self.tell_attempt(
+            invocation,
+            &request,
+            from.as_ref().map_or(1, |from| from.attempt),
+        );
+        if let crate::effects::EffectKind::Process(process) = &mut request.kind {
+            process.trace = self.observer.effect_trace(invocation);
+        }
         let completions = self.completions();
         let machine = self.machine.clone();
         let mocks = self.mocks.clone();
@@ -476,6 +484,15 @@ impl DriverHost<'_> {
             completions.send(EffectMessage::Outcome(invocation, event));
         });
         Ok(invocation)
+    }
+
+    /// Tells the observer that attempt `attempt` of an effect begins, with its timeout.
+    fn tell_attempt(&mut self, invocation: u64, request: &EffectRequest, attempt: u32) {
+        let attempt = attempt.max(1);
+        let (timeout, _) = request.plan.attempt_timeout(attempt);
+        let timeout_ms = timeout.map(|timeout| timeout.as_millis() as u64);
+        self.observer
+            .effect_attempt(invocation, attempt, timeout_ms);
     }
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).
@@ -670,6 +687,10 @@ impl Host for DriverHost<'_> {
         self.observer.state_entered(&self.machine.state(state).id);
     }
 
+    fn state_exited(&mut self, state: crate::pipeline::compile::machine::StateId) {
+        self.observer.state_exited(&self.machine.state(state).id);
+    }
+
     fn transition_taken(&mut self, transition: crate::pipeline::compile::machine::TransitionId) {
         if self.recording {
             self.taken
@@ -756,6 +777,17 @@ impl DriverHost<'_> {
             EffectMessage::Progress(invocation, progress) => {
                 // The first attempt is what the start recorded; later ones are news.
                 let news = progress.attempt > 1;
+                if news
+                    && let Some(effect) = self
+                        .state
+                        .running
+                        .effects()
+                        .iter()
+                        .find(|effect| effect.invocation == invocation)
+                {
+                    let request = effect.request.clone();
+                    self.tell_attempt(invocation, &request, progress.attempt);
+                }
                 if self.state.running.progressed(invocation, progress) && news && self.recording {
                     self.commit_due = true;
                 }

@@ -40,6 +40,10 @@ pub(super) const INSERT_TELEMETRY: &str = "INSERT INTO telemetry (run_id, part, 
 pub(super) const SELECT_TELEMETRY: &str =
     "SELECT lines FROM telemetry WHERE run_id = $1 ORDER BY part";
 
+/// Both stores' statements for the trace a run is exported in (`Store::save_trace`).
+pub(super) const UPDATE_TRACE: &str = "UPDATE runs SET trace = $2 WHERE id = $1";
+pub(super) const SELECT_TRACE: &str = "SELECT trace FROM runs WHERE id = $1";
+
 /// The query both stores select the runs `Store::prune_runs` deletes with: runs that are not
 /// children, in one of `statuses` but never running, ended before the first parameter, oldest
 /// first; the caller adds the limit. `None` when no status may be pruned. The statuses are

@@ -547,4 +547,29 @@ impl Store for PostgresStore {
     fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
         self.session().telemetry(run)
     }
+
+    fn save_trace(&mut self, run: &str, trace: &str) -> Result<(), StoreError> {
+        self.write(&format!("record the trace of run `{run}`"), |session| {
+            session
+                .execute(
+                    &|| format!("record the trace of run `{run}`"),
+                    crate::store::codec::UPDATE_TRACE,
+                    &[&run, &trace],
+                )
+                .map(|_| ())
+        })
+    }
+
+    fn trace(&self, run: &str) -> Result<Option<String>, StoreError> {
+        let session = self.session();
+        let row = session.query_optional(
+            &|| format!("read the trace of run `{run}`"),
+            crate::store::codec::SELECT_TRACE,
+            &[&run],
+        )?;
+        match row {
+            Some(row) => session.column::<Option<String>>(&row, 0, run),
+            None => Ok(None),
+        }
+    }
 }

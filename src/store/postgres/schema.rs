@@ -118,6 +118,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, part)
     );
 ",
+    // SQLite's version 14: the trace a run is exported in (`--otlp`), as JSON.
+    "
+    ALTER TABLE runs ADD COLUMN trace TEXT;
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

@@ -747,4 +747,33 @@ impl Store for SqliteStore {
     fn telemetry(&self, run: &str) -> Result<Vec<String>, StoreError> {
         self.read_telemetry(run)
     }
+
+    fn save_trace(&mut self, run: &str, trace: &str) -> Result<(), StoreError> {
+        self.write(
+            &format!("record the trace of run `{run}`"),
+            |context, connection| {
+                connection
+                    .prepare_cached(&crate::store::codec::UPDATE_TRACE.replace('$', "?"))
+                    .and_then(|mut statement| statement.execute([run, trace]))
+                    .map(|_| ())
+                    .map_err(context.failed(&format!("record the trace of run `{run}`")))
+            },
+        )
+    }
+
+    fn trace(&self, run: &str) -> Result<Option<String>, StoreError> {
+        use rusqlite::OptionalExtension;
+        let failed = self
+            .context
+            .failed(&format!("read the trace of run `{run}`"));
+        self.connection
+            .prepare_cached(&crate::store::codec::SELECT_TRACE.replace('$', "?"))
+            .and_then(|mut statement| {
+                statement
+                    .query_row([run], |row| row.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map(Option::flatten)
+            .map_err(failed)
+    }
 }

@@ -146,6 +146,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, part)
     );
 ",
+    // The trace a run is exported in (`--otlp`), as JSON: a resumed run goes on in it.
+    "
+    ALTER TABLE runs ADD COLUMN trace TEXT;
+",
 ];
 
 impl SqliteStore {

@@ -157,6 +157,11 @@ pub struct RunOptions {
     /// The longest event line read; a longer one is reported and skipped.
     #[arg(long, default_value_t = crate::runtime::run::driver::MAX_EVENT_LINE_BYTES, value_name = "BYTES")]
     max_event_bytes: usize,
+    /// Export the run's trace over OTLP/HTTP (protobuf) to this collector, e.g.
+    /// http://127.0.0.1:4318 (`/v1/traces` is added); without it, OTEL_EXPORTER_OTLP_ENDPOINT
+    /// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, when set, choose the endpoint.
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
 }
 
 /// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
@@ -266,6 +271,7 @@ fn advance(lifecycle: &mut RunLifecycle, event: LifecycleEvent) -> Result<(), u8
 }
 
 fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) -> Result<u8, u8> {
+    let export = otlp_export(options.otlp.as_deref())?;
     let mut store = options.state.open_store_to_drive("run")?;
     // What a redrive recorded, logged once the run's log is open.
     let mut redrive_said = None;
@@ -402,16 +408,53 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
     };
     // The steps of one read batch of events are committed together, and what tells of them
     // goes out once they are (`RunObserver::release`).
+    let mut trace = match export {
+        Some(export) => Some(
+            crate::runtime::otlp::begin_run_trace(
+                export,
+                &mut *store,
+                &run_id,
+                &machine.id,
+                crate::runtime::otlp::environment_parent(),
+            )
+            .map_err(store_error)?,
+        ),
+        None => None,
+    };
+    if let Some(trace) = &mut trace {
+        // A restored run is already in its states; a new one enters them as it starts.
+        trace.states_restored(&interpreter.active_states());
+    }
     let mut checkpoint = StoreCheckpoint::new(&mut *store, run_id.clone(), true);
-    let driven = drive_durable(
-        &mut interpreter,
-        source,
-        drive_options,
-        &mut observer,
-        Some(&mut checkpoint),
-        resume.as_ref(),
-    );
+    let driven = match trace.as_mut() {
+        Some(trace) => {
+            let mut traced = crate::runtime::otlp::observer::TracedObserver {
+                inner: &mut observer,
+                trace,
+                run_id: run_id.clone(),
+            };
+            drive_durable(
+                &mut interpreter,
+                source,
+                drive_options,
+                &mut traced,
+                Some(&mut checkpoint),
+                resume.as_ref(),
+            )
+        }
+        None => drive_durable(
+            &mut interpreter,
+            source,
+            drive_options,
+            &mut observer,
+            Some(&mut checkpoint),
+            resume.as_ref(),
+        ),
+    };
     observer.commit_telemetry(&mut *store, &run_id);
+    if let Some(trace) = &mut trace {
+        crate::runtime::otlp::end_run_trace(trace, &driven, &mut *store, &run_id);
+    }
     let report = driven.map_err(|error| {
         eprintln!("error: {}", crate::base::secrets::mask(&error.to_string()));
         error.exit_code()
@@ -449,6 +492,23 @@ fn resume_run(
         redrive: redrive.map(|tell| tell as &mut dyn FnMut(&_)),
     };
     start::restored_run(place, resumption)
+}
+
+/// The exporter `--otlp` or the `OTEL_EXPORTER_OTLP_*` variables ask for, if any; a bad
+/// endpoint is a usage error.
+fn otlp_export(
+    flag: Option<&str>,
+) -> Result<Option<std::sync::Arc<crate::runtime::otlp::Export>>, u8> {
+    let Some(endpoint) = crate::runtime::otlp::chosen_endpoint(flag) else {
+        return Ok(None);
+    };
+    match crate::runtime::otlp::Export::new(&endpoint) {
+        Ok(export) => Ok(Some(std::sync::Arc::new(export))),
+        Err(message) => {
+            eprintln!("error: {message}");
+            Err(exit_code::USAGE)
+        }
+    }
 }
 
 fn store_error(error: crate::store::StoreError) -> u8 {

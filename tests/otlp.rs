@@ -1,0 +1,387 @@
+//! `--otlp`: a run exported as a span tree over OTLP/HTTP, received by a collector written in Python that decodes it with the official OpenTelemetry protobuf definitions; the spans match the run's journal, a `TRACEPARENT` makes the run a child of that trace, effects receive their attempt's `TRACEPARENT`, and a resumed run goes on in its trace with the spans a crash left open ended `interrupted`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::support;
+
+/// Retried once: its first attempt fails, its second succeeds; each writes its `TRACEPARENT`.
+const RETRIED: &str = r#"
+id: retried
+states:
+  calling:
+    entry:
+      - log: "calling the operation"
+        tags: [calling]
+      - exec: [sh, -c, 'echo "$TRACEPARENT" >> parents.txt; [ "$(wc -l < parents.txt)" -ge 2 ]']
+        id: op
+        timeout: 30s
+        timeout_multipliers: [1, 2]
+        retry: [{ error_equals: [error.exec], max_attempts: 3, interval: 1s }]
+    on:
+      done.exec.op: checking
+  checking:
+    always: done
+  done: { type: final }
+"#;
+
+/// Its first attempt writes a marker, then waits to be killed with its engine.
+const INTERRUPTED: &str = r#"
+id: interrupted
+states:
+  calling:
+    entry:
+      - exec: [sh, -c, 'if [ ! -e marker ]; then touch marker; sleep 1000; fi']
+        id: op
+        on_interrupt: retry
+    on:
+      done.exec.op: ok
+  ok: { type: final }
+"#;
+
+/// The collector of `tests/otlp/collector.py`, listening on loopback until dropped.
+struct Collector {
+    child: Child,
+    spans: PathBuf,
+    endpoint: String,
+}
+
+impl Collector {
+    fn start(directory: &Path) -> Collector {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/collector.py");
+        let spans = directory.join("spans.jsonl");
+        let port = directory.join("collector.port");
+        let child = Command::new(support::python_venv::otlp_python())
+            .arg(script)
+            .arg(&spans)
+            .arg(&port)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let port = support::eventually("the collector listens", || {
+            std::fs::read_to_string(&port).ok()
+        });
+        Collector {
+            child,
+            spans,
+            endpoint: format!("http://127.0.0.1:{}", port.trim()),
+        }
+    }
+
+    /// Every span received so far.
+    fn spans(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.spans)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        // Closing its stdin stops it.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A span attribute's value, as protobuf JSON writes it with proto field names
+/// (`string_value`, `int_value`...).
+fn attribute(span: &Value, key: &str) -> Value {
+    span["attributes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|attribute| attribute["key"] == key)
+        .map(|attribute| {
+            let value = &attribute["value"];
+            value
+                .get("string_value")
+                .or_else(|| value.get("int_value"))
+                .or_else(|| value.get("bool_value"))
+                .cloned()
+                .unwrap_or_else(|| value.clone())
+        })
+        .unwrap_or(Value::Null)
+}
+
+fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
+    spans.iter().filter(|span| span["name"] == name).collect()
+}
+
+fn status_code(span: &Value) -> &str {
+    span["status"]["code"]
+        .as_str()
+        .unwrap_or("STATUS_CODE_UNSET")
+}
+
+#[test]
+fn a_run_is_a_span_tree_that_matches_its_journal() {
+    let directory = support::temporary_directory("otlp", "tree");
+    std::fs::write(directory.join("retried.yaml"), RETRIED).unwrap();
+    let collector = Collector::start(&directory);
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[("OTEL_EXPORTER_OTLP_HEADERS", "x-test-header=given")],
+        &[
+            "run",
+            "retried.yaml",
+            "--run-id",
+            "r1",
+            "--otlp",
+            &collector.endpoint,
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run retried").is_empty()).then_some(spans)
+    });
+    let root = named(&spans, "run retried")[0];
+    let trace = root["trace_id"].as_str().unwrap();
+    assert_eq!(
+        root["parent_span_id"], "",
+        "a run of its own is a trace's root"
+    );
+    assert_eq!(status_code(root), "STATUS_CODE_OK");
+    assert_eq!(attribute(root, "protocol_run.run_id"), "r1");
+    assert_eq!(
+        root["header"], "given",
+        "OTEL_EXPORTER_OTLP_HEADERS is sent"
+    );
+    assert_eq!(attribute(&root["resource"], "service.name"), "protocol-run");
+    assert!(spans.iter().all(|span| span["trace_id"] == trace));
+
+    // The state visits are the states the journal's steps went through, under the root.
+    let (code, status, stderr) =
+        support::run_binary_in(&directory, &[], &["status", "r1", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let status: Value = serde_json::from_str(&status).unwrap();
+    let visits: Vec<&str> = spans
+        .iter()
+        .filter_map(|span| span["name"].as_str()?.strip_prefix("state "))
+        .collect();
+    for state in ["calling", "checking", "done"] {
+        assert!(visits.contains(&state), "{state} visited: {visits:?}");
+    }
+    assert_eq!(status["status"], "finished", "{status}");
+    for visit in spans
+        .iter()
+        .filter(|span| span["name"].as_str().unwrap().starts_with("state "))
+    {
+        assert_eq!(visit["parent_span_id"], root["span_id"]);
+    }
+
+    // The effect under the state that started it, each attempt under the effect with its
+    // number and timeout; the first retried, the second completed.
+    let calling = named(&spans, "state calling")[0];
+    let effect = named(&spans, "effect op")[0];
+    assert_eq!(effect["parent_span_id"], calling["span_id"]);
+    assert_eq!(attribute(effect, "protocol_run.outcome"), "completed");
+    let mut attempts: Vec<&Value> = spans
+        .iter()
+        .filter(|span| span["name"].as_str().unwrap().starts_with("attempt "))
+        .collect();
+    attempts.sort_by_key(|span| span["name"].as_str().unwrap().to_string());
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    for (index, (attempt, timeout)) in attempts.iter().zip(["30000", "60000"]).enumerate() {
+        assert_eq!(attempt["parent_span_id"], effect["span_id"]);
+        assert_eq!(
+            attribute(attempt, "protocol_run.attempt"),
+            (index + 1).to_string()
+        );
+        assert_eq!(attribute(attempt, "protocol_run.timeout_ms"), timeout);
+    }
+    assert_eq!(attribute(attempts[0], "protocol_run.outcome"), "retried");
+    assert_eq!(status_code(attempts[0]), "STATUS_CODE_ERROR");
+    assert_eq!(attribute(attempts[1], "protocol_run.outcome"), "completed");
+
+    // Each attempt's program got the attempt's span as its TRACEPARENT.
+    let parents = std::fs::read_to_string(directory.join("parents.txt")).unwrap();
+    let expected: Vec<String> = attempts
+        .iter()
+        .map(|attempt| format!("00-{trace}-{}-01", attempt["span_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(parents.lines().collect::<Vec<_>>(), expected);
+
+    // The log is an event of the state it was logged in, with its tags.
+    let log = calling["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["name"] == "log")
+        .expect("the log is an event of `calling`");
+    let tags = &log["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|attribute| attribute["key"] == "protocol_run.tags")
+        .unwrap()["value"]["array_value"]["values"];
+    assert_eq!(tags[0]["string_value"], "calling");
+}
+
+#[test]
+fn a_run_started_with_a_traceparent_is_a_child_of_that_trace() {
+    let directory = support::temporary_directory("otlp", "parent");
+    std::fs::write(directory.join("retried.yaml"), RETRIED).unwrap();
+    let collector = Collector::start(&directory);
+    let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[
+            ("TRACEPARENT", parent),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint),
+        ],
+        &["run", "retried.yaml", "--run-id", "r1"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run retried").is_empty()).then_some(spans)
+    });
+    let root = named(&spans, "run retried")[0];
+    assert_eq!(root["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(root["parent_span_id"], "b7ad6b7169203331");
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["trace_id"] == "0af7651916cd43dd8448eb211c80319c")
+    );
+}
+
+#[test]
+fn without_otlp_nothing_is_exported_and_effects_get_no_traceparent() {
+    let directory = support::temporary_directory("otlp", "none");
+    std::fs::write(directory.join("retried.yaml"), RETRIED).unwrap();
+    let (code, _, stderr) =
+        support::run_binary_in(&directory, &[], &["run", "retried.yaml", "--run-id", "r1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let parents = std::fs::read_to_string(directory.join("parents.txt")).unwrap();
+    assert_eq!(parents.lines().collect::<Vec<_>>(), ["", ""]);
+}
+
+#[test]
+fn an_https_endpoint_is_refused_with_what_to_do() {
+    let directory = support::temporary_directory("otlp", "https");
+    std::fs::write(directory.join("retried.yaml"), RETRIED).unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[],
+        &[
+            "run",
+            "retried.yaml",
+            "--otlp",
+            "https://collector.invalid:4318",
+        ],
+    );
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("https is not supported"), "{stderr}");
+    assert!(stderr.contains("http://127.0.0.1:4318"), "{stderr}");
+}
+
+/// Killed mid-attempt, then resumed: the resumed run goes on in the same trace, the spans the
+/// crash left open end `interrupted`, and the root span, sent when the run finishes, is the one
+/// recorded with the run.
+fn a_resumed_run_continues_its_trace(test: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("otlp", test);
+    std::fs::write(directory.join("interrupted.yaml"), INTERRUPTED).unwrap();
+    let collector = Collector::start(&directory);
+    let mut run = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["run", "interrupted.yaml", "--run-id", "r2"])
+        .args(["--state-dir", "state", "--otlp", &collector.endpoint])
+        .envs(environment.iter().copied())
+        .current_dir(&directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    support::eventually("the first attempt starts", || {
+        directory.join("marker").exists().then_some(())
+    });
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert!(
+        collector.spans().is_empty(),
+        "nothing had ended before the crash"
+    );
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        environment,
+        &["resume", "r2", "--otlp", &collector.endpoint],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run interrupted").is_empty()).then_some(spans)
+    });
+    let root = named(&spans, "run interrupted")[0];
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["trace_id"] == root["trace_id"])
+    );
+    let interrupted: Vec<&str> = spans
+        .iter()
+        .filter(|span| span["status"]["message"] == "interrupted")
+        .map(|span| span["name"].as_str().unwrap())
+        .collect();
+    for name in ["state calling", "effect op", "attempt 1"] {
+        assert!(interrupted.contains(&name), "{name}: {interrupted:?}");
+    }
+    for span in spans.iter().filter(|span| span["name"] == "state calling") {
+        assert_eq!(span["parent_span_id"], root["span_id"]);
+    }
+    let effects = named(&spans, "effect op");
+    assert_eq!(
+        effects.len(),
+        2,
+        "interrupted, then started again: {effects:?}"
+    );
+    assert!(
+        effects
+            .iter()
+            .any(|effect| attribute(effect, "protocol_run.outcome") == "completed")
+    );
+    // Started before the crash: the root's start is the run's.
+    let start: u64 = root["start_time_unix_nano"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let first_visit: u64 = spans
+        .iter()
+        .filter(|span| span["name"] == "state calling")
+        .map(|span| {
+            span["start_time_unix_nano"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .min()
+        .unwrap();
+    assert!(start <= first_visit, "{start} > {first_visit}");
+}
+
+#[test]
+fn sqlite_a_resumed_run_continues_its_trace() {
+    a_resumed_run_continues_its_trace("resumed-sqlite", &[]);
+}
+
+#[test]
+fn postgres_a_resumed_run_continues_its_trace() {
+    let Some(database) =
+        support::postgres::database("otlp::postgres_a_resumed_run_continues_its_trace")
+    else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    a_resumed_run_continues_its_trace("resumed-postgres", &environment);
+}
