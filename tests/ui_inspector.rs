@@ -228,6 +228,7 @@ fn a_browser_sends_guidance_to_a_waiting_ittw_run_and_sees_it_finish_live() {
     );
     assert_eq!(seen["inbox"], "taken", "{seen}");
     assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["stray_text"], false, "{seen}");
     assert!(
         !seen["moment_configuration"].as_str().unwrap().is_empty(),
         "{seen}"

@@ -61,6 +61,8 @@ try {
   seen.moment_configuration = await page.locator("#configuration").textContent();
   await page.screenshot({ path: `${screenshots}/run-step.png`, fullPage: true });
 
+  // Nothing drawn as a stray `null` or `[object …]`.
+  seen.stray_text = await page.evaluate(() => /\[object |^null$/m.test(document.body.innerText));
   seen.problems = problems;
   console.log(JSON.stringify(seen));
 } catch (error) {

@@ -22,6 +22,11 @@ function element(tag, attributes = {}, ...children) {
   return node;
 }
 
+// Replaces `node`'s children with `children` (arrays flattened, null and undefined left out).
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat(2).filter((child) => child !== null && child !== undefined && child !== false));
+}
+
 async function getJson(path) {
   const response = await fetch(path, { headers: { Accept: "application/json" } });
   const body = await response.json().catch(() => ({ error: response.statusText }));
@@ -267,7 +272,7 @@ function showSteps(page) {
     element("td", {}, step.transitions.join("; ")),
     element("td", { class: "failure" }, step.failure ? step.failure.message : "")));
   const older = page.moreBefore ? element("button", { onclick: () => loadOlder(page) }, "Older steps") : null;
-  page.elements.steps.replaceChildren(element("table", {},
+  fill(page.elements.steps, element("table", {},
     element("thead", {}, element("tr", {}, ["Step", "At", "Event", "Transitions", "Failure"].map((name) => element("th", {}, name)))),
     element("tbody", {}, rows)), older);
 }
@@ -305,13 +310,13 @@ function showMoment(page, state, step) {
   // A finished run is shown in the final state it reached.
   if (!step && configuration.length === 0 && page.run.finish && page.run.finish.state) configuration = [page.run.finish.state];
   highlight(page, configuration, step ? step.transition_pointers : lastPointers(page));
-  moment.replaceChildren(
+  fill(moment,
     step ? element("div", { class: "moment" }, `After step ${step.step} (${step.at}). `,
                    element("button", { onclick: () => selectStep(page, step.step) }, "Back to now")) : null,
     element("h2", {}, "States"), element("p", { id: "configuration" }, configuration.join(", ") || "none"),
     element("h2", {}, "Context"), element("pre", { id: "context" }, JSON.stringify(state ? state.context : {}, null, 2)),
-    state && state.timers && state.timers.length ? [element("h2", {}, "Timers"), element("pre", {}, JSON.stringify(state.timers, null, 2))] : [],
-    state && state.effect_attempts && state.effect_attempts.length ? [element("h2", {}, "Running effects"), element("pre", {}, JSON.stringify(state.effect_attempts, null, 2))] : []);
+    state && state.timers && state.timers.length > 0 ? [element("h2", {}, "Timers"), element("pre", {}, JSON.stringify(state.timers, null, 2))] : [],
+    state && state.effect_attempts && state.effect_attempts.length > 0 ? [element("h2", {}, "Running effects"), element("pre", {}, JSON.stringify(state.effect_attempts, null, 2))] : []);
 }
 
 function lastPointers(page) {
