@@ -39,13 +39,15 @@ const LAYERS: &[(&str, u32)] = &[
 
 /// Units that are one unit of the table, though they are separate modules: the actions are
 /// compiled into the machine and read it while they run; the engine prints through its output
-/// layer; the service's records are written by it.
+/// layer; the service's records (telemetry, statistics, the OpenTelemetry trace) are written by
+/// it.
 const SAME_UNIT: &[(&str, &str)] = &[
     ("pipeline::actions", "pipeline::compile"),
     ("pipeline::extensions", "pipeline::compile"),
     ("runtime::output", "runtime::run"),
     ("runtime::lifecycle", "runtime::run"),
     ("runtime::telemetry", "runtime::runs"),
+    ("runtime::otlp", "runtime::runs"),
     ("runtime::statistics", "runtime::runs"),
 ];
 
