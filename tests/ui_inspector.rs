@@ -364,3 +364,74 @@ fn another_address_needs_an_access_token_and_every_request_brings_it() {
     );
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn the_timeline_of_the_timeout_wrapper_shows_its_attempts_with_their_growing_timeouts() {
+    let Some(chromium) = chromium("the_timeline_of_the_timeout_wrapper") else {
+        return;
+    };
+    let playwright = support::npm_package::installed("ui", "playwright-core");
+    let directory = support::temporary_directory("ui", "timeline");
+    let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/timeout-wrapper.yaml");
+    // Three attempts of 5, 10 and 15 seconds, each timing out (virtual time: at once).
+    let (code, _, stderr) = support::run_binary(
+        &directory,
+        &[
+            "run",
+            wrapper.to_str().unwrap(),
+            "--state-dir",
+            "state",
+            "--run-id",
+            "wrapped",
+            "--virtual-time",
+            "-i",
+            "command=[\"sleep\",\"1000\"]",
+            "--input",
+            "base_timeout=5s",
+            "--input",
+            "max_retries=3",
+        ],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+    std::fs::create_dir_all(&screenshots).unwrap();
+    let script = playwright
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("timeline.mjs");
+    let output = Command::new("node")
+        .arg(&script)
+        .arg(&chromium)
+        .arg(format!("http://{address}/runs/wrapped"))
+        .arg(&screenshots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}"));
+    assert_eq!(
+        seen["attempts"],
+        serde_json::json!([
+            {"effect": "operation", "attempt": 1, "timeout_ms": 5000},
+            {"effect": "operation", "attempt": 2, "timeout_ms": 10000},
+            {"effect": "operation", "attempt": 3, "timeout_ms": 15000},
+        ]),
+        "{seen}"
+    );
+    let states: Vec<&str> = seen["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(states.contains(&"running"), "{seen}");
+    assert!(states.contains(&"timeout_exhausted"), "{seen}");
+    assert!(screenshots.join("run-timeline.png").exists());
+}

@@ -58,8 +58,9 @@ impl RunLog {
     }
 }
 
-/// Whether entries of `kind` are kept in the store: those `logs` and `stats` read (log lines,
-/// effects' ends, and the steps, starts, resumes and finishes that say the states). The others
+/// Whether entries of `kind` are kept in the store: those `logs`, `stats` and the inspector's
+/// timeline read (log lines, effects' attempts and ends, and the steps, starts, resumes and
+/// finishes that say the states). The others
 /// are the journal's already (transitions taken, directives, effects started, children's
 /// steps) or tell a sender what became of its line; `events.jsonl` keeps every kind. Kept
 /// once, a durable run's commits grow by its log lines and one entry a step, not by a copy of
@@ -67,7 +68,7 @@ impl RunLog {
 pub fn read_by_logs_or_stats(kind: &str) -> bool {
     matches!(
         kind,
-        "log" | "effect" | "step" | "start" | "resume" | "finish"
+        "log" | "effect" | "attempt" | "step" | "start" | "resume" | "finish"
     )
 }
 

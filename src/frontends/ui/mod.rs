@@ -48,6 +48,7 @@ pub fn router(inspector: Inspector) -> Router {
         .route("/api/state", get(read::state))
         .route("/api/diagram", get(read::diagram))
         .route("/api/logs", get(read::logs))
+        .route("/api/timeline", get(read::timeline))
         .route("/api/live", get(live::live))
         .route("/api/event", post(act::event))
         .layer(axum::middleware::from_fn_with_state(

@@ -486,13 +486,25 @@ impl DriverHost<'_> {
         Ok(invocation)
     }
 
-    /// Tells the observer that attempt `attempt` of an effect begins, with its timeout.
+    /// Tells the observer that attempt `attempt` of an effect begins, with its timeout, and
+    /// records it (`attempt` telemetry: the inspector's timeline draws each attempt).
     fn tell_attempt(&mut self, invocation: u64, request: &EffectRequest, attempt: u32) {
         let attempt = attempt.max(1);
         let (timeout, _) = request.plan.attempt_timeout(attempt);
         let timeout_ms = timeout.map(|timeout| timeout.as_millis() as u64);
         self.observer
             .effect_attempt(invocation, attempt, timeout_ms);
+        let time = self.now_text();
+        self.observer.record(
+            &time,
+            "attempt",
+            serde_json::json!({
+                "id": &*request.id,
+                "invocation": invocation,
+                "attempt": attempt,
+                "timeout_ms": timeout_ms,
+            }),
+        );
     }
 
     /// Unix milliseconds on this run's clock (virtual under virtual time).

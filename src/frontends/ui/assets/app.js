@@ -149,10 +149,11 @@ async function showRun(id) {
   const steps = element("div", { class: "panel scroll", id: "steps" });
   const inbox = element("div", { class: "panel", id: "inbox" });
   const logs = element("div", { class: "panel scroll", id: "logs" });
+  const timeline = element("div", { class: "panel", id: "timeline" });
   main.replaceChildren(header, element("div", { class: "layout" },
-    element("div", {}, diagram, element("h2", {}, "Steps"), steps),
+    element("div", {}, diagram, element("h2", {}, "Timeline"), timeline, element("h2", {}, "Steps"), steps),
     element("div", {}, act, moment, element("h2", {}, "Inbox"), inbox, element("h2", {}, "Logs"), logs)));
-  page.elements = { diagram, header, act, moment, steps, inbox, logs };
+  page.elements = { diagram, header, act, moment, steps, inbox, logs, timeline };
 
   try {
     const [run, drawing, journal] = await Promise.all([
@@ -169,6 +170,7 @@ async function showRun(id) {
     page.moreBefore = journal.more_before;
     showState(page, run);
     loadLogs(page);
+    loadTimeline(page);
     follow(page);
   } catch (error) {
     main.replaceChildren(element("p", { class: "message error" }, error.message));
@@ -360,6 +362,87 @@ async function loadLogs(page) {
   }
 }
 
+// The timeline: each state's visits and each effect's attempts as bars on one time axis; an
+// attempt's timeout is the thin line from its start.
+async function loadTimeline(page) {
+  const { timeline } = page.elements;
+  let answer;
+  try {
+    answer = await getJson(`/api/timeline?id=${encodeURIComponent(page.id)}`);
+  } catch (error) {
+    timeline.replaceChildren(element("p", { class: "message error" }, error.message));
+    return;
+  }
+  if (answer.from === null) {
+    timeline.replaceChildren(element("p", { class: "quiet" }, "No telemetry to draw (the host that drives this run keeps none)."));
+    return;
+  }
+  const running = page.run && (page.run.status === "running" || page.run.status === "stopped");
+  const start = answer.from;
+  let end = Math.max(answer.to, running ? Date.now() : answer.to);
+  for (const effect of answer.effects) {
+    for (const attempt of effect.attempts) {
+      if (attempt.timeout_ms) end = Math.max(end, attempt.from + attempt.timeout_ms);
+    }
+  }
+  const span = Math.max(end - start, 1);
+  const rows = [];
+  const byState = new Map();
+  for (const visit of answer.states) {
+    if (!byState.has(visit.state)) byState.set(visit.state, []);
+    byState.get(visit.state).push(visit);
+  }
+  for (const [state, visits] of byState) rows.push({ label: state, kind: "state", bars: visits });
+  for (const effect of answer.effects) rows.push({ label: `${effect.id} #${effect.invocation}`, kind: "effect", effect });
+  const width = 900, left = 180, rowHeight = 22, top = 24;
+  const x = (time) => left + ((time - start) / span) * (width - left - 10);
+  const svgNamespace = "http://www.w3.org/2000/svg";
+  const node = (tag, attributes, text) => {
+    const made = document.createElementNS(svgNamespace, tag);
+    for (const [name, value] of Object.entries(attributes)) made.setAttribute(name, value);
+    if (text !== undefined) made.textContent = text;
+    return made;
+  };
+  const height = top + rows.length * rowHeight + 8;
+  const svg = node("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", class: "timeline" });
+  for (let tick = 0; tick <= 4; tick += 1) {
+    const time = start + (span * tick) / 4;
+    svg.append(node("line", { x1: x(time), x2: x(time), y1: top - 6, y2: height, stroke: "#d0d7de" }));
+    svg.append(node("text", { x: x(time), y: 12, "font-size": 10, "text-anchor": tick === 0 ? "start" : "middle", fill: "#656d76" },
+      `+${duration(Math.round(time - start)) || "0 ms"}`));
+  }
+  rows.forEach((row, index) => {
+    const y = top + index * rowHeight;
+    svg.append(node("text", { x: 4, y: y + 14, "font-size": 11, fill: "#1f2328" }, row.label));
+    if (row.kind === "state") {
+      for (const visit of row.bars) {
+        const to = visit.to ?? end;
+        const bar = node("rect", { x: x(visit.from), y: y + 4, width: Math.max(x(to) - x(visit.from), 2), height: 14,
+                                   fill: "#dafbe1", stroke: "#1a7f37", class: "visit", "data-state": row.label });
+        bar.append(node("title", {}, `${row.label}: ${duration(to - visit.from)}`));
+        svg.append(bar);
+      }
+    } else {
+      const effect = row.effect;
+      effect.attempts.forEach((attempt, number) => {
+        const to = attempt.to ?? end;
+        const failed = number < effect.attempts.length - 1 || effect.outcome === "failed";
+        if (attempt.timeout_ms) {
+          svg.append(node("line", { x1: x(attempt.from), x2: x(attempt.from + attempt.timeout_ms), y1: y + 19, y2: y + 19,
+                                    stroke: "#9a6700", "stroke-dasharray": "3 2", class: "timeout" }));
+        }
+        const bar = node("rect", { x: x(attempt.from), y: y + 4, width: Math.max(x(to) - x(attempt.from), 2), height: 12,
+                                   fill: failed ? "#ffebe9" : "#ddf4ff", stroke: failed ? "#cf222e" : "#0969da",
+                                   class: "attempt", "data-effect": effect.id, "data-attempt": attempt.attempt,
+                                   "data-timeout-ms": attempt.timeout_ms ?? "" });
+        bar.append(node("title", {}, `attempt ${attempt.attempt}` + (attempt.timeout_ms ? `, timeout ${duration(attempt.timeout_ms)}` : "")));
+        svg.append(bar);
+      });
+    }
+  });
+  timeline.replaceChildren(svg);
+}
+
 // Server-sent updates: each brings the run and the steps committed since the last shown.
 function follow(page) {
   const last = page.steps.length ? page.steps[page.steps.length - 1].step : undefined;
@@ -374,6 +457,7 @@ function follow(page) {
     page.steps = page.steps.concat(update.steps.filter((step) => !known.has(step.step)));
     showState(page, update.run);
     loadLogs(page);
+    loadTimeline(page);
     if (update.run.status !== "running" && update.run.status !== "stopped") source.close();
   });
   source.addEventListener("failure", (message) => {
