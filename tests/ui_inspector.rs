@@ -366,7 +366,8 @@ fn another_address_needs_an_access_token_and_every_request_brings_it() {
 }
 
 #[test]
-fn the_timeline_of_the_timeout_wrapper_shows_its_attempts_with_their_growing_timeouts() {
+fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_and_its_statistics()
+{
     let Some(chromium) = chromium("the_timeline_of_the_timeout_wrapper") else {
         return;
     };
@@ -433,5 +434,18 @@ fn the_timeline_of_the_timeout_wrapper_shows_its_attempts_with_their_growing_tim
         .collect();
     assert!(states.contains(&"running"), "{seen}");
     assert!(states.contains(&"timeout_exhausted"), "{seen}");
-    assert!(screenshots.join("run-timeline.png").exists());
+    // Its protocol's statistics: one call, retried, exhausted, every attempt timed out.
+    assert_eq!(seen["retries"], "0% of 1 retried calls", "{seen}");
+    assert_eq!(
+        seen["outcomes"],
+        serde_json::json!([
+            {"action": "operation", "part": "succeeded", "value": 0},
+            {"action": "operation", "part": "failed", "value": 1},
+            {"action": "operation", "part": "timed out", "value": 3},
+        ]),
+        "{seen}"
+    );
+    for shot in ["run-timeline.png", "stats.png"] {
+        assert!(screenshots.join(shot).exists(), "{shot}");
+    }
 }

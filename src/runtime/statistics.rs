@@ -229,3 +229,30 @@ impl Statistics {
         })
     }
 }
+
+/// The statistics of the newest `most` runs of `protocol` (named as `runs --protocol` names
+/// it) whose telemetry the store keeps: the sums, how many runs were summed, and whether older
+/// ones were left out.
+pub fn of_protocol(
+    store: &dyn crate::store::Store,
+    protocol: &str,
+    most: usize,
+) -> Result<(Statistics, usize, bool), crate::store::StoreError> {
+    let filter = crate::store::run_filter::RunFilter {
+        protocol: Some(protocol.to_string()),
+        ..Default::default()
+    };
+    let mut statistics = Statistics::default();
+    let mut summed = 0;
+    for run in filter.runs(store)? {
+        if summed == most {
+            return Ok((statistics, summed, true));
+        }
+        let parts = store.telemetry(&run.id)?;
+        if let Some(read) = crate::runtime::telemetry::read_stored(&parts, &run.id) {
+            statistics.add_run(&read.entries);
+            summed += 1;
+        }
+    }
+    Ok((statistics, summed, false))
+}

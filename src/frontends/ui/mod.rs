@@ -49,6 +49,7 @@ pub fn router(inspector: Inspector) -> Router {
         .route("/api/diagram", get(read::diagram))
         .route("/api/logs", get(read::logs))
         .route("/api/timeline", get(read::timeline))
+        .route("/api/stats", get(read::stats))
         .route("/api/live", get(live::live))
         .route("/api/event", post(act::event))
         .layer(axum::middleware::from_fn_with_state(

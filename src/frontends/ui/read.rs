@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::Inspector;
 use crate::base::clock::format_rfc3339;
 use crate::runtime::runs::view::{self, TransitionNames};
+use crate::store::run_filter::{RunFilter, ShownStatus};
 use crate::store::{RunStatus, RunSummary, Store, StoreError};
 
 /// The most runs one answer lists; the page asks for the next with `before`.
@@ -63,33 +64,30 @@ pub struct RunsQuery {
 }
 
 /// The runs the store holds (not the child protocols' runs, shown with their parents), newest
-/// first, at most `MAX_RUNS_LISTED`: id, protocol, status, current states, start, duration,
-/// exit code, origin.
+/// first, at most `MAX_RUNS_LISTED`, filtered as `runs --protocol --status` filters them: id,
+/// protocol, status, current states, start, duration, exit code, origin.
 pub async fn runs(State(inspector): State<Inspector>, Query(query): Query<RunsQuery>) -> Answer {
+    let status = match query.status.as_deref().filter(|status| !status.is_empty()) {
+        None => None,
+        Some(status) => Some(
+            <ShownStatus as clap::ValueEnum>::from_str(status, false).map_err(|_| {
+                Failure::refused(format!(
+                    "no status `{status}`: running, stopped, finished or failed"
+                ))
+            })?,
+        ),
+    };
+    let filter = RunFilter {
+        protocol: query.protocol.filter(|protocol| !protocol.is_empty()),
+        status,
+        since_unix_milliseconds: None,
+    };
     let store = inspector.store.lock();
-    let mut runs: Vec<RunSummary> = store
-        .list_runs()?
+    let mut runs: Vec<RunSummary> = filter
+        .runs(&**store)?
         .into_iter()
         .filter(|run| run.parent.is_none())
-        .filter(|run| {
-            query
-                .status
-                .as_deref()
-                .is_none_or(|status| status.is_empty() || shown_status(run) == status)
-        })
-        .filter(|run| {
-            query
-                .protocol
-                .as_deref()
-                .is_none_or(|protocol| protocol.is_empty() || run.protocol_path.contains(protocol))
-        })
         .collect();
-    runs.sort_by(|one, other| {
-        other
-            .started_unix_milliseconds
-            .cmp(&one.started_unix_milliseconds)
-            .then_with(|| other.id.cmp(&one.id))
-    });
     let truncated = runs.len() > MAX_RUNS_LISTED;
     runs.truncate(MAX_RUNS_LISTED);
     let mut rows = Vec::with_capacity(runs.len());
@@ -97,16 +95,6 @@ pub async fn runs(State(inspector): State<Inspector>, Query(query): Query<RunsQu
         rows.push(run_row(&**store, run)?);
     }
     Ok(axum::Json(json!({"runs": rows, "truncated": truncated})))
-}
-
-/// A run's status as a reader names it: `failed` for a run that finished on an unhandled
-/// error, else the store's.
-fn shown_status(run: &RunSummary) -> &'static str {
-    match &run.finish {
-        Some(finish) if finish.unhandled_error().is_some() => "failed",
-        Some(finish) if finish.exit_code != 0 => "failed",
-        _ => run.status.as_str(),
-    }
 }
 
 /// One row of the run list.
@@ -126,8 +114,14 @@ fn run_row(store: &dyn Store, run: &RunSummary) -> Result<Value, StoreError> {
     Ok(json!({
         "id": run.id,
         "protocol": run.protocol_path,
-        "protocol_id": run.id.split_once(':').map(|(protocol, _)| protocol),
-        "status": shown_status(run),
+        // The name `runs --protocol` (and the statistics page) takes: a hosted run's id starts
+        // with its protocol's id, another's file is named after it.
+        "protocol_id": run.id.split_once(':').map(|(protocol, _)| protocol.to_string()).or_else(|| {
+            std::path::Path::new(&run.protocol_path)
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+        }),
+        "status": ShownStatus::of(run).as_str(),
         "states": states,
         "started": format_rfc3339(run.started_unix_milliseconds),
         "duration_ms": ended.saturating_sub(run.started_unix_milliseconds),
@@ -175,7 +169,7 @@ pub fn run_json(store: &dyn Store, id: &str) -> Result<Value, Failure> {
         .as_ref()
         .map_or(Value::Null, |machine| machine.id.clone().into());
     if let Some(record) = &record {
-        described["status"] = shown_status(&record.summary).into();
+        described["status"] = ShownStatus::of(&record.summary).as_str().into();
         described["steps"] = record
             .summary
             .last_sequence
@@ -405,4 +399,25 @@ fn timeline_of(entries: &[Value]) -> Value {
         visits.push(json!({"state": state, "from": from, "to": Value::Null}));
     }
     json!({"from": first, "to": last, "states": visits, "effects": effects})
+}
+
+/// `/api/stats?protocol=`: the statistics `stats --protocol` sums, of the protocol's newest runs
+/// with telemetry (at most `MAX_RUNS_SUMMED`).
+#[derive(Deserialize)]
+pub struct StatsQuery {
+    protocol: String,
+}
+
+/// The most runs one statistics answer sums, the newest, as `stats --protocol` does.
+pub const MAX_RUNS_SUMMED: usize = 1_000;
+
+pub async fn stats(State(inspector): State<Inspector>, Query(query): Query<StatsQuery>) -> Answer {
+    let store = inspector.store.lock();
+    let (statistics, summed, more) =
+        crate::runtime::statistics::of_protocol(&**store, &query.protocol, MAX_RUNS_SUMMED)?;
+    let mut answer = statistics.to_json();
+    answer["protocol"] = query.protocol.into();
+    answer["summed"] = summed.into();
+    answer["older_left_out"] = more.into();
+    Ok(axum::Json(answer))
 }

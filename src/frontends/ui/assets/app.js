@@ -71,7 +71,7 @@ async function showRuns() {
   const status = element("select", { id: "status-filter" },
     ["", "running", "stopped", "finished", "failed"].map((value) =>
       element("option", { value, selected: params.get("status") === value }, value || "any status")));
-  const protocol = element("input", { id: "protocol-filter", type: "text", placeholder: "protocol",
+  const protocol = element("input", { id: "protocol-filter", type: "text", placeholder: "protocol id or file",
                                       value: params.get("protocol") || "" });
   const apply = () => {
     const next = new URLSearchParams();
@@ -123,7 +123,9 @@ function runTable(runs) {
       ["Run", "Protocol", "Status", "States", "Started", "Duration", "Exit"].map((name) => element("th", {}, name)))),
     element("tbody", {}, runs.map((run) => element("tr", { "data-run": run.id },
       element("td", {}, runLink(run.id)),
-      element("td", { title: run.protocol }, run.protocol_id || run.protocol),
+      element("td", { title: run.protocol }, run.protocol_id
+        ? element("a", { href: `/stats/${encodeURIComponent(run.protocol_id)}`, title: `statistics of ${run.protocol_id}` }, run.protocol_id)
+        : run.protocol),
       element("td", {}, statusBadge(run.status)),
       element("td", { class: "states" }, run.states.join(", ")),
       element("td", {}, run.started),
@@ -184,7 +186,8 @@ function showState(page, run) {
   header.replaceChildren(
     element("h1", {}, run.run),
     element("dl", { class: "kv" },
-      element("dt", {}, "protocol"), element("dd", {}, run.protocol),
+      element("dt", {}, "protocol"), element("dd", {}, run.protocol,
+        run.protocol_id ? [" (", element("a", { href: `/stats/${encodeURIComponent(run.protocol_id)}`, class: "stats-link" }, "statistics"), ")"] : []),
       element("dt", {}, "status"), element("dd", {}, statusBadge(run.status)),
       element("dt", {}, "started"), element("dd", {}, run.started),
       element("dt", {}, "steps"), element("dd", { id: "step-count" }, run.steps),
@@ -466,11 +469,81 @@ function follow(page) {
   });
 }
 
+// ---- A protocol's statistics ---------------------------------------------------------------
+
+async function showStats(protocol) {
+  crumbs.replaceChildren(element("a", { href: "/" }, "Runs"), " / statistics of ", protocol);
+  let stats;
+  try {
+    stats = await getJson(`/api/stats?protocol=${encodeURIComponent(protocol)}`);
+  } catch (error) {
+    main.replaceChildren(element("p", { class: "message error" }, error.message));
+    return;
+  }
+  const rate = stats.retry_success_rate;
+  const percent = (value) => (value === null || value === undefined ? "–" : `${Math.round(value * 100)}%`);
+  fill(main,
+    element("h1", {}, `Statistics of ${protocol}`),
+    element("p", { class: "quiet" }, `${stats.summed} runs with telemetry summed` + (stats.older_left_out ? " (the newest; older ones left out)" : "")),
+    element("dl", { class: "kv", id: "rates" },
+      element("dt", {}, "retry success"), element("dd", { id: "retry-success" }, `${percent(rate)} of ${stats.retry_sequences} retried calls`),
+      element("dt", {}, "attempts to success"), element("dd", {}, stats.average_attempts_to_success === null ? "–" : stats.average_attempts_to_success.toFixed(1))),
+    element("div", { class: "layout" },
+      element("div", {},
+        element("h2", {}, "Outcomes per action"),
+        chart(Object.entries(stats.outcomes_per_action).map(([name, counts]) => ({ name, parts: [
+          { value: counts.succeeded, color: "#1a7f37", label: "succeeded" },
+          { value: counts.failed, color: "#cf222e", label: "failed" },
+          { value: stats.timeouts_per_action[name] || 0, color: "#9a6700", label: "timed out" }] })), "outcomes"),
+        element("h2", {}, "Attempts of retried calls"),
+        chart(Object.entries(stats.retries_per_action).map(([name, retries]) => ({ name, parts: [
+          { value: retries.attempts, color: "#0969da", label: "attempts" }] })), "attempts")),
+      element("div", {},
+        element("h2", {}, "Average time in each state"),
+        chart(Object.entries(stats.average_time_in_state_ms).map(([name, value]) => ({ name, parts: [
+          { value, color: "#8250df", label: "ms per run", shown: duration(value) }] })), "time"),
+        element("h2", {}, "Log lines per tag"),
+        chart(Object.entries(stats.tags).map(([name, value]) => ({ name, parts: [
+          { value, color: "#656d76", label: "lines" }] })), "tags"))));
+}
+
+// A horizontal bar chart: one row per item, its parts stacked, each part's value written after.
+function chart(items, name) {
+  if (items.length === 0) return element("p", { class: "quiet" }, "Nothing to chart.");
+  const width = 560, left = 180, rowHeight = 22;
+  const largest = Math.max(1, ...items.map((item) => item.parts.reduce((sum, part) => sum + part.value, 0)));
+  const svgNamespace = "http://www.w3.org/2000/svg";
+  const node = (tag, attributes, text) => {
+    const made = document.createElementNS(svgNamespace, tag);
+    for (const [key, value] of Object.entries(attributes)) made.setAttribute(key, value);
+    if (text !== undefined) made.textContent = text;
+    return made;
+  };
+  const svg = node("svg", { viewBox: `0 0 ${width} ${items.length * rowHeight + 4}`, width: "100%", class: `chart chart-${name}` });
+  items.forEach((item, index) => {
+    const y = index * rowHeight + 2;
+    svg.append(node("text", { x: 0, y: y + 14, "font-size": 11 }, item.name));
+    let x = left;
+    for (const part of item.parts) {
+      const length = (part.value / largest) * (width - left - 80);
+      const bar = node("rect", { x, y: y + 3, width: Math.max(length, part.value > 0 ? 1 : 0), height: 14, fill: part.color,
+                                 "data-item": item.name, "data-part": part.label, "data-value": part.value });
+      bar.append(node("title", {}, `${item.name}: ${part.shown ?? part.value} ${part.label}`));
+      svg.append(bar);
+      x += length;
+    }
+    const total = item.parts.map((part) => part.shown ?? part.value).join(" / ");
+    svg.append(node("text", { x: x + 4, y: y + 14, "font-size": 11, fill: "#656d76" }, total));
+  });
+  return element("div", { class: "panel" }, svg);
+}
+
 // ---- Routing -----------------------------------------------------------------------------
 
 function route() {
   const path = location.pathname;
   if (path.startsWith("/runs/")) return showRun(decodeURIComponent(path.slice("/runs/".length)));
+  if (path.startsWith("/stats/")) return showStats(decodeURIComponent(path.slice("/stats/".length)));
   return showRuns();
 }
 
