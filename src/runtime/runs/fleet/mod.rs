@@ -1211,7 +1211,11 @@ impl Observer for MemberObserver<'_> {
         interpreter: &Interpreter,
         outcome: Option<&EventReport>,
     ) {
-        if self.telemetry.is_some() {
+        // Only a step that entered a state is kept: one that entered none left the states as
+        // they were, so `stats` counts the same entries and the same time in each state from
+        // the entry after it (the journal has every step). A host stepped by events that move
+        // no state (most of `serve`'s) then writes no telemetry for them.
+        if self.telemetry.is_some() && !self.entered.is_empty() {
             let fields = crate::runtime::run::driver::step_fields(event, interpreter, outcome);
             let time = crate::base::clock::format_rfc3339(unix_milliseconds);
             self.keep(&time, "step", fields);
