@@ -6,17 +6,19 @@ use crate::support;
 use crate::support::mcp_raw::{RawMcp, reported_run};
 use crate::telemetry_store::{Place, messages};
 
-/// `fetch` fails its first attempt (it leaves a mark) and succeeds its second under its retry
-/// plan; then `waiting` for ticks until `answer`.
+/// `fetch` fails its first attempt (it leaves a mark named after the instance) and succeeds
+/// its second under its retry plan; then `waiting` for ticks until `answer`.
 const RETRIED: &str = r#"
 id: retried
+inputs:
+  name: { type: string, required: true }
 permissions: { exec: [sh], shell: true, write: ["attempts/**"], read: ["attempts/**"], env: [] }
 states:
   fetching:
     entry:
       - { log: "fetching", tags: [begin] }
       - id: fetch
-        exec: [sh, -c, "if [ -e attempts/failed ]; then exit 0; fi; : > attempts/failed; exit 3"]
+        exec: [sh, -c, 'if [ -e "attempts/$1" ]; then exit 0; fi; : > "attempts/$1"; exit 3', sh, "${name}"]
         retry: [{ max_attempts: 2, interval: 10ms }]
     on: { done.exec.fetch: waiting }
   waiting:
@@ -87,28 +89,41 @@ fn shows_the_retried_run(place: &Place, state: &str, run: &str) {
     assert_eq!(figures["tags"]["tick"], 1, "{stats}");
 }
 
-/// A `serve` instance: through its retried effect, a tick and the answer, in one input.
-fn a_served_instance_keeps_its_telemetry(place: &Place) {
+/// Two `serve` instances, created in one batch (their parts are written together): each through
+/// its retried effect, a tick and the answer, in one input.
+fn served_instances_keep_their_telemetry(place: &Place) {
     write_protocol(place);
     let instances = place.directory.join("instances.jsonl");
-    std::fs::write(
-        &instances,
-        "{\"instance\": \"i1\"}\n{\"instance\": \"i1\", \"await\": \"waiting\", \"timeout\": \
-         \"60s\"}\n{\"instance\": \"i1\", \"event\": \"tick\"}\n{\"instance\": \"i1\", \"event\": \
-         \"answer\"}\n",
-    )
-    .unwrap();
+    let mut lines = String::new();
+    for name in ["i1", "i2"] {
+        lines.push_str(&format!(
+            "{}\n",
+            json!({"instance": name, "inputs": {"name": name}})
+        ));
+    }
+    for line in [
+        json!({"await": "waiting", "timeout": "60s"}),
+        json!({"event": "tick"}),
+        json!({"event": "answer"}),
+    ] {
+        for name in ["i1", "i2"] {
+            let mut line = line.clone();
+            line["instance"] = name.into();
+            lines.push_str(&format!("{line}\n"));
+        }
+    }
+    std::fs::write(&instances, lines).unwrap();
     let output = place
         .command("a", &["serve", "retried.yaml"])
         .stdin(std::fs::File::open(&instances).unwrap())
         .output()
         .unwrap();
     let served = String::from_utf8_lossy(&output.stdout);
-    assert!(served.contains("\"finished\""), "{output:?}");
+    assert_eq!(served.matches("\"finished\"").count(), 2, "{output:?}");
     shows_the_retried_run(place, "a", "retried:i1");
     // Another host of the store (without the first one's state directory) reads the same.
     place.another_host("a", "b");
-    shows_the_retried_run(place, "b", "retried:i1");
+    shows_the_retried_run(place, "b", "retried:i2");
 }
 
 /// An `mcp` run: started by its tool, waited for, sent a tick and the answer.
@@ -119,7 +134,7 @@ fn an_mcp_run_keeps_its_telemetry(place: &Place) {
         arguments.extend(["--store", url]);
     }
     let mut server = RawMcp::start(&place.directory, &arguments, json!({}));
-    let run = reported_run(&server.call(1, "retried", json!({})));
+    let run = reported_run(&server.call(1, "retried", json!({"name": "m1"})));
     let waited = server.call(
         2,
         "wait_for_state",
@@ -183,7 +198,7 @@ fn a_run_recorded_before_is_read_from_its_journal(
 #[test]
 fn sqlite_keeps_the_telemetry_of_served_and_mcp_runs() {
     let place = Place::new("fleet-sqlite", Vec::new());
-    a_served_instance_keeps_its_telemetry(&place);
+    served_instances_keep_their_telemetry(&place);
     an_mcp_run_keeps_its_telemetry(&place);
     a_run_recorded_before_is_read_from_its_journal(&place, None);
     let _ = std::fs::remove_dir_all(&place.directory);
@@ -197,7 +212,7 @@ fn postgres_keeps_the_telemetry_of_served_and_mcp_runs() {
         return;
     };
     let place = Place::on_postgres("fleet-postgres", &database);
-    a_served_instance_keeps_its_telemetry(&place);
+    served_instances_keep_their_telemetry(&place);
     an_mcp_run_keeps_its_telemetry(&place);
     a_run_recorded_before_is_read_from_its_journal(&place, Some(&database));
     let _ = std::fs::remove_dir_all(&place.directory);
