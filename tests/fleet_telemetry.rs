@@ -151,9 +151,27 @@ fn an_mcp_run_keeps_its_telemetry(place: &Place) {
             "{sent}"
         );
     }
+    // Another run, cancelled while it waits: its telemetry ends there, its time in `waiting`
+    // counted to the cancel.
+    let cancelled = reported_run(&server.call(5, "retried", json!({"name": "m2"})));
+    let waited = server.call(
+        6,
+        "wait_for_state",
+        json!({"run": cancelled, "state": "waiting", "timeout": "60s"}),
+    );
+    assert_eq!(
+        waited["structuredContent"]["awaited"], "reached",
+        "{waited}"
+    );
+    let cancel = server.call(7, "cancel_run", json!({"run": cancelled}));
+    assert_ne!(cancel["isError"], true, "{cancel}");
     server.finish();
     // `mcp`'s state directory is `state` in the place's directory.
     shows_the_retried_run(place, "state", &run);
+    let stats = place.succeed("state", &["stats", &cancelled, "--json"]);
+    let figures: Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(figures["entries_per_state"]["waiting"], 1, "{stats}");
+    assert!(figures["time_in_state_ms"]["waiting"].is_u64(), "{stats}");
 }
 
 /// A served run recorded before the fleet kept telemetry (its parts deleted here): `logs` reads

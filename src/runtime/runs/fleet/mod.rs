@@ -879,6 +879,21 @@ impl Fleet {
             let run = format!("{}{}", self.prefix, member.name);
             let writes = how.writes(&run, crate::base::clock::unix_milliseconds_now());
             self.pending.extend(writes);
+            if how == Stop::Cancel {
+                // Its telemetry ends with it, as a finished instance's does.
+                let mut lines = String::new();
+                let cancelled = (
+                    "cancelled".to_string(),
+                    crate::runtime::run::stop::CANCELLED_EXIT_CODE,
+                );
+                telemetry::push_finish(
+                    &mut lines,
+                    &member.interpreter,
+                    Vec::new(),
+                    Some(cancelled),
+                );
+                self.telemetry.add(slot, run, lines);
+            }
         }
         self.remove(slot, how == Stop::Cancel);
     }

@@ -43,8 +43,9 @@ impl BatchTelemetry {
     }
 }
 
-/// Adds the `finish` entry of an instance its step ended: how (`error`, when its step failed
-/// and it ends with `exit_code`), and the states entered since its last entry.
+/// Adds the `finish` entry of an instance that ended: how (`error` and its exit code, when it
+/// ended otherwise than in a final state: its step failed, or it was cancelled), and the states
+/// entered since its last entry.
 pub(super) fn push_finish(
     telemetry: &mut String,
     interpreter: &Interpreter,
