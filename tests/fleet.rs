@@ -419,9 +419,10 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
     }
     assert_eq!(batches.load(Ordering::SeqCst), 0, "nothing committed yet");
     fleet.commit();
-    // Two creations, two starts, four steps (the last line is refused: `one` has finished).
+    // Two creations, two starts, four steps (the last line is refused: `one` has finished),
+    // and each instance's telemetry of the batch, one write an instance.
     assert_eq!(batches.load(Ordering::SeqCst), 1);
-    assert_eq!(writes.load(Ordering::SeqCst), 8);
+    assert_eq!(writes.load(Ordering::SeqCst), 10);
     assert_eq!(seen_at_output.borrow().len(), 1);
     assert_eq!(seen_at_output.borrow()[0].0, 1, "output before its commit");
     drop(fleet);
@@ -439,5 +440,14 @@ fn a_batch_is_committed_once_before_its_output_is_written() {
             .sequence,
         1
     );
+    // One part for `one`'s batch: its start, the step that entered `closed` (the two that
+    // entered no state are the journal's alone) and its finish, in order.
+    let parts = store.telemetry("counter:one").unwrap();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let kinds: Vec<serde_json::Value> = parts[0]
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["kind"].clone())
+        .collect();
+    assert_eq!(kinds, ["start", "step", "finish"], "{parts:?}");
     let _ = std::fs::remove_dir_all(&directory);
 }

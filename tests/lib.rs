@@ -34,6 +34,7 @@ mod fast_reader_forms;
 mod file_functions;
 mod first_steps;
 mod fleet;
+mod fleet_telemetry;
 mod foreach;
 mod fork;
 mod fuzz_regressions;

@@ -46,7 +46,7 @@ states:
 /// `status` and `runs`, human and JSON: they read the store.
 const STORE_VIEWS: [&[&str]; 3] = [&["status"], &["status", "--json"], &["runs"]];
 
-/// `logs`, human and JSON: they read a run's telemetry (`serve` keeps none).
+/// `logs`, human and JSON: they read a run's telemetry (a `serve` instance's too).
 const TELEMETRY_VIEWS: [&[&str]; 2] = [&["logs"], &["logs", "--json"]];
 
 /// One test's directory, protocol, state dir and two tokens no other test uses.
@@ -326,6 +326,9 @@ fn serve_keeps_secrets_from_clients_and_the_store() {
     assert!(text.contains(r#""echoed":"***token***""#), "{text}");
     case.assert_effects_received(&["first", "again"]);
     case.assert_state_dir_hidden();
+    // Its telemetry, kept in the store by both hosts: its log line, the secrets masked.
+    let logs = case.assert_views_hidden(&TELEMETRY_VIEWS);
+    assert!(logs.contains("calling with Bearer ***token***"), "{logs}");
 }
 
 impl Case {

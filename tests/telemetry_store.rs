@@ -1,4 +1,4 @@
-//! Telemetry in the store: `logs` and `stats` read the same run from any state directory, a run driven by two processes in turn (stopped, or its host killed) shows both parts, pruning a run takes its telemetry, and a served instance is said to keep none; on SQLite and on PostgreSQL, through the real binary.
+//! Telemetry in the store: `logs` and `stats` read the same run from any state directory, a run driven by two processes in turn (stopped, or its host killed) shows both parts, and pruning a run takes its telemetry; on SQLite and on PostgreSQL, through the real binary.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -28,13 +28,13 @@ states:
 "#;
 
 /// Where the tests run the binary: a directory holding the protocol, and the store's choice.
-struct Place {
-    directory: PathBuf,
-    environment: Vec<(&'static str, String)>,
+pub(crate) struct Place {
+    pub(crate) directory: PathBuf,
+    pub(crate) environment: Vec<(&'static str, String)>,
 }
 
 impl Place {
-    fn new(name: &str, environment: Vec<(&'static str, String)>) -> Place {
+    pub(crate) fn new(name: &str, environment: Vec<(&'static str, String)>) -> Place {
         let directory = support::temporary_directory("telemetry-store", name);
         std::fs::write(directory.join("demo.yaml"), PROTOCOL).unwrap();
         Place {
@@ -43,8 +43,28 @@ impl Place {
         }
     }
 
+    /// A place whose commands use the PostgreSQL database `database`.
+    pub(crate) fn on_postgres(name: &str, database: &support::postgres::TestDatabase) -> Place {
+        let url = database.url().to_string();
+        Place::new(
+            name,
+            vec![
+                ("PROTOCOL_RUN_STORE", "postgres".to_string()),
+                ("PROTOCOL_RUN_DATABASE_URL", url),
+            ],
+        )
+    }
+
+    /// The PostgreSQL URL its commands use, if they use one.
+    pub(crate) fn database_url(&self) -> Option<&str> {
+        self.environment
+            .iter()
+            .find(|(name, _)| *name == "PROTOCOL_RUN_DATABASE_URL")
+            .map(|(_, url)| url.as_str())
+    }
+
     /// The binary with `arguments` on the state directory `state` (a host of its own).
-    fn command(&self, state: &str, arguments: &[&str]) -> Command {
+    pub(crate) fn command(&self, state: &str, arguments: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_protocol-run"));
         command
             .args(arguments)
@@ -58,7 +78,7 @@ impl Place {
     }
 
     /// (exit code, stdout, stderr).
-    fn run(&self, state: &str, arguments: &[&str]) -> (i32, String, String) {
+    pub(crate) fn run(&self, state: &str, arguments: &[&str]) -> (i32, String, String) {
         let output = self.command(state, arguments).output().unwrap();
         (
             output.status.code().unwrap_or(-1),
@@ -68,7 +88,7 @@ impl Place {
     }
 
     /// Stdout of a command that must succeed.
-    fn succeed(&self, state: &str, arguments: &[&str]) -> String {
+    pub(crate) fn succeed(&self, state: &str, arguments: &[&str]) -> String {
         let (code, stdout, stderr) = self.run(state, arguments);
         assert_eq!(code, 0, "{arguments:?} on {state}: {stdout}{stderr}");
         stdout
@@ -77,7 +97,7 @@ impl Place {
     /// A SQLite host reads its own state directory's store: another host of the same store is
     /// one given a copy of the database (without the telemetry files beside it). A PostgreSQL
     /// host is any state directory.
-    fn another_host(&self, from: &str, to: &str) {
+    pub(crate) fn another_host(&self, from: &str, to: &str) {
         if !self.environment.is_empty() {
             return;
         }
@@ -101,7 +121,7 @@ impl Place {
 }
 
 /// The messages `logs` shows, in order.
-fn messages(logs: &str) -> Vec<String> {
+pub(crate) fn messages(logs: &str) -> Vec<String> {
     logs.lines()
         .map(|line| {
             let entry: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -268,37 +288,6 @@ fn a_run_driven_in_turn_shows_both_parts(place: &Place, run: &str, stop: Stop) {
     }
 }
 
-/// A `serve` instance keeps no telemetry: `logs` reads its log lines from its journal, and
-/// `stats` says it has none, and where its steps are.
-fn a_served_instance_logs_from_its_journal(place: &Place) {
-    let instances = place.directory.join("instances.jsonl");
-    std::fs::write(&instances, "{\"instance\": \"i1\"}\n").unwrap();
-    let output = place
-        .command("a", &["serve", "demo.yaml"])
-        .stdin(std::fs::File::open(&instances).unwrap())
-        .output()
-        .unwrap();
-    let served = String::from_utf8_lossy(&output.stdout);
-    assert!(served.contains("\"started\":true"), "{output:?}");
-    let (code, stdout, stderr) = place.run("a", &["logs", "telemetry-demo:i1"]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("read from its journal"), "{stderr}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{stdout}");
-    assert!(lines[0].ends_with("INFO  fetching #begin"), "{stdout}");
-    assert!(
-        lines[1].ends_with("INFO  entered waiting #entered"),
-        "{stdout}"
-    );
-    let (code, _, stderr) = place.run("a", &["stats", "telemetry-demo:i1"]);
-    assert_eq!(code, 66, "{stderr}");
-    assert!(
-        stderr.contains("was driven by `serve`, which keeps no telemetry")
-            && stderr.contains("protocol-run status telemetry-demo:i1"),
-        "{stderr}"
-    );
-}
-
 /// The rows of the store's telemetry table for `run`, as host `b` sees them.
 fn stored_parts(
     place: &Place,
@@ -342,7 +331,6 @@ fn sqlite_keeps_telemetry_in_the_store() {
     logs_and_stats_are_the_same_from_any_host(&place);
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     pruning_takes_the_telemetry(&place, None);
-    a_served_instance_logs_from_its_journal(&place);
     let _ = std::fs::remove_dir_all(&place.directory);
 }
 
@@ -353,17 +341,10 @@ fn postgres_keeps_telemetry_in_the_store() {
     else {
         return;
     };
-    let place = Place::new(
-        "postgres",
-        vec![
-            ("PROTOCOL_RUN_STORE", "postgres".to_string()),
-            ("PROTOCOL_RUN_DATABASE_URL", database.url().to_string()),
-        ],
-    );
+    let place = Place::on_postgres("postgres", &database);
     logs_and_stats_are_the_same_from_any_host(&place);
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     a_run_driven_in_turn_shows_both_parts(&place, "died", Stop::Death);
     pruning_takes_the_telemetry(&place, Some(&database));
-    a_served_instance_logs_from_its_journal(&place);
     let _ = std::fs::remove_dir_all(&place.directory);
 }

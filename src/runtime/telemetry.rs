@@ -75,18 +75,27 @@ pub fn read_by_logs_or_stats(kind: &str) -> bool {
 /// One telemetry entry as its line, in `events.jsonl` and in the store alike: `time`, `run` and
 /// `kind`, then `fields`, its secrets masked, ending in a newline.
 pub fn entry_line(run_id: &str, time: &str, kind: &str, fields: Value) -> String {
+    let mut line = String::new();
+    push_entry(&mut line, Some(run_id), time, kind, fields);
+    line
+}
+
+/// Appends one entry as its line: `time`, `run` (if given) and `kind`, then `fields`, its
+/// secrets masked, ending in a newline.
+fn push_entry(lines: &mut String, run_id: Option<&str>, time: &str, kind: &str, fields: Value) {
     let mut entry = serde_json::Map::new();
     entry.insert("time".into(), Value::String(time.to_string()));
-    entry.insert("run".into(), Value::String(run_id.to_string()));
+    if let Some(run_id) = run_id {
+        entry.insert("run".into(), Value::String(run_id.to_string()));
+    }
     entry.insert("kind".into(), Value::String(kind.to_string()));
     if let Value::Object(fields) = fields {
         entry.extend(fields);
     }
     let mut entry = Value::Object(entry);
     crate::base::secrets::mask_json_in_place(&mut entry);
-    let mut line = entry.to_string();
-    line.push('\n');
-    line
+    lines.push_str(&entry.to_string());
+    lines.push('\n');
 }
 
 /// Keeps the `keep` most recently created run directories, and every run a process is still
@@ -211,6 +220,13 @@ pub fn push_stored_line(stored: &mut String, line: &str, run_id: &str) {
         }
         None => stored.push_str(line),
     }
+}
+
+/// Appends one entry to `stored` as the store keeps it (`push_stored_line`'s form, without its
+/// `run`): `time` and `kind`, then `fields`, its secrets masked, ending in a newline. For a host
+/// that keeps no `events.jsonl` (`serve`, `mcp`), whose entries go to the store alone.
+pub fn push_stored_entry(stored: &mut String, time: &str, kind: &str, fields: Value) {
+    push_entry(stored, None, time, kind, fields);
 }
 
 /// Filters for `protocol-run logs`.

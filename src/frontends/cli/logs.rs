@@ -57,9 +57,10 @@ fn open_for_reading(state: &StateDirectory) -> Result<Option<Box<dyn Store>>, u8
 }
 
 /// One run's telemetry entries: the store's, which hold the whole run whichever hosts drove
-/// it, else this state directory's `events.jsonl` (a run recorded before the store kept
-/// telemetry); with `logs_from_journal`, the log lines of a `serve` or `mcp` run (which keep no
-/// telemetry) from its journal. A malformed line is reported and skipped.
+/// it (`run`, `resume`, `serve`, `mcp`), else this state directory's `events.jsonl` (a run
+/// recorded before the store kept telemetry); with `logs_from_journal`, the log lines of a
+/// `serve` or `mcp` run recorded before those hosts kept telemetry, from its journal. A
+/// malformed line is reported and skipped.
 fn read(
     state: &StateDirectory,
     store: Option<&dyn Store>,
@@ -97,17 +98,18 @@ fn read(
                         && let Ok(journal) = store.journal(run)
                     {
                         eprintln!(
-                            "note: run {run} was driven by `{}`, which keeps no telemetry: its \
-                             log lines are read from its journal, each at its step's time, \
-                             whichever hosts drove it",
+                            "note: run {run} was recorded by `{}` before it kept telemetry in \
+                             the store: its log lines are read from its journal, each at its \
+                             step's time, whichever hosts drove it",
                             origin.as_str()
                         );
                         return Ok(logged_in(&journal));
                     }
                     eprintln!(
-                        "error: run {run} was driven by `{}`, which keeps no telemetry (its \
-                         logs went to the host's stderr); `protocol-run status {run}` shows its \
-                         steps",
+                        "error: run {run} was recorded by `{}` before it kept telemetry in the \
+                         store (its logs went to the host's stderr); `protocol-run logs {run}` \
+                         reads its log lines from its journal, `protocol-run status {run}` shows \
+                         its steps",
                         origin.as_str()
                     )
                 }
@@ -132,7 +134,8 @@ fn read(
 }
 
 /// The log lines a journal recorded (each step's `log` actions), as telemetry's `log` entries
-/// at their step's time: what `logs` shows of a run a host kept no telemetry of.
+/// at their step's time: what `logs` shows of a `serve` or `mcp` run recorded before those
+/// hosts kept telemetry in the store.
 fn logged_in(journal: &[crate::store::JournalEntry]) -> Vec<Value> {
     let mut entries = Vec::new();
     for step in journal {

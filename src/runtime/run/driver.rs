@@ -199,6 +199,23 @@ pub fn step_fields(
     fields
 }
 
+/// The `finish` telemetry entry: the configuration the run ended in, its final state, exit
+/// code and failure (`null` while it has not reached a final state).
+pub fn finish_fields(interpreter: &Interpreter) -> serde_json::Value {
+    let machine = interpreter.machine();
+    let outcome = interpreter.outcome();
+    let mut finish = serde_json::json!({
+        "configuration": interpreter.active_leaves(),
+        "states": interpreter.active_states(),
+        "state": outcome.and_then(|outcome| outcome.state_name(machine)).map(|state| state.to_string()),
+        "exit_code": outcome.map(|outcome| outcome.exit_code),
+    });
+    if let Some(failure) = outcome.and_then(|outcome| outcome.failure.as_ref()) {
+        finish["error"] = failure.to_json();
+    }
+    finish
+}
+
 /// Prints through `tracing` (logs) and stderr (input problems).
 pub struct TracingObserver {
     pub run_id: String,

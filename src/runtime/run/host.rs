@@ -620,7 +620,7 @@ impl Host for DriverHost<'_> {
                 action["from"] = (**from).into();
             }
             // `info` is what a line without one is: the journal says only the others, so that
-            // `logs` can read a run a host kept no telemetry of from it.
+            // `logs` can read from it a run recorded before every host kept telemetry.
             if record.level != crate::base::model::action::LogLevel::Info
                 && let Ok(level) = serde_json::to_value(record.level)
             {

@@ -881,20 +881,8 @@ impl<'a> Session<'a> {
     /// Ends the session: records the finish and reports.
     pub fn finish(self) -> RunReport {
         let time = self.host.now_text();
-        let machine = self.host.machine.clone();
         let outcome = self.interpreter.outcome().cloned();
-        let mut finish = serde_json::json!({
-            "configuration": self.interpreter.active_leaves(),
-            "states": self.interpreter.active_states(),
-            "state": outcome.as_ref().and_then(|outcome| outcome.state_name(&machine)).map(|state| state.to_string()),
-            "exit_code": outcome.as_ref().map(|outcome| outcome.exit_code),
-        });
-        if let Some(failure) = outcome
-            .as_ref()
-            .and_then(|outcome| outcome.failure.as_ref())
-        {
-            finish["error"] = failure.to_json();
-        }
+        let finish = super::driver::finish_fields(self.interpreter);
         self.host.observer.record(&time, "finish", finish);
         RunReport {
             stopped_by_signal: false,

@@ -4,6 +4,7 @@ mod inbox;
 mod reads;
 mod schema;
 mod session;
+mod telemetry;
 mod texts;
 mod writes;
 

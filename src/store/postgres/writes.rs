@@ -8,7 +8,6 @@ use tokio_postgres::GenericClient;
 use super::PostgresStore;
 use super::session::Session;
 use crate::base::durable::ChildChange;
-use crate::store::codec::INSERT_TELEMETRY;
 use crate::store::codec::children::{ChildRowWrite, EncodedChildState};
 use crate::store::codec::states::{StoredState, Written};
 use crate::store::codec::steps::{EncodedStep, Planned, StepWrite, after_commit};
@@ -74,6 +73,7 @@ impl PostgresStore {
                 writer: lease.clone(),
                 ..JournalRows::default()
             };
+            let mut telemetry = super::telemetry::TelemetryRows::default();
             let mut steps = encoded.iter();
             // A redrive's reopening moves its run's token on for the batch's later writes.
             let mut fences = fences.clone();
@@ -138,19 +138,14 @@ impl PostgresStore {
                             row.fencing = token;
                         });
                     }
-                    Planned::Other(Write::Telemetry { run, lines }) => {
-                        session.execute(
-                            &|| format!("append to the telemetry of run `{run}`"),
-                            INSERT_TELEMETRY,
-                            &[run, lines],
-                        )?;
-                    }
+                    Planned::Other(Write::Telemetry { run, lines }) => telemetry.push(run, lines),
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }
                 }
             }
-            session.insert_journal(&journal)
+            session.insert_journal(&journal)?;
+            session.insert_telemetry(&telemetry)
         });
         if result.is_ok() {
             after_commit(

@@ -20,10 +20,12 @@ use crate::runtime::run::driver::{
 };
 use crate::runtime::run::input::LineOrigin;
 use crate::runtime::run::stop::Stop;
+use crate::runtime::telemetry::{push_stored_entry, read_by_logs_or_stats};
 
 mod awaiting;
 mod inbox;
 mod takeover;
+mod telemetry;
 mod versions;
 use crate::base::value::Value;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
@@ -107,6 +109,8 @@ pub struct Fleet {
     recording: Option<Recording>,
     /// Writes of the current batch.
     pending: Vec<Write>,
+    /// The telemetry of the current batch, committed after its other writes (`pending`).
+    telemetry: telemetry::BatchTelemetry,
     /// Output lines of the current batch.
     output: Vec<u8>,
     sink: OutputSink,
@@ -200,6 +204,7 @@ impl Fleet {
             mocks: Arc::new(Mutex::new(Mocks::default())),
             recording,
             pending: Vec::new(),
+            telemetry: telemetry::BatchTelemetry::default(),
             output: Vec::new(),
             sink: Box::new(|bytes| {
                 use std::io::Write;
@@ -719,12 +724,16 @@ impl Fleet {
             // An effect's message for an instance that has ended: nobody waits for it.
             return;
         };
+        // Written only by a fleet with a store (`--store memory` keeps no telemetry).
+        let mut lines = String::new();
         let mut observer = MemberObserver {
             name: name.unwrap_or(&member.name),
             output: &mut self.output,
             log_sink: self.log_sink.as_mut(),
             line_outcome: None,
             keeps_line_outcome: self.outcome_reply.is_some() || self.keep_outcome,
+            telemetry: self.recording.is_some().then_some(&mut lines),
+            entered: Vec::new(),
         };
         let mut checkpoint = self.recording.as_ref().map(|_| BatchCheckpoint {
             run: format!("{}{}", self.prefix, member.name),
@@ -742,6 +751,23 @@ impl Fleet {
         let result = body(&mut session).and_then(|()| session.handle_queued());
         drop(session);
         let line_outcome = observer.line_outcome.take();
+        let entered = std::mem::take(&mut observer.entered);
+        if let Some(run) = checkpoint.map(|checkpoint| checkpoint.run) {
+            // The instance's finish, when this step ends it (as the branches below do).
+            let ended = match &result {
+                Err(RunError::Interrupted { .. }) => None,
+                Err(error) => Some(Some((error.to_string(), ERROR_EXIT_CODE))),
+                Ok(()) if member.interpreter.outcome().is_some() && !member.state.has_running() => {
+                    Some(None)
+                }
+                Ok(()) => None,
+            };
+            if let Some(error) = ended {
+                telemetry::push_finish(&mut lines, &member.interpreter, entered, error);
+            }
+            // Committed with the steps it tells of, in the same batch.
+            self.telemetry.add(slot, run, lines);
+        }
         if let (Some(report), Some(origin), Some(reply)) = (
             line_outcome.as_deref(),
             self.line_origin,
@@ -853,6 +879,21 @@ impl Fleet {
             let run = format!("{}{}", self.prefix, member.name);
             let writes = how.writes(&run, crate::base::clock::unix_milliseconds_now());
             self.pending.extend(writes);
+            if how == Stop::Cancel {
+                // Its telemetry ends with it, as a finished instance's does.
+                let mut lines = String::new();
+                let cancelled = (
+                    "cancelled".to_string(),
+                    crate::runtime::run::stop::CANCELLED_EXIT_CODE,
+                );
+                telemetry::push_finish(
+                    &mut lines,
+                    &member.interpreter,
+                    Vec::new(),
+                    Some(cancelled),
+                );
+                self.telemetry.add(slot, run, lines);
+            }
         }
         self.remove(slot, how == Stop::Cancel);
     }
@@ -917,6 +958,7 @@ impl Fleet {
     /// instances whose writes still fail are reported and dropped from this host (their runs
     /// resume from their last committed step).
     pub fn commit(&mut self) {
+        self.telemetry.append_to(&mut self.pending);
         if let Some(recording) = &mut self.recording
             && !self.pending.is_empty()
         {
@@ -1068,6 +1110,26 @@ struct MemberObserver<'o> {
     /// only for a fleet that answers it (`keeps_line_outcome`).
     line_outcome: Option<Box<EventReport>>,
     keeps_line_outcome: bool,
+    /// The entries `logs` and `stats` read (`read_by_logs_or_stats`), for the store to commit
+    /// with the steps they tell of; `None` for a fleet that records nothing.
+    telemetry: Option<&'o mut String>,
+    /// The states entered since the last `start`, `resume` or `step` entry, which says them
+    /// (kept only with `telemetry`).
+    entered: Vec<String>,
+}
+
+impl MemberObserver<'_> {
+    /// Adds an entry to the instance's telemetry, if the fleet keeps it; a `start`, `resume`,
+    /// `step` or `finish` says the states entered since the last one.
+    fn keep(&mut self, time: &str, kind: &str, mut fields: serde_json::Value) {
+        let Some(telemetry) = self.telemetry.as_deref_mut() else {
+            return;
+        };
+        if matches!(kind, "start" | "resume" | "step" | "finish") {
+            fields["entered"] = std::mem::take(&mut self.entered).into();
+        }
+        push_stored_entry(telemetry, time, kind, fields);
+    }
 }
 
 impl Observer for MemberObserver<'_> {
@@ -1093,6 +1155,15 @@ impl Observer for MemberObserver<'_> {
         eprintln!("{masked}");
         if let Some(sink) = self.log_sink.as_mut() {
             sink(&masked);
+        }
+        if self.telemetry.is_some()
+            && let serde_json::Value::Object(mut fields) = line
+        {
+            // The entry is the line without what the store's row says (the run) or the entry
+            // leads with (its time).
+            fields.shift_remove("instance");
+            fields.shift_remove("time");
+            self.keep(time, "log", serde_json::Value::Object(fields));
         }
     }
 
@@ -1125,7 +1196,10 @@ impl Observer for MemberObserver<'_> {
         write_line(self.output, &crate::base::secrets::mask_json(&line));
     }
 
-    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+    fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        if self.telemetry.is_some() && read_by_logs_or_stats(kind) {
+            self.keep(time, kind, fields.clone());
+        }
         let line = match kind {
             "start" => serde_json::json!({
                 "instance": self.name,
@@ -1147,11 +1221,20 @@ impl Observer for MemberObserver<'_> {
     /// for an event taken at once).
     fn step(
         &mut self,
-        _unix_milliseconds: u64,
+        unix_milliseconds: u64,
         event: &Event,
         interpreter: &Interpreter,
         outcome: Option<&EventReport>,
     ) {
+        // Only a step that entered a state is kept: one that entered none left the states as
+        // they were, so `stats` counts the same entries and the same time in each state from
+        // the entry after it (the journal has every step). A host stepped by events that move
+        // no state (most of `serve`'s) then writes no telemetry for them.
+        if self.telemetry.is_some() && !self.entered.is_empty() {
+            let fields = crate::runtime::run::driver::step_fields(event, interpreter, outcome);
+            let time = crate::base::clock::format_rfc3339(unix_milliseconds);
+            self.keep(&time, "step", fields);
+        }
         if self.keeps_line_outcome
             && let Some(report) = outcome.filter(|report| report.ticket.is_some() && !report.waited)
         {
@@ -1192,6 +1275,12 @@ impl Observer for MemberObserver<'_> {
             }
         }
         output.extend_from_slice(b"]}\n");
+    }
+
+    fn state_entered(&mut self, state: &str) {
+        if self.telemetry.is_some() {
+            self.entered.push(state.to_string());
+        }
     }
 
     /// Transitions are in the journal (durable hosts); no telemetry entry is built for them.
