@@ -51,12 +51,13 @@ fn a_runs_telemetry_is_a_resource_bounded_to_its_latest_records() {
         templates[1],
         json!([
             "protocol-run://run/{run}/telemetry",
-            "the run's latest journal steps and telemetry file entries (at most 500 of each, 512 \
+            "the run's latest journal steps and telemetry entries (at most 500 of each, 512 \
              KiB of each; `truncated` says when older ones were left out)"
         ])
     );
 
-    // Over MCP: the journal, step by step, from the start to the guidance; no telemetry file.
+    // Over MCP: the journal, step by step, from the start to the guidance; the telemetry the
+    // server kept in the store, from its start to its finish.
     let read = step(&lines, "mcp_run");
     assert_eq!(read["mime"], json!("application/json"));
     let telemetry = &read["telemetry"];
@@ -64,7 +65,12 @@ fn a_runs_telemetry_is_a_resource_bounded_to_its_latest_records() {
     assert_eq!(telemetry["protocol"], json!(ittw));
     assert_eq!(telemetry["status"], json!("finished"));
     assert_eq!(telemetry["truncated"], json!(false));
-    assert_eq!(telemetry["entries"], Value::Null);
+    let entries = telemetry["entries"].as_array().unwrap();
+    assert!(
+        entries.iter().any(|entry| entry["kind"] == "start"),
+        "{telemetry}"
+    );
+    assert_eq!(entries.last().unwrap()["kind"], json!("finish"), "{telemetry}");
     let steps = telemetry["steps"].as_array().unwrap();
     let numbers: Vec<u64> = steps
         .iter()

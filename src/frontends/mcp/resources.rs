@@ -100,7 +100,7 @@ pub fn templates() -> Vec<ResourceTemplate> {
             "run telemetry",
         )
         .with_description(format!(
-            "the run's latest journal steps and telemetry file entries (at most {} of each, \
+            "the run's latest journal steps and telemetry entries (at most {} of each, \
              {} KiB of each; `truncated` says when older ones were left out)",
             crate::frontends::mcp::telemetry::MAX_TELEMETRY_RECORDS,
             crate::frontends::mcp::telemetry::MAX_TELEMETRY_BYTES / 1024

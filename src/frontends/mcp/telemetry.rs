@@ -1,4 +1,4 @@
-//! A run's telemetry as a resource: the steps its journal in the store holds (every run has one) and, for a run `protocol-run run` started, the entries of its `events.jsonl`; the latest of each, bounded.
+//! A run's telemetry as a resource: the steps its journal in the store holds (every run has one) and its telemetry entries (the store's, whichever host drove it; a run recorded before the store kept them, its `events.jsonl`); the latest of each, bounded.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -7,16 +7,16 @@ use serde_json::{Value, json};
 
 use crate::store::{JournalEntry, Store};
 
-/// The most steps, and the most telemetry file entries, one read returns: the latest ones.
+/// The most steps, and the most telemetry entries, one read returns: the latest ones.
 pub const MAX_TELEMETRY_RECORDS: usize = 500;
 
-/// The most bytes of steps, and of telemetry file entries, one read returns (as JSON): the
+/// The most bytes of steps, and of telemetry entries, one read returns (as JSON): the
 /// latest ones that fit. Also the most of the telemetry file read from its end.
 pub const MAX_TELEMETRY_BYTES: usize = 512 * 1024;
 
 /// The telemetry of `run`, a run of one of the protocols at `served` (canonical paths):
-/// `{run, protocol, status, steps, entries, truncated}`. `entries` is `null` for a run without
-/// a telemetry file (`serve` and `mcp` runs record their steps only). `truncated` says older
+/// `{run, protocol, status, steps, entries, truncated}`. `entries` is `null` for a run with no
+/// telemetry kept (one recorded by `serve` or `mcp` before the store kept theirs). `truncated` says older
 /// records were left out, past `MAX_TELEMETRY_RECORDS` or `MAX_TELEMETRY_BYTES`.
 pub fn read(
     store: &dyn Store,
@@ -39,14 +39,24 @@ pub fn read(
     let file = crate::runtime::telemetry::runs_directory(state_dir)
         .join(run)
         .join("events.jsonl");
-    let entries = match file_tail(&file) {
-        Ok(Some((entries, cut))) => {
-            let (entries, dropped) = latest_within_budget(entries);
-            truncated |= cut || dropped;
+    // The store's telemetry holds the whole run whichever hosts drove it; a run recorded
+    // before the store kept telemetry has it only in its `events.jsonl`.
+    let stored = store.telemetry(run).map_err(|error| error.to_string())?;
+    let entries = match crate::runtime::telemetry::read_stored(&stored, run) {
+        Some(read) => {
+            let (entries, dropped) = latest_within_budget(read.entries);
+            truncated |= dropped;
             Value::Array(entries)
         }
-        Ok(None) => Value::Null,
-        Err(error) => return Err(format!("cannot read {}: {error}", file.display())),
+        None => match file_tail(&file) {
+            Ok(Some((entries, cut))) => {
+                let (entries, dropped) = latest_within_budget(entries);
+                truncated |= cut || dropped;
+                Value::Array(entries)
+            }
+            Ok(None) => Value::Null,
+            Err(error) => return Err(format!("cannot read {}: {error}", file.display())),
+        },
     };
     let mut telemetry = json!({
         "run": run,
