@@ -70,7 +70,11 @@ fn a_runs_telemetry_is_a_resource_bounded_to_its_latest_records() {
         entries.iter().any(|entry| entry["kind"] == "start"),
         "{telemetry}"
     );
-    assert_eq!(entries.last().unwrap()["kind"], json!("finish"), "{telemetry}");
+    assert_eq!(
+        entries.last().unwrap()["kind"],
+        json!("finish"),
+        "{telemetry}"
+    );
     let steps = telemetry["steps"].as_array().unwrap();
     let numbers: Vec<u64> = steps
         .iter()
