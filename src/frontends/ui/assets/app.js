@@ -98,8 +98,12 @@ async function showRuns() {
     }
   }
   await load();
-  // The list follows the store while it is shown.
-  const timer = setInterval(() => { if (document.contains(list)) load(); else clearInterval(timer); }, 2000);
+  // The list follows the store while it is shown and its tab is visible (each look reads every
+  // run's summary).
+  const timer = setInterval(() => {
+    if (!document.contains(list)) clearInterval(timer);
+    else if (!document.hidden) load();
+  }, 3000);
 }
 
 // Runs a host started (`serve` instances, MCP runs) are grouped by protocol; others stand alone.
