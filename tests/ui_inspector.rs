@@ -161,6 +161,27 @@ fn wait_for_monitoring(address: &str) {
     });
 }
 
+/// Runs `script` of tests/ui (Playwright's core, installed first) on `chromium` with `arguments`
+/// and the screenshot directory after them; the JSON line it prints, and that directory.
+fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, PathBuf) {
+    let playwright = support::npm_package::installed("ui", "playwright-core");
+    let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+    std::fs::create_dir_all(&screenshots).unwrap();
+    let script = playwright.parent().unwrap().parent().unwrap().join(script);
+    let output = Command::new("node")
+        .arg(&script)
+        .arg(chromium)
+        .args(arguments)
+        .arg(&screenshots)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let seen = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}"));
+    (seen, screenshots)
+}
+
 /// The distribution's Chromium, or `None` after the skip's line (a failure under
 /// `PROTOCOL_RUN_REQUIRE_ALL`).
 fn chromium(test: &str) -> Option<PathBuf> {
@@ -182,31 +203,12 @@ fn a_browser_sends_guidance_to_a_waiting_ittw_run_and_sees_it_finish_live() {
     let Some(chromium) = chromium("a_browser_sends_guidance_to_a_waiting_ittw_run") else {
         return;
     };
-    let playwright = support::npm_package::installed("ui", "playwright-core");
     let directory = support::temporary_directory("ui", "browser");
     let _host = ittw_host(&directory);
     let (_inspector, address) = inspector(&directory, &[], &[]);
     wait_for_monitoring(&address);
-    let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
-    std::fs::create_dir_all(&screenshots).unwrap();
-    let script = playwright
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("inspector.mjs");
-    let output = Command::new("node")
-        .arg(&script)
-        .arg(&chromium)
-        .arg(format!("http://{address}/"))
-        .arg("ittw:i1")
-        .arg(&screenshots)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
-    let seen: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}"));
+    let url = format!("http://{address}/");
+    let (seen, screenshots) = drive_page(&chromium, "inspector.mjs", &[&url, "ittw:i1"]);
     assert_eq!(seen["listed_status"], "running", "{seen}");
     assert_eq!(
         seen["listed_states"], "monitoring, waiting_for_guidance",
@@ -371,7 +373,6 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
     let Some(chromium) = chromium("the_timeline_of_the_timeout_wrapper") else {
         return;
     };
-    let playwright = support::npm_package::installed("ui", "playwright-core");
     let directory = support::temporary_directory("ui", "timeline");
     let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/timeout-wrapper.yaml");
     // Three attempts of 5, 10 and 15 seconds, each timing out (virtual time: at once).
@@ -395,28 +396,8 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
     );
     assert_eq!(code, 2, "{stderr}");
     let (_inspector, address) = inspector(&directory, &[], &[]);
-    let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
-    std::fs::create_dir_all(&screenshots).unwrap();
-    let script = playwright
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("timeline.mjs");
-    let output = Command::new("node")
-        .arg(&script)
-        .arg(&chromium)
-        .arg(format!("http://{address}/runs/wrapped"))
-        .arg(&screenshots)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("{stdout}"));
+    let url = format!("http://{address}/runs/wrapped");
+    let (seen, screenshots) = drive_page(&chromium, "timeline.mjs", &[&url]);
     assert_eq!(
         seen["attempts"],
         serde_json::json!([

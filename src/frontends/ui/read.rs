@@ -150,15 +150,7 @@ pub fn run_json(store: &dyn Store, id: &str) -> Result<Value, Failure> {
     let running = record
         .as_ref()
         .is_some_and(|record| record.summary.status != RunStatus::Finished);
-    let configuration: Vec<String> = described["state"]["configuration"]
-        .as_array()
-        .map(|states| {
-            states
-                .iter()
-                .filter_map(|state| state.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let configuration = strings(&described["state"]["configuration"]);
     described["events_now"] = match (&machine, running) {
         (Some(machine), true) => {
             crate::runtime::run::admission::events_now(machine, &configuration)
@@ -316,15 +308,7 @@ fn timeline_of(entries: &[Value]) -> Value {
         last = Some(last.map_or(at, |last| last.max(at)));
         match entry["kind"].as_str() {
             Some("start" | "step" | "resume" | "finish") => {
-                let now: Vec<String> = entry["configuration"]
-                    .as_array()
-                    .map(|states| {
-                        states
-                            .iter()
-                            .filter_map(|state| state.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let now = strings(&entry["configuration"]);
                 // A state exited and entered again in one step ends one visit and starts the next.
                 let entered: Vec<&str> = entry["entered"]
                     .as_array()
@@ -420,4 +404,17 @@ pub async fn stats(State(inspector): State<Inspector>, Query(query): Query<Stats
     answer["summed"] = summed.into();
     answer["older_left_out"] = more.into();
     Ok(axum::Json(answer))
+}
+
+/// The strings of a JSON array (a configuration); none for anything else.
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
