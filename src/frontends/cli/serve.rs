@@ -164,15 +164,9 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let location = recording
         .as_ref()
         .map(|recording| recording.store.location());
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match current_thread_runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return exit_code::INTERNAL;
-        }
+        Err(code) => return code,
     };
     let clients = super::socket::Clients::new(arguments.max_client_queue_bytes);
     let output_clients = clients.clone();
@@ -306,6 +300,18 @@ fn pinned_inputs(
 }
 
 /// Resolves on the first SIGINT or SIGTERM; never when they cannot be watched.
+/// The single-threaded runtime a host runs on, or the exit code after saying why it could not
+/// start.
+pub(super) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("error: cannot start the runtime: {error}");
+            exit_code::INTERNAL
+        })
+}
+
 pub(super) async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     // A busy instance's step does not yield to this task: it sees the flag, and parks.

@@ -72,15 +72,9 @@ pub fn ui(arguments: UiArguments) -> u8 {
             return exit_code::IO;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::serve::current_thread_runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return exit_code::INTERNAL;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let listener = match tokio::net::TcpListener::bind(arguments.listen).await {

@@ -48,12 +48,7 @@ impl Host {
             |refusal: crate::runtime::runs::start::Refusal| refusal.text.trim_end().to_string();
         crate::runtime::runs::redrive::check(&**self.settings.store.lock(), run)
             .map_err(refused)?;
-        let record = self
-            .settings
-            .store
-            .run(run)
-            .map_err(|error| error.to_string())?
-            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        let record = self.recorded(run)?;
         // Served here, its texts compiling, its inputs restorable: checked before anything is
         // written.
         let (served, machine, _, _) = self.resumable(&record)?;
@@ -81,12 +76,7 @@ impl Host {
             }
         };
         eprintln!("mcp: {run} {}", redriven.description());
-        let record = self
-            .settings
-            .store
-            .run(run)
-            .map_err(|error| error.to_string())?
-            .ok_or_else(|| format!("no run `{run}`"))?;
+        let record = self.recorded(run)?;
         let mut report = self.resume_claimed(&record)?;
         report["redriven"] = serde_json::json!({
             "from_step": redriven.from_step,
@@ -129,18 +119,22 @@ impl Host {
             .map_err(|refused| refused.to_string())
     }
 
+    /// A recorded run; refused when the store has no such run.
+    fn recorded(&self, run: &str) -> Result<RunRecord, String> {
+        self.settings
+            .store
+            .run(run)
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))
+    }
+
     /// A recorded run that has not finished (to resume or cancel it); refused when the store
     /// has no such run or it has finished.
     pub(in crate::frontends::mcp) fn unfinished_record(
         &self,
         run: &str,
     ) -> Result<RunRecord, String> {
-        let record = self
-            .settings
-            .store
-            .run(run)
-            .map_err(|error| error.to_string())?
-            .ok_or_else(|| format!("no run `{run}`; list_runs lists them"))?;
+        let record = self.recorded(run)?;
         if record.summary.status == RunStatus::Finished {
             return Err(format!("run `{run}` has finished; get_run tells how"));
         }
