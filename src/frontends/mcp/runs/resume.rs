@@ -227,12 +227,7 @@ impl Host {
             let resumed = claimed
                 .map_err(|refused| refused.to_string())
                 .and_then(|()| {
-                    let record = self
-                        .settings
-                        .store
-                        .run(&run)
-                        .map_err(|error| error.to_string())?
-                        .ok_or_else(|| format!("no run `{run}`"))?;
+                    let record = self.recorded(&run)?;
                     let protocol = record.summary.protocol_path.clone();
                     self.resume_claimed(&record)
                         .map(|report| (protocol, report))
