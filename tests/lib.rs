@@ -92,6 +92,7 @@ mod replay_against;
 mod resume_files;
 mod retention;
 mod reuse;
+mod run_inbox;
 mod run_tree;
 mod sandbox;
 mod scenario_files;

@@ -143,6 +143,45 @@ pub trait Checkpoint {
     fn run_id(&self) -> Option<&str> {
         None
     }
+
+    /// How often the run looks for the events other processes queued for it (the run's inbox
+    /// in the store: another host, `protocol-run ui`); `None` for a checkpoint without one.
+    fn queued_every(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Takes at most `limit` of the events queued for the run, oldest first, counting a try of
+    /// each (`Store::take_inbox`).
+    fn take_queued(&mut self, _limit: usize) -> Result<TakenQueued, String> {
+        Ok(TakenQueued::default())
+    }
+
+    /// Records queued event `entry` applied by step `step` (none when it was refused before a
+    /// step), with its `outcome`: committed with that step, so that it is applied once.
+    fn applied_queued(
+        &mut self,
+        _entry: u64,
+        _step: Option<u64>,
+        _outcome: serde_json::Value,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// What a look at a run's inbox took: the events to apply, in order, and why others were set
+/// aside (taken too often without being applied).
+#[derive(Debug, Default)]
+pub struct TakenQueued {
+    pub events: Vec<QueuedEvent>,
+    pub set_aside: Vec<String>,
+}
+
+/// An event another process queued for a run, by its number in the run's inbox.
+#[derive(Debug)]
+pub struct QueuedEvent {
+    pub entry: u64,
+    pub event: String,
+    pub data: serde_json::Value,
 }
 
 /// How a resumed run re-arms the timers it had.

@@ -382,6 +382,7 @@ pub(super) async fn drive_async(
         session.host.parent = Some((link.parent, link.id));
         session.inbox = link.inbox;
     }
+    session.look_at_queued_events(virtual_time);
     let mut signals = if hosting.signals {
         StopSignals::watch()
     } else {
@@ -517,6 +518,12 @@ pub(super) async fn drive_async(
                 Waited::Line(None) => {
                     lines = None;
                     session.timers_held = false;
+                }
+                Waited::Queued => {
+                    if interrupted(session.take_queued())? {
+                        stopped_by_signal = true;
+                        break;
+                    }
                 }
                 Waited::Progress | Waited::Deadline => {}
             }

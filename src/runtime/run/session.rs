@@ -26,6 +26,8 @@ pub enum Waited {
     Deadline,
     /// An input line (or why it could not be read), or the end of input (`None`).
     Line(Option<Result<String, String>>),
+    /// The look at the events other processes queued for the run is due (`take_queued`).
+    Queued,
 }
 
 /// A started machine with its queues, timers and running effects: the steps a driver (the CLI
@@ -38,9 +40,14 @@ pub struct Session<'a> {
     /// Timers do not fire while held (virtual time with an open event stream).
     pub(super) timers_held: bool,
     /// Where each macrostep is committed (durable runs).
-    checkpoint: Option<&'a mut dyn Checkpoint>,
+    pub(super) checkpoint: Option<&'a mut dyn Checkpoint>,
     /// A child protocol's queue, which its parent sends to.
     pub(super) inbox: Option<mpsc::UnboundedReceiver<Event>>,
+    /// When the next look at the events other processes queued for the run is due (a durable
+    /// run's checkpoint that has an inbox, `Checkpoint::queued_every`; never on virtual time).
+    pub(super) next_queued_look: Option<Instant>,
+    /// What became of the last input event's macrostep, for a queued event's entry.
+    pub(super) last_input_report: Option<EventReport>,
 }
 
 impl<'a> Session<'a> {
@@ -82,6 +89,8 @@ impl<'a> Session<'a> {
             timers_held: false,
             checkpoint: None,
             inbox: None,
+            next_queued_look: None,
+            last_input_report: None,
         }
     }
 
@@ -593,6 +602,7 @@ impl<'a> Session<'a> {
             .then(|| self.interpreter.instance.configuration.clone());
         let selection = self.interpreter.take(event, &mut self.host)?;
         let report = is_input(event).then(|| self.settle(event, selection, ticket));
+        self.last_input_report = report.clone();
         self.after_step()?;
         // Committed before it is told: a sender told `deferred` finds its event in the journal.
         self.commit(Some(event))?;
@@ -819,6 +829,12 @@ impl<'a> Session<'a> {
         };
         let reading = input.is_some();
         let inbox_open = self.inbox.is_some();
+        let queued_look = async {
+            match self.next_queued_look {
+                Some(due) => tokio::time::sleep_until(due).await,
+                None => std::future::pending().await,
+            }
+        };
         let from_parent = async {
             match self.inbox.as_mut() {
                 Some(inbox) => inbox.recv().await,
@@ -869,6 +885,7 @@ impl<'a> Session<'a> {
                 Waited::Progress
             }
             () = limit, if until.is_some() => Waited::Deadline,
+            () = queued_look, if self.next_queued_look.is_some() => Waited::Queued,
         }
     }
 

@@ -432,6 +432,9 @@ pub struct StoreCheckpoint<'a> {
     run_id: String,
     /// The steps held back since the last flush; `None` commits each step at once.
     held: Option<Vec<Write>>,
+    /// The process that holds the run, and how often it looks at the run's inbox
+    /// (`taking_queued`); `None` looks at none.
+    queued: Option<(crate::store::Holder, std::time::Duration)>,
 }
 
 impl<'a> StoreCheckpoint<'a> {
@@ -440,7 +443,20 @@ impl<'a> StoreCheckpoint<'a> {
             store,
             run_id,
             held: batched.then(Vec::new),
+            queued: None,
         }
+    }
+
+    /// Looks at the run's inbox every `every` for events other processes queued (another host,
+    /// `protocol-run ui`), taken for `holder`, the process that holds the run. Their outcomes
+    /// join the batch of the steps that applied them: a checkpoint that takes them is batched.
+    pub fn taking_queued(
+        mut self,
+        holder: crate::store::Holder,
+        every: std::time::Duration,
+    ) -> StoreCheckpoint<'a> {
+        self.queued = Some((holder, every));
+        self
     }
 }
 
@@ -468,6 +484,65 @@ impl Checkpoint for StoreCheckpoint<'_> {
 
     fn run_id(&self) -> Option<&str> {
         Some(&self.run_id)
+    }
+
+    fn queued_every(&self) -> Option<std::time::Duration> {
+        // Applied once only when committed with its step: held back with it.
+        self.held.as_ref()?;
+        self.queued.as_ref().map(|(_, every)| *every)
+    }
+
+    fn take_queued(&mut self, limit: usize) -> Result<crate::base::durable::TakenQueued, String> {
+        let Some((holder, _)) = &self.queued else {
+            return Ok(Default::default());
+        };
+        let scope = crate::store::InboxScope::Run(&self.run_id);
+        let taken = self
+            .store
+            .take_inbox(holder, scope, limit)
+            .map_err(|error| {
+                crate::runtime::runs::lease::end_if_lost(&error);
+                error.to_string()
+            })?;
+        Ok(crate::base::durable::TakenQueued {
+            events: taken
+                .entries
+                .into_iter()
+                .map(|entry| crate::base::durable::QueuedEvent {
+                    entry: entry.entry,
+                    event: entry.event,
+                    data: entry.data,
+                })
+                .collect(),
+            set_aside: taken
+                .set_aside
+                .iter()
+                .map(|entry| {
+                    format!(
+                        "inbox entry {} (`{}`) {}",
+                        entry.entry,
+                        entry.event,
+                        crate::store::inbox::set_aside_reason(entry.tries.saturating_sub(1))
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    fn applied_queued(
+        &mut self,
+        entry: u64,
+        step: Option<u64>,
+        outcome: serde_json::Value,
+    ) -> Result<(), String> {
+        let write = Write::ApplyInbox {
+            run: self.run_id.clone(),
+            entry,
+            step,
+            outcome,
+            output: String::new(),
+        };
+        self.hold_or_commit(write)
     }
 
     fn telemetry(&mut self, lines: String) -> Result<(), String> {

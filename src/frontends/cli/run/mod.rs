@@ -162,6 +162,11 @@ pub struct RunOptions {
     /// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, when set, choose the endpoint.
     #[arg(long, value_name = "ENDPOINT")]
     otlp: Option<String>,
+    /// How often the run looks at its inbox in the store for events other processes queued
+    /// (`protocol-run ui`, a host on a shared store), applied as input; from 10ms to a minute.
+    /// Not on virtual time.
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = super::serve::parse_inbox_poll)]
+    inbox_poll: std::time::Duration,
 }
 
 /// Runs a protocol; every phase moves the run's lifecycle, and a move the lifecycle refuses is
@@ -349,7 +354,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         interpreter,
         run_id,
         resume,
-        lock: _lock,
+        lock,
         grants,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
@@ -425,7 +430,10 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         // A restored run is already in its states; a new one enters them as it starts.
         trace.states_restored(&interpreter.active_states());
     }
-    let mut checkpoint = StoreCheckpoint::new(&mut *store, run_id.clone(), true);
+    // Held for as long as the run is driven; the events queued for it are taken as its holder.
+    let holder = lock.holder().clone();
+    let mut checkpoint = StoreCheckpoint::new(&mut *store, run_id.clone(), true)
+        .taking_queued(holder, options.inbox_poll);
     let driven = match trace.as_mut() {
         Some(trace) => {
             let mut traced = crate::runtime::otlp::observer::TracedObserver {
