@@ -146,14 +146,15 @@ fn csrf_token(address: &str) -> String {
         .to_string()
 }
 
-/// Waits until run `ittw:i1` is monitoring, as the inspector reads it.
-fn wait_for_monitoring(address: &str) {
+/// Waits until ITTW run `run` is monitoring, as the inspector reads it.
+fn wait_for_monitoring(address: &str, run: &str) {
+    let path = format!("/api/run?id={run}");
     support::eventually("ITTW monitoring", || {
-        let (status, _) = request(address, "GET", "/api/run?id=ittw:i1", &[], "");
+        let (status, _) = request(address, "GET", &path, &[], "");
         if status != 200 {
             return None;
         }
-        let run = api(address, "/api/run?id=ittw:i1");
+        let run = api(address, &path);
         run["state"]["configuration"]
             .as_array()
             .is_some_and(|states| states.iter().any(|state| state == "waiting_for_guidance"))
@@ -206,7 +207,7 @@ fn a_browser_sends_guidance_to_a_waiting_ittw_run_and_sees_it_finish_live() {
     let directory = support::temporary_directory("ui", "browser");
     let _host = ittw_host(&directory);
     let (_inspector, address) = inspector(&directory, &[], &[]);
-    wait_for_monitoring(&address);
+    wait_for_monitoring(&address, "ittw:i1");
     let url = format!("http://{address}/");
     let (seen, screenshots) = drive_page(&chromium, "inspector.mjs", &[&url, "ittw:i1"]);
     assert_eq!(seen["listed_status"], "running", "{seen}");
@@ -257,7 +258,7 @@ fn requests_from_another_site_or_without_their_tokens_are_refused() {
     let directory = support::temporary_directory("ui", "guard");
     let _host = ittw_host(&directory);
     let (_inspector, address) = inspector(&directory, &[], &[]);
-    wait_for_monitoring(&address);
+    wait_for_monitoring(&address, "ittw:i1");
     let send = "{\"event\": \"captain_guidance\", \"data\": {\"say\": \"x\"}}";
     let path = "/api/event?id=ittw:i1";
     // DNS rebinding: a page of another name that resolves here.
@@ -429,4 +430,55 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
     for shot in ["run-timeline.png", "stats.png"] {
         assert!(screenshots.join(shot).exists(), "{shot}");
     }
+}
+
+#[test]
+fn an_event_sent_from_the_inspector_reaches_a_run_that_a_run_process_holds() {
+    let directory = support::temporary_directory("ui", "run-holder");
+    let ittw = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args([
+            "run",
+            ittw.to_str().unwrap(),
+            "--state-dir",
+            "state",
+            "--run-id",
+            "guided",
+        ])
+        .args([
+            "-i",
+            "path=/nonexistent/protocol-run-ui-test",
+            "--events",
+            "-",
+        ])
+        .args(["--inbox-poll", "20ms"])
+        .current_dir(&directory)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let input = child.stdin.take();
+    let _run = Process { child, input };
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address, "guided");
+    let token = csrf_token(&address);
+    let headers = [
+        ("X-CSRF-Token", token.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (status, body) = request(
+        &address,
+        "POST",
+        "/api/event?id=guided",
+        &headers,
+        "{\"event\": \"captain_guidance\", \"data\": {\"say\": \"stop\"}}",
+    );
+    assert_eq!(status, 200, "{body}");
+    let run = support::eventually("the run's end", || {
+        let run = api(&address, "/api/run?id=guided");
+        (run["status"] == "finished").then_some(run)
+    });
+    assert_eq!(run["finish"]["state"], "guided", "{run}");
+    assert_eq!(run["inbox"][0]["outcome"], "taken", "{run}");
 }

@@ -139,20 +139,17 @@ pub async fn run(State(inspector): State<Inspector>, Query(query): Query<RunQuer
     run_json(&**inspector.store.lock(), &query.id).map(axum::Json)
 }
 
-/// What `run` answers, also sent live as the run moves on.
+/// What `run` answers, also sent live as the run moves on: the run's record is read once, and
+/// everything else after it, so its status and its end agree.
 pub fn run_json(store: &dyn Store, id: &str) -> Result<Value, Failure> {
-    let mut described =
-        view::describe(store, id, 0).map_err(|(message, _)| Failure::not_found(message))?;
-    let record = store.run(id)?;
-    let machine = record
-        .as_ref()
-        .and_then(|record| crate::runtime::runs::resume::recorded_machine(store, record));
-    let running = record
-        .as_ref()
-        .is_some_and(|record| record.summary.status != RunStatus::Finished);
+    let record = store
+        .run(id)?
+        .ok_or_else(|| Failure::not_found(format!("no run `{id}` in {}", store.location())))?;
+    let mut described = view::describe_record(store, &record, 0)?;
+    let machine = crate::runtime::runs::resume::recorded_machine(store, &record);
     let configuration = strings(&described["state"]["configuration"]);
-    described["events_now"] = match (&machine, running) {
-        (Some(machine), true) => {
+    described["events_now"] = match &machine {
+        Some(machine) if record.summary.status != RunStatus::Finished => {
             crate::runtime::run::admission::events_now(machine, &configuration)
         }
         _ => json!([]),
@@ -160,18 +157,16 @@ pub fn run_json(store: &dyn Store, id: &str) -> Result<Value, Failure> {
     described["protocol_id"] = machine
         .as_ref()
         .map_or(Value::Null, |machine| machine.id.clone().into());
-    if let Some(record) = &record {
-        described["status"] = ShownStatus::of(&record.summary).as_str().into();
-        described["steps"] = record
-            .summary
-            .last_sequence
-            .map_or(0, |last| last + 1)
-            .into();
-        described["holder"] = record.summary.holder.as_ref().map_or(
-            Value::Null,
-            |holder| json!({"process": holder.process, "pid": holder.pid, "lease": holder.host}),
-        );
-    }
+    described["status"] = ShownStatus::of(&record.summary).as_str().into();
+    described["steps"] = record
+        .summary
+        .last_sequence
+        .map_or(0, |last| last + 1)
+        .into();
+    described["holder"] = record.summary.holder.as_ref().map_or(
+        Value::Null,
+        |holder| json!({"process": holder.process, "pid": holder.pid, "lease": holder.host}),
+    );
     Ok(described)
 }
 

@@ -102,10 +102,27 @@ impl SqliteStore {
             .connection
             .set_prepared_statement_cache_capacity(statements::STATEMENT_CACHE_CAPACITY);
         store.set_busy_timeout(DEFAULT_BUSY_TIMEOUT)?;
-        let mode: String = store
-            .connection
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(store.context.failed("switch to WAL mode"))?;
+        // Switching a new database to WAL takes it whole: SQLite answers busy at once, without
+        // its busy handler, while another process opens the same new database (a `run` and the
+        // `ui` started together). Tried again until the busy timeout has passed.
+        let started = std::time::Instant::now();
+        let mode: String = loop {
+            let switched =
+                store
+                    .connection
+                    .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0));
+            match switched {
+                Err(error)
+                    if matches!(
+                        error.sqlite_error_code(),
+                        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                    ) && started.elapsed() < DEFAULT_BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                switched => break switched.map_err(store.context.failed("switch to WAL mode"))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Database {
                 database: store.location(),

@@ -22,11 +22,23 @@ pub fn describe(
             exit_code::NO_INPUT_FILE,
         )
     })?;
-    let snapshot = store.latest_snapshot(run_id).map_err(io)?;
-    let journal = store.journal_tail(run_id, last_steps).map_err(io)?;
-    let inbox = store.recent_inbox(run_id, 10).map_err(io)?;
+    describe_record(store, &record, last_steps).map_err(io)
+}
+
+/// `describe` of a run whose record was read already: what is read after it (its state, its
+/// steps, its inbox) is at least as new, so a reader that reads the record once sees a status
+/// and an end that agree.
+pub fn describe_record(
+    store: &dyn Store,
+    record: &crate::store::RunRecord,
+    last_steps: usize,
+) -> Result<serde_json::Value, crate::store::StoreError> {
+    let run_id = record.summary.id.as_str();
+    let snapshot = store.latest_snapshot(run_id)?;
+    let journal = store.journal_tail(run_id, last_steps)?;
+    let inbox = store.recent_inbox(run_id, 10)?;
     let summary: &RunSummary = &record.summary;
-    let names = TransitionNames::of_recorded(store, &record);
+    let names = TransitionNames::of_recorded(store, record);
     let snapshot_json = snapshot.as_ref().map(state_json);
     Ok(serde_json::json!({
         "run": summary.id,
