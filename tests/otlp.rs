@@ -42,14 +42,14 @@ states:
 "#;
 
 /// The collector of `tests/otlp/collector.py`, listening on loopback until dropped.
-struct Collector {
+pub(crate) struct Collector {
     child: Child,
     spans: PathBuf,
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 impl Collector {
-    fn start(directory: &Path) -> Collector {
+    pub(crate) fn start(directory: &Path) -> Collector {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/collector.py");
         let spans = directory.join("spans.jsonl");
         let port = directory.join("collector.port");
@@ -71,7 +71,7 @@ impl Collector {
     }
 
     /// Every span received so far.
-    fn spans(&self) -> Vec<Value> {
+    pub(crate) fn spans(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.spans)
             .unwrap_or_default()
             .lines()
@@ -90,7 +90,7 @@ impl Drop for Collector {
 
 /// A span attribute's value, as protobuf JSON writes it with proto field names
 /// (`string_value`, `int_value`...).
-fn attribute(span: &Value, key: &str) -> Value {
+pub(crate) fn attribute(span: &Value, key: &str) -> Value {
     span["attributes"]
         .as_array()
         .into_iter()
@@ -108,11 +108,11 @@ fn attribute(span: &Value, key: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
+pub(crate) fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|span| span["name"] == name).collect()
 }
 
-fn status_code(span: &Value) -> &str {
+pub(crate) fn status_code(span: &Value) -> &str {
     span["status"]["code"]
         .as_str()
         .unwrap_or("STATUS_CODE_UNSET")

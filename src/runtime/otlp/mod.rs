@@ -209,6 +209,7 @@ pub fn end_run_trace(
         ),
     };
     let fields = trace.end(end, &attributes);
+    trace.flush();
     let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
     let line = crate::runtime::telemetry::entry_line(run_id, &time, spans::OPEN_SPANS_KIND, fields);
     if let Err(error) = store.append_telemetry(run_id, &line) {

@@ -12,7 +12,6 @@ use crate::runtime::run::driver::{InputLineError, Observer};
 pub struct TracedObserver<'a> {
     pub inner: &'a mut dyn Observer,
     pub trace: &'a mut RunTrace,
-    pub run_id: String,
 }
 
 impl Observer for TracedObserver<'_> {
@@ -104,8 +103,12 @@ impl Observer for TracedObserver<'_> {
             return inner;
         };
         let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
-        let line =
-            crate::runtime::telemetry::entry_line(&self.run_id, &time, OPEN_SPANS_KIND, open);
+        let line = crate::runtime::telemetry::entry_line(
+            self.trace.run_id(),
+            &time,
+            OPEN_SPANS_KIND,
+            open,
+        );
         Some(inner.unwrap_or_default() + &line)
     }
 }

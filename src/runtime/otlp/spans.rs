@@ -165,6 +165,17 @@ impl RunTrace {
         }
     }
 
+    /// Sends what is queued and waits for it: a process that ends with its run does so
+    /// before it exits; a host of many runs leaves sending to the exporter's thread.
+    pub fn flush(&self) {
+        self.export.flush();
+    }
+
+    /// The run traced.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
     /// What an effect's process needs to name its attempts' spans.
     pub fn effect_trace(&self, invocation: u64) -> EffectTrace {
         EffectTrace {
@@ -456,8 +467,8 @@ impl RunTrace {
         Some(json!({"open": self.open}))
     }
 
-    /// Ends the spans still open and, when the run finished, its root span; then sends what is
-    /// queued. The entry returned lists no open span: committed with the run, it tells a later
+    /// Ends the spans still open and, when the run finished, its root span (queued for the
+    /// exporter, which sends them from its own thread). The entry returned lists no open span: committed with the run, it tells a later
     /// resume that nothing was left open.
     pub fn end(&mut self, end: SessionEnd, attributes: &[(&str, Value)]) -> Value {
         let now = SystemTime::now();
@@ -492,7 +503,6 @@ impl RunTrace {
             };
             self.send(root, now, status);
         }
-        self.export.flush();
         self.changed = false;
         json!({"open": []})
     }

@@ -224,10 +224,13 @@ impl ProtocolServer {
             Value::Object(arguments) => arguments.clone(),
             _ => return Err(invalid_params("`arguments` must be an object")),
         };
+        let parent =
+            crate::frontends::mcp::server::trace_parent(params["_meta"]["traceparent"].as_str());
         let report = self
             .ask(|reply| Request::Start {
                 protocol: name,
                 inputs,
+                parent,
                 reply,
             })
             .await
