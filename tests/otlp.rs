@@ -385,3 +385,90 @@ fn postgres_a_resumed_run_continues_its_trace() {
     ];
     a_resumed_run_continues_its_trace("resumed-postgres", &environment);
 }
+
+/// A child protocol the parent invokes, and the same protocol as the body of a map.
+const KID: &str = r#"
+id: kid
+inputs:
+  word: { type: string, default: "x" }
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'true']
+        id: work
+    on:
+      done.exec.work: finished
+  finished: { type: final }
+"#;
+
+/// Invokes `kid`, then maps it over two words, then maps an effect over two words.
+const NESTING: &str = r#"
+id: nesting
+context: { word: null }
+states:
+  invoking:
+    invoke: [{ id: child, protocol: kid.yaml }]
+    on:
+      done.invoke.child: mapping
+  mapping:
+    entry:
+      - map: [a, b]
+        id: kids
+        item: word
+        invoke: { protocol: kid.yaml, inputs: { word: "${word}" } }
+    on:
+      done.map.kids: running
+  running:
+    entry:
+      - map: [c, d]
+        id: checks
+        item: word
+        exec: [sh, -c, 'true']
+    on:
+      done.map.checks: done
+  done: { type: final }
+"#;
+
+#[test]
+fn children_and_map_items_are_under_the_spans_that_started_them() {
+    let directory = support::temporary_directory("otlp", "nesting");
+    std::fs::write(directory.join("kid.yaml"), KID).unwrap();
+    std::fs::write(directory.join("nesting.yaml"), NESTING).unwrap();
+    let collector = Collector::start(&directory);
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[],
+        &["run", "nesting.yaml", "--otlp", &collector.endpoint],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run nesting").is_empty()).then_some(spans)
+    });
+    let one = |name: &str| -> &Value {
+        let found = named(&spans, name);
+        assert_eq!(found.len(), 1, "one `{name}` in {spans:?}");
+        found[0]
+    };
+    // The invoke's child under the visit of the state that invoked it.
+    let child = one("invoke child");
+    assert_eq!(child["parent_span_id"], one("state invoking")["span_id"]);
+    assert_eq!(status_code(child), "STATUS_CODE_OK");
+    assert_eq!(
+        attribute(child, "protocol_run.outcome"),
+        "done.invoke.child"
+    );
+    // Each child item under its map, the map under its state's visit.
+    let kids = one("map kids");
+    assert_eq!(kids["parent_span_id"], one("state mapping")["span_id"]);
+    for item in ["item kids[0]", "item kids[1]"] {
+        let item = one(item);
+        assert_eq!(item["parent_span_id"], kids["span_id"]);
+        assert_eq!(attribute(item, "protocol_run.outcome"), "ok");
+    }
+    // Each effect item under its map too.
+    let checks = one("map checks");
+    for item in ["effect checks[0]", "effect checks[1]"] {
+        assert_eq!(one(item)["parent_span_id"], checks["span_id"]);
+    }
+}

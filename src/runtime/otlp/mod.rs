@@ -1,6 +1,7 @@
 //! OpenTelemetry export (`--otlp`): where spans go (the OTLP/HTTP exporter behind the SDK's batch processor), the trace kept with each run, and each run's span tree.
 
 mod http_client;
+mod nesting;
 pub mod observer;
 pub mod spans;
 

@@ -35,6 +35,7 @@ impl Observer for TracedObserver<'_> {
             "effect" => self.trace.effect_ended(&fields),
             "map_started" => self.trace.map_started(&fields),
             "map" => self.trace.map_ended(&fields),
+            "invoke" => self.trace.child_ended(&fields),
             _ => {}
         }
         self.inner.record(time, kind, fields);
@@ -89,6 +90,17 @@ impl Observer for TracedObserver<'_> {
     fn effect_attempt(&mut self, invocation: u64, attempt: u32, timeout_ms: Option<u64>) {
         self.trace.effect_attempt(invocation, attempt, timeout_ms);
         self.inner.effect_attempt(invocation, attempt, timeout_ms);
+    }
+
+    fn child_started(&mut self, machine: &Machine, id: &str) {
+        // An invoke's owner is the state that declares it; a map's item has none of its own.
+        let owner = machine
+            .states
+            .iter()
+            .find(|state| state.invokes.iter().any(|invoke| *invoke.id == *id))
+            .map(|state| &*state.id);
+        self.trace.child_started(id, owner);
+        self.inner.child_started(machine, id);
     }
 
     fn effect_trace(&self, invocation: u64) -> Option<crate::base::trace_context::EffectTrace> {

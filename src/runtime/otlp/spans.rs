@@ -32,16 +32,16 @@ pub struct TraceRecord {
 
 /// A span begun and not ended yet, as kept with the run's telemetry.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct OpenSpan {
+pub(super) struct OpenSpan {
     /// What it stands for: `state:ID`, `effect:INVOCATION`, `attempt:INVOCATION`, `map:INVOCATION`.
-    key: String,
-    span: String,
+    pub(super) key: String,
+    pub(super) span: String,
     parent: String,
     name: String,
     /// Unix milliseconds.
     start: u64,
     #[serde(default)]
-    attributes: serde_json::Map<String, Value>,
+    pub(super) attributes: serde_json::Map<String, Value>,
     #[serde(skip)]
     events: Vec<Event>,
 }
@@ -66,11 +66,11 @@ pub struct RunTrace {
     started: SystemTime,
     /// The seed of this session's effect attempt span ids (`attempt_span_id`).
     seed: u64,
-    open: Vec<OpenSpan>,
+    pub(super) open: Vec<OpenSpan>,
     root_events: Vec<Event>,
     /// Whether `open` changed since `take_open_line` last said it.
     changed: bool,
-    ids: RandomIdGenerator,
+    pub(super) ids: RandomIdGenerator,
 }
 
 fn unix_milliseconds(time: SystemTime) -> u64 {
@@ -190,12 +190,12 @@ impl RunTrace {
         self.open.iter().rposition(|span| span.key == key)
     }
 
-    fn span_of(&self, key: &str) -> Option<String> {
+    pub(super) fn span_of(&self, key: &str) -> Option<String> {
         self.position(key)
             .map(|index| self.open[index].span.clone())
     }
 
-    fn begin_span(
+    pub(super) fn begin_span(
         &mut self,
         key: String,
         span: SpanId,
@@ -215,7 +215,7 @@ impl RunTrace {
         self.changed = true;
     }
 
-    fn end_span(&mut self, key: &str, status: Status, more: &[(&str, Value)]) {
+    pub(super) fn end_span(&mut self, key: &str, status: Status, more: &[(&str, Value)]) {
         let Some(index) = self.position(key) else {
             return;
         };
@@ -322,7 +322,10 @@ impl RunTrace {
         };
         let id = fields["id"].as_str().unwrap_or_default();
         let owner = fields["owner"].as_str().unwrap_or_default();
-        let parent = self.span_of(&format!("state:{owner}"));
+        // A map's item is under its map; anything else under its owner's visit.
+        let parent = self
+            .map_of_item(id)
+            .or_else(|| self.span_of(&format!("state:{owner}")));
         let mut attributes = serde_json::Map::new();
         attributes.insert(format!("protocol_run.{what}"), id.into());
         attributes.insert("protocol_run.invocation".into(), invocation.into());

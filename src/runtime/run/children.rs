@@ -340,6 +340,7 @@ impl DriverHost<'_> {
             let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
             self.observer.record(&time, "invoke", fields);
         }
+        self.observer.child_started(&self.machine, &id);
     }
 
     /// A child not started because its tree has `--max-children` alive: its invoke (or its

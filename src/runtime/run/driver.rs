@@ -163,6 +163,9 @@ pub trait Observer {
     /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
     /// most observers ignore it.
     fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
+    /// The child protocol `id` of `machine`'s run started (an `invoke`, or a map's item
+    /// `MAP[i]`); its end is the `invoke` entry `record` is told. Most observers ignore it.
+    fn child_started(&mut self, _machine: &Machine, _id: &str) {}
     /// The telemetry recorded since the last call, as JSON lines, for the store to commit with
     /// the steps it tells of (`Checkpoint::telemetry`); `None` when there is none, or when the
     /// observer keeps no telemetry for a store.
