@@ -394,6 +394,7 @@ inputs:
 states:
   working:
     entry:
+      - log: "kid ${word}"
       - exec: [sh, -c, 'true']
         id: work
     on:
@@ -458,6 +459,14 @@ fn children_and_map_items_are_under_the_spans_that_started_them() {
         attribute(child, "protocol_run.outcome"),
         "done.invoke.child"
     );
+    // The child's log is an event of its span.
+    let logs: Vec<String> = child["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event.to_string())
+        .collect();
+    assert!(logs.iter().any(|log| log.contains("kid x")), "{logs:?}");
     // Each child item under its map, the map under its state's visit.
     let kids = one("map kids");
     assert_eq!(kids["parent_span_id"], one("state mapping")["span_id"]);

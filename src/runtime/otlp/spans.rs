@@ -405,7 +405,8 @@ impl RunTrace {
         }
     }
 
-    /// A log record as an event of the innermost state visit: its level, message and tags,
+    /// A log record as an event of the innermost state visit (of its child's span, for a child
+    /// protocol's): its level, message and tags,
     /// its fields as JSON, secrets masked.
     pub fn log(&mut self, record: &crate::pipeline::actions::LogRecord) {
         let fields: serde_json::Map<String, Value> = record
@@ -436,10 +437,11 @@ impl RunTrace {
                 crate::base::secrets::mask_json(&fields).to_string(),
             ));
         }
-        self.event("log", attributes);
+        self.event(record.from.as_deref(), "log", attributes);
     }
 
-    /// A directive as an event of the innermost state visit, secrets masked.
+    /// A directive as an event of the innermost state visit (of its child's span, for a child
+    /// protocol's), secrets masked.
     pub fn directive(&mut self, directive: &Value) {
         let attributes = vec![
             KeyValue::new(
@@ -451,11 +453,18 @@ impl RunTrace {
                 crate::base::secrets::mask_json(directive).to_string(),
             ),
         ];
-        self.event("directive", attributes);
+        self.event(directive["from"].as_str(), "directive", attributes);
     }
 
-    fn event(&mut self, name: &'static str, attributes: Vec<KeyValue>) {
+    /// An event of the span of the child protocol it came `from` (`kid`, or `kid/grandkid`
+    /// for one of that child's own), else of the innermost state visit.
+    fn event(&mut self, from: Option<&str>, name: &'static str, attributes: Vec<KeyValue>) {
         let event = Event::new(name, SystemTime::now(), attributes, 0);
+        let child = from.map(|from| format!("child:{}", from.split('/').next().unwrap_or(from)));
+        if let Some(index) = child.and_then(|key| self.position(&key)) {
+            self.open[index].events.push(event);
+            return;
+        }
         match self.current_state() {
             Some(span) => span.events.push(event),
             None => self.root_events.push(event),

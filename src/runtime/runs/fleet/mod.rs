@@ -73,8 +73,6 @@ struct Member {
     state: DriverState,
     /// The deadline of this instance's entry in the fleet's heap, if it has one.
     armed: Option<Instant>,
-    /// Its trace, with `--otlp` (boxed: a fleet without it keeps one pointer an instance).
-    trace: Option<Box<crate::runtime::otlp::spans::RunTrace>>,
 }
 
 /// Instances of one protocol, fed JSON lines tagged with an instance id (`serve`). Every
@@ -354,7 +352,8 @@ impl Fleet {
         };
         let (interpreter, resume) = self.restore(run_id, timers)?;
         let trace = self.begin_restored_trace(run_id, &interpreter)?;
-        let slot = self.add_member(name, interpreter, trace);
+        let slot = self.add_member(name, interpreter);
+        self.keep_trace(slot, trace);
         self.step(slot, |session| match &resume {
             Some(resume) => session.resume(resume),
             None => session.start(),
@@ -692,17 +691,13 @@ impl Fleet {
             }));
         }
         let trace = self.begin_new_trace(name);
-        let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values), trace);
+        let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));
+        self.keep_trace(slot, trace);
         self.step(slot, |session| session.start());
         Ok(slot)
     }
 
-    fn add_member(
-        &mut self,
-        name: &str,
-        interpreter: Interpreter,
-        trace: Option<Box<crate::runtime::otlp::spans::RunTrace>>,
-    ) -> usize {
+    fn add_member(&mut self, name: &str, interpreter: Interpreter) -> usize {
         let slot = self.members.len();
         let sink = EffectSink::Shared(self.effects_sender.clone(), slot);
         self.members.push(Some(Box::new(Member {
@@ -714,7 +709,6 @@ impl Fleet {
                 state
             },
             armed: None,
-            trace,
         })));
         self.by_name.insert(name.into(), slot);
         slot
@@ -754,8 +748,13 @@ impl Fleet {
             run: format!("{}{}", self.prefix, member.name),
             writes: &mut self.pending,
         });
+        // A fleet without `--otlp` pays one test of `tracing` a step.
+        let mut trace = self
+            .tracing
+            .as_mut()
+            .and_then(|tracing| tracing.trace_of(slot));
         let mut traced;
-        let told: &mut dyn Observer = match member.trace.as_deref_mut() {
+        let told: &mut dyn Observer = match trace.as_deref_mut() {
             Some(trace) => {
                 traced = crate::runtime::otlp::observer::TracedObserver {
                     inner: &mut observer,
@@ -793,10 +792,8 @@ impl Fleet {
             }
             // The spans open now, when they changed: a host that takes the run over after a
             // crash ends them `interrupted`.
-            if let Some(open) = member
-                .trace
-                .as_deref_mut()
-                .and_then(crate::runtime::otlp::spans::RunTrace::take_open_spans)
+            if let Some(open) =
+                trace.and_then(crate::runtime::otlp::spans::RunTrace::take_open_spans)
             {
                 tracing::push_open_spans(&mut lines, open);
             }

@@ -1,5 +1,6 @@
 //! `--otlp` on a fleet: each instance its own trace, begun when it is created (recorded in the batch that creates it) or resumed (the trace its run recorded), told of its steps through a `TracedObserver`, ended with it; the spans open after each step kept with its telemetry.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Fleet;
@@ -15,6 +16,16 @@ pub(super) struct Tracing {
     /// The trace the next instance created is a child of (the `_meta.traceparent` of the MCP
     /// call that starts it); taken by that instance.
     parent: Option<TraceParent>,
+    /// The trace of each instance, by its slot: kept beside the instances rather than in
+    /// them, so that a fleet without `--otlp` keeps nothing an instance for it.
+    traces: HashMap<usize, RunTrace, foldhash::fast::RandomState>,
+}
+
+impl Tracing {
+    /// The trace of the instance in `slot`.
+    pub(super) fn trace_of(&mut self, slot: usize) -> Option<&mut RunTrace> {
+        self.traces.get_mut(&slot)
+    }
 }
 
 impl Fleet {
@@ -23,6 +34,7 @@ impl Fleet {
         self.tracing = export.map(|export| Tracing {
             export,
             parent: None,
+            traces: HashMap::default(),
         });
         self
     }
@@ -35,7 +47,7 @@ impl Fleet {
     }
 
     /// A new instance's trace, its record written in the batch that creates its run.
-    pub(super) fn begin_new_trace(&mut self, name: &str) -> Option<Box<RunTrace>> {
+    pub(super) fn begin_new_trace(&mut self, name: &str) -> Option<RunTrace> {
         let tracing = self.tracing.as_mut()?;
         let run_id = format!("{}{name}", self.prefix);
         let (trace, record) = RunTrace::begin(
@@ -52,7 +64,14 @@ impl Fleet {
                 trace: serde_json::to_string(&record).expect("a trace record is plain JSON"),
             });
         }
-        Some(Box::new(trace))
+        Some(trace)
+    }
+
+    /// Keeps `trace` as the trace of the instance in `slot`.
+    pub(super) fn keep_trace(&mut self, slot: usize, trace: Option<RunTrace>) {
+        if let (Some(tracing), Some(trace)) = (&mut self.tracing, trace) {
+            tracing.traces.insert(slot, trace);
+        }
     }
 
     /// A restored instance's trace: the one its run recorded, with the spans its last host left
@@ -62,7 +81,7 @@ impl Fleet {
         &mut self,
         run_id: &str,
         interpreter: &Interpreter,
-    ) -> Result<Option<Box<RunTrace>>, String> {
+    ) -> Result<Option<RunTrace>, String> {
         let (Some(tracing), Some(recording)) = (&self.tracing, &mut self.recording) else {
             return Ok(None);
         };
@@ -75,7 +94,7 @@ impl Fleet {
         )
         .map_err(|error| error.to_string())?;
         trace.states_restored(&interpreter.active_states());
-        Ok(Some(Box::new(trace)))
+        Ok(Some(trace))
     }
 
     /// Ends the trace of the instance in `slot`, if it has one, as `end` says; with
@@ -87,10 +106,11 @@ impl Fleet {
         attributes: &[(&str, serde_json::Value)],
         committed: bool,
     ) {
-        let Some(member) = self.members.get_mut(slot).and_then(Option::as_deref_mut) else {
-            return;
-        };
-        let Some(mut trace) = member.trace.take() else {
+        let Some(mut trace) = self
+            .tracing
+            .as_mut()
+            .and_then(|tracing| tracing.traces.remove(&slot))
+        else {
             return;
         };
         let fields = trace.end(end, attributes);
