@@ -108,6 +108,14 @@ pub(crate) fn attribute(span: &Value, key: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The first event of `span` named `name` (`log`, `directive`).
+pub(crate) fn event<'a>(span: &'a Value, name: &str) -> Option<&'a Value> {
+    span["events"]
+        .as_array()?
+        .iter()
+        .find(|event| event["name"] == name)
+}
+
 pub(crate) fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|span| span["name"] == name).collect()
 }
@@ -208,12 +216,7 @@ fn a_run_is_a_span_tree_that_matches_its_journal() {
     assert_eq!(parents.lines().collect::<Vec<_>>(), expected);
 
     // The log is an event of the state it was logged in, with its tags.
-    let log = calling["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|event| event["name"] == "log")
-        .expect("the log is an event of `calling`");
+    let log = event(calling, "log").expect("the log is an event of `calling`");
     let tags = &log["attributes"]
         .as_array()
         .unwrap()

@@ -5,7 +5,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::otlp::{Collector, attribute, named, status_code};
+use crate::otlp::{Collector, attribute, event, named, status_code};
 use crate::postgres_hosts::line_with;
 use crate::support;
 
@@ -109,12 +109,7 @@ fn a_serve_instance_is_a_trace_of_its_own_that_matches_its_journal() {
     let attempt = only(&a, "attempt 1");
     assert_eq!(attempt["parent_span_id"], effect["span_id"]);
     let waiting = only(&a, "state waiting");
-    let log = waiting["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|event| event["name"] == "log")
-        .expect("the log is an event of `waiting`");
+    let log = event(waiting, "log").expect("the log is an event of `waiting`");
     assert!(log.to_string().contains("waiting for go"), "{log}");
     // `b` waits on, parked when input ended: a trace of its own, its open visit ended
     // `stopped`, its root span not sent (it has not finished).
