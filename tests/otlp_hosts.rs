@@ -140,11 +140,25 @@ fn an_mcp_run_started_with_a_meta_traceparent_is_a_child_of_that_trace() {
     let child_run = support::mcp_raw::reported_run(&child);
     let own = server.call(2, "quick", json!({}));
     let own_run = support::mcp_raw::reported_run(&own);
+    // One that does not parse is ignored, as W3C says, and said on stderr.
+    let ignored = server.request(
+        3,
+        "tools/call",
+        json!({"name": "quick", "arguments": {}, "_meta": {"traceparent": "00-not-a-span-01"}}),
+    )["result"]
+        .clone();
+    let ignored_run = support::mcp_raw::reported_run(&ignored);
     let stderr = server.finish();
-    let spans = support::eventually("both root spans arrive", || {
+    assert!(
+        stderr.contains("_meta.traceparent \"00-not-a-span-01\" is not a W3C traceparent"),
+        "{stderr}"
+    );
+    let spans = support::eventually("the three root spans arrive", || {
         let spans = collector.spans();
-        (named(&spans, "run quick").len() == 2).then_some(spans)
+        (named(&spans, "run quick").len() == 3).then_some(spans)
     });
+    let ignored = of_run(&spans, &ignored_run);
+    assert_eq!(only(&ignored, "run quick")["parent_span_id"], "");
     let child = of_run(&spans, &child_run);
     let root = only(&child, "run quick");
     assert_eq!(
