@@ -434,7 +434,7 @@ states:
 "#;
 
 #[test]
-fn children_and_map_items_are_under_the_spans_that_started_them() {
+fn children_and_map_items_are_under_the_spans_that_started_them_with_their_own_inside() {
     let directory = support::temporary_directory("otlp", "nesting");
     std::fs::write(directory.join("kid.yaml"), KID).unwrap();
     std::fs::write(directory.join("nesting.yaml"), NESTING).unwrap();
@@ -482,5 +482,43 @@ fn children_and_map_items_are_under_the_spans_that_started_them() {
     let checks = one("map checks");
     for item in ["effect checks[0]", "effect checks[1]"] {
         assert_eq!(one(item)["parent_span_id"], checks["span_id"]);
+    }
+    // Inside each child, its state visits under its span and its effect under its visit.
+    let children: Vec<&Value> = ["invoke child", "item kids[0]", "item kids[1]"]
+        .into_iter()
+        .map(one)
+        .collect();
+    let visits = named(&spans, "state working");
+    assert_eq!(visits.len(), 3, "{visits:?}");
+    for child in &children {
+        let visit = visits
+            .iter()
+            .find(|visit| visit["parent_span_id"] == child["span_id"])
+            .unwrap_or_else(|| panic!("a visit of `working` under {child}"));
+        let effects = named(&spans, "effect work");
+        let effect = effects
+            .iter()
+            .find(|effect| effect["parent_span_id"] == visit["span_id"])
+            .unwrap_or_else(|| panic!("an effect under {visit}"));
+        assert_eq!(attribute(effect, "protocol_run.outcome"), "completed");
+        assert!(
+            named(&spans, "attempt 1")
+                .iter()
+                .any(|attempt| attempt["parent_span_id"] == effect["span_id"])
+        );
+        // Its final state's visit ended with it, not with the run.
+        let finished = named(&spans, "state finished");
+        let finished = finished
+            .iter()
+            .find(|visit| visit["parent_span_id"] == child["span_id"])
+            .unwrap_or_else(|| panic!("a visit of `finished` under {child}"));
+        let end = |span: &Value| -> u64 {
+            span["end_time_unix_nano"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        assert!(end(finished) <= end(child));
     }
 }

@@ -94,13 +94,17 @@ impl Observer for TracedObserver<'_> {
 
     fn child_started(&mut self, machine: &Machine, id: &str) {
         // An invoke's owner is the state that declares it; a map's item has none of its own.
-        let owner = machine
-            .states
-            .iter()
-            .find(|state| state.invokes.iter().any(|invoke| *invoke.id == *id))
-            .map(|state| &*state.id);
-        self.trace.child_started(id, owner);
+        self.trace
+            .child_started(id, crate::runtime::run::driver::invoke_owner(machine, id));
         self.inner.child_started(machine, id);
+    }
+
+    fn traces_children(&self) -> bool {
+        true
+    }
+
+    fn child_trace(&mut self, path: &str, note: crate::runtime::run::driver::ChildNote) {
+        self.trace.child_note(path, note);
     }
 
     fn effect_trace(&self, invocation: u64) -> Option<crate::base::trace_context::EffectTrace> {

@@ -71,6 +71,9 @@ pub struct RunTrace {
     /// Whether `open` changed since `take_open_line` last said it.
     changed: bool,
     pub(super) ids: RandomIdGenerator,
+    /// The child protocol (its path) whose note is being told (`child_note`): its spans' keys
+    /// are under it, and its state visits under its own span.
+    pub(super) scope: Option<String>,
 }
 
 fn unix_milliseconds(time: SystemTime) -> u64 {
@@ -144,6 +147,7 @@ impl RunTrace {
             root_events: Vec::new(),
             changed: false,
             ids,
+            scope: None,
         };
         if let Some(line) = open_at_stop {
             trace.end_interrupted(line);
@@ -206,7 +210,12 @@ impl RunTrace {
         self.open.push(OpenSpan {
             key,
             span: span_hex(span),
-            parent: parent.unwrap_or_else(|| span_hex(self.root)),
+            parent: parent
+                .or_else(|| {
+                    let scope = self.scope.as_deref()?;
+                    self.span_of(&super::nesting::child_key(scope))
+                })
+                .unwrap_or_else(|| span_hex(self.root)),
             name,
             start: unix_milliseconds(SystemTime::now()),
             attributes,
@@ -288,7 +297,7 @@ impl RunTrace {
         let mut attributes = serde_json::Map::new();
         attributes.insert("protocol_run.state".into(), state.into());
         self.begin_span(
-            format!("state:{state}"),
+            self.scoped(&format!("state:{state}")),
             span,
             None,
             format!("state {state}"),
@@ -297,7 +306,7 @@ impl RunTrace {
     }
 
     pub fn state_exited(&mut self, state: &str) {
-        self.end_span(&format!("state:{state}"), Status::Unset, &[]);
+        self.end_span(&self.scoped(&format!("state:{state}")), Status::Unset, &[]);
     }
 
     /// An `effect_started` telemetry entry: the effect's span, under its owner state's visit.
@@ -325,7 +334,7 @@ impl RunTrace {
         // A map's item is under its map; anything else under its owner's visit.
         let parent = self
             .map_of_item(id)
-            .or_else(|| self.span_of(&format!("state:{owner}")));
+            .or_else(|| self.span_of(&self.scoped(&format!("state:{owner}"))));
         let mut attributes = serde_json::Map::new();
         attributes.insert(format!("protocol_run.{what}"), id.into());
         attributes.insert("protocol_run.invocation".into(), invocation.into());
@@ -334,7 +343,7 @@ impl RunTrace {
         }
         let span = self.ids.new_span_id();
         self.begin_span(
-            format!("{what}:{invocation}"),
+            self.scoped(&format!("{what}:{invocation}")),
             span,
             parent,
             format!("{what} {id}"),
@@ -345,8 +354,8 @@ impl RunTrace {
     /// An attempt of an effect begins (its first, or the next of its retry plan); the one
     /// before it, if any, ended in a failure the plan retried.
     pub fn effect_attempt(&mut self, invocation: u64, attempt: u32, timeout_ms: Option<u64>) {
-        let key = format!("attempt:{invocation}");
-        let Some(effect) = self.span_of(&format!("effect:{invocation}")) else {
+        let key = self.scoped(&format!("attempt:{invocation}"));
+        let Some(effect) = self.span_of(&self.scoped(&format!("effect:{invocation}"))) else {
             return;
         };
         if let Some(index) = self.position(&key) {
@@ -365,9 +374,14 @@ impl RunTrace {
         if let Some(timeout) = timeout_ms {
             attributes.insert("protocol_run.timeout_ms".into(), timeout.into());
         }
-        let span = SpanId::from_bytes(crate::base::trace_context::attempt_span_id(
-            self.seed, invocation, attempt,
-        ));
+        // A child protocol's effects are numbered apart, and get no `TRACEPARENT`: their
+        // attempts' ids are random rather than derived.
+        let span = match self.scope {
+            Some(_) => self.ids.new_span_id(),
+            None => SpanId::from_bytes(crate::base::trace_context::attempt_span_id(
+                self.seed, invocation, attempt,
+            )),
+        };
         self.begin_span(
             key,
             span,
@@ -401,7 +415,11 @@ impl RunTrace {
         };
         let more = [("protocol_run.outcome", Value::from(outcome))];
         for key in keys {
-            self.end_span(&format!("{key}:{invocation}"), status.clone(), &more);
+            self.end_span(
+                &self.scoped(&format!("{key}:{invocation}")),
+                status.clone(),
+                &more,
+            );
         }
     }
 
@@ -460,10 +478,14 @@ impl RunTrace {
     /// for one of that child's own), else of the innermost state visit.
     fn event(&mut self, from: Option<&str>, name: &'static str, attributes: Vec<KeyValue>) {
         let event = Event::new(name, SystemTime::now(), attributes, 0);
-        let child = from.map(|from| format!("child:{}", from.split('/').next().unwrap_or(from)));
-        if let Some(index) = child.and_then(|key| self.position(&key)) {
-            self.open[index].events.push(event);
-            return;
+        // The innermost child whose span is open: `kid/grandkid`'s, else `kid`'s.
+        let mut path = from;
+        while let Some(child) = path {
+            if let Some(index) = self.position(&super::nesting::child_key(child)) {
+                self.open[index].events.push(event);
+                return;
+            }
+            path = child.rsplit_once('/').map(|(parent, _)| parent);
         }
         match self.current_state() {
             Some(span) => span.events.push(event),

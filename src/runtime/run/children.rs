@@ -2,7 +2,9 @@
 
 use super::Interpreter;
 use super::algorithm::RunError;
-use super::driver::{ChildLink, EventSource, Hosting, Observer, RunReport, drive_async};
+use super::driver::{
+    ChildLink, ChildNote, EventSource, Hosting, Observer, RunReport, drive_async, invoke_owner,
+};
 use super::host::{DriverHost, EffectMessage, EffectSink};
 use super::input::{InputLineError, MAX_EVENT_LINE_BYTES};
 use crate::base::durable::{Checkpoint, CheckpointStep, ChildChange, Resume, TimerPolicy};
@@ -19,6 +21,16 @@ use tokio::sync::mpsc;
 struct ChildObserver {
     parent: EffectSink,
     id: Arc<str>,
+    /// Its parent's observer traces its children (`Observer::traces_children`): what this
+    /// child does inside goes to it too.
+    traced: bool,
+}
+
+impl ChildObserver {
+    fn tell(&self, note: ChildNote) {
+        self.parent
+            .send(EffectMessage::ChildTrace(self.id.clone(), note));
+    }
 }
 
 impl Observer for ChildObserver {
@@ -35,6 +47,58 @@ impl Observer for ChildObserver {
     }
 
     fn input_error(&mut self, _error: &InputLineError) {}
+
+    fn traces_children(&self) -> bool {
+        self.traced
+    }
+
+    fn state_entered(&mut self, state: &str) {
+        if self.traced {
+            self.tell(ChildNote::StateEntered(state.to_string()));
+        }
+    }
+
+    fn state_exited(&mut self, state: &str) {
+        if self.traced {
+            self.tell(ChildNote::StateExited(state.to_string()));
+        }
+    }
+
+    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+        if self.traced
+            && matches!(
+                kind,
+                "effect_started" | "effect" | "map_started" | "map" | "invoke"
+            )
+        {
+            self.tell(ChildNote::Record(kind.to_string(), fields));
+        }
+    }
+
+    fn effect_attempt(&mut self, invocation: u64, attempt: u32, timeout_ms: Option<u64>) {
+        if self.traced {
+            self.tell(ChildNote::Attempt {
+                invocation,
+                attempt,
+                timeout_ms,
+            });
+        }
+    }
+
+    fn child_started(&mut self, machine: &Machine, id: &str) {
+        if self.traced {
+            self.tell(ChildNote::ChildStarted {
+                id: id.to_string(),
+                owner: invoke_owner(machine, id).map(str::to_string),
+            });
+        }
+    }
+
+    /// A grandchild's, told on to the parent as below this child.
+    fn child_trace(&mut self, path: &str, note: ChildNote) {
+        self.parent
+            .send(EffectMessage::ChildTrace(below(&self.id, Some(path)), note));
+    }
 }
 
 /// Where a line or directive of child `id` comes from, seen from its parent: `id` itself, or
@@ -248,6 +312,7 @@ impl DriverHost<'_> {
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
+        let traced = self.observer.traces_children();
         // A child runs under its parent's limits: the budgets of the step that invokes it, and
         // the microstep limit.
         let limits = super::algorithm::Limits {
@@ -302,6 +367,7 @@ impl DriverHost<'_> {
             let mut observer = ChildObserver {
                 parent: parent.clone(),
                 id: request.id.clone(),
+                traced,
             };
             let mut checkpoint = ParentCheckpoint {
                 parent: parent.clone(),
