@@ -1,6 +1,5 @@
 //! `--otlp` on a fleet: each instance its own trace, begun when it is created (recorded in the batch that creates it) or resumed (the trace its run recorded), told of its steps through a `TracedObserver`, ended with it; the spans open after each step kept with its telemetry.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Fleet;
@@ -16,15 +15,16 @@ pub(super) struct Tracing {
     /// The trace the next instance created is a child of (the `_meta.traceparent` of the MCP
     /// call that starts it); taken by that instance.
     parent: Option<TraceParent>,
-    /// The trace of each instance, by its slot: kept beside the instances rather than in
-    /// them, so that a fleet without `--otlp` keeps nothing an instance for it.
-    traces: HashMap<usize, RunTrace, foldhash::fast::RandomState>,
+    /// The trace of each instance, by its slot (slots are never reused): kept beside the
+    /// instances rather than in them, so that a fleet without `--otlp` keeps nothing an
+    /// instance for it.
+    traces: Vec<Option<Box<RunTrace>>>,
 }
 
 impl Tracing {
     /// The trace of the instance in `slot`.
     pub(super) fn trace_of(&mut self, slot: usize) -> Option<&mut RunTrace> {
-        self.traces.get_mut(&slot)
+        self.traces.get_mut(slot)?.as_deref_mut()
     }
 }
 
@@ -34,7 +34,7 @@ impl Fleet {
         self.tracing = export.map(|export| Tracing {
             export,
             parent: None,
-            traces: HashMap::default(),
+            traces: Vec::new(),
         });
         self
     }
@@ -70,7 +70,10 @@ impl Fleet {
     /// Keeps `trace` as the trace of the instance in `slot`.
     pub(super) fn keep_trace(&mut self, slot: usize, trace: Option<RunTrace>) {
         if let (Some(tracing), Some(trace)) = (&mut self.tracing, trace) {
-            tracing.traces.insert(slot, trace);
+            if tracing.traces.len() <= slot {
+                tracing.traces.resize_with(slot + 1, || None);
+            }
+            tracing.traces[slot] = Some(Box::new(trace));
         }
     }
 
@@ -109,7 +112,7 @@ impl Fleet {
         let Some(mut trace) = self
             .tracing
             .as_mut()
-            .and_then(|tracing| tracing.traces.remove(&slot))
+            .and_then(|tracing| tracing.traces.get_mut(slot)?.take())
         else {
             return;
         };
