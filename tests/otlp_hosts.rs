@@ -148,15 +148,31 @@ fn an_mcp_run_started_with_a_meta_traceparent_is_a_child_of_that_trace() {
     )["result"]
         .clone();
     let ignored_run = support::mcp_raw::reported_run(&ignored);
+    // A call made a task (the 2025-11-25 dialect) takes its `_meta.traceparent` too.
+    let task_parent = "00-1bf8651916cd43dd8448eb211c80319c-c8be8c7169203331-01";
+    let task = server.request(
+        4,
+        "tools/call",
+        json!({"name": "quick", "arguments": {}, "task": {"ttl": 60000},
+               "_meta": {"traceparent": task_parent}}),
+    );
+    let task_run = task["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {task}"))
+        .to_string();
     let stderr = server.finish();
     assert!(
         stderr.contains("_meta.traceparent \"00-not-a-span-01\" is not a W3C traceparent"),
         "{stderr}"
     );
-    let spans = support::eventually("the three root spans arrive", || {
+    let spans = support::eventually("the four root spans arrive", || {
         let spans = collector.spans();
-        (named(&spans, "run quick").len() == 3).then_some(spans)
+        (named(&spans, "run quick").len() == 4).then_some(spans)
     });
+    let task = of_run(&spans, &task_run);
+    let task_root = only(&task, "run quick");
+    assert_eq!(task_root["trace_id"], "1bf8651916cd43dd8448eb211c80319c");
+    assert_eq!(task_root["parent_span_id"], "c8be8c7169203331");
     let ignored = of_run(&spans, &ignored_run);
     assert_eq!(only(&ignored, "run quick")["parent_span_id"], "");
     let child = of_run(&spans, &child_run);
