@@ -398,7 +398,7 @@ states:
   working:
     entry:
       - log: "kid ${word}"
-      - exec: [sh, -c, 'true']
+      - exec: [sh, -c, 'echo "$TRACEPARENT" >> kid-parents.txt']
         id: work
     on:
       done.exec.work: finished
@@ -496,15 +496,26 @@ fn children_and_map_items_are_under_the_spans_that_started_them_with_their_own_i
             .find(|visit| visit["parent_span_id"] == child["span_id"])
             .unwrap_or_else(|| panic!("a visit of `working` under {child}"));
         let effects = named(&spans, "effect work");
+        assert_eq!(effects.len(), 3, "{effects:?}");
         let effect = effects
             .iter()
             .find(|effect| effect["parent_span_id"] == visit["span_id"])
             .unwrap_or_else(|| panic!("an effect under {visit}"));
         assert_eq!(attribute(effect, "protocol_run.outcome"), "completed");
+        // Its effect's process got its attempt's span as its TRACEPARENT.
+        let attempt = named(&spans, "attempt 1")
+            .into_iter()
+            .find(|attempt| attempt["parent_span_id"] == effect["span_id"])
+            .unwrap_or_else(|| panic!("an attempt under {effect}"));
+        let parents = std::fs::read_to_string(directory.join("kid-parents.txt")).unwrap();
+        let expected = format!(
+            "00-{}-{}-01",
+            attempt["trace_id"].as_str().unwrap(),
+            attempt["span_id"].as_str().unwrap()
+        );
         assert!(
-            named(&spans, "attempt 1")
-                .iter()
-                .any(|attempt| attempt["parent_span_id"] == effect["span_id"])
+            parents.lines().any(|line| line == expected),
+            "{expected} in {parents}"
         );
         // Its final state's visit ended with it, not with the run.
         let finished = named(&spans, "state finished");

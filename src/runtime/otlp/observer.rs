@@ -99,8 +99,8 @@ impl Observer for TracedObserver<'_> {
         self.inner.child_started(machine, id);
     }
 
-    fn traces_children(&self) -> bool {
-        true
+    fn child_trace_context(&self, id: &str) -> Option<crate::base::trace_context::ChildTrace> {
+        Some(self.trace.child_trace_context(id))
     }
 
     fn child_trace(&mut self, path: &str, note: crate::runtime::run::driver::ChildNote) {

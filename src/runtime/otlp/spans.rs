@@ -175,6 +175,22 @@ impl RunTrace {
         self.export.flush();
     }
 
+    /// The trace child protocol `id` of the run joins (`Observer::child_trace_context`).
+    pub fn child_trace_context(&self, id: &str) -> crate::base::trace_context::ChildTrace {
+        crate::base::trace_context::ChildTrace {
+            trace_id: self.trace_id.to_bytes(),
+            seed: crate::base::trace_context::child_seed(self.seed, id),
+        }
+    }
+
+    /// The seed of the attempt span ids of the run, or of the child being told (`scope`).
+    fn scope_seed(&self) -> u64 {
+        self.scope.as_deref().map_or(self.seed, |path| {
+            path.split('/')
+                .fold(self.seed, crate::base::trace_context::child_seed)
+        })
+    }
+
     /// The run traced.
     pub fn run_id(&self) -> &str {
         &self.run_id
@@ -374,14 +390,13 @@ impl RunTrace {
         if let Some(timeout) = timeout_ms {
             attributes.insert("protocol_run.timeout_ms".into(), timeout.into());
         }
-        // A child protocol's effects are numbered apart, and get no `TRACEPARENT`: their
-        // attempts' ids are random rather than derived.
-        let span = match self.scope {
-            Some(_) => self.ids.new_span_id(),
-            None => SpanId::from_bytes(crate::base::trace_context::attempt_span_id(
-                self.seed, invocation, attempt,
-            )),
-        };
+        // A child protocol's effects are numbered apart: their ids come from the child's seed,
+        // as its effects' `TRACEPARENT` does.
+        let span = SpanId::from_bytes(crate::base::trace_context::attempt_span_id(
+            self.scope_seed(),
+            invocation,
+            attempt,
+        ));
         self.begin_span(
             key,
             span,

@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 struct ChildObserver {
     parent: EffectSink,
     id: Arc<str>,
-    /// Its parent's observer traces its children (`Observer::traces_children`): what this
-    /// child does inside goes to it too.
-    traced: bool,
+    /// The trace its parent's observer exports, if it does (`Observer::child_trace_context`):
+    /// what this child does inside goes to it too, and its effects join it.
+    trace: Option<crate::base::trace_context::ChildTrace>,
 }
 
 impl ChildObserver {
@@ -48,24 +48,28 @@ impl Observer for ChildObserver {
 
     fn input_error(&mut self, _error: &InputLineError) {}
 
-    fn traces_children(&self) -> bool {
-        self.traced
+    fn child_trace_context(&self, id: &str) -> Option<crate::base::trace_context::ChildTrace> {
+        self.trace.map(|trace| trace.child(id))
+    }
+
+    fn effect_trace(&self, invocation: u64) -> Option<crate::base::trace_context::EffectTrace> {
+        self.trace.map(|trace| trace.effect(invocation))
     }
 
     fn state_entered(&mut self, state: &str) {
-        if self.traced {
+        if self.trace.is_some() {
             self.tell(ChildNote::StateEntered(state.to_string()));
         }
     }
 
     fn state_exited(&mut self, state: &str) {
-        if self.traced {
+        if self.trace.is_some() {
             self.tell(ChildNote::StateExited(state.to_string()));
         }
     }
 
     fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
-        if self.traced
+        if self.trace.is_some()
             && matches!(
                 kind,
                 "effect_started" | "effect" | "map_started" | "map" | "invoke"
@@ -76,7 +80,7 @@ impl Observer for ChildObserver {
     }
 
     fn effect_attempt(&mut self, invocation: u64, attempt: u32, timeout_ms: Option<u64>) {
-        if self.traced {
+        if self.trace.is_some() {
             self.tell(ChildNote::Attempt {
                 invocation,
                 attempt,
@@ -86,7 +90,7 @@ impl Observer for ChildObserver {
     }
 
     fn child_started(&mut self, machine: &Machine, id: &str) {
-        if self.traced {
+        if self.trace.is_some() {
             self.tell(ChildNote::ChildStarted {
                 id: id.to_string(),
                 owner: invoke_owner(machine, id).map(str::to_string),
@@ -312,7 +316,7 @@ impl DriverHost<'_> {
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
-        let traced = self.observer.traces_children();
+        let trace = self.observer.child_trace_context(&id);
         // A child runs under its parent's limits: the budgets of the step that invokes it, and
         // the microstep limit.
         let limits = super::algorithm::Limits {
@@ -367,7 +371,7 @@ impl DriverHost<'_> {
             let mut observer = ChildObserver {
                 parent: parent.clone(),
                 id: request.id.clone(),
-                traced,
+                trace,
             };
             let mut checkpoint = ParentCheckpoint {
                 parent: parent.clone(),

@@ -166,13 +166,14 @@ pub trait Observer {
     /// The child protocol `id` of `machine`'s run started (an `invoke`, or a map's item
     /// `MAP[i]`); its end is the `invoke` entry `record` is told. Most observers ignore it.
     fn child_started(&mut self, _machine: &Machine, _id: &str) {}
-    /// Whether this observer traces a run's child protocols from the inside (`child_trace`):
-    /// only an exported trace does, so that children pay nothing for it otherwise.
-    fn traces_children(&self) -> bool {
-        false
+    /// The trace child protocol `id` of this run joins, when this observer traces a run's
+    /// children from the inside (`child_trace`): only an exported trace does, so that children
+    /// pay nothing for it otherwise.
+    fn child_trace_context(&self, _id: &str) -> Option<crate::base::trace_context::ChildTrace> {
+        None
     }
     /// What child protocol `path` (`kid`, `kid/grandkid`, a map's `items[3]`) did inside, for
-    /// an observer that `traces_children`.
+    /// an observer with a `child_trace_context`.
     fn child_trace(&mut self, _path: &str, _note: ChildNote) {}
     /// The telemetry recorded since the last call, as JSON lines, for the store to commit with
     /// the steps it tells of (`Checkpoint::telemetry`); `None` when there is none, or when the
