@@ -3,6 +3,7 @@
 mod http_client;
 mod nesting;
 pub mod observer;
+mod span_events;
 pub mod spans;
 
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};

@@ -43,7 +43,7 @@ pub(super) struct OpenSpan {
     #[serde(default)]
     pub(super) attributes: serde_json::Map<String, Value>,
     #[serde(skip)]
-    events: Vec<Event>,
+    pub(super) events: Vec<Event>,
 }
 
 /// How a run's session ended, for the spans still open.
@@ -67,7 +67,7 @@ pub struct RunTrace {
     /// The seed of this session's effect attempt span ids (`attempt_span_id`).
     seed: u64,
     pub(super) open: Vec<OpenSpan>,
-    root_events: Vec<Event>,
+    pub(super) root_events: Vec<Event>,
     /// Whether `open` changed since `take_open_line` last said it.
     changed: bool,
     pub(super) ids: RandomIdGenerator,
@@ -206,7 +206,7 @@ impl RunTrace {
         }
     }
 
-    fn position(&self, key: &str) -> Option<usize> {
+    pub(super) fn position(&self, key: &str) -> Option<usize> {
         self.open.iter().rposition(|span| span.key == key)
     }
 
@@ -289,7 +289,7 @@ impl RunTrace {
     }
 
     /// The innermost open state visit, where a log or a directive is told; `None`: the root.
-    fn current_state(&mut self) -> Option<&mut OpenSpan> {
+    pub(super) fn current_state(&mut self) -> Option<&mut OpenSpan> {
         self.open
             .iter_mut()
             .rev()
@@ -435,76 +435,6 @@ impl RunTrace {
                 status.clone(),
                 &more,
             );
-        }
-    }
-
-    /// A log record as an event of the innermost state visit (of its child's span, for a child
-    /// protocol's): its level, message and tags,
-    /// its fields as JSON, secrets masked.
-    pub fn log(&mut self, record: &crate::pipeline::actions::LogRecord) {
-        let fields: serde_json::Map<String, Value> = record
-            .fields
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_json()))
-            .collect();
-        let tags: Vec<opentelemetry::StringValue> = record
-            .tags
-            .iter()
-            .map(|tag| opentelemetry::StringValue::from(tag.to_string()))
-            .collect();
-        let mut attributes = vec![
-            KeyValue::new("log.level", format!("{:?}", record.level).to_lowercase()),
-            KeyValue::new(
-                "log.message",
-                crate::base::secrets::mask(&record.message).into_owned(),
-            ),
-            KeyValue::new(
-                "protocol_run.tags",
-                opentelemetry::Value::Array(tags.into()),
-            ),
-        ];
-        if !fields.is_empty() {
-            let fields = Value::Object(fields);
-            attributes.push(KeyValue::new(
-                "protocol_run.fields",
-                crate::base::secrets::mask_json(&fields).to_string(),
-            ));
-        }
-        self.event(record.from.as_deref(), "log", attributes);
-    }
-
-    /// A directive as an event of the innermost state visit (of its child's span, for a child
-    /// protocol's), secrets masked.
-    pub fn directive(&mut self, directive: &Value) {
-        let attributes = vec![
-            KeyValue::new(
-                "protocol_run.directive",
-                directive["type"].as_str().unwrap_or_default().to_string(),
-            ),
-            KeyValue::new(
-                "protocol_run.body",
-                crate::base::secrets::mask_json(directive).to_string(),
-            ),
-        ];
-        self.event(directive["from"].as_str(), "directive", attributes);
-    }
-
-    /// An event of the span of the child protocol it came `from` (`kid`, or `kid/grandkid`
-    /// for one of that child's own), else of the innermost state visit.
-    fn event(&mut self, from: Option<&str>, name: &'static str, attributes: Vec<KeyValue>) {
-        let event = Event::new(name, SystemTime::now(), attributes, 0);
-        // The innermost child whose span is open: `kid/grandkid`'s, else `kid`'s.
-        let mut path = from;
-        while let Some(child) = path {
-            if let Some(index) = self.position(&super::nesting::child_key(child)) {
-                self.open[index].events.push(event);
-                return;
-            }
-            path = child.rsplit_once('/').map(|(parent, _)| parent);
-        }
-        match self.current_state() {
-            Some(span) => span.events.push(event),
-            None => self.root_events.push(event),
         }
     }
 
