@@ -533,3 +533,91 @@ fn children_and_map_items_are_under_the_spans_that_started_them_with_their_own_i
         assert!(end(finished) <= end(child));
     }
 }
+
+/// Invokes `waiter.yaml`, whose effect waits to be killed with its engine the first time.
+const INVOKING: &str = r#"
+id: invoking
+states:
+  calling:
+    invoke: [{ id: child, protocol: waiter.yaml }]
+    on:
+      done.invoke.child: ok
+  ok: { type: final }
+"#;
+
+const WAITER: &str = r#"
+id: waiter
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'if [ ! -e marker ]; then touch marker; sleep 1000; fi']
+        id: op
+        on_interrupt: retry
+    on:
+      done.exec.op: finished
+  finished: { type: final }
+"#;
+
+#[test]
+fn a_child_resumed_with_its_run_goes_on_in_its_trace() {
+    let directory = support::temporary_directory("otlp", "resumed-child");
+    std::fs::write(directory.join("invoking.yaml"), INVOKING).unwrap();
+    std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
+    let collector = Collector::start(&directory);
+    let mut run = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["run", "invoking.yaml", "--run-id", "r4"])
+        .args(["--state-dir", "state", "--otlp", &collector.endpoint])
+        .current_dir(&directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    support::eventually("the child's effect starts", || {
+        directory.join("marker").exists().then_some(())
+    });
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[],
+        &["resume", "r4", "--otlp", &collector.endpoint],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run invoking").is_empty()).then_some(spans)
+    });
+    let root = named(&spans, "run invoking")[0];
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["trace_id"] == root["trace_id"])
+    );
+    // The child's span and its visit the crash left open end interrupted.
+    let interrupted: Vec<&str> = spans
+        .iter()
+        .filter(|span| span["status"]["message"] == "interrupted")
+        .map(|span| span["name"].as_str().unwrap())
+        .collect();
+    for name in ["invoke child", "state working", "effect op"] {
+        assert!(interrupted.contains(&name), "{name}: {interrupted:?}");
+    }
+    // The resumed child: a new span under the visit of `calling`, its visit of `working` going
+    // on under it, its effect started again and completed.
+    let children = named(&spans, "invoke child");
+    let resumed = children
+        .iter()
+        .find(|child| status_code(child) == "STATUS_CODE_OK")
+        .expect("the resumed child's span ends Ok");
+    let working = named(&spans, "state working");
+    let visit = working
+        .iter()
+        .find(|visit| visit["parent_span_id"] == resumed["span_id"])
+        .expect("the visit of `working` goes on under the resumed child");
+    assert_eq!(attribute(visit, "protocol_run.resumed"), true);
+    assert!(named(&spans, "effect op").iter().any(|effect| {
+        effect["parent_span_id"] == visit["span_id"]
+            && attribute(effect, "protocol_run.outcome") == "completed"
+    }));
+}

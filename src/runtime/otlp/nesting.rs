@@ -86,6 +86,10 @@ impl RunTrace {
         match note {
             ChildNote::StateEntered(state) => self.state_entered(&state),
             ChildNote::StateExited(state) => self.state_exited(&state),
+            ChildNote::StatesRestored(states) => {
+                let states: Vec<&str> = states.iter().map(String::as_str).collect();
+                self.states_restored(&states);
+            }
             ChildNote::Record(kind, fields) => match kind.as_str() {
                 "effect_started" => self.effect_started(&fields),
                 "effect" => self.effect_ended(&fields),

@@ -373,6 +373,11 @@ impl DriverHost<'_> {
                 id: request.id.clone(),
                 trace,
             };
+            // A restored child is already in its states: their visits go on in this session.
+            if let (Some(_), Some(_), Ok(child)) = (trace, &resume, &restored) {
+                let states = child.active_states().into_iter().map(str::to_string);
+                observer.tell(ChildNote::StatesRestored(states.collect()));
+            }
             let mut checkpoint = ParentCheckpoint {
                 parent: parent.clone(),
                 id: request.id.clone(),

@@ -189,6 +189,8 @@ pub trait Observer {
 pub enum ChildNote {
     StateEntered(String),
     StateExited(String),
+    /// A restored child's active states, already entered before this session.
+    StatesRestored(Vec<String>),
     /// A telemetry entry of the kinds a trace reads: `effect_started`, `effect`,
     /// `map_started`, `map`, `invoke`.
     Record(String, serde_json::Value),
