@@ -77,6 +77,7 @@ mod mcp_tasks;
 mod mcp_telemetry;
 mod mock_shapes;
 mod otlp;
+mod otlp_hosts;
 mod ownership;
 mod ownership_properties;
 mod pending_sends;

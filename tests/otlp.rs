@@ -42,14 +42,14 @@ states:
 "#;
 
 /// The collector of `tests/otlp/collector.py`, listening on loopback until dropped.
-struct Collector {
+pub(crate) struct Collector {
     child: Child,
     spans: PathBuf,
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 impl Collector {
-    fn start(directory: &Path) -> Collector {
+    pub(crate) fn start(directory: &Path) -> Collector {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/collector.py");
         let spans = directory.join("spans.jsonl");
         let port = directory.join("collector.port");
@@ -71,7 +71,7 @@ impl Collector {
     }
 
     /// Every span received so far.
-    fn spans(&self) -> Vec<Value> {
+    pub(crate) fn spans(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.spans)
             .unwrap_or_default()
             .lines()
@@ -90,7 +90,7 @@ impl Drop for Collector {
 
 /// A span attribute's value, as protobuf JSON writes it with proto field names
 /// (`string_value`, `int_value`...).
-fn attribute(span: &Value, key: &str) -> Value {
+pub(crate) fn attribute(span: &Value, key: &str) -> Value {
     span["attributes"]
         .as_array()
         .into_iter()
@@ -108,11 +108,19 @@ fn attribute(span: &Value, key: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
+/// The first event of `span` named `name` (`log`, `directive`).
+pub(crate) fn event<'a>(span: &'a Value, name: &str) -> Option<&'a Value> {
+    span["events"]
+        .as_array()?
+        .iter()
+        .find(|event| event["name"] == name)
+}
+
+pub(crate) fn named<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|span| span["name"] == name).collect()
 }
 
-fn status_code(span: &Value) -> &str {
+pub(crate) fn status_code(span: &Value) -> &str {
     span["status"]["code"]
         .as_str()
         .unwrap_or("STATUS_CODE_UNSET")
@@ -208,12 +216,7 @@ fn a_run_is_a_span_tree_that_matches_its_journal() {
     assert_eq!(parents.lines().collect::<Vec<_>>(), expected);
 
     // The log is an event of the state it was logged in, with its tags.
-    let log = calling["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|event| event["name"] == "log")
-        .expect("the log is an event of `calling`");
+    let log = event(calling, "log").expect("the log is an event of `calling`");
     let tags = &log["attributes"]
         .as_array()
         .unwrap()
@@ -384,4 +387,237 @@ fn postgres_a_resumed_run_continues_its_trace() {
         ("PROTOCOL_RUN_DATABASE_URL", database.url()),
     ];
     a_resumed_run_continues_its_trace("resumed-postgres", &environment);
+}
+
+/// A child protocol the parent invokes, and the same protocol as the body of a map.
+const KID: &str = r#"
+id: kid
+inputs:
+  word: { type: string, default: "x" }
+states:
+  working:
+    entry:
+      - log: "kid ${word}"
+      - exec: [sh, -c, 'echo "$TRACEPARENT" >> kid-parents.txt']
+        id: work
+    on:
+      done.exec.work: finished
+  finished: { type: final }
+"#;
+
+/// Invokes `kid`, then maps it over two words, then maps an effect over two words.
+const NESTING: &str = r#"
+id: nesting
+context: { word: null }
+states:
+  invoking:
+    invoke: [{ id: child, protocol: kid.yaml }]
+    on:
+      done.invoke.child: mapping
+  mapping:
+    entry:
+      - map: [a, b]
+        id: kids
+        item: word
+        invoke: { protocol: kid.yaml, inputs: { word: "${word}" } }
+    on:
+      done.map.kids: running
+  running:
+    entry:
+      - map: [c, d]
+        id: checks
+        item: word
+        exec: [sh, -c, 'true']
+    on:
+      done.map.checks: done
+  done: { type: final }
+"#;
+
+#[test]
+fn children_and_map_items_are_under_the_spans_that_started_them_with_their_own_inside() {
+    let directory = support::temporary_directory("otlp", "nesting");
+    std::fs::write(directory.join("kid.yaml"), KID).unwrap();
+    std::fs::write(directory.join("nesting.yaml"), NESTING).unwrap();
+    let collector = Collector::start(&directory);
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[],
+        &["run", "nesting.yaml", "--otlp", &collector.endpoint],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run nesting").is_empty()).then_some(spans)
+    });
+    let one = |name: &str| -> &Value {
+        let found = named(&spans, name);
+        assert_eq!(found.len(), 1, "one `{name}` in {spans:?}");
+        found[0]
+    };
+    // The invoke's child under the visit of the state that invoked it.
+    let child = one("invoke child");
+    assert_eq!(child["parent_span_id"], one("state invoking")["span_id"]);
+    assert_eq!(status_code(child), "STATUS_CODE_OK");
+    assert_eq!(
+        attribute(child, "protocol_run.outcome"),
+        "done.invoke.child"
+    );
+    // The child's log is an event of its span.
+    let logs: Vec<String> = child["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event.to_string())
+        .collect();
+    assert!(logs.iter().any(|log| log.contains("kid x")), "{logs:?}");
+    // Each child item under its map, the map under its state's visit.
+    let kids = one("map kids");
+    assert_eq!(kids["parent_span_id"], one("state mapping")["span_id"]);
+    for item in ["item kids[0]", "item kids[1]"] {
+        let item = one(item);
+        assert_eq!(item["parent_span_id"], kids["span_id"]);
+        assert_eq!(attribute(item, "protocol_run.outcome"), "ok");
+    }
+    // Each effect item under its map too.
+    let checks = one("map checks");
+    for item in ["effect checks[0]", "effect checks[1]"] {
+        assert_eq!(one(item)["parent_span_id"], checks["span_id"]);
+    }
+    // Inside each child, its state visits under its span and its effect under its visit.
+    let children: Vec<&Value> = ["invoke child", "item kids[0]", "item kids[1]"]
+        .into_iter()
+        .map(one)
+        .collect();
+    let visits = named(&spans, "state working");
+    assert_eq!(visits.len(), 3, "{visits:?}");
+    for child in &children {
+        let visit = visits
+            .iter()
+            .find(|visit| visit["parent_span_id"] == child["span_id"])
+            .unwrap_or_else(|| panic!("a visit of `working` under {child}"));
+        let effects = named(&spans, "effect work");
+        assert_eq!(effects.len(), 3, "{effects:?}");
+        let effect = effects
+            .iter()
+            .find(|effect| effect["parent_span_id"] == visit["span_id"])
+            .unwrap_or_else(|| panic!("an effect under {visit}"));
+        assert_eq!(attribute(effect, "protocol_run.outcome"), "completed");
+        // Its effect's process got its attempt's span as its TRACEPARENT.
+        let attempt = named(&spans, "attempt 1")
+            .into_iter()
+            .find(|attempt| attempt["parent_span_id"] == effect["span_id"])
+            .unwrap_or_else(|| panic!("an attempt under {effect}"));
+        let parents = std::fs::read_to_string(directory.join("kid-parents.txt")).unwrap();
+        let expected = format!(
+            "00-{}-{}-01",
+            attempt["trace_id"].as_str().unwrap(),
+            attempt["span_id"].as_str().unwrap()
+        );
+        assert!(
+            parents.lines().any(|line| line == expected),
+            "{expected} in {parents}"
+        );
+        // Its final state's visit ended with it, not with the run.
+        let finished = named(&spans, "state finished");
+        let finished = finished
+            .iter()
+            .find(|visit| visit["parent_span_id"] == child["span_id"])
+            .unwrap_or_else(|| panic!("a visit of `finished` under {child}"));
+        let end = |span: &Value| -> u64 {
+            span["end_time_unix_nano"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        assert!(end(finished) <= end(child));
+    }
+}
+
+/// Invokes `waiter.yaml`, whose effect waits to be killed with its engine the first time.
+const INVOKING: &str = r#"
+id: invoking
+states:
+  calling:
+    invoke: [{ id: child, protocol: waiter.yaml }]
+    on:
+      done.invoke.child: ok
+  ok: { type: final }
+"#;
+
+const WAITER: &str = r#"
+id: waiter
+states:
+  working:
+    entry:
+      - exec: [sh, -c, 'if [ ! -e marker ]; then touch marker; sleep 1000; fi']
+        id: op
+        on_interrupt: retry
+    on:
+      done.exec.op: finished
+  finished: { type: final }
+"#;
+
+#[test]
+fn a_child_resumed_with_its_run_goes_on_in_its_trace() {
+    let directory = support::temporary_directory("otlp", "resumed-child");
+    std::fs::write(directory.join("invoking.yaml"), INVOKING).unwrap();
+    std::fs::write(directory.join("waiter.yaml"), WAITER).unwrap();
+    let collector = Collector::start(&directory);
+    let mut run = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+        .args(["run", "invoking.yaml", "--run-id", "r4"])
+        .args(["--state-dir", "state", "--otlp", &collector.endpoint])
+        .current_dir(&directory)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    support::eventually("the child's effect starts", || {
+        directory.join("marker").exists().then_some(())
+    });
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let (code, _, stderr) = support::run_binary_in(
+        &directory,
+        &[],
+        &["resume", "r4", "--otlp", &collector.endpoint],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let spans = support::eventually("the root span arrives", || {
+        let spans = collector.spans();
+        (!named(&spans, "run invoking").is_empty()).then_some(spans)
+    });
+    let root = named(&spans, "run invoking")[0];
+    assert!(
+        spans
+            .iter()
+            .all(|span| span["trace_id"] == root["trace_id"])
+    );
+    // The child's span and its visit the crash left open end interrupted.
+    let interrupted: Vec<&str> = spans
+        .iter()
+        .filter(|span| span["status"]["message"] == "interrupted")
+        .map(|span| span["name"].as_str().unwrap())
+        .collect();
+    for name in ["invoke child", "state working", "effect op"] {
+        assert!(interrupted.contains(&name), "{name}: {interrupted:?}");
+    }
+    // The resumed child: a new span under the visit of `calling`, its visit of `working` going
+    // on under it, its effect started again and completed.
+    let children = named(&spans, "invoke child");
+    let resumed = children
+        .iter()
+        .find(|child| status_code(child) == "STATUS_CODE_OK")
+        .expect("the resumed child's span ends Ok");
+    let working = named(&spans, "state working");
+    let visit = working
+        .iter()
+        .find(|visit| visit["parent_span_id"] == resumed["span_id"])
+        .expect("the visit of `working` goes on under the resumed child");
+    assert_eq!(attribute(visit, "protocol_run.resumed"), true);
+    assert!(named(&spans, "effect op").iter().any(|effect| {
+        effect["parent_span_id"] == visit["span_id"]
+            && attribute(effect, "protocol_run.outcome") == "completed"
+    }));
 }

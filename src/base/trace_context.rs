@@ -80,6 +80,44 @@ pub fn attempt_span_id(seed: u64, invocation: u64, attempt: u32) -> [u8; 8] {
     id.to_be_bytes()
 }
 
+/// The seed of child protocol `id`'s attempt span ids, from its parent's `seed`: the child's
+/// effects name their attempts' spans from it, as its parent's trace does (a child's effects
+/// are numbered apart from its parent's).
+pub fn child_seed(seed: u64, id: &str) -> u64 {
+    id.bytes()
+        .fold(mix(seed ^ 0x6368_696c_6400_0000), |hash, byte| {
+            mix(hash ^ u64::from(byte))
+        })
+}
+
+/// The trace a child protocol's effects join: its run's trace, and the child's seed
+/// (`child_seed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildTrace {
+    pub trace_id: [u8; 16],
+    pub seed: u64,
+}
+
+impl ChildTrace {
+    /// The trace of child `id` of this one.
+    pub fn child(&self, id: &str) -> ChildTrace {
+        ChildTrace {
+            trace_id: self.trace_id,
+            seed: child_seed(self.seed, id),
+        }
+    }
+
+    /// The trace the effect `invocation` of this child joins.
+    pub fn effect(&self, invocation: u64) -> EffectTrace {
+        EffectTrace {
+            trace_id: self.trace_id,
+            seed: self.seed,
+            invocation,
+            attempt: 1,
+        }
+    }
+}
+
 /// SplitMix64's finalizer: spreads every input bit over the whole word.
 fn mix(mut value: u64) -> u64 {
     value = value.wrapping_add(0x9e37_79b9_7f4a_7c15);

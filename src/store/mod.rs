@@ -645,6 +645,12 @@ pub enum Write {
         run: String,
         lines: String,
     },
+    /// `Store::save_trace`: the trace a new run is exported in (`--otlp`), recorded in the
+    /// batch that creates it, so that a run is never kept without the trace it began.
+    Trace {
+        run: String,
+        trace: String,
+    },
 }
 
 impl Write {
@@ -723,6 +729,7 @@ impl Write {
                     .into(),
             }),
             Write::Telemetry { run, lines } => store.append_telemetry(run, lines),
+            Write::Trace { run, trace } => store.save_trace(run, trace),
         }
     }
 
@@ -735,7 +742,8 @@ impl Write {
             | Write::FinishRun { run, .. }
             | Write::ApplyInbox { run, .. }
             | Write::Reopen { run, .. }
-            | Write::Telemetry { run, .. } => run,
+            | Write::Telemetry { run, .. }
+            | Write::Trace { run, .. } => run,
         }
     }
 }

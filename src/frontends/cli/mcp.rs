@@ -61,6 +61,13 @@ pub struct McpArguments {
     /// (give or take a quarter); from 10ms to a minute. On PostgreSQL the database also wakes it.
     #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = super::serve::parse_inbox_poll)]
     inbox_poll: std::time::Duration,
+    /// Export each run as its own trace over OTLP/HTTP (protobuf) to this collector, e.g.
+    /// http://127.0.0.1:4318 (`/v1/traces` is added); a tool call whose `_meta` carries a
+    /// `traceparent` starts its run as a child of that trace. Without it,
+    /// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, when set, choose the
+    /// endpoint.
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
 }
 
 /// Serves until the client closes stdin, or with --http until SIGINT or SIGTERM (exit 0); 64
@@ -76,6 +83,10 @@ pub fn mcp(arguments: McpArguments) -> u8 {
     let narrowing = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
         Err(refusal) => return refusal.report(),
+    };
+    let export = match super::run::otlp_export(arguments.otlp.as_deref()) {
+        Ok(export) => export,
+        Err(code) => return code,
     };
     let mut pins = Vec::new();
     for text in &arguments.pinned_inputs {
@@ -141,9 +152,15 @@ pub fn mcp(arguments: McpArguments) -> u8 {
             _ => None,
         },
         inbox_poll: arguments.inbox_poll,
+        otlp: export.clone(),
     };
     let stop = super::serve::stop_signal();
-    match crate::frontends::mcp::serve(arguments.paths, settings, arguments.http, stop) {
+    let end = crate::frontends::mcp::serve(arguments.paths, settings, arguments.http, stop);
+    // The spans still queued go before the process ends.
+    if let Some(export) = export {
+        export.shutdown();
+    }
+    match end {
         McpEnd::Closed => 0,
         McpEnd::Failed(message) => {
             eprintln!("error: {message}");

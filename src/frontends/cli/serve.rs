@@ -66,6 +66,11 @@ pub struct ServeArguments {
     /// PostgreSQL the database also wakes it.
     #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_inbox_poll)]
     inbox_poll: std::time::Duration,
+    /// Export each instance as its own trace over OTLP/HTTP (protobuf) to this collector, e.g.
+    /// http://127.0.0.1:4318 (`/v1/traces` is added); without it, OTEL_EXPORTER_OTLP_ENDPOINT
+    /// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, when set, choose the endpoint.
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
 }
 
 /// `--inbox-poll`: a duration from 10 ms (each look is a statement) to a minute (a queued
@@ -92,6 +97,10 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let limit = match arguments.narrowing.limit(None) {
         Ok(limit) => limit,
         Err(refusal) => return refusal.report(),
+    };
+    let export = match super::run::otlp_export(arguments.otlp.as_deref()) {
+        Ok(export) => export,
+        Err(code) => return code,
     };
     // One machine serves every instance, and a client's inputs must not choose what the host
     // grants: only pinned inputs resolve grants.
@@ -172,6 +181,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
     let output_clients = clients.clone();
     let reply_clients = clients.clone();
     let mut fleet = Fleet::new(served.machine.clone(), recording)
+        .with_otlp(export.clone())
         .with_limits(arguments.limits.limits())
         .with_max_instances(arguments.max_instances)
         .with_output(move |bytes| {
@@ -217,7 +227,7 @@ pub fn serve(arguments: ServeArguments) -> u8 {
         return exit_code::INVALID;
     }
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async {
+    let code = local.block_on(&runtime, async {
         let mut input = match &arguments.socket {
             Some(path) => {
                 match super::socket::listen(path, clients, arguments.max_event_bytes) {
@@ -255,7 +265,12 @@ pub fn serve(arguments: ServeArguments) -> u8 {
                 exit_code::UNFINISHED
             }
         }
-    })
+    });
+    // The spans still queued go before the process ends.
+    if let Some(export) = export {
+        export.shutdown();
+    }
+    code
 }
 
 /// `--input NAME=VALUE` and `--inputs FILE` of `serve`: inputs pinned for every instance (the

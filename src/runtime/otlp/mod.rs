@@ -1,7 +1,9 @@
 //! OpenTelemetry export (`--otlp`): where spans go (the OTLP/HTTP exporter behind the SDK's batch processor), the trace kept with each run, and each run's span tree.
 
 mod http_client;
+mod nesting;
 pub mod observer;
+mod span_events;
 pub mod spans;
 
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
@@ -209,6 +211,7 @@ pub fn end_run_trace(
         ),
     };
     let fields = trace.end(end, &attributes);
+    trace.flush();
     let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
     let line = crate::runtime::telemetry::entry_line(run_id, &time, spans::OPEN_SPANS_KIND, fields);
     if let Err(error) = store.append_telemetry(run_id, &line) {

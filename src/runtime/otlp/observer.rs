@@ -12,7 +12,6 @@ use crate::runtime::run::driver::{InputLineError, Observer};
 pub struct TracedObserver<'a> {
     pub inner: &'a mut dyn Observer,
     pub trace: &'a mut RunTrace,
-    pub run_id: String,
 }
 
 impl Observer for TracedObserver<'_> {
@@ -36,6 +35,7 @@ impl Observer for TracedObserver<'_> {
             "effect" => self.trace.effect_ended(&fields),
             "map_started" => self.trace.map_started(&fields),
             "map" => self.trace.map_ended(&fields),
+            "invoke" => self.trace.child_ended(&fields),
             _ => {}
         }
         self.inner.record(time, kind, fields);
@@ -92,6 +92,21 @@ impl Observer for TracedObserver<'_> {
         self.inner.effect_attempt(invocation, attempt, timeout_ms);
     }
 
+    fn child_started(&mut self, machine: &Machine, id: &str) {
+        // An invoke's owner is the state that declares it; a map's item has none of its own.
+        self.trace
+            .child_started(id, crate::runtime::run::driver::invoke_owner(machine, id));
+        self.inner.child_started(machine, id);
+    }
+
+    fn child_trace_context(&self, id: &str) -> Option<crate::base::trace_context::ChildTrace> {
+        Some(self.trace.child_trace_context(id))
+    }
+
+    fn child_trace(&mut self, path: &str, note: crate::runtime::run::driver::ChildNote) {
+        self.trace.child_note(path, note);
+    }
+
     fn effect_trace(&self, invocation: u64) -> Option<crate::base::trace_context::EffectTrace> {
         Some(self.trace.effect_trace(invocation))
     }
@@ -104,8 +119,12 @@ impl Observer for TracedObserver<'_> {
             return inner;
         };
         let time = crate::base::clock::format_rfc3339(crate::base::clock::unix_milliseconds_now());
-        let line =
-            crate::runtime::telemetry::entry_line(&self.run_id, &time, OPEN_SPANS_KIND, open);
+        let line = crate::runtime::telemetry::entry_line(
+            self.trace.run_id(),
+            &time,
+            OPEN_SPANS_KIND,
+            open,
+        );
         Some(inner.unwrap_or_default() + &line)
     }
 }

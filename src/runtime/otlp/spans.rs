@@ -32,18 +32,18 @@ pub struct TraceRecord {
 
 /// A span begun and not ended yet, as kept with the run's telemetry.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct OpenSpan {
+pub(super) struct OpenSpan {
     /// What it stands for: `state:ID`, `effect:INVOCATION`, `attempt:INVOCATION`, `map:INVOCATION`.
-    key: String,
-    span: String,
+    pub(super) key: String,
+    pub(super) span: String,
     parent: String,
     name: String,
     /// Unix milliseconds.
     start: u64,
     #[serde(default)]
-    attributes: serde_json::Map<String, Value>,
+    pub(super) attributes: serde_json::Map<String, Value>,
     #[serde(skip)]
-    events: Vec<Event>,
+    pub(super) events: Vec<Event>,
 }
 
 /// How a run's session ended, for the spans still open.
@@ -66,11 +66,14 @@ pub struct RunTrace {
     started: SystemTime,
     /// The seed of this session's effect attempt span ids (`attempt_span_id`).
     seed: u64,
-    open: Vec<OpenSpan>,
-    root_events: Vec<Event>,
+    pub(super) open: Vec<OpenSpan>,
+    pub(super) root_events: Vec<Event>,
     /// Whether `open` changed since `take_open_line` last said it.
     changed: bool,
-    ids: RandomIdGenerator,
+    pub(super) ids: RandomIdGenerator,
+    /// The child protocol (its path) whose note is being told (`child_note`): its spans' keys
+    /// are under it, and its state visits under its own span.
+    pub(super) scope: Option<String>,
 }
 
 fn unix_milliseconds(time: SystemTime) -> u64 {
@@ -144,6 +147,7 @@ impl RunTrace {
             root_events: Vec::new(),
             changed: false,
             ids,
+            scope: None,
         };
         if let Some(line) = open_at_stop {
             trace.end_interrupted(line);
@@ -165,6 +169,33 @@ impl RunTrace {
         }
     }
 
+    /// Sends what is queued and waits for it: a process that ends with its run does so
+    /// before it exits; a host of many runs leaves sending to the exporter's thread.
+    pub fn flush(&self) {
+        self.export.flush();
+    }
+
+    /// The trace child protocol `id` of the run joins (`Observer::child_trace_context`).
+    pub fn child_trace_context(&self, id: &str) -> crate::base::trace_context::ChildTrace {
+        crate::base::trace_context::ChildTrace {
+            trace_id: self.trace_id.to_bytes(),
+            seed: crate::base::trace_context::child_seed(self.seed, id),
+        }
+    }
+
+    /// The seed of the attempt span ids of the run, or of the child being told (`scope`).
+    fn scope_seed(&self) -> u64 {
+        self.scope.as_deref().map_or(self.seed, |path| {
+            path.split('/')
+                .fold(self.seed, crate::base::trace_context::child_seed)
+        })
+    }
+
+    /// The run traced.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
     /// What an effect's process needs to name its attempts' spans.
     pub fn effect_trace(&self, invocation: u64) -> EffectTrace {
         EffectTrace {
@@ -175,16 +206,16 @@ impl RunTrace {
         }
     }
 
-    fn position(&self, key: &str) -> Option<usize> {
+    pub(super) fn position(&self, key: &str) -> Option<usize> {
         self.open.iter().rposition(|span| span.key == key)
     }
 
-    fn span_of(&self, key: &str) -> Option<String> {
+    pub(super) fn span_of(&self, key: &str) -> Option<String> {
         self.position(key)
             .map(|index| self.open[index].span.clone())
     }
 
-    fn begin_span(
+    pub(super) fn begin_span(
         &mut self,
         key: String,
         span: SpanId,
@@ -195,7 +226,12 @@ impl RunTrace {
         self.open.push(OpenSpan {
             key,
             span: span_hex(span),
-            parent: parent.unwrap_or_else(|| span_hex(self.root)),
+            parent: parent
+                .or_else(|| {
+                    let scope = self.scope.as_deref()?;
+                    self.span_of(&super::nesting::child_key(scope))
+                })
+                .unwrap_or_else(|| span_hex(self.root)),
             name,
             start: unix_milliseconds(SystemTime::now()),
             attributes,
@@ -204,7 +240,7 @@ impl RunTrace {
         self.changed = true;
     }
 
-    fn end_span(&mut self, key: &str, status: Status, more: &[(&str, Value)]) {
+    pub(super) fn end_span(&mut self, key: &str, status: Status, more: &[(&str, Value)]) {
         let Some(index) = self.position(key) else {
             return;
         };
@@ -253,7 +289,7 @@ impl RunTrace {
     }
 
     /// The innermost open state visit, where a log or a directive is told; `None`: the root.
-    fn current_state(&mut self) -> Option<&mut OpenSpan> {
+    pub(super) fn current_state(&mut self) -> Option<&mut OpenSpan> {
         self.open
             .iter_mut()
             .rev()
@@ -277,7 +313,7 @@ impl RunTrace {
         let mut attributes = serde_json::Map::new();
         attributes.insert("protocol_run.state".into(), state.into());
         self.begin_span(
-            format!("state:{state}"),
+            self.scoped(&format!("state:{state}")),
             span,
             None,
             format!("state {state}"),
@@ -286,7 +322,7 @@ impl RunTrace {
     }
 
     pub fn state_exited(&mut self, state: &str) {
-        self.end_span(&format!("state:{state}"), Status::Unset, &[]);
+        self.end_span(&self.scoped(&format!("state:{state}")), Status::Unset, &[]);
     }
 
     /// An `effect_started` telemetry entry: the effect's span, under its owner state's visit.
@@ -311,7 +347,10 @@ impl RunTrace {
         };
         let id = fields["id"].as_str().unwrap_or_default();
         let owner = fields["owner"].as_str().unwrap_or_default();
-        let parent = self.span_of(&format!("state:{owner}"));
+        // A map's item is under its map; anything else under its owner's visit.
+        let parent = self
+            .map_of_item(id)
+            .or_else(|| self.span_of(&self.scoped(&format!("state:{owner}"))));
         let mut attributes = serde_json::Map::new();
         attributes.insert(format!("protocol_run.{what}"), id.into());
         attributes.insert("protocol_run.invocation".into(), invocation.into());
@@ -320,7 +359,7 @@ impl RunTrace {
         }
         let span = self.ids.new_span_id();
         self.begin_span(
-            format!("{what}:{invocation}"),
+            self.scoped(&format!("{what}:{invocation}")),
             span,
             parent,
             format!("{what} {id}"),
@@ -331,8 +370,8 @@ impl RunTrace {
     /// An attempt of an effect begins (its first, or the next of its retry plan); the one
     /// before it, if any, ended in a failure the plan retried.
     pub fn effect_attempt(&mut self, invocation: u64, attempt: u32, timeout_ms: Option<u64>) {
-        let key = format!("attempt:{invocation}");
-        let Some(effect) = self.span_of(&format!("effect:{invocation}")) else {
+        let key = self.scoped(&format!("attempt:{invocation}"));
+        let Some(effect) = self.span_of(&self.scoped(&format!("effect:{invocation}"))) else {
             return;
         };
         if let Some(index) = self.position(&key) {
@@ -351,8 +390,12 @@ impl RunTrace {
         if let Some(timeout) = timeout_ms {
             attributes.insert("protocol_run.timeout_ms".into(), timeout.into());
         }
+        // A child protocol's effects are numbered apart: their ids come from the child's seed,
+        // as its effects' `TRACEPARENT` does.
         let span = SpanId::from_bytes(crate::base::trace_context::attempt_span_id(
-            self.seed, invocation, attempt,
+            self.scope_seed(),
+            invocation,
+            attempt,
         ));
         self.begin_span(
             key,
@@ -387,64 +430,11 @@ impl RunTrace {
         };
         let more = [("protocol_run.outcome", Value::from(outcome))];
         for key in keys {
-            self.end_span(&format!("{key}:{invocation}"), status.clone(), &more);
-        }
-    }
-
-    /// A log record as an event of the innermost state visit: its level, message and tags,
-    /// its fields as JSON, secrets masked.
-    pub fn log(&mut self, record: &crate::pipeline::actions::LogRecord) {
-        let fields: serde_json::Map<String, Value> = record
-            .fields
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_json()))
-            .collect();
-        let tags: Vec<opentelemetry::StringValue> = record
-            .tags
-            .iter()
-            .map(|tag| opentelemetry::StringValue::from(tag.to_string()))
-            .collect();
-        let mut attributes = vec![
-            KeyValue::new("log.level", format!("{:?}", record.level).to_lowercase()),
-            KeyValue::new(
-                "log.message",
-                crate::base::secrets::mask(&record.message).into_owned(),
-            ),
-            KeyValue::new(
-                "protocol_run.tags",
-                opentelemetry::Value::Array(tags.into()),
-            ),
-        ];
-        if !fields.is_empty() {
-            let fields = Value::Object(fields);
-            attributes.push(KeyValue::new(
-                "protocol_run.fields",
-                crate::base::secrets::mask_json(&fields).to_string(),
-            ));
-        }
-        self.event("log", attributes);
-    }
-
-    /// A directive as an event of the innermost state visit, secrets masked.
-    pub fn directive(&mut self, directive: &Value) {
-        let attributes = vec![
-            KeyValue::new(
-                "protocol_run.directive",
-                directive["type"].as_str().unwrap_or_default().to_string(),
-            ),
-            KeyValue::new(
-                "protocol_run.body",
-                crate::base::secrets::mask_json(directive).to_string(),
-            ),
-        ];
-        self.event("directive", attributes);
-    }
-
-    fn event(&mut self, name: &'static str, attributes: Vec<KeyValue>) {
-        let event = Event::new(name, SystemTime::now(), attributes, 0);
-        match self.current_state() {
-            Some(span) => span.events.push(event),
-            None => self.root_events.push(event),
+            self.end_span(
+                &self.scoped(&format!("{key}:{invocation}")),
+                status.clone(),
+                &more,
+            );
         }
     }
 
@@ -456,8 +446,8 @@ impl RunTrace {
         Some(json!({"open": self.open}))
     }
 
-    /// Ends the spans still open and, when the run finished, its root span; then sends what is
-    /// queued. The entry returned lists no open span: committed with the run, it tells a later
+    /// Ends the spans still open and, when the run finished, its root span (queued for the
+    /// exporter, which sends them from its own thread). The entry returned lists no open span: committed with the run, it tells a later
     /// resume that nothing was left open.
     pub fn end(&mut self, end: SessionEnd, attributes: &[(&str, Value)]) -> Value {
         let now = SystemTime::now();
@@ -492,7 +482,6 @@ impl RunTrace {
             };
             self.send(root, now, status);
         }
-        self.export.flush();
         self.changed = false;
         json!({"open": []})
     }

@@ -2,7 +2,9 @@
 
 use super::Interpreter;
 use super::algorithm::RunError;
-use super::driver::{ChildLink, EventSource, Hosting, Observer, RunReport, drive_async};
+use super::driver::{
+    ChildLink, ChildNote, EventSource, Hosting, Observer, RunReport, drive_async, invoke_owner,
+};
 use super::host::{DriverHost, EffectMessage, EffectSink};
 use super::input::{InputLineError, MAX_EVENT_LINE_BYTES};
 use crate::base::durable::{Checkpoint, CheckpointStep, ChildChange, Resume, TimerPolicy};
@@ -19,6 +21,16 @@ use tokio::sync::mpsc;
 struct ChildObserver {
     parent: EffectSink,
     id: Arc<str>,
+    /// The trace its parent's observer exports, if it does (`Observer::child_trace_context`):
+    /// what this child does inside goes to it too, and its effects join it.
+    trace: Option<crate::base::trace_context::ChildTrace>,
+}
+
+impl ChildObserver {
+    fn tell(&self, note: ChildNote) {
+        self.parent
+            .send(EffectMessage::ChildTrace(self.id.clone(), note));
+    }
 }
 
 impl Observer for ChildObserver {
@@ -35,6 +47,62 @@ impl Observer for ChildObserver {
     }
 
     fn input_error(&mut self, _error: &InputLineError) {}
+
+    fn child_trace_context(&self, id: &str) -> Option<crate::base::trace_context::ChildTrace> {
+        self.trace.map(|trace| trace.child(id))
+    }
+
+    fn effect_trace(&self, invocation: u64) -> Option<crate::base::trace_context::EffectTrace> {
+        self.trace.map(|trace| trace.effect(invocation))
+    }
+
+    fn state_entered(&mut self, state: &str) {
+        if self.trace.is_some() {
+            self.tell(ChildNote::StateEntered(state.to_string()));
+        }
+    }
+
+    fn state_exited(&mut self, state: &str) {
+        if self.trace.is_some() {
+            self.tell(ChildNote::StateExited(state.to_string()));
+        }
+    }
+
+    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+        if self.trace.is_some()
+            && matches!(
+                kind,
+                "effect_started" | "effect" | "map_started" | "map" | "invoke"
+            )
+        {
+            self.tell(ChildNote::Record(kind.to_string(), fields));
+        }
+    }
+
+    fn effect_attempt(&mut self, invocation: u64, attempt: u32, timeout_ms: Option<u64>) {
+        if self.trace.is_some() {
+            self.tell(ChildNote::Attempt {
+                invocation,
+                attempt,
+                timeout_ms,
+            });
+        }
+    }
+
+    fn child_started(&mut self, machine: &Machine, id: &str) {
+        if self.trace.is_some() {
+            self.tell(ChildNote::ChildStarted {
+                id: id.to_string(),
+                owner: invoke_owner(machine, id).map(str::to_string),
+            });
+        }
+    }
+
+    /// A grandchild's, told on to the parent as below this child.
+    fn child_trace(&mut self, path: &str, note: ChildNote) {
+        self.parent
+            .send(EffectMessage::ChildTrace(below(&self.id, Some(path)), note));
+    }
 }
 
 /// Where a line or directive of child `id` comes from, seen from its parent: `id` itself, or
@@ -248,6 +316,7 @@ impl DriverHost<'_> {
         };
         // A durable parent records its children's steps with its own.
         let recording = self.recording;
+        let trace = self.observer.child_trace_context(&id);
         // A child runs under its parent's limits: the budgets of the step that invokes it, and
         // the microstep limit.
         let limits = super::algorithm::Limits {
@@ -302,7 +371,13 @@ impl DriverHost<'_> {
             let mut observer = ChildObserver {
                 parent: parent.clone(),
                 id: request.id.clone(),
+                trace,
             };
+            // A restored child is already in its states: their visits go on in this session.
+            if let (Some(_), Some(_), Ok(child)) = (trace, &resume, &restored) {
+                let states = child.active_states().into_iter().map(str::to_string);
+                observer.tell(ChildNote::StatesRestored(states.collect()));
+            }
             let mut checkpoint = ParentCheckpoint {
                 parent: parent.clone(),
                 id: request.id.clone(),
@@ -340,6 +415,7 @@ impl DriverHost<'_> {
             let fields = serde_json::json!({"id": &*id, "outcome": "superseded"});
             self.observer.record(&time, "invoke", fields);
         }
+        self.observer.child_started(&self.machine, &id);
     }
 
     /// A child not started because its tree has `--max-children` alive: its invoke (or its

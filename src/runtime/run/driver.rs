@@ -163,12 +163,56 @@ pub trait Observer {
     /// An effect was admitted and started, with its arguments (a scenario's `expect: effects:`);
     /// most observers ignore it.
     fn effect_started(&mut self, _request: &crate::effects::EffectRequest) {}
+    /// The child protocol `id` of `machine`'s run started (an `invoke`, or a map's item
+    /// `MAP[i]`); its end is the `invoke` entry `record` is told. Most observers ignore it.
+    fn child_started(&mut self, _machine: &Machine, _id: &str) {}
+    /// The trace child protocol `id` of this run joins, when this observer traces a run's
+    /// children from the inside (`child_trace`): only an exported trace does, so that children
+    /// pay nothing for it otherwise.
+    fn child_trace_context(&self, _id: &str) -> Option<crate::base::trace_context::ChildTrace> {
+        None
+    }
+    /// What child protocol `path` (`kid`, `kid/grandkid`, a map's `items[3]`) did inside, for
+    /// an observer with a `child_trace_context`.
+    fn child_trace(&mut self, _path: &str, _note: ChildNote) {}
     /// The telemetry recorded since the last call, as JSON lines, for the store to commit with
     /// the steps it tells of (`Checkpoint::telemetry`); `None` when there is none, or when the
     /// observer keeps no telemetry for a store.
     fn take_telemetry(&mut self) -> Option<String> {
         None
     }
+}
+
+/// What a child protocol did inside, told to its parent's observer (`Observer::child_trace`):
+/// what the child's own observer was told.
+#[derive(Debug, Clone)]
+pub enum ChildNote {
+    StateEntered(String),
+    StateExited(String),
+    /// A restored child's active states, already entered before this session.
+    StatesRestored(Vec<String>),
+    /// A telemetry entry of the kinds a trace reads: `effect_started`, `effect`,
+    /// `map_started`, `map`, `invoke`.
+    Record(String, serde_json::Value),
+    Attempt {
+        invocation: u64,
+        attempt: u32,
+        timeout_ms: Option<u64>,
+    },
+    /// The child started a child protocol of its own, an invoke of `owner` or a map's item.
+    ChildStarted {
+        id: String,
+        owner: Option<String>,
+    },
+}
+
+/// The state of `machine` that declares the invoke `id`; `None` for a map's item.
+pub fn invoke_owner<'m>(machine: &'m Machine, id: &str) -> Option<&'m str> {
+    machine
+        .states
+        .iter()
+        .find(|state| state.invokes.iter().any(|invoke| *invoke.id == *id))
+        .map(|state| &*state.id)
 }
 
 /// The `step` telemetry entry: the event, its data, the configuration reached, and the event's

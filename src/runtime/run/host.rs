@@ -43,6 +43,8 @@ pub(crate) enum EffectMessage {
     Progress(u64, crate::effects::PlanProgress),
     /// A map's completion event, for its invocation; dropped if the map was cancelled.
     MapCompleted(u64, Event),
+    /// What a child protocol (its path below this run) did inside, for a traced run.
+    ChildTrace(Arc<str>, super::driver::ChildNote),
 }
 
 /// Where running effects report: the session's own channel, or a host's channel shared by all
@@ -762,6 +764,7 @@ impl DriverHost<'_> {
     pub(super) fn receive(&mut self, message: EffectMessage, running: bool) {
         match message {
             EffectMessage::Log(record) => self.log(record),
+            EffectMessage::ChildTrace(path, note) => self.observer.child_trace(&path, note),
             // A child's directive is the parent's to record, committed at once (a fleet's
             // host lives for one message): a resumed run's report lists it too.
             EffectMessage::Directive(directive) => {

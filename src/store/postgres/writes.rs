@@ -139,6 +139,13 @@ impl PostgresStore {
                         });
                     }
                     Planned::Other(Write::Telemetry { run, lines }) => telemetry.push(run, lines),
+                    Planned::Other(Write::Trace { run, trace }) => {
+                        session.execute(
+                            &|| format!("record the trace of run `{run}`"),
+                            crate::store::codec::UPDATE_TRACE,
+                            &[run, trace],
+                        )?;
+                    }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }

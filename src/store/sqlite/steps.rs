@@ -187,6 +187,15 @@ impl SqliteStore {
                             return Err(context.refusal(connection, run, None, &operation(), None));
                         }
                     }
+                    Planned::Other(Write::Trace { run, trace }) => {
+                        let operation = || format!("record the trace of run `{run}`");
+                        connection
+                            .execute_cached(
+                                &crate::store::codec::UPDATE_TRACE.replace('$', "?"),
+                                rusqlite::params![run, trace],
+                            )
+                            .map_err(context.failed(&operation()))?;
+                    }
                     Planned::Other(Write::Step { .. }) => {
                         unreachable!("`Planned::of` borrows every step as `Planned::Step`")
                     }

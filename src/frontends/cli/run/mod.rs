@@ -439,7 +439,6 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
             let mut traced = crate::runtime::otlp::observer::TracedObserver {
                 inner: &mut observer,
                 trace,
-                run_id: run_id.clone(),
             };
             drive_durable(
                 &mut interpreter,
@@ -504,7 +503,7 @@ fn resume_run(
 
 /// The exporter `--otlp` or the `OTEL_EXPORTER_OTLP_*` variables ask for, if any; a bad
 /// endpoint is a usage error.
-fn otlp_export(
+pub(in crate::frontends::cli) fn otlp_export(
     flag: Option<&str>,
 ) -> Result<Option<std::sync::Arc<crate::runtime::otlp::Export>>, u8> {
     let Some(endpoint) = crate::runtime::otlp::chosen_endpoint(flag) else {

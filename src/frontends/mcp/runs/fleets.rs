@@ -39,6 +39,7 @@ impl Host {
         let answer_view = view;
         let inbox_run = run_id.clone();
         let fleet = Fleet::new(machine, Some(recording))
+            .with_otlp(self.settings.otlp.clone())
             .with_limits(self.settings.limits)
             .with_max_instances(1)
             .ending_with_its_instances()

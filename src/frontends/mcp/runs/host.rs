@@ -124,8 +124,9 @@ impl Host {
             Request::Start {
                 protocol,
                 inputs,
+                parent,
                 reply,
-            } => self.start(&protocol, inputs, reply).await,
+            } => self.start(&protocol, inputs, parent, reply).await,
             Request::SendEvent {
                 run,
                 event,

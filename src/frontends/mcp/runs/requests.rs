@@ -12,6 +12,9 @@ pub enum Request {
     Start {
         protocol: String,
         inputs: Map<String, Value>,
+        /// The `traceparent` of the call's `_meta`: with `--otlp`, the run's trace is a child
+        /// of it.
+        parent: Option<crate::base::trace_context::TraceParent>,
         reply: Reply,
     },
     SendEvent {
@@ -108,6 +111,8 @@ pub struct HostSettings {
     /// How often each run's fleet looks at its inbox without being woken (`--inbox-poll`):
     /// other processes (another host, `protocol-run ui`) queue events there.
     pub inbox_poll: std::time::Duration,
+    /// With `--otlp`, where every run's trace goes: one exporter for the server.
+    pub otlp: Option<std::sync::Arc<crate::runtime::otlp::Export>>,
 }
 
 /// How an MCP server on a shared store works beside other hosts: it queues events for the runs

@@ -13,11 +13,13 @@ use crate::frontends::mcp::runs::report::RunView;
 
 impl Host {
     /// Starts a run of `protocol` with `inputs` and the pinned ones: its grants the operator's
-    /// (resolved when the protocol was served), its own fleet, its first line creating it.
+    /// (resolved when the protocol was served), its own fleet, its first line creating it; its
+    /// trace (with `--otlp`) a child of `parent` when the call gave one.
     pub(in crate::frontends::mcp) async fn start(
         &mut self,
         protocol: &str,
         inputs: Map<String, Value>,
+        parent: Option<crate::base::trace_context::TraceParent>,
         reply: oneshot::Sender<Result<Value, String>>,
     ) {
         let fail = |reply: oneshot::Sender<Result<Value, String>>, message: String| {
@@ -63,6 +65,7 @@ impl Host {
         let view = Rc::new(RefCell::new(RunView::default()));
         let mut fleet = self.fleet(run_id.clone(), machine.clone(), recording, view.clone());
         fleet.set_pinned_inputs(pinned);
+        fleet.set_trace_parent(parent);
         self.keep_live(&run_id, machine, fleet, view);
         let line = serde_json::json!({"instance": instance, "inputs": inputs}).to_string();
         let call = format!("MCP call {protocol} starting run `{run_id}`");

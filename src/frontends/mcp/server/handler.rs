@@ -156,6 +156,8 @@ impl ServerHandler for ProtocolServer {
             .protocol_version()
             .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
         let as_task = starts_run && tasks;
+        // A run it starts is a child of the caller's trace (`_meta.traceparent`, SEP-414).
+        let parent = super::trace_parent(context.meta.get_traceparent());
         if elicits && modern && !as_task {
             let answer = self
                 .answer_with_input(
@@ -163,6 +165,7 @@ impl ServerHandler for ProtocolServer {
                     arguments,
                     request.input_responses,
                     request.request_state,
+                    parent,
                 )
                 .await;
             return Ok(match answer {
@@ -172,12 +175,15 @@ impl ServerHandler for ProtocolServer {
             });
         }
         let mut answer = if as_task {
-            match self.create_task(request.name.to_string(), arguments).await {
+            match self
+                .create_task(request.name.to_string(), arguments, parent)
+                .await
+            {
                 Ok(task) => return Ok(CallToolResponse::Task(task)),
                 Err(message) => Err(message),
             }
         } else {
-            self.call(&request.name, arguments).await
+            self.call(&request.name, arguments, parent).await
         };
         if elicits && let Ok(report) = answer {
             answer = self.elicit(&context.peer, report).await;

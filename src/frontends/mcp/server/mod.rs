@@ -150,6 +150,7 @@ impl ProtocolServer {
         &self,
         name: &str,
         arguments: Map<String, Value>,
+        parent: Option<crate::base::trace_context::TraceParent>,
     ) -> Result<Value, String> {
         if self.protocols.iter().any(|protocol| protocol == name) {
             let protocol = name.to_string();
@@ -157,6 +158,7 @@ impl ProtocolServer {
                 .ask(|reply| Request::Start {
                     protocol,
                     inputs: arguments,
+                    parent,
                     reply,
                 })
                 .await;
@@ -231,4 +233,21 @@ impl ProtocolServer {
             _ => Err(format!("no tool `{name}`")),
         }
     }
+}
+
+/// The parent a tool call's `_meta.traceparent` names (W3C Trace Context, as SEP-414 reserves
+/// the key). One that does not parse is ignored, as the W3C specification says, and warned of.
+pub(in crate::frontends::mcp) fn trace_parent(
+    text: Option<&str>,
+) -> Option<crate::base::trace_context::TraceParent> {
+    let text = text?;
+    let parent = crate::base::trace_context::TraceParent::parse(text);
+    if parent.is_none() {
+        eprintln!(
+            "warning: a tool call's _meta.traceparent {:?} is not a W3C traceparent \
+             (00-TRACE_ID-SPAN_ID-FLAGS, 32 and 16 hex digits); its run starts a trace of its own",
+            text.chars().take(100).collect::<String>()
+        );
+    }
+    parent
 }

@@ -29,9 +29,10 @@ impl ProtocolServer {
         arguments: Map<String, Value>,
         responses: Option<InputResponses>,
         request_state: Option<String>,
+        parent: Option<crate::base::trace_context::TraceParent>,
     ) -> Result<Answer, String> {
         let report = match request_state {
-            None => self.call(name, arguments).await?,
+            None => self.call(name, arguments, parent).await?,
             Some(run) => {
                 crate::frontends::mcp::limits::check_name_argument("requestState", &run)?;
                 let own = match arguments.get("run").and_then(Value::as_str) {

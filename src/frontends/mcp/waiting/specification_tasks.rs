@@ -179,7 +179,17 @@ impl ProtocolServer {
         context: &rmcp::service::RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
         match method {
-            "tools/call" => self.create_specification_task(params, &context.peer).await,
+            "tools/call" => {
+                // rmcp hands a request's `_meta` to its context, not with its params.
+                let parent = crate::frontends::mcp::server::trace_parent(
+                    context
+                        .meta
+                        .get_traceparent()
+                        .or_else(|| params["_meta"]["traceparent"].as_str()),
+                );
+                self.create_specification_task(params, &context.peer, parent)
+                    .await
+            }
             "tasks/get" => Ok(specification_task(&self.session_task(&params).await?.1)),
             "tasks/result" => {
                 let elicits = self.elicitation
@@ -206,6 +216,7 @@ impl ProtocolServer {
         &self,
         params: Value,
         peer: &Peer<RoleServer>,
+        parent: Option<crate::base::trace_context::TraceParent>,
     ) -> Result<Value, ErrorData> {
         let name = params["name"].as_str().unwrap_or_default().to_string();
         if !self.protocols.contains(&name) {
@@ -228,6 +239,7 @@ impl ProtocolServer {
             .ask(|reply| Request::Start {
                 protocol: name,
                 inputs,
+                parent,
                 reply,
             })
             .await

@@ -255,11 +255,13 @@ impl ProtocolServer {
         &self,
         protocol: String,
         inputs: Map<String, Value>,
+        parent: Option<crate::base::trace_context::TraceParent>,
     ) -> Result<CreateTaskResult, String> {
         let report = self
             .ask(|reply| Request::Start {
                 protocol,
                 inputs,
+                parent,
                 reply,
             })
             .await?;

@@ -12,6 +12,7 @@ use crate::base::event::{Event, Origin};
 use crate::effects::mock::Mocks;
 use crate::pipeline::actions::{Directive, LogRecord};
 use crate::pipeline::compile::machine::Machine;
+use crate::runtime::otlp::spans::SessionEnd;
 use crate::runtime::run::Interpreter;
 use crate::runtime::run::admission::EventReport;
 use crate::runtime::run::algorithm::RunError;
@@ -26,6 +27,7 @@ mod awaiting;
 mod inbox;
 mod takeover;
 mod telemetry;
+mod tracing;
 mod versions;
 use crate::base::value::Value;
 use crate::store::{Finish, NewRun, RunStatus, Store, Write};
@@ -157,6 +159,8 @@ pub struct Fleet {
     /// Lines read after an `await` line of their client, handled once it ends
     /// (`MAX_HELD_LINES`).
     held: std::collections::VecDeque<(Result<String, String>, Option<LineOrigin>)>,
+    /// With `--otlp`, where each instance's trace goes.
+    tracing: Option<tracing::Tracing>,
 }
 
 /// What a live instance waits on after its step: the events it can take aside.
@@ -230,6 +234,7 @@ impl Fleet {
             log_sink: None,
             pending_sink: None,
             ends_with_its_instances: false,
+            tracing: None,
         }
     }
 
@@ -346,7 +351,9 @@ impl Fleet {
             ));
         };
         let (interpreter, resume) = self.restore(run_id, timers)?;
+        let trace = self.begin_restored_trace(run_id, &interpreter)?;
         let slot = self.add_member(name, interpreter);
+        self.keep_trace(slot, trace);
         self.step(slot, |session| match &resume {
             Some(resume) => session.resume(resume),
             None => session.start(),
@@ -683,7 +690,9 @@ impl Fleet {
                 forked_from: None,
             }));
         }
+        let trace = self.begin_new_trace(name);
         let slot = self.add_member(name, Interpreter::new(self.machine.clone(), values));
+        self.keep_trace(slot, trace);
         self.step(slot, |session| session.start());
         Ok(slot)
     }
@@ -739,11 +748,27 @@ impl Fleet {
             run: format!("{}{}", self.prefix, member.name),
             writes: &mut self.pending,
         });
+        // A fleet without `--otlp` pays one test of `tracing` a step.
+        let mut trace = self
+            .tracing
+            .as_mut()
+            .and_then(|tracing| tracing.trace_of(slot));
+        let mut traced;
+        let told: &mut dyn Observer = match trace.as_deref_mut() {
+            Some(trace) => {
+                traced = crate::runtime::otlp::observer::TracedObserver {
+                    inner: &mut observer,
+                    trace,
+                };
+                &mut traced
+            }
+            None => &mut observer,
+        };
         let mut session = Session::new(
             &mut member.interpreter,
             &mut member.state,
             self.mocks.clone(),
-            &mut observer,
+            told,
         );
         if let Some(checkpoint) = checkpoint.as_mut() {
             session = session.with_checkpoint(checkpoint);
@@ -764,6 +789,13 @@ impl Fleet {
             };
             if let Some(error) = ended {
                 telemetry::push_finish(&mut lines, &member.interpreter, entered, error);
+            }
+            // The spans open now, when they changed: a host that takes the run over after a
+            // crash ends them `interrupted`.
+            if let Some(open) =
+                trace.and_then(crate::runtime::otlp::spans::RunTrace::take_open_spans)
+            {
+                tracing::push_open_spans(&mut lines, open);
             }
             // Committed with the steps it tells of, in the same batch.
             self.telemetry.add(slot, run, lines);
@@ -801,6 +833,13 @@ impl Fleet {
                     },
                 });
             }
+            let masked = crate::base::secrets::mask(&error.to_string()).into_owned();
+            self.end_trace(
+                slot,
+                SessionEnd::Finished { succeeded: false },
+                &[("protocol_run.error", masked.into())],
+                true,
+            );
             self.remove(slot, true);
             return;
         }
@@ -831,8 +870,16 @@ impl Fleet {
             if !discarded.is_empty() {
                 finished["finished"]["discarded"] = discarded.to_vec().into();
             }
+            let exit_code = outcome.exit_code;
             write_line(&mut self.output, &finished);
-
+            self.end_trace(
+                slot,
+                SessionEnd::Finished {
+                    succeeded: exit_code == 0,
+                },
+                &[("protocol_run.exit_code", exit_code.into())],
+                true,
+            );
             self.remove(slot, true);
             return;
         }
@@ -894,6 +941,21 @@ impl Fleet {
                 );
                 self.telemetry.add(slot, run, lines);
             }
+        }
+        match how {
+            Stop::Park => self.end_trace(slot, SessionEnd::Stopped, &[], true),
+            Stop::Cancel => self.end_trace(
+                slot,
+                SessionEnd::Finished { succeeded: false },
+                &[
+                    (
+                        "protocol_run.exit_code",
+                        crate::runtime::run::stop::CANCELLED_EXIT_CODE.into(),
+                    ),
+                    ("protocol_run.error", "cancelled".into()),
+                ],
+                true,
+            ),
         }
         self.remove(slot, how == Stop::Cancel);
     }
@@ -989,6 +1051,8 @@ impl Fleet {
                 self.store_failures += failed.len();
                 for run in failed {
                     if let Some(slot) = self.by_name.get(&run[self.prefix.len()..]).copied() {
+                        // It resumes from its last committed step, which lists what was open.
+                        self.end_trace(slot, SessionEnd::Stopped, &[], false);
                         self.remove(slot, false);
                     }
                 }
