@@ -8,19 +8,19 @@ use protocol_run::store::{InboxState, SqliteStore, Store};
 
 use crate::support;
 
-#[test]
-fn a_run_applies_the_events_queued_in_its_inbox_once_each() {
-    let directory = support::temporary_directory("run-inbox", "ittw");
+/// `run protocols/ittw.yaml` as run `run` in `directory`, its path pinned to one that does not
+/// exist (so it escalates and waits for guidance), its events on stdin (held open), its inbox
+/// looked at every 20 ms; its output to `output`.
+pub(crate) fn ittw_run(directory: &Path, run: &str, output: fn() -> Stdio) -> std::process::Child {
     let ittw = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml");
-    // Its events from stdin, held open: the run waits for guidance, and for its inbox.
-    let mut run = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
+    Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .args([
             "run",
             ittw.to_str().unwrap(),
             "--state-dir",
             "state",
             "--run-id",
-            "r1",
+            run,
         ])
         .args([
             "-i",
@@ -29,12 +29,19 @@ fn a_run_applies_the_events_queued_in_its_inbox_once_each() {
             "-",
         ])
         .args(["--inbox-poll", "20ms"])
-        .current_dir(&directory)
+        .current_dir(directory)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(output())
+        .stderr(output())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_run_applies_the_events_queued_in_its_inbox_once_each() {
+    let directory = support::temporary_directory("run-inbox", "ittw");
+    // Its events from stdin, held open: the run waits for guidance, and for its inbox.
+    let mut run = ittw_run(&directory, "r1", Stdio::piped);
     let mut store = support::eventually("the store", || {
         SqliteStore::open(directory.join("state")).ok()
     });

@@ -183,6 +183,16 @@ fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, Path
     (seen, screenshots)
 }
 
+/// The strings of a JSON array the page script reported.
+fn texts(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// The distribution's Chromium, or `None` after the skip's line (a failure under
 /// `PROTOCOL_RUN_REQUIRE_ALL`).
 fn chromium(test: &str) -> Option<PathBuf> {
@@ -215,12 +225,7 @@ fn a_browser_sends_guidance_to_a_waiting_ittw_run_and_sees_it_finish_live() {
         seen["listed_states"], "monitoring, waiting_for_guidance",
         "{seen}"
     );
-    let active: Vec<&str> = seen["active"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let active = texts(&seen["active"]);
     assert!(active.contains(&"monitoring"), "{seen}");
     assert!(active.contains(&"waiting_for_guidance"), "{seen}");
     assert_eq!(seen["navigations"], 0, "the page was reloaded: {seen}");
@@ -408,12 +413,7 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
         ]),
         "{seen}"
     );
-    let states: Vec<&str> = seen["states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let states = texts(&seen["states"]);
     assert!(states.contains(&"running"), "{seen}");
     assert!(states.contains(&"timeout_exhausted"), "{seen}");
     // Its protocol's statistics: one call, retried, exhausted, every attempt timed out.
@@ -435,29 +435,7 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
 #[test]
 fn an_event_sent_from_the_inspector_reaches_a_run_that_a_run_process_holds() {
     let directory = support::temporary_directory("ui", "run-holder");
-    let ittw = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args([
-            "run",
-            ittw.to_str().unwrap(),
-            "--state-dir",
-            "state",
-            "--run-id",
-            "guided",
-        ])
-        .args([
-            "-i",
-            "path=/nonexistent/protocol-run-ui-test",
-            "--events",
-            "-",
-        ])
-        .args(["--inbox-poll", "20ms"])
-        .current_dir(&directory)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = crate::run_inbox::ittw_run(&directory, "guided", Stdio::null);
     let input = child.stdin.take();
     let _run = Process { child, input };
     let (_inspector, address) = inspector(&directory, &[], &[]);

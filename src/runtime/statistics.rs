@@ -230,6 +230,10 @@ impl Statistics {
     }
 }
 
+/// The most runs `stats --protocol` (and the inspector's statistics page) sums: the newest ones
+/// with telemetry, so that a protocol run a million times is summed in bounded time and memory.
+pub const MAX_RUNS_SUMMED: usize = 1_000;
+
 /// The statistics of the newest `most` runs of `protocol` (named as `runs --protocol` names
 /// it) whose telemetry the store keeps: the sums, how many runs were summed, and whether older
 /// ones were left out.

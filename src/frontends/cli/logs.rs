@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::exit_code;
 use super::run_selection::{Latest, RunSelection, StateDirectory, choose_run};
-use crate::runtime::statistics::Statistics;
+use crate::runtime::statistics::{MAX_RUNS_SUMMED, Statistics};
 use crate::runtime::telemetry::{
     LogFilter, entry_level, entry_tags, filter_logs, is_failed_effect, read_run, read_stored,
     runs_directory,
@@ -240,10 +240,6 @@ pub fn stats(arguments: &StatsArguments) -> u8 {
     }
     0
 }
-
-/// The most runs `stats --protocol` sums: the newest ones with telemetry, so that a protocol run
-/// a million times is summed in bounded time and memory.
-pub const MAX_RUNS_SUMMED: usize = 1_000;
 
 /// Adds the newest recorded runs of `protocol` that have telemetry, at most `MAX_RUNS_SUMMED`
 /// (said on stderr when there were more); the count added.

@@ -387,13 +387,13 @@ pub struct StatsQuery {
     protocol: String,
 }
 
-/// The most runs one statistics answer sums, the newest, as `stats --protocol` does.
-pub const MAX_RUNS_SUMMED: usize = 1_000;
-
 pub async fn stats(State(inspector): State<Inspector>, Query(query): Query<StatsQuery>) -> Answer {
     let store = inspector.store.lock();
-    let (statistics, summed, more) =
-        crate::runtime::statistics::of_protocol(&**store, &query.protocol, MAX_RUNS_SUMMED)?;
+    let (statistics, summed, more) = crate::runtime::statistics::of_protocol(
+        &**store,
+        &query.protocol,
+        crate::runtime::statistics::MAX_RUNS_SUMMED,
+    )?;
     let mut answer = statistics.to_json();
     answer["protocol"] = query.protocol.into();
     answer["summed"] = summed.into();
