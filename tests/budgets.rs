@@ -11,14 +11,8 @@ use protocol_run::pipeline::compile::expression::{Expression, Names, Scope, Temp
 
 use crate::support::run_binary;
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-budgets-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("budgets", name)
 }
 
 fn binary() -> Command {

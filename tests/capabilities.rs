@@ -1,17 +1,11 @@
 //! Capabilities a protocol declares, enforced on real effects: programs, paths (with `..` and
 //! symlinks), shell, environment, children, and the operator's narrowing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-capabilities-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("capabilities", name)
 }
 
 fn run(directory: &Path, yaml: &str, arguments: &[&str]) -> (i32, String, String) {

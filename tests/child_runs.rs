@@ -41,7 +41,7 @@ states:
   finished: { type: final, output: { said: went } }
 "#;
 
-fn protocols(group: &str) -> std::path::PathBuf {
+fn protocols(group: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("child-runs", group);
     std::fs::write(directory.join("parent.yaml"), PARENT).unwrap();
     std::fs::write(directory.join("child.yaml"), CHILD).unwrap();

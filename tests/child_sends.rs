@@ -1,7 +1,5 @@
 //! `protocol-run check` on `send ... to:`: judged by the child's protocol, left to the parent for `to: parent`, and found too early in the invoking state's entry.
 
-use std::path::PathBuf;
-
 use crate::support::{assert_diagnostic, run_binary};
 
 const CHILD: &str = "\
@@ -28,7 +26,7 @@ states:
   finished: { type: final }
 ";
 
-fn project(name: &str, child: &str, parent: &str) -> PathBuf {
+fn project(name: &str, child: &str, parent: &str) -> crate::support::TemporaryDirectory {
     let directory = crate::support::temporary_directory("child-sends", name);
     std::fs::write(directory.join("child.yaml"), child).unwrap();
     std::fs::write(directory.join("parent.yaml"), parent).unwrap();

@@ -1,10 +1,10 @@
 //! Child protocols are actors: events in (`send ... to: <invoke id>`, `autoforward`) and out
 //! (`send ... to: parent`), directives tagged with the child's path.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn temporary_directory(name: &str) -> PathBuf {
+fn temporary_directory(name: &str) -> crate::support::TemporaryDirectory {
     crate::support::temporary_directory("children", name)
 }
 

@@ -1,11 +1,9 @@
 //! Results keyed by a runtime value: an `assign` key computed when it runs (`verdicts[r.path]`) and `merge(a, b)`, typed against `types:` and bounded like any assignment.
 
-use std::path::PathBuf;
-
 use crate::support::{run_binary, temporary_directory};
 
 /// A fresh directory holding `protocol.yaml` and `events.jsonl`.
-fn setup(name: &str, protocol: &str, events: &str) -> PathBuf {
+fn setup(name: &str, protocol: &str, events: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("computed-keys", name);
     std::fs::write(directory.join("protocol.yaml"), protocol).unwrap();
     std::fs::write(directory.join("events.jsonl"), events).unwrap();

@@ -515,7 +515,10 @@ fn keep_runs_never_prunes_a_live_run() {
 /// A directory holding `filler.yaml` (each step grows the context by 4 KiB, emitting `grew`;
 /// `send_itself` makes it step on its own) and `disk`, a 192 KiB tmpfs the store fills within a
 /// few steps; `None` where no tmpfs can be mounted (only root, or a user namespace, may).
-fn directory_with_a_small_disk(name: &str, send_itself: bool) -> Option<std::path::PathBuf> {
+fn directory_with_a_small_disk(
+    name: &str,
+    send_itself: bool,
+) -> Option<crate::support::TemporaryDirectory> {
     let directory = temporary_directory("defaults", name);
     let disk = directory.join("disk");
     std::fs::create_dir_all(&disk).unwrap();

@@ -1,20 +1,14 @@
 //! Durable runs as a user runs them: killed at random and resumed, stopped by a signal, refused
 //! when the protocol changed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use protocol_run::store::{SqliteStore, Store};
 
-pub(crate) fn scratch(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-durable-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+pub(crate) fn scratch(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("durable", name)
 }
 
 pub(crate) fn command(directory: &Path, arguments: &[&str]) -> Command {

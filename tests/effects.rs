@@ -3,14 +3,8 @@
 
 use std::process::{Command, Stdio};
 
-fn temporary_directory(name: &str) -> std::path::PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-effects-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn temporary_directory(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("effects", name)
 }
 
 /// Writes the protocol into `directory` and runs it; returns (exit code, stdout, stderr).

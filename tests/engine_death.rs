@@ -29,7 +29,7 @@ states:
   done: { type: final }
 "#;
 
-fn sleeper(name: &str) -> std::path::PathBuf {
+fn sleeper(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("engine-death", name);
     std::fs::write(directory.join("sleeper.yaml"), SLEEPER).unwrap();
     std::fs::create_dir_all(directory.join("pids")).unwrap();

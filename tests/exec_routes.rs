@@ -55,7 +55,7 @@ fn run(directory: &Path, permissions: &str, action: &str) -> String {
 
 /// A directory with `data/`, and in the write grant `w/` a copy of `python3`, a `#!` script
 /// running it, and an argument file for `xargs`.
-fn prepared(name: &str) -> std::path::PathBuf {
+fn prepared(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("exec-routes", name);
     std::fs::create_dir_all(directory.join("data")).unwrap();
     std::fs::create_dir_all(directory.join("w")).unwrap();

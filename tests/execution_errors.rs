@@ -48,7 +48,11 @@ const JUNK: &str = r#"{"event":"results","data":{"items":[{"verdict":"reject"},{
 
 /// Writes the gate with `errors` and `handler` lines, and `JUNK` as `events.jsonl`, into a new
 /// directory, and returns it.
-pub(crate) fn write_gate(name: &str, errors: &str, handler: &str) -> std::path::PathBuf {
+pub(crate) fn write_gate(
+    name: &str,
+    errors: &str,
+    handler: &str,
+) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("execution-errors", name);
     let text = GATE.replace("ERRORS", errors).replace("HANDLER", handler);
     std::fs::write(directory.join("gate.yaml"), text).unwrap();

@@ -7,7 +7,7 @@ use crate::support::mcp_raw::{RawMcp, reported_run};
 use crate::support::{run_binary, temporary_directory};
 
 /// Writes `text` as `name` into a new directory of this module's and returns the directory.
-fn protocol(test: &str, name: &str, text: &str) -> std::path::PathBuf {
+fn protocol(test: &str, name: &str, text: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("execution-errors-edges", test);
     std::fs::write(directory.join(name), text).unwrap();
     directory

@@ -219,7 +219,6 @@ fn sqlite_keeps_the_telemetry_of_served_and_mcp_runs() {
     served_instances_keep_their_telemetry(&place);
     an_mcp_run_keeps_its_telemetry(&place);
     a_run_recorded_before_is_read_from_its_journal(&place, None);
-    let _ = std::fs::remove_dir_all(&place.directory);
 }
 
 #[test]
@@ -233,5 +232,4 @@ fn postgres_keeps_the_telemetry_of_served_and_mcp_runs() {
     served_instances_keep_their_telemetry(&place);
     an_mcp_run_keeps_its_telemetry(&place);
     a_run_recorded_before_is_read_from_its_journal(&place, Some(&database));
-    let _ = std::fs::remove_dir_all(&place.directory);
 }

@@ -2,7 +2,7 @@
 //! from the values the operator pins (`--input`), bound a kind naming another input by the
 //! operator's narrowing, and refuse a protocol whose grants a client would choose otherwise.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -32,7 +32,12 @@ states:
 "#;
 
 /// A test's directory holding `writer.yaml`, and a directory outside it that no run may write.
-fn writer_directory(name: &str) -> (PathBuf, PathBuf) {
+fn writer_directory(
+    name: &str,
+) -> (
+    crate::support::TemporaryDirectory,
+    crate::support::TemporaryDirectory,
+) {
     let directory = temporary_directory("host-grants", name);
     std::fs::write(directory.join("writer.yaml"), WRITER).unwrap();
     let outside = temporary_directory("host-grants", &format!("{name}-outside"));

@@ -1,6 +1,6 @@
 //! Inputs as a user gives them: lists from `a,b` and JSON read as their item type, `--inputs FILE` with `--input` over it, and `$${` for a literal `${` in templates.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::support::{run_binary, temporary_directory};
 
@@ -25,7 +25,7 @@ states:
 "#;
 
 /// A test's directory with `LISTS` in it as `lists.yaml`.
-fn directory(name: &str) -> PathBuf {
+fn directory(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("inputs", name);
     std::fs::write(directory.join("lists.yaml"), LISTS).unwrap();
     directory

@@ -3,12 +3,8 @@
 
 use std::process::Command;
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let directory =
-        std::env::temp_dir().join(format!("protocol-run-limits-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("limits", name)
 }
 
 /// Runs the binary in `directory` with `arguments` and its state in `state`, `input` on stdin.

@@ -4,7 +4,6 @@
 pub mod client;
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -47,7 +46,7 @@ states:
 ";
 
 /// A directory holding the protocol and the library it imports.
-pub fn project(name: &str) -> PathBuf {
+pub fn project(name: &str) -> crate::support::TemporaryDirectory {
     let directory = crate::support::temporary_directory("lsp", name);
     std::fs::write(directory.join("shared.library.yaml"), LIBRARY).unwrap();
     std::fs::write(directory.join("demo.yaml"), PROTOCOL).unwrap();

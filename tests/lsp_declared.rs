@@ -37,7 +37,7 @@ states:
   done: { type: final }
 ";
 
-fn open(name: &str) -> (Client, String) {
+fn open(name: &str) -> (Client, String, crate::support::TemporaryDirectory) {
     let directory = crate::support::temporary_directory("lsp-declared", name);
     std::fs::write(directory.join("review.yaml"), REVIEW).unwrap();
     let document = uri(&directory.join("review.yaml"));
@@ -49,12 +49,12 @@ fn open(name: &str) -> (Client, String) {
             .all(|diagnostic| diagnostic["severity"] != 1),
         "the protocol is valid: {diagnostics:?}"
     );
-    (client, document)
+    (client, document, directory)
 }
 
 #[test]
 fn event_data_completes_the_fields_of_the_transitions_declared_event() {
-    let (mut client, document) = open("completion");
+    let (mut client, document, _directory) = open("completion");
     let mut version = 1;
     let mut offered = |client: &mut Client, typing: &str, needle: &str| {
         version += 1;
@@ -101,7 +101,7 @@ fn event_data_completes_the_fields_of_the_transitions_declared_event() {
 
 #[test]
 fn hover_shows_a_declared_events_enums_and_a_typed_variables_type() {
-    let (mut client, document) = open("hover");
+    let (mut client, document, _directory) = open("hover");
     let hover = |client: &mut Client, needle: &str| {
         let (line, character) = end_of(REVIEW, needle);
         let result: Value = client.at("textDocument/hover", &document, line, character - 1);
@@ -140,7 +140,7 @@ fn hover_shows_a_declared_events_enums_and_a_typed_variables_type() {
 /// The editor gets `validate`'s range: the misspelled name, not the parentheses after it.
 #[test]
 fn an_unknown_function_is_underlined_at_its_name_in_the_editor() {
-    let (mut client, document) = open("unknown-function");
+    let (mut client, document, _directory) = open("unknown-function");
     let typo = REVIEW.replace("${attempts} so far", "${noww()} so far");
     let diagnostics = client.change(&document, 2, &typo);
     let unknown = diagnostics

@@ -51,7 +51,7 @@ states:
   done: { type: final }
 ";
 
-fn project(name: &str) -> std::path::PathBuf {
+fn project(name: &str) -> crate::support::TemporaryDirectory {
     let directory = crate::support::temporary_directory("lsp-scenarios", name);
     std::fs::write(directory.join("shop.yaml"), SHOP).unwrap();
     std::fs::write(directory.join("open.yaml"), UNDECLARED).unwrap();

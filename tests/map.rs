@@ -1,11 +1,11 @@
 //! `map`: one effect per element, run in parallel within `max_concurrency`, results in item order, failures within a tolerance, items mockable, cancelled with their state.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::{Run, read_telemetry, run_binary, temporary_directory};
 
-fn directory(name: &str) -> PathBuf {
+fn directory(name: &str) -> crate::support::TemporaryDirectory {
     temporary_directory("map", name)
 }
 

@@ -35,7 +35,7 @@ states:
 "#;
 
 /// A directory holding `child.yaml` and `protocol.yaml` (the map `body` under `checking`).
-fn setup(name: &str, protocol: &str) -> PathBuf {
+fn setup(name: &str, protocol: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("map-children", name);
     std::fs::write(directory.join("child.yaml"), CHILD).unwrap();
     std::fs::write(directory.join("protocol.yaml"), protocol).unwrap();

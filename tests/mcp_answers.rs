@@ -48,7 +48,7 @@ fn tasks_capabilities() -> Value {
 }
 
 /// A directory holding `ticking.yaml`.
-fn ticking_directory(name: &str) -> std::path::PathBuf {
+fn ticking_directory(name: &str) -> crate::support::TemporaryDirectory {
     let directory = crate::support::temporary_directory("mcp-answers", name);
     std::fs::write(directory.join("ticking.yaml"), TICKING).unwrap();
     directory

@@ -32,7 +32,7 @@ fn launcher() -> PathBuf {
 }
 
 /// A scratch directory holding gate.yaml; the servers keep their runs in its `state`.
-fn directory_with_gate(name: &str) -> PathBuf {
+fn directory_with_gate(name: &str) -> crate::support::TemporaryDirectory {
     let directory = crate::support::temporary_directory("mcp-inspector", name);
     std::fs::write(directory.join("gate.yaml"), GATE).unwrap();
     directory

@@ -24,7 +24,7 @@ pub(crate) fn serve_waiter(directory: &Path, flags: &[&str], capabilities: Value
 /// A server of `waiter.yaml` in a new directory `name`, for a client of `capabilities`.
 pub(crate) fn waiter_server(name: &str, capabilities: Value) -> RawMcp {
     let directory = crate::support::temporary_directory("mcp-limits", name);
-    serve_waiter(&directory, &[], capabilities)
+    serve_waiter(&directory, &[], capabilities).keeping(directory)
 }
 
 #[test]

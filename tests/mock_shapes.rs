@@ -45,7 +45,7 @@ states:
   failed: { type: final, exit_code: 1 }
 "#;
 
-fn run_mocked(name: &str, mocks: &[&str]) -> (i32, String, std::path::PathBuf) {
+fn run_mocked(name: &str, mocks: &[&str]) -> (i32, String, crate::support::TemporaryDirectory) {
     let directory = temporary_directory("mock-shapes", name);
     let protocol = directory.join("shapes.yaml");
     std::fs::write(&protocol, EVERY_KIND).unwrap();

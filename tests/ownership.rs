@@ -2,11 +2,11 @@
 //! cancelled with their state, never delivered stale, never forged from input.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn temporary_directory(name: &str) -> PathBuf {
+fn temporary_directory(name: &str) -> crate::support::TemporaryDirectory {
     crate::support::temporary_directory("ownership", name)
 }
 

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use crate::support::{run_binary, temporary_directory};
 
-fn scratch(name: &str) -> std::path::PathBuf {
+fn scratch(name: &str) -> crate::support::TemporaryDirectory {
     temporary_directory("pending-sends", name)
 }
 

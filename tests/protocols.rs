@@ -163,14 +163,8 @@ fn run_binary(arguments: &[&str], directory: &Path) -> (i32, String, String) {
     )
 }
 
-fn scratch_directory(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-protocols-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn scratch_directory(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("protocols", name)
 }
 
 /// ADR-018's ladder through the wrapper: 120000, 240000 and 360000 ms, with the fields of each

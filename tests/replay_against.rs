@@ -46,7 +46,7 @@ states:
 /// A directory with `deploy.yaml` and the versions above, and two runs of it recorded in the
 /// store `environment` chooses: `finished` (built, approved: 3 steps) and `waiting` (built,
 /// stopped waiting for approval: 2 steps).
-fn recorded_runs(name: &str, environment: &[(&str, &str)]) -> std::path::PathBuf {
+fn recorded_runs(name: &str, environment: &[(&str, &str)]) -> crate::support::TemporaryDirectory {
     let directory = support::temporary_directory("replay_against", name);
     for (file, text) in [
         ("deploy.yaml", DEPLOY.to_string()),

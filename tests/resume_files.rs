@@ -19,7 +19,7 @@ states:
   done: { type: final }
 ";
 
-fn stopped_run(name: &str) -> std::path::PathBuf {
+fn stopped_run(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("resume_files", name);
     std::fs::write(directory.join("common.library.yaml"), LIBRARY).unwrap();
     std::fs::write(directory.join("child.yaml"), CHILD).unwrap();

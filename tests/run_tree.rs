@@ -44,7 +44,7 @@ states:
   refused: { type: final, exit_code: 4 }
 "#;
 
-fn tree(name: &str) -> std::path::PathBuf {
+fn tree(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("run-tree", name);
     for (file, text) in [
         ("napper.yaml", NAPPER),
@@ -135,7 +135,7 @@ states:
 "#;
 
 /// Two levels of 32 children over leaves of 512 KiB: 1,024 leaves wanted.
-fn big_tree(name: &str) -> std::path::PathBuf {
+fn big_tree(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("run-tree", name);
     std::fs::write(directory.join("leaf.yaml"), BIG_LEAF).unwrap();
     let fan = |id: &str, child: &str| FAN.replace("ID", id).replace("CHILD", child);

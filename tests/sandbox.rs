@@ -175,7 +175,7 @@ states:
     )
 }
 
-fn swap_setup(name: &str) -> std::path::PathBuf {
+fn swap_setup(name: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("sandbox", name);
     std::fs::create_dir_all(directory.join("allowed/real")).unwrap();
     std::fs::create_dir_all(directory.join("outside")).unwrap();

@@ -57,7 +57,7 @@ states:
 "#;
 
 /// A directory holding `worker.yaml` and a scenario file `name` with `text`.
-fn worker_with(group: &str, name: &str, text: &str) -> std::path::PathBuf {
+fn worker_with(group: &str, name: &str, text: &str) -> crate::support::TemporaryDirectory {
     let directory = temporary_directory("scenario-files", group);
     std::fs::write(directory.join("worker.yaml"), WORKER).unwrap();
     std::fs::write(directory.join(name), text).unwrap();

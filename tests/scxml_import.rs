@@ -1,6 +1,6 @@
 //! `import scxml` of a parent and its child document, written with `--out` and run as actors.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 const PARENT: &str = r##"<scxml xmlns="http://www.w3.org/2005/07/scxml" name="parent">
@@ -39,14 +39,8 @@ const CHILD: &str = r##"<scxml xmlns="http://www.w3.org/2005/07/scxml" name="chi
 </scxml>
 "##;
 
-fn temporary_directory(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!(
-        "protocol-run-scxml-import-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&directory);
-    std::fs::create_dir_all(&directory).unwrap();
-    directory
+fn temporary_directory(name: &str) -> crate::support::TemporaryDirectory {
+    crate::support::temporary_directory("scxml-import", name)
 }
 
 fn protocol_run(directory: &Path, arguments: &[&str]) -> Output {

@@ -51,7 +51,7 @@ const TELEMETRY_VIEWS: [&[&str]; 2] = [&["logs"], &["logs", "--json"]];
 
 /// One test's directory, protocol, state dir and two tokens no other test uses.
 struct Case {
-    directory: PathBuf,
+    directory: crate::support::TemporaryDirectory,
     token: String,
     environment_token: String,
 }

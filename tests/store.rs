@@ -581,7 +581,8 @@ fn a_process_killed_while_committing_leaves_every_committed_step_whole() {
 #[test]
 fn a_state_directory_made_by_the_store_is_the_operators_alone() {
     use std::os::unix::fs::PermissionsExt;
-    let directory = crate::support::temporary_directory("store", "mode").join("made/state");
+    let scratch = crate::support::temporary_directory("store", "mode");
+    let directory = scratch.join("made/state");
     protocol_run::store::SqliteStore::open(&directory).unwrap();
     let mode = std::fs::metadata(&directory).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700, "{mode:o}");

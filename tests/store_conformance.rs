@@ -23,7 +23,7 @@ trait Backend: Send + Sync {
     fn open(&self) -> Box<dyn Store>;
 }
 
-struct Sqlite(std::path::PathBuf);
+struct Sqlite(crate::support::TemporaryDirectory);
 
 impl Backend for Sqlite {
     fn open(&self) -> Box<dyn Store> {

@@ -29,7 +29,7 @@ states:
 
 /// Where the tests run the binary: a directory holding the protocol, and the store's choice.
 pub(crate) struct Place {
-    pub(crate) directory: PathBuf,
+    pub(crate) directory: std::sync::Arc<crate::support::TemporaryDirectory>,
     pub(crate) environment: Vec<(&'static str, String)>,
 }
 
@@ -38,7 +38,7 @@ impl Place {
         let directory = support::temporary_directory("telemetry-store", name);
         std::fs::write(directory.join("demo.yaml"), PROTOCOL).unwrap();
         Place {
-            directory,
+            directory: std::sync::Arc::new(directory),
             environment,
         }
     }
@@ -70,7 +70,7 @@ impl Place {
             .args(arguments)
             .args(["--state-dir", state])
             .envs(self.environment.iter().map(|(name, value)| (name, value)))
-            .current_dir(&self.directory)
+            .current_dir(self.directory.as_path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -331,7 +331,6 @@ fn sqlite_keeps_telemetry_in_the_store() {
     logs_and_stats_are_the_same_from_any_host(&place);
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     pruning_takes_the_telemetry(&place, None);
-    let _ = std::fs::remove_dir_all(&place.directory);
 }
 
 #[test]
@@ -346,5 +345,4 @@ fn postgres_keeps_telemetry_in_the_store() {
     a_run_driven_in_turn_shows_both_parts(&place, "turns", Stop::Signal);
     a_run_driven_in_turn_shows_both_parts(&place, "died", Stop::Death);
     pruning_takes_the_telemetry(&place, Some(&database));
-    let _ = std::fs::remove_dir_all(&place.directory);
 }

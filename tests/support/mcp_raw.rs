@@ -27,6 +27,9 @@ pub struct RawMcp {
     stderr: PathBuf,
     /// The server's answer to `initialize`.
     pub initialized: Value,
+    /// The test directory the server runs in, when the server owns it: removed after the
+    /// server is killed.
+    owned: Option<super::TemporaryDirectory>,
 }
 
 impl RawMcp {
@@ -81,6 +84,7 @@ impl RawMcp {
             directory: directory.to_path_buf(),
             stderr: stderr_path,
             initialized: Value::Null,
+            owned: None,
         };
         let initialized = raw.request(
             0,
@@ -95,6 +99,12 @@ impl RawMcp {
         raw.initialized = initialized;
         raw.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
         raw
+    }
+
+    /// The server owning `directory`, its test directory: the directory lives as long as it.
+    pub fn keeping(mut self, directory: super::TemporaryDirectory) -> RawMcp {
+        self.owned = Some(directory);
+        self
     }
 
     /// The directory the server runs in.

@@ -298,15 +298,56 @@ impl Run {
 }
 
 /// A fresh directory for one test, `protocol-run-<group>-<name>-<pid>` in the temporary
-/// directory (emptied if a former run left it).
-pub fn temporary_directory(group: &str, name: &str) -> std::path::PathBuf {
+/// directory (emptied if a former run left it), removed when the test passes and kept, with a
+/// line naming it, when it fails.
+pub fn temporary_directory(group: &str, name: &str) -> TemporaryDirectory {
     let directory = std::env::temp_dir().join(format!(
         "protocol-run-{group}-{name}-{}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&directory);
     std::fs::create_dir_all(&directory).unwrap();
-    directory
+    TemporaryDirectory(directory)
+}
+
+/// A test's directory: a path everywhere a path is taken, removed when dropped unless the test
+/// is failing (thousands of runs of the suite filled a machine's disk with them).
+#[derive(Debug)]
+pub struct TemporaryDirectory(std::path::PathBuf);
+
+impl std::ops::Deref for TemporaryDirectory {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &std::path::PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TemporaryDirectory {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TemporaryDirectory {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl serde::Serialize for TemporaryDirectory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl Drop for TemporaryDirectory {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for a look: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Runs the built `protocol-run` in `directory` with `arguments` and stdin closed; returns

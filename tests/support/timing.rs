@@ -8,7 +8,8 @@ const TINY: &str = "id: tiny\nstates:\n  only: { type: final }\n";
 /// (process start, load, compile).
 pub fn reference() -> Duration {
     // Made once: tests running at once share it.
-    static DIRECTORY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    static DIRECTORY: std::sync::OnceLock<crate::support::TemporaryDirectory> =
+        std::sync::OnceLock::new();
     let directory = DIRECTORY.get_or_init(|| {
         let directory = crate::support::temporary_directory("timing", "reference");
         std::fs::write(directory.join("tiny.yaml"), TINY).unwrap();
