@@ -2,6 +2,7 @@
 
 mod act;
 mod assets;
+mod drive;
 mod guard;
 mod live;
 mod read;
@@ -12,25 +13,31 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use drive::DriverPlace;
 pub use guard::{Guard, random_token};
 
 use crate::store::SharedStore;
 
 /// What every request is served from: the store (read and queued into, never driven: the
-/// runs' holders drive them), who may ask, and how often live pages look for new steps.
+/// runs' holders drive them, and the drivers it starts for a redrive or a fork), who may ask,
+/// and how often live pages look for new steps.
 #[derive(Clone)]
 pub struct Inspector {
     store: SharedStore,
     guard: Arc<Guard>,
     poll: Duration,
+    place: Arc<DriverPlace>,
+    drivers: drive::Drivers,
 }
 
 impl Inspector {
-    pub fn new(store: SharedStore, guard: Guard, poll: Duration) -> Inspector {
+    pub fn new(store: SharedStore, guard: Guard, poll: Duration, place: DriverPlace) -> Inspector {
         Inspector {
             store,
             guard: Arc::new(guard),
             poll,
+            place: Arc::new(place),
+            drivers: drive::Drivers::default(),
         }
     }
 }
@@ -52,6 +59,10 @@ pub fn router(inspector: Inspector) -> Router {
         .route("/api/stats", get(read::stats))
         .route("/api/live", get(live::live))
         .route("/api/event", post(act::event))
+        .route("/api/cancel", post(act::cancel))
+        .route("/api/redrive", post(drive::redrive))
+        .route("/api/fork", post(drive::fork))
+        .route("/api/drivers", get(drive::drivers))
         .layer(axum::middleware::from_fn_with_state(
             inspector.clone(),
             guard::check,
