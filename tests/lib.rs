@@ -7,6 +7,7 @@ mod benchmark_guard;
 mod bisect;
 mod blocks_alone;
 mod budgets;
+mod cancel;
 mod capabilities;
 mod child_runs;
 mod child_sends;

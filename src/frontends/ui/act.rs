@@ -87,11 +87,12 @@ pub async fn cancel(State(inspector): State<Inspector>, Query(query): Query<RunQ
     // thread.
     let cancelled = tokio::task::spawn_blocking(move || {
         let mut store = inspector.store.lock();
-        crate::runtime::runs::cancel::cancel(&mut **store, &inspector.place.state_dir, &run)
-            .map(|cancelled| {
+        crate::runtime::runs::cancel::cancel(&mut **store, &inspector.place.state_dir, &run).map(
+            |cancelled| {
                 let reason = cancelled.description(&run);
                 (cancelled, reason)
-            })
+            },
+        )
     })
     .await
     .map_err(|error| Failure::refused(format!("the cancel stopped: {error}")))?;
@@ -99,9 +100,9 @@ pub async fn cancel(State(inspector): State<Inspector>, Query(query): Query<RunQ
         Ok((crate::runtime::runs::cancel::Cancelled::Queued { entry }, reason)) => Ok(axum::Json(
             json!({"outcome": "queued", "entry": entry, "reason": reason}),
         )),
-        Ok((crate::runtime::runs::cancel::Cancelled::Recorded, reason)) => {
-            Ok(axum::Json(json!({"outcome": "cancelled", "reason": reason})))
-        }
+        Ok((crate::runtime::runs::cancel::Cancelled::Recorded, reason)) => Ok(axum::Json(
+            json!({"outcome": "cancelled", "reason": reason}),
+        )),
         Err(refusal) => Err(Failure::refused(super::drive::refused_text(&refusal.text))),
     }
 }

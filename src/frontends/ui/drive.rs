@@ -50,7 +50,10 @@ pub struct Drivers(Arc<Mutex<VecDeque<Driver>>>);
 
 impl Drivers {
     fn add(&self, driver: Driver) {
-        let mut drivers = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut drivers = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if drivers.len() == MAX_DRIVERS {
             drivers.pop_front();
         }
@@ -58,7 +61,10 @@ impl Drivers {
     }
 
     fn ended(&self, pid: u32, exit_code: Option<i32>) {
-        let mut drivers = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut drivers = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(driver) = drivers.iter_mut().find(|driver| driver.pid == pid) {
             driver.exit_code = exit_code;
             driver.ended = true;
@@ -66,12 +72,18 @@ impl Drivers {
     }
 
     fn get(&self, pid: u32) -> Option<Driver> {
-        let drivers = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let drivers = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         drivers.iter().find(|driver| driver.pid == pid).cloned()
     }
 
     fn of_run(&self, run: &str) -> Vec<Driver> {
-        let drivers = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let drivers = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         drivers
             .iter()
             .filter(|driver| driver.run == run)
@@ -201,7 +213,9 @@ pub(super) fn refused_text(text: &str) -> String {
 fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result<u32, Failure> {
     let place = &inspector.place;
     let executable = std::env::current_exe().map_err(|error| {
-        Failure::refused(format!("cannot find this program to start a driver: {error}"))
+        Failure::refused(format!(
+            "cannot find this program to start a driver: {error}"
+        ))
     })?;
     arguments.extend(["--events".to_string(), "inbox".to_string()]);
     let directory = place.state_dir.join("drivers");
@@ -218,9 +232,8 @@ fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result
     })?;
     let started = crate::base::clock::unix_milliseconds_now();
     let log = directory.join(format!("{started}-{}.log", arguments[0]));
-    let output = std::fs::File::create(&log).map_err(|error| {
-        Failure::refused(format!("cannot create {}: {error}", log.display()))
-    })?;
+    let output = std::fs::File::create(&log)
+        .map_err(|error| Failure::refused(format!("cannot create {}: {error}", log.display())))?;
     let errors = output.try_clone().map_err(|error| {
         Failure::refused(format!("cannot open {} twice: {error}", log.display()))
     })?;
@@ -245,10 +258,7 @@ fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result
     }
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = command.spawn().map_err(|error| {
-        Failure::refused(format!(
-            "cannot start {}: {error}",
-            executable.display()
-        ))
+        Failure::refused(format!("cannot start {}: {error}", executable.display()))
     })?;
     let pid = child.id();
     inspector.drivers.add(Driver {
@@ -295,10 +305,14 @@ async fn wait_for(
 /// The answer once the driver recorded what it was started for (`outcome`), or why not.
 fn answer(inspector: &Inspector, pid: u32, recorded: bool, outcome: &str) -> Answer {
     let Some(driver) = inspector.drivers.get(pid) else {
-        return Err(Failure::refused(format!("the driver (pid {pid}) was forgotten")));
+        return Err(Failure::refused(format!(
+            "the driver (pid {pid}) was forgotten"
+        )));
     };
     if recorded {
-        return Ok(axum::Json(json!({"outcome": outcome, "driver": driver.to_json()})));
+        return Ok(axum::Json(
+            json!({"outcome": outcome, "driver": driver.to_json()}),
+        ));
     }
     let why = match (driver.ended, driver.exit_code) {
         (true, Some(code)) => format!("the driver ended with exit code {code}"),

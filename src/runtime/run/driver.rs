@@ -440,7 +440,8 @@ pub(super) async fn drive_async(
         None
     };
     // Waits for its inbox while it is idle, if it looks at one.
-    let waits_for_inbox = matches!(source, EventSource::Inbox) && session.next_queued_look.is_some();
+    let waits_for_inbox =
+        matches!(source, EventSource::Inbox) && session.next_queued_look.is_some();
     let mut lines = match source {
         EventSource::None | EventSource::Inbox => None,
         EventSource::Lines(text) => {
