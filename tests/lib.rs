@@ -114,5 +114,6 @@ mod store_conformance;
 mod telemetry_store;
 mod time;
 mod typed_context;
+mod ui_actions;
 mod ui_inspector;
 mod without_landlock;

@@ -10,9 +10,9 @@ use serde_json::Value;
 use crate::support;
 
 /// A process of the binary, killed when dropped.
-struct Process {
-    child: Child,
-    input: Option<ChildStdin>,
+pub(crate) struct Process {
+    pub(crate) child: Child,
+    pub(crate) input: Option<ChildStdin>,
 }
 
 impl Drop for Process {
@@ -52,7 +52,7 @@ fn ittw_host(directory: &Path) -> Process {
 
 /// `protocol-run ui` on a free loopback port in `directory`, with `arguments` and `environment`
 /// besides; the process and its address, once it listens.
-fn inspector(
+pub(crate) fn inspector(
     directory: &Path,
     arguments: &[&str],
     environment: &[(&str, &str)],
@@ -93,7 +93,7 @@ fn inspector(
 
 /// One HTTP/1.1 request to `address` with `headers` (a Host of the address unless given);
 /// the status and the body.
-fn request(
+pub(crate) fn request(
     address: &str,
     method: &str,
     path: &str,
@@ -128,7 +128,7 @@ fn request(
 }
 
 /// A JSON answer of the API (a chunked body is read whole: its one chunk).
-fn api(address: &str, path: &str) -> Value {
+pub(crate) fn api(address: &str, path: &str) -> Value {
     let (status, body) = request(address, "GET", path, &[], "");
     assert_eq!(status, 200, "{path}: {body}");
     let start = body.find('{').unwrap_or(0);
@@ -137,7 +137,7 @@ fn api(address: &str, path: &str) -> Value {
 }
 
 /// The page's CSRF token.
-fn csrf_token(address: &str) -> String {
+pub(crate) fn csrf_token(address: &str) -> String {
     let (_, page) = request(address, "GET", "/", &[], "");
     page.split("name=\"csrf-token\" content=\"")
         .nth(1)
@@ -147,7 +147,7 @@ fn csrf_token(address: &str) -> String {
 }
 
 /// Waits until ITTW run `run` is monitoring, as the inspector reads it.
-fn wait_for_monitoring(address: &str, run: &str) {
+pub(crate) fn wait_for_monitoring(address: &str, run: &str) {
     let path = format!("/api/run?id={run}");
     support::eventually("ITTW monitoring", || {
         let (status, _) = request(address, "GET", &path, &[], "");
