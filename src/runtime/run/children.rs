@@ -68,7 +68,14 @@ impl Observer for ChildObserver {
         }
     }
 
-    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+    fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        if crate::runtime::telemetry::kept_of_a_child(kind) {
+            self.tell(ChildNote::Telemetry {
+                time: time.to_string(),
+                kind: kind.to_string(),
+                fields: fields.clone(),
+            });
+        }
         if self.trace.is_some()
             && matches!(
                 kind,
