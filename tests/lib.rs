@@ -114,4 +114,5 @@ mod telemetry_store;
 mod time;
 mod typed_context;
 mod ui_inspector;
+mod ui_timeline;
 mod without_landlock;

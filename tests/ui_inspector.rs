@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::support;
 
 /// A process of the binary, killed when dropped.
-struct Process {
+pub(crate) struct Process {
     child: Child,
     input: Option<ChildStdin>,
 }
@@ -52,7 +52,7 @@ fn ittw_host(directory: &Path) -> Process {
 
 /// `protocol-run ui` on a free loopback port in `directory`, with `arguments` and `environment`
 /// besides; the process and its address, once it listens.
-fn inspector(
+pub(crate) fn inspector(
     directory: &Path,
     arguments: &[&str],
     environment: &[(&str, &str)],
@@ -128,7 +128,7 @@ fn request(
 }
 
 /// A JSON answer of the API (a chunked body is read whole: its one chunk).
-fn api(address: &str, path: &str) -> Value {
+pub(crate) fn api(address: &str, path: &str) -> Value {
     let (status, body) = request(address, "GET", path, &[], "");
     assert_eq!(status, 200, "{path}: {body}");
     let start = body.find('{').unwrap_or(0);
@@ -164,7 +164,7 @@ fn wait_for_monitoring(address: &str, run: &str) {
 
 /// Runs `script` of tests/ui (Playwright's core, installed first) on `chromium` with `arguments`
 /// and the screenshot directory after them; the JSON line it prints, and that directory.
-fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, PathBuf) {
+pub(crate) fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, PathBuf) {
     let playwright = support::npm_package::installed("ui", "playwright-core");
     let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
@@ -184,7 +184,7 @@ fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, Path
 }
 
 /// The strings of a JSON array the page script reported.
-fn texts(value: &Value) -> Vec<&str> {
+pub(crate) fn texts(value: &Value) -> Vec<&str> {
     value
         .as_array()
         .unwrap_or_else(|| panic!("not an array: {value}"))
@@ -195,7 +195,7 @@ fn texts(value: &Value) -> Vec<&str> {
 
 /// The distribution's Chromium, or `None` after the skip's line (a failure under
 /// `PROTOCOL_RUN_REQUIRE_ALL`).
-fn chromium(test: &str) -> Option<PathBuf> {
+pub(crate) fn chromium(test: &str) -> Option<PathBuf> {
     let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
         .map(PathBuf::from)
