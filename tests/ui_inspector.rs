@@ -413,6 +413,8 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
         ]),
         "{seen}"
     );
+    // A run without maps or children nests nothing.
+    assert_eq!(seen["nested"], serde_json::json!([]), "{seen}");
     let states = texts(&seen["states"]);
     assert!(states.contains(&"running"), "{seen}");
     assert!(states.contains(&"timeout_exhausted"), "{seen}");

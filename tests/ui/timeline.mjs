@@ -3,8 +3,8 @@
 // Prints one JSON line: each effect attempt's bar (effect, attempt, timeout) in the order drawn,
 // the states with visits, the rows nested under another (a map's items, child protocols and
 // what they did: depth, kind, label, in the order drawn) and the child protocols' links, and the
-// statistics page's retry line and outcome bars; a screenshot of each page (`NAME.png`,
-// `run-timeline.png` by default, and the statistics' beside it).
+// statistics page's retry line and outcome bars; a screenshot of the run's page (`NAME.png`,
+// `run-timeline.png` by default, whose statistics' page is `stats.png`).
 import { chromium } from "playwright-core";
 
 const [chromiumPath, url, ...rest] = process.argv.slice(2);
@@ -35,7 +35,8 @@ try {
   const outcomes = await page.$$eval(".chart-outcomes rect", (bars) => bars.map((bar) => ({
     action: bar.dataset.item, part: bar.dataset.part, value: Number(bar.dataset.value),
   })));
-  await page.screenshot({ path: `${screenshots}/${name === "run-timeline" ? "stats" : `${name}-stats`}.png`, fullPage: true });
+  // The statistics' screenshot is the default run's (the timeout wrapper's) alone.
+  if (name === "run-timeline") await page.screenshot({ path: `${screenshots}/stats.png`, fullPage: true });
   console.log(JSON.stringify({ attempts, states, nested, links, retries, outcomes }));
 } catch (error) {
   console.error(`timeline test failed: ${error.stack || error}`);
