@@ -16,8 +16,9 @@ use crate::pipeline::compile::machine::Machine;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Forwards a child protocol's logs and directives to its parent's driver; a directive says
-/// which child it is from (`from`: the invoke ids down to it, `kid/grandkid`).
+/// Forwards a child protocol's logs, directives and the telemetry entries its parent keeps for
+/// it (`ChildNote::Telemetry`) to its parent's driver; a directive says which child it is from
+/// (`from`: the invoke ids down to it, `kid/grandkid`).
 struct ChildObserver {
     parent: EffectSink,
     id: Arc<str>,
