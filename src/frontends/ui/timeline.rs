@@ -24,7 +24,8 @@ use crate::store::Store;
 ///                                               by index; `outcome` completed, failed, ...
 /// CHILD  = {"id", "run", "owner", "from", "to", "final_state", "exit_code",
 ///           "timeline": TIMELINE}               `run` its own run's id, `owner` the state that
-///                                               invokes it (null when unknown or a map's item)
+///                                               invokes it (null when unknown or a map's item);
+///                                               an invoke started again is a CHILD of its own
 /// ```
 pub async fn timeline(State(inspector): State<Inspector>, Query(query): Query<RunQuery>) -> Answer {
     let store = inspector.store.lock();
@@ -135,9 +136,15 @@ pub(super) fn timeline_of(
                     entry
                 }
             };
-            match children.iter_mut().find(|(known, _)| known == id) {
-                Some((_, list)) => list.push(inner),
-                None => children.push((id.to_string(), vec![inner])),
+            // An invoke started again (its state entered again) is a child of its own.
+            let again = |list: &Vec<Value>| {
+                rest.is_none()
+                    && inner["kind"] == "start"
+                    && list.iter().any(|entry| entry["kind"] == "start")
+            };
+            match children.iter_mut().rev().find(|(known, _)| known == id) {
+                Some((_, list)) if !again(list) => list.push(inner),
+                _ => children.push((id.to_string(), vec![inner])),
             }
             continue;
         }
@@ -377,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_maps_items_and_a_child_nest_under_their_owners() {
-        let entries = vec![
+        let mut entries = vec![
             json!({"kind": "start", "time": at(0), "configuration": ["checking"]}),
             json!({"kind": "map_started", "time": at(1), "id": "check", "invocation": 1, "items": 2, "owner": "checking"}),
             json!({"kind": "attempt", "time": at(1), "id": "check[1]", "invocation": 3, "attempt": 1}),
@@ -389,6 +396,8 @@ mod tests {
             json!({"kind": "child", "time": at(5), "child": "kid/grand", "entry": {"kind": "start", "configuration": ["w"]}}),
             json!({"kind": "child", "time": at(6), "child": "kid", "entry": {"kind": "finish", "configuration": [], "state": "done", "exit_code": 0}}),
         ];
+        // The child started again: a second child, after the first.
+        entries.push(json!({"kind": "child", "time": at(7), "child": "kid", "entry": {"kind": "start", "configuration": ["again"]}}));
         let owners = |run: &str, invoke: &str| Some(format!("{run}:{invoke}"));
         let timeline = timeline_of(&entries, "run", &owners);
         assert_eq!(timeline["effects"], json!([]));
@@ -403,5 +412,8 @@ mod tests {
         assert_eq!(kid["final_state"], "done");
         assert_eq!(kid["timeline"]["children"][0]["run"], "run/kid/grand");
         assert_eq!(kid["timeline"]["states"][0]["state"], "waiting");
+        let again = &timeline["children"][1];
+        assert_eq!(again["timeline"]["states"][0]["state"], "again");
+        assert_eq!(again["final_state"], Value::Null);
     }
 }
