@@ -161,3 +161,43 @@ fn the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_ev
     let run = wait_for_finish(&address, &forked);
     assert_eq!(run["finish"]["state"], "guided", "{run}");
 }
+
+#[test]
+fn a_browser_cancels_a_run_and_forks_another_from_a_step() {
+    let Some(chromium) = crate::ui_inspector::chromium("a_browser_cancels_a_run_and_forks") else {
+        return;
+    };
+    let directory = support::temporary_directory("ui-actions", "browser");
+    let mut waiting = crate::run_inbox::ittw_run(&directory, "waiting", Stdio::null);
+    let waiting_input = waiting.stdin.take();
+    let _waiting = Process {
+        child: waiting,
+        input: waiting_input,
+    };
+    let mut guided = crate::run_inbox::ittw_run(&directory, "guided", Stdio::null);
+    let guided_input = guided.stdin.take();
+    let _guided = Process {
+        child: guided,
+        input: guided_input,
+    };
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address, "waiting");
+    wait_for_monitoring(&address, "guided");
+    guide(&address, "guided");
+    wait_for_finish(&address, "guided");
+    let url = format!("http://{address}/");
+    let (seen, screenshots) =
+        crate::ui_inspector::drive_page(&chromium, "actions.mjs", &[&url, "waiting", "guided"]);
+    assert_eq!(seen["cancelled_inbox"], "cancelled", "{seen}");
+    assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
+    let forked = seen["forked"].as_str().unwrap();
+    let run = api(&address, &format!("/api/run?id={forked}"));
+    assert_eq!(run["forked_from"]["run"], "guided", "{run}");
+    for shot in ["run-cancelled.png", "run-forked.png"] {
+        assert!(screenshots.join(shot).exists(), "{shot}");
+    }
+    // The forked run's driver waits for its inbox: guidance ends it, and its driver.
+    guide(&address, forked);
+    let run = wait_for_finish(&address, forked);
+    assert_eq!(run["finish"]["state"], "guided", "{run}");
+}
