@@ -183,3 +183,28 @@ fn what_no_cancel_takes_is_refused_naming_why() {
     assert_eq!(code, 66, "{stderr}");
     assert!(stderr.contains("no run `nothing`"), "{stderr}");
 }
+
+#[test]
+fn an_mcp_server_cancels_the_run_it_holds_when_its_inbox_asks() {
+    let mut server = crate::mcp_limits::waiter_server("cancel-mcp", serde_json::json!({}));
+    let started = server.call(1, "waiter", serde_json::json!({}));
+    let run = crate::support::mcp_raw::reported_run(&started);
+    let directory = server.directory().to_path_buf();
+    let (code, stdout, stderr) = cancel(&directory, &run);
+    assert_eq!(code, 0, "{stderr}");
+    let answer: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(answer["cancel"], "queued", "{answer}");
+    // The server takes the request, and its clients read the run cancelled.
+    let mut id = 1;
+    let report = support::eventually("the run's cancel", || {
+        id += 1;
+        let report =
+            server.call(id, "get_run", serde_json::json!({"run": run}))["structuredContent"]
+                .clone();
+        (report["status"] == "cancelled").then_some(report)
+    });
+    assert_eq!(report["states"][0], "waiting", "{report}");
+    let recorded = status(&directory, &run);
+    assert_eq!(recorded["status"], "finished", "{recorded}");
+    assert_eq!(recorded["finish"]["exit_code"], 130, "{recorded}");
+}
