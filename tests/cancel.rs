@@ -30,11 +30,13 @@ fn napper(name: &str) -> support::TemporaryDirectory {
     directory
 }
 
-/// `protocol-run ARGUMENTS` in `directory`, stdin held open, stdout and stderr piped.
-fn spawn(directory: &Path, arguments: &[&str]) -> Child {
+/// `protocol-run ARGUMENTS` in `directory` with `environment` (the store's choice), stdin held
+/// open, stdout and stderr piped.
+fn spawn(directory: &Path, environment: &[(&str, &str)], arguments: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .args(arguments)
         .args(["--state-dir", "state"])
+        .envs(environment.iter().copied())
         .current_dir(directory)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -54,15 +56,13 @@ fn nap_pid(directory: &Path) -> i32 {
     })
 }
 
-fn cancel(directory: &Path, run: &str) -> (i32, String, String) {
-    support::run_binary(directory, &["cancel", run, "--state-dir", "state"])
+fn cancel(directory: &Path, environment: &[(&str, &str)], run: &str) -> (i32, String, String) {
+    support::run_binary_in(directory, environment, &["cancel", run])
 }
 
-fn status(directory: &Path, run: &str) -> Value {
-    let (code, stdout, stderr) = support::run_binary(
-        directory,
-        &["status", run, "--json", "--state-dir", "state"],
-    );
+fn status(directory: &Path, environment: &[(&str, &str)], run: &str) -> Value {
+    let (code, stdout, stderr) =
+        support::run_binary_in(directory, environment, &["status", run, "--json"]);
     assert_eq!(code, 0, "{stderr}");
     serde_json::from_str(&stdout).unwrap()
 }
@@ -73,16 +73,44 @@ fn wait_until_stopped(pid: i32) {
     });
 }
 
+/// A test database on the PostgreSQL server, or `None` after the skip's line.
+fn on_postgres(test: &str) -> Option<support::postgres::TestDatabase> {
+    support::postgres::database(test)
+}
+
 #[test]
-fn a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox() {
-    let directory = napper("held");
+fn sqlite_a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox() {
+    a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox("held", &[]);
+}
+
+#[test]
+fn postgres_a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox() {
+    let Some(database) = on_postgres("cancel::postgres_a_run_a_run_process_holds") else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox(
+        "held-postgres",
+        &environment,
+    );
+}
+
+fn a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox(
+    name: &str,
+    environment: &[(&str, &str)],
+) {
+    let directory = napper(name);
     // Its stdin stays open until it is waited for: the run waits for events, and its inbox.
     let run = spawn(
         &directory,
+        environment,
         &["run", "napper.yaml", "--run-id", "napping", "--events", "-"],
     );
     let pid = nap_pid(&directory);
-    let (code, stdout, stderr) = cancel(&directory, "napping");
+    let (code, stdout, stderr) = cancel(&directory, environment, "napping");
     assert_eq!(code, 0, "{stderr}");
     let answer: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(answer["cancel"], "queued", "{answer}");
@@ -101,11 +129,11 @@ fn a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox() {
         "{stderr}"
     );
     wait_until_stopped(pid);
-    let recorded = status(&directory, "napping");
+    let recorded = status(&directory, environment, "napping");
     assert_eq!(recorded["status"], "finished", "{recorded}");
     assert_eq!(recorded["finish"]["exit_code"], 130, "{recorded}");
     // A finished run has nothing left to cancel.
-    let (code, _, stderr) = cancel(&directory, "napping");
+    let (code, _, stderr) = cancel(&directory, environment, "napping");
     assert_eq!(code, 64, "{stderr}");
     assert!(
         stderr.contains("has finished: there is nothing to cancel"),
@@ -114,23 +142,52 @@ fn a_run_a_run_process_holds_is_cancelled_by_that_process_through_its_inbox() {
 }
 
 #[test]
-fn a_run_nobody_holds_is_recorded_cancelled_and_the_processes_it_left_are_stopped() {
-    let directory = napper("unheld");
+fn sqlite_a_run_nobody_holds_is_recorded_cancelled_with_no_process_of_it_left() {
+    a_run_nobody_holds_is_recorded_cancelled_with_no_process_of_it_left("unheld", &[]);
+}
+
+#[test]
+fn postgres_a_run_nobody_holds_is_recorded_cancelled_with_no_process_of_it_left() {
+    let Some(database) = on_postgres("cancel::postgres_a_run_nobody_holds") else {
+        return;
+    };
+    // The dead holder's lease runs out soon.
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+        ("PROTOCOL_RUN_LEASE", "1s"),
+    ];
+    a_run_nobody_holds_is_recorded_cancelled_with_no_process_of_it_left(
+        "unheld-postgres",
+        &environment,
+    );
+}
+
+fn a_run_nobody_holds_is_recorded_cancelled_with_no_process_of_it_left(
+    name: &str,
+    environment: &[(&str, &str)],
+) {
+    let directory = napper(name);
     let mut run = spawn(
         &directory,
+        environment,
         &["run", "napper.yaml", "--run-id", "left", "--events", "-"],
     );
     let pid = nap_pid(&directory);
-    // The holder dies without a word; its effect, in a process group of its own, lives on.
+    // The holder dies without a word (its effect's process is stopped by its watchdog, or by
+    // the cancel, whichever comes first).
     run.kill().unwrap();
     run.wait().unwrap();
-    assert!(running(pid), "the effect outlived its engine");
-    let (code, stdout, stderr) = cancel(&directory, "left");
+    // On a shared store the claim waits for the dead holder's lease to run out.
+    let (code, stdout, stderr) = support::eventually("a cancel that claims the run", || {
+        let answer = cancel(&directory, environment, "left");
+        (answer.0 == 0).then_some(answer)
+    });
     assert_eq!(code, 0, "{stderr}");
     let answer: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(answer["cancel"], "recorded", "{answer}");
     wait_until_stopped(pid);
-    let recorded = status(&directory, "left");
+    let recorded = status(&directory, environment, "left");
     assert_eq!(recorded["status"], "finished", "{recorded}");
     assert_eq!(recorded["finish"]["exit_code"], 130, "{recorded}");
 }
@@ -140,19 +197,20 @@ fn a_serve_host_cancels_its_instance_when_its_inbox_asks() {
     let directory = napper("serve");
     let mut host = spawn(
         &directory,
+        &[],
         &["serve", "napper.yaml", "--inbox-poll", "20ms"],
     );
     let mut input = host.stdin.take().unwrap();
     input.write_all(b"{\"instance\": \"i1\"}\n").unwrap();
     input.flush().unwrap();
     let pid = nap_pid(&directory);
-    let (code, stdout, stderr) = cancel(&directory, "napper:i1");
+    let (code, stdout, stderr) = cancel(&directory, &[], "napper:i1");
     assert_eq!(code, 0, "{stderr}");
     let answer: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(answer["cancel"], "queued", "{answer}");
     wait_until_stopped(pid);
     let recorded = support::eventually("the instance's cancel recorded", || {
-        let recorded = status(&directory, "napper:i1");
+        let recorded = status(&directory, &[], "napper:i1");
         (recorded["status"] == "finished").then_some(recorded)
     });
     assert_eq!(recorded["finish"]["exit_code"], 130, "{recorded}");
@@ -179,7 +237,7 @@ fn a_serve_host_cancels_its_instance_when_its_inbox_asks() {
 #[test]
 fn what_no_cancel_takes_is_refused_naming_why() {
     let directory = napper("refused");
-    let (code, _, stderr) = cancel(&directory, "nothing");
+    let (code, _, stderr) = cancel(&directory, &[], "nothing");
     assert_eq!(code, 66, "{stderr}");
     assert!(stderr.contains("no run `nothing`"), "{stderr}");
 }
@@ -190,7 +248,7 @@ fn an_mcp_server_cancels_the_run_it_holds_when_its_inbox_asks() {
     let started = server.call(1, "waiter", serde_json::json!({}));
     let run = crate::support::mcp_raw::reported_run(&started);
     let directory = server.directory().to_path_buf();
-    let (code, stdout, stderr) = cancel(&directory, &run);
+    let (code, stdout, stderr) = cancel(&directory, &[], &run);
     assert_eq!(code, 0, "{stderr}");
     let answer: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(answer["cancel"], "queued", "{answer}");
@@ -204,7 +262,7 @@ fn an_mcp_server_cancels_the_run_it_holds_when_its_inbox_asks() {
         (report["status"] == "cancelled").then_some(report)
     });
     assert_eq!(report["states"][0], "waiting", "{report}");
-    let recorded = status(&directory, &run);
+    let recorded = status(&directory, &[], &run);
     assert_eq!(recorded["status"], "finished", "{recorded}");
     assert_eq!(recorded["finish"]["exit_code"], 130, "{recorded}");
 }
