@@ -10,9 +10,9 @@ use serde_json::Value;
 use crate::support;
 
 /// A process of the binary, killed when dropped.
-struct Process {
-    child: Child,
-    input: Option<ChildStdin>,
+pub(crate) struct Process {
+    pub(crate) child: Child,
+    pub(crate) input: Option<ChildStdin>,
 }
 
 impl Drop for Process {
@@ -50,23 +50,27 @@ fn ittw_host(directory: &Path) -> Process {
     }
 }
 
-/// `protocol-run ui` on a free loopback port in `directory`, with `arguments` and `environment`
-/// besides; the process and its address, once it listens.
+/// `protocol-run ui` on a free loopback port in `directory`, on its state directory's store,
+/// looking every 50 ms, with `arguments` and `environment` besides; the process and its
+/// address, once it listens.
 fn inspector(
     directory: &Path,
     arguments: &[&str],
     environment: &[(&str, &str)],
 ) -> (Process, String) {
+    let store = ["--state-dir", "state", "--poll", "50ms"];
+    inspector_on(directory, &[&store, arguments].concat(), environment)
+}
+
+/// `protocol-run ui` on a free loopback port in `directory` with `arguments` (its store and
+/// `--poll` among them) and `environment`; the process and its address, once it listens.
+pub(crate) fn inspector_on(
+    directory: &Path,
+    arguments: &[&str],
+    environment: &[(&str, &str)],
+) -> (Process, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args([
-            "ui",
-            "--state-dir",
-            "state",
-            "--poll",
-            "50ms",
-            "--listen",
-            "127.0.0.1:0",
-        ])
+        .args(["ui", "--listen", "127.0.0.1:0"])
         .args(arguments)
         .envs(environment.iter().copied())
         .current_dir(directory)
@@ -93,7 +97,7 @@ fn inspector(
 
 /// One HTTP/1.1 request to `address` with `headers` (a Host of the address unless given);
 /// the status and the body.
-fn request(
+pub(crate) fn request(
     address: &str,
     method: &str,
     path: &str,
@@ -128,7 +132,7 @@ fn request(
 }
 
 /// A JSON answer of the API (a chunked body is read whole: its one chunk).
-fn api(address: &str, path: &str) -> Value {
+pub(crate) fn api(address: &str, path: &str) -> Value {
     let (status, body) = request(address, "GET", path, &[], "");
     assert_eq!(status, 200, "{path}: {body}");
     let start = body.find('{').unwrap_or(0);
