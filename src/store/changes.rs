@@ -35,7 +35,21 @@ impl RunFollower {
     /// Waits until `run`, or the run that records it as a child (`root/child`), is committed
     /// to, or until some word may have been missed (the follower fell behind): either way the
     /// run is worth looking at again. `false` once the feed has ended (its store is gone).
+    /// Word heard since the last call is answered at once, all of it by one look: a run
+    /// committing faster than its follower looks costs one look per look, not one per commit.
     pub async fn changed(&mut self, run: &str) -> bool {
+        let mut heard = false;
+        loop {
+            match self.0.try_recv() {
+                Ok(changed) => heard |= concerns(&changed, run),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => heard = true,
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(broadcast::error::TryRecvError::Closed) => return heard,
+            }
+        }
+        if heard {
+            return true;
+        }
         loop {
             match self.0.recv().await {
                 Ok(changed) if concerns(&changed, run) => return true,
@@ -67,6 +81,35 @@ mod tests {
         assert!(!concerns("a", "ab"));
         assert!(!concerns("a/child", "a"));
         assert!(!concerns("b", "a"));
+    }
+
+    /// Whether `follower` is woken for `run` without waiting.
+    async fn woken_at_once(follower: &mut RunFollower, run: &str) -> bool {
+        tokio::select! {
+            biased;
+            woken = follower.changed(run) => woken,
+            () = std::future::ready(()) => false,
+        }
+    }
+
+    #[test]
+    fn word_heard_while_looking_is_answered_by_one_look() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let changes = RunChanges::default();
+            let mut follower = changes.follow();
+            for run in ["mine", "other", "mine/child", "mine"] {
+                changes.announce(run);
+            }
+            assert!(woken_at_once(&mut follower, "mine").await);
+            assert!(!woken_at_once(&mut follower, "mine").await);
+            changes.announce("other");
+            assert!(!woken_at_once(&mut follower, "mine").await);
+            changes.announce("mine");
+            assert!(woken_at_once(&mut follower, "mine").await);
+        });
     }
 
     #[test]

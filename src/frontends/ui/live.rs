@@ -69,7 +69,7 @@ pub async fn live(
                     return;
                 }
             }
-            // A page closed while its task waits ends the task at once.
+            // A page whose feed was dropped ends its task without waiting for the next look.
             tokio::select! {
                 () = sender.closed() => return,
                 () = next_look(&mut follower, &query.id, inspector.poll) => {}

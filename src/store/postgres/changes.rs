@@ -1,5 +1,8 @@
 //! Word of the runs a transaction committed steps or status changes to, by PostgreSQL's notifications on `RUNS_CHANNEL` (one per run per transaction), which a listening store hands on (`Store::watch_runs`).
 
+use std::collections::HashSet;
+
+use foldhash::fast::RandomState;
 use tokio_postgres::GenericClient;
 
 use super::PostgresStore;
@@ -25,22 +28,16 @@ impl PostgresStore {
 }
 
 impl<C: GenericClient + Sync> Session<'_, C> {
-    /// Tells the listeners of `RUNS_CHANNEL`, once the transaction commits, that `runs` were
-    /// written to: one notification per run, however often it is named, in one statement.
+    /// Tells the listeners of `RUNS_CHANNEL`, once the transaction commits, that `runs` (each
+    /// named once) were written to: a notification per run, all in one statement.
     pub(super) fn announce_runs(&self, runs: &[&str]) -> Result<(), StoreError> {
-        let mut distinct: Vec<&str> = Vec::with_capacity(runs.len());
-        for run in runs {
-            if !distinct.contains(run) {
-                distinct.push(run);
-            }
-        }
-        if distinct.is_empty() {
+        if runs.is_empty() {
             return Ok(());
         }
         self.execute(
-            &|| format!("announce the steps of {} run(s)", distinct.len()),
+            &|| format!("announce the steps of {} run(s)", runs.len()),
             "SELECT pg_notify($1, run)::text FROM unnest($2::text[]) AS run",
-            &[&RUNS_CHANNEL, &distinct],
+            &[&RUNS_CHANNEL, &runs],
         )?;
         Ok(())
     }
@@ -50,6 +47,7 @@ impl<C: GenericClient + Sync> Session<'_, C> {
 /// inbox entry alone changes neither), in their order, each once.
 pub(super) fn announced<'a>(writes: &[Planned<'a>]) -> Vec<&'a str> {
     let mut runs: Vec<&'a str> = Vec::new();
+    let mut named: HashSet<&str, RandomState> = HashSet::default();
     for write in writes {
         let run = match *write {
             Planned::Step(ref step) => step.run,
@@ -64,7 +62,7 @@ pub(super) fn announced<'a>(writes: &[Planned<'a>]) -> Vec<&'a str> {
                 }
             },
         };
-        if !runs.contains(&run) {
+        if named.insert(run) {
             runs.push(run);
         }
     }
