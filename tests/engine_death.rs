@@ -49,7 +49,7 @@ fn effect_pids(directory: &Path) -> [i32; 2] {
 }
 
 /// Whether `pid` still runs: it exists and is no zombie (a container's init may not reap).
-fn running(pid: i32) -> bool {
+pub(crate) fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => false,
         // `PID (COMMAND) STATE ...`: the state follows the last `)`.

@@ -292,6 +292,9 @@ impl Store for CountingStore {
         self.inner
             .enqueue_event(run, event, data, unix_milliseconds)
     }
+    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
+        self.inner.enqueue_cancel(run, unix_milliseconds)
+    }
     fn take_inbox(
         &mut self,
         holder: &protocol_run::store::Holder,

@@ -53,7 +53,7 @@ fn ittw_host(directory: &Path) -> Process {
 /// `protocol-run ui` on a free loopback port in `directory`, on its state directory's store,
 /// looking every 50 ms, with `arguments` and `environment` besides; the process and its
 /// address, once it listens.
-fn inspector(
+pub(crate) fn inspector(
     directory: &Path,
     arguments: &[&str],
     environment: &[(&str, &str)],
@@ -141,7 +141,7 @@ pub(crate) fn api(address: &str, path: &str) -> Value {
 }
 
 /// The page's CSRF token.
-fn csrf_token(address: &str) -> String {
+pub(crate) fn csrf_token(address: &str) -> String {
     let (_, page) = request(address, "GET", "/", &[], "");
     page.split("name=\"csrf-token\" content=\"")
         .nth(1)
@@ -151,7 +151,7 @@ fn csrf_token(address: &str) -> String {
 }
 
 /// Waits until ITTW run `run` is monitoring, as the inspector reads it.
-fn wait_for_monitoring(address: &str, run: &str) {
+pub(crate) fn wait_for_monitoring(address: &str, run: &str) {
     let path = format!("/api/run?id={run}");
     support::eventually("ITTW monitoring", || {
         let (status, _) = request(address, "GET", &path, &[], "");

@@ -176,10 +176,13 @@ pub struct TakenQueued {
     pub set_aside: Vec<String>,
 }
 
-/// An event another process queued for a run, by its number in the run's inbox.
+/// An event (or a cancel request) another process queued for a run, by its number in the
+/// run's inbox.
 #[derive(Debug)]
 pub struct QueuedEvent {
     pub entry: u64,
+    /// A request to cancel the run, not an event (`event` names it only).
+    pub cancel: bool,
     pub event: String,
     pub data: serde_json::Value,
 }

@@ -4,12 +4,46 @@
 /// (its host died, or the store refused the step each time) before it is set aside.
 pub const MAX_TRIES: u32 = 5;
 
-/// An event waiting in a run's inbox for the run's holder.
+/// What an inbox entry asks of the run's holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// Take an event, admitted as every sender's is.
+    Event,
+    /// Cancel the run (`protocol-run cancel`, the inspector): its effects and children stopped,
+    /// it finishes with `CANCELLED_EXIT_CODE`. Its own kind, not an event name, so that no
+    /// event a protocol may declare can stand for it.
+    Cancel,
+}
+
+impl EntryKind {
+    /// As the `inbox.request` column keeps it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Event => "event",
+            EntryKind::Cancel => "cancel",
+        }
+    }
+
+    /// From the `inbox.request` column (its CHECK allows only these).
+    pub(crate) fn parse(text: &str) -> EntryKind {
+        match text {
+            "cancel" => EntryKind::Cancel,
+            _ => EntryKind::Event,
+        }
+    }
+}
+
+/// The name a cancel request is listed under, in the place of an event's.
+pub const CANCEL_REQUEST: &str = "cancel";
+
+/// An event, or a cancel request, waiting in a run's inbox for the run's holder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InboxEntry {
     pub run: String,
     /// Its number in the run's inbox: 1 for the first, in the order hosts stored them.
     pub entry: u64,
+    pub kind: EntryKind,
+    /// The event's name (`CANCEL_REQUEST` for a cancel).
     pub event: String,
     pub data: serde_json::Value,
     /// How many times a holder has taken it, this time included.
@@ -74,6 +108,7 @@ pub enum InboxState {
 pub struct InboxRecord {
     pub run: String,
     pub entry: u64,
+    pub kind: EntryKind,
     pub event: String,
     /// How many times a holder took it.
     pub tries: u32,

@@ -501,6 +501,10 @@ pub trait Store: Send {
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError>;
 
+    /// Stores a request to cancel `run` in its inbox for the run's holder (`inbox::EntryKind`),
+    /// as `enqueue_event` stores an event: its number. Refused for an unknown or finished run.
+    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError>;
+
     /// Takes at most `limit` waiting entries of the runs in `scope` (a protocol's, or one run)
     /// that `holder` holds, oldest first in each run, counting a try for each; an entry already tried `inbox::MAX_TRIES` times is set
     /// aside instead. An entry is applied by a `Write::ApplyInbox` committed with the step

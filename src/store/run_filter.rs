@@ -14,6 +14,9 @@ pub enum ShownStatus {
     Finished,
     /// Ended with a non-zero exit code, or by an error.
     Failed,
+    /// Cancelled (`protocol-run cancel`, the inspector, MCP's `cancel_run`): ended in no
+    /// final state with `CANCELLED_EXIT_CODE`.
+    Cancelled,
 }
 
 impl ShownStatus {
@@ -26,6 +29,12 @@ impl ShownStatus {
             {
                 ShownStatus::Finished
             }
+            (RunStatus::Finished, Some(finish))
+                if finish.final_state.is_none()
+                    && finish.exit_code == crate::runtime::run::stop::CANCELLED_EXIT_CODE =>
+            {
+                ShownStatus::Cancelled
+            }
             (RunStatus::Finished, _) => ShownStatus::Failed,
         }
     }
@@ -36,6 +45,7 @@ impl ShownStatus {
             ShownStatus::Stopped => "stopped",
             ShownStatus::Finished => "finished",
             ShownStatus::Failed => "failed",
+            ShownStatus::Cancelled => "cancelled",
         }
     }
 }

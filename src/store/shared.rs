@@ -150,6 +150,10 @@ impl Store for SharedStore {
             .enqueue_event(run, event, data, unix_milliseconds)
     }
 
+    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
+        self.lock().enqueue_cancel(run, unix_milliseconds)
+    }
+
     fn take_inbox(
         &mut self,
         holder: &super::Holder,

@@ -1,5 +1,6 @@
 //! The command line: parse arguments, call the library, map the result to an exit code.
 
+mod cancel;
 mod check;
 mod generate;
 mod graph;
@@ -58,6 +59,10 @@ enum Command {
     /// (its running effects, a map's failed items, a failed child protocol); the journal
     /// records the redrive.
     Redrive(run::RedriveArguments),
+    /// Cancel a run: the process that drives it cancels it (the request waits in the run's
+    /// inbox until it takes it), or, when none does, it is recorded cancelled now; its effects
+    /// and child protocols are stopped and it finishes with exit code 130.
+    Cancel(cancel::CancelArguments),
     /// Replay recorded runs against a new version of their protocol (FILE): each journaled
     /// event offered again in order, no effect run and no real time, and the first step where
     /// the new version would do otherwise reported; exit 1 when a run diverges.
@@ -227,6 +232,7 @@ pub fn main(arguments: Vec<String>) -> u8 {
         Command::Resume(resume_arguments) => run::resume(resume_arguments),
         Command::Fork(fork_arguments) => run::fork(fork_arguments),
         Command::Redrive(redrive_arguments) => run::redrive(redrive_arguments),
+        Command::Cancel(cancel_arguments) => cancel::cancel(&cancel_arguments),
         Command::Replay(replay_arguments) => replay::replay(&replay_arguments),
         Command::Serve(serve_arguments) => serve::serve(serve_arguments),
         Command::Mcp(mcp_arguments) => mcp::mcp(mcp_arguments),

@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::exit_code;
 use super::run_selection::StateDirectory;
-use crate::frontends::ui::{Guard, Inspector, random_token};
+use crate::frontends::ui::{DriverPlace, Guard, Inspector, random_token};
 
 /// `protocol-run ui`.
 #[derive(Debug, Args)]
@@ -61,7 +61,9 @@ pub fn ui(arguments: UiArguments) -> u8 {
         );
         return exit_code::USAGE;
     }
-    let store = match arguments.state.open_store() {
+    // A shared store's claims need a lease: the inspector claims a run no process holds to
+    // record its cancel.
+    let store = match arguments.state.open_store_to_drive("ui") {
         Ok(store) => store,
         Err(code) => return code,
     };
@@ -105,7 +107,12 @@ pub fn ui(arguments: UiArguments) -> u8 {
             access_token,
             csrf_token,
         };
-        let inspector = Inspector::new(store, guard, arguments.poll);
+        let place = DriverPlace {
+            state_dir: std::path::absolute(&arguments.state.path)
+                .unwrap_or_else(|_| arguments.state.path.clone()),
+            store: arguments.state.store.clone(),
+        };
+        let inspector = Inspector::new(store, guard, arguments.poll, place);
         eprintln!("ui: http://{address}/ (the runs in {location})");
         match crate::frontends::ui::serve(listener, inspector, super::serve::stop_signal()).await {
             Ok(()) => 0,

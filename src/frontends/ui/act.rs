@@ -1,4 +1,4 @@
-//! What a page may do to a run: send it an event, checked as every sender's is (declared, its data on its schema, never an engine event) and stored in the run's inbox, which the process that holds the run applies.
+//! What a page may do to a run: send it an event, checked as every sender's is (declared, its data on its schema, never an engine event) and stored in the run's inbox, which the process that holds the run applies; or cancel it, through its holder or at once when none drives it.
 
 use axum::extract::{Query, State};
 use serde::Deserialize;
@@ -76,4 +76,33 @@ pub async fn event(
         "entry": entry,
         "reason": reason,
     })))
+}
+
+/// `POST /api/cancel?id=RUN`: cancels the run as `protocol-run cancel` does (`runs::cancel`):
+/// `{"outcome": "queued", "entry", "reason"}` when a process holds it (it cancels it on taking
+/// the request), `{"outcome": "cancelled", "reason"}` when none did.
+pub async fn cancel(State(inspector): State<Inspector>, Query(query): Query<RunQuery>) -> Answer {
+    let run = query.id;
+    // Stopping the processes a dead holder left may wait for them to die: off the server's
+    // thread.
+    let cancelled = tokio::task::spawn_blocking(move || {
+        let mut store = inspector.store.lock();
+        crate::runtime::runs::cancel::cancel(&mut **store, &inspector.place.state_dir, &run).map(
+            |cancelled| {
+                let reason = cancelled.description(&run);
+                (cancelled, reason)
+            },
+        )
+    })
+    .await
+    .map_err(|error| Failure::refused(format!("the cancel stopped: {error}")))?;
+    match cancelled {
+        Ok((crate::runtime::runs::cancel::Cancelled::Queued { entry }, reason)) => Ok(axum::Json(
+            json!({"outcome": "queued", "entry": entry, "reason": reason}),
+        )),
+        Ok((crate::runtime::runs::cancel::Cancelled::Recorded, reason)) => Ok(axum::Json(
+            json!({"outcome": "cancelled", "reason": reason}),
+        )),
+        Err(refusal) => Err(Failure::refused(super::drive::refused_text(&refusal.text))),
+    }
 }

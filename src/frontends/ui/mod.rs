@@ -2,6 +2,7 @@
 
 mod act;
 mod assets;
+mod drive;
 mod guard;
 mod live;
 mod read;
@@ -12,25 +13,29 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use drive::DriverPlace;
 pub use guard::{Guard, random_token};
 
 use crate::store::{RunChanges, SharedStore};
 
 /// What every request is served from: the store (read and queued into, never driven: the
-/// runs' holders drive them), who may ask, how often live pages look for new steps, and the
-/// word of committed steps that wakes them where the store gives it (PostgreSQL).
+/// runs' holders drive them, and the drivers it starts for a redrive or a fork), who may ask,
+/// how often live pages look for new steps, and the word of committed steps that wakes them
+/// where the store gives it (PostgreSQL).
 #[derive(Clone)]
 pub struct Inspector {
     store: SharedStore,
     guard: Arc<Guard>,
     poll: Duration,
+    place: Arc<DriverPlace>,
+    drivers: drive::Drivers,
     changes: Option<RunChanges>,
 }
 
 impl Inspector {
     /// The inspector over `store`, following its committed steps where it can tell of them
     /// (a store that fails to is said on stderr, and its live pages look every `poll`).
-    pub fn new(store: SharedStore, guard: Guard, poll: Duration) -> Inspector {
+    pub fn new(store: SharedStore, guard: Guard, poll: Duration, place: DriverPlace) -> Inspector {
         let changes = store
             .lock()
             .watch_runs()
@@ -43,6 +48,8 @@ impl Inspector {
             store,
             guard: Arc::new(guard),
             poll,
+            place: Arc::new(place),
+            drivers: drive::Drivers::default(),
             changes,
         }
     }
@@ -65,6 +72,10 @@ pub fn router(inspector: Inspector) -> Router {
         .route("/api/stats", get(read::stats))
         .route("/api/live", get(live::live))
         .route("/api/event", post(act::event))
+        .route("/api/cancel", post(act::cancel))
+        .route("/api/redrive", post(drive::redrive))
+        .route("/api/fork", post(drive::fork))
+        .route("/api/drivers", get(drive::drivers))
         .layer(axum::middleware::from_fn_with_state(
             inspector.clone(),
             guard::check,

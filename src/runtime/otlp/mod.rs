@@ -188,6 +188,17 @@ pub fn end_run_trace(
     run_id: &str,
 ) {
     let (end, attributes) = match driven {
+        // Cancelled from its inbox: finished, as the fleet ends a cancelled instance's trace.
+        Ok(report) if report.cancelled.is_some() => (
+            spans::SessionEnd::Finished { succeeded: false },
+            vec![
+                (
+                    "protocol_run.exit_code",
+                    serde_json::Value::from(crate::runtime::run::stop::CANCELLED_EXIT_CODE),
+                ),
+                ("protocol_run.error", serde_json::Value::from("cancelled")),
+            ],
+        ),
         Ok(report) => match &report.outcome {
             Some(outcome) if !report.stopped_by_signal => (
                 spans::SessionEnd::Finished {

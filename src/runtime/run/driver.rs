@@ -33,6 +33,10 @@ pub enum EventSource {
     Stdin,
     /// JSON lines read from a file, under the same per-line rules as stdin.
     File(std::fs::File),
+    /// No lines: the events other processes queue in the durable run's inbox, waited for until
+    /// the run finishes, is cancelled or is stopped (`--events inbox`: a driver the inspector
+    /// starts).
+    Inbox,
 }
 
 /// How the driver keeps time.
@@ -73,6 +77,9 @@ pub struct RunReport {
     pub context: serde_json::Value,
     /// SIGINT or SIGTERM stopped the run between macrosteps.
     pub stopped_by_signal: bool,
+    /// A cancel request taken from the run's inbox stopped it between macrosteps: the front
+    /// end records it cancelled (`runs::cancel::record_cancelled`).
+    pub cancelled: Option<super::queued::CancelRequest>,
     /// Effects that were still running when the run reached its final state, each awaited:
     /// `{"id", "invocation", "outcome", "event", ...}` (`outcome`: `completed` or `failed`).
     pub effects: Vec<serde_json::Value>,
@@ -432,8 +439,11 @@ pub(super) async fn drive_async(
     } else {
         None
     };
+    // Waits for its inbox while it is idle, if it looks at one.
+    let waits_for_inbox =
+        matches!(source, EventSource::Inbox) && session.next_queued_look.is_some();
     let mut lines = match source {
-        EventSource::None => None,
+        EventSource::None | EventSource::Inbox => None,
         EventSource::Lines(text) => {
             let lines: Vec<&str> = text.lines().collect();
             let (sender, receiver) = mpsc::channel(lines.len().max(1));
@@ -479,7 +489,7 @@ pub(super) async fn drive_async(
             session.timers_held = virtual_time && lines.is_some();
             let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
             // A child its parent sends to waits for its events until it is cancelled.
-            if idle && lines.is_none() && session.inbox.is_none() {
+            if idle && lines.is_none() && session.inbox.is_none() && !waits_for_inbox {
                 break;
             }
             // Whatever is ready without waiting joins the batch; before waiting, the batch is
@@ -568,6 +578,9 @@ pub(super) async fn drive_async(
                         stopped_by_signal = true;
                         break;
                     }
+                    if session.cancel_request.is_some() {
+                        break;
+                    }
                 }
                 Waited::Progress | Waited::Deadline => {}
             }
@@ -575,7 +588,7 @@ pub(super) async fn drive_async(
         }
         // The run reached its final state: what it started is let finish, each effect within its
         // own timeout, and recorded; a signal still stops it at once.
-        while !stopped_by_signal && session.effects_running() {
+        while !stopped_by_signal && session.cancel_request.is_none() && session.effects_running() {
             session.flush()?;
             match signals.as_mut() {
                 Some(signals) => tokio::select! {

@@ -16,7 +16,7 @@ mod host;
 pub mod input;
 mod map_children;
 pub mod map_resume;
-mod queued;
+pub mod queued;
 pub mod running;
 pub mod session;
 pub mod stop;

@@ -9,6 +9,14 @@ use crate::runtime::run::admission::{EventOutcome, EventReport};
 /// How many queued events one look takes: the rest wait for the next look, due at once.
 const TAKE_LIMIT: usize = 256;
 
+/// A cancel taken from the run's inbox: its entry, and the entries taken after it in the same
+/// look (number, event), which the cancel discards.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelRequest {
+    pub entry: u64,
+    pub later: Vec<(u64, String)>,
+}
+
 impl Session<'_> {
     /// Starts looking at the run's inbox as its checkpoint says (never on virtual time, whose
     /// clock a periodic look would move on).
@@ -46,7 +54,17 @@ impl Session<'_> {
             eprintln!("warning: {why}");
         }
         let full = taken.events.len() + taken.set_aside.len() >= TAKE_LIMIT;
-        for queued in taken.events {
+        let mut events = taken.events.into_iter();
+        while let Some(queued) = events.next() {
+            if queued.cancel {
+                // The run goes no further: what came after it is discarded with it.
+                self.cancel_request = Some(CancelRequest {
+                    entry: queued.entry,
+                    later: events.map(|later| (later.entry, later.event)).collect(),
+                });
+                self.next_queued_look = None;
+                return Ok(());
+            }
             let step_before = self.host.state.step;
             let report = match crate::runtime::run::admission::admit_json(
                 &self.host.machine,

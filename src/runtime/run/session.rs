@@ -48,6 +48,9 @@ pub struct Session<'a> {
     pub(super) next_queued_look: Option<Instant>,
     /// What became of the last input event's macrostep, for a queued event's entry.
     pub(super) last_input_report: Option<EventReport>,
+    /// A cancel taken from the run's inbox: the driver stops, and its front end records the
+    /// run cancelled.
+    pub(super) cancel_request: Option<super::queued::CancelRequest>,
 }
 
 impl<'a> Session<'a> {
@@ -91,6 +94,7 @@ impl<'a> Session<'a> {
             inbox: None,
             next_queued_look: None,
             last_input_report: None,
+            cancel_request: None,
         }
     }
 
@@ -896,13 +900,14 @@ impl<'a> Session<'a> {
     }
 
     /// Ends the session: records the finish and reports.
-    pub fn finish(self) -> RunReport {
+    pub fn finish(mut self) -> RunReport {
         let time = self.host.now_text();
         let outcome = self.interpreter.outcome().cloned();
         let finish = super::driver::finish_fields(self.interpreter);
         self.host.observer.record(&time, "finish", finish);
         RunReport {
             stopped_by_signal: false,
+            cancelled: self.cancel_request.take(),
             effects: self.host.state.effects_after_finish().to_vec(),
             discarded: self.host.state.discarded_at_finish().to_vec(),
             outcome,

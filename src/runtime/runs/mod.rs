@@ -5,6 +5,7 @@
 //! here once, below the front ends, so no mode keeps a copy of its own. What an incoming event
 //! may do is the engine's own rule (`run::admission`), applied by every session.
 
+pub mod cancel;
 pub mod claims;
 pub mod exit_code;
 pub mod fleet;

@@ -510,6 +510,7 @@ impl Checkpoint for StoreCheckpoint<'_> {
                 .into_iter()
                 .map(|entry| crate::base::durable::QueuedEvent {
                     entry: entry.entry,
+                    cancel: entry.kind == crate::store::inbox::EntryKind::Cancel,
                     event: entry.event,
                     data: entry.data,
                 })

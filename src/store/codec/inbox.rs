@@ -1,7 +1,7 @@
 //! A run's inbox as both stores keep it: the statements, written once with `$N` parameters (SQLite's copy takes `?N`), and their rows read back.
 
 use super::Codec;
-use crate::store::inbox::{InboxEntry, InboxRecord, InboxScope, InboxState, MAX_TRIES};
+use crate::store::inbox::{EntryKind, InboxEntry, InboxRecord, InboxScope, InboxState, MAX_TRIES};
 use crate::store::{StoreError, inbox};
 
 /// Gives the run its next inbox number, under its row lock, with its holder (to wake); no row
@@ -9,9 +9,10 @@ use crate::store::{StoreError, inbox};
 pub(in crate::store) const NEXT_ENTRY: &str = "UPDATE runs SET inbox_next = inbox_next + 1 \
      WHERE id = $1 AND parent IS NULL AND status <> 'finished' RETURNING inbox_next, holder";
 
-/// `$6`: the lease of the host that queued it, woken when it is applied.
+/// `$6`: the lease of the host that queued it, woken when it is applied; `$7` its request
+/// (`EntryKind`).
 pub(in crate::store) const INSERT_ENTRY: &str = "INSERT INTO inbox (run_id, entry, event_name, \
-     event_data, queued_at, sender) VALUES ($1, $2, $3, $4, $5, $6)";
+     event_data, queued_at, sender, request) VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 /// Counts a try of the waiting entries of the runs a holder holds (`$1`, its encoding) whose
 /// `{scope}` column is `$3` (a protocol's path, or one run's id: `InboxScope`), at most `$2` of
@@ -21,7 +22,7 @@ const TAKE: &str = "UPDATE inbox SET tries = tries + 1, status = CASE WHEN tries
      THEN 'set_aside' ELSE status END WHERE (run_id, entry) IN (SELECT inbox.run_id, \
      inbox.entry FROM inbox JOIN runs ON runs.id = inbox.run_id WHERE inbox.status = \
      'pending' AND runs.holder = $1 AND runs.{scope} = $3 ORDER BY inbox.run_id, inbox.entry LIMIT $2{lock}) \
-     RETURNING run_id, entry, event_name, event_data, tries, status";
+     RETURNING run_id, entry, event_name, event_data, tries, status, request";
 
 /// `TAKE` for a store and a scope: `lock` is appended to its subquery.
 pub(in crate::store) fn take_statement(lock: &str, scope: InboxScope) -> String {
@@ -36,12 +37,12 @@ pub(in crate::store) const APPLY: &str = "UPDATE inbox SET status = 'applied', s
 
 /// One entry's state (SQLite, in the same file, reads them one at a time; PostgreSQL reads a
 /// host's entries in one statement).
-pub(in crate::store) const STATE: &str = "SELECT status, outcome, output, step, event_name, tries \
-     FROM inbox WHERE run_id = $1 AND entry = $2";
+pub(in crate::store) const STATE: &str = "SELECT status, outcome, output, step, event_name, tries, \
+     request FROM inbox WHERE run_id = $1 AND entry = $2";
 
 /// A run's newest `$2` entries, newest first, their number before `STATE`'s columns.
 pub(in crate::store) const RECENT: &str = "SELECT entry, status, outcome, output, step, \
-     event_name, tries FROM inbox WHERE run_id = $1 ORDER BY entry DESC LIMIT $2";
+     event_name, tries, request FROM inbox WHERE run_id = $1 ORDER BY entry DESC LIMIT $2";
 
 /// An entry's row as `TAKE` returns it.
 pub(in crate::store) struct RawTaken {
@@ -51,6 +52,7 @@ pub(in crate::store) struct RawTaken {
     pub(in crate::store) data: String,
     pub(in crate::store) tries: i64,
     pub(in crate::store) status: String,
+    pub(in crate::store) request: String,
 }
 
 /// An entry's state as its row says it.
@@ -61,6 +63,7 @@ pub(in crate::store) struct RawState {
     pub(in crate::store) step: Option<i64>,
     pub(in crate::store) event: String,
     pub(in crate::store) tries: i64,
+    pub(in crate::store) request: String,
 }
 
 impl Codec {
@@ -74,6 +77,7 @@ impl Codec {
             let entry = InboxEntry {
                 data: self.decode(&row.run, "inbox entry's data", &row.data)?,
                 entry: row.entry.max(0) as u64,
+                kind: EntryKind::parse(&row.request),
                 event: row.event,
                 tries: u32::try_from(row.tries).unwrap_or(u32::MAX),
                 run: row.run,
@@ -111,6 +115,7 @@ impl Codec {
         Ok(InboxRecord {
             run: run.to_string(),
             entry,
+            kind: EntryKind::parse(&row.request),
             event: row.event,
             tries: u32::try_from(row.tries).unwrap_or(u32::MAX),
             state,

@@ -7,16 +7,21 @@ use super::session::Session;
 use crate::store::codec::inbox::{
     APPLY, INSERT_ENTRY, NEXT_ENTRY, RECENT, RawState, RawTaken, take_statement,
 };
+use crate::store::inbox::EntryKind;
 use crate::store::{Holder, InboxRecord, StoreError, TakenInbox};
 
 impl PostgresStore {
-    pub(super) fn store_event(
+    /// Stores an entry of `kind` in `run`'s inbox (`Store::enqueue_event`,
+    /// `Store::enqueue_cancel`): its number.
+    pub(super) fn store_entry(
         &mut self,
         run: &str,
+        kind: EntryKind,
         event: &str,
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
+        let request = kind.as_str();
         let data = self.codec.encode(run, "inbox entry's data", data)?;
         let queued = self.codec.integer("a time", unix_milliseconds)?;
         let operation = || format!("store an event in the inbox of run `{run}`");
@@ -30,7 +35,7 @@ impl PostgresStore {
             session.execute(
                 &operation,
                 INSERT_ENTRY,
-                &[&run, &next, &event, &data, &queued, &sender],
+                &[&run, &next, &event, &data, &queued, &sender, &request],
             )?;
             // The holder is woken when this commits (a run nobody holds waits for the host that
             // takes it over, which looks at its inbox then).
@@ -69,6 +74,7 @@ impl PostgresStore {
                         data: session.column(row, 3, &run)?,
                         tries: session.column(row, 4, &run)?,
                         status: session.column(row, 5, &run)?,
+                        request: session.column(row, 6, &run)?,
                         run,
                     })
                 })
@@ -111,8 +117,8 @@ impl PostgresStore {
             .collect::<Result<Vec<i64>, StoreError>>()?;
         let rows = session.query(
             &operation,
-            "SELECT inbox.run_id, inbox.entry, status, outcome, output, step, event_name, tries \
-             FROM inbox JOIN \
+            "SELECT inbox.run_id, inbox.entry, status, outcome, output, step, event_name, tries, \
+             request FROM inbox JOIN \
              unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS asked (run_id, entry, position) \
              ON inbox.run_id = asked.run_id AND inbox.entry = asked.entry ORDER BY asked.position",
             &[&runs, &numbers],
@@ -128,6 +134,7 @@ impl PostgresStore {
                 step: session.column(row, 5, &run)?,
                 event: session.column(row, 6, &run)?,
                 tries: session.column(row, 7, &run)?,
+                request: session.column(row, 8, &run)?,
             };
             records.push(self.codec.inbox_record(&run, entry.max(0) as u64, state)?);
         }
@@ -155,6 +162,7 @@ impl PostgresStore {
                 step: session.column(row, 4, run)?,
                 event: session.column(row, 5, run)?,
                 tries: session.column(row, 6, run)?,
+                request: session.column(row, 7, run)?,
             };
             records.push(self.codec.inbox_record(run, entry.max(0) as u64, state)?);
         }

@@ -9,6 +9,7 @@ mod telemetry;
 mod texts;
 mod writes;
 
+use crate::store::inbox::EntryKind;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -451,7 +452,17 @@ impl Store for PostgresStore {
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
-        self.store_event(run, event, data, unix_milliseconds)
+        self.store_entry(run, EntryKind::Event, event, data, unix_milliseconds)
+    }
+
+    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
+        self.store_entry(
+            run,
+            EntryKind::Cancel,
+            crate::store::inbox::CANCEL_REQUEST,
+            &serde_json::Value::Null,
+            unix_milliseconds,
+        )
     }
 
     fn take_inbox(

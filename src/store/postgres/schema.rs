@@ -122,6 +122,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN trace TEXT;
 ",
+    // SQLite's version 15: what an inbox entry asks of its run's holder.
+    "
+    ALTER TABLE inbox ADD COLUMN request TEXT NOT NULL DEFAULT 'event'
+        CHECK (request IN ('event', 'cancel'));
+",
 ];
 
 /// The advisory lock migrations take (any constant: it only has to be the same for every host).

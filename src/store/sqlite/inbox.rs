@@ -8,16 +8,21 @@ use super::{Context, SqliteStore};
 use crate::store::codec::inbox::{
     APPLY, INSERT_ENTRY, NEXT_ENTRY, RECENT, RawState, RawTaken, STATE, for_sqlite, take_statement,
 };
+use crate::store::inbox::EntryKind;
 use crate::store::{Holder, InboxRecord, StoreError, TakenInbox};
 
 impl SqliteStore {
-    pub(super) fn store_event(
+    /// Stores an entry of `kind` in `run`'s inbox (`Store::enqueue_event`,
+    /// `Store::enqueue_cancel`): its number.
+    pub(super) fn store_entry(
         &mut self,
         run: &str,
+        kind: EntryKind,
         event: &str,
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
+        let request = kind.as_str();
         let data = self.context.encode(run, "inbox entry's data", data)?;
         let queued = self.context.integer("a time", unix_milliseconds)?;
         let mut number = 0;
@@ -33,7 +38,7 @@ impl SqliteStore {
             connection
                 .execute_cached(
                     &for_sqlite(INSERT_ENTRY),
-                    rusqlite::params![run, next, event, data, queued, None::<String>],
+                    rusqlite::params![run, next, event, data, queued, None::<String>, request],
                 )
                 .map_err(&failed)?;
             number = next.max(0) as u64;
@@ -65,6 +70,7 @@ impl SqliteStore {
                         data: row.get(3)?,
                         tries: row.get(4)?,
                         status: row.get(5)?,
+                        request: row.get(6)?,
                     })
                 })
                 .map_err(&failed)?
@@ -96,6 +102,7 @@ impl SqliteStore {
                         step: row.get(3)?,
                         event: row.get(4)?,
                         tries: row.get(5)?,
+                        request: row.get(6)?,
                     })
                 })
                 .optional()
@@ -131,6 +138,7 @@ impl SqliteStore {
                         step: row.get(4)?,
                         event: row.get(5)?,
                         tries: row.get(6)?,
+                        request: row.get(7)?,
                     },
                 ))
             })

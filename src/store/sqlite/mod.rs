@@ -1,5 +1,6 @@
 //! The embedded store: one SQLite file (`<dir>/state.db`) in WAL mode, fsynced on every commit.
 
+use crate::store::inbox::EntryKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -702,7 +703,17 @@ impl Store for SqliteStore {
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
-        self.store_event(run, event, data, unix_milliseconds)
+        self.store_entry(run, EntryKind::Event, event, data, unix_milliseconds)
+    }
+
+    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
+        self.store_entry(
+            run,
+            EntryKind::Cancel,
+            crate::store::inbox::CANCEL_REQUEST,
+            &serde_json::Value::Null,
+            unix_milliseconds,
+        )
     }
 
     fn take_inbox(

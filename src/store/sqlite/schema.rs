@@ -150,6 +150,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN trace TEXT;
 ",
+    // What an inbox entry asks of its run's holder: an event, or the run's cancel.
+    "
+    ALTER TABLE inbox ADD COLUMN request TEXT NOT NULL DEFAULT 'event'
+        CHECK (request IN ('event', 'cancel'));
+",
 ];
 
 impl SqliteStore {

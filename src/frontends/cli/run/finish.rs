@@ -29,6 +29,9 @@ impl Ended<'_> {
             strict_effects,
         } = *self;
         let now = crate::base::clock::unix_milliseconds_now();
+        if let Some(request) = &report.cancelled {
+            return self.cancelled(request, report, store, lifecycle);
+        }
         match report
             .outcome
             .as_ref()
@@ -81,5 +84,49 @@ impl Ended<'_> {
                 Ok(exit_code::UNFINISHED)
             }
         }
+    }
+
+    /// Records the run cancelled as its inbox asked (`request`), with that entry and those the
+    /// cancel discarded applied in the same commit, and says so: exit `CANCELLED_EXIT_CODE`.
+    fn cancelled(
+        &self,
+        request: &crate::runtime::run::queued::CancelRequest,
+        report: &RunReport,
+        store: &mut dyn Store,
+        lifecycle: &mut RunLifecycle,
+    ) -> Result<u8, u8> {
+        use crate::runtime::runs::cancel;
+        advance(lifecycle, LifecycleEvent::Abort)?;
+        let run_id = self.run_id;
+        let applied = |entry: u64, outcome: serde_json::Value| crate::store::Write::ApplyInbox {
+            run: run_id.to_string(),
+            entry,
+            step: None,
+            outcome,
+            output: String::new(),
+        };
+        let mut writes = vec![applied(request.entry, cancel::request_outcome())];
+        for (entry, event) in &request.later {
+            writes.push(applied(*entry, cancel::after_cancel_outcome(event)));
+        }
+        if let Err(error) = cancel::record_cancelled(store, run_id, writes) {
+            eprintln!(
+                "error: run {run_id} was stopped for a cancel (inbox entry {}), but the store did                  not record it: {error}; `protocol-run resume {run_id}` takes the cancel again",
+                request.entry
+            );
+            return Ok(exit_code::IO);
+        }
+        let line = serde_json::json!({"cancelled": {
+            "entry": request.entry,
+            "states": &report.active_states,
+            "exit_code": crate::runtime::run::stop::CANCELLED_EXIT_CODE,
+        }});
+        println!("{line}");
+        eprintln!(
+            "run {run_id} cancelled (inbox entry {}) in {}: its effects and children are stopped",
+            request.entry,
+            report.active_states.join(", ")
+        );
+        Ok(crate::runtime::run::stop::CANCELLED_EXIT_CODE as u8)
     }
 }

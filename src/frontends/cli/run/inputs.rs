@@ -98,10 +98,18 @@ pub(super) fn bind_inputs(
     ))
 }
 
-pub(super) fn event_source(events: Option<&str>) -> Result<EventSource, u8> {
+pub(super) fn event_source(events: Option<&str>, virtual_time: bool) -> Result<EventSource, u8> {
     match events {
+        Some("inbox") if virtual_time => {
+            eprintln!(
+                "error: --events inbox waits for the run's inbox, which is not looked at on \
+                 virtual time: give the events as lines (--events FILE or -)"
+            );
+            Err(exit_code::USAGE)
+        }
         None => Ok(EventSource::None),
         Some("-") => Ok(EventSource::Stdin),
+        Some("inbox") => Ok(EventSource::Inbox),
         // Read line by line as the run goes, each line bounded as on stdin.
         Some(path) => std::fs::File::open(path)
             .and_then(|file| {

@@ -117,7 +117,9 @@ pub struct ForkArguments {
 /// What a new run and a resumed run share.
 #[derive(Debug, Args)]
 pub struct RunOptions {
-    /// External events as JSON lines `{"event": "name", "data": {...}}`, from a file or `-` (stdin).
+    /// External events as JSON lines `{"event": "name", "data": {...}}`, from a file or `-` (stdin);
+    /// `inbox` reads no lines and waits, while the run is idle, for the events other processes
+    /// queue in its inbox (`protocol-run ui`, a host on a shared store) until it finishes.
     /// The lines ready together are stepped and committed in one transaction; each line's outcome
     /// is written on stdout once its step is committed.
     #[arg(long, value_name = "FILE|-")]
@@ -358,7 +360,7 @@ fn run_phases(start: Start, options: &RunOptions, lifecycle: &mut RunLifecycle) 
         grants,
     } = prepared;
     let mut interpreter = interpreter.with_limits(limits);
-    let source = event_source(options.events.as_deref())?;
+    let source = event_source(options.events.as_deref(), options.virtual_time)?;
     let mocks = parse_mocks(&machine, &options.mocks)?;
     advance(lifecycle, LifecycleEvent::Validated)?;
     let format = match options.log_format {

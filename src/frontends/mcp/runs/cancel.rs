@@ -4,7 +4,6 @@ use serde_json::Value;
 
 use crate::frontends::mcp::runs::fleets::cancelled_report;
 use crate::frontends::mcp::runs::host::{Host, Reply};
-use crate::runtime::run::stop::Stop;
 use crate::store::Store;
 
 impl Host {
@@ -48,13 +47,9 @@ impl Host {
         }
         self.claim(run)?;
         let store = &mut self.settings.store;
-        // A server that died left its effects' processes running: they go with the run.
-        if let Ok(Some(stored)) = store.latest_snapshot(run) {
-            crate::runtime::run::session::stop_processes_left_by(&stored.snapshot);
-        }
-        // The finish releases the claim; a store that refused it is released here.
-        let writes = Stop::Cancel.writes(run, crate::base::clock::unix_milliseconds_now());
-        if let Err(error) = store.commit_batch(&writes) {
+        // A server that died left its effects' processes running: they go with the run. The
+        // finish releases the claim; a store that refused it is released here.
+        if let Err(error) = crate::runtime::runs::cancel::record_cancelled(store, run, Vec::new()) {
             let _ = store.release_runs(&[run.to_string()], &self.settings.holder);
             return Err(error.to_string());
         }

@@ -161,7 +161,9 @@ impl Host {
             // Its store connection goes with it.
             drop(fleet);
             let cancel_reply = cancel_reply.into_inner();
-            if cancel_reply.is_some() {
+            // A cancel may also come through the run's inbox (`protocol-run cancel`, the
+            // inspector), which the fleet applied before it ended.
+            if cancel_reply.is_some() || cancelled_through_inbox(&store, &run_id) {
                 view.borrow_mut().cancelled = true;
             }
             let why = if cancel_reply.is_some() {
@@ -209,6 +211,17 @@ impl Host {
         });
         (sender, cancel)
     }
+}
+
+/// Whether `run` is recorded finished as a cancel ends it (`CANCELLED_EXIT_CODE`, no final
+/// state).
+fn cancelled_through_inbox(store: &crate::store::SharedStore, run: &str) -> bool {
+    let Ok(Some(summary)) = store.lock().run_summary(run) else {
+        return false;
+    };
+    summary.finish.is_some_and(|finish| {
+        finish.final_state.is_none() && finish.exit_code == CANCELLED_EXIT_CODE
+    })
 }
 
 /// `cancel_run`'s answer once the fleet has stopped a run: cancelled if the store recorded it

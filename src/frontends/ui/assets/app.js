@@ -69,7 +69,7 @@ async function showRuns() {
   crumbs.replaceChildren();
   const params = new URLSearchParams(location.search);
   const status = element("select", { id: "status-filter" },
-    ["", "running", "stopped", "finished", "failed"].map((value) =>
+    ["", "running", "stopped", "finished", "failed", "cancelled"].map((value) =>
       element("option", { value, selected: params.get("status") === value }, value || "any status")));
   const protocol = element("input", { id: "protocol-filter", type: "text", placeholder: "protocol id or file",
                                       value: params.get("protocol") || "" });
@@ -197,7 +197,7 @@ function showState(page, run) {
       element("dt", {}, "steps"), element("dd", { id: "step-count" }, run.steps),
       run.holder ? [element("dt", {}, "held by"), element("dd", {}, `${run.holder.process} (pid ${run.holder.pid})`)] : [],
       run.finish ? [element("dt", {}, "finished"), element("dd", {}, `${run.finish.state ?? "no final state"}, exit ${run.finish.exit_code}`)] : []));
-  act.replaceChildren(...eventForms(page, run));
+  act.replaceChildren(...eventForms(page, run), ...runActions(page, run));
   inbox.replaceChildren(inboxTable(run.inbox || []));
   showSteps(page);
   if (page.selected === null) showMoment(page, run.state, null);
@@ -237,6 +237,66 @@ function eventForms(page, run) {
     });
     return form;
   })];
+}
+
+// What a page may do to the run itself: cancel it (through its holder, or at once when none
+// drives it), redrive it when it stopped or failed (a driver process is started for it), and
+// the drivers this inspector started for it.
+function runActions(page, run) {
+  const message = element("div", { class: "message", id: "action-message" });
+  const act = (label, path, done) => element("button", {
+    class: "action", "data-action": label.toLowerCase(),
+    onclick: async (clicked) => {
+      clicked.target.disabled = true;
+      message.className = "message";
+      message.textContent = `${label}…`;
+      try {
+        done(await postJson(`${path}?id=${encodeURIComponent(page.id)}`, {}));
+      } catch (error) {
+        message.className = "message error";
+        message.textContent = error.message;
+      }
+      clicked.target.disabled = false;
+    } }, label);
+  const open = run.status === "running" || run.status === "stopped";
+  // A redrive takes a run that stopped, or ended on an error without reaching a final state.
+  const failed = run.status === "failed" && run.finish && !run.finish.state;
+  const buttons = [
+    open ? act("Cancel", "/api/cancel", (answer) => { message.textContent = answer.reason; }) : null,
+    run.status === "stopped" || failed ? act("Redrive", "/api/redrive", (answer) => {
+      message.textContent = `Redriven: ${answer.driver.command} (pid ${answer.driver.pid}) drives it now.`;
+      showDrivers(page);
+    }) : null,
+  ].filter(Boolean);
+  const drivers = element("div", { id: "drivers" });
+  page.elements.drivers = drivers;
+  showDrivers(page);
+  return [element("h2", {}, "Run"),
+    buttons.length ? element("div", { class: "actions" }, buttons) : element("p", { class: "quiet" }, "Nothing to do to it now."),
+    message, drivers];
+}
+
+// The drivers this inspector started for the run: their command, whether they still run, and
+// the end of their log.
+async function showDrivers(page) {
+  const { drivers } = page.elements;
+  if (!drivers) return;
+  let answer;
+  try {
+    answer = await getJson(`/api/drivers?id=${encodeURIComponent(page.id)}`);
+  } catch (error) {
+    drivers.replaceChildren(element("p", { class: "message error" }, error.message));
+    return;
+  }
+  if (answer.drivers.length === 0) {
+    drivers.replaceChildren();
+    return;
+  }
+  drivers.replaceChildren(element("h2", {}, "Drivers started here"),
+    ...answer.drivers.map((driver) => element("div", { class: "driver", "data-pid": driver.pid },
+      element("code", {}, driver.command), ` — pid ${driver.pid}, `,
+      driver.running ? "running" : `ended (exit ${driver.exit_code ?? "by a signal"})`,
+      driver.log_tail ? element("pre", {}, driver.log_tail) : null)));
 }
 
 // A value that fits `schema` as far as its shape goes: what the form starts from.
@@ -321,11 +381,31 @@ function showMoment(page, state, step) {
   highlight(page, configuration, step ? step.transition_pointers : lastPointers(page));
   fill(moment,
     step ? element("div", { class: "moment" }, `After step ${step.step} (${step.at}). `,
-                   element("button", { onclick: () => selectStep(page, step.step) }, "Back to now")) : null,
+                   element("button", { onclick: () => selectStep(page, step.step) }, "Back to now"), " ",
+                   forkButton(page, step)) : null,
     element("h2", {}, "States"), element("p", { id: "configuration" }, configuration.join(", ") || "none"),
     element("h2", {}, "Context"), element("pre", { id: "context" }, JSON.stringify(state ? state.context : {}, null, 2)),
     state && state.timers && state.timers.length > 0 ? [element("h2", {}, "Timers"), element("pre", {}, JSON.stringify(state.timers, null, 2))] : [],
     state && state.effect_attempts && state.effect_attempts.length > 0 ? [element("h2", {}, "Running effects"), element("pre", {}, JSON.stringify(state.effect_attempts, null, 2))] : []);
+}
+
+// Starts a new run from the state after `step` (a driver process drives it) and opens it.
+function forkButton(page, step) {
+  const message = element("span", { class: "message", id: "fork-message" });
+  const button = element("button", { class: "action", "data-action": "fork", onclick: async () => {
+    button.disabled = true;
+    message.className = "message";
+    message.textContent = "Forking…";
+    try {
+      const answer = await postJson(`/api/fork?id=${encodeURIComponent(page.id)}`, { step: step.step });
+      window.location.assign(`/runs/${encodeURIComponent(answer.run)}`);
+    } catch (error) {
+      message.className = "message error";
+      message.textContent = error.message;
+      button.disabled = false;
+    }
+  } }, "Fork from this step");
+  return element("span", {}, button, " ", message);
 }
 
 function lastPointers(page) {

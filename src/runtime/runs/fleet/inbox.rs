@@ -11,7 +11,7 @@ use crate::base::value::Value;
 use crate::runtime::run::admission::{EventOutcome, EventReport};
 use crate::runtime::run::input::LineOrigin;
 use crate::store::Write;
-use crate::store::inbox::{InboxEntry, InboxScope, InboxState, set_aside_reason};
+use crate::store::inbox::{EntryKind, InboxEntry, InboxScope, InboxState, set_aside_reason};
 
 /// How many entries one look takes: the rest wait for the next look, due at once.
 const TAKE_LIMIT: usize = 256;
@@ -254,6 +254,10 @@ impl Fleet {
         let Some(name) = entry.run.strip_prefix(&self.prefix).map(str::to_owned) else {
             return;
         };
+        if entry.kind == EntryKind::Cancel {
+            self.apply_cancel(entry, name);
+            return;
+        }
         let writes_before = self.pending.len();
         let output_before = self.output.len();
         // Not a client's line: nothing is answered to the client of the last line.
@@ -323,6 +327,38 @@ impl Fleet {
                 step,
                 outcome: report.to_json(),
                 output,
+            });
+        }
+    }
+
+    /// Applies a cancel request to its instance: the instance is cancelled for good (its
+    /// effects and children dropped, their processes stopped, its stop and finish in the batch)
+    /// and the request applied in the same batch; the instance's output line says so.
+    fn apply_cancel(&mut self, entry: InboxEntry, name: String) {
+        let outcome = match self.by_name.get(name.as_str()).copied() {
+            Some(slot) => {
+                self.park_for_good(slot, crate::runtime::run::stop::Stop::Cancel);
+                write_line(
+                    &mut self.output,
+                    &serde_json::json!({
+                        "instance": name, "cancelled": {"entry": entry.entry},
+                        "exit_code": crate::runtime::run::stop::CANCELLED_EXIT_CODE,
+                    }),
+                );
+                crate::runtime::runs::cancel::request_outcome()
+            }
+            None => serde_json::json!({
+                "event": entry.event, "outcome": "discarded",
+                "reason": crate::runtime::run::admission::AFTER_THE_END,
+            }),
+        };
+        if self.recording.is_some() {
+            self.pending.push(Write::ApplyInbox {
+                run: entry.run,
+                entry: entry.entry,
+                step: None,
+                outcome,
+                output: String::new(),
             });
         }
     }

@@ -1,0 +1,163 @@
+//! What the inspector does to runs, through the real binary: cancel a run a `run` process holds (through its inbox), redrive a stopped run and fork a finished one at a step (each by a driver process it starts, which takes the run's inbox), refusals said with their reason.
+
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::support;
+use crate::ui_inspector::{Process, api, csrf_token, inspector, request, wait_for_monitoring};
+
+/// POSTs `body` to `path` with the page's CSRF token: the status and the JSON answer.
+fn post(address: &str, path: &str, body: &str) -> (u16, Value) {
+    let token = csrf_token(address);
+    let headers = [
+        ("X-CSRF-Token", token.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let (status, body) = request(address, "POST", path, &headers, body);
+    let start = body.find('{').unwrap_or(0);
+    let end = body.rfind('}').map_or(body.len(), |end| end + 1);
+    let answer = serde_json::from_str(&body[start..end])
+        .unwrap_or_else(|_| panic!("{path}: not JSON: {body}"));
+    (status, answer)
+}
+
+/// Waits until the inspector reads run `run` ended (finished, failed or cancelled); the run.
+fn wait_for_finish(address: &str, run: &str) -> Value {
+    support::eventually("the run's end", || {
+        let run = api(address, &format!("/api/run?id={run}"));
+        (run["status"] != "running" && run["status"] != "stopped").then_some(run)
+    })
+}
+
+/// Sends ITTW's `captain_guidance` to `run` from the inspector.
+fn guide(address: &str, run: &str) {
+    let (status, answer) = post(
+        address,
+        &format!("/api/event?id={run}"),
+        "{\"event\": \"captain_guidance\", \"data\": {\"say\": \"stop\"}}",
+    );
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn the_inspector_cancels_a_run_that_a_run_process_holds() {
+    let directory = support::temporary_directory("ui-actions", "cancel");
+    let mut child = crate::run_inbox::ittw_run(&directory, "doomed", Stdio::null);
+    let input = child.stdin.take();
+    let _run = Process { child, input };
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address, "doomed");
+    let (status, answer) = post(&address, "/api/cancel?id=doomed", "{}");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "queued", "{answer}");
+    assert_eq!(answer["entry"], 1, "{answer}");
+    let run = wait_for_finish(&address, "doomed");
+    assert_eq!(run["status"], "cancelled", "{run}");
+    assert_eq!(run["finish"]["exit_code"], 130, "{run}");
+    assert_eq!(run["inbox"][0]["event"], "cancel", "{run}");
+    assert_eq!(run["inbox"][0]["outcome"], "cancelled", "{run}");
+    // Nothing is left to cancel, or to send to.
+    let (status, answer) = post(&address, "/api/cancel?id=doomed", "{}");
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("has finished: there is nothing to cancel"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events() {
+    let directory = support::temporary_directory("ui-actions", "redrive");
+    let mut child = crate::run_inbox::ittw_run(&directory, "halted", Stdio::null);
+    let input = child.stdin.take();
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address, "halted");
+    // Stopped by a signal: unfinished, resumable, held by nobody.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    drop(input);
+    assert_eq!(child.wait().unwrap().code(), Some(75));
+    let run = api(&address, "/api/run?id=halted");
+    assert_eq!(run["status"], "stopped", "{run}");
+    let (status, answer) = post(&address, "/api/redrive?id=halted", "{}");
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "redriven", "{answer}");
+    assert_eq!(answer["driver"]["running"], true, "{answer}");
+    let pid = answer["driver"]["pid"].as_u64().unwrap();
+    assert!(
+        answer["driver"]["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("protocol-run redrive halted --events inbox"),
+        "{answer}"
+    );
+    // The driver holds the run and waits for its inbox: guidance sent from the page ends it.
+    wait_for_monitoring(&address, "halted");
+    guide(&address, "halted");
+    let run = wait_for_finish(&address, "halted");
+    assert_eq!(run["finish"]["state"], "guided", "{run}");
+    let drivers = support::eventually("the driver's end", || {
+        let drivers = api(&address, "/api/drivers?id=halted");
+        (drivers["drivers"][0]["running"] == false).then_some(drivers)
+    });
+    assert_eq!(drivers["drivers"][0]["pid"], pid, "{drivers}");
+    assert_eq!(drivers["drivers"][0]["exit_code"], 0, "{drivers}");
+    // A run that reached a final state is forked, not redriven.
+    let (status, answer) = post(&address, "/api/redrive?id=halted", "{}");
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("fork"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events() {
+    let directory = support::temporary_directory("ui-actions", "fork");
+    let mut child = crate::run_inbox::ittw_run(&directory, "original", Stdio::null);
+    let input = child.stdin.take();
+    let _run = Process { child, input };
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address, "original");
+    let waiting_at = api(&address, "/api/run?id=original")["state"]["step"]
+        .as_u64()
+        .unwrap();
+    guide(&address, "original");
+    let finished = wait_for_finish(&address, "original");
+    let last = finished["steps"].as_u64().unwrap() - 1;
+    // The step that ended the run is no place to fork from.
+    let (status, answer) = post(
+        &address,
+        "/api/fork?id=original",
+        &format!("{{\"step\": {last}}}"),
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("that step ended the run"),
+        "{answer}"
+    );
+    let (status, answer) = post(
+        &address,
+        "/api/fork?id=original",
+        &format!("{{\"step\": {waiting_at}}}"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "forked", "{answer}");
+    let forked = answer["run"].as_str().unwrap().to_string();
+    let run = api(&address, &format!("/api/run?id={forked}"));
+    assert_eq!(run["forked_from"]["run"], "original", "{run}");
+    wait_for_monitoring(&address, &forked);
+    guide(&address, &forked);
+    let run = wait_for_finish(&address, &forked);
+    assert_eq!(run["finish"]["state"], "guided", "{run}");
+}
