@@ -117,4 +117,5 @@ mod time;
 mod typed_context;
 mod ui_actions;
 mod ui_inspector;
+mod ui_timeline;
 mod without_landlock;

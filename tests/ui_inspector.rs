@@ -168,7 +168,7 @@ pub(crate) fn wait_for_monitoring(address: &str, run: &str) {
 
 /// Runs `script` of tests/ui (Playwright's core, installed first) on `chromium` with `arguments`
 /// and the screenshot directory after them; the JSON line it prints, and that directory.
-fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, PathBuf) {
+pub(crate) fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, PathBuf) {
     let playwright = support::npm_package::installed("ui", "playwright-core");
     let screenshots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
@@ -188,7 +188,7 @@ fn drive_page(chromium: &Path, script: &str, arguments: &[&str]) -> (Value, Path
 }
 
 /// The strings of a JSON array the page script reported.
-fn texts(value: &Value) -> Vec<&str> {
+pub(crate) fn texts(value: &Value) -> Vec<&str> {
     value
         .as_array()
         .unwrap_or_else(|| panic!("not an array: {value}"))
@@ -199,7 +199,7 @@ fn texts(value: &Value) -> Vec<&str> {
 
 /// The distribution's Chromium, or `None` after the skip's line (a failure under
 /// `PROTOCOL_RUN_REQUIRE_ALL`).
-fn chromium(test: &str) -> Option<PathBuf> {
+pub(crate) fn chromium(test: &str) -> Option<PathBuf> {
     let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
         .map(PathBuf::from)
@@ -417,6 +417,8 @@ fn the_timeout_wrappers_timeline_shows_its_attempts_with_their_growing_timeouts_
         ]),
         "{seen}"
     );
+    // A run without maps or children nests nothing.
+    assert_eq!(seen["nested"], serde_json::json!([]), "{seen}");
     let states = texts(&seen["states"]);
     assert!(states.contains(&"running"), "{seen}");
     assert!(states.contains(&"timeout_exhausted"), "{seen}");

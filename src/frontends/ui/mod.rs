@@ -6,6 +6,7 @@ mod drive;
 mod guard;
 mod live;
 mod read;
+mod timeline;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,7 +69,7 @@ pub fn router(inspector: Inspector) -> Router {
         .route("/api/state", get(read::state))
         .route("/api/diagram", get(read::diagram))
         .route("/api/logs", get(read::logs))
-        .route("/api/timeline", get(read::timeline))
+        .route("/api/timeline", get(timeline::timeline))
         .route("/api/stats", get(read::stats))
         .route("/api/live", get(live::live))
         .route("/api/event", post(act::event))

@@ -1,4 +1,4 @@
-//! The inspector's reads, each a JSON answer from the store: the runs, a run, a page of its steps, its state at a step, its statechart and its log lines.
+//! The inspector's reads, each a JSON answer from the store: the runs, a run, a page of its steps, its state at a step, its statechart, its log lines and its statistics (its timeline is `timeline`'s).
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -270,116 +270,6 @@ pub async fn logs(State(inspector): State<Inspector>, Query(query): Query<RunQue
     Ok(axum::Json(json!({"logs": logs})))
 }
 
-/// `/api/timeline?id=`: the run's state visits and its effects' attempts on a time axis, from
-/// its telemetry: each atomic state from the entry whose configuration first holds it to the
-/// one that no longer does; each effect's attempts from their start, with their timeout, to the
-/// next attempt or the effect's end, and how it ended.
-pub async fn timeline(State(inspector): State<Inspector>, Query(query): Query<RunQuery>) -> Answer {
-    let store = inspector.store.lock();
-    let parts = store.telemetry(&query.id)?;
-    let entries = crate::runtime::telemetry::read_stored(&parts, &query.id)
-        .map(|read| read.entries)
-        .unwrap_or_default();
-    Ok(axum::Json(timeline_of(&entries)))
-}
-
-/// The timeline of a run's telemetry `entries`, in their order.
-fn timeline_of(entries: &[Value]) -> Value {
-    let milliseconds = |entry: &Value| {
-        entry["time"]
-            .as_str()
-            .and_then(|time| chrono::DateTime::parse_from_rfc3339(time).ok())
-            .map(|time| time.timestamp_millis())
-    };
-    let mut visits: Vec<Value> = Vec::new();
-    let mut open: Vec<(String, i64)> = Vec::new();
-    let mut effects: Vec<Value> = Vec::new();
-    let (mut first, mut last) = (None::<i64>, None::<i64>);
-    for entry in entries {
-        let Some(at) = milliseconds(entry) else {
-            continue;
-        };
-        first = Some(first.map_or(at, |first| first.min(at)));
-        last = Some(last.map_or(at, |last| last.max(at)));
-        match entry["kind"].as_str() {
-            Some("start" | "step" | "resume" | "finish") => {
-                let now = strings(&entry["configuration"]);
-                // A state exited and entered again in one step ends one visit and starts the next.
-                let entered: Vec<&str> = entry["entered"]
-                    .as_array()
-                    .map(|states| states.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                open.retain(|(state, from)| {
-                    let stays = now.contains(state) && !entered.contains(&state.as_str());
-                    if !stays {
-                        visits.push(json!({"state": state, "from": from, "to": at}));
-                    }
-                    stays
-                });
-                for state in now {
-                    if !open.iter().any(|(open, _)| *open == state) {
-                        open.push((state, at));
-                    }
-                }
-                // A final state reached is a visit of its own, to the end.
-                if let Some(state) = entry["state"].as_str() {
-                    visits.push(json!({"state": state, "from": at, "to": Value::Null}));
-                }
-            }
-            Some("attempt") => {
-                let invocation = entry["invocation"].clone();
-                let attempt = json!({
-                    "attempt": entry["attempt"],
-                    "from": at,
-                    "timeout_ms": entry["timeout_ms"],
-                });
-                match effects
-                    .iter_mut()
-                    .find(|effect| effect["invocation"] == invocation && effect["to"].is_null())
-                {
-                    Some(effect) => {
-                        if let Some(attempts) = effect["attempts"].as_array_mut() {
-                            if let Some(previous) = attempts.last_mut() {
-                                previous["to"] = at.into();
-                            }
-                            attempts.push(attempt);
-                        }
-                    }
-                    None => effects.push(json!({
-                        "id": entry["id"],
-                        "invocation": invocation,
-                        "from": at,
-                        "to": Value::Null,
-                        "attempts": [attempt],
-                    })),
-                }
-            }
-            Some("effect") => {
-                let invocation = &entry["invocation"];
-                if let Some(effect) = effects
-                    .iter_mut()
-                    .find(|effect| effect["invocation"] == *invocation && effect["to"].is_null())
-                {
-                    effect["to"] = at.into();
-                    effect["outcome"] = entry["outcome"].clone();
-                    effect["timed_out"] = entry["timed_out"].clone();
-                    if let Some(attempt) = effect["attempts"]
-                        .as_array_mut()
-                        .and_then(|attempts| attempts.last_mut())
-                    {
-                        attempt["to"] = at.into();
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    for (state, from) in open {
-        visits.push(json!({"state": state, "from": from, "to": Value::Null}));
-    }
-    json!({"from": first, "to": last, "states": visits, "effects": effects})
-}
-
 /// `/api/stats?protocol=`: the statistics `stats --protocol` sums, of the protocol's newest runs
 /// with telemetry (at most `MAX_RUNS_SUMMED`).
 #[derive(Deserialize)]
@@ -402,7 +292,7 @@ pub async fn stats(State(inspector): State<Inspector>, Query(query): Query<Stats
 }
 
 /// The strings of a JSON array (a configuration); none for anything else.
-fn strings(value: &Value) -> Vec<String> {
+pub(super) fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
         .map(|items| {

@@ -104,6 +104,9 @@ impl RunTrace {
                 timeout_ms,
             } => self.effect_attempt(invocation, attempt, timeout_ms),
             ChildNote::ChildStarted { id, owner } => self.child_started(&id, owner.as_deref()),
+            // The child's telemetry, kept by the run's observer: its spans come from the notes
+            // above.
+            ChildNote::Telemetry { .. } => {}
         }
         self.scope = None;
     }

@@ -104,6 +104,13 @@ impl Observer for TracedObserver<'_> {
     }
 
     fn child_trace(&mut self, path: &str, note: crate::runtime::run::driver::ChildNote) {
+        // The child's telemetry is the wrapped observer's to keep.
+        if matches!(
+            note,
+            crate::runtime::run::driver::ChildNote::Telemetry { .. }
+        ) {
+            return self.inner.child_trace(path, note);
+        }
         self.trace.child_note(path, note);
     }
 

@@ -16,8 +16,9 @@ use crate::pipeline::compile::machine::Machine;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Forwards a child protocol's logs and directives to its parent's driver; a directive says
-/// which child it is from (`from`: the invoke ids down to it, `kid/grandkid`).
+/// Forwards a child protocol's logs, directives and the telemetry entries its parent keeps for
+/// it (`ChildNote::Telemetry`) to its parent's driver; a directive says which child it is from
+/// (`from`: the invoke ids down to it, `kid/grandkid`).
 struct ChildObserver {
     parent: EffectSink,
     id: Arc<str>,
@@ -68,7 +69,14 @@ impl Observer for ChildObserver {
         }
     }
 
-    fn record(&mut self, _time: &str, kind: &str, fields: serde_json::Value) {
+    fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
+        if crate::runtime::telemetry::kept_of_a_child(kind) {
+            self.tell(ChildNote::Telemetry {
+                time: time.to_string(),
+                kind: kind.to_string(),
+                fields: fields.clone(),
+            });
+        }
         if self.trace.is_some()
             && matches!(
                 kind,

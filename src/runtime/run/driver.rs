@@ -179,9 +179,14 @@ pub trait Observer {
     fn child_trace_context(&self, _id: &str) -> Option<crate::base::trace_context::ChildTrace> {
         None
     }
-    /// What child protocol `path` (`kid`, `kid/grandkid`, a map's `items[3]`) did inside, for
-    /// an observer with a `child_trace_context`.
-    fn child_trace(&mut self, _path: &str, _note: ChildNote) {}
+    /// What child protocol `path` (`kid`, `kid/grandkid`, a map's `items[3]`) did inside: the
+    /// trace of an observer with a `child_trace_context`; by default, the child's telemetry
+    /// entries the timeline reads, recorded as `child` entries of this run (`child_entry`).
+    fn child_trace(&mut self, path: &str, note: ChildNote) {
+        if let ChildNote::Telemetry { time, kind, fields } = note {
+            self.record(&time, "child", child_entry(path, &kind, fields));
+        }
+    }
     /// The telemetry recorded since the last call, as JSON lines, for the store to commit with
     /// the steps it tells of (`Checkpoint::telemetry`); `None` when there is none, or when the
     /// observer keeps no telemetry for a store.
@@ -211,6 +216,26 @@ pub enum ChildNote {
         id: String,
         owner: Option<String>,
     },
+    /// A telemetry entry of the child the inspector's timeline reads
+    /// (`telemetry::kept_of_a_child`), told whether or not a trace is exported: a child keeps
+    /// no telemetry of its own, its parent keeps it (`Observer::child_trace`).
+    Telemetry {
+        time: String,
+        kind: String,
+        fields: serde_json::Value,
+    },
+}
+
+/// The fields of the `child` telemetry entry its parent keeps for an entry of child protocol
+/// `path`: `{"child": path, "entry": {"kind", ...fields}}`, the child's entry whole under
+/// `entry`, so that nothing reading the parent's own entries (`logs`, `stats`) counts it.
+pub fn child_entry(path: &str, kind: &str, fields: serde_json::Value) -> serde_json::Value {
+    let mut entry = serde_json::Map::new();
+    entry.insert("kind".into(), kind.into());
+    if let serde_json::Value::Object(fields) = fields {
+        entry.extend(fields);
+    }
+    serde_json::json!({"child": path, "entry": entry})
 }
 
 /// The state of `machine` that declares the invoke `id`; `None` for a map's item.

@@ -450,7 +450,9 @@ async function loadLogs(page) {
 }
 
 // The timeline: each state's visits and each effect's attempts as bars on one time axis; an
-// attempt's timeout is the thin line from its start.
+// attempt's timeout is the thin line from its start. A map's items and the child protocols a
+// state invokes are nested (indented, under a group row) below the state that owns them, a
+// child's own states and effects below it in turn.
 async function loadTimeline(page) {
   const { timeline } = page.elements;
   let answer;
@@ -467,21 +469,14 @@ async function loadTimeline(page) {
   const running = page.run && (page.run.status === "running" || page.run.status === "stopped");
   const start = answer.from;
   let end = Math.max(answer.to, running ? Date.now() : answer.to);
-  for (const effect of answer.effects) {
-    for (const attempt of effect.attempts) {
+  const rows = timelineRows(answer, 0);
+  for (const row of rows) {
+    for (const attempt of row.effect ? row.effect.attempts : []) {
       if (attempt.timeout_ms) end = Math.max(end, attempt.from + attempt.timeout_ms);
     }
   }
   const span = Math.max(end - start, 1);
-  const rows = [];
-  const byState = new Map();
-  for (const visit of answer.states) {
-    if (!byState.has(visit.state)) byState.set(visit.state, []);
-    byState.get(visit.state).push(visit);
-  }
-  for (const [state, visits] of byState) rows.push({ label: state, kind: "state", bars: visits });
-  for (const effect of answer.effects) rows.push({ label: `${effect.id} #${effect.invocation}`, kind: "effect", effect });
-  const width = 900, left = 180, rowHeight = 22, top = 24;
+  const width = 960, left = 240, rowHeight = 22, top = 24, indent = 14;
   const x = (time) => left + ((time - start) / span) * (width - left - 10);
   const svgNamespace = "http://www.w3.org/2000/svg";
   const node = (tag, attributes, text) => {
@@ -498,18 +493,39 @@ async function loadTimeline(page) {
     svg.append(node("text", { x: x(time), y: 12, "font-size": 10, "text-anchor": tick === 0 ? "start" : "middle", fill: "#656d76" },
       `+${duration(Math.round(time - start)) || "0 ms"}`));
   }
+  // A span's bar, from `from` to `to` (the end while it lasts), with its tooltip.
+  const spanBar = (from, to, attributes, title) => {
+    const until = to ?? end;
+    const bar = node("rect", { x: x(from), width: Math.max(x(until) - x(from), 2), ...attributes });
+    bar.append(node("title", {}, `${title}: ${duration(until - from)}`));
+    return bar;
+  };
   rows.forEach((row, index) => {
     const y = top + index * rowHeight;
-    svg.append(node("text", { x: 4, y: y + 14, "font-size": 11, fill: "#1f2328" }, row.label));
+    const label = node("text", { x: 4 + row.depth * indent, y: y + 14, "font-size": 11, fill: "#1f2328",
+                                 class: `row-label row-${row.kind}`, "data-depth": row.depth }, row.label);
+    if (row.group) label.setAttribute("font-weight", 600);
+    if (row.link) {
+      // A child protocol's group row links to its own run's page.
+      const link = node("a", { href: `/runs/${encodeURIComponent(row.link)}`, class: "child-link" });
+      label.setAttribute("fill", "#0969da");
+      link.append(label);
+      svg.append(link);
+    } else {
+      svg.append(label);
+    }
     if (row.kind === "state") {
       for (const visit of row.bars) {
-        const to = visit.to ?? end;
-        const bar = node("rect", { x: x(visit.from), y: y + 4, width: Math.max(x(to) - x(visit.from), 2), height: 14,
-                                   fill: "#dafbe1", stroke: "#1a7f37", class: "visit", "data-state": row.label });
-        bar.append(node("title", {}, `${row.label}: ${duration(to - visit.from)}`));
-        svg.append(bar);
+        svg.append(spanBar(visit.from, visit.to, { y: y + 4, height: 14, fill: "#dafbe1", stroke: "#1a7f37",
+                                                   class: "visit", "data-state": row.label, "data-depth": row.depth }, row.label));
       }
-    } else {
+    } else if (row.kind === "map" || row.kind === "child") {
+      if (row.from === null || row.from === undefined) return;
+      const failed = row.outcome === "failed" || (row.kind === "child" && row.exit_code !== null && row.exit_code !== 0);
+      svg.append(spanBar(row.from, row.to, { y: y + 7, height: 8, fill: failed ? "#ffebe9" : "#eaeef2",
+                                             stroke: failed ? "#cf222e" : "#656d76", class: row.kind,
+                                             "data-id": row.id, "data-depth": row.depth, "data-outcome": row.outcome ?? "" }, row.label));
+    } else if (row.effect) {
       const effect = row.effect;
       effect.attempts.forEach((attempt, number) => {
         const to = attempt.to ?? end;
@@ -520,14 +536,69 @@ async function loadTimeline(page) {
         }
         const bar = node("rect", { x: x(attempt.from), y: y + 4, width: Math.max(x(to) - x(attempt.from), 2), height: 12,
                                    fill: failed ? "#ffebe9" : "#ddf4ff", stroke: failed ? "#cf222e" : "#0969da",
-                                   class: "attempt", "data-effect": effect.id, "data-attempt": attempt.attempt,
-                                   "data-timeout-ms": attempt.timeout_ms ?? "" });
+                                   class: row.kind === "item" ? "attempt item" : "attempt", "data-effect": effect.id,
+                                   "data-attempt": attempt.attempt, "data-timeout-ms": attempt.timeout_ms ?? "",
+                                   "data-depth": row.depth, "data-outcome": effect.outcome ?? "" });
         bar.append(node("title", {}, `attempt ${attempt.attempt}` + (attempt.timeout_ms ? `, timeout ${duration(attempt.timeout_ms)}` : "")));
         svg.append(bar);
       });
+    } else if (row.from !== null && row.from !== undefined) {
+      // A map's item run as a child protocol: its span (its own rows follow, nested).
+      svg.append(spanBar(row.from, row.to, { y: y + 4, height: 12, fill: row.outcome === "failed" ? "#ffebe9" : "#ddf4ff",
+                                             stroke: row.outcome === "failed" ? "#cf222e" : "#0969da", class: "item",
+                                             "data-id": row.id, "data-depth": row.depth, "data-outcome": row.outcome ?? "" }, row.label));
     }
   });
   timeline.replaceChildren(svg);
+}
+
+// The rows of one run's timeline (`/api/timeline`'s shape) at `depth`: each state's row, the
+// maps and child protocols it owns nested below it, then its effects; whatever has no owner
+// among the states at the end.
+function timelineRows(answer, depth) {
+  const rows = [];
+  const byState = new Map();
+  for (const visit of answer.states) {
+    if (!byState.has(visit.state)) byState.set(visit.state, []);
+    byState.get(visit.state).push(visit);
+  }
+  const maps = answer.maps || [], children = answer.children || [];
+  const owned = (state) => [...maps.filter((map) => map.owner === state).map((map) => ({ map })),
+                            ...children.filter((child) => child.owner === state).map((child) => ({ child }))];
+  const nest = (part, at) => (part.map ? mapRows(part.map, at) : childRows(part.child, at, null));
+  for (const [state, visits] of byState) {
+    rows.push({ label: state, kind: "state", bars: visits, depth });
+    for (const part of owned(state)) rows.push(...nest(part, depth + 1));
+  }
+  for (const effect of answer.effects) rows.push({ label: `${effect.id} #${effect.invocation}`, kind: "effect", effect, depth });
+  const states = new Set(byState.keys());
+  for (const map of maps) if (!states.has(map.owner)) rows.push(...mapRows(map, depth));
+  for (const child of children) if (!states.has(child.owner)) rows.push(...childRows(child, depth, null));
+  return rows;
+}
+
+// A map's group row (its id, item count and outcome), then a row per item started, by index.
+function mapRows(map, depth) {
+  const rows = [{ label: `map ${map.id} · ${map.items} items` + (map.outcome ? ` · ${map.outcome}` : ""), kind: "map",
+                  group: true, id: map.id, from: map.from, to: map.to, outcome: map.outcome, depth }];
+  for (const item of map.entries) {
+    const label = `[${item.index}] ${item.id}` + (item.outcome ? ` · ${item.outcome}` : "");
+    if (item.child) {
+      rows.push(...childRows(item.child, depth + 1, label, item));
+    } else {
+      rows.push({ label, kind: "item", effect: item.effect, id: item.id, outcome: item.outcome, depth: depth + 1 });
+    }
+  }
+  return rows;
+}
+
+// A child protocol's group row (linking to its own run's page), then its own rows nested.
+function childRows(child, depth, label, item) {
+  const ended = child.exit_code === null ? "" : ` → ${child.final_state ?? "no final state"} (exit ${child.exit_code})`;
+  const row = { label: (label ?? `child ${child.id}`) + ended, kind: item ? "item" : "child", group: true, link: child.run,
+                id: child.id, from: child.from, to: child.to, exit_code: child.exit_code, depth,
+                outcome: item ? item.outcome : (child.exit_code === null ? null : child.exit_code === 0 ? "completed" : "failed") };
+  return [row, ...timelineRows(child.timeline, depth + 1)];
 }
 
 // Server-sent updates: each brings the run and the steps committed since the last shown.
