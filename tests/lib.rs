@@ -51,6 +51,7 @@ mod instance_size;
 mod layers;
 mod library_files;
 mod limits;
+mod live_pages;
 mod loading_limits;
 mod lsp;
 mod lsp_declared;

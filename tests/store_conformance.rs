@@ -90,7 +90,7 @@ conformance!(
     telemetry_is_kept_with_its_steps_in_order_and_goes_with_its_run,
 );
 
-fn new_run(id: &str) -> NewRun {
+pub(crate) fn new_run(id: &str) -> NewRun {
     NewRun {
         id: id.to_string(),
         protocol_path: "/protocols/p.yaml".to_string(),
@@ -142,7 +142,7 @@ fn entry(sequence: u64) -> JournalEntry {
     }
 }
 
-fn step(run: &str, sequence: u64) -> Write {
+pub(crate) fn step(run: &str, sequence: u64) -> Write {
     Write::Step {
         run: run.to_string(),
         entry: entry(sequence),
@@ -152,7 +152,7 @@ fn step(run: &str, sequence: u64) -> Write {
     }
 }
 
-fn finish(at: u64) -> Finish {
+pub(crate) fn finish(at: u64) -> Finish {
     Finish {
         final_state: Some("done".to_string()),
         exit_code: 0,

@@ -50,23 +50,27 @@ fn ittw_host(directory: &Path) -> Process {
     }
 }
 
-/// `protocol-run ui` on a free loopback port in `directory`, with `arguments` and `environment`
-/// besides; the process and its address, once it listens.
+/// `protocol-run ui` on a free loopback port in `directory`, on its state directory's store,
+/// looking every 50 ms, with `arguments` and `environment` besides; the process and its
+/// address, once it listens.
 pub(crate) fn inspector(
     directory: &Path,
     arguments: &[&str],
     environment: &[(&str, &str)],
 ) -> (Process, String) {
+    let store = ["--state-dir", "state", "--poll", "50ms"];
+    inspector_on(directory, &[&store, arguments].concat(), environment)
+}
+
+/// `protocol-run ui` on a free loopback port in `directory` with `arguments` (its store and
+/// `--poll` among them) and `environment`; the process and its address, once it listens.
+pub(crate) fn inspector_on(
+    directory: &Path,
+    arguments: &[&str],
+    environment: &[(&str, &str)],
+) -> (Process, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_protocol-run"))
-        .args([
-            "ui",
-            "--state-dir",
-            "state",
-            "--poll",
-            "50ms",
-            "--listen",
-            "127.0.0.1:0",
-        ])
+        .args(["ui", "--listen", "127.0.0.1:0"])
         .args(arguments)
         .envs(environment.iter().copied())
         .current_dir(directory)

@@ -1,5 +1,6 @@
 //! Durable runs: the `Store` trait (runs, their journal, their latest snapshot) and its records.
 
+pub mod changes;
 pub mod choice;
 mod codec;
 pub mod inbox;
@@ -9,6 +10,7 @@ pub mod run_filter;
 pub mod shared;
 pub mod sqlite;
 
+pub use changes::{RunChanges, RunFollower};
 pub use choice::StoreChoice;
 pub use inbox::{InboxEntry, InboxRecord, InboxScope, InboxState, TakenInbox};
 pub use postgres::PostgresStore;
@@ -593,6 +595,15 @@ pub trait Store: Send {
 
     /// The trace recorded with the run (`save_trace`), if any.
     fn trace(&self, run: &str) -> Result<Option<String>, StoreError>;
+
+    /// Word of every run whose steps or status any process commits to this store from now on
+    /// (its id), so that a reader following runs is woken rather than looking again and again.
+    /// `None` where the store cannot tell (readers then look now and again). Word can be lost
+    /// (a connection to the store cut and made again), so a follower still looks now and
+    /// again, though seldom.
+    fn watch_runs(&mut self) -> Result<Option<RunChanges>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// Why `Store::claim_runs` left a run unclaimed.

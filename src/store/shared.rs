@@ -232,4 +232,8 @@ impl Store for SharedStore {
     fn trace(&self, run: &str) -> Result<Option<String>, StoreError> {
         self.lock().trace(run)
     }
+
+    fn watch_runs(&mut self) -> Result<Option<super::RunChanges>, StoreError> {
+        self.lock().watch_runs()
+    }
 }

@@ -25,6 +25,8 @@ pub struct UiArguments {
     #[arg(long, value_name = "FILE")]
     access_token_file: Option<PathBuf>,
     /// How often a live page looks at the store for its run's new steps; from 10ms to a minute.
+    /// On PostgreSQL the database's notifications wake pages at each commit, and they look
+    /// this often (at least every 5s) only in case a notification was lost.
     #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = super::serve::parse_inbox_poll)]
     poll: std::time::Duration,
     #[command(flatten)]

@@ -1,8 +1,9 @@
-//! A run's page kept live: server-sent events, one `update` each time the run's last committed step or status changes (read from the store every `poll`), carrying the run and the steps since the page's last.
+//! A run's page kept live: server-sent events, one `update` each time the run's last committed step or status changes (read from the store when it tells of a commit to the run, PostgreSQL's notifications, else every `poll`), carrying the run and the steps since the page's last.
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -13,9 +14,14 @@ use tokio::sync::mpsc;
 use super::Inspector;
 use super::read::{run_json, step_row};
 use crate::runtime::runs::view::TransitionNames;
+use crate::store::{RunChanges, RunFollower};
 
 /// The most steps one update carries; a page that fell further behind reads the rest.
 const MAX_STEPS_PER_UPDATE: usize = 500;
+
+/// How long a page woken by the store's word of commits waits at most (or `poll`, if longer)
+/// before it looks all the same: word is lost when the store's connection is cut.
+const UNWOKEN_LOOK: Duration = Duration::from_secs(5);
 
 /// `/api/live?id=&after=`: updates of run `id` once it has steps after `after` (the last step
 /// the page shows), and on every change of its status.
@@ -41,6 +47,8 @@ pub async fn live(
     Query(query): Query<LiveQuery>,
 ) -> impl axum::response::IntoResponse {
     let (sender, receiver) = mpsc::channel(4);
+    // Followed before the first look, so that no commit after it goes unheard.
+    let mut follower = inspector.changes.as_ref().map(RunChanges::follow);
     tokio::spawn(async move {
         let mut shown = (query.after, None::<String>);
         loop {
@@ -61,13 +69,27 @@ pub async fn live(
                     return;
                 }
             }
-            if sender.is_closed() {
-                return;
+            // A page whose feed was dropped ends its task without waiting for the next look.
+            tokio::select! {
+                () = sender.closed() => return,
+                () = next_look(&mut follower, &query.id, inspector.poll) => {}
             }
-            tokio::time::sleep(inspector.poll).await;
         }
     });
     Sse::new(Updates(receiver)).keep_alive(KeepAlive::default())
+}
+
+/// Waits until run `run` is worth looking at again: word that it was committed to, or
+/// `UNWOKEN_LOOK` (`poll` if longer) without any; `poll` where the store gives no word, or
+/// its word ended.
+async fn next_look(follower: &mut Option<RunFollower>, run: &str, poll: Duration) {
+    let Some(following) = follower else {
+        return tokio::time::sleep(poll).await;
+    };
+    if let Ok(false) = tokio::time::timeout(poll.max(UNWOKEN_LOOK), following.changed(run)).await {
+        *follower = None;
+        tokio::time::sleep(poll).await;
+    }
 }
 
 /// The update due when the run's last step or status is not what the page was shown

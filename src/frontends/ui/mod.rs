@@ -17,11 +17,12 @@ use axum::routing::{get, post};
 pub use drive::DriverPlace;
 pub use guard::{Guard, random_token};
 
-use crate::store::SharedStore;
+use crate::store::{RunChanges, SharedStore};
 
 /// What every request is served from: the store (read and queued into, never driven: the
 /// runs' holders drive them, and the drivers it starts for a redrive or a fork), who may ask,
-/// and how often live pages look for new steps.
+/// how often live pages look for new steps, and the word of committed steps that wakes them
+/// where the store gives it (PostgreSQL).
 #[derive(Clone)]
 pub struct Inspector {
     store: SharedStore,
@@ -29,16 +30,28 @@ pub struct Inspector {
     poll: Duration,
     place: Arc<DriverPlace>,
     drivers: drive::Drivers,
+    changes: Option<RunChanges>,
 }
 
 impl Inspector {
+    /// The inspector over `store`, following its committed steps where it can tell of them
+    /// (a store that fails to is said on stderr, and its live pages look every `poll`).
     pub fn new(store: SharedStore, guard: Guard, poll: Duration, place: DriverPlace) -> Inspector {
+        let changes = store
+            .lock()
+            .watch_runs()
+            .map_err(|error| {
+                eprintln!("warning: {error}; live pages look at the store every {poll:?}")
+            })
+            .ok()
+            .flatten();
         Inspector {
             store,
             guard: Arc::new(guard),
             poll,
             place: Arc::new(place),
             drivers: drive::Drivers::default(),
+            changes,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The shared store: runs, their journal and their states in a PostgreSQL database, so that several hosts drive runs of one fleet.
 
+mod changes;
 mod inbox;
 mod reads;
 mod schema;
@@ -19,8 +20,8 @@ use super::codec::Codec;
 use super::codec::states::Written;
 use super::codec::steps::{Planned, StepWrite};
 use super::{
-    Finish, Holder, JournalEntry, NewRun, RunCursor, RunRecord, RunStatus, RunSummary, Store,
-    StoreError, StoredSnapshot, Unclaimed, Write,
+    Finish, Holder, JournalEntry, NewRun, RunChanges, RunCursor, RunRecord, RunStatus, RunSummary,
+    Store, StoreError, StoredSnapshot, Unclaimed, Write,
 };
 use crate::base::durable::ChildState;
 use crate::base::snapshot::Snapshot;
@@ -57,6 +58,10 @@ pub struct PostgresStore {
     lease: Option<String>,
     /// Whom the connection's thread wakes when a notification names them (`wake_on_inbox`).
     wakeups: Wakeups,
+    /// Where the connection's thread hands the notifications of `changes::RUNS_CHANNEL` on
+    /// (`Store::watch_runs`), once this store listens on it (`listening_for_runs`).
+    changes: RunChanges,
+    listening_for_runs: bool,
     /// How long a claim or a queued event waits for a row another transaction locked: the
     /// lease's length once this store took one (by then the server has ended the transaction
     /// of a paused host, which had been idle for as long), a second before.
@@ -84,11 +89,14 @@ impl PostgresStore {
             database: location(&config),
         };
         let wakeups = Wakeups::default();
+        let changes = RunChanges::default();
         let client =
-            start_connection(config, wakeups.clone()).map_err(|source| StoreError::Database {
-                database: codec.location(),
-                operation: "connect".to_string(),
-                source: session::explained(&*source).into(),
+            start_connection(config, wakeups.clone(), changes.clone()).map_err(|source| {
+                StoreError::Database {
+                    database: codec.location(),
+                    operation: "connect".to_string(),
+                    source: session::explained(&*source).into(),
+                }
             })?;
         let mut store = PostgresStore {
             client,
@@ -98,6 +106,8 @@ impl PostgresStore {
             fences: HashMap::default(),
             lease: None,
             wakeups,
+            changes,
+            listening_for_runs: false,
             lock_wait_milliseconds: LOCK_WAIT_MILLISECONDS,
         };
         store.migrate()?;
@@ -184,6 +194,7 @@ fn wait<F: std::future::Future>(future: F) -> F::Output {
 fn start_connection(
     mut config: tokio_postgres::Config,
     wakeups: Wakeups,
+    changes: RunChanges,
 ) -> Result<Client, super::Cause> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
@@ -206,7 +217,7 @@ fn start_connection(
                 match config.connect(NoTls).await {
                     Ok((client, connection)) => {
                         if sender.send(Ok(client)).is_ok() {
-                            drive(connection, &wakeups).await;
+                            drive(connection, &wakeups, &changes).await;
                         }
                     }
                     Err(error) => {
@@ -223,16 +234,24 @@ fn start_connection(
 }
 
 /// Drives the connection until the client is dropped or the server goes away (the client's
-/// calls then fail, each naming its operation), waking the host a notification names.
-async fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>, wakeups: &Wakeups)
-where
+/// calls then fail, each naming its operation), waking the host a notification on
+/// `INBOX_CHANNEL` names, and handing those on `changes::RUNS_CHANNEL` to `run_changes`.
+async fn drive<S, T>(
+    mut connection: tokio_postgres::Connection<S, T>,
+    wakeups: &Wakeups,
+    run_changes: &RunChanges,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     while let Some(Ok(message)) =
         std::future::poll_fn(|context| connection.poll_message(context)).await
     {
-        if let tokio_postgres::AsyncMessage::Notification(notification) = message
+        let tokio_postgres::AsyncMessage::Notification(notification) = message else {
+            continue;
+        };
+        changes::deliver(&notification, run_changes);
+        if notification.channel() == INBOX_CHANNEL
             && let Ok(listening) = wakeups.lock()
             && let Some((lease, wake)) = listening.as_ref()
             && notification.payload() == lease
@@ -266,7 +285,8 @@ impl Store for PostgresStore {
 
     fn create_run(&mut self, run: &NewRun) -> Result<(), StoreError> {
         self.write(&format!("create run `{}`", run.id), |session| {
-            session.insert_run(run)
+            session.insert_run(run)?;
+            session.announce_runs(&[&run.id])
         })?;
         if run.holder.is_some() {
             self.fences.insert(run.id.clone(), 0);
@@ -348,7 +368,8 @@ impl Store for PostgresStore {
         let fence = self.fences.get(run).copied();
         self.write(&format!("mark run `{run}` stopped"), |session| {
             session.check_fence(run, fence)?;
-            session.update_status(run, RunStatus::Stopped, unix_milliseconds)
+            session.update_status(run, RunStatus::Stopped, unix_milliseconds)?;
+            session.announce_runs(&[run])
         })?;
         // Released: a resume claims it again.
         self.fences.remove(run);
@@ -359,7 +380,8 @@ impl Store for PostgresStore {
         let fence = self.fences.get(run).copied();
         self.write(&format!("mark run `{run}` running"), |session| {
             session.check_fence(run, fence)?;
-            session.update_status(run, RunStatus::Running, unix_milliseconds)
+            session.update_status(run, RunStatus::Running, unix_milliseconds)?;
+            session.announce_runs(&[run])
         })
     }
 
@@ -368,7 +390,8 @@ impl Store for PostgresStore {
         let fence = self.fences.get(run).copied();
         self.write(&format!("finish run `{run}`"), |session| {
             session.check_fence(run, fence)?;
-            session.update_finish(run, finish)
+            session.update_finish(run, finish)?;
+            session.announce_runs(&[run])
         })?;
         self.fences.remove(run);
         Ok(())
@@ -583,5 +606,9 @@ impl Store for PostgresStore {
             Some(row) => session.column::<Option<String>>(&row, 0, run),
             None => Ok(None),
         }
+    }
+
+    fn watch_runs(&mut self) -> Result<Option<RunChanges>, StoreError> {
+        self.listen_for_runs().map(Some)
     }
 }

@@ -152,7 +152,8 @@ impl PostgresStore {
                 }
             }
             session.insert_journal(&journal)?;
-            session.insert_telemetry(&telemetry)
+            session.insert_telemetry(&telemetry)?;
+            session.announce_runs(&super::changes::announced(writes))
         });
         if result.is_ok() {
             after_commit(
