@@ -235,7 +235,7 @@ fn runs_filter_by_protocol_status_and_start() {
     let (code, _, stderr) = run_binary(&directory, &with_state(&["runs", "--status", "done"]));
     assert_eq!(code, 64, "{stderr}");
     assert!(
-        stderr.contains("[possible values: running, stopped, finished, failed]"),
+        stderr.contains("[possible values: running, stopped, finished, failed, cancelled]"),
         "{stderr}"
     );
     std::fs::remove_dir_all(&directory).unwrap();

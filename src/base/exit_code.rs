@@ -11,3 +11,5 @@ pub const UNHANDLED_ERROR: u8 = 76;
 pub const UNFINISHED: u8 = 75;
 /// Another process holds what this one needs (a run it is driving): try again later.
 pub const TEMPORARY_FAILURE: u8 = 75;
+/// A cancelled run: 128 + SIGINT, as a shell reports an interrupted command.
+pub const CANCELLED: u8 = 130;

@@ -31,7 +31,7 @@ impl ShownStatus {
             }
             (RunStatus::Finished, Some(finish))
                 if finish.final_state.is_none()
-                    && finish.exit_code == crate::runtime::run::stop::CANCELLED_EXIT_CODE =>
+                    && finish.exit_code == i32::from(crate::base::exit_code::CANCELLED) =>
             {
                 ShownStatus::Cancelled
             }

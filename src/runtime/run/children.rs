@@ -70,7 +70,7 @@ impl Observer for ChildObserver {
     }
 
     fn record(&mut self, time: &str, kind: &str, fields: serde_json::Value) {
-        if crate::runtime::telemetry::kept_of_a_child(kind) {
+        if super::telemetry_kinds::kept_of_a_child(kind) {
             self.tell(ChildNote::Telemetry {
                 time: time.to_string(),
                 kind: kind.to_string(),

@@ -217,7 +217,7 @@ pub enum ChildNote {
         owner: Option<String>,
     },
     /// A telemetry entry of the child the inspector's timeline reads
-    /// (`telemetry::kept_of_a_child`), told whether or not a trace is exported: a child keeps
+    /// (`telemetry_kinds::kept_of_a_child`), told whether or not a trace is exported: a child keeps
     /// no telemetry of its own, its parent keeps it (`Observer::child_trace`).
     Telemetry {
         time: String,

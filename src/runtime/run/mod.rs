@@ -20,6 +20,7 @@ pub mod queued;
 pub mod running;
 pub mod session;
 pub mod stop;
+pub mod telemetry_kinds;
 mod tree;
 
 use std::cell::Cell;

@@ -4,7 +4,7 @@ use crate::store::{Finish, Write};
 
 /// Exit code recorded for a cancelled run: 128 + SIGINT, as a shell reports an interrupted
 /// command. A cancelled run has finished: it cannot be resumed.
-pub const CANCELLED_EXIT_CODE: i32 = 130;
+pub const CANCELLED_EXIT_CODE: i32 = crate::base::exit_code::CANCELLED as i32;
 
 /// What stopping does to each run still live in a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
