@@ -12,6 +12,16 @@ use crate::support;
 /// exist (so it escalates and waits for guidance), its events on stdin (held open), its inbox
 /// looked at every 20 ms; its output to `output`.
 pub(crate) fn ittw_run(directory: &Path, run: &str, output: fn() -> Stdio) -> std::process::Child {
+    ittw_run_on(directory, &[], run, output)
+}
+
+/// `ittw_run` on the store `environment` chooses.
+pub(crate) fn ittw_run_on(
+    directory: &Path,
+    environment: &[(&str, &str)],
+    run: &str,
+    output: fn() -> Stdio,
+) -> std::process::Child {
     let ittw = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocols/ittw.yaml");
     Command::new(env!("CARGO_BIN_EXE_protocol-run"))
         .args([
@@ -29,6 +39,7 @@ pub(crate) fn ittw_run(directory: &Path, run: &str, output: fn() -> Stdio) -> st
             "-",
         ])
         .args(["--inbox-poll", "20ms"])
+        .envs(environment.iter().copied())
         .current_dir(directory)
         .stdin(Stdio::piped())
         .stdout(output())

@@ -41,12 +41,30 @@ fn guide(address: &str, run: &str) {
 }
 
 #[test]
-fn the_inspector_cancels_a_run_that_a_run_process_holds() {
-    let directory = support::temporary_directory("ui-actions", "cancel");
-    let mut child = crate::run_inbox::ittw_run(&directory, "doomed", Stdio::null);
+fn sqlite_the_inspector_cancels_a_run_that_a_run_process_holds() {
+    the_inspector_cancels_a_run_that_a_run_process_holds("cancel", &[]);
+}
+
+#[test]
+fn postgres_the_inspector_cancels_a_run_that_a_run_process_holds() {
+    let Some(database) = support::postgres::database(
+        "ui_actions::postgres_the_inspector_cancels_a_run_that_a_run_process_holds",
+    ) else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    the_inspector_cancels_a_run_that_a_run_process_holds("cancel-postgres", &environment);
+}
+
+fn the_inspector_cancels_a_run_that_a_run_process_holds(name: &str, environment: &[(&str, &str)]) {
+    let directory = support::temporary_directory("ui-actions", name);
+    let mut child = crate::run_inbox::ittw_run_on(&directory, environment, "doomed", Stdio::null);
     let input = child.stdin.take();
     let _run = Process { child, input };
-    let (_inspector, address) = inspector(&directory, &[], &[]);
+    let (_inspector, address) = inspector(&directory, &[], environment);
     wait_for_monitoring(&address, "doomed");
     let (status, answer) = post(&address, "/api/cancel?id=doomed", "{}");
     assert_eq!(status, 200, "{answer}");
@@ -70,11 +88,35 @@ fn the_inspector_cancels_a_run_that_a_run_process_holds() {
 }
 
 #[test]
-fn the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events() {
-    let directory = support::temporary_directory("ui-actions", "redrive");
-    let mut child = crate::run_inbox::ittw_run(&directory, "halted", Stdio::null);
+fn sqlite_the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events() {
+    the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events("redrive", &[]);
+}
+
+#[test]
+fn postgres_the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events() {
+    let Some(database) = support::postgres::database(
+        "ui_actions::postgres_the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events",
+    ) else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events(
+        "redrive-postgres",
+        &environment,
+    );
+}
+
+fn the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events(
+    name: &str,
+    environment: &[(&str, &str)],
+) {
+    let directory = support::temporary_directory("ui-actions", name);
+    let mut child = crate::run_inbox::ittw_run_on(&directory, environment, "halted", Stdio::null);
     let input = child.stdin.take();
-    let (_inspector, address) = inspector(&directory, &[], &[]);
+    let (_inspector, address) = inspector(&directory, &[], environment);
     wait_for_monitoring(&address, "halted");
     // Stopped by a signal: unfinished, resumable, held by nobody.
     nix::sys::signal::kill(
@@ -119,12 +161,36 @@ fn the_inspector_redrives_a_stopped_run_and_its_driver_takes_the_runs_events() {
 }
 
 #[test]
-fn the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events() {
-    let directory = support::temporary_directory("ui-actions", "fork");
-    let mut child = crate::run_inbox::ittw_run(&directory, "original", Stdio::null);
+fn sqlite_the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events() {
+    the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events("fork", &[]);
+}
+
+#[test]
+fn postgres_the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events() {
+    let Some(database) = support::postgres::database(
+        "ui_actions::postgres_the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events",
+    ) else {
+        return;
+    };
+    let environment = [
+        ("PROTOCOL_RUN_STORE", "postgres"),
+        ("PROTOCOL_RUN_DATABASE_URL", database.url()),
+    ];
+    the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events(
+        "fork-postgres",
+        &environment,
+    );
+}
+
+fn the_inspector_forks_a_finished_run_at_a_step_and_the_new_run_waits_for_its_events(
+    name: &str,
+    environment: &[(&str, &str)],
+) {
+    let directory = support::temporary_directory("ui-actions", name);
+    let mut child = crate::run_inbox::ittw_run_on(&directory, environment, "original", Stdio::null);
     let input = child.stdin.take();
     let _run = Process { child, input };
-    let (_inspector, address) = inspector(&directory, &[], &[]);
+    let (_inspector, address) = inspector(&directory, &[], environment);
     wait_for_monitoring(&address, "original");
     let waiting_at = api(&address, "/api/run?id=original")["state"]["step"]
         .as_u64()
