@@ -239,6 +239,28 @@ fn a_browser_sends_guidance_to_a_waiting_ittw_run_and_sees_it_finish_live() {
         "{seen}"
     );
     assert_eq!(seen["inbox"], "taken", "{seen}");
+    assert!(
+        texts(&seen["directives"]).contains(&"escalate_to_captain"),
+        "{seen}"
+    );
+    // Filtered by level, only errors; by tag, only the monitoring lines; fewer than all.
+    let errors = texts(&seen["error_levels"]);
+    assert!(
+        !errors.is_empty() && errors.iter().all(|level| *level == "error"),
+        "{seen}"
+    );
+    let monitoring = texts(&seen["monitoring_tags"]);
+    assert!(
+        !monitoring.is_empty()
+            && monitoring
+                .iter()
+                .all(|tags| tags.contains("ittw_monitoring")),
+        "{seen}"
+    );
+    assert!(
+        errors.len() + monitoring.len() <= seen["log_lines"].as_u64().unwrap() as usize,
+        "{seen}"
+    );
     assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["stray_text"], false, "{seen}");
     assert!(

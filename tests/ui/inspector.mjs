@@ -55,6 +55,18 @@ try {
   seen.steps_shown = await page.locator("#steps tr.step").count();
   await page.screenshot({ path: `${screenshots}/run-finished.png`, fullPage: true });
 
+  // What the steps did: the directive that asked for the captain, in its step's row.
+  seen.directives = await page.$$eval("#steps td.actions .directive", (nodes) => nodes.map((node) => node.dataset.directive));
+  // The logs, filtered by level and by tag.
+  await page.locator("#logs tr").first().waitFor({ timeout: 30000 });
+  seen.log_lines = await page.locator("#logs tr").count();
+  await page.selectOption("#log-level", "error");
+  seen.error_levels = await page.$$eval("#logs tr", (rows) => rows.map((row) => row.children[1].textContent));
+  await page.selectOption("#log-level", "");
+  await page.fill("#log-tags", "ittw_monitoring");
+  seen.monitoring_tags = await page.$$eval("#logs tr", (rows) => rows.map((row) => row.children[2].textContent));
+  await page.fill("#log-tags", "");
+
   // A step's moment: its states and its context.
   await page.locator("#steps tr.step").last().click();
   await page.locator(".moment").waitFor({ timeout: 30000 });

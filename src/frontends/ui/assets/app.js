@@ -339,11 +339,24 @@ function showSteps(page) {
     element("td", {}, step.at),
     element("td", {}, step.event ?? step.what ?? ""),
     element("td", {}, step.transitions.join("; ")),
+    element("td", { class: "actions" }, stepActions(step.actions)),
     element("td", { class: "failure" }, step.failure ? step.failure.message : "")));
   const older = page.moreBefore ? element("button", { onclick: () => loadOlder(page) }, "Older steps") : null;
   fill(page.elements.steps, element("table", {},
-    element("thead", {}, element("tr", {}, ["Step", "At", "Event", "Transitions", "Failure"].map((name) => element("th", {}, name)))),
+    element("thead", {}, element("tr", {}, ["Step", "At", "Event", "Transitions", "Did", "Failure"].map((name) => element("th", {}, name)))),
     element("tbody", {}, rows)), older);
+}
+
+// What a step did, in order, besides its log lines (the logs panel has those): the directives
+// it emitted, the effects and maps it started, what it cancelled.
+function stepActions(actions) {
+  return (actions || []).filter((action) => !("log" in action)).map((action) => {
+    if (action.directive) return element("div", { class: "directive", "data-directive": action.directive.directive ?? "" },
+      `directive ${action.directive.directive ?? JSON.stringify(action.directive)}`);
+    if (action.effect) return element("div", {}, `started ${action.effect}`);
+    const [kind, value] = Object.entries(action)[0] || ["", ""];
+    return element("div", {}, typeof value === "string" ? `${kind} ${value}` : kind);
+  });
 }
 
 async function loadOlder(page) {
@@ -436,17 +449,46 @@ function highlight(page, states, pointers) {
   }
 }
 
+// The run's log lines, filtered by level (that level and above) and by tag (any of the words
+// given), as `protocol-run logs --level --tag` does. The filter's controls are made once, so a
+// live update redraws the lines without taking the focus from them.
+const LOG_LEVELS = ["trace", "debug", "info", "warn", "error"];
+
 async function loadLogs(page) {
+  let answer;
   try {
-    const answer = await getJson(`/api/logs?id=${encodeURIComponent(page.id)}`);
-    const rows = answer.logs.map((line) => element("tr", { class: `level-${line.level}` },
-      element("td", {}, line.time), element("td", {}, line.level), element("td", {}, (line.tags || []).join(" ")),
-      element("td", {}, line.message)));
-    page.elements.logs.replaceChildren(rows.length ? element("table", {}, element("tbody", {}, rows))
-                                                   : element("p", { class: "quiet" }, "No log lines."));
+    answer = await getJson(`/api/logs?id=${encodeURIComponent(page.id)}`);
   } catch (error) {
     page.elements.logs.replaceChildren(element("p", { class: "message error" }, error.message));
+    page.logView = null;
+    return;
   }
+  if (!page.logView) page.logView = logView(page);
+  page.logView.lines = answer.logs;
+  page.logView.draw();
+}
+
+function logView(page) {
+  const view = { lines: [] };
+  const table = element("div", {});
+  const level = element("select", { id: "log-level", "aria-label": "least level", onchange: () => view.draw() },
+    element("option", { value: "" }, "every level"), LOG_LEVELS.map((name) => element("option", { value: name }, `${name} and above`)));
+  const tags = element("input", { id: "log-tags", type: "search", placeholder: "tags", "aria-label": "tags",
+                                  oninput: () => view.draw() });
+  view.draw = () => {
+    const least = LOG_LEVELS.indexOf(level.value);
+    const wanted = tags.value.split(/[\s,]+/).filter(Boolean);
+    const rows = view.lines
+      .filter((line) => least < 0 || LOG_LEVELS.indexOf(line.level || "info") >= least)
+      .filter((line) => wanted.length === 0 || (line.tags || []).some((tag) => wanted.includes(tag)))
+      .map((line) => element("tr", { class: `level-${line.level}` },
+        element("td", {}, line.time), element("td", {}, line.level), element("td", {}, (line.tags || []).join(" ")),
+        element("td", {}, line.message)));
+    table.replaceChildren(rows.length ? element("table", {}, element("tbody", {}, rows))
+                                      : element("p", { class: "quiet" }, view.lines.length ? "No log line passes the filter." : "No log lines."));
+  };
+  page.elements.logs.replaceChildren(element("div", { class: "filters" }, level, tags), table);
+  return view;
 }
 
 // The timeline: each state's visits and each effect's attempts as bars on one time axis; an
