@@ -267,3 +267,58 @@ fn a_browser_cancels_a_run_and_forks_another_from_a_step() {
     let run = wait_for_finish(&address, forked);
     assert_eq!(run["finish"]["state"], "guided", "{run}");
 }
+
+#[test]
+fn a_page_starts_no_more_drivers_than_the_limit_at_once() {
+    let directory = support::temporary_directory("ui-actions", "drivers-limit");
+    let mut child = crate::run_inbox::ittw_run(&directory, "source", Stdio::null);
+    let input = child.stdin.take();
+    let _run = Process { child, input };
+    let (_inspector, address) = inspector(&directory, &[], &[]);
+    wait_for_monitoring(&address, "source");
+    let waiting_at = api(&address, "/api/run?id=source")["state"]["step"]
+        .as_u64()
+        .unwrap();
+    guide(&address, "source");
+    wait_for_finish(&address, "source");
+    let body = format!("{{\"step\": {waiting_at}}}");
+    let forks: Vec<String> = (0..16)
+        .map(|_| {
+            let (status, answer) = post(&address, "/api/fork?id=source", &body);
+            assert_eq!(status, 200, "{answer}");
+            answer["run"].as_str().unwrap().to_string()
+        })
+        .collect();
+    // Each fork's driver waits for its run's inbox: sixteen run at once, the limit.
+    let (status, answer) = post(&address, "/api/fork?id=source", &body);
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("16 drivers started here still run, the limit (MAX_RUNNING_DRIVERS)"),
+        "{answer}"
+    );
+    // Cancelled through their inboxes, the drivers end, and a fork starts again.
+    for fork in &forks {
+        let (status, answer) = post(&address, &format!("/api/cancel?id={fork}"), "{}");
+        assert_eq!(status, 200, "{answer}");
+    }
+    for fork in &forks {
+        let run = wait_for_finish(&address, fork);
+        assert_eq!(run["status"], "cancelled", "{run}");
+    }
+    support::eventually("the drivers' ends", || {
+        forks
+            .iter()
+            .all(|fork| {
+                api(&address, &format!("/api/drivers?id={fork}"))["drivers"][0]["running"] == false
+            })
+            .then_some(())
+    });
+    let (status, answer) = post(&address, "/api/fork?id=source", &body);
+    assert_eq!(status, 200, "{answer}");
+    let last = answer["run"].as_str().unwrap().to_string();
+    let (status, answer) = post(&address, &format!("/api/cancel?id={last}"), "{}");
+    assert_eq!(status, 200, "{answer}");
+}

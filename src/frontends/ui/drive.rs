@@ -16,6 +16,10 @@ use crate::store::StoreChoice;
 /// The most drivers the inspector remembers; older ones are forgotten (their processes go on).
 const MAX_DRIVERS: usize = 64;
 
+/// The most drivers started here that may run at once: a page cannot make processes without
+/// end.
+const MAX_RUNNING_DRIVERS: usize = 16;
+
 /// How long a request waits for its driver to record the redrive or the fork (or to fail).
 const STARTING_PATIENCE: Duration = Duration::from_secs(20);
 
@@ -69,6 +73,14 @@ impl Drivers {
             driver.exit_code = exit_code;
             driver.ended = true;
         }
+    }
+
+    fn running(&self) -> usize {
+        let drivers = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        drivers.iter().filter(|driver| !driver.ended).count()
     }
 
     fn get(&self, pid: u32) -> Option<Driver> {
@@ -170,7 +182,7 @@ pub struct ForkRequest {
 }
 
 /// `POST /api/fork?id=RUN` with `{"step": N}`: starts `protocol-run fork RUN --at N --run-id
-/// NEW --events inbox`, and answers when the new run is recorded (`{"outcome": "forked",
+/// fork-MILLISECONDS-N --events inbox`, and answers when the new run is recorded (`{"outcome": "forked",
 /// "run": NEW, "driver"}`) or the driver has ended without it (refused, with its log's end).
 pub async fn fork(
     State(inspector): State<Inspector>,
@@ -183,7 +195,13 @@ pub async fn fork(
         crate::runtime::runs::start::recorded_root(&**store, &source, "fork")
             .map_err(|refusal| Failure::refused(refused_text(&refusal.text)))?;
     }
-    let new_run = format!("fork-{}", crate::base::clock::unix_milliseconds_now());
+    // Numbered too: two forks asked in one millisecond get ids of their own.
+    static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let new_run = format!(
+        "fork-{}-{}",
+        crate::base::clock::unix_milliseconds_now(),
+        FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let arguments = vec![
         "fork".to_string(),
         source,
@@ -211,6 +229,13 @@ pub(super) fn refused_text(text: &str) -> String {
 /// its own (the inspector stopping leaves it driving), its output in a log of the state
 /// directory; its end is recorded when it comes.
 fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result<u32, Failure> {
+    let running = inspector.drivers.running();
+    if running >= MAX_RUNNING_DRIVERS {
+        return Err(Failure::refused(format!(
+            "{running} drivers started here still run, the limit (MAX_RUNNING_DRIVERS): wait for \
+             one to end, or start this one from the command line"
+        )));
+    }
     let place = &inspector.place;
     let executable = std::env::current_exe().map_err(|error| {
         Failure::refused(format!(
