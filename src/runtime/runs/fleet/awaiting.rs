@@ -2,7 +2,8 @@
 
 use tokio::time::Instant;
 
-use super::{Fleet, write_line};
+use super::Fleet;
+use super::commit::write_line;
 use crate::runtime::run::awaiting::AwaitEnd;
 use crate::runtime::run::input::LineOrigin;
 use crate::runtime::run::input::{DEFAULT_AWAIT_TIMEOUT, parse_await};

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Fleet, write_line};
+use super::Fleet;
+use super::commit::write_line;
 use crate::base::event::{Event, Origin};
 use crate::base::value::Value;
 use crate::runtime::run::admission::{EventOutcome, EventReport};
