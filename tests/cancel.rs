@@ -266,3 +266,169 @@ fn an_mcp_server_cancels_the_run_it_holds_when_its_inbox_asks() {
     assert_eq!(recorded["status"], "finished", "{recorded}");
     assert_eq!(recorded["finish"]["exit_code"], 130, "{recorded}");
 }
+
+/// Pauses or continues process `pid` (SIGSTOP, SIGCONT): a holder that does not look meanwhile.
+fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+}
+
+/// Queues event `event` in `run`'s inbox, as another host would.
+fn queue_event(directory: &Path, run: &str, event: &str) {
+    use protocol_run::store::Store;
+    let mut store = protocol_run::store::SqliteStore::open(directory.join("state")).unwrap();
+    store
+        .enqueue_event(run, event, &serde_json::Value::Null, 1)
+        .unwrap();
+}
+
+/// The outcome of inbox entry `entry` of `run`, as `status --json` shows it.
+fn entry_outcome(directory: &Path, run: &str, entry: u64) -> Value {
+    use protocol_run::store::Store;
+    let store = protocol_run::store::SqliteStore::open(directory.join("state")).unwrap();
+    let states = store.inbox_states(&[(run.to_string(), entry)]).unwrap();
+    match &states[0].state {
+        protocol_run::store::InboxState::Applied { outcome, .. } => outcome.clone(),
+        other => panic!("entry {entry} is {other:?}"),
+    }
+}
+
+#[test]
+fn a_cancel_taken_after_the_run_ended_is_discarded_and_the_end_kept() {
+    let directory = napper("after-the-end");
+    let run = spawn(
+        &directory,
+        &[],
+        &["run", "napper.yaml", "--run-id", "ending", "--events", "-"],
+    );
+    nap_pid(&directory);
+    // Paused, the holder takes both at its next look: `go` ends the run, then the cancel.
+    signal(run.id(), nix::sys::signal::Signal::SIGSTOP);
+    queue_event(&directory, "ending", "go");
+    let (code, stdout, stderr) = cancel(&directory, &[], "ending");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\"queued\""), "{stdout}");
+    signal(run.id(), nix::sys::signal::Signal::SIGCONT);
+    let output = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("\"finished\""), "{stdout}");
+    let recorded = status(&directory, &[], "ending");
+    assert_eq!(recorded["finish"]["state"], "done", "{recorded}");
+    assert_eq!(entry_outcome(&directory, "ending", 1)["outcome"], "taken");
+    let cancelled = entry_outcome(&directory, "ending", 2);
+    assert_eq!(cancelled["outcome"], "discarded", "{cancelled}");
+}
+
+#[test]
+fn a_holder_on_virtual_time_takes_the_cancel_before_it_stops_for_want_of_input() {
+    let directory = support::temporary_directory("cancel", "virtual");
+    std::fs::write(
+        directory.join("waiter.yaml"),
+        "id: waiter\nstates:\n  waiting:\n    on: { go: done }\n  done: { type: final }\n",
+    )
+    .unwrap();
+    let mut run = spawn(
+        &directory,
+        &[],
+        &[
+            "run",
+            "waiter.yaml",
+            "--run-id",
+            "virtual",
+            "--events",
+            "-",
+            "--virtual-time",
+        ],
+    );
+    support::eventually("the run's start", || {
+        let (code, stdout, _) =
+            support::run_binary_in(&directory, &[], &["status", "virtual", "--json"]);
+        (code == 0 && stdout.contains("\"status\":\"running\"")).then_some(())
+    });
+    let (code, stdout, stderr) = cancel(&directory, &[], "virtual");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\"queued\""), "{stdout}");
+    // Its input ends: before it stops, it looks at its inbox.
+    drop(run.stdin.take());
+    let output = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("\"cancelled\""), "{stdout}");
+}
+
+#[test]
+fn a_cancel_left_by_a_holder_that_died_is_taken_by_the_next_one() {
+    let directory = napper("next-holder");
+    let mut run = spawn(
+        &directory,
+        &[],
+        &["run", "napper.yaml", "--run-id", "orphan", "--events", "-"],
+    );
+    nap_pid(&directory);
+    signal(run.id(), nix::sys::signal::Signal::SIGSTOP);
+    let (code, stdout, stderr) = cancel(&directory, &[], "orphan");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\"queued\""), "{stdout}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    // Resumed with no events: it takes its inbox before it stops, and the cancel with it.
+    let (code, stdout, stderr) = support::run_binary_in(&directory, &[], &["resume", "orphan"]);
+    assert_eq!(code, 130, "{stdout}\n{stderr}");
+    assert!(stdout.contains("\"cancelled\""), "{stdout}");
+    assert_eq!(
+        entry_outcome(&directory, "orphan", 1)["outcome"],
+        "cancelled"
+    );
+}
+
+#[test]
+fn a_cancel_ends_an_await_at_once() {
+    let directory = napper("await");
+    let mut run = spawn(
+        &directory,
+        &[],
+        &[
+            "run",
+            "napper.yaml",
+            "--run-id",
+            "awaiting",
+            "--events",
+            "-",
+        ],
+    );
+    let mut input = run.stdin.take().unwrap();
+    // `done` comes only with `go`, which nobody sends.
+    writeln!(input, "{{\"await\": \"done\", \"timeout\": \"100s\"}}").unwrap();
+    input.flush().unwrap();
+    nap_pid(&directory);
+    let (code, _, stderr) = cancel(&directory, &[], "awaiting");
+    assert_eq!(code, 0, "{stderr}");
+    let output = run.wait_with_output().unwrap();
+    drop(input);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("\"await\":\"done\",\"outcome\":\"cancelled\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_cancel_recorded_for_a_run_nobody_holds_applies_what_waited_in_its_inbox() {
+    let directory = napper("waited");
+    let mut run = spawn(
+        &directory,
+        &[],
+        &["run", "napper.yaml", "--run-id", "waited", "--events", "-"],
+    );
+    nap_pid(&directory);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    queue_event(&directory, "waited", "go");
+    let (code, stdout, stderr) = cancel(&directory, &[], "waited");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("\"recorded\""), "{stdout}");
+    let discarded = entry_outcome(&directory, "waited", 1);
+    assert_eq!(discarded["outcome"], "discarded", "{discarded}");
+}

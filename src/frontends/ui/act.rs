@@ -84,15 +84,28 @@ pub async fn event(
 pub async fn cancel(State(inspector): State<Inspector>, Query(query): Query<RunQuery>) -> Answer {
     let run = query.id;
     // Stopping the processes a dead holder left may wait for them to die: off the server's
-    // thread.
+    // thread, through a connection of its own, so that other pages need not wait meanwhile.
+    let place = inspector.place.clone();
     let cancelled = tokio::task::spawn_blocking(move || {
-        let mut store = inspector.store.lock();
-        crate::runtime::runs::cancel::cancel(&mut **store, &inspector.place.state_dir, &run).map(
-            |cancelled| {
-                let reason = cancelled.description(&run);
-                (cancelled, reason)
-            },
-        )
+        let mut store = match place.store.open(&place.state_dir) {
+            Ok(Some(store)) => store,
+            Ok(None) => {
+                return Err(crate::runtime::runs::start::Refusal::error(
+                    "this store keeps no runs",
+                    crate::base::exit_code::USAGE,
+                ));
+            }
+            Err(error) => {
+                return Err(crate::runtime::runs::start::Refusal::error(
+                    error,
+                    crate::base::exit_code::IO,
+                ));
+            }
+        };
+        crate::runtime::runs::cancel::cancel(&mut *store, &place.state_dir, &run).map(|cancelled| {
+            let reason = cancelled.description(&run);
+            (cancelled, reason)
+        })
     })
     .await
     .map_err(|error| Failure::refused(format!("the cancel stopped: {error}")))?;

@@ -53,49 +53,27 @@ struct Driver {
 pub struct Drivers(Arc<Mutex<VecDeque<Driver>>>);
 
 impl Drivers {
-    fn add(&self, driver: Driver) {
-        let mut drivers = self
-            .0
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Driver>> {
+        self.0
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if drivers.len() == MAX_DRIVERS {
-            drivers.pop_front();
-        }
-        drivers.push_back(driver);
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn ended(&self, pid: u32, exit_code: Option<i32>) {
-        let mut drivers = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut drivers = self.lock();
         if let Some(driver) = drivers.iter_mut().find(|driver| driver.pid == pid) {
             driver.exit_code = exit_code;
             driver.ended = true;
         }
     }
 
-    fn running(&self) -> usize {
-        let drivers = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        drivers.iter().filter(|driver| !driver.ended).count()
-    }
-
     fn get(&self, pid: u32) -> Option<Driver> {
-        let drivers = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let drivers = self.lock();
         drivers.iter().find(|driver| driver.pid == pid).cloned()
     }
 
     fn of_run(&self, run: &str) -> Vec<Driver> {
-        let drivers = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let drivers = self.lock();
         drivers
             .iter()
             .filter(|driver| driver.run == run)
@@ -229,7 +207,9 @@ pub(super) fn refused_text(text: &str) -> String {
 /// its own (the inspector stopping leaves it driving), its output in a log of the state
 /// directory; its end is recorded when it comes.
 fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result<u32, Failure> {
-    let running = inspector.drivers.running();
+    // Counted and added under one lock: requests at once cannot pass the limit together.
+    let mut drivers = inspector.drivers.lock();
+    let running = drivers.iter().filter(|driver| !driver.ended).count();
     if running >= MAX_RUNNING_DRIVERS {
         return Err(Failure::refused(format!(
             "{running} drivers started here still run, the limit (MAX_RUNNING_DRIVERS): wait for \
@@ -256,7 +236,10 @@ fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result
         Failure::refused(format!("cannot create {}: {error}", directory.display()))
     })?;
     let started = crate::base::clock::unix_milliseconds_now();
-    let log = directory.join(format!("{started}-{}.log", arguments[0]));
+    // Numbered: two drivers started in one millisecond write logs of their own.
+    static LOGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let number = LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = directory.join(format!("{started}-{number}-{}.log", arguments[0]));
     let output = std::fs::File::create(&log)
         .map_err(|error| Failure::refused(format!("cannot create {}: {error}", log.display())))?;
     let errors = output.try_clone().map_err(|error| {
@@ -267,6 +250,8 @@ fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result
         .args(&arguments)
         .env("PROTOCOL_RUN_STATE_DIR", &place.state_dir)
         .env_remove(crate::store::choice::DATABASE_URL_FILE)
+        // The inspector's own secret is not the driver's.
+        .env_remove("PROTOCOL_RUN_UI_TOKEN")
         .stdin(std::process::Stdio::null())
         .stdout(output)
         .stderr(errors);
@@ -286,23 +271,39 @@ fn start(inspector: &Inspector, run: &str, mut arguments: Vec<String>) -> Result
         Failure::refused(format!("cannot start {}: {error}", executable.display()))
     })?;
     let pid = child.id();
-    inspector.drivers.add(Driver {
-        run: run.to_string(),
-        command: std::iter::once("protocol-run".to_string())
-            .chain(arguments)
-            .collect(),
-        pid,
-        log,
-        started_unix_milliseconds: started,
-        exit_code: None,
-        ended: false,
-    });
+    remember(
+        &mut drivers,
+        Driver {
+            run: run.to_string(),
+            command: std::iter::once("protocol-run".to_string())
+                .chain(arguments)
+                .collect(),
+            pid,
+            log,
+            started_unix_milliseconds: started,
+            exit_code: None,
+            ended: false,
+        },
+    );
+    drop(drivers);
     let drivers = inspector.drivers.clone();
     std::thread::spawn(move || {
         let code = child.wait().ok().and_then(|status| status.code());
         drivers.ended(pid, code);
     });
     Ok(pid)
+}
+
+/// Adds `driver`; at `MAX_DRIVERS`, the oldest that has ended is forgotten and its log removed
+/// (one always has: fewer may run at once, `MAX_RUNNING_DRIVERS`).
+fn remember(drivers: &mut VecDeque<Driver>, driver: Driver) {
+    if drivers.len() >= MAX_DRIVERS
+        && let Some(oldest) = drivers.iter().position(|driver| driver.ended)
+        && let Some(forgotten) = drivers.remove(oldest)
+    {
+        let _ = std::fs::remove_file(&forgotten.log);
+    }
+    drivers.push_back(driver);
 }
 
 /// Waits until `recorded` says what the driver `pid` was started for is in the store (true), or

@@ -17,6 +17,8 @@ pub enum AwaitEnd {
     TimedOut,
     /// A signal stopped the run meanwhile.
     Stopped,
+    /// A cancel taken from the run's inbox stopped it meanwhile.
+    Cancelled,
 }
 
 impl AwaitEnd {
@@ -27,6 +29,7 @@ impl AwaitEnd {
             AwaitEnd::Ended,
             AwaitEnd::TimedOut,
             AwaitEnd::Stopped,
+            AwaitEnd::Cancelled,
         ]
         .into_iter()
         .map(AwaitEnd::name)
@@ -39,6 +42,7 @@ impl AwaitEnd {
             AwaitEnd::Ended => "ended",
             AwaitEnd::TimedOut => "timed_out",
             AwaitEnd::Stopped => "stopped",
+            AwaitEnd::Cancelled => "cancelled",
         }
     }
 }
@@ -75,8 +79,17 @@ pub(super) async fn await_state(
             },
             None => session.wait(until, None).await,
         };
-        if let Waited::Deadline = waited {
-            break AwaitEnd::TimedOut;
+        match waited {
+            Waited::Deadline => break AwaitEnd::TimedOut,
+            // The inbox is looked at meanwhile too: its events may be what the await waits for.
+            Waited::Queued => match session.take_queued() {
+                Err(RunError::Interrupted { .. }) => break AwaitEnd::Stopped,
+                taken => taken?,
+            },
+            _ => {}
+        }
+        if session.cancel_request.is_some() {
+            break AwaitEnd::Cancelled;
         }
         session.commit_between_steps()?;
     };

@@ -515,7 +515,27 @@ pub(super) async fn drive_async(
             let idle = session.host.next_deadline().is_none() && !session.host.state.has_running();
             // A child its parent sends to waits for its events until it is cancelled.
             if idle && lines.is_none() && session.inbox.is_none() && !waits_for_inbox {
-                break;
+                // Before stopping for want of input, what was queued meanwhile is taken (a
+                // cancel among it, too), on virtual time as well: a holder never leaves its
+                // inbox unread.
+                let looked = match session.look_at_queued() {
+                    Err(RunError::Interrupted { .. }) => {
+                        stopped_by_signal = true;
+                        break;
+                    }
+                    other => other?,
+                };
+                session.commit_between_steps()?;
+                let still_idle =
+                    session.host.next_deadline().is_none() && !session.host.state.has_running();
+                let more = looked == super::queued::Looked::Full;
+                if session.cancel_request.is_some()
+                    || !session.interpreter.is_running()
+                    || (still_idle && !more)
+                {
+                    break;
+                }
+                continue;
             }
             // Whatever is ready without waiting joins the batch; before waiting, the batch is
             // committed and what tells of it released.
@@ -576,6 +596,9 @@ pub(super) async fn drive_async(
                                 stopped_by_signal = true;
                                 break;
                             }
+                            if end == super::awaiting::AwaitEnd::Cancelled {
+                                break;
+                            }
                         }
                         Ok(InputLine::Advance(duration)) if virtual_time => {
                             session.timers_held = false;
@@ -615,17 +638,23 @@ pub(super) async fn drive_async(
         // own timeout, and recorded; a signal still stops it at once.
         while !stopped_by_signal && session.cancel_request.is_none() && session.effects_running() {
             session.flush()?;
-            match signals.as_mut() {
+            let waited = match signals.as_mut() {
                 Some(signals) => tokio::select! {
-                    _ = session.wait(None, None) => {}
+                    waited = session.wait(None, None) => Some(waited),
                     () = signals.next() => {
                         StopSignals::let_the_next_one_kill();
                         stopped_by_signal = true;
+                        None
                     }
                 },
-                None => {
-                    session.wait(None, None).await;
-                }
+                None => Some(session.wait(None, None).await),
+            };
+            // What comes to the inbox now finds the run ended (and is said so); the look is
+            // armed again, or the wait would answer at once for good.
+            if let Some(Waited::Queued) = waited
+                && interrupted(session.take_queued())?
+            {
+                stopped_by_signal = true;
             }
             session.commit_between_steps()?;
         }

@@ -43,33 +43,77 @@ impl Cancelled {
 pub fn cancel(store: &mut dyn Store, state_dir: &Path, run: &str) -> Result<Cancelled, Refusal> {
     let record = recorded_root(store, run, "cancel")?;
     if record.summary.status == RunStatus::Finished {
-        return Err(Refusal::error(
-            format!("run `{run}` has finished: there is nothing to cancel"),
-            exit_code::USAGE,
-        ));
+        return Err(finished(run));
     }
     let failed = |error: StoreError| Refusal::error(error, exit_code::IO);
     match HolderLock::run(store, state_dir, run, "cancel") {
         // Held here until the cancel is recorded, which releases the run.
-        Ok(_lock) => {
-            record_cancelled(store, run, Vec::new()).map_err(failed)?;
+        Ok(lock) => {
+            let recorded = what_waited(store, lock.holder(), run)
+                .and_then(|applied| record_cancelled(store, run, applied));
+            if let Err(error) = recorded {
+                // Nobody is left holding a run this cancel did not record.
+                let _ = store.release_runs(&[run.to_string()], lock.holder());
+                return Err(failed(error));
+            }
             Ok(Cancelled::Recorded)
         }
         Err(ClaimError::Held { .. } | ClaimError::HostHeld { .. }) => {
             let now = crate::base::clock::unix_milliseconds_now();
-            let entry = store.enqueue_cancel(run, now).map_err(failed)?;
-            Ok(Cancelled::Queued { entry })
+            match store.enqueue_cancel(run, now) {
+                Ok(entry) => Ok(Cancelled::Queued { entry }),
+                // Its holder finished it meanwhile.
+                Err(_) if matches!(store.run_summary(run), Ok(Some(summary)) if summary.status == RunStatus::Finished) => {
+                    Err(finished(run))
+                }
+                Err(error) => Err(failed(error)),
+            }
         }
-        Err(ClaimError::Finished { .. }) => Err(Refusal::error(
-            format!("run `{run}` has finished: there is nothing to cancel"),
-            exit_code::USAGE,
-        )),
+        Err(ClaimError::Finished { .. }) => Err(finished(run)),
         Err(error) => {
             let code = error.exit_code();
             Err(Refusal::error(error, code))
         }
     }
 }
+
+fn finished(run: &str) -> Refusal {
+    Refusal::error(
+        format!("run `{run}` has finished: there is nothing to cancel"),
+        exit_code::USAGE,
+    )
+}
+
+/// What waits in the inbox of `run`, which `holder` has claimed, applied as the cancel leaves
+/// it: an earlier cancel request taken as this one, an event discarded (the run never takes
+/// it). Nothing is left waiting on a cancelled run.
+fn what_waited(
+    store: &mut dyn Store,
+    holder: &crate::store::Holder,
+    run: &str,
+) -> Result<Vec<Write>, StoreError> {
+    // One take: entries stay waiting until the commit that applies them, so a second take
+    // would find the same ones again.
+    let taken = store.take_inbox(holder, crate::store::InboxScope::Run(run), TAKE_LIMIT)?;
+    Ok(taken
+        .entries
+        .into_iter()
+        .map(|entry| Write::ApplyInbox {
+            run: run.to_string(),
+            entry: entry.entry,
+            step: None,
+            outcome: match entry.kind {
+                crate::store::inbox::EntryKind::Cancel => request_outcome(),
+                crate::store::inbox::EntryKind::Event => after_cancel_outcome(&entry.event),
+            },
+            output: String::new(),
+        })
+        .collect())
+}
+
+/// The most inbox entries a cancel applies with it; more (a flood queued for a run nobody
+/// held) stay waiting on the finished run, which takes no more.
+const TAKE_LIMIT: usize = 10_000;
 
 /// Records `run`, which this process holds and no longer drives, cancelled: the processes its
 /// last committed step lists as running (its children's too) are stopped first, then its stop,

@@ -29,7 +29,12 @@ impl Ended<'_> {
             strict_effects,
         } = *self;
         let now = crate::base::clock::unix_milliseconds_now();
-        if let Some(request) = &report.cancelled {
+        // A run that reached its final state ended before any cancel could stop it.
+        if let Some(request) = report
+            .cancelled
+            .as_ref()
+            .filter(|_| report.outcome.is_none())
+        {
             return self.cancelled(request, report, store, lifecycle);
         }
         match report
@@ -111,7 +116,8 @@ impl Ended<'_> {
         }
         if let Err(error) = cancel::record_cancelled(store, run_id, writes) {
             eprintln!(
-                "error: run {run_id} was stopped for a cancel (inbox entry {}), but the store did                  not record it: {error}; `protocol-run resume {run_id}` takes the cancel again",
+                "error: run {run_id} was stopped for a cancel (inbox entry {}), but the store did \
+                 not record it: {error}; `protocol-run cancel {run_id}` records it",
                 request.entry
             );
             return Ok(exit_code::IO);

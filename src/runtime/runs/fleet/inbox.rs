@@ -336,7 +336,19 @@ impl Fleet {
     /// effects and children dropped, their processes stopped, its stop and finish in the batch)
     /// and the request applied in the same batch; the instance's output line says so.
     fn apply_cancel(&mut self, entry: InboxEntry, name: String) {
-        let outcome = match self.by_name.get(name.as_str()).copied() {
+        let after_the_end = || {
+            serde_json::json!({
+                "event": entry.event, "outcome": "discarded",
+                "reason": crate::runtime::run::admission::AFTER_THE_END,
+            })
+        };
+        // An instance that reached its final state (its effects still finishing) keeps its end.
+        let live = self.by_name.get(name.as_str()).copied().filter(|slot| {
+            self.members[*slot]
+                .as_deref()
+                .is_some_and(|member| member.interpreter.outcome().is_none())
+        });
+        let outcome = match live {
             Some(slot) => {
                 self.park_for_good(slot, crate::runtime::run::stop::Stop::Cancel);
                 write_line(
@@ -348,10 +360,29 @@ impl Fleet {
                 );
                 crate::runtime::runs::cancel::request_outcome()
             }
-            None => serde_json::json!({
-                "event": entry.event, "outcome": "discarded",
-                "reason": crate::runtime::run::admission::AFTER_THE_END,
-            }),
+            // Live but ended, or finished in the batch not committed yet.
+            None if self.by_name.contains_key(name.as_str())
+                || self.finished.contains(name.as_str()) =>
+            {
+                after_the_end()
+            }
+            // Not live here, yet held here (its entries are taken only by its holder): a batch
+            // the store refused took it out of the fleet. It is recorded cancelled now.
+            None => match self.held_here_unfinished(&entry.run) {
+                true => {
+                    if let Some(recording) = &mut self.recording
+                        && let Ok(Some(stored)) = recording.store.latest_snapshot(&entry.run)
+                    {
+                        crate::runtime::run::session::stop_processes_left_by(&stored.snapshot);
+                    }
+                    self.pending.extend(
+                        crate::runtime::run::stop::Stop::Cancel
+                            .writes(&entry.run, crate::base::clock::unix_milliseconds_now()),
+                    );
+                    crate::runtime::runs::cancel::request_outcome()
+                }
+                false => after_the_end(),
+            },
         };
         if self.recording.is_some() {
             self.pending.push(Write::ApplyInbox {
@@ -362,6 +393,16 @@ impl Fleet {
                 output: String::new(),
             });
         }
+    }
+
+    /// Whether the store has `run` unfinished (this host took its entry, so it holds it).
+    fn held_here_unfinished(&self, run: &str) -> bool {
+        self.recording.as_ref().is_some_and(|recording| {
+            matches!(
+                recording.store.run_summary(run),
+                Ok(Some(summary)) if summary.status != crate::store::RunStatus::Finished
+            )
+        })
     }
 
     /// Relays the outcomes now known of the events queued here: the holder's output lines for
