@@ -244,15 +244,44 @@ fn three_hosts_drive_a_thousand_instances_through_a_kill_and_a_pause() {
     // Every queued event applied, by the step that consumed it, whose event it is.
     let queued = count(&mut client, "SELECT count(*) FROM inbox");
     assert!(queued > 0, "no event was queued for another host");
-    assert_eq!(
-        count(
-            &mut client,
-            "SELECT count(*) FROM inbox JOIN journal ON journal.run_id = inbox.run_id AND \
-             journal.step = inbox.step AND journal.event_name = inbox.event_name WHERE \
-             inbox.status = 'applied'"
-        ),
-        queued
+    let applied = count(
+        &mut client,
+        "SELECT count(*) FROM inbox JOIN journal ON journal.run_id = inbox.run_id AND \
+         journal.step = inbox.step AND journal.event_name = inbox.event_name WHERE \
+         inbox.status = 'applied'",
     );
+    if applied != queued {
+        // Which ones, and what the journal holds at their step, for whoever reads the failure.
+        let rows = client
+            .query(
+                "SELECT inbox.run_id, inbox.entry, inbox.event_name, inbox.status, inbox.tries, \
+                 inbox.step, inbox.outcome, journal.event_name FROM inbox LEFT JOIN journal ON \
+                 journal.run_id = inbox.run_id AND journal.step = inbox.step WHERE inbox.status \
+                 <> 'applied' OR journal.event_name IS DISTINCT FROM inbox.event_name",
+                &[],
+            )
+            .unwrap();
+        let rows: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                format!(
+                    "{} #{} {} {} tries {} step {:?} outcome {:?}, journal's event there {:?}",
+                    row.get::<_, String>(0),
+                    row.get::<_, i64>(1),
+                    row.get::<_, String>(2),
+                    row.get::<_, String>(3),
+                    row.get::<_, i64>(4),
+                    row.get::<_, Option<i64>>(5),
+                    row.get::<_, Option<String>>(6),
+                    row.get::<_, Option<String>>(7),
+                )
+            })
+            .collect();
+        panic!(
+            "{applied} of {queued} queued events applied by their own step:\n{}",
+            rows.join("\n")
+        );
+    }
     // Never two hosts committing for one run under one token.
     assert_eq!(
         count(

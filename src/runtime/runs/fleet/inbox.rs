@@ -310,6 +310,8 @@ impl Fleet {
                 }
             },
         };
+        // The step of this event: a step of the instance's queue handled before it (a timer
+        // that came due) may have been written first.
         let step = self.pending[writes_before..]
             .iter()
             .find_map(|write| match write {
@@ -317,7 +319,14 @@ impl Fleet {
                     run,
                     entry: journal,
                     ..
-                } if *run == entry.run => Some(journal.sequence),
+                } if *run == entry.run
+                    && journal
+                        .event
+                        .as_ref()
+                        .is_some_and(|event| event.name == entry.event) =>
+                {
+                    Some(journal.sequence)
+                }
                 _ => None,
             });
         let output = String::from_utf8_lossy(&self.output[output_before..]).into_owned();
