@@ -51,10 +51,11 @@ pub async fn live(
     let mut follower = inspector.changes.as_ref().map(RunChanges::follow);
     tokio::spawn(async move {
         let mut shown = (query.after, None::<String>);
+        let mut look = Look::First;
         loop {
             let update = {
                 let store = inspector.store.lock();
-                next_update(&**store, &query.id, &mut shown)
+                next_update(&**store, &query.id, &mut shown, look)
             };
             match update {
                 Ok(Some((event, finished))) => {
@@ -72,23 +73,50 @@ pub async fn live(
             // A page whose feed was dropped ends its task without waiting for the next look.
             tokio::select! {
                 () = sender.closed() => return,
-                () = next_look(&mut follower, &query.id, inspector.poll) => {}
+                next = next_look(&mut follower, &query.id, inspector.poll) => look = next,
             }
         }
     });
     Sse::new(Updates(receiver)).keep_alive(KeepAlive::default())
 }
 
+/// Why the page's task looked at the store, as each update says (`woken_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// The page's first look, as the feed opens.
+    First,
+    /// The store's word that the run was committed to (PostgreSQL's notifications).
+    Notification,
+    /// The poll came due.
+    Poll,
+}
+
+impl Look {
+    fn name(self) -> &'static str {
+        match self {
+            Look::First => "first",
+            Look::Notification => "notification",
+            Look::Poll => "poll",
+        }
+    }
+}
+
 /// Waits until run `run` is worth looking at again: word that it was committed to, or
 /// `UNWOKEN_LOOK` (`poll` if longer) without any; `poll` where the store gives no word, or
 /// its word ended.
-async fn next_look(follower: &mut Option<RunFollower>, run: &str, poll: Duration) {
+async fn next_look(follower: &mut Option<RunFollower>, run: &str, poll: Duration) -> Look {
     let Some(following) = follower else {
-        return tokio::time::sleep(poll).await;
-    };
-    if let Ok(false) = tokio::time::timeout(poll.max(UNWOKEN_LOOK), following.changed(run)).await {
-        *follower = None;
         tokio::time::sleep(poll).await;
+        return Look::Poll;
+    };
+    match tokio::time::timeout(poll.max(UNWOKEN_LOOK), following.changed(run)).await {
+        Ok(true) => Look::Notification,
+        Ok(false) => {
+            *follower = None;
+            tokio::time::sleep(poll).await;
+            Look::Poll
+        }
+        Err(_) => Look::Poll,
     }
 }
 
@@ -99,6 +127,7 @@ fn next_update(
     store: &dyn crate::store::Store,
     run: &str,
     shown: &mut (Option<u64>, Option<String>),
+    look: Look,
 ) -> Result<Option<(Event, bool)>, String> {
     let summary = store
         .run_summary(run)
@@ -133,7 +162,7 @@ fn next_update(
         .collect();
     *shown = (summary.last_sequence, Some(status));
     let finished = summary.status == crate::store::RunStatus::Finished;
-    let data = json!({"run": described, "steps": steps});
+    let data = json!({"run": described, "steps": steps, "woken_by": look.name()});
     Ok(Some((
         Event::default().event("update").data(data.to_string()),
         finished,
