@@ -282,18 +282,16 @@ impl Store for CountingStore {
     fn renew_lease(&mut self, host: &str, ttl_milliseconds: u64) -> Result<(), StoreError> {
         self.inner.renew_lease(host, ttl_milliseconds)
     }
-    fn enqueue_event(
+    fn enqueue(
         &mut self,
         run: &str,
+        kind: protocol_run::store::inbox::EntryKind,
         event: &str,
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
         self.inner
-            .enqueue_event(run, event, data, unix_milliseconds)
-    }
-    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
-        self.inner.enqueue_cancel(run, unix_milliseconds)
+            .enqueue(run, kind, event, data, unix_milliseconds)
     }
     fn take_inbox(
         &mut self,

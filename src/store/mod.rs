@@ -499,11 +499,31 @@ pub trait Store: Send {
         event: &str,
         data: &serde_json::Value,
         unix_milliseconds: u64,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<u64, StoreError> {
+        self.enqueue(run, inbox::EntryKind::Event, event, data, unix_milliseconds)
+    }
 
     /// Stores a request to cancel `run` in its inbox for the run's holder (`inbox::EntryKind`),
     /// as `enqueue_event` stores an event: its number. Refused for an unknown or finished run.
-    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError>;
+    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
+        self.enqueue(
+            run,
+            inbox::EntryKind::Cancel,
+            inbox::CANCEL_REQUEST,
+            &serde_json::Value::Null,
+            unix_milliseconds,
+        )
+    }
+
+    /// Stores an entry of `kind` in `run`'s inbox (`enqueue_event`, `enqueue_cancel`).
+    fn enqueue(
+        &mut self,
+        run: &str,
+        kind: inbox::EntryKind,
+        event: &str,
+        data: &serde_json::Value,
+        unix_milliseconds: u64,
+    ) -> Result<u64, StoreError>;
 
     /// Takes at most `limit` waiting entries of the runs in `scope` (a protocol's, or one run)
     /// that `holder` holds, oldest first in each run, counting a try for each; an entry already tried `inbox::MAX_TRIES` times is set

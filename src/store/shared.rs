@@ -139,19 +139,16 @@ impl Store for SharedStore {
         self.lock().snapshot_at(run, step)
     }
 
-    fn enqueue_event(
+    fn enqueue(
         &mut self,
         run: &str,
+        kind: super::inbox::EntryKind,
         event: &str,
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
         self.lock()
-            .enqueue_event(run, event, data, unix_milliseconds)
-    }
-
-    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
-        self.lock().enqueue_cancel(run, unix_milliseconds)
+            .enqueue(run, kind, event, data, unix_milliseconds)
     }
 
     fn take_inbox(

@@ -696,24 +696,15 @@ impl Store for SqliteStore {
         Ok(pruned)
     }
 
-    fn enqueue_event(
+    fn enqueue(
         &mut self,
         run: &str,
+        kind: EntryKind,
         event: &str,
         data: &serde_json::Value,
         unix_milliseconds: u64,
     ) -> Result<u64, StoreError> {
-        self.store_entry(run, EntryKind::Event, event, data, unix_milliseconds)
-    }
-
-    fn enqueue_cancel(&mut self, run: &str, unix_milliseconds: u64) -> Result<u64, StoreError> {
-        self.store_entry(
-            run,
-            EntryKind::Cancel,
-            crate::store::inbox::CANCEL_REQUEST,
-            &serde_json::Value::Null,
-            unix_milliseconds,
-        )
+        self.store_entry(run, kind, event, data, unix_milliseconds)
     }
 
     fn take_inbox(
